@@ -1,0 +1,110 @@
+"""Injectable clocks: the one source of time for WAIT intervals, put times and the sweep cycle.
+
+Every timed wait in sweepq goes through :meth:`Clock.wait`, so a test can swap in a
+:class:`ManualClock` and drive time by hand: no test sleeps on the wall clock, and every
+timeout path runs deterministically (the TigerBeetle-simulator way of testing time).
+
+Contract of ``wait(cond, deadline)``: the caller holds ``cond``'s lock; the call releases
+it while waiting and holds it again on return. It returns when notified, when the deadline
+has passed, or spuriously; callers loop and re-check their predicate, as with any
+``threading.Condition``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Monotonic seconds: for deadlines and intervals."""
+        ...
+
+    def wall(self) -> float:
+        """Seconds since the epoch: for put times."""
+        ...
+
+    def wait(self, cond: threading.Condition, deadline: float | None) -> None:
+        """Wait on ``cond`` (lock held) until notified or ``now() >= deadline``."""
+        ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    # The builtins themselves, not wrappers: wall() runs on every put.
+    now = staticmethod(time.monotonic)
+    wall = staticmethod(time.time)
+
+    def wait(self, cond: threading.Condition, deadline: float | None) -> None:
+        if deadline is None:
+            cond.wait()
+        else:
+            remaining = deadline - time.monotonic()
+            if remaining > 0:
+                cond.wait(remaining)
+
+
+class ManualClock:
+    """A virtual clock that moves only when :meth:`advance` is called.
+
+    Waiters block on their own condition with no real timeout; ``advance`` wakes every
+    registered waiter so it can re-check its deadline. ``wait_for_waiters`` lets a test
+    learn, without sleeping, that other threads have reached a timed wait.
+    """
+
+    def __init__(self, start: float = 0.0, epoch: float = 1_767_225_600.0):
+        self._t = float(start)
+        self._epoch = epoch
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._waiting: dict[int, threading.Condition] = {}
+        self._token = 0
+
+    def now(self) -> float:
+        return self._t
+
+    def wall(self) -> float:
+        return self._epoch + self._t
+
+    @property
+    def waiters(self) -> int:
+        """How many threads are inside :meth:`wait` right now."""
+        with self._lock:
+            return len(self._waiting)
+
+    def wait(self, cond: threading.Condition, deadline: float | None) -> None:
+        if deadline is not None and self._t >= deadline:
+            return
+        with self._lock:
+            self._token += 1
+            token = self._token
+            self._waiting[token] = cond
+            self._changed.notify_all()
+        try:
+            # Re-check under cond's lock (held by the caller): advance() changes _t before
+            # it takes cond's lock to notify, so a wake-up cannot be lost in between.
+            if deadline is None or self._t < deadline:
+                cond.wait()
+        finally:
+            with self._lock:
+                self._waiting.pop(token, None)
+                self._changed.notify_all()
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward and wake every timed waiter so it re-checks its deadline."""
+        if seconds < 0:
+            raise ValueError("a clock does not run backwards")
+        with self._lock:
+            self._t += seconds
+            conds = list(self._waiting.values())
+        for cond in conds:
+            with cond:
+                cond.notify_all()
+
+    def wait_for_waiters(self, n: int, timeout: float = 10.0) -> bool:
+        """Block (on a condition, not a sleep loop) until at least ``n`` threads wait."""
+        with self._lock:
+            return self._changed.wait_for(lambda: len(self._waiting) >= n, timeout)
