@@ -1,0 +1,66 @@
+"""sweepq's public API: an in-process queue manager with IBM MQ semantics.
+
+from sweepq.engine import QueueManager, OO, GMO, PMO, MD
+
+with QueueManager() as qm:
+    qm.define_queue("ORDERS")
+    with qm.connect() as conn:
+        q = conn.open("ORDERS", OO.OUTPUT | OO.INPUT_SHARED)
+        q.put(b"hello", MD(priority=5))
+        print(q.get().data)
+"""
+
+from .connection import Connection, Handle
+from .constants import (
+    CC,
+    CORRELID_NONE,
+    GMO,
+    GROUPID_NONE,
+    MF,
+    MO,
+    MSGID_NONE,
+    MSGTOKEN_NONE,
+    OO,
+    PMO,
+    DeliverySequence,
+    GroupStatus,
+    IndexType,
+    Persistence,
+    Reason,
+    SegmentStatus,
+    Usage,
+)
+from .errors import MQError
+from .manager import QueueManager
+from .message import Message, PutResult
+from .queue import QueueAttributes, QueueInfo
+from .record import MD
+
+__all__ = [
+    "CC",
+    "CORRELID_NONE",
+    "GMO",
+    "GROUPID_NONE",
+    "MD",
+    "MF",
+    "MO",
+    "MSGID_NONE",
+    "MSGTOKEN_NONE",
+    "OO",
+    "PMO",
+    "Connection",
+    "DeliverySequence",
+    "GroupStatus",
+    "Handle",
+    "IndexType",
+    "MQError",
+    "Message",
+    "Persistence",
+    "PutResult",
+    "QueueAttributes",
+    "QueueInfo",
+    "QueueManager",
+    "Reason",
+    "SegmentStatus",
+    "Usage",
+]

@@ -1,0 +1,524 @@
+"""Connections (MQCONN) and object handles (MQOPEN): where put and get live.
+
+Thread safety: a :class:`QueueManager` may be shared by any number of threads. A
+:class:`Connection` and its :class:`Handle` objects belong to one thread at a time, like an
+MQ connection handle; give each thread its own connection. Queues are protected by their
+own locks, so connections on different threads never need any lock of their own.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from . import record
+from .constants import (
+    GMO,
+    MAX_PRIORITY,
+    MO,
+    MSGID_NONE,
+    OO,
+    PMO,
+    Persistence,
+    Reason,
+)
+from .errors import MQError, options_error
+from .lane import UNCOMMITTED, Node, new_node
+from .matching import MATCH_DEFAULT, _fixed, build_match
+from .message import Message, PutResult
+from .options import INPUT_OPTS, check_get, check_open, check_put
+from .queue import LocalQueue, Waiter
+from .record import MD
+from .uow import UnitOfWork
+
+if TYPE_CHECKING:
+    from .manager import QueueManager
+
+_SYNC = int(GMO.SYNCPOINT)
+_SYNC_IF_PERSISTENT = int(GMO.SYNCPOINT_IF_PERSISTENT)
+_WAIT = int(GMO.WAIT)
+_ACCEPT_TRUNCATED = int(GMO.ACCEPT_TRUNCATED_MSG)
+_MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
+_BROWSE_ANY = int(GMO.BROWSE_FIRST | GMO.BROWSE_NEXT | GMO.BROWSE_MSG_UNDER_CURSOR | GMO.MSG_UNDER_CURSOR)
+# Accepted and checked, but not yet acted on: they arrive with browse cursors and groups.
+_NOT_YET = int(
+    GMO.LOCK | GMO.UNLOCK | GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG | GMO.ALL_MSGS_AVAILABLE | GMO.ALL_SEGMENTS_AVAILABLE
+)
+_PMO_SYNC = int(PMO.SYNCPOINT)
+_PMO_NEW_MSG_ID = int(PMO.NEW_MSG_ID)
+_PMO_NEW_CORREL_ID = int(PMO.NEW_CORREL_ID)
+_PMO_LOGICAL_ORDER = int(PMO.LOGICAL_ORDER)
+_HAS_EXPIRY = record.HAS_EXPIRY
+_pack_head = record.HEAD.pack  # record.encode_plain, bound here for the put hot path
+_HEAD_LEN = record.HEAD_LEN
+
+
+def _as_bytes(data) -> bytes:
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise MQError(
+        Reason.BUFFER_LENGTH_ERROR,
+        f"message data must be bytes, bytearray or memoryview, not {type(data).__name__}"
+        + ("; encode text first, e.g. data.encode()" if isinstance(data, str) else ""),
+    )
+
+
+class Connection:
+    """A connection to a queue manager. It owns at most one unit of work.
+
+    Use it as a context manager: leaving the block disconnects, which backs out any
+    uncommitted work (MQ's implicit backout) and closes every handle.
+    """
+
+    def __init__(self, qm: QueueManager):
+        self._qm = qm
+        self._uow = UnitOfWork()
+        self._handles: set[Handle] = set()
+        self._closed = False
+
+    # -- objects ------------------------------------------------------------------------
+
+    def open(self, name: str, options: OO | int) -> Handle:
+        """Open a queue (MQOPEN). The handle can do only what ``options`` allow (§4.3, §7)."""
+        self._check()
+        opts = int(options)
+        err = check_open(opts)
+        if err:
+            raise options_error(err)
+        q = self._qm._queue(name)
+        inp = opts & INPUT_OPTS
+        if inp == OO.INPUT_AS_Q_DEF:
+            inp = int(q.attrs.default_input)
+        if inp == OO.INPUT_SHARED and not q.attrs.shareable:
+            inp = int(OO.INPUT_EXCLUSIVE)
+        with q.mutex:
+            if q.deleted:
+                raise MQError(Reason.UNKNOWN_OBJECT_NAME, f"queue {name!r} has been deleted")
+            if inp and (q.open_exclusive or (inp == OO.INPUT_EXCLUSIVE and q.open_input)):
+                raise MQError(
+                    Reason.OBJECT_IN_USE,
+                    f"queue {name!r} is open for input "
+                    + ("exclusively by another handle" if q.open_exclusive else "by another handle")
+                    + "; open it INPUT_SHARED, or close the other handle",
+                )
+            if inp:
+                q.open_input += 1
+                q.open_exclusive = inp == OO.INPUT_EXCLUSIVE
+            if opts & OO.OUTPUT:
+                q.open_output += 1
+            q.open_handles += 1
+        h = Handle(self, q, opts, inp)
+        self._handles.add(h)
+        return h
+
+    # -- unit of work --------------------------------------------------------------------
+
+    def commit(self) -> None:
+        """MQCMIT: puts become visible, got messages are deleted."""
+        self._check()
+        self._uow.commit()
+
+    def backout(self) -> None:
+        """MQBACK: puts are deleted, got messages reappear in place with BackoutCount + 1.
+
+        A get marked with MARK_SKIP_BACKOUT stays got and forms a new unit of work.
+        """
+        self._check()
+        self._uow.backout(application_requested=True)
+
+    @property
+    def uncommitted(self) -> int:
+        """Operations in the current unit of work (counted against max_uncommitted)."""
+        return len(self._uow)
+
+    def disconnect(self) -> None:
+        """MQDISC: back out uncommitted work (a marked get is restored too) and close handles."""
+        if self._closed:
+            return
+        for h in list(self._handles):
+            h.close()
+        self._uow.backout(application_requested=False)
+        self._closed = True
+        self._qm._forget(self)
+
+    close = disconnect
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.disconnect()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise MQError(Reason.HCONN_ERROR, "this connection is disconnected; connect again")
+        if self._qm.closed:
+            raise MQError(Reason.CONNECTION_BROKEN, "the queue manager has been closed")
+
+
+class Handle:
+    """An open queue (MQOPEN's object handle): put, get, close."""
+
+    __slots__ = (
+        "_can_browse",
+        "_can_get",
+        "_can_put",
+        "_closed",
+        "_conn",
+        "_qm",
+        "_wall",
+        "options",
+        "queue",
+    )
+
+    def __init__(self, conn: Connection, queue: LocalQueue, options: int, input_mode: int):
+        self._conn = conn
+        self._qm = conn._qm
+        self._wall = conn._qm.clock.wall
+        self.queue = queue
+        self.options = OO(options | input_mode)
+        self._can_get = bool(input_mode)
+        self._can_browse = bool(options & OO.BROWSE)
+        self._can_put = bool(options & OO.OUTPUT)
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return self.queue.name
+
+    def close(self) -> None:
+        """MQCLOSE. Uncommitted work stays with the connection's unit of work."""
+        if self._closed:
+            return
+        self._closed = True
+        q = self.queue
+        with q.mutex:
+            if self._can_get:
+                q.open_input -= 1
+                if self.options & OO.INPUT_EXCLUSIVE:
+                    q.open_exclusive = False
+            if self._can_put:
+                q.open_output -= 1
+            q.open_handles -= 1
+        self._conn._handles.discard(self)
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _closed_error(self) -> MQError:
+        if self._conn._closed or self._qm.closed:
+            self._conn._check()
+        return MQError(Reason.HOBJ_ERROR, f"handle for {self.queue.name!r} is closed; open it again")
+
+    # -- put -----------------------------------------------------------------------------
+
+    def put(self, data: bytes, md: MD | None = None, options: PMO | int = 0) -> PutResult:
+        """MQPUT. Returns the stored descriptor (with generated ids) and the MsgToken.
+
+        Without SYNCPOINT the message is visible at once; with it, the message takes its
+        place in the queue now and becomes visible at commit (seed 000).
+        """
+        if self._closed:
+            raise self._closed_error()
+        if not self._can_put:
+            raise MQError(Reason.NOT_OPEN_FOR_OUTPUT, f"open {self.queue.name!r} with OO.OUTPUT to put")
+        opts = int(options) if options else 0
+        if opts:
+            err = check_put(opts)
+            if err:
+                raise options_error(err)
+            if opts & _PMO_LOGICAL_ORDER:
+                raise options_error("PMO.LOGICAL_ORDER (group assignment) is not supported yet")
+        q = self.queue
+        if q.inhibit_put:
+            raise MQError(Reason.PUT_INHIBITED, f"puts to {q.name!r} are inhibited (inhibit_put)")
+        if type(data) is not bytes:
+            data = _as_bytes(data)
+        n = len(data)
+        qm = self._qm
+        if n > q.max_msg_length:
+            if n > qm.max_msg_length:
+                raise MQError(
+                    Reason.MSG_TOO_BIG_FOR_Q_MGR,
+                    f"message of {n} bytes exceeds the queue manager's max_msg_length {qm.max_msg_length}",
+                )
+            raise MQError(
+                Reason.MSG_TOO_BIG_FOR_Q,
+                f"message of {n} bytes exceeds {q.name!r} max_msg_length {q.max_msg_length}",
+            )
+        syncpoint = opts & _PMO_SYNC
+        if syncpoint and len(self._conn._uow.ops) >= qm.max_uncommitted:
+            raise _syncpoint_limit(qm.max_uncommitted)
+        reason = 0
+        if md is None:
+            extra = None
+            priority = q.default_priority
+            persistent = q.default_persistent
+        else:
+            extra, priority, persistent, reason = self._put_fields(md, opts, q)
+        lane_i = q.default_priority if q.fifo else priority
+        put_us = int(self._wall() * 1_000_000)
+        with q.mutex:
+            if q.depth >= q.max_depth:
+                raise MQError(Reason.Q_FULL, f"{q.name!r} holds max_depth={q.max_depth} messages")
+            seq = next(qm._seq)
+            if extra is None:
+                rec = _pack_head(_HEAD_LEN, priority, persistent, 0, seq, put_us) + data
+            else:
+                rec = record.encode(seq, put_us, priority, persistent, data, **extra)
+            node = Node()
+            node.rec = rec
+            node.state = (lane_i | UNCOMMITTED) if syncpoint else lane_i
+            q._insert(node, q.lanes[lane_i])
+        if syncpoint:
+            self._conn._uow.add_put(q, node)
+        res = PutResult()
+        res._rec = rec
+        res._ident = qm.ident
+        res.reason = reason
+        return res
+
+    def _put_fields(self, md: MD, opts: int, q: LocalQueue) -> tuple[dict, int, bool, int]:
+        """Validate a caller's descriptor; return the record's optional fields and flags."""
+        reason = 0
+        priority = md.priority
+        if priority == -1:
+            priority = q.default_priority
+        elif priority < -1:
+            raise MQError(Reason.PRIORITY_ERROR, f"priority {priority}: use 0..9, or -1 for the queue default")
+        elif priority > MAX_PRIORITY:
+            priority, reason = MAX_PRIORITY, Reason.PRIORITY_EXCEEDS_MAXIMUM
+        pers = md.persistence
+        if pers == Persistence.AS_Q_DEF:
+            persistent = q.default_persistent
+        elif pers in (Persistence.PERSISTENT, Persistence.NOT_PERSISTENT):
+            persistent = pers == Persistence.PERSISTENT
+        else:
+            raise MQError(Reason.PERSISTENCE_ERROR, f"persistence {pers}: use 0, 1 or 2 (as queue default)")
+        if md.expiry != -1 and not 0 < md.expiry <= 999_999_999:
+            raise MQError(
+                Reason.EXPIRY_ERROR, f"expiry {md.expiry}: use -1 (unlimited) or 1..999999999 tenths of a second"
+            )
+        if md.msg_flags & ~0x1F:
+            raise MQError(Reason.MSG_FLAGS_ERROR, f"msg_flags 0x{md.msg_flags:x} has unknown bits; use MF flags")
+        if not 1 <= md.msg_seq_number <= 999_999_999:
+            raise MQError(Reason.MSG_SEQ_NUMBER_ERROR, f"msg_seq_number {md.msg_seq_number} is outside 1..999999999")
+        if not 0 <= md.offset <= 999_999_999:
+            raise MQError(Reason.OFFSET_ERROR, f"offset {md.offset} is outside 0..999999999")
+        extra: dict = {"expiry": md.expiry}
+        msg_id = _fixed(md.msg_id, 24, "msg_id")
+        if msg_id != MSGID_NONE and not opts & _PMO_NEW_MSG_ID:
+            extra["msg_id"] = msg_id
+        if opts & _PMO_NEW_CORREL_ID:
+            extra["correl_id"] = b"SWQC" + self._qm.ident.run_id + next(self._qm._seq).to_bytes(8, "big")
+        else:
+            extra["correl_id"] = _fixed(md.correl_id, 24, "correl_id")
+        group_id = _fixed(md.group_id, 24, "group_id")
+        if md.msg_flags or md.msg_seq_number != 1 or md.offset or group_id != bytes(24):
+            extra["group"] = (group_id, md.msg_seq_number, md.offset, md.msg_flags)
+        return extra, priority, persistent, reason
+
+    # -- get -----------------------------------------------------------------------------
+
+    # Parameters are positional-or-keyword, not keyword-only, on purpose: CPython fills
+    # missing keyword-only defaults by dict lookups, which cost ~170 ns on every get.
+    def get(
+        self,
+        options: GMO | int = 0,
+        wait_interval: int = -1,
+        buffer_length: int | None = None,
+        match: MO | int = MATCH_DEFAULT,
+        msg_id: bytes | None = None,
+        correl_id: bytes | None = None,
+        group_id: bytes | None = None,
+        msg_seq_number: int | None = None,
+        offset: int | None = None,
+        msg_token: bytes | None = None,
+    ) -> Message:
+        """MQGET: the first available message in delivery order that matches.
+
+        ``options`` are GMO flags; ``wait_interval`` (ms, -1 = unlimited) applies with
+        GMO.WAIT. ``match`` selects which of ``msg_id``, ``correl_id``, ``group_id``,
+        ``msg_seq_number``, ``offset``, ``msg_token`` must equal the message's (MsgId and
+        CorrelId by default, and NONE values match anything). ``buffer_length`` None means
+        "any length"; a smaller message gives the 2079 / 2080 warnings on the result.
+        Raises MQError 2033 when nothing matches (after the wait, with WAIT).
+        """
+        if self._closed:
+            raise self._closed_error()
+        opts = int(options) if options else 0
+        q = self.queue
+        if opts:
+            err = check_get(opts)
+            if err:
+                raise options_error(err)
+            if opts & _BROWSE_ANY:
+                if not self._can_browse:
+                    raise MQError(Reason.NOT_OPEN_FOR_BROWSE, f"open {q.name!r} with OO.BROWSE to browse")
+                raise options_error("browse cursors are not supported yet")
+            if opts & _NOT_YET:
+                raise options_error(f"get options {GMO(opts & _NOT_YET)!r} are not supported yet")
+        if not self._can_get:
+            raise MQError(Reason.NOT_OPEN_FOR_INPUT, f"open {q.name!r} with an OO.INPUT_* option to get")
+        if q.inhibit_get:
+            raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
+        qm = self._qm
+        m = None
+        if (
+            match != MATCH_DEFAULT
+            or msg_id is not None
+            or correl_id is not None
+            or msg_token is not None
+            or group_id is not None
+        ):
+            if int(match) & MO.MATCH_MSG_TOKEN and opts & _WAIT:
+                raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
+            m = build_match(qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+        if buffer_length is not None and buffer_length < 0:
+            raise MQError(Reason.BUFFER_LENGTH_ERROR, f"buffer_length {buffer_length} is negative")
+        sync = wait = 0
+        if opts:
+            wait = opts & _WAIT
+            if wait and wait_interval < -1:
+                raise MQError(
+                    Reason.WAIT_INTERVAL_ERROR, f"wait_interval {wait_interval}: use -1 (unlimited) or >= 0 ms"
+                )
+            uow = self._conn._uow
+            if opts & _MARK_SKIP and uow.skip is not None:
+                raise MQError(
+                    Reason.SECOND_MARK_NOT_ALLOWED,
+                    "this unit of work already has a get marked to skip backout; commit or back out first",
+                )
+            sync = opts & _SYNC
+            if (sync or opts & _SYNC_IF_PERSISTENT) and len(uow.ops) >= qm.max_uncommitted:
+                raise _syncpoint_limit(qm.max_uncommitted)
+        poison_limit = q.attrs.backout_threshold if qm.backout_handling and q.attrs.backout_requeue_q else 0
+
+        while True:
+            with q.mutex:
+                node = q._find(m)
+                if node is not None and node.rec[2] & _HAS_EXPIRY:
+                    node = self._drop_expired(q, node, m)
+                if node is None and wait:
+                    node = self._wait(q, m, wait_interval)
+                if node is None:
+                    raise MQError(Reason.NO_MSG_AVAILABLE, f"no message available on {q.name!r}")
+                rec = node.rec
+                if poison_limit and record.backout_of(rec) >= poison_limit and self._poison_ok(q):
+                    q._hide(node)  # off limits to everyone while it moves
+                else:
+                    h = rec[0]
+                    reason = 0
+                    if buffer_length is not None and len(rec) - h > buffer_length:
+                        data = rec[h : h + buffer_length]
+                        if not opts & _ACCEPT_TRUNCATED:
+                            return Message.make(rec, qm.ident, data, Reason.TRUNCATED_MSG_FAILED)
+                        reason = Reason.TRUNCATED_MSG_ACCEPTED
+                    else:
+                        data = rec[h:]
+                    in_uow = opts and (sync or (opts & _SYNC_IF_PERSISTENT and rec[2] & record.PERSISTENT))
+                    if in_uow:
+                        q._hide(node)
+                    else:
+                        q._remove(node)
+                    q.obtained += 1
+                    break
+            self._requeue_poison(q, node, sync)
+        if in_uow:
+            self._conn._uow.add_get(q, node, mark_skip=bool(opts & _MARK_SKIP))
+        msg = Message()
+        msg._rec = rec
+        msg._ident = qm.ident
+        msg.reason = reason
+        msg.data = data
+        if rec[2] & _HAS_EXPIRY:
+            msg._now_us = int(self._wall() * 1_000_000)
+        return msg
+
+    def _drop_expired(self, q: LocalQueue, node: Node | None, m) -> Node | None:
+        """Discard expired messages that this get would have returned (SEMANTICS.md §2.3)."""
+        now_us = int(self._qm.clock.wall() * 1e6)
+        while node is not None:
+            deadline = record.expiry_deadline_us(node.rec)
+            if deadline is None or deadline > now_us:
+                return node
+            q._remove(node)
+            q.expired += 1
+            node = q._find(m)
+        return None
+
+    def _wait(self, q: LocalQueue, m, wait_interval: int) -> Node | None:
+        """Block (mutex held) until a matching message is available or the interval ends."""
+        clock = self._qm.clock
+        deadline = None if wait_interval < 0 else clock.now() + wait_interval / 1000.0
+        w = Waiter(threading.Condition(q.mutex), m)
+        while True:
+            if deadline is not None and clock.now() >= deadline:
+                return None
+            q.waiters.append(w)
+            clock.wait(w.cond, deadline)
+            if w in q.waiters:
+                q.waiters.remove(w)
+            if self._qm.closed:
+                raise MQError(Reason.CONNECTION_BROKEN, "the queue manager was closed during the wait")
+            if q.inhibit_get:
+                raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} were inhibited during the wait")
+            node = q._find(m)
+            if node is not None and node.rec[2] & _HAS_EXPIRY:
+                node = self._drop_expired(q, node, m)
+            if node is not None:
+                return node
+
+    # -- poison messages (BOTHRESH / BOQNAME, SEMANTICS.md §8.3) --------------------------
+
+    def _poison_ok(self, q: LocalQueue) -> bool:
+        """Can the backout requeue queue take a message now? (read without its lock: a
+        change in between is caught when the put is made)."""
+        boq = self._qm._queues.get(q.attrs.backout_requeue_q)
+        return boq is not None and boq is not q and not boq.inhibit_put and boq.depth < boq.max_depth
+
+    def _requeue_poison(self, q: LocalQueue, node: Node, sync: int) -> None:
+        """Move a hidden poison message to the backout requeue queue, in the get's unit of
+        work when the get is under syncpoint. Runs without q's lock (lock order)."""
+        qm = self._qm
+        boq = qm._queues.get(q.attrs.backout_requeue_q)
+        with boq.mutex if boq is not None else _NULL:
+            ok = boq is not None and not boq.deleted and boq.depth < boq.max_depth
+            if ok:
+                rec = record.rehome(node.rec, next(qm._seq), qm.ident)
+                lane_i = boq.default_priority if boq.fifo else rec[record.OFF_PRIORITY]
+                moved = new_node(rec, (lane_i | UNCOMMITTED) if sync else lane_i)
+                boq._insert(moved, boq.lanes[lane_i])
+        if not ok:
+            # The requeue queue went away or filled up in between: the message reappears
+            # and, since _poison_ok now says no, the get's next pass delivers it.
+            with q.mutex:
+                q._restore(node, backout=False)
+            return
+        if sync:
+            self._conn._uow.add_get(q, node)
+            self._conn._uow.add_put(boq, moved)
+        else:
+            with q.mutex:
+                q._remove(node)
+
+
+class _Null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
+
+
+_NULL = _Null()
+
+
+def _syncpoint_limit(limit: int) -> MQError:
+    return MQError(
+        Reason.SYNCPOINT_LIMIT_REACHED,
+        f"the unit of work holds max_uncommitted={limit} operations; commit or back out first",
+    )

@@ -1,0 +1,234 @@
+"""MQ constants with MQ's own numbers (SEMANTICS.md §1), spelled the Python way.
+
+Option sets are ``enum.IntFlag`` so that ``GMO.SYNCPOINT | GMO.WAIT`` reads like MQ code;
+the engine converts them to plain ``int`` once per call, because IntFlag arithmetic is
+slow on a hot path.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class GMO(enum.IntFlag):
+    """MQGMO.Options (get-message options)."""
+
+    NONE = 0
+    NO_WAIT = 0
+    WAIT = 0x1
+    SYNCPOINT = 0x2
+    NO_SYNCPOINT = 0x4
+    SET_SIGNAL = 0x8
+    BROWSE_FIRST = 0x10
+    BROWSE_NEXT = 0x20
+    ACCEPT_TRUNCATED_MSG = 0x40
+    MARK_SKIP_BACKOUT = 0x80
+    MSG_UNDER_CURSOR = 0x100
+    LOCK = 0x200
+    UNLOCK = 0x400
+    BROWSE_MSG_UNDER_CURSOR = 0x800
+    SYNCPOINT_IF_PERSISTENT = 0x1000
+    FAIL_IF_QUIESCING = 0x2000
+    CONVERT = 0x4000
+    LOGICAL_ORDER = 0x8000
+    COMPLETE_MSG = 0x10000
+    ALL_MSGS_AVAILABLE = 0x20000
+    ALL_SEGMENTS_AVAILABLE = 0x40000
+
+
+class PMO(enum.IntFlag):
+    """MQPMO.Options (put-message options)."""
+
+    NONE = 0
+    SYNCPOINT = 0x2
+    NO_SYNCPOINT = 0x4
+    DEFAULT_CONTEXT = 0x20
+    NEW_MSG_ID = 0x40
+    NEW_CORREL_ID = 0x80
+    PASS_IDENTITY_CONTEXT = 0x100
+    PASS_ALL_CONTEXT = 0x200
+    SET_IDENTITY_CONTEXT = 0x400
+    SET_ALL_CONTEXT = 0x800
+    ALTERNATE_USER_AUTHORITY = 0x1000
+    FAIL_IF_QUIESCING = 0x2000
+    NO_CONTEXT = 0x4000
+    LOGICAL_ORDER = 0x8000
+
+
+class OO(enum.IntFlag):
+    """MQOO open options."""
+
+    INPUT_AS_Q_DEF = 0x1
+    INPUT_SHARED = 0x2
+    INPUT_EXCLUSIVE = 0x4
+    BROWSE = 0x8
+    OUTPUT = 0x10
+    INQUIRE = 0x20
+    SET = 0x40
+    SAVE_ALL_CONTEXT = 0x80
+    PASS_IDENTITY_CONTEXT = 0x100
+    PASS_ALL_CONTEXT = 0x200
+    SET_IDENTITY_CONTEXT = 0x400
+    SET_ALL_CONTEXT = 0x800
+    ALTERNATE_USER_AUTHORITY = 0x1000
+    FAIL_IF_QUIESCING = 0x2000
+    BIND_ON_OPEN = 0x4000
+    BIND_NOT_FIXED = 0x8000
+    CO_OP = 0x20000
+    RESOLVE_LOCAL_Q = 0x40000
+    NO_READ_AHEAD = 0x80000
+    READ_AHEAD = 0x100000
+    BIND_ON_GROUP = 0x400000
+
+
+class MO(enum.IntFlag):
+    """MQMO match options."""
+
+    NONE = 0
+    MATCH_MSG_ID = 0x1
+    MATCH_CORREL_ID = 0x2
+    MATCH_GROUP_ID = 0x4
+    MATCH_MSG_SEQ_NUMBER = 0x8
+    MATCH_OFFSET = 0x10
+    MATCH_MSG_TOKEN = 0x20
+
+
+class MF(enum.IntFlag):
+    """MQMF message flags (groups and segments)."""
+
+    NONE = 0
+    SEGMENTATION_INHIBITED = 0
+    SEGMENTATION_ALLOWED = 0x1
+    SEGMENT = 0x2
+    LAST_SEGMENT = 0x4
+    MSG_IN_GROUP = 0x8
+    LAST_MSG_IN_GROUP = 0x10
+
+
+class CC(enum.IntEnum):
+    """MQ completion codes."""
+
+    OK = 0
+    WARNING = 1
+    FAILED = 2
+
+
+class Reason(enum.IntEnum):
+    """MQ reason codes with MQ's numbers (SEMANTICS.md §9)."""
+
+    NONE = 0
+    BACKED_OUT = 2003
+    BUFFER_LENGTH_ERROR = 2005
+    CONNECTION_BROKEN = 2009
+    EXPIRY_ERROR = 2013
+    GET_INHIBITED = 2016
+    HOBJ_ERROR = 2019
+    HCONN_ERROR = 2018
+    SYNCPOINT_LIMIT_REACHED = 2024
+    MD_ERROR = 2026
+    MSG_TOO_BIG_FOR_Q = 2030
+    MSG_TOO_BIG_FOR_Q_MGR = 2031
+    NO_MSG_AVAILABLE = 2033
+    NO_MSG_UNDER_CURSOR = 2034
+    NOT_OPEN_FOR_BROWSE = 2036
+    NOT_OPEN_FOR_INPUT = 2037
+    NOT_OPEN_FOR_OUTPUT = 2039
+    OBJECT_IN_USE = 2042
+    OPTIONS_ERROR = 2046
+    PERSISTENCE_ERROR = 2047
+    PRIORITY_EXCEEDS_MAXIMUM = 2049
+    PRIORITY_ERROR = 2050
+    PUT_INHIBITED = 2051
+    Q_DELETED = 2052
+    Q_FULL = 2053
+    Q_NOT_EMPTY = 2055
+    Q_SPACE_NOT_AVAILABLE = 2056
+    SECOND_MARK_NOT_ALLOWED = 2062
+    SYNCPOINT_NOT_AVAILABLE = 2072
+    TRUNCATED_MSG_ACCEPTED = 2079
+    TRUNCATED_MSG_FAILED = 2080
+    UNKNOWN_OBJECT_NAME = 2085
+    WAIT_INTERVAL_ERROR = 2090
+    Q_MGR_QUIESCING = 2161
+    Q_MGR_NOT_AVAILABLE = 2059
+    OBJECT_ALREADY_EXISTS = 2100
+    INCONSISTENT_PERSISTENCE = 2185
+    NO_MSG_LOCKED = 2209
+    MSG_FLAGS_ERROR = 2249
+    MSG_SEQ_NUMBER_ERROR = 2250
+    OFFSET_ERROR = 2251
+    MATCH_OPTIONS_ERROR = 2247
+    MSG_TOKEN_ERROR = 2331
+    STORAGE_MEDIUM_FULL = 2192
+    RESOURCE_PROBLEM = 2102
+    # PCF (MQRCCF) reason for a queue attribute out of range on define / alter.
+    PARM_VALUE_ERROR = 3229
+
+
+class DeliverySequence(enum.IntEnum):
+    """MsgDeliverySequence (MQMDS)."""
+
+    PRIORITY = 0
+    FIFO = 1
+
+
+class Usage(enum.IntEnum):
+    """Queue usage (MQUS): a transmission queue's messages can be assigned to channel batches."""
+
+    NORMAL = 0
+    TRANSMISSION = 1
+
+
+class Shareability(enum.IntEnum):
+    NOT_SHAREABLE = 0
+    SHAREABLE = 1
+
+
+class IndexType(enum.IntEnum):
+    """MQIT index types; the engine keeps hash indexes for these (later issue)."""
+
+    NONE = 0
+    MSG_ID = 1
+    CORREL_ID = 2
+    MSG_TOKEN = 4
+    GROUP_ID = 5
+
+
+class Persistence(enum.IntEnum):
+    NOT_PERSISTENT = 0
+    PERSISTENT = 1
+    AS_Q_DEF = 2
+
+
+class GroupStatus(enum.StrEnum):
+    NOT_IN_GROUP = " "
+    MSG_IN_GROUP = "G"
+    LAST_MSG_IN_GROUP = "L"
+
+
+class SegmentStatus(enum.StrEnum):
+    NOT_A_SEGMENT = " "
+    SEGMENT = "S"
+    LAST_SEGMENT = "L"
+
+
+PRIORITY_AS_Q_DEF = -1
+MAX_PRIORITY = 9
+WAIT_UNLIMITED = -1
+EXPIRY_UNLIMITED = -1
+
+MSG_ID_LENGTH = 24
+CORREL_ID_LENGTH = 24
+GROUP_ID_LENGTH = 24
+MSG_TOKEN_LENGTH = 16
+MSGID_NONE = bytes(MSG_ID_LENGTH)
+CORRELID_NONE = bytes(CORREL_ID_LENGTH)
+GROUPID_NONE = bytes(GROUP_ID_LENGTH)
+MSGTOKEN_NONE = bytes(MSG_TOKEN_LENGTH)
+
+# Every option bit the engine understands; anything else is MQRC_OPTIONS_ERROR (§4.1 rule 9).
+GMO_KNOWN = 0x7FFFF
+PMO_KNOWN = 0xFFE6
+OO_KNOWN = 0x5FFFFF
+MO_KNOWN = 0x3F
+MF_KNOWN = 0x1F

@@ -1,0 +1,130 @@
+"""Selecting a particular message: MatchOptions against a record (SEMANTICS.md §5.1).
+
+A :class:`Match` is built once per get from the match options and the caller's field
+values, and is then a pure predicate over records. ``None`` stands for "any message",
+so the common get (no selection) pays nothing.
+
+Rules kept: each MATCH_xxx given compares that field; the tests are ANDed; MsgId =
+MQMI_NONE, CorrelId = MQCI_NONE and GroupId = MQGI_NONE match anything (sweepq decision
+for GroupId); an undefined match bit is MQRC_MATCH_OPTIONS_ERROR (2247).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from . import record
+from .constants import CORRELID_NONE, GROUPID_NONE, MO, MO_KNOWN, MSGID_NONE, Reason
+from .errors import MQError
+
+_GROUP = struct.Struct("<24sII")
+
+
+def _fixed(value: bytes, length: int, what: str) -> bytes:
+    """MQ identifiers are fixed-length byte arrays; shorter values are padded with NULs."""
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise MQError(Reason.MD_ERROR, f"{what} must be bytes, not {type(value).__name__}")
+    value = bytes(value)
+    if len(value) > length:
+        raise MQError(Reason.MD_ERROR, f"{what} is {len(value)} bytes; at most {length} allowed")
+    return value.ljust(length, b"\0")
+
+
+class Match:
+    """A predicate over records. Fields left ``None`` are not compared."""
+
+    __slots__ = ("correl_id", "group_id", "ident", "msg_id", "msg_seq_number", "offset", "seq")
+
+    def __init__(self, ident: record.Identity):
+        self.ident = ident
+        self.msg_id: bytes | None = None
+        self.correl_id: bytes | None = None
+        self.group_id: bytes | None = None
+        self.msg_seq_number: int | None = None
+        self.offset: int | None = None
+        self.seq: int | None = None  # from a MsgToken
+
+    def __call__(self, rec: bytes) -> bool:
+        if self.seq is not None and record.seq_of(rec) != self.seq:
+            return False
+        if self.msg_id is not None and self.ident.msg_id(rec) != self.msg_id:
+            return False
+        if self.correl_id is not None and record.correl_id(rec) != self.correl_id:
+            return False
+        if self.group_id is not None or self.msg_seq_number is not None or self.offset is not None:
+            gid, seqno, off = _group_fields(rec)
+            if self.group_id is not None and gid != self.group_id:
+                return False
+            if self.msg_seq_number is not None and seqno != self.msg_seq_number:
+                return False
+            if self.offset is not None and off != self.offset:
+                return False
+        return True
+
+
+def _group_fields(rec: bytes) -> tuple[bytes, int, int]:
+    off = record._sections(rec)[2]
+    if off < 0:
+        return GROUPID_NONE, 1, 0
+    return _GROUP.unpack_from(rec, off)
+
+
+MATCH_DEFAULT = int(MO.MATCH_MSG_ID | MO.MATCH_CORREL_ID)
+
+
+def build_match(
+    ident: record.Identity,
+    match_options: int,
+    msg_id: bytes | None,
+    correl_id: bytes | None,
+    group_id: bytes | None,
+    msg_seq_number: int | None,
+    offset: int | None,
+    msg_token: bytes | None,
+) -> Match | None:
+    """Turn a get's match options and field values into a :class:`Match`, or None for any."""
+    mo = int(match_options)
+    if mo & ~MO_KNOWN:
+        raise MQError(
+            Reason.MATCH_OPTIONS_ERROR,
+            f"match options 0x{mo:x} hold undefined bits 0x{mo & ~MO_KNOWN:x}; use MO flags",
+        )
+    m: Match | None = None
+    if mo & MO.MATCH_MSG_ID and msg_id is not None:
+        v = _fixed(msg_id, 24, "msg_id")
+        if v != MSGID_NONE:
+            m = Match(ident)
+            m.msg_id = v
+    if mo & MO.MATCH_CORREL_ID and correl_id is not None:
+        v = _fixed(correl_id, 24, "correl_id")
+        if v != CORRELID_NONE:
+            m = m or Match(ident)
+            m.correl_id = v
+    if mo & MO.MATCH_GROUP_ID and group_id is not None:
+        v = _fixed(group_id, 24, "group_id")
+        if v != GROUPID_NONE:
+            m = m or Match(ident)
+            m.group_id = v
+    if mo & MO.MATCH_MSG_SEQ_NUMBER:
+        if msg_seq_number is None:
+            raise MQError(Reason.MSG_SEQ_NUMBER_ERROR, "MATCH_MSG_SEQ_NUMBER needs msg_seq_number")
+        if not 1 <= msg_seq_number <= 999_999_999:
+            raise MQError(
+                Reason.MSG_SEQ_NUMBER_ERROR,
+                f"msg_seq_number {msg_seq_number} is outside 1..999999999",
+            )
+        m = m or Match(ident)
+        m.msg_seq_number = msg_seq_number
+    if mo & MO.MATCH_OFFSET:
+        if offset is None or not 0 <= offset <= 999_999_999:
+            raise MQError(Reason.OFFSET_ERROR, f"offset {offset} is outside 0..999999999")
+        m = m or Match(ident)
+        m.offset = offset
+    if mo & MO.MATCH_MSG_TOKEN:
+        if msg_token is None:
+            raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN needs msg_token")
+        seq = ident.seq_of_token(bytes(msg_token))
+        m = m or Match(ident)
+        # A token of another run (or garbage) names no message: it simply matches nothing.
+        m.seq = -1 if seq is None else seq
+    return m

@@ -1,0 +1,118 @@
+"""What put and get return: the stored descriptor, the token, the data and any warning.
+
+Both results decode the descriptor lazily from the message record, so a caller that only
+wants the data pays for no descriptor.
+"""
+
+from __future__ import annotations
+
+from . import record
+from .constants import CC, MF, GroupStatus, Reason, SegmentStatus
+from .record import MD, Identity
+
+
+class _Result:
+    """Common read-only views of a result's record. Results have no Python __init__: they
+    are built field by field on the hot path, which is several times cheaper."""
+
+    __slots__ = ("_ident", "_rec", "reason")
+
+    def _now(self) -> int | None:
+        """The time at which remaining expiry is measured (None: as put)."""
+        return None
+
+    @property
+    def completion_code(self) -> CC:
+        return CC.WARNING if self.reason else CC.OK
+
+    @property
+    def md(self) -> MD:
+        """The full stored descriptor (decoded on each access; keep it if you reuse it)."""
+        return record.decode_md(self._rec, self._ident, self._now())
+
+    @property
+    def msg_id(self) -> bytes:
+        return self._ident.msg_id(self._rec)
+
+    @property
+    def correl_id(self) -> bytes:
+        return record.correl_id(self._rec)
+
+    @property
+    def msg_token(self) -> bytes:
+        """The MsgToken: names this message instance until it leaves the queue."""
+        return self._ident.token(self._rec)
+
+    @property
+    def priority(self) -> int:
+        return self._rec[record.OFF_PRIORITY]
+
+    @property
+    def persistent(self) -> bool:
+        return record.is_persistent(self._rec)
+
+    @property
+    def backout_count(self) -> int:
+        return record.backout_of(self._rec)
+
+
+class PutResult(_Result):
+    """The outcome of a put: ``md`` (as stored, with generated ids), ``msg_token``, ``reason``
+    (``Reason.NONE`` or the warning ``PRIORITY_EXCEEDS_MAXIMUM``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"PutResult(msg_id={self.msg_id.hex()}, reason={Reason(self.reason).name})"
+
+
+class Message(_Result):
+    """A message returned by get.
+
+    ``data`` is the message data (only the prefix that fits when truncated);
+    ``data_length`` the full length; ``reason`` is ``Reason.NONE`` or a warning:
+    ``TRUNCATED_MSG_ACCEPTED`` (2079: the message was removed, the rest of its data is
+    gone) or ``TRUNCATED_MSG_FAILED`` (2080: the buffer was too small and the message is
+    still on the queue; get it again with a larger ``buffer_length``).
+    """
+
+    __slots__ = ("_now_us", "data")
+
+    def _now(self) -> int | None:
+        return getattr(self, "_now_us", None)
+
+    @property
+    def data_length(self) -> int:
+        """The full length of the message data, even when ``data`` was truncated."""
+        return len(self._rec) - self._rec[0]
+
+    @classmethod
+    def make(cls, rec: bytes, ident: Identity, data: bytes, reason: int = 0, now_us: int | None = None) -> Message:
+        m = cls()
+        m._rec = rec
+        m._ident = ident
+        m.reason = reason
+        m._now_us = now_us
+        m.data = data
+        return m
+
+    @property
+    def group_status(self) -> GroupStatus:
+        flags = self.md.msg_flags
+        if flags & MF.LAST_MSG_IN_GROUP:
+            return GroupStatus.LAST_MSG_IN_GROUP
+        if flags & MF.MSG_IN_GROUP:
+            return GroupStatus.MSG_IN_GROUP
+        return GroupStatus.NOT_IN_GROUP
+
+    @property
+    def segment_status(self) -> SegmentStatus:
+        flags = self.md.msg_flags
+        if flags & MF.LAST_SEGMENT:
+            return SegmentStatus.LAST_SEGMENT
+        if flags & MF.SEGMENT:
+            return SegmentStatus.SEGMENT
+        return SegmentStatus.NOT_A_SEGMENT
+
+    def __repr__(self) -> str:
+        return f"Message(priority={self.priority}, data_length={self.data_length}, reason={Reason(self.reason).name})"

@@ -1,0 +1,239 @@
+"""The message record: one immutable ``bytes`` holding the descriptor header and the payload.
+
+Why one ``bytes`` per message: a message in memory is then one list node plus one bytes
+object, which keeps the overhead beyond the payload under the 128-byte budget (a
+dataclass descriptor per message would cost more than the payload of a small message);
+and a sweep moves records into a blob by joining them, with no per-message encoding.
+
+Layout (little endian)::
+
+    0   u8   hlen        header length, payload starts here
+    1   u8   priority    0..9, as the application put it (the lane may differ in FIFO)
+    2   u8   flags       PERSISTENT | HAS_MSG_ID | HAS_CORREL_ID | HAS_GROUP | HAS_EXPIRY
+    3   u16  backout     backout count (saturates at 65535)
+    5   u64  seq         message instance number, unique in a queue manager run; gives the
+                         MsgToken, the generated MsgId and the arrival order
+    13  i64  put_us      put time, microseconds since the epoch
+    21  [24 msg_id]      only if HAS_MSG_ID (otherwise the MsgId is generated from seq)
+        [24 correl_id]   only if HAS_CORREL_ID (otherwise MQCI_NONE)
+        [24 group_id, u32 msg_seq_number, u32 offset, u32 msg_flags]   only if HAS_GROUP
+        [i32 expiry]     only if HAS_EXPIRY (tenths of a second, as put)
+    hlen payload
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from .constants import (
+    CORRELID_NONE,
+    EXPIRY_UNLIMITED,
+    GROUPID_NONE,
+    MSGID_NONE,
+    PRIORITY_AS_Q_DEF,
+    Persistence,
+)
+
+HEAD = struct.Struct("<BBBHQq")
+HEAD_LEN = HEAD.size  # 21
+_U16 = struct.Struct("<H")
+_GROUP = struct.Struct("<24sIII")
+_EXPIRY = struct.Struct("<i")
+_SEQ = struct.Struct("<Q")
+
+PERSISTENT = 0x01
+HAS_MSG_ID = 0x02
+HAS_CORREL_ID = 0x04
+HAS_GROUP = 0x08
+HAS_EXPIRY = 0x10
+
+OFF_PRIORITY = 1
+OFF_FLAGS = 2
+OFF_BACKOUT = 3
+OFF_SEQ = 5
+
+
+@dataclass
+class MD:
+    """The message descriptor (MQMD), fields in snake_case.
+
+    On put, ``priority=-1`` and ``persistence=2`` mean "as the queue's default"; MsgId
+    ``MSGID_NONE`` asks the queue manager to generate one. On output every field holds
+    the stored value. ``put_time`` is seconds since the epoch; ``expiry`` is in tenths of a
+    second (-1 = unlimited) and on output is what remains of it.
+    """
+
+    msg_id: bytes = MSGID_NONE
+    correl_id: bytes = CORRELID_NONE
+    group_id: bytes = GROUPID_NONE
+    msg_seq_number: int = 1
+    offset: int = 0
+    msg_flags: int = 0
+    priority: int = PRIORITY_AS_Q_DEF
+    persistence: int = Persistence.AS_Q_DEF
+    backout_count: int = 0
+    expiry: int = EXPIRY_UNLIMITED
+    put_time: float = 0.0
+
+
+def encode(
+    seq: int,
+    put_us: int,
+    priority: int,
+    persistent: bool,
+    payload: bytes,
+    msg_id: bytes | None = None,
+    correl_id: bytes | None = None,
+    group: tuple[bytes, int, int, int] | None = None,
+    expiry: int = EXPIRY_UNLIMITED,
+    backout: int = 0,
+) -> bytes:
+    """Build a record. ``None`` / defaults leave an optional section out."""
+    flags = PERSISTENT if persistent else 0
+    extra = b""
+    if msg_id is not None:
+        flags |= HAS_MSG_ID
+        extra += msg_id
+    if correl_id is not None and correl_id != CORRELID_NONE:
+        flags |= HAS_CORREL_ID
+        extra += correl_id
+    if group is not None:
+        flags |= HAS_GROUP
+        extra += _GROUP.pack(*group)
+    if expiry != EXPIRY_UNLIMITED:
+        flags |= HAS_EXPIRY
+        extra += _EXPIRY.pack(expiry)
+    return HEAD.pack(HEAD_LEN + len(extra), priority, flags, min(backout, 0xFFFF), seq, put_us) + extra + payload
+
+
+def encode_plain(seq: int, put_us: int, priority: int, persistent: bool, payload: bytes) -> bytes:
+    """The hot-path form of :func:`encode` for a put with no optional fields."""
+    return HEAD.pack(HEAD_LEN, priority, persistent, 0, seq, put_us) + payload
+
+
+def payload(rec: bytes) -> bytes:
+    return rec[rec[0] :]
+
+
+def payload_len(rec: bytes) -> int:
+    return len(rec) - rec[0]
+
+
+def seq_of(rec: bytes) -> int:
+    return _SEQ.unpack_from(rec, OFF_SEQ)[0]
+
+
+def backout_of(rec: bytes) -> int:
+    return _U16.unpack_from(rec, OFF_BACKOUT)[0]
+
+
+def is_persistent(rec: bytes) -> bool:
+    return bool(rec[OFF_FLAGS] & PERSISTENT)
+
+
+def with_backout(rec: bytes, count: int) -> bytes:
+    """A copy of ``rec`` with its backout count replaced (records are immutable)."""
+    return rec[:OFF_BACKOUT] + _U16.pack(min(count, 0xFFFF)) + rec[OFF_SEQ:]
+
+
+def rehome(rec: bytes, seq: int, ident: Identity) -> bytes:
+    """The record as a new message instance (new seq, so a new MsgToken) that keeps its
+    MsgId: a generated MsgId is written out explicitly, since it derives from the old seq."""
+    if rec[OFF_FLAGS] & HAS_MSG_ID:
+        return rec[:OFF_SEQ] + _SEQ.pack(seq) + rec[OFF_SEQ + 8 :]
+    msg_id = ident.msg_id(rec)
+    head = bytes([rec[0] + 24, rec[1], rec[2] | HAS_MSG_ID]) + rec[3:OFF_SEQ]
+    return head + _SEQ.pack(seq) + rec[OFF_SEQ + 8 : HEAD_LEN] + msg_id + rec[HEAD_LEN:]
+
+
+def _sections(rec: bytes) -> tuple[int, int, int, int]:
+    """Offsets of (msg_id, correl_id, group, expiry) sections, -1 where absent."""
+    flags = rec[OFF_FLAGS]
+    pos = HEAD_LEN
+    out = [-1, -1, -1, -1]
+    if flags & HAS_MSG_ID:
+        out[0] = pos
+        pos += 24
+    if flags & HAS_CORREL_ID:
+        out[1] = pos
+        pos += 24
+    if flags & HAS_GROUP:
+        out[2] = pos
+        pos += _GROUP.size
+    if flags & HAS_EXPIRY:
+        out[3] = pos
+    return out[0], out[1], out[2], out[3]
+
+
+class Identity:
+    """How one queue manager run turns a record's ``seq`` into a MsgId and a MsgToken.
+
+    Generated MsgIds are ``b"SWQ " + run id (12 bytes) + seq (8 bytes, big endian)``: unique,
+    and ordered by arrival like MQ's own. Tokens are ``run id[:8] + seq``: valid for this run
+    only, never reused (SEMANTICS.md §5.2).
+    """
+
+    __slots__ = ("_msg_prefix", "_tok_prefix", "run_id")
+
+    def __init__(self, run_id: bytes):
+        if len(run_id) != 12:
+            raise ValueError("run id must be 12 bytes")
+        self.run_id = run_id
+        self._msg_prefix = b"SWQ " + run_id
+        self._tok_prefix = run_id[:8]
+
+    def msg_id(self, rec: bytes) -> bytes:
+        if rec[OFF_FLAGS] & HAS_MSG_ID:
+            return rec[HEAD_LEN : HEAD_LEN + 24]
+        return self._msg_prefix + rec[OFF_SEQ : OFF_SEQ + 8][::-1]
+
+    def token(self, rec: bytes) -> bytes:
+        return self._tok_prefix + rec[OFF_SEQ : OFF_SEQ + 8][::-1]
+
+    def seq_of_token(self, token: bytes) -> int | None:
+        """The seq a token names, or None if it is not a token of this run."""
+        if len(token) != 16 or token[:8] != self._tok_prefix:
+            return None
+        return int.from_bytes(token[8:], "big")
+
+
+def correl_id(rec: bytes) -> bytes:
+    if rec[OFF_FLAGS] & HAS_CORREL_ID:
+        off = HEAD_LEN + (24 if rec[OFF_FLAGS] & HAS_MSG_ID else 0)
+        return rec[off : off + 24]
+    return CORRELID_NONE
+
+
+def expiry_deadline_us(rec: bytes) -> int | None:
+    """Epoch microseconds at which the message expires, or None if it never does."""
+    if not rec[OFF_FLAGS] & HAS_EXPIRY:
+        return None
+    off = _sections(rec)[3]
+    tenths = _EXPIRY.unpack_from(rec, off)[0]
+    return HEAD.unpack_from(rec)[5] + tenths * 100_000
+
+
+def decode_md(rec: bytes, ident: Identity, now_us: int | None = None) -> MD:
+    """The full descriptor of a record (output form: every field resolved)."""
+    _hlen, prio, flags, backout, _seq, put_us = HEAD.unpack_from(rec)
+    _mid, cid, grp, exp = _sections(rec)
+    md = MD(
+        msg_id=ident.msg_id(rec),
+        correl_id=rec[cid : cid + 24] if cid >= 0 else CORRELID_NONE,
+        priority=prio,
+        persistence=Persistence.PERSISTENT if flags & PERSISTENT else Persistence.NOT_PERSISTENT,
+        backout_count=backout,
+        put_time=put_us / 1e6,
+    )
+    if grp >= 0:
+        md.group_id, md.msg_seq_number, md.offset, md.msg_flags = _GROUP.unpack_from(rec, grp)
+    if exp >= 0:
+        tenths = _EXPIRY.unpack_from(rec, exp)[0]
+        if now_us is not None:
+            tenths = max(1, tenths - (now_us - put_us) // 100_000)
+        md.expiry = int(tenths)
+    return md
+
+
+__all__ = ["MD", "MSGID_NONE", "Identity", "decode_md", "encode", "encode_plain"]
