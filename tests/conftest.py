@@ -1,0 +1,34 @@
+"""Shared fixtures: a queue manager on a manual clock, so no test waits on real time."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweepq.engine import QueueManager
+from sweepq.sweeper.clock import ManualClock
+
+from helpers import IO
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def qm(clock):
+    with QueueManager(clock=clock) as qm:
+        qm.define_queue("Q")
+        yield qm
+
+
+@pytest.fixture
+def conn(qm):
+    with qm.connect() as c:
+        yield c
+
+
+@pytest.fixture
+def h(conn):
+    """A handle on queue Q open for put and shared get."""
+    return conn.open("Q", IO)

@@ -1,0 +1,171 @@
+"""The engine against a plain reference model (hypothesis RuleBasedStateMachine).
+
+The model is deliberately naive: each queue is a Python list of entries in arrival order,
+and the delivery order is recomputed by sorting on (lane priority descending, arrival).
+Several connections put (priorities, syncpoint or not, with or without a CorrelId), get
+(syncpoint or not, by CorrelId, marked to skip backout), commit, back out and disconnect.
+After every step the queues' counters must equal the model's.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from sweepq.engine import GMO, MD, OO, PMO, DeliverySequence, MQError, QueueManager, Reason
+from sweepq.sweeper.clock import ManualClock
+
+QUEUES = ("PRIO", "FIFO")
+NCONN = 3
+CORRELS = (None, b"c1", b"c2")
+
+
+class Entry:
+    def __init__(self, data: bytes, lane: int, committed: bool, correl: bytes | None):
+        self.data = data
+        self.lane = lane
+        self.committed = committed
+        self.gotten = False
+        self.backout = 0
+        self.correl = correl
+
+
+class EngineVsModel(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.qm = QueueManager(clock=ManualClock(), max_uncommitted=1_000_000)
+        self.qm.define_queue("PRIO")
+        self.qm.define_queue("FIFO", delivery_sequence=DeliverySequence.FIFO, default_priority=3)
+        self.conns = [None] * NCONN
+        self.handles: list[dict] = [{}] * NCONN
+        self.model = {q: [] for q in QUEUES}
+        self.uow: list[list] = [[] for _ in range(NCONN)]
+        self.skip: list = [None] * NCONN
+        self.counter = itertools.count()
+        for i in range(NCONN):
+            self._connect(i)
+
+    def teardown(self):
+        self.qm.close()
+
+    def _connect(self, i):
+        c = self.qm.connect()
+        self.conns[i] = c
+        self.handles[i] = {q: c.open(q, OO.OUTPUT | OO.INPUT_SHARED) for q in QUEUES}
+
+    # -- model helpers -------------------------------------------------------------------
+
+    def _order(self, q):
+        return [e for _, e in sorted(enumerate(self.model[q]), key=lambda t: (-t[1].lane, t[0]))]
+
+    def _undo(self, i, application: bool):
+        keep = self.skip[i] if application else None
+        for kind, q, e in self.uow[i]:
+            if (kind, q, e) == keep:
+                continue
+            if kind == "put":
+                self.model[q].remove(e)
+            else:
+                e.gotten = False
+                e.backout += 1
+        self.uow[i] = [keep] if keep else []
+        self.skip[i] = None
+
+    # -- rules ---------------------------------------------------------------------------
+
+    @rule(
+        i=st.integers(0, NCONN - 1),
+        q=st.sampled_from(QUEUES),
+        prio=st.integers(0, 9),
+        sync=st.booleans(),
+        correl=st.sampled_from(CORRELS),
+    )
+    def put(self, i, q, prio, sync, correl):
+        data = b"m%d" % next(self.counter)
+        md = MD(priority=prio, correl_id=correl or bytes(24))
+        self.handles[i][q].put(data, md, PMO.SYNCPOINT if sync else PMO.NO_SYNCPOINT)
+        lane = 3 if q == "FIFO" else prio
+        e = Entry(data, lane, committed=not sync, correl=correl)
+        self.model[q].append(e)
+        if sync:
+            self.uow[i].append(("put", q, e))
+
+    @rule(
+        i=st.integers(0, NCONN - 1),
+        q=st.sampled_from(QUEUES),
+        sync=st.booleans(),
+        correl=st.sampled_from(CORRELS),
+        mark=st.booleans(),
+    )
+    def get(self, i, q, sync, correl, mark):
+        mark = mark and sync
+        opts = (GMO.SYNCPOINT if sync else GMO.NO_SYNCPOINT) | (GMO.MARK_SKIP_BACKOUT if mark else 0)
+        candidates = [
+            e for e in self._order(q) if e.committed and not e.gotten and (correl is None or e.correl == correl)
+        ]
+        try:
+            m = self.handles[i][q].get(opts, correl_id=correl)
+        except MQError as err:
+            if mark and self.skip[i] is not None:
+                assert err.reason == Reason.SECOND_MARK_NOT_ALLOWED
+                return
+            assert err.reason == Reason.NO_MSG_AVAILABLE
+            assert not candidates, f"engine found nothing, model expected {candidates[0].data}"
+            return
+        assert not (mark and self.skip[i] is not None), "second mark was accepted"
+        assert candidates, f"engine returned {m.data}, model expected nothing"
+        e = candidates[0]
+        assert m.data == e.data
+        assert m.backout_count == e.backout
+        if sync:
+            e.gotten = True
+            op = ("get", q, e)
+            self.uow[i].append(op)
+            if mark:
+                self.skip[i] = op
+        else:
+            self.model[q].remove(e)
+
+    @rule(i=st.integers(0, NCONN - 1))
+    def commit(self, i):
+        self.conns[i].commit()
+        for kind, q, e in self.uow[i]:
+            if kind == "put":
+                e.committed = True
+            else:
+                self.model[q].remove(e)
+        self.uow[i] = []
+        self.skip[i] = None
+
+    @rule(i=st.integers(0, NCONN - 1))
+    def backout(self, i):
+        self.conns[i].backout()
+        self._undo(i, application=True)
+
+    @rule(i=st.integers(0, NCONN - 1))
+    def reconnect(self, i):
+        self.conns[i].disconnect()
+        self._undo(i, application=False)
+        self._connect(i)
+
+    # -- invariants ----------------------------------------------------------------------
+
+    @invariant()
+    def counters_match(self):
+        for q in QUEUES:
+            info = self.qm.inquire_queue(q)
+            assert info.current_depth == len(self.model[q])
+            assert info.ready == sum(e.committed and not e.gotten for e in self.model[q])
+
+    @invariant()
+    def uow_sizes_match(self):
+        for i in range(NCONN):
+            assert self.conns[i].uncommitted == len(self.uow[i])
+
+
+# 60 examples x 40 steps = 2,400 steps per run.
+EngineVsModel.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+TestEngineVsModel = EngineVsModel.TestCase

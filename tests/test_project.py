@@ -1,0 +1,75 @@
+"""The project's promises about itself: README set-up commands, CI, layering, lint, CLI."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", text, re.S)
+    assert block, "the README must start with a bash block of set-up commands"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_readme_starts_with_exactly_two_setup_commands():
+    cmds = _readme_commands()
+    assert len(cmds) == 2
+    assert "sweepq demo" in cmds[0] and "pytest" in cmds[1]
+    for c in cmds:
+        assert "pip install" in c, "each command installs what it needs itself"
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert _readme_commands()[1] in ci.splitlines()
+
+
+LAYERS = {
+    # folder: imports it must not make
+    "blobstore": r"sweepq\.(engine|sweeper|bench|pipeline)|pyspark",
+    "sweeper": r"sweepq\.(engine|bench|pipeline)|pyspark|rocksdict|zstandard",
+    "engine": r"sweepq\.(bench|pipeline)|pyspark|rocksdict|zstandard",
+    "bench": r"pyspark|rocksdict|zstandard",
+}
+
+
+@pytest.mark.parametrize("folder", sorted(LAYERS))
+def test_layers_import_downwards_only(folder):
+    bad = re.compile(rf"^\s*(from|import)\s+({LAYERS[folder]})", re.M)
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / folder).rglob("*.py") if bad.search(p.read_text())]
+    assert not offenders, f"{folder}/ reaches the wrong way (DESIGN.md): {offenders}"
+
+
+def test_ruff_is_clean():
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    if not Path(ruff).exists():
+        pytest.fail("ruff is not installed: install the [dev] extra")
+    out = subprocess.run([ruff, "check", str(ROOT)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_cli_help_and_demo():
+    from sweepq.bench.cli import build_parser
+
+    helptext = build_parser().format_help()
+    assert "demo" in helptext and "bench" in helptext
+    out = subprocess.run(
+        [sys.executable, "-m", "sweepq.bench.cli", "demo"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert "12 of 12 orders delivered exactly once" in out.stdout
+    assert "backout count 1" in out.stdout
+
+
+def test_cli_without_command_prints_help():
+    out = subprocess.run([sys.executable, "-m", "sweepq.bench.cli"], capture_output=True, text=True)
+    assert out.returncode == 2 and "commands:" in out.stdout
