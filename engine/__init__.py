@@ -10,7 +10,7 @@ with QueueManager() as qm:
         print(q.get().data)
 """
 
-from .connection import Connection, Handle
+from .connection import Batch, Connection, Handle
 from .constants import (
     CC,
     CORRELID_NONE,
@@ -48,6 +48,7 @@ __all__ = [
     "MSGTOKEN_NONE",
     "OO",
     "PMO",
+    "Batch",
     "Connection",
     "DeliverySequence",
     "GroupStatus",

@@ -8,6 +8,7 @@ own locks, so connections on different threads never need any lock of their own.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from .constants import (
     PMO,
     Persistence,
     Reason,
+    Usage,
 )
 from .errors import MQError, options_error
 from .lane import UNCOMMITTED, Node, new_node
@@ -472,6 +474,25 @@ class Handle:
             if node is not None:
                 return node
 
+    # -- transmission batches -----------------------------------------------------------------
+
+    def assign_batch(self, max_messages: int) -> Batch:
+        """Assign up to ``max_messages`` available messages of a transmission queue to a new
+        channel batch (what a channel does); they count as obtained for the sweep rule."""
+        if self._closed:
+            raise self._closed_error()
+        q = self.queue
+        if not self._can_get:
+            raise MQError(Reason.NOT_OPEN_FOR_INPUT, f"open {q.name!r} with an OO.INPUT_* option to assign batches")
+        if q.attrs.usage != Usage.TRANSMISSION:
+            raise MQError(Reason.Q_TYPE_ERROR, f"{q.name!r} is not a transmission queue (usage=TRANSMISSION)")
+        if max_messages < 1:
+            raise MQError(Reason.PARM_VALUE_ERROR, "max_messages must be at least 1")
+        batch_id = next(Batch._ids)
+        with q.mutex:
+            nodes = q._assign_batch(batch_id, max_messages)
+        return Batch(q, self._qm.ident, nodes, batch_id)
+
     # -- poison messages (BOTHRESH / BOQNAME, SEMANTICS.md §8.3) --------------------------
 
     def _poison_ok(self, q: LocalQueue) -> bool:
@@ -504,6 +525,41 @@ class Handle:
         else:
             with q.mutex:
                 q._remove(node)
+
+
+class Batch:
+    """Messages of a transmission queue assigned to one channel batch.
+
+    They stay on the queue, invisible to gets and never swept (seed 003), until the batch
+    is confirmed (they leave) or released (they are available again, in place)."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, queue: LocalQueue, ident, nodes: list[Node], batch_id: int):
+        self.id = batch_id
+        self._queue = queue
+        self.messages = [_message(n.rec, ident) for n in nodes]
+        self._open = bool(nodes)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def confirm(self) -> None:
+        self._end(True)
+
+    def release(self) -> None:
+        self._end(False)
+
+    def _end(self, confirmed: bool) -> None:
+        if not self._open:
+            return
+        self._open = False
+        with self._queue.mutex:
+            self._queue._end_batch(self.id, confirmed)
+
+
+def _message(rec: bytes, ident) -> Message:
+    return Message.make(rec, ident, rec[rec[0] :])
 
 
 class _Null:

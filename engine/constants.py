@@ -143,6 +143,7 @@ class Reason(enum.IntEnum):
     Q_FULL = 2053
     Q_NOT_EMPTY = 2055
     Q_SPACE_NOT_AVAILABLE = 2056
+    Q_TYPE_ERROR = 2057
     SECOND_MARK_NOT_ALLOWED = 2062
     SYNCPOINT_NOT_AVAILABLE = 2072
     TRUNCATED_MSG_ACCEPTED = 2079
@@ -160,6 +161,7 @@ class Reason(enum.IntEnum):
     MATCH_OPTIONS_ERROR = 2247
     MSG_TOKEN_ERROR = 2331
     STORAGE_MEDIUM_FULL = 2192
+    OBJECT_DAMAGED = 2101
     RESOURCE_PROBLEM = 2102
     # PCF (MQRCCF) reason for a queue attribute out of range on define / alter.
     PARM_VALUE_ERROR = 3229

@@ -21,6 +21,7 @@ Invariants kept here:
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 
 # Node.state = (flags << 4) | lane index. The lane index (0..9) lets a node be unlinked and
@@ -124,22 +125,22 @@ class MsgList:
 class Lane:
     """One priority level of a queue: front list, chain of swept blobs, rear list.
 
-    ``chain`` is the ordered list of swept blob descriptors (filled by the sweeper in a
-    later layer); ``sweeping`` is true while a sweep of this lane is in progress. Either
-    sends new messages to the rear list.
+    ``chain`` holds the lane's swept blobs in order; ``sweeping`` is true while a sweep of
+    the lane is in progress. Either sends new messages to the rear list.
     """
 
-    __slots__ = ("bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping")
+    __slots__ = ("bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping", "swept")
 
     def __init__(self, priority: int):
         self.priority = priority
         self.bit = 1 << priority
         self.front = MsgList()
         self.rear = MsgList()
-        self.chain: list = []
+        self.chain: deque = deque()  # SweptBlob objects (engine/swept.py), in lane order
         self.sweeping = False
         self.ready = 0  # committed, not-gotten nodes in memory
         self.mem = 0  # all nodes in memory (front + rear)
+        self.swept = 0  # messages in the chain not yet removed
 
     def append(self, node: Node) -> None:
         if self.chain or self.sweeping:

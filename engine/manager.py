@@ -7,11 +7,13 @@ message does (put, get, commit) takes only the locks of the queues it touches.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import threading
 import weakref
 from dataclasses import fields, replace
 
+from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
 from .connection import Connection
@@ -20,6 +22,7 @@ from .errors import MQError
 from .lane import HIDDEN
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
+from .tier import Tier
 
 _ATTR_NAMES = frozenset(f.name for f in fields(QueueAttributes))
 
@@ -27,18 +30,32 @@ _ATTR_NAMES = frozenset(f.name for f in fields(QueueAttributes))
 class QueueManager:
     """An in-process queue manager.
 
-    ``clock`` drives WAIT intervals and put times (inject a ``ManualClock`` in tests).
-    ``max_uncommitted`` is MAXUMSGS (2024 beyond it). ``backout_handling`` makes gets move
-    a message whose backout count reached its queue's ``backout_threshold`` to the
-    queue's ``backout_requeue_q`` (off by default, as in MQ). ``max_msg_length`` is the
-    manager's MAXMSGL (2031 beyond it).
+    ``path`` is the data directory of the blob store that swept messages go to (None: a
+    private temporary store, removed at close). ``sweeper`` starts the slow queue sweeper
+    on a background thread, every ``sweep_policy.interval`` seconds of ``clock`` time;
+    ``sweep_policy`` holds the rule's factor and buffer extra (seed 003: 2 and 5).
+    ``store_options`` go to :class:`~sweepq.blobstore.BlobStore` (``level``,
+    ``max_blob_bytes``, ``max_blob_records``, ``sync``, ``dictionaries``).
+    ``readahead_low_water``: when a swept lane's in-memory messages fall below it, the next
+    blob is read in the background.
+
+    ``clock`` drives WAIT intervals, put times and the sweep cycle (inject a
+    ``ManualClock`` in tests). ``max_uncommitted`` is MAXUMSGS (2024 beyond it).
+    ``backout_handling`` makes gets move a message whose backout count reached its queue's
+    ``backout_threshold`` to the queue's ``backout_requeue_q`` (off by default, as in MQ).
+    ``max_msg_length`` is the manager's MAXMSGL (2031 beyond it).
     """
 
     def __init__(
         self,
         name: str = "QM1",
         *,
+        path: str | os.PathLike | None = None,
         clock: Clock | None = None,
+        sweeper: bool = True,
+        sweep_policy: SweepPolicy | None = None,
+        store_options: dict | None = None,
+        readahead_low_water: int = 256,
         max_uncommitted: int = 10_000,
         backout_handling: bool = False,
         max_msg_length: int = 100 * 1024 * 1024,
@@ -56,6 +73,30 @@ class QueueManager:
         self._defs = threading.Lock()
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         self.closed = False
+        self.readahead_low_water = readahead_low_water
+        self._tier = Tier(path, store_options)
+        self.sweeper = Sweeper(self, sweep_policy or SweepPolicy(), self.clock)
+        if sweeper:
+            self.sweeper.start()
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, **options) -> QueueManager:
+        """A queue manager whose swept messages live in the data directory ``path``."""
+        return cls(path=path, **options)
+
+    # -- the sweeper's view (sweeper.cycle.SweepSource) ---------------------------------------
+
+    def sweepables(self) -> list[LocalQueue]:
+        return list(self._queues.values())
+
+    def blob_store(self):
+        return self._tier.store()
+
+    def stats(self) -> dict[str, SweepStats]:
+        """Sweep statistics per queue, and their sum under the key ``"*"``."""
+        per = {q.name: q.sweep_stats() for q in self.sweepables()}
+        per["*"] = SweepStats.total(list(per.values()))
+        return per
 
     # -- connections ----------------------------------------------------------------------
 
@@ -71,15 +112,20 @@ class QueueManager:
         self._connections.discard(conn)
 
     def close(self) -> None:
-        """Disconnect every connection (backing out its work) and wake every waiter."""
+        """Stop the sweeper, disconnect every connection (backing out its work), wake every
+        waiter, write the final statistics next to the store, and close the store."""
         if self.closed:
             return
+        self.sweeper.stop()
         for conn in list(self._connections):
             conn.disconnect()
         self.closed = True
         for q in list(self._queues.values()):
             with q.mutex:
                 q._wake_all()
+        if self._tier.path is not None and self._tier.opened:
+            _write_stats(self._tier.path, self.stats())
+        self._tier.close()
 
     def __enter__(self) -> QueueManager:
         return self
@@ -96,7 +142,8 @@ class QueueManager:
         with self._defs:
             if name in self._queues:
                 raise MQError(Reason.OBJECT_ALREADY_EXISTS, f"queue {name!r} is already defined")
-            q = LocalQueue(name, attrs)
+            q = LocalQueue(name, attrs, self.ident, self._tier)
+            q.readahead_low = self.readahead_low_water
             self._queues[name] = q
         return q.info()
 
@@ -132,6 +179,9 @@ class QueueManager:
                     )
                 q.deleted = True
                 del self._queues[name]
+                chains = [q.chain_name(lane) for lane in q.lanes if lane.chain]
+        for chain in chains:
+            self._tier.store().drop_chain(chain)
 
     def inquire_queue(self, name: str) -> QueueInfo:
         """MQINQ: attributes and current counters."""
@@ -157,3 +207,15 @@ def _attrs(base: QueueAttributes, changes: dict) -> QueueAttributes:
             f"unknown queue attribute(s) {sorted(unknown)}; known: {sorted(_ATTR_NAMES)}",
         )
     return replace(base, **changes).validated()
+
+
+STATS_FILE = "sweepq-stats.json"
+
+
+def _write_stats(path: str, stats: dict[str, SweepStats]) -> None:
+    """Leave the last statistics beside the store, for ``sweepq inspect``."""
+    from dataclasses import asdict
+
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, STATS_FILE), "w") as f:
+        json.dump({k: asdict(v) for k, v in stats.items()}, f, indent=1)

@@ -33,6 +33,7 @@ from .constants import (
 from .errors import MQError
 from .lane import (
     AVAILABLE_BELOW,
+    BATCHED,
     GOTTEN,
     HIDDEN,
     LANE_MASK,
@@ -42,6 +43,9 @@ from .lane import (
     Node,
 )
 from .matching import Match
+from .record import Identity
+from .sweeping import SweepingMixin
+from .swept import SWEPT_HIT
 
 MAX_NAME = 48
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/%")
@@ -140,10 +144,14 @@ class Waiter:
 _queue_ids = itertools.count(1)
 
 
-class LocalQueue:
-    """One local queue. Its lanes run from priority 9 to 0 in get order."""
+class LocalQueue(SweepingMixin):
+    """One local queue. Its lanes run from priority 9 to 0 in get order.
 
-    def __init__(self, name: str, attrs: QueueAttributes):
+    ``ident`` turns records into MsgIds and tokens; ``tier`` (the manager's) gives the blob
+    store and the read-ahead pool. Sweeping and unsweeping live in engine/sweeping.py.
+    """
+
+    def __init__(self, name: str, attrs: QueueAttributes, ident: Identity | None = None, tier=None):
         self.name = name
         self.id = next(_queue_ids)  # total order for taking several queue locks
         self.mutex = threading.Lock()
@@ -160,6 +168,11 @@ class LocalQueue:
         self.open_exclusive = False
         self.open_handles = 0
         self.deleted = False
+        self.batched = 0  # messages assigned to transmission batches
+        self.batches: dict[int, list[Node]] = {}
+        self.ident = ident or Identity(bytes(12))
+        self.tier = tier
+        self._init_sweeping()
         self.apply(attrs)
 
     # -- attributes -------------------------------------------------------------------
@@ -231,6 +244,10 @@ class LocalQueue:
     def _find(self, match: Match | None) -> Node | None:
         """The first available message in get order that ``match`` accepts.
 
+        Each lane is front ⧺ chain ⧺ rear. Without a match, a lane whose front list has
+        nothing available brings its chain back blob by blob (unsweep); with a match the
+        chain is searched in place through its index, and nothing is brought back.
+
         ``lane_mask`` has bit p set for every lane p that may hold messages (set on insert,
         cleared here lazily once a lane is found empty), so a get skips empty priorities
         without looking at them.
@@ -241,20 +258,26 @@ class LocalQueue:
             i = mask.bit_length() - 1
             mask ^= 1 << i
             lane = lanes[i]
-            if lane.ready:
+            if lane.ready or lane.chain:
                 head = lane.front.head
                 n = head.next
                 while n is not head:
                     if n.state < AVAILABLE_BELOW and (match is None or match(n.rec)):
                         return n
                     n = n.next
+                if lane.chain:
+                    # Without a match: unsweep until something is available (or the chain is
+                    # empty, when the rear list has joined the front). With one: search in place.
+                    hit = self._unsweep_for_get(lane) if match is None else self._search_chain(lane, match)
+                    if hit is not None:
+                        return hit
                 head = lane.rear.head
                 n = head.next
                 while n is not head:
                     if n.state < AVAILABLE_BELOW and (match is None or match(n.rec)):
                         return n
                     n = n.next
-            elif not lane.mem and not lane.chain:
+            elif not lane.mem:
                 self.lane_mask &= ~(1 << i)
         return None
 
@@ -268,6 +291,8 @@ class LocalQueue:
     def _remove(self, node: Node) -> None:
         """Take ``node`` off the queue for good (the get hot path: unlink written out)."""
         st = node.state
+        if st & SWEPT_HIT:
+            return self._remove_swept(node)
         lane = self.lanes[st & LANE_MASK]
         p = node.prev
         n = node.next
@@ -279,14 +304,20 @@ class LocalQueue:
         self.depth -= 1
         self.mem_bytes -= len(node.rec)
         node.state = st | REMOVED
+        if lane.chain and lane.ready < self.readahead_low:
+            self._maybe_readahead(lane)
 
     def _hide(self, node: Node) -> None:
         """A get under syncpoint: the message stays in place, invisible, until commit/backout."""
+        if node.state & SWEPT_HIT:
+            return self._hide_swept(node)
         self.lanes[node.state & LANE_MASK].ready -= 1
         node.state |= GOTTEN
 
     def _restore(self, node: Node, backout: bool) -> None:
         """Backout of a get: the message reappears in its place, its backout count raised."""
+        if node.state & SWEPT_HIT:
+            return self._restore_swept(node, backout)
         if backout:
             node.rec = record.with_backout(node.rec, record.backout_of(node.rec) + 1)
         node.state &= ~GOTTEN
@@ -299,6 +330,37 @@ class LocalQueue:
         self.lanes[node.state & LANE_MASK].ready += 1
         if self.waiters:
             self._wake_for(node)
+
+    # -- under the lock: transmission batches (seed 003: never swept) ---------------------
+
+    def _assign_batch(self, batch_id: int, max_messages: int) -> list[Node]:
+        """Assign up to ``max_messages`` available messages, in get order, to a batch.
+
+        Batched messages stay in place but no get sees them and no sweep moves them; they
+        count as obtained (a channel servicing the queue)."""
+        taken: list[Node] = []
+        while len(taken) < max_messages:
+            node = self._find(None)
+            if node is None:
+                break
+            node.state |= BATCHED
+            taken.append(node)
+        if taken:
+            self.batches[batch_id] = taken
+            self.batched += len(taken)
+            self.obtained += len(taken)
+        return taken
+
+    def _end_batch(self, batch_id: int, confirmed: bool) -> None:
+        """A confirmed batch leaves the queue; a released one becomes available again."""
+        nodes = self.batches.pop(batch_id)
+        self.batched -= len(nodes)
+        for node in nodes:
+            node.state &= ~BATCHED
+            if confirmed:
+                self._remove(node)
+            elif self.waiters:
+                self._wake_for(node)
 
     # -- under the lock: waiters ---------------------------------------------------------
 

@@ -26,8 +26,11 @@ class Clock(Protocol):
         """Seconds since the epoch: for put times."""
         ...
 
-    def wait(self, cond: threading.Condition, deadline: float | None) -> None:
-        """Wait on ``cond`` (lock held) until notified or ``now() >= deadline``."""
+    def wait(self, cond: threading.Condition, deadline: float | None, *, background: bool = False) -> None:
+        """Wait on ``cond`` (lock held) until notified or ``now() >= deadline``.
+
+        ``background`` marks a housekeeping wait (the sweeper's), which a manual clock
+        does not count among the waiters a test waits for."""
         ...
 
 
@@ -38,7 +41,7 @@ class SystemClock:
     now = staticmethod(time.monotonic)
     wall = staticmethod(time.time)
 
-    def wait(self, cond: threading.Condition, deadline: float | None) -> None:
+    def wait(self, cond: threading.Condition, deadline: float | None, *, background: bool = False) -> None:
         if deadline is None:
             cond.wait()
         else:
@@ -61,6 +64,7 @@ class ManualClock:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._waiting: dict[int, threading.Condition] = {}
+        self._background: set[int] = set()
         self._token = 0
 
     def now(self) -> float:
@@ -71,17 +75,19 @@ class ManualClock:
 
     @property
     def waiters(self) -> int:
-        """How many threads are inside :meth:`wait` right now."""
+        """How many threads are inside :meth:`wait` right now (background waits excluded)."""
         with self._lock:
-            return len(self._waiting)
+            return len(self._waiting) - len(self._background)
 
-    def wait(self, cond: threading.Condition, deadline: float | None) -> None:
+    def wait(self, cond: threading.Condition, deadline: float | None, *, background: bool = False) -> None:
         if deadline is not None and self._t >= deadline:
             return
         with self._lock:
             self._token += 1
             token = self._token
             self._waiting[token] = cond
+            if background:
+                self._background.add(token)
             self._changed.notify_all()
         try:
             # Re-check under cond's lock (held by the caller): advance() changes _t before
@@ -91,6 +97,7 @@ class ManualClock:
         finally:
             with self._lock:
                 self._waiting.pop(token, None)
+                self._background.discard(token)
                 self._changed.notify_all()
 
     def advance(self, seconds: float) -> None:
@@ -107,4 +114,9 @@ class ManualClock:
     def wait_for_waiters(self, n: int, timeout: float = 10.0) -> bool:
         """Block (on a condition, not a sleep loop) until at least ``n`` threads wait."""
         with self._lock:
-            return self._changed.wait_for(lambda: len(self._waiting) >= n, timeout)
+            return self._changed.wait_for(lambda: len(self._waiting) - len(self._background) >= n, timeout)
+
+    def wait_for_background(self, n: int = 1, timeout: float = 10.0) -> bool:
+        """Block until at least ``n`` background waits (the sweeper's) are in progress."""
+        with self._lock:
+            return self._changed.wait_for(lambda: len(self._background) >= n, timeout)

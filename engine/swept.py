@@ -1,0 +1,131 @@
+"""What the engine keeps in memory about a swept blob: a few bytes per message, no objects.
+
+A :class:`SweptBlob` sits in a lane's chain. It holds the blob's id and an index of its
+messages: 16-bit hashes of each MsgId, CorrelId and GroupId and a flags byte (7 bytes a
+message, in numpy arrays), plus the range of message sequence numbers. A get that
+selects by id scans these arrays and reads only a blob that can match (DESIGN.md
+invariant 5); nothing is unswept just to look.
+
+A message taken out of the middle of a blob is flagged in ``flags``: REMOVED for good,
+or GOTTEN while a unit of work holds it (restored by backout, in place). Backout counts
+raised while swept are kept in ``bumps`` and applied when the record is read back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import record
+from .constants import CORRELID_NONE, GROUPID_NONE
+from .lane import Node
+
+LIVE = 0
+REMOVED = 1
+GOTTEN = 2
+
+SWEPT_HIT = 0x200  # Node.state flag of a SweptHit (above every in-memory flag)
+
+
+def hash16(value: bytes) -> int:
+    """A 16-bit hash of an identifier, stable within one process (the index is in memory)."""
+    return hash(value) & 0xFFFF
+
+
+_H_CORREL_NONE = hash16(CORRELID_NONE)
+_H_GROUP_NONE = hash16(GROUPID_NONE)
+
+
+def build_index(records: list[bytes], ident: record.Identity) -> tuple[np.ndarray, ...]:
+    """(h_msg, h_correl, h_group, seqs) for a run of records, computed without the lock."""
+    n = len(records)
+    h_msg = np.empty(n, np.uint16)
+    h_cor = np.empty(n, np.uint16)
+    h_grp = np.empty(n, np.uint16)
+    seqs = np.empty(n, np.uint64)
+    msg_id = ident.msg_id
+    for i, rec in enumerate(records):
+        flags = rec[record.OFF_FLAGS]
+        h_msg[i] = hash16(msg_id(rec))
+        h_cor[i] = hash16(record.correl_id(rec)) if flags & record.HAS_CORREL_ID else _H_CORREL_NONE
+        if flags & record.HAS_GROUP:
+            off = record._sections(rec)[2]
+            h_grp[i] = hash16(rec[off : off + 24])
+        else:
+            h_grp[i] = _H_GROUP_NONE
+        seqs[i] = record.seq_of(rec)
+    return h_msg, h_cor, h_grp, seqs
+
+
+class SweptBlob:
+    """One blob of a lane's chain, as the engine sees it."""
+
+    __slots__ = (
+        "blob_id",
+        "bumps",
+        "comp_len",
+        "count",
+        "flags",
+        "h_correl",
+        "h_group",
+        "h_msg",
+        "live",
+        "nodes",
+        "prefetch",
+        "raw_bytes",
+        "seq_max",
+        "seq_min",
+        "unswept",
+    )
+
+    def __init__(self, blob_id: int, raw_bytes: int, comp_len: int, index: tuple[np.ndarray, ...]):
+        h_msg, h_cor, h_grp, seqs = index
+        self.blob_id = blob_id
+        self.count = len(h_msg)
+        self.live = self.count  # not REMOVED
+        self.raw_bytes = raw_bytes  # record bytes, as counted in memory
+        self.comp_len = comp_len
+        self.h_msg = h_msg
+        self.h_correl = h_cor
+        self.h_group = h_grp
+        self.seq_min = int(seqs.min()) if self.count else 0
+        self.seq_max = int(seqs.max()) if self.count else 0
+        self.flags = np.zeros(self.count, np.uint8)
+        self.bumps: dict[int, int] | None = None  # slot -> backout count added while swept
+        self.nodes: dict[int, Node] | None = None  # slot -> node, for GOTTEN slots once unswept
+        self.prefetch = None  # a Future of the records (read-ahead)
+        self.unswept = False
+
+    def candidates(self, msg_id: bytes | None, correl_id: bytes | None, group_id: bytes | None, seq: int | None):
+        """Slots that may match: live, and equal in every hashed field that is asked for."""
+        if seq is not None and not self.seq_min <= seq <= self.seq_max:
+            return ()
+        mask = self.flags == LIVE
+        if msg_id is not None:
+            mask &= self.h_msg == hash16(msg_id)
+        if correl_id is not None:
+            mask &= self.h_correl == hash16(correl_id)
+        if group_id is not None:
+            mask &= self.h_group == hash16(group_id)
+        return np.flatnonzero(mask)
+
+    def record(self, records: list[bytes], slot: int) -> bytes:
+        """The record at ``slot`` with any backout raised while swept applied."""
+        rec = records[slot]
+        if self.bumps and slot in self.bumps:
+            rec = record.with_backout(rec, record.backout_of(rec) + self.bumps[slot])
+        return rec
+
+
+class SweptHit(Node):
+    """A message found by a get inside a swept blob. It stands in for a Node in the get path
+    and in units of work: state carries SWEPT_HIT and the lane index, so the queue's state
+    changes (remove, hide, restore) know to act on the blob's flags instead of a list."""
+
+    __slots__ = ("blob", "lane", "slot")
+
+    def __init__(self, lane, blob: SweptBlob, slot: int, rec: bytes):
+        self.lane = lane
+        self.blob = blob
+        self.slot = slot
+        self.rec = rec
+        self.state = SWEPT_HIT | lane.priority

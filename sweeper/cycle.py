@@ -1,0 +1,212 @@
+"""The slow queue sweeper: every interval, apply the rule to each queue and move the surplus.
+
+The sweeper never reaches into a queue's lists. It drives the small protocol below, which
+a queue implements (engine/sweeping.py), and the blob store:
+
+1. ``sweep_counts()`` gives y and x (and starts a new interval for x);
+2. the rule (policy.py) decides; ``sweep_begin(keep)`` locks the queue, marks its lanes
+   sweeping (new puts go to the rear lists), chooses the target runs and unlocks;
+3. without any queue lock, the targets' records are compressed and written as *pending*
+   blobs;
+4. ``sweep_link`` re-locks and verifies each blob's messages (still there, not gotten,
+   not locked, batch unchanged, still contiguous at the right end); it links the blob
+   into the chain in one atomic batch and detaches the messages, or aborts: the pending
+   blobs are deleted and the messages stay in memory;
+5. ``sweep_end`` unmarks the lanes.
+
+Between steps 3 and 4 an optional ``after_write`` hook runs: tests use it to change the
+queue exactly there and prove that every abort reason is caught.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .clock import Clock, SystemClock
+from .policy import SweepPolicy
+
+log = logging.getLogger("sweepq.sweeper")
+
+
+class SweepTarget(Protocol):
+    """One contiguous run of one lane, snapshotted for writing without the lock."""
+
+    chain: bytes  # the lane's chain name in the blob store
+    at_head: bool  # a front-list run links at the chain's head, a rear-list run at its tail
+    records: list[bytes]
+    ids: list[bytes]
+
+
+class SweepPlan(Protocol):
+    targets: list[Any]
+
+
+class Sweepable(Protocol):
+    """What a queue offers the sweeper."""
+
+    name: str
+
+    def sweep_counts(self) -> tuple[int, int]: ...
+
+    def sweep_begin(self, keep: int) -> SweepPlan: ...
+
+    def sweep_link(
+        self, plan: SweepPlan, target: Any, blobs: list, store: Any, write_seconds: float = 0.0
+    ) -> tuple[int, str | None]: ...
+
+    def sweep_abort(self, plan: SweepPlan, target: Any, reason: str) -> None: ...
+
+    def sweep_end(self, plan: SweepPlan) -> None: ...
+
+
+class SweepSource(Protocol):
+    """What the sweeper sweeps: the queues and the store (the queue manager)."""
+
+    def sweepables(self) -> Iterable[Sweepable]: ...
+
+    def blob_store(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class QueueDecision:
+    queue: str
+    y: int
+    x: int
+    keep: int | None  # None: the rule did not sweep this queue
+    msgs_swept: int = 0
+    blobs: int = 0
+    aborts: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What one cycle did."""
+
+    at: float
+    decisions: tuple[QueueDecision, ...]
+    seconds: float
+
+    @property
+    def msgs_swept(self) -> int:
+        return sum(d.msgs_swept for d in self.decisions)
+
+    @property
+    def swept_queues(self) -> list[str]:
+        return [d.queue for d in self.decisions if d.keep is not None]
+
+    def decision(self, queue: str) -> QueueDecision:
+        for d in self.decisions:
+            if d.queue == queue:
+                return d
+        raise KeyError(queue)
+
+
+class Sweeper:
+    """Runs the sweep cycle: :meth:`run_once` on demand, or every ``policy.interval`` seconds
+    of ``clock`` time on a background thread between :meth:`start` and :meth:`stop`."""
+
+    def __init__(
+        self,
+        source: SweepSource,
+        policy: SweepPolicy | None = None,
+        clock: Clock | None = None,
+        after_write: Callable[[Sweepable, Any], None] | None = None,
+    ):
+        self.source = source
+        self.policy = policy or SweepPolicy()
+        self.clock = clock or SystemClock()
+        self.after_write = after_write
+        self.reports: list[SweepReport] = []  # the most recent cycles, newest last
+        self.errors: list[BaseException] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._run_lock = threading.Lock()  # one cycle at a time, thread or caller
+
+    # -- one cycle ------------------------------------------------------------------------
+
+    def run_once(self) -> SweepReport:
+        """One sweep cycle over every queue; returns what it decided and did."""
+        with self._run_lock:
+            t0 = time.perf_counter()
+            decisions = [self._sweep_queue(q) for q in list(self.source.sweepables())]
+            report = SweepReport(self.clock.now(), tuple(decisions), time.perf_counter() - t0)
+            self.reports = [*self.reports[-99:], report]
+            return report
+
+    def _sweep_queue(self, q: Sweepable) -> QueueDecision:
+        y, x = q.sweep_counts()
+        keep = self.policy.keep(y, x)
+        if keep is None:
+            return QueueDecision(q.name, y, x, None)
+        store = self.source.blob_store()
+        plan = q.sweep_begin(keep)
+        moved = blobs = 0
+        aborts: dict[str, int] = {}
+        try:
+            for target in plan.targets:
+                t0 = time.perf_counter()
+                try:
+                    written = store.write_pending(target.chain, target.records, target.ids, scope=q.name.encode())
+                except Exception as e:  # a failed write: nothing moves, nothing is lost
+                    log.warning("sweep of %s: writing blobs failed: %s", q.name, e)
+                    q.sweep_abort(plan, target, "store_error")
+                    aborts["store_error"] = aborts.get("store_error", 0) + 1
+                    continue
+                if self.after_write is not None:
+                    self.after_write(q, target)
+                n, reason = q.sweep_link(plan, target, written, store, time.perf_counter() - t0)
+                moved += n
+                blobs += len(written) if reason is None else 0
+                if reason is not None:
+                    aborts[reason] = aborts.get(reason, 0) + 1
+        finally:
+            q.sweep_end(plan)
+        return QueueDecision(q.name, y, x, keep, moved, blobs, aborts)
+
+    # -- the background cycle ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run a cycle every ``policy.interval`` seconds of clock time until :meth:`stop`."""
+        if self._thread is not None:
+            return
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="sweepq-sweeper", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        t = self._thread
+        if t is None:
+            return
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        t.join(timeout)
+        self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def _loop(self) -> None:
+        clock = self.clock
+        with self._cond:
+            due = clock.now() + self.policy.interval
+            while not self._stopping:
+                if clock.now() < due:
+                    clock.wait(self._cond, due, background=True)
+                    continue
+                self._cond.release()
+                try:
+                    self.run_once()
+                except Exception as e:  # keep sweeping; the error is kept for inspection
+                    log.exception("sweep cycle failed")
+                    self.errors = [*self.errors[-9:], e]
+                finally:
+                    self._cond.acquire()
+                due = max(due + self.policy.interval, clock.now())

@@ -1,0 +1,74 @@
+"""Sweep statistics: what the sweeper and the unsweeps did, per queue and in total."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field, fields
+
+ABORT_REASONS = ("removed", "gotten", "locked", "batch_changed", "moved", "store_error")
+
+
+@dataclass
+class SweepCounters:
+    """Mutable counters a queue keeps under its own lock (see :class:`SweepStats`)."""
+
+    sweeps: int = 0
+    blobs_written: int = 0
+    msgs_swept: int = 0
+    bytes_swept_raw: int = 0
+    bytes_swept_compressed: int = 0
+    unsweeps: int = 0
+    msgs_unswept: int = 0
+    bytes_unswept_raw: int = 0
+    readahead_hits: int = 0
+    readahead_misses: int = 0
+    damaged_blobs: int = 0
+    aborts: dict = field(default_factory=lambda: dict.fromkeys(ABORT_REASONS, 0))
+    lock_seconds: deque = field(default_factory=lambda: deque(maxlen=100_000))  # each hold by a sweep
+    write_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class SweepStats:
+    """A snapshot of one queue (or of every queue, summed) for reports and ``sweepq inspect``."""
+
+    queue: str
+    msgs_in_memory: int
+    bytes_in_memory: int
+    msgs_swept: int  # currently in blobs
+    bytes_swept_raw: int
+    bytes_swept_compressed: int
+    blobs: int
+    sweeps: int
+    aborts: dict
+    unsweeps: int
+    msgs_unswept: int
+    readahead_hits: int
+    readahead_misses: int
+    damaged_blobs: int
+    lock_hold_p99_ms: float
+    lock_hold_max_ms: float
+    write_seconds: float
+
+    @staticmethod
+    def total(parts: list[SweepStats]) -> SweepStats:
+        """Sum of several queues' snapshots (percentiles: the worst of them)."""
+        kw: dict = {}
+        for f in fields(SweepStats):
+            vals = [getattr(p, f.name) for p in parts]
+            if f.name == "queue":
+                kw[f.name] = "*"
+            elif f.name == "aborts":
+                kw[f.name] = {r: sum(v.get(r, 0) for v in vals) for r in ABORT_REASONS}
+            elif f.name.startswith("lock_hold"):
+                kw[f.name] = max(vals, default=0.0)
+            else:
+                kw[f.name] = sum(vals)
+        return SweepStats(**kw)
+
+
+def percentile(values, q: float) -> float:
+    if not values:
+        return 0.0
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
