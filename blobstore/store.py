@@ -48,7 +48,7 @@ DEFAULT_MAX_BLOB_BYTES = 256 * 1024
 DEFAULT_MAX_BLOB_RECORDS = 4096
 # Dictionaries help small records only; train once this many bytes of samples are seen.
 DICT_MAX_AVG_RECORD = 1024
-DICT_SAMPLE_BYTES = 512 * 1024
+DICT_SAMPLE_BYTES = 256 * 1024
 DICT_MIN_SAMPLES = 256
 
 _U64 = struct.Struct(">Q")

@@ -114,6 +114,7 @@ class QueueInfo:
     current_depth: int
     in_memory: int
     ready: int
+    swept: int  # in blobs of the lanes' chains
     mem_bytes: int
     open_input_count: int
     open_output_count: int
@@ -208,6 +209,7 @@ class LocalQueue(SweepingMixin):
                 current_depth=self.depth,
                 in_memory=self.in_memory,
                 ready=self.ready,
+                swept=sum(lane.swept for lane in self.lanes),
                 mem_bytes=self.mem_bytes,
                 open_input_count=self.open_input,
                 open_output_count=self.open_output,

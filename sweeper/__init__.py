@@ -4,7 +4,7 @@ never reaches into a queue's lists."""
 
 from .clock import Clock, ManualClock, SystemClock
 from .cycle import QueueDecision, Sweeper, SweepReport
-from .policy import SweepPolicy, buffer_size, should_sweep, to_sweep
+from .policy import SweepPolicy, buffer_size, decide, should_sweep, to_sweep
 from .stats import ABORT_REASONS, SweepStats
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "Sweeper",
     "SystemClock",
     "buffer_size",
+    "decide",
     "should_sweep",
     "to_sweep",
 ]

@@ -3,8 +3,10 @@
 The model is deliberately naive: each queue is a Python list of entries in arrival order,
 and the delivery order is recomputed by sorting on (lane priority descending, arrival).
 Several connections put (priorities, syncpoint or not, with or without a CorrelId), get
-(syncpoint or not, by CorrelId, marked to skip backout), commit, back out and disconnect.
-After every step the queues' counters must equal the model's.
+(syncpoint or not, by CorrelId, marked to skip backout), commit, back out and disconnect;
+the sweeper runs at any point (gets then unsweep, or find swept messages in place) and the
+clock moves. The model knows nothing of sweeping: order must not change. After every step
+the queues' counters must equal the model's.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from sweepq.engine import GMO, MD, OO, PMO, DeliverySequence, MQError, QueueManager, Reason
-from sweepq.sweeper.clock import ManualClock
+from sweepq.sweeper import ManualClock, SweepPolicy
 
 QUEUES = ("PRIO", "FIFO")
 NCONN = 3
@@ -36,7 +38,16 @@ class Entry:
 class EngineVsModel(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
-        self.qm = QueueManager(clock=ManualClock(), max_uncommitted=1_000_000)
+        self.clock = ManualClock()
+        # Tiny blobs, so that a few dozen messages already span several blob boundaries.
+        # A buffer of x + 1 (not + 5) so that short queues are swept too.
+        self.qm = QueueManager(
+            clock=self.clock,
+            sweeper=False,
+            max_uncommitted=1_000_000,
+            store_options={"max_blob_records": 3},
+            sweep_policy=SweepPolicy(extra=1),
+        )
         self.qm.define_queue("PRIO")
         self.qm.define_queue("FIFO", delivery_sequence=DeliverySequence.FIFO, default_priority=3)
         self.conns = [None] * NCONN
@@ -84,6 +95,9 @@ class EngineVsModel(RuleBasedStateMachine):
         correl=st.sampled_from(CORRELS),
     )
     def put(self, i, q, prio, sync, correl):
+        self._put(i, q, prio, sync, correl)
+
+    def _put(self, i, q, prio, sync, correl):
         data = b"m%d" % next(self.counter)
         md = MD(priority=prio, correl_id=correl or bytes(24))
         self.handles[i][q].put(data, md, PMO.SYNCPOINT if sync else PMO.NO_SYNCPOINT)
@@ -92,6 +106,15 @@ class EngineVsModel(RuleBasedStateMachine):
         self.model[q].append(e)
         if sync:
             self.uow[i].append(("put", q, e))
+
+    @rule(
+        i=st.integers(0, NCONN - 1),
+        q=st.sampled_from(QUEUES),
+        prios=st.lists(st.integers(0, 9), min_size=3, max_size=12),
+    )
+    def put_burst(self, i, q, prios):
+        for p in prios:
+            self._put(i, q, p, False, None)
 
     @rule(
         i=st.integers(0, NCONN - 1),
@@ -129,6 +152,12 @@ class EngineVsModel(RuleBasedStateMachine):
         else:
             self.model[q].remove(e)
 
+    @rule(i=st.integers(0, NCONN - 1), q=st.sampled_from(QUEUES), n=st.integers(5, 40))
+    def drain(self, i, q, n):
+        """Plain gets in a row: they cross blob boundaries and bring the chain back."""
+        for _ in range(n):
+            self.get(i, q, False, None, False)
+
     @rule(i=st.integers(0, NCONN - 1))
     def commit(self, i):
         self.conns[i].commit()
@@ -151,6 +180,15 @@ class EngineVsModel(RuleBasedStateMachine):
         self._undo(i, application=False)
         self._connect(i)
 
+    @rule()
+    def sweep(self):
+        """The sweeper moves the surplus out of memory: the model does not change at all."""
+        self.qm.sweeper.run_once()
+
+    @rule(seconds=st.floats(0.1, 10.0))
+    def advance_clock(self, seconds):
+        self.clock.advance(seconds)
+
     # -- invariants ----------------------------------------------------------------------
 
     @invariant()
@@ -158,7 +196,8 @@ class EngineVsModel(RuleBasedStateMachine):
         for q in QUEUES:
             info = self.qm.inquire_queue(q)
             assert info.current_depth == len(self.model[q])
-            assert info.ready == sum(e.committed and not e.gotten for e in self.model[q])
+            swept_available = sum(int((b.flags == 0).sum()) for lane in self.qm._queue(q).lanes for b in lane.chain)
+            assert info.ready + swept_available == sum(e.committed and not e.gotten for e in self.model[q])
 
     @invariant()
     def uow_sizes_match(self):
@@ -166,6 +205,6 @@ class EngineVsModel(RuleBasedStateMachine):
             assert self.conns[i].uncommitted == len(self.uow[i])
 
 
-# 60 examples x 40 steps = 2,400 steps per run.
-EngineVsModel.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+# 60 examples x 50 steps = 3,000 steps per run.
+EngineVsModel.TestCase.settings = settings(max_examples=60, stateful_step_count=50, deadline=None)
 TestEngineVsModel = EngineVsModel.TestCase

@@ -1,0 +1,255 @@
+"""Every abort reason, forced between the sweeper's unlock and re-lock, and store faults.
+
+The sweeper's ``after_write`` hook runs exactly there (blobs written, queue unlocked), so
+each test changes the queue at that moment and checks that the sweep aborts for the right
+reason, deletes its pending blobs, and leaves every message in memory and in order.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from sweepq.blobstore import BlobStore, StoreError
+from sweepq.engine import GMO, MD, PMO, MQError, QueueManager, Reason, Usage
+from sweepq.engine.sweeping import Target
+from sweepq.sweeper import ManualClock
+
+from helpers import IO, drain
+
+
+@pytest.fixture
+def sqm():
+    with QueueManager(clock=ManualClock(), sweeper=False, store_options={"max_blob_records": 10}) as qm:
+        qm.define_queue("Q")
+        yield qm
+
+
+def fill(h, n=40):
+    return [h.put(b"%02d" % i) for i in range(n)]
+
+
+def sweep_with(qm, hook):
+    qm.sweeper.after_write = hook
+    try:
+        return qm.sweeper.run_once().decision("Q")
+    finally:
+        qm.sweeper.after_write = None
+
+
+def assert_intact(qm, h, n=40):
+    assert qm.blob_store().pending() == []  # the aborted sweep's blobs are gone
+    assert drain(h) == [b"%02d" % i for i in range(n)]
+
+
+def test_abort_removed(sqm):
+    h = sqm.connect().open("Q", IO)
+    puts = fill(h)
+    taken = []
+    d = sweep_with(sqm, lambda q, t: taken.append(h.get(msg_id=puts[39].msg_id)))
+    assert d.aborts == {"removed": 1}
+    # The run is linked blob by blob from its tail; the first blob failed, nothing moved.
+    assert d.msgs_swept == 0
+    assert taken[0].data == b"39"
+    assert sqm.blob_store().pending() == []
+    assert drain(h) == [b"%02d" % i for i in range(39)]
+
+
+def test_abort_removed_midway_keeps_what_was_linked(sqm):
+    h = sqm.connect().open("Q", IO)
+    puts = fill(h)
+    d = sweep_with(sqm, lambda q, t: h.get(msg_id=puts[12].msg_id))
+    # Blobs 35..39, 25..34 and 15..24 were linked (from the tail); 5..14 held 12: abort there.
+    assert d.aborts == {"removed": 1} and d.msgs_swept == 25
+    assert sqm.blob_store().pending() == []
+    assert drain(h) == [b"%02d" % i for i in range(40) if i != 12]
+
+
+def test_abort_gotten_even_if_uncommitted(sqm):
+    c = sqm.connect()
+    h = c.open("Q", IO)
+    puts = fill(h)
+    d = sweep_with(sqm, lambda q, t: h.get(GMO.SYNCPOINT, msg_id=puts[39].msg_id))
+    assert d.aborts == {"gotten": 1} and d.msgs_swept == 0
+    c.backout()
+    assert_intact(sqm, h)
+
+
+def test_abort_gotten_then_backed_out_in_between(sqm):
+    c = sqm.connect()
+    h = c.open("Q", IO)
+    puts = fill(h)
+
+    def get_and_back_out(q, t):
+        h.get(GMO.SYNCPOINT, msg_id=puts[39].msg_id)
+        c.backout()  # back in place, but its record (backout count) changed
+
+    d = sweep_with(sqm, get_and_back_out)
+    assert d.aborts == {"gotten": 1}
+    msgs = []
+    while True:
+        try:
+            msgs.append(sqm.connect().open("Q", IO).get())
+        except MQError:
+            break
+    assert [m.data for m in msgs] == [b"%02d" % i for i in range(40)]
+    assert msgs[39].backout_count == 1  # the blob's stale copy was not used
+
+
+def test_abort_batch_changed(sqm):
+    sqm.define_queue("X", usage=Usage.TRANSMISSION)
+    h = sqm.connect().open("X", IO)
+    fill(h)
+    batches = []
+    sqm.sweeper.after_write = lambda q, t: batches.append(h.assign_batch(40))
+    d = sqm.sweeper.run_once().decision("X")
+    sqm.sweeper.after_write = None
+    assert d.aborts == {"batch_changed": 1} and d.msgs_swept == 0
+    batches[0].release()
+    assert_intact(sqm, h)
+
+
+def test_abort_moved_when_a_run_is_no_longer_contiguous(sqm):
+    h = sqm.connect().open("Q", IO)
+    fill(h, 20)
+    q = sqm._queue("Q")
+    plan = q.sweep_begin(5)
+    target = plan.targets[0]
+    # A run that skips a message in the middle is not a contiguous stretch of the list.
+    broken = Target(target.lane, target.chain, True, target.nodes[:3] + target.nodes[4:], q.ident)
+    infos = sqm.blob_store().write_pending(broken.chain, broken.records, broken.ids)
+    moved, reason = q.sweep_link(plan, broken, infos, sqm.blob_store())
+    q.sweep_end(plan)
+    # Linked from the tail: the last blob (a true tail stretch) moved; the one with the gap
+    # failed verification, and everything from there on stayed in memory.
+    assert (moved, reason) == (4, "moved")
+    assert_intact(sqm, h, 20)
+
+
+class FaultyStore:
+    """Wraps a real store; fails or blocks chosen calls."""
+
+    def __init__(self, real: BlobStore):
+        self.real = real
+        self.fail_write = self.fail_link = self.fail_read = False
+        self.gate: threading.Event | None = None
+        self.entered = threading.Event()
+
+    def write_pending(self, *a, **kw):
+        if self.gate is not None:
+            self.entered.set()
+            assert self.gate.wait(30)
+        if self.fail_write:
+            raise StoreError("injected: disk full")
+        return self.real.write_pending(*a, **kw)
+
+    def link(self, *a, **kw):
+        if self.fail_link:
+            raise StoreError("injected: link failed")
+        return self.real.link(*a, **kw)
+
+    def read(self, *a, **kw):
+        if self.fail_read:
+            raise StoreError("injected: read failed")
+        return self.real.read(*a, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+@pytest.fixture
+def faulty(sqm):
+    f = FaultyStore(sqm.blob_store())
+    sqm._tier._store = f
+    yield f
+    sqm._tier._store = f.real
+
+
+def test_failed_write_aborts_and_loses_nothing(sqm, faulty):
+    h = sqm.connect().open("Q", IO)
+    fill(h)
+    faulty.fail_write = True
+    d = sqm.sweeper.run_once().decision("Q")
+    assert d.aborts == {"store_error": 1} and d.msgs_swept == 0
+    assert_intact(sqm, h)
+
+
+def test_failed_link_aborts_and_loses_nothing(sqm, faulty):
+    h = sqm.connect().open("Q", IO)
+    fill(h)
+    faulty.fail_link = True
+    d = sqm.sweeper.run_once().decision("Q")
+    assert d.aborts == {"store_error": 1}
+    assert_intact(sqm, h)
+
+
+def test_failed_read_fails_the_get_and_a_retry_succeeds(sqm, faulty):
+    h = sqm.connect().open("Q", IO)
+    sqm._queue("Q").readahead_low = 0  # no read-ahead: the get itself must read
+    fill(h)
+    sqm.sweeper.run_once()
+    assert [h.get().data for _ in range(5)] == [b"%02d" % i for i in range(5)]
+    faulty.fail_read = True
+    with pytest.raises(MQError) as ei:
+        h.get()
+    assert ei.value.reason == Reason.RESOURCE_PROBLEM
+    faulty.fail_read = False
+    assert drain(h) == [b"%02d" % i for i in range(5, 40)]
+
+
+def test_slow_write_does_not_hold_the_queue_lock(sqm, faulty):
+    """While the sweeper is stuck writing, puts and gets go on (the lock is released)."""
+    h = sqm.connect().open("Q", IO)
+    fill(h)
+    faulty.gate = threading.Event()
+    result = {}
+    t = threading.Thread(target=lambda: result.update(r=sqm.sweeper.run_once()))
+    t.start()
+    assert faulty.entered.wait(30)
+    h.put(b"during", MD(priority=3))  # a higher lane: unaffected by the sweep's runs
+    assert h.get().data == b"during"
+    assert h.get().data == b"00"  # a buffer message: the run itself stays intact
+    faulty.gate.set()
+    t.join(30)
+    assert result["r"].decision("Q").msgs_swept == 35
+    assert drain(h) == [b"%02d" % i for i in range(1, 40)]
+
+
+def test_corrupt_blob_names_its_messages_and_the_queue_stays_usable(sqm):
+    import struct
+
+    h = sqm.connect().open("Q", IO)
+    puts = fill(h)
+    sqm.sweeper.run_once()
+    store = sqm.blob_store()
+    chain = store.chain(b"Q/0")
+    key = struct.pack(">Q", chain[1])  # the blob of messages 15..24
+    value = bytearray(store._cf["blobs"][key])
+    value[-3] ^= 0x01
+    store._cf["blobs"][key] = bytes(value)
+    got = [h.get().data for _ in range(15)]
+    assert got == [b"%02d" % i for i in range(15)]
+    with pytest.raises(MQError) as ei:
+        h.get()
+    e = ei.value
+    assert e.reason == Reason.OBJECT_DAMAGED
+    assert f"blob {chain[1]}" in str(e) and "Q/0" in str(e) and puts[15].msg_id.hex() in str(e)
+    assert drain(h) == [b"%02d" % i for i in range(25, 40)]  # every other blob still reads
+    assert sqm.stats()["Q"].damaged_blobs == 1
+
+
+def test_poison_move_of_a_swept_message(sqm):
+    """A get that finds a message in a blob and moves it to the backout queue (hit path)."""
+    with QueueManager(clock=ManualClock(), sweeper=False, backout_handling=True) as qm:
+        qm.define_queue("BOQ")
+        qm.define_queue("W", backout_threshold=1, backout_requeue_q="BOQ")
+        c = qm.connect()
+        h = c.open("W", IO)
+        puts = [h.put(b"%02d" % i, MD(correl_id=b"C")) for i in range(20)]
+        h.get(GMO.SYNCPOINT)
+        c.backout()  # 00 now has backout count 1
+        qm.sweeper.run_once()
+        h.put(b"late", options=PMO.NO_SYNCPOINT)
+        assert h.get(correl_id=b"C").data == b"01"  # 00 was moved to BOQ on the way
+        assert c.open("BOQ", IO).get().msg_id == puts[0].msg_id
