@@ -11,7 +11,8 @@ sweepq: an embedded tiered-storage message queue engine with IBM MQ semantics.
 
 commands:
   demo     run a short end-to-end example of the engine and narrate it
-  bench    measure sweepq against the queues a user would pick instead
+  bench    measure sweepq against the queues a user would pick instead, and the sweeper
+  inspect  show what a data directory holds: chains, blobs, dictionaries, last statistics
 """
 
 
@@ -40,8 +41,77 @@ def _bench(args: argparse.Namespace) -> int:
                 f"{fig['payload']} B -> {fig['overhead_per_message']:.1f} B beyond the payload "
                 f"({fig['messages']:,} messages; goal <= 128 B)"
             )
+    if args.what in ("sweep", "all"):
+        report["sweep"] = _bench_sweep(args, progress)
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+def _bench_sweep(args: argparse.Namespace, progress) -> dict:
+    from . import sweeping
+
+    out: dict = {}
+    say = (lambda s: None) if args.json else print
+    for size, n in ((100, args.sweep_messages), (1024, max(1, args.sweep_messages // 4))):
+        for freeze in (False, True):
+            if progress:
+                progress(f"sweep/unsweep rates: {n:,} x {size} B{' (gc frozen)' if freeze else ''}")
+            r = sweeping.rates(n, size, freeze=freeze)
+            out[f"rates_{size}B{'_frozen' if freeze else ''}"] = r
+            say(
+                f"sweep {size:>4} B{' gc.freeze' if freeze else '          '}: "
+                f"sweep {r['sweep_MBps']:6.1f} MB/s = {r['sweep_ratio']:.2f} x store alone "
+                f"({r['raw_write_MBps']:.0f}); "
+                f"unsweep {r['unsweep_MBps']:6.1f} MB/s = {r['unsweep_ratio']:.2f} x store alone "
+                f"({r['raw_read_MBps']:.0f}); zstd ratio {r['compression_ratio']:.1f}  [goal >= 0.70 each]"
+            )
+    if progress:
+        progress("lock holds for runs of 1k, 10k, 100k")
+    holds = sweeping.lock_holds()
+    out["lock_holds"] = holds
+    for n, h in holds.items():
+        say(
+            f"lock held per sweep, run of {n:>7,}: p99 {h['p99_ms']:.2f} ms, max {h['max_ms']:.2f} ms over "
+            f"{h['holds']} holds (total {h['total_ms']:.1f} ms)  [goal p99 <= 1 ms]"
+        )
+    if progress:
+        progress("drain latency across blob boundaries")
+    d = sweeping.drain_latency(args.sweep_messages)
+    out["drain"] = d
+    say(
+        f"get p99 draining across {d['blob_boundaries']} blob boundaries: {d['drain_p99_us']:.1f} us vs "
+        f"{d['steady_p99_us']:.1f} us steady = {d['p99_ratio']:.2f} x (max {d['drain_max_us']:.0f} us; "
+        f"read-ahead {d['readahead_hits']} hits / {d['readahead_misses']} misses)  [goal <= 2 x]"
+    )
+    if progress:
+        progress("put/get pairs while another queue is swept")
+    c = sweeping.concurrent()
+    out["concurrent"] = c
+    say(
+        f"put+get pairs while a sweep runs: {c['during_sweep_pairs_per_s'] / 1e3:.0f} k/s vs "
+        f"{c['quiet_pairs_per_s'] / 1e3:.0f} k/s quiet = {c['ratio']:.2f} x  [goal >= 0.90]"
+    )
+    if progress:
+        progress(f"memory per swept message ({args.sweep_memory_messages:,} messages)")
+    m = sweeping.swept_memory(args.sweep_memory_messages)
+    out["swept_memory"] = m
+    say(
+        f"memory per swept message: {m['python_bytes_per_swept_msg']:.2f} B in the Python heap, "
+        f"{m['rss_bytes_per_swept_msg']:.2f} B of resident set (RocksDB memtable included)  [goal <= 8 B]"
+    )
+    return out
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from .inspect import describe
+
+    try:
+        text = describe(args.path, as_json=args.json)
+    except Exception as e:  # the store's errors already say what is wrong
+        print(f"sweepq inspect: {e}", file=sys.stderr)
+        return 1
+    print(text)
     return 0
 
 
@@ -96,14 +166,33 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run benchmarks. Figures are ratios against a baseline measured in the same "
         "run (interleaved rounds, best round each), because machines are shared and noisy.",
     )
-    b.add_argument("what", nargs="?", default="all", choices=["throughput", "memory", "all"])
+    b.add_argument("what", nargs="?", default="all", choices=["throughput", "memory", "sweep", "all"])
     b.add_argument("--messages", type=int, default=30_000, help="put+get pairs per round (default 30000)")
     b.add_argument("--size", type=int, default=1024, help="payload bytes for throughput (default 1024)")
     b.add_argument("--rounds", type=int, default=30, help="interleaved rounds, best kept (default 30)")
     b.add_argument("--memory-messages", type=int, default=1_000_000, help="messages for memory (default 1000000)")
     b.add_argument("--memory-payload", type=int, default=100, help="payload bytes for memory (default 100)")
+    b.add_argument(
+        "--sweep-messages", type=int, default=100_000, help="messages for the sweep benchmarks (default 100000)"
+    )
+    b.add_argument(
+        "--sweep-memory-messages",
+        type=int,
+        default=1_000_000,
+        help="messages for memory per swept message (default 1000000)",
+    )
     b.add_argument("--json", action="store_true", help="print the figures as JSON")
     b.set_defaults(func=_bench)
+
+    i = sub.add_parser(
+        "inspect",
+        help="show what a data directory holds",
+        description="Open a sweepq data directory read-only and print its chains, blobs, "
+        "dictionaries and the statistics its queue manager left at close.",
+    )
+    i.add_argument("path", help="the data directory (QueueManager.open(path))")
+    i.add_argument("--json", action="store_true", help="print as JSON")
+    i.set_defaults(func=_inspect)
     return p
 
 

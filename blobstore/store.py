@@ -29,8 +29,10 @@ import struct
 import tempfile
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from rocksdict import AccessType, DBCompressionType, Options, Rdict, WriteBatch, WriteOptions
 
@@ -45,7 +47,7 @@ _CFS = (CF_BLOBS, CF_MANIFESTS, CF_CHAINS, CF_META)
 
 STORE_FORMAT = 1
 DEFAULT_MAX_BLOB_BYTES = 256 * 1024
-DEFAULT_MAX_BLOB_RECORDS = 4096
+DEFAULT_MAX_BLOB_RECORDS = 1024  # bounds a sweep's lock hold (verify + detach are per record)
 # Dictionaries help small records only; train once this many bytes of samples are seen.
 DICT_MAX_AVG_RECORD = 1024
 DICT_SAMPLE_BYTES = 256 * 1024
@@ -171,6 +173,7 @@ class BlobStore:
             k: list(struct.unpack(f"<{len(v) // 8}Q", v)) for k, v in self._cf[CF_CHAINS].items()
         }
         self._dict_refs: dict[int, int] = {}
+        self._blob_dict: dict[int, int] = {}  # blob id -> its dictionary, for blobs that use one
         self._scope_dict: dict[bytes, int] = {}
         self._samples: dict[bytes, list[bytes]] = {}
         self._sample_bytes: dict[bytes, int] = {}
@@ -250,6 +253,7 @@ class BlobStore:
                 self._next_id += 1
                 if dict_id:
                     self._dict_refs[dict_id] = self._dict_refs.get(dict_id, 0) + 1
+                    self._blob_dict[blob_id] = dict_id
             wb = WriteBatch(raw_mode=True)
             key = _U64.pack(blob_id)
             wb.put(key, value, self._h[CF_BLOBS])
@@ -264,17 +268,18 @@ class BlobStore:
         return out
 
     def _split(self, records: Sequence[bytes]):
-        """Cut ``records`` into runs of at most max_blob_records / max_blob_bytes (raw)."""
+        """Cut ``records`` into runs of at most max_blob_records / max_blob_bytes (framed)."""
+        n = len(records)
+        ends = list(accumulate(len(r) + 4 for r in records))  # framed bytes up to each record
         lo = 0
-        size = 0
-        for i, r in enumerate(records):
-            n = len(r) + 4
-            if i > lo and (i - lo >= self.max_blob_records or size + n > self.max_blob_bytes):
-                yield lo, i
-                lo, size = i, 0
-            size += n
-        if lo < len(records):
-            yield lo, len(records)
+        base = 0
+        while lo < n:
+            # The longest run from lo within the byte bound (at least one record) ...
+            hi = bisect_right(ends, base + self.max_blob_bytes, lo, min(n, lo + self.max_blob_records))
+            hi = max(hi, lo + 1)
+            yield lo, hi
+            base = ends[hi - 1]
+            lo = hi
 
     def delete_pending(self, blob_ids: Sequence[int]) -> None:
         """Remove blobs that never made it into a chain (an aborted sweep)."""
@@ -338,15 +343,13 @@ class BlobStore:
 
     def _delete_blob(self, wb: WriteBatch, blob_id: int) -> None:
         key = _U64.pack(blob_id)
-        value = self._cf[CF_BLOBS].get(key)
-        if value is not None and len(value) >= fmt.HEADER_LEN:
-            dict_id = fmt.HEADER.unpack_from(value)[4]
-            if dict_id and dict_id in self._dict_refs:
-                self._dict_refs[dict_id] -= 1
-                if self._dict_refs[dict_id] <= 0 and dict_id not in self._scope_dict.values():
-                    # Kept while any blob refers to it; this was the last one.
-                    del self._dict_refs[dict_id]
-                    wb.delete(b"dict/" + _U32.pack(dict_id), self._h[CF_META])
+        dict_id = self._blob_dict.pop(blob_id, 0)  # known for every blob written since open
+        if dict_id and dict_id in self._dict_refs:
+            self._dict_refs[dict_id] -= 1
+            if self._dict_refs[dict_id] <= 0 and dict_id not in self._scope_dict.values():
+                # Kept while any blob refers to it; this was the last one.
+                del self._dict_refs[dict_id]
+                wb.delete(b"dict/" + _U32.pack(dict_id), self._h[CF_META])
         wb.delete(key, self._h[CF_BLOBS])
         wb.delete(key, self._h[CF_MANIFESTS])
 

@@ -34,10 +34,13 @@ class QueueManager:
     private temporary store, removed at close). ``sweeper`` starts the slow queue sweeper
     on a background thread, every ``sweep_policy.interval`` seconds of ``clock`` time;
     ``sweep_policy`` holds the rule's factor and buffer extra (seed 003: 2 and 5).
+    ``sweep_duty`` is the share of the time the background sweeper's own Python work may
+    take while it sweeps (it pauses between pieces of work), so that under the GIL the
+    application keeps the rest.
     ``store_options`` go to :class:`~sweepq.blobstore.BlobStore` (``level``,
     ``max_blob_bytes``, ``max_blob_records``, ``sync``, ``dictionaries``).
     ``readahead_low_water``: when a swept lane's in-memory messages fall below it, the next
-    blob is read in the background.
+    blobs (that many messages' worth) are read in the background.
 
     ``clock`` drives WAIT intervals, put times and the sweep cycle (inject a
     ``ManualClock`` in tests). ``max_uncommitted`` is MAXUMSGS (2024 beyond it).
@@ -54,8 +57,9 @@ class QueueManager:
         clock: Clock | None = None,
         sweeper: bool = True,
         sweep_policy: SweepPolicy | None = None,
+        sweep_duty: float = 0.1,
         store_options: dict | None = None,
-        readahead_low_water: int = 256,
+        readahead_low_water: int = 2048,
         max_uncommitted: int = 10_000,
         backout_handling: bool = False,
         max_msg_length: int = 100 * 1024 * 1024,
@@ -75,7 +79,7 @@ class QueueManager:
         self.closed = False
         self.readahead_low_water = readahead_low_water
         self._tier = Tier(path, store_options)
-        self.sweeper = Sweeper(self, sweep_policy or SweepPolicy(), self.clock)
+        self.sweeper = Sweeper(self, sweep_policy or SweepPolicy(), self.clock, duty=sweep_duty)
         if sweeper:
             self.sweeper.start()
 

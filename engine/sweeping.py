@@ -21,7 +21,6 @@ Lock discipline (DESIGN.md "The sweeper"):
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections import deque
 from typing import TYPE_CHECKING
@@ -35,24 +34,43 @@ from .lane import AVAILABLE_BELOW, BATCHED, GOTTEN, LOCKED, REMOVED, Lane, Node
 from .swept import GOTTEN as SLOT_GOTTEN
 from .swept import LIVE as SLOT_LIVE
 from .swept import REMOVED as SLOT_REMOVED
-from .swept import SweptBlob, SweptHit, build_index
+from .swept import SweptBlob, SweptHit, build_index, msg_ids
 
 if TYPE_CHECKING:
     from .matching import Match
 
 
-class Target:
-    """One contiguous run of one lane chosen for a sweep (see sweeper.cycle.SweepTarget)."""
+TARGET_MAX = 16_384  # messages per target: the sweeper's unit of work between pauses
 
-    __slots__ = ("at_head", "chain", "ids", "lane", "nodes", "records")
+
+class Target:
+    """One contiguous run of one lane chosen for a sweep (see sweeper.cycle.SweepTarget).
+
+    ``records`` and ``ids`` are snapshotted on first use, not when the run is chosen, so
+    that this work happens piece by piece, between the paced sweeper's pauses."""
+
+    __slots__ = ("_ident", "_ids", "_records", "at_head", "chain", "lane", "nodes")
 
     def __init__(self, lane: Lane, chain: bytes, at_head: bool, nodes: list[Node], ident: record.Identity):
         self.lane = lane
         self.chain = chain
         self.at_head = at_head
         self.nodes = nodes
-        self.records = [n.rec for n in nodes]
-        self.ids = [ident.msg_id(r) for r in self.records]
+        self._ident = ident
+        self._records: list[bytes] | None = None
+        self._ids: list[bytes] | None = None
+
+    @property
+    def records(self) -> list[bytes]:
+        if self._records is None:
+            self._records = [n.rec for n in self.nodes]
+        return self._records
+
+    @property
+    def ids(self) -> list[bytes]:
+        if self._ids is None:
+            self._ids = msg_ids(self.records, self._ident)
+        return self._ids
 
 
 class Plan:
@@ -94,7 +112,7 @@ class SweepingMixin:
 
     def _init_sweeping(self) -> None:
         self.counters = SweepCounters()
-        self.readahead_low = 256
+        self.readahead_low = 2048
         for lane in self.lanes:
             lane.chain = deque()
 
@@ -130,7 +148,7 @@ class SweepingMixin:
         it. Rear lists: the longest all-sweepable stretch at the head, as it was at
         sweep_begin (at most as many messages as the lane then held).
         """
-        targets = []
+        targets: list[Target] = []
         remaining = keep
         for lane in self.get_order:
             run: list[Node] = []
@@ -146,7 +164,12 @@ class SweepingMixin:
                     run = []  # only the stretch after an unsweepable message can move
                 n = n.next
             if run:
-                targets.append(Target(lane, self.chain_name(lane), True, run, self.ident))
+                # Pieces of at most TARGET_MAX messages, tail piece first: each is linked at the
+                # chain's head, so linking them tail-first keeps the run's order, and the
+                # sweeper can pause between pieces.
+                pieces = [run[i : i + TARGET_MAX] for i in range(0, len(run), TARGET_MAX)]
+                for piece in reversed(pieces):
+                    targets.append(Target(lane, self.chain_name(lane), True, piece, self.ident))
             rear: list[Node] = []
             head = lane.rear.head
             n = head.next
@@ -154,8 +177,8 @@ class SweepingMixin:
             while n is not head and len(rear) < limit and n.state < AVAILABLE_BELOW:
                 rear.append(n)
                 n = n.next
-            if rear:
-                targets.append(Target(lane, self.chain_name(lane), False, rear, self.ident))
+            for i in range(0, len(rear), TARGET_MAX):  # head piece first, each linked at the tail
+                targets.append(Target(lane, self.chain_name(lane), False, rear[i : i + TARGET_MAX], self.ident))
         return targets
 
     def sweep_link(
@@ -175,7 +198,8 @@ class SweepingMixin:
         for k, (info, lo, hi) in enumerate(chunks):
             nodes = target.nodes[lo:hi]
             recs = target.records[lo:hi]
-            index = build_index(recs, self.ident)  # without the lock
+            index = build_index(recs, target.ids[lo:hi])  # without the lock
+            nbytes = sum(map(len, recs))
             t0 = time.perf_counter()
             with self.mutex:
                 reason = self._verify_run(lane, nodes, recs, target.at_head)
@@ -185,7 +209,7 @@ class SweepingMixin:
                     except Exception:
                         reason = "store_error"
                 if reason is None:
-                    self._detach_run(lane, nodes, info, index, target.at_head)
+                    self._detach_run(lane, nodes, nbytes, info, index, target.at_head)
             self.counters.lock_seconds.append(time.perf_counter() - t0)
             if reason is not None:
                 store.delete_pending([c[0].blob_id for c in chunks[k:]])
@@ -206,26 +230,26 @@ class SweepingMixin:
             self.counters.sweeps += 1
 
     def _verify_run(self, lane: Lane, nodes: list[Node], recs: list[bytes], at_head: bool) -> str | None:
+        """Under the lock: every node still available with the record that was written, the
+        run still contiguous, and still at the end of its list that it will leave from."""
+        prev = None
         for node, rec in zip(nodes, recs, strict=True):
-            reason = _abort_reason(node, rec)
-            if reason is not None:
-                return reason
-        for a, b in itertools.pairwise(nodes):
-            if a.next is not b:
+            if node.state >= AVAILABLE_BELOW or node.rec is not rec:
+                return _abort_reason(node, rec)
+            if prev is not None and prev.next is not node:
                 return "moved"
+            prev = node
         if at_head:
             return None if nodes[-1].next is lane.front.head else "moved"
         return None if nodes[0].prev is lane.rear.head else "moved"
 
-    def _detach_run(self, lane: Lane, nodes: list[Node], info, index, at_head: bool) -> None:
+    def _detach_run(self, lane: Lane, nodes: list[Node], nbytes: int, info, index, at_head: bool) -> None:
         first, last = nodes[0], nodes[-1]
         p, nx = first.prev, last.next
         p.next = nx
         nx.prev = p
-        nbytes = 0
         for n in nodes:
-            n.state |= REMOVED
-            nbytes += len(n.rec)
+            n.state |= REMOVED  # anything still holding a detached node sees it is gone
         count = len(nodes)
         lane.mem -= count
         lane.ready -= count
@@ -291,31 +315,44 @@ class SweepingMixin:
             raise
         lane_i = lane.priority
         head = lane.front.head
-        flags = blob.flags.tolist()
-        added = ready = nbytes = 0
-        for slot, rec in enumerate(records):
-            f = flags[slot]
-            if f == SLOT_REMOVED:
-                continue
-            if blob.bumps and slot in blob.bumps:
-                rec = blob.record(records, slot)
-            node = Node()
-            node.rec = rec
-            if f == SLOT_GOTTEN:
-                node.state = lane_i | GOTTEN
-                if blob.nodes is None:
-                    blob.nodes = {}
-                blob.nodes[slot] = node  # a unit of work holds this slot: it finds the node here
-            else:
+        last = head.prev
+        if blob.live == blob.count and not blob.bumps and not (blob.flags == SLOT_GOTTEN).any():
+            # The common case, written straight: every record comes back available.
+            for rec in records:
+                node = Node()
+                node.rec = rec
                 node.state = lane_i
-                ready += 1
-            last = head.prev
-            node.prev = last
-            node.next = head
-            last.next = node
-            head.prev = node
-            added += 1
-            nbytes += len(rec)
+                node.prev = last
+                last.next = node
+                last = node
+            added = ready = len(records)
+            nbytes = sum(map(len, records))
+        else:
+            added = ready = nbytes = 0
+            flags = blob.flags.tolist()
+            for slot, rec in enumerate(records):
+                f = flags[slot]
+                if f == SLOT_REMOVED:
+                    continue
+                if blob.bumps and slot in blob.bumps:
+                    rec = blob.record(records, slot)
+                node = Node()
+                node.rec = rec
+                if f == SLOT_GOTTEN:
+                    node.state = lane_i | GOTTEN
+                    if blob.nodes is None:
+                        blob.nodes = {}
+                    blob.nodes[slot] = node  # a unit of work holds this slot: it finds the node here
+                else:
+                    node.state = lane_i
+                    ready += 1
+                node.prev = last
+                last.next = node
+                last = node
+                added += 1
+                nbytes += len(rec)
+        last.next = head
+        head.prev = last
         blob.unswept = True
         lane.chain.popleft()
         self.tier.store().unlink(self.chain_name(lane), blob.blob_id)
@@ -353,10 +390,16 @@ class SweepingMixin:
         return None
 
     def _maybe_readahead(self, lane: Lane) -> None:
-        """Start reading the next blob in the background when the front runs low."""
-        blob = lane.chain[0]
-        if blob.prefetch is None:
-            blob.prefetch = self.tier.readahead(blob.blob_id)
+        """When the front runs low, read the next blobs in the background: enough of them to
+        hold ``readahead_low`` messages, because the read-ahead thread may wait a full GIL
+        switch interval (5 ms) before it runs while the application gets in a tight loop."""
+        ahead = 0
+        for blob in lane.chain:
+            if blob.prefetch is None:
+                blob.prefetch = self.tier.readahead(blob.blob_id)
+            ahead += blob.live
+            if ahead >= self.readahead_low:
+                break
 
     # -- a swept message taken by a get (SweptHit), under the lock --------------------------------
 

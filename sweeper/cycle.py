@@ -116,23 +116,34 @@ class Sweeper:
         policy: SweepPolicy | None = None,
         clock: Clock | None = None,
         after_write: Callable[[Sweepable, Any], None] | None = None,
+        duty: float = 0.1,
     ):
+        if not 0 < duty <= 1:
+            raise ValueError("duty is a fraction of the time in (0, 1]")
         self.source = source
         self.policy = policy or SweepPolicy()
         self.clock = clock or SystemClock()
         self.after_write = after_write
+        self.duty = duty
         self.reports: list[SweepReport] = []  # the most recent cycles, newest last
         self.errors: list[BaseException] = []
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._paced = False
         self._run_lock = threading.Lock()  # one cycle at a time, thread or caller
 
     # -- one cycle ------------------------------------------------------------------------
 
-    def run_once(self) -> SweepReport:
-        """One sweep cycle over every queue; returns what it decided and did."""
+    def run_once(self, paced: bool = False) -> SweepReport:
+        """One sweep cycle over every queue; returns what it decided and did.
+
+        ``paced`` (the background thread's mode) pauses after each target so that the
+        sweeper's own Python work takes at most ``duty`` of the time: under CPython's GIL
+        that work is taken from the application's threads, so a background sweeper must
+        leave them the rest. The pause is real time, not clock time: it shares a CPU."""
         with self._run_lock:
+            self._paced = paced
             t0 = time.perf_counter()
             decisions = [self._sweep_queue(q) for q in list(self.source.sweepables())]
             report = SweepReport(self.clock.now(), tuple(decisions), time.perf_counter() - t0)
@@ -150,6 +161,8 @@ class Sweeper:
         aborts: dict[str, int] = {}
         try:
             for target in plan.targets:
+                if self._stopping:
+                    break  # stop() asked: leave the rest in memory, nothing is half done
                 t0 = time.perf_counter()
                 try:
                     written = store.write_pending(target.chain, target.records, target.ids, scope=q.name.encode())
@@ -160,14 +173,24 @@ class Sweeper:
                     continue
                 if self.after_write is not None:
                     self.after_write(q, target)
-                n, reason = q.sweep_link(plan, target, written, store, time.perf_counter() - t0)
+                t1 = time.perf_counter()
+                n, reason = q.sweep_link(plan, target, written, store, t1 - t0)
                 moved += n
                 blobs += len(written) if reason is None else 0
                 if reason is not None:
                     aborts[reason] = aborts.get(reason, 0) + 1
+                if self._paced and self.duty < 1:
+                    # Writing releases the GIL; choosing, indexing and verifying do not.
+                    busy = time.perf_counter() - t1 + (t1 - t0) * 0.25
+                    self._pause(busy * (1 - self.duty) / self.duty)
         finally:
             q.sweep_end(plan)
         return QueueDecision(q.name, y, x, keep, moved, blobs, aborts)
+
+    def _pause(self, seconds: float) -> None:
+        with self._cond:
+            if not self._stopping:
+                self._cond.wait(min(seconds, 1.0))
 
     # -- the background cycle ----------------------------------------------------------------
 
@@ -203,7 +226,7 @@ class Sweeper:
                     continue
                 self._cond.release()
                 try:
-                    self.run_once()
+                    self.run_once(paced=True)
                 except Exception as e:  # keep sweeping; the error is kept for inspection
                     log.exception("sweep cycle failed")
                     self.errors = [*self.errors[-9:], e]
