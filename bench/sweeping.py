@@ -234,43 +234,44 @@ def concurrent(pairs: int = 200_000, backlog: int = 400_000, size: int = 100, ro
         qm.close()
 
 
-def swept_memory(messages: int = 1_000_000, size: int = 100, chunk: int = 20_000) -> dict:
-    """Bytes per swept message held by the Python process (tracemalloc: the engine's index and
-    blob objects), and the resident-set growth (which also holds RocksDB's memtable)."""
-    import psutil
+def swept_memory(messages: int = 1_000_000, size: int = 100, chunk: int = 20_000, correl: bool = False) -> dict:
+    """Bytes per swept message held by the Python process: tracemalloc counts the engine's
+    index arrays and blob objects exactly (the resident set is no use here: the allocator
+    keeps and reuses what the swept nodes freed). ``correl`` gives every message a CorrelId,
+    so the blobs carry that index array too."""
+    from sweepq.engine import MD
 
     qm = _manager()
     try:
         qm.define_queue("M")
         h = qm.connect().open("M", IO)
         payload = _payload(size, 1)
+        md = MD(correl_id=b"reply-to-17") if correl else None
         qm.blob_store()  # open RocksDB before the baseline
         for _ in range(chunk):  # one chunk first, so the allocator's working set is warm
-            h.put(payload)
+            h.put(payload, md)
         qm.sweeper.run_once()
         gc.collect()
         tracemalloc.start()
         base_py = tracemalloc.get_traced_memory()[0]
         base_swept = qm.stats()["M"].msgs_swept
-        base_rss = psutil.Process().memory_info().rss
         done = chunk
         while done < messages:
             for _ in range(chunk):
-                h.put(payload)
+                h.put(payload, md)
             done += chunk
             qm.sweeper.run_once()  # sweeps all but the buffer of 5
         gc.collect()
         py = tracemalloc.get_traced_memory()[0] - base_py
         tracemalloc.stop()
-        rss = psutil.Process().memory_info().rss - base_rss
         stats = qm.stats()["M"]
         measured = stats.msgs_swept - base_swept
         return {
             "messages": messages,
             "swept": stats.msgs_swept,
             "in_memory": stats.msgs_in_memory,
-            "python_bytes_per_swept_msg": py / measured,
-            "rss_bytes_per_swept_msg": rss / measured,
+            "bytes_per_swept_msg": py / measured,
+            "with_correl_ids": correl,
         }
     finally:
         qm.close()

@@ -1,8 +1,9 @@
 """What the engine keeps in memory about a swept blob: a few bytes per message, no objects.
 
 A :class:`SweptBlob` sits in a lane's chain. It holds the blob's id and an index of its
-messages: 16-bit hashes of each MsgId, CorrelId and GroupId and a flags byte (7 bytes a
-message, in numpy arrays), plus the range of message sequence numbers. A get that
+messages: 16-bit hashes of each MsgId, CorrelId and GroupId and a flags byte (numpy
+arrays: 3 bytes a message, 7 when the blob holds CorrelIds and groups), plus the range of
+message sequence numbers. A get that
 selects by id scans these arrays and reads only a blob that can match (DESIGN.md
 invariant 5); nothing is unswept just to look.
 
@@ -72,13 +73,19 @@ def build_index(records: list[bytes], ids: list[bytes]) -> tuple[np.ndarray, ...
     flags = buf[starts + record.OFF_FLAGS]
     seq_bytes = buf[starts[:, None] + np.arange(record.OFF_SEQ, record.OFF_SEQ + 8)]
     seqs = np.ascontiguousarray(seq_bytes).view("<u8").reshape(n)
-    h_cor = np.full(n, _H_CORREL_NONE, np.uint16)
-    for i in np.flatnonzero(flags & record.HAS_CORREL_ID).tolist():
-        h_cor[i] = hash16(record.correl_id(records[i]))
-    h_grp = np.full(n, _H_GROUP_NONE, np.uint16)
-    for i in np.flatnonzero(flags & record.HAS_GROUP).tolist():
-        off = record._sections(records[i])[2]
-        h_grp[i] = hash16(records[i][off : off + 24])
+    # Most messages carry no CorrelId and no group: then there is no array at all (None).
+    h_cor = h_grp = None
+    with_correl = np.flatnonzero(flags & record.HAS_CORREL_ID).tolist()
+    if with_correl:
+        h_cor = np.full(n, _H_CORREL_NONE, np.uint16)
+        for i in with_correl:
+            h_cor[i] = hash16(record.correl_id(records[i]))
+    with_group = np.flatnonzero(flags & record.HAS_GROUP).tolist()
+    if with_group:
+        h_grp = np.full(n, _H_GROUP_NONE, np.uint16)
+        for i in with_group:
+            off = record._sections(records[i])[2]
+            h_grp[i] = hash16(records[i][off : off + 24])
     return h_msg, h_cor, h_grp, seqs
 
 
@@ -129,8 +136,12 @@ class SweptBlob:
         if msg_id is not None:
             mask &= self.h_msg == hash16(msg_id)
         if correl_id is not None:
+            if self.h_correl is None:  # every message here has CorrelId NONE
+                return ()
             mask &= self.h_correl == hash16(correl_id)
         if group_id is not None:
+            if self.h_group is None:
+                return ()
             mask &= self.h_group == hash16(group_id)
         return np.flatnonzero(mask)
 
