@@ -277,6 +277,8 @@ class Handle:
             q._insert(node, q.lanes[lane_i])
         if syncpoint:
             self._conn._uow.add_put(q, node)
+        if qm.recorder is not None:
+            qm.recorder.put(q.name, n, priority, persistent)
         res = PutResult()
         res._rec = rec
         res._ident = qm.ident
@@ -431,6 +433,8 @@ class Handle:
             self._requeue_poison(q, node, sync)
         if in_uow:
             self._conn._uow.add_get(q, node, mark_skip=bool(opts & _MARK_SKIP))
+        if qm.recorder is not None:
+            qm.recorder.get(q.name)
         msg = Message()
         msg._rec = rec
         msg._ident = qm.ident

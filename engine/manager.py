@@ -46,7 +46,8 @@ class QueueManager:
     ``ManualClock`` in tests). ``max_uncommitted`` is MAXUMSGS (2024 beyond it).
     ``backout_handling`` makes gets move a message whose backout count reached its queue's
     ``backout_threshold`` to the queue's ``backout_requeue_q`` (off by default, as in MQ).
-    ``max_msg_length`` is the manager's MAXMSGL (2031 beyond it).
+    ``max_msg_length`` is the manager's MAXMSGL (2031 beyond it). ``trace_path``
+    records every successful put and get to a Parquet trace there, for ``sweepq replay``.
     """
 
     def __init__(
@@ -63,6 +64,7 @@ class QueueManager:
         max_uncommitted: int = 10_000,
         backout_handling: bool = False,
         max_msg_length: int = 100 * 1024 * 1024,
+        trace_path: str | os.PathLike | None = None,
     ):
         if max_uncommitted < 1:
             raise MQError(Reason.PARM_VALUE_ERROR, "max_uncommitted must be at least 1")
@@ -78,6 +80,11 @@ class QueueManager:
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         self.closed = False
         self.readahead_low_water = readahead_low_water
+        self.recorder = None
+        if trace_path is not None:
+            from .recorder import TraceRecorder
+
+            self.recorder = TraceRecorder(trace_path, self.clock)
         self._tier = Tier(path, store_options)
         self.sweeper = Sweeper(self, sweep_policy or SweepPolicy(), self.clock, duty=sweep_duty)
         if sweeper:
@@ -130,6 +137,8 @@ class QueueManager:
         if self._tier.path is not None and self._tier.opened:
             _write_stats(self._tier.path, self.stats())
         self._tier.close()
+        if self.recorder is not None:
+            self.recorder.close()
 
     def __enter__(self) -> QueueManager:
         return self
