@@ -302,22 +302,13 @@ class BlobStore:
 
     def unlink(self, chain: bytes, blob_id: int) -> None:
         """Take ``blob_id`` out of ``chain`` and delete it, in one atomic batch."""
-        with self._lock:
-            ids = [b for b in self._chains.get(chain, []) if b != blob_id]
-            wb = WriteBatch(raw_mode=True)
-            if ids:
-                wb.put(chain, struct.pack(f"<{len(ids)}Q", *ids), self._h[CF_CHAINS])
-            else:
-                wb.delete(chain, self._h[CF_CHAINS])
-            self._delete_blob(wb, blob_id)
-            self._write(wb)
-            if ids:
-                self._chains[chain] = ids
-            else:
-                self._chains.pop(chain, None)
+        self._remove_from_chain(chain, blob_id, delete=True)
 
     def detach(self, chain: bytes, blob_id: int) -> None:
         """Take ``blob_id`` out of ``chain`` but keep the blob (a damaged one, for inspection)."""
+        self._remove_from_chain(chain, blob_id, delete=False)
+
+    def _remove_from_chain(self, chain: bytes, blob_id: int, delete: bool) -> None:
         with self._lock:
             ids = [b for b in self._chains.get(chain, []) if b != blob_id]
             wb = WriteBatch(raw_mode=True)
@@ -325,6 +316,8 @@ class BlobStore:
                 wb.put(chain, struct.pack(f"<{len(ids)}Q", *ids), self._h[CF_CHAINS])
             else:
                 wb.delete(chain, self._h[CF_CHAINS])
+            if delete:
+                self._delete_blob(wb, blob_id)
             self._write(wb)
             if ids:
                 self._chains[chain] = ids
