@@ -55,60 +55,110 @@ def read_traces(spark: SparkSession, path: str) -> DataFrame:
 
 
 def validate(df: DataFrame) -> DataFrame:
-    """Fail with a TraceError naming the column and row of the first bad value."""
+    """Fail with a TraceError naming the column and row of the first bad value.
 
-    def first(cond, column: str, why) -> None:
-        bad = df.filter(cond).orderBy("row").select("row", column, "queue").first()
-        if bad is not None:
-            raise TraceError(column, int(bad["row"]), why(bad))
-
-    first(F.col("time_us").isNull(), "time_us", lambda b: "time is missing (null)")
-    first(F.col("time_us") < 0, "time_us", lambda b: f"negative time {b['time_us']}")
-    first(
-        ~F.lower(F.col("op")).isin("put", "get") | F.col("op").isNull(),
-        "op",
-        lambda b: f"unknown operation {b['op']!r} (use put or get)",
-    )
-    puts = F.lower(F.col("op")) == "put"
-    first(
-        puts & ((F.col("priority") < 0) | (F.col("priority") > 9) | F.col("priority").isNull()),
-        "priority",
-        lambda b: f"priority {b['priority']} is outside 0..9",
-    )
-    first(puts & ((F.col("bytes") < 0) | F.col("bytes").isNull()), "bytes", lambda b: f"bad size {b['bytes']}")
-
-    # Times must not go backwards in the order the trace was written (checked per split).
-    def check(batches):
-        for pdf in batches:
-            t = pdf["time_us"].to_numpy()
-            back = np.flatnonzero(np.diff(t) < 0)
-            if len(back):
-                i = int(back[0]) + 1
-                yield pd.DataFrame({"row": [int(pdf["row"].iloc[i])], "time_us": [int(t[i])]})
-
-    bad = df.select("row", "time_us").mapInPandas(check, "row long, time_us long").orderBy("row").first()
-    if bad is not None:
-        raise TraceError("time_us", int(bad["row"]), f"time {bad['time_us']} is before the previous row's")
+    Every rule is a Spark expression evaluated in the JVM, in one aggregation that finds
+    each rule's first offending row (rows never travel to Python for this); the message is
+    built for that one row. Time order within each queue, which is what the replay relies
+    on, is checked where each queue's rows already are: in the replay pass
+    (:func:`replay_queues`), which raises the same TraceError."""
+    op = F.col("op")
+    puts = op.isin("put", "PUT", "Put")
+    rules = [
+        ("time_us", F.col("time_us").isNull(), lambda r: "time is missing (null)"),
+        ("time_us", F.col("time_us") < 0, lambda r: f"negative time {r['time_us']}"),
+        (
+            "op",
+            op.isNull() | ~(puts | op.isin("get", "GET", "Get")),
+            lambda r: f"unknown operation {r['op']!r} (use put or get)",
+        ),
+        (
+            "priority",
+            puts & (F.col("priority").isNull() | (F.col("priority") < 0) | (F.col("priority") > 9)),
+            lambda r: f"priority {r['priority']} is outside 0..9",
+        ),
+        ("bytes", puts & (F.col("bytes").isNull() | (F.col("bytes") < 0)), lambda r: f"bad size {r['bytes']}"),
+    ]
+    firsts = df.agg(*[F.min(F.when(cond, F.col("row"))).alias(f"r{i}") for i, (_c, cond, _w) in enumerate(rules)])
+    first = firsts.first()
+    found = [(first[f"r{i}"], i) for i in range(len(rules)) if first[f"r{i}"] is not None]
+    if found:
+        row, i = min(found)
+        bad = df.filter(F.col("row") == row).first()
+        raise TraceError(rules[i][0], int(row), rules[i][2](bad))
     return df
 
 
-def time_span(df: DataFrame) -> tuple[int, int]:
-    row = df.agg(F.min("time_us").alias("lo"), F.max("time_us").alias("hi")).first()
-    return int(row["lo"]), int(row["hi"])
+def span(df: DataFrame) -> tuple[int, int, int]:
+    """(events, first time, last time) in one pass."""
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.min("time_us").alias("lo"), F.max("time_us").alias("hi")).first()
+    return int(row["n"]), int(row["lo"] or 0), int(row["hi"] or 0)
+
+
+def raising_trace_errors(action):
+    """Run a Spark action; a TraceError raised inside a task comes back as itself."""
+    import re
+
+    try:
+        return action()
+    except TraceError:
+        raise
+    except Exception as e:
+        m = re.search(r"TraceError: trace column '([^']+)', row (\d+): ([^\n]*)", str(e))
+        if m:
+            raise TraceError(m.group(1), int(m.group(2)), m.group(3)) from None
+        raise
+
+
+def _slim(df: DataFrame) -> DataFrame:
+    """Only what the kernel needs, in narrow types, before rows travel to Python."""
+    return df.select(
+        "time_us",
+        "queue",
+        F.when(F.lower(F.col("op")) == "put", F.lit(PUT)).otherwise(F.lit(GET)).cast("byte").alias("op"),
+        F.coalesce(F.col("bytes"), F.lit(0)).alias("bytes"),
+        F.coalesce(F.col("priority"), F.lit(0)).cast("byte").alias("priority"),
+        "row",
+    )
+
+
+def _check_order(pdf: pd.DataFrame) -> None:
+    """Times must not go backwards within a queue, in the order the trace was written."""
+    by_row = pdf.sort_values(["queue", "row"], kind="stable")
+    t = by_row["time_us"].to_numpy()
+    same = by_row["queue"].to_numpy()[1:] == by_row["queue"].to_numpy()[:-1]
+    back = np.flatnonzero(same & (t[1:] < t[:-1]))
+    if len(back):
+        i = int(back[0]) + 1
+        raise TraceError(
+            "time_us",
+            int(by_row["row"].iloc[i]),
+            f"time {int(t[i])} of queue {by_row['queue'].iloc[i]!r} is before that queue's previous row",
+        )
 
 
 def _trace_of(pdf: pd.DataFrame) -> Trace:
+    """The events of one group (one or many queues) as a Trace, in time order."""
+    _check_order(pdf)
     pdf = pdf.sort_values(["time_us", "row"], kind="stable")
-    op = np.where(pdf["op"].str.lower().to_numpy() == "put", PUT, GET).astype(np.int8)
+    queues, codes = np.unique(pdf["queue"].to_numpy(str), return_inverse=True)
+    n = len(pdf)
     return Trace(
         time_us=pdf["time_us"].to_numpy(np.int64),
-        queue=np.zeros(len(pdf), np.int32),
-        op=op,
-        nbytes=pdf["bytes"].fillna(0).to_numpy(np.int32),
-        priority=pdf["priority"].fillna(0).to_numpy(np.int8),
-        persistent=pdf["persistent"].fillna(False).to_numpy(bool),
-        queues=[str(pdf["queue"].iloc[0])],
+        queue=codes.astype(np.int32),
+        op=pdf["op"].to_numpy(np.int8),
+        nbytes=pdf["bytes"].to_numpy(np.int32),
+        priority=pdf["priority"].to_numpy(np.int8),
+        persistent=np.zeros(n, bool),  # recorded in traces, not modelled by the replay
+        queues=[str(q) for q in queues],
     )
+
+
+def _buckets(df: DataFrame, buckets: int | None) -> tuple[DataFrame, int]:
+    """Spread queues over a few buckets: one Python task replays a whole bucket in one kernel
+    call, instead of one task (and one pandas round trip) per queue."""
+    n = buckets or max(2, df.sparkSession.sparkContext.defaultParallelism * 4)
+    return _slim(df).withColumn("bucket", F.pmod(F.xxhash64("queue"), F.lit(n))), n
 
 
 def replay_queues(
@@ -118,10 +168,11 @@ def replay_queues(
     n_intervals: int,
     max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
     max_blob_records: int = DEFAULT_MAX_BLOB_RECORDS,
+    buckets: int | None = None,
 ) -> DataFrame:
     """Per queue and interval: the kernel's metrics (one row per queue per interval)."""
 
-    def per_queue(pdf: pd.DataFrame) -> pd.DataFrame:
+    def per_bucket(pdf: pd.DataFrame) -> pd.DataFrame:
         trace = _trace_of(pdf)
         r = replay(
             trace,
@@ -131,12 +182,14 @@ def replay_queues(
             max_blob_bytes=max_blob_bytes,
             max_blob_records=max_blob_records,
         )
-        out = pd.DataFrame(r.intervals[0], columns=list(METRICS))
-        out.insert(0, "interval", np.arange(n_intervals, dtype=np.int32))
-        out.insert(0, "queue", trace.queues[0])
+        nq = len(trace.queues)
+        out = pd.DataFrame(r.intervals.reshape(nq * n_intervals, len(METRICS)), columns=list(METRICS))
+        out.insert(0, "interval", np.tile(np.arange(n_intervals, dtype=np.int32), nq))
+        out.insert(0, "queue", np.repeat(np.asarray(trace.queues, dtype=object), n_intervals))
         return out
 
-    return df.groupBy("queue").applyInPandas(per_queue, schema=METRICS_SCHEMA)
+    bucketed, _ = _buckets(df, buckets)
+    return bucketed.groupBy("bucket").applyInPandas(per_bucket, schema=METRICS_SCHEMA)
 
 
 def summarize(metrics: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -179,18 +232,22 @@ def parse_grid(text: str) -> list[tuple[float, int, int, int]]:
     return list(itertools.product(axes["interval"], axes["factor"], axes["extra"], axes["blob_bytes"]))
 
 
-def what_if(df: DataFrame, grid: list[tuple[float, int, int, int]], t0: int, t_end: int) -> DataFrame:
-    """Every combination of the grid for every queue, in one job: each queue's events are
+def what_if(
+    df: DataFrame, grid: list[tuple[float, int, int, int]], t0: int, t_end: int, buckets: int | None = None
+) -> DataFrame:
+    """Every combination of the grid for every queue, in one job: each bucket of queues is
     shipped once and replayed once per combination."""
 
-    def per_queue(pdf: pd.DataFrame) -> pd.DataFrame:
+    def per_bucket(pdf: pd.DataFrame) -> pd.DataFrame:
         trace = _trace_of(pdf)
         rows = []
         for interval, factor, extra, blob_bytes in grid:
             policy = SweepPolicy(factor=factor, extra=extra, interval=interval)
             n_int = int((t_end - t0) // int(interval * 1e6) + 1)
             r = replay(trace, policy, t0=t0, n_intervals=n_int, max_blob_bytes=blob_bytes, per_interval=False)
-            rows.append([trace.queues[0], interval, factor, extra, blob_bytes, *map(int, r.summary[0])])
+            for qi, q in enumerate(trace.queues):
+                rows.append([q, interval, factor, extra, blob_bytes, *map(int, r.summary[qi])])
         return pd.DataFrame(rows, columns=[f.name for f in GRID_SCHEMA.fields])
 
-    return df.groupBy("queue").applyInPandas(per_queue, schema=GRID_SCHEMA)
+    bucketed, _ = _buckets(df, buckets)
+    return bucketed.groupBy("bucket").applyInPandas(per_bucket, schema=GRID_SCHEMA)

@@ -72,7 +72,7 @@ def _layout(queue, op, prio, nbytes, n_queues):
     counts = np.zeros(nl, np.int64)
     for i in range(len(op)):
         if op[i] == PUT:
-            counts[queue[i] * 10 + prio[i]] += 1
+            counts[np.int64(queue[i]) * 10 + np.int64(prio[i])] += 1
     base = np.zeros(nl + 1, np.int64)
     for k in range(nl):
         base[k + 1] = base[k] + counts[k]
@@ -80,8 +80,8 @@ def _layout(queue, op, prio, nbytes, n_queues):
     fill = base[:nl].copy()
     for i in range(len(op)):
         if op[i] == PUT:
-            k = queue[i] * 10 + prio[i]
-            prefix[fill[k] + 1] = nbytes[i] + REC_HEADER
+            k = np.int64(queue[i]) * 10 + np.int64(prio[i])
+            prefix[fill[k] + 1] = np.int64(nbytes[i]) + REC_HEADER
             fill[k] += 1
     for j in range(base[nl]):
         prefix[j + 1] += prefix[j]
@@ -142,29 +142,34 @@ def _replay(
     nblobs = np.zeros(nl, np.int64)
     marker = np.zeros(len(prefix), np.int8)
     x = np.zeros(n_queues, np.int64)
+    nempty = np.zeros(n_queues, np.int64)
+    nput = np.zeros(n_queues, np.int64)
+    nget = np.zeros(n_queues, np.int64)
     blobs_read = np.zeros(n_queues, np.int64)
     bytes_read = np.zeros(n_queues, np.int64)
     nq_out = n_queues if per_interval else 1
     out = np.zeros((nq_out, n_intervals, len(METRICS)), np.int64)
     totals = np.zeros((n_intervals, len(METRICS)), np.int64)
     summary = np.zeros((n_queues, 8), np.int64)  # see SUMMARY
+    # Each interval's events, found once by binary search rather than by a time test per event.
+    ends = np.searchsorted(time_us, t0 + (np.arange(n_intervals) + 1) * interval_us)
     cur = 0
-    n = len(op)
     i = 0
     while cur < n_intervals:
-        end_us = t0 + (cur + 1) * interval_us
-        while i < n and time_us[i] < end_us:
-            q = queue[i]
+        stop = ends[cur]
+        while i < stop:
+            q = np.int64(queue[i])
             if op[i] == PUT:
-                k = q * 10 + prio[i]
+                p = np.int64(prio[i])  # widened: an int8 shift would overflow when interpreted
+                k = q * 10 + p
                 tail[k] += 1
                 if fend[k] == rstart[k]:  # no chain: the front list takes it
                     fend[k] = tail[k]
                     rstart[k] = tail[k]
-                mask[q] |= 1 << prio[i]
-                summary[q, 5] += 1
+                mask[q] |= np.int64(1) << p
+                nput[q] += 1
             elif mask[q] == 0:
-                summary[q, 7] += 1  # a get on an empty queue (MQRC 2033)
+                nempty[q] += 1  # a get on an empty queue (MQRC 2033)
             else:
                 lane = top[mask[q]]  # the highest non-empty lane, in one lookup
                 k = q * 10 + lane
@@ -181,9 +186,9 @@ def _replay(
                         rstart[k] = tail[k]
                 head[k] += 1
                 if head[k] == tail[k]:
-                    mask[q] &= ~(1 << lane)
+                    mask[q] &= ~(np.int64(1) << lane)
                 x[q] += 1
-                summary[q, 6] += 1
+                nget[q] += 1
             i += 1
         # The interval ends: one sweep cycle over every queue.
         for q in range(n_queues):
@@ -240,6 +245,9 @@ def _replay(
             summary[q, 3] += row[11]
             summary[q, 4] += 1 if keep >= 0 else 0
         cur += 1
+    summary[:, 5] = nput
+    summary[:, 6] = nget
+    summary[:, 7] = nempty
     return out, totals, summary
 
 
@@ -290,14 +298,12 @@ def replay(
     else:
         start = int(trace.time_us[0]) if t0 is None else int(t0)
         n_int = n_intervals or int((int(trace.time_us[-1]) - start) // interval_us + 1)
-    # Widen the narrow columns: the kernel shifts by priority (1 << p), and an int8 shift
-    # overflows wherever numba is not compiling (NUMBA_DISABLE_JIT, the interpreted baseline).
     out, totals, summary = _replay(
         trace.time_us,
-        trace.queue.astype(np.int64),
+        trace.queue,
         trace.op,
-        trace.priority.astype(np.int64),
-        trace.nbytes.astype(np.int64),
+        trace.priority,
+        trace.nbytes,
         len(trace.queues),
         start,
         interval_us,

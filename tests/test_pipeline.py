@@ -93,15 +93,18 @@ GOOD = {"time_us": 1, "queue": "Q", "op": "put", "bytes": 10, "priority": 1, "pe
     [
         ([GOOD, {**GOOD, "time_us": -5}], "time_us", 1),
         ([GOOD, {**GOOD, "op": "peek"}], "op", 1),
-        ([{**GOOD, "time_us": 10}, {**GOOD, "time_us": 3}], "time_us", 1),
         ([GOOD, {**GOOD, "priority": 12}], "priority", 1),
+        ([GOOD, {**GOOD, "bytes": -3}], "bytes", 1),
+        ([{**GOOD, "time_us": 10}, {**GOOD, "queue": "R", "time_us": 12}, {**GOOD, "time_us": 3}], "time_us", 2),
     ],
 )
 def test_bad_traces_name_the_column_and_row(spark, tmp_path, rows, column, row):
-    from sweepq.pipeline import stages
+    """Through the whole job: static rules fail in validation, a queue's times going
+    backwards fail in the replay pass; both name the column and the row."""
+    from sweepq.pipeline.job import run
 
     with pytest.raises(TraceError) as ei:
-        stages.validate(stages.read_traces(spark, _bad(tmp_path, rows)))
+        run(_args(_bad(tmp_path, rows), tmp_path / "out"), spark=spark, log=lambda s: None)
     assert ei.value.column == column and ei.value.row == row
     assert column in str(ei.value) and f"row {row}" in str(ei.value)
 
