@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from . import record
@@ -51,7 +52,7 @@ _PMO_NEW_MSG_ID = int(PMO.NEW_MSG_ID)
 _PMO_NEW_CORREL_ID = int(PMO.NEW_CORREL_ID)
 _PMO_LOGICAL_ORDER = int(PMO.LOGICAL_ORDER)
 _HAS_EXPIRY = record.HAS_EXPIRY
-_pack_head = record.HEAD.pack  # record.encode_plain, bound here for the put hot path
+_pack_head = record.HEAD.pack  # a put with no optional fields: record.encode(), written out
 _HEAD_LEN = record.HEAD_LEN
 
 
@@ -510,7 +511,7 @@ class Handle:
         work when the get is under syncpoint. Runs without q's lock (lock order)."""
         qm = self._qm
         boq = qm._queues.get(q.attrs.backout_requeue_q)
-        with boq.mutex if boq is not None else _NULL:
+        with boq.mutex if boq is not None else nullcontext():
             ok = boq is not None and not boq.deleted and boq.depth < boq.max_depth
             if ok:
                 rec = record.rehome(node.rec, next(qm._seq), qm.ident)
@@ -564,17 +565,6 @@ class Batch:
 
 def _message(rec: bytes, ident) -> Message:
     return Message.make(rec, ident, rec[rec[0] :])
-
-
-class _Null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return None
-
-
-_NULL = _Null()
 
 
 def _syncpoint_limit(limit: int) -> MQError:

@@ -58,22 +58,12 @@ def new_node(rec: bytes, state: int) -> Node:
     return n
 
 
-def unlink(node: Node) -> None:
-    """Take ``node`` out of whatever list holds it, in O(1).
-
-    The node keeps its own ``prev`` / ``next``: a browse cursor or a sweep walk that still
-    holds it can step on to the live list from there. Nodes are never relinked.
-    """
-    p = node.prev
-    n = node.next
-    p.next = n
-    n.prev = p
-
-
 class MsgList:
     """A circular doubly-linked list with a sentinel: O(1) append, unlink and splice.
 
-    It keeps no count: counts live on the lane, so that :func:`unlink` needs no list.
+    It keeps no count: counts live on the lane, so that unlinking a node needs no list.
+    An unlinked node keeps its own ``prev`` / ``next``: a sweep walk that still holds it
+    steps on to the live list from there. Nodes are never relinked.
     """
 
     __slots__ = ("head",)
@@ -104,14 +94,6 @@ class MsgList:
         last.next = head
         head.prev = last
         oh.next = oh.prev = oh
-
-    @property
-    def empty(self) -> bool:
-        return self.head.next is self.head
-
-    def first(self) -> Node | None:
-        n = self.head.next
-        return None if n is self.head else n
 
     def __iter__(self) -> Iterator[Node]:
         head = self.head

@@ -107,19 +107,6 @@ def encode(
     return HEAD.pack(HEAD_LEN + len(extra), priority, flags, min(backout, 0xFFFF), seq, put_us) + extra + payload
 
 
-def encode_plain(seq: int, put_us: int, priority: int, persistent: bool, payload: bytes) -> bytes:
-    """The hot-path form of :func:`encode` for a put with no optional fields."""
-    return HEAD.pack(HEAD_LEN, priority, persistent, 0, seq, put_us) + payload
-
-
-def payload(rec: bytes) -> bytes:
-    return rec[rec[0] :]
-
-
-def payload_len(rec: bytes) -> int:
-    return len(rec) - rec[0]
-
-
 def seq_of(rec: bytes) -> int:
     return _SEQ.unpack_from(rec, OFF_SEQ)[0]
 
@@ -236,4 +223,4 @@ def decode_md(rec: bytes, ident: Identity, now_us: int | None = None) -> MD:
     return md
 
 
-__all__ = ["MD", "MSGID_NONE", "Identity", "decode_md", "encode", "encode_plain"]
+__all__ = ["MD", "MSGID_NONE", "Identity", "decode_md", "encode"]
