@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -73,3 +74,34 @@ def test_cli_help_and_demo():
 def test_cli_without_command_prints_help():
     out = subprocess.run([sys.executable, "-m", "sweepq.bench.cli"], capture_output=True, text=True)
     assert out.returncode == 2 and "commands:" in out.stdout
+
+
+def test_cli_trace_replay_and_inspect(tmp_path, capsys):
+    from sweepq.bench.cli import main
+    from sweepq.engine import OO, QueueManager
+
+    trace = tmp_path / "t.parquet"
+    assert (
+        main(["trace", "generate", "--kind", "slow-consumer", "--seconds", "30", "--rate", "100", "--out", str(trace)])
+        == 0
+    )
+    assert main(["replay", str(trace), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    assert out["peak_memory_without_sweeping_bytes"] > out["peak_memory_with_sweeper_bytes"] > 0
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time_us,queue,op,bytes,priority,persistent\n5,Q,put,1,0,false\n3,Q,put,1,0,false\n")
+    assert main(["replay", str(bad)]) == 2
+    assert "row 1" in capsys.readouterr().err
+
+    data = tmp_path / "data"
+    with QueueManager.open(data, sweeper=False) as qm:
+        qm.define_queue("Q")
+        h = qm.connect().open("Q", OO.OUTPUT)
+        for _ in range(50):
+            h.put(b"x" * 50)
+        qm.sweeper.run_once()
+    assert main(["inspect", str(data)]) == 0
+    text = capsys.readouterr().out
+    assert "chain Q/0" in text and "45 records" in text
+    assert main(["inspect", str(tmp_path / "nowhere")]) == 1
