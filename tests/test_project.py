@@ -105,3 +105,11 @@ def test_cli_trace_replay_and_inspect(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "chain Q/0" in text and "45 records" in text
     assert main(["inspect", str(tmp_path / "nowhere")]) == 1
+
+
+def test_readme_api_example_runs():
+    """The README's first Python example is what a new user copies: it must run as shown."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## Using it\n\n```python\n(.*?)```", text, re.S)
+    assert block, "the README lost its API example"
+    exec(compile(block.group(1), "README.md", "exec"), {"print": lambda *a: None})
