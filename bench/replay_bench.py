@@ -50,9 +50,7 @@ def kernel(events_m: float = 10.0) -> dict:
 
 def pipeline(events_m: float = 10.0, master: str = "local[*]") -> dict:
     """Events/s of ``sweepq pipeline`` end to end (Spark start-up included) on a synthetic trace."""
-    import argparse
-
-    from sweepq.pipeline.job import run
+    from sweepq.pipeline.job import build_parser, run
     from sweepq.sweeper.traces import generate, write
 
     rate = events_m * 1e6 / (1000 * 2 * 300 * 1.6)
@@ -60,17 +58,7 @@ def pipeline(events_m: float = 10.0, master: str = "local[*]") -> dict:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "t.parquet")
         write(t, path)
-        args = argparse.Namespace(
-            traces=path,
-            out=os.path.join(d, "out"),
-            master=master,
-            interval=5.0,
-            factor=2,
-            extra=5,
-            blob_bytes=256 * 1024,
-            blob_records=1024,
-            grid=None,
-        )
+        args = build_parser().parse_args(["--traces", path, "--out", os.path.join(d, "out"), "--master", master])
         t0 = time.perf_counter()
         overall = run(args, log=lambda s: None)
         secs = time.perf_counter() - t0

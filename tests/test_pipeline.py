@@ -6,7 +6,6 @@ the slow part."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
@@ -35,20 +34,23 @@ def trace_file(tmp_path_factory):
     return t, str(path)
 
 
-def _args(traces, out, **kw):
-    a = dict(
-        traces=traces,
-        out=str(out),
-        master="local[2]",
-        interval=5.0,
-        factor=2,
-        extra=5,
-        blob_bytes=64 * 1024,
-        blob_records=256,
-        grid=None,
-    )
-    a.update(kw)
-    return argparse.Namespace(**a)
+def _args(traces, out, grid=None):
+    """The job's own options, parsed by its own parser (so defaults cannot drift)."""
+    from sweepq.pipeline.job import build_parser
+
+    argv = [
+        "--traces",
+        traces,
+        "--out",
+        str(out),
+        "--master",
+        "local[2]",
+        "--blob-bytes",
+        "65536",
+        "--blob-records",
+        "256",
+    ]
+    return build_parser().parse_args(argv + (["--grid", grid] if grid else []))
 
 
 def test_pipeline_equals_the_local_kernel_row_for_row(spark, trace_file, tmp_path):
