@@ -29,6 +29,7 @@ import struct
 import tempfile
 import threading
 import time
+import weakref
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -192,6 +193,8 @@ class BlobStore:
         path = tempfile.mkdtemp(prefix="sweepq-")
         store = cls(path, **kw)
         store._temporary = True
+        # A queue manager that is never closed must not leave its directory behind.
+        weakref.finalize(store, shutil.rmtree, path, True)
         return store
 
     def _check_directory(self, read_only: bool) -> None:

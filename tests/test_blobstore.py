@@ -168,3 +168,17 @@ def test_dictionary_improves_small_blob_ratio(tmp_path):
             infos = s.write_pending(b"Q/0", msgs[4000:], ids(4000), scope=b"Q")
             sizes[use] = sum(i.comp_len for i in infos)
     assert sizes[True] < sizes[False]
+
+
+def test_unclosed_temporary_store_is_removed_when_dropped():
+    import gc
+
+    s = BlobStore.temporary()
+    path = s.path
+    s.write_pending(b"Q/0", recs(2), ids(2))
+    s._db.close()  # as the interpreter would at exit; the object is simply dropped
+    s._cf.clear()
+    s._h.clear()
+    del s
+    gc.collect()
+    assert not os.path.exists(path)
