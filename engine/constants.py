@@ -181,11 +181,6 @@ class Usage(enum.IntEnum):
     TRANSMISSION = 1
 
 
-class Shareability(enum.IntEnum):
-    NOT_SHAREABLE = 0
-    SHAREABLE = 1
-
-
 class IndexType(enum.IntEnum):
     """MQIT index types; the engine keeps hash indexes for these (later issue)."""
 
