@@ -14,7 +14,8 @@
       24 u32 crc32         zlib.crc32 of the body (the compressed bytes)
     body: compress(frame)
 
-    frame: u32 length of each record (count of them), then the records back to back.
+    frame: u32 length of each record (count of them), then the records back to back:
+    a record costs its length plus FRAME_BYTES inside a blob.
 
 Records are opaque bytes: this package knows nothing about messages. Framing uses
 ``struct``, never pickle, so a blob written by one version can be read by the next and
@@ -33,6 +34,7 @@ CODEC_NONE = 0
 CODEC_ZSTD = 1
 
 HEADER = struct.Struct("<4sBBHIIIII")
+FRAME_BYTES = 4  # the u32 length of each record in the frame's table
 HEADER_LEN = HEADER.size
 
 
