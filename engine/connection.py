@@ -26,12 +26,13 @@ from .constants import (
     Usage,
 )
 from .errors import MQError, options_error
-from .lane import UNCOMMITTED, Node, new_node
+from .lane import UNCOMMITTED
 from .matching import MATCH_DEFAULT, _fixed, build_match
 from .message import Message, PutResult
 from .options import INPUT_OPTS, check_get, check_open, check_put
-from .queue import LocalQueue, Waiter
+from .queue import LocalQueue, Ref, Waiter
 from .record import MD
+from .tiering import Need
 from .uow import UnitOfWork
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ _PMO_LOGICAL_ORDER = int(PMO.LOGICAL_ORDER)
 _HAS_EXPIRY = record.HAS_EXPIRY
 _pack_head = record.HEAD.pack  # a put with no optional fields: record.encode(), written out
 _HEAD_LEN = record.HEAD_LEN
+_UNSET = object()
 
 
 def _as_bytes(data) -> bytes:
@@ -272,12 +274,9 @@ class Handle:
                 rec = _pack_head(_HEAD_LEN, priority, persistent, 0, seq, put_us) + data
             else:
                 rec = record.encode(seq, put_us, priority, persistent, data, **extra)
-            node = Node()
-            node.rec = rec
-            node.state = (lane_i | UNCOMMITTED) if syncpoint else lane_i
-            q._insert(node, q.lanes[lane_i])
+            slot = q._insert(rec, lane_i, (lane_i | UNCOMMITTED) if syncpoint else lane_i)
         if syncpoint:
-            self._conn._uow.add_put(q, node)
+            self._conn._uow.add_put(q, slot)
         if qm.recorder is not None:
             qm.recorder.put(q.name, n, priority, persistent)
         res = PutResult()
@@ -401,39 +400,50 @@ class Handle:
             if (sync or opts & _SYNC_IF_PERSISTENT) and len(uow.ops) >= qm.max_uncommitted:
                 raise _syncpoint_limit(qm.max_uncommitted)
         poison_limit = q.attrs.backout_threshold if qm.backout_handling and q.attrs.backout_requeue_q else 0
-
+        deadline = _UNSET
         while True:
             with q.mutex:
-                node = q._find(m)
-                if node is not None and node.rec[2] & _HAS_EXPIRY:
-                    node = self._drop_expired(q, node, m)
-                if node is None and wait:
-                    node = self._wait(q, m, wait_interval)
-                if node is None:
+                ref = q._find(m)
+                if ref is None and wait:
+                    if deadline is _UNSET:
+                        deadline = None if wait_interval < 0 else qm.clock.now() + wait_interval / 1000.0
+                    ref = self._wait(q, m, deadline)
+                if ref is None:
                     raise MQError(Reason.NO_MSG_AVAILABLE, f"no message available on {q.name!r}")
-                rec = node.rec
-                if poison_limit and record.backout_of(rec) >= poison_limit and self._poison_ok(q):
-                    q._hide(node)  # off limits to everyone while it moves
+                if type(ref) is Need:
+                    need = ref
                 else:
-                    h = rec[0]
-                    reason = 0
-                    if buffer_length is not None and len(rec) - h > buffer_length:
-                        data = rec[h : h + buffer_length]
-                        if not opts & _ACCEPT_TRUNCATED:
-                            return Message.make(rec, qm.ident, data, Reason.TRUNCATED_MSG_FAILED)
-                        reason = Reason.TRUNCATED_MSG_ACCEPTED
+                    need = None
+                    rec = q.lanes.recs[ref] if type(ref) is int else ref.rec
+                    if rec[2] & _HAS_EXPIRY and self._expired(q, ref, rec):
+                        continue  # discarded (SEMANTICS.md §2.3): look again
+                    if poison_limit and record.backout_of(rec) >= poison_limit and self._poison_ok(q):
+                        q._hide(ref)  # off limits to everyone while it moves
                     else:
-                        data = rec[h:]
-                    in_uow = opts and (sync or (opts & _SYNC_IF_PERSISTENT and rec[2] & record.PERSISTENT))
-                    if in_uow:
-                        q._hide(node)
-                    else:
-                        q._remove(node)
-                    q.obtained += 1
-                    break
-            self._requeue_poison(q, node, sync)
+                        h = rec[0]
+                        reason = 0
+                        if buffer_length is not None and len(rec) - h > buffer_length:
+                            data = rec[h : h + buffer_length]
+                            if not opts & _ACCEPT_TRUNCATED:
+                                return Message.make(rec, qm.ident, data, Reason.TRUNCATED_MSG_FAILED)
+                            reason = Reason.TRUNCATED_MSG_ACCEPTED
+                        else:
+                            data = rec[h:]
+                        in_uow = opts and (sync or (opts & _SYNC_IF_PERSISTENT and rec[2] & record.PERSISTENT))
+                        if in_uow:
+                            q._hide(ref)
+                        else:
+                            q._remove(ref)
+                        q.obtained += 1
+                        break
+            if need is not None:
+                q.load(need)  # without the lock; then look again
+            else:
+                self._requeue_poison(q, ref, sync)
+        if q.tier.cleanup:
+            q.after_get()
         if in_uow:
-            self._conn._uow.add_get(q, node, mark_skip=bool(opts & _MARK_SKIP))
+            self._conn._uow.add_get(q, ref, mark_skip=bool(opts & _MARK_SKIP))
         if qm.recorder is not None:
             qm.recorder.get(q.name)
         msg = Message()
@@ -445,22 +455,19 @@ class Handle:
             msg._now_us = int(self._wall() * 1_000_000)
         return msg
 
-    def _drop_expired(self, q: LocalQueue, node: Node | None, m) -> Node | None:
-        """Discard expired messages that this get would have returned (SEMANTICS.md §2.3)."""
-        now_us = int(self._qm.clock.wall() * 1e6)
-        while node is not None:
-            deadline = record.expiry_deadline_us(node.rec)
-            if deadline is None or deadline > now_us:
-                return node
-            q._remove(node)
-            q.expired += 1
-            node = q._find(m)
-        return None
+    def _expired(self, q: LocalQueue, ref: Ref, rec: bytes) -> bool:
+        """Discard the message if it has expired (mutex held); say whether it did."""
+        deadline = record.expiry_deadline_us(rec)
+        if deadline is None or deadline > int(self._qm.clock.wall() * 1e6):
+            return False
+        q._remove(ref)
+        q.expired += 1
+        return True
 
-    def _wait(self, q: LocalQueue, m, wait_interval: int) -> Node | None:
-        """Block (mutex held) until a matching message is available or the interval ends."""
+    def _wait(self, q: LocalQueue, m, deadline: float | None) -> Ref | Need | None:
+        """Block (mutex held) until a matching message is available or ``deadline`` (clock
+        time; None: never) passes. A :class:`Need` comes back when a blob must be read first."""
         clock = self._qm.clock
-        deadline = None if wait_interval < 0 else clock.now() + wait_interval / 1000.0
         w = Waiter(threading.Condition(q.mutex), m)
         while True:
             if deadline is not None and clock.now() >= deadline:
@@ -473,11 +480,9 @@ class Handle:
                 raise MQError(Reason.CONNECTION_BROKEN, "the queue manager was closed during the wait")
             if q.inhibit_get:
                 raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} were inhibited during the wait")
-            node = q._find(m)
-            if node is not None and node.rec[2] & _HAS_EXPIRY:
-                node = self._drop_expired(q, node, m)
-            if node is not None:
-                return node
+            ref = q._find(m)
+            if ref is not None:
+                return ref
 
     # -- transmission batches -----------------------------------------------------------------
 
@@ -494,9 +499,18 @@ class Handle:
         if max_messages < 1:
             raise MQError(Reason.PARM_VALUE_ERROR, "max_messages must be at least 1")
         batch_id = next(Batch._ids)
-        with q.mutex:
-            nodes = q._assign_batch(batch_id, max_messages)
-        return Batch(q, self._qm.ident, nodes, batch_id)
+        taken: list[int] = []
+        while True:
+            with q.mutex:
+                need = q._assign_batch(batch_id, max_messages, taken)
+                if need is None:
+                    if taken:
+                        q.batches[batch_id] = taken
+                    recs = [q.lanes.recs[i] for i in taken]
+                    break
+            q.load(need)
+        q.after_get()
+        return Batch(q, self._qm.ident, recs, batch_id)
 
     # -- poison messages (BOTHRESH / BOQNAME, SEMANTICS.md §8.3) --------------------------
 
@@ -506,30 +520,32 @@ class Handle:
         boq = self._qm._queues.get(q.attrs.backout_requeue_q)
         return boq is not None and boq is not q and not boq.inhibit_put and boq.depth < boq.max_depth
 
-    def _requeue_poison(self, q: LocalQueue, node: Node, sync: int) -> None:
+    def _requeue_poison(self, q: LocalQueue, ref: Ref, sync: int) -> None:
         """Move a hidden poison message to the backout requeue queue, in the get's unit of
         work when the get is under syncpoint. Runs without q's lock (lock order)."""
         qm = self._qm
         boq = qm._queues.get(q.attrs.backout_requeue_q)
+        with q.mutex:
+            rec = q._record(ref)
         with boq.mutex if boq is not None else nullcontext():
             ok = boq is not None and not boq.deleted and boq.depth < boq.max_depth
             if ok:
-                rec = record.rehome(node.rec, next(qm._seq), qm.ident)
-                lane_i = boq.default_priority if boq.fifo else rec[record.OFF_PRIORITY]
-                moved = new_node(rec, (lane_i | UNCOMMITTED) if sync else lane_i)
-                boq._insert(moved, boq.lanes[lane_i])
+                moved = record.rehome(rec, next(qm._seq), qm.ident)
+                lane_i = boq.default_priority if boq.fifo else moved[record.OFF_PRIORITY]
+                slot = boq._insert(moved, lane_i, (lane_i | UNCOMMITTED) if sync else lane_i)
         if not ok:
             # The requeue queue went away or filled up in between: the message reappears
             # and, since _poison_ok now says no, the get's next pass delivers it.
             with q.mutex:
-                q._restore(node, backout=False)
+                q._restore(ref, backout=False)
             return
         if sync:
-            self._conn._uow.add_get(q, node)
-            self._conn._uow.add_put(boq, moved)
+            self._conn._uow.add_get(q, ref)
+            self._conn._uow.add_put(boq, slot)
         else:
             with q.mutex:
-                q._remove(node)
+                q._remove(ref)
+            q.after_get()
 
 
 class Batch:
@@ -540,11 +556,11 @@ class Batch:
 
     _ids = itertools.count(1)
 
-    def __init__(self, queue: LocalQueue, ident, nodes: list[Node], batch_id: int):
+    def __init__(self, queue: LocalQueue, ident, records: list[bytes], batch_id: int):
         self.id = batch_id
         self._queue = queue
-        self.messages = [_message(n.rec, ident) for n in nodes]
-        self._open = bool(nodes)
+        self.messages = [_message(rec, ident) for rec in records]
+        self._open = bool(records)
 
     def __len__(self) -> int:
         return len(self.messages)
