@@ -274,7 +274,14 @@ class Handle:
                 rec = _pack_head(_HEAD_LEN, priority, persistent, 0, seq, put_us) + data
             else:
                 rec = record.encode(seq, put_us, priority, persistent, data, **extra)
-            slot = q._insert(rec, lane_i, (lane_i | UNCOMMITTED) if syncpoint else lane_i)
+            # q._insert written out: this is the put hot path.
+            if syncpoint:
+                slot = q.lanes.append(q.lane_list[lane_i], rec, lane_i | UNCOMMITTED)
+            else:
+                slot = q.lanes.append(q.lane_list[lane_i], rec, lane_i)
+                if q.waiters:
+                    q._wake_for(rec)
+            q.depth += 1
         if syncpoint:
             self._conn._uow.add_put(q, slot)
         if qm.recorder is not None:
@@ -432,6 +439,11 @@ class Handle:
                         in_uow = opts and (sync or (opts & _SYNC_IF_PERSISTENT and rec[2] & record.PERSISTENT))
                         if in_uow:
                             q._hide(ref)
+                        elif type(ref) is int:  # q._remove written out: the get hot path
+                            lane = q.lanes.remove(ref)
+                            q.depth -= 1
+                            if lane.chain and lane.ready < q.tier.readahead_low:
+                                q.tier.readahead_locked(lane)
                         else:
                             q._remove(ref)
                         q.obtained += 1

@@ -34,7 +34,7 @@ Invariants kept here:
 * a slot is available to a get iff ``st[slot] < AVAILABLE_BELOW`` (no flag set);
 * ``Lane.ready`` counts the lane's in-memory messages with neither UNCOMMITTED nor GOTTEN
   (committed, not gotten: the sweeper's y); ``Lane.mem`` counts all of them;
-* ``LaneSet.count`` is the sum of ``Lane.mem``; ``LaneSet.mem_bytes`` the bytes of the records;
+* ``LaneSet.mem_bytes`` is the bytes of the records in memory;
 * while a lane's chain is empty and no sweep is in progress, new messages go to the front
   list and the rear list is empty; otherwise they go to the rear list (DESIGN.md 1 and 2).
 """
@@ -91,11 +91,11 @@ class LaneSet:
     called with the queue's mutex held unless it says otherwise.
     """
 
-    __slots__ = ("_defer", "count", "deferred", "free", "lanes", "mem_bytes", "nxt", "prv", "recs", "st")
+    __slots__ = ("_defer", "deferred", "free", "lanes", "mask", "mem_bytes", "nxt", "prv", "recs", "st")
 
     def __init__(self) -> None:
         self.lanes = [Lane(p) for p in range(N_LANES)]
-        self.count = 0
+        self.mask = 0  # bit p: lane p may hold messages (set by append, cleared by its readers)
         self.mem_bytes = 0
         self._defer = 0
         self.deferred = array("i")
@@ -148,14 +148,14 @@ class LaneSet:
         self.nxt[last] = i
         prv[s] = i
         lane.mem += 1
-        self.count += 1
+        self.mask |= lane.bit
         self.mem_bytes += len(rec)
         if not state & HIDDEN:
             lane.ready += 1
         return i
 
-    def remove(self, i: int) -> bytes:
-        """Take slot ``i`` off its lane for good and free it; return its record. The get hot path.
+    def remove(self, i: int) -> Lane:
+        """Take slot ``i`` off its lane for good and free it; return its lane. The get hot path.
 
         The slot keeps its links (a walker holding it steps on); it is reused only once no
         sweep is in progress."""
@@ -170,18 +170,14 @@ class LaneSet:
             lane.ready -= 1
         lane.mem -= 1
         recs = self.recs
-        rec = recs[i]
+        self.mem_bytes -= len(recs[i])
         recs[i] = None
-        self.mem_bytes -= len(rec)
         st[i] = s | REMOVED
         if self._defer:
             self.deferred.append(i)
         else:
             self.free.append(i)
-        self.count -= 1
-        if not self.count and len(recs) > _SHRINK_ABOVE and not self._defer:
-            self._reset()  # nothing is queued in memory, so no slot is referenced anywhere
-        return rec
+        return lane
 
     def hide(self, i: int) -> None:
         """A get under syncpoint: the message keeps its place, invisible, until commit/backout."""
@@ -220,8 +216,20 @@ class LaneSet:
         if not self._defer and self.deferred:
             self.free.extend(self.deferred)
             self.deferred = array("i")
-            if not self.count and len(self.recs) > _SHRINK_ABOVE:
-                self._reset()
+
+    def shrink(self) -> bool:
+        """Give back the arrays of an emptied queue that once held a large backlog (the sweeper
+        calls this once an interval). Only when nothing is in memory and no sweep runs, so
+        no slot is referenced anywhere."""
+        if self._defer or self.count or len(self.recs) <= _SHRINK_ABOVE:
+            return False
+        self._reset()
+        return True
+
+    @property
+    def count(self) -> int:
+        """Messages in memory (the sum of the lanes' ``mem``)."""
+        return sum(lane.mem for lane in self.lanes)
 
     def detach_run(self, lane: Lane, slots: Sequence[int], nbytes: int) -> None:
         """Take a contiguous run of available messages off ``lane`` (they went into a blob).
@@ -245,7 +253,6 @@ class LaneSet:
         k = len(slots)
         lane.mem -= k
         lane.ready -= k
-        self.count -= k
         self.mem_bytes -= nbytes
 
     def splice_front(self, lane: Lane, records: Sequence[bytes], gotten: Sequence[int] = ()) -> list[int]:
@@ -285,7 +292,7 @@ class LaneSet:
             recs[i] = rec
         lane.mem += k
         lane.ready += k - len(gotten)
-        self.count += k
+        self.mask |= lane.bit
         self.mem_bytes += sum(map(len, records))
         return slots.tolist()
 

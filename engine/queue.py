@@ -43,7 +43,7 @@ from .constants import (
     Usage,
 )
 from .errors import MQError
-from .lane import AVAILABLE_BELOW, BATCHED, HIDDEN, LANE_MASK, LaneSet
+from .lane import AVAILABLE_BELOW, BATCHED, HIDDEN, LaneSet
 from .matching import Match
 from .record import Identity
 from .swept import SweptHit, build_index
@@ -170,7 +170,7 @@ class LocalQueue:
         self.id = next(_queue_ids)  # total order for taking several queue locks
         self.mutex = threading.Lock()
         self.lanes = LaneSet()
-        self.lane_mask = 0  # bit p: lane p may hold messages (see _find)
+        self.lane_list = self.lanes.lanes  # by priority, for the hot paths
         self.depth = 0
         self.obtained = 0
         self.expired = 0
@@ -247,9 +247,7 @@ class LocalQueue:
 
     def _insert(self, rec: bytes, lane_i: int, state: int) -> int:
         """Append a record after the last message of lane ``lane_i``; return its slot."""
-        lane = self.lanes.lanes[lane_i]
-        i = self.lanes.append(lane, rec, state)
-        self.lane_mask |= lane.bit
+        i = self.lanes.append(self.lane_list[lane_i], rec, state)
         self.depth += 1
         if state < AVAILABLE_BELOW and self.waiters:
             self._wake_for(rec)
@@ -264,12 +262,12 @@ class LocalQueue:
         may need a blob that is not in memory yet: then a :class:`Need` comes back, and the
         caller reads it without the lock and calls again.
 
-        ``lane_mask`` has bit p set for every lane p that may hold messages (set on insert,
+        ``lanes.mask`` has bit p set for every lane p that may hold messages (set on append,
         cleared here lazily once a lane is found empty), so a get skips empty priorities
         without looking at them.
         """
-        mask = self.lane_mask
         ls = self.lanes
+        mask = ls.mask
         lanes, nxt, st = ls.lanes, ls.nxt, ls.st
         while mask:
             p = mask.bit_length() - 1
@@ -302,7 +300,7 @@ class LocalQueue:
                         return i
                     i = nxt[i]
             elif not lane.mem:
-                self.lane_mask &= ~lane.bit
+                ls.mask &= ~lane.bit
         return None
 
     def _record(self, ref: Ref) -> bytes:
@@ -320,9 +318,7 @@ class LocalQueue:
             if slot < 0:
                 return  # its blob was found damaged: counted out then
             ref = slot  # its blob came back meanwhile: remove the slot
-        lanes = self.lanes
-        lane = lanes.lanes[lanes.st[ref] & LANE_MASK]
-        lanes.remove(ref)
+        lane = self.lanes.remove(ref)
         self.depth -= 1
         if lane.chain and lane.ready < self.tier.readahead_low:
             self.tier.readahead_locked(lane)
@@ -470,6 +466,7 @@ class LocalQueue:
         since the last call, which starts a new interval."""
         self.tier.run_cleanup()  # retry owed store changes once an interval
         with self.mutex:
+            self.lanes.shrink()
             y = sum(lane.ready for lane in self.lanes) - self.batched
             x, self.obtained = self.obtained, 0
         return y, x
