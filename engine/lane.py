@@ -45,6 +45,7 @@ from array import array
 from collections import deque
 from collections.abc import Iterator, Sequence
 
+import numba
 import numpy as np
 
 LANE_MASK = 0x0F
@@ -60,6 +61,17 @@ N_LANES = 10
 _SENTINELS = 2 * N_LANES
 _INITIAL = 256  # slots, sentinels included
 _SHRINK_ABOVE = 1 << 16  # an emptied queue gives back arrays larger than this
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk_available(nxt, st, i, limit, out):  # pragma: no cover - compiled
+    """Write slot ``i`` and the available slots after it (at most ``limit``) to ``out``."""
+    k = 0
+    while k < limit and i >= _SENTINELS and st[i] < AVAILABLE_BELOW:
+        out[k] = i
+        k += 1
+        i = nxt[i]
+    return k
 
 
 class Lane:
@@ -260,9 +272,17 @@ class LaneSet:
 
         ``gotten`` are positions in ``records`` whose message a unit of work holds: they come
         back hidden (GOTTEN). Returns the new slots, in order."""
+        return self._link_many(lane, lane.front, records, lane.priority, gotten).tolist()
+
+    def extend(self, lane: Lane, records: Sequence[bytes], state: int) -> array:
+        """:meth:`append` of many records with one state (a batch put), in bulk; returns the slots."""
+        s = lane.rear if (lane.chain or lane.sweeping) else lane.front
+        return self._link_many(lane, s, records, state, ())
+
+    def _link_many(self, lane: Lane, sentinel: int, records: Sequence[bytes], state: int, gotten) -> array:
         k = len(records)
         if not k:
-            return []
+            return array("i")
         free = self.free
         if len(free) < k:
             self._grow(k - len(free))
@@ -271,30 +291,43 @@ class LaneSet:
         s = np.frombuffer(slots, np.int32)
         nxtv = np.frombuffer(self.nxt, np.int32)
         prvv = np.frombuffer(self.prv, np.int32)
-        head = lane.front
-        last = self.prv[head]
         nxtv[s[:-1]] = s[1:]
         prvv[s[1:]] = s[:-1]
-        first_slot, last_slot = int(s[0]), int(s[-1])
-        del s, nxtv, prvv  # release the buffers before the arrays are written item by item
+        stv = np.frombuffer(self.st, np.uint16)
+        stv[s] = state
+        if len(gotten):
+            stv[s[np.asarray(gotten, np.int64)]] |= GOTTEN
+        del s, nxtv, prvv, stv  # release the buffers: the arrays may grow again later
+        first_slot, last_slot = slots[0], slots[-1]
+        last = self.prv[sentinel]
         self.prv[first_slot] = last
         self.nxt[last] = first_slot
-        self.nxt[last_slot] = head
-        self.prv[head] = last_slot
-        stv = np.frombuffer(self.st, np.uint16)
-        idx = np.frombuffer(slots, np.int32)
-        stv[idx] = lane.priority
-        if len(gotten):
-            stv[idx[np.asarray(gotten, np.int64)]] |= GOTTEN
-        del stv, idx
-        recs = self.recs
-        for i, rec in zip(slots, records, strict=True):
-            recs[i] = rec
+        self.nxt[last_slot] = sentinel
+        self.prv[sentinel] = last_slot
+        list(map(self.recs.__setitem__, slots, records))  # the records, in one C-level loop
         lane.mem += k
-        lane.ready += k - len(gotten)
+        if not state & HIDDEN:
+            lane.ready += k - len(gotten)
         self.mask |= lane.bit
         self.mem_bytes += sum(map(len, records))
-        return slots.tolist()
+        return slots
+
+    def available_run(self, i: int, limit: int) -> array:
+        """Slot ``i`` and the available slots that follow it in its list, at most ``limit``
+        (a contiguous run that a batch get takes at once). ``i`` must be available."""
+        out = array("i", bytes(4 * min(limit, len(self.recs))))
+        k = _walk_available(
+            np.frombuffer(self.nxt, np.int32), np.frombuffer(self.st, np.uint16), i, limit, np.frombuffer(out, np.int32)
+        )
+        del out[k:]
+        return out
+
+    def hide_run(self, lane: Lane, slots: Sequence[int]) -> None:
+        """:meth:`hide` of a run of available slots of ``lane`` (a batch get under syncpoint)."""
+        st = self.st
+        for i in slots:
+            st[i] |= GOTTEN
+        lane.ready -= len(slots)
 
     def settle(self, lane: Lane) -> None:
         """Once the chain is empty and no sweep runs, the rear list joins the front (invariant 1)."""
