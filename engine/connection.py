@@ -637,7 +637,12 @@ class Handle:
                     q.obtained += len(run)
                     recs += got
             if need is not None:
-                q.load(need)
+                try:
+                    q.load(need)
+                except MQError:
+                    if not recs:
+                        raise
+                    break  # what was taken is returned; the next call meets the error again
         if q.tier.cleanup:
             q.after_get()
         for slot in held:
