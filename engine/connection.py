@@ -529,7 +529,7 @@ class Handle:
                         elif type(ref) is int:  # q._remove written out: the get hot path
                             lane = q.lanes.remove(ref)
                             q.depth -= 1
-                            if lane.chain and lane.ready < q.tier.readahead_low:
+                            if lane.chain and lane.ready + lane.ahead < q.tier.readahead_low:
                                 q.tier.readahead_locked(lane)
                         else:
                             q._remove(ref)
@@ -632,7 +632,7 @@ class Handle:
                     else:
                         lanes.detach_run(lane, run, sum(map(len, got)))
                         q.depth -= len(run)
-                        if lane.chain and lane.ready < q.tier.readahead_low:
+                        if lane.chain and lane.ready + lane.ahead < q.tier.readahead_low:
                             q.tier.readahead_locked(lane)
                     q.obtained += len(run)
                     recs += got

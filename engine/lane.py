@@ -82,7 +82,7 @@ class Lane:
     queue is in progress. Either sends new messages to the rear list.
     """
 
-    __slots__ = ("bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping", "swept")
+    __slots__ = ("ahead", "bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping", "swept")
 
     def __init__(self, priority: int):
         self.priority = priority
@@ -94,6 +94,7 @@ class Lane:
         self.ready = 0
         self.mem = 0
         self.swept = 0  # messages in the chain not yet removed
+        self.ahead = 0  # messages in the leading blobs whose read has started (read-ahead)
 
 
 class LaneSet:
@@ -267,19 +268,24 @@ class LaneSet:
         lane.ready -= k
         self.mem_bytes -= nbytes
 
-    def splice_front(self, lane: Lane, records: Sequence[bytes], gotten: Sequence[int] = ()) -> list[int]:
+    def splice_front(
+        self, lane: Lane, records: Sequence[bytes], gotten: Sequence[int] = (), nbytes: int = -1
+    ) -> list[int]:
         """Append ``records`` (a blob coming back) to the end of ``lane``'s front list, in bulk.
 
         ``gotten`` are positions in ``records`` whose message a unit of work holds: they come
-        back hidden (GOTTEN). Returns the new slots, in order."""
-        return self._link_many(lane, lane.front, records, lane.priority, gotten).tolist()
+        back hidden (GOTTEN). ``nbytes`` is their total length when the caller knows it.
+        Returns the new slots, in order."""
+        return self._link_many(lane, lane.front, records, lane.priority, gotten, nbytes).tolist()
 
     def extend(self, lane: Lane, records: Sequence[bytes], state: int) -> array:
         """:meth:`append` of many records with one state (a batch put), in bulk; returns the slots."""
         s = lane.rear if (lane.chain or lane.sweeping) else lane.front
         return self._link_many(lane, s, records, state, ())
 
-    def _link_many(self, lane: Lane, sentinel: int, records: Sequence[bytes], state: int, gotten) -> array:
+    def _link_many(
+        self, lane: Lane, sentinel: int, records: Sequence[bytes], state: int, gotten, nbytes: int = -1
+    ) -> array:
         k = len(records)
         if not k:
             return array("i")
@@ -288,28 +294,42 @@ class LaneSet:
             self._grow(k - len(free))
         slots = free[len(free) - k :]
         del free[len(free) - k :]
-        s = np.frombuffer(slots, np.int32)
-        nxtv = np.frombuffer(self.nxt, np.int32)
-        prvv = np.frombuffer(self.prv, np.int32)
-        nxtv[s[:-1]] = s[1:]
-        prvv[s[1:]] = s[:-1]
-        stv = np.frombuffer(self.st, np.uint16)
-        stv[s] = state
-        if len(gotten):
-            stv[s[np.asarray(gotten, np.int64)]] |= GOTTEN
-        del s, nxtv, prvv, stv  # release the buffers: the arrays may grow again later
         first_slot, last_slot = slots[0], slots[-1]
+        s = np.frombuffer(slots, np.int32)
+        # Slots freed by a drain come back as ascending runs: then slices do the work.
+        run = last_slot - first_slot == k - 1 and bool((np.diff(s) == 1).all())
+        if run:
+            end = last_slot + 1
+            self.nxt[first_slot:last_slot] = array("i", range(first_slot + 1, end))
+            self.prv[first_slot + 1 : end] = array("i", range(first_slot, last_slot))
+            self.st[first_slot:end] = array("H", [state]) * k
+            if len(gotten):
+                stv = np.frombuffer(self.st, np.uint16)
+                stv[first_slot + np.asarray(gotten, np.int64)] |= GOTTEN
+                del stv
+            del s
+            self.recs[first_slot:end] = records
+        else:
+            nxtv = np.frombuffer(self.nxt, np.int32)
+            prvv = np.frombuffer(self.prv, np.int32)
+            nxtv[s[:-1]] = s[1:]
+            prvv[s[1:]] = s[:-1]
+            stv = np.frombuffer(self.st, np.uint16)
+            stv[s] = state
+            if len(gotten):
+                stv[s[np.asarray(gotten, np.int64)]] |= GOTTEN
+            del s, nxtv, prvv, stv  # release the buffers: the arrays may grow again later
+            list(map(self.recs.__setitem__, slots, records))  # the records, in one C-level loop
         last = self.prv[sentinel]
         self.prv[first_slot] = last
         self.nxt[last] = first_slot
         self.nxt[last_slot] = sentinel
         self.prv[sentinel] = last_slot
-        list(map(self.recs.__setitem__, slots, records))  # the records, in one C-level loop
         lane.mem += k
         if not state & HIDDEN:
             lane.ready += k - len(gotten)
         self.mask |= lane.bit
-        self.mem_bytes += sum(map(len, records))
+        self.mem_bytes += nbytes if nbytes >= 0 else sum(map(len, records))
         return slots
 
     def available_run(self, i: int, limit: int) -> array:

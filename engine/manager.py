@@ -63,7 +63,7 @@ class QueueManager:
         sweep_policy: SweepPolicy | None = None,
         sweep_duty: float = 0.1,
         store_options: dict | None = None,
-        readahead_low_water: int = 2048,
+        readahead_low_water: int = 4096,
         max_uncommitted: int = 10_000,
         backout_handling: bool = False,
         max_msg_length: int = 100 * 1024 * 1024,

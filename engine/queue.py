@@ -320,7 +320,7 @@ class LocalQueue:
             ref = slot  # its blob came back meanwhile: remove the slot
         lane = self.lanes.remove(ref)
         self.depth -= 1
-        if lane.chain and lane.ready < self.tier.readahead_low:
+        if lane.chain and lane.ready + lane.ahead < self.tier.readahead_low:
             self.tier.readahead_locked(lane)
 
     def _hide(self, ref: Ref) -> None:
