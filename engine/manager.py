@@ -17,6 +17,7 @@ from sweepq.blobstore import Store, StoreError
 from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
+from . import checks
 from .connection import Connection
 from .constants import Reason
 from .errors import MQError
@@ -70,8 +71,17 @@ class QueueManager:
         trace_path: str | os.PathLike | None = None,
         store: Store | None = None,
     ):
-        if max_uncommitted < 1:
-            raise MQError(Reason.PARM_VALUE_ERROR, "max_uncommitted must be at least 1")
+        checks.integer(max_uncommitted, "max_uncommitted", Reason.PARM_VALUE_ERROR, 1)
+        checks.integer(max_msg_length, "max_msg_length", Reason.PARM_VALUE_ERROR, 0, 100 * 1024 * 1024)
+        checks.integer(readahead_low_water, "readahead_low_water", Reason.PARM_VALUE_ERROR, 0)
+        checks.boolean(backout_handling, "backout_handling")
+        checks.boolean(sweeper, "sweeper")
+        if not isinstance(name, str):
+            raise MQError(Reason.PARM_VALUE_ERROR, "the queue manager name must be a str")
+        if isinstance(sweep_duty, bool) or not isinstance(sweep_duty, int | float) or not 0 < sweep_duty <= 1:
+            raise MQError(Reason.PARM_VALUE_ERROR, f"sweep_duty {sweep_duty!r}: a share of the time in (0, 1]")
+        if sweep_policy is not None and not isinstance(sweep_policy, SweepPolicy):
+            raise MQError(Reason.PARM_VALUE_ERROR, "sweep_policy must be a SweepPolicy")
         self.name = name
         self.clock: Clock = clock or SystemClock()
         self.max_uncommitted = max_uncommitted
@@ -108,7 +118,8 @@ class QueueManager:
         return self._storage.store()
 
     def stats(self) -> dict[str, SweepStats]:
-        """Sweep statistics per queue, and their sum under the key ``"*"``."""
+        """Sweep statistics per queue, and their sum under the key ``"*"``. Still readable
+        after :meth:`close`: they are then the final figures (also written beside the store)."""
         per = {q.name: q.sweep_stats() for q in self.sweepables()}
         per["*"] = SweepStats.total(list(per.values()))
         return per
@@ -159,8 +170,13 @@ class QueueManager:
 
     # -- queue definitions ------------------------------------------------------------------
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise MQError(Reason.CONNECTION_BROKEN, "the queue manager has been closed; open a new one")
+
     def define_queue(self, name: str, **attributes) -> QueueInfo:
         """DEFINE QLOCAL. Keyword arguments are :class:`QueueAttributes` fields."""
+        self._check_open()
         check_name(name)
         attrs = _attrs(QueueAttributes(), attributes)
         with self._defs:
@@ -173,6 +189,7 @@ class QueueManager:
 
     def alter_queue(self, name: str, **attributes) -> QueueInfo:
         """ALTER QLOCAL. Inhibiting gets fails current waiters with 2016."""
+        self._check_open()
         with self._defs:
             q = self._queue(name)
             attrs = _attrs(q.attrs, attributes)
@@ -185,6 +202,8 @@ class QueueManager:
     def delete_queue(self, name: str, purge: bool = False) -> None:
         """DELETE QLOCAL. Fails with 2042 while handles are open or work is uncommitted,
         and with 2055 while messages remain (unless ``purge``)."""
+        self._check_open()
+        checks.boolean(purge, "purge")
         with self._defs:
             q = self._queue(name)
             with q.mutex:
@@ -215,12 +234,14 @@ class QueueManager:
 
     def inquire_queue(self, name: str) -> QueueInfo:
         """MQINQ: attributes and current counters."""
+        self._check_open()
         return self._queue(name).info()
 
     def queue_names(self) -> list[str]:
         return sorted(self._queues)
 
     def _queue(self, name: str) -> LocalQueue:
+        checks.name(name)
         try:
             return self._queues[name]
         except KeyError:

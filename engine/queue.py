@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from sweepq.sweeper.stats import SweepStats, percentile
 
-from . import record
+from . import checks, record
 from .constants import (
     OO,
     DeliverySequence,
@@ -88,6 +88,16 @@ class QueueAttributes:
         def bad(field: str, why: str) -> MQError:
             return MQError(Reason.PARM_VALUE_ERROR, f"queue attribute {field}: {why}")
 
+        for field in ("inhibit_get", "inhibit_put", "shareable"):
+            checks.boolean(getattr(self, field), f"queue attribute {field}")
+        for field in ("default_priority", "max_depth", "max_msg_length", "backout_threshold"):
+            checks.integer(getattr(self, field), f"queue attribute {field}", Reason.PARM_VALUE_ERROR, 0)
+        if not isinstance(self.backout_requeue_q, str):
+            raise bad("backout_requeue_q", "must be a queue name (str), or '' for none")
+        for field in ("delivery_sequence", "default_persistence", "index_type", "usage", "default_input"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise bad(field, f"must be one of its enum's values, not {value!r:.40}")
         try:
             out = replace(
                 self,
