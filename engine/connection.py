@@ -27,7 +27,7 @@ from .constants import (
     Usage,
 )
 from .errors import MQError, options_error
-from .lane import UNCOMMITTED
+from .lane import _SENTINELS, AVAILABLE_BELOW, UNCOMMITTED
 from .matching import MATCH_DEFAULT, _fixed, build_match
 from .message import Message, PutResult
 from .options import INPUT_OPTS, check_get, check_open, check_put
@@ -58,6 +58,7 @@ _pack_head = record.HEAD.pack  # a put with no optional fields: record.encode(),
 _HEAD_LEN = record.HEAD_LEN
 _UNSET = object()
 _FLAGS_MAX = checks.FLAGS_MAX
+_AVAILABLE_BELOW = AVAILABLE_BELOW
 
 
 def _as_bytes(data) -> bytes:
@@ -501,11 +502,20 @@ class Handle:
             sync = opts & _SYNC
             if (sync or opts & _SYNC_IF_PERSISTENT) and len(uow.ops) >= qm.max_uncommitted:
                 raise _syncpoint_limit(qm.max_uncommitted)
-        poison_limit = q.attrs.backout_threshold if qm.backout_handling and q.attrs.backout_requeue_q else 0
+        poison_limit = q.poison_limit
         deadline = _UNSET
         while True:
             with q.mutex:
-                ref = q._find(m)
+                # The first available message of the highest lane's front list, read here
+                # without a call when it is there (the get hot path); q._find otherwise.
+                ls = q.lanes
+                ref = -1
+                if m is None and ls.mask:
+                    ref = ls.nxt[q.lane_list[ls.mask.bit_length() - 1].front]
+                    if ref < _SENTINELS or ls.st[ref] >= _AVAILABLE_BELOW:
+                        ref = -1
+                if ref < 0:
+                    ref = q._find(m)
                 if ref is None and wait:
                     if deadline is _UNSET:
                         deadline = None if wait_interval < 0 else qm.clock.now() + wait_interval / 1000.0
@@ -599,7 +609,7 @@ class Handle:
             max_messages = qm.max_uncommitted - len(uow.ops)
             if max_messages < 1:
                 raise _syncpoint_limit(qm.max_uncommitted)
-        if qm.backout_handling and q.attrs.backout_requeue_q and q.attrs.backout_threshold:
+        if q.poison_limit:
             return self._get_many_one_by_one(max_messages, opts, wait_interval)
         recs: list[bytes] = []
         held: list[int] = []  # slots hidden in the unit of work

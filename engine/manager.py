@@ -182,7 +182,7 @@ class QueueManager:
         with self._defs:
             if name in self._queues:
                 raise MQError(Reason.OBJECT_ALREADY_EXISTS, f"queue {name!r} is already defined")
-            q = LocalQueue(name, attrs, self.ident, self._storage)
+            q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling)
             q.tier.readahead_low = self.readahead_low_water
             self._queues[name] = q
         return q.info()

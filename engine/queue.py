@@ -174,9 +174,15 @@ class LocalQueue:
     """
 
     def __init__(
-        self, name: str, attrs: QueueAttributes, ident: Identity | None = None, storage: Storage | None = None
+        self,
+        name: str,
+        attrs: QueueAttributes,
+        ident: Identity | None = None,
+        storage: Storage | None = None,
+        backout_handling: bool = False,
     ):
         self.name = name
+        self.backout_handling = backout_handling  # the manager's: poison messages are requeued
         self.id = next(_queue_ids)  # total order for taking several queue locks
         self.mutex = threading.Lock()
         self.lanes = LaneSet()
@@ -212,6 +218,8 @@ class LocalQueue:
         self.max_msg_length = attrs.max_msg_length
         self.inhibit_get = attrs.inhibit_get
         self.inhibit_put = attrs.inhibit_put
+        # Gets move a message whose backout count reached this to the requeue queue (0: off).
+        self.poison_limit = attrs.backout_threshold if self.backout_handling and attrs.backout_requeue_q else 0
 
     @property
     def mem_bytes(self) -> int:
