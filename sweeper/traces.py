@@ -1,49 +1,152 @@
 """Message traces: what the replay of the sweep rule runs over.
 
-A trace is one row per event, in time order:
+A trace is one row per event:
 
 ==============  =======  =====================================================
 column          type     meaning
 ==============  =======  =====================================================
-``time_us``     int64    microseconds since any fixed origin; never decreasing
+``time_us``     int64    microseconds since any fixed origin, >= 0
 ``queue``       string   queue name
-``op``          string   ``put`` or ``get``
+``op``          string   ``put`` or ``get`` (any case)
 ``bytes``       int32    payload bytes (a get's value is ignored)
 ``priority``    int8     0..9 (a get's value is ignored)
 ``persistent``  bool     the message's persistence (recorded, not modelled)
 ==============  =======  =====================================================
 
-Traces are read from Parquet (the format for anything large) or CSV (for small
-hand-made ones, with a header line). In memory a trace is columnar (:class:`Trace`):
-numpy arrays, with queue names coded as integers, ready for the numba kernel.
+**Order rule** (one rule, checked by :func:`check_events` for ``sweepq replay`` and for every
+task of ``sweepq pipeline``): within a queue, times never go backwards in the order the rows
+are written. Across queues any interleaving is accepted: queues are independent in the
+replay (each has its own lanes and its own rule decision; intervals are fixed by time), so a
+trace in order per queue is put in time order with a stable sort, which changes nothing any
+queue sees.
+
+Traces are read from Parquet (a file, or a directory of files) or CSV (small hand-made ones,
+with a header line). Reading goes column by column, one Arrow record batch at a time, into
+preallocated numpy arrays: queue names arrive as Arrow dictionary codes and never become a
+Python object per row, so memory stays near the 19 bytes per event of the columns themselves.
+
+A trace *laid out by queue* is a directory of Parquet files, each holding whole queues in
+time order, with a ``_sweepq_layout.json`` beside them (:func:`write_by_queue`,
+``sweepq trace partition``): one file is one unit of work for the pipeline.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 COLUMNS = ("time_us", "queue", "op", "bytes", "priority", "persistent")
 OPS = ("put", "get")
 PUT = 0
 GET = 1
+LAYOUT_FILE = "_sweepq_layout.json"
+BATCH_ROWS = 1 << 20
 
 
 class TraceError(ValueError):
-    """A trace that cannot be replayed: names the column and the row (0-based) at fault."""
+    """A trace that cannot be replayed: names the column and the row (0-based) at fault.
 
-    def __init__(self, column: str, row: int | None, why: str):
+    ``column`` is None when the fault is the file itself (empty, unreadable)."""
+
+    def __init__(self, column: str | None, row: int | None, why: str):
         self.column = column
         self.row = row
-        where = f"row {row}" if row is not None else "every row"
-        super().__init__(f"trace column {column!r}, {where}: {why}")
+        self.why = why
+        if column is None:
+            super().__init__(f"trace: {why}")
+        else:
+            where = f"row {row}" if row is not None else "every row"
+            super().__init__(f"trace column {column!r}, {where}: {why}")
+
+
+# -- the one validation of a trace -------------------------------------------------------------
+
+# Codes returned by check_events, and the column each one faults.
+OK, BAD_TIME, BAD_OP, BAD_QUEUE, BACKWARDS, BAD_PRIORITY, BAD_BYTES = range(7)
+_FAULT_COLUMN = {
+    BAD_TIME: "time_us",
+    BAD_OP: "op",
+    BAD_QUEUE: "queue",
+    BACKWARDS: "time_us",
+    BAD_PRIORITY: "priority",
+    BAD_BYTES: "bytes",
+}
+
+
+@numba.njit(cache=True, nogil=True)
+def check_events(time_us, queue, op, prio, nbytes, n_queues, lane_counts, last):
+    """Every rule of a replayable trace, in one pass in row order.
+
+    Returns ``(row, code, in_time_order)``: the first offending row and its code (-1 and OK
+    when none), and whether the rows are in time order across queues as well. As it goes it
+    counts the puts of each (queue, priority) lane into ``lane_counts`` (``queue * 10 + p``),
+    which is the replay kernel's layout, so the kernel needs no pass of its own. ``last``
+    (per queue, initially -1) carries each queue's last time, so a trace checked in several
+    parts keeps the order rule across them.
+    """
+    in_order = True
+    prev = np.int64(-1)
+    for i in range(len(time_us)):
+        t = np.int64(time_us[i])
+        if t < 0:
+            return i, BAD_TIME, in_order
+        o = op[i]
+        if o != PUT and o != GET:
+            return i, BAD_OP, in_order
+        q = np.int64(queue[i])
+        if q < 0 or q >= n_queues:
+            return i, BAD_QUEUE, in_order
+        if t < last[q]:
+            return i, BACKWARDS, in_order
+        last[q] = t
+        if t < prev:
+            in_order = False
+        prev = t
+        if o == PUT:
+            p = np.int64(prio[i])
+            if p < 0 or p > 9:
+                return i, BAD_PRIORITY, in_order
+            if nbytes[i] < 0:
+                return i, BAD_BYTES, in_order
+            lane_counts[q * 10 + p] += 1
+    return -1, OK, in_order
+
+
+def fault(trace: Trace, i: int, code: int, row: int | None = None) -> TraceError:
+    """The TraceError for ``check_events``' verdict at index ``i`` (``row``: its row in the file)."""
+    row = i if row is None else row
+    col = _FAULT_COLUMN[code]
+    if code == BAD_TIME:
+        why = f"negative time {int(trace.time_us[i])}"
+    elif code == BAD_OP:
+        why = "unknown operation (use put or get)"
+    elif code == BAD_QUEUE:
+        why = "queue name is missing"
+    elif code == BACKWARDS:
+        q = int(trace.queue[i])
+        earlier = trace.time_us[:i][trace.queue[:i] == q]
+        why = (
+            f"time {int(trace.time_us[i])} of queue {trace.queues[q]!r} is before that queue's previous row "
+            f"({int(earlier.max())}); within a queue times must not go backwards"
+        )
+    elif code == BAD_PRIORITY:
+        why = f"priority {int(trace.priority[i])} is outside 0..9"
+    else:
+        why = f"negative or missing size {int(trace.nbytes[i])}"
+    return TraceError(col, row, why)
 
 
 @dataclass
 class Trace:
-    """A trace in columnar form. ``queue`` holds codes into ``queues``."""
+    """A trace in columnar form. ``queue`` holds codes into ``queues`` (sorted names).
+
+    After :meth:`validate`, the rows are in time order and ``lane_counts`` holds the puts of
+    every (queue, priority) lane, which the replay kernel uses as its layout."""
 
     time_us: np.ndarray  # int64
     queue: np.ndarray  # int32
@@ -52,33 +155,31 @@ class Trace:
     priority: np.ndarray  # int8
     persistent: np.ndarray  # bool
     queues: list[str]
+    lane_counts: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.time_us)
 
-    def validate(self) -> Trace:
-        """Raise TraceError on negative or unordered times, unknown ops, bad priorities or sizes."""
+    def validate(self, rows: np.ndarray | None = None) -> Trace:
+        """Raise TraceError on the first row that breaks a rule (see :func:`check_events`);
+        then put the rows in time order if they are only in order per queue. ``rows`` maps an
+        index to its row in the file, for the message."""
         n = len(self)
         for name in ("queue", "op", "nbytes", "priority", "persistent"):
             if len(getattr(self, name)) != n:
                 raise TraceError(name, None, f"has {len(getattr(self, name))} values, time_us has {n}")
-        bad = np.flatnonzero(self.time_us < 0)
-        if len(bad):
-            raise TraceError("time_us", int(bad[0]), f"negative time {int(self.time_us[bad[0]])}")
-        bad = np.flatnonzero(np.diff(self.time_us) < 0)
-        if len(bad):
-            i = int(bad[0]) + 1
-            raise TraceError("time_us", i, f"time {int(self.time_us[i])} is before the previous row's")
-        bad = np.flatnonzero((self.op != PUT) & (self.op != GET))
-        if len(bad):
-            raise TraceError("op", int(bad[0]), "unknown operation (use put or get)")
-        puts = self.op == PUT
-        bad = np.flatnonzero(puts & ((self.priority < 0) | (self.priority > 9)))
-        if len(bad):
-            raise TraceError("priority", int(bad[0]), f"priority {int(self.priority[bad[0]])} is outside 0..9")
-        bad = np.flatnonzero(puts & (self.nbytes < 0))
-        if len(bad):
-            raise TraceError("bytes", int(bad[0]), f"negative size {int(self.nbytes[bad[0]])}")
+        nq = len(self.queues)
+        counts = np.zeros(nq * 10, np.int64)
+        i, code, in_order = check_events(
+            self.time_us, self.queue, self.op, self.priority, self.nbytes, nq, counts, np.full(nq, -1, np.int64)
+        )
+        if code != OK:
+            raise fault(self, int(i), int(code), None if rows is None else int(rows[i]))
+        if not in_order:
+            order = np.argsort(self.time_us, kind="stable")
+            for name in ("time_us", "queue", "op", "nbytes", "priority", "persistent"):
+                setattr(self, name, getattr(self, name)[order])
+        self.lane_counts = counts
         return self
 
     # -- conversions --------------------------------------------------------------------------
@@ -86,38 +187,16 @@ class Trace:
     @classmethod
     def from_columns(cls, columns: dict) -> Trace:
         """From a dict of column name -> sequence (names as in COLUMNS); checks every column."""
+        import pyarrow as pa
+
         missing = [c for c in COLUMNS if c not in columns]
         if missing:
             raise TraceError(missing[0], None, f"is missing (a trace needs {', '.join(COLUMNS)})")
-        names = np.asarray(columns["queue"]).astype(str)
-        queues, codes = np.unique(names, return_inverse=True)
-        ops_raw = np.asarray(columns["op"])
-        if ops_raw.dtype.kind in "iu":
-            op = ops_raw.astype(np.int8)
-        else:
-            text = np.char.lower(ops_raw.astype(str))
-            op = np.full(len(text), -1, np.int8)
-            op[text == "put"] = PUT
-            op[text == "get"] = GET
-            bad = np.flatnonzero(op < 0)
-            if len(bad):
-                raise TraceError("op", int(bad[0]), f"unknown operation {str(ops_raw[bad[0]])!r} (use put or get)")
-
-        def num(col: str, dtype) -> np.ndarray:
-            try:
-                return np.asarray(columns[col]).astype(dtype)
-            except (TypeError, ValueError) as e:
-                raise TraceError(col, None, f"is not numeric: {e}") from None
-
-        return cls(
-            time_us=num("time_us", np.int64),
-            queue=codes.astype(np.int32),
-            op=op,
-            nbytes=num("bytes", np.int32),
-            priority=num("priority", np.int8),
-            persistent=np.asarray(columns["persistent"]).astype(bool),
-            queues=[str(q) for q in queues],
-        ).validate()
+        arrays = {}
+        for c in COLUMNS:
+            v = columns[c]
+            arrays[c] = v if isinstance(v, pa.Array | pa.ChunkedArray) else pa.array(np.asarray(v).tolist())
+        return _from_batches([pa.record_batch(arrays)], len(arrays["time_us"]))
 
     def columns(self) -> dict:
         q = np.asarray(self.queues, dtype=object)
@@ -144,38 +223,314 @@ class Trace:
             [queue],
         )
 
+    def take(self, mask_or_index) -> Trace:
+        """The rows selected (all queue names kept, so codes stay valid)."""
+        return Trace(
+            self.time_us[mask_or_index],
+            self.queue[mask_or_index],
+            self.op[mask_or_index],
+            self.nbytes[mask_or_index],
+            self.priority[mask_or_index],
+            self.persistent[mask_or_index],
+            list(self.queues),
+        )
 
-def read(path: str | os.PathLike) -> Trace:
-    """Read a trace from Parquet (a file or a directory of files) or from CSV."""
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
 
-    path = os.fspath(path)
-    table = pacsv.read_csv(path) if path.endswith(".csv") else pq.read_table(path)
-    return Trace.from_columns({c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names})
+# -- reading -----------------------------------------------------------------------------------
 
 
-def write(trace: Trace, path: str | os.PathLike, row_group: int = 1_000_000) -> None:
-    """Write a trace as Parquet (or CSV when the path ends in .csv)."""
+def _filesystem(path: str):
+    """(pyarrow filesystem, path inside it): local paths, or any URI pyarrow.fs knows (s3://, hdfs://)."""
+    from pyarrow import fs as pafs
+
+    if "://" in path and not path.startswith("file://"):
+        return pafs.FileSystem.from_uri(path)
+    return pafs.LocalFileSystem(), path.removeprefix("file://")
+
+
+def parquet_files(path: str) -> tuple[object, list[str]]:
+    """The Parquet files of a path (itself, or every ``*.parquet`` under a directory, in name order)."""
+    from pyarrow import fs as pafs
+
+    fs, p = _filesystem(os.fspath(path))
+    info = fs.get_file_info(p)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"no such file or directory: {path}")
+    if info.type == pafs.FileType.Directory:
+        found = fs.get_file_info(pafs.FileSelector(p, recursive=True))
+        files = sorted(
+            f.path
+            for f in found
+            if f.type == pafs.FileType.File
+            and f.path.endswith(".parquet")
+            and not any(part.startswith(("_", ".")) for part in os.path.relpath(f.path, p).split(os.sep))
+        )
+        if not files:
+            raise TraceError(None, None, f"{path} is a directory with no .parquet files")
+        return fs, files
+    return fs, [p]
+
+
+def _batches(path: str, columns=COLUMNS):
+    """(record batches, total rows) of a trace file or directory; Parquet read column by column
+    with queue and op as dictionaries."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    table = pa.table(
+    path = os.fspath(path)
+    if path.endswith(".csv"):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no such file: {path}")
+        try:
+            table = pacsv.read_csv(path)
+        except pa.ArrowInvalid as e:
+            why = "the file is empty" if "Empty CSV" in str(e) else str(e).splitlines()[0]
+            hint = f"a CSV trace starts with the header {','.join(COLUMNS)}"
+            raise TraceError(None, None, f"{path}: {why} ({hint})") from None
+        _require(table.schema.names, path)
+        return table.select(list(columns)).to_batches(), table.num_rows
+    fs, files = parquet_files(path)
+    handles = []
+    total = 0
+    for f in files:
+        try:
+            pf = pq.ParquetFile(fs.open_input_file(f), read_dictionary=["queue", "op"])
+        except pa.ArrowInvalid as e:
+            raise TraceError(None, None, f"{f} is not a Parquet file ({e})") from None
+        _require(pf.schema_arrow.names, f)
+        handles.append(pf)
+        total += pf.metadata.num_rows
+
+    def gen():
+        for pf in handles:
+            yield from pf.iter_batches(batch_size=BATCH_ROWS, columns=list(columns), use_threads=True)
+
+    return gen(), total
+
+
+def _require(names, where: str) -> None:
+    missing = [c for c in COLUMNS if c not in names]
+    if missing:
+        raise TraceError(
+            missing[0],
+            None,
+            f"is missing from {where} (a trace needs the columns {', '.join(COLUMNS)}; "
+            "a CSV trace starts with them as its header line)",
+        )
+
+
+def _ints(arr, col: str, off: int, dtype, fill: int) -> np.ndarray:
+    """An integer column as numpy ``dtype``; nulls become ``fill`` (which the checker rejects
+    for puts); a value that does not fit is named here."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_integer(arr.type) or pa.types.is_boolean(arr.type)):
+        try:
+            arr = pc.cast(arr, pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            bad = _first_non_integer(arr)
+            raise TraceError(col, off + bad[0], f"{bad[1]!r} is not an integer") from None
+    if arr.null_count:
+        arr = pc.fill_null(arr, fill)
+    v = arr.to_numpy(zero_copy_only=False)
+    if v.dtype != dtype:
+        info = np.iinfo(dtype)
+        if len(v) and (v.min() < info.min or v.max() > info.max):
+            i = int(np.flatnonzero((v < info.min) | (v > info.max))[0])
+            raise TraceError(col, off + i, f"value {int(v[i])} is out of range")
+        v = v.astype(dtype)
+    return v
+
+
+def _first_non_integer(arr) -> tuple[int, object]:
+    for i, v in enumerate(arr.to_pylist()):
+        try:
+            int(v)
+        except (TypeError, ValueError):
+            return i, v
+    return 0, None
+
+
+def _codes(arr, col: str, off: int, index: dict, lower: bool = False):
+    """A string or dictionary column as int32 codes into ``index`` (name -> code, grown as
+    new names appear); only the dictionary's few values become Python objects."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_dictionary(arr.type):
+        arr = pc.dictionary_encode(arr)
+    if arr.null_count:
+        raise TraceError(col, off + int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]), "missing")
+    values = arr.dictionary.to_pylist()
+    remap = np.empty(len(values), np.int32)
+    for j, v in enumerate(values):
+        key = str(v).lower() if lower else str(v)
+        remap[j] = index.setdefault(key, len(index)) if not lower else index.get(key, -1)
+    return remap[arr.indices.to_numpy(zero_copy_only=False)]
+
+
+def _bools(arr, off: int) -> np.ndarray:
+    import pyarrow as pa
+
+    if pa.types.is_boolean(arr.type) and not arr.null_count:
+        return arr.to_numpy(zero_copy_only=False)
+    text = [None if v is None else str(v).strip().lower() for v in arr.to_pylist()]
+    out = np.zeros(len(text), bool)
+    for i, v in enumerate(text):
+        if v in ("true", "1", "yes"):
+            out[i] = True
+        elif v not in ("false", "0", "no"):
+            raise TraceError("persistent", off + i, f"{v!r} is not true or false")
+    return out
+
+
+def _from_batches(batches, n: int) -> Trace:
+    """Fill preallocated columns batch by batch, then check (and time-order) the trace."""
+    import pyarrow as pa
+
+    time_us = np.empty(n, np.int64)
+    queue = np.empty(n, np.int32)
+    op = np.empty(n, np.int8)
+    nbytes = np.empty(n, np.int32)
+    prio = np.empty(n, np.int8)
+    pers = np.empty(n, bool)
+    names: dict[str, int] = {}
+    ops = {"put": PUT, "get": GET}
+    off = 0
+    for b in batches:
+        m = b.num_rows
+        if m == 0:
+            continue
+        cols = dict(zip(b.schema.names, b.columns, strict=True))
+        t = cols["time_us"]
+        if t.null_count:
+            i = int(np.flatnonzero(t.is_null().to_numpy(zero_copy_only=False))[0])
+            raise TraceError("time_us", off + i, "time is missing")
+        time_us[off : off + m] = _ints(t, "time_us", off, np.int64, -1)
+        queue[off : off + m] = _codes(cols["queue"], "queue", off, names)
+        o = cols["op"]
+        if pa.types.is_integer(o.type):
+            op[off : off + m] = _ints(o, "op", off, np.int8, -1)
+        else:
+            op[off : off + m] = _codes(o, "op", off, ops, lower=True)
+        nbytes[off : off + m] = _ints(cols["bytes"], "bytes", off, np.int32, -1)
+        prio[off : off + m] = _ints(cols["priority"], "priority", off, np.int8, -1)
+        pers[off : off + m] = _bools(cols["persistent"], off)
+        off += m
+    if off != n:
+        raise TraceError(None, None, f"expected {n} rows, read {off}")
+    # Queue codes in sorted name order (stable output order), remapped in place.
+    order = sorted(names, key=names.__getitem__)
+    sorted_names = sorted(order)
+    if order != sorted_names:
+        rank = {q: i for i, q in enumerate(sorted_names)}
+        _remap(queue, np.array([rank[q] for q in order], np.int32))
+    return Trace(time_us, queue, op, nbytes, prio, pers, sorted_names).validate()
+
+
+@numba.njit(cache=True, nogil=True)
+def _remap(codes, table):
+    for i in range(len(codes)):
+        codes[i] = table[codes[i]]
+
+
+def read(path: str | os.PathLike) -> Trace:
+    """Read a trace from Parquet (a file or a directory of files) or from CSV, and check it.
+
+    Raises FileNotFoundError for a missing path and TraceError for anything else wrong."""
+    batches, n = _batches(os.fspath(path))
+    return _from_batches(batches, n)
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def _table(trace: Trace):
+    import pyarrow as pa
+
+    return pa.table(
         {
             "time_us": pa.array(trace.time_us, pa.int64()),
-            "queue": pa.array(trace.columns()["queue"], pa.string()),
-            "op": pa.array(trace.columns()["op"], pa.string()),
+            "queue": pa.DictionaryArray.from_arrays(
+                pa.array(trace.queue, pa.int32()), pa.array(trace.queues, pa.string())
+            ),
+            "op": pa.DictionaryArray.from_arrays(pa.array(trace.op.astype(np.int32)), pa.array(OPS, pa.string())),
             "bytes": pa.array(trace.nbytes, pa.int32()),
             "priority": pa.array(trace.priority, pa.int8()),
             "persistent": pa.array(trace.persistent, pa.bool_()),
         }
     )
+
+
+def write(trace: Trace, path: str | os.PathLike, row_group: int = BATCH_ROWS) -> None:
+    """Write a trace as Parquet (or CSV when the path ends in .csv). Queue and op are written
+    as dictionaries, so reading them back makes no Python object per row."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    table = _table(trace)
     path = os.fspath(path)
     if path.endswith(".csv"):
+        table = table.set_column(1, "queue", table.column("queue").cast(pa.string()))
+        table = table.set_column(2, "op", table.column("op").cast(pa.string()))
         pacsv.write_csv(table, path)
     else:
         pq.write_table(table, path, row_group_size=row_group)
+
+
+def bucket_of(names: list[str], buckets: int) -> np.ndarray:
+    """Each queue's bucket: a stable hash (crc32) of its name, so a queue always lands in the same file."""
+    return np.array([zlib.crc32(q.encode()) % buckets for q in names], np.int32)
+
+
+def write_by_queue(trace: Trace, directory: str | os.PathLike, buckets: int) -> dict:
+    """Write ``trace`` laid out by queue: ``buckets`` Parquet files, each holding whole queues in
+    time order, and the layout file that describes them. Returns the layout."""
+    import pyarrow.parquet as pq
+
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    of_queue = bucket_of(trace.queues, buckets)
+    b = of_queue[trace.queue] if len(trace) else np.zeros(0, np.int32)
+    order = np.argsort(b, kind="stable")  # time order kept inside each bucket
+    bounds = np.searchsorted(b[order], np.arange(buckets + 1))
+    files = []
+    for k in range(buckets):
+        idx = order[bounds[k] : bounds[k + 1]]
+        if not len(idx):
+            continue
+        part = trace.take(idx)
+        name = f"bucket-{k:05d}.parquet"
+        pq.write_table(_table(part), os.path.join(directory, name), row_group_size=BATCH_ROWS)
+        files.append({"path": name, "events": len(idx), "queues": int(np.sum(of_queue == k))})
+    layout = {
+        "format": "sweepq-trace-by-queue",
+        "version": 1,
+        "buckets": buckets,
+        "events": len(trace),
+        "queues": len(trace.queues),
+        "t0": int(trace.time_us.min()) if len(trace) else 0,
+        "t_end": int(trace.time_us.max()) if len(trace) else 0,
+        "files": files,
+    }
+    with open(os.path.join(directory, LAYOUT_FILE), "w") as f:
+        json.dump(layout, f, indent=1)
+    return layout
+
+
+def read_layout(path: str | os.PathLike) -> dict | None:
+    """The layout of a trace laid out by queue, or None when ``path`` is not one."""
+    path = os.fspath(path)
+    fs, p = _filesystem(path)
+    try:
+        with fs.open_input_stream(p.rstrip("/") + "/" + LAYOUT_FILE) as f:
+            layout = json.loads(f.read())
+    except (FileNotFoundError, OSError):
+        return None
+    return layout if layout.get("format") == "sweepq-trace-by-queue" else None
 
 
 # -- synthetic traces --------------------------------------------------------------------------
