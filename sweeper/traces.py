@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import zlib
 from dataclasses import dataclass, field
 
@@ -364,11 +365,16 @@ def _codes(arr, col: str, off: int, index: dict, lower: bool = False):
     if arr.null_count:
         raise TraceError(col, off + int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]), "missing")
     values = arr.dictionary.to_pylist()
-    remap = np.empty(len(values), np.int32)
-    for j, v in enumerate(values):
-        key = str(v).lower() if lower else str(v)
-        remap[j] = index.setdefault(key, len(index)) if not lower else index.get(key, -1)
-    return remap[arr.indices.to_numpy(zero_copy_only=False)]
+    idx = arr.indices.to_numpy(zero_copy_only=False)
+    remap = np.full(len(values), -1, np.int32)
+    if lower:  # a fixed vocabulary (op): unknown words stay -1, which the checker reports
+        for j, v in enumerate(values):
+            remap[j] = index.get(str(v).lower(), -1)
+    else:  # names: only those that occur get a code (a file's dictionary may list more)
+        used = np.flatnonzero(np.bincount(idx, minlength=len(values)))
+        for j in used.tolist():
+            remap[j] = index.setdefault(str(values[j]), len(index))
+    return remap[idx]
 
 
 def _bools(arr, off: int) -> np.ndarray:
@@ -386,48 +392,125 @@ def _bools(arr, off: int) -> np.ndarray:
     return out
 
 
-def _from_batches(batches, n: int) -> Trace:
-    """Fill preallocated columns batch by batch, then check (and time-order) the trace."""
-    import pyarrow as pa
+class _Columns:
+    """The preallocated numpy columns a trace is read into, batch by batch (from any thread)."""
 
-    time_us = np.empty(n, np.int64)
-    queue = np.empty(n, np.int32)
-    op = np.empty(n, np.int8)
-    nbytes = np.empty(n, np.int32)
-    prio = np.empty(n, np.int8)
-    pers = np.empty(n, bool)
-    names: dict[str, int] = {}
-    ops = {"put": PUT, "get": GET}
-    off = 0
-    for b in batches:
+    def __init__(self, n: int, persistent: bool = True, rows: bool = False):
+        self.n = n
+        self.persistent = persistent
+        # Each row's number in the original trace (a Spark-partitioned trace carries it as ``row``),
+        # so a fault is reported where the user wrote it.
+        self.rows = np.empty(n, np.int64) if rows else None
+        self.time_us = np.empty(n, np.int64)
+        self.queue = np.empty(n, np.int32)
+        self.op = np.empty(n, np.int8)
+        self.nbytes = np.empty(n, np.int32)
+        self.prio = np.empty(n, np.int8)
+        # Not modelled by the replay: when not kept, it is still checked, and a read-only view of
+        # False stands in for it at no memory cost.
+        self.pers = np.empty(n, bool) if persistent else np.broadcast_to(np.False_, (n,))
+        self.names: dict[str, int] = {}  # queue name -> code, in order of first sight
+        self.lock = threading.Lock()
+
+    def fill(self, b, off: int) -> None:
+        """Convert one record batch into rows [off, off + b.num_rows)."""
+        import pyarrow as pa
+
         m = b.num_rows
         if m == 0:
-            continue
+            return
         cols = dict(zip(b.schema.names, b.columns, strict=True))
         t = cols["time_us"]
         if t.null_count:
             i = int(np.flatnonzero(t.is_null().to_numpy(zero_copy_only=False))[0])
             raise TraceError("time_us", off + i, "time is missing")
-        time_us[off : off + m] = _ints(t, "time_us", off, np.int64, -1)
-        queue[off : off + m] = _codes(cols["queue"], "queue", off, names)
+        self.time_us[off : off + m] = _ints(t, "time_us", off, np.int64, -1)
+        with self.lock:
+            self.queue[off : off + m] = _codes(cols["queue"], "queue", off, self.names)
         o = cols["op"]
         if pa.types.is_integer(o.type):
-            op[off : off + m] = _ints(o, "op", off, np.int8, -1)
+            self.op[off : off + m] = _ints(o, "op", off, np.int8, -1)
         else:
-            op[off : off + m] = _codes(o, "op", off, ops, lower=True)
-        nbytes[off : off + m] = _ints(cols["bytes"], "bytes", off, np.int32, -1)
-        prio[off : off + m] = _ints(cols["priority"], "priority", off, np.int8, -1)
-        pers[off : off + m] = _bools(cols["persistent"], off)
-        off += m
+            self.op[off : off + m] = _codes(o, "op", off, {"put": PUT, "get": GET}, lower=True)
+        self.nbytes[off : off + m] = _ints(cols["bytes"], "bytes", off, np.int32, -1)
+        self.prio[off : off + m] = _ints(cols["priority"], "priority", off, np.int8, -1)
+        if self.rows is not None:
+            self.rows[off : off + m] = _ints(cols["row"], "row", off, np.int64, -1)
+        p = cols["persistent"]
+        if self.persistent:
+            self.pers[off : off + m] = _bools(p, off)
+        elif not (pa.types.is_boolean(p.type) and not p.null_count):
+            _bools(p, off)  # raises on a value that is not true or false
+
+    def trace(self) -> Trace:
+        """The checked trace, queue codes in sorted name order (remapped in place)."""
+        order = sorted(self.names, key=self.names.__getitem__)
+        sorted_names = sorted(order)
+        if order != sorted_names:
+            rank = {q: i for i, q in enumerate(sorted_names)}
+            _remap(self.queue, np.array([rank[q] for q in order], np.int32))
+        trace = Trace(self.time_us, self.queue, self.op, self.nbytes, self.prio, self.pers, sorted_names)
+        return trace.validate(rows=self.rows)
+
+
+def _from_batches(batches, n: int) -> Trace:
+    """Fill preallocated columns batch by batch, then check (and time-order) the trace."""
+    cols = _Columns(n)
+    off = 0
+    for b in batches:
+        cols.fill(b, off)
+        off += b.num_rows
     if off != n:
         raise TraceError(None, None, f"expected {n} rows, read {off}")
-    # Queue codes in sorted name order (stable output order), remapped in place.
-    order = sorted(names, key=names.__getitem__)
-    sorted_names = sorted(order)
-    if order != sorted_names:
-        rank = {q: i for i, q in enumerate(sorted_names)}
-        _remap(queue, np.array([rank[q] for q in order], np.int32))
-    return Trace(time_us, queue, op, nbytes, prio, pers, sorted_names).validate()
+    return cols.trace()
+
+
+def _from_parquet(
+    fs, files: list[str], threads: int | None = None, persistent: bool = True, rows: bool = False
+) -> Trace:
+    """Read Parquet files row group by row group on ``threads`` threads (default: the CPUs),
+    each decoding and converting its own row groups into its slice of the columns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    units = []
+    off = 0
+    for f in files:
+        try:
+            md = pq.read_metadata(fs.open_input_file(f))
+        except pa.ArrowInvalid as e:
+            raise TraceError(None, None, f"{f} is not a Parquet file ({e})") from None
+        _require(md.schema.to_arrow_schema().names, f)
+        for rg in range(md.num_row_groups):
+            units.append((f, rg, off))
+            off += md.row_group(rg).num_rows
+    cols = _Columns(off, persistent, rows)
+    wanted = [*COLUMNS, "row"] if rows else list(COLUMNS)
+
+    def work(unit) -> TraceError | None:
+        f, rg, at = unit
+        pf = pq.ParquetFile(fs.open_input_file(f), read_dictionary=["queue", "op"])
+        table = pf.read_row_group(rg, columns=wanted, use_threads=False)
+        try:
+            for b in table.to_batches():
+                cols.fill(b, at)
+                at += b.num_rows
+        except TraceError as e:
+            return e
+        return None
+
+    threads = threads or os.cpu_count() or 1
+    if threads == 1 or len(units) == 1:
+        errors = [work(u) for u in units]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as ex:
+            errors = list(ex.map(work, units))
+    found = [e for e in errors if e is not None]
+    if found:  # the first row at fault, whichever thread found it
+        raise min(found, key=lambda e: -1 if e.row is None else e.row)
+    return cols.trace()
 
 
 @numba.njit(cache=True, nogil=True)
@@ -436,12 +519,29 @@ def _remap(codes, table):
         codes[i] = table[codes[i]]
 
 
-def read(path: str | os.PathLike) -> Trace:
+def read(path: str | os.PathLike, persistent: bool = True) -> Trace:
     """Read a trace from Parquet (a file or a directory of files) or from CSV, and check it.
 
-    Raises FileNotFoundError for a missing path and TraceError for anything else wrong."""
-    batches, n = _batches(os.fspath(path))
-    return _from_batches(batches, n)
+    ``persistent=False`` checks that column but does not keep it (the replay does not model
+    it): the trace's ``persistent`` is then all False at no memory cost. Raises FileNotFoundError for a missing
+    path and TraceError for anything else wrong."""
+    path = os.fspath(path)
+    if path.endswith(".csv"):
+        batches, n = _batches(path)
+        return _from_batches(batches, n)
+    fs, files = parquet_files(path)
+    return _from_parquet(fs, files, persistent=persistent)
+
+
+def read_unit(path: str) -> Trace:
+    """One work unit of a trace laid out by queue (a Parquet file, local or a pyarrow.fs URI),
+    checked by the same rules as :func:`read`, on one thread. A ``row`` column, when the file has
+    one (the Spark partition job adds it), names faults by their row in the original trace."""
+    import pyarrow.parquet as pq
+
+    fs, files = parquet_files(path)
+    has_rows = "row" in pq.read_schema(fs.open_input_file(files[0])).names
+    return _from_parquet(fs, files, threads=1, persistent=False, rows=has_rows)
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -469,7 +569,6 @@ def write(trace: Trace, path: str | os.PathLike, row_group: int = BATCH_ROWS) ->
     as dictionaries, so reading them back makes no Python object per row."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
 
     table = _table(trace)
     path = os.fspath(path)
@@ -478,7 +577,27 @@ def write(trace: Trace, path: str | os.PathLike, row_group: int = BATCH_ROWS) ->
         table = table.set_column(2, "op", table.column("op").cast(pa.string()))
         pacsv.write_csv(table, path)
     else:
-        pq.write_table(table, path, row_group_size=row_group)
+        _write_parquet(table, path, row_group)
+
+
+def _write_parquet(table, path: str, row_group: int = BATCH_ROWS) -> None:
+    """Parquet tuned for reading back fast: queue and op as dictionaries, times delta-coded,
+    lz4 (decodes faster than snappy or zstd at a similar size)."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(
+        table,
+        path,
+        row_group_size=row_group,
+        compression="lz4",
+        use_dictionary=["queue", "op"],
+        column_encoding={
+            "time_us": "DELTA_BINARY_PACKED",
+            "bytes": "PLAIN",
+            "priority": "PLAIN",
+            "persistent": "PLAIN",
+        },
+    )
 
 
 def bucket_of(names: list[str], buckets: int) -> np.ndarray:
@@ -489,7 +608,6 @@ def bucket_of(names: list[str], buckets: int) -> np.ndarray:
 def write_by_queue(trace: Trace, directory: str | os.PathLike, buckets: int) -> dict:
     """Write ``trace`` laid out by queue: ``buckets`` Parquet files, each holding whole queues in
     time order, and the layout file that describes them. Returns the layout."""
-    import pyarrow.parquet as pq
 
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
@@ -504,7 +622,7 @@ def write_by_queue(trace: Trace, directory: str | os.PathLike, buckets: int) -> 
             continue
         part = trace.take(idx)
         name = f"bucket-{k:05d}.parquet"
-        pq.write_table(_table(part), os.path.join(directory, name), row_group_size=BATCH_ROWS)
+        _write_parquet(_table(part), os.path.join(directory, name))
         files.append({"path": name, "events": len(idx), "queues": int(np.sum(of_queue == k))})
     layout = {
         "format": "sweepq-trace-by-queue",
