@@ -98,9 +98,7 @@ def charts(totals: np.ndarray, interval_s: float) -> list[str]:
     fig, ax = plt.subplots(figsize=(9, 3.0))
     ax.plot(x, totals[:, M["msgs_written"]], label="swept", color="#9467bd")
     ax.plot(x, totals[:, M["msgs_reswept"]], label="of them swept before (re-swept)", color="#ff7f0e")
-    ax.set(
-        title=f"Messages moved into blobs, per {interval_s:g} s interval", xlabel=xlabel, ylabel="messages"
-    )
+    ax.set(title=f"Messages moved into blobs, per {interval_s:g} s interval", xlabel=xlabel, ylabel="messages")
     ax.yaxis.set_major_formatter(thousands)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)

@@ -157,3 +157,35 @@ def test_interleaved_trace_passes_here_as_in_replay(spark, tmp_path):
     rows = [{**GOOD, "time_us": 10}, {**GOOD, "queue": "R", "time_us": 5}, {**GOOD, "op": "get", "time_us": 30}]
     overall = run(_args(_bad(tmp_path, rows, "inter.csv"), tmp_path / "out"), spark=spark, log=lambda s: None)
     assert overall["events"] == 3 and overall["queues"] == 2
+
+
+@pytest.mark.slow
+def test_the_readme_spark_submit_line_runs(tmp_path):
+    """README: spark-submit ... "$(python -c 'import sweepq.pipeline.job as j; print(j.__file__)')" ..."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from sweepq.pipeline import job
+    from sweepq.pipeline.session import java_home
+    from sweepq.sweeper.traces import write_by_queue
+
+    submit = shutil.which("spark-submit", path=os.path.dirname(sys.executable)) or shutil.which("spark-submit")
+    assert submit, "pyspark ships spark-submit beside the interpreter"
+    write_by_queue(generate("slow-consumer", seconds=30, rate=40, queues=2, seed=3), tmp_path / "t", 2)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    if java_home():
+        env["JAVA_HOME"] = java_home()
+    p = subprocess.run(
+        [submit, "--master", "local[1]", job.__file__, "--traces", str(tmp_path / "t"), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    # spark-submit merges the driver's stderr (progress lines) into its stdout: the JSON comes last.
+    assert json.loads(p.stdout[p.stdout.rindex("\n{") :])["events"] > 0
+    assert (tmp_path / "o" / "report.html").exists()
