@@ -11,9 +11,9 @@ Stages (each timed, each with a progress line):
    once, by a JVM-only Spark job (stages.partition) into ``OUT/partitioned``;
 2. replay: one Spark task per file of whole queues (pipeline/units.py); each writes its
    per-interval metrics to ``OUT/metrics`` and returns a few numbers;
-3. aggregate: Spark sums the metrics per queue (``OUT/summary``) and per interval;
-4. grid: the what-if combinations, run by the same tasks, summed per combination in Spark;
-5. report: ``OUT/overall.json`` and ``OUT/report.html``.
+   and per-queue summary (``OUT/summary``), and the what-if combinations (``OUT/grid_queues``),
+   and Spark reduces their small results (totals per interval, top queues, first fault);
+3. report: ``OUT/overall.json`` and ``OUT/report.html``.
 """
 
 from __future__ import annotations
@@ -110,10 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, spark=None, log=print) -> dict:
+    import numpy as np
+
     from sweepq.pipeline import stages
     from sweepq.pipeline.report import render
     from sweepq.pipeline.session import spark_session
-    from sweepq.sweeper.replay import overall_figures
+    from sweepq.sweeper.replay import METRICS, overall_figures
     from sweepq.sweeper.traces import read_layout
 
     times: dict[str, float] = {}
@@ -153,7 +155,7 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
         "out": os.path.abspath(args.out) if "://" not in args.out else args.out,
         "grid": args.grid or [],
     }
-    for sub in ("metrics", "grid_queues", "grid_totals"):
+    for sub in ("metrics", "summary", "grid_queues"):
         _clear(os.path.join(args.out, sub))
     log(
         f"replay: {events:,} events, {len(units)} work units, {n_int:,} intervals of {args.interval:g} s"
@@ -166,22 +168,18 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
         log(f"replay: {done:,} of {events:,} events done ({rate / 1e6:.1f} M events/s){where}")
 
     with stages.timed(times, "replay"):
-        results = stages.replay_map(spark, units, job, progress)
-    fault = stages.first_fault(results)
+        result = stages.replay_map(spark, units, job, progress)
+    fault = stages.first_fault(result)
     if fault is not None:
         raise fault
-    log(f"replay: {events:,} events in {times['replay']:.1f} s")
-    with stages.timed(times, "aggregate"):
-        per_queue, totals = stages.aggregate(spark, args.out)
-        top = per_queue.orderBy(per_queue["peak_saved_bytes"].desc()).limit(30).toPandas()
-        n_queues = per_queue.count()
-    log(f"aggregate: {n_queues:,} queues in {times['aggregate']:.1f} s")
-    overall = {"events": events, **overall_figures(totals, int(n_queues), int(totals[:, 0].sum()) if n_int else 0)}
-    grid = None
-    if args.grid:
-        with stages.timed(times, "grid"):
-            grid = stages.grid_figures(spark, args.out, args.grid)
-        log(f"grid: {len(grid)} combinations summed in {times['grid']:.1f} s")
+    log(
+        f"replay: {events:,} events in {times['replay']:.1f} s ({result['units']} tasks: "
+        f"{result['read_seconds']:.1f} s reading, {result['seconds'] - result['read_seconds']:.1f} s replaying, "
+        "summed over tasks)"
+    )
+    totals = result["totals"] if result.get("totals") is not None else np.zeros((0, len(METRICS)), np.int64)
+    overall = {"events": events, **overall_figures(totals, int(result["queues"]), int(totals[:, 0].sum()))}
+    grid = stages.grid_figures(result, args.grid) if args.grid else None
     seconds = time.perf_counter() - t_start
     overall["path"] = path
     overall["stage_seconds"] = times
@@ -192,7 +190,7 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     with open(os.path.join(args.out, "overall.json"), "w") as f:
         json.dump(overall, f, indent=2)
     with stages.timed(times, "report"):
-        html = render(totals, top, overall, grid)
+        html = render(totals, result.get("top", []), overall, grid)
         with open(os.path.join(args.out, "report.html"), "w") as f:
             f.write(html)
     log(

@@ -173,7 +173,7 @@ def headline(overall: dict) -> list[tuple[str, str]]:
 
 
 def render(totals: np.ndarray, top, overall: dict, grid: list[dict] | None) -> str:
-    """The report. ``totals``: per-interval sums (METRICS columns); ``top``: a pandas frame of
+    """The report. ``totals``: per-interval sums (METRICS columns); ``top``: rows (dicts) of
     the queues that save the most at their peak; ``grid``: per-combination figures or None."""
     interval_s = float(overall.get("interval_s", 5.0))
     cards = _table(["figure", "value"], headline(overall))
@@ -189,7 +189,7 @@ def render(totals: np.ndarray, top, overall: dict, grid: list[dict] | None) -> s
             f"{int(r['msgs_swept']):,}",
             f"{int(r['msgs_reswept']):,}",
         )
-        for _, r in top.iterrows()
+        for r in top
     ]
     queues = _table(
         [

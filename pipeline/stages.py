@@ -15,11 +15,9 @@ import os
 import threading
 import time
 
-import numpy as np
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sweepq.sweeper.replay import METRICS
 from sweepq.sweeper.traces import (
     COLUMNS,
     LAYOUT_FILE,
@@ -30,7 +28,7 @@ from sweepq.sweeper.traces import (
     read_layout,
 )
 
-from .units import replay_unit
+from .units import combine, replay_unit
 
 
 def check_input(path: str) -> None:
@@ -108,19 +106,26 @@ def units_of(directory: str, layout: dict) -> list[dict]:
     ]
 
 
-def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None) -> list[dict]:
-    """One Spark task per unit (pipeline/units.py replay_unit); returns the tasks' small results.
+def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None) -> dict:
+    """One Spark task per unit (pipeline/units.py replay_unit), and Spark's reduce of their
+    small results (units.combine): the per-interval totals over all queues, the top queues,
+    the first fault. No SQL stage and no shuffle: one job.
 
     While it runs, ``progress(events_done)`` is called every two seconds from a driver thread
     (an accumulator that each task adds its events to when it finishes)."""
+    if not units:
+        return {"units": 0, "events": 0, "queues": 0, "error": None, "seconds": 0.0, "read_seconds": 0.0}
     sc = spark.sparkContext
     done = sc.accumulator(0)
 
     def run(it):
+        acc = None
         for unit in it:
             res = replay_unit(unit, job)
             done.add(res["events"])
-            yield res
+            acc = res if acc is None else combine(acc, res)
+        if acc is not None:
+            yield acc
 
     stop = threading.Event()
 
@@ -132,76 +137,42 @@ def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None)
     if watcher:
         watcher.start()
     try:
-        return sc.parallelize(units, max(1, len(units))).mapPartitions(run).collect()
+        return sc.parallelize(units, max(1, len(units))).mapPartitions(run).reduce(combine)
     finally:
         stop.set()
         if watcher:
             watcher.join()
 
 
-def first_fault(results: list[dict]) -> TraceError | None:
+def first_fault(result: dict) -> TraceError | None:
     """The fault with the lowest row over all units (None when every unit was clean)."""
-    faults = [r["error"] for r in results if r["error"] is not None]
-    if not faults:
+    if result["error"] is None:
         return None
-    column, row, why = min(faults, key=lambda f: -1 if f[1] is None else f[1])
+    column, row, why = result["error"]
     return TraceError(column, row, why)
 
 
-def aggregate(spark: SparkSession, out: str) -> tuple[DataFrame, np.ndarray]:
-    """Spark aggregations of the metrics the tasks wrote: (per queue, written to ``out/summary``;
-    totals per interval over all queues, as an array with METRICS columns, ``decision``
-    holding the number of queues swept in that interval)."""
-    metrics = spark.read.parquet(os.path.join(out, "metrics"))
-    per_queue = (
-        metrics.groupBy("queue")
-        .agg(
-            F.max("mem_bytes").alias("peak_mem_bytes"),
-            F.max("nosweep_bytes").alias("peak_nosweep_bytes"),
-            F.sum("bytes_read").alias("bytes_read"),
-            F.sum("blobs_read").alias("blobs_read"),
-            F.sum("blobs_written").alias("blobs_written"),
-            F.sum("msgs_written").alias("msgs_swept"),
-            F.sum("msgs_reswept").alias("msgs_reswept"),
-            F.sum(F.when(F.col("decision") >= 0, 1).otherwise(0)).alias("sweeps"),
-        )
-        .withColumn("peak_saved_bytes", F.col("peak_nosweep_bytes") - F.col("peak_mem_bytes"))
-    )
-    per_queue.write.mode("overwrite").parquet(os.path.join(out, "summary"))
-    aggs = [F.sum(F.when(F.col("decision") >= 0, 1).otherwise(0)).alias("decision")]
-    aggs += [F.sum(m).alias(m) for m in METRICS if m != "decision"]
-    rows = metrics.groupBy("interval").agg(*aggs).orderBy("interval").collect()
-    totals = np.array([[int(r[m]) for m in METRICS] for r in rows], np.int64).reshape(len(rows), len(METRICS))
-    return spark.read.parquet(os.path.join(out, "summary")), totals
+def grid_figures(result: dict, grid: list[tuple]) -> list[dict]:
+    """Per combination of the what-if grid: the overall figures from the per-interval totals
+    summed over all units (so a peak is the peak of the sum, not a sum of peaks)."""
+    from sweepq.sweeper.replay import overall_figures
 
-
-def grid_figures(spark: SparkSession, out: str, grid: list[tuple]) -> list[dict]:
-    """Per combination of the what-if grid: the overall figures, from the tasks' per-interval
-    totals summed over units in Spark (so the peak is the peak of the sum, not a sum of peaks)."""
-    t = spark.read.parquet(os.path.join(out, "grid_totals"))
-    per_interval = t.groupBy("combo", "interval").agg(
-        *[F.sum(c).alias(c) for c in t.columns if c not in ("combo", "interval")]
-    )
-    per_combo = per_interval.groupBy("combo").agg(
-        F.max("mem_bytes").alias("peak_mem_bytes"),
-        F.max("nosweep_bytes").alias("peak_nosweep_bytes"),
-        F.sum("bytes_read").alias("bytes_read"),
-        F.sum("blobs_read").alias("blobs_read"),
-        F.sum("blobs_written").alias("blobs_written"),
-        F.sum("msgs_written").alias("msgs_swept"),
-        F.sum("msgs_reswept").alias("msgs_reswept"),
-    )
-    rows = {r["combo"]: r.asDict() for r in per_combo.collect()}
     figures = []
-    for g, (interval, factor, extra, blob_bytes) in enumerate(grid):
-        r = rows.get(g, {})
+    for totals, (interval, factor, extra, blob_bytes) in zip(result["grid"], grid, strict=True):
+        o = overall_figures(totals, result["queues"], int(totals[0, 0]) if len(totals) else 0)
         figures.append(
             {
                 "interval_s": interval,
                 "factor": factor,
                 "extra": extra,
                 "blob_bytes": blob_bytes,
-                **{k: int(v or 0) for k, v in r.items() if k != "combo"},
+                "peak_mem_bytes": o["peak_memory_with_sweeper_bytes"],
+                "peak_nosweep_bytes": o["peak_memory_without_sweeping_bytes"],
+                "bytes_read": o["bytes_read_back"],
+                "blobs_read": o["blobs_read_back"],
+                "sweeps": o["sweeps"],
+                "msgs_swept": o["msgs_swept"],
+                "msgs_reswept": o["msgs_reswept"],
             }
         )
     return figures
