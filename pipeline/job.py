@@ -161,6 +161,13 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
         f"replay: {events:,} events, {len(units)} work units, {n_int:,} intervals of {args.interval:g} s"
         + (f", what-if grid of {len(args.grid)} combinations" if args.grid else "")
     )
+    import threading
+
+    # The driver idles while the tasks run: load the report's plotting library meanwhile.
+    threading.Thread(target=lambda: __import__("matplotlib.pyplot"), daemon=True).start()
+    with stages.timed(times, "warm_up"):
+        workers = stages.warm_up_workers(spark)
+    log(f"warm-up: {workers} Python workers started with the kernel loaded in {times['warm_up']:.1f} s")
     t_map = time.perf_counter()
 
     def progress(done: int) -> None:

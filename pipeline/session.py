@@ -38,6 +38,8 @@ def spark_session(
         .appName(app)
         .config("spark.ui.enabled", "true" if ui else "false")
         .config("spark.ui.showConsoleProgress", "false")
+        # Workers forked from a daemon that has the kernel loaded start warm (pipeline/daemon.py).
+        .config("spark.python.daemon.module", "sweepq.pipeline.daemon")
     )
     if os.environ.get("SWEEPQ_SPARK_DRIVER_MEMORY"):
         builder = builder.config("spark.driver.memory", os.environ["SWEEPQ_SPARK_DRIVER_MEMORY"])

@@ -106,6 +106,24 @@ def units_of(directory: str, layout: dict) -> list[dict]:
     ]
 
 
+def _warm(_it):
+    import pyarrow.parquet  # noqa: F401  (the workers are reused: the replay job finds these loaded)
+
+    from sweepq.pipeline import units  # noqa: F401
+    from sweepq.sweeper.replay import warm_up
+
+    warm_up()
+    yield os.getpid()
+
+
+def warm_up_workers(spark: SparkSession) -> int:
+    """A no-op job with one task per core: it starts Spark's Python daemon and workers and
+    loads pyarrow and the kernel in them, a fixed cost (seconds on the first job) that the
+    pipeline reports as a stage of its own. Returns the number of worker processes seen."""
+    n = spark.sparkContext.defaultParallelism
+    return len(set(spark.sparkContext.parallelize(range(n), n).mapPartitions(_warm).collect()))
+
+
 def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None) -> dict:
     """One Spark task per unit (pipeline/units.py replay_unit), and Spark's reduce of their
     small results (units.combine): the per-interval totals over all queues, the top queues,
