@@ -75,9 +75,16 @@ def charts(totals: np.ndarray, interval_s: float) -> list[str]:
     fig, ax = plt.subplots(figsize=(9, 3.4))
     ax.plot(x, nosweep / div, label="without sweeping", color="#d62728")
     ax.plot(x, mem / div, label="with the sweeper", color="#1f77b4")
-    ax.set(title="Message bytes in memory, all queues", xlabel=xlabel, ylabel=f"in memory ({unit})")
-    ax.yaxis.set_major_formatter(thousands if div == 1 else FuncFormatter(lambda v, _: f"{v:,.1f}"))
-    ax.set_ylim(bottom=0)
+    # When the sweeper keeps memory far below the unswept line, a linear axis shows it as zero.
+    log = mem.max(initial=0) > 0 and nosweep.max(initial=0) > 20 * mem.max(initial=0)
+    ylabel = f"in memory ({unit}{', log scale' if log else ''})"
+    ax.set(title="Message bytes in memory, all queues", xlabel=xlabel, ylabel=ylabel)
+    if log:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.3g}"))
+    else:
+        ax.yaxis.set_major_formatter(thousands if div == 1 else FuncFormatter(lambda v, _: f"{v:,.1f}"))
+        ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend()
     out.append(_png(fig))
@@ -133,7 +140,7 @@ def grid_chart(grid: list[dict]) -> str:
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(y, labels)
     axes[0].invert_yaxis()
-    fig.suptitle("What-if grid: interval, rule factor, buffer extra, blob size")
+    fig.suptitle("What-if grid: interval, rule (sweep when y > factor x), buffer x + extra, blob size", y=1.04)
     return _png(fig)
 
 
@@ -167,7 +174,8 @@ def headline(overall: dict) -> list[tuple[str, str]]:
         rows.append(("run time (after the JVM start)", human_seconds(overall["seconds"])))
         rows.append(("events per second", f"{overall['events_per_second']:,}"))
     if "path" in overall:
-        stages = ", ".join(f"{k} {human_seconds(v)}" for k, v in overall.get("stage_seconds", {}).items())
+        names = {"spark_start": "JVM start", "partition": "partition job", "warm_up": "workers' warm-up"}
+        stages = ", ".join(f"{names.get(k, k)} {human_seconds(v)}" for k, v in overall.get("stage_seconds", {}).items())
         rows.append(("path", f"{overall['path']} ({stages})"))
     return rows
 
