@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from .policy import SweepPolicy, decide
+from .policy import ADAPTIVE, ADAPTIVE_STATE, RULES, SweepPolicy, budget_order, decide, decide_adaptive, over_budget
 from .runs import cut_run_jit
 from .traces import GET, PUT, Trace, TraceError, check_events, fault
 
@@ -61,10 +61,14 @@ METRICS = (
     "nosweep_bytes",  # what memory would hold with no sweeper at all
     "msgs_written",  # messages moved into blobs by this interval's sweep
     "msgs_reswept",  # of those, messages that had been swept before (and came back)
+    "budget_msgs",  # of those, messages swept beyond the rule to meet the memory budget
 )
 M = {name: i for i, name in enumerate(METRICS)}
 
 _decide = numba.njit(cache=True)(decide)
+_decide_adaptive = numba.njit(cache=True)(decide_adaptive)
+_over_budget = numba.njit(cache=True)(over_budget)
+_budget_order = numba.njit(cache=True)(budget_order)
 # _TOP[m] = the highest set bit of a 10-bit lane mask m (the lane a get takes from).
 _TOP = np.array([max((b for b in range(10) if m >> b & 1), default=-1) for m in range(1024)], np.int64)
 
@@ -91,6 +95,53 @@ def _sweep_run(lo, hi, prefix, marker, ends, max_bytes, max_records):
 
 
 @numba.njit(cache=True, nogil=True)
+def _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records):
+    """Sweep queue q keeping its first ``keep`` front messages in get order across lanes (the
+    buffer): the rest of each front list to the chain's head, each rear list to its tail.
+    Returns (blobs written, messages moved, of them swept before)."""
+    written = 0
+    moved = 0
+    again = 0
+    remaining = keep
+    for lane in range(9, -1, -1):
+        k = q * 10 + lane
+        front = ln[k, 1] - ln[k, 0]
+        take = front if front < remaining else remaining
+        remaining -= take
+        lo = ln[k, 0] + take
+        if ln[k, 1] > lo:
+            b, a = _sweep_run(lo, ln[k, 1], prefix, marker, ends, max_bytes, max_records)
+            ln[k, 5] += b
+            written += b
+            moved += ln[k, 1] - lo
+            again += a
+            ln[k, 1] = lo
+        if ln[k, 3] > ln[k, 2]:  # a rear list exists only behind a chain
+            b, a = _sweep_run(ln[k, 2], ln[k, 3], prefix, marker, ends, max_bytes, max_records)
+            ln[k, 5] += b
+            written += b
+            moved += ln[k, 3] - ln[k, 2]
+            again += a
+            ln[k, 2] = ln[k, 3]
+    return written, moved, again
+
+
+@numba.njit(cache=True, nogil=True)
+def _beyond(q, keep, ln, prefix):
+    """The bytes a sweep keeping ``keep`` messages would move from queue q."""
+    total = 0
+    remaining = keep
+    for lane in range(9, -1, -1):
+        k = q * 10 + lane
+        front = ln[k, 1] - ln[k, 0]
+        take = front if front < remaining else remaining
+        remaining -= take
+        total += prefix[ln[k, 1]] - prefix[ln[k, 0] + take]
+        total += prefix[ln[k, 3]] - prefix[ln[k, 2]]
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
 def _replay(
     time_us,
     queue,
@@ -108,6 +159,8 @@ def _replay(
     max_records,
     rec_header,
     per_interval,
+    rule,
+    budget,
 ):
     """The replay. Lane k's arrivals live in slots ``start[k] .. start[k] + lane_counts[k] - 1`` of
     one flat array, with one spare slot per lane so that ``prefix`` (record bytes summed from
@@ -130,7 +183,17 @@ def _replay(
     for k in range(nl):
         ln[k, 0] = ln[k, 1] = ln[k, 2] = ln[k, 3] = start[k]
     # Queue state: lane mask (bit l: lane l holds messages), x, gets on empty, blobs and bytes read.
-    qs = np.zeros((n_queues, 5), np.int64)
+    # 5: messages in memory that came back from a blob (the adaptive rule's ``back``).
+    qs = np.zeros((n_queues, 6), np.int64)
+    astate = np.zeros((n_queues, ADAPTIVE_STATE), np.int64)
+    ys = np.zeros(n_queues, np.int64)
+    dec = np.zeros(n_queues, np.int64)
+    wr = np.zeros(n_queues, np.int64)
+    mv = np.zeros(n_queues, np.int64)
+    ag = np.zeros(n_queues, np.int64)
+    bm = np.zeros(n_queues, np.int64)
+    sweepable = np.zeros(n_queues, np.int64)
+    chosen = np.zeros(n_queues, np.int64)
     nq_out = n_queues if per_interval else 1
     nm = len(METRICS)
     out = np.zeros((nq_out, n_intervals if per_interval else 1, nm), np.int64)
@@ -169,12 +232,16 @@ def _replay(
                         nxt += 1
                     qs[q, 3] += 1
                     qs[q, 4] += prefix[nxt] - prefix[ln[k, 1]]
+                    qs[q, 5] += nxt - ln[k, 1]
                     ln[k, 5] -= 1
                     ln[k, 1] = nxt
                     if nxt == ln[k, 2]:  # the last blob: the rear joins the front
                         ln[k, 1] = ln[k, 3]
                         ln[k, 2] = ln[k, 3]
-                h = ln[k, 0] + 1
+                h = ln[k, 0]
+                if qs[q, 5] > 0 and marker[h] & _WAS_SWEPT:  # it had come back from a blob
+                    qs[q, 5] -= 1
+                h += 1
                 ln[k, 0] = h
                 qs[q, 0] &= ~(np.int64(h == ln[k, 3]) << lane)  # the lane is empty now
                 qs[q, 1] += 1
@@ -185,35 +252,48 @@ def _replay(
             for lane in range(10):
                 k = q * 10 + lane
                 y += (ln[k, 1] - ln[k, 0]) + (ln[k, 3] - ln[k, 2])
-            keep = _decide(y, qs[q, 1], factor, extra)
-            written = 0
-            moved = 0
-            again = 0
+            ys[q] = y
+            if rule == ADAPTIVE:
+                swept = False
+                for lane in range(10):
+                    if ln[q * 10 + lane, 5] > 0:
+                        swept = True
+                keep = _decide_adaptive(y, qs[q, 1], qs[q, 5], swept, astate[q], factor, extra)
+            else:
+                keep = _decide(y, qs[q, 1], factor, extra)
+            dec[q] = keep
+            wr[q] = 0
+            mv[q] = 0
+            ag[q] = 0
+            bm[q] = 0
             if keep >= 0:
-                remaining = keep
-                for lane in range(9, -1, -1):
+                wr[q], mv[q], ag[q] = _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records)
+                qs[q, 5] -= ag[q]
+        if budget > 0:  # the memory budget: sweep beyond the rule, most sweepable bytes first
+            total = 0
+            for q in range(n_queues):
+                sweepable[q] = _beyond(q, qs[q, 1] + extra, ln, prefix)
+                for lane in range(10):
                     k = q * 10 + lane
-                    front = ln[k, 1] - ln[k, 0]
-                    take = front if front < remaining else remaining
-                    remaining -= take
-                    lo = ln[k, 0] + take
-                    if ln[k, 1] > lo:
-                        b, a = _sweep_run(lo, ln[k, 1], prefix, marker, ends, max_bytes, max_records)
-                        ln[k, 5] += b
-                        written += b
-                        moved += ln[k, 1] - lo
-                        again += a
-                        ln[k, 1] = lo
-                    if ln[k, 3] > ln[k, 2]:  # a rear list exists only behind a chain
-                        b, a = _sweep_run(ln[k, 2], ln[k, 3], prefix, marker, ends, max_bytes, max_records)
-                        ln[k, 5] += b
-                        written += b
-                        moved += ln[k, 3] - ln[k, 2]
-                        again += a
-                        ln[k, 2] = ln[k, 3]
+                    total += (prefix[ln[k, 1]] - prefix[ln[k, 0]]) + (prefix[ln[k, 3]] - prefix[ln[k, 2]])
+            need = _over_budget(total, budget)
+            if need > 0:
+                n = _budget_order(sweepable, need, chosen)
+                for j in range(n):
+                    q = chosen[j]
+                    w, m, a = _sweep_queue(q, qs[q, 1] + extra, ln, prefix, marker, ends, max_bytes, max_records)
+                    if dec[q] < 0:
+                        dec[q] = qs[q, 1] + extra
+                    wr[q] += w
+                    mv[q] += m
+                    ag[q] += a
+                    bm[q] += m
+                    qs[q, 5] -= a
+        for q in range(n_queues):
+            keep = dec[q]
             row[:] = 0
             row[0] = keep
-            row[1] = y
+            row[1] = ys[q]
             row[2] = qs[q, 1]
             for lane in range(10):
                 k = q * 10 + lane
@@ -224,11 +304,12 @@ def _replay(
                 row[7] += prefix[ln[k, 2]] - prefix[ln[k, 1]]
                 row[8] += ln[k, 5]
                 row[12] += prefix[ln[k, 3]] - prefix[ln[k, 0]]
-            row[9] = written
+            row[9] = wr[q]
             row[10] = qs[q, 3]
             row[11] = qs[q, 4]
-            row[13] = moved
-            row[14] = again
+            row[13] = mv[q]
+            row[14] = ag[q]
+            row[15] = bm[q]
             qs[q, 3] = 0
             qs[q, 4] = 0
             qs[q, 1] = 0
@@ -242,8 +323,8 @@ def _replay(
             summary[q, 3] += row[11]
             summary[q, 4] += 1 if keep >= 0 else 0
             summary[q, 6] += row[2]
-            summary[q, 8] += moved
-            summary[q, 9] += again
+            summary[q, 8] += row[13]
+            summary[q, 9] += row[14]
     for q in range(n_queues):
         summary[q, 5] = lane_counts[q * 10 : q * 10 + 10].sum()
         summary[q, 7] = qs[q, 2]
@@ -262,6 +343,37 @@ SUMMARY = (
     "msgs_swept",
     "msgs_reswept",
 )
+
+
+def _drop_stale_cache() -> None:
+    """numba's on-disk cache of a function is keyed by its own file only: the kernel compiled
+    with an older ``decide`` (policy.py) or ``cut_run`` (runs.py) would still load after they
+    change. So the kernel's cache is flushed whenever the source of those files changes."""
+    import hashlib
+
+    from . import policy, runs, traces
+
+    digest = hashlib.sha1()
+    for mod in (policy, runs, traces):
+        with open(mod.__file__, "rb") as f:
+            digest.update(f.read())
+    try:
+        stamp = os.path.join(_replay._cache._cache_path, "replay-deps.sha1")
+        with open(stamp) as f:
+            if f.read() == digest.hexdigest():
+                return
+    except (OSError, AttributeError):
+        pass
+    try:
+        for fn in (_replay, _sweep_queue, _sweep_run, _beyond):
+            fn._cache.flush()
+        with open(stamp, "w") as f:
+            f.write(digest.hexdigest())
+    except (OSError, AttributeError, NameError):
+        pass  # no writable cache: numba compiles in memory, nothing stale to drop
+
+
+_drop_stale_cache()
 
 
 @dataclass(frozen=True)
@@ -327,6 +439,8 @@ def overall_figures(totals: np.ndarray, queues: int, sweeps: int) -> dict:
         "msgs_swept": swept,
         "msgs_reswept": again,
         "reswept_share": again / swept if swept else 0.0,
+        "budget_msgs": int(col["budget_msgs"].sum()),
+        "budget_intervals": int(np.count_nonzero(col["budget_msgs"])),
     }
 
 
@@ -394,6 +508,8 @@ def replay(
         max_blob_records,
         record_header,
         per_interval,
+        RULES[policy.rule],
+        policy.memory_budget,
     )
     return ReplayResult(list(trace.queues), start, interval_us, out if per_interval else None, totals, summary)
 

@@ -653,7 +653,7 @@ def read_layout(path: str | os.PathLike) -> dict | None:
 
 # -- synthetic traces --------------------------------------------------------------------------
 
-KINDS = ("steady", "bursty", "slow-consumer", "diurnal", "many-queues")
+KINDS = ("steady", "bursty", "slow-consumer", "slow-drain", "diurnal", "many-queues")
 
 
 def generate(
@@ -670,8 +670,9 @@ def generate(
 
     ``steady``: puts and gets at ``rate`` per second each (Poisson). ``bursty``: puts come
     in bursts ten times the rate, one second in ten; gets at the mean rate. ``slow-consumer``:
-    gets at a third of the put rate. ``diurnal``: the put rate follows a sine over the
-    trace (a compressed day), gets at the mean. ``many-queues``: ``queues`` queues (10,000
+    gets at a third of the put rate. ``slow-drain``: gets at 0.9 to 0.99 of the put rate
+    (drawn per queue), the case where the seed's rule re-sweeps. ``diurnal``: the put rate
+    follows a sine over the trace (a compressed day), gets at the mean. ``many-queues``: ``queues`` queues (10,000
     or more is fine) each drawing one of the other kinds and a rate spread around ``rate``.
     Sizes are log-normal around ``size``; priorities 0..9 when ``priorities``, else 0.
     """
@@ -684,7 +685,7 @@ def generate(
         k = kind
         r = rate
         if kind == "many-queues":
-            k = ("steady", "bursty", "slow-consumer", "diurnal")[rng.integers(4)]
+            k = ("steady", "bursty", "slow-consumer", "diurnal", "slow-drain")[rng.integers(5)]
             r = float(rate * rng.lognormal(0, 1))
         put_t, get_t = _times(k, seconds, r, rng)
         n_put, n_get = len(put_t), len(get_t)
@@ -729,6 +730,11 @@ def _times(kind: str, seconds: float, rate: float, rng) -> tuple[np.ndarray, np.
     if kind == "bursty":
         burst = lambda t: np.where((t % 10.0) < 1.0, 10 * rate, 0.0)  # noqa: E731
         return _poisson(burst, seconds, 10 * rate, rng), _poisson(lambda t: np.full_like(t, rate), seconds, rate, rng)
+    if kind == "slow-drain":
+        d = rng.uniform(0.9, 0.99)
+        return _poisson(lambda t: np.full_like(t, rate), seconds, rate, rng), _poisson(
+            lambda t: np.full_like(t, rate * d), seconds, rate * d, rng
+        )
     if kind == "slow-consumer":
         return _poisson(lambda t: np.full_like(t, rate), seconds, rate, rng), _poisson(
             lambda t: np.full_like(t, rate / 3), seconds, rate / 3, rng
