@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from sweepq.pipeline.args import EXIT_USAGE, Parser, existing_path, number, one_line
+from sweepq.pipeline.args import EXIT_USAGE, Parser, byte_size, existing_path, number, one_line
 
 
 def _fail(prog: str, message: str) -> int:
@@ -114,7 +114,9 @@ def _replay(args: argparse.Namespace) -> int:
         return _fail(prog, f"argument TRACE: {e}")
     t_read = time.perf_counter()
     warm.join()
-    policy = SweepPolicy(factor=args.factor, extra=args.extra, interval=args.interval)
+    policy = SweepPolicy(
+        factor=args.factor, extra=args.extra, interval=args.interval, rule=args.rule, memory_budget=args.memory_budget
+    )
     t_kernel = time.perf_counter()
     r = replay(trace, policy, max_blob_bytes=args.blob_bytes, max_blob_records=args.blob_records, per_interval=False)
     secs_kernel = time.perf_counter() - t_kernel
@@ -145,6 +147,11 @@ def _replay(args: argparse.Namespace) -> int:
         f"{out['blobs_written']:,} blobs written; {out['msgs_swept']:,} messages swept, "
         f"{out['msgs_reswept']:,} of them again ({out['reswept_share']:.1%})"
     )
+    if args.memory_budget:
+        print(
+            f"memory budget {args.memory_budget / mb:,.2f} MB: acted in {out['budget_intervals']:,} intervals, "
+            f"sweeping {out['budget_msgs']:,} messages beyond the rule"
+        )
     if args.out:
         print(f"metrics written to {args.out}")
     return 0
@@ -232,6 +239,18 @@ def register(sub) -> None:
     r.add_argument("--extra", type=nonneg_int, default=5, help="buffer kept in memory: x + extra messages")
     r.add_argument("--blob-bytes", type=pos_int, default=256 * 1024, help="max bytes per blob")
     r.add_argument("--blob-records", type=pos_int, default=1024, help="max records per blob")
+    r.add_argument(
+        "--rule",
+        choices=("seed", "adaptive"),
+        default="seed",
+        help="the sweep rule: the seed's (y > factor * x), or the adaptive one that does not re-sweep",
+    )
+    r.add_argument(
+        "--memory-budget",
+        type=byte_size,
+        default=0,
+        help="sweep beyond the rule when the messages in memory exceed this many bytes (e.g. 500MB; 0: none)",
+    )
     r.add_argument(
         "--out",
         default=None,

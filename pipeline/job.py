@@ -26,17 +26,24 @@ import os
 import sys
 import time
 
-GRID_AXES = {"interval": float, "factor": int, "extra": int, "blob_bytes": int}
+GRID_AXES = {"interval": float, "factor": int, "extra": int, "blob_bytes": int, "rule": str}
 GRID_LOW = {"interval": (0.0, True), "factor": (0, False), "extra": (0, False), "blob_bytes": (1, False)}
 
 
-def parse_grid(text: str) -> list[tuple[float, int, int, int]]:
-    """'interval=1,5;factor=2,3;extra=5;blob_bytes=65536,262144' -> every combination.
+def parse_grid(text: str, rule: str = "seed") -> list[tuple[float, int, int, int, str]]:
+    """'interval=1,5;factor=2,3;extra=5;blob_bytes=65536,262144;rule=seed,adaptive' -> every
+    combination, as (interval, factor, extra, blob_bytes, rule) tuples.
 
     Raises ValueError naming the part and what to write instead."""
     from sweepq.sweeper.replay import DEFAULT_MAX_BLOB_BYTES
 
-    axes: dict[str, list] = {"interval": [5.0], "factor": [2], "extra": [5], "blob_bytes": [DEFAULT_MAX_BLOB_BYTES]}
+    axes: dict[str, list] = {
+        "interval": [5.0],
+        "factor": [2],
+        "extra": [5],
+        "blob_bytes": [DEFAULT_MAX_BLOB_BYTES],
+        "rule": [rule],
+    }
     for part in filter(None, (p.strip() for p in text.split(";"))):
         if "=" not in part:
             raise ValueError(f"grid part {part!r}: write name=v1,v2 (names: {', '.join(GRID_AXES)})")
@@ -44,6 +51,13 @@ def parse_grid(text: str) -> list[tuple[float, int, int, int]]:
         if name not in GRID_AXES:
             raise ValueError(f"unknown grid axis {name!r}; use {', '.join(GRID_AXES)}")
         cast = GRID_AXES[name]
+        if cast is str:
+            rules = [v.strip() for v in values.split(",") if v.strip()]
+            bad = [v for v in rules if v not in ("seed", "adaptive")]
+            if bad or not rules:
+                raise ValueError(f"rule={bad[0] if bad else ''!r}: each value must be seed or adaptive")
+            axes[name] = rules
+            continue
         low, open_ = GRID_LOW[name]
         parsed = []
         for v in filter(None, (v.strip() for v in values.split(","))):
@@ -58,7 +72,7 @@ def parse_grid(text: str) -> list[tuple[float, int, int, int]]:
         if not parsed:
             raise ValueError(f"grid axis {name!r} has no values; write {name}=v1,v2")
         axes[name] = parsed
-    return list(itertools.product(axes["interval"], axes["factor"], axes["extra"], axes["blob_bytes"]))
+    return list(itertools.product(axes["interval"], axes["factor"], axes["extra"], axes["blob_bytes"], axes["rule"]))
 
 
 def _grid_arg(text: str):
@@ -69,7 +83,7 @@ def _grid_arg(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from sweepq.pipeline.args import existing_path, number, one_line
+    from sweepq.pipeline.args import byte_size, existing_path, number, one_line
 
     pos_int, nonneg_int, pos_float = number(int, 1), number(int, 0), number(float, 0, low_open=True)
     p = one_line(
@@ -93,6 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--blob-bytes", type=pos_int, default=256 * 1024, help="max bytes per blob")
     p.add_argument("--blob-records", type=pos_int, default=1024, help="max records per blob")
     p.add_argument(
+        "--rule",
+        choices=("seed", "adaptive"),
+        default="seed",
+        help="the sweep rule: the seed's (y > factor * x), or the adaptive one that does not re-sweep",
+    )
+    p.add_argument(
+        "--memory-budget",
+        type=byte_size,
+        default=0,
+        help="sweep beyond the rule when the messages in memory exceed this many bytes (e.g. 500MB; 0: none)",
+    )
+    p.add_argument(
         "--buckets",
         type=pos_int,
         default=None,
@@ -102,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--grid",
         type=_grid_arg,
         default=None,
-        help="what-if grid, e.g. 'interval=1,5;factor=2,3;extra=0,5;blob_bytes=65536,262144' "
+        help="what-if grid, e.g. 'interval=1,5;factor=2,3;extra=0,5;blob_bytes=65536,262144;rule=seed,adaptive' "
         "(every combination, run by the same tasks)",
     )
     p.add_argument("--ui", action="store_true", help="keep Spark's web UI on (its address is printed)")
@@ -150,6 +176,8 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
         "interval": args.interval,
         "factor": args.factor,
         "extra": args.extra,
+        "rule": args.rule,
+        "memory_budget": args.memory_budget,
         "blob_bytes": args.blob_bytes,
         "blob_records": args.blob_records,
         "out": os.path.abspath(args.out) if "://" not in args.out else args.out,
@@ -193,6 +221,8 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     overall["seconds"] = round(seconds, 2)
     overall["events_per_second"] = int(events / max(1e-9, seconds))
     overall["interval_s"] = args.interval
+    overall["rule"] = args.rule
+    overall["memory_budget_bytes"] = args.memory_budget
     overall["t0_us"] = t0
     with open(os.path.join(args.out, "overall.json"), "w") as f:
         json.dump(overall, f, indent=2)

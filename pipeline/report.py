@@ -59,7 +59,7 @@ def _time_axis(n: int, interval_s: float) -> tuple[np.ndarray, str]:
     return t, "time from the trace's start (s)"
 
 
-def charts(totals: np.ndarray, interval_s: float) -> list[str]:
+def charts(totals: np.ndarray, interval_s: float, budget: int = 0) -> list[str]:
     """Memory over time; volume read back per interval; messages swept and re-swept per interval."""
     import matplotlib
 
@@ -75,6 +75,11 @@ def charts(totals: np.ndarray, interval_s: float) -> list[str]:
     fig, ax = plt.subplots(figsize=(9, 3.4))
     ax.plot(x, nosweep / div, label="without sweeping", color="#d62728")
     ax.plot(x, mem / div, label="with the sweeper", color="#1f77b4")
+    if budget:
+        ax.axhline(budget / div, color="#555", linestyle="--", label="memory budget")
+        acted = totals[:, M["budget_msgs"]] > 0
+        if acted.any():
+            ax.plot(x[acted], mem[acted] / div, "v", color="#555", label="budget swept beyond the rule")
     # When the sweeper keeps memory far below the unswept line, a linear axis shows it as zero.
     log = mem.max(initial=0) > 0 and nosweep.max(initial=0) > 20 * mem.max(initial=0)
     ylabel = f"in memory ({unit}{', log scale' if log else ''})"
@@ -115,7 +120,8 @@ def charts(totals: np.ndarray, interval_s: float) -> list[str]:
 
 
 def _label(g: dict) -> str:
-    return f"{g['interval_s']:g} s, y>{g['factor']}x, x+{g['extra']}, {human_bytes(g['blob_bytes'])}"
+    rule = g.get("rule", "seed")
+    return f"{rule}: {g['interval_s']:g} s, y>{g['factor']}x, x+{g['extra']}, {human_bytes(g['blob_bytes'])}"
 
 
 def grid_chart(grid: list[dict]) -> str:
@@ -140,7 +146,7 @@ def grid_chart(grid: list[dict]) -> str:
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(y, labels)
     axes[0].invert_yaxis()
-    fig.suptitle("What-if grid: interval, rule (sweep when y > factor x), buffer x + extra, blob size", y=1.04)
+    fig.suptitle("What-if grid: rule, interval, sweep when y > factor x, buffer x + extra, blob size", y=1.04)
     return _png(fig)
 
 
@@ -170,6 +176,16 @@ def headline(overall: dict) -> list[tuple[str, str]]:
             f"({overall['reswept_share']:.1%})",
         ),
     ]
+    if overall.get("memory_budget_bytes"):
+        rows.append(
+            (
+                "memory budget",
+                f"{human_bytes(overall['memory_budget_bytes'])}: acted in {overall.get('budget_intervals', 0):,} "
+                f"intervals, sweeping {overall.get('budget_msgs', 0):,} messages beyond the rule",
+            )
+        )
+    if "rule" in overall:
+        rows.append(("rule", overall["rule"]))
     if "seconds" in overall:
         rows.append(("run time (after the JVM start)", human_seconds(overall["seconds"])))
         rows.append(("events per second", f"{overall['events_per_second']:,}"))
@@ -185,7 +201,8 @@ def render(totals: np.ndarray, top, overall: dict, grid: list[dict] | None) -> s
     the queues that save the most at their peak; ``grid``: per-combination figures or None."""
     interval_s = float(overall.get("interval_s", 5.0))
     cards = _table(["figure", "value"], headline(overall))
-    imgs = "".join(f"<p>{c}</p>" for c in charts(totals, interval_s)) if len(totals) else ""
+    budget = int(overall.get("memory_budget_bytes", 0))
+    imgs = "".join(f"<p>{c}</p>" for c in charts(totals, interval_s, budget)) if len(totals) else ""
     queue_rows = [
         (
             r["queue"],
@@ -216,6 +233,7 @@ def render(totals: np.ndarray, top, overall: dict, grid: list[dict] | None) -> s
     if grid:
         grid_rows = [
             (
+                g.get("rule", "seed"),
                 f"{g['interval_s']:g} s",
                 g["factor"],
                 g["extra"],
@@ -224,6 +242,7 @@ def render(totals: np.ndarray, top, overall: dict, grid: list[dict] | None) -> s
                 human_bytes(g.get("bytes_read", 0)),
                 f"{g.get('msgs_swept', 0):,}",
                 f"{g.get('msgs_reswept', 0):,}",
+                f"{g.get('msgs_reswept', 0) / g['msgs_swept']:.1%}" if g.get("msgs_swept") else "-",
             )
             for g in grid
         ]
@@ -232,6 +251,7 @@ def render(totals: np.ndarray, top, overall: dict, grid: list[dict] | None) -> s
             + f"<p>{grid_chart(grid)}</p>"
             + _table(
                 [
+                    "rule",
                     "interval",
                     "factor",
                     "extra",
@@ -240,6 +260,7 @@ def render(totals: np.ndarray, top, overall: dict, grid: list[dict] | None) -> s
                     "read back",
                     "swept",
                     "re-swept",
+                    "re-swept share",
                 ],
                 grid_rows,
             )

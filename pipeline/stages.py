@@ -176,7 +176,7 @@ def grid_figures(result: dict, grid: list[tuple]) -> list[dict]:
     from sweepq.sweeper.replay import overall_figures
 
     figures = []
-    for totals, (interval, factor, extra, blob_bytes) in zip(result["grid"], grid, strict=True):
+    for totals, (interval, factor, extra, blob_bytes, rule) in zip(result["grid"], grid, strict=True):
         o = overall_figures(totals, result["queues"], int(totals[0, 0]) if len(totals) else 0)
         figures.append(
             {
@@ -184,6 +184,7 @@ def grid_figures(result: dict, grid: list[tuple]) -> list[dict]:
                 "factor": factor,
                 "extra": extra,
                 "blob_bytes": blob_bytes,
+                "rule": rule,
                 "peak_mem_bytes": o["peak_memory_with_sweeper_bytes"],
                 "peak_nosweep_bytes": o["peak_memory_without_sweeping_bytes"],
                 "bytes_read": o["bytes_read_back"],

@@ -93,7 +93,13 @@ def replay_unit(unit: dict, job: dict) -> dict:
         result["error"] = (e.column, e.row, e.why)
         return result
     t_read = time.perf_counter()
-    policy = SweepPolicy(factor=job["factor"], extra=job["extra"], interval=job["interval"])
+    policy = SweepPolicy(
+        factor=job["factor"],
+        extra=job["extra"],
+        interval=job["interval"],
+        rule=job.get("rule", "seed"),
+        memory_budget=job.get("memory_budget", 0),
+    )
     r = replay(
         trace,
         policy,
@@ -107,8 +113,8 @@ def replay_unit(unit: dict, job: dict) -> dict:
         _write(_metrics_table(r, trace.queues), os.path.join(job["out"], "metrics"), name)
         _write(pa.table(cols), os.path.join(job["out"], "summary"), name)
     grid_totals = []
-    for g, (interval, factor, extra, blob_bytes) in enumerate(job.get("grid") or []):
-        p = SweepPolicy(factor=factor, extra=extra, interval=interval)
+    for g, (interval, factor, extra, blob_bytes, rule) in enumerate(job.get("grid") or []):
+        p = SweepPolicy(factor=factor, extra=extra, interval=interval, rule=rule)
         n_int = int((job["t_end"] - job["t0"]) // round(interval * 1e6) + 1)
         rg = replay(
             trace,

@@ -55,6 +55,8 @@ def files(tmp_path):
         (["replay", "inter.csv", "--interval", "0"], ["--interval", "> 0"]),
         (["replay", "inter.csv", "--factor", "-1"], ["--factor", ">= 0"]),
         (["replay", "inter.csv", "--blob-bytes", "x"], ["--blob-bytes", "integer"]),
+        (["replay", "inter.csv", "--memory-budget", "lots"], ["--memory-budget", "500MB"]),
+        (["replay", "inter.csv", "--rule", "clever"], ["--rule", "adaptive"]),
         (["replay", "maybe.csv"], ["persistent", "row 0", "'maybe'", "true or false"]),
         (["replay", "back.csv"], ["time_us", "row 2", "'A'", "backwards"]),
         (["pipeline", "--traces", "missing.parquet", "--out", "o"], ["--traces", "does not exist"]),
@@ -122,6 +124,18 @@ def test_generate_partition_replay_round_trip(tmp_path):
         outs.append({k: v for k, v in out.items() if k not in ("seconds", "events_per_second")})
         assert (tmp_path / f"m-{src}" / "totals.parquet").exists()
     assert outs[0] == outs[1] == outs[2] and outs[0]["msgs_swept"] > 0
+
+
+def test_replay_with_the_adaptive_rule_and_a_budget(tmp_path):
+    t = tmp_path / "t.parquet"
+    assert (
+        sweepq("trace", "generate", "--kind", "slow-drain", "--rate", "50", "--seconds", "300", "--out", t).returncode
+        == 0
+    )
+    p = sweepq("replay", t, "--rule", "adaptive", "--memory-budget", "20kB", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["budget_msgs"] > 0 and out["reswept_share"] < 0.05
 
 
 def test_every_option_shows_its_default():

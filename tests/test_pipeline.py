@@ -57,7 +57,7 @@ def test_pipeline_equals_the_local_kernel_row_for_row(spark, trace_file, tmp_pat
     from sweepq.pipeline.job import run
 
     trace, path = trace_file
-    overall = run(_args(path, tmp_path, grid="interval=1,5;factor=2,3"), spark=spark, log=lambda s: None)
+    overall = run(_args(path, tmp_path, grid="interval=1,5;rule=seed,adaptive"), spark=spark, log=lambda s: None)
     got = pd.read_parquet(tmp_path / "metrics").sort_values(["queue", "interval"]).reset_index(drop=True)
     local = replay(trace, SweepPolicy(), max_blob_bytes=64 * 1024, max_blob_records=256)
     rows = []
@@ -128,7 +128,10 @@ def test_grid_parsing():
     from sweepq.pipeline.job import parse_grid
 
     g = parse_grid("interval=1,5;factor=2,3")
-    assert len(g) == 4 and (1.0, 3, 5, 256 * 1024) in g
+    assert len(g) == 4 and (1.0, 3, 5, 256 * 1024, "seed") in g
+    assert len(parse_grid("rule=seed,adaptive;factor=2,3")) == 4
+    with pytest.raises(ValueError, match="seed or adaptive"):
+        parse_grid("rule=clever")
     with pytest.raises(ValueError, match="unknown grid axis"):
         parse_grid("speed=3")
     with pytest.raises(ValueError, match="> 0"):
