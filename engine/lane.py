@@ -82,7 +82,7 @@ class Lane:
     queue is in progress. Either sends new messages to the rear list.
     """
 
-    __slots__ = ("ahead", "bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping", "swept")
+    __slots__ = ("ahead", "back", "bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping", "swept")
 
     def __init__(self, priority: int):
         self.priority = priority
@@ -95,6 +95,7 @@ class Lane:
         self.mem = 0
         self.swept = 0  # messages in the chain not yet removed
         self.ahead = 0  # messages in the leading blobs whose read has started (read-ahead)
+        self.back = 0  # messages in memory that came back from a blob (the adaptive rule's)
 
 
 class LaneSet:
@@ -104,7 +105,7 @@ class LaneSet:
     called with the queue's mutex held unless it says otherwise.
     """
 
-    __slots__ = ("_defer", "deferred", "free", "lanes", "mask", "mem_bytes", "nxt", "prv", "recs", "st")
+    __slots__ = ("_defer", "back", "deferred", "free", "lanes", "mask", "mem_bytes", "nxt", "prv", "recs", "st")
 
     def __init__(self) -> None:
         self.lanes = [Lane(p) for p in range(N_LANES)]
@@ -120,6 +121,7 @@ class LaneSet:
         self.nxt = array("i", range(n))  # each sentinel links to itself: an empty list
         self.prv = array("i", range(n))
         self.st = array("H", bytes(2 * n))
+        self.back = bytearray(n)  # 1: the message came back from a blob (Lane.back counts them)
         self.free = array("i", range(n - 1, _SENTINELS - 1, -1))  # pops the lowest slot first
 
     def __getitem__(self, priority: int) -> Lane:
@@ -140,6 +142,7 @@ class LaneSet:
         self.nxt.extend(range(old, old + add))
         self.prv.extend(range(old, old + add))
         self.st.extend(bytes(2 * add))
+        self.back.extend(bytes(add))
         self.free.extend(range(old + add - 1, old - 1, -1))
 
     # -- one message --------------------------------------------------------------------------
@@ -182,6 +185,9 @@ class LaneSet:
         if not s & HIDDEN:
             lane.ready -= 1
         lane.mem -= 1
+        if lane.back and self.back[i]:
+            self.back[i] = 0
+            lane.back -= 1
         recs = self.recs
         self.mem_bytes -= len(recs[i])
         recs[i] = None
@@ -244,11 +250,20 @@ class LaneSet:
         """Messages in memory (the sum of the lanes' ``mem``)."""
         return sum(lane.mem for lane in self.lanes)
 
-    def detach_run(self, lane: Lane, slots: Sequence[int], nbytes: int) -> None:
-        """Take a contiguous run of available messages off ``lane`` (they went into a blob).
+    def detach_run(self, lane: Lane, slots: Sequence[int], nbytes: int) -> int:
+        """Take a contiguous run of available messages off ``lane`` (they went into a blob, or
+        a batch get took them).
 
         ``slots`` are in list order and were verified by the caller; ``nbytes`` is the sum of
-        their record lengths."""
+        their record lengths. Returns how many of them had come back from a blob."""
+        again = 0
+        if lane.back:
+            back = self.back
+            for i in slots:
+                if back[i]:
+                    back[i] = 0
+                    again += 1
+            lane.back -= again
         nxt, prv = self.nxt, self.prv
         p = prv[slots[0]]
         n = nxt[slots[-1]]
@@ -267,6 +282,7 @@ class LaneSet:
         lane.mem -= k
         lane.ready -= k
         self.mem_bytes -= nbytes
+        return again
 
     def splice_front(
         self, lane: Lane, records: Sequence[bytes], gotten: Sequence[int] = (), nbytes: int = -1
@@ -276,7 +292,12 @@ class LaneSet:
         ``gotten`` are positions in ``records`` whose message a unit of work holds: they come
         back hidden (GOTTEN). ``nbytes`` is their total length when the caller knows it.
         Returns the new slots, in order."""
-        return self._link_many(lane, lane.front, records, lane.priority, gotten, nbytes).tolist()
+        slots = self._link_many(lane, lane.front, records, lane.priority, gotten, nbytes)
+        back = self.back
+        for i in slots:
+            back[i] = 1
+        lane.back += len(slots)
+        return slots.tolist()
 
     def extend(self, lane: Lane, records: Sequence[bytes], state: int) -> array:
         """:meth:`append` of many records with one state (a batch put), in bulk; returns the slots."""

@@ -43,6 +43,11 @@ class QueueManager:
     ``readahead_low_water``: when a swept lane's in-memory messages fall below it, the next
     blobs (that many messages' worth) are read in the background.
 
+    ``memory_budget`` (bytes; 0: none) makes the sweeper sweep beyond its rule while the
+    messages in memory and the store's own memory are over it: the queues with the most
+    sweepable bytes first, each keeping its x + extra buffer (``SweepPolicy.memory_budget``).
+    ``sweep_policy.rule="adaptive"`` selects the rule that does not re-sweep what came back.
+
     ``store`` puts the queues' blobs in a given :class:`~sweepq.blobstore.Store` instead (a
     ``MemoryStore`` keeps them off the disk; tests inject a ``FaultyStore``).
 
@@ -70,6 +75,7 @@ class QueueManager:
         max_msg_length: int = 100 * 1024 * 1024,
         trace_path: str | os.PathLike | None = None,
         store: Store | None = None,
+        memory_budget: int = 0,
     ):
         checks.integer(max_uncommitted, "max_uncommitted", Reason.PARM_VALUE_ERROR, 1)
         checks.integer(max_msg_length, "max_msg_length", Reason.PARM_VALUE_ERROR, 0, 100 * 1024 * 1024)
@@ -82,6 +88,10 @@ class QueueManager:
             raise MQError(Reason.PARM_VALUE_ERROR, f"sweep_duty {sweep_duty!r}: a share of the time in (0, 1]")
         if sweep_policy is not None and not isinstance(sweep_policy, SweepPolicy):
             raise MQError(Reason.PARM_VALUE_ERROR, "sweep_policy must be a SweepPolicy")
+        checks.integer(memory_budget, "memory_budget (bytes, 0: none)", Reason.PARM_VALUE_ERROR, 0, 2**62)
+        sweep_policy = sweep_policy or SweepPolicy()
+        if memory_budget:
+            sweep_policy = replace(sweep_policy, memory_budget=memory_budget)
         self.name = name
         self.clock: Clock = clock or SystemClock()
         self.max_uncommitted = max_uncommitted
@@ -100,7 +110,7 @@ class QueueManager:
 
             self.recorder = TraceRecorder(trace_path, self.clock)
         self._storage = Storage(path, store_options, store)
-        self.sweeper = Sweeper(self, sweep_policy or SweepPolicy(), self.clock, duty=sweep_duty)
+        self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
         if sweeper:
             self.sweeper.start()
 

@@ -31,6 +31,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
+from sweepq.sweeper.cycle import SweepCounts
 from sweepq.sweeper.stats import SweepStats, percentile
 
 from . import checks, record
@@ -479,15 +480,32 @@ class LocalQueue:
 
     # -- the sweeper protocol (sweeper.cycle.Sweepable) -------------------------------------------
 
-    def sweep_counts(self) -> tuple[int, int]:
-        """(y, x): committed, not-gotten, unbatched messages in memory; messages obtained
-        since the last call, which starts a new interval."""
+    def sweep_counts(self) -> SweepCounts:
+        """What the rule needs (sweeper.cycle.SweepCounts); x restarts from 0 for the next
+        interval."""
         self.tier.run_cleanup()  # retry owed store changes once an interval
         with self.mutex:
             self.lanes.shrink()
-            y = sum(lane.ready for lane in self.lanes) - self.batched
+            lanes = self.lanes.lanes
+            y = sum(lane.ready for lane in lanes) - self.batched
             x, self.obtained = self.obtained, 0
-        return y, x
+            back = sum(lane.back for lane in lanes)
+            swept = any(lane.chain for lane in lanes)
+            return SweepCounts(y, x, back, swept, self.lanes.mem_bytes)
+
+    def sweep_counts_bytes(self) -> int:
+        with self.mutex:
+            return self.lanes.mem_bytes
+
+    def sweepable_bytes(self, keep: int) -> int:
+        """What a sweep keeping ``keep`` would move: the runs are chosen as for a sweep (and
+        released at once), so the count is the protocol's, never what it forbids."""
+        plan = self.sweep_begin(keep)
+        try:
+            return sum(len(r) for t in plan.targets for r in t.records)
+        finally:
+            with self.mutex:
+                self.tier.end_locked(count=False)
 
     def sweep_begin(self, keep: int) -> Plan:
         """Mark the lanes sweeping under the lock (O(lanes)), then choose the runs without it."""
@@ -578,6 +596,7 @@ class LocalQueue:
                 aborts=dict(c.aborts),
                 unsweeps=c.unsweeps,
                 msgs_unswept=c.msgs_unswept,
+                msgs_reswept=c.msgs_reswept,
                 readahead_hits=c.readahead_hits,
                 readahead_misses=c.readahead_misses,
                 damaged_blobs=c.damaged_blobs,

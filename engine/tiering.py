@@ -197,8 +197,9 @@ class QueueTier:
     def detach_locked(self, target: Target, lo: int, hi: int, info: BlobInfo, index: tuple, nbytes: int) -> None:
         """The blob is linked in the store: take its messages off the lane, put it in the chain."""
         lane = target.lane
-        self.lanes.detach_run(lane, target.slots[lo:hi], nbytes)
+        again = self.lanes.detach_run(lane, target.slots[lo:hi], nbytes)
         lane.swept += hi - lo
+        self.counters.msgs_reswept += again
         blob = SweptBlob(info.blob_id, nbytes, info.comp_len, info.check, index)
         if target.at_head:
             lane.chain.appendleft(blob)
@@ -210,12 +211,12 @@ class QueueTier:
         c.bytes_swept_raw += nbytes
         c.bytes_swept_compressed += info.comp_len
 
-    def end_locked(self) -> None:
+    def end_locked(self, count: bool = True) -> None:
         for lane in self.lanes:
             lane.sweeping = False
             self.lanes.settle(lane)
         self.lanes.release_frees()
-        self.counters.sweeps += 1
+        self.counters.sweeps += count
 
     @staticmethod
     def index_of(target: Target, lo: int, hi: int) -> tuple:
