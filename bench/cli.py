@@ -299,7 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--sweep-memory-messages", type=pos_int, default=1_000_000, help="messages for bytes per swept message (memory)"
     )
     b.add_argument("--backlog", type=pos_int, default=500_000, help="messages waiting before consumers start (backlog)")
-    b.add_argument("--backlog-rate", type=pos_float, default=20_000.0, help="publish rate during the drain, msgs/s")
+    b.add_argument(
+        "--backlog-rate",
+        type=pos_float,
+        default=50_000.0,
+        help="fixed publish rate, msgs/s, before and during the drain",
+    )
     b.add_argument("--backlog-size", type=pos_int, default=1024, help="payload bytes (backlog)")
     b.add_argument("--backlog-interval", type=pos_float, default=1.0, help="sweep interval, seconds (backlog)")
     b.add_argument("--gc-messages", type=pos_int, default=1_000_000, help="backlog while GC pauses are timed (gc)")
