@@ -98,8 +98,8 @@ def _bench(args: argparse.Namespace) -> int:
                 values[k] = v
     opts = BenchOptions(**values)
     figures, report = run(names, opts)
-    command = "sweepq bench " + " ".join(sys.argv[1:][1:]) if sys.argv[1:2] == ["bench"] else "sweepq bench"
-    doc = {"command": command.strip(), "options": dataclasses.asdict(opts), "figures": figures, "rows": report.rows}
+    command = " ".join(["sweepq", *getattr(args, "argv", ["bench"])])
+    doc = {"command": command, "options": dataclasses.asdict(opts), "figures": figures, "rows": report.rows}
     doc["notices"] = report.notices
     table = report.markdown()
     if args.out:
@@ -113,7 +113,7 @@ def _bench(args: argparse.Namespace) -> int:
     else:
         print(table)
     if args.out:
-        print(f"\nwrote {os.path.join(args.out, 'bench.json')} and {os.path.join(args.out, 'bench.md')}")
+        print(f"wrote {os.path.join(args.out, 'bench.json')} and {os.path.join(args.out, 'bench.md')}", file=sys.stderr)
     return 0
 
 
@@ -376,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    args.argv = argv
     try:
         return args.func(args)
     except KeyboardInterrupt:
