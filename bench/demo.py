@@ -463,17 +463,16 @@ def summary(runs: dict[str, dict]) -> dict[str, Any]:
     return out
 
 
-def _table(runs: dict[str, dict]):
-    from rich.table import Table
+TITLE = "sweepq demo: the same workload with and without the slow queue sweeper"
 
+
+def table_rows(runs: dict[str, dict]) -> list[tuple[str, str, str]]:
+    """(figure, with sweeper, without sweeping): the rows of the terminal and Markdown tables."""
     w, wo = runs["with"], runs.get("without")
-    t = Table(title="sweepq demo: the same workload with and without the slow queue sweeper")
-    t.add_column("figure")
-    t.add_column("with sweeper", justify="right")
-    t.add_column("without sweeping", justify="right")
+    rows = []
 
     def row(label: str, key: str, fmt=lambda v: f"{v:,}") -> None:
-        t.add_row(label, fmt(w[key]), fmt(wo[key]) if wo else "-")
+        rows.append((label, fmt(w[key]), fmt(wo[key]) if wo else "-"))
 
     row("messages put", "messages")
     row("delivered (exactly once, in order)", "delivered")
@@ -482,19 +481,37 @@ def _table(runs: dict[str, dict]):
     row("peak messages in memory", "peak_in_memory")
     row("peak queue depth", "peak_depth")
     row("messages swept", "msgs_swept")
-    row("bytes swept (raw -> zstd)", "bytes_swept_raw", _mb)
-    t.add_row("compressed to", _mb(w["bytes_swept_compressed"]), "-")
+    row("bytes swept (raw)", "bytes_swept_raw", _mb)
+    rows.append(("... compressed with zstd to", _mb(w["bytes_swept_compressed"]), "-"))
     ratio = w["bytes_swept_raw"] / w["bytes_swept_compressed"] if w["bytes_swept_compressed"] else 0
-    t.add_row("compression ratio", f"{ratio:.1f} x" if ratio else "-", "-")
+    rows.append(("compression ratio", f"{ratio:.1f} x" if ratio else "-", "-"))
     row("messages unswept (brought back)", "msgs_unswept")
     row("bytes unswept", "bytes_unswept_raw", _mb)
     row("sweeps", "sweeps")
     row("unsweeps (blobs brought back)", "unsweeps")
-    t.add_row("sweep aborts", f"{sum(w['aborts'].values()):,}", f"{sum(wo['aborts'].values()):,}" if wo else "-")
-    row("RocksDB memory (peak: memtables, readers, cache)", "rocksdb_memory_peak", _mb)
+    rows.append(("sweep aborts", f"{sum(w['aborts'].values()):,}", f"{sum(wo['aborts'].values()):,}" if wo else "-"))
+    row("RocksDB memory, peak (memtables, readers, cache)", "rocksdb_memory_peak", _mb)
     row("producers' time", "fill_seconds", lambda v: f"{v:.1f} s")
     row("catch-up (drain) time", "drain_seconds", lambda v: f"{v:.1f} s")
+    return rows
+
+
+def _table(runs: dict[str, dict]):
+    from rich.table import Table
+
+    t = Table(title=TITLE)
+    t.add_column("figure")
+    t.add_column("with sweeper", justify="right")
+    t.add_column("without sweeping", justify="right")
+    for r in table_rows(runs):
+        t.add_row(*r)
     return t
+
+
+def markdown(runs: dict[str, dict]) -> str:
+    out = ["| figure | with sweeper | without sweeping |", "|---|--:|--:|"]
+    out += [f"| {a} | {b} | {c} |" for a, b, c in table_rows(runs)]
+    return "\n".join(out) + "\n"
 
 
 def plot(runs: dict[str, dict], path: str) -> None:
@@ -617,7 +634,10 @@ def run(cfg: DemoConfig, out_dir: str, console=None, compare: bool = True) -> in
     os.makedirs(out_dir, exist_ok=True)
     png = os.path.join(out_dir, "demo.png")
     js = os.path.join(out_dir, "demo.json")
+    md = os.path.join(out_dir, "demo.md")
     plot(runs, png)
+    with open(md, "w") as f:
+        f.write(markdown(runs))
     with open(js, "w") as f:
         json.dump({"summary": summary(runs), "runs": runs}, f, indent=1)
     ok = True
@@ -645,7 +665,7 @@ def run(cfg: DemoConfig, out_dir: str, console=None, compare: bool = True) -> in
             f"[bold]{_mb(wo['peak_rss'])}[/] without sweeping ({w['peak_rss'] / wo['peak_rss']:.2f} x)"
         )
     say(f"plot: {os.path.abspath(png)}")
-    say(f"figures: {os.path.abspath(js)}")
+    say(f"figures: {os.path.abspath(js)} (and the table as Markdown: {os.path.abspath(md)})")
     return 0 if ok else 1
 
 

@@ -81,4 +81,5 @@ def test_demo_quick_end_to_end(tmp_path):
     assert s["messages"] == s["delivered_with_sweeper"] == 20_000
     assert s["msgs_swept"] > 0 and s["msgs_unswept"] == s["msgs_swept"]
     assert s["peak_rss_with_sweeper"] > 0 and s["peak_rss_without_sweeping"] > 0
-    assert str(tmp_path / "demo.png") in text
+    assert "plot:" in text and "demo.png" in text and "figures:" in text
+    assert "| peak resident memory |" in (tmp_path / "demo.md").read_text()
