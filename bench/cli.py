@@ -302,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--backlog-rate",
         type=pos_float,
-        default=50_000.0,
+        default=20_000.0,
         help="fixed publish rate, msgs/s, before and during the drain",
     )
     b.add_argument("--backlog-size", type=pos_int, default=1024, help="payload bytes (backlog)")
