@@ -64,7 +64,29 @@ def _number(kind: type, low: float | None = None, high: float | None = None, low
     return parse
 
 
+def _output_dir(prog: str, path: str | None) -> bool:
+    """Create ``--out`` before any work, so that a bad path fails at once in one line."""
+    import os
+
+    if path is None:
+        return True
+    try:
+        os.makedirs(path, exist_ok=True)
+        if not os.access(path, os.W_OK):
+            raise PermissionError("not writable")
+    except OSError as e:
+        why = e.strerror or str(e)
+        print(
+            f"{prog}: error: argument --out: cannot write to {path!r} ({why}); pass a writable directory",
+            file=sys.stderr,
+        )
+        return False
+    return True
+
+
 def _demo(args: argparse.Namespace) -> int:
+    if not _output_dir("sweepq demo", args.out):
+        return 2
     from .demo import DemoConfig, run
 
     quick = {"messages": 20_000, "size": 512, "seconds": 3.0, "interval": 1.0}
@@ -89,6 +111,8 @@ def _bench(args: argparse.Namespace) -> int:
 
     from .suite import QUICK, SCENARIOS, BenchOptions, run
 
+    if not _output_dir("sweepq bench", args.out):
+        return 2
     names = list(SCENARIOS) if args.what == "all" else [args.what]
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(BenchOptions) if hasattr(args, f.name)}
     if args.quick:  # --quick shrinks what the user did not set

@@ -93,6 +93,17 @@ def test_a_bad_value_is_one_line_and_exit_2(args, names, advice):
     assert names in lines[0] and advice in lines[0], lines[0]
 
 
+@pytest.mark.parametrize("command", ["demo", "bench"])
+def test_an_output_directory_that_cannot_be_written_fails_first(tmp_path, command):
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    for bad in (str(f), str(f / "below")):
+        out = _sweepq(command, "--quick", "--out", bad)
+        assert out.returncode == 2, out
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and "argument --out: cannot write to" in lines[0] and "pass a writable" in lines[0]
+
+
 def test_inspect_of_a_file_or_a_foreign_directory(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
