@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from sweepq.engine import OO, QueueManager
 from sweepq.sweeper import ManualClock
+from sweepq.sweeper.runs import record_ends
 
 IO = OO.OUTPUT | OO.INPUT_SHARED
 
@@ -59,7 +60,7 @@ def rates(messages: int = 100_000, size: int = 100, freeze: bool = False) -> dic
         _fill(qm, "R", messages, size)
         q = qm._queue("R")
         raw = q.mem_bytes
-        records = [n.rec for n in q.lanes[0].front]
+        records = q.lanes.records(q.lanes[0].front)
         ids = [r[5:13] * 3 for r in records]
         qm.blob_store()  # opened before timing: the baseline's store is open too
         if freeze:
@@ -68,18 +69,18 @@ def rates(messages: int = 100_000, size: int = 100, freeze: bool = False) -> dic
         t0 = time.perf_counter()
         qm.sweeper.run_once()
         sweep_s = time.perf_counter() - t0
-        swept = q.counters.bytes_swept_raw
+        swept = q.tier.counters.bytes_swept_raw
         blobs = [b.blob_id for b in q.lanes[0].chain]
         # Unsweep: bring every blob back, under the lock, as gets do.
         t0 = time.perf_counter()
-        with q.mutex:
-            while q.lanes[0].chain:
-                q._unsweep_head(q.lanes[0])
+        q.unsweep_all()
         unsweep_s = time.perf_counter() - t0
         # The raw limit on the same bytes: the store alone, same blob bounds, same records.
         store = qm.blob_store()
         t0 = time.perf_counter()
-        infos = store.write_pending(b"RAW/0", records, ids, scope=b"RAW")
+        infos = store.write_pending(
+            b"RAW/0", records, ids, record_ends(records, store.max_blob_bytes, store.max_blob_records), b"RAW"
+        )
         raw_write_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         for info in infos:
@@ -97,7 +98,7 @@ def rates(messages: int = 100_000, size: int = 100, freeze: bool = False) -> dic
             "unsweep_MBps": swept / unsweep_s / 1e6,
             "raw_read_MBps": raw / raw_read_s / 1e6,
             "unsweep_ratio": (swept / unsweep_s) / (raw / raw_read_s),
-            "compression_ratio": q.counters.bytes_swept_raw / max(1, q.counters.bytes_swept_compressed),
+            "compression_ratio": q.tier.counters.bytes_swept_raw / max(1, q.tier.counters.bytes_swept_compressed),
             "gc_frozen": freeze,
         }
     finally:
@@ -115,9 +116,9 @@ def lock_holds(run_sizes: tuple[int, ...] = (1_000, 10_000, 100_000), size: int 
             qm.define_queue("L")
             _fill(qm, "L", n + 5, size)
             q = qm._queue("L")
-            q.counters.lock_seconds.clear()
+            q.tier.counters.lock_seconds.clear()
             qm.sweeper.run_once()
-            holds = sorted(q.counters.lock_seconds)
+            holds = sorted(q.tier.counters.lock_seconds)
             out[n] = {
                 "holds": len(holds),
                 "p99_ms": holds[min(len(holds) - 1, int(0.99 * len(holds)))] * 1e3,
@@ -169,8 +170,8 @@ def drain_latency(messages: int = 100_000, per_blob: int = 500, size: int = 100)
             "drain_p99_us": p(b, 0.99),
             "drain_max_us": b[-1] / 1e3,
             "p99_ratio": p(b, 0.99) / p(a, 0.99),
-            "readahead_hits": q.counters.readahead_hits,
-            "readahead_misses": q.counters.readahead_misses,
+            "readahead_hits": q.tier.counters.readahead_hits,
+            "readahead_misses": q.tier.counters.readahead_misses,
         }
     finally:
         qm.close()

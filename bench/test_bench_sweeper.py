@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from sweepq.bench.sweeping import IO, _manager, _payload
+from sweepq.sweeper.runs import record_ends
 
 N = 20_000
 
@@ -30,7 +31,8 @@ def test_store_alone_writes_the_records(benchmark, qm, size):
     ids = [i.to_bytes(24, "big") for i in range(N)]
     benchmark.group = f"sweep {N:,} x {size} B"
     benchmark.extra_info.update(ops=N, baseline=True)
-    benchmark.pedantic(store.write_pending, args=(b"RAW/0", records, ids), rounds=5, warmup_rounds=1)
+    ends = record_ends(records, store.max_blob_bytes, store.max_blob_records)
+    benchmark.pedantic(store.write_pending, args=(b"RAW/0", records, ids, ends), rounds=5, warmup_rounds=1)
 
 
 @pytest.mark.parametrize("size", [100, 1024])
@@ -40,10 +42,7 @@ def test_engine_sweep(benchmark, qm, size):
 
     def refill():
         q = qm._queue("S")
-        with q.mutex:  # bring anything swept back, so every round starts in memory
-            for lane in q.lanes:
-                while lane.chain:
-                    q._unsweep_head(lane)
+        q.unsweep_all()  # bring anything swept back, so every round starts in memory
         while q.depth:
             h.get()
         for p in payloads:

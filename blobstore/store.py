@@ -1,21 +1,14 @@
-"""Where swept runs live: compressed, checksummed blobs in RocksDB, and the chains that order them.
+"""Where swept runs live: compressed, checksummed blobs, and the chains that order them.
 
-The RocksDB layout, in one place (column families, all in raw mode):
-
-``blobs``      u64 blob id (big endian) -> blob (blobstore/format.py). RocksDB's own
-               compression is off here: blobs are zstd-compressed already, and a second
-               pass would spend CPU for nothing.
-``manifests``  u64 blob id -> zstd(owner label, then the record ids). Kept apart from the
-               blob so that a damaged blob can still be named: which owner, which records.
-``chains``     chain name -> the chain's blob ids, u64 each, in order.
-``meta``       b"format" -> u32 format version; b"next_id" -> u64;
-               b"dict/" + u32 id -> a trained zstd dictionary;
-               b"dictscope/" + scope -> u32 id of that scope's current dictionary.
-
-A blob is *pending* from :meth:`BlobStore.write_pending` until :meth:`BlobStore.link`
-puts it in a chain; linking and unlinking are each one atomic WriteBatch, so a chain
-never names a blob that is not there. Pending blobs that are never linked are deleted by
+A blob is *pending* from :meth:`BlobStore.write_pending` until :meth:`BlobStore.link` puts
+it in a chain; linking and unlinking are each one atomic write, so a chain never names a
+blob that is not there. Pending blobs that are never linked are deleted by
 :meth:`BlobStore.delete_pending` (a sweep that aborts) or at the next open.
+
+:class:`BlobStore` keeps its data in RocksDB (blobstore/kv.py holds the layout);
+:class:`MemoryStore` is the same store over dicts, for tests and for a queue manager that
+must not touch the disk. Both implement :class:`~sweepq.blobstore.protocol.Store`, and one
+contract test suite runs over both.
 
 The store knows nothing about queues: it stores opaque records under opaque owner labels
 and scopes. Only this package imports rocksdict and zstandard.
@@ -30,25 +23,31 @@ import tempfile
 import threading
 import time
 import weakref
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
-
-from rocksdict import AccessType, DBCompressionType, Options, Rdict, WriteBatch, WriteOptions
 
 from . import format as fmt
 from .codec import DEFAULT_LEVEL, Codec, train
+from .kv import (
+    CF_BLOBS,
+    CF_CHAINS,
+    CF_MANIFESTS,
+    CF_META,
+    DEFAULT_BLOCK_CACHE_BYTES,
+    DEFAULT_WRITE_BUFFER_BYTES,
+    KV,
+    KVCorruption,
+    KVError,
+    MemoryKV,
+    Op,
+    RocksKV,
+)
 
-CF_BLOBS = "blobs"
-CF_MANIFESTS = "manifests"
-CF_CHAINS = "chains"
-CF_META = "meta"
-_CFS = (CF_BLOBS, CF_MANIFESTS, CF_CHAINS, CF_META)
-
-STORE_FORMAT = 1
+STORE_FORMAT = 2
 DEFAULT_MAX_BLOB_BYTES = 256 * 1024
 DEFAULT_MAX_BLOB_RECORDS = 1024  # bounds a sweep's lock hold (verify + detach are per record)
+# The caller cuts a run into blobs within these bounds (sweepq.sweeper.runs.cut_run: one
+# implementation for the engine and the replay kernel); the store keeps them as its settings.
 # Dictionaries help small records only; train once this many bytes of samples are seen.
 DICT_MAX_AVG_RECORD = 1024
 DICT_SAMPLE_BYTES = 256 * 1024
@@ -79,13 +78,15 @@ class BlobCorruptError(StoreError):
 
 @dataclass(frozen=True)
 class BlobInfo:
-    """What :meth:`BlobStore.write_pending` wrote: one bounded blob."""
+    """What :meth:`BlobStore.write_pending` wrote: one bounded blob. ``check`` is the crc32
+    of its record ids, which a read verifies."""
 
     blob_id: int
     count: int
     raw_len: int
     comp_len: int
     dict_id: int
+    check: int = 0
 
 
 @dataclass
@@ -101,32 +102,24 @@ class StoreStats:
     dict_ids: dict = field(default_factory=dict)
 
 
-def _options() -> Options:
-    o = Options(raw_mode=True)
-    o.create_if_missing(True)
-    o.create_missing_column_families(True)
-    return o
-
-
-def _cf_options(name: str) -> Options:
-    o = Options(raw_mode=True)
-    if name == CF_BLOBS:
-        o.set_compression_type(DBCompressionType.none())
-    return o
-
-
 class BlobStore:
-    """A blob store on a data directory.
+    """A blob store on a data directory (RocksDB).
 
     ``clear`` empties an existing store at open (until restarts are recovered, a new
     queue manager starts empty). ``sync`` makes every write durable before it returns.
     ``max_blob_bytes`` / ``max_blob_records`` bound one blob, so that bringing one back
-    is a bounded amount of work. ``read_only`` opens for inspection alongside nothing else.
+    is a bounded amount of work; callers cut their runs within them. ``write_buffer_bytes``
+    and ``block_cache_bytes`` bound RocksDB's memory (blobstore/kv.py). ``read_only`` opens
+    for inspection.
+
+    Thread safety: every method may be called from any thread. Atomicity: each write
+    method applies all of its changes or none; it raises :class:`StoreError` when it applied
+    none, so a caller that fails may simply try again.
     """
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike | None,
         *,
         clear: bool = False,
         sync: bool = False,
@@ -135,56 +128,64 @@ class BlobStore:
         max_blob_records: int = DEFAULT_MAX_BLOB_RECORDS,
         dictionaries: bool = True,
         read_only: bool = False,
+        write_buffer_bytes: int = DEFAULT_WRITE_BUFFER_BYTES,
+        block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
+        kv: KV | None = None,
     ):
-        self.path = os.fspath(path)
+        _check_option("max_blob_bytes", max_blob_bytes, 1)
+        _check_option("max_blob_records", max_blob_records, 1)
+        _check_option("write_buffer_bytes", write_buffer_bytes, 1 << 20)
+        _check_option("block_cache_bytes", block_cache_bytes, 0)
+        if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 22:
+            raise StoreError(f"store option level={level!r}: a zstd level is an integer in 1..22")
+        self.path = os.fspath(path) if path is not None else ":memory:"
         self.max_blob_bytes = max_blob_bytes
         self.max_blob_records = max_blob_records
-        self.use_dictionaries = dictionaries
+        self.use_dictionaries = bool(dictionaries)
         self.codec = Codec(level)
         self.stats = StoreStats()
         self._lock = threading.Lock()
         self._temporary = False
-        self._check_directory(read_only)
-        access = AccessType.read_only() if read_only else AccessType.read_write()
-        cfs = {name: _cf_options(name) for name in _CFS}
-        try:
-            self._db = Rdict(self.path, options=_options(), column_families=cfs, access_type=access)
-        except Exception as e:
-            raise StoreError(f"cannot open the store at {self.path}: {e}") from e
-        self._cf = {name: self._db.get_column_family(name) for name in _CFS}
-        self._h = {name: self._db.get_column_family_handle(name) for name in _CFS}
-        self._wopts = WriteOptions()
-        self._wopts.sync = sync
-        meta = self._cf[CF_META]
-        stored = meta.get(b"format")
+        if kv is None:
+            self._check_directory(read_only)
+            try:
+                kv = RocksKV(
+                    self.path,
+                    sync=sync,
+                    read_only=read_only,
+                    write_buffer_bytes=write_buffer_bytes,
+                    block_cache_bytes=block_cache_bytes,
+                )
+            except KVError as e:
+                raise StoreError(str(e)) from e
+        self._kv: KV | None = kv
+        stored = self._get(CF_META, b"format")
         if stored is None:
             if read_only:
                 raise StoreError(f"{self.path} is not a sweepq store (no format record)")
-            meta[b"format"] = _U32.pack(STORE_FORMAT)
+            self._write([(CF_META, b"format", _U32.pack(STORE_FORMAT))])
         elif _U32.unpack(stored)[0] > STORE_FORMAT:
             raise StoreError(
                 f"{self.path} holds store format {_U32.unpack(stored)[0]}, newer than this "
                 f"sweepq's {STORE_FORMAT}; upgrade sweepq to open it"
             )
+        elif _U32.unpack(stored)[0] < STORE_FORMAT and not clear and not read_only:
+            raise StoreError(f"{self.path} holds store format {_U32.unpack(stored)[0]}; open it with clear=True")
         if clear and not read_only:
             self._clear()
-        raw_next = meta.get(b"next_id")
+        raw_next = self._get(CF_META, b"next_id")
         self._next_id = _U64.unpack(raw_next)[0] if raw_next else 1
         self._chains: dict[bytes, list[int]] = {
-            k: list(struct.unpack(f"<{len(v) // 8}Q", v)) for k, v in self._cf[CF_CHAINS].items()
+            k: list(struct.unpack(f"<{len(v) // 8}Q", v)) for k, v in self._items(CF_CHAINS)
         }
         self._dict_refs: dict[int, int] = {}
         self._blob_dict: dict[int, int] = {}  # blob id -> its dictionary, for blobs that use one
         self._scope_dict: dict[bytes, int] = {}
         self._samples: dict[bytes, list[bytes]] = {}
         self._sample_bytes: dict[bytes, int] = {}
-        for k, v in meta.items(from_key=b"dict/"):
-            if not k.startswith(b"dict/"):
-                break
+        for k, v in self._items(CF_META, b"dict/"):
             self.codec.add_dict(_U32.unpack(k[5:])[0], v)
-        for k, v in meta.items(from_key=b"dictscope/"):
-            if not k.startswith(b"dictscope/"):
-                break
+        for k, v in self._items(CF_META, b"dictscope/"):
             self._scope_dict[k[10:]] = _U32.unpack(v)[0]
 
     @classmethod
@@ -209,21 +210,44 @@ class BlobStore:
             raise StoreError(f"{self.path} is not a sweepq store (it holds other files); choose an empty directory")
         if "CURRENT" in entries:
             try:
-                cfs = set(Rdict.list_cf(self.path, Options(raw_mode=True)))
-            except Exception as e:
-                raise StoreError(f"{self.path} is not a readable RocksDB store: {e}") from e
+                cfs = RocksKV.column_families(self.path)
+            except KVError as e:
+                raise StoreError(str(e)) from e
             if CF_META not in cfs:
                 raise StoreError(f"{self.path} is a RocksDB database but not a sweepq store")
 
     def _clear(self) -> None:
-        wb = WriteBatch(raw_mode=True)
+        ops: list[Op] = []
         for name in (CF_BLOBS, CF_MANIFESTS, CF_CHAINS):
-            for k in self._cf[name].keys():  # noqa: SIM118 - an Rdict, not a dict
-                wb.delete(k, self._h[name])
-        for k in self._cf[CF_META].keys():  # noqa: SIM118 - an Rdict
-            if k != b"format":
-                wb.delete(k, self._h[CF_META])
-        self._db.write(wb, self._wopts)
+            ops += [(name, k, None) for k, _v in self._items(name)]
+        ops += [(CF_META, k, None) for k, _v in self._items(CF_META) if k != b"format"]
+        self._write(ops)
+
+    # -- the key-value layer, with its errors made StoreErrors ---------------------------------
+
+    def _get(self, cf: str, key: bytes) -> bytes | None:
+        try:
+            return self._open_kv().get(cf, key)
+        except KVError as e:
+            raise StoreError(str(e)) from e
+
+    def _items(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
+        try:
+            return list(self._open_kv().items(cf, prefix))
+        except KVError as e:
+            raise StoreError(str(e)) from e
+
+    def _write(self, ops: list[Op]) -> None:
+        try:
+            self._open_kv().write(ops)
+        except KVError as e:
+            raise StoreError(str(e)) from e
+
+    def _open_kv(self) -> KV:
+        kv = self._kv
+        if kv is None:
+            raise StoreError(f"the store at {self.path} is closed")
+        return kv
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -232,139 +256,159 @@ class BlobStore:
         owner: bytes,
         records: Sequence[bytes],
         ids: Sequence[bytes],
+        ends: Sequence[int],
         scope: bytes | None = None,
     ) -> list[BlobInfo]:
-        """Compress ``records`` into bounded blobs and write them as pending (in no chain).
+        """Compress ``records`` into blobs cut at ``ends`` and write them as pending.
 
-        ``ids`` (one per record) and ``owner`` go to the manifest, to name the records if a
-        blob is ever damaged. ``scope`` (e.g. a queue) selects the trained dictionary.
-        Returns the blobs in record order.
+        Blob ``k`` holds ``records[ends[k-1]:ends[k]]``; the caller cuts within
+        ``max_blob_bytes`` / ``max_blob_records`` (sweepq.sweeper.runs). ``ids`` (one per
+        record) and ``owner`` are bound into each blob and kept in its manifest, to name the
+        records if a blob is ever damaged. ``scope`` (e.g. a queue) selects the trained
+        dictionary. Returns the blobs in record order.
+
+        :raises StoreError: a write failed; blobs written before it stay pending (the
+            caller deletes them, or the next open does).
         """
         if len(records) != len(ids):
             raise ValueError("one id per record")
+        if len(records) and (not len(ends) or ends[-1] != len(records)):
+            raise ValueError("ends must cut every record")
         t0 = time.perf_counter()
         dict_id = self._dictionary_for(scope, records) if scope is not None and self.use_dictionaries else 0
         out: list[BlobInfo] = []
-        for lo, hi in self._split(records):
+        lo = 0
+        for hi in ends:
             part = records[lo:hi]
+            part_ids = ids[lo:hi]
             raw = fmt.frame(list(part))
             body = self.codec.compress(raw, dict_id)
-            value = fmt.pack(fmt.CODEC_ZSTD, dict_id, len(part), len(raw), body)
-            manifest = self.codec.compress(_U32.pack(hi - lo + 1) + fmt.frame([owner, *ids[lo:hi]]))
+            check = fmt.ids_check(part_ids)
+            manifest = self.codec.compress(_U32.pack(hi - lo + 1) + fmt.frame([owner, *part_ids]))
             with self._lock:
                 blob_id = self._next_id
                 self._next_id += 1
-                if dict_id:
+            value = fmt.pack(fmt.CODEC_ZSTD, blob_id, owner, check, dict_id, len(part), len(raw), body)
+            key = _U64.pack(blob_id)
+            self._write(
+                [
+                    (CF_BLOBS, key, value),
+                    (CF_MANIFESTS, key, manifest),
+                    (CF_META, b"next_id", _U64.pack(blob_id + 1)),
+                ]
+            )
+            if dict_id:
+                with self._lock:
                     self._dict_refs[dict_id] = self._dict_refs.get(dict_id, 0) + 1
                     self._blob_dict[blob_id] = dict_id
-            wb = WriteBatch(raw_mode=True)
-            key = _U64.pack(blob_id)
-            wb.put(key, value, self._h[CF_BLOBS])
-            wb.put(key, manifest, self._h[CF_MANIFESTS])
-            wb.put(b"next_id", _U64.pack(blob_id + 1), self._h[CF_META])
-            self._write(wb)
-            out.append(BlobInfo(blob_id, len(part), len(raw), len(value), dict_id))
+            out.append(BlobInfo(blob_id, len(part), len(raw), len(value), dict_id, check))
             self.stats.blobs_written += 1
             self.stats.bytes_raw_written += len(raw)
             self.stats.bytes_compressed_written += len(value)
+            lo = hi
         self.stats.seconds_writing += time.perf_counter() - t0
         return out
 
-    def _split(self, records: Sequence[bytes]):
-        """Cut ``records`` into runs of at most max_blob_records / max_blob_bytes (framed)."""
-        n = len(records)
-        ends = list(accumulate(len(r) + 4 for r in records))  # framed bytes up to each record
-        lo = 0
-        base = 0
-        while lo < n:
-            # The longest run from lo within the byte bound (at least one record) ...
-            hi = bisect_right(ends, base + self.max_blob_bytes, lo, min(n, lo + self.max_blob_records))
-            hi = max(hi, lo + 1)
-            yield lo, hi
-            base = ends[hi - 1]
-            lo = hi
-
     def delete_pending(self, blob_ids: Sequence[int]) -> None:
-        """Remove blobs that never made it into a chain (an aborted sweep)."""
+        """Remove blobs that never made it into a chain (an aborted sweep), atomically.
+
+        :raises StoreError: nothing was deleted; try again later (the next open also does)."""
         if not blob_ids:
             return
-        wb = WriteBatch(raw_mode=True)
-        for b in blob_ids:
-            self._delete_blob(wb, b)
-        self._write(wb)
+        with self._lock:
+            ops: list[Op] = []
+            for b in blob_ids:
+                ops += self._delete_blob_ops(b)
+            self._write(ops)
+            self._forget_blobs(blob_ids)
 
     def link(self, chain: bytes, blob_ids: Sequence[int], at_head: bool) -> None:
-        """Link pending blobs into ``chain`` (at its head or tail, in the order given), atomically."""
+        """Link pending blobs into ``chain`` (at its head or tail, in the order given), atomically.
+
+        :raises StoreError: nothing was linked; the blobs are still pending."""
         with self._lock:
             ids = self._chains.get(chain, [])
             ids = [*blob_ids, *ids] if at_head else [*ids, *blob_ids]
-            wb = WriteBatch(raw_mode=True)
-            wb.put(chain, struct.pack(f"<{len(ids)}Q", *ids), self._h[CF_CHAINS])
-            self._write(wb)
+            self._write([(CF_CHAINS, chain, struct.pack(f"<{len(ids)}Q", *ids))])
             self._chains[chain] = ids
 
     def unlink(self, chain: bytes, blob_id: int) -> None:
-        """Take ``blob_id`` out of ``chain`` and delete it, in one atomic batch."""
+        """Take ``blob_id`` out of ``chain`` and delete it, in one atomic write.
+
+        :raises StoreError: nothing changed."""
         self._remove_from_chain(chain, blob_id, delete=True)
 
     def detach(self, chain: bytes, blob_id: int) -> None:
-        """Take ``blob_id`` out of ``chain`` but keep the blob (a damaged one, for inspection)."""
+        """Take ``blob_id`` out of ``chain`` but keep the blob (a damaged one, for inspection).
+
+        :raises StoreError: nothing changed."""
         self._remove_from_chain(chain, blob_id, delete=False)
 
     def _remove_from_chain(self, chain: bytes, blob_id: int, delete: bool) -> None:
         with self._lock:
             ids = [b for b in self._chains.get(chain, []) if b != blob_id]
-            wb = WriteBatch(raw_mode=True)
-            if ids:
-                wb.put(chain, struct.pack(f"<{len(ids)}Q", *ids), self._h[CF_CHAINS])
-            else:
-                wb.delete(chain, self._h[CF_CHAINS])
+            ops: list[Op] = [(CF_CHAINS, chain, struct.pack(f"<{len(ids)}Q", *ids) if ids else None)]
             if delete:
-                self._delete_blob(wb, blob_id)
-            self._write(wb)
+                ops += self._delete_blob_ops(blob_id)
+            self._write(ops)
+            if delete:
+                self._forget_blobs([blob_id])
             if ids:
                 self._chains[chain] = ids
             else:
                 self._chains.pop(chain, None)
 
     def drop_chain(self, chain: bytes) -> None:
-        """Delete a chain and all its blobs (a queue deleted with purge)."""
+        """Delete a chain and all its blobs (a queue deleted with purge), atomically.
+
+        :raises StoreError: nothing changed."""
         with self._lock:
-            ids = self._chains.pop(chain, [])
-            wb = WriteBatch(raw_mode=True)
-            wb.delete(chain, self._h[CF_CHAINS])
+            ids = self._chains.get(chain, [])
+            ops: list[Op] = [(CF_CHAINS, chain, None)]
             for b in ids:
-                self._delete_blob(wb, b)
-            self._write(wb)
+                ops += self._delete_blob_ops(b)
+            self._write(ops)
+            self._forget_blobs(ids)
+            self._chains.pop(chain, None)
 
-    def _delete_blob(self, wb: WriteBatch, blob_id: int) -> None:
+    def _delete_blob_ops(self, blob_id: int) -> list[Op]:
+        """The writes that delete a blob, and its dictionary if it was the last user
+        (called with ``_lock`` held; bookkeeping changes only once the write succeeded)."""
         key = _U64.pack(blob_id)
-        dict_id = self._blob_dict.pop(blob_id, 0)  # known for every blob written since open
-        if dict_id and dict_id in self._dict_refs:
-            self._dict_refs[dict_id] -= 1
-            if self._dict_refs[dict_id] <= 0 and dict_id not in self._scope_dict.values():
-                # Kept while any blob refers to it; this was the last one.
-                del self._dict_refs[dict_id]
-                wb.delete(b"dict/" + _U32.pack(dict_id), self._h[CF_META])
-        wb.delete(key, self._h[CF_BLOBS])
-        wb.delete(key, self._h[CF_MANIFESTS])
+        ops: list[Op] = [(CF_BLOBS, key, None), (CF_MANIFESTS, key, None)]
+        dict_id = self._blob_dict.get(blob_id, 0)
+        if dict_id and self._dict_refs.get(dict_id, 0) <= 1 and dict_id not in self._scope_dict.values():
+            ops.append((CF_META, b"dict/" + _U32.pack(dict_id), None))
+        return ops
 
-    def _write(self, wb: WriteBatch) -> None:
-        try:
-            self._db.write(wb, self._wopts)
-        except Exception as e:
-            raise StoreError(f"write to {self.path} failed: {e}") from e
+    def _forget_blobs(self, blob_ids: Sequence[int]) -> None:
+        for b in blob_ids:
+            dict_id = self._blob_dict.pop(b, 0)
+            if dict_id and dict_id in self._dict_refs:
+                self._dict_refs[dict_id] -= 1
+                if self._dict_refs[dict_id] <= 0:
+                    del self._dict_refs[dict_id]
 
     # -- reading ---------------------------------------------------------------------------
 
-    def read(self, blob_id: int) -> list[bytes]:
-        """The records of one blob, verified. Raises BlobCorruptError naming what it held."""
+    def read(self, blob_id: int, owner: bytes | None = None, check: int | None = None) -> list[bytes]:
+        """The records of one blob, verified against its key and, when given, the owner and
+        the ids' check it was linked with.
+
+        :raises BlobCorruptError: the blob is damaged, missing or not the one expected; it
+            names what the blob held. :raises StoreError: the read itself failed (transient).
+        """
         t0 = time.perf_counter()
-        value = self._cf[CF_BLOBS].get(_U64.pack(blob_id))
+        try:
+            value = self._open_kv().get(CF_BLOBS, _U64.pack(blob_id))
+        except KVCorruption as e:
+            raise self._corrupt(blob_id, str(e)) from e
+        except KVError as e:
+            raise StoreError(str(e)) from e
         if value is None:
             raise self._corrupt(blob_id, "missing from the store")
         try:
-            head, body = fmt.unpack(value)
+            head, body = fmt.unpack(value, blob_id, owner, check)
             if head.codec == fmt.CODEC_ZSTD:
                 raw = self.codec.decompress(body, head.raw_len, head.dict_id)
             else:
@@ -378,8 +422,9 @@ class BlobStore:
         return records
 
     def manifest(self, blob_id: int) -> tuple[bytes, list[bytes]]:
-        """(owner, record ids) of a blob, from its separately stored manifest."""
-        raw = self._cf[CF_MANIFESTS].get(_U64.pack(blob_id))
+        """(owner, record ids) of a blob, from its separately stored manifest; (b"?", []) when
+        there is none. :raises StoreError: it cannot be read."""
+        raw = self._get(CF_MANIFESTS, _U64.pack(blob_id))
         if raw is None:
             return b"?", []
         data = self.codec.decompress(raw, 0)
@@ -394,6 +439,7 @@ class BlobStore:
         return BlobCorruptError(blob_id, owner, ids, why)
 
     def chain(self, name: bytes) -> list[int]:
+        """The blob ids of one chain, in order (from memory: no I/O)."""
         return list(self._chains.get(name, []))
 
     def chains(self) -> dict[bytes, list[int]]:
@@ -401,19 +447,34 @@ class BlobStore:
 
     def blob_header(self, blob_id: int) -> fmt.Header:
         """The verified header of a stored blob (for inspection)."""
-        value = self._cf[CF_BLOBS].get(_U64.pack(blob_id))
+        value = self._get(CF_BLOBS, _U64.pack(blob_id))
         if value is None:
             raise self._corrupt(blob_id, "missing from the store")
         try:
-            return fmt.unpack(value)[0]
+            return fmt.unpack(value, blob_id)[0]
         except fmt.FormatError as e:
             raise self._corrupt(blob_id, str(e)) from e
+
+    def raw_blob(self, blob_id: int) -> bytes | None:
+        """A blob's stored bytes, unverified (inspection and fault injection)."""
+        return self._get(CF_BLOBS, _U64.pack(blob_id))
+
+    def replace_raw_blob(self, blob_id: int, value: bytes) -> None:
+        """Overwrite a blob's stored bytes as they are (fault injection in tests: a flipped
+        bit, or another blob's bytes under this key)."""
+        self._write([(CF_BLOBS, _U64.pack(blob_id), value)])
 
     def pending(self) -> list[int]:
         """Blob ids that are in no chain."""
         linked = {b for ids in self._chains.values() for b in ids}
-        keys = self._cf[CF_BLOBS].keys()
-        return [_U64.unpack(k)[0] for k in keys if _U64.unpack(k)[0] not in linked]
+        return [_U64.unpack(k)[0] for k, _v in self._items(CF_BLOBS) if _U64.unpack(k)[0] not in linked]
+
+    def memory(self) -> dict[str, int]:
+        """Bytes the store holds in memory (memtables, block cache, ...), by kind."""
+        try:
+            return self._open_kv().memory()
+        except (KVError, StoreError):
+            return {}
 
     # -- dictionaries ---------------------------------------------------------------------
 
@@ -444,10 +505,15 @@ class BlobStore:
         with self._lock:
             dict_id = max([0, *self._scope_dict.values(), *self._dict_refs]) + 1
             self.codec.add_dict(dict_id, raw)
-            wb = WriteBatch(raw_mode=True)
-            wb.put(b"dict/" + _U32.pack(dict_id), raw, self._h[CF_META])
-            wb.put(b"dictscope/" + scope, _U32.pack(dict_id), self._h[CF_META])
-            self._write(wb)
+            try:
+                self._write(
+                    [
+                        (CF_META, b"dict/" + _U32.pack(dict_id), raw),
+                        (CF_META, b"dictscope/" + scope, _U32.pack(dict_id)),
+                    ]
+                )
+            except StoreError:
+                return 0  # no dictionary this time; the blobs are written without one
             self._scope_dict[scope] = dict_id
             self.stats.dictionaries_trained += 1
             self.stats.dict_ids[scope] = dict_id
@@ -455,15 +521,18 @@ class BlobStore:
 
     # -- lifetime ---------------------------------------------------------------------------
 
+    def flush(self) -> None:
+        """Write RocksDB's memtables to table files (inspection and tests)."""
+        kv = self._open_kv()
+        if isinstance(kv, RocksKV):
+            kv.flush()
+
     def close(self) -> None:
         """Close the database; a temporary store is removed."""
-        if self._db is None:
+        if self._kv is None:
             return
-        self._db.close()
-        # rocksdict keeps the database locked while column-family objects are alive.
-        self._cf.clear()
-        self._h.clear()
-        self._db = None
+        self._kv.close()
+        self._kv = None
         if self._temporary:
             shutil.rmtree(self.path, ignore_errors=True)
 
@@ -472,3 +541,19 @@ class BlobStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class MemoryStore(BlobStore):
+    """The same blob store over dicts: nothing touches the disk and nothing survives close.
+
+    For tests (every behaviour of :class:`BlobStore` but the files) and for queue managers
+    that tier only to compress their backlog in memory."""
+
+    def __init__(self, **options):
+        options.pop("sync", None)
+        super().__init__(None, kv=MemoryKV(), **options)
+
+
+def _check_option(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise StoreError(f"store option {name}={value!r}: use an integer >= {low}")

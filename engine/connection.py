@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
@@ -26,12 +27,13 @@ from .constants import (
     Usage,
 )
 from .errors import MQError, options_error
-from .lane import UNCOMMITTED, Node, new_node
+from .lane import UNCOMMITTED
 from .matching import MATCH_DEFAULT, _fixed, build_match
 from .message import Message, PutResult
 from .options import INPUT_OPTS, check_get, check_open, check_put
-from .queue import LocalQueue, Waiter
+from .queue import LocalQueue, Ref, Waiter
 from .record import MD
+from .tiering import Need
 from .uow import UnitOfWork
 
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ _PMO_LOGICAL_ORDER = int(PMO.LOGICAL_ORDER)
 _HAS_EXPIRY = record.HAS_EXPIRY
 _pack_head = record.HEAD.pack  # a put with no optional fields: record.encode(), written out
 _HEAD_LEN = record.HEAD_LEN
+_UNSET = object()
 
 
 def _as_bytes(data) -> bytes:
@@ -224,6 +227,7 @@ class Handle:
         Without SYNCPOINT the message is visible at once; with it, the message takes its
         place in the queue now and becomes visible at commit (seed 000).
         """
+        # The checks of _put_prelude, written out: this is the put hot path.
         if self._closed:
             raise self._closed_error()
         if not self._can_put:
@@ -243,15 +247,7 @@ class Handle:
         n = len(data)
         qm = self._qm
         if n > q.max_msg_length:
-            if n > qm.max_msg_length:
-                raise MQError(
-                    Reason.MSG_TOO_BIG_FOR_Q_MGR,
-                    f"message of {n} bytes exceeds the queue manager's max_msg_length {qm.max_msg_length}",
-                )
-            raise MQError(
-                Reason.MSG_TOO_BIG_FOR_Q,
-                f"message of {n} bytes exceeds {q.name!r} max_msg_length {q.max_msg_length}",
-            )
+            self._too_big(n, q)
         syncpoint = opts & _PMO_SYNC
         if syncpoint and len(self._conn._uow.ops) >= qm.max_uncommitted:
             raise _syncpoint_limit(qm.max_uncommitted)
@@ -272,12 +268,16 @@ class Handle:
                 rec = _pack_head(_HEAD_LEN, priority, persistent, 0, seq, put_us) + data
             else:
                 rec = record.encode(seq, put_us, priority, persistent, data, **extra)
-            node = Node()
-            node.rec = rec
-            node.state = (lane_i | UNCOMMITTED) if syncpoint else lane_i
-            q._insert(node, q.lanes[lane_i])
+            # q._insert written out: this is the put hot path.
+            if syncpoint:
+                slot = q.lanes.append(q.lane_list[lane_i], rec, lane_i | UNCOMMITTED)
+            else:
+                slot = q.lanes.append(q.lane_list[lane_i], rec, lane_i)
+                if q.waiters:
+                    q._wake_for(rec)
+            q.depth += 1
         if syncpoint:
-            self._conn._uow.add_put(q, node)
+            self._conn._uow.add_put(q, slot)
         if qm.recorder is not None:
             qm.recorder.put(q.name, n, priority, persistent)
         res = PutResult()
@@ -285,6 +285,99 @@ class Handle:
         res._ident = qm.ident
         res.reason = reason
         return res
+
+    def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]:
+        """MQPUT of many messages in one call: one lock, one validation of ``md`` and ``options``.
+
+        Every message gets the same descriptor fields (``md``), its own MsgId (generated unless
+        ``md.msg_id`` is set) and its own MsgToken, in the order given. The batch is all or
+        nothing: if the queue cannot take every message (MAXDEPTH, 2053) or the unit of work
+        every put (2024), none is put. Under PMO.SYNCPOINT every message joins the unit of work.
+        Returns one PutResult per message, in order.
+        """
+        opts, q = self._put_prelude(options)
+        qm = self._qm
+        if isinstance(datas, bytes | bytearray | memoryview | str) or not hasattr(datas, "__len__"):
+            raise MQError(Reason.PARM_VALUE_ERROR, "put_many takes a list (or tuple) of messages, each bytes")
+        datas = [d if type(d) is bytes else _as_bytes(d) for d in datas]
+        n = len(datas)
+        if not n:
+            return []
+        longest = max(map(len, datas))
+        if longest > q.max_msg_length:
+            self._too_big(longest, q)
+        syncpoint = opts & _PMO_SYNC
+        if syncpoint and len(self._conn._uow.ops) + n > qm.max_uncommitted:
+            raise _syncpoint_limit(qm.max_uncommitted)
+        reason = 0
+        if md is None:
+            extra = None
+            priority = q.default_priority
+            persistent = q.default_persistent
+        else:
+            extra, priority, persistent, reason = self._put_fields(md, opts, q)
+            if opts & _PMO_NEW_CORREL_ID:
+                raise options_error("put_many cannot generate a CorrelId per message; put them one by one")
+        lane_i = q.default_priority if q.fifo else priority
+        put_us = int(self._wall() * 1_000_000)
+        pack = _pack_head
+        with q.mutex:
+            if q.depth + n > q.max_depth:
+                raise MQError(
+                    Reason.Q_FULL, f"{q.name!r} has room for {max(0, q.max_depth - q.depth)} of {n} messages; none put"
+                )
+            seq = qm._seq.__next__  # atomic per call: other queues' puts may interleave
+            if extra is None:
+                recs = [pack(_HEAD_LEN, priority, persistent, 0, seq(), put_us) + d for d in datas]
+            else:
+                recs = [record.encode(seq(), put_us, priority, persistent, d, **extra) for d in datas]
+            state = (lane_i | UNCOMMITTED) if syncpoint else lane_i
+            slots = q.lanes.extend(q.lane_list[lane_i], recs, state)
+            q.depth += n
+            if q.waiters and not syncpoint:
+                for rec in recs:
+                    if not q.waiters:
+                        break
+                    q._wake_for(rec)
+        if syncpoint:
+            add = self._conn._uow.add_put
+            for slot in slots:
+                add(q, slot)
+        if qm.recorder is not None:
+            for d in datas:
+                qm.recorder.put(q.name, len(d), priority, persistent)
+        return PutResult.many(recs, qm.ident, reason)
+
+    def _put_prelude(self, options) -> tuple[int, LocalQueue]:
+        """The checks every put makes before looking at the data (written out again in
+        :meth:`put`, the hot path): handle open for output, options valid, puts allowed."""
+        if self._closed:
+            raise self._closed_error()
+        if not self._can_put:
+            raise MQError(Reason.NOT_OPEN_FOR_OUTPUT, f"open {self.queue.name!r} with OO.OUTPUT to put")
+        opts = int(options) if options else 0
+        if opts:
+            err = check_put(opts)
+            if err:
+                raise options_error(err)
+            if opts & _PMO_LOGICAL_ORDER:
+                raise options_error("PMO.LOGICAL_ORDER (group assignment) is not supported yet")
+        q = self.queue
+        if q.inhibit_put:
+            raise MQError(Reason.PUT_INHIBITED, f"puts to {q.name!r} are inhibited (inhibit_put)")
+        return opts, q
+
+    def _too_big(self, n: int, q: LocalQueue) -> None:
+        qm = self._qm
+        if n > qm.max_msg_length:
+            raise MQError(
+                Reason.MSG_TOO_BIG_FOR_Q_MGR,
+                f"message of {n} bytes exceeds the queue manager's max_msg_length {qm.max_msg_length}",
+            )
+        raise MQError(
+            Reason.MSG_TOO_BIG_FOR_Q,
+            f"message of {n} bytes exceeds {q.name!r} max_msg_length {q.max_msg_length}",
+        )
 
     def _put_fields(self, md: MD, opts: int, q: LocalQueue) -> tuple[dict, int, bool, int]:
         """Validate a caller's descriptor; return the record's optional fields and flags."""
@@ -401,39 +494,55 @@ class Handle:
             if (sync or opts & _SYNC_IF_PERSISTENT) and len(uow.ops) >= qm.max_uncommitted:
                 raise _syncpoint_limit(qm.max_uncommitted)
         poison_limit = q.attrs.backout_threshold if qm.backout_handling and q.attrs.backout_requeue_q else 0
-
+        deadline = _UNSET
         while True:
             with q.mutex:
-                node = q._find(m)
-                if node is not None and node.rec[2] & _HAS_EXPIRY:
-                    node = self._drop_expired(q, node, m)
-                if node is None and wait:
-                    node = self._wait(q, m, wait_interval)
-                if node is None:
+                ref = q._find(m)
+                if ref is None and wait:
+                    if deadline is _UNSET:
+                        deadline = None if wait_interval < 0 else qm.clock.now() + wait_interval / 1000.0
+                    ref = self._wait(q, m, deadline)
+                if ref is None:
                     raise MQError(Reason.NO_MSG_AVAILABLE, f"no message available on {q.name!r}")
-                rec = node.rec
-                if poison_limit and record.backout_of(rec) >= poison_limit and self._poison_ok(q):
-                    q._hide(node)  # off limits to everyone while it moves
+                if type(ref) is Need:
+                    need = ref
                 else:
-                    h = rec[0]
-                    reason = 0
-                    if buffer_length is not None and len(rec) - h > buffer_length:
-                        data = rec[h : h + buffer_length]
-                        if not opts & _ACCEPT_TRUNCATED:
-                            return Message.make(rec, qm.ident, data, Reason.TRUNCATED_MSG_FAILED)
-                        reason = Reason.TRUNCATED_MSG_ACCEPTED
+                    need = None
+                    rec = q.lanes.recs[ref] if type(ref) is int else ref.rec
+                    if rec[2] & _HAS_EXPIRY and self._expired(q, ref, rec):
+                        continue  # discarded (SEMANTICS.md §2.3): look again
+                    if poison_limit and record.backout_of(rec) >= poison_limit and self._poison_ok(q):
+                        q._hide(ref)  # off limits to everyone while it moves
                     else:
-                        data = rec[h:]
-                    in_uow = opts and (sync or (opts & _SYNC_IF_PERSISTENT and rec[2] & record.PERSISTENT))
-                    if in_uow:
-                        q._hide(node)
-                    else:
-                        q._remove(node)
-                    q.obtained += 1
-                    break
-            self._requeue_poison(q, node, sync)
+                        h = rec[0]
+                        reason = 0
+                        if buffer_length is not None and len(rec) - h > buffer_length:
+                            data = rec[h : h + buffer_length]
+                            if not opts & _ACCEPT_TRUNCATED:
+                                return Message.make(rec, qm.ident, data, Reason.TRUNCATED_MSG_FAILED)
+                            reason = Reason.TRUNCATED_MSG_ACCEPTED
+                        else:
+                            data = rec[h:]
+                        in_uow = opts and (sync or (opts & _SYNC_IF_PERSISTENT and rec[2] & record.PERSISTENT))
+                        if in_uow:
+                            q._hide(ref)
+                        elif type(ref) is int:  # q._remove written out: the get hot path
+                            lane = q.lanes.remove(ref)
+                            q.depth -= 1
+                            if lane.chain and lane.ready < q.tier.readahead_low:
+                                q.tier.readahead_locked(lane)
+                        else:
+                            q._remove(ref)
+                        q.obtained += 1
+                        break
+            if need is not None:
+                q.load(need)  # without the lock; then look again
+            else:
+                self._requeue_poison(q, ref, sync)
+        if q.tier.cleanup:
+            q.after_get()
         if in_uow:
-            self._conn._uow.add_get(q, node, mark_skip=bool(opts & _MARK_SKIP))
+            self._conn._uow.add_get(q, ref, mark_skip=bool(opts & _MARK_SKIP))
         if qm.recorder is not None:
             qm.recorder.get(q.name)
         msg = Message()
@@ -445,22 +554,125 @@ class Handle:
             msg._now_us = int(self._wall() * 1_000_000)
         return msg
 
-    def _drop_expired(self, q: LocalQueue, node: Node | None, m) -> Node | None:
-        """Discard expired messages that this get would have returned (SEMANTICS.md §2.3)."""
-        now_us = int(self._qm.clock.wall() * 1e6)
-        while node is not None:
-            deadline = record.expiry_deadline_us(node.rec)
-            if deadline is None or deadline > now_us:
-                return node
-            q._remove(node)
-            q.expired += 1
-            node = q._find(m)
-        return None
+    def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]:
+        """MQGET of up to ``max_messages`` messages in one call: one lock, one validation.
 
-    def _wait(self, q: LocalQueue, m, wait_interval: int) -> Node | None:
-        """Block (mutex held) until a matching message is available or the interval ends."""
+        The messages come in delivery order, exactly as that many gets would return them
+        (priority, FIFO, blobs brought back as needed); whole messages, so there is no
+        truncation. Under GMO.SYNCPOINT (or SYNCPOINT_IF_PERSISTENT, per message) they join
+        the unit of work. With GMO.WAIT the call waits up to ``wait_interval`` ms for the first
+        message only. Unlike get, an empty result is not an error: it returns ``[]`` when
+        nothing is available. Browse, match and group options belong to get; they are
+        refused here with 2046, as is MARK_SKIP_BACKOUT (one marked get per unit of work).
+        """
+        if self._closed:
+            raise self._closed_error()
+        q = self.queue
+        if not self._can_get:
+            raise MQError(Reason.NOT_OPEN_FOR_INPUT, f"open {q.name!r} with an OO.INPUT_* option to get")
+        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
+            raise MQError(Reason.PARM_VALUE_ERROR, f"max_messages must be an integer >= 1, not {max_messages!r}")
+        opts = int(options) if options else 0
+        if opts:
+            err = check_get(opts)
+            if err:
+                raise options_error(err)
+            if opts & (_BROWSE_ANY | _NOT_YET | _MARK_SKIP):
+                raise options_error("get_many takes plain destructive gets; use get() to browse, lock or mark")
+        if q.inhibit_get:
+            raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
+        wait = opts & _WAIT
+        if wait and wait_interval < -1:
+            raise MQError(Reason.WAIT_INTERVAL_ERROR, f"wait_interval {wait_interval}: use -1 (unlimited) or >= 0 ms")
+        qm = self._qm
+        sync = opts & _SYNC
+        sync_if_persistent = opts & _SYNC_IF_PERSISTENT
+        uow = self._conn._uow
+        if (sync or sync_if_persistent) and len(uow.ops) + max_messages > qm.max_uncommitted:
+            max_messages = qm.max_uncommitted - len(uow.ops)
+            if max_messages < 1:
+                raise _syncpoint_limit(qm.max_uncommitted)
+        if qm.backout_handling and q.attrs.backout_requeue_q and q.attrs.backout_threshold:
+            return self._get_many_one_by_one(max_messages, opts, wait_interval)
+        recs: list[bytes] = []
+        held: list[int] = []  # slots hidden in the unit of work
+        deadline = _UNSET
+        lanes = q.lanes
+        while len(recs) < max_messages:
+            need = None
+            with q.mutex:
+                ref = q._find(None)
+                if ref is None and wait and not recs:
+                    if deadline is _UNSET:
+                        deadline = None if wait_interval < 0 else qm.clock.now() + wait_interval / 1000.0
+                    ref = self._wait(q, None, deadline)
+                if ref is None:
+                    break
+                if type(ref) is Need:
+                    need = ref
+                else:
+                    run = lanes.available_run(ref, max_messages - len(recs))
+                    got = list(map(lanes.recs.__getitem__, run))
+                    if any(r[2] & _HAS_EXPIRY for r in got):
+                        # Expiry is checked per message: take just the first, the loop goes on.
+                        run, got = run[:1], got[:1]
+                        if self._expired(q, ref, got[0]):
+                            continue
+                    lane = q.lane_list[lanes.st[ref] & 0x0F]
+                    if sync or (sync_if_persistent and all(r[2] & record.PERSISTENT for r in got)):
+                        lanes.hide_run(lane, run)
+                        held += run
+                    elif sync_if_persistent and any(r[2] & record.PERSISTENT for r in got):
+                        run, got = run[:1], got[:1]  # mixed persistence: decide message by message
+                        if got[0][2] & record.PERSISTENT:
+                            lanes.hide(ref)
+                            held.append(ref)
+                        else:
+                            q._remove(ref)
+                    else:
+                        lanes.detach_run(lane, run, sum(map(len, got)))
+                        q.depth -= len(run)
+                        if lane.chain and lane.ready < q.tier.readahead_low:
+                            q.tier.readahead_locked(lane)
+                    q.obtained += len(run)
+                    recs += got
+            if need is not None:
+                q.load(need)
+        if q.tier.cleanup:
+            q.after_get()
+        for slot in held:
+            uow.add_get(q, slot)
+        if qm.recorder is not None:
+            for _ in recs:
+                qm.recorder.get(q.name)
+        return Message.many(recs, qm.ident)
+
+    def _get_many_one_by_one(self, max_messages: int, opts: int, wait_interval: int) -> list[Message]:
+        """get_many on a queue with poison-message handling: get by get, so each message is
+        checked against the backout threshold as get checks it."""
+        out: list[Message] = []
+        while len(out) < max_messages:
+            try:
+                out.append(self.get(opts if not out else opts & ~_WAIT, wait_interval))
+            except MQError as e:
+                if e.reason != Reason.NO_MSG_AVAILABLE:
+                    raise
+                break
+        return out
+
+    def _expired(self, q: LocalQueue, ref: Ref, rec: bytes) -> bool:
+        """Discard the message if it has expired (mutex held); say whether it did."""
+        deadline = record.expiry_deadline_us(rec)
+        if deadline is None or deadline > int(self._qm.clock.wall() * 1e6):
+            return False
+        q._remove(ref)
+        q.expired += 1
+        return True
+
+    def _wait(self, q: LocalQueue, m, deadline: float | None) -> Ref | Need | None:
+        """Block (mutex held) until a matching message is available or ``deadline`` (clock
+        time; None: never) passes. A :class:`Need` comes back when a blob must be read first."""
         clock = self._qm.clock
-        deadline = None if wait_interval < 0 else clock.now() + wait_interval / 1000.0
         w = Waiter(threading.Condition(q.mutex), m)
         while True:
             if deadline is not None and clock.now() >= deadline:
@@ -473,11 +685,9 @@ class Handle:
                 raise MQError(Reason.CONNECTION_BROKEN, "the queue manager was closed during the wait")
             if q.inhibit_get:
                 raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} were inhibited during the wait")
-            node = q._find(m)
-            if node is not None and node.rec[2] & _HAS_EXPIRY:
-                node = self._drop_expired(q, node, m)
-            if node is not None:
-                return node
+            ref = q._find(m)
+            if ref is not None:
+                return ref
 
     # -- transmission batches -----------------------------------------------------------------
 
@@ -494,9 +704,18 @@ class Handle:
         if max_messages < 1:
             raise MQError(Reason.PARM_VALUE_ERROR, "max_messages must be at least 1")
         batch_id = next(Batch._ids)
-        with q.mutex:
-            nodes = q._assign_batch(batch_id, max_messages)
-        return Batch(q, self._qm.ident, nodes, batch_id)
+        taken: list[int] = []
+        while True:
+            with q.mutex:
+                need = q._assign_batch(batch_id, max_messages, taken)
+                if need is None:
+                    if taken:
+                        q.batches[batch_id] = taken
+                    recs = [q.lanes.recs[i] for i in taken]
+                    break
+            q.load(need)
+        q.after_get()
+        return Batch(q, self._qm.ident, recs, batch_id)
 
     # -- poison messages (BOTHRESH / BOQNAME, SEMANTICS.md §8.3) --------------------------
 
@@ -506,30 +725,32 @@ class Handle:
         boq = self._qm._queues.get(q.attrs.backout_requeue_q)
         return boq is not None and boq is not q and not boq.inhibit_put and boq.depth < boq.max_depth
 
-    def _requeue_poison(self, q: LocalQueue, node: Node, sync: int) -> None:
+    def _requeue_poison(self, q: LocalQueue, ref: Ref, sync: int) -> None:
         """Move a hidden poison message to the backout requeue queue, in the get's unit of
         work when the get is under syncpoint. Runs without q's lock (lock order)."""
         qm = self._qm
         boq = qm._queues.get(q.attrs.backout_requeue_q)
+        with q.mutex:
+            rec = q._record(ref)
         with boq.mutex if boq is not None else nullcontext():
             ok = boq is not None and not boq.deleted and boq.depth < boq.max_depth
             if ok:
-                rec = record.rehome(node.rec, next(qm._seq), qm.ident)
-                lane_i = boq.default_priority if boq.fifo else rec[record.OFF_PRIORITY]
-                moved = new_node(rec, (lane_i | UNCOMMITTED) if sync else lane_i)
-                boq._insert(moved, boq.lanes[lane_i])
+                moved = record.rehome(rec, next(qm._seq), qm.ident)
+                lane_i = boq.default_priority if boq.fifo else moved[record.OFF_PRIORITY]
+                slot = boq._insert(moved, lane_i, (lane_i | UNCOMMITTED) if sync else lane_i)
         if not ok:
             # The requeue queue went away or filled up in between: the message reappears
             # and, since _poison_ok now says no, the get's next pass delivers it.
             with q.mutex:
-                q._restore(node, backout=False)
+                q._restore(ref, backout=False)
             return
         if sync:
-            self._conn._uow.add_get(q, node)
-            self._conn._uow.add_put(boq, moved)
+            self._conn._uow.add_get(q, ref)
+            self._conn._uow.add_put(boq, slot)
         else:
             with q.mutex:
-                q._remove(node)
+                q._remove(ref)
+            q.after_get()
 
 
 class Batch:
@@ -540,11 +761,11 @@ class Batch:
 
     _ids = itertools.count(1)
 
-    def __init__(self, queue: LocalQueue, ident, nodes: list[Node], batch_id: int):
+    def __init__(self, queue: LocalQueue, ident, records: list[bytes], batch_id: int):
         self.id = batch_id
         self._queue = queue
-        self.messages = [_message(n.rec, ident) for n in nodes]
-        self._open = bool(nodes)
+        self.messages = [_message(rec, ident) for rec in records]
+        self._open = bool(records)
 
     def __len__(self) -> int:
         return len(self.messages)

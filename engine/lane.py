@@ -1,114 +1,85 @@
-"""The lane: one priority level of one queue, with the TPF structure of seed 003.
+"""The lanes of one queue: index-linked doubly-linked lists in flat arrays (seed 003's shape).
 
 ::
 
-    front list  <->  chain of swept blobs  <->  rear list
+    front list  <->  chain of swept blobs  <->  rear list      (one lane per priority)
     (in memory)       (blob store, by id)       (in memory)
 
-The lane's order is front ⧺ chain ⧺ rear, each part in arrival order (DESIGN.md "One
-queue"). This module holds the list mechanics only; *which* messages a get may take and
-*when* to sweep live elsewhere.
+A lane's order is front ⧺ chain ⧺ rear, each part in arrival order (DESIGN.md "One queue").
+Every in-memory message of a queue lives in one *slot* of a :class:`LaneSet`:
+
+* ``recs[slot]`` — the immutable record (engine/record.py), or None for a free slot;
+* ``nxt[slot]`` / ``prv[slot]`` — the links (``array('i')``);
+* ``st[slot]`` — the lane index in the low four bits and the flags below (``array('H')``).
+
+So a queued message is one ``bytes`` (never tracked by the garbage collector) and 18 bytes of
+arrays: a backlog of millions costs no collection pauses, and a blob that comes back is
+spliced in bulk. Slots 0..19 are the sentinels of the 20 circular lists (lane p: front 2p,
+rear 2p+1). A free *stack* of slots is reused last-in first-out.
+
+**This module is the only writer of links, states and records.** Everything else calls the
+methods of :class:`LaneSet`; as with the ``_put`` / ``_get`` hooks of CPython's
+``queue.py``, every method is *only called with the owning queue's mutex held*, except
+where its docstring says otherwise. Reading the arrays is allowed anywhere under the lock.
+
+Walking without the lock: the sweeper chooses its runs by walking the lists without the
+queue's lock (engine/tiering.py). That is safe because (1) a removed slot keeps its
+``nxt`` / ``prv``, so a walk that holds one steps on to the live list, and (2) while any
+sweep is in progress (:meth:`LaneSet.defer_frees`) freed slots are not reused, so a slot a
+walker holds cannot join another list under it. Every choice such a walk makes is verified
+again under the lock before anything moves.
 
 Invariants kept here:
 
-* ``Node.state`` holds the node's lane index and the reasons it is not available; a node
-  with no flag set (state < 16) is committed, not gotten, unlocked, unbatched: available.
-* ``Lane.ready`` counts the in-memory nodes whose state has neither UNCOMMITTED nor
-  GOTTEN (committed, not-gotten: what the sweeper counts as y).
-* While the chain is empty and no sweep is in progress, new nodes go to the front list and
-  the rear list is empty; otherwise new nodes go to the rear list.
+* a slot is available to a get iff ``st[slot] < AVAILABLE_BELOW`` (no flag set);
+* ``Lane.ready`` counts the lane's in-memory messages with neither UNCOMMITTED nor GOTTEN
+  (committed, not gotten: the sweeper's y); ``Lane.mem`` counts all of them;
+* ``LaneSet.mem_bytes`` is the bytes of the records in memory;
+* while a lane's chain is empty and no sweep is in progress, new messages go to the front
+  list and the rear list is empty; otherwise they go to the rear list (DESIGN.md 1 and 2).
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
-# Node.state = (flags << 4) | lane index. The lane index (0..9) lets a node be unlinked and
-# counted without a fifth slot; every common state stays below 256, so it is a cached small
-# int and a state change allocates nothing. A node is available to a get iff state < 16.
+import numba
+import numpy as np
+
 LANE_MASK = 0x0F
 UNCOMMITTED = 0x10  # put inside a unit of work not yet committed: invisible
 GOTTEN = 0x20  # got inside a unit of work not yet committed: invisible, restored on backout
-LOCKED = 0x40  # locked by a browse handle: invisible to other handles
+LOCKED = 0x40  # locked by a browse handle: invisible to other handles, never swept
 BATCHED = 0x80  # assigned to a transmission batch: not gettable, never swept
-REMOVED = 0x100  # unlinked from its lane for good
+REMOVED = 0x100  # taken off its lane for good (the slot is free or about to be)
 HIDDEN = UNCOMMITTED | GOTTEN  # not counted in Lane.ready
 AVAILABLE_BELOW = 0x10
 
-
-class Node:
-    """One message in memory: four slots, so the overhead stays within budget.
-
-    ``rec`` is the immutable message record (engine/record.py); ``state`` is the flags above
-    with the lane index in the low four bits.
-    """
-
-    __slots__ = ("next", "prev", "rec", "state")
-
-    # No __init__: ``Node()`` then two attribute stores is several times cheaper than a
-    # Python-level constructor, and a node is created on every put. prev / next are set
-    # when the node is linked (a sentinel links to itself); see :func:`new_node`.
+N_LANES = 10
+_SENTINELS = 2 * N_LANES
+_INITIAL = 256  # slots, sentinels included
+_SHRINK_ABOVE = 1 << 16  # an emptied queue gives back arrays larger than this
 
 
-def new_node(rec: bytes, state: int) -> Node:
-    n = Node()
-    n.rec = rec
-    n.state = state
-    return n
-
-
-class MsgList:
-    """A circular doubly-linked list with a sentinel: O(1) append, unlink and splice.
-
-    It keeps no count: counts live on the lane, so that unlinking a node needs no list.
-    An unlinked node keeps its own ``prev`` / ``next``: a sweep walk that still holds it
-    steps on to the live list from there. Nodes are never relinked.
-    """
-
-    __slots__ = ("head",)
-
-    def __init__(self) -> None:
-        head = self.head = new_node(b"", 0)
-        head.prev = head.next = head
-
-    def append(self, node: Node) -> None:
-        head = self.head
-        last = head.prev
-        node.prev = last
-        node.next = head
-        last.next = node
-        head.prev = node
-
-    def extend_from(self, other: MsgList) -> None:
-        """Move every node of ``other`` to the end of this list, in order, in O(1)."""
-        oh = other.head
-        first = oh.next
-        if first is oh:
-            return
-        last = oh.prev
-        head = self.head
-        tail = head.prev
-        tail.next = first
-        first.prev = tail
-        last.next = head
-        head.prev = last
-        oh.next = oh.prev = oh
-
-    def __iter__(self) -> Iterator[Node]:
-        head = self.head
-        n = head.next
-        while n is not head:
-            nxt = n.next  # read first: the caller may unlink n
-            yield n
-            n = nxt
+@numba.njit(cache=True, nogil=True)
+def _walk_available(nxt, st, i, limit, out):  # pragma: no cover - compiled
+    """Write slot ``i`` and the available slots after it (at most ``limit``) to ``out``."""
+    k = 0
+    while k < limit and i >= _SENTINELS and st[i] < AVAILABLE_BELOW:
+        out[k] = i
+        k += 1
+        i = nxt[i]
+    return k
 
 
 class Lane:
-    """One priority level of a queue: front list, chain of swept blobs, rear list.
+    """One priority level: its counters, its chain of swept blobs and its list sentinels.
 
-    ``chain`` holds the lane's swept blobs in order; ``sweeping`` is true while a sweep of
-    the lane is in progress. Either sends new messages to the rear list.
+    ``front`` and ``rear`` are the sentinel slots of its two lists. ``chain`` holds the
+    lane's swept blobs (engine/swept.py) in order; ``sweeping`` is true while a sweep of the
+    queue is in progress. Either sends new messages to the rear list.
     """
 
     __slots__ = ("bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping", "swept")
@@ -116,27 +87,283 @@ class Lane:
     def __init__(self, priority: int):
         self.priority = priority
         self.bit = 1 << priority
-        self.front = MsgList()
-        self.rear = MsgList()
-        self.chain: deque = deque()  # SweptBlob objects (engine/swept.py), in lane order
+        self.front = 2 * priority
+        self.rear = 2 * priority + 1
+        self.chain: deque = deque()
         self.sweeping = False
-        self.ready = 0  # committed, not-gotten nodes in memory
-        self.mem = 0  # all nodes in memory (front + rear)
+        self.ready = 0
+        self.mem = 0
         self.swept = 0  # messages in the chain not yet removed
 
-    def append(self, node: Node) -> None:
-        if self.chain or self.sweeping:
-            self.rear.append(node)
+
+class LaneSet:
+    """Every in-memory message of one queue, in ten lanes (priority 0..9).
+
+    See the module docstring for the layout and the locking rule; each method below is
+    called with the queue's mutex held unless it says otherwise.
+    """
+
+    __slots__ = ("_defer", "deferred", "free", "lanes", "mask", "mem_bytes", "nxt", "prv", "recs", "st")
+
+    def __init__(self) -> None:
+        self.lanes = [Lane(p) for p in range(N_LANES)]
+        self.mask = 0  # bit p: lane p may hold messages (set by append, cleared by its readers)
+        self.mem_bytes = 0
+        self._defer = 0
+        self.deferred = array("i")
+        self._reset()
+
+    def _reset(self) -> None:
+        n = _INITIAL
+        self.recs: list[bytes | None] = [None] * n
+        self.nxt = array("i", range(n))  # each sentinel links to itself: an empty list
+        self.prv = array("i", range(n))
+        self.st = array("H", bytes(2 * n))
+        self.free = array("i", range(n - 1, _SENTINELS - 1, -1))  # pops the lowest slot first
+
+    def __getitem__(self, priority: int) -> Lane:
+        return self.lanes[priority]
+
+    def __iter__(self) -> Iterator[Lane]:
+        return iter(self.lanes)
+
+    @property
+    def capacity(self) -> int:
+        return len(self.recs)
+
+    def _grow(self, need: int = 1) -> None:
+        """At least ``need`` more free slots: the arrays double (amortised O(1) a slot)."""
+        old = len(self.recs)
+        add = max(old, need)
+        self.recs.extend([None] * add)
+        self.nxt.extend(range(old, old + add))
+        self.prv.extend(range(old, old + add))
+        self.st.extend(bytes(2 * add))
+        self.free.extend(range(old + add - 1, old - 1, -1))
+
+    # -- one message --------------------------------------------------------------------------
+
+    def append(self, lane: Lane, rec: bytes, state: int) -> int:
+        """Put ``rec`` after the last message of ``lane`` (front or rear list, invariant 1/2)
+        with ``state`` (lane index and flags); return its slot. The put hot path."""
+        free = self.free
+        if not free:
+            self._grow()
+        i = free.pop()
+        self.recs[i] = rec
+        self.st[i] = state
+        s = lane.rear if (lane.chain or lane.sweeping) else lane.front
+        prv = self.prv
+        last = prv[s]
+        prv[i] = last
+        self.nxt[i] = s
+        self.nxt[last] = i
+        prv[s] = i
+        lane.mem += 1
+        self.mask |= lane.bit
+        self.mem_bytes += len(rec)
+        if not state & HIDDEN:
+            lane.ready += 1
+        return i
+
+    def remove(self, i: int) -> Lane:
+        """Take slot ``i`` off its lane for good and free it; return its lane. The get hot path.
+
+        The slot keeps its links (a walker holding it steps on); it is reused only once no
+        sweep is in progress."""
+        st = self.st
+        s = st[i]
+        lane = self.lanes[s & LANE_MASK]
+        p = self.prv[i]
+        n = self.nxt[i]
+        self.nxt[p] = n
+        self.prv[n] = p
+        if not s & HIDDEN:
+            lane.ready -= 1
+        lane.mem -= 1
+        recs = self.recs
+        self.mem_bytes -= len(recs[i])
+        recs[i] = None
+        st[i] = s | REMOVED
+        if self._defer:
+            self.deferred.append(i)
         else:
-            self.front.append(node)
-        self.mem += 1
+            self.free.append(i)
+        return lane
 
-    def in_memory(self) -> Iterator[Node]:
-        """Nodes in memory in lane order (front, then rear; the chain lies between)."""
-        yield from self.front
-        yield from self.rear
+    def hide(self, i: int) -> None:
+        """A get under syncpoint: the message keeps its place, invisible, until commit/backout."""
+        self.st[i] |= GOTTEN
+        self.lanes[self.st[i] & LANE_MASK].ready -= 1
 
-    def settle(self) -> None:
-        """Once the chain is empty and no sweep runs, the rear joins the front (invariant 1)."""
-        if not self.chain and not self.sweeping:
-            self.front.extend_from(self.rear)
+    def restore(self, i: int, rec: bytes | None = None) -> None:
+        """Undo :meth:`hide` in place; ``rec`` replaces the record (a raised backout count)."""
+        if rec is not None:
+            self.mem_bytes += len(rec) - len(self.recs[i])
+            self.recs[i] = rec
+        self.st[i] &= ~GOTTEN
+        self.lanes[self.st[i] & LANE_MASK].ready += 1
+
+    def commit_put(self, i: int) -> None:
+        """A put under syncpoint is committed: it becomes visible where it stands."""
+        self.st[i] &= ~UNCOMMITTED
+        self.lanes[self.st[i] & LANE_MASK].ready += 1
+
+    def set_flags(self, i: int, flags: int) -> None:
+        """Set LOCKED or BATCHED (they do not change the counters)."""
+        self.st[i] |= flags
+
+    def clear_flags(self, i: int, flags: int) -> None:
+        self.st[i] &= ~flags
+
+    # -- runs and blobs ---------------------------------------------------------------------
+
+    def defer_frees(self) -> None:
+        """A sweep begins: freed slots are held back until :meth:`release_frees` (see module doc)."""
+        self._defer += 1
+
+    def release_frees(self) -> None:
+        """A sweep ended: the slots freed meanwhile become reusable."""
+        self._defer -= 1
+        if not self._defer and self.deferred:
+            self.free.extend(self.deferred)
+            self.deferred = array("i")
+
+    def shrink(self) -> bool:
+        """Give back the arrays of an emptied queue that once held a large backlog (the sweeper
+        calls this once an interval). Only when nothing is in memory and no sweep runs, so
+        no slot is referenced anywhere."""
+        if self._defer or self.count or len(self.recs) <= _SHRINK_ABOVE:
+            return False
+        self._reset()
+        return True
+
+    @property
+    def count(self) -> int:
+        """Messages in memory (the sum of the lanes' ``mem``)."""
+        return sum(lane.mem for lane in self.lanes)
+
+    def detach_run(self, lane: Lane, slots: Sequence[int], nbytes: int) -> None:
+        """Take a contiguous run of available messages off ``lane`` (they went into a blob).
+
+        ``slots`` are in list order and were verified by the caller; ``nbytes`` is the sum of
+        their record lengths."""
+        nxt, prv = self.nxt, self.prv
+        p = prv[slots[0]]
+        n = nxt[slots[-1]]
+        nxt[p] = n
+        prv[n] = p
+        idx = np.asarray(slots, np.int64)
+        np.frombuffer(self.st, np.uint16)[idx] |= REMOVED
+        recs = self.recs
+        for i in slots:
+            recs[i] = None
+        if self._defer:
+            self.deferred.extend(slots)
+        else:
+            self.free.extend(slots)
+        k = len(slots)
+        lane.mem -= k
+        lane.ready -= k
+        self.mem_bytes -= nbytes
+
+    def splice_front(self, lane: Lane, records: Sequence[bytes], gotten: Sequence[int] = ()) -> list[int]:
+        """Append ``records`` (a blob coming back) to the end of ``lane``'s front list, in bulk.
+
+        ``gotten`` are positions in ``records`` whose message a unit of work holds: they come
+        back hidden (GOTTEN). Returns the new slots, in order."""
+        return self._link_many(lane, lane.front, records, lane.priority, gotten).tolist()
+
+    def extend(self, lane: Lane, records: Sequence[bytes], state: int) -> array:
+        """:meth:`append` of many records with one state (a batch put), in bulk; returns the slots."""
+        s = lane.rear if (lane.chain or lane.sweeping) else lane.front
+        return self._link_many(lane, s, records, state, ())
+
+    def _link_many(self, lane: Lane, sentinel: int, records: Sequence[bytes], state: int, gotten) -> array:
+        k = len(records)
+        if not k:
+            return array("i")
+        free = self.free
+        if len(free) < k:
+            self._grow(k - len(free))
+        slots = free[len(free) - k :]
+        del free[len(free) - k :]
+        s = np.frombuffer(slots, np.int32)
+        nxtv = np.frombuffer(self.nxt, np.int32)
+        prvv = np.frombuffer(self.prv, np.int32)
+        nxtv[s[:-1]] = s[1:]
+        prvv[s[1:]] = s[:-1]
+        stv = np.frombuffer(self.st, np.uint16)
+        stv[s] = state
+        if len(gotten):
+            stv[s[np.asarray(gotten, np.int64)]] |= GOTTEN
+        del s, nxtv, prvv, stv  # release the buffers: the arrays may grow again later
+        first_slot, last_slot = slots[0], slots[-1]
+        last = self.prv[sentinel]
+        self.prv[first_slot] = last
+        self.nxt[last] = first_slot
+        self.nxt[last_slot] = sentinel
+        self.prv[sentinel] = last_slot
+        list(map(self.recs.__setitem__, slots, records))  # the records, in one C-level loop
+        lane.mem += k
+        if not state & HIDDEN:
+            lane.ready += k - len(gotten)
+        self.mask |= lane.bit
+        self.mem_bytes += sum(map(len, records))
+        return slots
+
+    def available_run(self, i: int, limit: int) -> array:
+        """Slot ``i`` and the available slots that follow it in its list, at most ``limit``
+        (a contiguous run that a batch get takes at once). ``i`` must be available."""
+        out = array("i", bytes(4 * min(limit, len(self.recs))))
+        k = _walk_available(
+            np.frombuffer(self.nxt, np.int32), np.frombuffer(self.st, np.uint16), i, limit, np.frombuffer(out, np.int32)
+        )
+        del out[k:]
+        return out
+
+    def hide_run(self, lane: Lane, slots: Sequence[int]) -> None:
+        """:meth:`hide` of a run of available slots of ``lane`` (a batch get under syncpoint)."""
+        st = self.st
+        for i in slots:
+            st[i] |= GOTTEN
+        lane.ready -= len(slots)
+
+    def settle(self, lane: Lane) -> None:
+        """Once the chain is empty and no sweep runs, the rear list joins the front (invariant 1)."""
+        if lane.chain or lane.sweeping:
+            return
+        nxt, prv = self.nxt, self.prv
+        r = lane.rear
+        first = nxt[r]
+        if first == r:
+            return
+        last = prv[r]
+        f = lane.front
+        tail = prv[f]
+        nxt[tail] = first
+        prv[first] = tail
+        nxt[last] = f
+        prv[f] = last
+        nxt[r] = prv[r] = r
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def walk(self, sentinel: int) -> Iterator[int]:
+        """The slots of one list in order (under the lock, or a sweep's lock-free walk)."""
+        nxt = self.nxt
+        i = nxt[sentinel]
+        while i != sentinel:
+            j = nxt[i]  # read first: the caller may remove i
+            yield i
+            i = j
+
+    def records(self, sentinel: int) -> list[bytes]:
+        """The records of one list in order (inspection and tests)."""
+        return [self.recs[i] for i in self.walk(sentinel)]
+
+    def in_memory(self) -> Iterator[int]:
+        """Every in-memory slot in get order: lanes 9..0, each front then rear."""
+        for lane in reversed(self.lanes):
+            yield from self.walk(lane.front)
+            yield from self.walk(lane.rear)

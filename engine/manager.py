@@ -13,16 +13,16 @@ import threading
 import weakref
 from dataclasses import fields, replace
 
+from sweepq.blobstore import Store, StoreError
 from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
 from .connection import Connection
 from .constants import Reason
 from .errors import MQError
-from .lane import HIDDEN
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
-from .tier import Tier
+from .storage import Storage
 
 _ATTR_NAMES = frozenset(f.name for f in fields(QueueAttributes))
 
@@ -41,6 +41,9 @@ class QueueManager:
     ``max_blob_bytes``, ``max_blob_records``, ``sync``, ``dictionaries``).
     ``readahead_low_water``: when a swept lane's in-memory messages fall below it, the next
     blobs (that many messages' worth) are read in the background.
+
+    ``store`` puts the queues' blobs in a given :class:`~sweepq.blobstore.Store` instead (a
+    ``MemoryStore`` keeps them off the disk; tests inject a ``FaultyStore``).
 
     ``clock`` drives WAIT intervals, put times and the sweep cycle (inject a
     ``ManualClock`` in tests). ``max_uncommitted`` is MAXUMSGS (2024 beyond it).
@@ -65,6 +68,7 @@ class QueueManager:
         backout_handling: bool = False,
         max_msg_length: int = 100 * 1024 * 1024,
         trace_path: str | os.PathLike | None = None,
+        store: Store | None = None,
     ):
         if max_uncommitted < 1:
             raise MQError(Reason.PARM_VALUE_ERROR, "max_uncommitted must be at least 1")
@@ -85,7 +89,7 @@ class QueueManager:
             from .recorder import TraceRecorder
 
             self.recorder = TraceRecorder(trace_path, self.clock)
-        self._tier = Tier(path, store_options)
+        self._storage = Storage(path, store_options, store)
         self.sweeper = Sweeper(self, sweep_policy or SweepPolicy(), self.clock, duty=sweep_duty)
         if sweeper:
             self.sweeper.start()
@@ -100,14 +104,19 @@ class QueueManager:
     def sweepables(self) -> list[LocalQueue]:
         return list(self._queues.values())
 
-    def blob_store(self):
-        return self._tier.store()
+    def blob_store(self) -> Store:
+        return self._storage.store()
 
     def stats(self) -> dict[str, SweepStats]:
         """Sweep statistics per queue, and their sum under the key ``"*"``."""
         per = {q.name: q.sweep_stats() for q in self.sweepables()}
         per["*"] = SweepStats.total(list(per.values()))
         return per
+
+    def store_memory(self) -> dict[str, int]:
+        """Bytes the blob store holds in memory (RocksDB memtables, block cache), by kind, with
+        their configured limits; empty until the store is opened."""
+        return self._storage.store().memory() if self._storage.opened else {}
 
     # -- connections ----------------------------------------------------------------------
 
@@ -134,9 +143,11 @@ class QueueManager:
         for q in list(self._queues.values()):
             with q.mutex:
                 q._wake_all()
-        if self._tier.path is not None and self._tier.opened:
-            _write_stats(self._tier.path, self.stats())
-        self._tier.close()
+        for q in list(self._queues.values()):
+            q.tier.run_cleanup()
+        if self._storage.path is not None and self._storage.opened:
+            _write_stats(self._storage.path, self.stats())
+        self._storage.close()
         if self.recorder is not None:
             self.recorder.close()
 
@@ -155,8 +166,8 @@ class QueueManager:
         with self._defs:
             if name in self._queues:
                 raise MQError(Reason.OBJECT_ALREADY_EXISTS, f"queue {name!r} is already defined")
-            q = LocalQueue(name, attrs, self.ident, self._tier)
-            q.readahead_low = self.readahead_low_water
+            q = LocalQueue(name, attrs, self.ident, self._storage)
+            q.tier.readahead_low = self.readahead_low_water
             self._queues[name] = q
         return q.info()
 
@@ -181,20 +192,26 @@ class QueueManager:
                     raise MQError(
                         Reason.OBJECT_IN_USE, f"queue {name!r} has {q.open_handles} open handle(s); close them first"
                     )
-                if any(n.state & HIDDEN for n in q._iter_in_order()):
-                    raise MQError(
-                        Reason.OBJECT_IN_USE, f"queue {name!r} has uncommitted work; commit or back it out first"
-                    )
+            if q.has_uncommitted():
+                raise MQError(Reason.OBJECT_IN_USE, f"queue {name!r} has uncommitted work; commit or back it out first")
+            with q.mutex:
                 if q.depth and not purge:
                     raise MQError(
                         Reason.Q_NOT_EMPTY,
                         f"queue {name!r} holds {q.depth} message(s); pass purge=True to discard them",
                     )
-                q.deleted = True
-                del self._queues[name]
-                chains = [q.chain_name(lane) for lane in q.lanes if lane.chain]
-        for chain in chains:
-            self._tier.store().drop_chain(chain)
+                q.deleted = True  # no open, put or sweep reaches it from here on
+                chains = [q.tier.chain_name(lane) for lane in q.lanes if lane.chain]
+            try:
+                for chain in chains:  # store I/O first, without the queue's lock
+                    self._storage.store().drop_chain(chain)
+            except StoreError as e:
+                with q.mutex:
+                    q.deleted = False
+                raise MQError(
+                    Reason.RESOURCE_PROBLEM, f"deleting queue {name!r}: the store failed ({e}); it is still defined"
+                ) from e
+            del self._queues[name]
 
     def inquire_queue(self, name: str) -> QueueInfo:
         """MQINQ: attributes and current counters."""

@@ -65,6 +65,19 @@ class PutResult(_Result):
     def __repr__(self) -> str:
         return f"PutResult(msg_id={self.msg_id.hex()}, reason={Reason(self.reason).name})"
 
+    @classmethod
+    def many(cls, records: list[bytes], ident: Identity, reason: int = 0) -> list[PutResult]:
+        """One result per record (put_many), built without a Python-level constructor."""
+        out = []
+        append = out.append
+        for rec in records:
+            r = cls()
+            r._rec = rec
+            r._ident = ident
+            r.reason = reason
+            append(r)
+        return out
+
 
 class Message(_Result):
     """A message returned by get.
@@ -95,6 +108,20 @@ class Message(_Result):
         m._now_us = now_us
         m.data = data
         return m
+
+    @classmethod
+    def many(cls, records: list[bytes], ident: Identity) -> list[Message]:
+        """One whole message per record (get_many), built without a Python-level constructor."""
+        out = []
+        append = out.append
+        for rec in records:
+            m = cls()
+            m._rec = rec
+            m._ident = ident
+            m.reason = 0
+            m.data = rec[rec[0] :]
+            append(m)
+        return out
 
     @property
     def group_status(self) -> GroupStatus:

@@ -1,25 +1,37 @@
-"""A local queue: its attributes, its lanes, its lock and its waiters.
+"""A local queue: its attributes, its lanes, its lock, its waiters and its tier.
 
 Locking follows CPython's ``queue.py``: one ``threading.Lock`` per queue (``mutex``);
 waiting getters each wait on their own ``Condition`` bound to that lock, so that a new
 message wakes exactly the waiter MQ would pick (SEMANTICS.md §3: one non-browse waiter,
-a specific-match waiter before a general one). Every method whose name starts with an
-underscore runs with ``mutex`` held by the caller.
+a specific-match waiter before a general one). **Every method whose name starts with an
+underscore runs with** ``mutex`` **held by the caller**; the public methods take it
+themselves. Nothing else takes a queue's lock.
+
+A message in memory is a *slot* of the queue's :class:`~sweepq.engine.lane.LaneSet` (an
+``int``); a message a get found inside a swept blob is a
+:class:`~sweepq.engine.swept.SweptHit`. Both are *refs*: what get, units of work and
+batches hold. The tier (engine/tiering.py) is a collaborator the queue calls for sweeping,
+unsweeping and searching blobs; no store I/O happens under the lock except the sweep's link
+(:meth:`LocalQueue.sweep_link` says why).
 
 Counters kept exact under the lock (the sweeper reads them):
 
 * ``depth`` — every message on the queue, committed or not, in memory or swept
   (CurrentQDepth);
-* ``Lane.ready`` / :attr:`ready` — committed, not-gotten messages in memory (y);
+* ``Lane.ready`` — committed, not-gotten messages in memory (y);
 * ``obtained`` — destructive gets since the last :meth:`take_obtained` (x);
-* ``mem_bytes`` — bytes of the records held in memory.
+* ``lanes.mem_bytes`` — bytes of the records held in memory.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
+
+from sweepq.sweeper.stats import SweepStats, percentile
 
 from . import record
 from .constants import (
@@ -31,21 +43,18 @@ from .constants import (
     Usage,
 )
 from .errors import MQError
-from .lane import (
-    AVAILABLE_BELOW,
-    BATCHED,
-    GOTTEN,
-    HIDDEN,
-    LANE_MASK,
-    REMOVED,
-    UNCOMMITTED,
-    Lane,
-    Node,
-)
+from .lane import AVAILABLE_BELOW, BATCHED, HIDDEN, LaneSet
 from .matching import Match
 from .record import Identity
-from .sweeping import SweepingMixin
-from .swept import SWEPT_HIT
+from .swept import SweptHit, build_index
+from .tiering import Need, Plan, QueueTier, Target
+
+if TYPE_CHECKING:
+    from sweepq.blobstore import BlobInfo, Store
+
+    from .storage import Storage
+
+Ref = int | SweptHit  # a message a get found: a slot in memory, or a hit inside a blob
 
 MAX_NAME = 48
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/%")
@@ -145,22 +154,24 @@ class Waiter:
 _queue_ids = itertools.count(1)
 
 
-class LocalQueue(SweepingMixin):
+class LocalQueue:
     """One local queue. Its lanes run from priority 9 to 0 in get order.
 
-    ``ident`` turns records into MsgIds and tokens; ``tier`` (the manager's) gives the blob
-    store and the read-ahead pool. Sweeping and unsweeping live in engine/sweeping.py.
+    ``ident`` turns records into MsgIds and tokens; ``storage`` (the manager's) gives the
+    blob store and the read-ahead pool to the queue's tier. The sweeper drives the queue
+    through :meth:`sweep_counts`, :meth:`sweep_begin`, :meth:`sweep_link`,
+    :meth:`sweep_abort` and :meth:`sweep_end` (sweeper.cycle.Sweepable).
     """
 
-    def __init__(self, name: str, attrs: QueueAttributes, ident: Identity | None = None, tier=None):
+    def __init__(
+        self, name: str, attrs: QueueAttributes, ident: Identity | None = None, storage: Storage | None = None
+    ):
         self.name = name
         self.id = next(_queue_ids)  # total order for taking several queue locks
         self.mutex = threading.Lock()
-        self.lanes = [Lane(p) for p in range(10)]
-        self.get_order = self.lanes[::-1]
-        self.lane_mask = 0  # bit p: lane p may hold messages (see _find)
+        self.lanes = LaneSet()
+        self.lane_list = self.lanes.lanes  # by priority, for the hot paths
         self.depth = 0
-        self.mem_bytes = 0
         self.obtained = 0
         self.expired = 0
         self.waiters: list[Waiter] = []
@@ -170,10 +181,9 @@ class LocalQueue(SweepingMixin):
         self.open_handles = 0
         self.deleted = False
         self.batched = 0  # messages assigned to transmission batches
-        self.batches: dict[int, list[Node]] = {}
+        self.batches: dict[int, list[Ref]] = {}
         self.ident = ident or Identity(bytes(12))
-        self.tier = tier
-        self._init_sweeping()
+        self.tier = QueueTier(name, self.lanes, self.ident, storage)
         self.apply(attrs)
 
     # -- attributes -------------------------------------------------------------------
@@ -194,12 +204,17 @@ class LocalQueue(SweepingMixin):
         self.inhibit_put = attrs.inhibit_put
 
     @property
-    def ready(self) -> int:
-        return sum(lane.ready for lane in self.lanes)
+    def mem_bytes(self) -> int:
+        return self.lanes.mem_bytes
 
     @property
     def in_memory(self) -> int:
-        return sum(lane.mem for lane in self.lanes)
+        return self.lanes.count
+
+    @property
+    def ready(self) -> int:
+        """Committed, not-gotten messages in memory (y, batched ones included)."""
+        return sum(lane.ready for lane in self.lanes)
 
     def info(self) -> QueueInfo:
         with self.mutex:
@@ -207,10 +222,10 @@ class LocalQueue(SweepingMixin):
                 name=self.name,
                 attributes=self.attrs,
                 current_depth=self.depth,
-                in_memory=self.in_memory,
-                ready=self.ready,
+                in_memory=self.lanes.count,
+                ready=sum(lane.ready for lane in self.lanes),
                 swept=sum(lane.swept for lane in self.lanes),
-                mem_bytes=self.mem_bytes,
+                mem_bytes=self.lanes.mem_bytes,
                 open_input_count=self.open_input,
                 open_output_count=self.open_output,
             )
@@ -221,163 +236,166 @@ class LocalQueue(SweepingMixin):
             n, self.obtained = self.obtained, 0
             return n
 
+    def has_uncommitted(self) -> bool:
+        with self.mutex:
+            st = self.lanes.st
+            return any(st[i] & HIDDEN for i in self.lanes.in_memory()) or any(
+                (b.flags == 2).any() for lane in self.lanes for b in lane.chain
+            )
+
     # -- under the lock: placing and finding ---------------------------------------------
 
-    def _insert(self, node: Node, lane: Lane) -> None:
-        """Append ``node`` (state already set) after the last message of ``lane``.
-
-        The list append is written out here rather than called: this is the put hot path.
-        """
-        head = lane.rear.head if (lane.chain or lane.sweeping) else lane.front.head
-        last = head.prev
-        node.prev = last
-        node.next = head
-        last.next = node
-        head.prev = node
-        lane.mem += 1
-        self.lane_mask |= lane.bit
+    def _insert(self, rec: bytes, lane_i: int, state: int) -> int:
+        """Append a record after the last message of lane ``lane_i``; return its slot."""
+        i = self.lanes.append(self.lane_list[lane_i], rec, state)
         self.depth += 1
-        self.mem_bytes += len(node.rec)
-        if node.state < AVAILABLE_BELOW:
-            lane.ready += 1
-            if self.waiters:
-                self._wake_for(node)
+        if state < AVAILABLE_BELOW and self.waiters:
+            self._wake_for(rec)
+        return i
 
-    def _find(self, match: Match | None) -> Node | None:
+    def _find(self, match: Match | None) -> Ref | Need | None:
         """The first available message in get order that ``match`` accepts.
 
         Each lane is front ⧺ chain ⧺ rear. Without a match, a lane whose front list has
         nothing available brings its chain back blob by blob (unsweep); with a match the
-        chain is searched in place through its index, and nothing is brought back.
+        chain is searched in place through its index, and nothing is brought back. Either
+        may need a blob that is not in memory yet: then a :class:`Need` comes back, and the
+        caller reads it without the lock and calls again.
 
-        ``lane_mask`` has bit p set for every lane p that may hold messages (set on insert,
+        ``lanes.mask`` has bit p set for every lane p that may hold messages (set on append,
         cleared here lazily once a lane is found empty), so a get skips empty priorities
         without looking at them.
         """
-        mask = self.lane_mask
-        lanes = self.lanes
+        ls = self.lanes
+        mask = ls.mask
+        lanes, nxt, st = ls.lanes, ls.nxt, ls.st
         while mask:
-            i = mask.bit_length() - 1
-            mask ^= 1 << i
-            lane = lanes[i]
+            p = mask.bit_length() - 1
+            mask ^= 1 << p
+            lane = lanes[p]
             if lane.ready or lane.chain:
-                head = lane.front.head
-                n = head.next
-                while n is not head:
-                    if n.state < AVAILABLE_BELOW and (match is None or match(n.rec)):
-                        return n
-                    n = n.next
+                s = lane.front
+                i = nxt[s]
+                if match is None:
+                    while i != s:
+                        if st[i] < AVAILABLE_BELOW:
+                            return i
+                        i = nxt[i]
+                else:
+                    recs = ls.recs
+                    while i != s:
+                        if st[i] < AVAILABLE_BELOW and match(recs[i]):
+                            return i
+                        i = nxt[i]
                 if lane.chain:
                     # Without a match: unsweep until something is available (or the chain is
                     # empty, when the rear list has joined the front). With one: search in place.
-                    hit = self._unsweep_for_get(lane) if match is None else self._search_chain(lane, match)
+                    hit = self.tier.front_locked(lane) if match is None else self.tier.search_locked(lane, match)
                     if hit is not None:
                         return hit
-                head = lane.rear.head
-                n = head.next
-                while n is not head:
-                    if n.state < AVAILABLE_BELOW and (match is None or match(n.rec)):
-                        return n
-                    n = n.next
+                s = lane.rear
+                i = nxt[s]
+                while i != s:
+                    if st[i] < AVAILABLE_BELOW and (match is None or match(ls.recs[i])):
+                        return i
+                    i = nxt[i]
             elif not lane.mem:
-                self.lane_mask &= ~(1 << i)
+                ls.mask &= ~lane.bit
         return None
 
-    def _iter_in_order(self):
-        """Every in-memory node in get order (for inspection and tests)."""
-        for lane in self.get_order:
-            yield from lane.in_memory()
+    def _record(self, ref: Ref) -> bytes:
+        return self.lanes.recs[ref] if type(ref) is int else ref.rec
 
     # -- under the lock: state changes ---------------------------------------------------
 
-    def _remove(self, node: Node) -> None:
-        """Take ``node`` off the queue for good (the get hot path: unlink written out)."""
-        st = node.state
-        if st & SWEPT_HIT:
-            return self._remove_swept(node)
-        lane = self.lanes[st & LANE_MASK]
-        p = node.prev
-        n = node.next
-        p.next = n
-        n.prev = p
-        if not st & HIDDEN:
-            lane.ready -= 1
-        lane.mem -= 1
+    def _remove(self, ref: Ref) -> None:
+        """Take a message off the queue for good."""
+        if type(ref) is not int:
+            slot = self.tier.remove_hit_locked(ref)
+            if slot is None:
+                self.depth -= 1
+                return
+            if slot < 0:
+                return  # its blob was found damaged: counted out then
+            ref = slot  # its blob came back meanwhile: remove the slot
+        lane = self.lanes.remove(ref)
         self.depth -= 1
-        self.mem_bytes -= len(node.rec)
-        node.state = st | REMOVED
-        if lane.chain and lane.ready < self.readahead_low:
-            self._maybe_readahead(lane)
+        if lane.chain and lane.ready < self.tier.readahead_low:
+            self.tier.readahead_locked(lane)
 
-    def _hide(self, node: Node) -> None:
+    def _hide(self, ref: Ref) -> None:
         """A get under syncpoint: the message stays in place, invisible, until commit/backout."""
-        if node.state & SWEPT_HIT:
-            return self._hide_swept(node)
-        self.lanes[node.state & LANE_MASK].ready -= 1
-        node.state |= GOTTEN
+        if type(ref) is int:
+            self.lanes.hide(ref)
+        else:
+            self.tier.hide_hit_locked(ref)
 
-    def _restore(self, node: Node, backout: bool) -> None:
+    def _restore(self, ref: Ref, backout: bool) -> None:
         """Backout of a get: the message reappears in its place, its backout count raised."""
-        if node.state & SWEPT_HIT:
-            return self._restore_swept(node, backout)
+        if type(ref) is not int:
+            slot = self.tier.restore_hit_locked(ref, backout)
+            if slot is None:
+                self._wake_all()  # a message is back in the chain: let every waiter look again
+                return
+            if slot < 0:
+                return  # its blob was found damaged meanwhile: the error named it
+            ref = slot
+        rec = None
         if backout:
-            node.rec = record.with_backout(node.rec, record.backout_of(node.rec) + 1)
-        node.state &= ~GOTTEN
-        self.lanes[node.state & LANE_MASK].ready += 1
+            old = self.lanes.recs[ref]
+            rec = record.with_backout(old, record.backout_of(old) + 1)
+        self.lanes.restore(ref, rec)
         if self.waiters:
-            self._wake_for(node)
+            self._wake_for(self.lanes.recs[ref])
 
-    def _commit_put(self, node: Node) -> None:
-        node.state &= ~UNCOMMITTED
-        self.lanes[node.state & LANE_MASK].ready += 1
+    def _commit_put(self, slot: int) -> None:
+        self.lanes.commit_put(slot)
         if self.waiters:
-            self._wake_for(node)
+            self._wake_for(self.lanes.recs[slot])
 
     # -- under the lock: transmission batches (seed 003: never swept) ---------------------
 
-    def _assign_batch(self, batch_id: int, max_messages: int) -> list[Node]:
-        """Assign up to ``max_messages`` available messages, in get order, to a batch.
+    def _assign_batch(self, batch_id: int, max_messages: int, taken: list[int]) -> Need | None:
+        """Assign available messages, in get order, to a batch until ``taken`` holds
+        ``max_messages``; a :class:`Need` when a blob must be read first (call again after).
 
         Batched messages stay in place but no get sees them and no sweep moves them; they
         count as obtained (a channel servicing the queue)."""
-        taken: list[Node] = []
         while len(taken) < max_messages:
-            node = self._find(None)
-            if node is None:
+            ref = self._find(None)
+            if ref is None:
                 break
-            node.state |= BATCHED
-            taken.append(node)
-        if taken:
-            self.batches[batch_id] = taken
-            self.batched += len(taken)
-            self.obtained += len(taken)
-        return taken
+            if type(ref) is Need:
+                return ref
+            self.lanes.set_flags(ref, BATCHED)
+            self.batched += 1
+            self.obtained += 1
+            taken.append(ref)
+        return None
 
     def _end_batch(self, batch_id: int, confirmed: bool) -> None:
         """A confirmed batch leaves the queue; a released one becomes available again."""
-        nodes = self.batches.pop(batch_id)
-        self.batched -= len(nodes)
-        for node in nodes:
-            node.state &= ~BATCHED
+        slots = self.batches.pop(batch_id)
+        self.batched -= len(slots)
+        for i in slots:
+            self.lanes.clear_flags(i, BATCHED)
             if confirmed:
-                self._remove(node)
+                self._remove(i)
             elif self.waiters:
-                self._wake_for(node)
+                self._wake_for(self.lanes.recs[i])
 
     # -- under the lock: waiters ---------------------------------------------------------
 
-    def _wake_for(self, node: Node) -> None:
+    def _wake_for(self, rec: bytes) -> None:
         """A message became available: wake the one waiter MQ would choose for it.
 
         A waiter for a particular message that this one matches goes first; otherwise the
         longest-waiting general waiter. The woken waiter leaves the list, so the next new
         message wakes someone else; a waiter that finds nothing re-registers.
         """
-        if node.state >= AVAILABLE_BELOW:
-            return
         chosen = None
         for w in self.waiters:
-            if w.match is not None and w.match(node.rec):
+            if w.match is not None and w.match(rec):
                 chosen = w
                 break
         if chosen is None:
@@ -394,3 +412,159 @@ class LocalQueue(SweepingMixin):
         for w in self.waiters:
             w.cond.notify()
         self.waiters.clear()
+
+    # -- reading blobs (entry points: they take the lock themselves) ---------------------------
+
+    def load(self, need: Need) -> None:
+        """Read the blob a get needs, without the lock. A damaged blob leaves the chain here
+        and its error is raised (2101); a failed read raises 2102 and changes nothing."""
+        from sweepq.blobstore import BlobCorruptError
+
+        try:
+            self.tier.load(need)
+        except BlobCorruptError as e:
+            with self.mutex:
+                self.depth -= self.tier.quarantine_locked(need.lane, need.blob)
+            self.tier.run_cleanup()
+            raise self.tier.damaged(need.blob, e) from e
+
+    def unsweep_all(self) -> int:
+        """Bring every swept message back into memory, blob by blob as gets do (benchmarks, and
+        a queue about to be drained for good). Returns the blobs brought back.
+
+        :raises MQError: 2102 when a read fails (what came back so far stays), 2101 for a
+            damaged blob (it leaves the queue)."""
+        blobs = 0
+        while True:
+            need = None
+            with self.mutex:
+                for lane in self.lanes:
+                    while lane.chain and need is None:
+                        blob = lane.chain[0]
+                        records = blob.records()
+                        if records is None:
+                            need = Need(lane, blob)
+                        else:
+                            self.tier.splice_locked(lane, blob, records)
+                            blobs += 1
+            if need is None:
+                break
+            self.load(need)
+        self.after_get()
+        return blobs
+
+    def after_get(self) -> None:
+        """Store cleanups owed by the last change (blobs that came back or emptied), run
+        without the lock; they never fail the caller."""
+        if self.tier.cleanup:
+            self.tier.run_cleanup()
+
+    # -- the sweeper protocol (sweeper.cycle.Sweepable) -------------------------------------------
+
+    def sweep_counts(self) -> tuple[int, int]:
+        """(y, x): committed, not-gotten, unbatched messages in memory; messages obtained
+        since the last call, which starts a new interval."""
+        self.tier.run_cleanup()  # retry owed store changes once an interval
+        with self.mutex:
+            self.lanes.shrink()
+            y = sum(lane.ready for lane in self.lanes) - self.batched
+            x, self.obtained = self.obtained, 0
+        return y, x
+
+    def sweep_begin(self, keep: int) -> Plan:
+        """Mark the lanes sweeping under the lock (O(lanes)), then choose the runs without it."""
+        t0 = time.perf_counter()
+        with self.mutex:
+            if self.deleted:
+                return Plan([])
+            limits = self.tier.begin_locked()
+        self.tier.lock_seconds(t0)
+        return Plan(self.tier.choose(keep, limits))
+
+    def sweep_link(
+        self, plan: Plan, target: Target, blobs: list[BlobInfo], store: Store, write_seconds: float = 0.0
+    ) -> tuple[int, str | None]:
+        """Verify, link and detach ``target`` blob by blob; return (messages moved, abort reason).
+
+        The lock is taken once per blob: a hold is O(messages in one blob), which the store
+        bounds. The link (one small atomic store write) runs *under* the lock on purpose: it
+        is the commit point of the move, and verifying, linking and detaching must be one
+        step for every other thread, or a get could take a message that is being linked.
+        A front run is linked from its tail end (each blob at the chain's head), a rear run
+        from its head end: an abort stops there, and what was linked is a contiguous end of
+        the run, so order holds."""
+        tier = self.tier
+        tier.write_seconds(write_seconds)
+        chunks = []
+        lo = 0
+        for info in blobs:
+            chunks.append((info, lo, lo + info.count))
+            lo += info.count
+        if target.at_head:
+            chunks.reverse()
+        lane = target.lane
+        moved = 0
+        for k, (info, lo, hi) in enumerate(chunks):
+            recs = target.records[lo:hi]
+            index = build_index(recs, target.ids[lo:hi])  # without the lock
+            nbytes = sum(map(len, recs))
+            t0 = time.perf_counter()
+            with self.mutex:
+                reason = tier.verify_locked(lane, target.slots[lo:hi], recs, target.at_head)
+                if reason is None:
+                    try:
+                        store.link(target.chain, [info.blob_id], target.at_head)
+                    except Exception:
+                        reason = "store_error"
+                if reason is None:
+                    tier.detach_locked(target, lo, hi, info, index, nbytes)
+            tier.lock_seconds(t0)
+            if reason is not None:
+                self._drop_pending([c[0].blob_id for c in chunks[k:]], store)
+                with self.mutex:
+                    tier.counters.aborts[reason] += 1
+                return moved, reason
+            moved += hi - lo
+        return moved, None
+
+    def _drop_pending(self, blob_ids: list[int], store: Store) -> None:
+        """Delete an aborted sweep's pending blobs (no lock); if that fails, later."""
+        try:
+            store.delete_pending(blob_ids)
+        except Exception:
+            self.tier.cleanup.append(("delete", b"", blob_ids))
+            self.tier.counters.store_retries += 1
+
+    def sweep_abort(self, plan: Plan, target: Target, reason: str) -> None:
+        with self.mutex:
+            self.tier.counters.aborts[reason] += 1
+
+    def sweep_end(self, plan: Plan) -> None:
+        with self.mutex:
+            self.tier.end_locked()
+        self.tier.run_cleanup()
+
+    def sweep_stats(self) -> SweepStats:
+        with self.mutex:
+            c = self.tier.counters
+            chain_blobs = [b for lane in self.lanes for b in lane.chain]
+            return SweepStats(
+                queue=self.name,
+                msgs_in_memory=self.lanes.count,
+                bytes_in_memory=self.lanes.mem_bytes,
+                msgs_swept=sum(lane.swept for lane in self.lanes),
+                bytes_swept_raw=sum(b.raw_bytes for b in chain_blobs),
+                bytes_swept_compressed=sum(b.comp_len for b in chain_blobs),
+                blobs=len(chain_blobs),
+                sweeps=c.sweeps,
+                aborts=dict(c.aborts),
+                unsweeps=c.unsweeps,
+                msgs_unswept=c.msgs_unswept,
+                readahead_hits=c.readahead_hits,
+                readahead_misses=c.readahead_misses,
+                damaged_blobs=c.damaged_blobs,
+                store_retries=c.store_retries,
+                lock_hold_p99_ms=percentile(c.lock_seconds, 0.99) * 1e3,
+                lock_hold_max_ms=max(c.lock_seconds, default=0.0) * 1e3,
+                write_seconds=c.write_seconds,
+            )

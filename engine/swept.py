@@ -9,7 +9,9 @@ invariant 5); nothing is unswept just to look.
 
 A message taken out of the middle of a blob is flagged in ``flags``: REMOVED for good,
 or GOTTEN while a unit of work holds it (restored by backout, in place). Backout counts
-raised while swept are kept in ``bumps`` and applied when the record is read back.
+raised while swept are kept in ``bumps`` and applied when the record is read back. When a
+blob comes back while a unit of work holds one of its messages, ``moved`` maps the blob
+position to the message's new slot, so the unit of work finds it there.
 """
 
 from __future__ import annotations
@@ -18,13 +20,10 @@ import numpy as np
 
 from . import record
 from .constants import CORRELID_NONE, GROUPID_NONE
-from .lane import Node
 
 LIVE = 0
 REMOVED = 1
 GOTTEN = 2
-
-SWEPT_HIT = 0x200  # Node.state flag of a SweptHit (above every in-memory flag)
 
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
@@ -90,19 +89,28 @@ def build_index(records: list[bytes], ids: list[bytes]) -> tuple[np.ndarray, ...
 
 
 class SweptBlob:
-    """One blob of a lane's chain, as the engine sees it."""
+    """One blob of a lane's chain, as the engine sees it.
+
+    ``check`` is the crc32 of the blob's record ids: the store verifies it (with the blob id
+    and the chain name) on every read, so a valid blob under the wrong key is refused.
+    ``prefetch`` is a Future of the records (read-ahead); ``loaded`` the records once read,
+    kept while the blob is in the queue's small cache of decoded blobs.
+    """
 
     __slots__ = (
         "blob_id",
         "bumps",
+        "check",
         "comp_len",
         "count",
+        "damaged",
         "flags",
         "h_correl",
         "h_group",
         "h_msg",
         "live",
-        "nodes",
+        "loaded",
+        "moved",
         "prefetch",
         "raw_bytes",
         "seq_max",
@@ -110,26 +118,40 @@ class SweptBlob:
         "unswept",
     )
 
-    def __init__(self, blob_id: int, raw_bytes: int, comp_len: int, index: tuple[np.ndarray, ...]):
+    def __init__(self, blob_id: int, raw_bytes: int, comp_len: int, check: int, index: tuple[np.ndarray, ...]):
         h_msg, h_cor, h_grp, seqs = index
         self.blob_id = blob_id
         self.count = len(h_msg)
         self.live = self.count  # not REMOVED
         self.raw_bytes = raw_bytes  # record bytes, as counted in memory
         self.comp_len = comp_len
+        self.check = check
         self.h_msg = h_msg
         self.h_correl = h_cor
         self.h_group = h_grp
         self.seq_min = int(seqs.min()) if self.count else 0
         self.seq_max = int(seqs.max()) if self.count else 0
         self.flags = np.zeros(self.count, np.uint8)
-        self.bumps: dict[int, int] | None = None  # slot -> backout count added while swept
-        self.nodes: dict[int, Node] | None = None  # slot -> node, for GOTTEN slots once unswept
-        self.prefetch = None  # a Future of the records (read-ahead)
+        self.bumps: dict[int, int] | None = None  # position -> backout count added while swept
+        self.moved: dict[int, int] | None = None  # position -> slot, for GOTTEN messages once unswept
+        self.prefetch = None
+        self.loaded: list[bytes] | None = None
         self.unswept = False
+        self.damaged = False  # found damaged and taken out of the chain
+
+    def records(self) -> list[bytes] | None:
+        """The decoded records if they are at hand (read, or read ahead successfully), else
+        None: then the caller reads them without the queue's lock (a failed read-ahead is
+        read again there, and its error reported)."""
+        if self.loaded is not None:
+            return self.loaded
+        fut = self.prefetch
+        if fut is not None and fut.done() and fut.exception() is None:
+            return fut.result()
+        return None
 
     def candidates(self, msg_id: bytes | None, correl_id: bytes | None, group_id: bytes | None, seq: int | None):
-        """Slots that may match: live, and equal in every hashed field that is asked for."""
+        """Positions that may match: live, and equal in every hashed field that is asked for."""
         if seq is not None and not self.seq_min <= seq <= self.seq_max:
             return ()
         mask = self.flags == LIVE
@@ -145,24 +167,32 @@ class SweptBlob:
             mask &= self.h_group == hash16(group_id)
         return np.flatnonzero(mask)
 
-    def record(self, records: list[bytes], slot: int) -> bytes:
-        """The record at ``slot`` with any backout raised while swept applied."""
-        rec = records[slot]
-        if self.bumps and slot in self.bumps:
-            rec = record.with_backout(rec, record.backout_of(rec) + self.bumps[slot])
+    def record(self, records: list[bytes], pos: int) -> bytes:
+        """The record at ``pos`` with any backout raised while swept applied."""
+        rec = records[pos]
+        if self.bumps and pos in self.bumps:
+            rec = record.with_backout(rec, record.backout_of(rec) + self.bumps[pos])
         return rec
 
+    def describe(self) -> str:
+        """What a damaged blob held, from the in-memory index (when the store cannot say)."""
+        return (
+            f"{self.live} live message(s), instance numbers {self.seq_min}..{self.seq_max} "
+            "(generated MsgIds end in these numbers, big endian)"
+        )
 
-class SweptHit(Node):
-    """A message found by a get inside a swept blob. It stands in for a Node in the get path
-    and in units of work: state carries SWEPT_HIT and the lane index, so the queue's state
-    changes (remove, hide, restore) know to act on the blob's flags instead of a list."""
 
-    __slots__ = ("blob", "lane", "slot")
+class SweptHit:
+    """A message a get found inside a swept blob, without bringing the blob back.
 
-    def __init__(self, lane, blob: SweptBlob, slot: int, rec: bytes):
+    It stands for the message in the get path and in units of work where an in-memory
+    message is a slot number: the queue's state changes (remove, hide, restore) act on the
+    blob's flags instead of a list."""
+
+    __slots__ = ("blob", "lane", "pos", "rec")
+
+    def __init__(self, lane, blob: SweptBlob, pos: int, rec: bytes):
         self.lane = lane
         self.blob = blob
-        self.slot = slot
+        self.pos = pos
         self.rec = rec
-        self.state = SWEPT_HIT | lane.priority

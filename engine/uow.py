@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from .lane import Node
-from .queue import LocalQueue
+from .queue import LocalQueue, Ref
 
 PUT = 0
 GET = 1
@@ -26,23 +25,27 @@ GET = 1
 class UnitOfWork:
     """The operations of one connection since its last syncpoint.
 
-    ``ops`` holds ``(kind, queue, node)`` in the order they happened; ``skip`` is the
-    marked get (an element of ``ops``) or None.
+    ``ops`` holds ``(kind, queue, ref)`` in the order they happened (a ref is a slot, or a
+    hit inside a swept blob); ``skip`` is the marked get (an element of ``ops``) or None.
+
+    Commit and backout change only memory under the locks, so they cannot fail halfway;
+    store cleanups they cause (a blob emptied by a commit) run after the locks are released
+    and never fail the call (engine/tiering.py).
     """
 
     __slots__ = ("ops", "skip")
 
     def __init__(self) -> None:
-        self.ops: list[tuple[int, LocalQueue, Node]] = []
-        self.skip: tuple[int, LocalQueue, Node] | None = None
+        self.ops: list[tuple[int, LocalQueue, Ref]] = []
+        self.skip: tuple[int, LocalQueue, Ref] | None = None
 
     def __len__(self) -> int:
         return len(self.ops)
 
-    def add_put(self, queue: LocalQueue, node: Node) -> None:
+    def add_put(self, queue: LocalQueue, node: Ref) -> None:
         self.ops.append((PUT, queue, node))
 
-    def add_get(self, queue: LocalQueue, node: Node, mark_skip: bool = False) -> None:
+    def add_get(self, queue: LocalQueue, node: Ref, mark_skip: bool = False) -> None:
         op = (GET, queue, node)
         self.ops.append(op)
         if mark_skip:
@@ -55,11 +58,12 @@ class UnitOfWork:
             return
         self.ops, self.skip = [], None
         with _locked(ops):
-            for kind, q, node in ops:
+            for kind, q, ref in ops:
                 if kind == PUT:
-                    q._commit_put(node)
+                    q._commit_put(ref)
                 else:
-                    q._remove(node)
+                    q._remove(ref)
+        _after(ops)
 
     def backout(self, application_requested: bool = True) -> None:
         """Undo every operation; a marked get skips an application-requested backout."""
@@ -72,17 +76,18 @@ class UnitOfWork:
             for op in ops:
                 if op is keep:
                     continue
-                kind, q, node = op
+                kind, q, ref = op
                 if kind == PUT:
-                    q._remove(node)
+                    q._remove(ref)
                 else:
-                    q._restore(node, backout=True)
+                    q._restore(ref, backout=True)
+        _after(ops)
         if keep is not None:
             # Step 7: the marked get is now the whole of a new unit of work, unmarked.
             self.ops.append(keep)
 
 
-def _locked(ops: list[tuple[int, LocalQueue, Node]]):
+def _locked(ops: list[tuple[int, LocalQueue, Ref]]):
     """Hold the locks of every queue in ``ops``, taken in queue-id order."""
     first = ops[0][1]
     if all(q is first for _, q, _ in ops):
@@ -92,3 +97,9 @@ def _locked(ops: list[tuple[int, LocalQueue, Node]]):
     for qid in sorted(queues):
         stack.enter_context(queues[qid].mutex)
     return stack
+
+
+def _after(ops: list[tuple[int, LocalQueue, Ref]]) -> None:
+    """Store cleanups owed by the queues touched, without their locks."""
+    for q in {id(q): q for _, q, _ in ops}.values():
+        q.after_get()

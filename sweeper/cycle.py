@@ -1,13 +1,15 @@
 """The slow queue sweeper: every interval, apply the rule to each queue and move the surplus.
 
 The sweeper never reaches into a queue's lists. It drives the small protocol below, which
-a queue implements (engine/sweeping.py), and the blob store:
+a queue implements (engine/queue.py), and the blob store (typed against
+:class:`~sweepq.blobstore.Store`):
 
 1. ``sweep_counts()`` gives y and x (and starts a new interval for x);
 2. the rule (policy.py) decides; ``sweep_begin(keep)`` locks the queue, marks its lanes
    sweeping (new puts go to the rear lists), chooses the target runs and unlocks;
-3. without any queue lock, the targets' records are compressed and written as *pending*
-   blobs;
+3. without any queue lock, the targets' records are cut into bounded blobs
+   (sweeper/runs.py, the cut the replay kernel makes too), compressed and written as
+   *pending* blobs;
 4. ``sweep_link`` re-locks and verifies each blob's messages (still there, not gotten,
    not locked, batch unchanged, still contiguous at the right end); it links the blob
    into the chain in one atomic batch and detaches the messages, or aborts: the pending
@@ -27,8 +29,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sweepq.blobstore import BlobInfo, Store
+
 from .clock import Clock, SystemClock
 from .policy import SweepPolicy
+from .runs import record_ends
 
 log = logging.getLogger("sweepq.sweeper")
 
@@ -43,25 +48,41 @@ class SweepTarget(Protocol):
 
 
 class SweepPlan(Protocol):
+    """What :meth:`Sweepable.sweep_begin` chose: the runs to write, in the order to link them."""
+
     targets: list[Any]
 
 
 class Sweepable(Protocol):
-    """What a queue offers the sweeper."""
+    """What a queue offers the sweeper. Each method takes the queue's lock itself, briefly."""
 
     name: str
 
-    def sweep_counts(self) -> tuple[int, int]: ...
+    def sweep_counts(self) -> tuple[int, int]:
+        """(y, x): committed, not-gotten messages in memory, and messages obtained since the
+        last call (which starts a new interval)."""
+        ...
 
-    def sweep_begin(self, keep: int) -> SweepPlan: ...
+    def sweep_begin(self, keep: int) -> SweepPlan:
+        """Mark the lanes sweeping (new puts go to the rear lists) and choose the runs that
+        leave ``keep`` sweepable messages in memory. Always followed by :meth:`sweep_end`."""
+        ...
 
     def sweep_link(
-        self, plan: SweepPlan, target: Any, blobs: list, store: Any, write_seconds: float = 0.0
-    ) -> tuple[int, str | None]: ...
+        self, plan: SweepPlan, target: Any, blobs: list[BlobInfo], store: Store, write_seconds: float = 0.0
+    ) -> tuple[int, str | None]:
+        """Verify each written blob's messages under the lock, link it in ``store`` and detach
+        them, or abort (the rest of the target's pending blobs are deleted). Returns (messages
+        moved, abort reason or None). Never raises for a store failure."""
+        ...
 
-    def sweep_abort(self, plan: SweepPlan, target: Any, reason: str) -> None: ...
+    def sweep_abort(self, plan: SweepPlan, target: Any, reason: str) -> None:
+        """Count a target that failed before linking (its blobs were never written)."""
+        ...
 
-    def sweep_end(self, plan: SweepPlan) -> None: ...
+    def sweep_end(self, plan: SweepPlan) -> None:
+        """Unmark the lanes; the rear lists of lanes with no chain join their front lists."""
+        ...
 
 
 class SweepSource(Protocol):
@@ -69,7 +90,7 @@ class SweepSource(Protocol):
 
     def sweepables(self) -> Iterable[Sweepable]: ...
 
-    def blob_store(self) -> Any: ...
+    def blob_store(self) -> Store: ...
 
 
 @dataclass(frozen=True)
@@ -165,7 +186,8 @@ class Sweeper:
                     break  # stop() asked: leave the rest in memory, nothing is half done
                 t0 = time.perf_counter()
                 try:
-                    written = store.write_pending(target.chain, target.records, target.ids, scope=q.name.encode())
+                    ends = record_ends(target.records, store.max_blob_bytes, store.max_blob_records)
+                    written = store.write_pending(target.chain, target.records, target.ids, ends, q.name.encode())
                 except Exception as e:  # a failed write: nothing moves, nothing is lost
                     log.warning("sweep of %s: writing blobs failed: %s", q.name, e)
                     q.sweep_abort(plan, target, "store_error")

@@ -52,19 +52,26 @@ def cut_run(prefix, lo, hi, max_bytes, max_records, ends):
 cut_run_jit = numba.njit(cache=True, nogil=True)(cut_run)
 
 
-def blob_bounds(sizes, max_bytes: int, max_records: int) -> list[tuple[int, int]]:
-    """The blobs of one run of records of the given sizes, as ``(lo, hi)`` pairs."""
+def blob_ends(sizes, max_bytes: int, max_records: int) -> list[int]:
+    """Where the blobs of one run of records of the given sizes end (see :func:`cut_run`)."""
+    sizes = np.asarray(sizes, np.int64)
     n = len(sizes)
     prefix = np.zeros(n + 1, np.int64)
-    np.cumsum(np.asarray(sizes, np.int64), out=prefix[1:])
+    np.cumsum(sizes, out=prefix[1:])
     ends = np.empty(max(n, 1), np.int64)
     k = cut_run_jit(prefix, 0, n, max_bytes, max_records, ends)
-    out = []
-    lo = 0
-    for hi in ends[:k].tolist():
-        out.append((lo, hi))
-        lo = hi
-    return out
+    return ends[:k].tolist()
+
+
+def record_ends(records, max_bytes: int, max_records: int) -> list[int]:
+    """:func:`blob_ends` of a run of records (their lengths are their sizes)."""
+    return blob_ends(np.fromiter(map(len, records), np.int64, len(records)), max_bytes, max_records)
+
+
+def blob_bounds(sizes, max_bytes: int, max_records: int) -> list[tuple[int, int]]:
+    """The blobs of one run of records of the given sizes, as ``(lo, hi)`` pairs."""
+    ends = blob_ends(sizes, max_bytes, max_records)
+    return list(zip([0, *ends[:-1]], ends, strict=True))
 
 
 def pieces(n: int) -> list[tuple[int, int]]:

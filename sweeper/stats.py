@@ -23,6 +23,7 @@ class SweepCounters:
     readahead_hits: int = 0
     readahead_misses: int = 0
     damaged_blobs: int = 0
+    store_retries: int = 0  # store cleanups that failed and wait for another try
     aborts: dict = field(default_factory=lambda: dict.fromkeys(ABORT_REASONS, 0))
     lock_seconds: deque = field(default_factory=lambda: deque(maxlen=100_000))  # each hold by a sweep
     write_seconds: float = 0.0
@@ -46,6 +47,7 @@ class SweepStats:
     readahead_hits: int
     readahead_misses: int
     damaged_blobs: int
+    store_retries: int
     lock_hold_p99_ms: float
     lock_hold_max_ms: float
     write_seconds: float

@@ -1,4 +1,5 @@
-"""The blob store: format, bounded blobs, chains, atomic links, corruption, dictionaries."""
+"""The blob store contract, run over every store (nats-server's store_test.go is the model),
+then what only the RocksDB store has: files, reopening, formats, dictionaries on disk."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import struct
 
 import pytest
 
-from sweepq.blobstore import BlobCorruptError, BlobStore, StoreError
+from sweepq.blobstore import BlobCorruptError, BlobStore, FaultyStore, MemoryStore, Store, StoreError
 from sweepq.blobstore import format as fmt
-from sweepq.blobstore.store import CF_BLOBS, STORE_FORMAT
+from sweepq.blobstore.kv import CF_META, RocksKV
+from sweepq.blobstore.store import STORE_FORMAT
+from sweepq.sweeper.runs import record_ends
 
 
 def recs(n, size=100, start=0):
@@ -21,15 +24,35 @@ def ids(n, start=0):
     return [(start + i).to_bytes(24, "big") for i in range(n)]
 
 
-@pytest.fixture
-def store(tmp_path):
-    with BlobStore(tmp_path / "s", max_blob_records=50, max_blob_bytes=8 * 1024) as s:
-        yield s
+def write(store: Store, owner: bytes, records, record_ids, scope=None):
+    """Write records as pending blobs cut the way the sweeper cuts them."""
+    ends = record_ends(records, store.max_blob_bytes, store.max_blob_records)
+    return store.write_pending(owner, records, record_ids, ends, scope)
+
+
+BOUNDS = {"max_blob_records": 50, "max_blob_bytes": 8 * 1024}
+
+
+@pytest.fixture(params=["rocksdb", "memory", "faulty"])
+def store(request, tmp_path):
+    """Every implementation of the Store protocol (the faulty one with no fault armed)."""
+    if request.param == "rocksdb":
+        s = BlobStore(tmp_path / "s", **BOUNDS)
+    elif request.param == "memory":
+        s = MemoryStore(**BOUNDS)
+    else:
+        s = FaultyStore(MemoryStore(**BOUNDS))
+    yield s
+    s.close()
+
+
+def real(store):
+    return store.inner if isinstance(store, FaultyStore) else store
 
 
 def test_round_trip_and_bounded_blobs(store):
     r = recs(500)
-    infos = store.write_pending(b"Q/0", r, ids(500))
+    infos = write(store, b"Q/0", r, ids(500))
     assert sum(i.count for i in infos) == 500
     assert all(i.count <= 50 and i.raw_len <= 8 * 1024 + 4 for i in infos)
     out = [x for i in infos for x in store.read(i.blob_id)]
@@ -39,13 +62,13 @@ def test_round_trip_and_bounded_blobs(store):
 
 def test_one_huge_record_still_gets_its_own_blob(store):
     big = [b"y" * 100_000]
-    infos = store.write_pending(b"Q/0", big, ids(1))
+    infos = write(store, b"Q/0", big, ids(1))
     assert len(infos) == 1 and store.read(infos[0].blob_id) == big
 
 
 def test_chains_link_at_head_and_tail_and_unlink(store):
-    a = [i.blob_id for i in store.write_pending(b"Q/5", recs(60), ids(60))]
-    b = [i.blob_id for i in store.write_pending(b"Q/5", recs(60, start=60), ids(60))]
+    a = [i.blob_id for i in write(store, b"Q/5", recs(60), ids(60))]
+    b = [i.blob_id for i in write(store, b"Q/5", recs(60, start=60), ids(60))]
     store.link(b"Q/5", b, at_head=False)
     store.link(b"Q/5", a, at_head=True)
     assert store.chain(b"Q/5") == a + b
@@ -57,7 +80,7 @@ def test_chains_link_at_head_and_tail_and_unlink(store):
 
 
 def test_delete_pending(store):
-    infos = store.write_pending(b"Q/1", recs(10), ids(10))
+    infos = write(store, b"Q/1", recs(10), ids(10))
     store.delete_pending([i.blob_id for i in infos])
     assert store.pending() == []
 
@@ -65,24 +88,23 @@ def test_delete_pending(store):
 def test_reopen_keeps_chains_and_blobs(tmp_path):
     p = tmp_path / "s"
     with BlobStore(p) as s:
-        infos = s.write_pending(b"Q/2", recs(10), ids(10))
+        infos = write(s, b"Q/2", recs(10), ids(10))
         s.link(b"Q/2", [i.blob_id for i in infos], at_head=False)
     with BlobStore(p) as s:
         assert s.chain(b"Q/2") == [i.blob_id for i in infos]
         assert s.read(infos[0].blob_id) == recs(10)
-        more = s.write_pending(b"Q/2", recs(1), ids(1))
+        more = write(s, b"Q/2", recs(1), ids(1))
         assert more[0].blob_id > infos[-1].blob_id  # ids are never reused
     with BlobStore(p, clear=True) as s:
         assert s.chains() == {}
 
 
 def test_flipped_bit_names_the_blob_its_owner_and_its_messages(store):
-    infos = store.write_pending(b"ORDERS/4", recs(120), ids(120))
+    infos = write(store, b"ORDERS/4", recs(120), ids(120))
     victim = infos[1]
-    key = struct.pack(">Q", victim.blob_id)
-    value = bytearray(store._cf[CF_BLOBS][key])
+    value = bytearray(real(store).raw_blob(victim.blob_id))
     value[len(value) // 2] ^= 0x10
-    store._cf[CF_BLOBS][key] = bytes(value)
+    real(store).replace_raw_blob(victim.blob_id, bytes(value))
     with pytest.raises(BlobCorruptError) as ei:
         store.read(victim.blob_id)
     e = ei.value
@@ -100,15 +122,17 @@ def test_not_a_store_and_newer_format(tmp_path):
     with pytest.raises(StoreError, match="not a sweepq store"):
         BlobStore(other)
     p = tmp_path / "s"
-    with BlobStore(p) as s:
-        s._cf["meta"][b"format"] = struct.pack("<I", STORE_FORMAT + 1)
+    BlobStore(p).close()
+    kv = RocksKV(str(p))
+    kv.write([(CF_META, b"format", struct.pack("<I", STORE_FORMAT + 1))])
+    kv.close()
     with pytest.raises(StoreError, match="newer"):
         BlobStore(p)
 
 
 def test_blob_header_rejects_other_magic_and_newer_version():
     body = b"abc"
-    good = fmt.pack(fmt.CODEC_NONE, 0, 1, 3, body)
+    good = fmt.pack(fmt.CODEC_NONE, 1, b"Q/0", 0, 0, 1, 3, body)
     assert fmt.unpack(good)[0].count == 1
     with pytest.raises(fmt.FormatError, match="magic"):
         fmt.unpack(b"XXXX" + good[4:])
@@ -121,7 +145,7 @@ def test_blob_header_rejects_other_magic_and_newer_version():
 def test_temporary_store_is_removed_at_close():
     s = BlobStore.temporary()
     path = s.path
-    s.write_pending(b"Q/0", recs(3), ids(3))
+    write(s, b"Q/0", recs(3), ids(3))
     assert os.path.isdir(path)
     s.close()
     assert not os.path.exists(path)
@@ -148,7 +172,7 @@ def _json_messages(n, seed=0):
 def test_dictionary_trained_for_small_records_and_kept_while_referenced(tmp_path):
     with BlobStore(tmp_path / "d", max_blob_records=64) as s:
         first = _json_messages(6000)
-        infos = s.write_pending(b"Q/0", first, ids(6000), scope=b"Q")
+        infos = write(s, b"Q/0", first, ids(6000), scope=b"Q")
         assert s.stats.dictionaries_trained == 1
         dict_id = s.stats.dict_ids[b"Q"]
         assert infos[-1].dict_id == dict_id
@@ -164,8 +188,8 @@ def test_dictionary_improves_small_blob_ratio(tmp_path):
     sizes = {}
     for use in (False, True):
         with BlobStore(tmp_path / f"r{use}", max_blob_records=16, dictionaries=use) as s:
-            s.write_pending(b"Q/0", msgs[:4000], ids(4000), scope=b"Q")  # training material
-            infos = s.write_pending(b"Q/0", msgs[4000:], ids(4000), scope=b"Q")
+            write(s, b"Q/0", msgs[:4000], ids(4000), scope=b"Q")  # training material
+            infos = write(s, b"Q/0", msgs[4000:], ids(4000), scope=b"Q")
             sizes[use] = sum(i.comp_len for i in infos)
     assert sizes[True] < sizes[False]
 
@@ -175,10 +199,93 @@ def test_unclosed_temporary_store_is_removed_when_dropped():
 
     s = BlobStore.temporary()
     path = s.path
-    s.write_pending(b"Q/0", recs(2), ids(2))
-    s._db.close()  # as the interpreter would at exit; the object is simply dropped
-    s._cf.clear()
-    s._h.clear()
+    write(s, b"Q/0", recs(2), ids(2))
+    s._kv.close()  # as the interpreter would at exit; the object is simply dropped
     del s
     gc.collect()
     assert not os.path.exists(path)
+
+
+# -- the contract, continued: what the issue of store faults asked for ------------------------
+
+
+def test_a_valid_blob_under_another_key_or_owner_is_refused(store):
+    a = write(store, b"Q/0", recs(50), ids(50))[0]
+    b = write(store, b"Q/0", recs(50, start=50), ids(50, start=50))[0]
+    real(store).replace_raw_blob(b.blob_id, real(store).raw_blob(a.blob_id))  # a's bytes under b's key
+    with pytest.raises(BlobCorruptError, match="written as blob"):
+        store.read(b.blob_id)
+    assert store.read(a.blob_id, b"Q/0", a.check) == recs(50)
+    with pytest.raises(BlobCorruptError, match="does not belong"):
+        store.read(a.blob_id, b"Q/1", a.check)
+    with pytest.raises(BlobCorruptError, match="other records"):
+        store.read(a.blob_id, b"Q/0", b.check)
+
+
+def test_a_failed_write_changes_nothing(store):
+    faulty = store if isinstance(store, FaultyStore) else FaultyStore(store)
+    infos = write(faulty, b"Q/3", recs(60), ids(60))
+    for method, call in [
+        ("link", lambda: faulty.link(b"Q/3", [infos[0].blob_id], at_head=False)),
+        ("delete_pending", lambda: faulty.delete_pending([infos[1].blob_id])),
+    ]:
+        faulty.fail(method)
+        with pytest.raises(StoreError, match="injected"):
+            call()
+        assert faulty.chain(b"Q/3") == [] and set(faulty.pending()) == {i.blob_id for i in infos}
+    faulty.link(b"Q/3", [i.blob_id for i in infos], at_head=False)
+    faulty.fail("unlink")
+    with pytest.raises(StoreError):
+        faulty.unlink(b"Q/3", infos[0].blob_id)
+    assert faulty.chain(b"Q/3") == [i.blob_id for i in infos]
+    assert faulty.read(infos[0].blob_id) == recs(60)[:50]
+
+
+def test_memory_is_reported(store):
+    write(store, b"Q/0", recs(100), ids(100))
+    mem = store.memory()
+    assert isinstance(mem, dict) and mem and all(isinstance(v, int) for v in mem.values())
+
+
+def test_rocksdb_memory_is_bounded_and_reported(tmp_path):
+    with BlobStore(tmp_path / "m", write_buffer_bytes=4 << 20, block_cache_bytes=1 << 20) as s:
+        for k in range(40):  # 40 x 256 KiB of incompressible blobs: ten times the memtable cap
+            payload = [os.urandom(1000) for _ in range(250)]
+            s.link(b"Q/0", [i.blob_id for i in write(s, b"Q/0", payload, ids(250, k * 250))], at_head=False)
+        mem = s.memory()
+    assert mem["write_buffer_limit"] == 4 << 20 and mem["block_cache_limit"] == 1 << 20
+    assert 0 < mem["memtable_bytes"] <= 2 * (4 << 20)
+
+
+def test_store_options_are_checked():
+    for bad in ({"max_blob_bytes": 0}, {"max_blob_records": "many"}, {"level": 99}, {"write_buffer_bytes": 10}):
+        with pytest.raises(StoreError, match=next(iter(bad))):
+            MemoryStore(**bad)
+
+
+def test_a_damaged_table_file_reads_as_a_corrupt_blob(tmp_path):
+    """Bits flipped in a RocksDB table file: RocksDB's own checksum fails, and the store says
+    which blob and which records, as for a blob whose own checksum fails."""
+    p = tmp_path / "sst"
+    with BlobStore(p, max_blob_records=50, block_cache_bytes=0) as s:
+        payload = [os.urandom(2000) for _ in range(100)]
+        infos = write(s, b"Q/0", payload, ids(100))
+        s.link(b"Q/0", [i.blob_id for i in infos], at_head=False)
+        s.flush()
+        tables = [f for f in os.listdir(p) if f.endswith(".sst")]
+        assert tables
+        for name in tables:
+            path = p / name
+            data = bytearray(path.read_bytes())
+            if len(data) > 100_000:  # the blobs' table: damage the middle of it
+                for k in range(len(data) // 4, len(data) // 2, 4096):
+                    data[k] ^= 0xFF
+                path.write_bytes(bytes(data))
+        errors = []
+        for info in infos:
+            try:
+                s.read(info.blob_id)
+            except BlobCorruptError as e:
+                errors.append(e)
+        assert errors, "the damage was not detected"
+        assert all(e.owner == b"Q/0" and e.ids for e in errors)

@@ -72,7 +72,7 @@ def run_engine(trace, policy):
                         "swept_bytes": st.bytes_swept_raw,
                         "blobs": st.blobs,
                         "unsweeps": st.unsweeps,
-                        "bytes_unswept": queue.counters.bytes_unswept_raw,
+                        "bytes_unswept": queue.tier.counters.bytes_unswept_raw,
                     }
                 )
     return out

@@ -34,8 +34,8 @@ def sh(sqm):
 def lane_state(qm, name="Q", prio=0):
     q = qm._queue(name)
     lane = q.lanes[prio]
-    front = [n.rec[n.rec[0] :] for n in lane.front]
-    rear = [n.rec[n.rec[0] :] for n in lane.rear]
+    front = [r[r[0] :] for r in q.lanes.records(lane.front)]
+    rear = [r[r[0] :] for r in q.lanes.records(lane.rear)]
     return front, [b.blob_id for b in lane.chain], rear
 
 
@@ -195,7 +195,7 @@ def test_unsweep_splices_the_rear_when_the_last_blob_returns(sqm, sh):
 
 def test_readahead_serves_the_next_blob_from_memory(sqm, sh):
     q = sqm._queue("Q")
-    q.readahead_low = 3
+    q.tier.readahead_low = 3
     for i in range(40):
         sh.put(b"%02d" % i)
     sqm.sweeper.run_once()
@@ -204,11 +204,11 @@ def test_readahead_serves_the_next_blob_from_memory(sqm, sh):
     blob = q.lanes[0].chain[0]
     assert blob.prefetch is not None
     blob.prefetch.result(timeout=30)  # wait for the read itself, not for time to pass
-    hits = q.counters.readahead_hits
+    hits = q.tier.counters.readahead_hits
     sh.get()
     sh.get()
     sh.get()  # this get needs the next blob: it is already decoded
-    assert q.counters.readahead_hits == hits + 1
+    assert q.tier.counters.readahead_hits == hits + 1
 
 
 def test_many_sweep_unsweep_cycles_keep_priority_and_fifo_order(sqm, sh):
@@ -313,7 +313,7 @@ def test_browse_lock_state_aborts_verification(sqm, sh):
 
     def lock_one(queue, target):
         with queue.mutex:
-            target.nodes[-1].state |= LOCKED
+            queue.lanes.set_flags(target.slots[-1], LOCKED)
 
     sqm.sweeper.after_write = lock_one
     d = sqm.sweeper.run_once().decision("Q")

@@ -11,10 +11,11 @@ import threading
 
 import pytest
 
-from sweepq.blobstore import BlobStore, StoreError
+from sweepq.blobstore import BlobStore, FaultyStore
 from sweepq.engine import GMO, MD, PMO, MQError, QueueManager, Reason, Usage
-from sweepq.engine.sweeping import Target
+from sweepq.engine.tiering import Target
 from sweepq.sweeper import ManualClock
+from sweepq.sweeper.runs import record_ends
 
 from helpers import IO, drain
 
@@ -117,8 +118,10 @@ def test_abort_moved_when_a_run_is_no_longer_contiguous(sqm):
     plan = q.sweep_begin(5)
     target = plan.targets[0]
     # A run that skips a message in the middle is not a contiguous stretch of the list.
-    broken = Target(target.lane, target.chain, True, target.nodes[:3] + target.nodes[4:], q.ident)
-    infos = sqm.blob_store().write_pending(broken.chain, broken.records, broken.ids)
+    broken = Target(q.lanes, target.lane, target.chain, True, target.slots[:3] + target.slots[4:], q.ident)
+    store = sqm.blob_store()
+    ends = record_ends(broken.records, store.max_blob_bytes, store.max_blob_records)
+    infos = store.write_pending(broken.chain, broken.records, broken.ids, ends)
     moved, reason = q.sweep_link(plan, broken, infos, sqm.blob_store())
     q.sweep_end(plan)
     # Linked from the tail: the last blob (a true tail stretch) moved; the one with the gap
@@ -127,79 +130,53 @@ def test_abort_moved_when_a_run_is_no_longer_contiguous(sqm):
     assert_intact(sqm, h, 20)
 
 
-class FaultyStore:
-    """Wraps a real store; fails or blocks chosen calls."""
-
-    def __init__(self, real: BlobStore):
-        self.real = real
-        self.fail_write = self.fail_link = self.fail_read = False
-        self.gate: threading.Event | None = None
-        self.entered = threading.Event()
-
-    def write_pending(self, *a, **kw):
-        if self.gate is not None:
-            self.entered.set()
-            assert self.gate.wait(30)
-        if self.fail_write:
-            raise StoreError("injected: disk full")
-        return self.real.write_pending(*a, **kw)
-
-    def link(self, *a, **kw):
-        if self.fail_link:
-            raise StoreError("injected: link failed")
-        return self.real.link(*a, **kw)
-
-    def read(self, *a, **kw):
-        if self.fail_read:
-            raise StoreError("injected: read failed")
-        return self.real.read(*a, **kw)
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
+@pytest.fixture
+def faulty():
+    return FaultyStore(BlobStore.temporary(max_blob_records=10))
 
 
 @pytest.fixture
-def faulty(sqm):
-    f = FaultyStore(sqm.blob_store())
-    sqm._tier._store = f
-    yield f
-    sqm._tier._store = f.real
+def fqm(faulty):
+    """A queue manager whose store is the fault-injecting one."""
+    with QueueManager(clock=ManualClock(), sweeper=False, store=faulty) as qm:
+        qm.define_queue("Q")
+        yield qm
 
 
-def test_failed_write_aborts_and_loses_nothing(sqm, faulty):
-    h = sqm.connect().open("Q", IO)
+def test_failed_write_aborts_and_loses_nothing(fqm, faulty):
+    h = fqm.connect().open("Q", IO)
     fill(h)
-    faulty.fail_write = True
-    d = sqm.sweeper.run_once().decision("Q")
+    faulty.fail("write_pending")
+    d = fqm.sweeper.run_once().decision("Q")
     assert d.aborts == {"store_error": 1} and d.msgs_swept == 0
-    assert_intact(sqm, h)
+    assert_intact(fqm, h)
 
 
-def test_failed_link_aborts_and_loses_nothing(sqm, faulty):
-    h = sqm.connect().open("Q", IO)
+def test_failed_link_aborts_and_loses_nothing(fqm, faulty):
+    h = fqm.connect().open("Q", IO)
     fill(h)
-    faulty.fail_link = True
-    d = sqm.sweeper.run_once().decision("Q")
+    faulty.fail("link")
+    d = fqm.sweeper.run_once().decision("Q")
     assert d.aborts == {"store_error": 1}
-    assert_intact(sqm, h)
+    assert_intact(fqm, h)
 
 
-def test_failed_read_fails_the_get_and_a_retry_succeeds(sqm, faulty):
-    h = sqm.connect().open("Q", IO)
-    sqm._queue("Q").readahead_low = 0  # no read-ahead: the get itself must read
+def test_failed_read_fails_the_get_and_a_retry_succeeds(fqm, faulty):
+    h = fqm.connect().open("Q", IO)
+    fqm._queue("Q").tier.readahead_low = 0  # no read-ahead: the get itself must read
     fill(h)
-    sqm.sweeper.run_once()
+    fqm.sweeper.run_once()
     assert [h.get().data for _ in range(5)] == [b"%02d" % i for i in range(5)]
-    faulty.fail_read = True
+    faulty.fail("read")
     with pytest.raises(MQError) as ei:
         h.get()
     assert ei.value.reason == Reason.RESOURCE_PROBLEM
-    faulty.fail_read = False
     assert drain(h) == [b"%02d" % i for i in range(5, 40)]
 
 
-def test_slow_write_does_not_hold_the_queue_lock(sqm, faulty):
+def test_slow_write_does_not_hold_the_queue_lock(fqm, faulty):
     """While the sweeper is stuck writing, puts and gets go on (the lock is released)."""
+    sqm = fqm
     h = sqm.connect().open("Q", IO)
     fill(h)
     faulty.gate = threading.Event()
@@ -217,17 +194,15 @@ def test_slow_write_does_not_hold_the_queue_lock(sqm, faulty):
 
 
 def test_corrupt_blob_names_its_messages_and_the_queue_stays_usable(sqm):
-    import struct
-
     h = sqm.connect().open("Q", IO)
     puts = fill(h)
     sqm.sweeper.run_once()
     store = sqm.blob_store()
     chain = store.chain(b"Q/0")
-    key = struct.pack(">Q", chain[1])  # the blob of messages 15..24
-    value = bytearray(store._cf["blobs"][key])
+    # chain[1]: the blob of messages 15..24
+    value = bytearray(store.raw_blob(chain[1]))
     value[-3] ^= 0x01
-    store._cf["blobs"][key] = bytes(value)
+    store.replace_raw_blob(chain[1], bytes(value))
     got = [h.get().data for _ in range(15)]
     assert got == [b"%02d" % i for i in range(15)]
     with pytest.raises(MQError) as ei:

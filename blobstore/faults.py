@@ -1,0 +1,123 @@
+"""A store that fails on purpose: the third implementation of the store protocol.
+
+It forwards every call to a real store unless a *fault plan* says that this call of this
+method fails. Tests use it to fail each call site of the engine and the sweeper in turn and
+to check the queues against a model afterwards; a failure is replayable because the plan
+counts calls deterministically (TigerBeetle's simulator is the model: inject, then check).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from .protocol import Store
+from .store import BlobCorruptError, BlobInfo, StoreError
+
+METHODS = ("write_pending", "delete_pending", "link", "unlink", "detach", "drop_chain", "read", "manifest", "pending")
+
+
+class FaultyStore:
+    """Forwards to ``inner``; :meth:`fail` arms a fault.
+
+    ``fail(method, at=k, times=n)``: the k-th call of ``method`` from now (1 = the next) and
+    the n - 1 after it raise :class:`StoreError` (``corrupt=True``: :class:`BlobCorruptError`,
+    for reads) *before* reaching the inner store, so a failed write changed nothing, as the
+    protocol promises. ``gate``: calls of ``write_pending`` wait on it (to hold a sweep
+    between its unlock and re-lock). ``calls`` counts every call by method.
+    """
+
+    def __init__(self, inner: Store):
+        self.inner = inner
+        self.max_blob_bytes = inner.max_blob_bytes
+        self.max_blob_records = inner.max_blob_records
+        self.calls: dict[str, int] = dict.fromkeys(METHODS, 0)
+        self.failures: dict[str, int] = dict.fromkeys(METHODS, 0)
+        self._plan: dict[str, tuple[int, int, bool]] = {}
+        self._lock = threading.Lock()
+        self.gate: threading.Event | None = None
+        self.entered = threading.Event()
+
+    def fail(self, method: str, at: int = 1, times: int = 1, corrupt: bool = False) -> None:
+        if method not in METHODS:
+            raise ValueError(f"unknown store method {method!r}")
+        with self._lock:
+            self._plan[method] = (self.calls[method] + at, times, corrupt)
+
+    def heal(self) -> None:
+        with self._lock:
+            self._plan.clear()
+
+    def _tick(self, method: str, blob_id: int = 0) -> None:
+        with self._lock:
+            self.calls[method] += 1
+            plan = self._plan.get(method)
+            if plan is None:
+                return
+            first, times, corrupt = plan
+            n = self.calls[method]
+            if not first <= n < first + times:
+                return
+            self.failures[method] += 1
+        if corrupt:
+            raise BlobCorruptError(blob_id, b"?", [], f"injected: {method} call {n} found damage")
+        raise StoreError(f"injected: {method} call {n} failed")
+
+    def write_pending(
+        self,
+        owner: bytes,
+        records: Sequence[bytes],
+        ids: Sequence[bytes],
+        ends: Sequence[int],
+        scope: bytes | None = None,
+    ) -> list[BlobInfo]:
+        if self.gate is not None:
+            self.entered.set()
+            if not self.gate.wait(30):
+                raise StoreError("injected: the gate was never opened")
+        self._tick("write_pending")
+        return self.inner.write_pending(owner, records, ids, ends, scope)
+
+    def delete_pending(self, blob_ids: Sequence[int]) -> None:
+        self._tick("delete_pending")
+        self.inner.delete_pending(blob_ids)
+
+    def link(self, chain: bytes, blob_ids: Sequence[int], at_head: bool) -> None:
+        self._tick("link")
+        self.inner.link(chain, blob_ids, at_head)
+
+    def unlink(self, chain: bytes, blob_id: int) -> None:
+        self._tick("unlink")
+        self.inner.unlink(chain, blob_id)
+
+    def detach(self, chain: bytes, blob_id: int) -> None:
+        self._tick("detach")
+        self.inner.detach(chain, blob_id)
+
+    def drop_chain(self, chain: bytes) -> None:
+        self._tick("drop_chain")
+        self.inner.drop_chain(chain)
+
+    def read(self, blob_id: int, owner: bytes | None = None, check: int | None = None) -> list[bytes]:
+        self._tick("read", blob_id)
+        return self.inner.read(blob_id, owner, check)
+
+    def manifest(self, blob_id: int) -> tuple[bytes, list[bytes]]:
+        self._tick("manifest", blob_id)
+        return self.inner.manifest(blob_id)
+
+    def chain(self, name: bytes) -> list[int]:
+        return self.inner.chain(name)
+
+    def chains(self) -> dict[bytes, list[int]]:
+        return self.inner.chains()
+
+    def pending(self) -> list[int]:
+        self._tick("pending")
+        return self.inner.pending()
+
+    def memory(self) -> dict[str, int]:
+        return self.inner.memory()
+
+    def close(self) -> None:
+        self.inner.close()

@@ -1,0 +1,251 @@
+"""The key-value layer under the blob store: RocksDB, or plain dicts for tests and demos.
+
+This is the one place for the RocksDB layout. Four column families, all in raw mode:
+
+``blobs``      u64 blob id (big endian) -> blob (blobstore/format.py). RocksDB's own
+               compression is off here: blobs are zstd-compressed already.
+``manifests``  u64 blob id -> zstd(owner label, then the record ids). Kept apart from the
+               blob so that a damaged blob can still be named.
+``chains``     chain name -> the chain's blob ids, u64 each, in order.
+``meta``       b"format" -> u32 store format; b"next_id" -> u64;
+               b"dict/" + u32 id -> a trained zstd dictionary;
+               b"dictscope/" + scope -> u32 id of that scope's current dictionary.
+
+Memory is bounded (issue: RocksDB's memtables grew to 123 MB beside 36 MB of messages): one
+``WriteBufferManager`` caps the memtables of every column family together
+(``write_buffer_bytes``, 16 MiB by default) and one LRU ``Cache`` holds the data blocks
+(``block_cache_bytes``, 8 MiB); :meth:`RocksKV.memory` reports both.
+
+Every method is thread-safe; :meth:`KV.write` applies its operations atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+from rocksdict import (
+    AccessType,
+    BlockBasedOptions,
+    Cache,
+    DBCompressionType,
+    Options,
+    Rdict,
+    WriteBatch,
+    WriteBufferManager,
+    WriteOptions,
+)
+
+CF_BLOBS = "blobs"
+CF_MANIFESTS = "manifests"
+CF_CHAINS = "chains"
+CF_META = "meta"
+CFS = (CF_BLOBS, CF_MANIFESTS, CF_CHAINS, CF_META)
+
+DEFAULT_WRITE_BUFFER_BYTES = 16 << 20
+DEFAULT_BLOCK_CACHE_BYTES = 8 << 20
+
+Op = tuple[str, bytes, bytes | None]  # (column family, key, value); value None deletes
+
+
+class KVError(Exception):
+    """An I/O failure of the key-value layer (the blob store turns it into StoreError)."""
+
+
+class KVCorruption(KVError):
+    """The key-value layer found damaged data (RocksDB's own checksums failed)."""
+
+
+class KV(Protocol):
+    """What the blob store needs of a key-value store. Thread-safe; ``write`` is atomic."""
+
+    def get(self, cf: str, key: bytes) -> bytes | None:
+        """:raises KVCorruption: the stored data is damaged. :raises KVError: I/O failed."""
+        ...
+
+    def items(self, cf: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """Every pair of ``cf`` whose key starts with ``prefix``, in key order."""
+        ...
+
+    def write(self, ops: Sequence[Op]) -> None:
+        """Apply ``ops`` atomically (all or none). :raises KVError: nothing was written."""
+        ...
+
+    def memory(self) -> dict[str, int]:
+        """Bytes the store holds in memory, by kind."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class MemoryKV:
+    """Dicts behind a lock: the in-memory store's backend (nothing survives close)."""
+
+    def __init__(self) -> None:
+        self._cfs: dict[str, dict[bytes, bytes]] = {cf: {} for cf in CFS}
+        self._lock = threading.Lock()
+
+    def get(self, cf: str, key: bytes) -> bytes | None:
+        return self._cfs[cf].get(key)
+
+    def items(self, cf: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        with self._lock:
+            pairs = sorted((k, v) for k, v in self._cfs[cf].items() if k.startswith(prefix))
+        return iter(pairs)
+
+    def write(self, ops: Sequence[Op]) -> None:
+        with self._lock:
+            for cf, key, value in ops:
+                if value is None:
+                    self._cfs[cf].pop(key, None)
+                else:
+                    self._cfs[cf][key] = bytes(value)
+
+    def memory(self) -> dict[str, int]:
+        with self._lock:
+            return {"dict_bytes": sum(len(k) + len(v) for d in self._cfs.values() for k, v in d.items())}
+
+    def close(self) -> None:
+        self._cfs = {cf: {} for cf in CFS}
+
+
+def _db_options(write_buffer_bytes: int, cache: Cache) -> tuple[Options, dict[str, Options]]:
+    manager = WriteBufferManager(write_buffer_bytes, False)
+
+    def base() -> Options:
+        o = Options(raw_mode=True)
+        o.set_write_buffer_manager(manager)
+        # Each family's memtable is a share of the cap, and at most two exist per family.
+        o.set_write_buffer_size(max(1 << 20, write_buffer_bytes // 4))
+        o.set_max_write_buffer_number(2)
+        table = BlockBasedOptions()
+        table.set_block_cache(cache)
+        o.set_block_based_table_factory(table)
+        return o
+
+    db = base()
+    db.create_if_missing(True)
+    db.create_missing_column_families(True)
+    cfs = {}
+    for name in CFS:
+        o = base()
+        if name == CF_BLOBS:
+            o.set_compression_type(DBCompressionType.none())
+        cfs[name] = o
+    return db, cfs
+
+
+class RocksKV:
+    """RocksDB through rocksdict, in the layout of the module docstring.
+
+    ``sync`` makes every write durable (fsync) before it returns. ``read_only`` opens for
+    inspection beside nothing else."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        sync: bool = False,
+        read_only: bool = False,
+        write_buffer_bytes: int = DEFAULT_WRITE_BUFFER_BYTES,
+        block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
+    ):
+        self.path = path
+        self._cache = Cache(block_cache_bytes)
+        self.write_buffer_bytes = write_buffer_bytes
+        self.block_cache_bytes = block_cache_bytes
+        opts, cf_opts = _db_options(write_buffer_bytes, self._cache)
+        access = AccessType.read_only() if read_only else AccessType.read_write()
+        try:
+            self._db = Rdict(path, options=opts, column_families=cf_opts, access_type=access)
+        except Exception as e:
+            raise KVError(_why(e, f"cannot open the store at {path}")) from e
+        self._cf = {name: self._db.get_column_family(name) for name in CFS}
+        self._h = {name: self._db.get_column_family_handle(name) for name in CFS}
+        self._wopts = WriteOptions()
+        self._wopts.sync = sync
+
+    @staticmethod
+    def column_families(path: str) -> set[str]:
+        """The column families of an existing RocksDB directory. :raises KVError: not one."""
+        try:
+            return set(Rdict.list_cf(path, Options(raw_mode=True)))
+        except Exception as e:
+            raise KVError(f"{path} is not a readable RocksDB store: {e}") from e
+
+    def get(self, cf: str, key: bytes) -> bytes | None:
+        try:
+            return self._cf[cf].get(key)
+        except Exception as e:
+            raise _error(e, f"reading {cf} key {key.hex()} failed") from e
+
+    def items(self, cf: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        try:
+            for k, v in self._cf[cf].items(from_key=prefix):
+                if not k.startswith(prefix):
+                    break
+                yield k, v
+        except Exception as e:
+            raise _error(e, f"scanning {cf} failed") from e
+
+    def write(self, ops: Sequence[Op]) -> None:
+        wb = WriteBatch(raw_mode=True)
+        h = self._h
+        for cf, key, value in ops:
+            if value is None:
+                wb.delete(key, h[cf])
+            else:
+                wb.put(key, value, h[cf])
+        try:
+            self._db.write(wb, self._wopts)
+        except Exception as e:
+            raise _error(e, f"write to {self.path} failed") from e
+
+    def flush(self) -> None:
+        """Write the memtables to table files (tests use it to reach the files)."""
+        for name in CFS:
+            self._cf[name].flush()
+
+    def memory(self) -> dict[str, int]:
+        def prop(name: str) -> int:
+            try:
+                return sum(int(self._cf[cf].property_int_value(name) or 0) for cf in CFS)
+            except Exception:  # a property this RocksDB does not report
+                return 0
+
+        return {
+            "memtable_bytes": prop("rocksdb.cur-size-all-mem-tables"),
+            "block_cache_bytes": int(self._cache.get_usage()),
+            "table_readers_bytes": prop("rocksdb.estimate-table-readers-mem"),
+            "write_buffer_limit": self.write_buffer_bytes,
+            "block_cache_limit": self.block_cache_bytes,
+        }
+
+    def close(self) -> None:
+        if self._db is None:
+            return
+        self._db.close()
+        # rocksdict keeps the database locked while column-family objects are alive.
+        self._cf.clear()
+        self._h.clear()
+        self._db = None
+
+
+def _why(e: Exception, what: str) -> str:
+    text = str(e)
+    if "lock" in text.lower():
+        return f"{what}: another queue manager (in this or another process) has it open ({text})"
+    return f"{what}: {text}"
+
+
+def _error(e: Exception, what: str) -> KVError:
+    text = str(e)
+    if "corrupt" in text.lower() or "checksum" in text.lower():
+        return KVCorruption(f"{what}: {text}")
+    return KVError(f"{what}: {text}")
+
+
+def exists_as_store(path: str) -> bool:
+    return os.path.isdir(path) and "CURRENT" in os.listdir(path)

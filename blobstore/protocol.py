@@ -1,0 +1,89 @@
+"""The blob store as its callers see it: a ``typing.Protocol`` the engine and the sweeper are
+typed against, so that RocksDB, memory and fault-injecting stores are interchangeable.
+
+Every method may be called from any thread. Each write method is atomic: it applies all of
+its changes or none, and raises :class:`~sweepq.blobstore.store.StoreError` when it applied
+none, so the caller's state never has to guess what the store did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from .store import BlobInfo
+
+
+class Store(Protocol):
+    """What the engine and the sweeper use of a blob store (see the module docstring)."""
+
+    max_blob_bytes: int
+    max_blob_records: int
+
+    def write_pending(
+        self,
+        owner: bytes,
+        records: Sequence[bytes],
+        ids: Sequence[bytes],
+        ends: Sequence[int],
+        scope: bytes | None = None,
+    ) -> list[BlobInfo]:
+        """Write ``records`` as pending blobs cut at ``ends``; return them in order.
+
+        :raises StoreError: a write failed (blobs written before it stay pending).
+        Thread-safe; not atomic across blobs, atomic per blob."""
+        ...
+
+    def delete_pending(self, blob_ids: Sequence[int]) -> None:
+        """Delete blobs in no chain. :raises StoreError: none deleted. Thread-safe, atomic."""
+        ...
+
+    def link(self, chain: bytes, blob_ids: Sequence[int], at_head: bool) -> None:
+        """Link pending blobs at the chain's head or tail. :raises StoreError: none linked.
+        Thread-safe, atomic."""
+        ...
+
+    def unlink(self, chain: bytes, blob_id: int) -> None:
+        """Take a blob out of its chain and delete it. :raises StoreError: nothing changed.
+        Thread-safe, atomic."""
+        ...
+
+    def detach(self, chain: bytes, blob_id: int) -> None:
+        """Take a blob out of its chain, keep it. :raises StoreError: nothing changed.
+        Thread-safe, atomic."""
+        ...
+
+    def drop_chain(self, chain: bytes) -> None:
+        """Delete a chain and its blobs. :raises StoreError: nothing changed. Thread-safe, atomic."""
+        ...
+
+    def read(self, blob_id: int, owner: bytes | None = None, check: int | None = None) -> list[bytes]:
+        """A blob's records, verified against its key, owner and ids' check.
+
+        :raises BlobCorruptError: damaged, missing or not the blob expected (names what it
+            held). :raises StoreError: the read failed (transient). Thread-safe."""
+        ...
+
+    def manifest(self, blob_id: int) -> tuple[bytes, list[bytes]]:
+        """(owner, record ids) of a blob. :raises StoreError: unreadable. Thread-safe."""
+        ...
+
+    def chain(self, name: bytes) -> list[int]:
+        """A chain's blob ids in order. No I/O; thread-safe."""
+        ...
+
+    def chains(self) -> dict[bytes, list[int]]:
+        """Every chain. No I/O; thread-safe."""
+        ...
+
+    def pending(self) -> list[int]:
+        """Blob ids in no chain. :raises StoreError: unreadable. Thread-safe."""
+        ...
+
+    def memory(self) -> dict[str, int]:
+        """Bytes the store holds in memory, by kind; never raises. Thread-safe."""
+        ...
+
+    def close(self) -> None:
+        """Release the store; later calls raise StoreError."""
+        ...

@@ -1,0 +1,87 @@
+"""The storage behind a queue manager: its blob store and its read-ahead thread.
+
+The store is opened when the queue manager opens when it has a data directory (so a bad
+path fails at open, not later in the sweeper), and on first use otherwise: a queue manager
+that never sweeps never creates a temporary RocksDB or starts a thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from sweepq.blobstore import BlobStore, Store, StoreError
+
+from .constants import Reason
+from .errors import MQError
+
+STORE_OPTIONS = frozenset(
+    {"level", "max_blob_bytes", "max_blob_records", "sync", "dictionaries", "write_buffer_bytes", "block_cache_bytes"}
+)
+
+
+class Storage:
+    """One queue manager's store (``path`` None: a private temporary one, removed at close;
+    ``store``: a given :class:`~sweepq.blobstore.Store`, e.g. a MemoryStore) and its pool.
+
+    Thread-safe: :meth:`store` opens at most once whoever calls it first.
+
+    :raises MQError: PARM_VALUE_ERROR for an unknown or ill-typed store option;
+        RESOURCE_PROBLEM when the data directory cannot be opened.
+    """
+
+    def __init__(self, path: str | os.PathLike | None, store_options: dict | None = None, store: Store | None = None):
+        if store_options is not None and not isinstance(store_options, dict):
+            raise MQError(Reason.PARM_VALUE_ERROR, "store_options must be a dict of store settings")
+        unknown = set(store_options or {}) - STORE_OPTIONS
+        if unknown:
+            raise MQError(
+                Reason.PARM_VALUE_ERROR,
+                f"unknown store option(s) {sorted(unknown)}; known: {sorted(STORE_OPTIONS)}",
+            )
+        if path is not None and store is not None:
+            raise MQError(Reason.PARM_VALUE_ERROR, "give a data directory (path) or a store, not both")
+        self.path = os.fspath(path) if path is not None else None
+        self.store_options = dict(store_options or {})
+        self._store: Store | None = store
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        if path is not None:
+            self.store()  # a bad directory or option fails here, at open
+
+    def store(self) -> Store:
+        s = self._store
+        if s is None:
+            with self._lock:
+                if self._store is None:
+                    try:
+                        if self.path is None:
+                            self._store = BlobStore.temporary(**self.store_options)
+                        else:
+                            # Until restarts are recovered (a later issue) a manager starts empty.
+                            self._store = BlobStore(self.path, clear=True, **self.store_options)
+                    except StoreError as e:
+                        raise MQError(Reason.RESOURCE_PROBLEM, f"opening the blob store: {e}") from e
+                s = self._store
+        return s
+
+    @property
+    def opened(self) -> bool:
+        return self._store is not None
+
+    def readahead(self, chain: bytes, blob_id: int, check: int) -> Future:
+        """Read and decode a blob on the read-ahead thread."""
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweepq-readahead")
+        return self._pool.submit(self.store().read, blob_id, chain, check)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None

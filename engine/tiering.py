@@ -1,0 +1,432 @@
+"""A queue's storage tier: its side of the sweep protocol, unsweep, and search of the chain.
+
+:class:`QueueTier` is a collaborator the queue owns and calls (engine/queue.py); it calls the
+lanes (engine/lane.py, the only writer of links) and the blob store (typed against
+:class:`~sweepq.blobstore.Store`). Calls go one way: queue -> tier -> lanes / store.
+
+Locking, as CPython's ``queue.py`` puts it for its hooks: methods whose names end in
+``_locked`` are only called with the queue's mutex held and do no I/O; the others take no
+queue lock and may do I/O (reads, writes, the cleanup of store records). The queue's entry
+points choose which to call when, so the queue lock is taken only by the queue.
+
+Faults: store I/O happens before the in-memory state changes, or not at all. A read that
+fails leaves the lane as it was (the get reports 2102 and the next one retries); a blob
+found damaged leaves the chain (2101 names what it held) and the rest of the queue flows.
+Cleanups that follow a change already made in memory (deleting a blob that came back or
+emptied) cannot fail the caller: they wait in :attr:`QueueTier.cleanup` and are retried, so
+the store may hold garbage for a while but never misses a message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from sweepq.blobstore import BlobCorruptError, BlobInfo, Store, StoreError
+from sweepq.sweeper.runs import pieces
+from sweepq.sweeper.stats import SweepCounters
+
+from .constants import Reason
+from .errors import MQError
+from .lane import AVAILABLE_BELOW, BATCHED, GOTTEN, LOCKED, REMOVED, Lane, LaneSet
+from .record import Identity
+from .swept import GOTTEN as POS_GOTTEN
+from .swept import LIVE as POS_LIVE
+from .swept import REMOVED as POS_REMOVED
+from .swept import SweptBlob, SweptHit, build_index, msg_ids
+
+if TYPE_CHECKING:
+    from .matching import Match
+    from .storage import Storage
+
+LOADED_CACHE = 4  # decoded blobs kept for searches by id (each up to max_blob_bytes)
+
+
+class Need:
+    """A get needs a blob's records that are not at hand: the caller reads them without the
+    lock (:meth:`QueueTier.load`) and tries again."""
+
+    __slots__ = ("blob", "lane")
+
+    def __init__(self, lane: Lane, blob: SweptBlob):
+        self.lane = lane
+        self.blob = blob
+
+
+class Target:
+    """One contiguous run of one lane chosen for a sweep (sweeper.cycle.SweepTarget).
+
+    ``records`` and ``ids`` are snapshotted on first use, not when the run is chosen, so that
+    this work happens piece by piece, between the paced sweeper's pauses."""
+
+    __slots__ = ("_ids", "_records", "at_head", "chain", "ident", "lane", "lanes", "slots")
+
+    def __init__(self, lanes: LaneSet, lane: Lane, chain: bytes, at_head: bool, slots: list[int], ident: Identity):
+        self.lanes = lanes
+        self.lane = lane
+        self.chain = chain
+        self.at_head = at_head
+        self.slots = slots
+        self.ident = ident
+        self._records: list[bytes] | None = None
+        self._ids: list[bytes] | None = None
+
+    @property
+    def records(self) -> list[bytes]:
+        if self._records is None:
+            recs = self.lanes.recs
+            # Read without the lock: a slot emptied meanwhile gives b"" and fails verification.
+            self._records = [recs[i] or b"" for i in self.slots]
+        return self._records
+
+    @property
+    def ids(self) -> list[bytes]:
+        if self._ids is None:
+            self._ids = msg_ids(self.records, self.ident)
+        return self._ids
+
+
+class Plan:
+    __slots__ = ("targets",)
+
+    def __init__(self, targets: list[Target]):
+        self.targets = targets
+
+
+def abort_reason(state: int, same_record: bool) -> str | None:
+    """Why a message with ``state`` can no longer move with the record that was written."""
+    if state < AVAILABLE_BELOW:
+        return None if same_record else "gotten"  # got and backed out meanwhile: its record changed
+    if state & REMOVED:
+        return "removed"
+    if state & GOTTEN:
+        return "gotten"
+    if state & LOCKED:
+        return "locked"
+    if state & BATCHED:
+        return "batch_changed"
+    return "moved"
+
+
+class QueueTier:
+    """The tier of one queue (see the module docstring for the locking rule)."""
+
+    def __init__(self, name: str, lanes: LaneSet, ident: Identity, storage: Storage):
+        self.name = name
+        self.lanes = lanes
+        self.ident = ident
+        self.storage = storage
+        self.counters = SweepCounters()
+        self.readahead_low = 2048
+        # Store changes owed after an in-memory change: ("unlink" | "detach", chain, blob id)
+        # or ("delete", b"", [blob ids]). Retried until they succeed.
+        # A deque: appended under the lock, drained without it (append / popleft are atomic).
+        self.cleanup: deque[tuple[str, bytes, object]] = deque()
+        self._loaded: deque[SweptBlob] = deque()
+
+    def store(self) -> Store:
+        return self.storage.store()
+
+    def chain_name(self, lane: Lane) -> bytes:
+        return f"{self.name}/{lane.priority}".encode()
+
+    # -- the sweep: begin, choose, verify and detach, end ----------------------------------------
+
+    def begin_locked(self) -> list[int]:
+        """Mark every lane sweeping (new puts go to the rear lists) and hold freed slots back;
+        return each lane's in-memory count, which bounds its rear run."""
+        for lane in self.lanes:
+            lane.sweeping = True
+        self.lanes.defer_frees()
+        return [lane.mem for lane in self.lanes]
+
+    def choose(self, keep: int, rear_limits: list[int]) -> list[Target]:
+        """Choose the runs, walking without the lock (every choice is verified again later).
+
+        Front lists, in get order across lanes: the first ``keep`` sweepable messages are
+        the buffer; the run is the longest all-sweepable stretch at the list's tail after it.
+        Rear lists: the longest all-sweepable stretch at the head, at most as many messages
+        as the lane held at :meth:`begin_locked`."""
+        lanes, st = self.lanes, self.lanes.st
+        targets: list[Target] = []
+        remaining = keep
+        for lane in reversed(lanes.lanes):
+            chain = self.chain_name(lane)
+            run: list[int] = []
+            for i in lanes.walk(lane.front):
+                if st[i] < AVAILABLE_BELOW:
+                    if remaining:
+                        remaining -= 1
+                    else:
+                        run.append(i)
+                elif run:
+                    run = []  # only the stretch after an unsweepable message can move
+            # Pieces linked at the chain's head tail-first keep the run's order, and the
+            # sweeper can pause between pieces.
+            for lo, hi in reversed(pieces(len(run))):
+                targets.append(Target(lanes, lane, chain, True, run[lo:hi], self.ident))
+            rear: list[int] = []
+            limit = rear_limits[lane.priority]
+            for i in lanes.walk(lane.rear):
+                if len(rear) >= limit or st[i] >= AVAILABLE_BELOW:
+                    break
+                rear.append(i)
+            for lo, hi in pieces(len(rear)):  # head piece first, each linked at the tail
+                targets.append(Target(lanes, lane, chain, False, rear[lo:hi], self.ident))
+        return targets
+
+    def verify_locked(self, lane: Lane, slots: list[int], recs: list[bytes], at_head: bool) -> str | None:
+        """Every message still available with the record that was written, the run still
+        contiguous, and still at the end of its list that it will leave from."""
+        ls = self.lanes
+        st, rec_of, nxt, prv = ls.st, ls.recs, ls.nxt, ls.prv
+        prev = -1
+        for i, rec in zip(slots, recs, strict=True):
+            s = st[i]
+            same = rec_of[i] is rec
+            if s >= AVAILABLE_BELOW or not same:
+                return abort_reason(s, same)
+            if prev >= 0 and nxt[prev] != i:
+                return "moved"
+            prev = i
+        if at_head:
+            return None if nxt[slots[-1]] == lane.front else "moved"
+        return None if prv[slots[0]] == lane.rear else "moved"
+
+    def detach_locked(self, target: Target, lo: int, hi: int, info: BlobInfo, index: tuple, nbytes: int) -> None:
+        """The blob is linked in the store: take its messages off the lane, put it in the chain."""
+        lane = target.lane
+        self.lanes.detach_run(lane, target.slots[lo:hi], nbytes)
+        lane.swept += hi - lo
+        blob = SweptBlob(info.blob_id, nbytes, info.comp_len, info.check, index)
+        if target.at_head:
+            lane.chain.appendleft(blob)
+        else:
+            lane.chain.append(blob)
+        c = self.counters
+        c.blobs_written += 1
+        c.msgs_swept += hi - lo
+        c.bytes_swept_raw += nbytes
+        c.bytes_swept_compressed += info.comp_len
+
+    def end_locked(self) -> None:
+        for lane in self.lanes:
+            lane.sweeping = False
+            self.lanes.settle(lane)
+        self.lanes.release_frees()
+        self.counters.sweeps += 1
+
+    @staticmethod
+    def index_of(target: Target, lo: int, hi: int) -> tuple:
+        """The in-memory index of one blob of a target (computed without the lock)."""
+        return build_index(target.records[lo:hi], target.ids[lo:hi])
+
+    # -- unsweep and search (under the lock) -----------------------------------------------------
+
+    def front_locked(self, lane: Lane) -> int | Need | None:
+        """The lane's front list has nothing available: bring the chain back blob by blob until
+        an available message appears and return its slot; a :class:`Need` when a blob's records
+        must be read first; None when the chain is empty (the rear list has joined the front)."""
+        while lane.chain:
+            blob = lane.chain[0]
+            records = blob.records()
+            if records is None:
+                return Need(lane, blob)
+            slots = self.splice_locked(lane, blob, records)
+            st = self.lanes.st
+            for i in slots:
+                if st[i] < AVAILABLE_BELOW:
+                    return i
+        return None
+
+    def splice_locked(self, lane: Lane, blob: SweptBlob, records: list[bytes]) -> list[int]:
+        """Append the blob's live messages to the front list in bulk (DESIGN.md invariant 4)."""
+        c = self.counters
+        if blob.prefetch is not None or blob.loaded is not None:
+            c.readahead_hits += blob.loaded is None  # loaded: a get read it itself
+        flags = blob.flags
+        if blob.live == blob.count and not blob.bumps and not flags.any():
+            live, gotten_at = records, ()
+            positions = None
+        else:
+            positions = [p for p, f in enumerate(flags.tolist()) if f != POS_REMOVED]
+            live = [blob.record(records, p) for p in positions]
+            gotten_at = [k for k, p in enumerate(positions) if flags[p] == POS_GOTTEN]
+        slots = self.lanes.splice_front(lane, live, gotten_at)
+        if gotten_at:
+            # A unit of work holds these messages through the blob: it finds them here now.
+            blob.moved = {positions[k]: slots[k] for k in gotten_at}
+        blob.unswept = True
+        blob.loaded = None
+        blob.prefetch = None
+        lane.chain.popleft()
+        lane.swept -= len(live)
+        self.lanes.settle(lane)  # the last blob back: the rear list joins the front
+        self.cleanup.append(("unlink", self.chain_name(lane), blob.blob_id))
+        c.unsweeps += 1
+        c.msgs_unswept += len(live)
+        c.bytes_unswept_raw += sum(map(len, live))
+        return slots
+
+    def search_locked(self, lane: Lane, match: Match) -> SweptHit | Need | None:
+        """Find a matching message inside the chain without unsweeping (invariant 5)."""
+        for blob in lane.chain:
+            cand = blob.candidates(match.msg_id, match.correl_id, match.group_id, match.seq)
+            if not len(cand):
+                continue
+            records = blob.records()
+            if records is None:
+                return Need(lane, blob)
+            for pos in cand.tolist():
+                rec = blob.record(records, pos)
+                if match(rec):
+                    return SweptHit(lane, blob, pos, rec)
+        return None
+
+    def readahead_locked(self, lane: Lane) -> None:
+        """When the front runs low, read the next blobs in the background: enough of them to
+        hold ``readahead_low`` messages, because the read-ahead thread may wait a GIL switch
+        interval (5 ms) before it runs while the application gets in a tight loop."""
+        ahead = 0
+        for blob in lane.chain:
+            if blob.prefetch is None and blob.loaded is None:
+                blob.prefetch = self.storage.readahead(self.chain_name(lane), blob.blob_id, blob.check)
+            ahead += blob.live
+            if ahead >= self.readahead_low:
+                break
+
+    # -- a swept message taken by a get (SweptHit), under the lock --------------------------------
+
+    def remove_hit_locked(self, hit: SweptHit) -> int | None:
+        """The message leaves the queue. Returns its slot if its blob came back meanwhile (the
+        caller removes that slot instead), -1 if the blob was found damaged since (counted out
+        then), else None."""
+        blob = hit.blob
+        if blob.unswept:
+            return blob.moved.pop(hit.pos)
+        if blob.damaged:
+            return -1
+        blob.flags[hit.pos] = POS_REMOVED
+        blob.live -= 1
+        lane = hit.lane
+        lane.swept -= 1
+        if not blob.live:
+            lane.chain.remove(blob)
+            self.cleanup.append(("unlink", self.chain_name(lane), blob.blob_id))
+            self.lanes.settle(lane)
+        return None
+
+    @staticmethod
+    def hide_hit_locked(hit: SweptHit) -> None:
+        # Always under the lock that found the hit, so the blob is still swept.
+        hit.blob.flags[hit.pos] = POS_GOTTEN
+
+    @staticmethod
+    def restore_hit_locked(hit: SweptHit, backout: bool) -> int | None:
+        """Backout of a get of a swept message: back in place in its blob, its backout count
+        raised. Returns its slot if the blob came back meanwhile (the caller restores that),
+        -1 if the blob was found damaged since (its messages were counted out then)."""
+        blob = hit.blob
+        if blob.unswept:
+            return blob.moved.pop(hit.pos)
+        if blob.damaged:
+            return -1
+        blob.flags[hit.pos] = POS_LIVE
+        if backout:
+            if blob.bumps is None:
+                blob.bumps = {}
+            blob.bumps[hit.pos] = blob.bumps.get(hit.pos, 0) + 1
+        return None
+
+    def quarantine_locked(self, lane: Lane, blob: SweptBlob) -> int:
+        """A damaged blob leaves the chain (kept in the store for inspection); every other
+        blob of the queue stays reachable. Returns the messages it took with it."""
+        if blob not in lane.chain:
+            return 0  # another get got here first
+        lane.chain.remove(blob)
+        lane.swept -= blob.live
+        blob.damaged = True
+        self.counters.damaged_blobs += 1
+        self.cleanup.append(("detach", self.chain_name(lane), blob.blob_id))
+        self.lanes.settle(lane)
+        return blob.live
+
+    # -- I/O without the lock ---------------------------------------------------------------------
+
+    def load(self, need: Need) -> None:
+        """Read a blob a get needs (waiting for its read-ahead if one runs).
+
+        :raises BlobCorruptError: the blob is damaged (the caller quarantines it).
+        :raises MQError: RESOURCE_PROBLEM (2102) when the read failed; nothing changed."""
+        blob = need.blob
+        fut = blob.prefetch
+        if fut is not None:
+            try:
+                records = fut.result()
+                self.counters.readahead_misses += 1  # it had not finished when the get came
+            except BlobCorruptError:
+                raise
+            except Exception:  # a transient read-ahead failure: read again here
+                blob.prefetch = None
+                records = None
+        else:
+            records = None
+            self.counters.readahead_misses += 1
+        if records is None:
+            try:
+                records = self.store().read(blob.blob_id, self.chain_name(need.lane), blob.check)
+            except BlobCorruptError:
+                raise
+            except (StoreError, OSError) as e:
+                raise MQError(
+                    Reason.RESOURCE_PROBLEM,
+                    f"queue {self.name!r}: reading blob {blob.blob_id} failed ({e}); nothing was lost, "
+                    "try the get again",
+                ) from e
+        blob.loaded = records
+        self._loaded.append(blob)
+        while len(self._loaded) > LOADED_CACHE:
+            old = self._loaded.popleft()
+            if old is not blob:
+                old.loaded = None
+
+    def damaged(self, blob: SweptBlob, e: BlobCorruptError) -> MQError:
+        held = "" if e.ids else f"; from the in-memory index: {blob.describe()}"
+        return MQError(
+            Reason.OBJECT_DAMAGED,
+            f"queue {self.name!r}: {e}{held}. The blob left the queue; its other messages flow on",
+        )
+
+    def run_cleanup(self) -> None:
+        """Apply the store changes owed after in-memory changes; keep the ones that fail for
+        the next call (never raises: the queue is already consistent without them)."""
+        cleanup = self.cleanup
+        if not cleanup:
+            return
+        store = self.store()
+        failed = []
+        while True:
+            try:
+                op = cleanup.popleft()
+            except IndexError:
+                break
+            kind, chain, arg = op
+            try:
+                if kind == "unlink":
+                    store.unlink(chain, arg)
+                elif kind == "detach":
+                    store.detach(chain, arg)
+                else:
+                    store.delete_pending(arg)
+            except StoreError:
+                failed.append(op)
+        if failed:
+            self.counters.store_retries += len(failed)
+            cleanup.extend(failed)
+
+    def write_seconds(self, seconds: float) -> None:
+        self.counters.write_seconds += seconds
+
+    def lock_seconds(self, t0: float) -> None:
+        self.counters.lock_seconds.append(time.perf_counter() - t0)
