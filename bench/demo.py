@@ -126,21 +126,9 @@ def _rss() -> int:
 
 
 def _rocksdb_memory(qm) -> int:
-    """Memtables, table readers and block cache of the store, when it is open (0 when not)."""
-    if not qm._tier.opened:
-        return 0
-    store = qm.blob_store()
-    if hasattr(store, "memory_usage"):
-        return int(store.memory_usage())
-    total = 0
-    try:
-        for cf in store._cf.values():
-            for prop in ("rocksdb.cur-size-all-mem-tables", "rocksdb.estimate-table-readers-mem"):
-                total += cf.property_int_value(prop) or 0
-        total += store._db.property_int_value("rocksdb.block-cache-usage") or 0
-    except Exception:  # a figure for the table, never a reason to fail the demo
-        return total
-    return total
+    """Memtables, table readers and block cache of the blob store (0 until it is opened)."""
+    mem = qm.store_memory()
+    return sum(mem.get(k, 0) for k in ("memtable_bytes", "block_cache_bytes", "table_readers_bytes"))
 
 
 @dataclass
@@ -333,7 +321,7 @@ def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
     total = {"msgs": 0, "raw": 0, "comp": 0, "unswept_msgs": 0, "unswept_bytes": 0, "unsweeps": 0, "sweeps": 0}
     aborts: dict[str, int] = {}
     for name in [*names, "AUDIT"]:
-        c = qm._queue(name).counters  # cumulative counters (stats() shows what is swept now)
+        c = qm._queue(name).tier.counters  # cumulative (stats() shows what is swept now)
         total["msgs"] += c.msgs_swept
         total["raw"] += c.bytes_swept_raw
         total["comp"] += c.bytes_swept_compressed

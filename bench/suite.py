@@ -166,13 +166,14 @@ def batch(o: BenchOptions, report: Report, step) -> dict:
         report.notice("batch: skipped, this sweepq has no Handle.put_many / get_many yet (the core batch issue)")
         return {"skipped": "Handle.put_many / get_many are not in this build"}
     from .timing import interleaved
-    from .workloads import SweepqPairs, drain_deque
+    from .workloads import SweepqPairs, drain_deque, drain_queue_queue
 
     n, payload, b = o.messages, b"x" * o.size, o.batch
     sq = SweepqPairs()
     try:
         res = interleaved(
             {
+                "queue.Queue": lambda: drain_queue_queue(n, payload),
                 "deque+lock": lambda: drain_deque(n, payload),
                 "sweepq put/get": lambda: sq.fill_drain(n, payload),
                 f"sweepq put_many/get_many x{b}": lambda: sq.fill_drain_many(n, payload, b),
@@ -183,14 +184,17 @@ def batch(o: BenchOptions, report: Report, step) -> dict:
         )
     finally:
         sq.close()
-    single = res["sweepq put/get"].rate
-    out = {k: {"per_s": r.rate, "ratio_vs_single": r.rate / single} for k, r in res.items()}
+    single, base = res["sweepq put/get"].rate, res["queue.Queue"].rate
+    out = {
+        k: {"per_s": r.rate, "ratio_vs_single": r.rate / single, "ratio_vs_queue_Queue": r.rate / base}
+        for k, r in res.items()
+    }
     for k, r in out.items():
         report.row(
             "batch",
             f"put {n:,} then get them, {o.size} B: {k}",
             _rate(r["per_s"]),
-            f"{r['ratio_vs_single']:.2f} x sweepq put/get",
+            f"{r['ratio_vs_single']:.2f} x sweepq put/get, {r['ratio_vs_queue_Queue']:.2f} x queue.Queue",
         )
     return out
 

@@ -36,7 +36,9 @@ def test_every_scenario_reports(quick_run):
         assert set(kind) == {"queue.Queue", "deque+lock", "sweepq"}
         assert kind["queue.Queue"]["ratio_vs_queue_Queue"] == 1.0
         assert all(v["per_s"] > 0 for v in kind.values())
-    assert "skipped" in f["batch"] or "sweepq put/get" in f["batch"]
+    if "skipped" not in f["batch"]:  # the batch API is there: sweepq's batch beside single calls
+        assert f["batch"]["sweepq put/get"]["ratio_vs_single"] == 1.0
+        assert {"queue.Queue", "deque+lock", "sweepq put_many/get_many x100"} < set(f["batch"])
     assert {"queue.Queue (in memory)", "sweepq (non-persistent)", *_peers(100)} == set(f["persistent"])
     assert {"persist-queue SQLiteQueue", "diskcache.Deque", "queuelib FifoDiskQueue"} <= set(f["persistent"])
     assert f["sweep"]["rates_100B"]["sweep_ratio"] > 0 and f["sweep"]["drain"]["blob_boundaries"] > 0
