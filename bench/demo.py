@@ -546,7 +546,7 @@ def run(cfg: DemoConfig, out_dir: str, console=None, compare: bool = True) -> in
     """The demo: both runs, live progress, the table, the PNG and JSON; 0 when every message
     arrived exactly once and in order in both runs."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = console or Console()
     say = console.print
@@ -570,10 +570,9 @@ def run(cfg: DemoConfig, out_dir: str, console=None, compare: bool = True) -> in
     modes = [("with", True)] + ([("without", False)] if compare else [])
     columns = (
         TextColumn("{task.description:<16}"),
-        BarColumn(bar_width=16),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[phase]:<11} rss {task.fields[rss]:>8} in mem {task.fields[mem]:>8}"),
-        TextColumn("swept {task.fields[swept]:>8}"),
+        BarColumn(bar_width=10),
+        TextColumn("put {task.fields[put]:>7} got {task.fields[got]:>7} {task.fields[phase]:<11}"),
+        TextColumn("rss {task.fields[rss]:>8} in mem {task.fields[mem]:>7} swept {task.fields[swept]:>7}"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=False) as progress:
@@ -582,6 +581,8 @@ def run(cfg: DemoConfig, out_dir: str, console=None, compare: bool = True) -> in
                 f"{'with sweeper' if sweep else 'without sweeping'}",
                 total=max(1, cfg.messages),
                 phase="waiting",
+                put="0",
+                got="0",
                 rss="-",
                 mem="-",
                 swept="-",
@@ -598,6 +599,8 @@ def run(cfg: DemoConfig, out_dir: str, console=None, compare: bool = True) -> in
                 progress.update(
                     task,
                     completed=s["got"],
+                    put=f"{s['put']:,}",
+                    got=f"{s['got']:,}",
                     phase=s["phase"],
                     rss=_mb(s["rss"]),
                     mem=f"{s['in_memory']:,}",
