@@ -4,218 +4,276 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from .cli_replay import pipeline_command as _pipeline
 from .cli_replay import register as register_replay_commands
 
 DESCRIPTION = """\
-sweepq: an embedded tiered-storage message queue engine with IBM MQ semantics.
+sweepq: an embedded tiered-storage message queue engine with IBM MQ semantics, whose slow
+queue sweeper moves the surplus of growing queues into zstd-compressed blobs in RocksDB.
+Start with 'sweepq demo'; 'sweepq COMMAND --help' describes each command."""
 
-commands:
-  demo     run a short end-to-end example of the engine and narrate it
-  bench    measure sweepq against the queues a user would pick instead, and the sweeper
-  inspect  show what a data directory holds: chains, blobs, dictionaries, last statistics
-  trace    generate synthetic message traces (steady, bursty, slow consumer, diurnal, many queues)
-  replay   replay the sweep rule over a trace on this machine (numba) and summarise
-  pipeline replay traces too large for one machine with Spark; metrics, summaries, HTML report
-"""
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """The top-level help: the description keeps its line breaks."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """A bad value is one line naming the argument and what to do, and exit code 2: no usage
+    block, no traceback. Subcommand parsers are of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)  # every default shown
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _number(kind: type, low: float | None = None, high: float | None = None, low_open: bool = False, hint: str = ""):
+    """An argparse type: a finite ``kind`` within [low, high] (or (low, high] when ``low_open``),
+    whose error says what is expected and what to pass instead."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is not None and kind is float and not math.isfinite(value):
+            value = None
+        ok = value is not None
+        if ok and low is not None:
+            ok = value > low if low_open else value >= low
+        if ok and high is not None:
+            ok = value <= high
+        if not ok:
+            what = "an integer" if kind is int else "a number"
+
+            def show(b: float) -> str:
+                return f"{int(b):,}" if float(b).is_integer() else f"{b:g}"
+
+            bounds = []
+            if low is not None:
+                bounds.append(f"{'>' if low_open else '>='} {show(low)}")
+            if high is not None:
+                bounds.append(f"<= {show(high)}")
+            wanted = f"{what} {' and '.join(bounds)}".rstrip()
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}; {hint or 'pass ' + wanted}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in some messages
+    return parse
+
+
+def _output_dir(prog: str, path: str | None) -> bool:
+    """Create ``--out`` before any work, so that a bad path fails at once in one line."""
+    import os
+
+    if path is None:
+        return True
+    try:
+        os.makedirs(path, exist_ok=True)
+        if not os.access(path, os.W_OK):
+            raise PermissionError("not writable")
+    except OSError as e:
+        why = e.strerror or str(e)
+        print(
+            f"{prog}: error: argument --out: cannot write to {path!r} ({why}); pass a writable directory",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run
+    if not _output_dir("sweepq demo", args.out):
+        return 2
+    from .demo import DemoConfig, run
 
-    run(sys.stdout, producers=args.producers, per_producer=args.per_producer)
-    return 0
+    quick = {"messages": 20_000, "size": 512, "seconds": 3.0, "interval": 1.0}
+    values = {k: getattr(args, k) for k in ("queues", "producers", "messages", "size", "seconds", "interval")}
+    if args.quick:  # --quick changes the sizes the user did not set
+        defaults = DemoConfig()
+        for k, v in quick.items():
+            if values[k] == getattr(defaults, k):
+                values[k] = v
+    cfg = DemoConfig(
+        **values,
+        consumer_share=args.consumer_share,
+        seed=args.seed,
+        sample_every=0.1 if values["seconds"] < 10 else 0.25,
+    )
+    return run(cfg, args.out, compare=not args.no_compare)
 
 
 def _bench(args: argparse.Namespace) -> int:
-    report: dict = {}
-    progress = (lambda s: print(f"  ... {s}", file=sys.stderr, flush=True)) if not args.json else None
-    if args.what in ("throughput", "all"):
-        report["throughput"] = _bench_throughput(args, progress)
-    if args.what in ("memory", "all"):
-        if progress:
-            progress(f"memory: putting {args.memory_messages:,} messages of {args.memory_payload} B")
-        from .memory import resident_bytes_per_message
+    import dataclasses
+    import os
 
-        fig = resident_bytes_per_message(args.memory_messages, args.memory_payload)
-        report["memory"] = fig
-        if not args.json:
-            print(
-                f"memory: {fig['bytes_per_message']:.1f} B resident per message of "
-                f"{fig['payload']} B -> {fig['overhead_per_message']:.1f} B beyond the payload "
-                f"({fig['messages']:,} messages; goal <= 128 B)"
-            )
-    if args.what in ("sweep", "all"):
-        report["sweep"] = _bench_sweep(args, progress)
-    if args.what in ("replay", "all"):
-        report["replay"] = _bench_replay(args, progress)
+    from .suite import QUICK, SCENARIOS, BenchOptions, run
+
+    if not _output_dir("sweepq bench", args.out):
+        return 2
+    names = list(SCENARIOS) if args.what == "all" else [args.what]
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(BenchOptions) if hasattr(args, f.name)}
+    if args.quick:  # --quick shrinks what the user did not set
+        defaults = BenchOptions()
+        for k, v in QUICK.items():
+            if values.get(k, getattr(defaults, k)) == getattr(defaults, k):
+                values[k] = v
+    opts = BenchOptions(**values)
+    figures, report = run(names, opts)
+    command = " ".join(["sweepq", *getattr(args, "argv", ["bench"])])
+    doc = {"command": command, "options": dataclasses.asdict(opts), "figures": figures, "rows": report.rows}
+    doc["notices"] = report.notices
+    table = report.markdown()
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "bench.json"), "w") as f:
+            json.dump(doc, f, indent=2, default=str)
+        with open(os.path.join(args.out, "bench.md"), "w") as f:
+            f.write(f"`{doc['command']}`\n\n{table}\n")
     if args.json:
-        print(json.dumps(report, indent=2, default=str))
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print(table)
+    if args.out:
+        print(f"wrote {os.path.join(args.out, 'bench.json')} and {os.path.join(args.out, 'bench.md')}", file=sys.stderr)
     return 0
 
 
-def _bench_sweep(args: argparse.Namespace, progress) -> dict:
-    from . import sweeping
-
-    out: dict = {}
-    say = (lambda s: None) if args.json else print
-    for size, n in ((100, args.sweep_messages), (1024, max(1, args.sweep_messages // 4))):
-        for freeze in (False, True):
-            if progress:
-                progress(f"sweep/unsweep rates: {n:,} x {size} B{' (gc frozen)' if freeze else ''}")
-            r = sweeping.rates(n, size, freeze=freeze)
-            out[f"rates_{size}B{'_frozen' if freeze else ''}"] = r
-            say(
-                f"sweep {size:>4} B{' gc.freeze' if freeze else '          '}: "
-                f"sweep {r['sweep_MBps']:6.1f} MB/s = {r['sweep_ratio']:.2f} x store alone "
-                f"({r['raw_write_MBps']:.0f}); "
-                f"unsweep {r['unsweep_MBps']:6.1f} MB/s = {r['unsweep_ratio']:.2f} x store alone "
-                f"({r['raw_read_MBps']:.0f}); zstd ratio {r['compression_ratio']:.1f}  [goal >= 0.70 each]"
-            )
-    if progress:
-        progress("lock holds for runs of 1k, 10k, 100k")
-    holds = sweeping.lock_holds()
-    out["lock_holds"] = holds
-    for n, h in holds.items():
-        say(
-            f"lock held per sweep, run of {n:>7,}: p99 {h['p99_ms']:.2f} ms, max {h['max_ms']:.2f} ms over "
-            f"{h['holds']} holds (total {h['total_ms']:.1f} ms)  [goal p99 <= 1 ms]"
-        )
-    if progress:
-        progress("drain latency across blob boundaries")
-    d = sweeping.drain_latency(args.sweep_messages)
-    out["drain"] = d
-    say(
-        f"get p99 draining across {d['blob_boundaries']} blob boundaries: {d['drain_p99_us']:.1f} us vs "
-        f"{d['steady_p99_us']:.1f} us steady = {d['p99_ratio']:.2f} x (max {d['drain_max_us']:.0f} us; "
-        f"read-ahead {d['readahead_hits']} hits / {d['readahead_misses']} misses)  [goal <= 2 x]"
-    )
-    if progress:
-        progress("put/get pairs while another queue is swept")
-    c = sweeping.concurrent()
-    out["concurrent"] = c
-    say(
-        f"put+get pairs while a sweep runs: {c['during_sweep_pairs_per_s'] / 1e3:.0f} k/s vs "
-        f"{c['quiet_pairs_per_s'] / 1e3:.0f} k/s quiet = {c['ratio']:.2f} x  [goal >= 0.90]"
-    )
-    if progress:
-        progress(f"memory per swept message ({args.sweep_memory_messages:,} messages)")
-    for correl in (False, True):
-        m = sweeping.swept_memory(args.sweep_memory_messages, correl=correl)
-        out[f"swept_memory{'_correl' if correl else ''}"] = m
-        say(
-            f"memory per swept message{' with a CorrelId' if correl else ''}: "
-            f"{m['bytes_per_swept_msg']:.2f} B in the process (index + blob objects)  [goal <= 8 B]"
-        )
-    return out
-
-
-def _bench_replay(args: argparse.Namespace, progress) -> dict:
-    from . import replay_bench
-
-    say = (lambda s: None) if args.json else print
-    if progress:
-        progress(f"replay kernel on ~{args.replay_events_m:g} M events (and interpreted on 1/100 of them)")
-    k = replay_bench.kernel(args.replay_events_m)
-    say(
-        f"replay kernel: {k['numba']['events_per_s'] / 1e6:.1f} M events/s compiled vs "
-        f"{k['python']['events_per_s'] / 1e6:.3f} M/s interpreted = {k['ratio']:.0f} x  [goal >= 100 M events/s]"
-    )
-    out = {"kernel": k}
-    if args.pipeline_events_m:
-        if progress:
-            progress(f"Spark pipeline end to end on ~{args.pipeline_events_m:g} M events")
-        p = replay_bench.pipeline(args.pipeline_events_m)
-        out["pipeline"] = p
-        say(f"pipeline: {p['events']:,} events in {p['seconds']:.1f} s = {p['events_per_s'] / 1e6:.2f} M events/s")
-    return out
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    import os
+
     from .inspect import describe
 
+    def bad(why: str) -> int:
+        print(
+            f"sweepq inspect: error: argument path: {why}; pass a data directory that QueueManager.open(path) wrote",
+            file=sys.stderr,
+        )
+        return 2
+
+    if not os.path.exists(args.path):
+        return bad(f"{args.path} does not exist")
+    if not os.path.isdir(args.path):
+        return bad(f"{args.path} is not a directory")
     try:
         text = describe(args.path, as_json=args.json)
     except Exception as e:  # the store's errors already say what is wrong
-        print(f"sweepq inspect: {e}", file=sys.stderr)
-        return 1
+        return bad(" ".join(str(e).split()))
     print(text)
     return 0
 
 
-def _bench_throughput(args: argparse.Namespace, progress) -> dict:
-    from .timing import interleaved
-    from .workloads import SweepqPairs, pairs_deque, pairs_queue_queue
-
-    n, payload = args.messages, b"x" * args.size
-    sq = SweepqPairs()
-    try:
-        results = interleaved(
-            {
-                "queue.Queue": lambda: pairs_queue_queue(n, payload),
-                "deque+lock": lambda: pairs_deque(n, payload),
-                "sweepq": lambda: sq(n, payload),
-            },
-            ops=n,
-            rounds=args.rounds,
-            progress=progress,
-        )
-    finally:
-        sq.close()
-    base = results["queue.Queue"].rate
-    out = {name: {"pairs_per_s": r.rate, "ratio_vs_queue_Queue": r.rate / base} for name, r in results.items()}
-    if not args.json:
-        print(
-            f"put+get pairs of {args.size} B, non-persistent, no syncpoint; "
-            f"best of {args.rounds} interleaved rounds of {n:,}"
-        )
-        for name, r in out.items():
-            print(
-                f"  {name:12s} {r['pairs_per_s'] / 1e6:6.3f} M pairs/s   {r['ratio_vs_queue_Queue']:5.2f} x queue.Queue"
-            )
-        print("  goal: sweepq >= 0.50 x queue.Queue")
-    return out
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="sweepq", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    p = _Parser(prog="sweepq", description=DESCRIPTION, formatter_class=_Formatter)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    pos_int = _number(int, 1)
+    pos_float = _number(float, 0, low_open=True)
 
-    d = sub.add_parser("demo", help="run a short end-to-end example and narrate it")
-    d.add_argument("--producers", type=int, default=3, help="producer threads (default 3)")
-    d.add_argument("--per-producer", type=int, default=4, help="orders each producer puts (default 4)")
+    d = sub.add_parser(
+        "demo",
+        help="the memory-pressure demo: producers outpace a slow consumer, the sweeper bounds memory",
+        description="Producers outpace a slow consumer on several queues (priorities, units of work); the "
+        "slow queue sweeper keeps memory bounded; then the consumer catches up and every message comes "
+        "back. The same workload also runs without sweeping, in a subprocess of its own. Shows live "
+        "progress and a table, writes demo.png and demo.json, verifies exactly-once delivery in order per "
+        "producer, queue and priority, and exits 1 if it fails. About a minute on 2 cores.",
+    )
+    d.add_argument("--quick", action="store_true", help="a CI-sized run of a few seconds (sweep interval 1 s)")
+    d.add_argument("--queues", type=_number(int, 1, 1000, hint="pass 1 to 1000 queues"), default=3, help="queues")
+    d.add_argument(
+        "--producers",
+        type=_number(int, 0, 256, hint="pass 0 to 256 producer threads"),
+        default=4,
+        help="producer threads",
+    )
+    d.add_argument(
+        "--messages",
+        type=_number(int, 0, 100_000_000, hint="pass how many messages the producers put in all"),
+        default=600_000,
+        help="messages put in all (--quick: 20000)",
+    )
+    d.add_argument(
+        "--size",
+        type=_number(int, 1, 16 * 1024 * 1024, hint="pass a payload size in bytes, 1 to 16777216"),
+        default=1024,
+        help="payload bytes (--quick: 512)",
+    )
+    d.add_argument(
+        "--seconds",
+        type=_number(float, 0, 3600, low_open=True, hint="pass how many seconds the producers take, e.g. 40"),
+        default=40.0,
+        help="how long the producers take to put the messages (--quick: 3)",
+    )
+    d.add_argument(
+        "--consumer-share",
+        type=_number(float, 0, 1, low_open=True, hint="pass a share of the producers' rate, e.g. 0.1"),
+        default=0.1,
+        help="the slow consumer's rate while the producers run, as a share of theirs",
+    )
+    d.add_argument(
+        "--interval",
+        type=_number(float, 0, 3600, low_open=True, hint="pass the sweep interval in seconds, e.g. 5"),
+        default=5.0,
+        help="sweep interval in seconds (the sweeper's default is 5; --quick: 1)",
+    )
+    d.add_argument("--seed", type=_number(int, 0, hint="pass a non-negative integer"), default=1, help="workload seed")
+    d.add_argument("--out", default="sweepq-demo", help="directory for demo.png and demo.json")
+    d.add_argument("--no-compare", action="store_true", help="skip the run without sweeping")
     d.set_defaults(func=_demo)
+
+    from .suite import SCENARIOS
 
     b = sub.add_parser(
         "bench",
-        help="benchmarks, reported as ratios against a baseline measured in the same run",
-        description="Run benchmarks. Figures are ratios against a baseline measured in the same "
-        "run (interleaved rounds, best round each), because machines are shared and noisy.",
+        help="benchmarks against the queues users pick instead, as ratios to baselines in the same run",
+        description="Run benchmark scenarios. Figures are ratios against a baseline measured in the same "
+        "run (interleaved rounds, best round each), because machines are shared and noisy. Prints a "
+        "Markdown table (or JSON with --json); --out writes both to a directory. Scenarios: " + ", ".join(SCENARIOS),
     )
-    b.add_argument("what", nargs="?", default="all", choices=["throughput", "memory", "sweep", "replay", "all"])
-    b.add_argument("--messages", type=int, default=30_000, help="put+get pairs per round (default 30000)")
-    b.add_argument("--size", type=int, default=1024, help="payload bytes for throughput (default 1024)")
-    b.add_argument("--rounds", type=int, default=30, help="interleaved rounds, best kept (default 30)")
-    b.add_argument("--memory-messages", type=int, default=1_000_000, help="messages for memory (default 1000000)")
-    b.add_argument("--memory-payload", type=int, default=100, help="payload bytes for memory (default 100)")
+    b.add_argument("what", nargs="?", default="all", choices=[*SCENARIOS, "all"], help="the scenario to run")
+    b.add_argument("--quick", action="store_true", help="CI-sized runs of every scenario (figures are noisier)")
+    b.add_argument("--messages", type=pos_int, default=30_000, help="messages per round (throughput, batch)")
+    b.add_argument("--size", type=pos_int, default=1024, help="payload bytes (throughput, batch, persistent)")
+    b.add_argument("--rounds", type=pos_int, default=15, help="interleaved rounds, best kept")
+    b.add_argument("--batch", type=pos_int, default=100, help="messages per put_many / get_many")
+    b.add_argument("--persistent-messages", type=pos_int, default=2_000, help="messages per round (persistent)")
+    b.add_argument("--memory-messages", type=pos_int, default=1_000_000, help="messages (memory, in memory)")
+    b.add_argument("--memory-payload", type=pos_int, default=100, help="payload bytes (memory)")
     b.add_argument(
-        "--sweep-messages", type=int, default=100_000, help="messages for the sweep benchmarks (default 100000)"
+        "--sweep-messages",
+        type=_number(int, 1000, hint="pass at least 1000 messages"),
+        default=100_000,
+        help="messages for the sweep rates and the drain latency (sweep)",
     )
     b.add_argument(
-        "--sweep-memory-messages",
-        type=int,
-        default=1_000_000,
-        help="messages for memory per swept message (default 1000000)",
+        "--sweep-memory-messages", type=pos_int, default=1_000_000, help="messages for bytes per swept message (memory)"
     )
-    b.add_argument("--replay-events-m", type=float, default=10.0, help="M events for the kernel (default 10)")
+    b.add_argument("--backlog", type=pos_int, default=500_000, help="messages waiting before consumers start (backlog)")
     b.add_argument(
-        "--pipeline-events-m", type=float, default=0.0, help="M events for the Spark pipeline (default 0: skip)"
+        "--backlog-rate",
+        type=pos_float,
+        default=20_000.0,
+        help="fixed publish rate, msgs/s, before and during the drain",
     )
-    b.add_argument("--json", action="store_true", help="print the figures as JSON")
+    b.add_argument("--backlog-size", type=pos_int, default=1024, help="payload bytes (backlog)")
+    b.add_argument("--backlog-interval", type=pos_float, default=1.0, help="sweep interval, seconds (backlog)")
+    b.add_argument("--gc-messages", type=pos_int, default=1_000_000, help="backlog while GC pauses are timed (gc)")
+    b.add_argument("--replay-events-m", type=pos_float, default=10.0, help="M events for the replay kernel (replay)")
+    b.add_argument(
+        "--pipeline-events-m",
+        type=_number(float, 0, hint="pass 0 to skip, or millions of events"),
+        default=0.0,
+        help="M events for the Spark pipeline (replay; 0: skip)",
+    )
+    b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
+    b.add_argument("--out", default=None, help="directory to write bench.json and bench.md to")
     b.set_defaults(func=_bench)
 
     register_replay_commands(sub)  # trace, replay, pipeline: bench/cli_replay.py
@@ -237,11 +295,19 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["pipeline"]:  # its own parser (and --help) lives with the pipeline
         return _pipeline(argparse.Namespace(rest=argv[1:]))
     parser = build_parser()
+    if not argv:
+        parser.print_help()
+        return 2
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return args.func(args)
+    args.argv = argv
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("sweepq: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -242,6 +242,8 @@ def swept_memory(messages: int = 1_000_000, size: int = 100, chunk: int = 20_000
     so the blobs carry that index array too."""
     from sweepq.engine import MD
 
+    chunk = max(1, min(chunk, messages // 2))  # at least one measured chunk after the warm one
+    messages = max(messages, 2 * chunk)
     qm = _manager()
     try:
         qm.define_queue("M")
@@ -269,9 +271,10 @@ def swept_memory(messages: int = 1_000_000, size: int = 100, chunk: int = 20_000
         measured = stats.msgs_swept - base_swept
         return {
             "messages": messages,
+            "measured": measured,
             "swept": stats.msgs_swept,
             "in_memory": stats.msgs_in_memory,
-            "bytes_per_swept_msg": py / measured,
+            "bytes_per_swept_msg": py / measured if measured else float("nan"),
             "with_correl_ids": correl,
         }
     finally:

@@ -35,6 +35,29 @@ def pairs_deque(n: int, payload: bytes) -> None:
             popleft()
 
 
+def drain_queue_queue(n: int, payload: bytes) -> None:
+    """``queue.Queue``: put ``n`` (a backlog builds), then get them all."""
+    q = queue.Queue()
+    put, get = q.put, q.get
+    for _ in range(n):
+        put(payload)
+    for _ in range(n):
+        get()
+
+
+def drain_deque(n: int, payload: bytes) -> None:
+    """``collections.deque`` behind a lock: put ``n``, then get them all."""
+    d = collections.deque()
+    lock = threading.Lock()
+    append, popleft = d.append, d.popleft
+    for _ in range(n):
+        with lock:
+            append(payload)
+    for _ in range(n):
+        with lock:
+            popleft()
+
+
 class SweepqPairs:
     """A queue manager with one queue, kept across rounds so set-up is not timed."""
 
@@ -49,6 +72,23 @@ class SweepqPairs:
         for _ in range(n):
             put(payload)
             get()
+
+    def fill_drain(self, n: int, payload: bytes) -> None:
+        put, get = self.h.put, self.h.get
+        for _ in range(n):
+            put(payload)
+        for _ in range(n):
+            get()
+
+    def fill_drain_many(self, n: int, payload: bytes, batch: int) -> None:
+        """The same with ``put_many`` / ``get_many`` in batches of ``batch``."""
+        put_many, get_many = self.h.put_many, self.h.get_many
+        chunk = [payload] * batch
+        for i in range(0, n, batch):
+            put_many(chunk[: min(batch, n - i)])
+        got = 0
+        while got < n:
+            got += len(get_many(min(batch, n - got)))
 
     def close(self) -> None:
         self.qm.close()

@@ -58,17 +58,11 @@ def test_ruff_is_clean():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_cli_help_and_demo():
+def test_cli_help_lists_demo_and_bench():
     from sweepq.bench.cli import build_parser
 
     helptext = build_parser().format_help()
-    assert "demo" in helptext and "bench" in helptext
-    out = subprocess.run(
-        [sys.executable, "-m", "sweepq.bench.cli", "demo"], capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    assert "12 of 12 orders delivered exactly once" in out.stdout
-    assert "backout count 1" in out.stdout
+    assert "demo" in helptext and "bench" in helptext  # the demo itself: tests/test_demo.py
 
 
 def test_cli_without_command_prints_help():
@@ -104,7 +98,7 @@ def test_cli_trace_replay_and_inspect(tmp_path, capsys):
     assert main(["inspect", str(data)]) == 0
     text = capsys.readouterr().out
     assert "chain Q/0" in text and "45 records" in text
-    assert main(["inspect", str(tmp_path / "nowhere")]) == 1
+    assert main(["inspect", str(tmp_path / "nowhere")]) == 2
 
 
 def test_readme_api_example_runs():

@@ -1,0 +1,563 @@
+"""``sweepq bench``: every benchmark scenario, reported as ratios to baselines in the same run.
+
+Each scenario is a function ``(opts, step) -> dict`` that returns its figures and adds rows
+to the Markdown table through :class:`Report`; ``step`` advances the scenario's progress
+bar. Machines are shared and noisy, so contenders run in interleaved rounds and each keeps
+its best round (``timing.interleaved``); what is comparable is the ratio, not the rate.
+
+Scenarios:
+
+* ``throughput``: in-memory put+get pairs and fill-then-drain against ``queue.Queue`` and
+  ``collections.deque``.
+* ``batch``: ``put_many`` / ``get_many`` against single puts and gets.
+* ``persistent``: the embedded persistent queues a Python user would pick (persist-queue's
+  SQLiteQueue and file Queue, diskcache.Deque, queuelib's FifoDiskQueue), each skipped with a
+  notice when absent, beside sweepq's non-persistent queue.
+* ``sweep``: sweep and unsweep bandwidth against the store alone, time under the queue lock,
+  get latency across blob boundaries, pairs while another queue is swept.
+* ``backlog``: after RabbitMQ's published scenario, consumers paused until a backlog waits,
+  then drained while publishing goes on; with and without sweeping, each in a subprocess.
+* ``memory``: resident bytes per in-memory message, bytes per swept message.
+* ``gc``: the longest garbage-collector pause while a backlog builds.
+* ``replay``: the numba replay kernel (and, on request, the Spark pipeline).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+SCENARIOS = ("throughput", "batch", "persistent", "sweep", "backlog", "memory", "gc", "replay")
+
+
+@dataclass
+class BenchOptions:
+    messages: int = 30_000  # put+get pairs per round
+    size: int = 1024
+    rounds: int = 15
+    batch: int = 100
+    persistent_messages: int = 2_000
+    memory_messages: int = 1_000_000
+    memory_payload: int = 100
+    sweep_messages: int = 100_000
+    sweep_memory_messages: int = 1_000_000
+    lock_runs: tuple[int, ...] = (1_000, 10_000, 100_000)
+    concurrent_pairs: int = 200_000
+    concurrent_backlog: int = 400_000
+    concurrent_rounds: int = 3
+    backlog: int = 500_000
+    # 20 MB/s of 1 KiB messages: within what the background sweeper moves at its default 10 %
+    # duty on 2 cores; a faster publisher outruns it (see in_memory_at_drain_start).
+    backlog_rate: float = 20_000.0
+    backlog_size: int = 1024
+    backlog_interval: float = 1.0
+    gc_messages: int = 1_000_000
+    replay_events_m: float = 10.0
+    pipeline_events_m: float = 0.0
+    quick: bool = False
+
+
+# CI-sized: every scenario runs in seconds, and the figures keep their shape.
+QUICK = {
+    "messages": 3_000,
+    "rounds": 3,
+    "persistent_messages": 200,
+    "memory_messages": 50_000,
+    "sweep_messages": 5_000,
+    "sweep_memory_messages": 5_000,
+    "lock_runs": (1_000, 5_000),
+    "concurrent_pairs": 5_000,
+    "concurrent_backlog": 10_000,
+    "concurrent_rounds": 1,
+    "backlog": 20_000,
+    "backlog_rate": 10_000.0,
+    "backlog_interval": 0.5,
+    "gc_messages": 50_000,
+    "replay_events_m": 0.2,
+}
+
+
+@dataclass
+class Report:
+    """The figures (for JSON) and the table rows (for Markdown) that the scenarios add."""
+
+    rows: list[tuple[str, str, str, str]] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    say: Callable[[str], None] = print
+
+    def row(self, scenario: str, what: str, figure: str, ratio: str = "") -> None:
+        self.rows.append((scenario, what, figure, ratio))
+
+    def notice(self, text: str) -> None:
+        self.notices.append(text)
+        self.say(f"notice: {text}")
+
+    def markdown(self) -> str:
+        out = ["| scenario | what | figure | ratio, same run |", "|---|---|---|---|"]
+        out += [f"| {s} | {w} | {f} | {r} |" for s, w, f, r in self.rows]
+        if self.notices:
+            out.append("")
+            out += [f"- {n}" for n in self.notices]
+        return "\n".join(out)
+
+
+def _rate(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:.2f} M/s"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f} k/s"
+    return f"{x:.0f} /s"
+
+
+# -- in memory -------------------------------------------------------------------------------
+
+
+def throughput(o: BenchOptions, report: Report, step) -> dict:
+    from .timing import interleaved
+    from .workloads import SweepqPairs, drain_deque, drain_queue_queue, pairs_deque, pairs_queue_queue
+
+    n, payload = o.messages, b"x" * o.size
+    sq = SweepqPairs()
+    out: dict = {}
+    try:
+        for kind, contenders in (
+            (
+                "put+get pairs",
+                {
+                    "queue.Queue": lambda: pairs_queue_queue(n, payload),
+                    "deque+lock": lambda: pairs_deque(n, payload),
+                    "sweepq": lambda: sq(n, payload),
+                },
+            ),
+            (
+                f"put {n:,} then get them",
+                {
+                    "queue.Queue": lambda: drain_queue_queue(n, payload),
+                    "deque+lock": lambda: drain_deque(n, payload),
+                    "sweepq": lambda: sq.fill_drain(n, payload),
+                },
+            ),
+        ):
+            res = interleaved(contenders, ops=n, rounds=o.rounds, progress=lambda s: step())
+            base = res["queue.Queue"].rate
+            out[kind] = {k: {"per_s": r.rate, "ratio_vs_queue_Queue": r.rate / base} for k, r in res.items()}
+            for k, r in out[kind].items():
+                report.row(
+                    "throughput",
+                    f"{kind}, {o.size} B, non-persistent: {k}",
+                    _rate(r["per_s"]),
+                    f"{r['ratio_vs_queue_Queue']:.2f} x queue.Queue",
+                )
+    finally:
+        sq.close()
+    return out
+
+
+def batch(o: BenchOptions, report: Report, step) -> dict:
+    from sweepq.engine import Handle
+
+    if not hasattr(Handle, "put_many"):
+        report.notice("batch: skipped, this sweepq has no Handle.put_many / get_many yet (the core batch issue)")
+        return {"skipped": "Handle.put_many / get_many are not in this build"}
+    from .timing import interleaved
+    from .workloads import SweepqPairs, drain_deque, drain_queue_queue
+
+    n, payload, b = o.messages, b"x" * o.size, o.batch
+    sq = SweepqPairs()
+    try:
+        res = interleaved(
+            {
+                "queue.Queue": lambda: drain_queue_queue(n, payload),
+                "deque+lock": lambda: drain_deque(n, payload),
+                "sweepq put/get": lambda: sq.fill_drain(n, payload),
+                f"sweepq put_many/get_many x{b}": lambda: sq.fill_drain_many(n, payload, b),
+            },
+            ops=n,
+            rounds=o.rounds,
+            progress=lambda s: step(),
+        )
+    finally:
+        sq.close()
+    single, base = res["sweepq put/get"].rate, res["queue.Queue"].rate
+    out = {
+        k: {"per_s": r.rate, "ratio_vs_single": r.rate / single, "ratio_vs_queue_Queue": r.rate / base}
+        for k, r in res.items()
+    }
+    for k, r in out.items():
+        report.row(
+            "batch",
+            f"put {n:,} then get them, {o.size} B: {k}",
+            _rate(r["per_s"]),
+            f"{r['ratio_vs_single']:.2f} x sweepq put/get, {r['ratio_vs_queue_Queue']:.2f} x queue.Queue",
+        )
+    return out
+
+
+def _peers(size: int) -> dict[str, Callable[[str], tuple]]:
+    """Each persistent peer as a factory: directory -> (put, get, close). Absent ones are left out."""
+    peers: dict[str, Callable[[str], tuple]] = {}
+    try:
+        import persistqueue
+
+        def sqlite(d):
+            q = persistqueue.SQLiteQueue(d, auto_commit=True)
+            return q.put, lambda: q.get(block=False), lambda: None
+
+        def fileq(d):
+            q = persistqueue.Queue(d, autosave=True)
+            return q.put, lambda: q.get(block=False), lambda: None
+
+        peers["persist-queue SQLiteQueue"] = sqlite
+        peers["persist-queue Queue (file)"] = fileq
+    except ImportError:
+        pass
+    try:
+        import diskcache
+
+        def dq(d):
+            q = diskcache.Deque(directory=d)
+            return q.append, q.popleft, lambda: q.directory and None
+
+        peers["diskcache.Deque"] = dq
+    except ImportError:
+        pass
+    try:
+        from queuelib import FifoDiskQueue
+
+        def ql(d):
+            q = FifoDiskQueue(d)
+            return q.push, q.pop, q.close
+
+        peers["queuelib FifoDiskQueue"] = ql
+    except ImportError:
+        pass
+    return peers
+
+
+def persistent(o: BenchOptions, report: Report, step) -> dict:
+    import queue as stdqueue
+
+    from .workloads import SweepqPairs
+
+    peers = _peers(o.size)
+    for name in ("persist-queue SQLiteQueue", "diskcache.Deque", "queuelib FifoDiskQueue"):
+        if name not in peers:
+            report.notice(f"persistent: {name} is not installed, skipped (pip install 'sweepq[bench]')")
+    n, payload = o.persistent_messages, b"x" * o.size
+    sq = SweepqPairs()
+
+    def in_memory(d):
+        q = stdqueue.Queue()
+        return q.put, q.get_nowait, lambda: None
+
+    def sweepq_nonpersistent(d):
+        return sq.h.put, sq.h.get, lambda: None
+
+    contenders = {"queue.Queue (in memory)": in_memory, "sweepq (non-persistent)": sweepq_nonpersistent, **peers}
+    best = dict.fromkeys(contenders, float("inf"))
+    try:
+        for _ in range(o.rounds):
+            for name, make in contenders.items():
+                with tempfile.TemporaryDirectory() as d:
+                    put, get, close = make(os.path.join(d, "q"))
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        put(payload)
+                    for _ in range(n):
+                        get()
+                    best[name] = min(best[name], time.perf_counter() - t0)
+                    close()
+            step()
+    finally:
+        sq.close()
+    base = n / best["queue.Queue (in memory)"]
+    out = {k: {"per_s": n / s, "ratio_vs_queue_Queue": n / s / base} for k, s in best.items()}
+    for k, r in out.items():
+        report.row(
+            "persistent",
+            f"put {n:,} then get them, {o.size} B: {k}",
+            _rate(r["per_s"]),
+            f"{r['ratio_vs_queue_Queue']:.3f} x queue.Queue",
+        )
+    report.notice(
+        "persistent: sweepq has no persistent mode yet (it arrives with the durability issue); its row is "
+        "non-persistent, beside the in-memory queue.Queue, not at the peers' guarantee"
+    )
+    return out
+
+
+# -- the sweeper -----------------------------------------------------------------------------
+
+
+def sweep(o: BenchOptions, report: Report, step) -> dict:
+    from . import sweeping
+
+    out: dict = {}
+    for size, n in ((100, o.sweep_messages), (1024, max(1_000, o.sweep_messages // 4))):
+        for freeze in (False, True):
+            r = sweeping.rates(n, size, freeze=freeze)
+            out[f"rates_{size}B{'_frozen' if freeze else ''}"] = r
+            tag = f"{n:,} x {size} B{', gc.freeze()' if freeze else ''}"
+            for way in ("sweep", "unsweep"):
+                report.row(
+                    "sweep",
+                    f"{way} MB/s, {tag}",
+                    f"{r[f'{way}_MBps']:.1f} MB/s",
+                    f"{r[f'{way}_ratio']:.2f} x store alone",
+                )
+            step()
+    holds = sweeping.lock_holds(o.lock_runs)
+    out["lock_holds"] = holds
+    for n, h in holds.items():
+        report.row("sweep", f"queue lock held per sweep, run of {n:,}", f"p99 {h['p99_ms']:.2f} ms", "")
+    step()
+    d = sweeping.drain_latency(o.sweep_messages)
+    out["drain"] = d
+    report.row(
+        "sweep",
+        f"get p99 draining across {d['blob_boundaries']} blob boundaries",
+        f"{d['drain_p99_us']:.1f} us",
+        f"{d['p99_ratio']:.2f} x never swept",
+    )
+    step()
+    c = sweeping.concurrent(o.concurrent_pairs, o.concurrent_backlog, rounds=o.concurrent_rounds)
+    out["concurrent"] = c
+    report.row(
+        "sweep",
+        "put+get pairs on a queue while another is swept",
+        _rate(c["during_sweep_pairs_per_s"]),
+        f"{c['ratio']:.2f} x no sweep",
+    )
+    step()
+    return out
+
+
+_BACKLOG_CHILD = r"""
+import json, resource, sys, threading, time
+from sweepq.engine import OO, MQError, QueueManager
+from sweepq.sweeper import SweepPolicy
+sweep, n, rate = sys.argv[1] == "1", int(sys.argv[2]), float(sys.argv[3])
+size, interval = int(sys.argv[4]), float(sys.argv[5])
+qm = QueueManager("BACKLOG", sweeper=sweep, sweep_policy=SweepPolicy(interval=interval))
+qm.define_queue("Q", max_depth=10 * n + 1_000_000)
+c = qm.connect(); h = c.open("Q", OO.OUTPUT | OO.INPUT_SHARED)
+payload = b"m" * size
+stop = threading.Event(); published = [0]; waiting = threading.Event()
+def publisher():            # one publisher at a fixed rate, before and during the drain
+    pc = qm.connect(); ph = pc.open("Q", OO.OUTPUT); start = time.perf_counter(); k = 0
+    while not stop.is_set():
+        for _ in range(100):
+            ph.put(payload)
+        k += 100; published[0] = k
+        if k >= n:
+            waiting.set()
+        ahead = start + k / rate - time.perf_counter()
+        if ahead > 0:
+            time.sleep(ahead)
+t0 = time.perf_counter()
+t = threading.Thread(target=publisher, daemon=True); t.start()
+waiting.wait()              # consumers paused until the backlog waits
+fill = time.perf_counter() - t0
+in_memory = qm.stats()["*"].msgs_in_memory  # did the sweeper keep up with the publisher?
+t1 = time.perf_counter(); got = 0; deadline = t1 + 600; target = published[0]
+while time.perf_counter() < deadline:
+    try:
+        h.get(); got += 1
+    except MQError:         # caught up: the queue is empty, only new publishes arrive
+        if got >= target:
+            break
+        time.sleep(0.001)
+drain = time.perf_counter() - t1
+stop.set(); t.join()
+st = qm.stats()["*"]
+print(json.dumps({"sweeping": sweep, "backlog": target, "fill_seconds": fill, "drain_seconds": drain, "got": got,
+                  "published_during_drain": published[0],
+                  "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                  "unswept": st.msgs_unswept, "in_memory_at_drain_start": in_memory}))
+qm.close()
+"""
+
+
+def backlog(o: BenchOptions, report: Report, step) -> dict:
+    out = {}
+    for sweep in (True, False):
+        r = subprocess.run(
+            [
+                *(sys.executable, "-c", _BACKLOG_CHILD, "1" if sweep else "0"),
+                *map(str, (o.backlog, o.backlog_rate, o.backlog_size, o.backlog_interval)),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        out["with_sweeper" if sweep else "without_sweeping"] = json.loads(r.stdout.strip().splitlines()[-1])
+        step()
+    w, wo = out["with_sweeper"], out["without_sweeping"]
+    out["rss_ratio"] = w["peak_rss"] / wo["peak_rss"]
+    out["drain_ratio"] = w["drain_seconds"] / wo["drain_seconds"] if wo["drain_seconds"] else None
+    what = f"backlog of {o.backlog:,} x {o.backlog_size} B at {o.backlog_rate:,.0f}/s, drained as publishing goes on"
+    report.row(
+        "backlog",
+        f"{what}: peak RSS (sweep every {o.backlog_interval:g} s)",
+        f"{w['peak_rss'] / 1e6:.0f} MB vs {wo['peak_rss'] / 1e6:.0f} MB "
+        f"({w['in_memory_at_drain_start']:,} vs {wo['in_memory_at_drain_start']:,} messages in memory)",
+        f"{out['rss_ratio']:.2f} x without sweeping",
+    )
+    report.row(
+        "backlog",
+        f"{what}: drain time",
+        f"{w['drain_seconds']:.2f} s vs {wo['drain_seconds']:.2f} s",
+        f"{out['drain_ratio']:.2f} x without sweeping" if out["drain_ratio"] else "",
+    )
+    return out
+
+
+# -- memory and the garbage collector -----------------------------------------------------------
+
+
+def memory(o: BenchOptions, report: Report, step) -> dict:
+    from .memory import resident_bytes_per_message
+    from .sweeping import swept_memory
+
+    fig = resident_bytes_per_message(o.memory_messages, o.memory_payload)
+    step()
+    report.row(
+        "memory",
+        f"resident bytes per in-memory message beyond its {o.memory_payload} B payload ({o.memory_messages:,})",
+        f"{fig['overhead_per_message']:.0f} B",
+        "",
+    )
+    out = {"in_memory": fig}
+    for correl in (False, True):
+        m = swept_memory(o.sweep_memory_messages, correl=correl)
+        out[f"swept{'_correl' if correl else ''}"] = m
+        report.row(
+            "memory",
+            f"bytes per swept message{' with a CorrelId' if correl else ''} ({m['measured']:,})",
+            f"{m['bytes_per_swept_msg']:.1f} B",
+            "",
+        )
+        step()
+    return out
+
+
+_GC_CHILD = r"""
+import collections, gc, json, sys, time
+from sweepq.engine import OO, QueueManager
+kind, n = sys.argv[1], int(sys.argv[2])
+payloads = [b"%08d" % i + b"p" * 92 for i in range(1000)]
+pauses = []; start = [0.0]
+def cb(phase, info):
+    if phase == "start":
+        start[0] = time.perf_counter()
+    else:
+        pauses.append(time.perf_counter() - start[0])
+if kind == "deque":
+    d = collections.deque(); put = d.append; run_sweep = None
+else:
+    qm = QueueManager("GC", sweeper=False); qm.define_queue("Q", max_depth=n + 10)
+    put = qm.connect().open("Q", OO.OUTPUT).put
+    run_sweep = qm.sweeper.run_once if kind == "sweepq-sweeping" else None
+gc.collect(); gc.callbacks.append(cb)
+t0 = time.perf_counter()
+for i in range(n):
+    put(payloads[i % 1000])
+    if run_sweep is not None and i % 50_000 == 49_999:
+        run_sweep()
+secs = time.perf_counter() - t0
+gc.callbacks.remove(cb)
+print(json.dumps({"kind": kind, "messages": n, "collections": len(pauses), "max_pause_ms": max(pauses, default=0) * 1e3,
+                  "total_gc_ms": sum(pauses) * 1e3, "seconds": secs}))
+"""
+
+
+def gc_pauses(o: BenchOptions, report: Report, step) -> dict:
+    out = {}
+    for kind in ("deque", "sweepq", "sweepq-sweeping"):
+        r = subprocess.run(
+            [sys.executable, "-c", _GC_CHILD, kind, str(o.gc_messages)], capture_output=True, text=True, check=True
+        )
+        out[kind] = json.loads(r.stdout.strip().splitlines()[-1])
+        step()
+    base = out["deque"]["max_pause_ms"]
+    for kind, r in out.items():
+        label = {"deque": "collections.deque", "sweepq": "sweepq, no sweep", "sweepq-sweeping": "sweepq, swept"}[kind]
+        report.row(
+            "gc",
+            f"longest GC pause while {o.gc_messages:,} x 100 B build up: {label}",
+            f"{r['max_pause_ms']:.2f} ms ({r['collections']} collections, {r['total_gc_ms']:.0f} ms in all)",
+            f"{r['max_pause_ms'] / base:.1f} x deque" if base > 0 else "",
+        )
+    return out
+
+
+def replay(o: BenchOptions, report: Report, step) -> dict:
+    from . import replay_bench
+
+    k = replay_bench.kernel(o.replay_events_m)
+    step()
+    report.row(
+        "replay",
+        f"replay kernel, {k['numba']['events']:,} events on 100 queues",
+        f"{k['numba']['events_per_s'] / 1e6:.1f} M events/s",
+        f"{k['ratio']:.0f} x interpreted",
+    )
+    out = {"kernel": k}
+    if o.pipeline_events_m:
+        p = replay_bench.pipeline(o.pipeline_events_m)
+        out["pipeline"] = p
+        report.row(
+            "replay", f"Spark pipeline end to end, {p['events']:,} events", f"{p['events_per_s'] / 1e6:.2f} M events/s"
+        )
+    step()
+    return out
+
+
+RUNNERS = {
+    "throughput": throughput,
+    "batch": batch,
+    "persistent": persistent,
+    "sweep": sweep,
+    "backlog": backlog,
+    "memory": memory,
+    "gc": gc_pauses,
+    "replay": replay,
+}
+
+
+def steps(name: str, o: BenchOptions) -> int:
+    """How many times a scenario calls ``step``: the length of its progress bar."""
+    return {
+        "throughput": 2 * o.rounds,
+        "batch": o.rounds,
+        "persistent": o.rounds,
+        "sweep": 7,
+        "backlog": 2,
+        "memory": 3,
+        "gc": 3,
+        "replay": 2,
+    }[name]
+
+
+def run(names: list[str], o: BenchOptions, console=None) -> tuple[dict, Report]:
+    """Run the scenarios with a progress bar each (on ``console``, stderr by default)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = console or Console(stderr=True)
+    report = Report(say=lambda s: console.print(s, markup=False))
+    figures: dict = {}
+    with Progress(
+        TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as progress:
+        for name in names:
+            task = progress.add_task(name, total=steps(name, o))
+            figures[name] = RUNNERS[name](o, report, lambda task=task: progress.advance(task))
+            progress.update(task, completed=steps(name, o))
+    return figures, report

@@ -1,0 +1,88 @@
+"""``sweepq bench --quick`` runs every scenario and writes its figures as JSON and a Markdown
+table. Timings on a shared machine are noise, so only the structure is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from sweepq.bench.suite import SCENARIOS, BenchOptions, _peers, steps
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("bench")
+    out = subprocess.run(
+        [sys.executable, "-m", "sweepq.bench.cli", "bench", "--quick", "--json", "--out", str(out_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    return out, out_dir
+
+
+def test_every_scenario_reports(quick_run):
+    out, out_dir = quick_run
+    doc = json.loads(out.stdout)
+    assert doc == json.loads((out_dir / "bench.json").read_text())
+    assert set(doc["figures"]) == set(SCENARIOS)
+    assert doc["options"]["quick"] is False or doc["options"]["backlog"] == 20_000
+    f = doc["figures"]
+    for kind in f["throughput"].values():
+        assert set(kind) == {"queue.Queue", "deque+lock", "sweepq"}
+        assert kind["queue.Queue"]["ratio_vs_queue_Queue"] == 1.0
+        assert all(v["per_s"] > 0 for v in kind.values())
+    if "skipped" not in f["batch"]:  # the batch API is there: sweepq's batch beside single calls
+        assert f["batch"]["sweepq put/get"]["ratio_vs_single"] == 1.0
+        assert {"queue.Queue", "deque+lock", "sweepq put_many/get_many x100"} < set(f["batch"])
+    assert {"queue.Queue (in memory)", "sweepq (non-persistent)", *_peers(100)} == set(f["persistent"])
+    assert {"persist-queue SQLiteQueue", "diskcache.Deque", "queuelib FifoDiskQueue"} <= set(f["persistent"])
+    assert f["sweep"]["rates_100B"]["sweep_ratio"] > 0 and f["sweep"]["drain"]["blob_boundaries"] > 0
+    assert set(f["sweep"]["lock_holds"]) == {"1000", "5000"}
+    b = f["backlog"]
+    assert b["with_sweeper"]["sweeping"] and not b["without_sweeping"]["sweeping"]
+    assert b["with_sweeper"]["got"] >= 20_000 and b["without_sweeping"]["got"] >= 20_000
+    assert b["rss_ratio"] > 0
+    assert f["memory"]["in_memory"]["overhead_per_message"] > 0
+    assert f["memory"]["swept"]["measured"] > 0  # 5,000 messages: once a division by zero
+    assert set(f["gc"]) == {"deque", "sweepq", "sweepq-sweeping"}
+    assert f["replay"]["kernel"]["numba"]["events_per_s"] > 0
+
+
+def test_markdown_table_and_notices(quick_run):
+    _, out_dir = quick_run
+    md = (out_dir / "bench.md").read_text()
+    assert md.startswith("`sweepq bench --quick")
+    assert "| scenario | what | figure | ratio, same run |" in md
+    for name in SCENARIOS:
+        assert f"| {name} |" in md or name == "batch"
+    assert "persistent mode" in md  # the honest label for sweepq beside the persistent peers
+    assert "x queue.Queue" in md and "x store alone" in md and "x without sweeping" in md
+
+
+def test_progress_bars_count_every_step():
+    o = BenchOptions(rounds=4)
+    assert steps("throughput", o) == 8 and steps("persistent", o) == 4 and steps("batch", o) == 4
+
+
+def test_a_missing_peer_is_skipped_with_a_notice(monkeypatch):
+    import builtins
+
+    from sweepq.bench import suite
+
+    real_import = builtins.__import__
+
+    def no_diskcache(name, *args, **kwargs):
+        if name == "diskcache":
+            raise ImportError("not installed")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_diskcache)
+    report = suite.Report(say=lambda s: None)
+    figures = suite.persistent(BenchOptions(persistent_messages=20, rounds=1, size=64), report, lambda: None)
+    assert "diskcache.Deque" not in figures
+    assert any("diskcache.Deque is not installed" in n for n in report.notices)

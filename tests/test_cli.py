@@ -1,0 +1,115 @@
+"""The command line as a user meets it: help, and a one-line error with exit code 2 for every
+bad value, never a traceback (each case runs the real command in a subprocess)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from sweepq.bench.cli import build_parser
+
+MINE = ("demo", "bench", "inspect")  # trace, replay and pipeline have their own tests
+
+
+def _sweepq(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sweepq.bench.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def test_no_arguments_prints_help():
+    out = _sweepq()
+    assert out.returncode == 2 and "usage: sweepq" in out.stdout and "commands:" in out.stdout
+    assert "Traceback" not in out.stderr
+
+
+def test_help_lists_each_command_once():
+    out = _sweepq("--help")
+    assert out.returncode == 0
+    commands = out.stdout.split("commands:", 1)[1]
+    for name in ("demo", "bench", "trace", "replay", "pipeline", "inspect"):
+        listed = [line for line in out.stdout.splitlines() if line.startswith(f"    {name} ")]
+        assert len(listed) == 1, (name, commands)
+    assert "{demo," not in out.stdout  # no second listing in the usage line
+
+
+@pytest.mark.parametrize("command", MINE)
+def test_every_option_has_help_and_shows_its_default(command):
+    parser = _subparsers(build_parser())[command]
+    text = " ".join(parser.format_help().split())
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        assert action.help, f"{command} {action.option_strings or action.dest} has no help text"
+        if action.option_strings:
+            assert action.default is None or "%(default)" in parser._get_formatter()._get_help_string(action), action
+    assert "(default: 600000)" in text or command != "demo"
+    assert "(default: 30000)" in text or command != "bench"
+
+
+BAD = [
+    (["demo", "--seconds", "-5"], "argument --seconds", "pass how many seconds"),
+    (["demo", "--seconds", "inf"], "argument --seconds", "is not a number > 0"),
+    (["demo", "--interval", "0"], "argument --interval", "pass the sweep interval"),
+    (["demo", "--interval", "nan"], "argument --interval", "pass the sweep interval"),
+    (["demo", "--producers", "-1"], "argument --producers", "pass 0 to 256 producer threads"),
+    (["demo", "--producers", "many"], "argument --producers", "is not an integer"),
+    (["demo", "--queues", "0"], "argument --queues", "pass 1 to 1000 queues"),
+    (["demo", "--messages", "-1"], "argument --messages", "pass how many messages"),
+    (["demo", "--size", "0"], "argument --size", "pass a payload size"),
+    (["demo", "--consumer-share", "2"], "argument --consumer-share", "pass a share"),
+    (["demo", "--colour"], "unrecognized arguments: --colour", "--help"),
+    (["bench", "--messages", "0"], "argument --messages", "pass an integer >= 1"),
+    (["bench", "throughput", "--messages", "0"], "argument --messages", "pass an integer >= 1"),
+    (["bench", "--sweep-memory-messages", "0"], "argument --sweep-memory-messages", "pass an integer >= 1"),
+    (["bench", "sweep", "--sweep-messages", "10"], "argument --sweep-messages", "pass at least 1000"),
+    (["bench", "--rounds", "x"], "argument --rounds", "is not an integer"),
+    (["bench", "--backlog-rate", "-3"], "argument --backlog-rate", "pass a number > 0"),
+    (["bench", "--pipeline-events-m", "-1"], "argument --pipeline-events-m", "pass 0 to skip"),
+    (["bench", "nonsense"], "argument what: invalid choice", "choose from"),
+    (["inspect"], "the following arguments are required: path", "--help"),
+    (["inspect", "/nonexistent/sweepq"], "argument path: /nonexistent/sweepq does not exist", "pass a data directory"),
+    (["nosuchcommand"], "invalid choice", "choose from"),
+]
+
+
+@pytest.mark.parametrize(("args", "names", "advice"), BAD, ids=[" ".join(a) for a, _, _ in BAD])
+def test_a_bad_value_is_one_line_and_exit_2(args, names, advice):
+    out = _sweepq(*args)
+    assert out.returncode == 2, out
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert names in lines[0] and advice in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("command", ["demo", "bench"])
+def test_an_output_directory_that_cannot_be_written_fails_first(tmp_path, command):
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    for bad in (str(f), str(f / "below")):
+        out = _sweepq(command, "--quick", "--out", bad)
+        assert out.returncode == 2, out
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and "argument --out: cannot write to" in lines[0] and "pass a writable" in lines[0]
+
+
+def test_inspect_of_a_file_or_a_foreign_directory(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    out = _sweepq("inspect", str(f))
+    assert out.returncode == 2 and "is not a directory" in out.stderr and len(out.stderr.splitlines()) == 1
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    out = _sweepq("inspect", str(tmp_path / "other"))
+    assert out.returncode == 2 and "not a sweepq store" in out.stderr and len(out.stderr.splitlines()) == 1
