@@ -115,8 +115,7 @@ class LaneSet:
         self.deferred = array("i")
         self._reset()
 
-    def _reset(self) -> None:
-        n = _INITIAL
+    def _reset(self, n: int = _INITIAL) -> None:
         self.recs: list[bytes | None] = [None] * n
         self.nxt = array("i", range(n))  # each sentinel links to itself: an empty list
         self.prv = array("i", range(n))
@@ -237,12 +236,40 @@ class LaneSet:
             self.deferred = array("i")
 
     def shrink(self) -> bool:
-        """Give back the arrays of an emptied queue that once held a large backlog (the sweeper
-        calls this once an interval). Only when nothing is in memory and no sweep runs, so
-        no slot is referenced anywhere."""
-        if self._defer or self.count or len(self.recs) <= _SHRINK_ABOVE:
+        """Give back the arrays of a queue whose backlog left memory (drained, or swept: the
+        point of sweeping is to return that memory). The sweeper calls this once an interval.
+
+        The messages still in memory move to a fresh, smaller set of arrays, in order, so
+        their slot numbers change: it runs only when no slot is referenced outside the lanes,
+        that is with no sweep in progress and no message hidden (a unit of work holds it) or
+        batched, and only when the arrays are over 8 times what is in memory."""
+        count = self.count
+        cap = len(self.recs)
+        if self._defer or cap <= _SHRINK_ABOVE or count * 8 > cap:
             return False
-        self._reset()
+        if any(lane.mem != lane.ready for lane in self.lanes):
+            return False  # hidden messages: a unit of work holds their slots
+        st = self.st
+        old = [(i, st[i]) for lane in self.lanes for s in (lane.front, lane.rear) for i in self.walk(s)]
+        if any(flags & BATCHED for _, flags in old):
+            return False
+        recs, back = self.recs, self.back
+        order = [(lane, s, list(self.walk(s))) for lane in self.lanes for s in (lane.front, lane.rear)]
+        self._reset(max(_INITIAL, 1 << (2 * count + _SENTINELS).bit_length()))
+        j = _SENTINELS
+        for _lane, s, slots in order:
+            prev = s
+            for i in slots:
+                self.recs[j] = recs[i]
+                self.st[j] = st[i]
+                self.back[j] = back[i]
+                self.prv[j] = prev
+                self.nxt[prev] = j
+                prev = j
+                j += 1
+            self.nxt[prev] = s
+            self.prv[s] = prev
+        del self.free[len(self.free) - (j - _SENTINELS) :]  # the lowest slots are taken now
         return True
 
     @property

@@ -114,6 +114,30 @@ def test_a_commit_whose_store_cleanup_fails_still_commits_everything():
         assert store.chains() == {}
 
 
+def test_a_swept_queue_gives_its_arrays_back_and_keeps_its_order(qm, h):
+    """Sweeping exists to return memory: the arrays that held the backlog shrink once it is
+    swept, and what stays in memory keeps its order (its slots are renumbered)."""
+    h.put_many([b"%06d" % i for i in range(100_000)])
+    h.put(b"hi", MD(priority=7))
+    q = h.queue
+    big = q.lanes.capacity
+    qm.sweeper.run_once()  # keeps 5 in memory
+    assert q.lanes.capacity == big  # the sweep itself does not renumber
+    qm.sweeper.run_once()  # the next interval shrinks
+    assert q.lanes.capacity < big // 100
+    assert drain(h) == [b"hi"] + [b"%06d" % i for i in range(100_000)]
+
+
+def test_no_shrink_while_a_unit_of_work_holds_a_slot(qm, conn, h):
+    h.put_many([b"%06d" % i for i in range(100_000)])
+    m = h.get(GMO.SYNCPOINT)
+    qm.sweeper.run_once()
+    qm.sweeper.run_once()
+    assert h.queue.lanes.capacity > 100_000  # the held slot pins the arrays
+    conn.backout()
+    assert h.get().data == m.data  # restored in place, found by its old slot
+
+
 @pytest.mark.parametrize("n", [1, 1024, 5000])
 def test_a_blob_comes_back_in_bulk_in_order(n):
     with QueueManager(clock=ManualClock(), sweeper=False) as qm:
