@@ -313,18 +313,17 @@ class LaneSet:
 
     def splice_front(
         self, lane: Lane, records: Sequence[bytes], gotten: Sequence[int] = (), nbytes: int = -1
-    ) -> list[int]:
+    ) -> array:
         """Append ``records`` (a blob coming back) to the end of ``lane``'s front list, in bulk.
 
         ``gotten`` are positions in ``records`` whose message a unit of work holds: they come
         back hidden (GOTTEN). ``nbytes`` is their total length when the caller knows it.
         Returns the new slots, in order."""
         slots = self._link_many(lane, lane.front, records, lane.priority, gotten, nbytes)
-        back = self.back
-        for i in slots:
-            back[i] = 1
+        if slots:
+            np.frombuffer(self.back, np.uint8)[np.frombuffer(slots, np.int32)] = 1  # they came back
         lane.back += len(slots)
-        return slots.tolist()
+        return slots
 
     def extend(self, lane: Lane, records: Sequence[bytes], state: int) -> array:
         """:meth:`append` of many records with one state (a batch put), in bulk; returns the slots."""
