@@ -183,8 +183,9 @@ def _replay(
     for k in range(nl):
         ln[k, 0] = ln[k, 1] = ln[k, 2] = ln[k, 3] = start[k]
     # Queue state: lane mask (bit l: lane l holds messages), x, gets on empty, blobs and bytes read.
-    # 5: messages in memory that came back from a blob (the adaptive rule's ``back``).
-    qs = np.zeros((n_queues, 6), np.int64)
+    # 5: messages in memory that came back from a blob (the adaptive rule's ``back``); 8
+    # columns make a row one 64-byte cache line.
+    qs = np.zeros((n_queues, 8), np.int64)
     astate = np.zeros((n_queues, ADAPTIVE_STATE), np.int64)
     ys = np.zeros(n_queues, np.int64)
     dec = np.zeros(n_queues, np.int64)
