@@ -66,7 +66,7 @@ def partition(spark: SparkSession, path: str, out: str, buckets: int) -> dict:
     # bucket keeps one directory, one unit of work, per bucket all the same.
     (
         df.repartition(buckets, "bucket")
-        .sortWithinPartitions("row")
+        .sortWithinPartitions("bucket", "row")  # the writer sorts by bucket: keep the rows' order inside it
         .write.mode("overwrite")
         .partitionBy("bucket")
         .parquet(out)
