@@ -61,10 +61,14 @@ def partition(spark: SparkSession, path: str, out: str, buckets: int) -> dict:
     df = reader.csv(path, header=True, inferSchema=True) if path.endswith(".csv") else reader.parquet(path)
     _require(df.columns, path)
     df = df.select(*COLUMNS).withColumn("row", F.monotonically_increasing_id())
+    df = df.withColumn("bucket", F.pmod(F.xxhash64("queue"), F.lit(buckets)))
+    # Hash partitioning of the bucket number may put two buckets in one task; writing by
+    # bucket keeps one directory, one unit of work, per bucket all the same.
     (
-        df.repartition(buckets, F.pmod(F.xxhash64("queue"), F.lit(buckets)))
-        .sortWithinPartitions("row")
+        df.repartition(buckets, "bucket")
+        .sortWithinPartitions("bucket", "row")  # the writer sorts by bucket: keep the rows' order inside it
         .write.mode("overwrite")
+        .partitionBy("bucket")
         .parquet(out)
     )
     return layout_of_files(out)

@@ -183,8 +183,9 @@ def _replay(
     for k in range(nl):
         ln[k, 0] = ln[k, 1] = ln[k, 2] = ln[k, 3] = start[k]
     # Queue state: lane mask (bit l: lane l holds messages), x, gets on empty, blobs and bytes read.
-    # 5: messages in memory that came back from a blob (the adaptive rule's ``back``).
-    qs = np.zeros((n_queues, 6), np.int64)
+    # 5: messages in memory that came back from a blob (the adaptive rule's ``back``); 8
+    # columns make a row one 64-byte cache line.
+    qs = np.zeros((n_queues, 8), np.int64)
     astate = np.zeros((n_queues, ADAPTIVE_STATE), np.int64)
     ys = np.zeros(n_queues, np.int64)
     dec = np.zeros(n_queues, np.int64)
@@ -200,6 +201,8 @@ def _replay(
     totals = np.zeros((n_intervals, nm), np.int64)
     summary = np.zeros((n_queues, len(SUMMARY)), np.int64)
     row = np.zeros(nm, np.int64)
+    # Only the adaptive rule needs ``back``; the seed's rule skips its upkeep on every get.
+    track_back = rule == ADAPTIVE
     # Each interval's events, found once by binary search rather than by a time test per event.
     ends_t = np.searchsorted(time_us, t0 + (np.arange(n_intervals) + 1) * interval_us)
     i = 0
@@ -232,14 +235,15 @@ def _replay(
                         nxt += 1
                     qs[q, 3] += 1
                     qs[q, 4] += prefix[nxt] - prefix[ln[k, 1]]
-                    qs[q, 5] += nxt - ln[k, 1]
+                    if track_back:
+                        qs[q, 5] += nxt - ln[k, 1]
                     ln[k, 5] -= 1
                     ln[k, 1] = nxt
                     if nxt == ln[k, 2]:  # the last blob: the rear joins the front
                         ln[k, 1] = ln[k, 3]
                         ln[k, 2] = ln[k, 3]
                 h = ln[k, 0]
-                if qs[q, 5] > 0 and marker[h] & _WAS_SWEPT:  # it had come back from a blob
+                if track_back and qs[q, 5] > 0 and marker[h] & _WAS_SWEPT:  # it had come back from a blob
                     qs[q, 5] -= 1
                 h += 1
                 ln[k, 0] = h

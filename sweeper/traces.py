@@ -413,13 +413,24 @@ class _Columns:
         self.lock = threading.Lock()
 
     def fill(self, b, off: int) -> None:
-        """Convert one record batch into rows [off, off + b.num_rows)."""
-        import pyarrow as pa
-
+        """Convert one record batch into rows [off, off + b.num_rows); a fault names the row
+        in the original trace when the batch carries ``row``."""
         m = b.num_rows
         if m == 0:
             return
         cols = dict(zip(b.schema.names, b.columns, strict=True))
+        if self.rows is not None:
+            self.rows[off : off + m] = _ints(cols["row"], "row", off, np.int64, -1)
+        try:
+            self._fill(cols, off, m)
+        except TraceError as e:
+            if self.rows is None or e.row is None:
+                raise
+            raise TraceError(e.column, int(self.rows[e.row]), e.why) from None
+
+    def _fill(self, cols: dict, off: int, m: int) -> None:
+        import pyarrow as pa
+
         t = cols["time_us"]
         if t.null_count:
             i = int(np.flatnonzero(t.is_null().to_numpy(zero_copy_only=False))[0])
@@ -434,8 +445,6 @@ class _Columns:
             self.op[off : off + m] = _codes(o, "op", off, {"put": PUT, "get": GET}, lower=True)
         self.nbytes[off : off + m] = _ints(cols["bytes"], "bytes", off, np.int32, -1)
         self.prio[off : off + m] = _ints(cols["priority"], "priority", off, np.int8, -1)
-        if self.rows is not None:
-            self.rows[off : off + m] = _ints(cols["row"], "row", off, np.int64, -1)
         p = cols["persistent"]
         if self.persistent:
             self.pers[off : off + m] = _bools(p, off)

@@ -146,3 +146,15 @@ def test_every_option_shows_its_default():
         for opt in ("--interval", "--seconds", "--buckets", "--blob-bytes", "--grid"):
             if opt in text:
                 assert "default" in text.split(opt, 2)[-1][:400], (cmd, opt)
+
+
+@pytest.mark.slow
+def test_pipeline_on_a_trace_going_backwards_ends_in_one_error_line_not_java(files):
+    """Spark starts (its own few lines of start-up), the trace is checked in the tasks, and the
+    fault comes back as a result: the last line names the column and the row, no stack."""
+    p = sweepq("pipeline", "--traces", "back.csv", "--out", "o", "--master", "local[1]", cwd=files)
+    assert p.returncode == 2, p.stderr[-2000:]
+    last = p.stderr.strip().splitlines()[-1]
+    assert "--traces" in last and "time_us" in last and "row 2" in last and "backwards" in last
+    assert "Traceback" not in p.stderr and "\tat org.apache" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) < 15

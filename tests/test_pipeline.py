@@ -103,6 +103,7 @@ GOOD = {"time_us": 1, "queue": "Q", "op": "put", "bytes": 10, "priority": 1, "pe
         ([GOOD, {**GOOD, "priority": 12}], "priority", 1),
         ([GOOD, {**GOOD, "bytes": -3}], "bytes", 1),
         ([{**GOOD, "time_us": 10}, {**GOOD, "queue": "R", "time_us": 12}, {**GOOD, "time_us": 3}], "time_us", 2),
+        ([GOOD, {**GOOD, "queue": "R"}, {**GOOD, "persistent": "maybe"}], "persistent", 2),
     ],
 )
 def test_bad_traces_name_the_column_and_row(spark, tmp_path, rows, column, row):
