@@ -7,6 +7,9 @@ import json
 import math
 import sys
 
+from .cli_replay import pipeline_command as _pipeline
+from .cli_replay import register as register_replay_commands
+
 DESCRIPTION = """\
 sweepq: an embedded tiered-storage message queue engine with IBM MQ semantics, whose slow
 queue sweeper moves the surplus of growing queues into zstd-compressed blobs in RocksDB.
@@ -141,76 +144,6 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trace(args: argparse.Namespace) -> int:
-    from sweepq.sweeper.traces import generate, write
-
-    t = generate(
-        args.kind,
-        seconds=args.seconds,
-        rate=args.rate,
-        queues=args.queues,
-        size=args.size,
-        priorities=args.priorities,
-        seed=args.seed,
-    )
-    write(t, args.out)
-    print(f"wrote {len(t):,} events on {len(t.queues):,} queue(s) to {args.out}")
-    return 0
-
-
-def _replay(args: argparse.Namespace) -> int:
-    import time
-
-    from sweepq.sweeper import SweepPolicy
-    from sweepq.sweeper.replay import replay
-    from sweepq.sweeper.traces import TraceError, read
-
-    try:
-        trace = read(args.trace)
-    except (TraceError, OSError) as e:
-        print(f"sweepq replay: {e}", file=sys.stderr)
-        return 2
-    policy = SweepPolicy(factor=args.factor, extra=args.extra, interval=args.interval)
-    t0 = time.perf_counter()
-    r = replay(trace, policy, max_blob_bytes=args.blob_bytes, max_blob_records=args.blob_records, per_interval=False)
-    secs = time.perf_counter() - t0
-    mem, nosweep = r.metric("mem_bytes"), r.metric("nosweep_bytes")
-    out = {
-        "events": len(trace),
-        "queues": len(trace.queues),
-        "intervals": len(mem),
-        "seconds": secs,
-        "peak_memory_with_sweeper_bytes": int(mem.max()) if len(mem) else 0,
-        "peak_memory_without_sweeping_bytes": int(nosweep.max()) if len(nosweep) else 0,
-        "bytes_read_back": int(r.metric("bytes_read").sum()),
-        "blobs_read_back": int(r.metric("blobs_read").sum()),
-        "blobs_written": int(r.metric("blobs_written").sum()),
-    }
-    if args.json:
-        print(json.dumps(out, indent=2))
-        return 0
-    print(
-        f"{out['events']:,} events on {out['queues']:,} queue(s), {out['intervals']:,} intervals of "
-        f"{policy.interval} s, replayed in {secs:.2f} s (compile included on the first run)"
-    )
-    print(
-        f"peak memory: {out['peak_memory_with_sweeper_bytes'] / 1e6:.2f} MB with the sweeper, "
-        f"{out['peak_memory_without_sweeping_bytes'] / 1e6:.2f} MB without"
-    )
-    print(
-        f"read back by gets: {out['bytes_read_back'] / 1e6:.2f} MB in {out['blobs_read_back']:,} blobs; "
-        f"{out['blobs_written']:,} blobs written"
-    )
-    return 0
-
-
-def _pipeline(args: argparse.Namespace) -> int:
-    try:
-        from sweepq.pipeline.job import main as pipeline_main
-    except ImportError as e:
-        print(f"sweepq pipeline needs the [spark] extra: pip install 'sweepq[spark]' ({e})", file=sys.stderr)
-        return 2
-    return pipeline_main(args.rest)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -343,38 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default=None, help="directory to write bench.json and bench.md to")
     b.set_defaults(func=_bench)
 
-    from sweepq.sweeper.traces import KINDS
-
-    t = sub.add_parser("trace", help="generate synthetic traces")
-    tsub = t.add_subparsers(dest="trace_command", metavar="generate", required=True)
-    g = tsub.add_parser("generate", help="write a seeded synthetic trace (Parquet, or CSV for .csv)")
-    g.add_argument("--kind", choices=KINDS, default="steady")
-    g.add_argument("--seconds", type=float, default=60.0, help="trace length (default 60)")
-    g.add_argument("--rate", type=float, default=1000.0, help="puts per second per queue (default 1000)")
-    g.add_argument("--queues", type=int, default=1, help="queues (default 1; 10000+ for many-queues)")
-    g.add_argument("--size", type=int, default=256, help="typical payload bytes (default 256)")
-    g.add_argument("--priorities", action="store_true", help="spread priorities over 0..9")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--out", required=True, help="output path (.parquet or .csv)")
-    g.set_defaults(func=_trace)
-
-    r = sub.add_parser("replay", help="replay the sweep rule over a trace on this machine")
-    r.add_argument("trace", help="trace file (.parquet or .csv)")
-    r.add_argument("--interval", type=float, default=5.0)
-    r.add_argument("--factor", type=int, default=2)
-    r.add_argument("--extra", type=int, default=5)
-    r.add_argument("--blob-bytes", type=int, default=256 * 1024)
-    r.add_argument("--blob-records", type=int, default=1024)
-    r.add_argument("--json", action="store_true")
-    r.set_defaults(func=_replay)
-
-    pl = sub.add_parser(
-        "pipeline",
-        help="replay traces with Spark (needs the [spark] extra); see 'sweepq pipeline --help'",
-        add_help=False,
-    )
-    pl.add_argument("rest", nargs=argparse.REMAINDER)
-    pl.set_defaults(func=_pipeline)
+    register_replay_commands(sub)  # trace, replay, pipeline: bench/cli_replay.py
 
     i = sub.add_parser(
         "inspect",

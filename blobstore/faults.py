@@ -8,6 +8,8 @@ counts calls deterministically (TigerBeetle's simulator is the model: inject, th
 
 from __future__ import annotations
 
+import random
+import sys
 import threading
 from collections.abc import Sequence
 
@@ -24,19 +26,23 @@ class FaultyStore:
     the n - 1 after it raise :class:`StoreError` (``corrupt=True``: :class:`BlobCorruptError`,
     for reads) *before* reaching the inner store, so a failed write changed nothing, as the
     protocol promises. ``gate``: calls of ``write_pending`` wait on it (to hold a sweep
-    between its unlock and re-lock). ``calls`` counts every call by method.
+    between its unlock and re-lock). ``calls`` counts every call by method; with
+    ``track_sites``, ``sites`` names the functions that called each method.
     """
 
-    def __init__(self, inner: Store):
+    def __init__(self, inner: Store, track_sites: bool = False):
         self.inner = inner
         self.max_blob_bytes = inner.max_blob_bytes
         self.max_blob_records = inner.max_blob_records
         self.calls: dict[str, int] = dict.fromkeys(METHODS, 0)
+        self.sites: dict[str, set[str]] = {m: set() for m in METHODS}
+        self._track = track_sites
         self.failures: dict[str, int] = dict.fromkeys(METHODS, 0)
         self._plan: dict[str, tuple[int, int, bool]] = {}
         self._lock = threading.Lock()
         self.gate: threading.Event | None = None
         self.entered = threading.Event()
+        self._chaos: tuple[random.Random, float, frozenset[str]] | None = None
 
     def fail(self, method: str, at: int = 1, times: int = 1, corrupt: bool = False) -> None:
         if method not in METHODS:
@@ -44,19 +50,29 @@ class FaultyStore:
         with self._lock:
             self._plan[method] = (self.calls[method] + at, times, corrupt)
 
+    def chaos(self, probability: float, seed: int, methods: tuple[str, ...] = METHODS) -> None:
+        """From now on every call of ``methods`` fails with ``probability``, drawn from a
+        generator seeded with ``seed``: the same seed and the same calls fail the same way."""
+        self._chaos = (random.Random(seed), probability, frozenset(methods))
+
     def heal(self) -> None:
         with self._lock:
             self._plan.clear()
+            self._chaos = None
 
     def _tick(self, method: str, blob_id: int = 0) -> None:
+        if self._track:
+            self.sites[method].add(sys._getframe(2).f_code.co_name)  # the store's caller
         with self._lock:
             self.calls[method] += 1
-            plan = self._plan.get(method)
-            if plan is None:
-                return
-            first, times, corrupt = plan
             n = self.calls[method]
-            if not first <= n < first + times:
+            plan = self._plan.get(method)
+            chaos = self._chaos
+            if plan is not None and plan[0] <= n < plan[0] + plan[1]:
+                corrupt = plan[2]
+            elif chaos is not None and method in chaos[2] and chaos[0].random() < chaos[1]:
+                corrupt = False
+            else:
                 return
             self.failures[method] += 1
         if corrupt:

@@ -159,6 +159,8 @@ class BlobStore:
             except KVError as e:
                 raise StoreError(str(e)) from e
         self._kv: KV | None = kv
+        if path is not None and not read_only:
+            _make_private(self.path)
         stored = self._get(CF_META, b"format")
         if stored is None:
             if read_only:
@@ -202,6 +204,15 @@ class BlobStore:
         if not os.path.exists(self.path):
             if read_only:
                 raise StoreError(f"{self.path} does not exist")
+            parent = os.path.dirname(os.path.abspath(self.path))
+            if not os.path.isdir(parent):
+                raise StoreError(
+                    f"the parent directory {parent} does not exist; create it first (a typo in the path?)"
+                )
+            try:
+                os.mkdir(self.path, 0o700)
+            except OSError as e:
+                raise StoreError(f"cannot create the store directory {self.path}: {e}") from e
             return
         if not os.path.isdir(self.path):
             raise StoreError(f"{self.path} is not a directory")
@@ -552,6 +563,19 @@ class MemoryStore(BlobStore):
     def __init__(self, **options):
         options.pop("sync", None)
         super().__init__(None, kv=MemoryKV(), **options)
+
+
+def _make_private(path: str) -> None:
+    """The data directory 0700 and its files 0600, whatever the umask: queued messages are
+    the application's data. (Files RocksDB creates later are inside the private directory.)"""
+    try:
+        os.chmod(path, 0o700)
+        for name in os.listdir(path):
+            full = os.path.join(path, name)
+            if os.path.isfile(full):
+                os.chmod(full, 0o600)
+    except OSError:  # a directory we may read but not chmod (another owner): leave it be
+        pass
 
 
 def _check_option(name: str, value, low: int) -> None:

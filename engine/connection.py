@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from . import record
+from . import checks, record
 from .constants import (
     GMO,
     MAX_PRIORITY,
@@ -27,7 +27,7 @@ from .constants import (
     Usage,
 )
 from .errors import MQError, options_error
-from .lane import UNCOMMITTED
+from .lane import _SENTINELS, AVAILABLE_BELOW, UNCOMMITTED
 from .matching import MATCH_DEFAULT, _fixed, build_match
 from .message import Message, PutResult
 from .options import INPUT_OPTS, check_get, check_open, check_put
@@ -57,6 +57,8 @@ _HAS_EXPIRY = record.HAS_EXPIRY
 _pack_head = record.HEAD.pack  # a put with no optional fields: record.encode(), written out
 _HEAD_LEN = record.HEAD_LEN
 _UNSET = object()
+_FLAGS_MAX = checks.FLAGS_MAX
+_AVAILABLE_BELOW = AVAILABLE_BELOW
 
 
 def _as_bytes(data) -> bytes:
@@ -87,7 +89,8 @@ class Connection:
     def open(self, name: str, options: OO | int) -> Handle:
         """Open a queue (MQOPEN). The handle can do only what ``options`` allow (§4.3, §7)."""
         self._check()
-        opts = int(options)
+        checks.name(name)
+        opts = checks.flags(options, "open options")
         err = check_open(opts)
         if err:
             raise options_error(err)
@@ -232,7 +235,7 @@ class Handle:
             raise self._closed_error()
         if not self._can_put:
             raise MQError(Reason.NOT_OPEN_FOR_OUTPUT, f"open {self.queue.name!r} with OO.OUTPUT to put")
-        opts = int(options) if options else 0
+        opts = options if type(options) is int and 0 <= options <= _FLAGS_MAX else checks.flags(options, "put options")
         if opts:
             err = check_put(opts)
             if err:
@@ -355,7 +358,7 @@ class Handle:
             raise self._closed_error()
         if not self._can_put:
             raise MQError(Reason.NOT_OPEN_FOR_OUTPUT, f"open {self.queue.name!r} with OO.OUTPUT to put")
-        opts = int(options) if options else 0
+        opts = options if type(options) is int and 0 <= options <= _FLAGS_MAX else checks.flags(options, "put options")
         if opts:
             err = check_put(opts)
             if err:
@@ -381,8 +384,15 @@ class Handle:
 
     def _put_fields(self, md: MD, opts: int, q: LocalQueue) -> tuple[dict, int, bool, int]:
         """Validate a caller's descriptor; return the record's optional fields and flags."""
+        if not isinstance(md, MD):
+            raise MQError(Reason.MD_ERROR, f"the descriptor must be an MD, not {type(md).__name__}")
         reason = 0
-        priority = md.priority
+        priority = checks.integer(md.priority, "priority", Reason.PRIORITY_ERROR, -1)
+        checks.integer(md.persistence, "persistence", Reason.PERSISTENCE_ERROR, 0, 2)
+        checks.integer(md.expiry, "expiry (tenths of a second, -1 unlimited)", Reason.EXPIRY_ERROR, -1)
+        checks.flags(md.msg_flags, "msg_flags", Reason.MSG_FLAGS_ERROR)
+        checks.integer(md.msg_seq_number, "msg_seq_number", Reason.MSG_SEQ_NUMBER_ERROR, 1, 999_999_999)
+        checks.integer(md.offset, "offset", Reason.OFFSET_ERROR, 0, 999_999_999)
         if priority == -1:
             priority = q.default_priority
         elif priority < -1:
@@ -447,7 +457,7 @@ class Handle:
         """
         if self._closed:
             raise self._closed_error()
-        opts = int(options) if options else 0
+        opts = options if type(options) is int and 0 <= options <= _FLAGS_MAX else checks.flags(options, "get options")
         q = self.queue
         if opts:
             err = check_get(opts)
@@ -472,18 +482,17 @@ class Handle:
             or msg_token is not None
             or group_id is not None
         ):
-            if int(match) & MO.MATCH_MSG_TOKEN and opts & _WAIT:
+            match = checks.flags(match, "match options", Reason.MATCH_OPTIONS_ERROR)
+            if match & MO.MATCH_MSG_TOKEN and opts & _WAIT:
                 raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
             m = build_match(qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
-        if buffer_length is not None and buffer_length < 0:
-            raise MQError(Reason.BUFFER_LENGTH_ERROR, f"buffer_length {buffer_length} is negative")
+        if buffer_length is not None:
+            checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
         sync = wait = 0
         if opts:
             wait = opts & _WAIT
-            if wait and wait_interval < -1:
-                raise MQError(
-                    Reason.WAIT_INTERVAL_ERROR, f"wait_interval {wait_interval}: use -1 (unlimited) or >= 0 ms"
-                )
+            if wait:
+                checks.integer(wait_interval, "wait_interval (ms; -1 waits for ever)", Reason.WAIT_INTERVAL_ERROR, -1)
             uow = self._conn._uow
             if opts & _MARK_SKIP and uow.skip is not None:
                 raise MQError(
@@ -493,11 +502,20 @@ class Handle:
             sync = opts & _SYNC
             if (sync or opts & _SYNC_IF_PERSISTENT) and len(uow.ops) >= qm.max_uncommitted:
                 raise _syncpoint_limit(qm.max_uncommitted)
-        poison_limit = q.attrs.backout_threshold if qm.backout_handling and q.attrs.backout_requeue_q else 0
+        poison_limit = q.poison_limit
         deadline = _UNSET
         while True:
             with q.mutex:
-                ref = q._find(m)
+                # The first available message of the highest lane's front list, read here
+                # without a call when it is there (the get hot path); q._find otherwise.
+                ls = q.lanes
+                ref = -1
+                if m is None and ls.mask:
+                    ref = ls.nxt[q.lane_list[ls.mask.bit_length() - 1].front]
+                    if ref < _SENTINELS or ls.st[ref] >= _AVAILABLE_BELOW:
+                        ref = -1
+                if ref < 0:
+                    ref = q._find(m)
                 if ref is None and wait:
                     if deadline is _UNSET:
                         deadline = None if wait_interval < 0 else qm.clock.now() + wait_interval / 1000.0
@@ -529,7 +547,7 @@ class Handle:
                         elif type(ref) is int:  # q._remove written out: the get hot path
                             lane = q.lanes.remove(ref)
                             q.depth -= 1
-                            if lane.chain and lane.ready < q.tier.readahead_low:
+                            if lane.chain and lane.ready + lane.ahead < q.tier.readahead_low:
                                 q.tier.readahead_locked(lane)
                         else:
                             q._remove(ref)
@@ -570,9 +588,8 @@ class Handle:
         q = self.queue
         if not self._can_get:
             raise MQError(Reason.NOT_OPEN_FOR_INPUT, f"open {q.name!r} with an OO.INPUT_* option to get")
-        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
-            raise MQError(Reason.PARM_VALUE_ERROR, f"max_messages must be an integer >= 1, not {max_messages!r}")
-        opts = int(options) if options else 0
+        checks.integer(max_messages, "max_messages", Reason.PARM_VALUE_ERROR, 1)
+        opts = options if type(options) is int and 0 <= options <= _FLAGS_MAX else checks.flags(options, "get options")
         if opts:
             err = check_get(opts)
             if err:
@@ -582,8 +599,8 @@ class Handle:
         if q.inhibit_get:
             raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
         wait = opts & _WAIT
-        if wait and wait_interval < -1:
-            raise MQError(Reason.WAIT_INTERVAL_ERROR, f"wait_interval {wait_interval}: use -1 (unlimited) or >= 0 ms")
+        if wait:
+            checks.integer(wait_interval, "wait_interval (ms; -1 waits for ever)", Reason.WAIT_INTERVAL_ERROR, -1)
         qm = self._qm
         sync = opts & _SYNC
         sync_if_persistent = opts & _SYNC_IF_PERSISTENT
@@ -592,7 +609,7 @@ class Handle:
             max_messages = qm.max_uncommitted - len(uow.ops)
             if max_messages < 1:
                 raise _syncpoint_limit(qm.max_uncommitted)
-        if qm.backout_handling and q.attrs.backout_requeue_q and q.attrs.backout_threshold:
+        if q.poison_limit:
             return self._get_many_one_by_one(max_messages, opts, wait_interval)
         recs: list[bytes] = []
         held: list[int] = []  # slots hidden in the unit of work
@@ -632,12 +649,17 @@ class Handle:
                     else:
                         lanes.detach_run(lane, run, sum(map(len, got)))
                         q.depth -= len(run)
-                        if lane.chain and lane.ready < q.tier.readahead_low:
+                        if lane.chain and lane.ready + lane.ahead < q.tier.readahead_low:
                             q.tier.readahead_locked(lane)
                     q.obtained += len(run)
                     recs += got
             if need is not None:
-                q.load(need)
+                try:
+                    q.load(need)
+                except MQError:
+                    if not recs:
+                        raise
+                    break  # what was taken is returned; the next call meets the error again
         if q.tier.cleanup:
             q.after_get()
         for slot in held:
@@ -701,8 +723,7 @@ class Handle:
             raise MQError(Reason.NOT_OPEN_FOR_INPUT, f"open {q.name!r} with an OO.INPUT_* option to assign batches")
         if q.attrs.usage != Usage.TRANSMISSION:
             raise MQError(Reason.Q_TYPE_ERROR, f"{q.name!r} is not a transmission queue (usage=TRANSMISSION)")
-        if max_messages < 1:
-            raise MQError(Reason.PARM_VALUE_ERROR, "max_messages must be at least 1")
+        checks.integer(max_messages, "max_messages", Reason.PARM_VALUE_ERROR, 1)
         batch_id = next(Batch._ids)
         taken: list[int] = []
         while True:

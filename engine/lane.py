@@ -82,7 +82,7 @@ class Lane:
     queue is in progress. Either sends new messages to the rear list.
     """
 
-    __slots__ = ("bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping", "swept")
+    __slots__ = ("ahead", "back", "bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping", "swept")
 
     def __init__(self, priority: int):
         self.priority = priority
@@ -94,6 +94,8 @@ class Lane:
         self.ready = 0
         self.mem = 0
         self.swept = 0  # messages in the chain not yet removed
+        self.ahead = 0  # messages in the leading blobs whose read has started (read-ahead)
+        self.back = 0  # messages in memory that came back from a blob (the adaptive rule's)
 
 
 class LaneSet:
@@ -103,7 +105,7 @@ class LaneSet:
     called with the queue's mutex held unless it says otherwise.
     """
 
-    __slots__ = ("_defer", "deferred", "free", "lanes", "mask", "mem_bytes", "nxt", "prv", "recs", "st")
+    __slots__ = ("_defer", "back", "deferred", "free", "lanes", "mask", "mem_bytes", "nxt", "prv", "recs", "st")
 
     def __init__(self) -> None:
         self.lanes = [Lane(p) for p in range(N_LANES)]
@@ -113,12 +115,12 @@ class LaneSet:
         self.deferred = array("i")
         self._reset()
 
-    def _reset(self) -> None:
-        n = _INITIAL
+    def _reset(self, n: int = _INITIAL) -> None:
         self.recs: list[bytes | None] = [None] * n
         self.nxt = array("i", range(n))  # each sentinel links to itself: an empty list
         self.prv = array("i", range(n))
         self.st = array("H", bytes(2 * n))
+        self.back = bytearray(n)  # 1: the message came back from a blob (Lane.back counts them)
         self.free = array("i", range(n - 1, _SENTINELS - 1, -1))  # pops the lowest slot first
 
     def __getitem__(self, priority: int) -> Lane:
@@ -139,6 +141,7 @@ class LaneSet:
         self.nxt.extend(range(old, old + add))
         self.prv.extend(range(old, old + add))
         self.st.extend(bytes(2 * add))
+        self.back.extend(bytes(add))
         self.free.extend(range(old + add - 1, old - 1, -1))
 
     # -- one message --------------------------------------------------------------------------
@@ -181,6 +184,9 @@ class LaneSet:
         if not s & HIDDEN:
             lane.ready -= 1
         lane.mem -= 1
+        if lane.back and self.back[i]:
+            self.back[i] = 0
+            lane.back -= 1
         recs = self.recs
         self.mem_bytes -= len(recs[i])
         recs[i] = None
@@ -230,12 +236,40 @@ class LaneSet:
             self.deferred = array("i")
 
     def shrink(self) -> bool:
-        """Give back the arrays of an emptied queue that once held a large backlog (the sweeper
-        calls this once an interval). Only when nothing is in memory and no sweep runs, so
-        no slot is referenced anywhere."""
-        if self._defer or self.count or len(self.recs) <= _SHRINK_ABOVE:
+        """Give back the arrays of a queue whose backlog left memory (drained, or swept: the
+        point of sweeping is to return that memory). The sweeper calls this once an interval.
+
+        The messages still in memory move to a fresh, smaller set of arrays, in order, so
+        their slot numbers change: it runs only when no slot is referenced outside the lanes,
+        that is with no sweep in progress and no message hidden (a unit of work holds it) or
+        batched, and only when the arrays are over 8 times what is in memory."""
+        count = self.count
+        cap = len(self.recs)
+        if self._defer or cap <= _SHRINK_ABOVE or count * 8 > cap:
             return False
-        self._reset()
+        if any(lane.mem != lane.ready for lane in self.lanes):
+            return False  # hidden messages: a unit of work holds their slots
+        st = self.st
+        old = [(i, st[i]) for lane in self.lanes for s in (lane.front, lane.rear) for i in self.walk(s)]
+        if any(flags & BATCHED for _, flags in old):
+            return False
+        recs, back = self.recs, self.back
+        order = [(lane, s, list(self.walk(s))) for lane in self.lanes for s in (lane.front, lane.rear)]
+        self._reset(max(_INITIAL, 1 << (2 * count + _SENTINELS).bit_length()))
+        j = _SENTINELS
+        for _lane, s, slots in order:
+            prev = s
+            for i in slots:
+                self.recs[j] = recs[i]
+                self.st[j] = st[i]
+                self.back[j] = back[i]
+                self.prv[j] = prev
+                self.nxt[prev] = j
+                prev = j
+                j += 1
+            self.nxt[prev] = s
+            self.prv[s] = prev
+        del self.free[len(self.free) - (j - _SENTINELS) :]  # the lowest slots are taken now
         return True
 
     @property
@@ -243,11 +277,20 @@ class LaneSet:
         """Messages in memory (the sum of the lanes' ``mem``)."""
         return sum(lane.mem for lane in self.lanes)
 
-    def detach_run(self, lane: Lane, slots: Sequence[int], nbytes: int) -> None:
-        """Take a contiguous run of available messages off ``lane`` (they went into a blob).
+    def detach_run(self, lane: Lane, slots: Sequence[int], nbytes: int) -> int:
+        """Take a contiguous run of available messages off ``lane`` (they went into a blob, or
+        a batch get took them).
 
         ``slots`` are in list order and were verified by the caller; ``nbytes`` is the sum of
-        their record lengths."""
+        their record lengths. Returns how many of them had come back from a blob."""
+        again = 0
+        if lane.back:
+            back = self.back
+            for i in slots:
+                if back[i]:
+                    back[i] = 0
+                    again += 1
+            lane.back -= again
         nxt, prv = self.nxt, self.prv
         p = prv[slots[0]]
         n = nxt[slots[-1]]
@@ -266,20 +309,31 @@ class LaneSet:
         lane.mem -= k
         lane.ready -= k
         self.mem_bytes -= nbytes
+        return again
 
-    def splice_front(self, lane: Lane, records: Sequence[bytes], gotten: Sequence[int] = ()) -> list[int]:
+    def splice_front(
+        self, lane: Lane, records: Sequence[bytes], gotten: Sequence[int] = (), nbytes: int = -1
+    ) -> list[int]:
         """Append ``records`` (a blob coming back) to the end of ``lane``'s front list, in bulk.
 
         ``gotten`` are positions in ``records`` whose message a unit of work holds: they come
-        back hidden (GOTTEN). Returns the new slots, in order."""
-        return self._link_many(lane, lane.front, records, lane.priority, gotten).tolist()
+        back hidden (GOTTEN). ``nbytes`` is their total length when the caller knows it.
+        Returns the new slots, in order."""
+        slots = self._link_many(lane, lane.front, records, lane.priority, gotten, nbytes)
+        back = self.back
+        for i in slots:
+            back[i] = 1
+        lane.back += len(slots)
+        return slots.tolist()
 
     def extend(self, lane: Lane, records: Sequence[bytes], state: int) -> array:
         """:meth:`append` of many records with one state (a batch put), in bulk; returns the slots."""
         s = lane.rear if (lane.chain or lane.sweeping) else lane.front
         return self._link_many(lane, s, records, state, ())
 
-    def _link_many(self, lane: Lane, sentinel: int, records: Sequence[bytes], state: int, gotten) -> array:
+    def _link_many(
+        self, lane: Lane, sentinel: int, records: Sequence[bytes], state: int, gotten, nbytes: int = -1
+    ) -> array:
         k = len(records)
         if not k:
             return array("i")
@@ -288,28 +342,42 @@ class LaneSet:
             self._grow(k - len(free))
         slots = free[len(free) - k :]
         del free[len(free) - k :]
-        s = np.frombuffer(slots, np.int32)
-        nxtv = np.frombuffer(self.nxt, np.int32)
-        prvv = np.frombuffer(self.prv, np.int32)
-        nxtv[s[:-1]] = s[1:]
-        prvv[s[1:]] = s[:-1]
-        stv = np.frombuffer(self.st, np.uint16)
-        stv[s] = state
-        if len(gotten):
-            stv[s[np.asarray(gotten, np.int64)]] |= GOTTEN
-        del s, nxtv, prvv, stv  # release the buffers: the arrays may grow again later
         first_slot, last_slot = slots[0], slots[-1]
+        s = np.frombuffer(slots, np.int32)
+        # Slots freed by a drain come back as ascending runs: then slices do the work.
+        run = last_slot - first_slot == k - 1 and bool((np.diff(s) == 1).all())
+        if run:
+            end = last_slot + 1
+            self.nxt[first_slot:last_slot] = array("i", range(first_slot + 1, end))
+            self.prv[first_slot + 1 : end] = array("i", range(first_slot, last_slot))
+            self.st[first_slot:end] = array("H", [state]) * k
+            if len(gotten):
+                stv = np.frombuffer(self.st, np.uint16)
+                stv[first_slot + np.asarray(gotten, np.int64)] |= GOTTEN
+                del stv
+            del s
+            self.recs[first_slot:end] = records
+        else:
+            nxtv = np.frombuffer(self.nxt, np.int32)
+            prvv = np.frombuffer(self.prv, np.int32)
+            nxtv[s[:-1]] = s[1:]
+            prvv[s[1:]] = s[:-1]
+            stv = np.frombuffer(self.st, np.uint16)
+            stv[s] = state
+            if len(gotten):
+                stv[s[np.asarray(gotten, np.int64)]] |= GOTTEN
+            del s, nxtv, prvv, stv  # release the buffers: the arrays may grow again later
+            list(map(self.recs.__setitem__, slots, records))  # the records, in one C-level loop
         last = self.prv[sentinel]
         self.prv[first_slot] = last
         self.nxt[last] = first_slot
         self.nxt[last_slot] = sentinel
         self.prv[sentinel] = last_slot
-        list(map(self.recs.__setitem__, slots, records))  # the records, in one C-level loop
         lane.mem += k
         if not state & HIDDEN:
             lane.ready += k - len(gotten)
         self.mask |= lane.bit
-        self.mem_bytes += sum(map(len, records))
+        self.mem_bytes += nbytes if nbytes >= 0 else sum(map(len, records))
         return slots
 
     def available_run(self, i: int, limit: int) -> array:

@@ -17,6 +17,7 @@ from sweepq.blobstore import Store, StoreError
 from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
+from . import checks
 from .connection import Connection
 from .constants import Reason
 from .errors import MQError
@@ -42,6 +43,11 @@ class QueueManager:
     ``readahead_low_water``: when a swept lane's in-memory messages fall below it, the next
     blobs (that many messages' worth) are read in the background.
 
+    ``memory_budget`` (bytes; 0: none) makes the sweeper sweep beyond its rule while the
+    messages in memory and the store's own memory are over it: the queues with the most
+    sweepable bytes first, each keeping its x + extra buffer (``SweepPolicy.memory_budget``).
+    ``sweep_policy.rule="adaptive"`` selects the rule that does not re-sweep what came back.
+
     ``store`` puts the queues' blobs in a given :class:`~sweepq.blobstore.Store` instead (a
     ``MemoryStore`` keeps them off the disk; tests inject a ``FaultyStore``).
 
@@ -63,15 +69,29 @@ class QueueManager:
         sweep_policy: SweepPolicy | None = None,
         sweep_duty: float = 0.1,
         store_options: dict | None = None,
-        readahead_low_water: int = 2048,
+        readahead_low_water: int = 4096,
         max_uncommitted: int = 10_000,
         backout_handling: bool = False,
         max_msg_length: int = 100 * 1024 * 1024,
         trace_path: str | os.PathLike | None = None,
         store: Store | None = None,
+        memory_budget: int = 0,
     ):
-        if max_uncommitted < 1:
-            raise MQError(Reason.PARM_VALUE_ERROR, "max_uncommitted must be at least 1")
+        checks.integer(max_uncommitted, "max_uncommitted", Reason.PARM_VALUE_ERROR, 1)
+        checks.integer(max_msg_length, "max_msg_length", Reason.PARM_VALUE_ERROR, 0, 100 * 1024 * 1024)
+        checks.integer(readahead_low_water, "readahead_low_water", Reason.PARM_VALUE_ERROR, 0)
+        checks.boolean(backout_handling, "backout_handling")
+        checks.boolean(sweeper, "sweeper")
+        if not isinstance(name, str):
+            raise MQError(Reason.PARM_VALUE_ERROR, "the queue manager name must be a str")
+        if isinstance(sweep_duty, bool) or not isinstance(sweep_duty, int | float) or not 0 < sweep_duty <= 1:
+            raise MQError(Reason.PARM_VALUE_ERROR, f"sweep_duty {sweep_duty!r}: a share of the time in (0, 1]")
+        if sweep_policy is not None and not isinstance(sweep_policy, SweepPolicy):
+            raise MQError(Reason.PARM_VALUE_ERROR, "sweep_policy must be a SweepPolicy")
+        checks.integer(memory_budget, "memory_budget (bytes, 0: none)", Reason.PARM_VALUE_ERROR, 0, 2**62)
+        sweep_policy = sweep_policy or SweepPolicy()
+        if memory_budget:
+            sweep_policy = replace(sweep_policy, memory_budget=memory_budget)
         self.name = name
         self.clock: Clock = clock or SystemClock()
         self.max_uncommitted = max_uncommitted
@@ -90,7 +110,7 @@ class QueueManager:
 
             self.recorder = TraceRecorder(trace_path, self.clock)
         self._storage = Storage(path, store_options, store)
-        self.sweeper = Sweeper(self, sweep_policy or SweepPolicy(), self.clock, duty=sweep_duty)
+        self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
         if sweeper:
             self.sweeper.start()
 
@@ -108,7 +128,8 @@ class QueueManager:
         return self._storage.store()
 
     def stats(self) -> dict[str, SweepStats]:
-        """Sweep statistics per queue, and their sum under the key ``"*"``."""
+        """Sweep statistics per queue, and their sum under the key ``"*"``. Still readable
+        after :meth:`close`: they are then the final figures (also written beside the store)."""
         per = {q.name: q.sweep_stats() for q in self.sweepables()}
         per["*"] = SweepStats.total(list(per.values()))
         return per
@@ -159,20 +180,26 @@ class QueueManager:
 
     # -- queue definitions ------------------------------------------------------------------
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise MQError(Reason.CONNECTION_BROKEN, "the queue manager has been closed; open a new one")
+
     def define_queue(self, name: str, **attributes) -> QueueInfo:
         """DEFINE QLOCAL. Keyword arguments are :class:`QueueAttributes` fields."""
+        self._check_open()
         check_name(name)
         attrs = _attrs(QueueAttributes(), attributes)
         with self._defs:
             if name in self._queues:
                 raise MQError(Reason.OBJECT_ALREADY_EXISTS, f"queue {name!r} is already defined")
-            q = LocalQueue(name, attrs, self.ident, self._storage)
+            q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling)
             q.tier.readahead_low = self.readahead_low_water
             self._queues[name] = q
         return q.info()
 
     def alter_queue(self, name: str, **attributes) -> QueueInfo:
         """ALTER QLOCAL. Inhibiting gets fails current waiters with 2016."""
+        self._check_open()
         with self._defs:
             q = self._queue(name)
             attrs = _attrs(q.attrs, attributes)
@@ -185,6 +212,8 @@ class QueueManager:
     def delete_queue(self, name: str, purge: bool = False) -> None:
         """DELETE QLOCAL. Fails with 2042 while handles are open or work is uncommitted,
         and with 2055 while messages remain (unless ``purge``)."""
+        self._check_open()
+        checks.boolean(purge, "purge")
         with self._defs:
             q = self._queue(name)
             with q.mutex:
@@ -215,12 +244,14 @@ class QueueManager:
 
     def inquire_queue(self, name: str) -> QueueInfo:
         """MQINQ: attributes and current counters."""
+        self._check_open()
         return self._queue(name).info()
 
     def queue_names(self) -> list[str]:
         return sorted(self._queues)
 
     def _queue(self, name: str) -> LocalQueue:
+        checks.name(name)
         try:
             return self._queues[name]
         except KeyError:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 
-from . import record
+from . import checks, record
 from .constants import CORRELID_NONE, GROUPID_NONE, MO, MO_KNOWN, MSGID_NONE, Reason
 from .errors import MQError
 
@@ -22,12 +22,7 @@ _GROUP = struct.Struct("<24sII")
 
 def _fixed(value: bytes, length: int, what: str) -> bytes:
     """MQ identifiers are fixed-length byte arrays; shorter values are padded with NULs."""
-    if not isinstance(value, bytes | bytearray | memoryview):
-        raise MQError(Reason.MD_ERROR, f"{what} must be bytes, not {type(value).__name__}")
-    value = bytes(value)
-    if len(value) > length:
-        raise MQError(Reason.MD_ERROR, f"{what} is {len(value)} bytes; at most {length} allowed")
-    return value.ljust(length, b"\0")
+    return checks.identifier(value, length, what)
 
 
 class Match:
@@ -83,7 +78,7 @@ def build_match(
     msg_token: bytes | None,
 ) -> Match | None:
     """Turn a get's match options and field values into a :class:`Match`, or None for any."""
-    mo = int(match_options)
+    mo = checks.flags(match_options, "match options", Reason.MATCH_OPTIONS_ERROR)
     if mo & ~MO_KNOWN:
         raise MQError(
             Reason.MATCH_OPTIONS_ERROR,
@@ -108,21 +103,18 @@ def build_match(
     if mo & MO.MATCH_MSG_SEQ_NUMBER:
         if msg_seq_number is None:
             raise MQError(Reason.MSG_SEQ_NUMBER_ERROR, "MATCH_MSG_SEQ_NUMBER needs msg_seq_number")
-        if not 1 <= msg_seq_number <= 999_999_999:
-            raise MQError(
-                Reason.MSG_SEQ_NUMBER_ERROR,
-                f"msg_seq_number {msg_seq_number} is outside 1..999999999",
-            )
         m = m or Match(ident)
-        m.msg_seq_number = msg_seq_number
+        m.msg_seq_number = checks.integer(msg_seq_number, "msg_seq_number", Reason.MSG_SEQ_NUMBER_ERROR, 1, 999_999_999)
     if mo & MO.MATCH_OFFSET:
-        if offset is None or not 0 <= offset <= 999_999_999:
-            raise MQError(Reason.OFFSET_ERROR, f"offset {offset} is outside 0..999999999")
+        if offset is None:
+            raise MQError(Reason.OFFSET_ERROR, "MATCH_OFFSET needs offset")
         m = m or Match(ident)
-        m.offset = offset
+        m.offset = checks.integer(offset, "offset", Reason.OFFSET_ERROR, 0, 999_999_999)
     if mo & MO.MATCH_MSG_TOKEN:
         if msg_token is None:
             raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN needs msg_token")
+        if not isinstance(msg_token, bytes | bytearray | memoryview) or len(msg_token) != 16:
+            raise MQError(Reason.MSG_TOKEN_ERROR, "msg_token must be the 16 bytes a put or get returned")
         seq = ident.seq_of_token(bytes(msg_token))
         m = m or Match(ident)
         # A token of another run (or garbage) names no message: it simply matches nothing.

@@ -31,9 +31,10 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
+from sweepq.sweeper.cycle import SweepCounts
 from sweepq.sweeper.stats import SweepStats, percentile
 
-from . import record
+from . import checks, record
 from .constants import (
     OO,
     DeliverySequence,
@@ -88,6 +89,16 @@ class QueueAttributes:
         def bad(field: str, why: str) -> MQError:
             return MQError(Reason.PARM_VALUE_ERROR, f"queue attribute {field}: {why}")
 
+        for field in ("inhibit_get", "inhibit_put", "shareable"):
+            checks.boolean(getattr(self, field), f"queue attribute {field}")
+        for field in ("default_priority", "max_depth", "max_msg_length", "backout_threshold"):
+            checks.integer(getattr(self, field), f"queue attribute {field}", Reason.PARM_VALUE_ERROR, 0)
+        if not isinstance(self.backout_requeue_q, str):
+            raise bad("backout_requeue_q", "must be a queue name (str), or '' for none")
+        for field in ("delivery_sequence", "default_persistence", "index_type", "usage", "default_input"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise bad(field, f"must be one of its enum's values, not {value!r:.40}")
         try:
             out = replace(
                 self,
@@ -164,9 +175,15 @@ class LocalQueue:
     """
 
     def __init__(
-        self, name: str, attrs: QueueAttributes, ident: Identity | None = None, storage: Storage | None = None
+        self,
+        name: str,
+        attrs: QueueAttributes,
+        ident: Identity | None = None,
+        storage: Storage | None = None,
+        backout_handling: bool = False,
     ):
         self.name = name
+        self.backout_handling = backout_handling  # the manager's: poison messages are requeued
         self.id = next(_queue_ids)  # total order for taking several queue locks
         self.mutex = threading.Lock()
         self.lanes = LaneSet()
@@ -202,6 +219,8 @@ class LocalQueue:
         self.max_msg_length = attrs.max_msg_length
         self.inhibit_get = attrs.inhibit_get
         self.inhibit_put = attrs.inhibit_put
+        # Gets move a message whose backout count reached this to the requeue queue (0: off).
+        self.poison_limit = attrs.backout_threshold if self.backout_handling and attrs.backout_requeue_q else 0
 
     @property
     def mem_bytes(self) -> int:
@@ -320,7 +339,7 @@ class LocalQueue:
             ref = slot  # its blob came back meanwhile: remove the slot
         lane = self.lanes.remove(ref)
         self.depth -= 1
-        if lane.chain and lane.ready < self.tier.readahead_low:
+        if lane.chain and lane.ready + lane.ahead < self.tier.readahead_low:
             self.tier.readahead_locked(lane)
 
     def _hide(self, ref: Ref) -> None:
@@ -461,15 +480,32 @@ class LocalQueue:
 
     # -- the sweeper protocol (sweeper.cycle.Sweepable) -------------------------------------------
 
-    def sweep_counts(self) -> tuple[int, int]:
-        """(y, x): committed, not-gotten, unbatched messages in memory; messages obtained
-        since the last call, which starts a new interval."""
+    def sweep_counts(self) -> SweepCounts:
+        """What the rule needs (sweeper.cycle.SweepCounts); x restarts from 0 for the next
+        interval."""
         self.tier.run_cleanup()  # retry owed store changes once an interval
         with self.mutex:
             self.lanes.shrink()
-            y = sum(lane.ready for lane in self.lanes) - self.batched
+            lanes = self.lanes.lanes
+            y = sum(lane.ready for lane in lanes) - self.batched
             x, self.obtained = self.obtained, 0
-        return y, x
+            back = sum(lane.back for lane in lanes)
+            swept = any(lane.chain for lane in lanes)
+            return SweepCounts(y, x, back, swept, self.lanes.mem_bytes)
+
+    def sweep_counts_bytes(self) -> int:
+        with self.mutex:
+            return self.lanes.mem_bytes
+
+    def sweepable_bytes(self, keep: int) -> int:
+        """What a sweep keeping ``keep`` would move: the runs are chosen as for a sweep (and
+        released at once), so the count is the protocol's, never what it forbids."""
+        plan = self.sweep_begin(keep)
+        try:
+            return sum(len(r) for t in plan.targets for r in t.records)
+        finally:
+            with self.mutex:
+                self.tier.end_locked(count=False)
 
     def sweep_begin(self, keep: int) -> Plan:
         """Mark the lanes sweeping under the lock (O(lanes)), then choose the runs without it."""
@@ -560,6 +596,7 @@ class LocalQueue:
                 aborts=dict(c.aborts),
                 unsweeps=c.unsweeps,
                 msgs_unswept=c.msgs_unswept,
+                msgs_reswept=c.msgs_reswept,
                 readahead_hits=c.readahead_hits,
                 readahead_misses=c.readahead_misses,
                 damaged_blobs=c.damaged_blobs,

@@ -118,7 +118,7 @@ class QueueTier:
         self.ident = ident
         self.storage = storage
         self.counters = SweepCounters()
-        self.readahead_low = 2048
+        self.readahead_low = 4096
         # Store changes owed after an in-memory change: ("unlink" | "detach", chain, blob id)
         # or ("delete", b"", [blob ids]). Retried until they succeed.
         # A deque: appended under the lock, drained without it (append / popleft are atomic).
@@ -197,8 +197,9 @@ class QueueTier:
     def detach_locked(self, target: Target, lo: int, hi: int, info: BlobInfo, index: tuple, nbytes: int) -> None:
         """The blob is linked in the store: take its messages off the lane, put it in the chain."""
         lane = target.lane
-        self.lanes.detach_run(lane, target.slots[lo:hi], nbytes)
+        again = self.lanes.detach_run(lane, target.slots[lo:hi], nbytes)
         lane.swept += hi - lo
+        self.counters.msgs_reswept += again
         blob = SweptBlob(info.blob_id, nbytes, info.comp_len, info.check, index)
         if target.at_head:
             lane.chain.appendleft(blob)
@@ -210,12 +211,12 @@ class QueueTier:
         c.bytes_swept_raw += nbytes
         c.bytes_swept_compressed += info.comp_len
 
-    def end_locked(self) -> None:
+    def end_locked(self, count: bool = True) -> None:
         for lane in self.lanes:
             lane.sweeping = False
             self.lanes.settle(lane)
         self.lanes.release_frees()
-        self.counters.sweeps += 1
+        self.counters.sweeps += count
 
     @staticmethod
     def index_of(target: Target, lo: int, hi: int) -> tuple:
@@ -247,17 +248,20 @@ class QueueTier:
             c.readahead_hits += blob.loaded is None  # loaded: a get read it itself
         flags = blob.flags
         if blob.live == blob.count and not blob.bumps and not flags.any():
-            live, gotten_at = records, ()
+            live, gotten_at, nbytes = records, (), blob.raw_bytes
             positions = None
         else:
             positions = [p for p, f in enumerate(flags.tolist()) if f != POS_REMOVED]
             live = [blob.record(records, p) for p in positions]
             gotten_at = [k for k, p in enumerate(positions) if flags[p] == POS_GOTTEN]
-        slots = self.lanes.splice_front(lane, live, gotten_at)
+            nbytes = sum(map(len, live))
+        slots = self.lanes.splice_front(lane, live, gotten_at, nbytes)
         if gotten_at:
             # A unit of work holds these messages through the blob: it finds them here now.
             blob.moved = {positions[k]: slots[k] for k in gotten_at}
         blob.unswept = True
+        if blob.prefetch is not None or blob.loaded is not None:
+            lane.ahead = max(0, lane.ahead - blob.live)
         blob.loaded = None
         blob.prefetch = None
         lane.chain.popleft()
@@ -266,7 +270,7 @@ class QueueTier:
         self.cleanup.append(("unlink", self.chain_name(lane), blob.blob_id))
         c.unsweeps += 1
         c.msgs_unswept += len(live)
-        c.bytes_unswept_raw += sum(map(len, live))
+        c.bytes_unswept_raw += nbytes
         return slots
 
     def search_locked(self, lane: Lane, match: Match) -> SweptHit | Need | None:
@@ -287,14 +291,18 @@ class QueueTier:
     def readahead_locked(self, lane: Lane) -> None:
         """When the front runs low, read the next blobs in the background: enough of them to
         hold ``readahead_low`` messages, because the read-ahead thread may wait a GIL switch
-        interval (5 ms) before it runs while the application gets in a tight loop."""
+        interval (5 ms) before it runs while the application gets in a tight loop.
+
+        Callers test ``lane.ready + lane.ahead < readahead_low`` first, so this runs once per
+        blob boundary, not on every get."""
         ahead = 0
         for blob in lane.chain:
             if blob.prefetch is None and blob.loaded is None:
                 blob.prefetch = self.storage.readahead(self.chain_name(lane), blob.blob_id, blob.check)
             ahead += blob.live
-            if ahead >= self.readahead_low:
+            if lane.ready + ahead >= self.readahead_low:
                 break
+        lane.ahead = ahead
 
     # -- a swept message taken by a get (SweptHit), under the lock --------------------------------
 

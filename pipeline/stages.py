@@ -1,253 +1,218 @@
-"""The pipeline's stages, each a plain DataFrame -> DataFrame function.
+"""The pipeline's Spark stages: lay out by queue (once, JVM only) -> replay map -> aggregations.
 
-read_traces -> validate -> replay_queues (the numba kernel per queue, via applyInPandas)
--> per-interval metrics -> summarize (per queue and overall); what_if runs a grid of rule
-parameters in the same single pass over each queue's events.
+The work is a *map*, not a shuffle of events: a trace laid out by queue (files of whole
+queues, sweeper/traces.py ``write_by_queue`` or :func:`partition`) is a list of work units;
+Spark schedules one task per unit, and each task reads its own file with pyarrow, checks it
+with the one checker of sweeper/traces.py, runs the numba kernel and writes its per-interval
+metrics as Parquet (pipeline/units.py). Events never travel from the JVM into Python. Spark
+does what it is for: scheduling and retries, the cluster, the one-off partition job (read,
+repartition by queue bucket, write: all in the JVM) and the aggregations of the metrics.
 """
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+import os
+import threading
+import time
+
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from sweepq.sweeper import SweepPolicy
-from sweepq.sweeper.replay import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS, METRICS, SUMMARY, replay
-from sweepq.sweeper.traces import COLUMNS, GET, PUT, Trace, TraceError
-
-TRACE_SCHEMA = T.StructType(
-    [
-        T.StructField("time_us", T.LongType()),
-        T.StructField("queue", T.StringType()),
-        T.StructField("op", T.StringType()),
-        T.StructField("bytes", T.IntegerType()),
-        T.StructField("priority", T.ByteType()),
-        T.StructField("persistent", T.BooleanType()),
-    ]
-)
-METRICS_SCHEMA = T.StructType(
-    [T.StructField("queue", T.StringType()), T.StructField("interval", T.IntegerType())]
-    + [T.StructField(m, T.LongType()) for m in METRICS]
-)
-GRID_SCHEMA = T.StructType(
-    [
-        T.StructField("queue", T.StringType()),
-        T.StructField("interval_s", T.DoubleType()),
-        T.StructField("factor", T.IntegerType()),
-        T.StructField("extra", T.IntegerType()),
-        T.StructField("blob_bytes", T.IntegerType()),
-    ]
-    + [T.StructField(s, T.LongType()) for s in SUMMARY]
+from sweepq.sweeper.traces import (
+    COLUMNS,
+    LAYOUT_FILE,
+    TraceError,
+    _filesystem,
+    _require,
+    parquet_files,
+    read_layout,
 )
 
-
-def read_traces(spark: SparkSession, path: str) -> DataFrame:
-    """Parquet (file or directory) or CSV with a header; columns cast to the trace schema and
-    a ``row`` id added (Spark's monotonically increasing id: the row within its split)."""
-    df = spark.read.csv(path, header=True, inferSchema=True) if path.endswith(".csv") else spark.read.parquet(path)
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise TraceError(missing[0], None, f"is missing from {path} (a trace needs {', '.join(COLUMNS)})")
-    df = df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in TRACE_SCHEMA.fields])
-    return df.withColumn("row", F.monotonically_increasing_id())
+from .units import combine, replay_unit
 
 
-def validate(df: DataFrame) -> DataFrame:
-    """Fail with a TraceError naming the column and row of the first bad value.
+def check_input(path: str) -> None:
+    """What can be known of a trace before Spark starts, by the local reader's own rules: the
+    path exists; a CSV is not empty and starts with the header; Parquet has every column."""
+    import pyarrow.parquet as pq
 
-    Every rule is a Spark expression evaluated in the JVM, in one aggregation that finds
-    each rule's first offending row (rows never travel to Python for this); the message is
-    built for that one row. Time order within each queue, which is what the replay relies
-    on, is checked where each queue's rows already are: in the replay pass
-    (:func:`replay_queues`), which raises the same TraceError."""
-    op = F.col("op")
-    puts = op.isin("put", "PUT", "Put")
-    rules = [
-        ("time_us", F.col("time_us").isNull(), lambda r: "time is missing (null)"),
-        ("time_us", F.col("time_us") < 0, lambda r: f"negative time {r['time_us']}"),
-        (
-            "op",
-            op.isNull() | ~(puts | op.isin("get", "GET", "Get")),
-            lambda r: f"unknown operation {r['op']!r} (use put or get)",
-        ),
-        (
-            "priority",
-            puts & (F.col("priority").isNull() | (F.col("priority") < 0) | (F.col("priority") > 9)),
-            lambda r: f"priority {r['priority']} is outside 0..9",
-        ),
-        ("bytes", puts & (F.col("bytes").isNull() | (F.col("bytes") < 0)), lambda r: f"bad size {r['bytes']}"),
+    if path.endswith(".csv"):
+        if "://" in path:
+            return
+        with open(path) as f:
+            first = f.readline()
+        if not first.strip():
+            raise TraceError(None, None, f"{path}: the file is empty (a CSV trace starts with the header)")
+        _require([c.strip() for c in first.strip().split(",")], path)
+        return
+    if read_layout(path) is not None:
+        return
+    fs, files = parquet_files(path)
+    _require(pq.read_schema(fs.open_input_file(files[0])).names, files[0])
+
+
+def partition(spark: SparkSession, path: str, out: str, buckets: int) -> dict:
+    """Lay an arbitrary trace out by queue with one Spark job, JVM only: read, number the rows
+    (``row``: their order in the input, which the order rule and the error messages use),
+    repartition by a hash of the queue into ``buckets`` files of whole queues, each in input
+    order, write Parquet. Values are not cast or checked here: the tasks check them, by the
+    same code as ``sweepq replay``."""
+    reader = spark.read
+    df = reader.csv(path, header=True, inferSchema=True) if path.endswith(".csv") else reader.parquet(path)
+    _require(df.columns, path)
+    df = df.select(*COLUMNS).withColumn("row", F.monotonically_increasing_id())
+    (
+        df.repartition(buckets, F.pmod(F.xxhash64("queue"), F.lit(buckets)))
+        .sortWithinPartitions("row")
+        .write.mode("overwrite")
+        .parquet(out)
+    )
+    return layout_of_files(out)
+
+
+def layout_of_files(directory: str) -> dict:
+    """The layout of a directory of Parquet files of whole queues, from their footers alone
+    (row counts, and the min / max of ``time_us`` from the column statistics)."""
+    import pyarrow.parquet as pq
+
+    fs, files = parquet_files(directory)
+    entries, lo, hi, events = [], None, None, 0
+    for f in files:
+        md = pq.read_metadata(fs.open_input_file(f))
+        if md.num_rows == 0:
+            continue
+        col = md.schema.to_arrow_schema().names.index("time_us")
+        for rg in range(md.num_row_groups):
+            st = md.row_group(rg).column(col).statistics
+            if st is None or not st.has_min_max:
+                t = pq.read_table(fs.open_input_file(f), columns=["time_us"]).column(0)
+                mn, mx = int(t.combine_chunks().to_numpy().min()), int(t.combine_chunks().to_numpy().max())
+            else:
+                mn, mx = int(st.min), int(st.max)
+            lo = mn if lo is None else min(lo, mn)
+            hi = mx if hi is None else max(hi, mx)
+        entries.append({"path": os.path.relpath(f, directory) if "://" not in directory else f, "events": md.num_rows})
+        events += md.num_rows
+    return {"format": "sweepq-trace-by-queue", "events": events, "t0": lo or 0, "t_end": hi or 0, "files": entries}
+
+
+def units_of(directory: str, layout: dict) -> list[dict]:
+    """The work units of a trace laid out by queue, largest first (so the last task to start is short)."""
+    files = sorted(layout["files"], key=lambda f: -f["events"])
+    base = directory.rstrip("/")
+    return [
+        {"index": i, "path": f["path"] if "://" in f["path"] else base + "/" + f["path"], "events": f["events"]}
+        for i, f in enumerate(files)
     ]
-    firsts = df.agg(*[F.min(F.when(cond, F.col("row"))).alias(f"r{i}") for i, (_c, cond, _w) in enumerate(rules)])
-    first = firsts.first()
-    found = [(first[f"r{i}"], i) for i in range(len(rules)) if first[f"r{i}"] is not None]
-    if found:
-        row, i = min(found)
-        bad = df.filter(F.col("row") == row).first()
-        raise TraceError(rules[i][0], int(row), rules[i][2](bad))
-    return df
 
 
-def span(df: DataFrame) -> tuple[int, int, int]:
-    """(events, first time, last time) in one pass."""
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.min("time_us").alias("lo"), F.max("time_us").alias("hi")).first()
-    return int(row["n"]), int(row["lo"] or 0), int(row["hi"] or 0)
+def _warm(_it):
+    import pyarrow.parquet  # noqa: F401  (the workers are reused: the replay job finds these loaded)
+
+    from sweepq.pipeline import units  # noqa: F401
+    from sweepq.sweeper.replay import warm_up
+
+    warm_up()
+    yield os.getpid()
 
 
-def raising_trace_errors(action):
-    """Run a Spark action; a TraceError raised inside a task comes back as itself."""
-    import re
+def warm_up_workers(spark: SparkSession) -> int:
+    """A no-op job with one task per core: it starts Spark's Python daemon and workers and
+    loads pyarrow and the kernel in them, a fixed cost (seconds on the first job) that the
+    pipeline reports as a stage of its own. Returns the number of worker processes seen."""
+    n = spark.sparkContext.defaultParallelism
+    return len(set(spark.sparkContext.parallelize(range(n), n).mapPartitions(_warm).collect()))
 
+
+def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None) -> dict:
+    """One Spark task per unit (pipeline/units.py replay_unit), and Spark's reduce of their
+    small results (units.combine): the per-interval totals over all queues, the top queues,
+    the first fault. No SQL stage and no shuffle: one job.
+
+    While it runs, ``progress(events_done)`` is called every two seconds from a driver thread
+    (an accumulator that each task adds its events to when it finishes)."""
+    if not units:
+        return {"units": 0, "events": 0, "queues": 0, "error": None, "seconds": 0.0, "read_seconds": 0.0}
+    sc = spark.sparkContext
+    done = sc.accumulator(0)
+
+    def run(it):
+        acc = None
+        for unit in it:
+            res = replay_unit(unit, job)
+            done.add(res["events"])
+            acc = res if acc is None else combine(acc, res)
+        if acc is not None:
+            yield acc
+
+    stop = threading.Event()
+
+    def report():
+        while not stop.wait(2.0):
+            progress(done.value)
+
+    watcher = threading.Thread(target=report, daemon=True) if progress else None
+    if watcher:
+        watcher.start()
     try:
-        return action()
-    except TraceError:
-        raise
-    except Exception as e:
-        m = re.search(r"TraceError: trace column '([^']+)', row (\d+): ([^\n]*)", str(e))
-        if m:
-            raise TraceError(m.group(1), int(m.group(2)), m.group(3)) from None
-        raise
+        return sc.parallelize(units, max(1, len(units))).mapPartitions(run).reduce(combine)
+    finally:
+        stop.set()
+        if watcher:
+            watcher.join()
 
 
-def _slim(df: DataFrame) -> DataFrame:
-    """Only what the kernel needs, in narrow types, before rows travel to Python."""
-    return df.select(
-        "time_us",
-        "queue",
-        F.when(F.lower(F.col("op")) == "put", F.lit(PUT)).otherwise(F.lit(GET)).cast("byte").alias("op"),
-        F.coalesce(F.col("bytes"), F.lit(0)).alias("bytes"),
-        F.coalesce(F.col("priority"), F.lit(0)).cast("byte").alias("priority"),
-        "row",
-    )
+def first_fault(result: dict) -> TraceError | None:
+    """The fault with the lowest row over all units (None when every unit was clean)."""
+    if result["error"] is None:
+        return None
+    column, row, why = result["error"]
+    return TraceError(column, row, why)
 
 
-def _check_order(pdf: pd.DataFrame) -> None:
-    """Times must not go backwards within a queue, in the order the trace was written."""
-    by_row = pdf.sort_values(["queue", "row"], kind="stable")
-    t = by_row["time_us"].to_numpy()
-    same = by_row["queue"].to_numpy()[1:] == by_row["queue"].to_numpy()[:-1]
-    back = np.flatnonzero(same & (t[1:] < t[:-1]))
-    if len(back):
-        i = int(back[0]) + 1
-        raise TraceError(
-            "time_us",
-            int(by_row["row"].iloc[i]),
-            f"time {int(t[i])} of queue {by_row['queue'].iloc[i]!r} is before that queue's previous row",
+def grid_figures(result: dict, grid: list[tuple]) -> list[dict]:
+    """Per combination of the what-if grid: the overall figures from the per-interval totals
+    summed over all units (so a peak is the peak of the sum, not a sum of peaks)."""
+    from sweepq.sweeper.replay import overall_figures
+
+    figures = []
+    for totals, (interval, factor, extra, blob_bytes, rule) in zip(result["grid"], grid, strict=True):
+        o = overall_figures(totals, result["queues"], int(totals[0, 0]) if len(totals) else 0)
+        figures.append(
+            {
+                "interval_s": interval,
+                "factor": factor,
+                "extra": extra,
+                "blob_bytes": blob_bytes,
+                "rule": rule,
+                "peak_mem_bytes": o["peak_memory_with_sweeper_bytes"],
+                "peak_nosweep_bytes": o["peak_memory_without_sweeping_bytes"],
+                "bytes_read": o["bytes_read_back"],
+                "blobs_read": o["blobs_read_back"],
+                "sweeps": o["sweeps"],
+                "msgs_swept": o["msgs_swept"],
+                "msgs_reswept": o["msgs_reswept"],
+            }
         )
+    return figures
 
 
-def _trace_of(pdf: pd.DataFrame) -> Trace:
-    """The events of one group (one or many queues) as a Trace, in time order."""
-    _check_order(pdf)
-    pdf = pdf.sort_values(["time_us", "row"], kind="stable")
-    queues, codes = np.unique(pdf["queue"].to_numpy(str), return_inverse=True)
-    n = len(pdf)
-    return Trace(
-        time_us=pdf["time_us"].to_numpy(np.int64),
-        queue=codes.astype(np.int32),
-        op=pdf["op"].to_numpy(np.int8),
-        nbytes=pdf["bytes"].to_numpy(np.int32),
-        priority=pdf["priority"].to_numpy(np.int8),
-        persistent=np.zeros(n, bool),  # recorded in traces, not modelled by the replay
-        queues=[str(q) for q in queues],
-    )
+def write_layout(directory: str, layout: dict) -> None:
+    import json
+
+    fs, d = _filesystem(directory)
+    with fs.open_output_stream(d.rstrip("/") + "/" + LAYOUT_FILE) as f:
+        f.write(json.dumps(layout, indent=1).encode())
 
 
-def _buckets(df: DataFrame, buckets: int | None) -> tuple[DataFrame, int]:
-    """Spread queues over a few buckets: one Python task replays a whole bucket in one kernel
-    call, instead of one task (and one pandas round trip) per queue."""
-    n = buckets or max(2, df.sparkSession.sparkContext.defaultParallelism * 4)
-    return _slim(df).withColumn("bucket", F.pmod(F.xxhash64("queue"), F.lit(n))), n
+def timed(stages: dict, name: str):
+    """A context manager that records the wall time of a stage in ``stages[name]``."""
 
+    class _T:
+        def __enter__(self):
+            self.t = time.perf_counter()
 
-def replay_queues(
-    df: DataFrame,
-    policy: SweepPolicy,
-    t0: int,
-    n_intervals: int,
-    max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
-    max_blob_records: int = DEFAULT_MAX_BLOB_RECORDS,
-    buckets: int | None = None,
-) -> DataFrame:
-    """Per queue and interval: the kernel's metrics (one row per queue per interval)."""
+        def __exit__(self, *exc):
+            stages[name] = round(time.perf_counter() - self.t, 3)
 
-    def per_bucket(pdf: pd.DataFrame) -> pd.DataFrame:
-        trace = _trace_of(pdf)
-        r = replay(
-            trace,
-            policy,
-            t0=t0,
-            n_intervals=n_intervals,
-            max_blob_bytes=max_blob_bytes,
-            max_blob_records=max_blob_records,
-        )
-        nq = len(trace.queues)
-        out = pd.DataFrame(r.intervals.reshape(nq * n_intervals, len(METRICS)), columns=list(METRICS))
-        out.insert(0, "interval", np.tile(np.arange(n_intervals, dtype=np.int32), nq))
-        out.insert(0, "queue", np.repeat(np.asarray(trace.queues, dtype=object), n_intervals))
-        return out
-
-    bucketed, _ = _buckets(df, buckets)
-    return bucketed.groupBy("bucket").applyInPandas(per_bucket, schema=METRICS_SCHEMA)
-
-
-def summarize(metrics: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(per queue, per interval over all queues). Per queue: peak memory with and without
-    sweeping, memory saved at the peak, volume read back, sweeps."""
-    per_queue = (
-        metrics.groupBy("queue")
-        .agg(
-            F.max("mem_bytes").alias("peak_mem_bytes"),
-            F.max("nosweep_bytes").alias("peak_nosweep_bytes"),
-            F.sum("bytes_read").alias("bytes_read"),
-            F.sum("blobs_read").alias("blobs_read"),
-            F.sum("blobs_written").alias("blobs_written"),
-            F.sum(F.when(F.col("decision") >= 0, 1).otherwise(0)).alias("sweeps"),
-        )
-        .withColumn("peak_saved_bytes", F.col("peak_nosweep_bytes") - F.col("peak_mem_bytes"))
-    )
-    totals = (
-        metrics.groupBy("interval")
-        .agg(*[F.sum(m).alias(m) for m in METRICS if m not in ("decision",)])
-        .orderBy("interval")
-    )
-    return per_queue, totals
-
-
-def parse_grid(text: str) -> list[tuple[float, int, int, int]]:
-    """'interval=1,5;factor=2,3;extra=5;blob_bytes=65536,262144' -> every combination."""
-    import itertools
-
-    axes = {"interval": [5.0], "factor": [2], "extra": [5], "blob_bytes": [DEFAULT_MAX_BLOB_BYTES]}
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        if "=" not in part:
-            raise ValueError(f"grid part {part!r}: write name=v1,v2 (names: {', '.join(axes)})")
-        name, values = part.split("=", 1)
-        name = name.strip()
-        if name not in axes:
-            raise ValueError(f"unknown grid axis {name!r}; use {', '.join(axes)}")
-        cast = float if name == "interval" else int
-        axes[name] = [cast(v) for v in values.split(",") if v.strip()]
-    return list(itertools.product(axes["interval"], axes["factor"], axes["extra"], axes["blob_bytes"]))
-
-
-def what_if(
-    df: DataFrame, grid: list[tuple[float, int, int, int]], t0: int, t_end: int, buckets: int | None = None
-) -> DataFrame:
-    """Every combination of the grid for every queue, in one job: each bucket of queues is
-    shipped once and replayed once per combination."""
-
-    def per_bucket(pdf: pd.DataFrame) -> pd.DataFrame:
-        trace = _trace_of(pdf)
-        rows = []
-        for interval, factor, extra, blob_bytes in grid:
-            policy = SweepPolicy(factor=factor, extra=extra, interval=interval)
-            n_int = int((t_end - t0) // int(interval * 1e6) + 1)
-            r = replay(trace, policy, t0=t0, n_intervals=n_int, max_blob_bytes=blob_bytes, per_interval=False)
-            for qi, q in enumerate(trace.queues):
-                rows.append([q, interval, factor, extra, blob_bytes, *map(int, r.summary[qi])])
-        return pd.DataFrame(rows, columns=[f.name for f in GRID_SCHEMA.fields])
-
-    bucketed, _ = _buckets(df, buckets)
-    return bucketed.groupBy("bucket").applyInPandas(per_bucket, schema=GRID_SCHEMA)
+    return _T()

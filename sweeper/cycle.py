@@ -27,12 +27,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
 
 from sweepq.blobstore import BlobInfo, Store
 
 from .clock import Clock, SystemClock
-from .policy import SweepPolicy
+from .policy import ADAPTIVE_STATE, SweepPolicy, budget_order, decide_adaptive, over_budget
 from .runs import record_ends
 
 log = logging.getLogger("sweepq.sweeper")
@@ -53,14 +55,23 @@ class SweepPlan(Protocol):
     targets: list[Any]
 
 
+class SweepCounts(NamedTuple):
+    """What a queue tells the rule at an interval's end."""
+
+    y: int  # committed, not-gotten messages in memory
+    x: int  # messages obtained in the interval that ends
+    back: int  # of the messages in memory, those that came back from a blob (adaptive rule)
+    swept: bool  # the queue has blobs in a chain
+    mem_bytes: int  # bytes of the records in memory (the memory budget)
+
+
 class Sweepable(Protocol):
     """What a queue offers the sweeper. Each method takes the queue's lock itself, briefly."""
 
     name: str
 
-    def sweep_counts(self) -> tuple[int, int]:
-        """(y, x): committed, not-gotten messages in memory, and messages obtained since the
-        last call (which starts a new interval)."""
+    def sweep_counts(self) -> SweepCounts:
+        """y, x and the rest of :class:`SweepCounts`; the call starts a new interval for x."""
         ...
 
     def sweep_begin(self, keep: int) -> SweepPlan:
@@ -74,6 +85,14 @@ class Sweepable(Protocol):
         """Verify each written blob's messages under the lock, link it in ``store`` and detach
         them, or abort (the rest of the target's pending blobs are deleted). Returns (messages
         moved, abort reason or None). Never raises for a store failure."""
+        ...
+
+    def sweep_counts_bytes(self) -> int:
+        """Bytes of the records in memory now (the memory budget's count)."""
+        ...
+
+    def sweepable_bytes(self, keep: int) -> int:
+        """Bytes a sweep keeping ``keep`` sweepable messages would move now."""
         ...
 
     def sweep_abort(self, plan: SweepPlan, target: Any, reason: str) -> None:
@@ -102,6 +121,7 @@ class QueueDecision:
     msgs_swept: int = 0
     blobs: int = 0
     aborts: dict = field(default_factory=dict)
+    budget: bool = False  # swept (also) because memory was over the budget
 
 
 @dataclass(frozen=True)
@@ -153,11 +173,17 @@ class Sweeper:
         self._stopping = False
         self._paced = False
         self._run_lock = threading.Lock()  # one cycle at a time, thread or caller
+        self._adaptive: dict[str, np.ndarray] = {}  # the adaptive rule's state per queue
 
     # -- one cycle ------------------------------------------------------------------------
 
     def run_once(self, paced: bool = False) -> SweepReport:
         """One sweep cycle over every queue; returns what it decided and did.
+
+        First the rule, queue by queue (the seed's, or the adaptive one: policy.py); then,
+        with a memory budget, sweeps beyond the rule while the bytes in memory (messages and
+        the store's own) are over it: the queues with the most sweepable bytes first, each
+        keeping its x + extra buffer (policy.budget_order, the replay's choice too).
 
         ``paced`` (the background thread's mode) pauses after each target so that the
         sweeper's own Python work takes at most ``duty`` of the time: under CPython's GIL
@@ -166,16 +192,54 @@ class Sweeper:
         with self._run_lock:
             self._paced = paced
             t0 = time.perf_counter()
-            decisions = [self._sweep_queue(q) for q in list(self.source.sweepables())]
+            queues = list(self.source.sweepables())
+            counts = [q.sweep_counts() for q in queues]
+            decisions = [self._apply_rule(q, c) for q, c in zip(queues, counts, strict=True)]
+            if self.policy.memory_budget > 0:
+                decisions = self._apply_budget(queues, counts, decisions)
             report = SweepReport(self.clock.now(), tuple(decisions), time.perf_counter() - t0)
             self.reports = [*self.reports[-99:], report]
             return report
 
-    def _sweep_queue(self, q: Sweepable) -> QueueDecision:
-        y, x = q.sweep_counts()
-        keep = self.policy.keep(y, x)
+    def _apply_rule(self, q: Sweepable, c: SweepCounts) -> QueueDecision:
+        p = self.policy
+        if p.rule == "adaptive":
+            state = self._adaptive.setdefault(q.name, np.zeros(ADAPTIVE_STATE, np.int64))
+            keep = decide_adaptive(c.y, c.x, c.back, c.swept, state, p.factor, p.extra)
+            keep = None if keep < 0 else keep
+        else:
+            keep = p.keep(c.y, c.x)
         if keep is None:
-            return QueueDecision(q.name, y, x, None)
+            return QueueDecision(q.name, c.y, c.x, None)
+        moved, blobs, aborts = self._sweep_queue(q, keep)
+        return QueueDecision(q.name, c.y, c.x, keep, moved, blobs, aborts)
+
+    def _apply_budget(
+        self, queues: list[Sweepable], counts: list[SweepCounts], decisions: list[QueueDecision]
+    ) -> list[QueueDecision]:
+        """Sweep beyond the rule while memory is over the budget (see :meth:`run_once`)."""
+        p = self.policy
+        mem = self.source.blob_store().memory()
+        in_memory = sum(q.sweep_counts_bytes() for q in queues) + sum(
+            mem.get(k, 0) for k in ("memtable_bytes", "block_cache_bytes")
+        )
+        need = over_budget(in_memory, p.memory_budget)
+        if need <= 0:
+            return decisions
+        sweepable = np.array([q.sweepable_bytes(c.x + p.extra) for q, c in zip(queues, counts, strict=True)], np.int64)
+        chosen = np.zeros(len(queues), np.int64)
+        out = list(decisions)
+        for j in chosen[: budget_order(sweepable, need, chosen)].tolist():
+            q, c, d = queues[j], counts[j], out[j]
+            moved, blobs, aborts = self._sweep_queue(q, c.x + p.extra)
+            for r, n in d.aborts.items():
+                aborts[r] = aborts.get(r, 0) + n
+            keep = d.keep if d.keep is not None else c.x + p.extra
+            out[j] = QueueDecision(q.name, c.y, c.x, keep, d.msgs_swept + moved, d.blobs + blobs, aborts, True)
+        return out
+
+    def _sweep_queue(self, q: Sweepable, keep: int) -> tuple[int, int, dict[str, int]]:
+        """Sweep ``q`` down to ``keep`` sweepable messages; (moved, blobs, aborts by reason)."""
         store = self.source.blob_store()
         plan = q.sweep_begin(keep)
         moved = blobs = 0
@@ -207,7 +271,7 @@ class Sweeper:
                     self._pause(busy * (1 - self.duty) / self.duty)
         finally:
             q.sweep_end(plan)
-        return QueueDecision(q.name, y, x, keep, moved, blobs, aborts)
+        return moved, blobs, aborts
 
     def _pause(self, seconds: float) -> None:
         with self._cond:

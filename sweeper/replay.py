@@ -15,29 +15,32 @@ blob start, and every engine operation is index arithmetic:
 * at each interval's end, for every queue: y, x -> :func:`sweepq.sweeper.policy.decide`
   (the same function the live sweeper calls, compiled here); the buffer is the first
   ``keep`` front messages in get order across lanes; the rest of each front list and the
-  whole of each rear list is cut into pieces of ``TARGET_MAX`` messages and each piece into
-  blobs exactly as the blob store does (at most ``max_blob_records`` records and
-  ``max_blob_bytes`` framed bytes, at least one record).
+  whole of each rear list is cut by :func:`sweepq.sweeper.runs.cut_run` (compiled in here),
+  the very function that cuts the live engine's runs into pieces and bounded blobs.
 
-Record sizes count what the engine counts: payload plus the 21-byte descriptor header
-(plus 4 bytes of framing inside a blob). tests/test_replay_fidelity.py runs the live engine
+Record sizes count what the engine counts: payload plus the record header (``record_header``,
+21 bytes; plus the blob store's framing inside a blob, which cut_run adds).
+tests/test_replay_fidelity.py runs the live engine
 and this kernel over the same traces and requires the same decisions and counts at every
 interval.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 
-from .policy import SweepPolicy, decide
-from .traces import GET, PUT, Trace
+from .policy import ADAPTIVE, ADAPTIVE_STATE, RULES, SweepPolicy, budget_order, decide, decide_adaptive, over_budget
+from .runs import cut_run_jit
+from .traces import GET, PUT, Trace, TraceError, check_events, fault
 
-REC_HEADER = 21  # engine/record.py HEAD_LEN
-FRAME = 4  # blobstore/format.py: one u32 length per record
-TARGET_MAX = 16_384  # engine/sweeping.py TARGET_MAX
+# The bytes the engine counts per message beyond its payload: its record header
+# (engine/record.py HEAD_LEN). The sweeper layer cannot import the engine, so this is the
+# default of replay()'s ``record_header`` and tests/test_traces.py asserts it equals HEAD_LEN.
+RECORD_HEADER = 21
 DEFAULT_MAX_BLOB_BYTES = 256 * 1024  # blobstore/store.py
 DEFAULT_MAX_BLOB_RECORDS = 1024
 
@@ -56,71 +59,96 @@ METRICS = (
     "blobs_read",  # brought back by gets during the interval
     "bytes_read",
     "nosweep_bytes",  # what memory would hold with no sweeper at all
+    "msgs_written",  # messages moved into blobs by this interval's sweep
+    "msgs_reswept",  # of those, messages that had been swept before (and came back)
+    "budget_msgs",  # of those, messages swept beyond the rule to meet the memory budget
 )
 M = {name: i for i, name in enumerate(METRICS)}
 
 _decide = numba.njit(cache=True)(decide)
+_decide_adaptive = numba.njit(cache=True)(decide_adaptive)
+_over_budget = numba.njit(cache=True)(over_budget)
+_budget_order = numba.njit(cache=True)(budget_order)
 # _TOP[m] = the highest set bit of a 10-bit lane mask m (the lane a get takes from).
 _TOP = np.array([max((b for b in range(10) if m >> b & 1), default=-1) for m in range(1024)], np.int64)
 
-
-@numba.njit(cache=True)
-def _layout(queue, op, prio, nbytes, n_queues):
-    """Give every (queue, lane) a contiguous stretch of a flat arrival array; return the
-    stretches' bases and the prefix sums of record sizes (a size is prefix[j+1] - prefix[j])."""
-    nl = n_queues * 10
-    counts = np.zeros(nl, np.int64)
-    for i in range(len(op)):
-        if op[i] == PUT:
-            counts[np.int64(queue[i]) * 10 + np.int64(prio[i])] += 1
-    base = np.zeros(nl + 1, np.int64)
-    for k in range(nl):
-        base[k + 1] = base[k] + counts[k]
-    prefix = np.zeros(base[nl] + 1, np.int64)
-    fill = base[:nl].copy()
-    for i in range(len(op)):
-        if op[i] == PUT:
-            k = np.int64(queue[i]) * 10 + np.int64(prio[i])
-            prefix[fill[k] + 1] = np.int64(nbytes[i]) + REC_HEADER
-            fill[k] += 1
-    for j in range(base[nl]):
-        prefix[j + 1] += prefix[j]
-    return base, prefix
+# marker bits per arrival slot
+_BLOB_START = 1  # the first record of a blob in a chain
+_WAS_SWEPT = 2  # the record has been swept at least once
 
 
-@numba.njit(cache=True)
-def _cut(lo, hi, prefix, marker, max_bytes, max_records):
-    """Cut [lo, hi) into pieces of TARGET_MAX, each into blobs; mark blob starts. -> blobs."""
+@numba.njit(cache=True, nogil=True)
+def _sweep_run(lo, hi, prefix, marker, ends, max_bytes, max_records):
+    """Move slots [lo, hi) of one lane into blobs cut by runs.cut_run (the engine's cut); mark
+    each blob's start. Returns (blobs, re-swept records)."""
+    again = 0
     for j in range(lo, hi):
-        marker[j] = 0
-    blobs = 0
-    p0 = lo
-    while p0 < hi:
-        p1 = min(p0 + TARGET_MAX, hi)
-        s = p0
-        while s < p1:
-            marker[s] = 1
-            blobs += 1
-            e = s
-            used = 0
-            while e < p1 and e - s < max_records:
-                size = prefix[e + 1] - prefix[e] + FRAME
-                if e > s and used + size > max_bytes:
-                    break
-                used += size
-                e += 1
-            s = e
-        p0 = p1
-    return blobs
+        if marker[j] & _WAS_SWEPT:
+            again += 1
+        marker[j] = _WAS_SWEPT
+    nb = cut_run_jit(prefix, lo, hi, max_bytes, max_records, ends)
+    s = lo
+    for b in range(nb):
+        marker[s] |= _BLOB_START
+        s = ends[b]
+    return nb, again
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
+def _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records):
+    """Sweep queue q keeping its first ``keep`` front messages in get order across lanes (the
+    buffer): the rest of each front list to the chain's head, each rear list to its tail.
+    Returns (blobs written, messages moved, of them swept before)."""
+    written = 0
+    moved = 0
+    again = 0
+    remaining = keep
+    for lane in range(9, -1, -1):
+        k = q * 10 + lane
+        front = ln[k, 1] - ln[k, 0]
+        take = front if front < remaining else remaining
+        remaining -= take
+        lo = ln[k, 0] + take
+        if ln[k, 1] > lo:
+            b, a = _sweep_run(lo, ln[k, 1], prefix, marker, ends, max_bytes, max_records)
+            ln[k, 5] += b
+            written += b
+            moved += ln[k, 1] - lo
+            again += a
+            ln[k, 1] = lo
+        if ln[k, 3] > ln[k, 2]:  # a rear list exists only behind a chain
+            b, a = _sweep_run(ln[k, 2], ln[k, 3], prefix, marker, ends, max_bytes, max_records)
+            ln[k, 5] += b
+            written += b
+            moved += ln[k, 3] - ln[k, 2]
+            again += a
+            ln[k, 2] = ln[k, 3]
+    return written, moved, again
+
+
+@numba.njit(cache=True, nogil=True)
+def _beyond(q, keep, ln, prefix):
+    """The bytes a sweep keeping ``keep`` messages would move from queue q."""
+    total = 0
+    remaining = keep
+    for lane in range(9, -1, -1):
+        k = q * 10 + lane
+        front = ln[k, 1] - ln[k, 0]
+        take = front if front < remaining else remaining
+        remaining -= take
+        total += prefix[ln[k, 1]] - prefix[ln[k, 0] + take]
+        total += prefix[ln[k, 3]] - prefix[ln[k, 2]]
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
 def _replay(
     time_us,
     queue,
     op,
     prio,
     nbytes,
+    lane_counts,
     n_queues,
     t0,
     interval_us,
@@ -129,129 +157,223 @@ def _replay(
     extra,
     max_bytes,
     max_records,
+    rec_header,
     per_interval,
+    rule,
+    budget,
 ):
-    base, prefix = _layout(queue, op, prio, nbytes, n_queues)
+    """The replay. Lane k's arrivals live in slots ``start[k] .. start[k] + lane_counts[k] - 1`` of
+    one flat array, with one spare slot per lane so that ``prefix`` (record bytes summed from
+    the lane's start; prefix[start[k]] = 0) is filled as puts arrive: no layout pass."""
     nl = n_queues * 10
-    mask = np.zeros(n_queues, np.int64)  # bit l: lane l of the queue holds messages
+    start = np.zeros(nl + 1, np.int64)
+    longest = 1
+    for k in range(nl):
+        start[k + 1] = start[k] + lane_counts[k] + 1
+        longest = max(longest, lane_counts[k])
+    prefix = np.zeros(start[nl], np.int64)
+    marker = np.zeros(start[nl], np.int8)
+    ends = np.empty(longest + 1, np.int64)
     top = _TOP
-    head = base[:nl].copy()
-    fend = base[:nl].copy()
-    rstart = base[:nl].copy()
-    tail = base[:nl].copy()
-    nblobs = np.zeros(nl, np.int64)
-    marker = np.zeros(len(prefix), np.int8)
-    x = np.zeros(n_queues, np.int64)
-    nempty = np.zeros(n_queues, np.int64)
-    nput = np.zeros(n_queues, np.int64)
-    nget = np.zeros(n_queues, np.int64)
-    blobs_read = np.zeros(n_queues, np.int64)
-    bytes_read = np.zeros(n_queues, np.int64)
+    # Lane state, one row per lane so one cache line serves an event: head, front end, rear
+    # start, tail (slots; front = [head, fend), chain = [fend, rstart), rear = [rstart, tail)).
+    # Column 4 is the lane's bytes put so far (prefix at its tail), 5 its blobs; 8 columns make
+    # a row one 64-byte cache line.
+    ln = np.zeros((nl, 8), np.int64)
+    for k in range(nl):
+        ln[k, 0] = ln[k, 1] = ln[k, 2] = ln[k, 3] = start[k]
+    # Queue state: lane mask (bit l: lane l holds messages), x, gets on empty, blobs and bytes read.
+    # 5: messages in memory that came back from a blob (the adaptive rule's ``back``).
+    qs = np.zeros((n_queues, 6), np.int64)
+    astate = np.zeros((n_queues, ADAPTIVE_STATE), np.int64)
+    ys = np.zeros(n_queues, np.int64)
+    dec = np.zeros(n_queues, np.int64)
+    wr = np.zeros(n_queues, np.int64)
+    mv = np.zeros(n_queues, np.int64)
+    ag = np.zeros(n_queues, np.int64)
+    bm = np.zeros(n_queues, np.int64)
+    sweepable = np.zeros(n_queues, np.int64)
+    chosen = np.zeros(n_queues, np.int64)
     nq_out = n_queues if per_interval else 1
-    out = np.zeros((nq_out, n_intervals, len(METRICS)), np.int64)
-    totals = np.zeros((n_intervals, len(METRICS)), np.int64)
-    summary = np.zeros((n_queues, 8), np.int64)  # see SUMMARY
+    nm = len(METRICS)
+    out = np.zeros((nq_out, n_intervals if per_interval else 1, nm), np.int64)
+    totals = np.zeros((n_intervals, nm), np.int64)
+    summary = np.zeros((n_queues, len(SUMMARY)), np.int64)
+    row = np.zeros(nm, np.int64)
     # Each interval's events, found once by binary search rather than by a time test per event.
-    ends = np.searchsorted(time_us, t0 + (np.arange(n_intervals) + 1) * interval_us)
-    cur = 0
+    ends_t = np.searchsorted(time_us, t0 + (np.arange(n_intervals) + 1) * interval_us)
     i = 0
-    while cur < n_intervals:
-        stop = ends[cur]
+    for cur in range(n_intervals):
+        stop = ends_t[cur]
         while i < stop:
             q = np.int64(queue[i])
             if op[i] == PUT:
                 p = np.int64(prio[i])  # widened: an int8 shift would overflow when interpreted
                 k = q * 10 + p
-                tail[k] += 1
-                if fend[k] == rstart[k]:  # no chain: the front list takes it
-                    fend[k] = tail[k]
-                    rstart[k] = tail[k]
-                mask[q] |= np.int64(1) << p
-                nput[q] += 1
-            elif mask[q] == 0:
-                nempty[q] += 1  # a get on an empty queue (MQRC 2033)
+                s = ln[k, 3]
+                c = ln[k, 4] + np.int64(nbytes[i]) + rec_header  # the lane's bytes so far, in its row
+                ln[k, 4] = c
+                prefix[s + 1] = c
+                ln[k, 3] = s + 1
+                # No chain: the front list takes it (written as selects: no branch to mispredict).
+                f = ln[k, 1]
+                r = ln[k, 2]
+                ln[k, 1] = s + 1 if f == r else f
+                ln[k, 2] = s + 1 if f == r else r
+                qs[q, 0] |= np.int64(1) << p
+            elif qs[q, 0] == 0:
+                qs[q, 2] += 1  # a get on an empty queue (MQRC 2033)
             else:
-                lane = top[mask[q]]  # the highest non-empty lane, in one lookup
+                lane = top[qs[q, 0]]  # the highest non-empty lane, in one lookup
                 k = q * 10 + lane
-                if head[k] == fend[k]:  # front empty, chain not: unsweep one blob
-                    nxt = fend[k] + 1
-                    while nxt < rstart[k] and marker[nxt] == 0:
+                if ln[k, 0] == ln[k, 1]:  # front empty, chain not: unsweep one blob
+                    nxt = ln[k, 1] + 1
+                    while nxt < ln[k, 2] and (marker[nxt] & _BLOB_START) == 0:
                         nxt += 1
-                    blobs_read[q] += 1
-                    bytes_read[q] += prefix[nxt] - prefix[fend[k]]
-                    nblobs[k] -= 1
-                    fend[k] = nxt
-                    if fend[k] == rstart[k]:  # the last blob: the rear joins the front
-                        fend[k] = tail[k]
-                        rstart[k] = tail[k]
-                head[k] += 1
-                if head[k] == tail[k]:
-                    mask[q] &= ~(np.int64(1) << lane)
-                x[q] += 1
-                nget[q] += 1
+                    qs[q, 3] += 1
+                    qs[q, 4] += prefix[nxt] - prefix[ln[k, 1]]
+                    qs[q, 5] += nxt - ln[k, 1]
+                    ln[k, 5] -= 1
+                    ln[k, 1] = nxt
+                    if nxt == ln[k, 2]:  # the last blob: the rear joins the front
+                        ln[k, 1] = ln[k, 3]
+                        ln[k, 2] = ln[k, 3]
+                h = ln[k, 0]
+                if qs[q, 5] > 0 and marker[h] & _WAS_SWEPT:  # it had come back from a blob
+                    qs[q, 5] -= 1
+                h += 1
+                ln[k, 0] = h
+                qs[q, 0] &= ~(np.int64(h == ln[k, 3]) << lane)  # the lane is empty now
+                qs[q, 1] += 1
             i += 1
         # The interval ends: one sweep cycle over every queue.
         for q in range(n_queues):
             y = 0
             for lane in range(10):
                 k = q * 10 + lane
-                y += (fend[k] - head[k]) + (tail[k] - rstart[k])
-            keep = _decide(y, x[q], factor, extra)
-            written = 0
+                y += (ln[k, 1] - ln[k, 0]) + (ln[k, 3] - ln[k, 2])
+            ys[q] = y
+            if rule == ADAPTIVE:
+                swept = False
+                for lane in range(10):
+                    if ln[q * 10 + lane, 5] > 0:
+                        swept = True
+                keep = _decide_adaptive(y, qs[q, 1], qs[q, 5], swept, astate[q], factor, extra)
+            else:
+                keep = _decide(y, qs[q, 1], factor, extra)
+            dec[q] = keep
+            wr[q] = 0
+            mv[q] = 0
+            ag[q] = 0
+            bm[q] = 0
             if keep >= 0:
-                remaining = keep
-                for lane in range(9, -1, -1):
+                wr[q], mv[q], ag[q] = _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records)
+                qs[q, 5] -= ag[q]
+        if budget > 0:  # the memory budget: sweep beyond the rule, most sweepable bytes first
+            total = 0
+            for q in range(n_queues):
+                sweepable[q] = _beyond(q, qs[q, 1] + extra, ln, prefix)
+                for lane in range(10):
                     k = q * 10 + lane
-                    front = fend[k] - head[k]
-                    take = front if front < remaining else remaining
-                    remaining -= take
-                    lo = head[k] + take
-                    if fend[k] > lo:
-                        b = _cut(lo, fend[k], prefix, marker, max_bytes, max_records)
-                        nblobs[k] += b
-                        written += b
-                        fend[k] = lo
-                    if tail[k] > rstart[k]:  # a rear list exists only behind a chain
-                        b = _cut(rstart[k], tail[k], prefix, marker, max_bytes, max_records)
-                        nblobs[k] += b
-                        written += b
-                        rstart[k] = tail[k]
-            row = np.zeros(len(METRICS), np.int64)
+                    total += (prefix[ln[k, 1]] - prefix[ln[k, 0]]) + (prefix[ln[k, 3]] - prefix[ln[k, 2]])
+            need = _over_budget(total, budget)
+            if need > 0:
+                n = _budget_order(sweepable, need, chosen)
+                for j in range(n):
+                    q = chosen[j]
+                    w, m, a = _sweep_queue(q, qs[q, 1] + extra, ln, prefix, marker, ends, max_bytes, max_records)
+                    if dec[q] < 0:
+                        dec[q] = qs[q, 1] + extra
+                    wr[q] += w
+                    mv[q] += m
+                    ag[q] += a
+                    bm[q] += m
+                    qs[q, 5] -= a
+        for q in range(n_queues):
+            keep = dec[q]
+            row[:] = 0
             row[0] = keep
-            row[1] = y
-            row[2] = x[q]
+            row[1] = ys[q]
+            row[2] = qs[q, 1]
             for lane in range(10):
                 k = q * 10 + lane
-                row[3] += tail[k] - head[k]
-                row[4] += (fend[k] - head[k]) + (tail[k] - rstart[k])
-                row[5] += (prefix[fend[k]] - prefix[head[k]]) + (prefix[tail[k]] - prefix[rstart[k]])
-                row[6] += rstart[k] - fend[k]
-                row[7] += prefix[rstart[k]] - prefix[fend[k]]
-                row[8] += nblobs[k]
-                row[12] += prefix[tail[k]] - prefix[head[k]]
-            row[9] = written
-            row[10] = blobs_read[q]
-            row[11] = bytes_read[q]
-            blobs_read[q] = 0
-            bytes_read[q] = 0
-            x[q] = 0
+                row[3] += ln[k, 3] - ln[k, 0]
+                row[4] += (ln[k, 1] - ln[k, 0]) + (ln[k, 3] - ln[k, 2])
+                row[5] += (prefix[ln[k, 1]] - prefix[ln[k, 0]]) + (prefix[ln[k, 3]] - prefix[ln[k, 2]])
+                row[6] += ln[k, 2] - ln[k, 1]
+                row[7] += prefix[ln[k, 2]] - prefix[ln[k, 1]]
+                row[8] += ln[k, 5]
+                row[12] += prefix[ln[k, 3]] - prefix[ln[k, 0]]
+            row[9] = wr[q]
+            row[10] = qs[q, 3]
+            row[11] = qs[q, 4]
+            row[13] = mv[q]
+            row[14] = ag[q]
+            row[15] = bm[q]
+            qs[q, 3] = 0
+            qs[q, 4] = 0
+            qs[q, 1] = 0
             if per_interval:
                 out[q, cur, :] = row
-            for m in range(len(METRICS)):
+            for m in range(nm):
                 totals[cur, m] += row[m]
             summary[q, 0] = max(summary[q, 0], row[5])
             summary[q, 1] = max(summary[q, 1], row[12])
             summary[q, 2] += row[10]
             summary[q, 3] += row[11]
             summary[q, 4] += 1 if keep >= 0 else 0
-        cur += 1
-    summary[:, 5] = nput
-    summary[:, 6] = nget
-    summary[:, 7] = nempty
+            summary[q, 6] += row[2]
+            summary[q, 8] += row[13]
+            summary[q, 9] += row[14]
+    for q in range(n_queues):
+        summary[q, 5] = lane_counts[q * 10 : q * 10 + 10].sum()
+        summary[q, 7] = qs[q, 2]
     return out, totals, summary
 
 
-SUMMARY = ("peak_mem_bytes", "peak_nosweep_bytes", "blobs_read", "bytes_read", "sweeps", "puts", "gets", "gets_empty")
+SUMMARY = (
+    "peak_mem_bytes",
+    "peak_nosweep_bytes",
+    "blobs_read",
+    "bytes_read",
+    "sweeps",
+    "puts",
+    "gets",
+    "gets_empty",
+    "msgs_swept",
+    "msgs_reswept",
+)
+
+
+def _drop_stale_cache() -> None:
+    """numba's on-disk cache of a function is keyed by its own file only: the kernel compiled
+    with an older ``decide`` (policy.py) or ``cut_run`` (runs.py) would still load after they
+    change. So the kernel's cache is flushed whenever the source of those files changes."""
+    import hashlib
+
+    from . import policy, runs, traces
+
+    digest = hashlib.sha1()
+    for mod in (policy, runs, traces):
+        with open(mod.__file__, "rb") as f:
+            digest.update(f.read())
+    try:
+        stamp = os.path.join(_replay._cache._cache_path, "replay-deps.sha1")
+        with open(stamp) as f:
+            if f.read() == digest.hexdigest():
+                return
+    except (OSError, AttributeError):
+        pass
+    try:
+        for fn in (_replay, _sweep_queue, _sweep_run, _beyond):
+            fn._cache.flush()
+        with open(stamp, "w") as f:
+            f.write(digest.hexdigest())
+    except (OSError, AttributeError, NameError):
+        pass  # no writable cache: numba compiles in memory, nothing stale to drop
+
+
+_drop_stale_cache()
 
 
 @dataclass(frozen=True)
@@ -277,6 +399,68 @@ class ReplayResult:
         row = self.summary[self.queues.index(queue)]
         return {name: int(row[i]) for i, name in enumerate(SUMMARY)}
 
+    def overall(self) -> dict:
+        """The headline figures over all queues (the pipeline computes the same from its output)."""
+        return overall_figures(self.totals, len(self.queues), int(self.summary[:, SUMMARY.index("sweeps")].sum()))
+
+    def write(self, directory: str) -> None:
+        """Totals per interval (``totals.parquet``) and the summary per queue (``queues.parquet``)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        os.makedirs(directory, exist_ok=True)
+        n = len(self.totals)
+        cols = {"interval": pa.array(np.arange(n, dtype=np.int32))}
+        cols["start_s"] = pa.array((self.t0 + np.arange(n) * self.interval_us) / 1e6)
+        cols.update({m: pa.array(self.totals[:, M[m]]) for m in METRICS if m != "decision"})
+        pq.write_table(pa.table(cols), os.path.join(directory, "totals.parquet"))
+        q = {"queue": pa.array(self.queues, pa.string())}
+        q.update({s: pa.array(self.summary[:, i]) for i, s in enumerate(SUMMARY)})
+        pq.write_table(pa.table(q), os.path.join(directory, "queues.parquet"))
+
+
+def overall_figures(totals: np.ndarray, queues: int, sweeps: int) -> dict:
+    """Headline figures from per-interval totals (METRICS columns)."""
+    col = {m: totals[:, M[m]] for m in METRICS}
+    swept = int(col["msgs_written"].sum())
+    again = int(col["msgs_reswept"].sum())
+    peak = int(col["mem_bytes"].max()) if len(totals) else 0
+    nosweep = int(col["nosweep_bytes"].max()) if len(totals) else 0
+    return {
+        "queues": queues,
+        "intervals": len(totals),
+        "peak_memory_with_sweeper_bytes": peak,
+        "peak_memory_without_sweeping_bytes": nosweep,
+        "peak_memory_saved_bytes": nosweep - peak,
+        "bytes_read_back": int(col["bytes_read"].sum()),
+        "blobs_read_back": int(col["blobs_read"].sum()),
+        "blobs_written": int(col["blobs_written"].sum()),
+        "sweeps": sweeps,
+        "msgs_swept": swept,
+        "msgs_reswept": again,
+        "reswept_share": again / swept if swept else 0.0,
+        "budget_msgs": int(col["budget_msgs"].sum()),
+        "budget_intervals": int(np.count_nonzero(col["budget_msgs"])),
+    }
+
+
+def lane_counts(trace: Trace) -> np.ndarray:
+    """The puts of each (queue, priority) lane: the kernel's layout. Known once the trace is
+    validated; otherwise counted here by the same check (which raises on a bad trace)."""
+    if trace.lane_counts is not None:
+        return trace.lane_counts
+    nq = len(trace.queues)
+    counts = np.zeros(nq * 10, np.int64)
+    i, code, in_order = check_events(
+        trace.time_us, trace.queue, trace.op, trace.priority, trace.nbytes, nq, counts, np.full(nq, -1, np.int64)
+    )
+    if code:
+        raise fault(trace, int(i), int(code))
+    if not in_order:
+        trace.validate()  # puts it in time order
+    trace.lane_counts = counts
+    return counts
+
 
 def replay(
     trace: Trace,
@@ -287,16 +471,25 @@ def replay(
     per_interval: bool = True,
     t0: int | None = None,
     n_intervals: int | None = None,
+    record_header: int = RECORD_HEADER,
 ) -> ReplayResult:
     """Replay the sweep rule over ``trace``; intervals start at ``t0`` (default: the first
-    event's time) and the last one ends after the last event."""
+    event's time) and the last one ends after the last event.
+
+    ``record_header`` is what the engine counts per message beyond its payload (its
+    record header, engine/record.py HEAD_LEN)."""
     policy = policy or SweepPolicy()
+    if max_blob_bytes < 1 or max_blob_records < 1:
+        raise ValueError("max_blob_bytes and max_blob_records must be >= 1")
     interval_us = round(policy.interval * 1e6)
+    counts = lane_counts(trace)
     if len(trace) == 0:
         start = 0 if t0 is None else t0
         n_int = n_intervals or 0
     else:
         start = int(trace.time_us[0]) if t0 is None else int(t0)
+        if start > int(trace.time_us[0]):
+            raise TraceError("time_us", 0, f"time {int(trace.time_us[0])} is before the replay's start {start}")
         n_int = n_intervals or int((int(trace.time_us[-1]) - start) // interval_us + 1)
     out, totals, summary = _replay(
         trace.time_us,
@@ -304,6 +497,7 @@ def replay(
         trace.op,
         trace.priority,
         trace.nbytes,
+        counts,
         len(trace.queues),
         start,
         interval_us,
@@ -312,9 +506,24 @@ def replay(
         policy.extra,
         max_blob_bytes,
         max_blob_records,
+        record_header,
         per_interval,
+        RULES[policy.rule],
+        policy.memory_budget,
     )
     return ReplayResult(list(trace.queues), start, interval_us, out if per_interval else None, totals, summary)
 
 
-__all__ = ["GET", "METRICS", "PUT", "SUMMARY", "ReplayResult", "replay"]
+def warm_up() -> None:
+    """Start numba and load the compiled checker and kernel from its cache, on a tiny trace.
+
+    About half a second of fixed cost per process; ``sweepq replay`` runs it on a thread while
+    Arrow decodes the trace (which releases the GIL), so the two overlap."""
+    one = np.zeros(1, np.int64)
+    t = Trace(
+        one, one.astype(np.int32), one.astype(np.int8), one.astype(np.int32) + 1, one.astype(np.int8), one > 0, ["Q"]
+    )
+    replay(t, per_interval=False)
+
+
+__all__ = ["GET", "METRICS", "PUT", "RECORD_HEADER", "SUMMARY", "ReplayResult", "lane_counts", "replay", "warm_up"]

@@ -15,6 +15,7 @@ class SweepCounters:
     sweeps: int = 0
     blobs_written: int = 0
     msgs_swept: int = 0
+    msgs_reswept: int = 0  # of msgs_swept, messages that had come back from a blob before
     bytes_swept_raw: int = 0
     bytes_swept_compressed: int = 0
     unsweeps: int = 0
@@ -44,6 +45,7 @@ class SweepStats:
     aborts: dict
     unsweeps: int
     msgs_unswept: int
+    msgs_reswept: int  # swept again after coming back from a blob (what the adaptive rule avoids)
     readahead_hits: int
     readahead_misses: int
     damaged_blobs: int

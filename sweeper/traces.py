@@ -1,49 +1,153 @@
 """Message traces: what the replay of the sweep rule runs over.
 
-A trace is one row per event, in time order:
+A trace is one row per event:
 
 ==============  =======  =====================================================
 column          type     meaning
 ==============  =======  =====================================================
-``time_us``     int64    microseconds since any fixed origin; never decreasing
+``time_us``     int64    microseconds since any fixed origin, >= 0
 ``queue``       string   queue name
-``op``          string   ``put`` or ``get``
+``op``          string   ``put`` or ``get`` (any case)
 ``bytes``       int32    payload bytes (a get's value is ignored)
 ``priority``    int8     0..9 (a get's value is ignored)
 ``persistent``  bool     the message's persistence (recorded, not modelled)
 ==============  =======  =====================================================
 
-Traces are read from Parquet (the format for anything large) or CSV (for small
-hand-made ones, with a header line). In memory a trace is columnar (:class:`Trace`):
-numpy arrays, with queue names coded as integers, ready for the numba kernel.
+**Order rule** (one rule, checked by :func:`check_events` for ``sweepq replay`` and for every
+task of ``sweepq pipeline``): within a queue, times never go backwards in the order the rows
+are written. Across queues any interleaving is accepted: queues are independent in the
+replay (each has its own lanes and its own rule decision; intervals are fixed by time), so a
+trace in order per queue is put in time order with a stable sort, which changes nothing any
+queue sees.
+
+Traces are read from Parquet (a file, or a directory of files) or CSV (small hand-made ones,
+with a header line). Reading goes column by column, one Arrow record batch at a time, into
+preallocated numpy arrays: queue names arrive as Arrow dictionary codes and never become a
+Python object per row, so memory stays near the 19 bytes per event of the columns themselves.
+
+A trace *laid out by queue* is a directory of Parquet files, each holding whole queues in
+time order, with a ``_sweepq_layout.json`` beside them (:func:`write_by_queue`,
+``sweepq trace partition``): one file is one unit of work for the pipeline.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+import threading
+import zlib
+from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 COLUMNS = ("time_us", "queue", "op", "bytes", "priority", "persistent")
 OPS = ("put", "get")
 PUT = 0
 GET = 1
+LAYOUT_FILE = "_sweepq_layout.json"
+BATCH_ROWS = 1 << 20
 
 
 class TraceError(ValueError):
-    """A trace that cannot be replayed: names the column and the row (0-based) at fault."""
+    """A trace that cannot be replayed: names the column and the row (0-based) at fault.
 
-    def __init__(self, column: str, row: int | None, why: str):
+    ``column`` is None when the fault is the file itself (empty, unreadable)."""
+
+    def __init__(self, column: str | None, row: int | None, why: str):
         self.column = column
         self.row = row
-        where = f"row {row}" if row is not None else "every row"
-        super().__init__(f"trace column {column!r}, {where}: {why}")
+        self.why = why
+        if column is None:
+            super().__init__(f"trace: {why}")
+        else:
+            where = f"row {row}" if row is not None else "every row"
+            super().__init__(f"trace column {column!r}, {where}: {why}")
+
+
+# -- the one validation of a trace -------------------------------------------------------------
+
+# Codes returned by check_events, and the column each one faults.
+OK, BAD_TIME, BAD_OP, BAD_QUEUE, BACKWARDS, BAD_PRIORITY, BAD_BYTES = range(7)
+_FAULT_COLUMN = {
+    BAD_TIME: "time_us",
+    BAD_OP: "op",
+    BAD_QUEUE: "queue",
+    BACKWARDS: "time_us",
+    BAD_PRIORITY: "priority",
+    BAD_BYTES: "bytes",
+}
+
+
+@numba.njit(cache=True, nogil=True)
+def check_events(time_us, queue, op, prio, nbytes, n_queues, lane_counts, last):
+    """Every rule of a replayable trace, in one pass in row order.
+
+    Returns ``(row, code, in_time_order)``: the first offending row and its code (-1 and OK
+    when none), and whether the rows are in time order across queues as well. As it goes it
+    counts the puts of each (queue, priority) lane into ``lane_counts`` (``queue * 10 + p``),
+    which is the replay kernel's layout, so the kernel needs no pass of its own. ``last``
+    (per queue, initially -1) carries each queue's last time, so a trace checked in several
+    parts keeps the order rule across them.
+    """
+    in_order = True
+    prev = np.int64(-1)
+    for i in range(len(time_us)):
+        t = np.int64(time_us[i])
+        if t < 0:
+            return i, BAD_TIME, in_order
+        o = op[i]
+        if o != PUT and o != GET:
+            return i, BAD_OP, in_order
+        q = np.int64(queue[i])
+        if q < 0 or q >= n_queues:
+            return i, BAD_QUEUE, in_order
+        if t < last[q]:
+            return i, BACKWARDS, in_order
+        last[q] = t
+        if t < prev:
+            in_order = False
+        prev = t
+        if o == PUT:
+            p = np.int64(prio[i])
+            if p < 0 or p > 9:
+                return i, BAD_PRIORITY, in_order
+            if nbytes[i] < 0:
+                return i, BAD_BYTES, in_order
+            lane_counts[q * 10 + p] += 1
+    return -1, OK, in_order
+
+
+def fault(trace: Trace, i: int, code: int, row: int | None = None) -> TraceError:
+    """The TraceError for ``check_events``' verdict at index ``i`` (``row``: its row in the file)."""
+    row = i if row is None else row
+    col = _FAULT_COLUMN[code]
+    if code == BAD_TIME:
+        why = f"negative time {int(trace.time_us[i])}"
+    elif code == BAD_OP:
+        why = "unknown operation (use put or get)"
+    elif code == BAD_QUEUE:
+        why = "queue name is missing"
+    elif code == BACKWARDS:
+        q = int(trace.queue[i])
+        earlier = trace.time_us[:i][trace.queue[:i] == q]
+        why = (
+            f"time {int(trace.time_us[i])} of queue {trace.queues[q]!r} is before that queue's previous row "
+            f"({int(earlier.max())}); within a queue times must not go backwards"
+        )
+    elif code == BAD_PRIORITY:
+        why = f"priority {int(trace.priority[i])} is outside 0..9"
+    else:
+        why = f"negative or missing size {int(trace.nbytes[i])}"
+    return TraceError(col, row, why)
 
 
 @dataclass
 class Trace:
-    """A trace in columnar form. ``queue`` holds codes into ``queues``."""
+    """A trace in columnar form. ``queue`` holds codes into ``queues`` (sorted names).
+
+    After :meth:`validate`, the rows are in time order and ``lane_counts`` holds the puts of
+    every (queue, priority) lane, which the replay kernel uses as its layout."""
 
     time_us: np.ndarray  # int64
     queue: np.ndarray  # int32
@@ -52,33 +156,31 @@ class Trace:
     priority: np.ndarray  # int8
     persistent: np.ndarray  # bool
     queues: list[str]
+    lane_counts: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.time_us)
 
-    def validate(self) -> Trace:
-        """Raise TraceError on negative or unordered times, unknown ops, bad priorities or sizes."""
+    def validate(self, rows: np.ndarray | None = None) -> Trace:
+        """Raise TraceError on the first row that breaks a rule (see :func:`check_events`);
+        then put the rows in time order if they are only in order per queue. ``rows`` maps an
+        index to its row in the file, for the message."""
         n = len(self)
         for name in ("queue", "op", "nbytes", "priority", "persistent"):
             if len(getattr(self, name)) != n:
                 raise TraceError(name, None, f"has {len(getattr(self, name))} values, time_us has {n}")
-        bad = np.flatnonzero(self.time_us < 0)
-        if len(bad):
-            raise TraceError("time_us", int(bad[0]), f"negative time {int(self.time_us[bad[0]])}")
-        bad = np.flatnonzero(np.diff(self.time_us) < 0)
-        if len(bad):
-            i = int(bad[0]) + 1
-            raise TraceError("time_us", i, f"time {int(self.time_us[i])} is before the previous row's")
-        bad = np.flatnonzero((self.op != PUT) & (self.op != GET))
-        if len(bad):
-            raise TraceError("op", int(bad[0]), "unknown operation (use put or get)")
-        puts = self.op == PUT
-        bad = np.flatnonzero(puts & ((self.priority < 0) | (self.priority > 9)))
-        if len(bad):
-            raise TraceError("priority", int(bad[0]), f"priority {int(self.priority[bad[0]])} is outside 0..9")
-        bad = np.flatnonzero(puts & (self.nbytes < 0))
-        if len(bad):
-            raise TraceError("bytes", int(bad[0]), f"negative size {int(self.nbytes[bad[0]])}")
+        nq = len(self.queues)
+        counts = np.zeros(nq * 10, np.int64)
+        i, code, in_order = check_events(
+            self.time_us, self.queue, self.op, self.priority, self.nbytes, nq, counts, np.full(nq, -1, np.int64)
+        )
+        if code != OK:
+            raise fault(self, int(i), int(code), None if rows is None else int(rows[i]))
+        if not in_order:
+            order = np.argsort(self.time_us, kind="stable")
+            for name in ("time_us", "queue", "op", "nbytes", "priority", "persistent"):
+                setattr(self, name, getattr(self, name)[order])
+        self.lane_counts = counts
         return self
 
     # -- conversions --------------------------------------------------------------------------
@@ -86,38 +188,16 @@ class Trace:
     @classmethod
     def from_columns(cls, columns: dict) -> Trace:
         """From a dict of column name -> sequence (names as in COLUMNS); checks every column."""
+        import pyarrow as pa
+
         missing = [c for c in COLUMNS if c not in columns]
         if missing:
             raise TraceError(missing[0], None, f"is missing (a trace needs {', '.join(COLUMNS)})")
-        names = np.asarray(columns["queue"]).astype(str)
-        queues, codes = np.unique(names, return_inverse=True)
-        ops_raw = np.asarray(columns["op"])
-        if ops_raw.dtype.kind in "iu":
-            op = ops_raw.astype(np.int8)
-        else:
-            text = np.char.lower(ops_raw.astype(str))
-            op = np.full(len(text), -1, np.int8)
-            op[text == "put"] = PUT
-            op[text == "get"] = GET
-            bad = np.flatnonzero(op < 0)
-            if len(bad):
-                raise TraceError("op", int(bad[0]), f"unknown operation {str(ops_raw[bad[0]])!r} (use put or get)")
-
-        def num(col: str, dtype) -> np.ndarray:
-            try:
-                return np.asarray(columns[col]).astype(dtype)
-            except (TypeError, ValueError) as e:
-                raise TraceError(col, None, f"is not numeric: {e}") from None
-
-        return cls(
-            time_us=num("time_us", np.int64),
-            queue=codes.astype(np.int32),
-            op=op,
-            nbytes=num("bytes", np.int32),
-            priority=num("priority", np.int8),
-            persistent=np.asarray(columns["persistent"]).astype(bool),
-            queues=[str(q) for q in queues],
-        ).validate()
+        arrays = {}
+        for c in COLUMNS:
+            v = columns[c]
+            arrays[c] = v if isinstance(v, pa.Array | pa.ChunkedArray) else pa.array(np.asarray(v).tolist())
+        return _from_batches([pa.record_batch(arrays)], len(arrays["time_us"]))
 
     def columns(self) -> dict:
         q = np.asarray(self.queues, dtype=object)
@@ -144,43 +224,436 @@ class Trace:
             [queue],
         )
 
+    def take(self, mask_or_index) -> Trace:
+        """The rows selected (all queue names kept, so codes stay valid)."""
+        return Trace(
+            self.time_us[mask_or_index],
+            self.queue[mask_or_index],
+            self.op[mask_or_index],
+            self.nbytes[mask_or_index],
+            self.priority[mask_or_index],
+            self.persistent[mask_or_index],
+            list(self.queues),
+        )
 
-def read(path: str | os.PathLike) -> Trace:
-    """Read a trace from Parquet (a file or a directory of files) or from CSV."""
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
 
-    path = os.fspath(path)
-    table = pacsv.read_csv(path) if path.endswith(".csv") else pq.read_table(path)
-    return Trace.from_columns({c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names})
+# -- reading -----------------------------------------------------------------------------------
 
 
-def write(trace: Trace, path: str | os.PathLike, row_group: int = 1_000_000) -> None:
-    """Write a trace as Parquet (or CSV when the path ends in .csv)."""
+def _filesystem(path: str):
+    """(pyarrow filesystem, path inside it): local paths, or any URI pyarrow.fs knows (s3://, hdfs://)."""
+    from pyarrow import fs as pafs
+
+    if "://" in path and not path.startswith("file://"):
+        return pafs.FileSystem.from_uri(path)
+    return pafs.LocalFileSystem(), path.removeprefix("file://")
+
+
+def parquet_files(path: str) -> tuple[object, list[str]]:
+    """The Parquet files of a path (itself, or every ``*.parquet`` under a directory, in name order)."""
+    from pyarrow import fs as pafs
+
+    fs, p = _filesystem(os.fspath(path))
+    info = fs.get_file_info(p)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"no such file or directory: {path}")
+    if info.type == pafs.FileType.Directory:
+        found = fs.get_file_info(pafs.FileSelector(p, recursive=True))
+        files = sorted(
+            f.path
+            for f in found
+            if f.type == pafs.FileType.File
+            and f.path.endswith(".parquet")
+            and not any(part.startswith(("_", ".")) for part in os.path.relpath(f.path, p).split(os.sep))
+        )
+        if not files:
+            raise TraceError(None, None, f"{path} is a directory with no .parquet files")
+        return fs, files
+    return fs, [p]
+
+
+def _batches(path: str, columns=COLUMNS):
+    """(record batches, total rows) of a trace file or directory; Parquet read column by column
+    with queue and op as dictionaries."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    table = pa.table(
+    path = os.fspath(path)
+    if path.endswith(".csv"):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no such file: {path}")
+        try:
+            table = pacsv.read_csv(path)
+        except pa.ArrowInvalid as e:
+            why = "the file is empty" if "Empty CSV" in str(e) else str(e).splitlines()[0]
+            hint = f"a CSV trace starts with the header {','.join(COLUMNS)}"
+            raise TraceError(None, None, f"{path}: {why} ({hint})") from None
+        _require(table.schema.names, path)
+        return table.select(list(columns)).to_batches(), table.num_rows
+    fs, files = parquet_files(path)
+    handles = []
+    total = 0
+    for f in files:
+        try:
+            pf = pq.ParquetFile(fs.open_input_file(f), read_dictionary=["queue", "op"])
+        except pa.ArrowInvalid as e:
+            raise TraceError(None, None, f"{f} is not a Parquet file ({e})") from None
+        _require(pf.schema_arrow.names, f)
+        handles.append(pf)
+        total += pf.metadata.num_rows
+
+    def gen():
+        for pf in handles:
+            yield from pf.iter_batches(batch_size=BATCH_ROWS, columns=list(columns), use_threads=True)
+
+    return gen(), total
+
+
+def _require(names, where: str) -> None:
+    missing = [c for c in COLUMNS if c not in names]
+    if missing:
+        raise TraceError(
+            missing[0],
+            None,
+            f"is missing from {where} (a trace needs the columns {', '.join(COLUMNS)}; "
+            "a CSV trace starts with them as its header line)",
+        )
+
+
+def _ints(arr, col: str, off: int, dtype, fill: int) -> np.ndarray:
+    """An integer column as numpy ``dtype``; nulls become ``fill`` (which the checker rejects
+    for puts); a value that does not fit is named here."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_integer(arr.type) or pa.types.is_boolean(arr.type)):
+        try:
+            arr = pc.cast(arr, pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            bad = _first_non_integer(arr)
+            raise TraceError(col, off + bad[0], f"{bad[1]!r} is not an integer") from None
+    if arr.null_count:
+        arr = pc.fill_null(arr, fill)
+    v = arr.to_numpy(zero_copy_only=False)
+    if v.dtype != dtype:
+        info = np.iinfo(dtype)
+        if len(v) and (v.min() < info.min or v.max() > info.max):
+            i = int(np.flatnonzero((v < info.min) | (v > info.max))[0])
+            raise TraceError(col, off + i, f"value {int(v[i])} is out of range")
+        v = v.astype(dtype)
+    return v
+
+
+def _first_non_integer(arr) -> tuple[int, object]:
+    for i, v in enumerate(arr.to_pylist()):
+        try:
+            int(v)
+        except (TypeError, ValueError):
+            return i, v
+    return 0, None
+
+
+def _codes(arr, col: str, off: int, index: dict, lower: bool = False):
+    """A string or dictionary column as int32 codes into ``index`` (name -> code, grown as
+    new names appear); only the dictionary's few values become Python objects."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_dictionary(arr.type):
+        arr = pc.dictionary_encode(arr)
+    if arr.null_count:
+        raise TraceError(col, off + int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]), "missing")
+    values = arr.dictionary.to_pylist()
+    idx = arr.indices.to_numpy(zero_copy_only=False)
+    remap = np.full(len(values), -1, np.int32)
+    if lower:  # a fixed vocabulary (op): unknown words stay -1, which the checker reports
+        for j, v in enumerate(values):
+            remap[j] = index.get(str(v).lower(), -1)
+    else:  # names: only those that occur get a code (a file's dictionary may list more)
+        used = np.flatnonzero(np.bincount(idx, minlength=len(values)))
+        for j in used.tolist():
+            remap[j] = index.setdefault(str(values[j]), len(index))
+    return remap[idx]
+
+
+def _bools(arr, off: int) -> np.ndarray:
+    import pyarrow as pa
+
+    if pa.types.is_boolean(arr.type) and not arr.null_count:
+        return arr.to_numpy(zero_copy_only=False)
+    text = [None if v is None else str(v).strip().lower() for v in arr.to_pylist()]
+    out = np.zeros(len(text), bool)
+    for i, v in enumerate(text):
+        if v in ("true", "1", "yes"):
+            out[i] = True
+        elif v not in ("false", "0", "no"):
+            raise TraceError("persistent", off + i, f"{v!r} is not true or false")
+    return out
+
+
+class _Columns:
+    """The preallocated numpy columns a trace is read into, batch by batch (from any thread)."""
+
+    def __init__(self, n: int, persistent: bool = True, rows: bool = False):
+        self.n = n
+        self.persistent = persistent
+        # Each row's number in the original trace (a Spark-partitioned trace carries it as ``row``),
+        # so a fault is reported where the user wrote it.
+        self.rows = np.empty(n, np.int64) if rows else None
+        self.time_us = np.empty(n, np.int64)
+        self.queue = np.empty(n, np.int32)
+        self.op = np.empty(n, np.int8)
+        self.nbytes = np.empty(n, np.int32)
+        self.prio = np.empty(n, np.int8)
+        # Not modelled by the replay: when not kept, it is still checked, and a read-only view of
+        # False stands in for it at no memory cost.
+        self.pers = np.empty(n, bool) if persistent else np.broadcast_to(np.False_, (n,))
+        self.names: dict[str, int] = {}  # queue name -> code, in order of first sight
+        self.lock = threading.Lock()
+
+    def fill(self, b, off: int) -> None:
+        """Convert one record batch into rows [off, off + b.num_rows)."""
+        import pyarrow as pa
+
+        m = b.num_rows
+        if m == 0:
+            return
+        cols = dict(zip(b.schema.names, b.columns, strict=True))
+        t = cols["time_us"]
+        if t.null_count:
+            i = int(np.flatnonzero(t.is_null().to_numpy(zero_copy_only=False))[0])
+            raise TraceError("time_us", off + i, "time is missing")
+        self.time_us[off : off + m] = _ints(t, "time_us", off, np.int64, -1)
+        with self.lock:
+            self.queue[off : off + m] = _codes(cols["queue"], "queue", off, self.names)
+        o = cols["op"]
+        if pa.types.is_integer(o.type):
+            self.op[off : off + m] = _ints(o, "op", off, np.int8, -1)
+        else:
+            self.op[off : off + m] = _codes(o, "op", off, {"put": PUT, "get": GET}, lower=True)
+        self.nbytes[off : off + m] = _ints(cols["bytes"], "bytes", off, np.int32, -1)
+        self.prio[off : off + m] = _ints(cols["priority"], "priority", off, np.int8, -1)
+        if self.rows is not None:
+            self.rows[off : off + m] = _ints(cols["row"], "row", off, np.int64, -1)
+        p = cols["persistent"]
+        if self.persistent:
+            self.pers[off : off + m] = _bools(p, off)
+        elif not (pa.types.is_boolean(p.type) and not p.null_count):
+            _bools(p, off)  # raises on a value that is not true or false
+
+    def trace(self) -> Trace:
+        """The checked trace, queue codes in sorted name order (remapped in place)."""
+        order = sorted(self.names, key=self.names.__getitem__)
+        sorted_names = sorted(order)
+        if order != sorted_names:
+            rank = {q: i for i, q in enumerate(sorted_names)}
+            _remap(self.queue, np.array([rank[q] for q in order], np.int32))
+        trace = Trace(self.time_us, self.queue, self.op, self.nbytes, self.prio, self.pers, sorted_names)
+        return trace.validate(rows=self.rows)
+
+
+def _from_batches(batches, n: int) -> Trace:
+    """Fill preallocated columns batch by batch, then check (and time-order) the trace."""
+    cols = _Columns(n)
+    off = 0
+    for b in batches:
+        cols.fill(b, off)
+        off += b.num_rows
+    if off != n:
+        raise TraceError(None, None, f"expected {n} rows, read {off}")
+    return cols.trace()
+
+
+def _from_parquet(
+    fs, files: list[str], threads: int | None = None, persistent: bool = True, rows: bool = False
+) -> Trace:
+    """Read Parquet files row group by row group on ``threads`` threads (default: the CPUs),
+    each decoding and converting its own row groups into its slice of the columns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    units = []
+    off = 0
+    for f in files:
+        try:
+            md = pq.read_metadata(fs.open_input_file(f))
+        except pa.ArrowInvalid as e:
+            raise TraceError(None, None, f"{f} is not a Parquet file ({e})") from None
+        _require(md.schema.to_arrow_schema().names, f)
+        for rg in range(md.num_row_groups):
+            units.append((f, rg, off))
+            off += md.row_group(rg).num_rows
+    cols = _Columns(off, persistent, rows)
+    wanted = [*COLUMNS, "row"] if rows else list(COLUMNS)
+
+    def work(unit) -> TraceError | None:
+        f, rg, at = unit
+        pf = pq.ParquetFile(fs.open_input_file(f), read_dictionary=["queue", "op"])
+        table = pf.read_row_group(rg, columns=wanted, use_threads=False)
+        try:
+            for b in table.to_batches():
+                cols.fill(b, at)
+                at += b.num_rows
+        except TraceError as e:
+            return e
+        return None
+
+    threads = threads or os.cpu_count() or 1
+    if threads == 1 or len(units) == 1:
+        errors = [work(u) for u in units]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as ex:
+            errors = list(ex.map(work, units))
+    found = [e for e in errors if e is not None]
+    if found:  # the first row at fault, whichever thread found it
+        raise min(found, key=lambda e: -1 if e.row is None else e.row)
+    return cols.trace()
+
+
+@numba.njit(cache=True, nogil=True)
+def _remap(codes, table):
+    for i in range(len(codes)):
+        codes[i] = table[codes[i]]
+
+
+def read(path: str | os.PathLike, persistent: bool = True) -> Trace:
+    """Read a trace from Parquet (a file or a directory of files) or from CSV, and check it.
+
+    ``persistent=False`` checks that column but does not keep it (the replay does not model
+    it): the trace's ``persistent`` is then all False at no memory cost. Raises FileNotFoundError for a missing
+    path and TraceError for anything else wrong."""
+    path = os.fspath(path)
+    if path.endswith(".csv"):
+        batches, n = _batches(path)
+        return _from_batches(batches, n)
+    fs, files = parquet_files(path)
+    return _from_parquet(fs, files, persistent=persistent)
+
+
+def read_unit(path: str) -> Trace:
+    """One work unit of a trace laid out by queue (a Parquet file, local or a pyarrow.fs URI),
+    checked by the same rules as :func:`read`, on one thread. A ``row`` column, when the file has
+    one (the Spark partition job adds it), names faults by their row in the original trace."""
+    import pyarrow.parquet as pq
+
+    fs, files = parquet_files(path)
+    has_rows = "row" in pq.read_schema(fs.open_input_file(files[0])).names
+    return _from_parquet(fs, files, threads=1, persistent=False, rows=has_rows)
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def _table(trace: Trace):
+    import pyarrow as pa
+
+    return pa.table(
         {
             "time_us": pa.array(trace.time_us, pa.int64()),
-            "queue": pa.array(trace.columns()["queue"], pa.string()),
-            "op": pa.array(trace.columns()["op"], pa.string()),
+            "queue": pa.DictionaryArray.from_arrays(
+                pa.array(trace.queue, pa.int32()), pa.array(trace.queues, pa.string())
+            ),
+            "op": pa.DictionaryArray.from_arrays(pa.array(trace.op.astype(np.int32)), pa.array(OPS, pa.string())),
             "bytes": pa.array(trace.nbytes, pa.int32()),
             "priority": pa.array(trace.priority, pa.int8()),
             "persistent": pa.array(trace.persistent, pa.bool_()),
         }
     )
+
+
+def write(trace: Trace, path: str | os.PathLike, row_group: int = BATCH_ROWS) -> None:
+    """Write a trace as Parquet (or CSV when the path ends in .csv). Queue and op are written
+    as dictionaries, so reading them back makes no Python object per row."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    table = _table(trace)
     path = os.fspath(path)
     if path.endswith(".csv"):
+        table = table.set_column(1, "queue", table.column("queue").cast(pa.string()))
+        table = table.set_column(2, "op", table.column("op").cast(pa.string()))
         pacsv.write_csv(table, path)
     else:
-        pq.write_table(table, path, row_group_size=row_group)
+        _write_parquet(table, path, row_group)
+
+
+def _write_parquet(table, path: str, row_group: int = BATCH_ROWS) -> None:
+    """Parquet tuned for reading back fast: queue and op as dictionaries, times delta-coded,
+    lz4 (decodes faster than snappy or zstd at a similar size)."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(
+        table,
+        path,
+        row_group_size=row_group,
+        compression="lz4",
+        use_dictionary=["queue", "op"],
+        column_encoding={
+            "time_us": "DELTA_BINARY_PACKED",
+            "bytes": "PLAIN",
+            "priority": "PLAIN",
+            "persistent": "PLAIN",
+        },
+    )
+
+
+def bucket_of(names: list[str], buckets: int) -> np.ndarray:
+    """Each queue's bucket: a stable hash (crc32) of its name, so a queue always lands in the same file."""
+    return np.array([zlib.crc32(q.encode()) % buckets for q in names], np.int32)
+
+
+def write_by_queue(trace: Trace, directory: str | os.PathLike, buckets: int) -> dict:
+    """Write ``trace`` laid out by queue: ``buckets`` Parquet files, each holding whole queues in
+    time order, and the layout file that describes them. Returns the layout."""
+
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    of_queue = bucket_of(trace.queues, buckets)
+    b = of_queue[trace.queue] if len(trace) else np.zeros(0, np.int32)
+    order = np.argsort(b, kind="stable")  # time order kept inside each bucket
+    bounds = np.searchsorted(b[order], np.arange(buckets + 1))
+    files = []
+    for k in range(buckets):
+        idx = order[bounds[k] : bounds[k + 1]]
+        if not len(idx):
+            continue
+        part = trace.take(idx)
+        name = f"bucket-{k:05d}.parquet"
+        _write_parquet(_table(part), os.path.join(directory, name))
+        files.append({"path": name, "events": len(idx), "queues": int(np.sum(of_queue == k))})
+    layout = {
+        "format": "sweepq-trace-by-queue",
+        "version": 1,
+        "buckets": buckets,
+        "events": len(trace),
+        "queues": len(trace.queues),
+        "t0": int(trace.time_us.min()) if len(trace) else 0,
+        "t_end": int(trace.time_us.max()) if len(trace) else 0,
+        "files": files,
+    }
+    with open(os.path.join(directory, LAYOUT_FILE), "w") as f:
+        json.dump(layout, f, indent=1)
+    return layout
+
+
+def read_layout(path: str | os.PathLike) -> dict | None:
+    """The layout of a trace laid out by queue, or None when ``path`` is not one."""
+    path = os.fspath(path)
+    fs, p = _filesystem(path)
+    try:
+        with fs.open_input_stream(p.rstrip("/") + "/" + LAYOUT_FILE) as f:
+            layout = json.loads(f.read())
+    except (FileNotFoundError, OSError):
+        return None
+    return layout if layout.get("format") == "sweepq-trace-by-queue" else None
 
 
 # -- synthetic traces --------------------------------------------------------------------------
 
-KINDS = ("steady", "bursty", "slow-consumer", "diurnal", "many-queues")
+KINDS = ("steady", "bursty", "slow-consumer", "slow-drain", "diurnal", "many-queues")
 
 
 def generate(
@@ -197,8 +670,9 @@ def generate(
 
     ``steady``: puts and gets at ``rate`` per second each (Poisson). ``bursty``: puts come
     in bursts ten times the rate, one second in ten; gets at the mean rate. ``slow-consumer``:
-    gets at a third of the put rate. ``diurnal``: the put rate follows a sine over the
-    trace (a compressed day), gets at the mean. ``many-queues``: ``queues`` queues (10,000
+    gets at a third of the put rate. ``slow-drain``: gets at 0.9 to 0.99 of the put rate
+    (drawn per queue), the case where the seed's rule re-sweeps. ``diurnal``: the put rate
+    follows a sine over the trace (a compressed day), gets at the mean. ``many-queues``: ``queues`` queues (10,000
     or more is fine) each drawing one of the other kinds and a rate spread around ``rate``.
     Sizes are log-normal around ``size``; priorities 0..9 when ``priorities``, else 0.
     """
@@ -211,7 +685,7 @@ def generate(
         k = kind
         r = rate
         if kind == "many-queues":
-            k = ("steady", "bursty", "slow-consumer", "diurnal")[rng.integers(4)]
+            k = ("steady", "bursty", "slow-consumer", "diurnal", "slow-drain")[rng.integers(5)]
             r = float(rate * rng.lognormal(0, 1))
         put_t, get_t = _times(k, seconds, r, rng)
         n_put, n_get = len(put_t), len(get_t)
@@ -256,6 +730,11 @@ def _times(kind: str, seconds: float, rate: float, rng) -> tuple[np.ndarray, np.
     if kind == "bursty":
         burst = lambda t: np.where((t % 10.0) < 1.0, 10 * rate, 0.0)  # noqa: E731
         return _poisson(burst, seconds, 10 * rate, rng), _poisson(lambda t: np.full_like(t, rate), seconds, rate, rng)
+    if kind == "slow-drain":
+        d = rng.uniform(0.9, 0.99)
+        return _poisson(lambda t: np.full_like(t, rate), seconds, rate, rng), _poisson(
+            lambda t: np.full_like(t, rate * d), seconds, rate * d, rng
+        )
     if kind == "slow-consumer":
         return _poisson(lambda t: np.full_like(t, rate), seconds, rate, rng), _poisson(
             lambda t: np.full_like(t, rate / 3), seconds, rate / 3, rng

@@ -7,6 +7,10 @@ Several connections put (priorities, syncpoint or not, with or without a CorrelI
 the sweeper runs at any point (gets then unsweep, or find swept messages in place) and the
 clock moves. The model knows nothing of sweeping: order must not change. After every step
 the queues' counters must equal the model's.
+
+A second machine runs the same rules on a store that fails on purpose (FaultyStore): any
+store method may fail at any call. A get that fails with 2102 must have changed nothing
+(the model does not move); everything else must go on exactly as the model says.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import itertools
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from sweepq.blobstore import FaultyStore, MemoryStore
 from sweepq.engine import GMO, MD, OO, PMO, DeliverySequence, MQError, QueueManager, Reason
 from sweepq.sweeper import ManualClock, SweepPolicy
 
@@ -36,16 +41,20 @@ class Entry:
 
 
 class EngineVsModel(RuleBasedStateMachine):
+    faulty = False  # the store fails on purpose (the subclass below)
+
     def __init__(self):
         super().__init__()
         self.clock = ManualClock()
         # Tiny blobs, so that a few dozen messages already span several blob boundaries.
         # A buffer of x + 1 (not + 5) so that short queues are swept too.
+        self.store = FaultyStore(MemoryStore(max_blob_records=3)) if self.faulty else None
         self.qm = QueueManager(
             clock=self.clock,
             sweeper=False,
             max_uncommitted=1_000_000,
-            store_options={"max_blob_records": 3},
+            store_options=None if self.faulty else {"max_blob_records": 3},
+            store=self.store,
             sweep_policy=SweepPolicy(extra=1),
         )
         self.qm.define_queue("PRIO")
@@ -135,6 +144,8 @@ class EngineVsModel(RuleBasedStateMachine):
             if mark and self.skip[i] is not None:
                 assert err.reason == Reason.SECOND_MARK_NOT_ALLOWED
                 return
+            if self.faulty and err.reason == Reason.RESOURCE_PROBLEM:
+                return  # a failed read: nothing changed, the model does not move
             assert err.reason == Reason.NO_MSG_AVAILABLE
             assert not candidates, f"engine found nothing, model expected {candidates[0].data}"
             return
@@ -157,6 +168,40 @@ class EngineVsModel(RuleBasedStateMachine):
         """Plain gets in a row: they cross blob boundaries and bring the chain back."""
         for _ in range(n):
             self.get(i, q, False, None, False)
+
+    @rule(
+        i=st.integers(0, NCONN - 1),
+        q=st.sampled_from(QUEUES),
+        prio=st.integers(0, 9),
+        n=st.integers(1, 8),
+        sync=st.booleans(),
+    )
+    def put_many(self, i, q, prio, n, sync):
+        datas = [b"m%d" % next(self.counter) for _ in range(n)]
+        self.handles[i][q].put_many(datas, MD(priority=prio), PMO.SYNCPOINT if sync else PMO.NO_SYNCPOINT)
+        for data in datas:
+            e = Entry(data, 3 if q == "FIFO" else prio, committed=not sync, correl=None)
+            self.model[q].append(e)
+            if sync:
+                self.uow[i].append(("put", q, e))
+
+    @rule(i=st.integers(0, NCONN - 1), q=st.sampled_from(QUEUES), n=st.integers(1, 12), sync=st.booleans())
+    def get_many(self, i, q, n, sync):
+        candidates = [e for e in self._order(q) if e.committed and not e.gotten]
+        try:
+            msgs = self.handles[i][q].get_many(n, GMO.SYNCPOINT if sync else GMO.NO_SYNCPOINT)
+        except MQError as err:
+            assert self.faulty and err.reason == Reason.RESOURCE_PROBLEM
+            return
+        # Fewer than asked only when the model has no more, or (faulty store) a read failed.
+        assert len(msgs) == min(n, len(candidates)) or (self.faulty and len(msgs) < n)
+        for m, e in zip(msgs, candidates, strict=False):
+            assert (m.data, m.backout_count) == (e.data, e.backout)
+            if sync:
+                e.gotten = True
+                self.uow[i].append(("get", q, e))
+            else:
+                self.model[q].remove(e)
 
     @rule(i=st.integers(0, NCONN - 1))
     def commit(self, i):
@@ -216,9 +261,58 @@ EngineVsModel.TestCase.settings = settings(max_examples=60, stateful_step_count=
 TestEngineVsModel = EngineVsModel.TestCase
 
 
+class EngineVsModelOnAFaultyStore(EngineVsModel):
+    faulty = True
+    fired = 0  # injected failures over every example, for test_faults_fired
+
+    def teardown(self):
+        EngineVsModelOnAFaultyStore.fired += sum(self.store.failures.values())
+        super().teardown()
+
+    FAULT = {
+        "method": st.sampled_from(["write_pending", "link", "read", "unlink", "delete_pending"]),
+        "at": st.integers(1, 4),
+        "times": st.integers(1, 3),
+    }
+
+    @initialize(seed=st.integers(0, 2**32 - 1), probability=st.sampled_from([0.05, 0.2, 0.5]))
+    def chaos(self, seed, probability):
+        """Every store call may fail, replayably from the seed hypothesis reports."""
+        self.store.chaos(probability, seed, ("write_pending", "link", "read", "unlink", "delete_pending"))
+
+    @rule(**FAULT)
+    def arm_fault(self, method, at, times):
+        """From now on, the at-th call of ``method`` and the times - 1 after it fail."""
+        self.store.fail(method, at=at, times=times)
+
+    @invariant()
+    def store_holds_no_lost_blob(self):
+        """Every blob in a chain of the store is one the engine knows (no message is only in
+        the store), once owed cleanups have run."""
+        for q in QUEUES:
+            queue = self.qm._queue(q)
+            queue.tier.run_cleanup()
+            known = {b.blob_id for lane in queue.lanes for b in lane.chain}
+            in_store = {b for name, ids in self.store.chains().items() if name.startswith(q.encode()) for b in ids}
+            assert known <= in_store
+            if not queue.tier.cleanup:
+                assert in_store == known
+
+
+EngineVsModelOnAFaultyStore.TestCase.settings = settings(max_examples=40, stateful_step_count=50, deadline=None)
+TestEngineVsModelOnAFaultyStore = EngineVsModelOnAFaultyStore.TestCase
+
+
 def test_enough_steps_ran():
     """The issue asks for at least 2,000 steps per run; stateful_step_count is a maximum.
     Normally runs after TestEngineVsModel (file order); run alone, it runs the machine."""
     if EngineVsModel.steps == 0:
         TestEngineVsModel().runTest()
     assert EngineVsModel.steps >= 2000, f"only {EngineVsModel.steps} state-machine steps ran"
+
+
+def test_faults_fired():
+    """The faulty machine is only worth its time if its faults fire (and were survived)."""
+    if EngineVsModelOnAFaultyStore.fired == 0:
+        TestEngineVsModelOnAFaultyStore().runTest()
+    assert EngineVsModelOnAFaultyStore.fired >= 40, f"only {EngineVsModelOnAFaultyStore.fired} faults fired"

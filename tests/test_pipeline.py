@@ -57,7 +57,7 @@ def test_pipeline_equals_the_local_kernel_row_for_row(spark, trace_file, tmp_pat
     from sweepq.pipeline.job import run
 
     trace, path = trace_file
-    overall = run(_args(path, tmp_path, grid="interval=1,5;factor=2,3"), spark=spark, log=lambda s: None)
+    overall = run(_args(path, tmp_path, grid="interval=1,5;rule=seed,adaptive"), spark=spark, log=lambda s: None)
     got = pd.read_parquet(tmp_path / "metrics").sort_values(["queue", "interval"]).reset_index(drop=True)
     local = replay(trace, SweepPolicy(), max_blob_bytes=64 * 1024, max_blob_records=256)
     rows = []
@@ -74,11 +74,16 @@ def test_pipeline_equals_the_local_kernel_row_for_row(spark, trace_file, tmp_pat
     assert overall["peak_memory_saved_bytes"] > 0
     summary = pd.read_parquet(tmp_path / "summary")
     assert set(summary["queue"]) == set(trace.queues)
-    grid = pd.read_parquet(tmp_path / "grid")
+    grid = pd.read_parquet(tmp_path / "grid_queues")
     assert len(grid) == 4 * len(trace.queues)
     html = (tmp_path / "report.html").read_text()
-    assert "<svg" in html and "What-if grid" in html
-    assert json.loads((tmp_path / "overall.json").read_text())["queues"] == len(trace.queues)
+    assert "<img" in html and "What-if grid" in html
+    saved = json.loads((tmp_path / "overall.json").read_text())
+    assert saved["queues"] == len(trace.queues) and saved["path"] == "partitioned by a Spark job"
+    # The same figures as the local replay's.
+    want = local.overall()
+    for k in ("peak_memory_with_sweeper_bytes", "bytes_read_back", "msgs_swept", "msgs_reswept", "sweeps"):
+        assert saved[k] == want[k], k
 
 
 def _bad(tmp_path, rows, name="bad.csv"):
@@ -111,18 +116,79 @@ def test_bad_traces_name_the_column_and_row(spark, tmp_path, rows, column, row):
     assert column in str(ei.value) and f"row {row}" in str(ei.value)
 
 
-def test_missing_column(spark, tmp_path):
+def test_missing_column_is_found_before_spark(tmp_path):
     from sweepq.pipeline import stages
 
     rows = [{k: v for k, v in GOOD.items() if k != "priority"}]
     with pytest.raises(TraceError, match="priority"):
-        stages.read_traces(spark, _bad(tmp_path, rows))
+        stages.check_input(_bad(tmp_path, rows))
 
 
 def test_grid_parsing():
-    from sweepq.pipeline.stages import parse_grid
+    from sweepq.pipeline.job import parse_grid
 
     g = parse_grid("interval=1,5;factor=2,3")
-    assert len(g) == 4 and (1.0, 3, 5, 256 * 1024) in g
+    assert len(g) == 4 and (1.0, 3, 5, 256 * 1024, "seed") in g
+    assert len(parse_grid("rule=seed,adaptive;factor=2,3")) == 4
+    with pytest.raises(ValueError, match="seed or adaptive"):
+        parse_grid("rule=clever")
     with pytest.raises(ValueError, match="unknown grid axis"):
         parse_grid("speed=3")
+    with pytest.raises(ValueError, match="> 0"):
+        parse_grid("interval=0")
+
+
+def test_trace_laid_out_by_queue_runs_as_a_map_and_equals_the_local_replay(spark, tmp_path):
+    """The fast path: files of whole queues, one task each, no partition job."""
+    from sweepq.pipeline.job import run
+    from sweepq.sweeper.traces import write_by_queue
+
+    t = generate("many-queues", seconds=60, rate=20, queues=9, size=150, priorities=True, seed=8)
+    write_by_queue(t, tmp_path / "byq", 3)
+    overall = run(_args(str(tmp_path / "byq"), tmp_path / "out"), spark=spark, log=lambda s: None)
+    assert overall["path"] == "laid out by queue" and "partition" not in overall["stage_seconds"]
+    got = pd.read_parquet(tmp_path / "out" / "metrics").sort_values(["queue", "interval"])
+    local = replay(t, SweepPolicy(), max_blob_bytes=64 * 1024, max_blob_records=256)
+    np.testing.assert_array_equal(got[list(METRICS)].to_numpy(), local.intervals.reshape(-1, len(METRICS)))
+    assert overall["peak_memory_with_sweeper_bytes"] == local.overall()["peak_memory_with_sweeper_bytes"]
+
+
+def test_interleaved_trace_passes_here_as_in_replay(spark, tmp_path):
+    """In order per queue, not across queues: the one order rule accepts it in both."""
+    from sweepq.pipeline.job import run
+
+    rows = [{**GOOD, "time_us": 10}, {**GOOD, "queue": "R", "time_us": 5}, {**GOOD, "op": "get", "time_us": 30}]
+    overall = run(_args(_bad(tmp_path, rows, "inter.csv"), tmp_path / "out"), spark=spark, log=lambda s: None)
+    assert overall["events"] == 3 and overall["queues"] == 2
+
+
+@pytest.mark.slow
+def test_the_readme_spark_submit_line_runs(tmp_path):
+    """README: spark-submit ... "$(python -c 'import sweepq.pipeline.job as j; print(j.__file__)')" ..."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from sweepq.pipeline import job
+    from sweepq.pipeline.session import java_home
+    from sweepq.sweeper.traces import write_by_queue
+
+    submit = shutil.which("spark-submit", path=os.path.dirname(sys.executable)) or shutil.which("spark-submit")
+    assert submit, "pyspark ships spark-submit beside the interpreter"
+    write_by_queue(generate("slow-consumer", seconds=30, rate=40, queues=2, seed=3), tmp_path / "t", 2)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    if java_home():
+        env["JAVA_HOME"] = java_home()
+    p = subprocess.run(
+        [submit, "--master", "local[1]", job.__file__, "--traces", str(tmp_path / "t"), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    # spark-submit merges the driver's stderr (progress lines) into its stdout: the JSON comes last.
+    assert json.loads(p.stdout[p.stdout.rindex("\n{") :])["events"] > 0
+    assert (tmp_path / "o" / "report.html").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sweepq.sweeper.replay import M, replay
+from sweepq.sweeper.replay import SUMMARY, M, replay
 from sweepq.sweeper.traces import GET, KINDS, PUT, Trace, TraceError, generate, read, write
 
 
@@ -87,7 +87,7 @@ def test_ten_thousand_queues():
     t = generate("many-queues", seconds=10, rate=0.5, queues=10_000, seed=4)
     assert len(t.queues) == 10_000
     r = replay(t, per_interval=False)
-    assert r.summary.shape == (10_000, 8)
+    assert r.summary.shape == (10_000, len(SUMMARY))
     assert r.summary[:, 5].sum() == int((t.op == PUT).sum())  # every put accounted for
 
 
@@ -95,3 +95,26 @@ def test_replay_totals_equal_the_sum_of_queues():
     t = generate("many-queues", seconds=30, rate=20, queues=20, seed=2, priorities=True)
     r = replay(t)
     assert np.array_equal(r.intervals.sum(axis=0)[:, M["mem_bytes"]], r.totals[:, M["mem_bytes"]])
+
+
+def test_record_header_is_the_engines():
+    """The kernel counts a message as payload + the engine's record header: one number, checked."""
+    from sweepq.engine.record import HEAD_LEN
+    from sweepq.sweeper.replay import RECORD_HEADER
+
+    assert RECORD_HEADER == HEAD_LEN
+
+
+def test_interleaved_trace_in_order_per_queue_is_accepted_and_time_ordered():
+    """The order rule is per queue; across queues any interleaving replays as if time-ordered."""
+    cols = {
+        "time_us": [10, 30, 20, 40],
+        "queue": ["A", "A", "B", "B"],
+        "op": ["put", "get", "put", "get"],
+        "bytes": [5, 0, 7, 0],
+        "priority": [0, 0, 0, 0],
+        "persistent": [False] * 4,
+    }
+    t = Trace.from_columns(cols)
+    assert list(t.time_us) == [10, 20, 30, 40] and t.queues == ["A", "B"]
+    assert list(t.queue) == [0, 1, 0, 1]

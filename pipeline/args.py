@@ -1,0 +1,70 @@
+"""Argument checks shared by ``sweepq trace / replay`` (bench/cli_replay.py) and the pipeline's
+own parser (job.py, which spark-submit runs without the sweepq CLI): a bad value is one line
+naming the argument and what to pass, and exit code 2. No pyspark here."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import types
+
+EXIT_USAGE = 2
+
+
+def one_line(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Make ``parser`` report a bad argument as one line and exit 2 (no usage block)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+    parser.error = types.MethodType(error, parser)
+    return parser
+
+
+class Parser(argparse.ArgumentParser):
+    """Nested parsers (``trace generate``, ``trace partition``) get one-line errors too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+        one_line(self)
+
+
+def number(kind: type, low: float, low_open: bool = False):
+    """An argparse type: a finite ``kind`` >= ``low`` (> when ``low_open``); its error says what to pass."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        ok = value is not None and math.isfinite(value) and (value > low if low_open else value >= low)
+        if not ok:
+            what = "an integer" if kind is int else "a number"
+            bound = f"{'>' if low_open else '>='} {low:g}"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} {bound}; pass {what} {bound}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def existing_path(text: str) -> str:
+    """An argparse type: a path that exists (URIs such as s3:// are left to the reader)."""
+    if "://" not in text and not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist; pass a trace file (.parquet, .csv) or directory")
+    return text
+
+
+_SUFFIX = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12}
+
+
+def byte_size(text: str) -> int:
+    """An argparse type: bytes, as an integer or with a suffix (64MB, 1.5G; powers of 1000), >= 0."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
+    unit = _SUFFIX.get(m.group(2).lower()) if m else None
+    if unit is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size; pass bytes such as 500000000, 500MB or 2G")
+    return int(float(m.group(1)) * unit)

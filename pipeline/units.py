@@ -1,0 +1,162 @@
+"""One work unit of the pipeline: a file of whole queues, read with pyarrow, checked, replayed.
+
+This is what a Spark task runs (pipeline/stages.py schedules the units). It imports no
+pyspark: rows never travel from Spark's JVM into Python; the task reads its own file (local
+path or any ``pyarrow.fs`` URI), runs the one checker of sweeper/traces.py and the numba
+kernel, writes its per-interval metrics as Parquet beside the others, and returns only a
+small summary (events, queues, seconds, or the first fault) to the driver.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from sweepq.sweeper import SweepPolicy
+from sweepq.sweeper.replay import METRICS, SUMMARY, replay
+from sweepq.sweeper.traces import TraceError, _filesystem, read_unit
+
+GRID_AXES = ("interval", "factor", "extra", "blob_bytes")
+
+
+def _write(table, directory: str, name: str) -> None:
+    import pyarrow.parquet as pq
+
+    fs, d = _filesystem(directory)
+    fs.create_dir(d, recursive=True)
+    with fs.open_output_stream(d.rstrip("/") + "/" + name) as f:
+        pq.write_table(table, f)
+
+
+def _metrics_table(r, queues: list[str]):
+    """Per (queue, interval) rows, queue as a dictionary column: no Python object per row."""
+    import pyarrow as pa
+
+    nq, n_int = r.intervals.shape[0], r.intervals.shape[1]
+    cols = {
+        "queue": pa.DictionaryArray.from_arrays(
+            pa.array(np.repeat(np.arange(nq, dtype=np.int32), n_int)), pa.array(queues, pa.string())
+        ).cast(pa.string()),
+        "interval": pa.array(np.tile(np.arange(n_int, dtype=np.int32), nq)),
+    }
+    flat = r.intervals.reshape(nq * n_int, len(METRICS))
+    for k, m in enumerate(METRICS):
+        cols[m] = pa.array(flat[:, k])
+    return pa.table(cols)
+
+
+TOP = 30  # queues the report lists: those that save the most memory at their peak
+
+
+def _summary_rows(r, queues: list[str]) -> dict:
+    """Per queue: the kernel's summary plus what the report lists, as columns."""
+    sm = {name: r.summary[:, k] for k, name in enumerate(SUMMARY)}
+    return {
+        "queue": list(queues),
+        "peak_mem_bytes": sm["peak_mem_bytes"],
+        "peak_nosweep_bytes": sm["peak_nosweep_bytes"],
+        "peak_saved_bytes": sm["peak_nosweep_bytes"] - sm["peak_mem_bytes"],
+        "bytes_read": sm["bytes_read"],
+        "blobs_read": sm["blobs_read"],
+        "sweeps": sm["sweeps"],
+        "msgs_swept": sm["msgs_swept"],
+        "msgs_reswept": sm["msgs_reswept"],
+        "puts": sm["puts"],
+        "gets": sm["gets"],
+    }
+
+
+def _top(cols: dict, n: int = TOP) -> list[dict]:
+    order = np.argsort(-np.asarray(cols["peak_saved_bytes"]), kind="stable")[:n]
+    return [{k: (v[i] if k == "queue" else int(v[i])) for k, v in cols.items()} for i in order.tolist()]
+
+
+def replay_unit(unit: dict, job: dict) -> dict:
+    """Replay one unit. ``unit``: {"index", "path"}; ``job``: t0, t_end, n_intervals, policy
+    parameters, blob bounds, output directory, and the what-if grid (a list of combinations).
+
+    Writes ``metrics`` (per queue and interval), ``summary`` (per queue) and, for the grid,
+    ``grid_queues`` as Parquet parts named by the unit (a retried task rewrites the same
+    parts). Returns a small result that :func:`combine` merges: events, queues, the first
+    fault (column, row, why) or None, seconds, per-interval totals over the unit's queues
+    (for each grid combination too) and the unit's top queues."""
+    import pyarrow as pa
+
+    t_start = time.perf_counter()
+    name = f"part-{unit['index']:05d}.parquet"
+    result = {"units": 1, "events": 0, "queues": 0, "error": None, "seconds": 0.0, "read_seconds": 0.0}
+    try:
+        trace = read_unit(unit["path"])
+    except TraceError as e:
+        result["error"] = (e.column, e.row, e.why)
+        return result
+    t_read = time.perf_counter()
+    policy = SweepPolicy(
+        factor=job["factor"],
+        extra=job["extra"],
+        interval=job["interval"],
+        rule=job.get("rule", "seed"),
+        memory_budget=job.get("memory_budget", 0),
+    )
+    r = replay(
+        trace,
+        policy,
+        t0=job["t0"],
+        n_intervals=job["n_intervals"],
+        max_blob_bytes=job["blob_bytes"],
+        max_blob_records=job["blob_records"],
+    )
+    cols = _summary_rows(r, trace.queues)
+    if len(trace.queues):
+        _write(_metrics_table(r, trace.queues), os.path.join(job["out"], "metrics"), name)
+        _write(pa.table(cols), os.path.join(job["out"], "summary"), name)
+    grid_totals = []
+    for g, (interval, factor, extra, blob_bytes, rule) in enumerate(job.get("grid") or []):
+        p = SweepPolicy(factor=factor, extra=extra, interval=interval, rule=rule)
+        n_int = int((job["t_end"] - job["t0"]) // round(interval * 1e6) + 1)
+        rg = replay(
+            trace,
+            p,
+            t0=job["t0"],
+            n_intervals=n_int,
+            max_blob_bytes=blob_bytes,
+            max_blob_records=job["blob_records"],
+            per_interval=False,
+        )
+        totals = rg.totals.copy()
+        totals[:, 0] = 0
+        totals[0, 0] = int(rg.summary[:, SUMMARY.index("sweeps")].sum())  # sweeps, in the unused decision column
+        grid_totals.append(totals)
+        if len(trace.queues):
+            nq = len(trace.queues)
+            per_queue = {"combo": pa.array(np.full(nq, g, np.int32)), "queue": pa.array(trace.queues, pa.string())}
+            per_queue.update({s: pa.array(rg.summary[:, k]) for k, s in enumerate(SUMMARY)})
+            part = f"part-{unit['index']:05d}-{g:03d}.parquet"
+            _write(pa.table(per_queue), os.path.join(job["out"], "grid_queues"), part)
+    totals = r.totals.copy()
+    totals[:, 0] = np.sum(r.intervals[:, :, 0] >= 0, axis=0)  # queues swept in each interval
+    result.update(
+        events=len(trace),
+        queues=len(trace.queues),
+        seconds=time.perf_counter() - t_start,
+        read_seconds=t_read - t_start,
+        totals=totals,
+        grid=grid_totals,
+        top=_top(cols),
+    )
+    return result
+
+
+def combine(a: dict, b: dict) -> dict:
+    """Merge two units' results (associative and commutative: Spark reduces them in any order)."""
+    out = {k: a[k] + b[k] for k in ("units", "events", "queues", "seconds", "read_seconds")}
+    faults = [f for f in (a["error"], b["error"]) if f is not None]
+    out["error"] = min(faults, key=lambda f: -1 if f[1] is None else f[1]) if faults else None
+    ta, tb = a.get("totals"), b.get("totals")
+    out["totals"] = tb if ta is None else ta if tb is None else ta + tb
+    ga, gb = a.get("grid"), b.get("grid")
+    out["grid"] = gb if not ga else ga if not gb else [x + y for x, y in zip(ga, gb, strict=True)]
+    out["top"] = sorted(a.get("top", []) + b.get("top", []), key=lambda r: -r["peak_saved_bytes"])[:TOP]
+    return out

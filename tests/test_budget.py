@@ -1,0 +1,89 @@
+"""The memory budget and the adaptive rule in the live sweeper (the replay models both:
+tests/test_replay_fidelity.py holds the two to the same numbers)."""
+
+from __future__ import annotations
+
+from sweepq.blobstore import MemoryStore
+from sweepq.engine import MQError, QueueManager, Reason
+from sweepq.sweeper import ManualClock, SweepPolicy
+
+from helpers import IO, drain
+
+
+def _fill(qm, puts=180, gets=60):
+    h = qm.connect().open("Q", IO)
+    for i in range(puts):
+        h.put(b"%03d" % i + bytes(100))
+    got = [h.get().data[:3] for _ in range(gets)]
+    return h, got
+
+
+def test_the_budget_sweeps_beyond_the_rule_keeping_the_buffer():
+    # y = 120 <= 2x = 120: the rule alone keeps everything; the budget sweeps down to x + 5.
+    with QueueManager(clock=ManualClock(), sweeper=False, store=MemoryStore(), memory_budget=1000) as qm:
+        qm.define_queue("Q")
+        h, got = _fill(qm)
+        d = qm.sweeper.run_once().decision("Q")
+        assert d.budget and d.keep == 65 and d.msgs_swept == 55
+        assert qm.stats()["Q"].msgs_in_memory == 65
+        assert got + [m[:3] for m in drain(h)] == [b"%03d" % i for i in range(180)]
+
+
+def test_no_budget_no_sweep_beyond_the_rule():
+    with QueueManager(clock=ManualClock(), sweeper=False, store=MemoryStore()) as qm:
+        qm.define_queue("Q")
+        _fill(qm)
+        d = qm.sweeper.run_once().decision("Q")
+        assert d.keep is None and not d.budget and d.msgs_swept == 0
+
+
+def test_the_budget_counts_the_stores_own_memory(tmp_path):
+    # Messages alone are under this budget; RocksDB's memtables put the total over it.
+    with QueueManager.open(tmp_path / "d", clock=ManualClock(), sweeper=False, memory_budget=100_000) as qm:
+        qm.define_queue("Q")
+        qm.define_queue("BIG")
+        big = qm.connect().open("BIG", IO)
+        for _ in range(2000):
+            big.put(bytes(1000))
+        qm.sweeper.run_once()  # the rule sweeps BIG (no gets): RocksDB now holds memtables
+        assert qm.store_memory()["memtable_bytes"] > 100_000
+        _fill(qm)
+        d = qm.sweeper.run_once().decision("Q")
+        assert d.budget and d.msgs_swept == 55
+
+
+def test_the_adaptive_rule_counts_no_re_sweeps_where_the_seeds_rule_does():
+    """A queue drained a little slower than it fills: the seed's rule sweeps again what came
+    back from a blob (a blob of 200 comes back, the buffer keeps x + 5 = 50 of it); the
+    adaptive rule keeps it."""
+    reswept = {}
+    for rule in ("seed", "adaptive"):
+        policy = SweepPolicy(interval=1.0, rule=rule)
+        with QueueManager(
+            clock=ManualClock(), sweeper=False, store=MemoryStore(max_blob_records=200), sweep_policy=policy
+        ) as qm:
+            qm.define_queue("Q")
+            h = qm.connect().open("Q", IO)
+            n = 0
+            for _ in range(500):  # a backlog, so the rule sweeps at once
+                h.put(b"%05d" % n)
+                n += 1
+            for _ in range(40):
+                for _ in range(50):
+                    h.put(b"%05d" % n)
+                    n += 1
+                for _ in range(45):
+                    h.get()
+                qm.sweeper.run_once()
+            reswept[rule] = qm.stats()["Q"].msgs_reswept
+    assert reswept["seed"] > 0 and reswept["adaptive"] == 0
+
+
+def test_a_bad_budget_is_refused():
+    for bad in (-1, 1.5, "1GB", None):
+        try:
+            QueueManager(sweeper=False, memory_budget=bad).close()
+        except MQError as e:
+            assert e.reason == Reason.PARM_VALUE_ERROR
+        else:
+            raise AssertionError(f"memory_budget={bad!r} was accepted")

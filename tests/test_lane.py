@@ -1,0 +1,151 @@
+"""The lane in flat arrays: no Python object per queued message, links kept by one module."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import pytest
+
+from sweepq.blobstore import BlobStore
+from sweepq.engine import GMO, MD, MQError, QueueManager, Reason
+from sweepq.engine.lane import AVAILABLE_BELOW, LaneSet
+from sweepq.sweeper import ManualClock
+
+from helpers import IO, drain
+
+
+def test_a_queued_message_is_no_object_the_garbage_collector_tracks(h):
+    gc.collect()
+    before = len(gc.get_objects())
+    for i in range(100_000):
+        h.put(b"%06d" % i)
+    gc.collect()
+    tracked = len(gc.get_objects()) - before
+    assert tracked < 100, f"{tracked} new tracked objects for 100,000 queued messages"
+    lanes = h.queue.lanes
+    assert not any(gc.is_tracked(lanes.recs[i]) for i in lanes.walk(lanes[0].front))
+    for arr in (lanes.nxt, lanes.prv, lanes.st):  # nothing for a collection to traverse but the type
+        assert all(isinstance(r, type) for r in gc.get_referents(arr))
+
+
+def test_links_stay_consistent_through_puts_gets_and_reuse():
+    ls = LaneSet()
+    lane = ls[0]
+    slots = [ls.append(lane, b"r%d" % i, 0) for i in range(1000)]
+    for i in slots[::3]:
+        ls.remove(i)
+    more = [ls.append(lane, b"s%d" % i, 0) for i in range(500)]  # reuses freed slots
+    order = list(ls.walk(lane.front))
+    assert order == [i for i in slots if i not in set(slots[::3])] + more
+    # prev is the mirror of next everywhere.
+    assert all(ls.prv[ls.nxt[i]] == i for i in [lane.front, *order])
+    assert lane.mem == len(order) == lane.ready and ls.count == len(order)
+    assert all(ls.st[i] < AVAILABLE_BELOW for i in order)
+
+
+def test_an_emptied_queue_gives_its_arrays_back(qm, h):
+    for _ in range(70_000):
+        h.put(b"x")
+    big = h.queue.lanes.capacity
+    assert drain(h) == [b"x"] * 70_000
+    qm.sweeper.run_once()  # once an interval, an empty queue's arrays shrink
+    assert h.queue.lanes.capacity < big
+
+
+def test_a_damaged_table_file_fails_one_get_with_2101_and_the_rest_flows(tmp_path):
+    """Bits flipped in a RocksDB table file: the get that meets them reports OBJECT_DAMAGED
+    naming the blob and its messages; the blob leaves the queue and lower lanes flow on."""
+    opts = {"max_blob_records": 50, "block_cache_bytes": 0}
+    with QueueManager.open(tmp_path / "d", clock=ManualClock(), sweeper=False, store_options=opts) as qm:
+        qm.define_queue("Q")
+        h = qm.connect().open("Q", IO)
+        puts = [h.put(os.urandom(2000), MD(priority=5)) for _ in range(300)]
+        h.put(b"low", MD(priority=0))  # a lower lane, behind the damaged one
+        qm.sweeper.run_once()
+        store = qm.blob_store()
+        assert isinstance(store, BlobStore)
+        store.flush()
+        for name in os.listdir(tmp_path / "d"):
+            path = tmp_path / "d" / name
+            if name.endswith(".sst") and path.stat().st_size > 100_000:
+                data = bytearray(path.read_bytes())
+                for k in range(len(data) // 3, len(data) // 2, 4096):
+                    data[k] ^= 0xFF
+                path.write_bytes(bytes(data))
+        got, errors = [], []
+        while True:
+            try:
+                got.append(h.get())
+            except MQError as e:
+                if e.reason == Reason.NO_MSG_AVAILABLE:
+                    break
+                assert e.reason == Reason.OBJECT_DAMAGED, e
+                errors.append(str(e))
+        assert errors, "the damage was not detected"
+        assert all("blob" in e and "Q/5" in e for e in errors)
+        named = [p for p in puts if any(p.msg_id.hex() in e for e in errors)]
+        assert named, "the error names no MsgId"
+        assert got[-1].data == b"low"  # the rest of the queue flowed
+        assert qm.stats()["Q"].damaged_blobs == len(errors)
+        assert len(got) == 301 - 50 * len(errors)  # only the damaged blobs' messages are gone
+        assert qm.inquire_queue("Q").current_depth == 0
+
+
+def test_a_commit_whose_store_cleanup_fails_still_commits_everything():
+    from sweepq.blobstore import FaultyStore, MemoryStore
+
+    store = FaultyStore(MemoryStore(max_blob_records=5))
+    with QueueManager(clock=ManualClock(), sweeper=False, store=store) as qm:
+        qm.define_queue("Q")
+        c = qm.connect()
+        h = c.open("Q", IO)
+        puts = [h.put(b"%02d" % i, MD(correl_id=b"C")) for i in range(20)]
+        qm.sweeper.run_once()
+        blob_mates = [puts[k].msg_id for k in range(15, 20)]  # the tail blob
+        for mid in blob_mates:
+            h.get(GMO.SYNCPOINT, msg_id=mid)
+        store.fail("unlink", times=10)
+        c.commit()  # empties the blob: its unlink fails, the commit does not
+        assert qm.inquire_queue("Q").current_depth == 15
+        assert drain(h) == [b"%02d" % i for i in range(15)]
+        store.heal()
+        qm.sweeper.run_once()  # the owed unlink is retried
+        assert store.chains() == {}
+
+
+def test_a_swept_queue_gives_its_arrays_back_and_keeps_its_order(qm, h):
+    """Sweeping exists to return memory: the arrays that held the backlog shrink once it is
+    swept, and what stays in memory keeps its order (its slots are renumbered)."""
+    h.put_many([b"%06d" % i for i in range(100_000)])
+    h.put(b"hi", MD(priority=7))
+    q = h.queue
+    big = q.lanes.capacity
+    qm.sweeper.run_once()  # keeps 5 in memory
+    assert q.lanes.capacity == big  # the sweep itself does not renumber
+    qm.sweeper.run_once()  # the next interval shrinks
+    assert q.lanes.capacity < big // 100
+    assert drain(h) == [b"hi"] + [b"%06d" % i for i in range(100_000)]
+
+
+def test_no_shrink_while_a_unit_of_work_holds_a_slot(qm, conn, h):
+    h.put_many([b"%06d" % i for i in range(100_000)])
+    m = h.get(GMO.SYNCPOINT)
+    qm.sweeper.run_once()
+    qm.sweeper.run_once()
+    assert h.queue.lanes.capacity > 100_000  # the held slot pins the arrays
+    conn.backout()
+    assert h.get().data == m.data  # restored in place, found by its old slot
+
+
+@pytest.mark.parametrize("n", [1, 1024, 5000])
+def test_a_blob_comes_back_in_bulk_in_order(n):
+    with QueueManager(clock=ManualClock(), sweeper=False) as qm:
+        qm.define_queue("Q")
+        h = qm.connect().open("Q", IO)
+        h.put_many([b"%05d" % i for i in range(n + 5)])
+        qm.sweeper.run_once()
+        q = qm._queue("Q")
+        assert q.unsweep_all() >= 1
+        assert qm.stats()["Q"].msgs_swept == 0
+        assert drain(h) == [b"%05d" % i for i in range(n + 5)]
