@@ -242,7 +242,8 @@ def swept_memory(messages: int = 1_000_000, size: int = 100, chunk: int = 20_000
     so the blobs carry that index array too."""
     from sweepq.engine import MD
 
-    chunk = max(1, min(chunk, messages // 2))  # at least one measured chunk after the warm one
+    # At least one measured chunk after the warm one, each well above the 5 the sweep keeps.
+    chunk = max(50, min(chunk, messages // 2))
     messages = max(messages, 2 * chunk)
     qm = _manager()
     try:

@@ -86,3 +86,14 @@ def test_a_missing_peer_is_skipped_with_a_notice(monkeypatch):
     figures = suite.persistent(BenchOptions(persistent_messages=20, rounds=1, size=64), report, lambda: None)
     assert "diskcache.Deque" not in figures
     assert any("diskcache.Deque is not installed" in n for n in report.notices)
+
+
+def test_bytes_per_swept_message_with_few_messages():
+    """``--sweep-memory-messages 20000`` (one chunk) or fewer once divided by zero."""
+    import math
+
+    from sweepq.bench.sweeping import swept_memory
+
+    for n in (20_000, 300, 1):
+        m = swept_memory(n)
+        assert m["measured"] > 0 and math.isfinite(m["bytes_per_swept_msg"]), m

@@ -83,3 +83,13 @@ def test_demo_quick_end_to_end(tmp_path):
     assert s["peak_rss_with_sweeper"] > 0 and s["peak_rss_without_sweeping"] > 0
     assert "plot:" in text and "demo.png" in text and "figures:" in text
     assert "| peak resident memory |" in (tmp_path / "demo.md").read_text()
+
+
+def test_table_and_plot_without_the_comparison_run(tmp_path):
+    from sweepq.bench.demo import markdown, plot, summary
+
+    runs = {"with": run_child(_small(), lambda s: None)}
+    assert summary(runs)["peak_rss_without_sweeping"] is None
+    assert "| messages put | 600 | - |" in markdown(runs)
+    plot(runs, str(tmp_path / "p.png"))
+    assert (tmp_path / "p.png").stat().st_size > 10_000
