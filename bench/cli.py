@@ -144,8 +144,6 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-
-
 def _inspect(args: argparse.Namespace) -> int:
     import os
 
