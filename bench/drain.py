@@ -12,6 +12,7 @@ from sweepq.engine import OO, QueueManager
 
 IO = OO.OUTPUT | OO.INPUT_SHARED
 
+
 def drain_rates(messages: int = 200_000, size: int = 100, rounds: int = 3) -> dict:
     """Drain a fully swept queue with gets, against draining the same messages from memory
     (interleaved rounds, best of each); read-ahead hits over the blob boundaries crossed."""

@@ -206,9 +206,7 @@ class BlobStore:
                 raise StoreError(f"{self.path} does not exist")
             parent = os.path.dirname(os.path.abspath(self.path))
             if not os.path.isdir(parent):
-                raise StoreError(
-                    f"the parent directory {parent} does not exist; create it first (a typo in the path?)"
-                )
+                raise StoreError(f"the parent directory {parent} does not exist; create it first (a typo in the path?)")
             try:
                 os.mkdir(self.path, 0o700)
             except OSError as e:

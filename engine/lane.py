@@ -311,9 +311,7 @@ class LaneSet:
         self.mem_bytes -= nbytes
         return again
 
-    def splice_front(
-        self, lane: Lane, records: Sequence[bytes], gotten: Sequence[int] = (), nbytes: int = -1
-    ) -> array:
+    def splice_front(self, lane: Lane, records: Sequence[bytes], gotten: Sequence[int] = (), nbytes: int = -1) -> array:
         """Append ``records`` (a blob coming back) to the end of ``lane``'s front list, in bulk.
 
         ``gotten`` are positions in ``records`` whose message a unit of work holds: they come

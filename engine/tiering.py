@@ -229,16 +229,22 @@ class QueueTier:
         """The lane's front list has nothing available: bring the chain back blob by blob until
         an available message appears and return its slot; a :class:`Need` when a blob's records
         must be read first; None when the chain is empty (the rear list has joined the front)."""
+        ls = self.lanes
         while lane.chain:
             blob = lane.chain[0]
             records = blob.records()
             if records is None:
                 return Need(lane, blob)
             slots = self.splice_locked(lane, blob, records)
-            st = self.lanes.st
-            for i in slots:
+            if not len(slots):
+                continue
+            # From the first message that came back to the end of the front list: when this
+            # was the last blob, the rear list has just joined the front behind it.
+            st, nxt, i = ls.st, ls.nxt, slots[0]
+            while i != lane.front:
                 if st[i] < AVAILABLE_BELOW:
                     return i
+                i = nxt[i]
         return None
 
     def splice_locked(self, lane: Lane, blob: SweptBlob, records: list[bytes]) -> list[int]:

@@ -331,3 +331,26 @@ def test_opened_with_path_keeps_store_there(tmp_path):
         assert qm.blob_store().path == str(tmp_path / "data")
     assert (tmp_path / "data" / "CURRENT").exists()
     assert (tmp_path / "data" / "sweepq-stats.json").exists()
+
+
+def test_the_rear_that_joins_behind_a_last_blob_of_held_messages_is_found():
+    """Found by the state machine: the last blob comes back holding only a message a unit of
+    work has; the rear list joins the front behind it, and the get must look there too."""
+    from sweepq.engine import DeliverySequence
+    from sweepq.sweeper import SweepPolicy
+
+    with QueueManager(
+        clock=ManualClock(), sweeper=False, sweep_policy=SweepPolicy(extra=1), store_options={"max_blob_records": 3}
+    ) as qm:
+        qm.define_queue("F", delivery_sequence=DeliverySequence.FIFO, default_priority=3)
+        c = qm.connect()
+        h = c.open("F", IO)
+        for i in range(4):
+            h.put(b"m%d" % i, MD(priority=0))
+        h.put(b"m4", MD(correl_id=b"c1"))
+        qm.sweeper.run_once()  # m0 stays; [m1 m2 m3] [m4] are swept
+        assert h.get(GMO.SYNCPOINT, correl_id=b"c1").data == b"m4"  # held inside its blob
+        h.put(b"m5")  # behind the chain: the rear list
+        assert drain(h) == [b"m0", b"m1", b"m2", b"m3", b"m5"]
+        c.backout()
+        assert drain(h) == [b"m4"]
