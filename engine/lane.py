@@ -45,7 +45,6 @@ from array import array
 from collections import deque
 from collections.abc import Iterator, Sequence
 
-import numba
 import numpy as np
 
 LANE_MASK = 0x0F
@@ -61,17 +60,6 @@ N_LANES = 10
 _SENTINELS = 2 * N_LANES
 _INITIAL = 256  # slots, sentinels included
 _SHRINK_ABOVE = 1 << 16  # an emptied queue gives back arrays larger than this
-
-
-@numba.njit(cache=True, nogil=True)
-def _walk_available(nxt, st, i, limit, out):  # pragma: no cover - compiled
-    """Write slot ``i`` and the available slots after it (at most ``limit``) to ``out``."""
-    k = 0
-    while k < limit and i >= _SENTINELS and st[i] < AVAILABLE_BELOW:
-        out[k] = i
-        k += 1
-        i = nxt[i]
-    return k
 
 
 class Lane:
@@ -377,15 +365,16 @@ class LaneSet:
         self.mem_bytes += nbytes if nbytes >= 0 else sum(map(len, records))
         return slots
 
-    def available_run(self, i: int, limit: int) -> array:
+    def available_run(self, i: int, limit: int) -> list[int]:
         """Slot ``i`` and the available slots that follow it in its list, at most ``limit``
         (a contiguous run that a batch get takes at once). ``i`` must be available."""
-        out = array("i", bytes(4 * min(limit, len(self.recs))))
-        k = _walk_available(
-            np.frombuffer(self.nxt, np.int32), np.frombuffer(self.st, np.uint16), i, limit, np.frombuffer(out, np.int32)
-        )
-        del out[k:]
-        return out
+        nxt, st = self.nxt, self.st
+        run = [i]
+        j = nxt[i]
+        while len(run) < limit and j >= _SENTINELS and st[j] < AVAILABLE_BELOW:
+            run.append(j)
+            j = nxt[j]
+        return run
 
     def hide_run(self, lane: Lane, slots: Sequence[int]) -> None:
         """:meth:`hide` of a run of available slots of ``lane`` (a batch get under syncpoint)."""

@@ -34,7 +34,7 @@ import numba
 import numpy as np
 
 from .policy import ADAPTIVE, ADAPTIVE_STATE, RULES, SweepPolicy, budget_order, decide, decide_adaptive, over_budget
-from .runs import cut_run_jit
+from .runs import cut_run
 from .traces import GET, PUT, Trace, TraceError, check_events, fault
 
 # The bytes the engine counts per message beyond its payload: its record header
@@ -69,6 +69,7 @@ _decide = numba.njit(cache=True)(decide)
 _decide_adaptive = numba.njit(cache=True)(decide_adaptive)
 _over_budget = numba.njit(cache=True)(over_budget)
 _budget_order = numba.njit(cache=True)(budget_order)
+_cut_run = numba.njit(cache=True, nogil=True)(cut_run)  # the engine runs the same function interpreted
 # _TOP[m] = the highest set bit of a 10-bit lane mask m (the lane a get takes from).
 _TOP = np.array([max((b for b in range(10) if m >> b & 1), default=-1) for m in range(1024)], np.int64)
 
@@ -86,7 +87,7 @@ def _sweep_run(lo, hi, prefix, marker, ends, max_bytes, max_records):
         if marker[j] & _WAS_SWEPT:
             again += 1
         marker[j] = _WAS_SWEPT
-    nb = cut_run_jit(prefix, lo, hi, max_bytes, max_records, ends)
+    nb = _cut_run(prefix, lo, hi, max_bytes, max_records, ends)
     s = lo
     for b in range(nb):
         marker[s] |= _BLOB_START

@@ -1,8 +1,8 @@
 """How a sweep cuts a run of messages: pieces for the paced sweeper, bounded blobs in each piece.
 
-One implementation, called by the live sweeper (through :data:`cut_run_jit`) and compiled
-into the replay kernel, so the kernel's blobs are the engine's blobs by construction and no
-constant is copied between them.
+One implementation, called as it is by the live sweeper (numpy, no compiler: the engine does
+not load numba) and compiled by numba into the replay kernel, so the kernel's blobs are the
+engine's blobs by construction and no constant is copied between them.
 
 A run is the records ``[lo, hi)`` of an array whose sizes are given by prefix sums
 (``size(j) = prefix[j + 1] - prefix[j]``). It is cut into *pieces* of at most
@@ -14,7 +14,6 @@ blob, so one oversized record still makes one blob. A blob never crosses a piece
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from sweepq.blobstore.format import FRAME_BYTES
@@ -26,7 +25,9 @@ def cut_run(prefix, lo, hi, max_bytes, max_records, ends):
     """Cut records ``[lo, hi)`` into blobs; write each blob's end index to ``ends[k]``.
 
     Returns the number of blobs. Blob ``k`` holds ``[ends[k - 1], ends[k])`` (``lo`` for the
-    first). Plain integer code with no Python objects, so numba compiles this same function.
+    first): the most records from its start whose framed bytes fit ``max_bytes``, at most
+    ``max_records``, never across a piece boundary, and at least one. One binary search per
+    blob over numpy arrays, so it is fast interpreted and numba compiles the same function.
     """
     k = 0
     p0 = lo
@@ -34,22 +35,17 @@ def cut_run(prefix, lo, hi, max_bytes, max_records, ends):
         p1 = min(p0 + TARGET_MAX, hi)
         s = p0
         while s < p1:
-            e = s
-            used = 0
-            while e < p1 and e - s < max_records:
-                size = prefix[e + 1] - prefix[e] + FRAME_BYTES
-                if e > s and used + size > max_bytes:
-                    break
-                used += size
-                e += 1
+            limit = min(p1, s + max_records)
+            # Framed bytes of [s, e) for e = s + 1 .. limit: non-decreasing, so searchable.
+            framed = prefix[s + 1 : limit + 1] - prefix[s] + FRAME_BYTES * np.arange(1, limit - s + 1)
+            e = s + np.searchsorted(framed, max_bytes, side="right")
+            if e == s:
+                e = s + 1  # one record larger than a blob still makes one blob
             ends[k] = e
             k += 1
             s = e
         p0 = p1
     return k
-
-
-cut_run_jit = numba.njit(cache=True, nogil=True)(cut_run)
 
 
 def blob_ends(sizes, max_bytes: int, max_records: int) -> list[int]:
@@ -59,7 +55,7 @@ def blob_ends(sizes, max_bytes: int, max_records: int) -> list[int]:
     prefix = np.zeros(n + 1, np.int64)
     np.cumsum(sizes, out=prefix[1:])
     ends = np.empty(max(n, 1), np.int64)
-    k = cut_run_jit(prefix, 0, n, max_bytes, max_records, ends)
+    k = cut_run(prefix, 0, n, max_bytes, max_records, ends)
     return ends[:k].tolist()
 
 

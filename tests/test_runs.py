@@ -1,0 +1,61 @@
+"""How runs are cut into pieces and blobs: one function for the engine (interpreted) and the
+replay kernel (compiled), checked here against the plain greedy cut it stands for."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sweepq.sweeper.runs import TARGET_MAX, cut_run
+
+
+def greedy(prefix, lo, hi, max_bytes, max_records):
+    """Record by record: add to the blob while it fits (framed), at least one record."""
+    out, p0 = [], lo
+    while p0 < hi:
+        p1, s = min(p0 + TARGET_MAX, hi), p0
+        while s < p1:
+            e, used = s, 0
+            while e < p1 and e - s < max_records:
+                size = prefix[e + 1] - prefix[e] + 4
+                if e > s and used + size > max_bytes:
+                    break
+                used += size
+                e += 1
+            out.append(e)
+            s = e
+        p0 = p1
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cut_run_is_the_greedy_cut(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40_000))
+    sizes = rng.integers(0, int(rng.choice([50, 500, 5000, 300_000])), n)
+    prefix = np.zeros(n + 1, np.int64)
+    np.cumsum(sizes, out=prefix[1:])
+    max_bytes, max_records = int(rng.choice([100, 4096, 262_144])), int(rng.choice([1, 3, 16, 1024]))
+    lo = int(rng.integers(0, n))
+    ends = np.empty(n + 1, np.int64)
+    k = cut_run(prefix, lo, n, max_bytes, max_records, ends)
+    assert list(ends[:k]) == greedy(prefix, lo, n, max_bytes, max_records)
+
+
+def test_the_engine_does_not_load_numba():
+    """Only the replay compiles: an application that queues and sweeps does not pay numba's
+    start-up time and memory."""
+    code = (
+        "import sys\n"
+        "from sweepq.engine import OO, QueueManager\n"
+        "qm = QueueManager(sweeper=False); qm.define_queue('Q')\n"
+        "h = qm.connect().open('Q', OO.OUTPUT | OO.INPUT_SHARED)\n"
+        "h.put_many([b'x' * 100] * 3000); qm.sweeper.run_once(); h.get_many(100)\n"
+        "assert qm.stats()['Q'].msgs_swept > 0\n"
+        "print('numba' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == "False"
