@@ -320,11 +320,12 @@ def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
         problems.append(f"{audit_records} audit records for {consumer_stats['audit_put']} committed units of work")
     total = {"msgs": 0, "raw": 0, "comp": 0, "unswept_msgs": 0, "unswept_bytes": 0, "unsweeps": 0, "sweeps": 0}
     aborts: dict[str, int] = {}
+    stats = qm.stats()
     for name in [*names, "AUDIT"]:
-        c = qm._queue(name).tier.counters  # cumulative (stats() shows what is swept now)
-        total["msgs"] += c.msgs_swept
-        total["raw"] += c.bytes_swept_raw
-        total["comp"] += c.bytes_swept_compressed
+        c = stats[name]  # the total_* figures are cumulative; msgs_swept is what is swept now
+        total["msgs"] += c.total_msgs_swept
+        total["raw"] += c.total_bytes_swept_raw
+        total["comp"] += c.total_bytes_swept_compressed
         total["unswept_msgs"] += c.msgs_unswept
         total["unswept_bytes"] += c.bytes_unswept_raw
         total["unsweeps"] += c.unsweeps

@@ -45,6 +45,10 @@ class SweepStats:
     aborts: dict
     unsweeps: int
     msgs_unswept: int
+    total_msgs_swept: int  # since the queue was defined (msgs_swept: in blobs now)
+    total_bytes_swept_raw: int
+    total_bytes_swept_compressed: int
+    bytes_unswept_raw: int
     msgs_reswept: int  # swept again after coming back from a blob (what the adaptive rule avoids)
     readahead_hits: int
     readahead_misses: int
