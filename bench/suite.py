@@ -14,7 +14,8 @@ Scenarios:
   SQLiteQueue and file Queue, diskcache.Deque, queuelib's FifoDiskQueue), each skipped with a
   notice when absent, beside sweepq's non-persistent queue.
 * ``sweep``: sweep and unsweep bandwidth against the store alone, time under the queue lock,
-  get latency across blob boundaries, pairs while another queue is swept.
+  get latency across blob boundaries, a swept queue's drain against the same from memory
+  (with read-ahead hits), pairs while another queue is swept.
 * ``backlog``: after RabbitMQ's published scenario, consumers paused until a backlog waits,
   then drained while publishing goes on; with and without sweeping, each in a subprocess.
 * ``memory``: resident bytes per in-memory message, bytes per swept message.
@@ -326,6 +327,18 @@ def sweep(o: BenchOptions, report: Report, step) -> dict:
         f"{d['p99_ratio']:.2f} x never swept",
     )
     step()
+    from .drain import drain_rates
+
+    dr = drain_rates(2 * o.sweep_messages, 100, rounds=max(1, min(3, o.rounds)))
+    out["drain_rate"] = dr
+    report.row(
+        "sweep",
+        f"drain {dr['messages']:,} x 100 B by get, fully swept ({dr['blobs']} blobs)",
+        _rate(dr["swept_msgs_per_s"]),
+        f"{dr['ratio']:.2f} x the same from memory; read-ahead ready at "
+        f"{dr['readahead_hits']} of {dr['readahead_hits'] + dr['readahead_misses']} blobs",
+    )
+    step()
     c = sweeping.concurrent(o.concurrent_pairs, o.concurrent_backlog, rounds=o.concurrent_rounds)
     out["concurrent"] = c
     report.row(
@@ -537,7 +550,7 @@ def steps(name: str, o: BenchOptions) -> int:
         "throughput": 2 * o.rounds,
         "batch": o.rounds,
         "persistent": o.rounds,
-        "sweep": 7,
+        "sweep": 8,
         "backlog": 2,
         "memory": 3,
         "gc": 3,
