@@ -206,6 +206,8 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
         result = stages.replay_map(spark, units, job, progress)
     fault = stages.first_fault(result)
     if fault is not None:
+        if path != "laid out by queue" and fault.row is not None:
+            fault = type(fault)(fault.column, stages.row_of_id(spark, args.traces, fault.row), fault.why)
         raise fault
     log(
         f"replay: {events:,} events in {times['replay']:.1f} s ({result['units']} tasks: "
