@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from sweepq.pipeline.args import EXIT_USAGE, Parser, byte_size, existing_path, number, one_line
+from sweepq.pipeline.args import EXIT_USAGE, HelpFormatter, Parser, byte_size, existing_path, number, one_line
 
 
 def _fail(prog: str, message: str) -> int:
@@ -176,7 +176,7 @@ def register(sub) -> None:
     """Add ``trace``, ``replay`` and ``pipeline`` to the ``sweepq`` subparsers ``sub``."""
     from sweepq.sweeper.traces import KINDS
 
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = HelpFormatter
     pos_int = number(int, 1)
     nonneg_int = number(int, 0)
     pos_float = number(float, 0, low_open=True)
@@ -254,8 +254,8 @@ def register(sub) -> None:
     r.add_argument(
         "--out",
         default=None,
-        help="directory to write the metrics to (totals per interval and summary per queue as Parquet, "
-        "overall.json); default: print only",
+        help="directory to write the metrics to: totals per interval and summary per queue as Parquet, "
+        "overall.json (default: print only)",
     )
     r.add_argument("--json", action="store_true", help="print the figures as JSON")
     r.set_defaults(func=_replay)

@@ -23,11 +23,26 @@ def one_line(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default, said once and in words where a value would
+    mislead: nothing for a required argument, 'off' for a flag, 'none' for an absent value."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.required or not action.option_strings or action.default is argparse.SUPPRESS:
+            return text
+        if isinstance(action, argparse._StoreTrueAction):
+            return f"{text} (default: off)"
+        if action.default is None:
+            return f"{text} (default: none)"
+        return super()._get_help_string(action)
+
+
 class Parser(argparse.ArgumentParser):
     """Nested parsers (``trace generate``, ``trace partition``) get one-line errors too."""
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
         one_line(self)
 

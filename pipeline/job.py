@@ -83,7 +83,7 @@ def _grid_arg(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from sweepq.pipeline.args import byte_size, existing_path, number, one_line
+    from sweepq.pipeline.args import HelpFormatter, byte_size, existing_path, number, one_line
 
     pos_int, nonneg_int, pos_float = number(int, 1), number(int, 0), number(float, 0, low_open=True)
     p = one_line(
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
             "metrics (Parquet), summaries per queue and overall, and an HTML report. A trace laid out by "
             "queue ('sweepq trace partition', or 'trace generate --buckets') is used as it is; any other "
             "trace is laid out by queue first by a Spark job.",
-            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+            formatter_class=HelpFormatter,
         )
     )
     p.add_argument(
@@ -206,6 +206,8 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
         result = stages.replay_map(spark, units, job, progress)
     fault = stages.first_fault(result)
     if fault is not None:
+        if path != "laid out by queue" and fault.row is not None:
+            fault = type(fault)(fault.column, stages.row_of_id(spark, args.traces, fault.row), fault.why)
         raise fault
     log(
         f"replay: {events:,} events in {times['replay']:.1f} s ({result['units']} tasks: "

@@ -57,8 +57,7 @@ def partition(spark: SparkSession, path: str, out: str, buckets: int) -> dict:
     repartition by a hash of the queue into ``buckets`` files of whole queues, each in input
     order, write Parquet. Values are not cast or checked here: the tasks check them, by the
     same code as ``sweepq replay``."""
-    reader = spark.read
-    df = reader.csv(path, header=True, inferSchema=True) if path.endswith(".csv") else reader.parquet(path)
+    df = _read_input(spark, path)
     _require(df.columns, path)
     df = df.select(*COLUMNS).withColumn("row", F.monotonically_increasing_id())
     df = df.withColumn("bucket", F.pmod(F.xxhash64("queue"), F.lit(buckets)))
@@ -72,6 +71,31 @@ def partition(spark: SparkSession, path: str, out: str, buckets: int) -> dict:
         .parquet(out)
     )
     return layout_of_files(out)
+
+
+def _read_input(spark: SparkSession, path: str):
+    reader = spark.read
+    return reader.csv(path, header=True, inferSchema=True) if path.endswith(".csv") else reader.parquet(path)
+
+
+def row_of_id(spark: SparkSession, path: str, row_id: int) -> int:
+    """The row number, in the input, of a ``row`` id the partition job gave it.
+
+    monotonically_increasing_id is the input split's index times 2**33 plus the row's place
+    in its split: exact row numbers for a one-split input, not beyond. Only for a fault's
+    message, so only then: the rows of each split are counted (a JVM job over the same read,
+    which splits the input the same way) and the id is turned into a row number."""
+    split, place = row_id >> 33, row_id & ((1 << 33) - 1)
+    if split == 0:
+        return row_id
+    counts = dict(
+        _read_input(spark, path)
+        .groupBy(F.spark_partition_id().alias("split"))
+        .count()
+        .select("split", "count")
+        .collect()
+    )
+    return sum(counts.get(k, 0) for k in range(split)) + place
 
 
 def layout_of_files(directory: str) -> dict:

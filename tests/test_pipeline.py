@@ -193,3 +193,20 @@ def test_the_readme_spark_submit_line_runs(tmp_path):
     # spark-submit merges the driver's stderr (progress lines) into its stdout: the JSON comes last.
     assert json.loads(p.stdout[p.stdout.rindex("\n{") :])["events"] > 0
     assert (tmp_path / "o" / "report.html").exists()
+
+
+def test_a_fault_in_an_input_of_many_splits_names_its_row(spark, tmp_path):
+    """Row ids of the partition job encode the input split; the message names the row number."""
+    from sweepq.pipeline.job import run
+
+    rows = [{**GOOD, "queue": f"Q{i % 3}", "time_us": 10 * i} for i in range(40)]
+    rows[33] = {**rows[33], "time_us": 1}  # queue Q0 goes backwards at row 33
+    path = _bad(tmp_path, rows, "many.csv")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "256")
+    try:
+        assert spark.read.csv(path, header=True).rdd.getNumPartitions() > 1  # the case under test
+        with pytest.raises(TraceError) as ei:
+            run(_args(path, tmp_path / "out"), spark=spark, log=lambda s: None)
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert (ei.value.column, ei.value.row) == ("time_us", 33)
