@@ -34,7 +34,7 @@ from .record import Identity
 from .swept import GOTTEN as POS_GOTTEN
 from .swept import LIVE as POS_LIVE
 from .swept import REMOVED as POS_REMOVED
-from .swept import SweptBlob, SweptHit, build_index, msg_ids
+from .swept import SweptBlob, SweptHit, msg_ids
 
 if TYPE_CHECKING:
     from .matching import Match
@@ -217,11 +217,6 @@ class QueueTier:
             self.lanes.settle(lane)
         self.lanes.release_frees()
         self.counters.sweeps += count
-
-    @staticmethod
-    def index_of(target: Target, lo: int, hi: int) -> tuple:
-        """The in-memory index of one blob of a target (computed without the lock)."""
-        return build_index(target.records[lo:hi], target.ids[lo:hi])
 
     # -- unsweep and search (under the lock) -----------------------------------------------------
 

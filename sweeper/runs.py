@@ -64,12 +64,6 @@ def record_ends(records, max_bytes: int, max_records: int) -> list[int]:
     return blob_ends(np.fromiter(map(len, records), np.int64, len(records)), max_bytes, max_records)
 
 
-def blob_bounds(sizes, max_bytes: int, max_records: int) -> list[tuple[int, int]]:
-    """The blobs of one run of records of the given sizes, as ``(lo, hi)`` pairs."""
-    ends = blob_ends(sizes, max_bytes, max_records)
-    return list(zip([0, *ends[:-1]], ends, strict=True))
-
-
 def pieces(n: int) -> list[tuple[int, int]]:
     """``[0, n)`` cut into pieces of at most TARGET_MAX, in order."""
     return [(lo, min(lo + TARGET_MAX, n)) for lo in range(0, n, TARGET_MAX)]
