@@ -31,6 +31,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
+from sweepq.blobstore import BlobCorruptError
 from sweepq.sweeper.cycle import SweepCounts
 from sweepq.sweeper.stats import SweepStats, percentile
 
@@ -437,8 +438,6 @@ class LocalQueue:
     def load(self, need: Need) -> None:
         """Read the blob a get needs, without the lock. A damaged blob leaves the chain here
         and its error is raised (2101); a failed read raises 2102 and changes nothing."""
-        from sweepq.blobstore import BlobCorruptError
-
         try:
             self.tier.load(need)
         except BlobCorruptError as e:
