@@ -265,6 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--gc-messages", type=pos_int, default=1_000_000, help="backlog while GC pauses are timed (gc)")
     b.add_argument("--replay-events-m", type=pos_float, default=10.0, help="M events for the replay kernel (replay)")
     b.add_argument(
+        "--replay-file-events-m",
+        type=pos_float,
+        default=20.0,
+        help="M events for `sweepq replay FILE` end to end, in a subprocess (replay)",
+    )
+    b.add_argument(
         "--pipeline-events-m",
         type=_number(float, 0, hint="pass 0 to skip, or millions of events"),
         default=0.0,

@@ -60,6 +60,7 @@ class BenchOptions:
     backlog_interval: float = 1.0
     gc_messages: int = 1_000_000
     replay_events_m: float = 10.0
+    replay_file_events_m: float = 20.0  # `sweepq replay FILE` end to end, in a subprocess
     pipeline_events_m: float = 0.0
     quick: bool = False
 
@@ -81,6 +82,7 @@ QUICK = {
     "backlog_interval": 0.5,
     "gc_messages": 50_000,
     "replay_events_m": 0.2,
+    "replay_file_events_m": 0.2,
 }
 
 
@@ -522,6 +524,16 @@ def replay(o: BenchOptions, report: Report, step) -> dict:
         f"{k['ratio']:.0f} x interpreted",
     )
     out = {"kernel": k}
+    e = replay_bench.end_to_end(o.replay_file_events_m)
+    out["end_to_end"] = e
+    rss = e["rss_bytes_per_event"]
+    report.row(
+        "replay",
+        f"sweepq replay FILE end to end (Parquet read to metrics written), {e['events']:,} events",
+        f"{e['events_per_s'] / 1e6:.1f} M events/s",
+        f"{rss:.1f} B peak RSS per event" if rss else "",
+    )
+    step()
     if o.pipeline_events_m:
         p = replay_bench.pipeline(o.pipeline_events_m)
         out["pipeline"] = p
@@ -554,7 +566,7 @@ def steps(name: str, o: BenchOptions) -> int:
         "backlog": 2,
         "memory": 3,
         "gc": 3,
-        "replay": 2,
+        "replay": 3,
     }[name]
 
 
