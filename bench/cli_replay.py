@@ -16,7 +16,15 @@ import os
 import sys
 import time
 
-from sweepq.pipeline.args import EXIT_USAGE, HelpFormatter, Parser, byte_size, existing_path, number, one_line
+from sweepq.pipeline.args import (
+    EXIT_USAGE,
+    HelpFormatter,
+    Parser,
+    add_rule_options,
+    existing_path,
+    number,
+    one_line,
+)
 
 
 def _fail(prog: str, message: str) -> int:
@@ -234,23 +242,7 @@ def register(sub) -> None:
         )
     )
     r.add_argument("trace", metavar="TRACE", type=existing_path, help="trace file or directory (.parquet or .csv)")
-    r.add_argument("--interval", type=pos_float, default=5.0, help="sweep interval in seconds")
-    r.add_argument("--factor", type=nonneg_int, default=2, help="sweep when y > factor * x")
-    r.add_argument("--extra", type=nonneg_int, default=5, help="buffer kept in memory: x + extra messages")
-    r.add_argument("--blob-bytes", type=pos_int, default=256 * 1024, help="max bytes per blob")
-    r.add_argument("--blob-records", type=pos_int, default=1024, help="max records per blob")
-    r.add_argument(
-        "--rule",
-        choices=("seed", "adaptive"),
-        default="seed",
-        help="the sweep rule: the seed's (y > factor * x), or the adaptive one that does not re-sweep",
-    )
-    r.add_argument(
-        "--memory-budget",
-        type=byte_size,
-        default=0,
-        help="sweep beyond the rule when the messages in memory exceed this many bytes (e.g. 500MB; 0: none)",
-    )
+    add_rule_options(r)
     r.add_argument(
         "--out",
         default=None,

@@ -83,3 +83,25 @@ def byte_size(text: str) -> int:
     if unit is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size; pass bytes such as 500000000, 500MB or 2G")
     return int(float(m.group(1)) * unit)
+
+
+def add_rule_options(p: argparse.ArgumentParser) -> None:
+    """The sweep rule's options, the same for ``sweepq replay`` and ``sweepq pipeline``."""
+    pos_int, nonneg_int, pos_float = number(int, 1), number(int, 0), number(float, 0, low_open=True)
+    p.add_argument("--interval", type=pos_float, default=5.0, help="sweep interval in seconds")
+    p.add_argument("--factor", type=nonneg_int, default=2, help="sweep when y > factor * x")
+    p.add_argument("--extra", type=nonneg_int, default=5, help="buffer kept in memory: x + extra messages")
+    p.add_argument("--blob-bytes", type=pos_int, default=256 * 1024, help="max bytes per blob")
+    p.add_argument("--blob-records", type=pos_int, default=1024, help="max records per blob")
+    p.add_argument(
+        "--rule",
+        choices=("seed", "adaptive"),
+        default="seed",
+        help="the sweep rule: the seed's (y > factor * x), or the adaptive one that does not re-sweep",
+    )
+    p.add_argument(
+        "--memory-budget",
+        type=byte_size,
+        default=0,
+        help="sweep beyond the rule when the messages in memory exceed this many bytes (e.g. 500MB; 0: none)",
+    )

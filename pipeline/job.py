@@ -83,9 +83,9 @@ def _grid_arg(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from sweepq.pipeline.args import HelpFormatter, byte_size, existing_path, number, one_line
+    from sweepq.pipeline.args import HelpFormatter, add_rule_options, existing_path, number, one_line
 
-    pos_int, nonneg_int, pos_float = number(int, 1), number(int, 0), number(float, 0, low_open=True)
+    pos_int = number(int, 1)
     p = one_line(
         argparse.ArgumentParser(
             prog="sweepq pipeline",
@@ -101,23 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, help="output directory (created)")
     p.add_argument("--master", default="local[*]", help="Spark master URL")
-    p.add_argument("--interval", type=pos_float, default=5.0, help="sweep interval in seconds")
-    p.add_argument("--factor", type=nonneg_int, default=2, help="sweep when y > factor * x")
-    p.add_argument("--extra", type=nonneg_int, default=5, help="buffer kept: x + extra messages")
-    p.add_argument("--blob-bytes", type=pos_int, default=256 * 1024, help="max bytes per blob")
-    p.add_argument("--blob-records", type=pos_int, default=1024, help="max records per blob")
-    p.add_argument(
-        "--rule",
-        choices=("seed", "adaptive"),
-        default="seed",
-        help="the sweep rule: the seed's (y > factor * x), or the adaptive one that does not re-sweep",
-    )
-    p.add_argument(
-        "--memory-budget",
-        type=byte_size,
-        default=0,
-        help="sweep beyond the rule when the messages in memory exceed this many bytes (e.g. 500MB; 0: none)",
-    )
+    add_rule_options(p)
     p.add_argument(
         "--buckets",
         type=pos_int,
