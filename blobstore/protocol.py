@@ -9,11 +9,12 @@ none, so the caller's state never has to guess what the store did.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from .store import BlobInfo
 
 
+@runtime_checkable
 class Store(Protocol):
     """What the engine and the sweeper use of a blob store (see the module docstring)."""
 

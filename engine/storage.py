@@ -40,6 +40,11 @@ class Storage:
                 Reason.PARM_VALUE_ERROR,
                 f"unknown store option(s) {sorted(unknown)}; known: {sorted(STORE_OPTIONS)}",
             )
+        if store is not None and not isinstance(store, Store):
+            raise MQError(
+                Reason.PARM_VALUE_ERROR,
+                f"store must be a sweepq.blobstore.Store (BlobStore, MemoryStore, ...), not {type(store).__name__}",
+            )
         if path is not None and store is not None:
             raise MQError(Reason.PARM_VALUE_ERROR, "give a data directory (path) or a store, not both")
         self.path = os.fspath(path) if path is not None else None

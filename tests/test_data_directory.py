@@ -56,3 +56,10 @@ def test_the_directory_and_its_files_are_private_whatever_the_umask(tmp_path, um
         os.umask(old)
     assert mode == 0o700
     assert files and all(m & 0o077 == 0 for m in files)
+
+
+@pytest.mark.parametrize("bad", ["/tmp/x", 42, object()])
+def test_a_store_that_is_not_a_store_is_refused(bad):
+    with pytest.raises(MQError) as ei:
+        QueueManager(sweeper=False, store=bad)
+    assert "must be a sweepq.blobstore.Store" in str(ei.value)
