@@ -9,6 +9,7 @@ import sys
 
 from .cli_replay import pipeline_command as _pipeline
 from .cli_replay import register as register_replay_commands
+from .crash import register_crash_command
 
 DESCRIPTION = """\
 sweepq: an embedded tiered-storage message queue engine with IBM MQ semantics, whose slow
@@ -291,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("path", help="the data directory (QueueManager.open(path))")
     i.add_argument("--json", action="store_true", help="print as JSON")
     i.set_defaults(func=_inspect)
+    register_crash_command(sub)  # crashtest: bench/crash.py
     return p
 
 

@@ -1005,6 +1005,8 @@ def corrupt(store_dir: str, kind: str, rng: random.Random) -> str:
 
 
 def _crashtest_command(args: argparse.Namespace) -> int:
+    if args.kills is None:
+        args.kills = QUICK_KILLS if args.quick else DEFAULT_KILLS
     work = args.data_dir
     made = work is None
     if made:
@@ -1017,6 +1019,7 @@ def _crashtest_command(args: argparse.Namespace) -> int:
         return 2
     os.makedirs(work, exist_ok=True)
     replay = f"sweepq crashtest --kills {args.kills} --seed {args.seed} --sync {args.sync} --interval {args.interval:g}"
+    replay += " --quick" if args.quick else ""
     print(f"sweepq crashtest: {args.kills:,} kill points, seed {args.seed}, in {work}", flush=True)
     try:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -1032,14 +1035,18 @@ def _crashtest_command(args: argparse.Namespace) -> int:
             def progress(i: int, plan: KillPlan, problem: str) -> None:
                 bar.update(task, completed=i, description=plan.describe() + (f"  ! {problem}" if problem else ""))
 
-            verdict = run_crashtest(work, args.kills, args.seed, args.sync, args.interval, progress=progress)
+            verdict = run_crashtest(
+                work, args.kills, args.seed, args.sync, args.interval, quick=args.quick, progress=progress
+            )
     else:
 
         def progress(i: int, plan: KillPlan, problem: str) -> None:
             if i % 50 == 0 or problem:
                 print(f"kill {i}/{args.kills}: {plan.describe()} {problem}", flush=True)
 
-        verdict = run_crashtest(work, args.kills, args.seed, args.sync, args.interval, progress=progress)
+        verdict = run_crashtest(
+            work, args.kills, args.seed, args.sync, args.interval, quick=args.quick, progress=progress
+        )
     print(verdict.render(replay))
     if verdict.ok and made and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
@@ -1053,8 +1060,12 @@ def add_crash_options(p: argparse.ArgumentParser) -> None:
     from sweepq.pipeline.args import number
 
     p.add_argument(
-        "--kills", type=number(int, 1), default=DEFAULT_KILLS, help="kill points (worker runs ended by SIGKILL)"
+        "--kills",
+        type=number(int, 1),
+        default=None,
+        help=f"kill points, each a worker run ended by SIGKILL (default: {DEFAULT_KILLS:,}; --quick: {QUICK_KILLS})",
     )
+    p.add_argument("--quick", action="store_true", help="the CI form: short worker runs, 50 kill points by default")
     p.add_argument(
         "--data-dir",
         default=None,
