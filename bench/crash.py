@@ -80,7 +80,7 @@ SELF_POINTS = (
     "unsweep-splice",  # a blob came back into memory; the get that needed it has not returned
 )
 # Log lines the driver can kill right after (the worker logs them as the thing begins).
-MARKERS = {"commit": "C+", "sweep": "Wwrite", "unsweep": "U+"}
+MARKERS = {"commit": "C+", "sweep": "Wwrite", "unsweep": "U<"}
 # What a worker does next, by phase: (cumulative share, kind of operation).
 MIX = {
     "fill": ((0.6, "put-uow"), (0.75, "put"), (0.85, "get-uow"), (0.9, "get"), (1.01, "mix")),
@@ -263,6 +263,7 @@ class Worker:
             return out
 
         def splice_locked(*a, **k):
+            log.emit("U<", q.name)  # the blob's records go back to their own keys in this call
             out = splice(*a, **k)
             log.emit("Usplice", q.name)
             point("unsweep-splice")
@@ -410,8 +411,9 @@ def worker_main(args: argparse.Namespace) -> int:
 
 
 def drain(data_dir: str, log_path: str, sync: str = "commit") -> str | None:
-    """Open ``data_dir`` in this process and get every message of every harness queue outside
-    syncpoint, logging like a worker (run "drain"). Returns None, or why it could not open."""
+    """Open ``data_dir`` in this process and get every message of every harness queue, under
+    syncpoint in units of 200 (one sync each, not one per message), logging like a worker
+    (run "drain"). Returns None, or why it could not open."""
     from sweepq.engine import GMO, OO, MQError, Reason
 
     log = EventLog(log_path)
@@ -431,25 +433,33 @@ def drain(data_dir: str, log_path: str, sync: str = "commit") -> str | None:
                     log.emit("NQ", q)
                     continue
                 h = conn.open(q, OO.INPUT_SHARED)
-                errors = 0
+                errors = got = 0
                 while errors < 100:
-                    log.emit("G+", q, 0)
+                    log.emit("G+", q, 1)
                     try:
-                        m = h.get(GMO.NO_SYNCPOINT)
+                        m = h.get(GMO.SYNCPOINT)
                     except MQError as e:
                         if e.reason == Reason.NO_MSG_AVAILABLE:
-                            log.emit("G0", q, 0)
+                            log.emit("G0", q, 1)
                             break
                         errors += 1
                         if e.reason == Reason.OBJECT_DAMAGED:
-                            log.emit("GD", q, 0, *ids_in_error(e))
+                            log.emit("GD", q, 1, *ids_in_error(e))
                         else:
-                            log.emit("GE", q, 0, int(e.reason))
+                            log.emit("GE", q, 1, int(e.reason))
                         continue
                     ident, intact = check_payload(m.data)
-                    log.emit("G=", ident, q, m.md.priority, m.backout_count, 0)
+                    log.emit("G=", ident, q, m.md.priority, m.backout_count, 1)
                     if not intact:
                         log.emit("X", ident, "payload differs from what was put")
+                    got += 1
+                    if got % 200 == 0:
+                        log.emit("C+")
+                        conn.commit()
+                        log.emit("C=")
+                log.emit("C+")
+                conn.commit()
+                log.emit("C=")
     finally:
         qm.close()
         log.emit("Z")
@@ -585,9 +595,9 @@ def parse_logs(logs: Iterable[tuple[str, Iterable[str]]]) -> History:
                 sweeping[t[1]] += 1
             elif op == "Wend":
                 sweeping[t[1]] -= 1
-            elif op == "U+":
+            elif op in ("U+", "U<"):
                 unsweeping[t[1]] += 1
-            elif op == "U=":
+            elif op in ("U=", "Usplice"):
                 unsweeping[t[1]] -= 1
         # the end of the run
         if uow.puts or uow.gets or uow.commit_started:
