@@ -348,17 +348,17 @@ class Worker:
     def depth(self) -> int:
         return sum(self.qm.inquire_queue(q).current_depth for q in QUEUES)
 
-    def run_forever(self, max_ops: int = 0) -> None:
+    def run_forever(self, max_ops: int = 0, fill_only: bool = False) -> None:
         """Alternate fill phases (puts outpace gets: a backlog builds and the sweeper moves it
         into blobs) and drain phases (gets outpace puts: blobs come back), until killed, or
-        for ``max_ops`` units of work when it is not 0."""
+        for ``max_ops`` units of work when it is not 0 (``fill_only``: no drain phase)."""
         rng = self.rng
         phase, left, ops = "fill", rng.randint(20, 200), 0
         self.log.emit("F", phase)
         while not max_ops or ops < max_ops:
             ops += 1
             left -= 1
-            if left <= 0 or (phase == "fill" and ops % 64 == 0 and self.depth() > DEPTH_CAP):
+            if (left <= 0 and not fill_only) or (phase == "fill" and ops % 64 == 0 and self.depth() > DEPTH_CAP):
                 phase = "drain" if phase == "fill" else "fill"
                 left = rng.randint(20, 200)
                 self.log.emit("F", phase)
@@ -400,7 +400,7 @@ def worker_main(args: argparse.Namespace) -> int:
     w = Worker(qm, log, args.run, rng, kill_at)
     hooks = w.install_hooks()
     log.emit("R", f"sync={args.sync if honoured else 'unsupported'}", f"hooks={'on' if hooks else 'off'}")
-    w.run_forever(args.max_ops)
+    w.run_forever(args.max_ops, args.fill_only)
     w.conn.disconnect()
     qm.close()
     log.emit("Z")
@@ -885,13 +885,21 @@ def run_worker_once(
     interval: float = DEFAULT_INTERVAL,
     fallback: float = 1.5,
     ready_timeout: float = 60.0,
+    max_ops: int = 0,
+    fill_only: bool = False,
 ) -> tuple[int, str]:
     """Start one worker, end it as ``plan`` says (SIGKILL at the latest ``fallback`` s after it
-    is ready), and return (its exit status, a harness problem or "")."""
+    is ready), and return (its exit status, a harness problem or ""). A plan of kind ``clean``
+    lets it run ``max_ops`` units of work and close."""
     cmd = [sys.executable, "-m", "sweepq.bench.crash", "worker", "--data-dir", store_dir, "--log", log_path]
     cmd += ["--seed", str(seed), "--run", str(run), "--sync", sync, "--interval", str(interval)]
     if plan.kind == "self":
         cmd += ["--kill-at", f"{plan.point}:{plan.k}"]
+    if max_ops:
+        cmd += ["--max-ops", str(max_ops)]
+    if fill_only:
+        cmd.append("--fill-only")
+    expected = 0 if plan.kind == "clean" else -signal.SIGKILL
     err_path = log_path[:-4] + ".err"
     with open(err_path, "wb") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
@@ -913,6 +921,12 @@ def run_worker_once(
                     break
                 time.sleep(0.002)
                 continue
+            if plan.kind == "clean":
+                if now - ready_at > ready_timeout:
+                    problem = f"still running {ready_timeout:.0f} s after it was ready"
+                    break
+                time.sleep(0.01)
+                continue
             if now - ready_at >= fallback and plan.kind in ("self", "marker"):
                 break  # the point was not reached in time: a timed kill instead
             if plan.kind == "delay" and now - ready_at >= plan.delay:
@@ -926,7 +940,7 @@ def run_worker_once(
             os.kill(proc.pid, signal.SIGKILL)
     finally:
         code = proc.wait()
-    if code != -signal.SIGKILL and not problem:
+    if code != expected and not problem:
         with open(err_path, "rb") as f:
             text = f.read().decode(errors="replace").strip().splitlines()
         problem = f"exited with status {code}: " + (text[-1] if text else "no error output")
@@ -1009,6 +1023,41 @@ def corrupt(store_dir: str, kind: str, rng: random.Random) -> str:
             f.seek(off)
             f.write(bytes([b[0] ^ (1 << rng.randrange(8))]))
     return f"{name}: flipped a bit at offsets {offsets} of {size} bytes"
+
+
+CORRUPTIONS = ("sst-bitflip", "sst-truncate", "wal-bitflip", "wal-truncate")
+
+
+def corruption_trial(work_dir: str, kind: str, seed: int = 1, sync: str = "commit") -> tuple[Verdict, str]:
+    """Build a backlog with one worker run, damage the store as ``kind`` says (:func:`corrupt`),
+    then drain and judge with damage allowed: passes when every committed message either
+    comes back intact or is named by MsgId in an OBJECT_DAMAGED (2101) error, and the store
+    opens. The tables exist after a clean close (``sst-*``: the worker runs 400 units of work
+    and closes); the write-ahead log holds data after a kill (``wal-*``: killed 0.7 s after
+    it is ready). Returns the verdict and what was damaged."""
+    rng = random.Random(seed)
+    store_dir = os.path.join(work_dir, "store")
+    log_dir = os.path.join(work_dir, "logs")
+    os.makedirs(log_dir, exist_ok=True)
+    t0 = time.monotonic()
+    log_path = os.path.join(log_dir, "run-00001.log")
+    if kind.startswith("sst"):
+        _, problem = run_worker_once(store_dir, log_path, seed, 1, KillPlan("clean"), sync, max_ops=400, fill_only=True)
+    else:
+        _, problem = run_worker_once(store_dir, log_path, seed, 1, KillPlan("delay", delay=0.7), sync, fill_only=True)
+    try:
+        what = corrupt(store_dir, kind, rng)
+    except FileNotFoundError as e:
+        what = f"nothing damaged: {e}"
+    why = drain(store_dir, os.path.join(log_dir, "drain.log"), sync)
+    verdict = judge(parse_logs(read_run_logs(log_dir)), allow_damaged=True)
+    verdict.seed, verdict.kills, verdict.seconds = seed, 0 if kind.startswith("sst") else 1, time.monotonic() - t0
+    verdict.notes.insert(0, f"damage: {kind}, {what}")
+    if why:
+        verdict.violations["final open failed"].append(why)
+    if problem:
+        verdict.violations["worker failed"].append(problem)
+    return verdict, what
 
 
 # -- the command line ---------------------------------------------------------------------------------
@@ -1122,6 +1171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--interval", type=number(float, 0, low_open=True), default=DEFAULT_INTERVAL, help="sweep interval")
     w.add_argument("--kill-at", default=None, help="POINT:N, kill this process at the N-th pass of POINT")
     w.add_argument("--max-ops", type=number(int, 0), default=0, help="units of work, then close (0: until killed)")
+    w.add_argument("--fill-only", action="store_true", help="no drain phases: a backlog builds")
     w.set_defaults(func=worker_main)
     r = sub.add_parser("run", help="the harness, as 'sweepq crashtest'")
     add_crash_options(r)
