@@ -752,16 +752,20 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
                     lost.append(ident)
         elif gets:
             viol["phantom"].append(f"{ident} was never committed ({state}) and came back in run {gets[0].run}")
-    # a get outside syncpoint cut by the kill may have taken one message committed before it
-    excuses = sorted(h.excuses, key=lambda e: e[2])
-    for ident in sorted(lost, key=lambda i: h.committed_at.get(i, 0)):
-        q = h.puts[ident][0]
-        use = next((e for e in excuses if e[1] == q and h.committed_at.get(ident, 0) < e[2]), None)
-        if use is not None:
-            excuses.remove(use)
-            v.notes.append(f"{ident}: taken by the get outside syncpoint that the kill cut in run {use[0]}")
-        else:
-            viol["lost"].append(f"{ident} (queue {q}, priority {h.puts[ident][1]}) was committed and never came back")
+    # A get outside syncpoint cut by the kill may have removed the message it was taking: the
+    # one at the head of its queue then (highest priority, earliest arrival), and no other.
+    lost_set = set(lost)
+    taken: set[str] = set()  # by earlier cut gets
+    for run, q, at in sorted(h.excuses, key=lambda e: e[2]):
+        head = _head(h, q, at, taken)
+        if head in lost_set:
+            lost_set.remove(head)
+            taken.add(head)
+            v.notes.append(f"{head}: taken by the get outside syncpoint that the kill cut in run {run}")
+    for ident in lost:
+        if ident in lost_set:
+            q, prio = h.puts[ident]
+            viol["lost"].append(f"{ident} (queue {q}, priority {prio}) was committed and never came back")
     for ident in h.gets:
         if ident not in h.puts:
             viol["phantom"].append(f"{ident} came back and was never put")
@@ -793,6 +797,26 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
     viol["damaged payload"].extend(h.bad_payloads)
     viol["get failed"].extend(h.errors)
     return v
+
+
+def _head(h: History, queue: str, at: int, taken: set[str]) -> str | None:
+    """The message a get on ``queue`` at log position ``at`` would have returned: committed
+    before ``at``, not consumed before it, highest priority first, then earliest arrival
+    (producer run, then counter: a run's puts arrive in counter order, after every earlier
+    run's), and not ``taken`` by an earlier cut get."""
+    best, best_key = None, None
+    for ident, (q, prio) in h.puts.items():
+        if q != queue or ident in taken or h.state.get(ident) != "committed":
+            continue
+        if h.committed_at.get(ident, at) >= at:
+            continue
+        if any(g.consumed and g.seq < at for g in h.gets.get(ident, ())):
+            continue
+        run, n = ident.split(".")
+        key = (-prio, int(run), int(n))
+        if best_key is None or key < best_key:
+            best, best_key = ident, key
+    return best
 
 
 def read_run_logs(log_dir: str) -> list[tuple[str, list[str]]]:
