@@ -470,7 +470,7 @@ def drain(data_dir: str, log_path: str, sync: str = "commit") -> str | None:
 # -- the verdict ------------------------------------------------------------------------------------
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Uow:
     run: str
     puts: list[str] = field(default_factory=list)
@@ -480,7 +480,7 @@ class _Uow:
     end_seq: int = 0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Get:
     seq: int
     ident: str
@@ -756,8 +756,13 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
     # one at the head of its queue then (highest priority, earliest arrival), and no other.
     lost_set = set(lost)
     taken: set[str] = set()  # by earlier cut gets
-    for run, q, at in sorted(h.excuses, key=lambda e: e[2]):
-        head = _head(h, q, at, taken)
+    first_consumed = {}
+    for ident, gets in h.gets.items():
+        seqs = [g.seq for g in gets if g.consumed]
+        if seqs:
+            first_consumed[ident] = min(seqs)
+    for run, q, at in sorted(h.excuses, key=lambda e: e[2]) if lost_set else ():
+        head = _head(h, q, at, taken, first_consumed)
         if head in lost_set:
             lost_set.remove(head)
             taken.add(head)
@@ -799,18 +804,16 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
     return v
 
 
-def _head(h: History, queue: str, at: int, taken: set[str]) -> str | None:
+def _head(h: History, queue: str, at: int, taken: set[str], first_consumed: dict[str, int]) -> str | None:
     """The message a get on ``queue`` at log position ``at`` would have returned: committed
-    before ``at``, not consumed before it, highest priority first, then earliest arrival
-    (producer run, then counter: a run's puts arrive in counter order, after every earlier
-    run's), and not ``taken`` by an earlier cut get."""
+    before ``at``, not consumed before it (``first_consumed``: id -> log position), highest
+    priority first, then earliest arrival (producer run, then counter: a run's puts arrive in
+    counter order, after every earlier run's), and not ``taken`` by an earlier cut get."""
     best, best_key = None, None
     for ident, (q, prio) in h.puts.items():
         if q != queue or ident in taken or h.state.get(ident) != "committed":
             continue
-        if h.committed_at.get(ident, at) >= at:
-            continue
-        if any(g.consumed and g.seq < at for g in h.gets.get(ident, ())):
+        if h.committed_at.get(ident, at) >= at or first_consumed.get(ident, at) < at:
             continue
         run, n = ident.split(".")
         key = (-prio, int(run), int(n))
