@@ -1104,6 +1104,12 @@ def _crashtest_command(args: argparse.Namespace) -> int:
         )
         return 2
     os.makedirs(work, exist_ok=True)
+    if args.corrupt:
+        print(f"sweepq crashtest: one worker's backlog, then {args.corrupt}, seed {args.seed}, in {work}", flush=True)
+        verdict, _ = corruption_trial(work, args.corrupt, args.seed, args.sync)
+        print(verdict.render(f"sweepq crashtest --corrupt {args.corrupt} --seed {args.seed} --sync {args.sync}"))
+        print(f"  logs and store kept in {work}")
+        return 0 if verdict.ok else 1
     replay = f"sweepq crashtest --kills {args.kills} --seed {args.seed} --sync {args.sync} --interval {args.interval:g}"
     replay += " --quick" if args.quick else ""
     print(f"sweepq crashtest: {args.kills:,} kill points, seed {args.seed}, in {work}", flush=True)
@@ -1164,6 +1170,13 @@ def add_crash_options(p: argparse.ArgumentParser) -> None:
         "--interval", type=number(float, 0, low_open=True), default=DEFAULT_INTERVAL, help="sweep interval, seconds"
     )
     p.add_argument("--keep", action="store_true", help="keep a temporary directory even when the verdict passes")
+    p.add_argument(
+        "--corrupt",
+        choices=CORRUPTIONS,
+        default=None,
+        help="instead of kills: build a backlog, damage the store's files this way, drain and judge (every "
+        "committed message must come back or be named damaged by MsgId)",
+    )
 
 
 def register_crash_command(sub) -> None:
