@@ -963,9 +963,10 @@ def run_worker_once(
                     time.sleep(plan.delay)
                 break
             time.sleep(0.0005 if plan.kind == "marker" else 0.002)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-    finally:
+    finally:  # the planned kill, or an interrupted driver: never leave a worker behind
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
         code = proc.wait()
     if code != expected and not problem:
         with open(err_path, "rb") as f:
@@ -1090,7 +1091,12 @@ def corruption_trial(work_dir: str, kind: str, seed: int = 1, sync: str = "commi
 # -- the command line ---------------------------------------------------------------------------------
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def _crashtest_command(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)  # a terminated driver kills its worker first
     if args.kills is None:
         args.kills = QUICK_KILLS if args.quick else DEFAULT_KILLS
     work = args.data_dir
