@@ -35,6 +35,8 @@ Every method is thread-safe; :meth:`KV.write` applies its operations atomically.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Protocol
@@ -189,9 +191,11 @@ class RocksKV:
         self.block_cache_bytes = block_cache_bytes
         opts, cf_opts = _db_options(write_buffer_bytes, self._cache, wal)
         access = AccessType.read_only() if read_only else AccessType.read_write()
+        self._shadow = _shadow_of(path) if read_only else None
         try:
-            self._db = Rdict(path, options=opts, column_families=cf_opts, access_type=access)
+            self._db = Rdict(self._shadow or path, options=opts, column_families=cf_opts, access_type=access)
         except Exception as e:
+            self._drop_shadow()
             raise KVError(_why(e, f"cannot open the store at {path}")) from e
         self._cf = {name: self._db.get_column_family(name) for name in CFS}
         self._h = {name: self._db.get_column_family_handle(name) for name in CFS}
@@ -274,6 +278,27 @@ class RocksKV:
         self._cf.clear()
         self._h.clear()
         self._db = None
+        self._drop_shadow()
+
+    def _drop_shadow(self) -> None:
+        if self._shadow is not None:
+            shutil.rmtree(self._shadow, ignore_errors=True)
+            self._shadow = None
+
+
+def _shadow_of(path: str) -> str:
+    """A private directory of links to the store's files, to open read-only through.
+
+    Opening a database, even read-only, makes rocksdict write its ``rocksdict-config.json``
+    and RocksDB its info ``LOG`` into the directory; inspecting a store must write nothing
+    into it. Through the links RocksDB reads the real files and writes its own into the
+    shadow, which is removed at close."""
+    shadow = tempfile.mkdtemp(prefix="sweepq-inspect-")
+    for name in os.listdir(path):
+        if name == "rocksdict-config.json" or name == "LOCK" or name.startswith("LOG"):
+            continue
+        os.symlink(os.path.join(os.path.abspath(path), name), os.path.join(shadow, name))
+    return shadow
 
 
 def _why(e: Exception, what: str) -> str:
