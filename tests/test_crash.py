@@ -262,13 +262,15 @@ def test_worker_kills_itself_at_the_point_it_is_given(tmp_path):
 # What main did at the time this test was written (durable queues, commit 36bb664), kept so
 # that a failure says whether it is still the known gap. Each run: one worker's backlog.
 OBSERVED = {
-    "sst-bitflip": "open works and blob damage is named by MsgId (2101), but a checksum failure in the "
-    "messages column family ends recovery's scan without an error (rocksdict's items() does not check the "
-    "iterator status): the rest of that queue's records are silently missing and later ones come out of order",
+    "sst-bitflip": "open works and a damaged blob fails its first get with 2101, but the text names only 5 of "
+    "its MsgIds ('and N more'), so the rest are neither returned nor named; the lane's records with their own "
+    "key come out ahead of the chain when its first blob is the damaged one (the placeholder has no arrival "
+    "number); and a flip in the messages column family ends recovery's scan silently (rocksdict's items() "
+    "does not check the iterator's status)",
     "sst-truncate": "open is refused with a clear MQError 2102 (RocksDB: 'Sst file size mismatch ... "
     "MANIFEST may be corrupted'); no message comes back",
     "wal-bitflip": "the log recovers to the last whole write before the flip (point-in-time): every later "
-    "commit is silently undone (committed puts lost, committed gets back, backout counts back)",
+    "commit is silently undone (committed puts lost, consumed messages back, backout counts back)",
     "wal-truncate": "the same as wal-bitflip: the store goes back to the cut, silently",
 }
 
