@@ -579,7 +579,9 @@ def parse_logs(logs: Iterable[tuple[str, Iterable[str]]]) -> History:
             elif op == "C+":
                 uow.commit_started = True
             elif op in ("C=", "CE", "B="):
-                fate = {"C=": "committed", "CE": "maybe", "B=": "backedout"}[op]
+                # A commit that fails with 2003 backed the unit of work out; any other reason
+                # leaves it in doubt.
+                fate = {"C=": "committed", "B=": "backedout"}.get(op, "backedout" if t[1:2] == ["2003"] else "maybe")
                 _finish(h, uow, fate, seq)
                 uow = _Uow(run)
                 in_backout = False

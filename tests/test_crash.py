@@ -139,6 +139,14 @@ def test_a_commit_cut_by_the_kill_must_be_all_or_nothing():
     assert undone_get.count("partial unit of work") == 1, undone_get.render()
 
 
+def test_a_commit_that_failed_with_2003_was_backed_out():
+    backed_out = _run(*_flat(put("1.1"), ["C+", "CE 2003", "B+", "B="]))
+    assert verdict(backed_out).ok
+    assert verdict(backed_out, drain=get("1.1")).count("phantom") == 1
+    other = _run(*_flat(put("1.1"), ["C+", "CE 2102", "B+", "B="]))  # in doubt: either way
+    assert verdict(other).ok and verdict(other, drain=get("1.1")).ok
+
+
 def test_a_get_under_syncpoint_cut_by_the_kill_must_give_the_message_back():
     run1 = _run(*_flat(put("1.1"), COMMIT, get("1.1")))  # killed before commit
     assert verdict(run1, drain=get("1.1")).ok
