@@ -773,9 +773,17 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
         if ident in lost_set:
             q, prio = h.puts[ident]
             viol["lost"].append(f"{ident} (queue {q}, priority {prio}) was committed and never came back")
-    for ident in h.gets:
+    for ident, gets in h.gets.items():
         if ident not in h.puts:
             viol["phantom"].append(f"{ident} came back and was never put")
+            continue
+        wrong = [g for g in gets if (g.queue, g.prio) != h.puts[ident]]
+        if wrong:
+            q, prio = h.puts[ident]
+            viol["moved"].append(
+                f"{ident} was put on {q} at priority {prio} and came back from {wrong[0].queue} at priority "
+                f"{wrong[0].prio} (run {wrong[0].run})"
+            )
     # 3. order: per queue, priority and producer, consumed in put order
     last: dict[tuple[str, int, str], tuple[int, str]] = {}
     consumed = sorted((g for gs in h.gets.values() for g in gs if g.consumed), key=lambda g: g.seq)

@@ -180,6 +180,12 @@ def test_a_payload_that_differs_is_detected():
     assert v.count("damaged payload") == 1, v.render()
 
 
+def test_a_message_that_comes_back_at_another_priority_is_detected():
+    run1 = _run(*_flat(put("1.1", prio=4), COMMIT))
+    v = verdict(run1, drain=get("1.1", prio=0))
+    assert v.count("moved") == 1, v.render()
+
+
 def test_an_id_never_put_is_a_phantom():
     v = verdict(_run(), drain=get("7.7"))
     assert v.count("phantom") == 1, v.render()
