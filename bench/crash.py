@@ -710,25 +710,25 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
     after plain kills is itself a violation."""
     v = Verdict(kill_classes=h.kill_classes)
     viol = v.violations
-    # 1. units of work whose commit did not return: applied or not, all or nothing
+    # 1. units of work whose commit did not return: applied when anything shows it (one of
+    #    its puts came back, or the message of one of its gets never did); then all of it must
+    #    have been (checked after the lost messages are known).
+    applied_uows: list[tuple[_Uow, int]] = []
+    uow_of: dict[str, _Uow] = {}
     for u in h.maybe_uows:
-        seen = [p for p in u.puts if h.gets.get(p)]
-        back = [g for g in u.gets if any(a.seq > g.seq for a in h.gets[g.ident])]
-        applied = bool(seen) or len(back) < len(u.gets)
-        not_applied = len(seen) < len(u.puts) or bool(back)
-        if applied and not_applied:
-            viol["partial unit of work"].append(
-                f"run {u.run}: a commit cut by the kill left {len(seen)} of {len(u.puts)} puts and removed "
-                f"{len(u.gets) - len(back)} of {len(u.gets)} gets"
-            )
+        back = {id(g) for g in u.gets if any(a.seq > g.seq for a in h.gets[g.ident])}
+        applied = any(h.gets.get(p) for p in u.puts) or len(back) < len(u.gets)
         for p in u.puts:
-            h.state[p] = "committed" if p in seen else "aborted"
-            if p in seen:
+            h.state[p] = "committed" if applied else "aborted"
+            if applied:
                 h.committed_at[p] = u.end_seq
+                uow_of[p] = u
         for g in u.gets:
-            g.consumed = g not in back
+            g.consumed = applied and id(g) not in back
         v.maybe += len(u.puts) + len(u.gets)
-        v.maybe_applied += (len(seen) + len(u.gets) - len(back)) if applied else 0
+        if applied:
+            v.maybe_applied += len(u.puts) + len(u.gets)
+            applied_uows.append((u, len(back)))
     # 2. every put: consumed exactly once if committed, at most once if maybe, never if aborted
     lost: list[str] = []
     for ident, state in h.state.items():
@@ -769,10 +769,20 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
             lost_set.remove(head)
             taken.add(head)
             v.notes.append(f"{head}: taken by the get outside syncpoint that the kill cut in run {run}")
+    missing: dict[_Uow, int] = defaultdict(int)  # puts of an applied unit of work that never came back
     for ident in lost:
         if ident in lost_set:
+            if ident in uow_of:
+                missing[uow_of[ident]] += 1
+                continue
             q, prio = h.puts[ident]
             viol["lost"].append(f"{ident} (queue {q}, priority {prio}) was committed and never came back")
+    for u, back in applied_uows:
+        if back or missing[u]:
+            viol["partial unit of work"].append(
+                f"run {u.run}: a commit cut by the kill took effect for {len(u.puts) - missing[u]} of "
+                f"{len(u.puts)} puts and {len(u.gets) - back} of {len(u.gets)} gets"
+            )
     for ident, gets in h.gets.items():
         if ident not in h.puts:
             viol["phantom"].append(f"{ident} came back and was never put")

@@ -147,6 +147,16 @@ def test_a_commit_that_failed_with_2003_was_backed_out():
     assert verdict(other).ok and verdict(other, drain=get("1.1")).ok
 
 
+def test_a_put_of_a_cut_commit_may_be_what_a_later_cut_get_took():
+    """Seen in the long form (seed 1, run 973): the commit took effect, and the next run's
+    get outside syncpoint, cut after it returned, had taken one of its messages."""
+    run1 = _run(*_flat(put("1.1", q="B", prio=9), put("1.2", q="B", prio=9), ["C+"]))
+    run2 = _run("G+ B 0", "K after-get")
+    assert verdict(run1, run2, drain=get("1.2", q="B", prio=9)).ok
+    v = verdict(run1, run2, drain=get("1.1", q="B", prio=9))  # the cut get took the head, 1.1
+    assert v.count("partial unit of work") == 1, v.render()
+
+
 def test_a_get_under_syncpoint_cut_by_the_kill_must_give_the_message_back():
     run1 = _run(*_flat(put("1.1"), COMMIT, get("1.1")))  # killed before commit
     assert verdict(run1, drain=get("1.1")).ok
