@@ -763,8 +763,11 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
         seqs = [g.seq for g in gets if g.consumed]
         if seqs:
             first_consumed[ident] = min(seqs)
+    orders: dict[str, list[str]] = {}
     for run, q, at in sorted(h.excuses, key=lambda e: e[2]) if lost_set else ():
-        head = _head(h, q, at, taken, first_consumed)
+        if q not in orders:
+            orders[q] = _get_order(h, q)
+        head = _head(h, orders[q], at, taken, first_consumed)
         if head in lost_set:
             lost_set.remove(head)
             taken.add(head)
@@ -824,22 +827,27 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
     return v
 
 
-def _head(h: History, queue: str, at: int, taken: set[str], first_consumed: dict[str, int]) -> str | None:
-    """The message a get on ``queue`` at log position ``at`` would have returned: committed
-    before ``at``, not consumed before it (``first_consumed``: id -> log position), highest
-    priority first, then earliest arrival (producer run, then counter: a run's puts arrive in
-    counter order, after every earlier run's), and not ``taken`` by an earlier cut get."""
-    best, best_key = None, None
-    for ident, (q, prio) in h.puts.items():
-        if q != queue or ident in taken or h.state.get(ident) != "committed":
+def _head(h: History, order: list[str], at: int, taken: set[str], first_consumed: dict[str, int]) -> str | None:
+    """The message a get at log position ``at`` would have returned from a queue whose
+    committed messages are ``order`` (in get order: highest priority first, then earliest
+    arrival, i.e. producer run, then counter): the first committed before ``at``, not
+    consumed before it (``first_consumed``: id -> log position) and not ``taken`` by an
+    earlier cut get."""
+    for ident in order:
+        if ident in taken or h.committed_at.get(ident, at) >= at or first_consumed.get(ident, at) < at:
             continue
-        if h.committed_at.get(ident, at) >= at or first_consumed.get(ident, at) < at:
-            continue
+        return ident
+    return None
+
+
+def _get_order(h: History, queue: str) -> list[str]:
+    """The committed messages of ``queue`` in get order (see :func:`_head`)."""
+
+    def key(ident: str) -> tuple[int, int, int]:
         run, n = ident.split(".")
-        key = (-prio, int(run), int(n))
-        if best_key is None or key < best_key:
-            best, best_key = ident, key
-    return best
+        return (-h.puts[ident][1], int(run), int(n))
+
+    return sorted((i for i, (q, _) in h.puts.items() if q == queue and h.state.get(i) == "committed"), key=key)
 
 
 def read_run_logs(log_dir: str) -> list[tuple[str, list[str]]]:
