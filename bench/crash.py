@@ -30,9 +30,10 @@ Three parts, each importable on its own:
   The invariants: every committed put is consumed exactly once (0 lost, 0 duplicated; a maybe
   put at most once); nothing aborted ever comes back; within one queue and priority the
   messages of one producer (one worker run) are consumed in put order across the whole
-  history; a payload comes back as it was put; a backout count never goes back. The one
-  allowance: a get outside syncpoint that the kill interrupted may have removed one message
-  without returning it (MQ's own semantics for a get outside a unit of work).
+  history; a message comes back on its queue, at its priority, with the payload it was put
+  with; a backout count never goes back. The one allowance: a get outside syncpoint that
+  the kill interrupted may have removed the message at the head of its queue without
+  returning it (MQ's own semantics for a get outside a unit of work).
 
 Everything random comes from ``random.Random`` seeded from the run's seed, so a seed replays
 the same plan (the same workload and kill choices; the instants of timed kills vary with the
@@ -871,8 +872,9 @@ def read_run_logs(log_dir: str) -> list[tuple[str, list[str]]]:
 class KillPlan:
     """How one worker run ends: ``kind`` is ``delay`` (SIGKILL ``delay`` s after the worker is
     ready), ``open`` (``delay`` s after it was started: lands in start-up or recovery),
-    ``marker`` (right after its ``k``-th log line ``marker``, ``delay`` s later) or ``self``
-    (the worker kills itself at the ``k``-th pass of ``point``)."""
+    ``marker`` (right after its ``k``-th log line ``marker``, ``delay`` s later), ``self``
+    (the worker kills itself at the ``k``-th pass of ``point``) or ``clean`` (no kill: the
+    worker runs its units of work and closes, as the corruption trial needs)."""
 
     kind: str
     delay: float = 0.0
