@@ -222,17 +222,23 @@ class RocksKV:
             raise _error(e, f"reading {cf} key {key.hex()} failed") from e
 
     def items(self, cf: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        # An explicit iterator: rocksdict's items() ends silently at a damaged block, and
-        # the iterator's status is the only place that says so.
+        # rocksdict's items() is the fast scan, but it ends silently at a damaged block: a
+        # checked iterator then looks just past the last key it gave, where its status
+        # says whether the scan really ended or was cut short.
+        last = None
         try:
-            it = self._cf[cf].iter()
-            it.seek(prefix)
-            while it.valid():
-                k = it.key()
+            for k, v in self._cf[cf].items(from_key=prefix):
                 if not k.startswith(prefix):
-                    break
-                yield k, it.value()
-                it.next()
+                    return
+                last = k
+                yield k, v
+            it = self._cf[cf].iter()
+            if last is None:
+                it.seek(prefix)
+            else:
+                it.seek(last)
+                if it.valid():
+                    it.next()
             it.status()
         except Exception as e:
             raise _error(e, f"scanning {cf} failed") from e
