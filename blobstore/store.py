@@ -421,6 +421,9 @@ class BlobStore:
             ops.append((CF_MARKS, _U64.pack(blob_id) + _U32.pack(pos), value))
         if not ops:
             return
+        if not marks:
+            self._write(ops)  # RocksDB orders concurrent writes itself; no bookkeeping here
+            return
         with self._lock:
             self._write(ops)
             for blob_id, pos, value in marks:
