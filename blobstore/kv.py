@@ -372,5 +372,19 @@ def _error(e: Exception, what: str) -> KVError:
     return KVError(f"{what}: {text}")
 
 
+def repair(path: str) -> list[str]:
+    """RocksDB's repair: rebuild the manifest from the files that can be read; files that
+    cannot (a truncated table, a damaged log) are moved to ``lost/``. Returns their names.
+    :raises KVError: the repair itself failed."""
+    lost = os.path.join(path, "lost")
+    before = set(os.listdir(lost)) if os.path.isdir(lost) else set()
+    try:
+        Rdict.repair(path, Options(raw_mode=True))
+    except Exception as e:
+        raise KVError(f"repairing the store at {path} failed: {e}") from e
+    after = set(os.listdir(lost)) if os.path.isdir(lost) else set()
+    return sorted(after - before)
+
+
 def exists_as_store(path: str) -> bool:
     return os.path.isdir(path) and "CURRENT" in os.listdir(path)
