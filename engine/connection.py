@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from . import checks, record
+from . import checks, properties, record
 from .constants import (
     GMO,
     MAX_PRIORITY,
@@ -35,6 +35,7 @@ from .message import Message, PutResult
 from .options import INPUT_OPTS, check_get, check_open, check_put
 from .queue import LocalQueue, Ref, Waiter
 from .record import MD
+from .selector import Selector, compile_selector
 from .tiering import Need
 from .uow import UnitOfWork
 
@@ -89,14 +90,20 @@ class Connection:
 
     # -- objects ------------------------------------------------------------------------
 
-    def open(self, name: str, options: OO | int) -> Handle:
-        """Open a queue (MQOPEN). The handle can do only what ``options`` allow (§4.3, §7)."""
+    def open(self, name: str, options: OO | int, selector: str | None = None) -> Handle:
+        """Open a queue (MQOPEN). The handle can do only what ``options`` allow (§4.3, §7).
+
+        ``selector`` is a selection string (SEMANTICS.md §10): the handle's gets and browses
+        then return only messages it selects. It is compiled here, once: a syntax error is
+        MQError 2459, a selector that can never be TRUE 2504.
+        """
         self._check()
         checks.name(name)
         opts = checks.flags(options, "open options")
         err = check_open(opts)
         if err:
             raise options_error(err)
+        sel = compile_selector(selector)
         q = self._qm._queue(name)
         inp = opts & INPUT_OPTS
         if inp == OO.INPUT_AS_Q_DEF:
@@ -119,7 +126,7 @@ class Connection:
             if opts & OO.OUTPUT:
                 q.open_output += 1
             q.open_handles += 1
-        h = Handle(self, q, opts, inp)
+        h = Handle(self, q, opts, inp, sel)
         self._handles.add(h)
         return h
 
@@ -177,14 +184,22 @@ class Handle:
         "_can_put",
         "_closed",
         "_conn",
+        "_match",
         "_qm",
+        "_selector",
         "_wall",
         "options",
         "queue",
     )
 
-    def __init__(self, conn: Connection, queue: LocalQueue, options: int, input_mode: int):
+    def __init__(
+        self, conn: Connection, queue: LocalQueue, options: int, input_mode: int, selector: Selector | None = None
+    ):
         self._conn = conn
+        # The selection string compiled at open, and the Match every get uses without other
+        # match fields (None: no selection, so plain gets keep their fast path).
+        self._selector = selector
+        self._match = build_match(conn._qm.ident, 0, None, None, None, None, None, None, selector)
         self._qm = conn._qm
         self._wall = conn._qm.clock.wall
         self.queue = queue
@@ -434,6 +449,10 @@ class Handle:
         if not 0 <= md.offset <= 999_999_999:
             raise MQError(Reason.OFFSET_ERROR, f"offset {md.offset} is outside 0..999999999")
         extra: dict = {"expiry": md.expiry}
+        if md.properties:
+            extra["props"] = properties.encode(md.properties)
+        elif md.properties is not None and not isinstance(md.properties, dict):
+            properties.encode(md.properties)  # raises the type error
         msg_id = _fixed(md.msg_id, 24, "msg_id")
         if msg_id != MSGID_NONE and not opts & _PMO_NEW_MSG_ID:
             extra["msg_id"] = msg_id
@@ -491,7 +510,7 @@ class Handle:
         if q.inhibit_get:
             raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
         qm = self._qm
-        m = None
+        m = self._match
         if (
             match != MATCH_DEFAULT
             or msg_id is not None
@@ -502,7 +521,9 @@ class Handle:
             match = checks.flags(match, "match options", Reason.MATCH_OPTIONS_ERROR)
             if match & MO.MATCH_MSG_TOKEN and opts & _WAIT:
                 raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
-            m = build_match(qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+            m = build_match(
+                qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, self._selector
+            )
         if buffer_length is not None:
             checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
         sync = wait = 0
@@ -549,7 +570,7 @@ class Handle:
                     if poison_limit and record.backout_of(rec) >= poison_limit and self._poison_ok(q):
                         q._hide(ref)  # off limits to everyone while it moves
                     else:
-                        h = rec[0]
+                        h = rec[0] or record.data_offset(rec)
                         reason = 0
                         if buffer_length is not None and len(rec) - h > buffer_length:
                             data = rec[h : h + buffer_length]
@@ -631,7 +652,7 @@ class Handle:
             max_messages = qm.max_uncommitted - len(uow.ops)
             if max_messages < 1:
                 raise _syncpoint_limit(qm.max_uncommitted)
-        if q.poison_limit:
+        if q.poison_limit or self._match is not None:  # poison checks or a selector: get by get
             return self._get_many_one_by_one(max_messages, opts, wait_interval)
         recs: list[bytes] = []
         held: list[int] = []  # slots hidden in the unit of work
@@ -847,7 +868,7 @@ class Batch:
 
 
 def _message(rec: bytes, ident) -> Message:
-    return Message.make(rec, ident, rec[rec[0] :])
+    return Message.make(rec, ident, record.data_of(rec))
 
 
 def _syncpoint_limit(limit: int) -> MQError:

@@ -6,7 +6,9 @@ so the common get (no selection) pays nothing.
 
 Rules kept: each MATCH_xxx given compares that field; the tests are ANDed; MsgId =
 MQMI_NONE, CorrelId = MQCI_NONE and GroupId = MQGI_NONE match anything (sweepq decision
-for GroupId); an undefined match bit is MQRC_MATCH_OPTIONS_ERROR (2247).
+for GroupId); an undefined match bit is MQRC_MATCH_OPTIONS_ERROR (2247). The handle's
+selection string (SEMANTICS.md §10), when it has one, is ANDed last: the cheap id tests
+run first, and the selector reads only the properties and fields it names.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import struct
 from . import checks, record
 from .constants import CORRELID_NONE, GROUPID_NONE, MO, MO_KNOWN, MSGID_NONE, Reason
 from .errors import MQError
+from .selector import Selector
 
 _GROUP = struct.Struct("<24sII")
 
@@ -28,7 +31,7 @@ def _fixed(value: bytes, length: int, what: str) -> bytes:
 class Match:
     """A predicate over records. Fields left ``None`` are not compared."""
 
-    __slots__ = ("correl_id", "group_id", "ident", "msg_id", "msg_seq_number", "offset", "seq")
+    __slots__ = ("correl_id", "group_id", "ident", "msg_id", "msg_seq_number", "offset", "selector", "seq")
 
     def __init__(self, ident: record.Identity):
         self.ident = ident
@@ -38,6 +41,7 @@ class Match:
         self.msg_seq_number: int | None = None
         self.offset: int | None = None
         self.seq: int | None = None  # from a MsgToken
+        self.selector: Selector | None = None
 
     def __call__(self, rec: bytes) -> bool:
         if self.seq is not None and record.seq_of(rec) != self.seq:
@@ -54,6 +58,8 @@ class Match:
                 return False
             if self.offset is not None and off != self.offset:
                 return False
+        if self.selector is not None:
+            return self.selector.matches(rec, self.ident)
         return True
 
 
@@ -76,8 +82,10 @@ def build_match(
     msg_seq_number: int | None,
     offset: int | None,
     msg_token: bytes | None,
+    selector: Selector | None = None,
 ) -> Match | None:
-    """Turn a get's match options and field values into a :class:`Match`, or None for any."""
+    """Turn a get's match options and field values, and the handle's compiled selector
+    (None: no selection), into a :class:`Match`, or None for any message."""
     mo = checks.flags(match_options, "match options", Reason.MATCH_OPTIONS_ERROR)
     if mo & ~MO_KNOWN:
         raise MQError(
@@ -119,4 +127,7 @@ def build_match(
         m = m or Match(ident)
         # A token of another run (or garbage) names no message: it simply matches nothing.
         m.seq = -1 if seq is None else seq
+    if selector is not None and not selector.always_true:
+        m = m or Match(ident)
+        m.selector = selector
     return m
