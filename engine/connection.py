@@ -511,6 +511,8 @@ class Handle:
             raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
         qm = self._qm
         m = self._match
+        if m is not None:
+            m.searched.clear()  # a new get searches every blob again
         if (
             match != MATCH_DEFAULT
             or msg_id is not None
@@ -757,6 +759,8 @@ class Handle:
                 raise MQError(Reason.CONNECTION_BROKEN, "the queue manager was closed during the wait")
             if q.inhibit_get:
                 raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} were inhibited during the wait")
+            if m is not None:
+                m.searched.clear()  # woken: a blob searched before may hold a message backed out since
             ref = q._find(m)
             if ref is not None:
                 return ref

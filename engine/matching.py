@@ -31,7 +31,7 @@ def _fixed(value: bytes, length: int, what: str) -> bytes:
 class Match:
     """A predicate over records. Fields left ``None`` are not compared."""
 
-    __slots__ = ("correl_id", "group_id", "ident", "msg_id", "msg_seq_number", "offset", "selector", "seq")
+    __slots__ = ("correl_id", "group_id", "ident", "msg_id", "msg_seq_number", "offset", "searched", "selector", "seq")
 
     def __init__(self, ident: record.Identity):
         self.ident = ident
@@ -42,6 +42,9 @@ class Match:
         self.offset: int | None = None
         self.seq: int | None = None  # from a MsgToken
         self.selector: Selector | None = None
+        # Swept blobs searched in full without a hit during the current get (tier.search_locked
+        # skips them); cleared at the start of each get that reuses this Match.
+        self.searched: set = set()
 
     def __call__(self, rec: bytes) -> bool:
         if self.seq is not None and record.seq_of(rec) != self.seq:

@@ -300,8 +300,15 @@ class QueueTier:
         return slots
 
     def search_locked(self, lane: Lane, match: Match) -> SweptHit | Need | None:
-        """Find a matching message inside the chain without unsweeping (invariant 5)."""
+        """Find a matching message inside the chain without unsweeping (invariant 5).
+
+        Blobs this get already searched in full are skipped (``match.searched``): a search
+        that must read more blobs than the decoded-blob cache holds (a selector makes every
+        live message a candidate) would otherwise evict and re-read them for ever."""
+        searched = match.searched
         for blob in lane.chain:
+            if blob in searched:
+                continue
             cand = blob.candidates(match.msg_id, match.correl_id, match.group_id, match.seq)
             if not len(cand):
                 continue
@@ -312,6 +319,7 @@ class QueueTier:
                 rec = blob.record(records, pos)
                 if match(rec):
                     return SweptHit(lane, blob, pos, rec)
+            searched.add(blob)
         return None
 
     def readahead_locked(self, lane: Lane) -> None:
