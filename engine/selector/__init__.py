@@ -93,7 +93,7 @@ def compile_selector(text: str | None) -> Selector | None:
             raise syntax_error(
                 text,
                 node.pos,
-                f"{name} is not a descriptor field sweepq knows; use one of {', '.join(sorted(DESCRIPTOR))}",
+                f"expected a descriptor field sweepq knows, found {name}: one of {', '.join(sorted(DESCRIPTOR))}",
             )
         if name not in names:
             names.append(name)

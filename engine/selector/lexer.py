@@ -99,7 +99,7 @@ def tokenize(text: str) -> list[Token]:
         if ch == "'":
             i = _string(text, i, out)
         elif ch == '"':
-            raise syntax_error(text, i, "double quotes are not allowed; write string literals in single quotes")
+            raise syntax_error(text, i, "expected a string in single quotes; double quotes are not allowed")
         elif ch.isdigit() or (ch == "." and i + 1 < n and text[i + 1].isdigit()):
             i = _number(text, i, out)
         elif is_ident_start(ch):
@@ -111,9 +111,9 @@ def tokenize(text: str) -> list[Token]:
             out.append(Token(OP, ch, i))
             i += 1
         elif ch == "!" and text.startswith("!=", i):
-            raise syntax_error(text, i, "'!=' is not an operator; write <> for not equal")
+            raise syntax_error(text, i, "expected an operator: != is not one; write <> for not equal")
         else:
-            raise syntax_error(text, i, f"unexpected character {ch!r}")
+            raise syntax_error(text, i, f"expected an operator, a value or the end, found the character {ch!r}")
     out.append(Token(END, None, n))
     return out
 
@@ -124,7 +124,7 @@ def _string(text: str, start: int, out: list[Token]) -> int:
     while True:
         j = text.find("'", i)
         if j < 0:
-            raise syntax_error(text, start, "string literal has no closing quote")
+            raise syntax_error(text, start, "expected a closing ' for the string literal that starts here")
         parts.append(text[i:j])
         if text.startswith("''", j):
             parts.append("'")
@@ -162,7 +162,7 @@ def _number(text: str, start: int, out: list[Token]) -> int:
         while j < n and text[j] in _HEX_DIGITS:
             j += 1
         if j == i + 2:
-            raise syntax_error(text, start, "0x must be followed by hexadecimal digits")
+            raise syntax_error(text, start, "expected hexadecimal digits after 0x")
         digits = text[i + 2 : j]
         if j < n and text[j] in "lL":  # a long: a number, never a byte string
             _end_of_literal(text, j + 1)
@@ -185,7 +185,7 @@ def _number(text: str, start: int, out: list[Token]) -> int:
         if k < n and text[k] in "+-":
             k += 1
         if k >= n or not text[k].isdigit():
-            raise syntax_error(text, j, "an exponent needs digits, e.g. 7E3 or 5.1e-2")
+            raise syntax_error(text, j, "expected digits in the exponent, e.g. 7E3 or 5.1e-2")
         while k < n and text[k].isdigit():
             k += 1
         is_float = True
@@ -201,7 +201,7 @@ def _number(text: str, start: int, out: list[Token]) -> int:
         bad = next((k for k, c in enumerate(literal) if c in "89"), None)
         if bad is not None:
             raise syntax_error(
-                text, start + bad, f"{literal} is an octal literal (leading 0) and {literal[bad]} is not an octal digit"
+                text, start + bad, f"expected an octal digit 0-7: {literal} has a leading 0, so it is octal"
             )
         value = int(literal, 8)
     else:
@@ -216,10 +216,10 @@ def _number(text: str, start: int, out: list[Token]) -> int:
 def _long(text: str, pos: int, value: int) -> int:
     # The sign is applied later (unary minus), so the magnitude may be 2**63 for -2**63.
     if value > INT64_MAX + 1:
-        raise syntax_error(text, pos, "exact numeric literal does not fit in 64 bits")
+        raise syntax_error(text, pos, "expected an exact numeric within 64 bits")
     return value
 
 
 def _end_of_literal(text: str, j: int) -> None:
     if j < len(text) and (is_ident_part(text[j]) or text[j] in ".'"):
-        raise syntax_error(text, j, f"unexpected {text[j]!r} right after a number")
+        raise syntax_error(text, j, f"expected an operator or a space after the number, found {text[j]!r}")

@@ -256,9 +256,9 @@ class _Parser:
         if op not in ("=", "<>"):
             for side in (left, right):
                 if side.kind in (STR, BOOL, BYTES):
-                    raise self.bad_kind(side, f"{op} compares numbers only; a {side.kind} can be compared with = or <>")
+                    raise self.bad_kind(side, f"expected a number: {op} orders numbers ({side.kind}s allow = and <>)")
         if lk != ANY and rk != ANY and lk != rk:
-            raise self.bad_kind(right, f"cannot compare a {lk} with a {rk}")
+            raise self.bad_kind(right, f"expected a {lk} to compare with the {lk} on the left, found a {rk}")
         return Cmp(op, left, right, t.pos)
 
     def resolve_hex(self, node: Node, other: Node) -> Node:
@@ -270,7 +270,7 @@ class _Parser:
             if len(node.digits) % 2:
                 raise self.bad_kind(
                     node,
-                    f"byte string 0x{node.digits} has an odd number of hex digits; write whole bytes "
+                    f"expected an even number of hex digits in byte string 0x{node.digits}: write whole bytes "
                     f"(0x0{node.digits}), or +0x{node.digits} for the hexadecimal number",
                 )
             return Lit(bytes.fromhex(node.digits), BYTES, node.pos)
@@ -280,7 +280,7 @@ class _Parser:
         if isinstance(node, Hex):
             return Lit(int(node.digits, 16), NUM, node.pos)
         if node.kind not in (NUM, ANY):
-            raise self.bad_kind(node, f"{what} must be a number, found a {node.kind}")
+            raise self.bad_kind(node, f"expected a number as {what}, found a {node.kind}")
         return node
 
     def value(self, node: Node) -> Node:
@@ -288,7 +288,7 @@ class _Parser:
 
     def stringish(self, node: Node, what: str) -> Node:
         if node.kind not in (STR, ANY) or isinstance(node, Hex):
-            raise self.bad_kind(node, f"{what} applies to strings, found a {node.kind}")
+            raise self.bad_kind(node, f"expected a string or an identifier before {what}, found a {node.kind}")
         return node
 
     def in_list(self) -> frozenset[str]:
@@ -319,7 +319,7 @@ class _Parser:
                 raise self.error("a one-character string literal after ESCAPE")
             self.take()
             if len(e.value) != 1:
-                raise syntax_error(self.text, e.pos, f"the ESCAPE literal must be one character, not {e.value!r}")
+                raise syntax_error(self.text, e.pos, f"expected one character after ESCAPE, found {e.value!r}")
             escape = e.value
         return _like_regex(self.text, t.pos, pattern, escape)
 
@@ -355,7 +355,7 @@ class _Parser:
 
     def int_lit(self, value: int, pos: int) -> Lit:
         if value > INT64_MAX:
-            raise syntax_error(self.text, pos, "exact numeric literal does not fit in 64 bits")
+            raise syntax_error(self.text, pos, "expected an exact numeric within 64 bits")
         return Lit(value, NUM, pos)
 
     def primary(self) -> Node:
@@ -401,7 +401,7 @@ def _like_regex(text: str, pos: int, pattern: str, escape: str | None) -> re.Pat
         if c == escape:
             if i + 1 >= n or pattern[i + 1] not in ("%", "_", escape):
                 raise syntax_error(
-                    text, pos, f"in LIKE pattern {pattern!r} the escape {escape!r} must be followed by %, _ or itself"
+                    text, pos, f"expected %, _ or {escape!r} after the escape {escape!r} in LIKE pattern {pattern!r}"
                 )
             out.append(re.escape(pattern[i + 1]))
             i += 2
