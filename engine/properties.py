@@ -158,20 +158,33 @@ def _read_value(buf: bytes, t: int, i: int) -> tuple[Value, int]:
 _WIDTH = {T_NULL: 0, T_FALSE: 0, T_TRUE: 0, T_I8: 1, T_I16: 2, T_I32: 4, T_I64: 8, T_F64: 8}
 
 
-def lookup(buf: bytes, start: int, end: int, names: frozenset[str] | None = None) -> dict[str, Value]:
-    """The properties encoded in ``buf[start:end]``; only those in ``names`` when given
-    (the others are skipped without being decoded)."""
+def wanted(names: frozenset[str] | set[str]) -> dict[bytes, str]:
+    """The argument :func:`lookup` takes for ``names``: encoded name -> name (build it once)."""
+    return {n.encode(errors="surrogatepass"): n for n in names}
+
+
+def lookup(buf: bytes, start: int, end: int, names: dict[bytes, str] | None = None) -> dict[str, Value]:
+    """The properties encoded in ``buf[start:end]``; only those in ``names`` (from
+    :func:`wanted`) when given: the others are skipped without being decoded."""
     out: dict[str, Value] = {}
     i = start
+    width = _WIDTH
     while i < end:
         t = buf[i]
-        n, i = _read_varint(buf, i + 1)
-        name = buf[i : i + n].decode()
+        n = buf[i + 1]
+        i += 2
+        if n >= 0x80:
+            n, i = _read_varint(buf, i - 1)
+        raw = buf[i : i + n]
         i += n
-        if names is None or name in names:
-            out[name], i = _read_value(buf, t, i)
-        elif t in _WIDTH:
-            i += _WIDTH[t]
+        if names is None:
+            out[raw.decode()], i = _read_value(buf, t, i)
+        elif raw in names:
+            out[names[raw]], i = _read_value(buf, t, i)
+            if len(out) == len(names):
+                break  # every name asked for is found: the rest stays encoded
+        elif t in width:
+            i += width[t]
         else:
             n, i = _read_varint(buf, i)
             i += n

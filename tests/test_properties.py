@@ -162,7 +162,11 @@ def test_encoding_round_trip_and_compactness():
 
 def test_lookup_decodes_only_the_names_asked_for():
     enc = props_mod.encode({"a": "x" * 200, "b": 5, "c": b"yy", "d": 1.5, "e": None})
-    assert props_mod.lookup(enc, 0, len(enc), frozenset({"b", "d", "zz"})) == {"b": 5, "d": 1.5}
+    assert props_mod.lookup(enc, 0, len(enc), props_mod.wanted({"b", "d", "zz"})) == {"b": 5, "d": 1.5}
+    long_name = "n" * 300  # a name length that needs a two-byte varint
+    enc = props_mod.encode({long_name: 1, "after": "x"})
+    assert props_mod.lookup(enc, 0, len(enc), props_mod.wanted({"after"})) == {"after": "x"}
+    assert props_mod.decode(enc) == {long_name: 1, "after": "x"}
 
 
 @pytest.mark.parametrize(

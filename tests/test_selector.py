@@ -48,6 +48,7 @@ P = {
     "Größe": 3,
     "$x_1": 1,
     "app.region": "EU",
+    "Big": 2**63 - 1,
 }
 
 CASES = [
@@ -99,6 +100,8 @@ CASES = [
     ("double-suffix", "Weight = 2.5D", True),
     ("int64-max", "Count < 9223372036854775807", True),
     ("int64-min", "Count > -9223372036854775808", True),
+    ("long-wraps-like-java", "Big + 1 < 0 AND Big * 2 = -2", True),
+    ("long-times-float-is-float", "Big * 2.0 > Big", True),
     # -- conditions, NULL, three-valued logic -----------------------------------------------
     ("bool-property", "Flag", True),
     ("bool-property-false", "Off", False),

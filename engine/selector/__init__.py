@@ -48,7 +48,7 @@ class Selector:
         self.names = frozenset(names)
         self.always_true = always_true
         self._fields = tuple((n, DESCRIPTOR[n]) for n in names if n in DESCRIPTOR)
-        self._props = frozenset(n for n in names if n not in DESCRIPTOR)
+        self._props = properties.wanted({n for n in names if n not in DESCRIPTOR})
 
     def evaluate(self, values: Mapping[str, object]) -> bool | None:
         """The selector's value over ``values`` (identifier -> value; missing = NULL):

@@ -13,8 +13,10 @@ Semantics kept (JMS / SEMANTICS.md §10.2):
 - Values of different types are never converted: comparing them is FALSE (for ``<>`` as
   well), and so is LIKE or IN on a non-string; arithmetic on a non-number is NULL.
   ``int`` and ``float`` are both numbers; ``bool`` is not a number.
-- ``/`` of two exact numbers truncates toward zero like Java's ``long``; division by zero
-  is NULL. NOT BETWEEN / NOT IN / NOT LIKE are NOT of the positive form.
+- Exact numbers are Java ``long``s: ``+ - * /`` of two of them wrap at 64 bits and ``/``
+  truncates toward zero; division by zero is NULL. So no evaluation can raise (an
+  unbounded int could overflow a float conversion). NOT BETWEEN / NOT IN / NOT LIKE are
+  NOT of the positive form.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from . import parser as p
 Fn = Callable[[dict], object]
 
 _NC = object()  # "not a constant"
+_2_63 = 2**63
+_2_64 = 2**64
 _NUM = (int, float)
 _ORDER = {"<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge}
 
@@ -91,7 +95,8 @@ def _arith(node: p.Arith) -> tuple[Fn, object]:
 
             def neg(v):
                 x = a(v)
-                return -x if type(x) in _NUM else None
+                t = type(x)
+                return (-x if t is float else _long(-x)) if t in _NUM else None
 
             return _fold(neg, ca)
 
@@ -106,19 +111,19 @@ def _arith(node: p.Arith) -> tuple[Fn, object]:
 
         def f(v):
             x, y = a(v), b(v)
-            return x + y if type(x) in _NUM and type(y) in _NUM else None
+            return _exact(x + y, x, y) if type(x) in _NUM and type(y) in _NUM else None
 
     elif op == "-":
 
         def f(v):
             x, y = a(v), b(v)
-            return x - y if type(x) in _NUM and type(y) in _NUM else None
+            return _exact(x - y, x, y) if type(x) in _NUM and type(y) in _NUM else None
 
     elif op == "*":
 
         def f(v):
             x, y = a(v), b(v)
-            return x * y if type(x) in _NUM and type(y) in _NUM else None
+            return _exact(x * y, x, y) if type(x) in _NUM and type(y) in _NUM else None
 
     else:
 
@@ -128,10 +133,19 @@ def _arith(node: p.Arith) -> tuple[Fn, object]:
                 return None
             if type(x) is int and type(y) is int:
                 q = abs(x) // abs(y)
-                return q if (x < 0) == (y < 0) else -q
+                return _long(q if (x < 0) == (y < 0) else -q)
             return x / y
 
     return _fold(f, ca, cb)
+
+
+def _long(n: int) -> int:
+    """``n`` wrapped to a signed 64-bit integer, as Java's long arithmetic does."""
+    return n if -_2_63 <= n < _2_63 else (n + _2_63) % _2_64 - _2_63
+
+
+def _exact(r, x, y):
+    return _long(r) if type(x) is int and type(y) is int else r
 
 
 def _eq(x: object, y: object) -> bool | None:
