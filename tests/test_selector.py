@@ -507,3 +507,35 @@ def test_selective_get_of_descriptor_fields_on_a_swept_queue(sqm):
     sel = conn.open("Q", OO.INPUT_SHARED, selector="Root.MQMD.Priority = 5")
     assert sel.get().data == b"33"
     assert sqm.stats()["Q"].unsweeps == 0
+
+
+# -- size limits: no Python recursion error ever escapes ---------------------------------------------
+
+
+def test_long_and_or_chains_compile_and_evaluate_flat():
+    any_of = compile_selector(" OR ".join(f"x = {i}" for i in range(5000)))
+    assert (any_of.evaluate({"x": 4999}), any_of.evaluate({"x": -1}), any_of.evaluate({})) == (True, False, U)
+    none_of = compile_selector(" AND ".join(f"x <> {i}" for i in range(5000)))
+    assert (none_of.evaluate({"x": 4999}), none_of.evaluate({"x": -1}), none_of.evaluate({})) == (False, True, U)
+
+
+@pytest.mark.parametrize(
+    ("text", "pos"),
+    [
+        ("(" * 500 + "x" + ")" * 500, 41),
+        ("NOT " * 1000 + "x", 161),
+        ("-" * 1000 + "x = 1", 41),
+        (" + ".join(["x"] * 300) + " = 1", 805),
+    ],
+    ids=["parentheses", "nots", "signs", "arithmetic-chain"],
+)
+def test_too_deep_nesting_is_a_syntax_error_at_its_position(text, pos):
+    with pytest.raises(MQError) as e:
+        compile_selector(text)
+    assert e.value.reason == Reason.SELECTOR_SYNTAX_ERROR
+    assert f"at character {pos}: expected at most" in e.value.text
+
+
+def test_nesting_within_the_limits_works():
+    assert compile_selector("(" * 40 + "x = 1" + ")" * 40).evaluate({"x": 1}) is True
+    assert compile_selector(" + ".join(["x"] * 90) + " = 90").evaluate({"x": 1}) is True

@@ -86,6 +86,9 @@ def compile_selector(text: str | None) -> Selector | None:
     if not text.strip():
         return None
     tree = parse(text)
+    deep = _ev.depth_error(tree)
+    if deep is not None:
+        raise syntax_error(text, deep.pos, f"expected at most {_ev.MAX_DEPTH} levels of nesting")
     names: list[str] = []
     for node in _ev.identifiers(tree):
         name = node.name

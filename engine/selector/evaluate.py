@@ -191,50 +191,60 @@ def _cmp(op: str, left: p.Node, right: p.Node) -> tuple[Fn, object]:
 
 
 def _logic(node: p.Logic) -> tuple[Fn, object]:
-    a, ca = compile_tree(node.left)
     if node.op == "NOT":
+        a, ca = compile_tree(node.left)
 
         def f(v):
             x = a(v)
             return None if x is None else not x
 
         return _fold(f, ca)
-    b, cb = compile_tree(node.right)
-    if node.op == "AND":
-        if ca is False or cb is False:
-            return _const(False)
-        if ca is True:
-            return b, cb
-        if cb is True:
-            return a, ca
+    # A chain a AND b AND c ... is one node with a loop, not a closure per operand: a
+    # selector of thousands of terms then costs no deep recursion to compile or evaluate.
+    op = node.op
+    decisive = op == "OR"  # the value that decides the chain: TRUE for OR, FALSE for AND
+    fns = []
+    unknown_const = False
+    for operand in _chain(node, op):
+        fn, c = compile_tree(operand)
+        if c is decisive:
+            return _const(decisive)
+        if c is _NC:
+            fns.append(fn)
+        elif c is None:
+            unknown_const = True
+        # a constant that does not decide (TRUE in AND, FALSE in OR) drops out
+    if not fns:
+        return _const(None if unknown_const else not decisive)
+    if len(fns) == 1 and not unknown_const:
+        return fns[0], _NC
+    fns = tuple(fns)
 
-        def f(v):
-            x = a(v)
-            if x is False:
-                return False
-            y = b(v)
-            if y is False:
-                return False
-            return None if x is None or y is None else True
+    def f(v):
+        unknown = unknown_const
+        for g in fns:
+            x = g(v)
+            if x is decisive:
+                return decisive
+            if x is None:
+                unknown = True
+        return None if unknown else not decisive
 
-    else:
-        if ca is True or cb is True:
-            return _const(True)
-        if ca is False:
-            return b, cb
-        if cb is False:
-            return a, ca
+    return f, _NC
 
-        def f(v):
-            x = a(v)
-            if x is True:
-                return True
-            y = b(v)
-            if y is True:
-                return True
-            return None if x is None or y is None else False
 
-    return _fold(f, ca, cb)
+def _chain(node: p.Logic, op: str) -> list[p.Node]:
+    """The operands of a chain of ``op`` (AND or OR), left to right, found without recursion."""
+    out: list[p.Node] = []
+    stack: list[p.Node] = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, p.Logic) and n.op == op:
+            stack.append(n.right)
+            stack.append(n.left)
+        else:
+            out.append(n)
+    return out
 
 
 def _between(node: p.Between) -> tuple[Fn, object]:
@@ -294,6 +304,27 @@ def _is_null(node: p.IsNull) -> tuple[Fn, object]:
     if node.negated:
         return _fold(lambda v: x(v) is not None, cx)
     return _fold(lambda v: x(v) is None, cx)
+
+
+MAX_DEPTH = 100
+
+
+def depth_error(node: p.Node) -> p.Node | None:
+    """The first node nested deeper than MAX_DEPTH (AND / OR chains count as one level),
+    or None. Deeper selectors are refused so that evaluation never nears the recursion limit."""
+    stack: list[tuple[p.Node, int, str | None]] = [(node, 1, None)]
+    while stack:
+        n, d, parent_op = stack.pop()
+        if isinstance(n, p.Logic) and n.op == parent_op and n.op != "NOT":
+            d -= 1  # a link of the same chain
+        if d > MAX_DEPTH:
+            return n
+        op = n.op if isinstance(n, p.Logic) else None
+        for attr in ("left", "right", "operand", "low", "high"):
+            child = getattr(n, attr, None)
+            if child is not None:
+                stack.append((child, d + 1, op))
+    return None
 
 
 def identifiers(node: p.Node) -> list[p.Ident]:

@@ -44,6 +44,7 @@ BYTES = "byte string"
 ANY = "identifier"
 
 _CMP = frozenset({"=", "<>", "<", ">", "<=", ">="})
+MAX_NESTING = 40  # parentheses, NOTs and signs inside one another: the parser recurses on them
 
 
 class Node:
@@ -134,12 +135,18 @@ def parse(text: str) -> Node:
 
 
 class _Parser:
-    __slots__ = ("i", "text", "toks")
+    __slots__ = ("i", "nesting", "text", "toks")
 
     def __init__(self, text: str):
         self.text = text
         self.toks = tokenize(text)
         self.i = 0
+        self.nesting = 0
+
+    def nest(self, t: Token) -> None:
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise syntax_error(self.text, t.pos, f"expected at most {MAX_NESTING} parentheses, NOTs or signs nested")
 
     # -- token helpers --------------------------------------------------------------------
 
@@ -209,7 +216,10 @@ class _Parser:
     def not_expr(self) -> Node:
         if self.at_kw("NOT"):
             t = self.take()
-            return Logic("NOT", self.condition(self.not_expr()), None, t.pos)
+            self.nest(t)
+            node = Logic("NOT", self.condition(self.not_expr()), None, t.pos)
+            self.nesting -= 1
+            return node
         return self.predicate()
 
     def predicate(self) -> Node:
@@ -347,7 +357,9 @@ class _Parser:
             if t.value == "-" and nxt.kind == INT:  # -9223372036854775808 is a literal
                 self.take()
                 return self.int_lit(-nxt.value, t.pos)
+            self.nest(t)
             operand = self.numeric(self.unary(), f"operand of unary {t.value}")
+            self.nesting -= 1
             if isinstance(operand, Lit):
                 return Lit(-operand.value if t.value == "-" else operand.value, NUM, t.pos)
             return Arith(t.value, operand, None, t.pos)
@@ -381,8 +393,10 @@ class _Parser:
             return Lit(t.value == "TRUE", BOOL, t.pos)
         if k == OP and t.value == "(":
             self.take()
+            self.nest(t)
             node = self.or_expr()
             self.need_op(")", "')' or an operator")
+            self.nesting -= 1
             return node
         if k == KEYWORD and t.value == "NULL":
             raise self.error("a value (NULL may only follow IS, as IS NULL)")
