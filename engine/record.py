@@ -196,7 +196,8 @@ def pin_msg_id(rec: bytes, ident: Identity) -> bytes:
     run's id, which a restart changes: a durable record must carry its MsgId itself."""
     if rec[OFF_FLAGS] & HAS_MSG_ID:
         return rec
-    head = bytes([rec[0] + 24, rec[1], rec[2] | HAS_MSG_ID]) + rec[3:HEAD_LEN]
+    hlen = data_offset(rec) + 24
+    head = bytes([hlen if hlen <= 255 else 0, rec[1], rec[2] | HAS_MSG_ID]) + rec[3:HEAD_LEN]
     return head + ident.msg_id(rec) + rec[HEAD_LEN:]
 
 
