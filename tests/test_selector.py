@@ -9,6 +9,7 @@ with the 1-based position of the error, or 2504 for a selector that is never TRU
 from __future__ import annotations
 
 import itertools
+import threading
 
 import pytest
 
@@ -460,6 +461,32 @@ def test_match_options_without_selector_are_unchanged(conn, h):
     assert h.get(match=MO.MATCH_CORREL_ID, correl_id=b"X").data == b"a"
 
 
+def _in_thread(fn):
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box
+
+
+def test_a_selective_waiter_is_woken_by_a_matching_put_only(qm, clock, h):
+    red = qm.connect().open("Q", OO.INPUT_SHARED, selector="Color = 'red'")
+    t, box = _in_thread(lambda: red.get(GMO.WAIT, wait_interval=-1))
+    assert clock.wait_for_waiters(1)
+    h.put(b"blue", MD(properties={"Color": "blue"}))
+    assert clock.wait_for_waiters(1) and t.is_alive()  # not for this waiter
+    h.put(b"red", MD(properties={"Color": "red"}))
+    t.join(10)
+    assert box["value"].data == b"red"
+    assert drain(h) == [b"blue"]
+
+
 # -- a swept queue: selective gets search blobs in place -------------------------------------------
 
 BLOB = 10
@@ -539,3 +566,26 @@ def test_too_deep_nesting_is_a_syntax_error_at_its_position(text, pos):
 def test_nesting_within_the_limits_works():
     assert compile_selector("(" * 40 + "x = 1" + ")" * 40).evaluate({"x": 1}) is True
     assert compile_selector(" + ".join(["x"] * 90) + " = 90").evaluate({"x": 1}) is True
+
+
+def test_a_waiting_selective_get_sees_a_swept_message_backed_out_into_its_blob(sqm):
+    """The waiter searched the blob while the message was held; the backout wakes it and it
+    searches that blob again (its memo of searched blobs is cleared on every wake)."""
+    clock = sqm.clock
+    conn_a, conn_b = sqm.connect(), sqm.connect()
+    h = conn_a.open("Q", IO)
+    for i in range(5):
+        h.put(b"buffer%d" % i)
+    for i in range(30):
+        h.put(b"%02d" % i, MD(properties={"n": i}))
+    sqm.sweeper.run_once()
+    a = conn_a.open("Q", OO.INPUT_SHARED, selector="n = 17")
+    assert a.get(GMO.SYNCPOINT).data == b"17"  # hidden in its blob
+    b = conn_b.open("Q", OO.INPUT_SHARED, selector="n = 17")
+    t, box = _in_thread(lambda: b.get(GMO.WAIT, wait_interval=-1))
+    assert clock.wait_for_waiters(1) and t.is_alive()
+    conn_a.backout()
+    t.join(10)
+    m = box["value"]
+    assert m.data == b"17" and m.backout_count == 1
+    assert sqm.stats()["Q"].unsweeps == 0
