@@ -432,14 +432,19 @@ def test_descriptor_fields_can_be_selected(tier):
     h.put(b"p1", MD(priority=1))
     h.put(b"p7", MD(priority=7, correl_id=b"ORDER-1"))
     h.put(b"p4", MD(priority=4, msg_seq_number=3, group_id=b"G"))
+    h.put(b"kept", MD(priority=4, persistence=1))
     tier.settle()
     by_prio = conn.open("Q", OO.INPUT_SHARED | OO.BROWSE, selector="Root.MQMD.Priority < 5 AND JMSPriority > 1")
     assert by_prio.get().data == b"p4"
+    durable = conn.open("Q", OO.INPUT_SHARED, selector="JMSDeliveryMode = 'PERSISTENT' AND Root.MQMD.Persistence = 1")
+    assert durable.get().data == b"kept"
     cid = "ID:" + b"ORDER-1".ljust(24, b"\0").hex()
     by_jms = conn.open("Q", OO.INPUT_SHARED, selector=f"JMSCorrelationID = '{cid}'")
     assert by_jms.get().data == b"p7"
+    light = conn.open("Q", OO.INPUT_SHARED, selector="JMSDeliveryMode = 'NON_PERSISTENT'")
+    assert light.get().data == b"p1"
     assert tier.unswept() == 0
-    assert h.get().data == b"p1"
+    assert drain(h) == []
 
 
 def test_descriptor_byte_string_and_group_fields(tier):

@@ -5,7 +5,8 @@ the JMS header names that IBM MQ maps onto the MQMD (SEMANTICS.md §10.2). Each 
 reads only its own bytes of the record, so a selector on Priority decodes nothing else.
 Invariant: a getter returns what ``msg.md`` would show for that field (bytes for ids,
 ints for numbers), or the JMS form IBM MQ documents (``'ID:<hex>'`` for ids, NULL for an
-id that is NONE, delivery mode 1/2, timestamp in milliseconds).
+id that is NONE, delivery mode ``'PERSISTENT'`` / ``'NON_PERSISTENT'`` as the JMS
+selector rules say, timestamp in milliseconds).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ DESCRIPTOR: dict[str, Getter] = {
     "Root.MQMD.PutTime": _put_time,  # 'HHMMSSTH', UTC, as MQ's MQMD.PutTime
     "Root.MQMD.PutDate": _put_date,  # 'YYYYMMDD', UTC
     "JMSPriority": lambda rec, _i: rec[record.OFF_PRIORITY],
-    "JMSDeliveryMode": lambda rec, _i: 2 if rec[record.OFF_FLAGS] & record.PERSISTENT else 1,
+    # JMS selectors compare the delivery mode with the strings, not with the constants 1 / 2.
+    "JMSDeliveryMode": lambda rec, _i: "PERSISTENT" if rec[record.OFF_FLAGS] & record.PERSISTENT else "NON_PERSISTENT",
     "JMSMessageID": lambda rec, ident: "ID:" + ident.msg_id(rec).hex(),
     "JMSCorrelationID": lambda rec, _i: _jms_id(record.correl_id(rec), CORRELID_NONE),
     "JMSTimestamp": lambda rec, _i: _put_us(rec) // 1000,
