@@ -29,7 +29,12 @@ def _fixed(value: bytes, length: int, what: str) -> bytes:
 
 
 class Match:
-    """A predicate over records. Fields left ``None`` are not compared."""
+    """A predicate over records. Fields left ``None`` are not compared.
+
+    ``searched`` is the set of swept blobs one search has read in full without a hit
+    (tier.search_locked skips them, so a search longer than the decoded-blob cache ends).
+    Whoever reuses a Match for a new get or browse clears it first, as Handle.get does.
+    """
 
     __slots__ = ("correl_id", "group_id", "ident", "msg_id", "msg_seq_number", "offset", "searched", "selector", "seq")
 
