@@ -645,3 +645,22 @@ def test_a_waiting_selective_get_sees_a_swept_message_backed_out_into_its_blob(s
     m = box["value"]
     assert m.data == b"17" and m.backout_count == 1
     assert sqm.stats()["Q"].unsweeps == 0
+
+
+def test_selector_applies_on_an_indexed_get_too(sqm):
+    """A get by CorrelId on a queue indexed by CorrelId takes its candidates from the index
+    and the blob summaries; the selector still decides among them."""
+    from sweepq.engine import IndexType
+
+    sqm.define_queue("I", index_type=IndexType.CORREL_ID)
+    conn = sqm.connect()
+    h = conn.open("I", IO)
+    for i in range(30):
+        h.put(b"%02d" % i, MD(correl_id=b"C%d" % (i % 3), properties={"n": i}))
+    sqm.sweeper.run_once()
+    sel = conn.open("I", OO.INPUT_SHARED, selector="n > 20")
+    assert [sel.get(correl_id=b"C1").data for _ in range(3)] == [b"22", b"25", b"28"]
+    with pytest.raises(MQError) as e:
+        sel.get(correl_id=b"C1")
+    assert e.value.reason == Reason.NO_MSG_AVAILABLE
+    assert sqm.stats()["I"].unsweeps == 0
