@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from . import checks, record
+from . import browse, checks, record
 from .constants import (
     GMO,
     MAX_PRIORITY,
@@ -47,10 +47,9 @@ _WAIT = int(GMO.WAIT)
 _ACCEPT_TRUNCATED = int(GMO.ACCEPT_TRUNCATED_MSG)
 _MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
 _BROWSE_ANY = int(GMO.BROWSE_FIRST | GMO.BROWSE_NEXT | GMO.BROWSE_MSG_UNDER_CURSOR | GMO.MSG_UNDER_CURSOR)
-# Accepted and checked, but not yet acted on: they arrive with browse cursors and groups.
-_NOT_YET = int(
-    GMO.LOCK | GMO.UNLOCK | GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG | GMO.ALL_MSGS_AVAILABLE | GMO.ALL_SEGMENTS_AVAILABLE
-)
+_CURSOR_ANY = _BROWSE_ANY | int(GMO.LOCK | GMO.UNLOCK)  # engine/browse.py takes these calls
+# Accepted and checked, but not yet acted on: they arrive with groups.
+_NOT_YET = int(GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG | GMO.ALL_MSGS_AVAILABLE | GMO.ALL_SEGMENTS_AVAILABLE)
 _PMO_SYNC = int(PMO.SYNCPOINT)
 _PMO_NEW_MSG_ID = int(PMO.NEW_MSG_ID)
 _PMO_NEW_CORREL_ID = int(PMO.NEW_CORREL_ID)
@@ -177,6 +176,7 @@ class Handle:
         "_can_put",
         "_closed",
         "_conn",
+        "_cursor",
         "_qm",
         "_wall",
         "options",
@@ -193,6 +193,7 @@ class Handle:
         self._can_browse = bool(options & OO.BROWSE)
         self._can_put = bool(options & OO.OUTPUT)
         self._closed = False
+        self._cursor: browse.Cursor | None = None  # made by the first browse (engine/browse.py)
 
     @property
     def name(self) -> str:
@@ -212,6 +213,7 @@ class Handle:
             if self._can_put:
                 q.open_output -= 1
             q.open_handles -= 1
+            browse.release(q, self._cursor)  # a browse lock ends with the handle (§5.4)
         self._conn._handles.discard(self)
 
     def __enter__(self) -> Handle:
@@ -480,10 +482,11 @@ class Handle:
             err = check_get(opts)
             if err:
                 raise options_error(err)
-            if opts & _BROWSE_ANY:
-                if not self._can_browse:
-                    raise MQError(Reason.NOT_OPEN_FOR_BROWSE, f"open {q.name!r} with OO.BROWSE to browse")
-                raise options_error("browse cursors are not supported yet")
+            if opts & _CURSOR_ANY:
+                if opts & _NOT_YET:
+                    raise options_error(f"get options {GMO(opts & _NOT_YET)!r} are not supported yet")
+                args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+                return browse.get(self, opts, wait_interval, buffer_length, *args)  # type: ignore[return-value]
             if opts & _NOT_YET:
                 raise options_error(f"get options {GMO(opts & _NOT_YET)!r} are not supported yet")
         if not self._can_get:
@@ -533,6 +536,8 @@ class Handle:
                         ref = -1
                 if ref < 0:
                     ref = q._find(m)
+                    if self._cursor is not None and self._cursor.lk_seq >= 0:
+                        ref = browse.prefer_lock(q, self._cursor, m, ref)  # its own locked message
                 if ref is None and wait:
                     if deadline is _UNSET:
                         deadline = None if wait_interval < 0 else qm.clock.now() + wait_interval / 1000.0
@@ -554,6 +559,8 @@ class Handle:
                         if buffer_length is not None and len(rec) - h > buffer_length:
                             data = rec[h : h + buffer_length]
                             if not opts & _ACCEPT_TRUNCATED:
+                                if self._cursor is not None:
+                                    browse.keep_lock(q, self._cursor, ref)
                                 return Message.make(rec, qm.ident, data, Reason.TRUNCATED_MSG_FAILED)
                             reason = Reason.TRUNCATED_MSG_ACCEPTED
                         else:
@@ -631,7 +638,8 @@ class Handle:
             max_messages = qm.max_uncommitted - len(uow.ops)
             if max_messages < 1:
                 raise _syncpoint_limit(qm.max_uncommitted)
-        if q.poison_limit:
+        if q.poison_limit or (self._cursor is not None and self._cursor.lk_seq >= 0):
+            # get by get: each checked against the threshold, or this handle's lock seen
             return self._get_many_one_by_one(max_messages, opts, wait_interval)
         recs: list[bytes] = []
         held: list[int] = []  # slots hidden in the unit of work
