@@ -658,22 +658,27 @@ def _get_under_cursor(h: Handle, q: LocalQueue, cur: Cursor, opts: int, buffer_l
         msg = _message(h, rec, buffer_length, opts)
         if msg.reason == Reason.TRUNCATED_MSG_FAILED:
             return msg
-        if cur.lk_seq == cur.seq:
-            _clear_lock_flag(q, ref)
-            cur._forget_lock()
+        locked = cur.lk_seq == cur.seq
         in_uow = sync or (opts & _SYNC_IF_PERSISTENT and rec[2] & record.PERSISTENT)
         if type(ref) is int:
             p = q.lanes.prv[ref]
             cur.hint = p if p >= _SENTINELS else -1  # still at or before the cursor
         if in_uow:
+            if locked:  # hidden, then restored unlocked by a backout
+                _clear_lock_flag(q, ref)
+                cur._forget_lock()
             q._hide(ref)
         else:
-            q._remove(ref)
+            q._remove(ref)  # a durable queue's write may fail (2102): then the lock stays
+            if locked:
+                cur._forget_lock()
         q.obtained += 1
     if q.tier.cleanup:
         q.after_get()
     if in_uow:
         uow.add_get(q, ref, mark_skip=bool(opts & _MARK_SKIP))
+    elif rec[2] & record.PERSISTENT and q.journal is not None:
+        q.journal.wait()  # as a get: the removal is on disk before the message is returned
     if qm.recorder is not None:
         qm.recorder.get(q.name)
     return msg
