@@ -247,3 +247,39 @@ def test_put_under_syncpoint_cannot_be_locked(env):
     assert reason_of(lambda: h.get(GMO.BROWSE_FIRST | GMO.LOCK)) == Reason.NO_MSG_AVAILABLE
     conn.commit()
     assert h.get(GMO.BROWSE_FIRST | GMO.LOCK).data == b"u"
+
+
+def test_durable_queue_browse_remove_under_cursor_and_a_lock_do_not_outlive_a_restart():
+    """On a durable queue a browse reads persistent messages where they are (memory or blob),
+    MSG_UNDER_CURSOR removes one for good, and a lock is not durable: after a crash and
+    recovery the locked message is there, unlocked."""
+    from sweepq.blobstore import MemoryStore
+    from sweepq.blobstore.kv import MemoryKV
+    from sweepq.engine import MD, QueueManager
+    from sweepq.sweeper import ManualClock
+
+    kv = MemoryKV()
+
+    def manager(kv):
+        store = MemoryStore(kv=kv, max_blob_records=3)
+        return QueueManager(store=store, durable=True, sweeper=False, clock=ManualClock(), readahead_low_water=0)
+
+    qm = manager(kv)
+    qm.define_queue("Q")
+    h = qm.connect().open("Q", BIO)
+    for i in range(8):
+        h.put(b"%d" % i, MD(persistence=1))
+    qm.sweeper.run_once()
+    assert qm.inquire_queue("Q").swept > 0
+    b = qm.connect().open("Q", BIO)
+    assert browse_all(b) == [b"%d" % i for i in range(8)]
+    b.get(GMO.BROWSE_FIRST)
+    assert b.get(GMO.MSG_UNDER_CURSOR).data == b"0"
+    assert b.get(GMO.BROWSE_NEXT | GMO.LOCK).data == b"1"
+    assert qm._queue("Q").sweep_stats().unsweeps == 0
+    copy = MemoryKV()
+    copy._cfs = {cf: dict(d) for cf, d in kv._cfs.items()}  # a crash: the store as it stands
+    qm2 = manager(copy)
+    assert drain(qm2.connect().open("Q", BIO)) == [b"%d" % i for i in range(1, 8)]
+    qm2.close()
+    qm.close()
