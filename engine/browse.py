@@ -36,6 +36,7 @@ except :func:`_read`, which reads a blob without it.
 
 from __future__ import annotations
 
+import struct
 import threading
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -72,7 +73,14 @@ _SYNC_IF_PERSISTENT = int(GMO.SYNCPOINT_IF_PERSISTENT)
 _ACCEPT_TRUNCATED = int(GMO.ACCEPT_TRUNCATED_MSG)
 _MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
 _UNSET = object()
-_seq_of = record.seq_of
+_SEQ = struct.Struct("<Q").unpack_from  # a record's seq: _SEQ(rec, OFF_SEQ)[0], no Python frame
+
+
+def _seq_of(rec: bytes) -> int:
+    return _SEQ(rec, _OFF_SEQ)[0]
+
+
+_OFF_SEQ = record.OFF_SEQ
 
 Found = tuple  # (ref, rec, lane index): ref is a slot or a SweptHit
 
@@ -106,7 +114,20 @@ class Cursor:
     ``taken`` is a locked message a plain get of this handle is taking (kept locked if that
     get ends with 2080)."""
 
-    __slots__ = ("blob", "blob_k", "cache", "hint", "lane", "lk_hit", "lk_lane", "lk_seq", "lk_slot", "on_msg", "seq")
+    __slots__ = (
+        "blob",
+        "blob_k",
+        "blob_pos",
+        "cache",
+        "hint",
+        "lane",
+        "lk_hit",
+        "lk_lane",
+        "lk_seq",
+        "lk_slot",
+        "on_msg",
+        "seq",
+    )
 
     def __init__(self) -> None:
         self.cache: list[tuple[SweptBlob, list[bytes]]] = []
@@ -123,7 +144,8 @@ class Cursor:
         self.on_msg = False
         self.hint = -1
         self.blob: SweptBlob | None = None
-        self.blob_k = -1
+        self.blob_k = -1  # its index in the chain when it was last seen
+        self.blob_pos = -1  # the position in it of the last message found there
 
     def _forget_lock(self) -> None:
         self.lk_seq = self.lk_lane = self.lk_slot = -1
@@ -154,14 +176,15 @@ def _scan(q: LocalQueue, i: int, after: int, m: Match | None, lk_seq: int) -> tu
     ls = q.lanes
     recs, st, nxt = ls.recs, ls.st, ls.nxt
     passed = after < 0
+    seq, off = _SEQ, _OFF_SEQ
     while i >= _SENTINELS:
         if not passed:
-            if _seq_of(recs[i]) <= after:
+            if seq(recs[i], off)[0] <= after:
                 i = nxt[i]
                 continue
             passed = True  # the list is in seq order: every later slot is after too
         s = st[i]
-        visible = s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and _seq_of(recs[i]) == lk_seq)
+        visible = s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and seq(recs[i], off)[0] == lk_seq)
         if visible and (m is None or m(recs[i])):
             return i, -1
         i = nxt[i]
@@ -184,9 +207,18 @@ def _in_chain(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> 
     """The first message of the lane's chain after ``after`` that this handle sees, found in
     place (nothing is unswept); a :class:`Need` when a blob must be read first."""
     chain = lane.chain
+    b, k = cur.blob, cur.blob_k
+    if m is None and b is not None and k < len(chain) and chain[k] is b:
+        # A browse's next step inside the blob of its last one: the next position.
+        bp = cur.blob_pos
+        records = cur.records(b)
+        if records is not None and 0 <= bp < b.count - 1 and _SEQ(records[bp], _OFF_SEQ)[0] == after:
+            bp += 1
+            if b.flags.item(bp) == POS_LIVE:
+                cur.blob_pos = bp
+                return SweptHit(lane, b, bp, b.record(records, bp) if b.bumps else records[bp])
     k0 = 0
     if after >= 0:
-        b, k = cur.blob, cur.blob_k
         if b is not None and k < len(chain) and chain[k] is b and b.seq_min <= after + 1:
             k0 = k  # every blob before it ends before the cursor
         else:
@@ -211,14 +243,22 @@ def _in_chain(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> 
         records = cur.records(blob)
         if records is None:
             return Need(lane, blob)
-        start = 0 if after < blob.seq_min else _first_after(records, after)
+        if after < blob.seq_min:
+            start = 0
+        else:
+            bp = cur.blob_pos  # the last message found here: a browse's next step starts after it
+            if blob is cur.blob and 0 <= bp < len(records) and _SEQ(records[bp], _OFF_SEQ)[0] == after:
+                start = bp + 1
+            else:
+                start = _first_after(records, after)
         flags = blob.flags
+        bumps = blob.bumps
         for pos in range(start, blob.count) if cand is None else (p for p in cand if p >= start):
             f = flags.item(pos)
             if f == POS_LIVE or (f == POS_LOCKED and pos == mine):
-                rec = blob.record(records, pos)
+                rec = blob.record(records, pos) if bumps else records[pos]
                 if m is None or m(rec):
-                    cur.blob, cur.blob_k = blob, k
+                    cur.blob, cur.blob_k, cur.blob_pos = blob, k, pos
                     return SweptHit(lane, blob, pos, rec)
     return None
 
@@ -267,14 +307,17 @@ def _found(q: LocalQueue, ref) -> Found:
 def _next(q: LocalQueue, cur: Cursor, after_lane: int, after_seq: int, m: Match | None) -> Found | Need | None:
     """The first message strictly after (``after_lane``, ``after_seq``) in get order that
     this handle sees and ``m`` accepts."""
-    lanes = q.lanes.lanes
+    ls = q.lanes
+    lanes = ls.lanes
     for p in range(min(after_lane, N_LANES - 1), -1, -1):
         lane = lanes[p]
         if not lane.mem and not lane.chain:
             continue
         ref = _in_lane(q, cur, lane, after_seq if p == after_lane else -1, m)
         if ref is not None:
-            return ref if type(ref) is Need else _found(q, ref)
+            if type(ref) is int:
+                return ref, ls.recs[ref], p
+            return ref if type(ref) is Need else (ref, ref.rec, p)
     return None
 
 
@@ -516,8 +559,13 @@ def get(
         raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
     under = opts & (_UNDER | _BROWSE_UNDER)
     m = None
-    ids = (msg_id, correl_id, msg_token, group_id)
-    if not under and (match != MATCH_DEFAULT or any(v is not None for v in ids)):
+    if not under and (
+        match != MATCH_DEFAULT
+        or msg_id is not None
+        or correl_id is not None
+        or msg_token is not None
+        or group_id is not None
+    ):
         match = checks.flags(match, "match options", Reason.MATCH_OPTIONS_ERROR)
         if match & MO.MATCH_MSG_TOKEN and opts & _WAIT:
             raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
@@ -592,8 +640,8 @@ def _browse(h: Handle, q: LocalQueue, cur: Cursor, opts: int, buffer_length, m, 
                 elif cur.lk_seq >= 0:
                     _unlock(q, cur)
                 cur.lane, cur.seq, cur.on_msg = lane_i, _seq_of(rec), True
-                if type(ref) is int:
-                    cur.hint = ref
+                # In a blob: no slot hint (the walk then skips the front list at once).
+                cur.hint = ref if type(ref) is int else -1
                 return msg
         _read(q, cur, need)
 
