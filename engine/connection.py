@@ -473,6 +473,11 @@ class Handle:
         CorrelId by default, and NONE values match anything). ``buffer_length`` None means
         "any length"; a smaller message gives the 2079 / 2080 warnings on the result.
         Raises MQError 2033 when nothing matches (after the wait, with WAIT).
+
+        Browse, cursor and lock options (BROWSE_FIRST / BROWSE_NEXT, [BROWSE_]MSG_UNDER_CURSOR,
+        LOCK, UNLOCK) are served by engine/browse.py. ``GMO.UNLOCK`` returns a
+        :class:`~sweepq.engine.browse.Status` (no message): its ``reason`` is NONE, or the
+        warning NO_MSG_LOCKED (2209) when nothing was locked.
         """
         if self._closed:
             raise self._closed_error()
