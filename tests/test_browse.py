@@ -595,3 +595,49 @@ def test_closed_handle_is_2019_for_browse(env):
     h.close()
     assert reason_of(lambda: h.get(GMO.BROWSE_FIRST)) == Reason.HOBJ_ERROR
     assert reason_of(lambda: h.get(GMO.UNLOCK)) == Reason.HOBJ_ERROR
+
+
+# -- store faults while browsing a swept queue ---------------------------------------------------
+
+
+def test_a_failed_blob_read_is_2102_and_the_browse_can_be_retried():
+    from sweepq.blobstore import FaultyStore, MemoryStore
+    from sweepq.engine import QueueManager
+    from sweepq.sweeper import ManualClock, SweepPolicy
+
+    store = FaultyStore(MemoryStore(max_blob_records=3))
+    with QueueManager(clock=ManualClock(), sweeper=False, store=store, sweep_policy=SweepPolicy(extra=0)) as qm:
+        qm.define_queue("Q")
+        h = qm.connect().open("Q", BIO)
+        for i in range(9):
+            h.put(b"%d" % i)
+        qm.sweeper.run_once()
+        assert [h.get(GMO.BROWSE_NEXT).data for _ in range(3)] == [b"0", b"1", b"2"]  # blob 1
+        store.fail("read", at=1, times=1)
+        assert reason_of(lambda: h.get(GMO.BROWSE_NEXT)) == Reason.RESOURCE_PROBLEM  # blob 2
+        assert h.get(GMO.BROWSE_MSG_UNDER_CURSOR).data == b"2"  # nothing moved
+        assert browse_all(h, first=False) == [b"%d" % i for i in range(3, 9)]
+        assert qm._queue("Q").sweep_stats().unsweeps == 0
+
+
+def test_a_damaged_blob_met_by_a_browse_is_2101_and_the_browse_goes_on_past_it():
+    from sweepq.engine import QueueManager
+    from sweepq.sweeper import ManualClock, SweepPolicy
+
+    with QueueManager(
+        clock=ManualClock(), sweeper=False, store_options={"max_blob_records": 3}, sweep_policy=SweepPolicy(extra=0)
+    ) as qm:
+        qm.define_queue("Q")
+        h = qm.connect().open("Q", BIO)
+        for i in range(9):
+            h.put(b"%d" % i)
+        qm.sweeper.run_once()
+        store = qm.blob_store()
+        chain = store.chain(b"Q/0")
+        value = bytearray(store.raw_blob(chain[1]))  # messages 3, 4, 5
+        value[-3] ^= 0x01
+        store.replace_raw_blob(chain[1], bytes(value))
+        assert [h.get(GMO.BROWSE_NEXT).data for _ in range(3)] == [b"0", b"1", b"2"]
+        assert reason_of(lambda: h.get(GMO.BROWSE_NEXT)) == Reason.OBJECT_DAMAGED
+        assert browse_all(h, first=False) == [b"6", b"7", b"8"]
+        assert qm.inquire_queue("Q").current_depth == 6
