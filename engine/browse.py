@@ -617,6 +617,8 @@ def _browse(h: Handle, q: LocalQueue, cur: Cursor, opts: int, buffer_length, m, 
             r = _next(q, cur, after[0], after[1], m)
             if r is None:
                 _unlock(q, cur)  # 2033 releases the lock; with WAIT, before the wait (§5.4)
+                if first:
+                    cur.reset()  # BROWSE_FIRST resets the cursor even when nothing is there
                 if wait:
                     if deadline is _UNSET:
                         clock = h._qm.clock

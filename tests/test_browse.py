@@ -190,6 +190,25 @@ def test_change_to_fifo_keeps_the_order_of_queued_messages(env):
 # -- under the cursor --------------------------------------------------------------------------------
 
 
+def test_browse_first_on_nothing_resets_the_cursor(env):
+    conn = env.qm.connect()
+    h = conn.open("Q", BIO)
+    h.put(b"a")
+    env.settle()
+    b = env.handle()
+    assert b.get(GMO.BROWSE_NEXT).data == b"a"
+    assert h.get().data == b"a"
+    assert reason_of(lambda: b.get(GMO.BROWSE_FIRST)) == Reason.NO_MSG_AVAILABLE
+    assert reason_of(lambda: b.get(GMO.BROWSE_MSG_UNDER_CURSOR)) == Reason.NO_MSG_UNDER_CURSOR
+    h.put(b"b", options=PMO.SYNCPOINT)
+    h.put(b"c")
+    assert b.get(GMO.BROWSE_NEXT).data == b"c"
+    conn.commit()
+    assert reason_of(lambda: b.get(GMO.BROWSE_NEXT)) == Reason.NO_MSG_AVAILABLE  # b: skipped
+    assert reason_of(lambda: b.get(GMO.BROWSE_FIRST | GMO.BROWSE_NEXT)) == Reason.OPTIONS_ERROR
+    assert b.get(GMO.BROWSE_FIRST).data == b"b"
+
+
 def test_browse_msg_under_cursor_needs_a_browse_first(env):
     h = env.handle()
     h.put(b"x")

@@ -139,7 +139,10 @@ class BrowseModel(EngineVsModel):
             assert err.reason == Reason.NO_MSG_AVAILABLE, err
             assert not cands, f"engine browsed nothing, model expected {cands[0].data}"
             BrowseModel.seen["browse 2033"] += 1
-            self._release(key)  # 2033 releases the lock; the cursor stays
+            self._release(key)  # 2033 releases the lock; BROWSE_NEXT's cursor stays
+            if first:  # BROWSE_FIRST reset it: before the first message, on none
+                self.cursors.pop(key, None)
+                self.on.pop(key, None)
             return
         assert cands, f"engine browsed {m.data}, model expected nothing"
         e = cands[0]
