@@ -481,7 +481,10 @@ def _wait(h: Handle, q: LocalQueue, cur: Cursor, after: tuple[int, int], m, dead
     browse waits as a getter, and passes on a wake-up it cannot use."""
     qm = h._qm
     clock = qm.clock
-    w = Waiter(threading.Condition(q.mutex), m, LOCK_BROWSER if lock else BROWSER)
+    if lock:  # woken as a particular-message getter, for a message beyond its cursor
+        w = Waiter(threading.Condition(q.mutex), _Beyond(q, after, m), LOCK_BROWSER)
+    else:
+        w = Waiter(threading.Condition(q.mutex), m, BROWSER)
     while True:
         if deadline is not None and clock.now() >= deadline:
             return None
@@ -501,6 +504,27 @@ def _wait(h: Handle, q: LocalQueue, cur: Cursor, after: tuple[int, int], m, dead
             return r
         if w.rec is not None:
             _pass_on(q, w.rec)
+
+
+class _Beyond:
+    """The wake-up test of a LOCK browse waiter: a message it could browse, that is one
+    beyond its cursor that its match accepts. (The lane is where a put puts the message:
+    a message a backout brings back after a change of delivery sequence may be misjudged;
+    the next arrival wakes the waiter then.)"""
+
+    __slots__ = ("after", "m", "q")
+
+    def __init__(self, q: LocalQueue, after: tuple[int, int], m: Match | None):
+        self.q = q
+        self.after = after
+        self.m = m
+
+    def __call__(self, rec: bytes) -> bool:
+        lane = self.q.default_priority if self.q.fifo else rec[record.OFF_PRIORITY]
+        a_lane, a_seq = self.after
+        if lane > a_lane or (lane == a_lane and _seq_of(rec) <= a_seq):
+            return False
+        return self.m is None or self.m(rec)
 
 
 def _pass_on(q: LocalQueue, rec: bytes) -> None:

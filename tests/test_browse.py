@@ -503,6 +503,34 @@ def test_a_lock_browse_waits_like_a_getter(env):
     assert reason_of(lambda: h.get(GMO.BROWSE_FIRST)) == Reason.NO_MSG_AVAILABLE  # both locked
 
 
+def test_a_lock_browse_waiter_is_woken_only_for_a_message_beyond_its_cursor(env):
+    """Two LOCK browses wait; a new message of higher priority than A's cursor is not one A
+    can browse, so it must wake B (who waits with a fresh cursor), not A."""
+    h = env.handle()
+    h.put(b"low", MD(priority=1))
+    env.settle()
+    a, b = env.handle(), env.handle()
+    assert a.get(GMO.BROWSE_NEXT).data == b"low"
+    ta, abox = in_thread(lambda: a.get(GMO.BROWSE_NEXT | GMO.WAIT | GMO.LOCK, wait_interval=60_000))
+    assert env.clock.wait_for_waiters(1)
+    b.get(GMO.BROWSE_NEXT | GMO.LOCK)  # b locks "low" ...
+    b.get(GMO.UNLOCK)  # ... and lets it go: its cursor is on "low" too
+    tb, bbox = in_thread(lambda: b.get(GMO.BROWSE_FIRST | GMO.WAIT | GMO.LOCK, wait_interval=60_000))
+    tb.join(10)
+    assert bbox["value"].data == b"low"  # BROWSE_FIRST found it at once
+    tb, bbox = in_thread(
+        lambda: b.get(GMO.BROWSE_FIRST | GMO.WAIT | GMO.LOCK, match=MO.MATCH_CORREL_ID, correl_id=b"hi")
+    )
+    assert env.clock.wait_for_waiters(2)
+    h.put(b"high", MD(priority=7, correl_id=b"hi"))  # before A's cursor; B can browse it
+    tb.join(10)
+    assert bbox["value"].data == b"high"
+    assert ta.is_alive()
+    h.put(b"lower", MD(priority=0))
+    ta.join(10)
+    assert abox["value"].data == b"lower"
+
+
 def test_browse_wait_ignores_an_uncommitted_put_until_commit(env):
     conn = env.qm.connect()
     p = conn.open("Q", BIO)
