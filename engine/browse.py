@@ -62,7 +62,6 @@ BEFORE_FIRST = N_LANES  # a cursor lane that sorts before every message
 CACHE_BLOBS = 2  # decoded blobs a cursor keeps for itself
 
 _BROWSE_FIRST = int(GMO.BROWSE_FIRST)
-_BROWSE_NEXT = int(GMO.BROWSE_NEXT)
 _BROWSE_UNDER = int(GMO.BROWSE_MSG_UNDER_CURSOR)
 _UNDER = int(GMO.MSG_UNDER_CURSOR)
 _LOCK = int(GMO.LOCK)

@@ -628,7 +628,7 @@ class Handle:
             err = check_get(opts)
             if err:
                 raise options_error(err)
-            if opts & (_BROWSE_ANY | _NOT_YET | _MARK_SKIP):
+            if opts & (_CURSOR_ANY | _NOT_YET | _MARK_SKIP):
                 raise options_error("get_many takes plain destructive gets; use get() to browse, lock or mark")
         if q.inhibit_get:
             raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")

@@ -688,3 +688,12 @@ def test_a_damaged_blob_met_by_a_browse_is_2101_and_the_browse_goes_on_past_it()
         assert reason_of(lambda: h.get(GMO.BROWSE_NEXT)) == Reason.OBJECT_DAMAGED
         assert browse_all(h, first=False) == [b"6", b"7", b"8"]
         assert qm.inquire_queue("Q").current_depth == 6
+
+
+@pytest.mark.parametrize("opts", [GMO.UNLOCK, GMO.BROWSE_FIRST, GMO.MSG_UNDER_CURSOR, GMO.BROWSE_NEXT | GMO.LOCK])
+def test_get_many_refuses_cursor_options(env, opts):
+    h = env.handle()
+    h.put(b"x")
+    env.settle()
+    assert reason_of(lambda: h.get_many(5, opts)) == Reason.OPTIONS_ERROR
+    assert env.qm.inquire_queue("Q").current_depth == 1
