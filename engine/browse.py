@@ -46,7 +46,7 @@ from sweepq.blobstore import BlobCorruptError, StoreError
 from . import checks, record
 from .constants import CC, GMO, MO, Reason
 from .errors import MQError
-from .lane import _SENTINELS, AVAILABLE_BELOW, LANE_MASK, LOCKED, N_LANES, REMOVED
+from .lane import _SENTINELS, AVAILABLE_BELOW, GOTTEN, LANE_MASK, LOCKED, N_LANES, REMOVED
 from .matching import MATCH_DEFAULT, Match, build_match
 from .message import Message
 from .queue import BROWSER, LOCK_BROWSER, LocalQueue, Waiter
@@ -110,8 +110,7 @@ class Cursor:
     ``on_msg`` says whether the cursor stands on a message (a browse succeeded since the
     open or the last reset), which [BROWSE_]MSG_UNDER_CURSOR need. Lock: ``lk_seq`` (-1:
     none), its lane, and where it is (``lk_slot`` in memory, or ``lk_hit`` in a blob).
-    ``taken`` is a locked message a plain get of this handle is taking (kept locked if that
-    get ends with 2080)."""
+    """
 
     __slots__ = (
         "blob",
@@ -366,7 +365,7 @@ def _resolve_lock(q: LocalQueue, cur: Cursor) -> int | SweptHit | None:
     slot = cur.lk_slot
     ls = q.lanes
     rec = ls.recs[slot] if 0 <= slot < len(ls.recs) else None
-    if rec is None or _seq_of(rec) != cur.lk_seq or not ls.st[slot] & LOCKED:
+    if rec is None or _seq_of(rec) != cur.lk_seq or ls.st[slot] & (LOCKED | GOTTEN) != LOCKED:
         cur._forget_lock()
         return None
     return slot
@@ -420,8 +419,9 @@ def release(q: LocalQueue, cur: Cursor | None) -> None:
 def prefer_lock(q: LocalQueue, cur: Cursor, m: Match | None, ref):
     """A plain get by the handle that holds a lock (mutex held): its locked message is
     invisible to :meth:`LocalQueue._find`, but not to its own handle. If it comes first in
-    get order (and ``m`` accepts it), it is the one taken, and the lock goes with it (§5.4
-    e); :func:`keep_lock` puts the lock back if that get then ends with 2080."""
+    get order (and ``m`` accepts it), it is the one the get takes. The flag stays: a removal
+    (REMOVED) or a get under syncpoint (GOTTEN) ends the lock (§5.4 e; :func:`_resolve_lock`
+    forgets it, and a backout restores the message unlocked), and a 2080 keeps it."""
     lk = _resolve_lock(q, cur)
     if lk is None:
         return ref
@@ -437,16 +437,7 @@ def prefer_lock(q: LocalQueue, cur: Cursor, m: Match | None, ref):
             r_seq = _seq_of(r_rec)
         if lane_i < r_lane or (lane_i == r_lane and cur.lk_seq > r_seq):
             return ref
-    _clear_lock_flag(q, lk)
-    cur._forget_lock()
     return lk
-
-
-def keep_lock(q: LocalQueue, cur: Cursor, ref) -> None:
-    """The get that :func:`prefer_lock` gave the locked message ended with 2080: the message
-    stayed, and so does its lock (mutex held)."""
-    if cur.lk_seq < 0:
-        _lock(q, cur, _found(q, ref))
 
 
 # -- reading a blob (no lock) --------------------------------------------------------------------

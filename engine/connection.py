@@ -487,13 +487,11 @@ class Handle:
             err = check_get(opts)
             if err:
                 raise options_error(err)
-            if opts & _CURSOR_ANY:
-                if opts & _NOT_YET:
-                    raise options_error(f"get options {GMO(opts & _NOT_YET)!r} are not supported yet")
-                args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
-                return browse.get(self, opts, wait_interval, buffer_length, *args)  # type: ignore[return-value]
             if opts & _NOT_YET:
                 raise options_error(f"get options {GMO(opts & _NOT_YET)!r} are not supported yet")
+            if opts & _CURSOR_ANY:
+                args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+                return browse.get(self, opts, wait_interval, buffer_length, *args)  # type: ignore[return-value]
         if not self._can_get:
             raise MQError(Reason.NOT_OPEN_FOR_INPUT, f"open {q.name!r} with an OO.INPUT_* option to get")
         if q.inhibit_get:
@@ -564,8 +562,6 @@ class Handle:
                         if buffer_length is not None and len(rec) - h > buffer_length:
                             data = rec[h : h + buffer_length]
                             if not opts & _ACCEPT_TRUNCATED:
-                                if self._cursor is not None:
-                                    browse.keep_lock(q, self._cursor, ref)
                                 return Message.make(rec, qm.ident, data, Reason.TRUNCATED_MSG_FAILED)
                             reason = Reason.TRUNCATED_MSG_ACCEPTED
                         else:

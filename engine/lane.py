@@ -211,11 +211,12 @@ class LaneSet:
         self.lanes[self.st[i] & LANE_MASK].ready -= 1
 
     def restore(self, i: int, rec: bytes | None = None) -> None:
-        """Undo :meth:`hide` in place; ``rec`` replaces the record (a raised backout count)."""
+        """Undo :meth:`hide` in place; ``rec`` replaces the record (a raised backout count).
+        A browse lock its holder's get ended (engine/browse.py) does not come back."""
         if rec is not None:
             self.mem_bytes += len(rec) - len(self.recs[i])
             self.recs[i] = rec
-        self.st[i] &= ~GOTTEN
+        self.st[i] &= ~(GOTTEN | LOCKED)
         self.lanes[self.st[i] & LANE_MASK].ready += 1
 
     def commit_put(self, i: int) -> None:

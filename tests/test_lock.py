@@ -283,3 +283,24 @@ def test_durable_queue_browse_remove_under_cursor_and_a_lock_do_not_outlive_a_re
     assert drain(qm2.connect().open("Q", BIO)) == [b"%d" % i for i in range(1, 8)]
     qm2.close()
     qm.close()
+
+
+def test_a_2080_get_by_a_browsing_handle_without_a_lock_locks_nothing(env):
+    setup(env, 1)
+    h, other = env.handle(), env.handle()
+    h.get(GMO.BROWSE_FIRST)
+    assert h.get(buffer_length=0).reason == Reason.TRUNCATED_MSG_FAILED
+    assert other.get().data == b"0"
+
+
+def test_the_holder_s_syncpoint_get_ends_the_lock_and_a_backout_brings_it_back_unlocked(env):
+    setup(env, 2)
+    conn = env.qm.connect()
+    h = conn.open("Q", BIO)
+    other = env.handle()
+    h.get(GMO.BROWSE_FIRST | GMO.LOCK)
+    assert h.get(GMO.SYNCPOINT).data == b"0"  # its own locked message, in the unit of work
+    assert h.get(GMO.UNLOCK).reason == Reason.NO_MSG_LOCKED
+    conn.backout()
+    assert other.get(GMO.BROWSE_FIRST).data == b"0"
+    assert [m.data for m in other.get_many(5)] == [b"0", b"1"]

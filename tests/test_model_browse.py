@@ -19,6 +19,7 @@ from hypothesis.stateful import initialize, invariant, rule
 from test_model import CORRELS, NCONN, QUEUES, EngineVsModel
 
 from sweepq.engine import GMO, OO, MQError, Reason
+from sweepq.engine.browse import _resolve_lock
 from sweepq.engine.swept import LIVE, LOCKED
 
 I = st.integers(0, NCONN - 1)  # noqa: E741 - the connection index, as in test_model
@@ -242,7 +243,9 @@ class BrowseModel(EngineVsModel):
             for q in QUEUES:
                 cur = self.handles[i][q]._cursor
                 e = self.locks.get((i, q))
-                held = cur is not None and cur.lk_seq >= 0
+                queue = self.qm._queue(q)
+                with queue.mutex:  # a lock its holder's get ended is forgotten on the next look
+                    held = cur is not None and _resolve_lock(queue, cur) is not None
                 assert held == (e is not None), (i, q, e and e.data)
 
 
