@@ -375,7 +375,7 @@ def _clear_lock_flag(q: LocalQueue, ref: int | SweptHit) -> bytes:
     if type(ref) is int:
         q.lanes.clear_flags(ref, LOCKED)
         return q.lanes.recs[ref]
-    ref.blob.flags[ref.pos] = POS_LIVE
+    q.tier.lock_hit_locked(ref, False)
     return ref.rec
 
 
@@ -404,7 +404,7 @@ def _lock(q: LocalQueue, cur: Cursor, found: Found) -> None:
         cur.lk_slot = ref
         cur.lk_hit = None
     else:
-        ref.blob.flags[ref.pos] = POS_LOCKED
+        q.tier.lock_hit_locked(ref, True)
         cur.lk_hit = ref
     cur.lk_seq = seq
     cur.lk_lane = lane_i

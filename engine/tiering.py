@@ -359,6 +359,12 @@ class QueueTier:
         return None
 
     @staticmethod
+    def lock_hit_locked(hit: SweptHit, locked: bool) -> None:
+        """A browse lock on (or off) a message inside its blob (engine/browse.py): a locked
+        position is no candidate for any search, and comes back LOCKED if the blob does."""
+        hit.blob.flags[hit.pos] = POS_LOCKED if locked else POS_LIVE
+
+    @staticmethod
     def hide_hit_locked(hit: SweptHit) -> None:
         # Always under the lock that found the hit, so the blob is still swept.
         hit.blob.flags[hit.pos] = POS_GOTTEN
