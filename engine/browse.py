@@ -573,17 +573,21 @@ def get(
         raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
     under = opts & (_UNDER | _BROWSE_UNDER)
     m = None
+    # The handle's selection string (issue 9 §4, when the handle has one) browses as it gets.
+    selector = getattr(h, "_selector", None)
     if not under and (
         match != MATCH_DEFAULT
         or msg_id is not None
         or correl_id is not None
         or msg_token is not None
         or group_id is not None
+        or selector is not None
     ):
         match = checks.flags(match, "match options", Reason.MATCH_OPTIONS_ERROR)
         if match & MO.MATCH_MSG_TOKEN and opts & _WAIT:
             raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
-        m = build_match(h._qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+        args = (h._qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+        m = build_match(*args) if selector is None else build_match(*args, selector)
     if buffer_length is not None:
         checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
     wait = 0 if under else opts & _WAIT
