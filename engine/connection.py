@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from . import checks, properties, record
+from . import browse, checks, properties, record
 from .constants import (
     GMO,
     MAX_PRIORITY,
@@ -48,10 +48,9 @@ _WAIT = int(GMO.WAIT)
 _ACCEPT_TRUNCATED = int(GMO.ACCEPT_TRUNCATED_MSG)
 _MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
 _BROWSE_ANY = int(GMO.BROWSE_FIRST | GMO.BROWSE_NEXT | GMO.BROWSE_MSG_UNDER_CURSOR | GMO.MSG_UNDER_CURSOR)
-# Accepted and checked, but not yet acted on: they arrive with browse cursors and groups.
-_NOT_YET = int(
-    GMO.LOCK | GMO.UNLOCK | GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG | GMO.ALL_MSGS_AVAILABLE | GMO.ALL_SEGMENTS_AVAILABLE
-)
+_CURSOR_ANY = _BROWSE_ANY | int(GMO.LOCK | GMO.UNLOCK)  # engine/browse.py takes these calls
+# Accepted and checked, but not yet acted on: they arrive with groups.
+_NOT_YET = int(GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG | GMO.ALL_MSGS_AVAILABLE | GMO.ALL_SEGMENTS_AVAILABLE)
 _PMO_SYNC = int(PMO.SYNCPOINT)
 _PMO_NEW_MSG_ID = int(PMO.NEW_MSG_ID)
 _PMO_NEW_CORREL_ID = int(PMO.NEW_CORREL_ID)
@@ -184,6 +183,7 @@ class Handle:
         "_can_put",
         "_closed",
         "_conn",
+        "_cursor",
         "_match",
         "_qm",
         "_selector",
@@ -208,6 +208,7 @@ class Handle:
         self._can_browse = bool(options & OO.BROWSE)
         self._can_put = bool(options & OO.OUTPUT)
         self._closed = False
+        self._cursor: browse.Cursor | None = None  # made by the first browse (engine/browse.py)
 
     @property
     def name(self) -> str:
@@ -227,6 +228,7 @@ class Handle:
             if self._can_put:
                 q.open_output -= 1
             q.open_handles -= 1
+            browse.release(q, self._cursor)  # a browse lock ends with the handle (§5.4)
         self._conn._handles.discard(self)
 
     def __enter__(self) -> Handle:
@@ -490,6 +492,11 @@ class Handle:
         CorrelId by default, and NONE values match anything). ``buffer_length`` None means
         "any length"; a smaller message gives the 2079 / 2080 warnings on the result.
         Raises MQError 2033 when nothing matches (after the wait, with WAIT).
+
+        Browse, cursor and lock options (BROWSE_FIRST / BROWSE_NEXT, [BROWSE_]MSG_UNDER_CURSOR,
+        LOCK, UNLOCK) are served by engine/browse.py. ``GMO.UNLOCK`` returns a
+        :class:`~sweepq.engine.browse.Status` (no message): its ``reason`` is NONE, or the
+        warning NO_MSG_LOCKED (2209) when nothing was locked.
         """
         if self._closed:
             raise self._closed_error()
@@ -499,12 +506,11 @@ class Handle:
             err = check_get(opts)
             if err:
                 raise options_error(err)
-            if opts & _BROWSE_ANY:
-                if not self._can_browse:
-                    raise MQError(Reason.NOT_OPEN_FOR_BROWSE, f"open {q.name!r} with OO.BROWSE to browse")
-                raise options_error("browse cursors are not supported yet")
             if opts & _NOT_YET:
                 raise options_error(f"get options {GMO(opts & _NOT_YET)!r} are not supported yet")
+            if opts & _CURSOR_ANY:
+                args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+                return browse.get(self, opts, wait_interval, buffer_length, *args)  # type: ignore[return-value]
         if not self._can_get:
             raise MQError(Reason.NOT_OPEN_FOR_INPUT, f"open {q.name!r} with an OO.INPUT_* option to get")
         if q.inhibit_get:
@@ -556,6 +562,8 @@ class Handle:
                         ref = -1
                 if ref < 0:
                     ref = q._find(m)
+                    if self._cursor is not None and self._cursor.lk_seq >= 0:
+                        ref = browse.prefer_lock(q, self._cursor, m, ref)  # its own locked message
                 if ref is None and wait:
                     if deadline is _UNSET:
                         deadline = None if wait_interval < 0 else qm.clock.now() + wait_interval / 1000.0
@@ -639,7 +647,7 @@ class Handle:
             err = check_get(opts)
             if err:
                 raise options_error(err)
-            if opts & (_BROWSE_ANY | _NOT_YET | _MARK_SKIP):
+            if opts & (_CURSOR_ANY | _NOT_YET | _MARK_SKIP):
                 raise options_error("get_many takes plain destructive gets; use get() to browse, lock or mark")
         if q.inhibit_get:
             raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
@@ -654,7 +662,8 @@ class Handle:
             max_messages = qm.max_uncommitted - len(uow.ops)
             if max_messages < 1:
                 raise _syncpoint_limit(qm.max_uncommitted)
-        if q.poison_limit or self._match is not None:  # poison checks or a selector: get by get
+        if q.poison_limit or self._match is not None or (self._cursor is not None and self._cursor.lk_seq >= 0):
+            # get by get: each checked against the threshold or the selector, or this handle's lock seen
             return self._get_many_one_by_one(max_messages, opts, wait_interval)
         recs: list[bytes] = []
         held: list[int] = []  # slots hidden in the unit of work
