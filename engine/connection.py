@@ -57,6 +57,7 @@ _PMO_NEW_CORREL_ID = int(PMO.NEW_CORREL_ID)
 _PMO_LOGICAL_ORDER = int(PMO.LOGICAL_ORDER)
 _HAS_EXPIRY = record.HAS_EXPIRY
 _PERSISTENT = record.PERSISTENT
+_MATCH_MSG_TOKEN = int(MO.MATCH_MSG_TOKEN)
 _pack_head = record.HEAD.pack  # a put with no optional fields: record.encode(), written out
 _HEAD_LEN = record.HEAD_LEN
 _UNSET = object()
@@ -527,7 +528,7 @@ class Handle:
             or group_id is not None
         ):
             match = checks.flags(match, "match options", Reason.MATCH_OPTIONS_ERROR)
-            if match & MO.MATCH_MSG_TOKEN and opts & _WAIT:
+            if match & _MATCH_MSG_TOKEN and opts & _WAIT:
                 raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
             m = build_match(
                 qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, self._selector

@@ -79,6 +79,14 @@ def _group_fields(rec: bytes) -> tuple[bytes, int, int]:
 
 
 MATCH_DEFAULT = int(MO.MATCH_MSG_ID | MO.MATCH_CORREL_ID)
+_MO_KNOWN = int(MO_KNOWN)
+_FLAGS_MAX = checks.FLAGS_MAX
+_MATCH_MSG_ID = int(MO.MATCH_MSG_ID)
+_MATCH_CORREL_ID = int(MO.MATCH_CORREL_ID)
+_MATCH_GROUP_ID = int(MO.MATCH_GROUP_ID)
+_MATCH_MSG_SEQ_NUMBER = int(MO.MATCH_MSG_SEQ_NUMBER)
+_MATCH_OFFSET = int(MO.MATCH_OFFSET)
+_MATCH_MSG_TOKEN = int(MO.MATCH_MSG_TOKEN)
 
 
 def build_match(
@@ -94,39 +102,43 @@ def build_match(
 ) -> Match | None:
     """Turn a get's match options and field values, and the handle's compiled selector
     (None: no selection), into a :class:`Match`, or None for any message."""
-    mo = checks.flags(match_options, "match options", Reason.MATCH_OPTIONS_ERROR)
-    if mo & ~MO_KNOWN:
+    # Plain ints from here: IntFlag arithmetic costs a microsecond a test on this hot path.
+    if type(match_options) is int and 0 <= match_options <= _FLAGS_MAX:
+        mo = match_options
+    else:
+        mo = int(checks.flags(match_options, "match options", Reason.MATCH_OPTIONS_ERROR))
+    if mo & ~_MO_KNOWN:
         raise MQError(
             Reason.MATCH_OPTIONS_ERROR,
             f"match options 0x{mo:x} hold undefined bits 0x{mo & ~MO_KNOWN:x}; use MO flags",
         )
     m: Match | None = None
-    if mo & MO.MATCH_MSG_ID and msg_id is not None:
+    if mo & _MATCH_MSG_ID and msg_id is not None:
         v = _fixed(msg_id, 24, "msg_id")
         if v != MSGID_NONE:
             m = Match(ident)
             m.msg_id = v
-    if mo & MO.MATCH_CORREL_ID and correl_id is not None:
+    if mo & _MATCH_CORREL_ID and correl_id is not None:
         v = _fixed(correl_id, 24, "correl_id")
         if v != CORRELID_NONE:
             m = m or Match(ident)
             m.correl_id = v
-    if mo & MO.MATCH_GROUP_ID and group_id is not None:
+    if mo & _MATCH_GROUP_ID and group_id is not None:
         v = _fixed(group_id, 24, "group_id")
         if v != GROUPID_NONE:
             m = m or Match(ident)
             m.group_id = v
-    if mo & MO.MATCH_MSG_SEQ_NUMBER:
+    if mo & _MATCH_MSG_SEQ_NUMBER:
         if msg_seq_number is None:
             raise MQError(Reason.MSG_SEQ_NUMBER_ERROR, "MATCH_MSG_SEQ_NUMBER needs msg_seq_number")
         m = m or Match(ident)
         m.msg_seq_number = checks.integer(msg_seq_number, "msg_seq_number", Reason.MSG_SEQ_NUMBER_ERROR, 1, 999_999_999)
-    if mo & MO.MATCH_OFFSET:
+    if mo & _MATCH_OFFSET:
         if offset is None:
             raise MQError(Reason.OFFSET_ERROR, "MATCH_OFFSET needs offset")
         m = m or Match(ident)
         m.offset = checks.integer(offset, "offset", Reason.OFFSET_ERROR, 0, 999_999_999)
-    if mo & MO.MATCH_MSG_TOKEN:
+    if mo & _MATCH_MSG_TOKEN:
         if msg_token is None:
             raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN needs msg_token")
         if not isinstance(msg_token, bytes | bytearray | memoryview) or len(msg_token) != 16:

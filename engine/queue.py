@@ -375,26 +375,29 @@ class LocalQueue:
         and the front list's are below the chain's, the rear list's above)."""
         ls = self.lanes
         st, recs = ls.st, ls.recs
-        by_lane: dict[int, list[tuple[int, int]]] = {}
+        by_lane: dict[int, list[int]] = {}
         for i in ls.index.slots(value):
-            rec = recs[i]
-            if st[i] < AVAILABLE_BELOW and match(rec):
-                by_lane.setdefault(st[i] & 0x0F, []).append((record.seq_of(rec), i))
-        for lane in reversed(ls.lanes):
-            found = by_lane.get(lane.priority)
-            if not found and not lane.chain:
-                continue
-            found = sorted(found or ())
-            if lane.chain:
-                first = lane.chain[0].seq_min
-                if found and found[0][0] < first:
-                    return found[0][1]  # in the front list
-                hit = self.tier.search_locked(lane, match)
+            if st[i] < AVAILABLE_BELOW and match(recs[i]):
+                by_lane.setdefault(st[i] & 0x0F, []).append(i)
+        lanes = ls.lanes
+        top = max(by_lane, default=-1)
+        for p in range(len(lanes) - 1, top, -1):  # higher lanes: only their chains may match
+            if lanes[p].chain:
+                hit = self.tier.search_locked(lanes[p], match)
                 if hit is not None:
                     return hit
-            if found:
-                return found[0][1]
-        return None
+        if top < 0:
+            return None
+        found = by_lane[top]
+        if len(found) > 1:
+            found.sort(key=lambda i: record.seq_of(recs[i]))
+        lane = lanes[top]
+        if lane.chain and record.seq_of(recs[found[0]]) > lane.chain[0].seq_min:
+            # The first candidate is behind the chain (rear list): the chain comes first.
+            hit = self.tier.search_locked(lane, match)
+            if hit is not None:
+                return hit
+        return found[0]
 
     def _record(self, ref: Ref) -> bytes:
         return self.lanes.recs[ref] if type(ref) is int else ref.rec
