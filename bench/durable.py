@@ -267,6 +267,43 @@ def crash_safe(n: int, size: int, rounds: int, base: str | None = None, progress
     return out
 
 
+def profile_put_get(n: int, size: int, sync: str = "os", base: str | None = None, top: int = 8) -> dict:
+    """cProfile of sweepq putting ``n`` persistent messages then getting them (``sync``): the
+    costliest functions by own time, and the share of the time in the store's write (the
+    RocksDB write call itself, and the Python layers from the journal down to it)."""
+    import cProfile
+    import pstats
+
+    d = tempfile.mkdtemp(prefix="sweepq-durable-", dir=base)
+    try:
+        o = open_sweepq(os.path.join(d, "q"), sync)
+        payload = b"x" * size
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(n):
+            o.put(payload)
+        for _ in range(n):
+            o.get()
+        prof.disable()
+        o.close()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    st = pstats.Stats(prof)
+    rows, cum = [], {}
+    for (file, line, func), (_cc, _ncalls, tottime, cumtime, _callers) in st.stats.items():
+        rows.append({"function": f"{os.path.basename(file)}:{line}({func})" if line else func, "tottime": tottime})
+        cum[(os.path.basename(file), func)] = cumtime
+    total = sum(r["tottime"] for r in rows)
+    rows.sort(key=lambda r: r["tottime"], reverse=True)
+    rocks = sum(r["tottime"] for r in rows if "Rdict" in r["function"] and "write" in r["function"])
+    return {
+        "seconds": total,
+        "top": [{**r, "share": r["tottime"] / total} for r in rows[:top]],
+        "rocksdb_write_share": rocks / total,
+        "journal_write_share": cum.get(("journal.py", "write"), 0.0) / total,
+    }
+
+
 FLOOR = "fsync floor (os.write 1 KiB + os.fsync)"
 
 

@@ -358,6 +358,15 @@ def durable(o: BenchOptions, report: Report, step) -> dict:
             f"{_rate(r['pairs_per_s'])} ({_rate(r['put_per_s'])} put, {_rate(r['get_per_s'])} get)",
             ratio,
         )
+    if cs.get("sweepq_vs_persist_queue", 10) < d.GOAL_CRASH_SAFE_VS_PERSIST_QUEUE:
+        prof = d.profile_put_get(o.durable_messages, o.size, "os", base)
+        out["crash_safe_profile"] = prof
+        top = ", ".join(f"{r['function']} {r['share']:.0%}" for r in prof["top"][:5])
+        report.notice(
+            f'durable: sweepq sync="os" under its goal; cProfile of its put+get: the journal\'s store write '
+            f"{prof['journal_write_share']:.0%} of the time (of which the RocksDB write call "
+            f"{prof['rocksdb_write_share']:.0%}); costliest by own time: {top}"
+        )
     if "persist-queue" not in cs["missing"]:
         with tempfile.TemporaryDirectory(dir=base) as t:
             got = {s: d.sqlite_synchronous(os.path.join(t, s or "default"), s) for s in ("NORMAL", "OFF", None)}
