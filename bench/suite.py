@@ -349,7 +349,12 @@ def durable(o: BenchOptions, report: Report, step) -> dict:
         report.notice(f"durable: {name} is not installed, its rows are skipped (pip install 'sweepq[bench]')")
     what = f"put {o.durable_messages:,} then get them, {o.size} B, process-crash-safe"
     for name, r in cs["contenders"].items():
-        ratio = f"{r['ratio_vs_persist_queue']:.2f} x fastest persist-queue" if "ratio_vs_persist_queue" in r else ""
+        ratio = ""
+        if "ratio_vs_persist_queue" in r:
+            ratio = (
+                f"{r['ratio_vs_persist_queue']:.2f} x {cs['persist_queue_baseline'].removeprefix('persist-queue ')} "
+                f"(paired median; best rounds {r['best_ratio_vs_persist_queue']:.2f} x)"
+            )
         if name.startswith("sweepq") and ratio:
             ratio += f" (goal >= {d.GOAL_CRASH_SAFE_VS_PERSIST_QUEUE:g} x: {_met(r['ratio_vs_persist_queue'] >= 10)})"
         report.row(

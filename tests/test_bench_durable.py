@@ -43,7 +43,8 @@ def test_crash_safe_reports_every_contender(tmp_path):
     for v in c.values():
         assert all(_finite_positive(v[k]) for k in ("pairs_per_s", "ops_per_s", "put_per_s", "get_per_s"))
         assert len(v["round_seconds"]) == 2
-    assert max(v["ratio_vs_persist_queue"] for k, v in c.items() if k.startswith("persist-queue")) == 1.0
+    assert r["persist_queue_baseline"].startswith("persist-queue")
+    assert c[r["persist_queue_baseline"]]["ratio_vs_persist_queue"] == 1.0
     assert _finite_positive(r["sweepq_vs_persist_queue"])
 
 
