@@ -488,6 +488,7 @@ _PHASES = (
     ("decode and crc-check each record", "layout.py", "decode_value"),
     ("split each key (queue, lane, seq)", "layout.py", "key_parts"),
     ("append each record to its lane", "lane.py", "append"),
+    ("extend the lanes in bulk", "lane.py", "extend"),
     ("load the blobs (read, marks, index)", "recovery.py", "_load_blob"),
     ("  of which: read and unframe the blobs", "store.py", "read"),
     ("  of which: index the swept records", "swept.py", "build_index"),

@@ -442,7 +442,7 @@ def durable(o: BenchOptions, report: Report, step) -> dict:
         )
     if "profile" in rc:
         prof = rc["profile"]
-        phases = "; ".join(f"{k} {v['share']:.0%}" for k, v in prof["phases"].items())
+        phases = "; ".join(f"{k} {v['share']:.0%}" for k, v in prof["phases"].items() if v["seconds"] > 0)
         top = ", ".join(f"{r['function']} {r['share']:.0%}" for r in prof["top"][:6])
         report.notice(
             f"durable: recovery over its goal; cProfile of the open ({prof['seconds']:.1f} s under the profiler), "
