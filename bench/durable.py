@@ -274,8 +274,9 @@ def crash_safe(n: int, size: int, rounds: int, base: str | None = None, progress
 
 def profile_put_get(n: int, size: int, sync: str = "os", base: str | None = None, top: int = 8) -> dict:
     """cProfile of sweepq putting ``n`` persistent messages then getting them (``sync``): the
-    costliest functions by own time, and the share of the time in the store's write (the
-    RocksDB write call itself, and the Python layers from the journal down to it)."""
+    costliest functions by own time, and the shares of the time in the store's write of
+    message records (``store_write_share``: ``BlobStore.write_messages`` and everything under
+    it) and in the RocksDB write call itself (``rocksdb_write_share``)."""
     import cProfile
     import pstats
 
@@ -305,7 +306,7 @@ def profile_put_get(n: int, size: int, sync: str = "os", base: str | None = None
         "seconds": total,
         "top": [{**r, "share": r["tottime"] / total} for r in rows[:top]],
         "rocksdb_write_share": rocks / total,
-        "journal_write_share": cum.get(("journal.py", "write"), 0.0) / total,
+        "store_write_share": cum.get(("store.py", "write_messages"), 0.0) / total,
     }
 
 

@@ -368,8 +368,8 @@ def durable(o: BenchOptions, report: Report, step) -> dict:
         out["crash_safe_profile"] = prof
         top = ", ".join(f"{r['function']} {r['share']:.0%}" for r in prof["top"][:5])
         report.notice(
-            f'durable: sweepq sync="os" under its goal; cProfile of its put+get: the journal\'s store write '
-            f"{prof['journal_write_share']:.0%} of the time (of which the RocksDB write call "
+            f'durable: sweepq sync="os" under its goal; cProfile of its put+get: the store\'s write_messages '
+            f"{prof['store_write_share']:.0%} of the time (of which the RocksDB write call "
             f"{prof['rocksdb_write_share']:.0%}); costliest by own time: {top}"
         )
     if "persist-queue" not in cs["missing"]:
