@@ -49,6 +49,7 @@ from rocksdict import (
     DBRecoveryMode,
     Options,
     Rdict,
+    ReadOptions,
     WriteBatch,
     WriteBufferManager,
     WriteOptions,
@@ -162,7 +163,9 @@ def _db_options(write_buffer_bytes: int, cache: Cache, wal: bool = True) -> tupl
     cfs = {}
     for name in CFS:
         o = base()
-        if name == CF_BLOBS:
+        if name in (CF_BLOBS, CF_MESSAGES):
+            # Blobs are zstd-compressed already. Message records stay uncompressed so that a
+            # damaged block can still be read past record by record (each has its own crc).
             o.set_compression_type(DBCompressionType.none())
         cfs[name] = o
     return db, cfs
@@ -219,13 +222,72 @@ class RocksKV:
             raise _error(e, f"reading {cf} key {key.hex()} failed") from e
 
     def items(self, cf: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        # rocksdict's items() is the fast scan, but it ends silently at a damaged block: a
+        # checked iterator then looks just past the last key it gave, where its status
+        # says whether the scan really ended or was cut short.
+        last = None
         try:
-            for k, v in self._cf[cf].items(from_key=prefix):
-                if not k.startswith(prefix):
-                    break
+            upper = _successor(prefix)
+            if upper is None:
+                pairs = self._cf[cf].items(from_key=prefix)
+            else:  # RocksDB stops at the bound itself: no prefix test per key here
+                ro = ReadOptions()
+                ro.set_iterate_upper_bound(upper)
+                pairs = self._cf[cf].items(from_key=prefix, read_opt=ro)
+            for k, v in pairs:
+                last = k
                 yield k, v
+            it = self._cf[cf].iter(ro) if upper is not None else self._cf[cf].iter()
+            if last is None:
+                it.seek(prefix)
+            else:
+                it.seek(last)
+                if it.valid():
+                    it.next()
+            it.status()
         except Exception as e:
             raise _error(e, f"scanning {cf} failed") from e
+
+    def salvage(self, cf: str, prefix: bytes = b"") -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+        """Every pair under ``prefix`` that can still be read from a damaged family, and the
+        key ranges that could not: RocksDB's block checksums are not checked (the caller
+        checks each value itself), and a block that cannot even be parsed is stepped over by
+        seeking ahead (the last 8 bytes of a key are taken as a counter). Returns (pairs,
+        [(last good key, first key after the gap)])."""
+        ro = ReadOptions()
+        ro.set_verify_checksums(False)
+        it = self._cf[cf].iter(ro)
+        pairs: list[tuple[bytes, bytes]] = []
+        gaps: list[tuple[bytes, bytes]] = []
+        it.seek(prefix)
+        while True:
+            while it.valid():
+                k = it.key()
+                if not k.startswith(prefix):
+                    return pairs, gaps
+                pairs.append((k, it.value()))
+                it.next()
+            try:
+                it.status()
+                return pairs, gaps
+            except Exception:
+                pass
+            last = pairs[-1][0] if pairs else prefix + bytes(9)
+            if len(last) < 8:
+                gaps.append((last, b""))
+                return pairs, gaps
+            n, step = int.from_bytes(last[-8:], "big"), 1
+            while step < 1 << 62:
+                it = self._cf[cf].iter(ro)
+                it.seek(last[:-8] + min(n + step, (1 << 64) - 1).to_bytes(8, "big"))
+                try:
+                    it.status()
+                    break
+                except Exception:
+                    step *= 2
+            gaps.append((last, it.key() if it.valid() else b""))
+            if not it.valid():
+                return pairs, gaps
 
     def write(self, ops: Sequence[Op]) -> None:
         wb = WriteBatch(raw_mode=True)
@@ -286,6 +348,17 @@ class RocksKV:
             self._shadow = None
 
 
+def _successor(prefix: bytes) -> bytes | None:
+    """The first key after every key that starts with ``prefix`` (None: there is none)."""
+    p = bytearray(prefix)
+    while p:
+        if p[-1] < 0xFF:
+            p[-1] += 1
+            return bytes(p)
+        p.pop()
+    return None
+
+
 def _shadow_of(path: str) -> str:
     """A private directory of links to the store's files, to open read-only through.
 
@@ -313,6 +386,20 @@ def _error(e: Exception, what: str) -> KVError:
     if "corrupt" in text.lower() or "checksum" in text.lower():
         return KVCorruption(f"{what}: {text}")
     return KVError(f"{what}: {text}")
+
+
+def repair(path: str) -> list[str]:
+    """RocksDB's repair: rebuild the manifest from the files that can be read; files that
+    cannot (a truncated table, a damaged log) are moved to ``lost/``. Returns their names.
+    :raises KVError: the repair itself failed."""
+    lost = os.path.join(path, "lost")
+    before = set(os.listdir(lost)) if os.path.isdir(lost) else set()
+    try:
+        Rdict.repair(path, Options(raw_mode=True))
+    except Exception as e:
+        raise KVError(f"repairing the store at {path} failed: {e}") from e
+    after = set(os.listdir(lost)) if os.path.isdir(lost) else set()
+    return sorted(after - before)
 
 
 def exists_as_store(path: str) -> bool:

@@ -53,6 +53,7 @@ from .kv import (
     Op,
     RocksKV,
 )
+from .kv import repair as kv_repair
 
 STORE_FORMAT = 3  # 3: messages, marks and objects (durable queues); 2 held only swept blobs
 DEFAULT_MAX_BLOB_BYTES = 256 * 1024
@@ -218,6 +219,18 @@ class BlobStore:
             stale = self.pending()
             if stale:
                 self.delete_pending(stale)
+
+    @staticmethod
+    def repair(path: str | os.PathLike) -> list[str]:
+        """Make a damaged store openable again: RocksDB rebuilds its manifest from the files it
+        can read and moves those it cannot (a truncated table file) to ``lost/``; the records
+        only they held are gone. Returns the names of the files moved.
+
+        :raises StoreError: the repair failed."""
+        try:
+            return kv_repair(os.fspath(path))
+        except KVError as e:
+            raise StoreError(str(e)) from e
 
     @classmethod
     def temporary(cls, **kw) -> BlobStore:
@@ -421,6 +434,9 @@ class BlobStore:
             ops.append((CF_MARKS, _U64.pack(blob_id) + _U32.pack(pos), value))
         if not ops:
             return
+        if not marks:
+            self._write(ops)  # RocksDB orders concurrent writes itself; no bookkeeping here
+            return
         with self._lock:
             self._write(ops)
             for blob_id, pos, value in marks:
@@ -434,6 +450,18 @@ class BlobStore:
 
         :raises StoreError: unreadable. Thread-safe."""
         return self._items(CF_MESSAGES, prefix)
+
+    def salvage_messages(self, prefix: bytes = b"") -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+        """After :meth:`messages` found damage: what can still be read under ``prefix``
+        (unverified: the caller checks each record) and the key ranges that could not be
+        (last good key, next readable key or b""). :raises StoreError: unreadable at all."""
+        kv = self._open_kv()
+        if not hasattr(kv, "salvage"):
+            return self._items(CF_MESSAGES, prefix), []
+        try:
+            return kv.salvage(CF_MESSAGES, prefix)
+        except Exception as e:
+            raise StoreError(f"salvaging messages failed: {e}") from e
 
     def marks(self, blob_id: int) -> dict[int, bytes]:
         """The marks on the records of one blob: position -> value.

@@ -47,6 +47,7 @@ from .constants import (
 from .durable.journal import Batch, Journal
 from .durable.layout import message_key, queue_prefix
 from .errors import MQError
+from .index import SlotIndex
 from .lane import AVAILABLE_BELOW, BATCHED, HIDDEN, LaneSet
 from .matching import Match
 from .record import Identity
@@ -156,16 +157,35 @@ def check_name(name: str) -> str:
 
 
 class Waiter:
-    """One getter blocked in a WAIT. ``match`` None means any message."""
+    """One getter blocked in a WAIT. ``match`` None means any message.
 
-    __slots__ = ("cond", "match")
+    ``browse`` is BROWSER for a browse without LOCK: every browse waiter is woken by a new
+    message (SEMANTICS.md §3), and each looks beyond its own cursor (engine/browse.py). A
+    browse with LOCK (LOCK_BROWSER) is woken as a getter is. ``rec`` is the message that
+    woke the waiter, so that one which finds nothing for itself can pass the wake-up on."""
 
-    def __init__(self, cond: threading.Condition, match: Match | None):
+    __slots__ = ("browse", "cond", "match", "rec")
+
+    def __init__(self, cond: threading.Condition, match: Match | None, browse: int = 0):
         self.cond = cond
         self.match = match
+        self.browse = browse
+        self.rec: bytes | None = None
+
+
+BROWSER = 1  # Waiter.browse: a browse waiter without LOCK
+LOCK_BROWSER = 2  # Waiter.browse: a browse waiter with LOCK (woken like a getter)
 
 
 _queue_ids = itertools.count(1)
+
+# The Match field that an index of each type answers (engine/matching.py).
+_INDEX_FIELD = {
+    IndexType.MSG_ID: "msg_id",
+    IndexType.CORREL_ID: "correl_id",
+    IndexType.GROUP_ID: "group_id",
+    IndexType.MSG_TOKEN: "seq",
+}
 
 
 class LocalQueue:
@@ -230,6 +250,17 @@ class LocalQueue:
         self.inhibit_put = attrs.inhibit_put
         # Gets move a message whose backout count reached this to the requeue queue (0: off).
         self.poison_limit = attrs.backout_threshold if self.backout_handling and attrs.backout_requeue_q else 0
+        kind = attrs.index_type
+        idx = self.lanes.index
+        if kind == IndexType.NONE:
+            self.lanes.index = None
+        elif idx is None or idx.kind != kind:
+            idx = SlotIndex(kind, self.ident)
+            ls = self.lanes
+            slots = list(ls.in_memory())
+            idx.add_many(slots, [ls.recs[i] for i in slots])
+            ls.index = idx
+        self.index_field = _INDEX_FIELD.get(kind)
 
     @property
     def mem_bytes(self) -> int:
@@ -295,6 +326,10 @@ class LocalQueue:
         without looking at them.
         """
         ls = self.lanes
+        if match is not None and ls.index is not None:
+            value = getattr(match, self.index_field)
+            if value is not None:
+                return self._find_indexed(match, value)
         mask = ls.mask
         lanes, nxt, st = ls.lanes, ls.nxt, ls.st
         while mask:
@@ -330,6 +365,39 @@ class LocalQueue:
             elif not lane.mem:
                 ls.mask &= ~lane.bit
         return None
+
+    def _find_indexed(self, match: Match, value: object) -> Ref | Need | None:
+        """:meth:`_find` for a match on the indexed field: the in-memory candidates come from
+        the index (O(messages with that value)), swept ones from the chain's summaries.
+
+        Get order is kept: lanes from the highest; in a lane the front list, then the chain,
+        then the rear list, each in arrival order (a message's ``seq`` is its arrival number,
+        and the front list's are below the chain's, the rear list's above)."""
+        ls = self.lanes
+        st, recs = ls.st, ls.recs
+        by_lane: dict[int, list[int]] = {}
+        for i in ls.index.slots(value):
+            if st[i] < AVAILABLE_BELOW and match(recs[i]):
+                by_lane.setdefault(st[i] & 0x0F, []).append(i)
+        lanes = ls.lanes
+        top = max(by_lane, default=-1)
+        for p in range(len(lanes) - 1, top, -1):  # higher lanes: only their chains may match
+            if lanes[p].chain:
+                hit = self.tier.search_locked(lanes[p], match)
+                if hit is not None:
+                    return hit
+        if top < 0:
+            return None
+        found = by_lane[top]
+        if len(found) > 1:
+            found.sort(key=lambda i: record.seq_of(recs[i]))
+        lane = lanes[top]
+        if lane.chain and record.seq_of(recs[found[0]]) > lane.chain[0].seq_min:
+            # The first candidate is behind the chain (rear list): the chain comes first.
+            hit = self.tier.search_locked(lane, match)
+            if hit is not None:
+                return hit
+        return found[0]
 
     def _record(self, ref: Ref) -> bytes:
         return self.lanes.recs[ref] if type(ref) is int else ref.rec
@@ -434,22 +502,29 @@ class LocalQueue:
         """A message became available: wake the one waiter MQ would choose for it.
 
         A waiter for a particular message that this one matches goes first; otherwise the
-        longest-waiting general waiter. The woken waiter leaves the list, so the next new
+        longest-waiting general waiter (a LOCK browse counts as one). Every browse waiter
+        without LOCK is woken too. The woken waiter leaves the list, so the next new
         message wakes someone else; a waiter that finds nothing re-registers.
         """
         chosen = None
         for w in self.waiters:
-            if w.match is not None and w.match(rec):
+            if w.match is not None and w.browse != BROWSER and w.match(rec):
                 chosen = w
                 break
         if chosen is None:
             for w in self.waiters:
-                if w.match is None:
+                if w.match is None and w.browse != BROWSER:
                     chosen = w
                     break
         if chosen is not None:
             self.waiters.remove(chosen)
+            chosen.rec = rec
             chosen.cond.notify()
+        browsers = [w for w in self.waiters if w.browse == BROWSER]
+        if browsers:  # every browse waiter looks again, each beyond its own cursor
+            for w in browsers:
+                self.waiters.remove(w)
+                w.cond.notify()
 
     def _wake_all(self) -> None:
         """Wake every waiter, so each re-checks the queue's state (inhibit, delete, close)."""

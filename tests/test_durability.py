@@ -63,7 +63,8 @@ def contents(qm: QueueManager, name: str = "Q") -> list[tuple[bytes, int, int]]:
 
 
 def test_definitions_and_persistent_messages_survive_a_restart_in_order(tmp_path):
-    with QueueManager.open(tmp_path / "d", sweeper=False, clock=ManualClock(), store_options={"max_blob_records": BLOB}) as qm:
+    small = {"max_blob_records": BLOB}
+    with QueueManager.open(tmp_path / "d", sweeper=False, clock=ManualClock(), store_options=small) as qm:
         qm.define_queue("Q", default_persistence=P, max_depth=500, default_priority=4)
         qm.define_queue("F", delivery_sequence=DeliverySequence.FIFO, default_priority=2)
         h = qm.connect().open("Q", IO)
@@ -408,3 +409,52 @@ def test_inspection_opens_read_only_and_writes_nothing_into_the_directory(tmp_pa
     s.close()
     after = {n: os.stat(tmp_path / "d" / n).st_mtime_ns for n in os.listdir(tmp_path / "d")}
     assert after == before
+
+
+def _flip_a_bit_in_the_largest_table_file(path, where: float = 0.4) -> None:
+    tables = sorted((f for f in os.listdir(path) if f.endswith(".sst")), key=lambda f: os.path.getsize(path / f))
+    data = bytearray((path / tables[-1]).read_bytes())
+    data[int(len(data) * where)] ^= 0x10
+    (path / tables[-1]).write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("where", [0.3, 0.6])
+def test_a_bit_flip_in_the_message_records_is_reported_and_the_rest_comes_back(tmp_path, where):
+    d = tmp_path / "d"
+    with QueueManager.open(d, sweeper=False, sync="os") as qm:
+        qm.define_queue("Q", default_persistence=P)
+        h = qm.connect().open("Q", IO)
+        for i in range(2000):
+            h.put(b'{"n": %04d, "pad": "%s"}' % (i, b"x" * 200))
+        qm._storage.store().flush()  # into a table file
+    _flip_a_bit_in_the_largest_table_file(d, where)
+    with QueueManager.open(d, sweeper=False) as qm:
+        report = qm.recovery
+        got = [m for m, _, _ in contents(qm)]
+    assert report.damaged and "Q" in report.damaged[0]  # named: queue and message numbers
+    assert 1900 <= len(got) < 2000  # only the damaged block's records are missing
+    assert got == sorted(got)  # and the rest come back in order
+
+
+def test_a_truncated_table_file_is_refused_then_repaired_on_request(tmp_path):
+    d = tmp_path / "d"
+    with QueueManager.open(d, sweeper=False, sync="os") as qm:
+        qm.define_queue("Q", default_persistence=P)
+        qm.define_queue("KEEP", default_persistence=P)
+        h = qm.connect().open("Q", IO)
+        for i in range(500):
+            h.put(b"q%03d" % i)
+        qm._storage.store().flush()  # Q's records into a table file
+        k = qm.connect().open("KEEP", IO)
+        for i in range(5):
+            k.put(b"k%d" % i)  # only in the log
+    tables = sorted((f for f in os.listdir(d) if f.endswith(".sst")), key=lambda f: os.path.getsize(d / f))
+    data = (d / tables[-1]).read_bytes()
+    (d / tables[-1]).write_bytes(data[: len(data) // 2])
+    with pytest.raises(MQError) as ei:
+        QueueManager.open(d, sweeper=False)
+    assert "repair=True" in str(ei.value)
+    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+        assert any(tables[-1] in line and "lost/" in line for line in qm.recovery.damaged)
+        assert [m for m, _, _ in contents(qm, "KEEP")] == [b"k%d" % i for i in range(5)]
+    assert (d / "lost" / tables[-1]).exists()
