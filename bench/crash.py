@@ -411,16 +411,27 @@ def worker_main(args: argparse.Namespace) -> int:
 # -- the final drain -----------------------------------------------------------------------------
 
 
-def drain(data_dir: str, log_path: str, sync: str = "commit") -> str | None:
+def drain(data_dir: str, log_path: str, sync: str = "commit", refused: list[str] | None = None) -> str | None:
     """Open ``data_dir`` in this process and get every message of every harness queue, under
     syncpoint in units of 200 (one sync each, not one per message), logging like a worker
-    (run "drain"). Returns None, or why it could not open."""
+    (run "drain"). Returns None, or why it could not open.
+
+    With ``refused`` (a list), an open refused with an MQError is retried with
+    ``repair=True`` (the engine's advice for a damaged file), and the refusal and what the
+    repair moved aside are appended to ``refused``."""
     from sweepq.engine import GMO, OO, MQError, Reason
 
     log = EventLog(log_path)
     log.emit("S", "drain", os.getpid(), 0)
     try:
-        qm, _ = open_manager(data_dir, sync, DEFAULT_INTERVAL, sweeper=False)
+        try:
+            qm, _ = open_manager(data_dir, sync, DEFAULT_INTERVAL, sweeper=False)
+        except MQError as e:
+            if refused is None:
+                raise
+            refused.append(f"open refused: {' '.join(str(e).split())}")
+            qm, _ = open_manager(data_dir, sync, DEFAULT_INTERVAL, sweeper=False, repair=True)
+            refused.append(f"opened with repair=True; moved aside: {getattr(qm._storage, 'repaired', '?')}")
     except Exception as e:
         log.emit("OE", type(e).__name__)
         log.emit("Z")
@@ -1090,9 +1101,11 @@ def corruption_trial(work_dir: str, kind: str, seed: int = 1, sync: str = "commi
     """Build a backlog with one worker run, damage the store as ``kind`` says (:func:`corrupt`),
     then drain and judge with damage allowed: passes when every committed message either
     comes back intact or is named by MsgId in an OBJECT_DAMAGED (2101) error, and the store
-    opens. The tables exist after a clean close (``sst-*``: the worker runs 400 units of work
-    and closes); the write-ahead log holds data after a kill (``wal-*``: killed 0.7 s after
-    it is ready). Returns the verdict and what was damaged."""
+    opens (when it refuses with an MQError, the drain opens it with ``repair=True``, as the
+    refusal advises, and the verdict notes both). The tables exist after a clean close
+    (``sst-*``: the worker runs 400 units of work and closes); the write-ahead log holds data
+    after a kill (``wal-*``: killed 0.7 s after it is ready). Returns the verdict and what was
+    damaged."""
     rng = random.Random(seed)
     store_dir = os.path.join(work_dir, "store")
     log_dir = os.path.join(work_dir, "logs")
@@ -1107,8 +1120,10 @@ def corruption_trial(work_dir: str, kind: str, seed: int = 1, sync: str = "commi
         what = corrupt(store_dir, kind, rng)
     except FileNotFoundError as e:
         what = f"nothing damaged: {e}"
-    why = drain(store_dir, os.path.join(log_dir, "drain.log"), sync)
+    refused: list[str] = []
+    why = drain(store_dir, os.path.join(log_dir, "drain.log"), sync, refused)
     verdict = judge(parse_logs(read_run_logs(log_dir)), allow_damaged=True)
+    verdict.notes.extend(refused)
     verdict.seed, verdict.kills, verdict.seconds = seed, 0 if kind.startswith("sst") else 1, time.monotonic() - t0
     verdict.notes.insert(0, f"damage: {kind}, {what}")
     if why:
