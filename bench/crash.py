@@ -411,32 +411,24 @@ def worker_main(args: argparse.Namespace) -> int:
 # -- the final drain -----------------------------------------------------------------------------
 
 
-def drain(data_dir: str, log_path: str, sync: str = "commit", refused: list[str] | None = None) -> str | None:
-    """Open ``data_dir`` in this process and get every message of every harness queue, under
-    syncpoint in units of 200 (one sync each, not one per message), logging like a worker
-    (run "drain"). Returns None, or why it could not open.
-
-    With ``refused`` (a list), an open refused with an MQError is retried with
-    ``repair=True`` (the engine's advice for a damaged file), and the refusal and what the
-    repair moved aside are appended to ``refused``."""
+def drain(data_dir: str, log_path: str, sync: str = "commit", repair: bool = False) -> str | None:
+    """Open ``data_dir`` in this process (with ``repair=True`` when asked) and get every
+    message of every harness queue, under syncpoint in units of 200 (one sync each, not one
+    per message), logging like a worker (run "drain"). Returns None, or why it could not
+    open."""
     from sweepq.engine import GMO, OO, MQError, Reason
 
     log = EventLog(log_path)
     log.emit("S", "drain", os.getpid(), 0)
     try:
-        try:
-            qm, _ = open_manager(data_dir, sync, DEFAULT_INTERVAL, sweeper=False)
-        except MQError as e:
-            if refused is None:
-                raise
-            refused.append(f"open refused: {' '.join(str(e).split())}")
-            qm, _ = open_manager(data_dir, sync, DEFAULT_INTERVAL, sweeper=False, repair=True)
-            refused.append(f"opened with repair=True; moved aside: {getattr(qm._storage, 'repaired', '?')}")
+        qm, _ = open_manager(data_dir, sync, DEFAULT_INTERVAL, sweeper=False, **({"repair": True} if repair else {}))
     except Exception as e:
         log.emit("OE", type(e).__name__)
         log.emit("Z")
         log.close()
-        return f"{type(e).__name__}: {e}"
+        return f"{type(e).__name__}: {' '.join(str(e).split())}"
+    if repair:
+        log.emit("RP", *getattr(qm._storage, "repaired", ["?"]))  # the files it moved to lost/
     log.emit("R")
     try:
         with qm.connect() as conn:
@@ -1101,8 +1093,8 @@ def corruption_trial(work_dir: str, kind: str, seed: int = 1, sync: str = "commi
     """Build a backlog with one worker run, damage the store as ``kind`` says (:func:`corrupt`),
     then drain and judge with damage allowed: passes when every committed message either
     comes back intact or is named by MsgId in an OBJECT_DAMAGED (2101) error, and the store
-    opens (when it refuses with an MQError, the drain opens it with ``repair=True``, as the
-    refusal advises, and the verdict notes both). The tables exist after a clean close
+    opens (when it refuses with an MQError, a second drain opens it with ``repair=True``, as
+    the refusal advises, and the verdict notes both). The tables exist after a clean close
     (``sst-*``: the worker runs 400 units of work and closes); the write-ahead log holds data
     after a kill (``wal-*``: killed 0.7 s after it is ready). Returns the verdict and what was
     damaged."""
@@ -1120,10 +1112,24 @@ def corruption_trial(work_dir: str, kind: str, seed: int = 1, sync: str = "commi
         what = corrupt(store_dir, kind, rng)
     except FileNotFoundError as e:
         what = f"nothing damaged: {e}"
-    refused: list[str] = []
-    why = drain(store_dir, os.path.join(log_dir, "drain.log"), sync, refused)
+    drain_log = os.path.join(log_dir, "drain.log")
+    why = drain(store_dir, drain_log, sync)
+    notes = []
+    if why and why.startswith("MQError"):
+        # Refused, as the issue allows, with advice: an operator would open it again with
+        # repair=True. In a new process: a refused open may hold the store's lock in this one.
+        notes.append(f"open refused: {why}")
+        os.remove(drain_log)
+        cmd = [sys.executable, "-m", "sweepq.bench.crash", "drain", "--data-dir", store_dir, "--log", drain_log]
+        out = subprocess.run([*cmd, "--sync", sync, "--repair"], capture_output=True, text=True)
+        why = out.stderr.strip().splitlines()[-1] if out.returncode else None
+        with open(drain_log) as f:
+            moved = next((line.split()[1:] for line in f if line.startswith("RP")), None)
+        if moved is not None:
+            notes.append(f"opened with repair=True, which moved to lost/: {', '.join(moved) or 'nothing'}")
+
     verdict = judge(parse_logs(read_run_logs(log_dir)), allow_damaged=True)
-    verdict.notes.extend(refused)
+    verdict.notes.extend(notes)
     verdict.seed, verdict.kills, verdict.seconds = seed, 0 if kind.startswith("sst") else 1, time.monotonic() - t0
     verdict.notes.insert(0, f"damage: {kind}, {what}")
     if why:
@@ -1247,8 +1253,18 @@ def register_crash_command(sub) -> None:
     c.set_defaults(func=_crashtest_command)
 
 
+def _drain_main(args: argparse.Namespace) -> int:
+    """The drain as a process of its own; why it could not open goes to stderr (exit 1)."""
+    why = drain(args.data_dir, args.log, args.sync, args.repair)
+    if why:
+        print(why, file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m sweepq.bench.crash worker ...`` (one worker) or ``... run ...`` (the harness)."""
+    """``python -m sweepq.bench.crash worker ...`` (one worker), ``... drain ...`` (the final
+    drain in a process of its own) or ``... run ...`` (the harness)."""
     from sweepq.pipeline.args import HelpFormatter, Parser, number
 
     p = Parser(prog="python -m sweepq.bench.crash", formatter_class=HelpFormatter)
@@ -1264,6 +1280,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--max-ops", type=number(int, 0), default=0, help="units of work, then close (0: until killed)")
     w.add_argument("--fill-only", action="store_true", help="no drain phases: a backlog builds")
     w.set_defaults(func=worker_main)
+    d = sub.add_parser("drain", help="open a store, drain the harness queues, log like a worker")
+    d.add_argument("--data-dir", required=True, help="the store directory")
+    d.add_argument("--log", required=True, help="the event log to append to")
+    d.add_argument("--sync", choices=("commit", "os", "none"), default="commit", help="the sync option")
+    d.add_argument("--repair", action="store_true", help="open with repair=True")
+    d.set_defaults(func=_drain_main)
     r = sub.add_parser("run", help="the harness, as 'sweepq crashtest'")
     add_crash_options(r)
     r.set_defaults(func=_crashtest_command)
