@@ -286,13 +286,12 @@ def test_worker_kills_itself_at_the_point_it_is_given(tmp_path):
 # What main did at the time this test was written (durable queues, commit 36bb664), kept so
 # that a failure says whether it is still the known gap. Each run: one worker's backlog.
 OBSERVED = {
-    "sst-bitflip": "open works and a damaged blob fails its first get with 2101, but the text names only 5 of "
-    "its MsgIds ('and N more'), so the rest are neither returned nor named; the lane's records with their own "
-    "key come out ahead of the chain when its first blob is the damaged one (the placeholder has no arrival "
-    "number); and a flip in the messages column family ends recovery's scan silently (rocksdict's items() "
-    "does not check the iterator's status)",
-    "sst-truncate": "open is refused with a clear MQError 2102 (RocksDB: 'Sst file size mismatch ... "
-    "MANIFEST may be corrupted'); no message comes back",
+    "sst-bitflip": "a bad block of blobs: open refused (2102, advising repair=True); the refused open keeps the "
+    "store's lock in its process; a repair in a new process moves the whole table to lost/ and its messages are "
+    "neither returned nor all named (2101 names at most 5 MsgIds of a blob). A bad message record: left out at "
+    "open and listed in qm.recovery.damaged by arrival number, never named by MsgId",
+    "sst-truncate": "open refused (2102, advising repair=True); the repair moves the table to lost/ and its "
+    "messages are neither returned nor all named",
     "wal-bitflip": "the log recovers to the last whole write before the flip (point-in-time): every later "
     "commit is silently undone (committed puts lost, consumed messages back, backout counts back)",
     "wal-truncate": "the same as wal-bitflip: the store goes back to the cut, silently",
