@@ -7,6 +7,7 @@ import json
 import math
 import sys
 
+from .cli_data import register as register_data_commands
 from .cli_replay import pipeline_command as _pipeline
 from .cli_replay import register as register_replay_commands
 
@@ -156,6 +157,16 @@ def _inspect(args: argparse.Namespace) -> int:
         )
         return 2
 
+    if args.path is None and args.data_dir is None:
+        print(
+            "sweepq inspect: error: the following arguments are required: path (or --data-dir DIR) "
+            "(see 'sweepq inspect --help')",
+            file=sys.stderr,
+        )
+        return 2
+    if args.path is not None and args.data_dir is not None and args.path != args.data_dir:
+        return bad(f"{args.path} and --data-dir {args.data_dir} differ; give one of them")
+    args.path = args.path if args.path is not None else args.data_dir
     if not os.path.exists(args.path):
         return bad(f"{args.path} does not exist")
     if not os.path.isdir(args.path):
@@ -281,14 +292,17 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=_bench)
 
     register_replay_commands(sub)  # trace, replay, pipeline: bench/cli_replay.py
+    register_data_commands(sub, _number)  # define, put, get, browse: bench/cli_data.py
 
     i = sub.add_parser(
         "inspect",
         help="show what a data directory holds",
         description="Open a sweepq data directory read-only and print its chains, blobs, "
-        "dictionaries and the statistics its queue manager left at close.",
+        "dictionaries and the statistics its queue manager left at close. "
+        "Example: sweepq inspect --data-dir ./q (or sweepq inspect ./q).",
     )
-    i.add_argument("path", help="the data directory (QueueManager.open(path))")
+    i.add_argument("path", nargs="?", help="the data directory (QueueManager.open(path)), or give --data-dir")
+    i.add_argument("--data-dir", metavar="DIR", help="the data directory, as for define, put, get and browse")
     i.add_argument("--json", action="store_true", help="print as JSON")
     i.set_defaults(func=_inspect)
     return p
