@@ -426,7 +426,7 @@ def _get(args: argparse.Namespace) -> int:
             print(f"sweepq get: got {_plural(got)}; no more messages", file=sys.stderr)
             return 0
         # Closed between tries, so that another process can put; each try costs an open.
-        time.sleep(min(max(poll, 2 * opened), deadline - now))
+        time.sleep(min(max(poll, 2 * opened), 2.0, deadline - now))
 
 
 # -- browse -------------------------------------------------------------------------------
