@@ -16,7 +16,23 @@ from collections.abc import Sequence
 from .protocol import Store
 from .store import BlobCorruptError, BlobInfo, StoreError
 
-METHODS = ("write_pending", "delete_pending", "link", "unlink", "detach", "drop_chain", "read", "manifest", "pending")
+METHODS = (
+    "write_pending",
+    "delete_pending",
+    "link",
+    "unlink",
+    "detach",
+    "drop_chain",
+    "read",
+    "manifest",
+    "pending",
+    "write_messages",
+    "messages",
+    "marks",
+    "objects",
+    "put_object",
+    "sync",
+)
 
 
 class FaultyStore:
@@ -98,13 +114,44 @@ class FaultyStore:
         self._tick("delete_pending")
         self.inner.delete_pending(blob_ids)
 
-    def link(self, chain: bytes, blob_ids: Sequence[int], at_head: bool) -> None:
+    def link(self, chain: bytes, blob_ids: Sequence[int], at_head: bool, moved: Sequence[bytes] = ()) -> None:
         self._tick("link")
-        self.inner.link(chain, blob_ids, at_head)
+        self.inner.link(chain, blob_ids, at_head, moved)
 
-    def unlink(self, chain: bytes, blob_id: int) -> None:
+    def unlink(self, chain: bytes, blob_id: int, restore: Sequence[tuple[bytes, bytes]] = ()) -> None:
         self._tick("unlink")
-        self.inner.unlink(chain, blob_id)
+        self.inner.unlink(chain, blob_id, restore)
+
+    def write_messages(
+        self,
+        puts: Sequence[tuple[bytes, bytes]] = (),
+        deletes: Sequence[bytes] = (),
+        marks: Sequence[tuple[int, int, bytes | None]] = (),
+    ) -> None:
+        self._tick("write_messages")
+        self.inner.write_messages(puts, deletes, marks)
+
+    def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
+        self._tick("messages")
+        return self.inner.messages(prefix)
+
+    def marks(self, blob_id: int) -> dict[int, bytes]:
+        self._tick("marks", blob_id)
+        return self.inner.marks(blob_id)
+
+    def objects(self) -> dict[bytes, bytes]:
+        self._tick("objects")
+        return self.inner.objects()
+
+    def put_object(
+        self, name: bytes, value: bytes | None, drop_messages: bytes | None = None, drop_chains: Sequence[bytes] = ()
+    ) -> None:
+        self._tick("put_object")
+        self.inner.put_object(name, value, drop_messages, drop_chains)
+
+    def sync(self) -> None:
+        self._tick("sync")
+        self.inner.sync()
 
     def detach(self, chain: bytes, blob_id: int) -> None:
         self._tick("detach")

@@ -1,6 +1,6 @@
 """The key-value layer under the blob store: RocksDB, or plain dicts for tests and demos.
 
-This is the one place for the RocksDB layout. Four column families, all in raw mode:
+This is the one place for the RocksDB layout. Seven column families, all in raw mode:
 
 ``blobs``      u64 blob id (big endian) -> blob (blobstore/format.py). RocksDB's own
                compression is off here: blobs are zstd-compressed already.
@@ -10,6 +10,19 @@ This is the one place for the RocksDB layout. Four column families, all in raw m
 ``meta``       b"format" -> u32 store format; b"next_id" -> u64;
                b"dict/" + u32 id -> a trained zstd dictionary;
                b"dictscope/" + scope -> u32 id of that scope's current dictionary.
+``messages``   a caller's key -> one record that lives outside any blob (the engine keeps
+               its persistent messages here while they are in memory; the key says where
+               the message belongs, the store does not look inside).
+``marks``      u64 blob id + u32 position -> a caller's mark on one record of a blob (the
+               engine: b"R" removed, b"B" + u16 its backout count raised).
+``objects``    a caller's name -> a caller's definition (the engine: queue definitions).
+
+Durability: a write is in the write-ahead log (the OS has it) when :meth:`RocksKV.write`
+returns, so it survives a crash of the process; :meth:`RocksKV.sync` makes every write
+made so far survive a power loss (one fsync of the log: group commit, see
+engine/durable/journal.py). ``wal=False`` writes no log at all (sync policy "none"):
+then a crash loses the writes since the last flush, and ``atomic_flush`` keeps what is
+left consistent across the column families.
 
 Memory is bounded (issue: RocksDB's memtables grew to 123 MB beside 36 MB of messages): one
 ``WriteBufferManager`` caps the memtables of every column family together
@@ -31,6 +44,7 @@ from rocksdict import (
     BlockBasedOptions,
     Cache,
     DBCompressionType,
+    DBRecoveryMode,
     Options,
     Rdict,
     WriteBatch,
@@ -42,7 +56,10 @@ CF_BLOBS = "blobs"
 CF_MANIFESTS = "manifests"
 CF_CHAINS = "chains"
 CF_META = "meta"
-CFS = (CF_BLOBS, CF_MANIFESTS, CF_CHAINS, CF_META)
+CF_MESSAGES = "messages"
+CF_MARKS = "marks"
+CF_OBJECTS = "objects"
+CFS = (CF_BLOBS, CF_MANIFESTS, CF_CHAINS, CF_META, CF_MESSAGES, CF_MARKS, CF_OBJECTS)
 
 DEFAULT_WRITE_BUFFER_BYTES = 16 << 20
 DEFAULT_BLOCK_CACHE_BYTES = 8 << 20
@@ -71,6 +88,10 @@ class KV(Protocol):
 
     def write(self, ops: Sequence[Op]) -> None:
         """Apply ``ops`` atomically (all or none). :raises KVError: nothing was written."""
+        ...
+
+    def sync(self) -> None:
+        """Make every write so far durable against power loss. :raises KVError: it failed."""
         ...
 
     def memory(self) -> dict[str, int]:
@@ -103,6 +124,9 @@ class MemoryKV:
                 else:
                     self._cfs[cf][key] = bytes(value)
 
+    def sync(self) -> None:
+        pass
+
     def memory(self) -> dict[str, int]:
         with self._lock:
             return {"dict_bytes": sum(len(k) + len(v) for d in self._cfs.values() for k, v in d.items())}
@@ -111,7 +135,7 @@ class MemoryKV:
         self._cfs = {cf: {} for cf in CFS}
 
 
-def _db_options(write_buffer_bytes: int, cache: Cache) -> tuple[Options, dict[str, Options]]:
+def _db_options(write_buffer_bytes: int, cache: Cache, wal: bool = True) -> tuple[Options, dict[str, Options]]:
     manager = WriteBufferManager(write_buffer_bytes, False)
 
     def base() -> Options:
@@ -128,6 +152,11 @@ def _db_options(write_buffer_bytes: int, cache: Cache) -> tuple[Options, dict[st
     db = base()
     db.create_if_missing(True)
     db.create_missing_column_families(True)
+    # A torn last write of the log (a crash mid-write, or a truncated file) is dropped and
+    # the store opens at the last whole write, instead of refusing to open.
+    db.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
+    if not wal:
+        db.set_atomic_flush(True)
     cfs = {}
     for name in CFS:
         o = base()
@@ -140,14 +169,16 @@ def _db_options(write_buffer_bytes: int, cache: Cache) -> tuple[Options, dict[st
 class RocksKV:
     """RocksDB through rocksdict, in the layout of the module docstring.
 
-    ``sync`` makes every write durable (fsync) before it returns. ``read_only`` opens for
-    inspection beside nothing else."""
+    ``sync`` makes every write durable (fsync) before it returns; ``wal=False`` writes no
+    log (see the module docstring). ``read_only`` opens for inspection beside nothing
+    else."""
 
     def __init__(
         self,
         path: str,
         *,
         sync: bool = False,
+        wal: bool = True,
         read_only: bool = False,
         write_buffer_bytes: int = DEFAULT_WRITE_BUFFER_BYTES,
         block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
@@ -156,7 +187,7 @@ class RocksKV:
         self._cache = Cache(block_cache_bytes)
         self.write_buffer_bytes = write_buffer_bytes
         self.block_cache_bytes = block_cache_bytes
-        opts, cf_opts = _db_options(write_buffer_bytes, self._cache)
+        opts, cf_opts = _db_options(write_buffer_bytes, self._cache, wal)
         access = AccessType.read_only() if read_only else AccessType.read_write()
         try:
             self._db = Rdict(path, options=opts, column_families=cf_opts, access_type=access)
@@ -166,6 +197,8 @@ class RocksKV:
         self._h = {name: self._db.get_column_family_handle(name) for name in CFS}
         self._wopts = WriteOptions()
         self._wopts.sync = sync
+        self._wopts.disable_wal = not wal
+        self._wal = wal
 
     @staticmethod
     def column_families(path: str) -> set[str]:
@@ -202,6 +235,16 @@ class RocksKV:
             self._db.write(wb, self._wopts)
         except Exception as e:
             raise _error(e, f"write to {self.path} failed") from e
+
+    def sync(self) -> None:
+        # rocksdict releases the GIL while the log is synced: other threads go on writing,
+        # and the next sync covers them all.
+        if not self._wal:
+            return
+        try:
+            self._db.flush_wal(True)
+        except Exception as e:
+            raise _error(e, f"syncing the log of {self.path} failed") from e
 
     def flush(self) -> None:
         """Write the memtables to table files (tests use it to reach the files)."""

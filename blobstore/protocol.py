@@ -39,14 +39,49 @@ class Store(Protocol):
         """Delete blobs in no chain. :raises StoreError: none deleted. Thread-safe, atomic."""
         ...
 
-    def link(self, chain: bytes, blob_ids: Sequence[int], at_head: bool) -> None:
-        """Link pending blobs at the chain's head or tail. :raises StoreError: none linked.
+    def link(self, chain: bytes, blob_ids: Sequence[int], at_head: bool, moved: Sequence[bytes] = ()) -> None:
+        """Link pending blobs at the chain's head or tail and delete the message keys
+        ``moved`` (their records are in the blobs now). :raises StoreError: nothing changed.
         Thread-safe, atomic."""
         ...
 
-    def unlink(self, chain: bytes, blob_id: int) -> None:
-        """Take a blob out of its chain and delete it. :raises StoreError: nothing changed.
-        Thread-safe, atomic."""
+    def unlink(self, chain: bytes, blob_id: int, restore: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        """Take a blob out of its chain and delete it, writing ``restore`` (key, record) as
+        messages. :raises StoreError: nothing changed. Thread-safe, atomic."""
+        ...
+
+    def write_messages(
+        self,
+        puts: Sequence[tuple[bytes, bytes]] = (),
+        deletes: Sequence[bytes] = (),
+        marks: Sequence[tuple[int, int, bytes | None]] = (),
+    ) -> None:
+        """Write and delete message records and set marks on blob records.
+        :raises StoreError: nothing changed. Thread-safe, atomic."""
+        ...
+
+    def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
+        """Message records under ``prefix`` in key order. :raises StoreError. Thread-safe."""
+        ...
+
+    def marks(self, blob_id: int) -> dict[int, bytes]:
+        """A blob's marks by position. :raises StoreError: unreadable. Thread-safe."""
+        ...
+
+    def objects(self) -> dict[bytes, bytes]:
+        """Named definitions. :raises StoreError: unreadable. Thread-safe."""
+        ...
+
+    def put_object(
+        self, name: bytes, value: bytes | None, drop_messages: bytes | None = None, drop_chains: Sequence[bytes] = ()
+    ) -> None:
+        """Write or delete a definition (with the messages and chains it held).
+        :raises StoreError: nothing changed. Thread-safe, atomic."""
+        ...
+
+    def sync(self) -> None:
+        """Every write so far survives a power loss when this returns. :raises StoreError.
+        Thread-safe."""
         ...
 
     def detach(self, chain: bytes, blob_id: int) -> None:

@@ -10,6 +10,14 @@ blob that is not there. Pending blobs that are never linked are deleted by
 must not touch the disk. Both implement :class:`~sweepq.blobstore.protocol.Store`, and one
 contract test suite runs over both.
 
+Beside the blobs it keeps what a caller needs to make records durable without knowing
+what they are: *messages* (a record under a caller's key, outside any blob), *marks* on
+single records of a blob (removed, or a changed count), and *objects* (named definitions).
+A record moves between its own key and a blob in one atomic write: :meth:`BlobStore.link`
+deletes the keys of the records the blob now holds, and :meth:`BlobStore.unlink` can write
+the records that leave a blob under their keys as it deletes the blob. So each record has
+exactly one durable home at any moment.
+
 The store knows nothing about queues: it stores opaque records under opaque owner labels
 and scopes. Only this package imports rocksdict and zstandard.
 """
@@ -32,7 +40,10 @@ from .kv import (
     CF_BLOBS,
     CF_CHAINS,
     CF_MANIFESTS,
+    CF_MARKS,
+    CF_MESSAGES,
     CF_META,
+    CF_OBJECTS,
     DEFAULT_BLOCK_CACHE_BYTES,
     DEFAULT_WRITE_BUFFER_BYTES,
     KV,
@@ -43,7 +54,7 @@ from .kv import (
     RocksKV,
 )
 
-STORE_FORMAT = 2
+STORE_FORMAT = 3  # 3: messages, marks and objects (durable queues); 2 held only swept blobs
 DEFAULT_MAX_BLOB_BYTES = 256 * 1024
 DEFAULT_MAX_BLOB_RECORDS = 1024  # bounds a sweep's lock hold (verify + detach are per record)
 # The caller cuts a run into blobs within these bounds (sweepq.sweeper.runs.cut_run: one
@@ -105,8 +116,11 @@ class StoreStats:
 class BlobStore:
     """A blob store on a data directory (RocksDB).
 
-    ``clear`` empties an existing store at open (until restarts are recovered, a new
-    queue manager starts empty). ``sync`` makes every write durable before it returns.
+    ``clear`` empties an existing store at open. ``sync`` makes every write durable
+    against power loss before it returns; without it a write survives a crash of the
+    process and :meth:`sync` makes all writes so far survive a power loss. ``wal=False``
+    writes no log (blobstore/kv.py). Opening removes the pending blobs that never made it
+    into a chain (an interrupted sweep).
     ``max_blob_bytes`` / ``max_blob_records`` bound one blob, so that bringing one back
     is a bounded amount of work; callers cut their runs within them. ``write_buffer_bytes``
     and ``block_cache_bytes`` bound RocksDB's memory (blobstore/kv.py). ``read_only`` opens
@@ -123,6 +137,7 @@ class BlobStore:
         *,
         clear: bool = False,
         sync: bool = False,
+        wal: bool = True,
         level: int = DEFAULT_LEVEL,
         max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
         max_blob_records: int = DEFAULT_MAX_BLOB_RECORDS,
@@ -152,6 +167,7 @@ class BlobStore:
                 kv = RocksKV(
                     self.path,
                     sync=sync,
+                    wal=wal,
                     read_only=read_only,
                     write_buffer_bytes=write_buffer_bytes,
                     block_cache_bytes=block_cache_bytes,
@@ -171,10 +187,13 @@ class BlobStore:
                 f"{self.path} holds store format {_U32.unpack(stored)[0]}, newer than this "
                 f"sweepq's {STORE_FORMAT}; upgrade sweepq to open it"
             )
-        elif _U32.unpack(stored)[0] < STORE_FORMAT and not clear and not read_only:
-            raise StoreError(f"{self.path} holds store format {_U32.unpack(stored)[0]}; open it with clear=True")
+        elif _U32.unpack(stored)[0] < STORE_FORMAT and not read_only:
+            # Format 2 stores held only swept copies of non-persistent messages, which no
+            # restart keeps: there is nothing in them to carry over.
+            clear = True
         if clear and not read_only:
             self._clear()
+            self._write([(CF_META, b"format", _U32.pack(STORE_FORMAT))])
         raw_next = self._get(CF_META, b"next_id")
         self._next_id = _U64.unpack(raw_next)[0] if raw_next else 1
         self._chains: dict[bytes, list[int]] = {
@@ -189,6 +208,16 @@ class BlobStore:
             self.codec.add_dict(_U32.unpack(k[5:])[0], v)
         for k, v in self._items(CF_META, b"dictscope/"):
             self._scope_dict[k[10:]] = _U32.unpack(v)[0]
+        self._marked: dict[int, set[int]] = {}  # blob id -> positions that carry a mark
+        for k, _v in self._items(CF_MARKS):
+            self._marked.setdefault(_U64.unpack_from(k)[0], set()).add(_U32.unpack_from(k, 8)[0])
+        # Dictionaries of an earlier run may serve blobs still in chains; which ones is not
+        # known without reading every blob, so they are kept (a few dozen KiB each).
+        self._pinned_dicts = {_U32.unpack(k[5:])[0] for k, _v in self._items(CF_META, b"dict/")}
+        if not read_only:
+            stale = self.pending()
+            if stale:
+                self.delete_pending(stale)
 
     @classmethod
     def temporary(cls, **kw) -> BlobStore:
@@ -227,7 +256,7 @@ class BlobStore:
 
     def _clear(self) -> None:
         ops: list[Op] = []
-        for name in (CF_BLOBS, CF_MANIFESTS, CF_CHAINS):
+        for name in (CF_BLOBS, CF_MANIFESTS, CF_CHAINS, CF_MESSAGES, CF_MARKS, CF_OBJECTS):
             ops += [(name, k, None) for k, _v in self._items(name)]
         ops += [(CF_META, k, None) for k, _v in self._items(CF_META) if k != b"format"]
         self._write(ops)
@@ -331,21 +360,25 @@ class BlobStore:
             self._write(ops)
             self._forget_blobs(blob_ids)
 
-    def link(self, chain: bytes, blob_ids: Sequence[int], at_head: bool) -> None:
-        """Link pending blobs into ``chain`` (at its head or tail, in the order given), atomically.
+    def link(self, chain: bytes, blob_ids: Sequence[int], at_head: bool, moved: Sequence[bytes] = ()) -> None:
+        """Link pending blobs into ``chain`` (at its head or tail, in the order given), and
+        delete the message keys ``moved`` (records the blobs now hold), atomically.
 
-        :raises StoreError: nothing was linked; the blobs are still pending."""
+        :raises StoreError: nothing was linked or deleted; the blobs are still pending."""
         with self._lock:
             ids = self._chains.get(chain, [])
             ids = [*blob_ids, *ids] if at_head else [*ids, *blob_ids]
-            self._write([(CF_CHAINS, chain, struct.pack(f"<{len(ids)}Q", *ids))])
+            ops: list[Op] = [(CF_CHAINS, chain, struct.pack(f"<{len(ids)}Q", *ids))]
+            ops += [(CF_MESSAGES, k, None) for k in moved]
+            self._write(ops)
             self._chains[chain] = ids
 
-    def unlink(self, chain: bytes, blob_id: int) -> None:
-        """Take ``blob_id`` out of ``chain`` and delete it, in one atomic write.
+    def unlink(self, chain: bytes, blob_id: int, restore: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        """Take ``blob_id`` out of ``chain`` and delete it (with its marks), writing the
+        records that leave it under their message keys (``restore``), in one atomic write.
 
         :raises StoreError: nothing changed."""
-        self._remove_from_chain(chain, blob_id, delete=True)
+        self._remove_from_chain(chain, blob_id, delete=True, restore=restore)
 
     def detach(self, chain: bytes, blob_id: int) -> None:
         """Take ``blob_id`` out of ``chain`` but keep the blob (a damaged one, for inspection).
@@ -353,12 +386,15 @@ class BlobStore:
         :raises StoreError: nothing changed."""
         self._remove_from_chain(chain, blob_id, delete=False)
 
-    def _remove_from_chain(self, chain: bytes, blob_id: int, delete: bool) -> None:
+    def _remove_from_chain(
+        self, chain: bytes, blob_id: int, delete: bool, restore: Sequence[tuple[bytes, bytes]] = ()
+    ) -> None:
         with self._lock:
             ids = [b for b in self._chains.get(chain, []) if b != blob_id]
             ops: list[Op] = [(CF_CHAINS, chain, struct.pack(f"<{len(ids)}Q", *ids) if ids else None)]
             if delete:
                 ops += self._delete_blob_ops(blob_id)
+            ops += [(CF_MESSAGES, k, v) for k, v in restore]
             self._write(ops)
             if delete:
                 self._forget_blobs([blob_id])
@@ -366,6 +402,82 @@ class BlobStore:
                 self._chains[chain] = ids
             else:
                 self._chains.pop(chain, None)
+
+    # -- durable records outside blobs, marks, objects --------------------------------------
+
+    def write_messages(
+        self,
+        puts: Sequence[tuple[bytes, bytes]] = (),
+        deletes: Sequence[bytes] = (),
+        marks: Sequence[tuple[int, int, bytes | None]] = (),
+    ) -> None:
+        """Write records under their keys, delete keys, and set (or clear, value None) marks
+        on records of blobs, in one atomic write.
+
+        :raises StoreError: nothing was written. Thread-safe."""
+        ops: list[Op] = [(CF_MESSAGES, k, v) for k, v in puts]
+        ops += [(CF_MESSAGES, k, None) for k in deletes]
+        for blob_id, pos, value in marks:
+            ops.append((CF_MARKS, _U64.pack(blob_id) + _U32.pack(pos), value))
+        if not ops:
+            return
+        with self._lock:
+            self._write(ops)
+            for blob_id, pos, value in marks:
+                if value is None:
+                    self._marked.get(blob_id, set()).discard(pos)
+                else:
+                    self._marked.setdefault(blob_id, set()).add(pos)
+
+    def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
+        """Every (key, record) whose key starts with ``prefix``, in key order.
+
+        :raises StoreError: unreadable. Thread-safe."""
+        return self._items(CF_MESSAGES, prefix)
+
+    def marks(self, blob_id: int) -> dict[int, bytes]:
+        """The marks on the records of one blob: position -> value.
+
+        :raises StoreError: unreadable. Thread-safe."""
+        if blob_id not in self._marked:
+            return {}
+        return {_U32.unpack_from(k, 8)[0]: v for k, v in self._items(CF_MARKS, _U64.pack(blob_id))}
+
+    def objects(self) -> dict[bytes, bytes]:
+        """Every named object (definition). :raises StoreError: unreadable. Thread-safe."""
+        return dict(self._items(CF_OBJECTS))
+
+    def put_object(
+        self, name: bytes, value: bytes | None, drop_messages: bytes | None = None, drop_chains: Sequence[bytes] = ()
+    ) -> None:
+        """Write (value None: delete) a named object; with ``drop_messages``, also delete every
+        message key with that prefix and the chains ``drop_chains`` with their blobs, all in
+        one atomic write (a definition deleted with what it held).
+
+        :raises StoreError: nothing changed. Thread-safe."""
+        with self._lock:
+            ops: list[Op] = [(CF_OBJECTS, name, value)]
+            if drop_messages is not None:
+                ops += [(CF_MESSAGES, k, None) for k, _v in self._items(CF_MESSAGES, drop_messages)]
+            dropped: list[int] = []
+            for chain in drop_chains:
+                ids = self._chains.get(chain, [])
+                ops.append((CF_CHAINS, chain, None))
+                for b in ids:
+                    ops += self._delete_blob_ops(b)
+                dropped += ids
+            self._write(ops)
+            self._forget_blobs(dropped)
+            for chain in drop_chains:
+                self._chains.pop(chain, None)
+
+    def sync(self) -> None:
+        """Make every write so far survive a power loss (one fsync of the log; the GIL is
+        released meanwhile). :raises StoreError: it failed. Thread-safe."""
+        try:
+            self._open_kv().sync()
+        except KVError as e:
+            raise StoreError(str(e)) from e
 
     def drop_chain(self, chain: bytes) -> None:
         """Delete a chain and all its blobs (a queue deleted with purge), atomically.
@@ -386,12 +498,20 @@ class BlobStore:
         key = _U64.pack(blob_id)
         ops: list[Op] = [(CF_BLOBS, key, None), (CF_MANIFESTS, key, None)]
         dict_id = self._blob_dict.get(blob_id, 0)
-        if dict_id and self._dict_refs.get(dict_id, 0) <= 1 and dict_id not in self._scope_dict.values():
+        for pos in self._marked.get(blob_id, ()):
+            ops.append((CF_MARKS, _U64.pack(blob_id) + _U32.pack(pos), None))
+        if (
+            dict_id
+            and self._dict_refs.get(dict_id, 0) <= 1
+            and dict_id not in self._scope_dict.values()
+            and dict_id not in self._pinned_dicts
+        ):
             ops.append((CF_META, b"dict/" + _U32.pack(dict_id), None))
         return ops
 
     def _forget_blobs(self, blob_ids: Sequence[int]) -> None:
         for b in blob_ids:
+            self._marked.pop(b, None)
             dict_id = self._blob_dict.pop(b, 0)
             if dict_id and dict_id in self._dict_refs:
                 self._dict_refs[dict_id] -= 1
@@ -558,9 +678,11 @@ class MemoryStore(BlobStore):
     For tests (every behaviour of :class:`BlobStore` but the files) and for queue managers
     that tier only to compress their backlog in memory."""
 
-    def __init__(self, **options):
+    def __init__(self, kv: MemoryKV | None = None, **options):
         options.pop("sync", None)
-        super().__init__(None, kv=MemoryKV(), **options)
+        options.pop("wal", None)
+        # ``kv``: the dicts of a store that was abandoned without close (a simulated crash).
+        super().__init__(None, kv=kv if kv is not None else MemoryKV(), **options)
 
 
 def _make_private(path: str) -> None:

@@ -26,6 +26,8 @@ from .constants import (
     Reason,
     Usage,
 )
+from .durable.journal import Batch as DurableBatch
+from .durable.journal import Journal
 from .errors import MQError, options_error
 from .lane import _SENTINELS, AVAILABLE_BELOW, UNCOMMITTED
 from .matching import MATCH_DEFAULT, _fixed, build_match
@@ -54,6 +56,7 @@ _PMO_NEW_MSG_ID = int(PMO.NEW_MSG_ID)
 _PMO_NEW_CORREL_ID = int(PMO.NEW_CORREL_ID)
 _PMO_LOGICAL_ORDER = int(PMO.LOGICAL_ORDER)
 _HAS_EXPIRY = record.HAS_EXPIRY
+_PERSISTENT = record.PERSISTENT
 _pack_head = record.HEAD.pack  # a put with no optional fields: record.encode(), written out
 _HEAD_LEN = record.HEAD_LEN
 _UNSET = object()
@@ -271,6 +274,11 @@ class Handle:
                 rec = _pack_head(_HEAD_LEN, priority, persistent, 0, seq, put_us) + data
             else:
                 rec = record.encode(seq, put_us, priority, persistent, data, **extra)
+            durable = persistent and q.journal is not None
+            if durable:
+                rec = record.pin_msg_id(rec, qm.ident)
+                if not syncpoint:
+                    q.journal.put(q, lane_i, [rec])  # before it joins the lane (2102: nothing put)
             # q._insert written out: this is the put hot path.
             if syncpoint:
                 slot = q.lanes.append(q.lane_list[lane_i], rec, lane_i | UNCOMMITTED)
@@ -281,6 +289,8 @@ class Handle:
             q.depth += 1
         if syncpoint:
             self._conn._uow.add_put(q, slot)
+        elif durable:
+            q.journal.wait()  # sync="commit": on disk before put returns
         if qm.recorder is not None:
             qm.recorder.put(q.name, n, priority, persistent)
         res = PutResult()
@@ -334,6 +344,11 @@ class Handle:
                 recs = [pack(_HEAD_LEN, priority, persistent, 0, seq(), put_us) + d for d in datas]
             else:
                 recs = [record.encode(seq(), put_us, priority, persistent, d, **extra) for d in datas]
+            durable = persistent and q.journal is not None
+            if durable:
+                recs = [record.pin_msg_id(r, qm.ident) for r in recs]
+                if not syncpoint:
+                    q.journal.put(q, lane_i, recs)  # all in one write, before any joins the lane
             state = (lane_i | UNCOMMITTED) if syncpoint else lane_i
             slots = q.lanes.extend(q.lane_list[lane_i], recs, state)
             q.depth += n
@@ -346,6 +361,8 @@ class Handle:
             add = self._conn._uow.add_put
             for slot in slots:
                 add(q, slot)
+        elif durable:
+            q.journal.wait()
         if qm.recorder is not None:
             for d in datas:
                 qm.recorder.put(q.name, len(d), priority, persistent)
@@ -542,9 +559,12 @@ class Handle:
                         else:
                             data = rec[h:]
                         in_uow = opts and (sync or (opts & _SYNC_IF_PERSISTENT and rec[2] & record.PERSISTENT))
+                        durable = rec[2] & _PERSISTENT and q.journal is not None and not in_uow
                         if in_uow:
                             q._hide(ref)
                         elif type(ref) is int:  # q._remove written out: the get hot path
+                            if durable:
+                                q.journal.remove(q, [ref])  # 2102: the message stays
                             lane = q.lanes.remove(ref)
                             q.depth -= 1
                             if lane.chain and lane.ready + lane.ahead < q.tier.readahead_low:
@@ -561,6 +581,8 @@ class Handle:
             q.after_get()
         if in_uow:
             self._conn._uow.add_get(q, ref, mark_skip=bool(opts & _MARK_SKIP))
+        elif durable:
+            q.journal.wait()  # sync="commit": the removal is on disk before the message is returned
         if qm.recorder is not None:
             qm.recorder.get(q.name)
         msg = Message()
@@ -613,6 +635,7 @@ class Handle:
             return self._get_many_one_by_one(max_messages, opts, wait_interval)
         recs: list[bytes] = []
         held: list[int] = []  # slots hidden in the unit of work
+        durable = False  # persistent messages removed: wait for their sync before returning
         deadline = _UNSET
         lanes = q.lanes
         while len(recs) < max_messages:
@@ -646,7 +669,11 @@ class Handle:
                             held.append(ref)
                         else:
                             q._remove(ref)
+                            durable = q.journal is not None
                     else:
+                        if q.journal is not None and any(r[2] & _PERSISTENT for r in got):
+                            q.journal.remove(q, run)  # 2102: they stay
+                            durable = True
                         lanes.detach_run(lane, run, sum(map(len, got)))
                         q.depth -= len(run)
                         if lane.chain and lane.ready + lane.ahead < q.tier.readahead_low:
@@ -664,6 +691,8 @@ class Handle:
             q.after_get()
         for slot in held:
             uow.add_get(q, slot)
+        if durable:
+            q.journal.wait()
         if qm.recorder is not None:
             for _ in recs:
                 qm.recorder.get(q.name)
@@ -758,6 +787,16 @@ class Handle:
             if ok:
                 moved = record.rehome(rec, next(qm._seq), qm.ident)
                 lane_i = boq.default_priority if boq.fifo else moved[record.OFF_PRIORITY]
+                if not sync and boq.journal is not None and rec[2] & _PERSISTENT:
+                    # One write moves the durable record from q to boq (q's copy is hidden).
+                    batch = DurableBatch()
+                    Journal.add_put(batch, boq, lane_i, moved)
+                    Journal.add_removal(batch, q, ref)
+                    try:
+                        boq.journal.write(batch, f"moving a poison message to {boq.name!r}")
+                    except MQError:
+                        ok = False
+            if ok:
                 slot = boq._insert(moved, lane_i, (lane_i | UNCOMMITTED) if sync else lane_i)
         if not ok:
             # The requeue queue went away or filled up in between: the message reappears
@@ -770,8 +809,10 @@ class Handle:
             self._conn._uow.add_put(boq, slot)
         else:
             with q.mutex:
-                q._remove(ref)
+                q._remove(ref, durable=False)  # its record moved with it above
             q.after_get()
+            if boq.journal is not None and rec[2] & _PERSISTENT:
+                boq.journal.wait()
 
 
 class Batch:

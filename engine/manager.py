@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import weakref
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 
 from sweepq.blobstore import Store, StoreError
 from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
@@ -20,6 +20,9 @@ from sweepq.sweeper.clock import Clock, SystemClock
 from . import checks
 from .connection import Connection
 from .constants import Reason
+from .durable import SYNC_POLICIES, Journal
+from .durable.layout import encode_definition, queue_prefix
+from .durable.recovery import RecoveryReport, recover
 from .errors import MQError
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
@@ -51,6 +54,16 @@ class QueueManager:
     ``store`` puts the queues' blobs in a given :class:`~sweepq.blobstore.Store` instead (a
     ``MemoryStore`` keeps them off the disk; tests inject a ``FaultyStore``).
 
+    Durability (``durable``; default: on with a data directory ``path``, off otherwise):
+    queue definitions and persistent messages are kept in the store and come back, in
+    order and with their backout counts, when a queue manager opens it again (engine/durable).
+    ``sync`` says when a durable change is safe: ``"commit"`` (default: on disk before put,
+    get or commit returns, so a power loss loses nothing that returned; concurrent commits
+    share one fsync), ``"os"`` (in the log, so a crash of the process loses nothing that
+    returned), ``"none"`` (no log). Non-persistent messages are never written for
+    durability and do not survive a restart, as in MQ. ``recovery`` reports what the open
+    found.
+
     ``clock`` drives WAIT intervals, put times and the sweep cycle (inject a
     ``ManualClock`` in tests). ``max_uncommitted`` is MAXUMSGS (2024 beyond it).
     ``backout_handling`` makes gets move a message whose backout count reached its queue's
@@ -76,6 +89,8 @@ class QueueManager:
         trace_path: str | os.PathLike | None = None,
         store: Store | None = None,
         memory_budget: int = 0,
+        sync: str = "commit",
+        durable: bool | None = None,
     ):
         checks.integer(max_uncommitted, "max_uncommitted", Reason.PARM_VALUE_ERROR, 1)
         checks.integer(max_msg_length, "max_msg_length", Reason.PARM_VALUE_ERROR, 0, 100 * 1024 * 1024)
@@ -89,6 +104,11 @@ class QueueManager:
         if sweep_policy is not None and not isinstance(sweep_policy, SweepPolicy):
             raise MQError(Reason.PARM_VALUE_ERROR, "sweep_policy must be a SweepPolicy")
         checks.integer(memory_budget, "memory_budget (bytes, 0: none)", Reason.PARM_VALUE_ERROR, 0, 2**62)
+        if not isinstance(sync, str) or sync not in SYNC_POLICIES:
+            raise MQError(Reason.PARM_VALUE_ERROR, f"sync={sync!r}: use one of {', '.join(SYNC_POLICIES)}")
+        if durable is None:
+            durable = path is not None
+        checks.boolean(durable, "durable")
         sweep_policy = sweep_policy or SweepPolicy()
         if memory_budget:
             sweep_policy = replace(sweep_policy, memory_budget=memory_budget)
@@ -109,14 +129,27 @@ class QueueManager:
             from .recorder import TraceRecorder
 
             self.recorder = TraceRecorder(trace_path, self.clock)
-        self._storage = Storage(path, store_options, store)
+        self._storage = Storage(path, store_options, store, wal=sync != "none")
+        self.journal: Journal | None = Journal(self._storage.store, sync) if durable else None
+        self.recovery: RecoveryReport | None = None
+        if self.journal is not None:
+            try:
+                self.recovery = recover(self)
+            except BaseException:
+                self._storage.close()
+                raise
+            self._seq = itertools.count(self.recovery.next_seq)
         self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
         if sweeper:
             self.sweeper.start()
 
     @classmethod
     def open(cls, path: str | os.PathLike, **options) -> QueueManager:
-        """A queue manager whose swept messages live in the data directory ``path``."""
+        """A queue manager on the data directory ``path`` (created if missing; its parent must
+        exist): every queue definition and persistent message stored there comes back.
+
+        :raises MQError: RESOURCE_PROBLEM (2102) with what to do when ``path`` is a file, not
+            a sweepq store, of a newer format, or open in another queue manager."""
         return cls(path=path, **options)
 
     # -- the sweeper's view (sweeper.cycle.SweepSource) ---------------------------------------
@@ -192,10 +225,32 @@ class QueueManager:
         with self._defs:
             if name in self._queues:
                 raise MQError(Reason.OBJECT_ALREADY_EXISTS, f"queue {name!r} is already defined")
-            q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling)
-            q.tier.readahead_low = self.readahead_low_water
-            self._queues[name] = q
+            self._save_definition(name, attrs)
+            q = self._new_queue(name, attrs)
         return q.info()
+
+    def _new_queue(self, name: str, attrs: QueueAttributes) -> LocalQueue:
+        """Create and register a queue (definitions lock held, or at recovery)."""
+        q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, self.journal)
+        q.tier.readahead_low = self.readahead_low_water
+        self._queues[name] = q
+        return q
+
+    def _save_definition(self, name: str, attrs: QueueAttributes | None, drop: LocalQueue | None = None) -> None:
+        """Make a definition durable before it takes effect (None: deleted, with what it held)."""
+        if self.journal is None:
+            return
+        try:
+            if attrs is None:
+                chains = [drop.tier.chain_name(lane) for lane in drop.lanes] if drop is not None else []
+                self._storage.store().put_object(name.encode(), None, queue_prefix(name), chains)
+            else:
+                self._storage.store().put_object(name.encode(), encode_definition(asdict(attrs)))
+        except StoreError as e:
+            raise MQError(
+                Reason.RESOURCE_PROBLEM, f"saving the definition of queue {name!r} failed ({e}); nothing changed"
+            ) from e
+        self.journal.wait()
 
     def alter_queue(self, name: str, **attributes) -> QueueInfo:
         """ALTER QLOCAL. Inhibiting gets fails current waiters with 2016."""
@@ -203,6 +258,7 @@ class QueueManager:
         with self._defs:
             q = self._queue(name)
             attrs = _attrs(q.attrs, attributes)
+            self._save_definition(name, attrs)
             with q.mutex:
                 q.apply(attrs)
                 if q.inhibit_get:
@@ -232,9 +288,11 @@ class QueueManager:
                 q.deleted = True  # no open, put or sweep reaches it from here on
                 chains = [q.tier.chain_name(lane) for lane in q.lanes if lane.chain]
             try:
+                if self.journal is not None:
+                    self._save_definition(name, None, drop=q)
                 for chain in chains:  # store I/O first, without the queue's lock
                     self._storage.store().drop_chain(chain)
-            except StoreError as e:
+            except (StoreError, MQError) as e:
                 with q.mutex:
                     q.deleted = False
                 raise MQError(
@@ -275,7 +333,6 @@ STATS_FILE = "sweepq-stats.json"
 
 def _write_stats(path: str, stats: dict[str, SweepStats]) -> None:
     """Leave the last statistics beside the store, for ``sweepq inspect``."""
-    from dataclasses import asdict
 
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, STATS_FILE), "w") as f:

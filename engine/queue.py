@@ -44,6 +44,8 @@ from .constants import (
     Reason,
     Usage,
 )
+from .durable.journal import Batch, Journal
+from .durable.layout import message_key, queue_prefix
 from .errors import MQError
 from .lane import AVAILABLE_BELOW, BATCHED, HIDDEN, LaneSet
 from .matching import Match
@@ -182,8 +184,12 @@ class LocalQueue:
         ident: Identity | None = None,
         storage: Storage | None = None,
         backout_handling: bool = False,
+        journal: Journal | None = None,
     ):
         self.name = name
+        # Persistent messages are written through this (None: nothing is durable).
+        self.journal = journal
+        self.key_prefix = queue_prefix(name)
         self.backout_handling = backout_handling  # the manager's: poison messages are requeued
         self.id = next(_queue_ids)  # total order for taking several queue locks
         self.mutex = threading.Lock()
@@ -202,6 +208,8 @@ class LocalQueue:
         self.batches: dict[int, list[Ref]] = {}
         self.ident = ident or Identity(bytes(12))
         self.tier = QueueTier(name, self.lanes, self.ident, storage)
+        self.tier.journal = journal
+        self.tier.key_prefix = self.key_prefix
         self.apply(attrs)
 
     # -- attributes -------------------------------------------------------------------
@@ -328,8 +336,13 @@ class LocalQueue:
 
     # -- under the lock: state changes ---------------------------------------------------
 
-    def _remove(self, ref: Ref) -> None:
-        """Take a message off the queue for good."""
+    def _remove(self, ref: Ref, durable: bool = True) -> None:
+        """Take a message off the queue for good. A persistent message's record goes first
+        (``durable``; False: the caller wrote it already, e.g. in a commit's one write).
+
+        :raises MQError: RESOURCE_PROBLEM (2102) when that write fails; nothing changed."""
+        if durable and self.journal is not None:
+            self.journal.remove(self, [ref])
         if type(ref) is not int:
             slot = self.tier.remove_hit_locked(ref)
             if slot is None:
@@ -350,11 +363,15 @@ class LocalQueue:
         else:
             self.tier.hide_hit_locked(ref)
 
-    def _restore(self, ref: Ref, backout: bool) -> None:
-        """Backout of a get: the message reappears in its place, its backout count raised."""
+    def _restore(self, ref: Ref, backout: bool, batch: Batch | None = None) -> None:
+        """Backout of a get: the message reappears in its place, its backout count raised.
+        With ``batch``, the change that hardens a persistent message's new count is added
+        to it (the caller writes it)."""
         if type(ref) is not int:
             slot = self.tier.restore_hit_locked(ref, backout)
             if slot is None:
+                if backout and batch is not None:
+                    Journal.add_backout(batch, self, ref, record.with_backout(ref.rec, record.backout_of(ref.rec) + 1))
                 self._wake_all()  # a message is back in the chain: let every waiter look again
                 return
             if slot < 0:
@@ -365,6 +382,8 @@ class LocalQueue:
             old = self.lanes.recs[ref]
             rec = record.with_backout(old, record.backout_of(old) + 1)
         self.lanes.restore(ref, rec)
+        if rec is not None and batch is not None:
+            Journal.add_backout(batch, self, ref, rec)
         if self.waiters:
             self._wake_for(self.lanes.recs[ref])
 
@@ -394,13 +413,18 @@ class LocalQueue:
         return None
 
     def _end_batch(self, batch_id: int, confirmed: bool) -> None:
-        """A confirmed batch leaves the queue; a released one becomes available again."""
+        """A confirmed batch leaves the queue; a released one becomes available again.
+
+        :raises MQError: 2102 when the records of a confirmed batch cannot be deleted; the
+            batch is then still assigned."""
+        if confirmed and self.journal is not None:
+            self.journal.remove(self, self.batches[batch_id])
         slots = self.batches.pop(batch_id)
         self.batched -= len(slots)
         for i in slots:
             self.lanes.clear_flags(i, BATCHED)
             if confirmed:
-                self._remove(i)
+                self._remove(i, durable=False)
             elif self.waiters:
                 self._wake_for(self.lanes.recs[i])
 
@@ -542,13 +566,18 @@ class LocalQueue:
         for k, (info, lo, hi) in enumerate(chunks):
             recs = target.records[lo:hi]
             index = build_index(recs, target.ids[lo:hi])  # without the lock
+            # Persistent messages move their durable home into the blob in the same write.
+            homes = []
+            if self.journal is not None:
+                prefix, p, flag = self.key_prefix, lane.priority, record.PERSISTENT
+                homes = [message_key(prefix, p, r) for r in recs if r[2] & flag]
             nbytes = sum(map(len, recs))
             t0 = time.perf_counter()
             with self.mutex:
                 reason = tier.verify_locked(lane, target.slots[lo:hi], recs, target.at_head)
                 if reason is None:
                     try:
-                        store.link(target.chain, [info.blob_id], target.at_head)
+                        store.link(target.chain, [info.blob_id], target.at_head, homes)
                     except Exception:
                         reason = "store_error"
                 if reason is None:

@@ -134,6 +134,15 @@ def rehome(rec: bytes, seq: int, ident: Identity) -> bytes:
     return head + _SEQ.pack(seq) + rec[OFF_SEQ + 8 : HEAD_LEN] + msg_id + rec[HEAD_LEN:]
 
 
+def pin_msg_id(rec: bytes, ident: Identity) -> bytes:
+    """The record with its MsgId written out (same seq). A generated MsgId derives from the
+    run's id, which a restart changes: a durable record must carry its MsgId itself."""
+    if rec[OFF_FLAGS] & HAS_MSG_ID:
+        return rec
+    head = bytes([rec[0] + 24, rec[1], rec[2] | HAS_MSG_ID]) + rec[3:HEAD_LEN]
+    return head + ident.msg_id(rec) + rec[HEAD_LEN:]
+
+
 def _sections(rec: bytes) -> tuple[int, int, int, int]:
     """Offsets of (msg_id, correl_id, group, expiry) sections, -1 where absent."""
     flags = rec[OFF_FLAGS]

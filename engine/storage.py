@@ -31,7 +31,13 @@ class Storage:
         RESOURCE_PROBLEM when the data directory cannot be opened.
     """
 
-    def __init__(self, path: str | os.PathLike | None, store_options: dict | None = None, store: Store | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike | None,
+        store_options: dict | None = None,
+        store: Store | None = None,
+        wal: bool = True,
+    ):
         if store_options is not None and not isinstance(store_options, dict):
             raise MQError(Reason.PARM_VALUE_ERROR, "store_options must be a dict of store settings")
         unknown = set(store_options or {}) - STORE_OPTIONS
@@ -50,6 +56,7 @@ class Storage:
         self.path = os.fspath(path) if path is not None else None
         self.store_options = dict(store_options or {})
         self._store: Store | None = store
+        self._wal = wal
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         if path is not None:
@@ -64,8 +71,7 @@ class Storage:
                         if self.path is None:
                             self._store = BlobStore.temporary(**self.store_options)
                         else:
-                            # Until restarts are recovered (a later issue) a manager starts empty.
-                            self._store = BlobStore(self.path, clear=True, **self.store_options)
+                            self._store = BlobStore(self.path, wal=self._wal, **self.store_options)
                     except StoreError as e:
                         raise MQError(Reason.RESOURCE_PROBLEM, f"opening the blob store: {e}") from e
                 s = self._store

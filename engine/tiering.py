@@ -28,9 +28,10 @@ from sweepq.sweeper.runs import pieces
 from sweepq.sweeper.stats import SweepCounters
 
 from .constants import Reason
+from .durable.layout import encode_value, message_key
 from .errors import MQError
 from .lane import AVAILABLE_BELOW, BATCHED, GOTTEN, LOCKED, REMOVED, Lane, LaneSet
-from .record import Identity
+from .record import PERSISTENT, Identity
 from .swept import GOTTEN as POS_GOTTEN
 from .swept import LIVE as POS_LIVE
 from .swept import REMOVED as POS_REMOVED
@@ -124,6 +125,9 @@ class QueueTier:
         # A deque: appended under the lock, drained without it (append / popleft are atomic).
         self.cleanup: deque[tuple[str, bytes, object]] = deque()
         self._loaded: deque[SweptBlob] = deque()
+        # Set by a durable queue: persistent messages that come back get their own records.
+        self.journal = None
+        self.key_prefix = b""
 
     def store(self) -> Store:
         return self.storage.store()
@@ -243,7 +247,13 @@ class QueueTier:
         return None
 
     def splice_locked(self, lane: Lane, blob: SweptBlob, records: list[bytes]) -> list[int]:
-        """Append the blob's live messages to the front list in bulk (DESIGN.md invariant 4)."""
+        """Append the blob's live messages to the front list in bulk (DESIGN.md invariant 4).
+
+        On a durable queue, when the blob holds persistent messages, their records get their
+        own keys back in the same write that deletes the blob (one durable home each), made
+        here under the lock, before the change in memory.
+
+        :raises MQError: RESOURCE_PROBLEM (2102) when that write fails; nothing changed."""
         c = self.counters
         if blob.prefetch is not None or blob.loaded is not None:
             c.readahead_hits += blob.loaded is None  # loaded: a get read it itself
@@ -256,6 +266,20 @@ class QueueTier:
             live = [blob.record(records, p) for p in positions]
             gotten_at = [k for k, p in enumerate(positions) if flags[p] == POS_GOTTEN]
             nbytes = sum(map(len, live))
+        unlinked = False
+        if self.journal is not None:
+            prefix, p, flag = self.key_prefix, lane.priority, PERSISTENT
+            homes = [(message_key(prefix, p, r), encode_value(r)) for r in live if r[2] & flag]
+            if homes:
+                try:
+                    self.store().unlink(self.chain_name(lane), blob.blob_id, homes)
+                except StoreError as e:
+                    raise MQError(
+                        Reason.RESOURCE_PROBLEM,
+                        f"queue {self.name!r}: bringing blob {blob.blob_id} back failed ({e}); nothing was "
+                        "lost, try the get again",
+                    ) from e
+                unlinked = True
         slots = self.lanes.splice_front(lane, live, gotten_at, nbytes)
         if gotten_at:
             # A unit of work holds these messages through the blob: it finds them here now.
@@ -268,7 +292,8 @@ class QueueTier:
         lane.chain.popleft()
         lane.swept -= len(live)
         self.lanes.settle(lane)  # the last blob back: the rear list joins the front
-        self.cleanup.append(("unlink", self.chain_name(lane), blob.blob_id))
+        if not unlinked:
+            self.cleanup.append(("unlink", self.chain_name(lane), blob.blob_id))
         c.unsweeps += 1
         c.msgs_unswept += len(live)
         c.bytes_unswept_raw += nbytes

@@ -14,8 +14,12 @@ restores the marked message like any other.
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 
+from .constants import Reason
+from .durable.journal import Batch, Journal
+from .errors import MQError
+from .lane import LANE_MASK
 from .queue import LocalQueue, Ref
 
 PUT = 0
@@ -52,18 +56,52 @@ class UnitOfWork:
             self.skip = op
 
     def commit(self) -> None:
-        """Make every put visible and every got message gone, atomically for observers."""
+        """Make every put visible and every got message gone, atomically for observers.
+
+        On a durable queue manager the persistent puts and gets are first written in one
+        store write (engine/durable/journal.py); only then does memory change, and with
+        ``sync="commit"`` the call returns once that write is on disk.
+
+        :raises MQError: BACKED_OUT (2003) when that write failed: the unit of work was
+            backed out instead (MQ's MQCMIT reports the same), nothing of it is durable.
+            RESOURCE_PROBLEM (2102) when the commit is made but its sync to disk failed."""
         ops = self.ops
         if not ops:
             return
+        journal = ops[0][1].journal  # one manager, one journal
+        failed = None
+        batch = Batch()
         self.ops, self.skip = [], None
         with _locked(ops):
-            for kind, q, ref in ops:
-                if kind == PUT:
-                    q._commit_put(ref)
-                else:
-                    q._remove(ref)
+            if journal is not None:
+                for kind, q, ref in ops:
+                    if kind == PUT:
+                        Journal.add_put(batch, q, q.lanes.st[ref] & LANE_MASK, q.lanes.recs[ref])
+                    else:
+                        Journal.add_removal(batch, q, ref)
+                try:
+                    journal.write(batch, "commit")
+                except MQError as e:
+                    failed = e
+            if failed is None:
+                for kind, q, ref in ops:
+                    if kind == PUT:
+                        q._commit_put(ref)
+                    else:
+                        q._remove(ref, durable=False)
+            else:
+                for kind, q, ref in ops:
+                    if kind == PUT:
+                        q._remove(ref, durable=False)
+                    else:
+                        q._restore(ref, backout=True)
         _after(ops)
+        if failed is not None:
+            raise MQError(
+                Reason.BACKED_OUT, f"the commit could not be written ({failed}); the unit of work was backed out"
+            ) from failed
+        if batch:
+            journal.wait()
 
     def backout(self, application_requested: bool = True) -> None:
         """Undo every operation; a marked get skips an application-requested backout."""
@@ -72,15 +110,22 @@ class UnitOfWork:
             return
         self.ops, self.skip = [], None
         keep = skip if application_requested else None
+        journal = ops[0][1].journal
+        batch = Batch() if journal is not None else None
         with _locked(ops):
             for op in ops:
                 if op is keep:
                     continue
                 kind, q, ref = op
                 if kind == PUT:
-                    q._remove(ref)
+                    q._remove(ref, durable=False)  # never written: nothing to delete
                 else:
-                    q._restore(ref, backout=True)
+                    q._restore(ref, backout=True, batch=batch)
+            if batch:
+                # Harden the raised backout counts. Best effort: a backout cannot fail, and a
+                # count not written only means an older count after a restart.
+                with suppress(MQError):
+                    journal.write(batch, "backout")
         _after(ops)
         if keep is not None:
             # Step 7: the marked get is now the whole of a new unit of work, unmarked.

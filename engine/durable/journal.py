@@ -1,0 +1,204 @@
+"""What a queue manager writes for its persistent messages, and when.
+
+The rule (DESIGN.md "Units of work and durability"): every change to a persistent message
+is written to the store **under the queue's lock, before the change is made in memory**, as
+one atomic write. The order of the writes in the store's log is then the order of the
+changes, a failed write leaves memory untouched (the caller gets 2102 and may retry), and
+a crash at any point leaves the store in a state that some prefix of the calls produced.
+
+* A put outside a unit of work writes the record; a get outside one deletes it (or marks
+  it removed inside its blob). Both happen under the lock, so no other thread can see a
+  message whose record is not written yet, or get one whose delete is still to come.
+* A commit writes all of its unit of work's puts and deletes in one write; a backout
+  writes the raised backout counts. Uncommitted work writes nothing: a crash backs it
+  out, and no state is ever in doubt.
+* The sweep's link and the unsweep move records between their own keys and blobs
+  (engine/tiering.py, engine/queue.py), each in one write.
+
+The sync policy says when a returned call is durable:
+
+``"commit"``  (default) a put outside a unit of work, a commit and a get outside one
+              return only once the log is synced to disk: they survive a power loss.
+              The writes are made unsynced under the lock; :class:`GroupSync` then syncs
+              the log once for every caller waiting at that moment, without any lock
+              (RocksDB releases the GIL meanwhile), so concurrent committers share fsyncs.
+``"os"``      the log is written (to the OS) before the call returns: survives a crash of
+              the process, not of the machine.
+``"none"``    no log: a crash loses what was not yet flushed to table files (the rest is
+              consistent, see blobstore/kv.py).
+
+Thread safety: the write methods are called with the owning queue's mutex held (or, for a
+commit, the mutexes of every queue involved); :meth:`Journal.wait` is called with none.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sweepq.blobstore import Store, StoreError
+
+from ..constants import Reason
+from ..errors import MQError
+from ..record import OFF_FLAGS, PERSISTENT
+from .layout import MARK_REMOVED, backout_mark, encode_value, message_key
+
+if TYPE_CHECKING:
+    from ..queue import LocalQueue, Ref
+
+SYNC_POLICIES = ("commit", "os", "none")
+
+
+class Batch:
+    """The store changes of one step: records to write, keys to delete, blob marks."""
+
+    __slots__ = ("deletes", "marks", "puts")
+
+    def __init__(self) -> None:
+        self.puts: list[tuple[bytes, bytes]] = []
+        self.deletes: list[bytes] = []
+        self.marks: list[tuple[int, int, bytes | None]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.puts or self.deletes or self.marks)
+
+
+class GroupSync:
+    """Group commit: one log sync covers every write made before it started.
+
+    A caller that has written calls :meth:`wait`. If no sync is running it runs one itself
+    (the *leader*); otherwise it waits for the next one to finish, which covers it (a sync
+    that was already running when it wrote may not). Whoever writes while a sync runs is
+    covered by the next, so under load each fsync serves every committer that queued up
+    behind it. Thread-safe.
+    """
+
+    def __init__(self, sync: Callable[[], None]):
+        self._sync = sync
+        self._cond = threading.Condition(threading.Lock())
+        self._started = 0
+        self._finished = 0
+        self._failed = 0  # the last generation whose sync failed
+        self._busy = False
+        self.syncs = 0
+
+    def wait(self) -> None:
+        """Return once a sync that started after the caller's write has finished.
+
+        :raises StoreError: that sync failed (the write is in the log, not known on disk)."""
+        with self._cond:
+            need = self._started + 1
+            while self._finished < need:
+                if self._busy:
+                    self._cond.wait()
+                    continue
+                self._busy = True
+                self._started += 1
+                gen = self._started
+                error = None
+                self._cond.release()
+                try:
+                    self._sync()
+                except StoreError as e:
+                    error = e
+                finally:
+                    self._cond.acquire()
+                self._busy = False
+                self._finished = gen
+                self.syncs += 1
+                if error is not None:
+                    self._failed = gen
+                self._cond.notify_all()
+            if self._failed >= need:
+                raise StoreError(f"syncing the log failed (generation {self._failed})")
+
+
+class Journal:
+    """The durable side of one queue manager's persistent messages (see the module docstring).
+
+    ``store`` returns the manager's store (opened on first use); ``sync`` is the policy.
+    """
+
+    def __init__(self, store: Callable[[], Store], sync: str = "commit"):
+        if sync not in SYNC_POLICIES:
+            raise MQError(Reason.PARM_VALUE_ERROR, f"sync={sync!r}: use one of {', '.join(SYNC_POLICIES)}")
+        self._store = store
+        self.policy = sync
+        self.group = GroupSync(lambda: self._store().sync()) if sync == "commit" else None
+
+    # -- building a step's changes (no I/O) ---------------------------------------------------
+
+    @staticmethod
+    def add_put(batch: Batch, q: LocalQueue, lane: int, rec: bytes) -> None:
+        if rec[OFF_FLAGS] & PERSISTENT:
+            batch.puts.append((message_key(q.key_prefix, lane, rec), encode_value(rec)))
+
+    @staticmethod
+    def add_removal(batch: Batch, q: LocalQueue, ref: Ref) -> None:
+        """The change that takes the message ``ref`` off the queue for good (mutex held)."""
+        if type(ref) is int:
+            rec = q.lanes.recs[ref]
+            if rec[OFF_FLAGS] & PERSISTENT:
+                batch.deletes.append(message_key(q.key_prefix, q.lanes.st[ref] & 0x0F, rec))
+            return
+        rec = ref.rec
+        if not rec[OFF_FLAGS] & PERSISTENT:
+            return
+        blob = ref.blob
+        if blob.unswept:  # its blob came back: the record has its own key again
+            batch.deletes.append(message_key(q.key_prefix, ref.lane.priority, rec))
+        elif not blob.damaged:
+            batch.marks.append((blob.blob_id, ref.pos, MARK_REMOVED))
+
+    @staticmethod
+    def add_backout(batch: Batch, q: LocalQueue, ref: Ref, rec: bytes) -> None:
+        """The change that hardens the raised backout count of ``rec`` (now restored at ``ref``)."""
+        if not rec[OFF_FLAGS] & PERSISTENT:
+            return
+        if type(ref) is int:
+            batch.puts.append((message_key(q.key_prefix, q.lanes.st[ref] & 0x0F, rec), encode_value(rec)))
+        elif not ref.blob.damaged:
+            from ..record import backout_of
+
+            batch.marks.append((ref.blob.blob_id, ref.pos, backout_mark(backout_of(rec))))
+
+    # -- writing (mutex held) --------------------------------------------------------------------
+
+    def write(self, batch: Batch, what: str) -> None:
+        """Write ``batch`` atomically. :raises MQError: RESOURCE_PROBLEM (2102) when the store
+        failed; nothing was written and the caller changes nothing in memory."""
+        if not batch:
+            return
+        try:
+            self._store().write_messages(batch.puts, batch.deletes, batch.marks)
+        except StoreError as e:
+            raise MQError(Reason.RESOURCE_PROBLEM, f"{what}: the store failed ({e}); nothing changed, try again") from e
+
+    def put(self, q: LocalQueue, lane: int, recs: list[bytes]) -> None:
+        """Write new persistent records before they join lane ``lane`` (mutex held)."""
+        b = Batch()
+        for rec in recs:
+            Journal.add_put(b, q, lane, rec)
+        self.write(b, f"putting to {q.name!r}")
+
+    def remove(self, q: LocalQueue, refs: list) -> None:
+        """Delete the records of messages about to leave the queue (mutex held)."""
+        b = Batch()
+        for ref in refs:
+            Journal.add_removal(b, q, ref)
+        self.write(b, f"getting from {q.name!r}")
+
+    # -- after the locks -------------------------------------------------------------------------
+
+    def wait(self) -> None:
+        """With ``sync="commit"``: return once what the caller wrote is on disk (no lock held).
+
+        :raises MQError: RESOURCE_PROBLEM (2102) if the sync failed: the change is made and in
+            the log, but not known to be on disk."""
+        if self.group is None:
+            return
+        try:
+            self.group.wait()
+        except StoreError as e:
+            raise MQError(Reason.RESOURCE_PROBLEM, f"the change is made but syncing it to disk failed ({e})") from e
