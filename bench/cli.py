@@ -297,9 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser(
         "inspect",
         help="show what a data directory holds",
-        description="Open a sweepq data directory read-only and print its chains, blobs, "
-        "dictionaries and the statistics its queue manager left at close. "
-        "Example: sweepq inspect --data-dir ./q (or sweepq inspect ./q).",
+        description="Open a sweepq data directory read-only and print its chains, blobs,\n"
+        "dictionaries and the statistics its queue manager left at close.",
+        epilog="examples:\n  sweepq inspect --data-dir ./queues\n  sweepq inspect ./queues --json",
+        formatter_class=_Formatter,
     )
     i.add_argument("path", nargs="?", help="the data directory (QueueManager.open(path)), or give --data-dir")
     i.add_argument("--data-dir", metavar="DIR", help="the data directory, as for define, put, get and browse")
