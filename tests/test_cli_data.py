@@ -129,6 +129,7 @@ def test_define_prints_the_attributes_an_unknown_queue_is_2085_and_inspect_takes
     by_option, _ = _ok(_sweepq("inspect", "--data-dir", d))
     by_position, _ = _ok(_sweepq("inspect", d))
     assert by_option == by_position and f"sweepq store at {d}" in by_option
+    assert "queue ORDERS: 0 persistent messages" in by_option and "MSGDLVSQ(FIFO) DEFPRTY(3)" in by_option
 
 
 def test_a_directory_that_is_not_a_store_is_refused(tmp_path):
@@ -186,6 +187,8 @@ def test_priority_persistence_and_correl_id_across_processes(tmp_path):
     assert "(0 persistent)" in out and "not persistent" in err
     _ok(_sweepq("put", "JOBS", "urgent", "--data-dir", d, "--persistent", "--priority", "9", "--correl-id-hex", "0a0b"))
     _ok(_sweepq("put", "JOBS", "mid", "--data-dir", d, "--persistent", "--priority", "5", "--correl-id", "order-42"))
+    out, _ = _ok(_sweepq("inspect", "--data-dir", d))
+    assert "queue JOBS: 3 persistent messages" in out  # "lost" was not persistent
     out, err = _ok(_sweepq("get", "JOBS", "--data-dir", d, "--correl-id", "order-42", "--json"))
     (mid,) = _json_lines(out)
     assert mid["data"] == "mid" and mid["priority"] == 5
