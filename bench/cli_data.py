@@ -180,6 +180,11 @@ def _with_hint(e, args: argparse.Namespace) -> str:
     return text
 
 
+def _silence_stdout() -> None:
+    """After a broken pipe: what is still buffered goes nowhere, not to a traceback at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def _run(prog: str, body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """A command whose failures are one line on stderr: exit 2 for usage, 1 for the rest."""
 
@@ -189,6 +194,12 @@ def _run(prog: str, body: Callable[[argparse.Namespace], int]) -> Callable[[argp
         except _Usage as e:
             print(f"{prog}: error: {e} (see '{prog} --help')", file=sys.stderr)
             return EXIT_USAGE
+        except BrokenPipeError:  # `sweepq browse ... | head`: the reader had enough
+            _silence_stdout()
+            if prog != "sweepq put":
+                return 0
+            print(f"{prog}: error: stdout was closed early (with --syncpoint, nothing was put)", file=sys.stderr)
+            return EXIT_MQ
         except Exception as e:  # MQError, StoreError, OSError: one line, never a traceback
             from sweepq.engine import MQError
 
@@ -411,7 +422,7 @@ def _get(args: argparse.Namespace) -> int:
                     _write(out, line + b"\n")
                 except BrokenPipeError:  # the reader is gone: the message stays on the queue
                     conn.backout()
-                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                    _silence_stdout()
                     return 0
                 conn.commit()  # removed only once it is written out
                 got += 1
