@@ -375,7 +375,7 @@ def _put(args: argparse.Namespace) -> int:
                 conn.backout()
                 e.text += f"; nothing was put: the unit of work ({_plural(put)} put before it) was backed out"
             else:
-                e.text += f"; {_plural(put)} were put before it"
+                e.text += f"; put before it: {_plural(put)}"
             raise MQError(e.reason, e.text) from None
     print(f"put {_plural(put)} on {args.queue} ({persistent:,} persistent)")
     if put > persistent:

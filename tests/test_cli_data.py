@@ -205,7 +205,7 @@ def test_syncpoint_all_or_nothing_a_full_queue_and_a_get_that_cannot_write(tmp_p
     line = _fails(_sweepq("put", "SMALL", "a", "b", "c", "d", "--data-dir", d, "--syncpoint"), 1)
     assert "MQRC_Q_FULL (2053)" in line and "nothing was put" in line, line
     line = _fails(_sweepq("put", "SMALL", "a", "b", "c", "d", "--data-dir", d), 1)
-    assert "MQRC_Q_FULL (2053)" in line and "3 messages were put before it" in line, line
+    assert "MQRC_Q_FULL (2053)" in line and "put before it: 3 messages" in line, line
     r, w = os.pipe()
     os.close(r)  # nobody reads: writing the first message fails (EPIPE), so it must stay on the queue
     try:
