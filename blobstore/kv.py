@@ -35,6 +35,8 @@ Every method is thread-safe; :meth:`KV.write` applies its operations atomically.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Protocol
@@ -47,6 +49,7 @@ from rocksdict import (
     DBRecoveryMode,
     Options,
     Rdict,
+    ReadOptions,
     WriteBatch,
     WriteBufferManager,
     WriteOptions,
@@ -160,7 +163,9 @@ def _db_options(write_buffer_bytes: int, cache: Cache, wal: bool = True) -> tupl
     cfs = {}
     for name in CFS:
         o = base()
-        if name == CF_BLOBS:
+        if name in (CF_BLOBS, CF_MESSAGES):
+            # Blobs are zstd-compressed already. Message records stay uncompressed so that a
+            # damaged block can still be read past record by record (each has its own crc).
             o.set_compression_type(DBCompressionType.none())
         cfs[name] = o
     return db, cfs
@@ -189,9 +194,11 @@ class RocksKV:
         self.block_cache_bytes = block_cache_bytes
         opts, cf_opts = _db_options(write_buffer_bytes, self._cache, wal)
         access = AccessType.read_only() if read_only else AccessType.read_write()
+        self._shadow = _shadow_of(path) if read_only else None
         try:
-            self._db = Rdict(path, options=opts, column_families=cf_opts, access_type=access)
+            self._db = Rdict(self._shadow or path, options=opts, column_families=cf_opts, access_type=access)
         except Exception as e:
+            self._drop_shadow()
             raise KVError(_why(e, f"cannot open the store at {path}")) from e
         self._cf = {name: self._db.get_column_family(name) for name in CFS}
         self._h = {name: self._db.get_column_family_handle(name) for name in CFS}
@@ -215,13 +222,61 @@ class RocksKV:
             raise _error(e, f"reading {cf} key {key.hex()} failed") from e
 
     def items(self, cf: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        # An explicit iterator: rocksdict's items() ends silently at a damaged block, and
+        # the iterator's status is the only place that says so.
         try:
-            for k, v in self._cf[cf].items(from_key=prefix):
+            it = self._cf[cf].iter()
+            it.seek(prefix)
+            while it.valid():
+                k = it.key()
                 if not k.startswith(prefix):
                     break
-                yield k, v
+                yield k, it.value()
+                it.next()
+            it.status()
         except Exception as e:
             raise _error(e, f"scanning {cf} failed") from e
+
+    def salvage(self, cf: str, prefix: bytes = b"") -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+        """Every pair under ``prefix`` that can still be read from a damaged family, and the
+        key ranges that could not: RocksDB's block checksums are not checked (the caller
+        checks each value itself), and a block that cannot even be parsed is stepped over by
+        seeking ahead (the last 8 bytes of a key are taken as a counter). Returns (pairs,
+        [(last good key, first key after the gap)])."""
+        ro = ReadOptions()
+        ro.set_verify_checksums(False)
+        it = self._cf[cf].iter(ro)
+        pairs: list[tuple[bytes, bytes]] = []
+        gaps: list[tuple[bytes, bytes]] = []
+        it.seek(prefix)
+        while True:
+            while it.valid():
+                k = it.key()
+                if not k.startswith(prefix):
+                    return pairs, gaps
+                pairs.append((k, it.value()))
+                it.next()
+            try:
+                it.status()
+                return pairs, gaps
+            except Exception:
+                pass
+            last = pairs[-1][0] if pairs else prefix + bytes(9)
+            if len(last) < 8:
+                gaps.append((last, b""))
+                return pairs, gaps
+            n, step = int.from_bytes(last[-8:], "big"), 1
+            while step < 1 << 62:
+                it = self._cf[cf].iter(ro)
+                it.seek(last[:-8] + min(n + step, (1 << 64) - 1).to_bytes(8, "big"))
+                try:
+                    it.status()
+                    break
+                except Exception:
+                    step *= 2
+            gaps.append((last, it.key() if it.valid() else b""))
+            if not it.valid():
+                return pairs, gaps
 
     def write(self, ops: Sequence[Op]) -> None:
         wb = WriteBatch(raw_mode=True)
@@ -274,6 +329,27 @@ class RocksKV:
         self._cf.clear()
         self._h.clear()
         self._db = None
+        self._drop_shadow()
+
+    def _drop_shadow(self) -> None:
+        if self._shadow is not None:
+            shutil.rmtree(self._shadow, ignore_errors=True)
+            self._shadow = None
+
+
+def _shadow_of(path: str) -> str:
+    """A private directory of links to the store's files, to open read-only through.
+
+    Opening a database, even read-only, makes rocksdict write its ``rocksdict-config.json``
+    and RocksDB its info ``LOG`` into the directory; inspecting a store must write nothing
+    into it. Through the links RocksDB reads the real files and writes its own into the
+    shadow, which is removed at close."""
+    shadow = tempfile.mkdtemp(prefix="sweepq-inspect-")
+    for name in os.listdir(path):
+        if name == "rocksdict-config.json" or name == "LOCK" or name.startswith("LOG"):
+            continue
+        os.symlink(os.path.join(os.path.abspath(path), name), os.path.join(shadow, name))
+    return shadow
 
 
 def _why(e: Exception, what: str) -> str:

@@ -435,6 +435,18 @@ class BlobStore:
         :raises StoreError: unreadable. Thread-safe."""
         return self._items(CF_MESSAGES, prefix)
 
+    def salvage_messages(self, prefix: bytes = b"") -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+        """After :meth:`messages` found damage: what can still be read under ``prefix``
+        (unverified: the caller checks each record) and the key ranges that could not be
+        (last good key, next readable key or b""). :raises StoreError: unreadable at all."""
+        kv = self._open_kv()
+        if not hasattr(kv, "salvage"):
+            return self._items(CF_MESSAGES, prefix), []
+        try:
+            return kv.salvage(CF_MESSAGES, prefix)
+        except Exception as e:
+            raise StoreError(f"salvaging messages failed: {e}") from e
+
     def marks(self, blob_id: int) -> dict[int, bytes]:
         """The marks on the records of one blob: position -> value.
 

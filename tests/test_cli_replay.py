@@ -165,4 +165,7 @@ def test_pipeline_on_a_trace_going_backwards_ends_in_one_error_line_not_java(fil
     last = p.stderr.strip().splitlines()[-1]
     assert "--traces" in last and "time_us" in last and "row 2" in last and "backwards" in last
     assert "Traceback" not in p.stderr and "\tat org.apache" not in p.stderr
-    assert len(p.stderr.strip().splitlines()) < 15
+    # Spark's own start-up and warnings vary with the machine's load (a slow heartbeat adds
+    # WARN lines); what must not appear is a stack: every line but ours is a short one.
+    ours = [line for line in p.stderr.strip().splitlines() if "sweepq" in line or "--traces" in line]
+    assert len(ours) <= 2 and not any(line.startswith(("\tat ", "Caused by")) for line in p.stderr.splitlines())

@@ -63,3 +63,30 @@ def test_a_store_that_is_not_a_store_is_refused(bad):
     with pytest.raises(MQError) as ei:
         QueueManager(sweeper=False, store=bad)
     assert "must be a sweepq.blobstore.Store" in str(ei.value)
+
+
+def test_a_manager_in_another_process_is_refused_by_the_lock(tmp_path):
+    """RocksDB's lock file keeps a second process out: refused at open, with the reason."""
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from sweepq.engine import QueueManager; "
+            f"qm = QueueManager.open({str(tmp_path / 'd')!r}, sweeper=False); "
+            "print('open', flush=True); sys.stdin.readline(); qm.close()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        text = refused(tmp_path / "d")
+        assert "another queue manager" in text
+    finally:
+        holder.communicate("\n", timeout=60)
+    with QueueManager.open(tmp_path / "d", sweeper=False):  # free again once it closed
+        pass

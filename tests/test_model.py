@@ -11,6 +11,13 @@ the queues' counters must equal the model's.
 A second machine runs the same rules on a store that fails on purpose (FaultyStore): any
 store method may fail at any call. A get that fails with 2102 must have changed nothing
 (the model does not move); everything else must go on exactly as the model says.
+
+A third machine makes every message persistent on a durable queue manager and adds a
+crash: at any step the store is copied as it stands (what a killed process leaves) and a
+new queue manager recovers from the copy and replaces the old one. The model then drops
+its uncommitted puts and restores its uncommitted gets (a crash backs out), and every
+later step must agree with it: nothing committed lost, nothing duplicated, order and
+backout counts kept.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from sweepq.blobstore import FaultyStore, MemoryStore
-from sweepq.engine import GMO, MD, OO, PMO, DeliverySequence, MQError, QueueManager, Reason
+from sweepq.blobstore.kv import MemoryKV
+from sweepq.engine import GMO, MD, OO, PMO, DeliverySequence, MQError, Persistence, QueueManager, Reason
 from sweepq.sweeper import ManualClock, SweepPolicy
 
 QUEUES = ("PRIO", "FIFO")
@@ -42,23 +50,23 @@ class Entry:
 
 class EngineVsModel(RuleBasedStateMachine):
     faulty = False  # the store fails on purpose (the subclass below)
+    durable = False  # persistent messages on a durable manager that may crash (the last subclass)
 
     def __init__(self):
         super().__init__()
         self.clock = ManualClock()
         # Tiny blobs, so that a few dozen messages already span several blob boundaries.
         # A buffer of x + 1 (not + 5) so that short queues are swept too.
+        self.kv = MemoryKV() if self.durable else None
         self.store = FaultyStore(MemoryStore(max_blob_records=3)) if self.faulty else None
-        self.qm = QueueManager(
-            clock=self.clock,
-            sweeper=False,
-            max_uncommitted=1_000_000,
-            store_options=None if self.faulty else {"max_blob_records": 3},
-            store=self.store,
-            sweep_policy=SweepPolicy(extra=1),
+        if self.durable:
+            self.store = MemoryStore(kv=self.kv, max_blob_records=3)
+        self.qm = self._manager()
+        persistence = Persistence.PERSISTENT if self.durable else Persistence.NOT_PERSISTENT
+        self.qm.define_queue("PRIO", default_persistence=persistence)
+        self.qm.define_queue(
+            "FIFO", delivery_sequence=DeliverySequence.FIFO, default_priority=3, default_persistence=persistence
         )
-        self.qm.define_queue("PRIO")
-        self.qm.define_queue("FIFO", delivery_sequence=DeliverySequence.FIFO, default_priority=3)
         self.conns = [None] * NCONN
         self.handles: list[dict] = [{}] * NCONN
         self.model = {q: [] for q in QUEUES}
@@ -67,6 +75,17 @@ class EngineVsModel(RuleBasedStateMachine):
         self.counter = itertools.count()
         for i in range(NCONN):
             self._connect(i)
+
+    def _manager(self) -> QueueManager:
+        return QueueManager(
+            clock=self.clock,
+            sweeper=False,
+            max_uncommitted=1_000_000,
+            store_options=None if self.store is not None else {"max_blob_records": 3},
+            store=self.store,
+            sweep_policy=SweepPolicy(extra=1),
+            durable=self.durable,
+        )
 
     def teardown(self):
         self.qm.close()
@@ -301,6 +320,42 @@ class EngineVsModelOnAFaultyStore(EngineVsModel):
 
 EngineVsModelOnAFaultyStore.TestCase.settings = settings(max_examples=40, stateful_step_count=50, deadline=None)
 TestEngineVsModelOnAFaultyStore = EngineVsModelOnAFaultyStore.TestCase
+
+
+class DurableEngineVsModel(EngineVsModel):
+    durable = True
+    crashes = 0  # over every example, for test_crashes_recovered
+
+    @rule()
+    def crash_and_recover(self):
+        """The process dies here: the store is what it wrote so far (a copy of the dicts; the
+        old manager is abandoned, not closed). A new manager recovers from it."""
+        copy = MemoryKV()
+        copy._cfs = {cf: dict(d) for cf, d in self.kv._cfs.items()}
+        self.kv = copy
+        self.store = MemoryStore(kv=copy, max_blob_records=3)
+        self.qm = self._manager()
+        assert self.qm.queue_names() == sorted(QUEUES)
+        for q in QUEUES:
+            self.model[q] = [e for e in self.model[q] if e.committed]
+            for e in self.model[q]:
+                e.gotten = False  # uncommitted gets are backed out by the crash
+        self.uow = [[] for _ in range(NCONN)]
+        self.skip = [None] * NCONN
+        for i in range(NCONN):
+            self._connect(i)
+        DurableEngineVsModel.crashes += 1
+
+
+DurableEngineVsModel.TestCase.settings = settings(max_examples=40, stateful_step_count=50, deadline=None)
+TestDurableEngineVsModel = DurableEngineVsModel.TestCase
+
+
+def test_crashes_recovered():
+    """The durable machine is only worth its time if it crashed (and recovered) often."""
+    if DurableEngineVsModel.crashes == 0:
+        TestDurableEngineVsModel().runTest()
+    assert DurableEngineVsModel.crashes >= 40, f"only {DurableEngineVsModel.crashes} crashes ran"
 
 
 def test_enough_steps_ran():

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from ..queue import LocalQueue, Ref
 
 SYNC_POLICIES = ("commit", "os", "none")
+SYNC_ATTEMPTS = 3
 
 
 class Batch:
@@ -99,9 +100,16 @@ class GroupSync:
                 error = None
                 self._cond.release()
                 try:
-                    self._sync()
-                except StoreError as e:
-                    error = e
+                    # A failed sync is tried again: the change is already made and in the
+                    # log, so the caller cannot undo it; only a sync that keeps failing is
+                    # reported (and the store is then likely unusable).
+                    for _attempt in range(SYNC_ATTEMPTS):
+                        try:
+                            self._sync()
+                            error = None
+                            break
+                        except StoreError as e:
+                            error = e
                 finally:
                     self._cond.acquire()
                 self._busy = False

@@ -88,8 +88,19 @@ def _load_queue(q: LocalQueue, store: Store, report: RecoveryReport) -> int:
     by_lane: list[list[bytes]] = [[] for _ in q.lanes]
     try:
         pairs = store.messages(q.key_prefix)
+    except BlobCorruptError:
+        raise
     except StoreError as e:
-        raise MQError(Reason.RESOURCE_PROBLEM, f"reading the messages of queue {q.name!r} failed: {e}") from e
+        # A damaged block: read what can be read, each record checked by its own crc, and
+        # name what could not be (by queue, lane and message number).
+        salvage = getattr(store, "salvage_messages", None)
+        if salvage is None or ("corrupt" not in str(e).lower() and "checksum" not in str(e).lower()):
+            raise MQError(Reason.RESOURCE_PROBLEM, f"reading the messages of queue {q.name!r} failed: {e}") from e
+        pairs, gaps = salvage(q.key_prefix)
+        for lo, hi in gaps:
+            what = f"after message number {key_parts(lo)[2]}" if len(lo) > len(q.key_prefix) + 1 else "at the start"
+            upto = f" up to message number {key_parts(hi)[2]}" if hi else " to the end of the queue"
+            report.damaged.append(f"queue {q.name!r}: unreadable records {what}{upto} ({e})")
     for key, value in pairs:
         rec = decode_value(value)
         name, lane, seq = key_parts(key)
