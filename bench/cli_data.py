@@ -639,7 +639,7 @@ def register(sub: argparse._SubParsersAction, number: Callable) -> None:
         type=number(float, 0, 24 * 3600, hint="pass seconds to wait for each next message, e.g. 15"),
         default=0.0,
         metavar="SECONDS",
-        help="wait up to SECONDS for each next message (MQ's wait interval)",
+        help="wait up to SECONDS for each next message (MQ's wait interval; default 0: no wait)",
     )
     correl(g, "get only messages with this CorrelId")
     g.add_argument("--json", action="store_true", help="print each message as a JSON object on a line")

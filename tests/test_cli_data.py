@@ -3,6 +3,8 @@ the real command in a subprocess, on a data directory under tmp_path, so that wh
 leaves is what the next one finds (queue definitions and persistent messages, nothing else).
 
 Each subprocess costs most of a second of imports: each test batches its assertions per call.
+The tests "across processes" need durable data directories (issue 10); the first of them
+also needs browse cursors (issue 9).
 """
 
 from __future__ import annotations
