@@ -128,8 +128,10 @@ def test_define_prints_the_attributes_an_unknown_queue_is_2085_and_inspect_takes
     for command in (["put", "NOPE", "x"], ["get", "NOPE"], ["browse", "NOPE"]):
         line = _fails(_sweepq(*command, "--data-dir", d), 1)
         assert "MQRC_UNKNOWN_OBJECT_NAME (2085)" in line and f"sweepq define NOPE --data-dir {d}" in line, line
+    files = {f.name: (f.stat().st_size, f.stat().st_mtime_ns) for f in d.iterdir()}
     by_option, _ = _ok(_sweepq("inspect", "--data-dir", d))
     by_position, _ = _ok(_sweepq("inspect", d))
+    assert {f.name: (f.stat().st_size, f.stat().st_mtime_ns) for f in d.iterdir()} == files  # read-only
     assert by_option == by_position and f"sweepq store at {d}" in by_option
     assert "queue ORDERS: 0 persistent messages" in by_option and "MSGDLVSQ(FIFO) DEFPRTY(3)" in by_option
 
