@@ -151,8 +151,9 @@ def _inspect(args: argparse.Namespace) -> int:
     from .inspect import describe
 
     def bad(why: str) -> int:
+        name = "path" if args.data_dir is None else "--data-dir"
         print(
-            f"sweepq inspect: error: argument path: {why}; pass a data directory that QueueManager.open(path) wrote",
+            f"sweepq inspect: error: argument {name}: {why}; pass a data directory that QueueManager.open(path) wrote",
             file=sys.stderr,
         )
         return 2
@@ -165,7 +166,7 @@ def _inspect(args: argparse.Namespace) -> int:
         )
         return 2
     if args.path is not None and args.data_dir is not None and args.path != args.data_dir:
-        return bad(f"{args.path} and --data-dir {args.data_dir} differ; give one of them")
+        return bad(f"{args.data_dir} and the path {args.path} differ; give one of them")
     args.path = args.path if args.path is not None else args.data_dir
     if not os.path.exists(args.path):
         return bad(f"{args.path} does not exist")
