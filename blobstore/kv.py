@@ -222,17 +222,23 @@ class RocksKV:
             raise _error(e, f"reading {cf} key {key.hex()} failed") from e
 
     def items(self, cf: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        # An explicit iterator: rocksdict's items() ends silently at a damaged block, and
-        # the iterator's status is the only place that says so.
+        # rocksdict's items() is the fast scan, but it ends silently at a damaged block: a
+        # checked iterator then looks just past the last key it gave, where its status
+        # says whether the scan really ended or was cut short.
+        last = None
         try:
-            it = self._cf[cf].iter()
-            it.seek(prefix)
-            while it.valid():
-                k = it.key()
+            for k, v in self._cf[cf].items(from_key=prefix):
                 if not k.startswith(prefix):
-                    break
-                yield k, it.value()
-                it.next()
+                    return
+                last = k
+                yield k, v
+            it = self._cf[cf].iter()
+            if last is None:
+                it.seek(prefix)
+            else:
+                it.seek(last)
+                if it.valid():
+                    it.next()
             it.status()
         except Exception as e:
             raise _error(e, f"scanning {cf} failed") from e
@@ -364,6 +370,20 @@ def _error(e: Exception, what: str) -> KVError:
     if "corrupt" in text.lower() or "checksum" in text.lower():
         return KVCorruption(f"{what}: {text}")
     return KVError(f"{what}: {text}")
+
+
+def repair(path: str) -> list[str]:
+    """RocksDB's repair: rebuild the manifest from the files that can be read; files that
+    cannot (a truncated table, a damaged log) are moved to ``lost/``. Returns their names.
+    :raises KVError: the repair itself failed."""
+    lost = os.path.join(path, "lost")
+    before = set(os.listdir(lost)) if os.path.isdir(lost) else set()
+    try:
+        Rdict.repair(path, Options(raw_mode=True))
+    except Exception as e:
+        raise KVError(f"repairing the store at {path} failed: {e}") from e
+    after = set(os.listdir(lost)) if os.path.isdir(lost) else set()
+    return sorted(after - before)
 
 
 def exists_as_store(path: str) -> bool:

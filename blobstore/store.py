@@ -53,6 +53,7 @@ from .kv import (
     Op,
     RocksKV,
 )
+from .kv import repair as kv_repair
 
 STORE_FORMAT = 3  # 3: messages, marks and objects (durable queues); 2 held only swept blobs
 DEFAULT_MAX_BLOB_BYTES = 256 * 1024
@@ -218,6 +219,18 @@ class BlobStore:
             stale = self.pending()
             if stale:
                 self.delete_pending(stale)
+
+    @staticmethod
+    def repair(path: str | os.PathLike) -> list[str]:
+        """Make a damaged store openable again: RocksDB rebuilds its manifest from the files it
+        can read and moves those it cannot (a truncated table file) to ``lost/``; the records
+        only they held are gone. Returns the names of the files moved.
+
+        :raises StoreError: the repair failed."""
+        try:
+            return kv_repair(os.fspath(path))
+        except KVError as e:
+            raise StoreError(str(e)) from e
 
     @classmethod
     def temporary(cls, **kw) -> BlobStore:
@@ -420,6 +433,9 @@ class BlobStore:
         for blob_id, pos, value in marks:
             ops.append((CF_MARKS, _U64.pack(blob_id) + _U32.pack(pos), value))
         if not ops:
+            return
+        if not marks:
+            self._write(ops)  # RocksDB orders concurrent writes itself; no bookkeeping here
             return
         with self._lock:
             self._write(ops)

@@ -841,9 +841,9 @@ class Batch:
     def _end(self, confirmed: bool) -> None:
         if not self._open:
             return
-        self._open = False
         with self._queue.mutex:
-            self._queue._end_batch(self.id, confirmed)
+            self._queue._end_batch(self.id, confirmed)  # 2102: still open, confirm again
+        self._open = False
 
 
 def _message(rec: bytes, ident) -> Message:

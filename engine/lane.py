@@ -93,10 +93,26 @@ class LaneSet:
     called with the queue's mutex held unless it says otherwise.
     """
 
-    __slots__ = ("_defer", "back", "deferred", "free", "lanes", "mask", "mem_bytes", "nxt", "prv", "recs", "st")
+    __slots__ = (
+        "_defer",
+        "back",
+        "deferred",
+        "free",
+        "index",
+        "lanes",
+        "mask",
+        "mem_bytes",
+        "nxt",
+        "prv",
+        "recs",
+        "st",
+    )
 
     def __init__(self) -> None:
         self.lanes = [Lane(p) for p in range(N_LANES)]
+        # engine/index.py SlotIndex when the queue has an index type: every slot placed,
+        # freed or renumbered here goes through it, so it stays exact.
+        self.index = None
         self.mask = 0  # bit p: lane p may hold messages (set by append, cleared by its readers)
         self.mem_bytes = 0
         self._defer = 0
@@ -143,6 +159,8 @@ class LaneSet:
         i = free.pop()
         self.recs[i] = rec
         self.st[i] = state
+        if self.index is not None:
+            self.index.add(i, rec)
         s = lane.rear if (lane.chain or lane.sweeping) else lane.front
         prv = self.prv
         last = prv[s]
@@ -177,6 +195,8 @@ class LaneSet:
             lane.back -= 1
         recs = self.recs
         self.mem_bytes -= len(recs[i])
+        if self.index is not None:
+            self.index.discard(i, recs[i])
         recs[i] = None
         st[i] = s | REMOVED
         if self._defer:
@@ -258,6 +278,9 @@ class LaneSet:
             self.nxt[prev] = s
             self.prv[s] = prev
         del self.free[len(self.free) - (j - _SENTINELS) :]  # the lowest slots are taken now
+        if self.index is not None:  # the slots were renumbered
+            self.index.clear()
+            self.index.add_many(range(_SENTINELS, j), self.recs[_SENTINELS:j])
         return True
 
     @property
@@ -287,6 +310,9 @@ class LaneSet:
         idx = np.asarray(slots, np.int64)
         np.frombuffer(self.st, np.uint16)[idx] |= REMOVED
         recs = self.recs
+        if self.index is not None:
+            for i in slots:
+                self.index.discard(i, recs[i])
         for i in slots:
             recs[i] = None
         if self._defer:
@@ -362,6 +388,8 @@ class LaneSet:
         if not state & HIDDEN:
             lane.ready += k - len(gotten)
         self.mask |= lane.bit
+        if self.index is not None:
+            self.index.add_many(slots, records)
         self.mem_bytes += nbytes if nbytes >= 0 else sum(map(len, records))
         return slots
 

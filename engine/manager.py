@@ -91,6 +91,7 @@ class QueueManager:
         memory_budget: int = 0,
         sync: str = "commit",
         durable: bool | None = None,
+        repair: bool = False,
     ):
         checks.integer(max_uncommitted, "max_uncommitted", Reason.PARM_VALUE_ERROR, 1)
         checks.integer(max_msg_length, "max_msg_length", Reason.PARM_VALUE_ERROR, 0, 100 * 1024 * 1024)
@@ -109,6 +110,7 @@ class QueueManager:
         if durable is None:
             durable = path is not None
         checks.boolean(durable, "durable")
+        checks.boolean(repair, "repair")
         sweep_policy = sweep_policy or SweepPolicy()
         if memory_budget:
             sweep_policy = replace(sweep_policy, memory_budget=memory_budget)
@@ -129,7 +131,7 @@ class QueueManager:
             from .recorder import TraceRecorder
 
             self.recorder = TraceRecorder(trace_path, self.clock)
-        self._storage = Storage(path, store_options, store, wal=sync != "none")
+        self._storage = Storage(path, store_options, store, wal=sync != "none", repair=repair)
         self.journal: Journal | None = Journal(self._storage.store, sync) if durable else None
         self.recovery: RecoveryReport | None = None
         if self.journal is not None:
@@ -138,6 +140,10 @@ class QueueManager:
             except BaseException:
                 self._storage.close()
                 raise
+            for name in self._storage.repaired:
+                self.recovery.damaged.append(
+                    f"store file {name} could not be read; repair moved it to lost/ (what only it held is gone)"
+                )
             self._seq = itertools.count(self.recovery.next_seq)
         self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
         if sweeper:

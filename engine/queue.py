@@ -47,6 +47,7 @@ from .constants import (
 from .durable.journal import Batch, Journal
 from .durable.layout import message_key, queue_prefix
 from .errors import MQError
+from .index import SlotIndex
 from .lane import AVAILABLE_BELOW, BATCHED, HIDDEN, LaneSet
 from .matching import Match
 from .record import Identity
@@ -167,6 +168,14 @@ class Waiter:
 
 _queue_ids = itertools.count(1)
 
+# The Match field that an index of each type answers (engine/matching.py).
+_INDEX_FIELD = {
+    IndexType.MSG_ID: "msg_id",
+    IndexType.CORREL_ID: "correl_id",
+    IndexType.GROUP_ID: "group_id",
+    IndexType.MSG_TOKEN: "seq",
+}
+
 
 class LocalQueue:
     """One local queue. Its lanes run from priority 9 to 0 in get order.
@@ -230,6 +239,17 @@ class LocalQueue:
         self.inhibit_put = attrs.inhibit_put
         # Gets move a message whose backout count reached this to the requeue queue (0: off).
         self.poison_limit = attrs.backout_threshold if self.backout_handling and attrs.backout_requeue_q else 0
+        kind = attrs.index_type
+        idx = self.lanes.index
+        if kind == IndexType.NONE:
+            self.lanes.index = None
+        elif idx is None or idx.kind != kind:
+            idx = SlotIndex(kind, self.ident)
+            ls = self.lanes
+            slots = list(ls.in_memory())
+            idx.add_many(slots, [ls.recs[i] for i in slots])
+            ls.index = idx
+        self.index_field = _INDEX_FIELD.get(kind)
 
     @property
     def mem_bytes(self) -> int:
@@ -295,6 +315,10 @@ class LocalQueue:
         without looking at them.
         """
         ls = self.lanes
+        if match is not None and ls.index is not None:
+            value = getattr(match, self.index_field)
+            if value is not None:
+                return self._find_indexed(match, value)
         mask = ls.mask
         lanes, nxt, st = ls.lanes, ls.nxt, ls.st
         while mask:
@@ -329,6 +353,36 @@ class LocalQueue:
                     i = nxt[i]
             elif not lane.mem:
                 ls.mask &= ~lane.bit
+        return None
+
+    def _find_indexed(self, match: Match, value: object) -> Ref | Need | None:
+        """:meth:`_find` for a match on the indexed field: the in-memory candidates come from
+        the index (O(messages with that value)), swept ones from the chain's summaries.
+
+        Get order is kept: lanes from the highest; in a lane the front list, then the chain,
+        then the rear list, each in arrival order (a message's ``seq`` is its arrival number,
+        and the front list's are below the chain's, the rear list's above)."""
+        ls = self.lanes
+        st, recs = ls.st, ls.recs
+        by_lane: dict[int, list[tuple[int, int]]] = {}
+        for i in ls.index.slots(value):
+            rec = recs[i]
+            if st[i] < AVAILABLE_BELOW and match(rec):
+                by_lane.setdefault(st[i] & 0x0F, []).append((record.seq_of(rec), i))
+        for lane in reversed(ls.lanes):
+            found = by_lane.get(lane.priority)
+            if not found and not lane.chain:
+                continue
+            found = sorted(found or ())
+            if lane.chain:
+                first = lane.chain[0].seq_min
+                if found and found[0][0] < first:
+                    return found[0][1]  # in the front list
+                hit = self.tier.search_locked(lane, match)
+                if hit is not None:
+                    return hit
+            if found:
+                return found[0][1]
         return None
 
     def _record(self, ref: Ref) -> bytes:

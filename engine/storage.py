@@ -37,6 +37,7 @@ class Storage:
         store_options: dict | None = None,
         store: Store | None = None,
         wal: bool = True,
+        repair: bool = False,
     ):
         if store_options is not None and not isinstance(store_options, dict):
             raise MQError(Reason.PARM_VALUE_ERROR, "store_options must be a dict of store settings")
@@ -57,6 +58,8 @@ class Storage:
         self.store_options = dict(store_options or {})
         self._store: Store | None = store
         self._wal = wal
+        self._repair = repair
+        self.repaired: list[str] = []  # files a repair moved to lost/
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         if path is not None:
@@ -71,11 +74,26 @@ class Storage:
                         if self.path is None:
                             self._store = BlobStore.temporary(**self.store_options)
                         else:
-                            self._store = BlobStore(self.path, wal=self._wal, **self.store_options)
+                            self._store = self._open_path()
                     except StoreError as e:
                         raise MQError(Reason.RESOURCE_PROBLEM, f"opening the blob store: {e}") from e
                 s = self._store
         return s
+
+    def _open_path(self) -> BlobStore:
+        try:
+            return BlobStore(self.path, wal=self._wal, **self.store_options)
+        except StoreError as e:
+            if "corrupt" not in str(e).lower():
+                raise
+            if not self._repair:
+                raise StoreError(
+                    f"{e}. A file of the store is damaged beyond reading (a truncated table file?); "
+                    "open it with repair=True to move the unreadable files aside (to lost/) and "
+                    "recover every message the other files hold"
+                ) from e
+        self.repaired = BlobStore.repair(self.path)
+        return BlobStore(self.path, wal=self._wal, **self.store_options)
 
     @property
     def opened(self) -> bool:

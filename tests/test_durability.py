@@ -434,3 +434,27 @@ def test_a_bit_flip_in_the_message_records_is_reported_and_the_rest_comes_back(t
     assert report.damaged and "Q" in report.damaged[0]  # named: queue and message numbers
     assert 1900 <= len(got) < 2000  # only the damaged block's records are missing
     assert got == sorted(got)  # and the rest come back in order
+
+
+def test_a_truncated_table_file_is_refused_then_repaired_on_request(tmp_path):
+    d = tmp_path / "d"
+    with QueueManager.open(d, sweeper=False, sync="os") as qm:
+        qm.define_queue("Q", default_persistence=P)
+        qm.define_queue("KEEP", default_persistence=P)
+        h = qm.connect().open("Q", IO)
+        for i in range(500):
+            h.put(b"q%03d" % i)
+        qm._storage.store().flush()  # Q's records into a table file
+        k = qm.connect().open("KEEP", IO)
+        for i in range(5):
+            k.put(b"k%d" % i)  # only in the log
+    tables = sorted((f for f in os.listdir(d) if f.endswith(".sst")), key=lambda f: os.path.getsize(d / f))
+    data = (d / tables[-1]).read_bytes()
+    (d / tables[-1]).write_bytes(data[: len(data) // 2])
+    with pytest.raises(MQError) as ei:
+        QueueManager.open(d, sweeper=False)
+    assert "repair=True" in str(ei.value)
+    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+        assert any(tables[-1] in line and "lost/" in line for line in qm.recovery.damaged)
+        assert [m for m, _, _ in contents(qm, "KEEP")] == [b"k%d" % i for i in range(5)]
+    assert (d / "lost" / tables[-1]).exists()

@@ -185,10 +185,14 @@ class Journal:
 
     def put(self, q: LocalQueue, lane: int, recs: list[bytes]) -> None:
         """Write new persistent records before they join lane ``lane`` (mutex held)."""
-        b = Batch()
-        for rec in recs:
-            Journal.add_put(b, q, lane, rec)
-        self.write(b, f"putting to {q.name!r}")
+        prefix = q.key_prefix
+        puts = [(message_key(prefix, lane, rec), encode_value(rec)) for rec in recs]
+        try:
+            self._store().write_messages(puts)
+        except StoreError as e:
+            raise MQError(
+                Reason.RESOURCE_PROBLEM, f"putting to {q.name!r}: the store failed ({e}); nothing changed, try again"
+            ) from e
 
     def remove(self, q: LocalQueue, refs: list) -> None:
         """Delete the records of messages about to leave the queue (mutex held)."""

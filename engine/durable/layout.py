@@ -38,6 +38,11 @@ def message_key(prefix: bytes, lane: int, rec: bytes) -> bytes:
     return prefix + bytes((lane,)) + rec[OFF_SEQ : OFF_SEQ + 8][::-1]
 
 
+def message_key_at(prefix: bytes, lane: int, seq: int) -> bytes:
+    """The key of the message numbered ``seq`` in lane ``lane`` (for searches by position)."""
+    return prefix + bytes((lane,)) + _SEQ.pack(seq)
+
+
 def key_parts(key: bytes) -> tuple[str, int, int]:
     """(queue name, lane, seq) of a message key."""
     name, _, rest = key.partition(b"\x00")
