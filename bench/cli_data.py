@@ -164,6 +164,9 @@ def _opened(path: str, prog: str):
     with _taking_turns(path, prog):
         qm = QueueManager.open(path, sweeper=False)
         try:
+            report = getattr(qm, "recovery", None)
+            for what in getattr(report, "damaged", None) or ():  # what the open could not bring back
+                print(f"{prog}: warning: {' '.join(str(what).split())}", file=sys.stderr)
             yield qm
         finally:
             qm.close()
