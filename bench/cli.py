@@ -288,6 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="M events for the Spark pipeline (replay; 0: skip)",
     )
+    b.add_argument("--durable-messages", type=pos_int, default=2_000, help="put+get per round, crash-safe (durable)")
+    b.add_argument(
+        "--durable-sync-messages", type=pos_int, default=300, help="messages per round, power-safe (durable)"
+    )
+    b.add_argument("--durable-producers", type=pos_int, default=8, help="producer threads (durable)")
+    b.add_argument("--durable-rounds", type=pos_int, default=7, help="interleaved rounds (durable)")
+    b.add_argument("--recovery-messages", type=pos_int, default=1_000_000, help="messages recovered (durable)")
+    b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
     b.add_argument("--out", default=None, help="directory to write bench.json and bench.md to")
     b.set_defaults(func=_bench)

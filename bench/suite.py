@@ -13,6 +13,10 @@ Scenarios:
 * ``persistent``: the embedded persistent queues a Python user would pick (persist-queue's
   SQLiteQueue and file Queue, diskcache.Deque, queuelib's FifoDiskQueue), each skipped with a
   notice when absent, beside sweepq's non-persistent queue.
+* ``durable``: sweepq's persistent messages at the peers' guarantee (bench/durable.py):
+  process-crash-safe put+get against persist-queue and diskcache, power-safe put+get
+  against the machine's fsync floor, 8 producers against 1 under group commit, and the
+  recovery time of 1,000,000 persistent messages, half of them swept (issue 10 §7).
 * ``sweep``: sweep and unsweep bandwidth against the store alone, time under the queue lock,
   get latency across blob boundaries, a swept queue's drain against the same from memory
   (with read-ahead hits), pairs while another queue is swept.
@@ -34,7 +38,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-SCENARIOS = ("throughput", "batch", "persistent", "sweep", "backlog", "memory", "gc", "replay")
+SCENARIOS = ("throughput", "batch", "persistent", "durable", "sweep", "backlog", "memory", "gc", "replay")
 
 
 @dataclass
@@ -62,6 +66,12 @@ class BenchOptions:
     replay_events_m: float = 10.0
     replay_file_events_m: float = 20.0  # `sweepq replay FILE` end to end, in a subprocess
     pipeline_events_m: float = 0.0
+    durable_messages: int = 2_000  # process-crash-safe put+get, per round
+    durable_sync_messages: int = 300  # per producer round, and per 6 power-safe rounds (an fsync each)
+    durable_producers: int = 8
+    durable_rounds: int = 7
+    recovery_messages: int = 1_000_000
+    durable_dir: str | None = None  # where the stores and the fsync floor's file go (the same disk)
     quick: bool = False
 
 
@@ -83,6 +93,10 @@ QUICK = {
     "gc_messages": 50_000,
     "replay_events_m": 0.2,
     "replay_file_events_m": 0.2,
+    "durable_messages": 200,
+    "durable_sync_messages": 40,
+    "durable_rounds": 2,
+    "recovery_messages": 20_000,
 }
 
 
@@ -289,9 +303,151 @@ def persistent(o: BenchOptions, report: Report, step) -> dict:
             f"{r['ratio_vs_queue_Queue']:.3f} x queue.Queue",
         )
     report.notice(
-        "persistent: sweepq has no persistent mode yet (it arrives with the durability issue); its row is "
-        "non-persistent, beside the in-memory queue.Queue, not at the peers' guarantee"
+        "persistent: sweepq's row here is non-persistent, beside the in-memory queue.Queue, not at the peers' "
+        "guarantee; sweepq's persistent mode at their guarantee is the `durable` scenario"
     )
+    return out
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def _filesystem(path: str) -> str:
+    """The type of the filesystem ``path`` is on (from /proc/mounts; "" when unknown)."""
+    path, best, kind = os.path.realpath(path), "", ""
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                mnt = parts[1]
+                if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                    best, kind = mnt, parts[2]
+    except OSError:
+        pass
+    return kind
+
+
+def durable(o: BenchOptions, report: Report, step) -> dict:
+    from . import durable as d
+
+    base = o.durable_dir or tempfile.gettempdir()
+    os.makedirs(base, exist_ok=True)
+    fs = _filesystem(base)
+    report.notice(
+        f"durable: stores and the fsync floor's file in {base} ({fs or 'filesystem unknown'}); "
+        "pass --durable-dir to measure another disk"
+    )
+    if fs in ("tmpfs", "ramfs"):
+        report.notice(f"durable: {base} is in memory ({fs}): fsync is free there, the power-safe rows are moot")
+    out: dict = {"dir": base, "filesystem": fs}
+
+    # 1. Process-crash-safe.
+    cs = d.crash_safe(o.durable_messages, o.size, o.durable_rounds, base, step)
+    out["crash_safe"] = cs
+    for name in cs["missing"]:
+        report.notice(f"durable: {name} is not installed, its rows are skipped (pip install 'sweepq[bench]')")
+    what = f"put {o.durable_messages:,} then get them, {o.size} B, process-crash-safe"
+    for name, r in cs["contenders"].items():
+        ratio = ""
+        if "ratio_vs_persist_queue" in r:
+            ratio = (
+                f"{r['ratio_vs_persist_queue']:.2f} x {cs['persist_queue_baseline'].removeprefix('persist-queue ')} "
+                f"(paired median; best rounds {r['best_ratio_vs_persist_queue']:.2f} x)"
+            )
+        if name.startswith("sweepq") and ratio:
+            ratio += f" (goal >= {d.GOAL_CRASH_SAFE_VS_PERSIST_QUEUE:g} x: {_met(r['ratio_vs_persist_queue'] >= 10)})"
+        report.row(
+            "durable",
+            f"{what}: {name}",
+            f"{_rate(r['pairs_per_s'])} ({_rate(r['put_per_s'])} put, {_rate(r['get_per_s'])} get)",
+            ratio,
+        )
+    if cs.get("sweepq_vs_persist_queue", 10) < d.GOAL_CRASH_SAFE_VS_PERSIST_QUEUE:
+        prof = d.profile_put_get(o.durable_messages, o.size, "os", base)
+        out["crash_safe_profile"] = prof
+        top = ", ".join(f"{r['function']} {r['share']:.0%}" for r in prof["top"][:5])
+        report.notice(
+            f'durable: sweepq sync="os" under its goal; cProfile of its put+get: the store\'s write_messages '
+            f"{prof['store_write_share']:.0%} of the time (of which the RocksDB write call "
+            f"{prof['rocksdb_write_share']:.0%}); costliest by own time: {top}"
+        )
+    if "persist-queue" not in cs["missing"]:
+        with tempfile.TemporaryDirectory(dir=base) as t:
+            got = {s: d.sqlite_synchronous(os.path.join(t, s or "default"), s) for s in ("NORMAL", "OFF", None)}
+        out["sqlite_synchronous"] = got
+        report.notice(
+            "durable: persist-queue SQLiteQueue (auto_commit=True, journal_mode=WAL) read back PRAGMA synchronous "
+            f"{got['NORMAL']} and {got['OFF']} where set to NORMAL and OFF (process-crash-safe: each commit's WAL "
+            f"frames reach the OS), {got[None]} by default (2 = FULL: an fsync per commit, power-safe)"
+        )
+
+    # 2. Power-safe, one producer, against the fsync floor.
+    # The same messages in POWER_SAFE_SPLIT x more, shorter rounds (see bench/durable.py).
+    n_ps, rounds_ps = max(5, o.durable_sync_messages // d.POWER_SAFE_SPLIT), o.durable_rounds * d.POWER_SAFE_SPLIT
+    ps = d.power_safe(n_ps, o.size, rounds_ps, base, step)
+    out["power_safe"] = ps
+    what = f"put {n_ps:,} then get them, {o.size} B, power-safe (a put and a get: one fsync each)"
+    for name, r in ps["contenders"].items():
+        ratio = (
+            f"{r['ratio_vs_floor']:.2f} x floor (paired median of {rounds_ps} rounds; "
+            f"all rounds {r['all_rounds_ratio_vs_floor']:.2f} x)"
+        )
+        fig = f"{_rate(r['ops_per_s'])} synced ops"
+        if "syncs_per_op" in r:
+            fig += f", {r['syncs_per_op']:.2f} fsyncs per op"
+        if name.startswith("sweepq"):
+            ratio += f" (goal >= {d.GOAL_POWER_SAFE_VS_FLOOR:g} x: {_met(r['ratio_vs_floor'] >= 0.8)})"
+        report.row("durable", f"{what}: {name}", fig, ratio)
+
+    # 3. Producers under group commit.
+    k = o.durable_producers
+    pr = d.producers(o.durable_sync_messages, o.size, k, o.durable_rounds, base, step)
+    out["producers"] = pr
+    for kind in ("put", "put+commit"):
+        for p in (1, k):
+            r = pr[f"{kind}, {p} producer{'s' if p > 1 else ''}"]
+            ratio = ""
+            if p > 1:
+                ratio = f"{r['ratio_vs_one']:.2f} x 1 producer, paired median"
+                ratio += f" (goal >= {d.GOAL_PRODUCERS_VS_ONE:g} x: {_met(r['ratio_vs_one'] >= 5)})"
+            how = "persistent put outside syncpoint" if kind == "put" else "persistent put under syncpoint, commit each"
+            report.row(
+                "durable",
+                f'{pr["messages"]:,} x {o.size} B, sync="commit", {how}: {p} producer thread{"s" if p > 1 else ""}',
+                f"{_rate(r['per_s'])}, {r['syncs_per_msg']:.2f} fsyncs per message",
+                ratio,
+            )
+
+    # 4. Recovery.
+    rc = d.recovery(o.recovery_messages, base, progress=step)
+    out["recovery"] = rc
+    rec, b = rc["recovery"], rc["build"]
+    report.row(
+        "durable",
+        f"QueueManager.open(path, sweeper=False) of {o.recovery_messages:,} persistent 100-200 B messages, "
+        f"{b['swept']:,} swept in {b['blobs']:,} blobs (fresh process)",
+        f"{rc['open_seconds']:.2f} s (qm.recovery: {rec['seconds']:.2f} s, {rec['messages']:,} messages, "
+        f"{rec['swept']:,} swept, {len(rec['damaged'])} damaged)",
+        f"goal <= {d.GOAL_RECOVERY_SECONDS:g} s: {_met(rc['open_seconds'] <= d.GOAL_RECOVERY_SECONDS)}",
+    )
+    c = rc.get("check")
+    if c:
+        report.row(
+            "durable",
+            "drain after that open, every message checked against its put order",
+            f"{c['drained']:,} of {o.recovery_messages:,} back"
+            + (", in put order" if c["in_put_order"] else f", first out of order: {c['first_out_of_order']}"),
+            "",
+        )
+    if "profile" in rc:
+        prof = rc["profile"]
+        phases = "; ".join(f"{k} {v['share']:.0%}" for k, v in prof["phases"].items() if v["seconds"] > 0)
+        top = ", ".join(f"{r['function']} {r['share']:.0%}" for r in prof["top"][:6])
+        report.notice(
+            f"durable: recovery over its goal; cProfile of the open ({prof['seconds']:.1f} s under the profiler), "
+            f"by phase: {phases}. Costliest functions by own time: {top}"
+        )
     return out
 
 
@@ -548,6 +704,7 @@ RUNNERS = {
     "throughput": throughput,
     "batch": batch,
     "persistent": persistent,
+    "durable": durable,
     "sweep": sweep,
     "backlog": backlog,
     "memory": memory,
@@ -558,10 +715,14 @@ RUNNERS = {
 
 def steps(name: str, o: BenchOptions) -> int:
     """How many times a scenario calls ``step``: the length of its progress bar."""
+    from .durable import POWER_SAFE_SPLIT
+
     return {
         "throughput": 2 * o.rounds,
         "batch": o.rounds,
         "persistent": o.rounds,
+        # crash-safe and producers: a step a round; power-safe: POWER_SAFE_SPLIT x the rounds; recovery: 2
+        "durable": (2 + POWER_SAFE_SPLIT) * o.durable_rounds + 2,
         "sweep": 8,
         "backlog": 2,
         "memory": 3,

@@ -6,8 +6,9 @@ with QueueManager() as qm:
     qm.define_queue("ORDERS")
     with qm.connect() as conn:
         q = conn.open("ORDERS", OO.OUTPUT | OO.INPUT_SHARED)
-        q.put(b"hello", MD(priority=5))
-        print(q.get().data)
+        q.put(b"hello", MD(priority=5, properties={"Color": "red"}))
+        reds = conn.open("ORDERS", OO.INPUT_SHARED, selector="Color = 'red'")
+        print(reds.get().data)
 """
 
 from .connection import Batch, Connection, Handle
@@ -35,6 +36,7 @@ from .manager import QueueManager
 from .message import Message, PutResult
 from .queue import QueueAttributes, QueueInfo
 from .record import MD
+from .selector import Selector, compile_selector
 
 __all__ = [
     "CC",
@@ -63,5 +65,7 @@ __all__ = [
     "QueueManager",
     "Reason",
     "SegmentStatus",
+    "Selector",
     "Usage",
+    "compile_selector",
 ]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from . import checks, record
+from . import browse, checks, properties, record
 from .constants import (
     GMO,
     MAX_PRIORITY,
@@ -35,6 +35,7 @@ from .message import Message, PutResult
 from .options import INPUT_OPTS, check_get, check_open, check_put
 from .queue import LocalQueue, Ref, Waiter
 from .record import MD
+from .selector import Selector, compile_selector
 from .tiering import Need
 from .uow import UnitOfWork
 
@@ -47,16 +48,16 @@ _WAIT = int(GMO.WAIT)
 _ACCEPT_TRUNCATED = int(GMO.ACCEPT_TRUNCATED_MSG)
 _MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
 _BROWSE_ANY = int(GMO.BROWSE_FIRST | GMO.BROWSE_NEXT | GMO.BROWSE_MSG_UNDER_CURSOR | GMO.MSG_UNDER_CURSOR)
-# Accepted and checked, but not yet acted on: they arrive with browse cursors and groups.
-_NOT_YET = int(
-    GMO.LOCK | GMO.UNLOCK | GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG | GMO.ALL_MSGS_AVAILABLE | GMO.ALL_SEGMENTS_AVAILABLE
-)
+_CURSOR_ANY = _BROWSE_ANY | int(GMO.LOCK | GMO.UNLOCK)  # engine/browse.py takes these calls
+# Accepted and checked, but not yet acted on: they arrive with groups.
+_NOT_YET = int(GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG | GMO.ALL_MSGS_AVAILABLE | GMO.ALL_SEGMENTS_AVAILABLE)
 _PMO_SYNC = int(PMO.SYNCPOINT)
 _PMO_NEW_MSG_ID = int(PMO.NEW_MSG_ID)
 _PMO_NEW_CORREL_ID = int(PMO.NEW_CORREL_ID)
 _PMO_LOGICAL_ORDER = int(PMO.LOGICAL_ORDER)
 _HAS_EXPIRY = record.HAS_EXPIRY
 _PERSISTENT = record.PERSISTENT
+_MATCH_MSG_TOKEN = int(MO.MATCH_MSG_TOKEN)
 _pack_head = record.HEAD.pack  # a put with no optional fields: record.encode(), written out
 _HEAD_LEN = record.HEAD_LEN
 _UNSET = object()
@@ -89,14 +90,20 @@ class Connection:
 
     # -- objects ------------------------------------------------------------------------
 
-    def open(self, name: str, options: OO | int) -> Handle:
-        """Open a queue (MQOPEN). The handle can do only what ``options`` allow (§4.3, §7)."""
+    def open(self, name: str, options: OO | int, selector: str | None = None) -> Handle:
+        """Open a queue (MQOPEN). The handle can do only what ``options`` allow (§4.3, §7).
+
+        ``selector`` is a selection string (SEMANTICS.md §10): the handle's gets and browses
+        then return only messages it selects. It is compiled here, once: a syntax error is
+        MQError 2459, a selector that can never be TRUE 2504.
+        """
         self._check()
         checks.name(name)
         opts = checks.flags(options, "open options")
         err = check_open(opts)
         if err:
             raise options_error(err)
+        sel = compile_selector(selector)
         q = self._qm._queue(name)
         inp = opts & INPUT_OPTS
         if inp == OO.INPUT_AS_Q_DEF:
@@ -119,7 +126,7 @@ class Connection:
             if opts & OO.OUTPUT:
                 q.open_output += 1
             q.open_handles += 1
-        h = Handle(self, q, opts, inp)
+        h = Handle(self, q, opts, inp, sel)
         self._handles.add(h)
         return h
 
@@ -177,14 +184,23 @@ class Handle:
         "_can_put",
         "_closed",
         "_conn",
+        "_cursor",
+        "_match",
         "_qm",
+        "_selector",
         "_wall",
         "options",
         "queue",
     )
 
-    def __init__(self, conn: Connection, queue: LocalQueue, options: int, input_mode: int):
+    def __init__(
+        self, conn: Connection, queue: LocalQueue, options: int, input_mode: int, selector: Selector | None = None
+    ):
         self._conn = conn
+        # The selection string compiled at open, and the Match every get uses without other
+        # match fields (None: no selection, so plain gets keep their fast path).
+        self._selector = selector
+        self._match = build_match(conn._qm.ident, 0, None, None, None, None, None, None, selector)
         self._qm = conn._qm
         self._wall = conn._qm.clock.wall
         self.queue = queue
@@ -193,6 +209,7 @@ class Handle:
         self._can_browse = bool(options & OO.BROWSE)
         self._can_put = bool(options & OO.OUTPUT)
         self._closed = False
+        self._cursor: browse.Cursor | None = None  # made by the first browse (engine/browse.py)
 
     @property
     def name(self) -> str:
@@ -212,6 +229,7 @@ class Handle:
             if self._can_put:
                 q.open_output -= 1
             q.open_handles -= 1
+            browse.release(q, self._cursor)  # a browse lock ends with the handle (§5.4)
         self._conn._handles.discard(self)
 
     def __enter__(self) -> Handle:
@@ -434,6 +452,10 @@ class Handle:
         if not 0 <= md.offset <= 999_999_999:
             raise MQError(Reason.OFFSET_ERROR, f"offset {md.offset} is outside 0..999999999")
         extra: dict = {"expiry": md.expiry}
+        if md.properties:
+            extra["props"] = properties.encode(md.properties)
+        elif md.properties is not None and not isinstance(md.properties, dict):
+            properties.encode(md.properties)  # raises the type error
         msg_id = _fixed(md.msg_id, 24, "msg_id")
         if msg_id != MSGID_NONE and not opts & _PMO_NEW_MSG_ID:
             extra["msg_id"] = msg_id
@@ -471,6 +493,11 @@ class Handle:
         CorrelId by default, and NONE values match anything). ``buffer_length`` None means
         "any length"; a smaller message gives the 2079 / 2080 warnings on the result.
         Raises MQError 2033 when nothing matches (after the wait, with WAIT).
+
+        Browse, cursor and lock options (BROWSE_FIRST / BROWSE_NEXT, [BROWSE_]MSG_UNDER_CURSOR,
+        LOCK, UNLOCK) are served by engine/browse.py. ``GMO.UNLOCK`` returns a
+        :class:`~sweepq.engine.browse.Status` (no message): its ``reason`` is NONE, or the
+        warning NO_MSG_LOCKED (2209) when nothing was locked.
         """
         if self._closed:
             raise self._closed_error()
@@ -480,18 +507,19 @@ class Handle:
             err = check_get(opts)
             if err:
                 raise options_error(err)
-            if opts & _BROWSE_ANY:
-                if not self._can_browse:
-                    raise MQError(Reason.NOT_OPEN_FOR_BROWSE, f"open {q.name!r} with OO.BROWSE to browse")
-                raise options_error("browse cursors are not supported yet")
             if opts & _NOT_YET:
                 raise options_error(f"get options {GMO(opts & _NOT_YET)!r} are not supported yet")
+            if opts & _CURSOR_ANY:
+                args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+                return browse.get(self, opts, wait_interval, buffer_length, *args)  # type: ignore[return-value]
         if not self._can_get:
             raise MQError(Reason.NOT_OPEN_FOR_INPUT, f"open {q.name!r} with an OO.INPUT_* option to get")
         if q.inhibit_get:
             raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
         qm = self._qm
-        m = None
+        m = self._match
+        if m is not None:
+            m.searched.clear()  # a new get searches every blob again
         if (
             match != MATCH_DEFAULT
             or msg_id is not None
@@ -500,9 +528,11 @@ class Handle:
             or group_id is not None
         ):
             match = checks.flags(match, "match options", Reason.MATCH_OPTIONS_ERROR)
-            if match & MO.MATCH_MSG_TOKEN and opts & _WAIT:
+            if match & _MATCH_MSG_TOKEN and opts & _WAIT:
                 raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
-            m = build_match(qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+            m = build_match(
+                qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, self._selector
+            )
         if buffer_length is not None:
             checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
         sync = wait = 0
@@ -533,6 +563,8 @@ class Handle:
                         ref = -1
                 if ref < 0:
                     ref = q._find(m)
+                    if self._cursor is not None and self._cursor.lk_seq >= 0:
+                        ref = browse.prefer_lock(q, self._cursor, m, ref)  # its own locked message
                 if ref is None and wait:
                     if deadline is _UNSET:
                         deadline = None if wait_interval < 0 else qm.clock.now() + wait_interval / 1000.0
@@ -549,7 +581,7 @@ class Handle:
                     if poison_limit and record.backout_of(rec) >= poison_limit and self._poison_ok(q):
                         q._hide(ref)  # off limits to everyone while it moves
                     else:
-                        h = rec[0]
+                        h = rec[0] or record.data_offset(rec)
                         reason = 0
                         if buffer_length is not None and len(rec) - h > buffer_length:
                             data = rec[h : h + buffer_length]
@@ -616,7 +648,7 @@ class Handle:
             err = check_get(opts)
             if err:
                 raise options_error(err)
-            if opts & (_BROWSE_ANY | _NOT_YET | _MARK_SKIP):
+            if opts & (_CURSOR_ANY | _NOT_YET | _MARK_SKIP):
                 raise options_error("get_many takes plain destructive gets; use get() to browse, lock or mark")
         if q.inhibit_get:
             raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
@@ -631,7 +663,8 @@ class Handle:
             max_messages = qm.max_uncommitted - len(uow.ops)
             if max_messages < 1:
                 raise _syncpoint_limit(qm.max_uncommitted)
-        if q.poison_limit:
+        if q.poison_limit or self._match is not None or (self._cursor is not None and self._cursor.lk_seq >= 0):
+            # get by get: each checked against the threshold or the selector, or this handle's lock seen
             return self._get_many_one_by_one(max_messages, opts, wait_interval)
         recs: list[bytes] = []
         held: list[int] = []  # slots hidden in the unit of work
@@ -736,6 +769,8 @@ class Handle:
                 raise MQError(Reason.CONNECTION_BROKEN, "the queue manager was closed during the wait")
             if q.inhibit_get:
                 raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} were inhibited during the wait")
+            if m is not None:
+                m.searched.clear()  # woken: a blob searched before may hold a message backed out since
             ref = q._find(m)
             if ref is not None:
                 return ref
@@ -847,7 +882,7 @@ class Batch:
 
 
 def _message(rec: bytes, ident) -> Message:
-    return Message.make(rec, ident, rec[rec[0] :])
+    return Message.make(rec, ident, record.data_of(rec))
 
 
 def _syncpoint_limit(limit: int) -> MQError:

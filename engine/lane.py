@@ -211,11 +211,12 @@ class LaneSet:
         self.lanes[self.st[i] & LANE_MASK].ready -= 1
 
     def restore(self, i: int, rec: bytes | None = None) -> None:
-        """Undo :meth:`hide` in place; ``rec`` replaces the record (a raised backout count)."""
+        """Undo :meth:`hide` in place; ``rec`` replaces the record (a raised backout count).
+        A browse lock its holder's get ended (engine/browse.py) does not come back."""
         if rec is not None:
             self.mem_bytes += len(rec) - len(self.recs[i])
             self.recs[i] = rec
-        self.st[i] &= ~GOTTEN
+        self.st[i] &= ~(GOTTEN | LOCKED)
         self.lanes[self.st[i] & LANE_MASK].ready += 1
 
     def commit_put(self, i: int) -> None:
@@ -249,8 +250,8 @@ class LaneSet:
 
         The messages still in memory move to a fresh, smaller set of arrays, in order, so
         their slot numbers change: it runs only when no slot is referenced outside the lanes,
-        that is with no sweep in progress and no message hidden (a unit of work holds it) or
-        batched, and only when the arrays are over 8 times what is in memory."""
+        that is with no sweep in progress and no message hidden (a unit of work holds it),
+        batched or locked, and only when the arrays are over 8 times what is in memory."""
         count = self.count
         cap = len(self.recs)
         if self._defer or cap <= _SHRINK_ABOVE or count * 8 > cap:
@@ -259,8 +260,8 @@ class LaneSet:
             return False  # hidden messages: a unit of work holds their slots
         st = self.st
         old = [(i, st[i]) for lane in self.lanes for s in (lane.front, lane.rear) for i in self.walk(s)]
-        if any(flags & BATCHED for _, flags in old):
-            return False
+        if any(flags & (BATCHED | LOCKED) for _, flags in old):
+            return False  # a batch or a browse lock holds these slot numbers
         recs, back = self.recs, self.back
         order = [(lane, s, list(self.walk(s))) for lane in self.lanes for s in (lane.front, lane.rear)]
         self._reset(max(_INITIAL, 1 << (2 * count + _SENTINELS).bit_length()))

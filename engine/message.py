@@ -97,7 +97,8 @@ class Message(_Result):
     @property
     def data_length(self) -> int:
         """The full length of the message data, even when ``data`` was truncated."""
-        return len(self._rec) - self._rec[0]
+        rec = self._rec
+        return len(rec) - (rec[0] or record.data_offset(rec))
 
     @classmethod
     def make(cls, rec: bytes, ident: Identity, data: bytes, reason: int = 0, now_us: int | None = None) -> Message:
@@ -119,7 +120,7 @@ class Message(_Result):
             m._rec = rec
             m._ident = ident
             m.reason = 0
-            m.data = rec[rec[0] :]
+            m.data = rec[rec[0] or record.data_offset(rec) :]
             append(m)
         return out
 

@@ -157,13 +157,24 @@ def check_name(name: str) -> str:
 
 
 class Waiter:
-    """One getter blocked in a WAIT. ``match`` None means any message."""
+    """One getter blocked in a WAIT. ``match`` None means any message.
 
-    __slots__ = ("cond", "match")
+    ``browse`` is BROWSER for a browse without LOCK: every browse waiter is woken by a new
+    message (SEMANTICS.md §3), and each looks beyond its own cursor (engine/browse.py). A
+    browse with LOCK (LOCK_BROWSER) is woken as a getter is. ``rec`` is the message that
+    woke the waiter, so that one which finds nothing for itself can pass the wake-up on."""
 
-    def __init__(self, cond: threading.Condition, match: Match | None):
+    __slots__ = ("browse", "cond", "match", "rec")
+
+    def __init__(self, cond: threading.Condition, match: Match | None, browse: int = 0):
         self.cond = cond
         self.match = match
+        self.browse = browse
+        self.rec: bytes | None = None
+
+
+BROWSER = 1  # Waiter.browse: a browse waiter without LOCK
+LOCK_BROWSER = 2  # Waiter.browse: a browse waiter with LOCK (woken like a getter)
 
 
 _queue_ids = itertools.count(1)
@@ -364,26 +375,29 @@ class LocalQueue:
         and the front list's are below the chain's, the rear list's above)."""
         ls = self.lanes
         st, recs = ls.st, ls.recs
-        by_lane: dict[int, list[tuple[int, int]]] = {}
+        by_lane: dict[int, list[int]] = {}
         for i in ls.index.slots(value):
-            rec = recs[i]
-            if st[i] < AVAILABLE_BELOW and match(rec):
-                by_lane.setdefault(st[i] & 0x0F, []).append((record.seq_of(rec), i))
-        for lane in reversed(ls.lanes):
-            found = by_lane.get(lane.priority)
-            if not found and not lane.chain:
-                continue
-            found = sorted(found or ())
-            if lane.chain:
-                first = lane.chain[0].seq_min
-                if found and found[0][0] < first:
-                    return found[0][1]  # in the front list
-                hit = self.tier.search_locked(lane, match)
+            if st[i] < AVAILABLE_BELOW and match(recs[i]):
+                by_lane.setdefault(st[i] & 0x0F, []).append(i)
+        lanes = ls.lanes
+        top = max(by_lane, default=-1)
+        for p in range(len(lanes) - 1, top, -1):  # higher lanes: only their chains may match
+            if lanes[p].chain:
+                hit = self.tier.search_locked(lanes[p], match)
                 if hit is not None:
                     return hit
-            if found:
-                return found[0][1]
-        return None
+        if top < 0:
+            return None
+        found = by_lane[top]
+        if len(found) > 1:
+            found.sort(key=lambda i: record.seq_of(recs[i]))
+        lane = lanes[top]
+        if lane.chain and record.seq_of(recs[found[0]]) > lane.chain[0].seq_min:
+            # The first candidate is behind the chain (rear list): the chain comes first.
+            hit = self.tier.search_locked(lane, match)
+            if hit is not None:
+                return hit
+        return found[0]
 
     def _record(self, ref: Ref) -> bytes:
         return self.lanes.recs[ref] if type(ref) is int else ref.rec
@@ -488,22 +502,29 @@ class LocalQueue:
         """A message became available: wake the one waiter MQ would choose for it.
 
         A waiter for a particular message that this one matches goes first; otherwise the
-        longest-waiting general waiter. The woken waiter leaves the list, so the next new
+        longest-waiting general waiter (a LOCK browse counts as one). Every browse waiter
+        without LOCK is woken too. The woken waiter leaves the list, so the next new
         message wakes someone else; a waiter that finds nothing re-registers.
         """
         chosen = None
         for w in self.waiters:
-            if w.match is not None and w.match(rec):
+            if w.match is not None and w.browse != BROWSER and w.match(rec):
                 chosen = w
                 break
         if chosen is None:
             for w in self.waiters:
-                if w.match is None:
+                if w.match is None and w.browse != BROWSER:
                     chosen = w
                     break
         if chosen is not None:
             self.waiters.remove(chosen)
+            chosen.rec = rec
             chosen.cond.notify()
+        browsers = [w for w in self.waiters if w.browse == BROWSER]
+        if browsers:  # every browse waiter looks again, each beyond its own cursor
+            for w in browsers:
+                self.waiters.remove(w)
+                w.cond.notify()
 
     def _wake_all(self) -> None:
         """Wake every waiter, so each re-checks the queue's state (inhibit, delete, close)."""

@@ -7,9 +7,11 @@ and a sweep moves records into a blob by joining them, with no per-message encod
 
 Layout (little endian)::
 
-    0   u8   hlen        header length, payload starts here
+    0   u8   hlen        header length, payload starts here; 0 when the header is longer
+                         than 255 bytes (large properties): see data_offset()
     1   u8   priority    0..9, as the application put it (the lane may differ in FIFO)
     2   u8   flags       PERSISTENT | HAS_MSG_ID | HAS_CORREL_ID | HAS_GROUP | HAS_EXPIRY
+                         | HAS_PROPS
     3   u16  backout     backout count (saturates at 65535)
     5   u64  seq         message instance number, unique in a queue manager run; gives the
                          MsgToken, the generated MsgId and the arrival order
@@ -18,7 +20,12 @@ Layout (little endian)::
         [24 correl_id]   only if HAS_CORREL_ID (otherwise MQCI_NONE)
         [24 group_id, u32 msg_seq_number, u32 offset, u32 msg_flags]   only if HAS_GROUP
         [i32 expiry]     only if HAS_EXPIRY (tenths of a second, as put)
+        [u32 n, n bytes] only if HAS_PROPS: message properties (engine/properties.py)
     hlen payload
+
+A record without properties is exactly what it was before properties existed; one with
+them keeps ``rec[0]`` as the payload offset whenever the header fits in 255 bytes, so
+only messages with large properties need :func:`data_offset`.
 """
 
 from __future__ import annotations
@@ -47,6 +54,8 @@ HAS_MSG_ID = 0x02
 HAS_CORREL_ID = 0x04
 HAS_GROUP = 0x08
 HAS_EXPIRY = 0x10
+HAS_PROPS = 0x20
+_U32 = struct.Struct("<I")
 
 OFF_PRIORITY = 1
 OFF_FLAGS = 2
@@ -61,7 +70,9 @@ class MD:
     On put, ``priority=-1`` and ``persistence=2`` mean "as the queue's default"; MsgId
     ``MSGID_NONE`` asks the queue manager to generate one. On output every field holds
     the stored value. ``put_time`` is seconds since the epoch; ``expiry`` is in tenths of a
-    second (-1 = unlimited) and on output is what remains of it.
+    second (-1 = unlimited) and on output is what remains of it. ``properties`` maps names
+    to str, int, float, bool, bytes or None (engine/properties.py has the rules); on output
+    it is a dict, empty when the message has none.
     """
 
     msg_id: bytes = MSGID_NONE
@@ -75,6 +86,7 @@ class MD:
     backout_count: int = 0
     expiry: int = EXPIRY_UNLIMITED
     put_time: float = 0.0
+    properties: dict | None = None
 
 
 def encode(
@@ -88,8 +100,10 @@ def encode(
     group: tuple[bytes, int, int, int] | None = None,
     expiry: int = EXPIRY_UNLIMITED,
     backout: int = 0,
+    props: bytes | None = None,
 ) -> bytes:
-    """Build a record. ``None`` / defaults leave an optional section out."""
+    """Build a record. ``None`` / defaults leave an optional section out; ``props`` is an
+    encoded properties section (engine/properties.encode)."""
     flags = PERSISTENT if persistent else 0
     extra = b""
     if msg_id is not None:
@@ -104,7 +118,49 @@ def encode(
     if expiry != EXPIRY_UNLIMITED:
         flags |= HAS_EXPIRY
         extra += _EXPIRY.pack(expiry)
-    return HEAD.pack(HEAD_LEN + len(extra), priority, flags, min(backout, 0xFFFF), seq, put_us) + extra + payload
+    if props:
+        flags |= HAS_PROPS
+        extra += _U32.pack(len(props)) + props
+    hlen = HEAD_LEN + len(extra)
+    if hlen > 255:
+        hlen = 0  # too long for the byte: data_offset() reads the sections
+    return HEAD.pack(hlen, priority, flags, min(backout, 0xFFFF), seq, put_us) + extra + payload
+
+
+def props_span(rec: bytes) -> tuple[int, int]:
+    """``(start, end)`` of the encoded properties in a record that has HAS_PROPS."""
+    flags = rec[OFF_FLAGS]
+    pos = HEAD_LEN
+    if flags & HAS_MSG_ID:
+        pos += 24
+    if flags & HAS_CORREL_ID:
+        pos += 24
+    if flags & HAS_GROUP:
+        pos += _GROUP.size
+    if flags & HAS_EXPIRY:
+        pos += 4
+    n = _U32.unpack_from(rec, pos)[0]
+    return pos + 4, pos + 4 + n
+
+
+def data_offset(rec: bytes) -> int:
+    """Where the payload starts: ``rec[0]``, or past a header too long for that byte."""
+    return rec[0] or props_span(rec)[1]
+
+
+def data_of(rec: bytes) -> bytes:
+    """The message data (payload) of a record."""
+    return rec[rec[0] or props_span(rec)[1] :]
+
+
+def properties_of(rec: bytes) -> dict:
+    """The message properties of a record (a new dict; empty when it has none)."""
+    if not rec[OFF_FLAGS] & HAS_PROPS:
+        return {}
+    from . import properties  # not at import time: properties -> selector -> record
+
+    start, end = props_span(rec)
+    return properties.lookup(rec, start, end)
 
 
 def seq_of(rec: bytes) -> int:
@@ -130,7 +186,8 @@ def rehome(rec: bytes, seq: int, ident: Identity) -> bytes:
     if rec[OFF_FLAGS] & HAS_MSG_ID:
         return rec[:OFF_SEQ] + _SEQ.pack(seq) + rec[OFF_SEQ + 8 :]
     msg_id = ident.msg_id(rec)
-    head = bytes([rec[0] + 24, rec[1], rec[2] | HAS_MSG_ID]) + rec[3:OFF_SEQ]
+    hlen = data_offset(rec) + 24
+    head = bytes([hlen if hlen <= 255 else 0, rec[1], rec[2] | HAS_MSG_ID]) + rec[3:OFF_SEQ]
     return head + _SEQ.pack(seq) + rec[OFF_SEQ + 8 : HEAD_LEN] + msg_id + rec[HEAD_LEN:]
 
 
@@ -139,7 +196,8 @@ def pin_msg_id(rec: bytes, ident: Identity) -> bytes:
     run's id, which a restart changes: a durable record must carry its MsgId itself."""
     if rec[OFF_FLAGS] & HAS_MSG_ID:
         return rec
-    head = bytes([rec[0] + 24, rec[1], rec[2] | HAS_MSG_ID]) + rec[3:HEAD_LEN]
+    hlen = data_offset(rec) + 24
+    head = bytes([hlen if hlen <= 255 else 0, rec[1], rec[2] | HAS_MSG_ID]) + rec[3:HEAD_LEN]
     return head + ident.msg_id(rec) + rec[HEAD_LEN:]
 
 
@@ -221,6 +279,7 @@ def decode_md(rec: bytes, ident: Identity, now_us: int | None = None) -> MD:
         persistence=Persistence.PERSISTENT if flags & PERSISTENT else Persistence.NOT_PERSISTENT,
         backout_count=backout,
         put_time=put_us / 1e6,
+        properties=properties_of(rec),
     )
     if grp >= 0:
         md.group_id, md.msg_seq_number, md.offset, md.msg_flags = _GROUP.unpack_from(rec, grp)

@@ -24,6 +24,7 @@ from .constants import CORRELID_NONE, GROUPID_NONE
 LIVE = 0
 REMOVED = 1
 GOTTEN = 2
+LOCKED = 3  # locked by a browse handle (engine/browse.py): invisible to others, kept in place
 
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)

@@ -34,6 +34,7 @@ from .lane import AVAILABLE_BELOW, BATCHED, GOTTEN, LOCKED, REMOVED, Lane, LaneS
 from .record import PERSISTENT, Identity
 from .swept import GOTTEN as POS_GOTTEN
 from .swept import LIVE as POS_LIVE
+from .swept import LOCKED as POS_LOCKED
 from .swept import REMOVED as POS_REMOVED
 from .swept import SweptBlob, SweptHit, msg_ids
 
@@ -259,12 +260,13 @@ class QueueTier:
             c.readahead_hits += blob.loaded is None  # loaded: a get read it itself
         flags = blob.flags
         if blob.live == blob.count and not blob.bumps and not flags.any():
-            live, gotten_at, nbytes = records, (), blob.raw_bytes
+            live, gotten_at, locked_at, nbytes = records, (), (), blob.raw_bytes
             positions = None
         else:
             positions = [p for p, f in enumerate(flags.tolist()) if f != POS_REMOVED]
             live = [blob.record(records, p) for p in positions]
             gotten_at = [k for k, p in enumerate(positions) if flags[p] == POS_GOTTEN]
+            locked_at = [k for k, p in enumerate(positions) if flags[p] == POS_LOCKED]
             nbytes = sum(map(len, live))
         unlinked = False
         if self.journal is not None:
@@ -284,6 +286,11 @@ class QueueTier:
         if gotten_at:
             # A unit of work holds these messages through the blob: it finds them here now.
             blob.moved = {positions[k]: slots[k] for k in gotten_at}
+        if locked_at:
+            # A browse lock comes back with its message (engine/browse.py finds it in moved).
+            for k in locked_at:
+                self.lanes.set_flags(slots[k], LOCKED)
+            blob.moved = (blob.moved or {}) | {positions[k]: slots[k] for k in locked_at}
         blob.unswept = True
         if blob.prefetch is not None or blob.loaded is not None:
             lane.ahead = max(0, lane.ahead - blob.live)
@@ -300,8 +307,15 @@ class QueueTier:
         return slots
 
     def search_locked(self, lane: Lane, match: Match) -> SweptHit | Need | None:
-        """Find a matching message inside the chain without unsweeping (invariant 5)."""
+        """Find a matching message inside the chain without unsweeping (invariant 5).
+
+        Blobs this get already searched in full are skipped (``match.searched``): a search
+        that must read more blobs than the decoded-blob cache holds (a selector makes every
+        live message a candidate) would otherwise evict and re-read them for ever."""
+        searched = match.searched
         for blob in lane.chain:
+            if blob in searched:
+                continue
             cand = blob.candidates(match.msg_id, match.correl_id, match.group_id, match.seq)
             if not len(cand):
                 continue
@@ -312,6 +326,7 @@ class QueueTier:
                 rec = blob.record(records, pos)
                 if match(rec):
                     return SweptHit(lane, blob, pos, rec)
+            searched.add(blob)
         return None
 
     def readahead_locked(self, lane: Lane) -> None:
@@ -350,6 +365,12 @@ class QueueTier:
             self.cleanup.append(("unlink", self.chain_name(lane), blob.blob_id))
             self.lanes.settle(lane)
         return None
+
+    @staticmethod
+    def lock_hit_locked(hit: SweptHit, locked: bool) -> None:
+        """A browse lock on (or off) a message inside its blob (engine/browse.py): a locked
+        position is no candidate for any search, and comes back LOCKED if the blob does."""
+        hit.blob.flags[hit.pos] = POS_LOCKED if locked else POS_LIVE
 
     @staticmethod
     def hide_hit_locked(hit: SweptHit) -> None:

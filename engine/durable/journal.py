@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
 SYNC_POLICIES = ("commit", "os", "none")
 SYNC_ATTEMPTS = 3
+# How long a sync waits for the committers the previous one released (only when it served
+# more than one): they are about to write again, and one fsync should cover them too.
+COMMIT_DELAY = 0.0002
 
 
 class Batch:
@@ -75,13 +78,16 @@ class GroupSync:
     behind it. Thread-safe.
     """
 
-    def __init__(self, sync: Callable[[], None]):
+    def __init__(self, sync: Callable[[], None], delay: float = COMMIT_DELAY):
         self._sync = sync
         self._cond = threading.Condition(threading.Lock())
         self._started = 0
         self._finished = 0
         self._failed = 0  # the last generation whose sync failed
         self._busy = False
+        self._waiting = 0  # callers inside wait()
+        self._last_group = 0  # callers waiting when the last sync started
+        self.delay = delay
         self.syncs = 0
 
     def wait(self) -> None:
@@ -90,36 +96,53 @@ class GroupSync:
         :raises StoreError: that sync failed (the write is in the log, not known on disk)."""
         with self._cond:
             need = self._started + 1
-            while self._finished < need:
-                if self._busy:
-                    self._cond.wait()
-                    continue
-                self._busy = True
-                self._started += 1
-                gen = self._started
-                error = None
-                self._cond.release()
-                try:
-                    # A failed sync is tried again: the change is already made and in the
-                    # log, so the caller cannot undo it; only a sync that keeps failing is
-                    # reported (and the store is then likely unusable).
-                    for _attempt in range(SYNC_ATTEMPTS):
-                        try:
-                            self._sync()
-                            error = None
-                            break
-                        except StoreError as e:
-                            error = e
-                finally:
-                    self._cond.acquire()
-                self._busy = False
-                self._finished = gen
-                self.syncs += 1
-                if error is not None:
-                    self._failed = gen
-                self._cond.notify_all()
+            self._waiting += 1
+            try:
+                self._wait_locked(need)
+            finally:
+                self._waiting -= 1
             if self._failed >= need:
                 raise StoreError(f"syncing the log failed (generation {self._failed})")
+
+    def _wait_locked(self, need: int) -> None:
+        while self._finished < need:
+            if self._busy:
+                self._cond.wait()
+                continue
+            if self._last_group > 1 and self.delay:
+                # Others shared the last sync: the callers it released are writing again
+                # right now. Wait a moment so that this sync covers them too, instead of
+                # leaving them to the next one (PostgreSQL's commit_delay). A lone caller
+                # never waits here.
+                self._cond.wait(self.delay)
+                if self._busy or self._finished >= need:
+                    continue
+            self._busy = True
+            self._started += 1
+            gen = self._started
+            group = self._waiting
+            error = None
+            self._cond.release()
+            try:
+                # A failed sync is tried again: the change is already made and in the
+                # log, so the caller cannot undo it; only a sync that keeps failing is
+                # reported (and the store is then likely unusable).
+                for _attempt in range(SYNC_ATTEMPTS):
+                    try:
+                        self._sync()
+                        error = None
+                        break
+                    except StoreError as e:
+                        error = e
+            finally:
+                self._cond.acquire()
+            self._busy = False
+            self._finished = gen
+            self._last_group = group
+            self.syncs += 1
+            if error is not None:
+                self._failed = gen
+            self._cond.notify_all()
 
 
 class Journal:

@@ -1,0 +1,132 @@
+"""``sweepq bench durable`` (bench/durable.py): each measurement runs at a tiny size and returns
+the figures the table is built from. Timings on a shared machine are noise: only the shape
+and the sanity of the figures are asserted, never a speed."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sweepq.bench import durable as d
+from sweepq.bench.suite import SCENARIOS, BenchOptions, Report, durable, steps
+
+
+def _finite_positive(x) -> bool:
+    return isinstance(x, float) and math.isfinite(x) and x > 0
+
+
+def test_sweepq_contender_is_persistent(tmp_path):
+    """The sweepq rows measure persistent messages: what they put comes back after a reopen."""
+    from sweepq.engine import QueueManager
+
+    for sync in ("os", "commit"):
+        path = str(tmp_path / sync)
+        o = d.open_sweepq(path, sync)
+        for i in range(3):
+            o.put(b"m%d" % i)
+        assert o.get() == b"m0"
+        o.close()
+        qm = QueueManager.open(path, sweeper=False)
+        try:
+            assert qm.recovery.messages == 2
+        finally:
+            qm.close()
+
+
+def test_crash_safe_reports_every_contender(tmp_path):
+    r = d.crash_safe(20, 64, 2, base=str(tmp_path))
+    c = r["contenders"]
+    assert 'sweepq sync="os"' in c
+    pytest.importorskip("persistqueue")
+    assert {"persist-queue SQLiteQueue, synchronous=NORMAL", "persist-queue Queue (file), autosave=True"} <= set(c)
+    for v in c.values():
+        assert all(_finite_positive(v[k]) for k in ("pairs_per_s", "ops_per_s", "put_per_s", "get_per_s"))
+        assert len(v["round_seconds"]) == 2
+    assert r["persist_queue_baseline"].startswith("persist-queue")
+    assert c[r["persist_queue_baseline"]]["ratio_vs_persist_queue"] == 1.0
+    assert _finite_positive(r["sweepq_vs_persist_queue"])
+
+
+def test_power_safe_pairs_with_the_floor(tmp_path):
+    r = d.power_safe(5, 1024, 3, base=str(tmp_path))
+    c = r["contenders"]
+    assert c[d.FLOOR]["ratio_vs_floor"] == 1.0
+    s = c['sweepq sync="commit"']
+    assert all(_finite_positive(s[k]) for k in ("ratio_vs_floor", "all_rounds_ratio_vs_floor", "best_ratio_vs_floor"))
+    assert c[d.FLOOR]["all_rounds_ratio_vs_floor"] == 1.0
+    assert s["syncs_per_op"] == pytest.approx(1.0)  # one producer: one fsync per put and per get
+    assert r["sweepq_vs_floor"] == s["ratio_vs_floor"]
+
+
+def test_sqlite_synchronous_is_read_back(tmp_path):
+    pytest.importorskip("persistqueue")
+    assert d.sqlite_synchronous(str(tmp_path / "n"), "NORMAL") == 1
+    assert d.sqlite_synchronous(str(tmp_path / "o"), "OFF") == 0
+
+
+def test_producers_share_fsyncs(tmp_path):
+    r = d.producers(16, 64, 4, 1, base=str(tmp_path))
+    assert r["messages"] == 16
+    for key in ("put, 1 producer", "put, 4 producers", "put+commit, 1 producer", "put+commit, 4 producers"):
+        assert _finite_positive(r[key]["per_s"]), key
+        assert 0 < r[key]["syncs_per_msg"] <= 1.0, key
+    assert r["put, 1 producer"]["ratio_vs_one"] == 1.0
+    assert r["put, 1 producer"]["syncs_per_msg"] == 1.0
+
+
+def test_recovery_checks_order_and_reports(tmp_path):
+    r = d.recovery(3_000, base=str(tmp_path), profile="1")
+    assert r["build"]["swept"] == 1_500
+    rec = r["recovery"]
+    assert rec["messages"] == 3_000 and rec["swept"] == 1_500 and rec["in_memory"] == 1_500
+    assert rec["damaged"] == []
+    assert r["check"] == {**r["check"], "drained": 3_000, "in_put_order": True, "first_out_of_order": None}
+    assert _finite_positive(r["open_seconds"])
+    prof = r["profile"]
+    assert {"function", "calls", "tottime", "cumtime", "share"} <= set(prof["top"][0])
+    assert prof["seconds"] > 0 and prof["phases"]["load the blobs (read, marks, index)"]["seconds"] > 0
+    assert prof["phases"]["scan the message records (store.messages)"]["share"] > 0
+    assert list(tmp_path.iterdir()) == []  # the build directory is removed
+
+
+def test_recovery_payloads_are_100_to_200_bytes_and_numbered():
+    sizes = {len(d.recovery_payload(i)) for i in range(500)}
+    assert min(sizes) == 100 and max(sizes) == 200
+    assert d.recovery_payload(1234)[:10] == b"0000001234"
+
+
+def test_the_scenario_writes_rows_with_goals(tmp_path):
+    assert "durable" in SCENARIOS
+    o = BenchOptions(
+        durable_messages=20,
+        durable_sync_messages=8,
+        durable_producers=4,
+        durable_rounds=1,
+        recovery_messages=2_000,
+        durable_dir=str(tmp_path),
+        size=256,
+    )
+    report = Report(say=lambda s: None)
+    calls = []
+    figures = durable(o, report, lambda: calls.append(1))
+    assert len(calls) == steps("durable", o)
+    assert {"crash_safe", "power_safe", "producers", "recovery"} <= set(figures)
+    md = report.markdown()
+    for goal in ("goal >= 10 x", "goal >= 0.8 x", "goal >= 5 x", "goal <= 2 s"):
+        assert goal in md, goal
+    assert "x floor (paired median of 6 rounds; all rounds" in md
+    assert "2,000 of 2,000 back, in put order" in md
+    assert all(r[0] == "durable" for r in report.rows)
+    assert list(tmp_path.iterdir()) == []  # every store and floor file is removed
+
+
+def test_cli_passes_the_durable_options():
+    from sweepq.bench.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["bench", "durable", "--durable-messages", "10", "--recovery-messages", "500", "--durable-dir", "/x"]
+    )
+    assert args.what == "durable"
+    assert (args.durable_messages, args.recovery_messages, args.durable_dir) == (10, 500, "/x")
+    assert args.durable_producers == BenchOptions().durable_producers
