@@ -248,6 +248,9 @@ def _as_json(queue: str, m) -> dict:
     if md.msg_flags:
         doc.update(group_id=md.group_id.hex(), msg_seq_number=md.msg_seq_number, offset=md.offset)
         doc["msg_flags"] = md.msg_flags
+    properties = getattr(md, "properties", None)
+    if properties:  # bytes values as {"hex": ...}: JSON has no bytes
+        doc["properties"] = {k: {"hex": v.hex()} if isinstance(v, bytes) else v for k, v in properties.items()}
     return doc
 
 
@@ -283,6 +286,9 @@ def _as_text(number: int, queue: str, m) -> str:
             f"  Offset       : {md.offset}",
             f"  MsgFlags     : {md.msg_flags}",
         ]
+    for name, value in (getattr(md, "properties", None) or {}).items():
+        shown = f"X'{value.hex().upper()}'" if isinstance(value, bytes) else repr(value)
+        lines.append(f"  Property     : {name} = {shown}")
     lines.append(f"  length       : {m.data_length} bytes")
     lines += ["  " + line for line in hex_dump(m.data)]
     return "\n".join(lines)

@@ -251,3 +251,17 @@ def test_get_waits_for_a_put_from_another_process(tmp_path):
     finally:
         getter.kill()
     assert getter.returncode == 0 and out == b"hello\n", err
+
+
+def test_browse_shows_what_an_application_put(tmp_path):
+    from sweepq.engine import MD, OO, Persistence, QueueManager
+
+    d = tmp_path / "q"
+    with QueueManager.open(d, sweeper=False) as qm, qm.connect() as conn:
+        qm.define_queue("APP", default_persistence=Persistence.PERSISTENT)
+        props = {"colour": "red", "raw": b"\x01\x02"}
+        conn.open("APP", OO.OUTPUT).put(b"hi", MD(priority=4, correl_id=b"c1", properties=props))
+    out, err = _ok(_sweepq("browse", "APP", "--data-dir", d))
+    assert "Priority     : 4" in out and "CorrelId     : X'6331" in out
+    assert "Property     : colour = 'red'" in out and "Property     : raw = X'0102'" in out
+    assert "00000000:  6869" in out and "browsed 1 message; no more messages" in err
