@@ -227,12 +227,17 @@ class RocksKV:
         # says whether the scan really ended or was cut short.
         last = None
         try:
-            for k, v in self._cf[cf].items(from_key=prefix):
-                if not k.startswith(prefix):
-                    return
+            upper = _successor(prefix)
+            if upper is None:
+                pairs = self._cf[cf].items(from_key=prefix)
+            else:  # RocksDB stops at the bound itself: no prefix test per key here
+                ro = ReadOptions()
+                ro.set_iterate_upper_bound(upper)
+                pairs = self._cf[cf].items(from_key=prefix, read_opt=ro)
+            for k, v in pairs:
                 last = k
                 yield k, v
-            it = self._cf[cf].iter()
+            it = self._cf[cf].iter(ro) if upper is not None else self._cf[cf].iter()
             if last is None:
                 it.seek(prefix)
             else:
@@ -341,6 +346,17 @@ class RocksKV:
         if self._shadow is not None:
             shutil.rmtree(self._shadow, ignore_errors=True)
             self._shadow = None
+
+
+def _successor(prefix: bytes) -> bytes | None:
+    """The first key after every key that starts with ``prefix`` (None: there is none)."""
+    p = bytearray(prefix)
+    while p:
+        if p[-1] < 0xFF:
+            p[-1] += 1
+            return bytes(p)
+        p.pop()
+    return None
 
 
 def _shadow_of(path: str) -> str:
