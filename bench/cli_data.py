@@ -157,12 +157,13 @@ def _taking_turns(path: str, prog: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _opened(path: str, prog: str):
-    """The queue manager of the data directory, closed at the end (uncommitted work backed out)."""
+def _opened(path: str, prog: str, repair: bool = False):
+    """The queue manager of the data directory, closed at the end (uncommitted work backed out).
+    ``repair``: a file damaged beyond reading is moved aside and the rest recovered."""
     from sweepq.engine import QueueManager
 
     with _taking_turns(path, prog):
-        qm = QueueManager.open(path, sweeper=False)
+        qm = QueueManager.open(path, sweeper=False, repair=repair)
         try:
             report = getattr(qm, "recovery", None)
             for what in getattr(report, "damaged", None) or ():  # what the open could not bring back
@@ -317,7 +318,7 @@ def _define(args: argparse.Namespace) -> int:
         attrs["max_msg_length"] = args.max_msg_length
     created = _check_data_dir(args.data_dir, create=True)
     try:
-        with _opened(args.data_dir, "sweepq define") as qm:
+        with _opened(args.data_dir, "sweepq define", args.repair) as qm:
             if args.replace and args.queue in qm.queue_names():
                 # MQ's DEFINE ... REPLACE: the attributes not given take their defaults again.
                 info = qm.alter_queue(args.queue, **{**dataclasses.asdict(QueueAttributes()), **attrs})
@@ -367,7 +368,7 @@ def _put(args: argparse.Namespace) -> int:
         md["correl_id"] = args.correl_id
     messages = (os.fsencode(m) for m in args.messages) if args.messages else _stdin_lines()
     put = persistent = 0
-    with _opened(args.data_dir, "sweepq put") as qm, qm.connect() as conn:
+    with _opened(args.data_dir, "sweepq put", args.repair) as qm, qm.connect() as conn:
         handle = conn.open(args.queue, OO.OUTPUT)  # first, so that an unknown queue fails before any input
         options = PMO.SYNCPOINT if args.syncpoint else PMO.NO_SYNCPOINT
         try:
@@ -416,7 +417,7 @@ def _get(args: argparse.Namespace) -> int:
     while True:
         started = time.monotonic()
         before = got
-        with _opened(args.data_dir, "sweepq get") as qm, qm.connect() as conn:
+        with _opened(args.data_dir, "sweepq get", args.repair) as qm, qm.connect() as conn:
             handle = conn.open(args.queue, OO.INPUT_AS_Q_DEF)
             opened = time.monotonic() - started
             while args.count is None or got < args.count:
@@ -457,7 +458,7 @@ def _browse(args: argparse.Namespace) -> int:
 
     _check_data_dir(args.data_dir, create=False)
     seen = 0
-    with _opened(args.data_dir, "sweepq browse") as qm, qm.connect() as conn:
+    with _opened(args.data_dir, "sweepq browse", args.repair) as qm, qm.connect() as conn:
         handle = conn.open(args.queue, OO.BROWSE)
         options = GMO.BROWSE_FIRST
         while args.count is None or seen < args.count:
@@ -512,6 +513,13 @@ def register(sub: argparse._SubParsersAction, number: Callable) -> None:
             required=True,
             metavar="DIR",
             help="the data directory: queue definitions and persistent messages (QueueManager.open(DIR))",
+        )
+        p.add_argument(
+            "--repair",
+            action="store_true",
+            help="if a file of the directory is damaged beyond reading (a truncated table file), move it "
+            "aside to DIR/lost/ and recover every message the other files hold (QueueManager.open(DIR, "
+            "repair=True)); what only that file held is reported and gone",
         )
         return p
 

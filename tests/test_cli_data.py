@@ -265,3 +265,28 @@ def test_browse_shows_what_an_application_put(tmp_path):
     assert "Priority     : 4" in out and "CorrelId     : X'6331" in out
     assert "Property     : colour = 'red'" in out and "Property     : raw = X'0102'" in out
     assert "00000000:  6869" in out and "browsed 1 message; no more messages" in err
+
+
+def test_a_damaged_directory_is_refused_and_repair_recovers_the_rest(tmp_path):
+    """A truncated table file: the command says to pass --repair; with it, what the other
+    files hold comes back and the damage is reported as a warning."""
+    import os
+
+    from sweepq.engine import OO, Persistence, QueueManager
+
+    d = tmp_path / "q"
+    with QueueManager.open(d, sweeper=False, sync="os") as qm:
+        qm.define_queue("BIG", default_persistence=Persistence.PERSISTENT)
+        qm.define_queue("KEEP", default_persistence=Persistence.PERSISTENT)
+        h = qm.connect().open("BIG", OO.OUTPUT)
+        for i in range(500):
+            h.put(b"b%03d" % i)
+        qm._storage.store().flush()
+        qm.connect().open("KEEP", OO.OUTPUT).put(b"kept")
+    tables = sorted((f for f in os.listdir(d) if f.endswith(".sst")), key=lambda f: os.path.getsize(d / f))
+    data = (d / tables[-1]).read_bytes()
+    (d / tables[-1]).write_bytes(data[: len(data) // 2])
+    line = _fails(_sweepq("get", "KEEP", "--data-dir", d), 1)
+    assert "--repair" in line
+    out, err = _ok(_sweepq("get", "KEEP", "--data-dir", d, "--repair"))
+    assert out.splitlines() == ["kept"] and "lost/" in err
