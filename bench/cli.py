@@ -295,6 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--durable-producers", type=pos_int, default=8, help="producer threads (durable)")
     b.add_argument("--durable-rounds", type=pos_int, default=7, help="interleaved rounds (durable)")
     b.add_argument("--recovery-messages", type=pos_int, default=1_000_000, help="messages recovered (durable)")
+    b.add_argument(
+        "--retrieval-depth", type=pos_int, default=100_000, help="queue depth a get by CorrelId searches (retrieval)"
+    )
+    b.add_argument("--browse-messages", type=pos_int, default=1_000_000, help="messages browsed (retrieval)")
     b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
     b.add_argument("--out", default=None, help="directory to write bench.json and bench.md to")

@@ -40,11 +40,19 @@ def get_by_correl_id(depth: int = 100_000, gets: int = 100, rounds: int = 3, see
     rnd = random.Random(seed)
     setups = {
         "indexed": _queue(depth, True, False),
-        "indexed_1k_deep": _queue(1000, True, False),
+        "indexed_1k_deep": _queue(1000, True, False),  # the same get on a shallow queue
         "unindexed": _queue(depth, False, False),
         "swept": _queue(depth, False, True),
     }
-    counts = {"indexed": gets * 20, "indexed_1k_deep": gets * 20, "unindexed": gets, "swept": gets}
+    small = 1000
+    # Each get removes its message: a round takes fresh ones (the 1,000-deep queue has room
+    # for 1,000 gets in all).
+    counts = {
+        "indexed": gets * 20,
+        "indexed_1k_deep": min(gets * 20, small // rounds),
+        "unindexed": gets,
+        "swept": gets,
+    }
     baseline_list = [(_cid(i), b"m") for i in range(depth)]
     taken: dict[str, set[int]] = {k: set() for k in [*setups, "list_scan"]}
 
@@ -69,7 +77,7 @@ def get_by_correl_id(depth: int = 100_000, gets: int = 100, rounds: int = 3, see
                     break
         best["list_scan"] = min(best.get("list_scan", 1e9), (time.perf_counter() - t0) / gets * 1e6)
         for name, (_qm, h) in setups.items():
-            sel = pick(name, counts[name], 1000 if name == "indexed_1k_deep" else depth)
+            sel = pick(name, counts[name], small if name == "indexed_1k_deep" else depth)
             t0 = time.perf_counter()
             for i in sel:
                 h.get(correl_id=_cid(i))
