@@ -528,8 +528,10 @@ def _walk(q: LocalQueue, m: Match, pinned: dict, after=None):
                             yield hit, rec
 
 
-# Per queue: GroupIds of which a get took an item. Once a group has started to leave, the
-# items before its first available one are gone, not missing (ALL_MSGS_AVAILABLE).
+# Per queue: {GroupId: [MsgSeqNumber of its last message or None, MsgSeqNumbers taken,
+# MsgSeqNumbers of which some segments were taken]} for the groups of which a get took an
+# item: what has left is gone, not missing (ALL_MSGS_AVAILABLE, ALL_SEGMENTS_AVAILABLE).
+# Forgotten when the queue empties or a logical-order get finishes the group.
 _started: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -563,22 +565,22 @@ def _segments(items: dict[int, tuple], start: int) -> list[tuple] | None:
         off += length
 
 
-def _group_complete(members: dict, gid: bytes, started: bool) -> bool:
-    """Every logical message of the group is there, whole, up to the LAST_MSG_IN_GROUP one
-    (from the first, unless the group has started to leave)."""
-    last = None
+def _group_complete(members: dict, started: dict, gid: bytes) -> bool:
+    """Every logical message of the group is there, whole, up to the LAST_MSG_IN_GROUP one;
+    once the group has started to leave (``started``), the ones gets took count as there."""
+    last, taken, partial = started.get(gid) or (None, (), ())
     for seq, items in members.items():
         if any(flags & _LAST_MSG for _, _, flags in items.values()):
             last = seq if last is None else min(last, seq)
     if last is None:
         return False
-    lo = min(members) if started else 1
-    for seq in range(lo, last + 1):
+    for seq in range(1, last + 1):
         items = members.get(seq)
         if items is None:
+            if seq in taken:
+                continue
             return False
-        start = min(items) if started and seq == lo else 0
-        if _segments(items, start) is None:
+        if _segments(items, min(items) if seq in partial else 0) is None:
             return False
     return True
 
@@ -587,7 +589,9 @@ def locate(q: LocalQueue, e: Eligible, opts: int, pos: Position, pinned: dict, a
     """The first eligible item in get order and what a get of it takes (mutex held):
     ``(refs, recs)`` (several with COMPLETE_MSG), or None. Raises :class:`NeedBlob`."""
     current = bool(opts & _LOGICAL) and pos.current
-    started = _started.get(q, ())
+    started = _started.get(q, {})
+    e.skip_groups.clear()  # what was incomplete at the last look may be complete now
+    e.skip_msgs.clear()
     while True:
         hit = next(_walk(q, e, pinned, after), None)
         if hit is None:
@@ -599,14 +603,14 @@ def locate(q: LocalQueue, e: Eligible, opts: int, pos: Position, pinned: dict, a
         if not (whole_group or segs):
             return [ref], [rec]
         members = _members(q, gid, pinned)
-        if whole_group and not _group_complete(members, gid, gid in started):
+        if whole_group and not _group_complete(members, started, gid):
             e.skip_groups.add(gid)
             continue
         if segs:
             items = members.get(seq, {})
             # COMPLETE_MSG: from the candidate (Offset 0, or the next one of a current
             # message); ALL_SEGMENTS: every segment, from the first one still to leave.
-            start = off if opts & _COMPLETE else (min(items) if gid in started else 0)
+            start = off if opts & _COMPLETE else (min(items) if seq in started.get(gid, (0, 0, ()))[2] else 0)
             whole = _segments(items, start)
             if whole is None:
                 e.skip_msgs.add((gid, seq))
@@ -782,7 +786,7 @@ def _get(
                     for ref in refs:
                         q._remove(ref, durable=False)
                 q.obtained += len(refs)
-                _note_taken(q, recs)
+                _note_taken(q, recs, finished=bool(logical))
                 break
         q.load(need)  # without the lock; then look again
         pin(pinned, need)
@@ -804,19 +808,32 @@ def _now(h: Handle, rec: bytes) -> int | None:
     return int(h._wall() * 1_000_000) if rec[2] & record.HAS_EXPIRY else None
 
 
-def _note_taken(q: LocalQueue, recs: list[bytes]) -> None:
-    """Remember that a group has started to leave (mutex held); forget it at its end."""
-    gid, _seq, _off, flags = fields(recs[-1])
+def _note_taken(q: LocalQueue, recs: list[bytes], finished: bool = False) -> None:
+    """Remember that a group has started to leave (mutex held); ``finished``: a logical-order
+    get took its last item."""
+    gid, seq, _, flags = fields(recs[-1])
     if not flags & (_IN_GROUP | _SEGMENTS):
         return
     started = _started.get(q)
     if started is None:
-        started = _started[q] = set()
+        started = _started[q] = {}
+    if q.depth == 0:
+        started.clear()
+        return
     done = (not flags & _SEGMENT or flags & _LAST_SEGMENT) and (not flags & _MSG_IN_GROUP or flags & _LAST_MSG)
-    if done:
-        started.discard(gid)
+    if finished and done:
+        started.pop(gid, None)
+        return
+    entry = started.get(gid)
+    if entry is None:
+        entry = started[gid] = [None, set(), set()]
+    if flags & _LAST_MSG:
+        entry[0] = seq
+    if not flags & _SEGMENT or flags & _LAST_SEGMENT:
+        entry[1].add(seq)
+        entry[2].discard(seq)
     else:
-        started.add(gid)
+        entry[2].add(seq)
 
 
 def _wait_once(h: Handle, q: LocalQueue, wake: _Wake, deadline) -> None:

@@ -158,7 +158,8 @@ def test_group_fields_round_trip(h):
     assert m.md.group_id == b"G1".ljust(24, b"\0")
     assert m.md.msg_seq_number == 3
     assert m.group_status == GroupStatus.LAST_MSG_IN_GROUP
-    assert r.md.msg_flags == MF.LAST_MSG_IN_GROUP
+    # SEMANTICS.md §6.2: LAST_MSG_IN_GROUP makes the stored copy also carry MSG_IN_GROUP.
+    assert r.md.msg_flags == MF.LAST_MSG_IN_GROUP | MF.MSG_IN_GROUP
 
 
 def test_expiry_counts_down_and_expired_messages_are_discarded(h, clock):
