@@ -528,8 +528,9 @@ def _walk(q: LocalQueue, m: Match, pinned: dict, after=None):
                             yield hit, rec
 
 
-# Per queue: {GroupId: [MsgSeqNumber of its last message or None, MsgSeqNumbers taken,
-# MsgSeqNumbers of which some segments were taken]} for the groups of which a get took an
+# Per queue: {GroupId: [MsgSeqNumber of its last message or None, MsgSeqNumbers of the
+# whole messages taken, {MsgSeqNumber: {Offset: (length, flags)}} of the segments taken]}
+# for the groups of which a get took an
 # item: what has left is gone, not missing (ALL_MSGS_AVAILABLE, ALL_SEGMENTS_AVAILABLE).
 # Forgotten when the queue empties or a logical-order get finishes the group.
 _started: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -565,10 +566,30 @@ def _segments(items: dict[int, tuple], start: int) -> list[tuple] | None:
         off += length
 
 
+def _whole(items: dict[int, tuple], gone: dict[int, tuple[int, int]]) -> bool:
+    """Every segment of one logical message is there, or has been taken (``gone``:
+    {offset: (length, flags)}), from Offset 0 to the last one."""
+    off = 0
+    while True:
+        item = items.get(off)
+        if item is not None:
+            rec, flags = item[1], item[2]
+            length = len(rec) - rec[0]
+        elif off in gone:
+            length, flags = gone[off]
+        else:
+            return False
+        if not flags & _SEGMENT or flags & _LAST_SEGMENT:
+            return True
+        if not length:
+            return False
+        off += length
+
+
 def _group_complete(members: dict, started: dict, gid: bytes) -> bool:
     """Every logical message of the group is there, whole, up to the LAST_MSG_IN_GROUP one;
-    once the group has started to leave (``started``), the ones gets took count as there."""
-    last, taken, partial = started.get(gid) or (None, (), ())
+    once the group has started to leave (``started``), what gets took counts as there."""
+    last, taken, gone = started.get(gid) or (None, (), {})
     for seq, items in members.items():
         if any(flags & _LAST_MSG for _, _, flags in items.values()):
             last = seq if last is None else min(last, seq)
@@ -580,7 +601,7 @@ def _group_complete(members: dict, started: dict, gid: bytes) -> bool:
             if seq in taken:
                 continue
             return False
-        if _segments(items, min(items) if seq in partial else 0) is None:
+        if not _whole(items, gone.get(seq, {})):
             return False
     return True
 
@@ -610,8 +631,11 @@ def locate(q: LocalQueue, e: Eligible, opts: int, pos: Position, pinned: dict, a
             items = members.get(seq, {})
             # COMPLETE_MSG: from the candidate (Offset 0, or the next one of a current
             # message); ALL_SEGMENTS: every segment, from the first one still to leave.
-            start = off if opts & _COMPLETE else (min(items) if seq in started.get(gid, (0, 0, ()))[2] else 0)
-            whole = _segments(items, start)
+            if opts & _COMPLETE:
+                whole = _segments(items, off)
+            else:
+                entry = started.get(gid)
+                whole = _whole(items, entry[2].get(seq, {}) if entry else {}) or None
             if whole is None:
                 e.skip_msgs.add((gid, seq))
                 continue
@@ -826,14 +850,15 @@ def _note_taken(q: LocalQueue, recs: list[bytes], finished: bool = False) -> Non
         return
     entry = started.get(gid)
     if entry is None:
-        entry = started[gid] = [None, set(), set()]
-    if flags & _LAST_MSG:
-        entry[0] = seq
-    if not flags & _SEGMENT or flags & _LAST_SEGMENT:
-        entry[1].add(seq)
-        entry[2].discard(seq)
-    else:
-        entry[2].add(seq)
+        entry = started[gid] = [None, set(), {}]
+    for rec in recs:
+        _, seq, off, flags = fields(rec)
+        if flags & _LAST_MSG:
+            entry[0] = seq
+        if flags & _SEGMENT:
+            entry[2].setdefault(seq, {})[off] = (len(rec) - rec[0], flags)
+        else:
+            entry[1].add(seq)
 
 
 def _wait_once(h: Handle, q: LocalQueue, wake: _Wake, deadline) -> None:
