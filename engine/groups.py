@@ -71,7 +71,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from . import checks, record
-from .constants import GMO, GROUPID_NONE, MF, PMO, Reason
+from .constants import GMO, GROUPID_NONE, MF, PMO, IndexType, Reason
 from .errors import MQError, options_error
 from .lane import AVAILABLE_BELOW, UNCOMMITTED
 from .matching import Match, build_match
@@ -511,21 +511,26 @@ def _walk(q: LocalQueue, m: Match, pinned: dict, after=None):
                 if st[i] < AVAILABLE_BELOW and m(recs[i]) and (after is None or after(i, recs[i])):
                     yield i, recs[i]
                 i = nxt[i]
-            if sentinel == lane.rear:
-                break
-            for blob in lane.chain:
-                cand = blob.candidates(m.msg_id, m.correl_id, m.group_id, m.seq)
-                if not len(cand):
-                    continue
-                records = blob.records() or pinned.get(blob)
-                if records is None:
-                    raise NeedBlob(Need(lane, blob))
-                for p in cand.tolist():
-                    rec = blob.record(records, p)
-                    if m(rec):
-                        hit = SweptHit(lane, blob, p, rec)
-                        if after is None or after(hit, rec):
-                            yield hit, rec
+            if sentinel == lane.front:
+                yield from _chain_hits(lane, m, pinned, after)
+
+
+def _chain_hits(lane, m: Match, pinned: dict, after=None):
+    """The records of ``lane``'s swept blobs that ``m`` accepts, in order, found through the
+    blobs' hashes without unsweeping; raises :class:`NeedBlob` for a blob to read first."""
+    for blob in lane.chain:
+        cand = blob.candidates(m.msg_id, m.correl_id, m.group_id, m.seq)
+        if not len(cand):
+            continue
+        records = blob.records() or pinned.get(blob)
+        if records is None:
+            raise NeedBlob(Need(lane, blob))
+        for p in cand.tolist():
+            rec = blob.record(records, p)
+            if m(rec):
+                hit = SweptHit(lane, blob, p, rec)
+                if after is None or after(hit, rec):
+                    yield hit, rec
 
 
 # Per queue: {GroupId: [MsgSeqNumber of its last message or None, MsgSeqNumbers of the
@@ -537,11 +542,22 @@ _started: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _members(q: LocalQueue, gid: bytes, pinned: dict) -> dict[int, dict[int, tuple]]:
-    """The available items of group ``gid``: {seq: {offset: (ref, rec, flags)}}."""
+    """The available items of group ``gid``: {seq: {offset: (ref, rec, flags)}}. With a
+    GROUP_ID index (engine/index.py) the in-memory ones come from it, not from a walk."""
     m = Match(q.ident)
     m.group_id = gid
+    ls = q.lanes
+    index = getattr(ls, "index", None)
+    if index is not None and index.kind == IndexType.GROUP_ID:
+        st, recs = ls.st, ls.recs
+        found = [(i, recs[i]) for i in index.slots(gid) if st[i] < AVAILABLE_BELOW]
+        for lane in ls.lanes:
+            if lane.chain:
+                found += _chain_hits(lane, m, pinned)
+    else:
+        found = _walk(q, m, pinned)
     out: dict[int, dict[int, tuple]] = {}
-    for ref, rec in _walk(q, m, pinned):
+    for ref, rec in found:
         _, seq, off, flags = fields(rec)
         out.setdefault(seq, {}).setdefault(off, (ref, rec, flags))
     return out

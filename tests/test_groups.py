@@ -24,6 +24,7 @@ from sweepq.engine import (
     OO,
     PMO,
     GroupStatus,
+    IndexType,
     MQError,
     Persistence,
     QueueManager,
@@ -66,6 +67,7 @@ def gqm():
     with new_manager() as qm:
         for name in ("Q", "L", "STATUS"):
             qm.define_queue(name)
+        qm.define_queue("IX", index_type=IndexType.GROUP_ID)
         yield qm
 
 
@@ -204,22 +206,23 @@ def test_group_put_in_logical_order_and_got_when_all_are_available(gqm, where):
     assert gqm.inquire_queue("Q").current_depth == 0
 
 
-def test_all_msgs_available_passes_over_incomplete_groups(gqm, where):
+@pytest.mark.parametrize("name", ["Q", "IX"])  # IX: a queue indexed by GroupId
+def test_all_msgs_available_passes_over_incomplete_groups(gqm, where, name):
     c = gqm.connect()
-    h = c.open("Q", IO)
+    h = c.open(name, IO)
     a = h.put(b"a1", MD(msg_flags=MF.MSG_IN_GROUP)).md.group_id  # group a: its last is missing
     b = h.put(b"b1", MD(msg_flags=MF.MSG_IN_GROUP)).md.group_id
     h.put(b"b2", MD(group_id=b, msg_seq_number=2, msg_flags=MF.LAST_MSG_IN_GROUP))
     h.put(b"a3", MD(group_id=a, msg_seq_number=3, msg_flags=MF.LAST_MSG_IN_GROUP))  # a2 is missing
     h.put(b"solo")
-    settle(gqm, where, "Q")
-    g = c.open("Q", IO)
+    settle(gqm, where, name)
+    g = c.open(name, IO)
     for opts in (GMO.ALL_MSGS_AVAILABLE, GMO.ALL_MSGS_AVAILABLE | GMO.LOGICAL_ORDER):
         m = g.get(opts | GMO.SYNCPOINT)
         assert m.data == b"b1"
         c.backout()
         g.close()
-        g = c.open("Q", IO)
+        g = c.open(name, IO)
     # An uncommitted member does not complete the group.
     h.put(b"a2", MD(group_id=a, msg_seq_number=2, msg_flags=MF.MSG_IN_GROUP), PMO.SYNCPOINT)
     got = [m.data for m in drain(g, GMO.ALL_MSGS_AVAILABLE | GMO.LOGICAL_ORDER)]
@@ -713,3 +716,37 @@ def test_bad_get_arguments_with_group_options_are_mq_errors(h):
     ro = h._conn.open("Q", OO.OUTPUT)
     assert reason_of(lambda: ro.get(L)) == Reason.NOT_OPEN_FOR_INPUT
     assert h.get(L).data == b"x"
+
+
+def test_a_wake_a_group_waiter_cannot_use_is_passed_to_another_waiter(gqm):
+    import threading
+
+    c = gqm.connect()
+    h = c.open("Q", IO)
+    g = h.put(b"g1", MD(msg_flags=MF.MSG_IN_GROUP)).md.group_id  # a group still incomplete
+    out: dict[str, list] = {"group": [], "plain": []}
+    group_getter = gqm.connect().open("Q", IO)
+    plain_getter = gqm.connect().open("Q", IO)
+
+    def wait_group():
+        out["group"].append(
+            group_getter.get(GMO.WAIT | GMO.ALL_MSGS_AVAILABLE, match=MO.MATCH_GROUP_ID, group_id=g).data
+        )
+
+    def wait_plain():
+        out["plain"].append(plain_getter.get(GMO.WAIT, match=MO.MATCH_CORREL_ID, correl_id=b"C").data)
+
+    t1 = threading.Thread(target=wait_group)
+    t1.start()
+    gqm.clock.wait_for_waiters(1)
+    t2 = threading.Thread(target=wait_plain)
+    t2.start()
+    gqm.clock.wait_for_waiters(2)
+    # A member of another incomplete group that the plain waiter wants: the group waiter is
+    # woken first (it may complete a group), cannot use it, and passes the wake on.
+    h.put(b"other", MD(msg_flags=MF.MSG_IN_GROUP, correl_id=b"C"))
+    t2.join(10)
+    assert out["plain"] == [b"other"] and not t2.is_alive()
+    h.put(b"g2", MD(group_id=g, msg_seq_number=2, msg_flags=MF.LAST_MSG_IN_GROUP))
+    t1.join(10)
+    assert out["group"] == [b"g1"]
