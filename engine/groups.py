@@ -44,24 +44,42 @@ Close (:func:`closed`)
     MQ's MQCLOSE reports the same reasons with CC WARNING; the handle is closed either way.
 
 Reuse by browse (§5.5: the browse state is separate from the get state)
-    A browse cursor keeps its own :class:`Position` (``Position()``; reset it on
-    BROWSE_FIRST) and calls, per BROWSE_NEXT with LOGICAL_ORDER::
+    A browse cursor keeps its own :class:`Position` (reset it on BROWSE_FIRST, which scans
+    "as though there were no current group") and, per browse with LOGICAL_ORDER::
 
-        elig = eligible(position, opts, user_match, ident)      # raises 2247
-        with q.mutex:
-            found = locate(q, elig, opts, pinned, after=beyond_cursor)  # may raise NeedBlob
-        # NeedBlob: q.load(e.need); pin(pinned, e.need); try again
-        refs, recs = found or (None, None)
-        check_match(elig, user_match, recs[0])                  # 2247 after finding
-        rec = reassembled(recs) ; position.advance_rec(rec, in_uow=False)
+        elig = eligible(position, opts, user_match, ident)        # 2247 before looking
+        pinned = {}
+        while True:
+            try:
+                with q.mutex:
+                    found = locate(q, elig, opts, position, pinned, after=beyond_cursor)
+                break
+            except NeedBlob as e:                                 # read without the lock
+                q.load(e.need)
+                pin(pinned, e.need)
+        if found is None: ...                                     # 2033
+        refs, recs = found                                        # several with COMPLETE_MSG
+        check_match(user_match, recs[0], position, opts)          # 2247 after finding
+        rec = reassembled(recs)                                   # one record for the result
+        position.advance_rec(rec, in_uow=False)
+        position.logical = True
 
-    ``after(ref, rec) -> bool`` lets the caller restrict candidates (a cursor position).
-    2259 (INCONSISTENT_BROWSE) belongs to the cursor: :data:`Reason.INCONSISTENT_BROWSE`.
+    ``after(ref, rec) -> bool`` restricts candidates (the cursor's position); ``ref`` is a
+    slot or a :class:`~sweepq.engine.swept.SweptHit`. :func:`under_cursor` raises 2246 for
+    COMPLETE_MSG on a cursor segment with Offset > 0, and :func:`segments_of` collects the
+    logical message of a cursor item. 2259 (INCONSISTENT_BROWSE: BROWSE_NEXT and the
+    BROWSE_FIRST before it disagree on LOGICAL_ORDER) belongs to the cursor; the constant is
+    :data:`Reason.INCONSISTENT_BROWSE`.
 
-Limits: every ALL_* / COMPLETE_MSG check walks the queue for the group's members (O(depth)
-in memory; swept blobs are skipped through their GroupId hashes). Group-option gets do not
-requeue poison messages (BOTHRESH): that stays with the plain get path. ``get_many`` and
-``put_many`` take no group options.
+Limits: the completeness checks of ALL_* / COMPLETE_MSG find a group's members through the
+queue's GroupId index when it has one (INDXTYPE(GROUPID), engine/index.py), else by a walk
+of its in-memory messages (O(depth)); swept blobs are skipped through their GroupId hashes.
+A group a get has started to take is remembered per queue (what left is gone, not missing)
+until the queue empties or a LOGICAL_ORDER get finishes it. A backout does not move a
+handle's positions back (the seed's restart path uses a STATUS queue for that). Group-option
+gets (and every get on a handle while a group is current) do not requeue poison messages
+(BOTHRESH): that stays with the plain get path. ``get_many`` and ``put_many`` take no group
+options and do not move positions.
 """
 
 from __future__ import annotations
@@ -658,6 +676,30 @@ def locate(q: LocalQueue, e: Eligible, opts: int, pos: Position, pinned: dict, a
             if opts & _COMPLETE:
                 return [it[0] for it in whole], [it[1] for it in whole]
         return [ref], [rec]
+
+
+def under_cursor(rec: bytes, opts: int) -> None:
+    """COMPLETE_MSG with [BROWSE_]MSG_UNDER_CURSOR: the cursor must not be on a segment past
+    the first (MQRC_INVALID_MSG_UNDER_CURSOR, 2246)."""
+    if opts & _COMPLETE:
+        _, _, off, flags = fields(rec)
+        if flags & _SEGMENT and off:
+            raise MQError(
+                Reason.INVALID_MSG_UNDER_CURSOR,
+                f"COMPLETE_MSG needs the cursor on the first segment of a logical message; it is on offset {off}",
+            )
+
+
+def segments_of(q: LocalQueue, rec: bytes, pinned: dict):
+    """The segments of the logical message that starts with ``rec``, in offset order, as
+    ``(refs, recs)``; None when one is missing. Mutex held; raises :class:`NeedBlob`."""
+    gid, seq, off, flags = fields(rec)
+    if not flags & _SEGMENT:
+        return None
+    items = _segments(_members(q, gid, pinned).get(seq, {}), off)
+    if items is None:
+        return None
+    return [it[0] for it in items], [it[1] for it in items]
 
 
 def reassembled(recs: list[bytes]) -> bytes:

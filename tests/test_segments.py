@@ -291,3 +291,37 @@ def test_status_queue_kept_as_segments(qm, conn, where):
     conn.commit()
     assert qm.inquire_queue("STATUS").current_depth == 0
     assert [m.data for m in drain(conn.open("Q", IO), GMO.LOGICAL_ORDER)] == [b"m0", b"m1", b"m2", b"last"]
+
+
+def test_browse_helpers_for_a_cursor_on_a_segment(qm, conn, where):
+    """The entry points the browse work uses (engine/groups.py docstring)."""
+    from sweepq.engine import groups
+
+    h = conn.open("Q", IO)
+    h.put(b"ab", MD(msg_flags=MF.SEGMENT), PMO.LOGICAL_ORDER)
+    second = h.put(b"cd", MD(msg_flags=MF.LAST_SEGMENT), PMO.LOGICAL_ORDER)
+    settle(qm, where, "Q")
+    with pytest.raises(MQError) as ei:
+        groups.under_cursor(second._rec, GMO.COMPLETE_MSG)
+    assert ei.value.reason == Reason.INVALID_MSG_UNDER_CURSOR == 2246
+    groups.under_cursor(second._rec, 0)  # without COMPLETE_MSG any segment will do
+    q = qm._queue("Q")
+    pos = groups.Position()
+    elig = groups.eligible(pos, GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG, None, qm.ident)
+    pinned: dict = {}
+    while True:
+        try:
+            with q.mutex:
+                found = groups.locate(q, elig, GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG, pos, pinned)
+            break
+        except groups.NeedBlob as e:
+            q.load(e.need)
+            groups.pin(pinned, e.need)
+    refs, recs = found
+    assert groups.reassembled(recs)[-4:] == b"abcd" and len(refs) == 2
+    with q.mutex:
+        _, recs2 = groups.segments_of(q, recs[0], pinned)
+    assert recs2 == recs
+    pos.advance_rec(groups.reassembled(recs), in_uow=False)
+    assert not pos.current  # a whole logical message: nothing is current after it
+    assert qm.inquire_queue("Q").current_depth == 2  # nothing was taken
