@@ -750,3 +750,22 @@ def test_a_wake_a_group_waiter_cannot_use_is_passed_to_another_waiter(gqm):
     h.put(b"g2", MD(group_id=g, msg_seq_number=2, msg_flags=MF.LAST_MSG_IN_GROUP))
     t1.join(10)
     assert out["group"] == [b"g1"]
+
+
+def test_get_side_2245_warning_after_logical_order_and_state_dropped_when_idle(gqm, where):
+    c = gqm.connect()
+    h = c.open("Q", IO)
+    gid = h.put(b"1", MD(msg_flags=MF.MSG_IN_GROUP), PMO.LOGICAL_ORDER).md.group_id
+    h.put(b"2", MD(msg_flags=MF.MSG_IN_GROUP), PMO.LOGICAL_ORDER)
+    h.put(b"3", MD(msg_flags=MF.LAST_MSG_IN_GROUP), PMO.LOGICAL_ORDER)
+    assert h._grp is None  # the group is complete: the put path is the fast one again
+    settle(gqm, where, "Q")
+    g = c.open("Q", IO)
+    assert g.get(GMO.LOGICAL_ORDER | GMO.SYNCPOINT).data == b"1"
+    m = g.get(GMO.NO_SYNCPOINT, match=MO.MATCH_GROUP_ID | MO.MATCH_MSG_SEQ_NUMBER, group_id=gid, msg_seq_number=2)
+    assert (m.data, m.reason, m.completion_code) == (b"2", Reason.INCONSISTENT_UOW, CC.WARNING)
+    m = g.get(GMO.LOGICAL_ORDER | GMO.SYNCPOINT)
+    assert (m.data, m.reason) == (b"3", Reason.NONE)
+    assert g._grp is None
+    c.commit()
+    assert gqm.inquire_queue("Q").current_depth == 0
