@@ -85,7 +85,6 @@ options and do not move positions.
 from __future__ import annotations
 
 import struct
-import weakref
 from typing import TYPE_CHECKING
 
 from . import checks, record
@@ -551,12 +550,11 @@ def _chain_hits(lane, m: Match, pinned: dict, after=None):
                     yield hit, rec
 
 
-# Per queue: {GroupId: [MsgSeqNumber of its last message or None, MsgSeqNumbers of the
-# whole messages taken, {MsgSeqNumber: {Offset: (length, flags)}} of the segments taken]}
-# for the groups of which a get took an
-# item: what has left is gone, not missing (ALL_MSGS_AVAILABLE, ALL_SEGMENTS_AVAILABLE).
-# Forgotten when the queue empties or a logical-order get finishes the group.
-_started: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# ``LocalQueue.groups_started`` (mutex held): {GroupId: [MsgSeqNumber of its last message
+# or None, MsgSeqNumbers of the whole messages taken, {MsgSeqNumber: {Offset: (length,
+# flags)}} of the segments taken]} for the groups of which a get took an item: what has
+# left is gone, not missing (ALL_MSGS_AVAILABLE, ALL_SEGMENTS_AVAILABLE). Forgotten when
+# the queue empties or a logical-order get finishes the group.
 
 
 def _members(q: LocalQueue, gid: bytes, pinned: dict) -> dict[int, dict[int, tuple]]:
@@ -644,7 +642,7 @@ def locate(q: LocalQueue, e: Eligible, opts: int, pos: Position, pinned: dict, a
     """The first eligible item in get order and what a get of it takes (mutex held):
     ``(refs, recs)`` (several with COMPLETE_MSG), or None. Raises :class:`NeedBlob`."""
     current = bool(opts & _LOGICAL) and pos.current
-    started = _started.get(q, {})
+    started = q.groups_started
     e.skip_groups.clear()  # what was incomplete at the last look may be complete now
     e.skip_msgs.clear()
     while True:
@@ -855,8 +853,6 @@ def _get(
                     reason = Reason.TRUNCATED_MSG_ACCEPTED
                 else:
                     data = rec[hdr:]
-                if opts & _MARK_SKIP and len(refs) > 1:
-                    raise options_error("MARK_SKIP_BACKOUT cannot cover the segments of one logical message")
                 if in_uow:
                     for ref in refs:
                         q._hide(ref)
@@ -896,9 +892,7 @@ def _note_taken(q: LocalQueue, recs: list[bytes], finished: bool = False) -> Non
     gid, seq, _, flags = fields(recs[-1])
     if not flags & (_IN_GROUP | _SEGMENTS):
         return
-    started = _started.get(q)
-    if started is None:
-        started = _started[q] = {}
+    started = q.groups_started
     if q.depth == 0:
         started.clear()
         return

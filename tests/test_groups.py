@@ -12,6 +12,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sweepq.blobstore import MemoryStore
 from sweepq.blobstore.kv import MemoryKV
@@ -769,3 +771,74 @@ def test_get_side_2245_warning_after_logical_order_and_state_dropped_when_idle(g
     assert g._grp is None
     c.commit()
     assert gqm.inquire_queue("Q").current_depth == 0
+
+
+# -- random arguments: only MQError comes out ------------------------------------------------------
+
+
+WEIRD = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=True),
+    st.text(max_size=4),
+    st.binary(max_size=30),
+    st.lists(st.integers(0, 3), max_size=2),
+)
+GROUP_MD = st.builds(
+    MD,
+    msg_flags=st.one_of(st.integers(0, 0x1F), WEIRD),
+    msg_seq_number=st.one_of(st.integers(1, 4), WEIRD),
+    offset=st.one_of(st.integers(0, 8), WEIRD),
+    group_id=st.one_of(st.just(bytes(24)), st.binary(min_size=24, max_size=24), WEIRD),
+    persistence=st.one_of(st.integers(0, 2), WEIRD),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    calls=st.lists(
+        st.tuples(
+            st.sampled_from(["put", "get"]),
+            GROUP_MD,
+            st.one_of(st.sampled_from([0, PMO.LOGICAL_ORDER, PMO.LOGICAL_ORDER | PMO.SYNCPOINT]), WEIRD),
+            st.one_of(
+                st.sampled_from(
+                    [
+                        GMO.LOGICAL_ORDER,
+                        GMO.COMPLETE_MSG,
+                        GMO.ALL_MSGS_AVAILABLE | GMO.LOGICAL_ORDER | GMO.SYNCPOINT,
+                        GMO.ALL_SEGMENTS_AVAILABLE,
+                        0,
+                    ]
+                ),
+                WEIRD,
+            ),
+            st.one_of(st.sampled_from([MO.NONE, MO.MATCH_GROUP_ID | MO.MATCH_MSG_SEQ_NUMBER, MO.MATCH_OFFSET]), WEIRD),
+            st.one_of(st.none(), st.integers(0, 6), WEIRD),
+        ),
+        max_size=8,
+    )
+)
+def test_random_group_calls_raise_only_mq_errors(calls):
+    with new_manager() as qm:
+        qm.define_queue("Q", max_msg_length=5)
+        c = qm.connect()
+        h = c.open("Q", IO)
+        for kind, md, popts, gopts, match, number in calls:
+            try:
+                if kind == "put":
+                    h.put(b"0123456789"[: (number if isinstance(number, int) and 0 <= number <= 10 else 3)], md, popts)
+                else:
+                    h.get(
+                        gopts,
+                        buffer_length=number,
+                        match=match,
+                        group_id=md.group_id,
+                        msg_seq_number=md.msg_seq_number,
+                        offset=md.offset,
+                    )
+            except MQError:
+                pass
+        c.backout()
+        h.close()
