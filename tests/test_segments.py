@@ -325,3 +325,48 @@ def test_browse_helpers_for_a_cursor_on_a_segment(qm, conn, where):
     pos.advance_rec(groups.reassembled(recs), in_uow=False)
     assert not pos.current  # a whole logical message: nothing is current after it
     assert qm.inquire_queue("Q").current_depth == 2  # nothing was taken
+
+
+def test_queue_manager_segments_inside_a_logical_order_group(qm, conn, where):
+    h = conn.open("SMALL", IO)
+    put = PMO.LOGICAL_ORDER | PMO.SYNCPOINT
+    r1 = h.put(b"first", MD(msg_flags=MF.MSG_IN_GROUP), put)
+    r2 = h.put(b"x" * 25, MD(msg_flags=MF.MSG_IN_GROUP | MF.SEGMENTATION_ALLOWED), put)  # 3 segments
+    r3 = h.put(b"last", MD(msg_flags=MF.LAST_MSG_IN_GROUP), put)
+    assert {r1.md.group_id, r2.md.group_id, r3.md.group_id} == {r1.md.group_id}
+    assert [r.md.msg_seq_number for r in (r1, r2, r3)] == [1, 2, 3]
+    conn.commit()
+    assert qm.inquire_queue("SMALL").current_depth == 5
+    settle(qm, where, "SMALL")
+    g = conn.open("SMALL", IO)
+    got = drain(g, GMO.LOGICAL_ORDER | GMO.ALL_MSGS_AVAILABLE)
+    assert [(m.md.msg_seq_number, m.md.offset, m.data_length) for m in got] == [
+        (1, 0, 5),
+        (2, 0, 10),
+        (2, 10, 10),
+        (2, 20, 5),
+        (3, 0, 4),
+    ]
+    assert [m.segment_status for m in got] == [NOT_SEG, SEG, SEG, LAST_SEG, NOT_SEG]
+
+
+def test_segments_survive_a_crash_and_reassemble():
+    from sweepq.blobstore import MemoryStore
+    from sweepq.blobstore.kv import MemoryKV
+
+    def manager(kv):
+        return QueueManager(
+            store=MemoryStore(kv=kv, max_blob_records=3), durable=True, sweeper=False, clock=ManualClock()
+        )
+
+    kv = MemoryKV()
+    qm = manager(kv)
+    qm.define_queue("SMALL", max_msg_length=4, default_persistence=Persistence.PERSISTENT)
+    r = qm.connect().open("SMALL", IO).put(b"persistent segments", MD(msg_flags=MF.SEGMENTATION_ALLOWED))
+    copy = MemoryKV()  # what a killed process leaves (tests/test_durability.py crash())
+    copy._cfs = {cf: dict(d) for cf, d in kv._cfs.items()}
+    with manager(copy) as qm2:
+        assert qm2.inquire_queue("SMALL").current_depth == 5
+        m = qm2.connect().open("SMALL", IO).get(GMO.COMPLETE_MSG)
+        assert (m.data, m.md.group_id, m.persistent) == (b"persistent segments", r.md.group_id, True)
+        assert qm2.inquire_queue("SMALL").current_depth == 0
