@@ -370,3 +370,19 @@ def test_segments_survive_a_crash_and_reassemble():
         m = qm2.connect().open("SMALL", IO).get(GMO.COMPLETE_MSG)
         assert (m.data, m.md.group_id, m.persistent) == (b"persistent segments", r.md.group_id, True)
         assert qm2.inquire_queue("SMALL").current_depth == 0
+
+
+def test_incomplete_logical_message_warnings_when_logical_order_is_dropped(qm, conn, where):
+    h = conn.open("Q", IO)
+    r = h.put(b"aa", MD(msg_flags=MF.SEGMENT), PMO.LOGICAL_ORDER)
+    w = h.put(b"other")  # put side: the logical message is incomplete
+    assert (w.reason, w.completion_code) == (Reason.INCOMPLETE_MSG, CC.WARNING)
+    h.put(b"bb", MD(group_id=r.md.group_id, offset=2, msg_flags=MF.LAST_SEGMENT))
+    assert h.close() == Reason.NONE  # the explicit last segment completed it
+    settle(qm, where, "Q")
+    g = conn.open("Q", IO)
+    assert g.get(GMO.LOGICAL_ORDER).data == b"aa"
+    m = g.get()  # get side: physical order, without LOGICAL_ORDER, mid logical message
+    assert (m.data, m.reason, m.completion_code) == (b"other", Reason.INCOMPLETE_MSG, CC.WARNING)
+    assert g.get(GMO.LOGICAL_ORDER).data == b"bb"  # the position is still on the logical message
+    assert g.close() == Reason.NONE
