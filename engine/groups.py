@@ -138,6 +138,11 @@ def fields(rec: bytes) -> tuple[bytes, int, int, int]:
     return _GROUP.unpack_from(rec, off)
 
 
+def _length(rec: bytes) -> int:
+    """The length of a record's message data."""
+    return len(rec) - record.data_offset(rec)
+
+
 def normalise(flags: int) -> int:
     """The stored flags: LAST_MSG_IN_GROUP implies MSG_IN_GROUP, LAST_SEGMENT SEGMENT."""
     if flags & _LAST_MSG:
@@ -213,7 +218,7 @@ class Position:
 
     def advance_rec(self, rec: bytes, in_uow: bool) -> None:
         gid, seq, off, flags = fields(rec)
-        self.advance(gid, seq, off, len(rec) - rec[0], flags, in_uow, record.is_persistent(rec))
+        self.advance(gid, seq, off, _length(rec), flags, in_uow, record.is_persistent(rec))
 
 
 class HandleGroups:
@@ -418,7 +423,7 @@ def _insert(h: Handle, q: LocalQueue, pieces, extra: dict, priority: int, persis
         q.journal.wait()
     if qm.recorder is not None:
         for rec in recs:
-            qm.recorder.put(q.name, len(rec) - rec[0], priority, persistent)
+            qm.recorder.put(q.name, _length(rec), priority, persistent)
     return recs
 
 
@@ -466,11 +471,13 @@ class Eligible(Match):
         return True
 
 
-def eligible(pos: Position, opts: int, um: Match | None, ident) -> Eligible:
+def eligible(pos: Position, opts: int, um: Match | None, ident, selector=None) -> Eligible:
     """The predicate of the items a get (or browse) with ``opts`` may return, given the
-    handle's ``pos`` and the caller's match ``um`` (SEMANTICS.md §5.1). Raises 2247 when a
-    match field can never equal the eligible item's."""
+    handle's ``pos``, the caller's match ``um`` (SEMANTICS.md §5.1) and the handle's
+    selection string (§10; it only ever narrows). Raises 2247 when a match field can never
+    equal the eligible item's."""
     e = Eligible(ident)
+    e.selector = selector
     nxt = pos.next_item() if opts & _LOGICAL else None
     if nxt is not None:
         gid, seq, off = nxt
@@ -509,7 +516,13 @@ def _match_error(gid: bytes, seq: int, off: int) -> MQError:
 def check_match(um: Match | None, rec: bytes, pos: Position, opts: int) -> None:
     """2247 after finding: with LOGICAL_ORDER the caller's other match fields (MsgId,
     CorrelId, token) must equal the eligible item's."""
-    if um is not None and opts & _LOGICAL and pos.current and not um(rec):
+    if um is None or not opts & _LOGICAL or not pos.current:
+        return
+    if (
+        (um.msg_id is not None and um.ident.msg_id(rec) != um.msg_id)
+        or (um.correl_id is not None and record.correl_id(rec) != um.correl_id)
+        or (um.seq is not None and record.seq_of(rec) != um.seq)
+    ):
         gid, seq, off, _ = fields(rec)
         raise _match_error(gid, seq, off)
 
@@ -592,7 +605,7 @@ def _segments(items: dict[int, tuple], start: int) -> list[tuple] | None:
         _ref, rec, flags = item
         if not flags & _SEGMENT or flags & _LAST_SEGMENT:
             return out
-        length = len(rec) - rec[0]
+        length = _length(rec)
         if not length:
             return None  # an empty segment that is not the last: cannot go on
         off += length
@@ -606,7 +619,7 @@ def _whole(items: dict[int, tuple], gone: dict[int, tuple[int, int]]) -> bool:
         item = items.get(off)
         if item is not None:
             rec, flags = item[1], item[2]
-            length = len(rec) - rec[0]
+            length = _length(rec)
         elif off in gone:
             length, flags = gone[off]
         else:
@@ -706,11 +719,11 @@ def reassembled(recs: list[bytes]) -> bytes:
     first = recs[0]
     if len(recs) == 1:
         return first
-    h = first[0]
+    h = record.data_offset(first)
     off = record._sections(first)[2]
     gid, seq, offset, flags = _GROUP.unpack_from(first, off)
     head = first[:off] + _GROUP.pack(gid, seq, offset, flags | _SEGMENT | _LAST_SEGMENT) + first[off + _GROUP.size : h]
-    return head + b"".join(r[r[0] :] for r in recs)
+    return head + b"".join(record.data_of(r) for r in recs)
 
 
 # -- get ------------------------------------------------------------------------------------------
@@ -769,6 +782,7 @@ def _get(
         # MARK_SKIP_BACKOUT exists on z/OS only, where there are no segments: one marked get
         # cannot cover the several messages a reassembly takes.
         raise options_error("MARK_SKIP_BACKOUT cannot be combined with COMPLETE_MSG")
+    selector = getattr(h, "_selector", None)  # the handle's selection string (engine/selector)
     um = None
     if (
         match != MATCH_DEFAULT
@@ -780,7 +794,7 @@ def _get(
         match = checks.flags(match, "match options", Reason.MATCH_OPTIONS_ERROR)
         if match & 0x20 and opts & _WAIT:
             raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
-        um = build_match(qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+        um = build_match(qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, selector)
     if buffer_length is not None:
         checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
     wait = opts & _WAIT
@@ -799,7 +813,7 @@ def _get(
     pos = g.get
     logical = opts & _LOGICAL
     current = bool(logical) and pos.current
-    e = eligible(pos, opts, um, qm.ident)
+    e = eligible(pos, opts, um, qm.ident, selector)
     reason = 0
     if not logical and pos.logical and pos.current:
         reason = pos.incomplete()  # LOGICAL_ORDER dropped midway (may become 2245 below)
@@ -844,7 +858,7 @@ def _get(
                     if pos.logical:
                         reason = Reason.INCONSISTENT_UOW
                 rec = reassembled(recs)
-                hdr = rec[0]
+                hdr = record.data_offset(rec)
                 total = len(rec) - hdr
                 if buffer_length is not None and total > buffer_length:
                     data = rec[hdr : hdr + buffer_length]
@@ -908,7 +922,7 @@ def _note_taken(q: LocalQueue, recs: list[bytes], finished: bool = False) -> Non
         if flags & _LAST_MSG:
             entry[0] = seq
         if flags & _SEGMENT:
-            entry[2].setdefault(seq, {})[off] = (len(rec) - rec[0], flags)
+            entry[2].setdefault(seq, {})[off] = (_length(rec), flags)
         else:
             entry[1].add(seq)
 

@@ -842,3 +842,25 @@ def test_random_group_calls_raise_only_mq_errors(calls):
                 pass
         c.backout()
         h.close()
+
+
+def test_a_selection_string_narrows_logical_order_and_properties_ride_with_group_members(gqm, where):
+    c = gqm.connect()
+    h = c.open("Q", IO)
+    for colour in (b"red", b"blue"):
+        name = colour.decode()
+        h.put(colour + b"1", MD(msg_flags=MF.MSG_IN_GROUP, properties={"Colour": name}), PMO.LOGICAL_ORDER)
+        h.put(colour + b"2", MD(msg_flags=MF.LAST_MSG_IN_GROUP, properties={"Colour": name}), PMO.LOGICAL_ORDER)
+    big = {"Note": "x" * 300}  # a header longer than 255 bytes
+    h.put(b"s1", MD(msg_flags=MF.SEGMENT, properties=big), PMO.LOGICAL_ORDER)
+    h.put(b"s2", MD(msg_flags=MF.LAST_SEGMENT, properties=big), PMO.LOGICAL_ORDER)
+    settle(gqm, where, "Q")
+    blue = c.open("Q", IO, selector="Colour = 'blue'")
+    got = drain(blue, GMO.LOGICAL_ORDER | GMO.ALL_MSGS_AVAILABLE)
+    assert [m.data for m in got] == [b"blue1", b"blue2"]
+    assert got[0].md.properties == {"Colour": "blue"}
+    m = c.open("Q", IO).get(GMO.COMPLETE_MSG, match=MO.MATCH_OFFSET, offset=0)
+    assert m.data == b"red1"  # COMPLETE_MSG in physical order: red1 is whole
+    rest = drain(c.open("Q", IO), GMO.COMPLETE_MSG)
+    assert [x.data for x in rest] == [b"red2", b"s1s2"]
+    assert rest[1].data_length == 4 and rest[1].md.properties == big
