@@ -409,7 +409,10 @@ def _insert(h: Handle, q: LocalQueue, pieces, extra: dict, priority: int, persis
             if not syncpoint:
                 q.journal.put(q, lane_i, recs)  # all in one write, before any joins the lane
         state = (lane_i | UNCOMMITTED) if syncpoint else lane_i
-        slots = q.lanes.extend(q.lane_list[lane_i], recs, state)
+        if len(recs) == 1:  # the common case: append is much cheaper than a bulk link
+            slots = [q.lanes.append(q.lane_list[lane_i], recs[0], state)]
+        else:
+            slots = q.lanes.extend(q.lane_list[lane_i], recs, state)
         q.depth += len(recs)
         if q.waiters and not syncpoint:
             for rec in recs:
@@ -570,9 +573,10 @@ def _chain_hits(lane, m: Match, pinned: dict, after=None):
 # the queue empties or a logical-order get finishes the group.
 
 
-def _members(q: LocalQueue, gid: bytes, pinned: dict) -> dict[int, dict[int, tuple]]:
+def _members(q: LocalQueue, gid: bytes, pinned: dict, enough=None) -> dict[int, dict[int, tuple]]:
     """The available items of group ``gid``: {seq: {offset: (ref, rec, flags)}}. With a
-    GROUP_ID index (engine/index.py) the in-memory ones come from it, not from a walk."""
+    GROUP_ID index (engine/index.py) the in-memory ones come from it, not from a walk.
+    ``enough(out, seq, flags)`` may end the search early, once what it found is enough."""
     m = Match(q.ident)
     m.group_id = gid
     ls = q.lanes
@@ -589,7 +593,46 @@ def _members(q: LocalQueue, gid: bytes, pinned: dict) -> dict[int, dict[int, tup
     for ref, rec in found:
         _, seq, off, flags = fields(rec)
         out.setdefault(seq, {}).setdefault(off, (ref, rec, flags))
+        if enough is not None and enough(out, seq, flags):
+            break
     return out
+
+
+class _Enough:
+    """Ends a member search as soon as the items found make the candidate eligible: a
+    group's members usually sit together near its first item, so most searches stop long
+    before the end of the queue (only an incomplete group is searched to the end)."""
+
+    __slots__ = ("gid", "gone", "group", "last", "last_seg", "seg_from", "seq", "started", "taken")
+
+    def __init__(self, started: dict, gid: bytes, seq: int, group: bool, seg_from):
+        entry = started.get(gid)
+        self.started, self.gid, self.seq, self.group = started, gid, seq, group
+        self.last = entry[0] if entry else None
+        self.taken = len(entry[1]) if entry else 0
+        self.gone = entry[2].get(seq, {}) if entry else {}
+        self.seg_from = seg_from  # None: no segment rule; -1: all of them (_whole); else from
+        self.last_seg = False
+
+    def __call__(self, out: dict, seq: int, flags: int) -> bool:
+        if flags & _LAST_MSG:
+            self.last = seq if self.last is None else min(self.last, seq)
+        if seq == self.seq and flags & _LAST_SEGMENT:
+            self.last_seg = True
+        if self.seg_from is not None:
+            if not self.last_seg or seq != self.seq:
+                return False
+            items = out[self.seq]
+            if self.seg_from < 0:
+                if not _whole(items, self.gone):
+                    return False
+            elif _segments(items, self.seg_from) is None:
+                return False
+        if self.group:
+            if self.last is None or len(out) + self.taken < self.last:
+                return False
+            return _group_complete(out, self.started, self.gid)
+        return True
 
 
 def _segments(items: dict[int, tuple], start: int) -> list[tuple] | None:
@@ -668,7 +711,8 @@ def locate(q: LocalQueue, e: Eligible, opts: int, pos: Position, pinned: dict, a
         segs = flags & _SEGMENT and (opts & _COMPLETE or (not current and opts & (_ALL_MSGS | _ALL_SEGS)))
         if not (whole_group or segs):
             return [ref], [rec]
-        members = _members(q, gid, pinned)
+        seg_from = None if not segs else (off if opts & _COMPLETE else -1)
+        members = _members(q, gid, pinned, _Enough(started, gid, seq, bool(whole_group), seg_from))
         if whole_group and not _group_complete(members, started, gid):
             e.skip_groups.add(gid)
             continue
