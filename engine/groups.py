@@ -73,7 +73,8 @@ Reuse by browse (§5.5: the browse state is separate from the get state)
 
 Limits: the completeness checks of ALL_* / COMPLETE_MSG find a group's members through the
 queue's GroupId index when it has one (INDXTYPE(GROUPID), engine/index.py), else by a walk
-of its in-memory messages (O(depth)); swept blobs are skipped through their GroupId hashes.
+in get order that stops as soon as the members found settle it (an incomplete group is
+walked to the end: O(depth)); swept blobs are skipped through their GroupId hashes.
 A group a get has started to take is remembered per queue (what left is gone, not missing)
 until the queue empties or a LOGICAL_ORDER get finishes it. A backout does not move a
 handle's positions back (the seed's restart path uses a STATUS queue for that). Group-option
