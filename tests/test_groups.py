@@ -864,3 +864,32 @@ def test_a_selection_string_narrows_logical_order_and_properties_ride_with_group
     rest = drain(c.open("Q", IO), GMO.COMPLETE_MSG)
     assert [x.data for x in rest] == [b"red2", b"s1s2"]
     assert rest[1].data_length == 4 and rest[1].md.properties == big
+
+
+def test_a_logical_wait_times_out_on_the_clock_and_inhibit_cancels_it(gqm):
+    import threading
+
+    c = gqm.connect()
+    h = c.open("Q", IO)
+    h.put(b"1", MD(msg_flags=MF.MSG_IN_GROUP))  # its group never completes
+    g = gqm.connect().open("Q", IO)
+    out = []
+
+    def wait(interval):
+        try:
+            g.get(GMO.WAIT | GMO.LOGICAL_ORDER | GMO.ALL_MSGS_AVAILABLE, wait_interval=interval)
+        except MQError as e:
+            out.append(e.reason)
+
+    t = threading.Thread(target=wait, args=(1000,))
+    t.start()
+    gqm.clock.wait_for_waiters(1)
+    gqm.clock.advance(1.0)
+    t.join(10)
+    assert out == [Reason.NO_MSG_AVAILABLE]
+    t = threading.Thread(target=wait, args=(-1,))
+    t.start()
+    gqm.clock.wait_for_waiters(1)
+    gqm.alter_queue("Q", inhibit_get=True)
+    t.join(10)
+    assert out == [Reason.NO_MSG_AVAILABLE, Reason.GET_INHIBITED]
