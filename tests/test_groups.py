@@ -832,6 +832,7 @@ def test_random_group_calls_raise_only_mq_errors(calls):
                 else:
                     h.get(
                         gopts,
+                        wait_interval=0,  # a WAIT bit among random options must not wait for ever
                         buffer_length=number,
                         match=match,
                         group_id=md.group_id,
@@ -893,3 +894,11 @@ def test_a_logical_wait_times_out_on_the_clock_and_inhibit_cancels_it(gqm):
     gqm.alter_queue("Q", inhibit_get=True)
     t.join(10)
     assert out == [Reason.NO_MSG_AVAILABLE, Reason.GET_INHIBITED]
+
+
+@pytest.mark.parametrize("opts", [GMO.BROWSE_FIRST | GMO.LOGICAL_ORDER, GMO.BROWSE_NEXT | GMO.COMPLETE_MSG])
+def test_group_options_with_browse_are_refused_until_wired(gqm, opts):
+    h = gqm.connect().open("Q", IO | OO.BROWSE)
+    h.put(b"x", MD(msg_flags=MF.LAST_MSG_IN_GROUP))
+    assert reason_of(lambda: h.get(opts)) == Reason.OPTIONS_ERROR
+    assert h.get(GMO.BROWSE_FIRST).data == b"x"  # a plain browse still works beside groups
