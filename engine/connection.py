@@ -185,6 +185,7 @@ class Handle:
         "_closed",
         "_conn",
         "_cursor",
+        "_gbrowse",
         "_grp",
         "_match",
         "_qm",
@@ -212,6 +213,7 @@ class Handle:
         self._closed = False
         self._cursor: browse.Cursor | None = None  # made by the first browse (engine/browse.py)
         self._grp = None  # groups.HandleGroups while a group is current (put or get side)
+        self._gbrowse = None  # groups.BrowseState during a LOGICAL_ORDER browse pass
 
     @property
     def name(self) -> str:
@@ -517,10 +519,9 @@ class Handle:
             if err:
                 raise options_error(err)
             if opts & _CURSOR_ANY:
-                if opts & _GROUP_GMO:
-                    raise options_error(
-                        f"get options {GMO(opts & _GROUP_GMO)!r} with a browse or cursor option are not supported yet"
-                    )
+                if opts & _GROUP_GMO or self._gbrowse is not None:  # groups: engine/groups.py
+                    args = (wait_interval, buffer_length, match, msg_id, correl_id, group_id, msg_seq_number, offset)
+                    return groups.browse(self, opts, *args, msg_token)
                 args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
                 return browse.get(self, opts, wait_interval, buffer_length, *args)  # type: ignore[return-value]
         if self._grp is not None or opts & _GROUP_GMO:  # groups and segments: engine/groups.py

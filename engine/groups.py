@@ -972,13 +972,16 @@ def _note_taken(q: LocalQueue, recs: list[bytes], finished: bool = False) -> Non
             entry[1].add(seq)
 
 
-def _wait_once(h: Handle, q: LocalQueue, wake: _Wake, deadline) -> None:
+def _wait_once(h: Handle, q: LocalQueue, wake: _Wake, deadline, browser: bool = False) -> None:
     """Wait (mutex held) until a record that may help arrives or ``deadline`` passes. A wake
-    this get cannot use is passed on by the caller's next look (see :func:`get`)."""
+    this get cannot use is passed on by the caller's next look (see :func:`get`). A browse
+    waits as every browse does: woken by each new message, passing nothing on."""
     import threading
 
+    from .queue import BROWSER
+
     clock = h._qm.clock
-    w = Waiter(threading.Condition(q.mutex), wake)
+    w = Waiter(threading.Condition(q.mutex), wake, BROWSER if browser else 0)
     q.waiters.append(w)
     clock.wait(w.cond, deadline)
     if w in q.waiters:
@@ -987,7 +990,7 @@ def _wait_once(h: Handle, q: LocalQueue, wake: _Wake, deadline) -> None:
         raise MQError(Reason.CONNECTION_BROKEN, "the queue manager was closed during the wait")
     if q.inhibit_get:
         raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} were inhibited during the wait")
-    if wake.last is not None and q.waiters:
+    if wake.last is not None and q.waiters and not browser:
         # Another waiter may be able to use what woke this one: let the queue choose again
         # (this one has left the list; a waiter woken for nothing looks and waits again).
         rec, wake.last = wake.last, None
@@ -1016,3 +1019,158 @@ def closed(h: Handle) -> Reason:
     if g is None:
         return Reason.NONE
     return Reason(g.put.incomplete() or g.get.incomplete())
+
+
+# -- browse (SEMANTICS.md §5.5) ---------------------------------------------------------------------
+
+
+class BrowseState:
+    """A handle's logical-order browse pass (``Handle._gbrowse``; None: a physical pass or
+    none). ``pos``: the browse position in its group, separate from the get position (seed
+    000). ``anchor``: (lane, seq) of the first item of the current group, or of the last
+    message not in a group: the next group is searched for beyond it, so the logical order
+    of groups follows the physical position of their first items."""
+
+    __slots__ = ("anchor", "pos")
+
+    def __init__(self) -> None:
+        self.pos = Position()
+        self.pos.logical = True
+        self.anchor: tuple[int, int] | None = None
+
+
+_BROWSE_FIRST = int(GMO.BROWSE_FIRST)
+_BROWSE_NEXT = int(GMO.BROWSE_NEXT)
+_CURSOR_ONLY = int(GMO.BROWSE_MSG_UNDER_CURSOR | GMO.MSG_UNDER_CURSOR | GMO.LOCK | GMO.UNLOCK)
+
+
+def _beyond(q: LocalQueue, lane_i: int, seq: int):
+    """The ``after`` predicate of a cursor at (lane_i, seq): strictly later in get order."""
+    st = q.lanes.st
+
+    def after(ref, rec: bytes) -> bool:
+        lane = st[ref] & 0x0F if type(ref) is int else ref.lane.priority
+        return lane < lane_i or (lane == lane_i and record.seq_of(rec) > seq)
+
+    return after
+
+
+def browse(h: Handle, opts: int, *args):
+    """Handle.get with a cursor option, when it carries a group option or the handle has a
+    logical-order browse pass (Handle.get routes here; everything else goes to
+    engine/browse.py). BROWSE_FIRST / BROWSE_NEXT with LOGICAL_ORDER, COMPLETE_MSG and the
+    ALL_*_AVAILABLE options; 2259 when BROWSE_NEXT and the BROWSE_FIRST of its pass disagree
+    on LOGICAL_ORDER."""
+    from . import browse as cursors
+
+    wait_interval, buffer_length, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token = args
+    group_opts = opts & GROUP_GMO
+    st = h._gbrowse
+    if opts & _CURSOR_ONLY:
+        if group_opts:
+            raise options_error(
+                f"get options {GMO(group_opts)!r} with LOCK, UNLOCK or [BROWSE_]MSG_UNDER_CURSOR are not supported yet"
+            )
+        return cursors.get(h, opts, *args)
+    q = h.queue
+    logical = opts & _LOGICAL
+    cur = h._cursor
+    started = cur is not None and cur.on_msg
+    if opts & _BROWSE_FIRST or (opts & _BROWSE_NEXT and not started and st is None):
+        # A new pass ("BROWSE_NEXT straight after MQOPEN behaves like BROWSE_FIRST"): it
+        # scans as though there were no current group.
+        st = h._gbrowse = BrowseState() if logical else None
+    elif st is not None and not logical:
+        raise MQError(
+            Reason.INCONSISTENT_BROWSE,
+            "this browse pass began with LOGICAL_ORDER: give it on every BROWSE_NEXT, or start again with BROWSE_FIRST",
+        )
+    elif st is None and logical:
+        raise MQError(
+            Reason.INCONSISTENT_BROWSE,
+            "this browse pass began without LOGICAL_ORDER: BROWSE_NEXT cannot add it; start again with BROWSE_FIRST",
+        )
+    if not group_opts:
+        return cursors.get(h, opts, *args)  # a physical pass without group options
+    if cur is None:
+        cur = h._cursor = cursors.Cursor()
+    if not h._can_browse:
+        raise MQError(Reason.NOT_OPEN_FOR_BROWSE, f"open {q.name!r} with OO.BROWSE to browse")
+    if q.inhibit_get:
+        raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
+    qm = h._qm
+    selector = getattr(h, "_selector", None)
+    from .matching import MATCH_DEFAULT
+
+    um = None
+    if (
+        match != MATCH_DEFAULT
+        or msg_id is not None
+        or correl_id is not None
+        or msg_token is not None
+        or group_id is not None
+    ):
+        match = checks.flags(match, "match options", Reason.MATCH_OPTIONS_ERROR)
+        if match & 0x20 and opts & _WAIT:
+            raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
+        um = build_match(qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, selector)
+    if buffer_length is not None:
+        checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
+    wait = opts & _WAIT
+    if wait:
+        checks.integer(wait_interval, "wait_interval (ms; -1 waits for ever)", Reason.WAIT_INTERVAL_ERROR, -1)
+    pos = st.pos if st is not None else Position()
+    in_group = st is not None and pos.current
+    e = eligible(pos, opts, um, qm.ident, selector)
+    if st is not None:
+        after = None if in_group or st.anchor is None else _beyond(q, *st.anchor)
+    elif opts & _BROWSE_FIRST:
+        after = None
+    else:
+        after = _beyond(q, cur.lane, cur.seq)
+    pinned: dict = {}
+    deadline = _UNSET
+    while True:
+        need = None
+        with q.mutex:
+            try:
+                found = locate(q, e, opts, pos, pinned, after)
+            except NeedBlob as nb:
+                need, found = nb.need, None
+            if need is None and found is None:
+                if not wait:
+                    raise MQError(Reason.NO_MSG_AVAILABLE, f"no message to browse on {q.name!r} in this order")
+                if deadline is _UNSET:
+                    deadline = None if wait_interval < 0 else qm.clock.now() + wait_interval / 1000.0
+                if deadline is not None and qm.clock.now() >= deadline:
+                    raise MQError(Reason.NO_MSG_AVAILABLE, f"no message to browse on {q.name!r} in the wait")
+                _wait_once(h, q, _Wake(e, True), deadline, browser=True)
+                continue
+            if need is None:
+                refs, recs = found
+                check_match(um, recs[0], pos, opts)
+                rec = reassembled(recs)
+                hdr = record.data_offset(rec)
+                reason = 0
+                if buffer_length is not None and len(rec) - hdr > buffer_length:
+                    data = rec[hdr : hdr + buffer_length]
+                    if not opts & _ACCEPT:
+                        if opts & _BROWSE_FIRST:
+                            cur.reset()  # before the highest-priority message
+                        return Message.make(rec, qm.ident, data, Reason.TRUNCATED_MSG_FAILED, _now(h, rec))
+                    reason = Reason.TRUNCATED_MSG_ACCEPTED
+                else:
+                    data = rec[hdr:]
+                ref = refs[0]
+                lane_i = q.lanes.st[ref] & 0x0F if type(ref) is int else ref.lane.priority
+                if cur.lk_seq >= 0:
+                    cursors._unlock(q, cur)  # moving the cursor releases the lock (§5.4)
+                cur.lane, cur.seq, cur.on_msg = lane_i, record.seq_of(recs[0]), True
+                cur.hint = ref if type(ref) is int else -1
+                if st is not None:
+                    if not in_group:
+                        st.anchor = (lane_i, record.seq_of(recs[0]))
+                    pos.advance_rec(rec, False)
+                return Message.make(rec, qm.ident, data, reason, _now(h, rec))
+        q.load(need)
+        pin(pinned, need)

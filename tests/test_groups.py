@@ -896,9 +896,104 @@ def test_a_logical_wait_times_out_on_the_clock_and_inhibit_cancels_it(gqm):
     assert out == [Reason.NO_MSG_AVAILABLE, Reason.GET_INHIBITED]
 
 
-@pytest.mark.parametrize("opts", [GMO.BROWSE_FIRST | GMO.LOGICAL_ORDER, GMO.BROWSE_NEXT | GMO.COMPLETE_MSG])
-def test_group_options_with_browse_are_refused_until_wired(gqm, opts):
+@pytest.mark.parametrize(
+    "opts",
+    [
+        GMO.BROWSE_MSG_UNDER_CURSOR | GMO.COMPLETE_MSG,
+        GMO.MSG_UNDER_CURSOR | GMO.LOGICAL_ORDER,
+        GMO.UNLOCK | GMO.LOGICAL_ORDER,
+    ],
+)
+def test_group_options_with_the_cursor_calls_are_refused_for_now(gqm, opts):
     h = gqm.connect().open("Q", IO | OO.BROWSE)
     h.put(b"x", MD(msg_flags=MF.LAST_MSG_IN_GROUP))
+    assert h.get(GMO.BROWSE_FIRST).data == b"x"
     assert reason_of(lambda: h.get(opts)) == Reason.OPTIONS_ERROR
-    assert h.get(GMO.BROWSE_FIRST).data == b"x"  # a plain browse still works beside groups
+    assert h.get(GMO.BROWSE_MSG_UNDER_CURSOR).data == b"x"  # the cursor calls work beside groups
+
+
+# -- browse in logical order (SEMANTICS.md §5.5) ------------------------------------------------
+
+
+def test_figure_10_browsed_in_logical_order_then_got(gqm, where):
+    c = gqm.connect()
+    h = c.open("L", IO | OO.BROWSE)
+    put_figure_10(h)
+    settle(gqm, where, "L")
+    first = h.get(GMO.BROWSE_FIRST | GMO.LOGICAL_ORDER)
+    rest = drain(h, GMO.BROWSE_NEXT | GMO.LOGICAL_ORDER)
+    assert [m.data for m in [first, *rest]] == [b"A", b"Y1", b"Y2", b"Y3s1", b"Y3s2", b"Z1", b"Z2", b"B"]
+    assert gqm.inquire_queue("L").current_depth == 8  # a browse takes nothing
+    # The browse position is separate from the get position: gets start afresh.
+    assert [m.data for m in drain(h, GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG)] == [
+        b"A",
+        b"Y1",
+        b"Y2",
+        b"Y3s1Y3s2",
+        b"Z1",
+        b"Z2",
+        b"B",
+    ]
+    assert gqm.stats()["L"].msgs_unswept == 0
+
+
+def test_inconsistent_browse_2259(gqm, where):
+    c = gqm.connect()
+    h = c.open("L", IO | OO.BROWSE)
+    put_figure_10(h)
+    settle(gqm, where, "L")
+    assert h.get(GMO.BROWSE_FIRST | GMO.LOGICAL_ORDER).data == b"A"
+    assert h.get(GMO.BROWSE_NEXT | GMO.LOGICAL_ORDER).data == b"Y1"
+    with pytest.raises(MQError) as ei:
+        h.get(GMO.BROWSE_NEXT)
+    assert (ei.value.reason, ei.value.completion_code) == (Reason.INCONSISTENT_BROWSE, CC.FAILED)
+    assert h.get(GMO.BROWSE_NEXT | GMO.LOGICAL_ORDER).data == b"Y2"  # the pass goes on
+    assert h.get(GMO.BROWSE_FIRST).data == b"A"  # a new pass, physical
+    assert h.get(GMO.BROWSE_NEXT).data == b"Y1"
+    assert reason_of(lambda: h.get(GMO.BROWSE_NEXT | GMO.LOGICAL_ORDER)) == Reason.INCONSISTENT_BROWSE
+    assert h.get(GMO.BROWSE_NEXT).data == b"Z2"  # physical order
+    # BROWSE_NEXT straight after the open behaves as BROWSE_FIRST, with or without the option.
+    h2 = c.open("L", OO.BROWSE)
+    assert h2.get(GMO.BROWSE_NEXT | GMO.LOGICAL_ORDER).data == b"A"
+    assert h2.get(GMO.BROWSE_MSG_UNDER_CURSOR).data == b"A"  # the cursor stands on it
+
+
+def test_ibm_pattern_for_browsing_groups(gqm, where):
+    """§5.5: BROWSE_NEXT|COMPLETE_MSG|LOGICAL_ORDER|ALL_MSGS_AVAILABLE|WAIT matching
+    MsgSeqNumber 1, then BROWSE_NEXT|COMPLETE_MSG|LOGICAL_ORDER while GroupStatus is
+    MSG_IN_GROUP; repeat until 2033. An incomplete group is passed over."""
+    c = gqm.connect()
+    h = c.open("L", IO | OO.BROWSE)
+    put_figure_10(h)
+    h.put(b"I1", MD(msg_flags=MF.MSG_IN_GROUP))  # a group whose last message never comes
+    settle(gqm, where, "L")
+    groups_seen = []
+    while True:
+        try:
+            m = h.get(
+                GMO.BROWSE_NEXT | GMO.COMPLETE_MSG | GMO.LOGICAL_ORDER | GMO.ALL_MSGS_AVAILABLE | GMO.WAIT,
+                wait_interval=0,
+                match=MO.MATCH_MSG_SEQ_NUMBER,
+                msg_seq_number=1,
+            )
+        except MQError as e:
+            assert e.reason == Reason.NO_MSG_AVAILABLE
+            break
+        group = [m.data]
+        while m.group_status == IN:
+            m = h.get(GMO.BROWSE_NEXT | GMO.COMPLETE_MSG | GMO.LOGICAL_ORDER)
+            group.append(m.data)
+        groups_seen.append(group)
+    assert groups_seen == [[b"A"], [b"Y1", b"Y2", b"Y3s1Y3s2"], [b"Z1", b"Z2"], [b"B"]]
+    assert gqm.inquire_queue("L").current_depth == 9
+
+
+def test_physical_browse_with_complete_msg_reassembles_beyond_the_cursor(gqm, where):
+    c = gqm.connect()
+    h = c.open("L", IO | OO.BROWSE)
+    put_figure_10(h)
+    settle(gqm, where, "L")
+    got = [h.get(GMO.BROWSE_FIRST | GMO.COMPLETE_MSG).data]
+    got += [m.data for m in drain(h, GMO.BROWSE_NEXT | GMO.COMPLETE_MSG)]
+    assert got == [b"A", b"Y1", b"Z2", b"Y2", b"Y3s1Y3s2", b"Z1", b"B"]
+    assert reason_of(lambda: h.get(GMO.BROWSE_NEXT | GMO.LOCK | GMO.LOGICAL_ORDER)) == Reason.OPTIONS_ERROR
