@@ -91,7 +91,7 @@ from typing import TYPE_CHECKING
 from . import checks, record
 from .constants import GMO, GROUPID_NONE, MF, PMO, IndexType, Reason
 from .errors import MQError, options_error
-from .lane import AVAILABLE_BELOW, UNCOMMITTED
+from .lane import _SENTINELS, AVAILABLE_BELOW, UNCOMMITTED
 from .matching import Match, build_match
 from .message import Message, PutResult
 from .queue import Waiter
@@ -1042,6 +1042,9 @@ class BrowseState:
 _BROWSE_FIRST = int(GMO.BROWSE_FIRST)
 _BROWSE_NEXT = int(GMO.BROWSE_NEXT)
 _CURSOR_ONLY = int(GMO.BROWSE_MSG_UNDER_CURSOR | GMO.MSG_UNDER_CURSOR | GMO.LOCK | GMO.UNLOCK)
+_UNDER_ANY = int(GMO.BROWSE_MSG_UNDER_CURSOR | GMO.MSG_UNDER_CURSOR)
+_UNDER = int(GMO.MSG_UNDER_CURSOR)
+_LOCK_ANY = int(GMO.LOCK | GMO.UNLOCK)
 
 
 def _beyond(q: LocalQueue, lane_i: int, seq: int):
@@ -1067,9 +1070,12 @@ def browse(h: Handle, opts: int, *args):
     group_opts = opts & GROUP_GMO
     st = h._gbrowse
     if opts & _CURSOR_ONLY:
+        if group_opts == _COMPLETE and opts & _UNDER_ANY and not opts & _LOCK_ANY:
+            return _complete_under_cursor(h, opts, buffer_length)
         if group_opts:
             raise options_error(
-                f"get options {GMO(group_opts)!r} with LOCK, UNLOCK or [BROWSE_]MSG_UNDER_CURSOR are not supported yet"
+                f"get options {GMO(group_opts)!r} with LOCK, UNLOCK or [BROWSE_]MSG_UNDER_CURSOR are not supported "
+                "yet (COMPLETE_MSG alone is, with [BROWSE_]MSG_UNDER_CURSOR)"
             )
         return cursors.get(h, opts, *args)
     q = h.queue
@@ -1174,3 +1180,96 @@ def browse(h: Handle, opts: int, *args):
                 return Message.make(rec, qm.ident, data, reason, _now(h, rec))
         q.load(need)
         pin(pinned, need)
+
+
+def _complete_under_cursor(h: Handle, opts: int, buffer_length) -> Message:
+    """[BROWSE_]MSG_UNDER_CURSOR with COMPLETE_MSG: the logical message that starts under the
+    cursor, reassembled (browsed, or taken with every segment); 2246 when the cursor stands
+    on a segment past the first, 2034 when there is nothing whole under it."""
+    from . import browse as cursors
+    from .connection import _syncpoint_limit
+
+    q = h.queue
+    qm = h._qm
+    uow = h._conn._uow
+    cur = h._cursor
+    destructive = opts & _UNDER
+    if not h._can_browse:
+        raise MQError(Reason.NOT_OPEN_FOR_BROWSE, f"open {q.name!r} with OO.BROWSE to use the cursor")
+    if destructive and not h._can_get:
+        raise MQError(Reason.NOT_OPEN_FOR_INPUT, f"open {q.name!r} with OO.BROWSE and an OO.INPUT_* option")
+    if q.inhibit_get:
+        raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
+    if buffer_length is not None:
+        checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
+    if opts & _MARK_SKIP:
+        raise options_error("MARK_SKIP_BACKOUT cannot be combined with COMPLETE_MSG")
+    sync = opts & _SYNC
+    if destructive and sync and len(uow.ops) >= qm.max_uncommitted:
+        raise _syncpoint_limit(qm.max_uncommitted)
+    if cur is None:
+        cur = h._cursor = cursors.Cursor()
+    pinned: dict = {}
+    in_uow = False
+    durable = False
+    while True:
+        need = None
+        with q.mutex:
+            ref, rec, _lane = cursors._locate(q, cur)  # 2034 when there is none
+            under_cursor(rec, opts)  # 2246
+            cursors._unlock(q, cur)  # the lock goes: moved past, or taken with the message
+            try:
+                found = segments_of(q, rec, pinned)
+            except NeedBlob as nb:
+                need, found = nb.need, None
+            if need is None:
+                if found is None:
+                    if fields(rec)[3] & _SEGMENT:
+                        raise MQError(
+                            Reason.NO_MSG_UNDER_CURSOR,
+                            f"the logical message under the cursor on {q.name!r} is not complete (COMPLETE_MSG)",
+                        )
+                    refs, recs = [ref], [rec]
+                else:
+                    refs, recs = found
+                whole = reassembled(recs)
+                hdr = record.data_offset(whole)
+                reason = 0
+                if buffer_length is not None and len(whole) - hdr > buffer_length:
+                    data = whole[hdr : hdr + buffer_length]
+                    if not opts & _ACCEPT:
+                        return Message.make(whole, qm.ident, data, Reason.TRUNCATED_MSG_FAILED, _now(h, whole))
+                    reason = Reason.TRUNCATED_MSG_ACCEPTED
+                else:
+                    data = whole[hdr:]
+                if destructive:
+                    in_uow = bool(sync or (opts & _SYNC_IF_P and record.is_persistent(rec)))
+                    if type(ref) is int:
+                        p = q.lanes.prv[ref]
+                        cur.hint = p if p >= _SENTINELS else -1  # still at or before the cursor
+                    if in_uow:
+                        for r in refs:
+                            q._hide(r)
+                    else:
+                        if q.journal is not None and any(record.is_persistent(r) for r in recs):
+                            q.journal.remove(q, refs)
+                            durable = True
+                        for r in refs:
+                            q._remove(r, durable=False)
+                    q.obtained += len(refs)
+                    _note_taken(q, recs)
+                break
+        q.load(need)
+        pin(pinned, need)
+    if destructive:
+        if q.tier.cleanup:
+            q.after_get()
+        if in_uow:
+            for r in refs:
+                uow.add_get(q, r)
+        if durable:
+            q.journal.wait()
+        if qm.recorder is not None:
+            for _ in recs:
+                qm.recorder.get(q.name)
+    return Message.make(whole, qm.ident, data, reason, _now(h, whole))

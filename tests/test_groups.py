@@ -899,8 +899,9 @@ def test_a_logical_wait_times_out_on_the_clock_and_inhibit_cancels_it(gqm):
 @pytest.mark.parametrize(
     "opts",
     [
-        GMO.BROWSE_MSG_UNDER_CURSOR | GMO.COMPLETE_MSG,
+        GMO.BROWSE_MSG_UNDER_CURSOR | GMO.ALL_MSGS_AVAILABLE,
         GMO.MSG_UNDER_CURSOR | GMO.LOGICAL_ORDER,
+        GMO.BROWSE_MSG_UNDER_CURSOR | GMO.COMPLETE_MSG | GMO.LOCK,
         GMO.UNLOCK | GMO.LOGICAL_ORDER,
     ],
 )
@@ -997,3 +998,34 @@ def test_physical_browse_with_complete_msg_reassembles_beyond_the_cursor(gqm, wh
     got += [m.data for m in drain(h, GMO.BROWSE_NEXT | GMO.COMPLETE_MSG)]
     assert got == [b"A", b"Y1", b"Z2", b"Y2", b"Y3s1Y3s2", b"Z1", b"B"]
     assert reason_of(lambda: h.get(GMO.BROWSE_NEXT | GMO.LOCK | GMO.LOGICAL_ORDER)) == Reason.OPTIONS_ERROR
+
+
+def test_complete_msg_under_the_cursor_and_2246(gqm, where):
+    c = gqm.connect()
+    h = c.open("L", IO | OO.BROWSE)
+    put_figure_10(h)
+    settle(gqm, where, "L")
+    seen = [h.get(GMO.BROWSE_FIRST).data]
+    while seen[-1] != b"Y3s2":
+        seen.append(h.get(GMO.BROWSE_NEXT).data)
+    with pytest.raises(MQError) as ei:  # the cursor is on a segment past the first
+        h.get(GMO.BROWSE_MSG_UNDER_CURSOR | GMO.COMPLETE_MSG)
+    assert (ei.value.reason, ei.value.completion_code) == (Reason.INVALID_MSG_UNDER_CURSOR, CC.FAILED)
+    assert reason_of(lambda: h.get(GMO.MSG_UNDER_CURSOR | GMO.COMPLETE_MSG)) == Reason.INVALID_MSG_UNDER_CURSOR
+    h.get(GMO.BROWSE_FIRST)
+    while h.get(GMO.BROWSE_NEXT).data != b"Y3s1":
+        pass
+    m = h.get(GMO.BROWSE_MSG_UNDER_CURSOR | GMO.COMPLETE_MSG)
+    assert (m.data, m.segment_status) == (b"Y3s1Y3s2", LAST_SEG)
+    assert gqm.inquire_queue("L").current_depth == 8
+    m = h.get(GMO.MSG_UNDER_CURSOR | GMO.COMPLETE_MSG | GMO.SYNCPOINT, buffer_length=4)
+    assert (m.reason, m.data, m.data_length) == (Reason.TRUNCATED_MSG_FAILED, b"Y3s1", 8)
+    m = h.get(GMO.MSG_UNDER_CURSOR | GMO.COMPLETE_MSG | GMO.SYNCPOINT)
+    assert m.data == b"Y3s1Y3s2" and c.uncommitted == 2
+    c.backout()
+    assert gqm.inquire_queue("L").current_depth == 8
+    h.get(GMO.BROWSE_FIRST | GMO.LOGICAL_ORDER)
+    while h.get(GMO.BROWSE_NEXT | GMO.LOGICAL_ORDER).data != b"Y3s1":
+        pass
+    assert h.get(GMO.MSG_UNDER_CURSOR | GMO.COMPLETE_MSG).data == b"Y3s1Y3s2"
+    assert gqm.inquire_queue("L").current_depth == 6
