@@ -43,33 +43,23 @@ Close (:func:`closed`)
     handle leaves a logical message / group incomplete (put side first, then get side).
     MQ's MQCLOSE reports the same reasons with CC WARNING; the handle is closed either way.
 
-Reuse by browse (§5.5: the browse state is separate from the get state)
-    A browse cursor keeps its own :class:`Position` (reset it on BROWSE_FIRST, which scans
-    "as though there were no current group") and, per browse with LOGICAL_ORDER::
+Browse (:func:`browse`, §5.5; Handle.get routes cursor calls here when they carry a group
+option or the handle is in a logical-order browse pass, everything else to engine/browse.py)
+    BROWSE_FIRST / BROWSE_NEXT with LOGICAL_ORDER: the pass keeps its own :class:`Position`
+    (``BrowseState``, separate from the get position: seed 000) and the physical position
+    of its current group's first item, beyond which the next group is looked for; the
+    browse cursor itself is moved as engine/browse.py moves it, so BROWSE_MSG_UNDER_CURSOR
+    and MSG_UNDER_CURSOR act on the item browsed. A BROWSE_NEXT that disagrees with its
+    pass's BROWSE_FIRST on LOGICAL_ORDER: 2259. COMPLETE_MSG and ALL_*_AVAILABLE apply to
+    browses in either order (an incomplete group is passed over). COMPLETE_MSG with
+    [BROWSE_]MSG_UNDER_CURSOR returns (or takes) the logical message that starts under the
+    cursor, 2246 when the cursor is on a later segment. Not yet: group options with LOCK.
 
-        elig = eligible(position, opts, user_match, ident)        # 2247 before looking
-        pinned = {}
-        while True:
-            try:
-                with q.mutex:
-                    found = locate(q, elig, opts, position, pinned, after=beyond_cursor)
-                break
-            except NeedBlob as e:                                 # read without the lock
-                q.load(e.need)
-                pin(pinned, e.need)
-        if found is None: ...                                     # 2033
-        refs, recs = found                                        # several with COMPLETE_MSG
-        check_match(user_match, recs[0], position, opts)          # 2247 after finding
-        rec = reassembled(recs)                                   # one record for the result
-        position.advance_rec(rec, in_uow=False)
-        position.logical = True
-
-    ``after(ref, rec) -> bool`` restricts candidates (the cursor's position); ``ref`` is a
-    slot or a :class:`~sweepq.engine.swept.SweptHit`. :func:`under_cursor` raises 2246 for
-    COMPLETE_MSG on a cursor segment with Offset > 0, and :func:`segments_of` collects the
-    logical message of a cursor item. 2259 (INCONSISTENT_BROWSE: BROWSE_NEXT and the
-    BROWSE_FIRST before it disagree on LOGICAL_ORDER) belongs to the cursor; the constant is
-    :data:`Reason.INCONSISTENT_BROWSE`.
+    The pieces are public for other callers: :func:`eligible` (2247 before looking),
+    :func:`locate` (``after(ref, rec) -> bool`` restricts candidates, e.g. to beyond a
+    cursor; raises :class:`NeedBlob`, then ``q.load(e.need)`` and :func:`pin` without the
+    lock and call again), :func:`check_match` (2247 after finding), :func:`reassembled`,
+    :meth:`Position.advance_rec`, :func:`under_cursor` (2246), :func:`segments_of`.
 
 Limits: the completeness checks of ALL_* / COMPLETE_MSG find a group's members through the
 queue's GroupId index when it has one (INDXTYPE(GROUPID), engine/index.py), else by a walk
