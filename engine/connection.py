@@ -281,7 +281,7 @@ class Handle:
             data = _as_bytes(data)
         n = len(data)
         qm = self._qm
-        if n > q.max_msg_length:
+        if n > q.max_msg_length or n > qm.max_msg_length:
             self._too_big(n, q)
         syncpoint = opts & _PMO_SYNC
         if syncpoint and len(self._conn._uow.ops) >= qm.max_uncommitted:
@@ -346,7 +346,7 @@ class Handle:
         if not n:
             return []
         longest = max(map(len, datas))
-        if longest > q.max_msg_length:
+        if longest > q.max_msg_length or longest > qm.max_msg_length:
             self._too_big(longest, q)
         syncpoint = opts & _PMO_SYNC
         if syncpoint and len(self._conn._uow.ops) + n > qm.max_uncommitted:

@@ -12,6 +12,7 @@ from sweepq.engine import (
     PMO,
     MQError,
     Persistence,
+    QueueManager,
     Reason,
 )
 
@@ -174,3 +175,15 @@ def test_expiry_counts_down_and_expired_messages_are_discarded(h, clock):
     assert h.get().data == b"lives"  # "dies" expired and was discarded on the way
     assert h.queue.expired == 1
     assert h.queue.depth == 0
+
+
+def test_the_queue_managers_max_msg_length_holds_below_the_queues():
+    """MAXMSGL of the manager below the queue's: the manager's limit applies (2031)."""
+    with QueueManager(sweeper=False, max_msg_length=100) as qm:
+        qm.define_queue("Q", max_msg_length=1000)
+        h = qm.connect().open("Q", OO.OUTPUT)
+        for put in (lambda: h.put(b"x" * 101), lambda: h.put_many([b"x", b"y" * 101])):
+            with pytest.raises(MQError) as ei:
+                put()
+            assert ei.value.reason == Reason.MSG_TOO_BIG_FOR_Q_MGR
+        h.put(b"x" * 100)
