@@ -7,6 +7,7 @@ import json
 import math
 import sys
 
+from .cli_data import register as register_data_commands
 from .cli_replay import pipeline_command as _pipeline
 from .cli_replay import register as register_replay_commands
 from .crash import register_crash_command
@@ -151,12 +152,23 @@ def _inspect(args: argparse.Namespace) -> int:
     from .inspect import describe
 
     def bad(why: str) -> int:
+        name = "path" if args.data_dir is None else "--data-dir"
         print(
-            f"sweepq inspect: error: argument path: {why}; pass a data directory that QueueManager.open(path) wrote",
+            f"sweepq inspect: error: argument {name}: {why}; pass a data directory that QueueManager.open(path) wrote",
             file=sys.stderr,
         )
         return 2
 
+    if args.path is None and args.data_dir is None:
+        print(
+            "sweepq inspect: error: the following arguments are required: path (or --data-dir DIR) "
+            "(see 'sweepq inspect --help')",
+            file=sys.stderr,
+        )
+        return 2
+    if args.path is not None and args.data_dir is not None and args.path != args.data_dir:
+        return bad(f"{args.data_dir} and the path {args.path} differ; give one of them")
+    args.path = args.path if args.path is not None else args.data_dir
     if not os.path.exists(args.path):
         return bad(f"{args.path} does not exist")
     if not os.path.isdir(args.path):
@@ -284,20 +296,28 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--durable-producers", type=pos_int, default=8, help="producer threads (durable)")
     b.add_argument("--durable-rounds", type=pos_int, default=7, help="interleaved rounds (durable)")
     b.add_argument("--recovery-messages", type=pos_int, default=1_000_000, help="messages recovered (durable)")
+    b.add_argument(
+        "--retrieval-depth", type=pos_int, default=100_000, help="queue depth a get by CorrelId searches (retrieval)"
+    )
+    b.add_argument("--browse-messages", type=pos_int, default=1_000_000, help="messages browsed (retrieval)")
     b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
     b.add_argument("--out", default=None, help="directory to write bench.json and bench.md to")
     b.set_defaults(func=_bench)
 
     register_replay_commands(sub)  # trace, replay, pipeline: bench/cli_replay.py
+    register_data_commands(sub, _number)  # define, put, get, browse: bench/cli_data.py
 
     i = sub.add_parser(
         "inspect",
         help="show what a data directory holds",
-        description="Open a sweepq data directory read-only and print its chains, blobs, "
+        description="Open a sweepq data directory read-only and print its chains, blobs,\n"
         "dictionaries and the statistics its queue manager left at close.",
+        epilog="examples:\n  sweepq inspect --data-dir ./queues\n  sweepq inspect ./queues --json",
+        formatter_class=_Formatter,
     )
-    i.add_argument("path", help="the data directory (QueueManager.open(path))")
+    i.add_argument("path", nargs="?", help="the data directory (QueueManager.open(path)), or give --data-dir")
+    i.add_argument("--data-dir", metavar="DIR", help="the data directory, as for define, put, get and browse")
     i.add_argument("--json", action="store_true", help="print as JSON")
     i.set_defaults(func=_inspect)
     register_crash_command(sub)  # crashtest: bench/crash.py

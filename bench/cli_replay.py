@@ -182,7 +182,7 @@ def pipeline_command(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     """Add ``trace``, ``replay`` and ``pipeline`` to the ``sweepq`` subparsers ``sub``."""
-    from sweepq.sweeper.traces import KINDS
+    from sweepq.sweeper.trace_kinds import KINDS  # not traces.py: that imports numba
 
     fmt = HelpFormatter
     pos_int = number(int, 1)

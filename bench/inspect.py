@@ -2,11 +2,83 @@
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import os
 
-from sweepq.blobstore import BlobStore, StoreError
+from sweepq.blobstore import BlobCorruptError, BlobStore, StoreError
+from sweepq.engine import record
+from sweepq.engine.durable.layout import MARK_REMOVED, decode_definition, decode_value, queue_prefix
 from sweepq.engine.manager import STATS_FILE
+from sweepq.engine.queue import QueueAttributes
+
+# How `sweepq inspect` names a queue's attributes: MQ's, as DISPLAY QLOCAL shows them.
+_SHOWN = {
+    "delivery_sequence": "MSGDLVSQ",
+    "default_priority": "DEFPRTY",
+    "default_persistence": "DEFPSIST",
+    "max_depth": "MAXDEPTH",
+    "max_msg_length": "MAXMSGL",
+}
+_DEFAULTS = QueueAttributes()
+
+
+def _plain(value):
+    return value.name if isinstance(value, enum.Enum) and value.name else value
+
+
+def _queues(store: BlobStore) -> dict[str, dict]:
+    """Each stored queue definition with its persistent messages: those in records of their
+    own, and those in the blobs of its chains that are persistent and not marked removed (the
+    ones an open brings back; engine/durable/recovery.py)."""
+    swept: dict[str, list[tuple[bytes, int]]] = {}
+    for chain, ids in store.chains().items():  # chain names are b"QUEUE/priority"
+        name = chain.decode(errors="replace").rpartition("/")[0]
+        swept.setdefault(name, []).extend((chain, b) for b in ids)
+    out = {}
+    for name_b, value in sorted(store.objects().items()):
+        name = name_b.decode(errors="replace")
+        damaged: list[str] = []
+        try:
+            attrs = QueueAttributes(**decode_definition(value)).validated()
+            shown = {f.name: _plain(getattr(attrs, f.name)) for f in dataclasses.fields(attrs)}
+        except Exception as e:  # MQError, TypeError, ValueError: what an open would leave out too
+            shown = None
+            damaged.append(f"its definition cannot be read ({' '.join(str(e).split())})")
+        own = store.messages(queue_prefix(name))
+        in_records = sum(decode_value(v) is not None for _, v in own)
+        if in_records < len(own):
+            damaged.append(f"{len(own) - in_records} damaged message record(s)")
+        in_blobs = 0
+        for chain, blob_id in swept.get(name, []):
+            try:
+                records = store.read(blob_id, chain, None)
+                marks = store.marks(blob_id)
+            except BlobCorruptError as e:
+                damaged.append(" ".join(str(e).split()))
+                continue
+            in_blobs += sum(
+                1
+                for pos, rec in enumerate(records)
+                if rec[record.OFF_FLAGS] & record.PERSISTENT and marks.get(pos) != MARK_REMOVED
+            )
+        out[name] = {
+            "attributes": shown,
+            "persistent_messages": in_records + in_blobs,
+            "persistent_in_blobs": in_blobs,
+            "damaged": damaged,
+        }
+    return out
+
+
+def _attribute_text(attrs: dict) -> str:
+    """The main attributes, then any other that is not its default, MQ-style."""
+    parts = [f"{mq}({attrs[k]})" for k, mq in _SHOWN.items()]
+    for k, v in attrs.items():
+        if k not in _SHOWN and v != _plain(getattr(_DEFAULTS, k)):
+            parts.append(f"{k}={v}")
+    return " ".join(parts)
 
 
 def describe(path: str, as_json: bool = False) -> str:
@@ -24,6 +96,7 @@ def describe(path: str, as_json: bool = False) -> str:
                 "compressed_bytes": sum(h.comp_len for h in heads),
             }
         pending = store.pending()
+        queues = _queues(store)
         dictionaries = {k.decode(errors="replace"): v for k, v in store._scope_dict.items()}
     finally:
         store.close()
@@ -34,6 +107,7 @@ def describe(path: str, as_json: bool = False) -> str:
             stats = json.load(f)
     report = {
         "path": path,
+        "queues": queues,
         "chains": chains,
         "pending_blobs": len(pending),
         "dictionaries": dictionaries,
@@ -42,6 +116,15 @@ def describe(path: str, as_json: bool = False) -> str:
     if as_json:
         return json.dumps(report, indent=2)
     lines = [f"sweepq store at {path}"]
+    if not queues:
+        lines.append("  no queues defined")
+    for name, q in queues.items():
+        n, swept = q["persistent_messages"], q["persistent_in_blobs"]
+        where = f" ({swept:,} in blobs)" if swept else ""
+        lines.append(f"  queue {name}: {n:,} persistent message{'' if n == 1 else 's'}{where}")
+        if q["attributes"] is not None:
+            lines.append(f"    {_attribute_text(q['attributes'])}")
+        lines += [f"    damaged: {d}" for d in q["damaged"]]
     if not chains:
         lines.append("  no swept messages (every chain is empty)")
     for name, c in chains.items():

@@ -38,7 +38,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-SCENARIOS = ("throughput", "batch", "persistent", "durable", "sweep", "backlog", "memory", "gc", "replay")
+SCENARIOS = (
+    "throughput",
+    "batch",
+    "persistent",
+    "durable",
+    "retrieval",
+    "sweep",
+    "backlog",
+    "memory",
+    "gc",
+    "replay",
+)
 
 
 @dataclass
@@ -72,6 +83,8 @@ class BenchOptions:
     durable_rounds: int = 7
     recovery_messages: int = 1_000_000
     durable_dir: str | None = None  # where the stores and the fsync floor's file go (the same disk)
+    retrieval_depth: int = 100_000  # messages on the queue a get by CorrelId searches
+    browse_messages: int = 1_000_000  # messages browsed in memory and swept
     quick: bool = False
 
 
@@ -97,6 +110,8 @@ QUICK = {
     "durable_sync_messages": 40,
     "durable_rounds": 2,
     "recovery_messages": 20_000,
+    "retrieval_depth": 3_000,
+    "browse_messages": 20_000,
 }
 
 
@@ -700,11 +715,50 @@ def replay(o: BenchOptions, report: Report, step) -> dict:
     return out
 
 
+def retrieval(o: BenchOptions, report: Report, step: Callable[[], None]) -> dict:
+    """Get by CorrelId with an index, without, and swept, against a linear scan of a Python
+    list; browse of a swept queue against browsing it in memory and draining it (issue 9 §6)."""
+    from . import browse
+    from . import retrieval as r
+
+    g = r.get_by_correl_id(o.retrieval_depth, gets=20 if o.quick else 100, rounds=o.rounds if o.quick else 3)
+    step()
+    what = f"get by CorrelId, {o.retrieval_depth:,} messages deep"
+    names = {
+        "list_scan": "linear scan of a Python list (baseline)",
+        "indexed": "sweepq, index_type=CORREL_ID",
+        "indexed_1k_deep": "sweepq, index_type=CORREL_ID, 1,000 deep",
+        "unindexed": "sweepq, no index",
+        "swept": "sweepq, no index, every message swept (per-blob summaries)",
+    }
+    for key, label in names.items():
+        us = g["us_per_get"][key]
+        ratio = (
+            "1.00 x" if key == "list_scan" else f"{g['speedup_over_list_scan'][key]:.1f} x faster than the list scan"
+        )
+        if key.startswith("indexed"):
+            ratio += f" (goal <= {g['goal_indexed_us']:g} us: {_met(us <= g['goal_indexed_us'])})"
+        report.row("retrieval", f"{what}: {label}", f"{us:.1f} us a get", ratio)
+    b = browse.run(o.browse_messages)
+    step()
+    mem, swept, drain = b["browse in memory"], b["browse swept"], b["drain swept (get_many)"]
+    report.row("retrieval", f"browse {o.browse_messages:,} x 100 B in memory", _rate(mem), "1.00 x")
+    report.row(
+        "retrieval",
+        "browse them swept (no blob comes back)",
+        _rate(swept),
+        f"{swept / mem:.2f} x in memory (goal >= 0.5 x: {_met(swept / mem >= 0.5)})",
+    )
+    report.row("retrieval", "drain them swept with get_many", _rate(drain), f"{drain / mem:.2f} x")
+    return {"get_by_correl_id": g, "browse": b}
+
+
 RUNNERS = {
     "throughput": throughput,
     "batch": batch,
     "persistent": persistent,
     "durable": durable,
+    "retrieval": retrieval,
     "sweep": sweep,
     "backlog": backlog,
     "memory": memory,
@@ -723,6 +777,7 @@ def steps(name: str, o: BenchOptions) -> int:
         "persistent": o.rounds,
         # crash-safe and producers: a step a round; power-safe: POWER_SAFE_SPLIT x the rounds; recovery: 2
         "durable": (2 + POWER_SAFE_SPLIT) * o.durable_rounds + 2,
+        "retrieval": 2,
         "sweep": 8,
         "backlog": 2,
         "memory": 3,

@@ -290,6 +290,18 @@ class RocksKV:
                 return pairs, gaps
 
     def write(self, ops: Sequence[Op]) -> None:
+        if len(ops) == 1:
+            # One change (a durable put or get): a single put or delete is atomic by itself
+            # and skips building a WriteBatch.
+            cf, key, value = ops[0]
+            try:
+                if value is None:
+                    self._cf[cf].delete(key, self._wopts)
+                else:
+                    self._cf[cf].put(key, value, self._wopts)
+            except Exception as e:
+                raise _error(e, f"write to {self.path} failed") from e
+            return
         wb = WriteBatch(raw_mode=True)
         h = self._h
         for cf, key, value in ops:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from . import browse, checks, properties, record
+from . import browse, checks, groups, properties, record
 from .constants import (
     GMO,
     MAX_PRIORITY,
@@ -49,13 +49,13 @@ _ACCEPT_TRUNCATED = int(GMO.ACCEPT_TRUNCATED_MSG)
 _MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
 _BROWSE_ANY = int(GMO.BROWSE_FIRST | GMO.BROWSE_NEXT | GMO.BROWSE_MSG_UNDER_CURSOR | GMO.MSG_UNDER_CURSOR)
 _CURSOR_ANY = _BROWSE_ANY | int(GMO.LOCK | GMO.UNLOCK)  # engine/browse.py takes these calls
-# Accepted and checked, but not yet acted on: they arrive with groups.
-_NOT_YET = int(GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG | GMO.ALL_MSGS_AVAILABLE | GMO.ALL_SEGMENTS_AVAILABLE)
+_GROUP_GMO = groups.GROUP_GMO  # LOGICAL_ORDER, COMPLETE_MSG, ALL_*_AVAILABLE: engine/groups.py
 _PMO_SYNC = int(PMO.SYNCPOINT)
 _PMO_NEW_MSG_ID = int(PMO.NEW_MSG_ID)
 _PMO_NEW_CORREL_ID = int(PMO.NEW_CORREL_ID)
 _PMO_LOGICAL_ORDER = int(PMO.LOGICAL_ORDER)
 _HAS_EXPIRY = record.HAS_EXPIRY
+_EXPIRY_OR_GROUP = record.HAS_EXPIRY | record.HAS_GROUP  # the get's slow tail
 _PERSISTENT = record.PERSISTENT
 _MATCH_MSG_TOKEN = int(MO.MATCH_MSG_TOKEN)
 _pack_head = record.HEAD.pack  # a put with no optional fields: record.encode(), written out
@@ -185,6 +185,8 @@ class Handle:
         "_closed",
         "_conn",
         "_cursor",
+        "_gbrowse",
+        "_grp",
         "_match",
         "_qm",
         "_selector",
@@ -210,15 +212,21 @@ class Handle:
         self._can_put = bool(options & OO.OUTPUT)
         self._closed = False
         self._cursor: browse.Cursor | None = None  # made by the first browse (engine/browse.py)
+        self._grp = None  # groups.HandleGroups while a group is current (put or get side)
+        self._gbrowse = None  # groups.BrowseState during a LOGICAL_ORDER browse pass
 
     @property
     def name(self) -> str:
         return self.queue.name
 
-    def close(self) -> None:
-        """MQCLOSE. Uncommitted work stays with the connection's unit of work."""
+    def close(self) -> Reason:
+        """MQCLOSE. Uncommitted work stays with the connection's unit of work.
+
+        Returns ``Reason.NONE``, or the WARNING reason INCOMPLETE_MSG (2242) /
+        INCOMPLETE_GROUP (2241) when a logical message / group put or got through this
+        handle is left incomplete (engine/groups.py); the handle is closed either way."""
         if self._closed:
-            return
+            return Reason.NONE
         self._closed = True
         q = self.queue
         with q.mutex:
@@ -231,6 +239,7 @@ class Handle:
             q.open_handles -= 1
             browse.release(q, self._cursor)  # a browse lock ends with the handle (§5.4)
         self._conn._handles.discard(self)
+        return Reason.NONE if self._grp is None else groups.closed(self)
 
     def __enter__(self) -> Handle:
         return self
@@ -262,7 +271,9 @@ class Handle:
             if err:
                 raise options_error(err)
             if opts & _PMO_LOGICAL_ORDER:
-                raise options_error("PMO.LOGICAL_ORDER (group assignment) is not supported yet")
+                return groups.put(self, data, md, opts)
+        if self._grp is not None or (md is not None and getattr(md, "msg_flags", 0)):
+            return groups.put(self, data, md, opts)  # a group or segment (engine/groups.py)
         q = self.queue
         if q.inhibit_put:
             raise MQError(Reason.PUT_INHIBITED, f"puts to {q.name!r} are inhibited (inhibit_put)")
@@ -270,7 +281,7 @@ class Handle:
             data = _as_bytes(data)
         n = len(data)
         qm = self._qm
-        if n > q.max_msg_length:
+        if n > q.max_msg_length or n > qm.max_msg_length:
             self._too_big(n, q)
         syncpoint = opts & _PMO_SYNC
         if syncpoint and len(self._conn._uow.ops) >= qm.max_uncommitted:
@@ -335,7 +346,7 @@ class Handle:
         if not n:
             return []
         longest = max(map(len, datas))
-        if longest > q.max_msg_length:
+        if longest > q.max_msg_length or longest > qm.max_msg_length:
             self._too_big(longest, q)
         syncpoint = opts & _PMO_SYNC
         if syncpoint and len(self._conn._uow.ops) + n > qm.max_uncommitted:
@@ -399,7 +410,7 @@ class Handle:
             if err:
                 raise options_error(err)
             if opts & _PMO_LOGICAL_ORDER:
-                raise options_error("PMO.LOGICAL_ORDER (group assignment) is not supported yet")
+                raise options_error("put_many does not put groups: put each message with put() and PMO.LOGICAL_ORDER")
         q = self.queue
         if q.inhibit_put:
             raise MQError(Reason.PUT_INHIBITED, f"puts to {q.name!r} are inhibited (inhibit_put)")
@@ -507,11 +518,15 @@ class Handle:
             err = check_get(opts)
             if err:
                 raise options_error(err)
-            if opts & _NOT_YET:
-                raise options_error(f"get options {GMO(opts & _NOT_YET)!r} are not supported yet")
             if opts & _CURSOR_ANY:
+                if opts & _GROUP_GMO or self._gbrowse is not None:  # groups: engine/groups.py
+                    args = (wait_interval, buffer_length, match, msg_id, correl_id, group_id, msg_seq_number, offset)
+                    return groups.browse(self, opts, *args, msg_token)
                 args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
                 return browse.get(self, opts, wait_interval, buffer_length, *args)  # type: ignore[return-value]
+        if self._grp is not None or opts & _GROUP_GMO:  # groups and segments: engine/groups.py
+            args = (wait_interval, buffer_length, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+            return groups.get(self, opts, *args)
         if not self._can_get:
             raise MQError(Reason.NOT_OPEN_FOR_INPUT, f"open {q.name!r} with an OO.INPUT_* option to get")
         if q.inhibit_get:
@@ -622,8 +637,11 @@ class Handle:
         msg._ident = qm.ident
         msg.reason = reason
         msg.data = data
-        if rec[2] & _HAS_EXPIRY:
-            msg._now_us = int(self._wall() * 1_000_000)
+        if rec[2] & _EXPIRY_OR_GROUP:
+            if rec[2] & _HAS_EXPIRY:
+                msg._now_us = int(self._wall() * 1_000_000)
+            if rec[2] & record.HAS_GROUP:
+                groups.after_get(self, rec, in_uow)  # the handle's logical position moves
         return msg
 
     def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]:
@@ -648,7 +666,7 @@ class Handle:
             err = check_get(opts)
             if err:
                 raise options_error(err)
-            if opts & (_CURSOR_ANY | _NOT_YET | _MARK_SKIP):
+            if opts & (_CURSOR_ANY | _MARK_SKIP | _GROUP_GMO):
                 raise options_error("get_many takes plain destructive gets; use get() to browse, lock or mark")
         if q.inhibit_get:
             raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")

@@ -142,7 +142,7 @@ class QueueManager:
                 raise
             for name in self._storage.repaired:
                 self.recovery.damaged.append(
-                    f"store file {name} could not be read; repair moved it to lost/ (what only it held is gone)"
+                    f"repair set store file {name} aside (moved to lost/); records only it held are gone"
                 )
             self._seq = itertools.count(self.recovery.next_seq)
         self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)

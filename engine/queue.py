@@ -226,6 +226,7 @@ class LocalQueue:
         self.deleted = False
         self.batched = 0  # messages assigned to transmission batches
         self.batches: dict[int, list[Ref]] = {}
+        self.groups_started: dict = {}  # engine/groups.py: groups a get has started to take
         self.ident = ident or Identity(bytes(12))
         self.tier = QueueTier(name, self.lanes, self.ident, storage)
         self.tier.journal = journal

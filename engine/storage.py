@@ -89,8 +89,8 @@ class Storage:
             if not self._repair:
                 raise StoreError(
                     f"{e}. A file of the store is damaged beyond reading (a truncated table file?); "
-                    "open it with repair=True to move the unreadable files aside (to lost/) and "
-                    "recover every message the other files hold"
+                    "open it with repair=True (sweepq ... --repair) to move the unreadable files aside "
+                    "(to lost/) and recover every message the other files hold"
                 ) from e
         self.repaired = BlobStore.repair(self.path)
         return BlobStore(self.path, wal=self._wal, **self.store_options)

@@ -588,7 +588,6 @@ def test_browse_discards_expired_messages(env):
         GMO.UNLOCK | GMO.LOCK | GMO.BROWSE_FIRST,
         GMO.UNLOCK | GMO.SYNCPOINT,
         GMO.BROWSE_FIRST | GMO.MARK_SKIP_BACKOUT,
-        GMO.BROWSE_FIRST | GMO.LOGICAL_ORDER,
         1 << 30,
     ],
 )

@@ -458,3 +458,37 @@ def test_a_truncated_table_file_is_refused_then_repaired_on_request(tmp_path):
         assert any(tables[-1] in line and "lost/" in line for line in qm.recovery.damaged)
         assert [m for m, _, _ in contents(qm, "KEEP")] == [b"k%d" % i for i in range(5)]
     assert (d / "lost" / tables[-1]).exists()
+
+
+def test_a_damaged_first_blob_keeps_the_lane_in_order_and_names_its_messages():
+    """The first blob of a chain is damaged at recovery: its messages are named by the get
+    that reaches it (2101), and the lane's records stay on their side of the chain."""
+    kv = MemoryKV()
+    qm = manager(kv, sweep_policy=None)
+    qm.define_queue("Q", default_persistence=P)
+    h = qm.connect().open("Q", IO)
+    for i in range(20):
+        h.put(b"m%02d" % i)
+    qm.sweeper.run_once()  # most of them into blobs of four
+    h.put(b"late")  # the rear list
+    kv2 = crash(kv)
+    store = MemoryStore(kv=kv2, max_blob_records=BLOB)
+    first = store.chain(b"Q/0")[0]
+    raw = bytearray(store.raw_blob(first))
+    raw[-3] ^= 0xFF
+    store.replace_raw_blob(first, bytes(raw))
+    after = manager(kv2, store)
+    assert after.recovery.damaged  # found at open
+    h2 = after.connect().open("Q", IO)
+    got, errors = [], []
+    while True:
+        try:
+            got.append(h2.get().data)
+        except MQError as e:
+            if e.reason == Reason.NO_MSG_AVAILABLE:
+                break
+            errors.append(e)
+    assert len(errors) == 1 and errors[0].reason == Reason.OBJECT_DAMAGED
+    assert "53575120" in str(errors[0])  # the MsgIds it held, "SWQ ..." in hex
+    assert got[-1] == b"late" and got == [*sorted(got[:-1]), b"late"]
+    assert len(got) == 21 - 4  # the damaged blob's four messages are the only loss

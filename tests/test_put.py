@@ -12,6 +12,7 @@ from sweepq.engine import (
     PMO,
     MQError,
     Persistence,
+    QueueManager,
     Reason,
 )
 
@@ -158,7 +159,8 @@ def test_group_fields_round_trip(h):
     assert m.md.group_id == b"G1".ljust(24, b"\0")
     assert m.md.msg_seq_number == 3
     assert m.group_status == GroupStatus.LAST_MSG_IN_GROUP
-    assert r.md.msg_flags == MF.LAST_MSG_IN_GROUP
+    # SEMANTICS.md §6.2: LAST_MSG_IN_GROUP makes the stored copy also carry MSG_IN_GROUP.
+    assert r.md.msg_flags == MF.LAST_MSG_IN_GROUP | MF.MSG_IN_GROUP
 
 
 def test_expiry_counts_down_and_expired_messages_are_discarded(h, clock):
@@ -173,3 +175,15 @@ def test_expiry_counts_down_and_expired_messages_are_discarded(h, clock):
     assert h.get().data == b"lives"  # "dies" expired and was discarded on the way
     assert h.queue.expired == 1
     assert h.queue.depth == 0
+
+
+def test_the_queue_managers_max_msg_length_holds_below_the_queues():
+    """MAXMSGL of the manager below the queue's: the manager's limit applies (2031)."""
+    with QueueManager(sweeper=False, max_msg_length=100) as qm:
+        qm.define_queue("Q", max_msg_length=1000)
+        h = qm.connect().open("Q", OO.OUTPUT)
+        for put in (lambda: h.put(b"x" * 101), lambda: h.put_many([b"x", b"y" * 101])):
+            with pytest.raises(MQError) as ei:
+                put()
+            assert ei.value.reason == Reason.MSG_TOO_BIG_FOR_Q_MGR
+        h.put(b"x" * 100)

@@ -139,7 +139,8 @@ def _load_queue(q: LocalQueue, store: Store, report: RecoveryReport) -> int:
             if blob is not None:
                 blobs.append(blob)
         recs = by_lane[lane.priority]
-        first = blobs[0].seq_min if blobs and blobs[0].count and blobs[0].seq_min else None
+        _place_placeholders(blobs)
+        first = blobs[0].seq_min if blobs and blobs[0].seq_min else None
         # Records older than the first blob are the front list, the rest the rear list.
         split = (
             len(recs)
@@ -164,6 +165,18 @@ def _load_queue(q: LocalQueue, store: Store, report: RecoveryReport) -> int:
     return max_seq
 
 
+def _place_placeholders(blobs: list[SweptBlob]) -> None:
+    """A damaged blob whose arrival numbers are unknown takes those of the next readable blob
+    (or the previous one), so that the lane's own records stay on the right side of the
+    chain (front records before it, rear records after it)."""
+    for k, blob in enumerate(blobs):
+        if blob.seq_min:
+            continue
+        later = next((b.seq_min for b in blobs[k + 1 :] if b.seq_min), 0)
+        earlier = next((b.seq_max for b in reversed(blobs[:k]) if b.seq_max), 0)
+        blob.seq_min = blob.seq_max = later or earlier
+
+
 def _load_blob(
     store: Store, chain: bytes, blob_id: int, report: RecoveryReport, qname: str
 ) -> tuple[SweptBlob | None, int]:
@@ -179,10 +192,17 @@ def _load_blob(
         report.damaged.append(f"queue {qname!r}: {e}")
         if not ids:
             return None, 0
-        # A placeholder: the first get that reaches it reports its MsgIds (2101).
+        # A placeholder: the first get that reaches it reports its MsgIds (2101). Its arrival
+        # numbers place the lane's own records before or after it: a persistent message's
+        # MsgId, when generated, ends in its number (record.Identity); otherwise they are
+        # taken from the neighbouring blobs (_place_placeholders).
         n = len(ids)
-        index = (_hash_rows(b"".join(ids), n), None, None, np.zeros(n, "<u8"))
-        return SweptBlob(blob_id, 0, 0, ids_check(ids), index), 0
+        seqs = np.array([int.from_bytes(i[16:], "big") if i[:4] == b"SWQ " else 0 for i in ids], "<u8")
+        index = (_hash_rows(b"".join(ids), n), None, None, seqs)
+        blob = SweptBlob(blob_id, 0, 0, ids_check(ids), index)
+        if not seqs.all():
+            blob.seq_min = blob.seq_max = 0  # unknown: see _place_placeholders
+        return blob, int(seqs.max()) if n else 0
     except StoreError as e:
         raise MQError(Reason.RESOURCE_PROBLEM, f"reading blob {blob_id} of queue {qname!r} failed: {e}") from e
     check = ids_check(ids)

@@ -1,0 +1,682 @@
+"""The data-directory commands of ``sweepq``, after IBM MQ's runmqsc DEFINE QLOCAL and its
+sample programs amqsput, amqsget and amqsbcg: ``define``, ``put``, ``get`` and ``browse``.
+
+Each command opens the data directory ``--data-dir`` with ``QueueManager.open(path,
+sweeper=False)``, does its work and closes it, so the directory holds only what is durable:
+queue definitions and committed persistent messages. A non-persistent message put by
+``sweepq put`` is gone when the command ends (as in MQ at a restart); the command says so.
+
+Commands on one directory take turns: each holds an exclusive ``flock`` on the directory
+itself (nothing is written into it for that) while its queue manager is open, and waits for
+it otherwise. ``sweepq get --wait`` opens the directory for each try and closes it between
+tries, so that a ``sweepq put`` from another terminal gets in, as with amqsget and amqsput.
+
+Exit codes: 0 done (also when no message was left to get), 1 an MQ call failed (the line
+names the reason and its number, e.g. ``MQRC_UNKNOWN_OBJECT_NAME (2085)``), 2 a usage error
+(one line naming the argument and what to pass). Never a traceback.
+
+bench/cli.py calls :func:`register` with its subparsers and its argparse number type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import enum
+import fcntl
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+EXIT_MQ = 1
+EXIT_USAGE = 2
+_ID_BYTES = 24  # MsgId and CorrelId are fixed 24-byte fields (shorter ones are padded with NULs)
+_MAX_NAME = 48  # engine/queue.py MAX_NAME and _NAME_CHARS: checked here so that a bad name is a usage error
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/%")
+
+# The MQ attribute each QueueAttributes field stands for, as `sweepq define` prints them.
+_MQ_NAMES = {
+    "delivery_sequence": "MSGDLVSQ",
+    "default_priority": "DEFPRTY",
+    "default_persistence": "DEFPSIST",
+    "max_depth": "MAXDEPTH",
+    "max_msg_length": "MAXMSGL",
+    "inhibit_get": "GET(DISABLED)",
+    "inhibit_put": "PUT(DISABLED)",
+    "shareable": "SHARE",
+    "default_input": "DEFSOPT",
+    "backout_threshold": "BOTHRESH",
+    "backout_requeue_q": "BOQNAME",
+    "index_type": "INDXTYPE",
+    "usage": "USAGE",
+    "current_depth": "CURDEPTH",
+}
+
+
+class _Usage(Exception):
+    """A usage error: one line, exit 2."""
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples keep their line breaks; an option's help ends with its default
+    unless it is a flag, has none, or says it in words."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default is None or action.default is False or not action.option_strings:
+            return text
+        return super()._get_help_string(action)
+
+
+# -- argument types -----------------------------------------------------------------------
+
+
+def _queue_name(text: str) -> str:
+    if not 1 <= len(text) <= _MAX_NAME or set(text) - _NAME_CHARS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a queue name; pass 1 to {_MAX_NAME} characters from A-Z a-z 0-9 . _ / %"
+        )
+    return text
+
+
+def _id_text(text: str) -> bytes:
+    data = os.fsencode(text)
+    if len(data) > _ID_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is {len(data)} bytes; pass at most {_ID_BYTES} bytes (shorter ones are padded with NULs)"
+        )
+    return data
+
+
+def _id_hex(text: str) -> bytes:
+    try:
+        data = bytes.fromhex(text)
+    except ValueError:
+        data = None
+    if data is None or len(data) > _ID_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not hex of at most {_ID_BYTES} bytes; pass up to {2 * _ID_BYTES} hex digits, "
+            "e.g. 414243 (shorter ids are padded with NULs)"
+        )
+    return data
+
+
+# -- the data directory -------------------------------------------------------------------
+
+
+def _check_data_dir(path: str, create: bool) -> bool:
+    """Refuse a data directory that cannot be one, as a usage error; with ``create``, make a
+    missing one (private to the user). True when this call created it."""
+    hint = f"sweepq define QUEUE --data-dir {path}"
+    if os.path.isdir(path):
+        if not create:
+            try:
+                empty = not os.listdir(path)
+            except OSError as e:
+                raise _Usage(f"argument --data-dir: cannot read {path} ({e.strerror}); pass a data directory") from e
+            if empty:
+                raise _Usage(f"argument --data-dir: {path} holds no queues yet; define one first: {hint}")
+        return False
+    if os.path.exists(path):
+        raise _Usage(f"argument --data-dir: {path} is not a directory; pass a data directory (a new one is created)")
+    if not create:
+        raise _Usage(f"argument --data-dir: {path} does not exist; create it with a queue: {hint}")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise _Usage(f"argument --data-dir: {parent} does not exist; create it first (the data directory is created)")
+    try:
+        os.mkdir(path, 0o700)
+    except OSError as e:
+        raise _Usage(f"argument --data-dir: cannot create {path} ({e.strerror}); pass a writable place") from e
+    return True
+
+
+@contextlib.contextmanager
+def _taking_turns(path: str, prog: str) -> Iterator[None]:
+    """Hold an exclusive flock on the directory itself while the body runs, waiting for
+    another sweepq command on it to finish (said once on stderr)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not said:
+                    print(f"{prog}: waiting for another sweepq command on {path} to finish", file=sys.stderr)
+                    said = True
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
+def _opened(path: str, prog: str, repair: bool = False):
+    """The queue manager of the data directory, closed at the end (uncommitted work backed out).
+    ``repair``: a file damaged beyond reading is moved aside and the rest recovered."""
+    from sweepq.engine import QueueManager
+
+    with _taking_turns(path, prog):
+        qm = QueueManager.open(path, sweeper=False, repair=repair)
+        try:
+            report = getattr(qm, "recovery", None)
+            for what in getattr(report, "damaged", None) or ():  # what the open could not bring back
+                print(f"{prog}: warning: {' '.join(str(what).split())}", file=sys.stderr)
+            yield qm
+        finally:
+            qm.close()
+
+
+def _with_hint(e, args: argparse.Namespace) -> str:
+    """The MQError's line, its advice said the command line's way for the reasons a user meets."""
+    text = str(e)
+    if e.reason == 2085:  # UNKNOWN_OBJECT_NAME
+        how = f"define it with: sweepq define {getattr(args, 'queue', 'QUEUE')} --data-dir {args.data_dir}"
+        return text.replace("define it with define_queue()", how) if "define_queue()" in text else f"{text}; {how}"
+    if e.reason == 2100:  # OBJECT_ALREADY_EXISTS
+        return f"{text}; pass --replace to replace its definition (its messages stay)"
+    return text
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: what is still buffered goes nowhere, not to a traceback at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _run(prog: str, body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command whose failures are one line on stderr: exit 2 for usage, 1 for the rest."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return body(args)
+        except _Usage as e:
+            print(f"{prog}: error: {e} (see '{prog} --help')", file=sys.stderr)
+            return EXIT_USAGE
+        except BrokenPipeError:  # `sweepq browse ... | head`: the reader had enough
+            _silence_stdout()
+            if prog != "sweepq put":
+                return 0
+            print(f"{prog}: error: stdout was closed early (with --syncpoint, nothing was put)", file=sys.stderr)
+            return EXIT_MQ
+        except Exception as e:  # MQError, StoreError, OSError: one line, never a traceback
+            from sweepq.engine import MQError
+
+            if isinstance(e, MQError):
+                text = _with_hint(e, args)
+            elif isinstance(e, OSError):
+                text = f"{e.strerror or e} ({e.filename})" if e.filename else str(e)
+            else:
+                text = f"{type(e).__name__}: {e}"
+            print(f"{prog}: error: {' '.join(text.split())}", file=sys.stderr)
+            return EXIT_MQ
+
+    return run
+
+
+# -- describing a message -----------------------------------------------------------------
+
+
+def _put_time(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _as_json(queue: str, m) -> dict:
+    """A message as one JSON object (get --json, browse --json)."""
+    md = m.md
+    try:
+        text = m.data.decode()
+    except UnicodeDecodeError:
+        text = None
+    doc = {
+        "queue": queue,
+        "msg_id": md.msg_id.hex(),
+        "correl_id": md.correl_id.hex(),
+        "priority": md.priority,
+        "persistence": "PERSISTENT" if md.persistence == 1 else "NOT_PERSISTENT",
+        "backout_count": md.backout_count,
+        "put_time": _put_time(md.put_time),
+        "expiry": md.expiry,
+        "data_length": m.data_length,
+        "data": text,
+        "data_hex": m.data.hex(),
+    }
+    if md.msg_flags:
+        doc.update(group_id=md.group_id.hex(), msg_seq_number=md.msg_seq_number, offset=md.offset)
+        doc["msg_flags"] = md.msg_flags
+    properties = getattr(md, "properties", None)
+    if properties:  # bytes values as {"hex": ...}: JSON has no bytes
+        doc["properties"] = {k: {"hex": v.hex()} if isinstance(v, bytes) else v for k, v in properties.items()}
+    return doc
+
+
+def hex_dump(data: bytes) -> list[str]:
+    """amqsbcg's dump: offset, 16 bytes as 8 groups of 2, and the printable ASCII."""
+    lines = []
+    for off in range(0, len(data), 16):
+        chunk = data[off : off + 16]
+        groups = " ".join(chunk[i : i + 2].hex().upper() for i in range(0, len(chunk), 2))
+        text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        lines.append(f"{off:08X}:  {groups:<39}  '{text:<16}'")
+    return lines
+
+
+def _as_text(number: int, queue: str, m) -> str:
+    """A message as amqsbcg shows it: the descriptor's fields, then the data's dump."""
+    md = m.md
+    persistence = "PERSISTENT" if md.persistence == 1 else "NOT_PERSISTENT"
+    lines = [
+        f"message {number} on {queue}",
+        f"  MsgId        : X'{md.msg_id.hex().upper()}'",
+        f"  CorrelId     : X'{md.correl_id.hex().upper()}'",
+        f"  Priority     : {md.priority}",
+        f"  Persistence  : {md.persistence} ({persistence})",
+        f"  BackoutCount : {md.backout_count}",
+        f"  PutDateTime  : {_put_time(md.put_time)}",
+        f"  Expiry       : {md.expiry}" + (" (unlimited)" if md.expiry < 0 else " (tenths of a second left)"),
+    ]
+    if md.msg_flags:
+        lines += [
+            f"  GroupId      : X'{md.group_id.hex().upper()}'",
+            f"  MsgSeqNumber : {md.msg_seq_number}",
+            f"  Offset       : {md.offset}",
+            f"  MsgFlags     : {md.msg_flags}",
+        ]
+    for name, value in (getattr(md, "properties", None) or {}).items():
+        shown = f"X'{value.hex().upper()}'" if isinstance(value, bytes) else repr(value)
+        lines.append(f"  Property     : {name} = {shown}")
+    lines.append(f"  length       : {m.data_length} bytes")
+    lines += ["  " + line for line in hex_dump(m.data)]
+    return "\n".join(lines)
+
+
+def _plural(n: int, word: str = "message") -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+# -- define -------------------------------------------------------------------------------
+
+
+def _define(args: argparse.Namespace) -> int:
+    from sweepq.engine import DeliverySequence, Persistence, QueueAttributes
+
+    attrs: dict = {}
+    if args.sequence is not None:
+        attrs["delivery_sequence"] = DeliverySequence[args.sequence]
+    if args.default_priority is not None:
+        attrs["default_priority"] = args.default_priority
+    if args.persistent:
+        attrs["default_persistence"] = Persistence.PERSISTENT
+    if args.max_depth is not None:
+        attrs["max_depth"] = args.max_depth
+    if args.max_msg_length is not None:
+        attrs["max_msg_length"] = args.max_msg_length
+    created = _check_data_dir(args.data_dir, create=True)
+    try:
+        with _opened(args.data_dir, "sweepq define", args.repair) as qm:
+            if args.replace and args.queue in qm.queue_names():
+                # MQ's DEFINE ... REPLACE: the attributes not given take their defaults again.
+                info = qm.alter_queue(args.queue, **{**dataclasses.asdict(QueueAttributes()), **attrs})
+                verb = "replaced the definition of"
+            else:
+                info = qm.define_queue(args.queue, **attrs)
+                verb = "defined"
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                os.rmdir(args.data_dir)  # only when still empty: leave nothing behind a failed first define
+        raise
+    print(f"{verb} queue {args.queue} in {args.data_dir}")
+    values = {**dataclasses.asdict(info.attributes), "current_depth": info.current_depth}
+    for field in dataclasses.fields(info.attributes):  # asdict turns enums into plain ints
+        values[field.name] = getattr(info.attributes, field.name)
+    for name, value in values.items():
+        shown = value.name if isinstance(value, enum.Enum) and value.name else value
+        print(f"  {name:<20} {_MQ_NAMES.get(name, ''):<14} {shown if shown != '' else '-'}")
+    return 0
+
+
+# -- put ----------------------------------------------------------------------------------
+
+
+def _stdin_lines() -> Iterator[bytes]:
+    """One message per line of stdin, without its line end, as bytes (any encoding passes)."""
+    if sys.stdin.isatty():
+        print("sweepq put: type one message per line; Ctrl-D ends", file=sys.stderr)
+    for line in sys.stdin.buffer:
+        if line.endswith(b"\n"):
+            line = line[:-1]
+            if line.endswith(b"\r"):
+                line = line[:-1]
+        yield line
+
+
+def _put(args: argparse.Namespace) -> int:
+    from sweepq.engine import MD, OO, PMO, MQError
+
+    _check_data_dir(args.data_dir, create=False)
+    md = {
+        "priority": -1 if args.priority is None else args.priority,  # -1, 2: as the queue's defaults
+        "persistence": 2 if args.persistence is None else args.persistence,
+    }
+    if args.correl_id is not None:
+        md["correl_id"] = args.correl_id
+    messages = (os.fsencode(m) for m in args.messages) if args.messages else _stdin_lines()
+    put = persistent = 0
+    with _opened(args.data_dir, "sweepq put", args.repair) as qm, qm.connect() as conn:
+        handle = conn.open(args.queue, OO.OUTPUT)  # first, so that an unknown queue fails before any input
+        options = PMO.SYNCPOINT if args.syncpoint else PMO.NO_SYNCPOINT
+        try:
+            for data in messages:
+                r = handle.put(data, MD(**md), options)
+                put += 1
+                persistent += r.persistent
+                if args.verbose:
+                    print(r.msg_id.hex(), flush=True)
+            if args.syncpoint:
+                conn.commit()
+        except MQError as e:
+            if args.syncpoint:
+                conn.backout()
+                e.text += f"; nothing was put: the unit of work ({_plural(put)} put before it) was backed out"
+            else:
+                e.text += f"; put before it: {_plural(put)}"
+            raise MQError(e.reason, e.text) from None
+    print(f"put {_plural(put)} on {args.queue} ({persistent:,} persistent)")
+    if put > persistent:
+        print(
+            f"sweepq put: note: {_plural(put - persistent)} not persistent: gone now that this command has ended "
+            "(non-persistent messages do not survive a restart, as in MQ); pass --persistent, "
+            "or define the queue with --persistent",
+            file=sys.stderr,
+        )
+    return 0
+
+
+# -- get ----------------------------------------------------------------------------------
+
+
+def _write(out, data: bytes) -> None:
+    out.write(data)
+    out.flush()
+
+
+def _get(args: argparse.Namespace) -> int:
+    from sweepq.engine import GMO, OO, MQError, Reason
+
+    _check_data_dir(args.data_dir, create=False)
+    out = sys.stdout.buffer
+    got = 0
+    deadline = None  # while waiting: when to give up on the next message
+    poll = 0.25
+    while True:
+        started = time.monotonic()
+        before = got
+        with _opened(args.data_dir, "sweepq get", args.repair) as qm, qm.connect() as conn:
+            handle = conn.open(args.queue, OO.INPUT_AS_Q_DEF)
+            opened = time.monotonic() - started
+            while args.count is None or got < args.count:
+                try:
+                    m = handle.get(GMO.SYNCPOINT, correl_id=args.correl_id)
+                except MQError as e:
+                    if e.reason == Reason.NO_MSG_AVAILABLE:
+                        break
+                    raise
+                line = json.dumps(_as_json(args.queue, m)).encode() if args.json else m.data
+                try:
+                    _write(out, line + b"\n")
+                except BrokenPipeError:  # the reader is gone: the message stays on the queue
+                    conn.backout()
+                    _silence_stdout()
+                    return 0
+                conn.commit()  # removed only once it is written out
+                got += 1
+        if args.count is not None and got >= args.count:
+            print(f"sweepq get: got {_plural(got)}", file=sys.stderr)
+            return 0
+        now = time.monotonic()
+        if args.wait > 0 and (deadline is None or got > before):
+            deadline = now + args.wait  # MQ's wait interval: for each next message
+            print(f"sweepq get: waiting up to {args.wait:g} s for a message on {args.queue}", file=sys.stderr)
+        if deadline is None or now >= deadline:
+            print(f"sweepq get: got {_plural(got)}; no more messages", file=sys.stderr)
+            return 0
+        # Closed between tries, so that another process can put; each try costs an open.
+        time.sleep(min(max(poll, 2 * opened), 2.0, deadline - now))
+
+
+# -- browse -------------------------------------------------------------------------------
+
+
+def _browse(args: argparse.Namespace) -> int:
+    from sweepq.engine import GMO, OO, MQError, Reason
+
+    _check_data_dir(args.data_dir, create=False)
+    seen = 0
+    with _opened(args.data_dir, "sweepq browse", args.repair) as qm, qm.connect() as conn:
+        handle = conn.open(args.queue, OO.BROWSE)
+        options = GMO.BROWSE_FIRST
+        while args.count is None or seen < args.count:
+            try:
+                m = handle.get(options, correl_id=args.correl_id)
+            except MQError as e:
+                if e.reason == Reason.NO_MSG_AVAILABLE:
+                    break
+                raise
+            options = GMO.BROWSE_NEXT
+            seen += 1
+            print(json.dumps(_as_json(args.queue, m)) if args.json else _as_text(seen, args.queue, m), flush=True)
+    done = "" if args.count is not None and seen >= args.count else "; no more messages"
+    print(f"sweepq browse: browsed {_plural(seen)}{done}", file=sys.stderr)
+    return 0
+
+
+# -- registration -------------------------------------------------------------------------
+
+
+def _intermixed(parser: argparse.ArgumentParser) -> None:
+    """Let ``parser`` take options between its positionals (``put Q --data-dir D a b``): argparse
+    otherwise gives QUEUE and an empty MESSAGE list the first positional run, and refuses the
+    rest. The subcommand action calls ``parse_known_args``; route it to the intermixed form,
+    which calls ``parse_known_args`` itself (the plain one, while it runs)."""
+    plain = parser.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):
+        parser.parse_known_args = plain
+        try:
+            return parser.parse_known_intermixed_args(args, namespace)
+        finally:
+            parser.parse_known_args = parse_known_args
+
+    parser.parse_known_args = parse_known_args
+
+
+def register(sub: argparse._SubParsersAction, number: Callable) -> None:
+    """Add define, put, get and browse to the ``sweepq`` subparsers. ``number`` is the CLI's
+    argparse type for bounded numbers (bench/cli.py ``_number``)."""
+
+    def command(name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog="examples:\n" + examples,
+            formatter_class=_Formatter,
+        )
+        p.add_argument(
+            "--data-dir",
+            required=True,
+            metavar="DIR",
+            help="the data directory: queue definitions and persistent messages (QueueManager.open(DIR))",
+        )
+        p.add_argument(
+            "--repair",
+            action="store_true",
+            help="if a file of the directory is damaged beyond reading (a truncated table file), move it "
+            "aside to DIR/lost/ and recover every message the other files hold (QueueManager.open(DIR, "
+            "repair=True)); what only that file held is reported and gone",
+        )
+        return p
+
+    def correl(p: argparse.ArgumentParser, what: str) -> None:
+        g = p.add_mutually_exclusive_group()
+        g.add_argument("--correl-id", dest="correl_id", type=_id_text, metavar="TEXT", help=f"{what} (UTF-8 text)")
+        g.add_argument("--correl-id-hex", dest="correl_id", type=_id_hex, metavar="HEX", help=f"{what} (hex)")
+
+    queue_help = "the queue's name (1 to 48 characters from A-Z a-z 0-9 . _ / %%)"
+
+    d = command(
+        "define",
+        "define a local queue in a data directory (MQ's DEFINE QLOCAL)",
+        "Define a local queue in the data directory, which is created if it does not exist (its\n"
+        "parent must). The definition is durable. Prints the queue's attributes.",
+        "  sweepq define ORDERS --data-dir /var/lib/myapp/queues --persistent\n"
+        "  sweepq define JOBS --data-dir ./q --fifo --max-depth 10000\n"
+        "  sweepq define JOBS --data-dir ./q --replace --default-priority 4",
+    )
+    d.add_argument("queue", type=_queue_name, metavar="QUEUE", help=queue_help)
+    seq = d.add_mutually_exclusive_group()
+    seq.add_argument(
+        "--priority-sequence",
+        dest="sequence",
+        action="store_const",
+        const="PRIORITY",
+        help="deliver by priority, then in order within a priority (MSGDLVSQ(PRIORITY); the default)",
+    )
+    seq.add_argument(
+        "--fifo",
+        dest="sequence",
+        action="store_const",
+        const="FIFO",
+        help="deliver in arrival order whatever the priority (MSGDLVSQ(FIFO))",
+    )
+    d.add_argument(
+        "--default-priority",
+        type=number(int, 0, 9, hint="pass a priority from 0 to 9"),
+        metavar="N",
+        help="priority of messages put without one (DEFPRTY; default 0)",
+    )
+    d.add_argument(
+        "--persistent",
+        action="store_true",
+        help="messages put without a persistence are persistent: they survive the command and a restart "
+        "(DEFPSIST(YES); default: not persistent, as in MQ)",
+    )
+    d.add_argument(
+        "--max-depth",
+        type=number(int, 0, 999_999_999, hint="pass 0 to 999999999 messages"),
+        metavar="N",
+        help="most messages the queue holds (MAXDEPTH; default 999999999)",
+    )
+    d.add_argument(
+        "--max-msg-length",
+        type=number(int, 0, 100 * 1024 * 1024, hint="pass 0 to 104857600 bytes"),
+        metavar="N",
+        help="longest message in bytes (MAXMSGL; default 4194304)",
+    )
+    d.add_argument(
+        "--replace",
+        action="store_true",
+        help="if the queue exists, replace its definition, as MQ's DEFINE ... REPLACE: attributes not "
+        "given take their defaults again; its messages stay",
+    )
+    d.set_defaults(func=_run("sweepq define", _define))
+
+    p = command(
+        "put",
+        "put messages on a queue, from arguments or one per stdin line (IBM MQ's amqsput)",
+        "Put messages on a queue: each MESSAGE argument is one message; without any, each line of\n"
+        "stdin is one (its line end removed; Ctrl-D ends), put as it is read. Prints how many were\n"
+        "put. Only persistent messages outlive the command: a queue defined with --persistent\n"
+        "makes them so, or pass --persistent.",
+        "  sweepq put ORDERS --data-dir ./q 'first order' 'second order'\n"
+        "  sweepq put ORDERS --data-dir ./q --persistent --priority 9 urgent\n"
+        "  sweepq put ORDERS --data-dir ./q --syncpoint < orders.txt      # all lines or none\n"
+        "  sweepq put REPLIES --data-dir ./q --correl-id order-42 -v 'done'  # -v: the MsgIds",
+    )
+    _intermixed(p)  # options may come after the first MESSAGE too
+    p.add_argument("queue", type=_queue_name, metavar="QUEUE", help=queue_help)
+    p.add_argument("messages", nargs="*", metavar="MESSAGE", help="message data; none: one message per stdin line")
+    p.add_argument(
+        "--priority",
+        type=number(int, 0, 9, hint="pass a priority from 0 to 9"),
+        metavar="N",
+        help="priority 0 (lowest) to 9 (default: the queue's default priority)",
+    )
+    pers = p.add_mutually_exclusive_group()
+    pers.add_argument(
+        "--persistent",
+        dest="persistence",
+        action="store_const",
+        const=1,
+        help="persistent: survives this command and a restart (default: as the queue's DEFPSIST)",
+    )
+    pers.add_argument(
+        "--not-persistent",
+        dest="persistence",
+        action="store_const",
+        const=0,
+        help="not persistent: gone when this command ends",
+    )
+    correl(p, "the messages' CorrelId, padded with NULs to 24 bytes")
+    p.add_argument(
+        "--syncpoint",
+        action="store_true",
+        help="put every message in one unit of work, committed at the end: all of them or none",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="print each message's MsgId (hex) as it is put")
+    p.set_defaults(func=_run("sweepq put", _put))
+
+    g = command(
+        "get",
+        "get messages from a queue and print their data, removing them (IBM MQ's amqsget)",
+        "Get messages from a queue in delivery order and print each one's data on a line of its\n"
+        "own (or a JSON object per line with --json), removing it: each message is removed only\n"
+        "once it has been written out. Ends when the queue has no more messages (exit 0, 'no more\n"
+        "messages' on stderr) or after --count. --wait waits that long for each next message:\n"
+        "the directory is closed between tries, so that 'sweepq put' from elsewhere gets in.",
+        "  sweepq get ORDERS --data-dir ./q                    # every message, then 'no more messages'\n"
+        "  sweepq get ORDERS --data-dir ./q --count 1 --wait 15\n"
+        "  sweepq get REPLIES --data-dir ./q --correl-id order-42 --json",
+    )
+    g.add_argument("queue", type=_queue_name, metavar="QUEUE", help=queue_help)
+    g.add_argument(
+        "--count",
+        type=number(int, 1, hint="pass how many messages to get, at least 1"),
+        metavar="N",
+        help="get at most N messages (default: until none is left)",
+    )
+    g.add_argument(
+        "--wait",
+        type=number(float, 0, 24 * 3600, hint="pass seconds to wait for each next message, e.g. 15"),
+        default=0.0,
+        metavar="SECONDS",
+        help="wait up to SECONDS for each next message (MQ's wait interval; default 0: no wait)",
+    )
+    correl(g, "get only messages with this CorrelId")
+    g.add_argument("--json", action="store_true", help="print each message as a JSON object on a line")
+    g.set_defaults(func=_run("sweepq get", _get))
+
+    b = command(
+        "browse",
+        "show messages with their descriptors, leaving them on the queue (IBM MQ's amqsbcg)",
+        "Browse a queue in delivery order without removing anything: each message's descriptor\n"
+        "(MsgId, CorrelId, priority, persistence, backout count, put time) and its data as a hex\n"
+        "and text dump, or a JSON object per line with --json.",
+        "  sweepq browse ORDERS --data-dir ./q\n  sweepq browse ORDERS --data-dir ./q --count 1 --json",
+    )
+    b.add_argument("queue", type=_queue_name, metavar="QUEUE", help=queue_help)
+    b.add_argument(
+        "--count",
+        type=number(int, 1, hint="pass how many messages to show, at least 1"),
+        metavar="N",
+        help="show at most N messages (default: all)",
+    )
+    correl(b, "show only messages with this CorrelId")
+    b.add_argument("--json", action="store_true", help="print each message as a JSON object on a line")
+    b.set_defaults(func=_run("sweepq browse", _browse))
