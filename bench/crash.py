@@ -607,7 +607,13 @@ def parse_logs(logs: Iterable[tuple[str, Iterable[str]]]) -> History:
                 unsweeping[t[1]] -= 1
         # the end of the run
         if uow.puts or uow.gets or uow.commit_started:
-            _finish(h, uow, "maybe" if uow.commit_started and not clean else "crashed", seq)
+            if clean or not uow.commit_started or kill_point == "before-commit":
+                fate = "crashed"  # backed out: commit never called
+            elif kill_point == "after-commit":
+                fate = "committed"  # the commit returned; the kill came before its log line
+            else:
+                fate = "maybe"
+            _finish(h, uow, fate, seq)
         if ns_get is not None and not clean:
             h.excuses.append((run, ns_get, seq))
         if clean:
@@ -719,9 +725,16 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
     #    have been (checked after the lost messages are known).
     applied_uows: list[tuple[_Uow, int]] = []
     uow_of: dict[str, _Uow] = {}
+    held: dict[str, _Uow] = {}  # got in a cut commit judged not applied, and never back
     for u in h.maybe_uows:
         back = {id(g) for g in u.gets if any(a.seq > g.seq for a in h.gets[g.ident])}
-        applied = any(h.gets.get(p) for p in u.puts) or len(back) < len(u.gets)
+        gone = [g for g in u.gets if id(g) not in back]
+        # A put that came back shows the commit applied; so do gets whose messages never came
+        # back, unless others did: then a later cut get outside syncpoint may have taken
+        # those (the commit not applied), which the lost check below decides.
+        applied = any(h.gets.get(p) for p in u.puts) or (bool(gone) and not back)
+        if not applied:
+            held.update((g.ident, u) for g in gone)
         for p in u.puts:
             h.state[p] = "committed" if applied else "aborted"
             if applied:
@@ -781,6 +794,12 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
         if ident in lost_set:
             if ident in uow_of:
                 missing[uow_of[ident]] += 1
+                continue
+            if ident in held:  # neither taken by a cut get nor back: that commit half applied
+                u = held[ident]
+                viol["partial unit of work"].append(
+                    f"run {u.run}: a commit cut by the kill kept {ident} removed while its other gets came back"
+                )
                 continue
             q, prio = h.puts[ident]
             viol["lost"].append(f"{ident} (queue {q}, priority {prio}) was committed and never came back")

@@ -157,6 +157,24 @@ def test_a_put_of_a_cut_commit_may_be_what_a_later_cut_get_took():
     assert v.count("partial unit of work") == 1, v.render()
 
 
+def test_a_get_of_a_cut_commit_may_be_what_a_later_cut_get_took():
+    """Seen in the long form (seed 2, runs 481-482): the commit did not take effect, its
+    messages came back, and the next run's cut get outside syncpoint took the first of them."""
+    run1 = _run(*_flat(put("1.1", q="B"), put("1.2", q="B"), COMMIT, get("1.1", q="B"), get("1.2", q="B"), ["C+"]))
+    run2 = _run("G+ B 0", "K after-get")
+    v = verdict(run1, run2, drain=get("1.2", q="B"))
+    assert v.ok, v.render()
+    half = verdict(run1, drain=get("1.2", q="B"))  # no cut get: 1.1 stayed removed, 1.2 came back
+    assert half.count("partial unit of work") == 1, half.render()
+
+
+def test_the_worker_s_own_kill_points_settle_a_cut_commit():
+    before = _run(*_flat(put("1.1"), ["C+", "K before-commit"]))  # commit never called
+    assert verdict(before).ok and verdict(before, drain=get("1.1")).count("phantom") == 1
+    after = _run(*_flat(put("1.1"), ["C+", "K after-commit"]))  # commit returned
+    assert verdict(after).count("lost") == 1 and verdict(after, drain=get("1.1")).ok
+
+
 def test_a_get_under_syncpoint_cut_by_the_kill_must_give_the_message_back():
     run1 = _run(*_flat(put("1.1"), COMMIT, get("1.1")))  # killed before commit
     assert verdict(run1, drain=get("1.1")).ok
