@@ -524,7 +524,9 @@ class Handle:
                     return groups.browse(self, opts, *args, msg_token)
                 args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
                 return browse.get(self, opts, wait_interval, buffer_length, *args)  # type: ignore[return-value]
-        if self._grp is not None or opts & _GROUP_GMO:  # groups and segments: engine/groups.py
+        # Groups and segments (engine/groups.py): group options, or a group current on the get
+        # side. A group being put on this handle does not change how it gets.
+        if opts & _GROUP_GMO or (self._grp is not None and self._grp.get.current):
             args = (wait_interval, buffer_length, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
             return groups.get(self, opts, *args)
         if not self._can_get:

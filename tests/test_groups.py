@@ -1029,3 +1029,18 @@ def test_complete_msg_under_the_cursor_and_2246(gqm, where):
         pass
     assert h.get(GMO.MSG_UNDER_CURSOR | GMO.COMPLETE_MSG).data == b"Y3s1Y3s2"
     assert gqm.inquire_queue("L").current_depth == 6
+
+
+def test_a_group_being_put_does_not_change_how_the_same_handle_gets():
+    """Found by the browse model with group rules: after a put in a group, the handle's plain
+    get went the group way and no longer saw the message its own browse had locked."""
+    from sweepq.engine import GMO, MD, MF, OO, QueueManager
+
+    with QueueManager(sweeper=False) as qm:
+        qm.define_queue("Q")
+        h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED | OO.BROWSE)
+        for i in range(3):
+            h.put(b"m%d" % i)
+        assert h.get(GMO.BROWSE_NEXT | GMO.LOCK).data == b"m0"
+        h.put(b"g", MD(group_id=b"g1", msg_seq_number=1, msg_flags=MF.MSG_IN_GROUP))
+        assert [h.get().data for _ in range(4)] == [b"m0", b"m1", b"m2", b"g"]

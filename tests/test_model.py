@@ -30,22 +30,24 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from sweepq.blobstore import FaultyStore, MemoryStore
 from sweepq.blobstore.kv import MemoryKV
-from sweepq.engine import GMO, MD, OO, PMO, DeliverySequence, MQError, Persistence, QueueManager, Reason
+from sweepq.engine import GMO, MD, MF, MO, OO, PMO, DeliverySequence, MQError, Persistence, QueueManager, Reason
 from sweepq.sweeper import ManualClock, SweepPolicy
 
 QUEUES = ("PRIO", "FIFO")
 NCONN = 3
 CORRELS = (None, b"c1", b"c2")
+GROUPS = (b"g1", b"g2")
 
 
 class Entry:
-    def __init__(self, data: bytes, lane: int, committed: bool, correl: bytes | None):
+    def __init__(self, data: bytes, lane: int, committed: bool, correl: bytes | None, group=None):
         self.data = data
         self.lane = lane
         self.committed = committed
         self.gotten = False
         self.backout = 0
         self.correl = correl
+        self.group = group  # (GroupId, MsgSeqNumber) of a message put in a group, else None
 
 
 class EngineVsModel(RuleBasedStateMachine):
@@ -143,6 +145,63 @@ class EngineVsModel(RuleBasedStateMachine):
     def put_burst(self, i, q, prios):
         for p in prios:
             self._put(i, q, p, False, None)
+
+    @rule(
+        i=st.integers(0, NCONN - 1),
+        q=st.sampled_from(QUEUES),
+        prio=st.integers(0, 9),
+        group=st.sampled_from(GROUPS),
+        seq=st.integers(1, 3),
+        sync=st.booleans(),
+    )
+    def put_in_group(self, i, q, prio, group, seq, sync):
+        """A message of a group, numbered by the application (seed 000, without LOGICAL_ORDER)."""
+        data = b"m%d" % next(self.counter)
+        md = MD(priority=prio, group_id=group, msg_seq_number=seq, msg_flags=MF.MSG_IN_GROUP)
+        self.handles[i][q].put(data, md, PMO.SYNCPOINT if sync else PMO.NO_SYNCPOINT)
+        e = Entry(data, 3 if q == "FIFO" else prio, committed=not sync, correl=None, group=(group, seq))
+        self.model[q].append(e)
+        if sync:
+            self.uow[i].append(("put", q, e))
+
+    @rule(
+        i=st.integers(0, NCONN - 1),
+        q=st.sampled_from(QUEUES),
+        group=st.sampled_from(GROUPS),
+        seq=st.one_of(st.none(), st.integers(1, 3)),
+        sync=st.booleans(),
+    )
+    def get_by_group(self, i, q, group, seq, sync):
+        """Get by GroupId (and MsgSeqNumber): the first such message in delivery order."""
+        match = MO.MATCH_GROUP_ID | (MO.MATCH_MSG_SEQ_NUMBER if seq is not None else 0)
+        want = [
+            e
+            for e in self._order(q)
+            if e.committed
+            and not e.gotten
+            and e.group is not None
+            and e.group[0] == group
+            and (seq is None or e.group[1] == seq)
+        ]
+        try:
+            m = self.handles[i][q].get(
+                GMO.SYNCPOINT if sync else GMO.NO_SYNCPOINT, match=match, group_id=group, msg_seq_number=seq
+            )
+        except MQError as err:
+            if self.faulty and err.reason == Reason.RESOURCE_PROBLEM:
+                return
+            assert err.reason == Reason.NO_MSG_AVAILABLE
+            assert not want, f"engine found nothing, model expected {want[0].data}"
+            return
+        assert want, f"engine returned {m.data}, model expected nothing"
+        e = want[0]
+        assert (m.data, m.backout_count) == (e.data, e.backout)
+        assert (m.md.group_id[: len(group)], m.md.msg_seq_number) == (group, e.group[1])
+        if sync:
+            e.gotten = True
+            self.uow[i].append(("get", q, e))
+        else:
+            self.model[q].remove(e)
 
     @rule(
         i=st.integers(0, NCONN - 1),

@@ -34,6 +34,7 @@ commit, the mutexes of every queue involved); :meth:`Journal.wait` is called wit
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -51,7 +52,7 @@ SYNC_POLICIES = ("commit", "os", "none")
 SYNC_ATTEMPTS = 3
 # How long a sync waits for the committers the previous one released (only when it served
 # more than one): they are about to write again, and one fsync should cover them too.
-COMMIT_DELAY = 0.0002
+COMMIT_DELAY = 0.0005
 
 
 class Batch:
@@ -86,7 +87,9 @@ class GroupSync:
         self._failed = 0  # the last generation whose sync failed
         self._busy = False
         self._waiting = 0  # callers inside wait()
-        self._last_group = 0  # callers waiting when the last sync started
+        self._arrivals = 0  # calls of wait() so far
+        self._arrivals_then = 0  # ... when the last sync finished
+        self._released = 0  # callers the last sync released (those waiting when it began)
         self.delay = delay
         self.syncs = 0
 
@@ -97,6 +100,9 @@ class GroupSync:
         with self._cond:
             need = self._started + 1
             self._waiting += 1
+            self._arrivals += 1
+            if self._released > 1 and self._arrivals - self._arrivals_then == self._released:
+                self._cond.notify_all()  # the group has gathered: a waiting leader may sync now
             try:
                 self._wait_locked(need)
             finally:
@@ -109,12 +115,21 @@ class GroupSync:
             if self._busy:
                 self._cond.wait()
                 continue
-            if self._last_group > 1 and self.delay:
+            if self._released > 1 and self.delay:
                 # Others shared the last sync: the callers it released are writing again
-                # right now. Wait a moment so that this sync covers them too, instead of
-                # leaving them to the next one (PostgreSQL's commit_delay). A lone caller
-                # never waits here.
-                self._cond.wait(self.delay)
+                # right now. Wait until as many have come back (at most ``delay``) so that
+                # this sync covers them too, instead of leaving them to the next one: without
+                # it the committers split into two groups that take turns (PostgreSQL's
+                # commit_delay, ended as soon as the group has gathered). A lone caller never
+                # waits here.
+                end = time.monotonic() + self.delay
+                while (
+                    self._arrivals - self._arrivals_then < self._released and not self._busy and self._finished < need
+                ):
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
                 if self._busy or self._finished >= need:
                     continue
             self._busy = True
@@ -138,7 +153,8 @@ class GroupSync:
                 self._cond.acquire()
             self._busy = False
             self._finished = gen
-            self._last_group = group
+            self._released = group
+            self._arrivals_then = self._arrivals
             self.syncs += 1
             if error is not None:
                 self._failed = gen
