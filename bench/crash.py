@@ -429,6 +429,11 @@ def drain(data_dir: str, log_path: str, sync: str = "commit", repair: bool = Fal
         return f"{type(e).__name__}: {' '.join(str(e).split())}"
     if repair:
         log.emit("RP", *getattr(qm._storage, "repaired", ["?"]))  # the files it moved to lost/
+    named = [i for i in (ident_of(bytes(m)) for m in getattr(qm.recovery, "damaged_msg_ids", ())) if i]
+    if named:  # damaged records the open named by MsgId (qm.recovery): reported, not lost
+        for q in QUEUES:
+            log.emit("GD", q, 1, *named)
+            break
     log.emit("R")
     try:
         with qm.connect() as conn:

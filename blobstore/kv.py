@@ -195,8 +195,12 @@ class RocksKV:
         opts, cf_opts = _db_options(write_buffer_bytes, self._cache, wal)
         access = AccessType.read_only() if read_only else AccessType.read_write()
         self._shadow = _shadow_of(path) if read_only else None
+        self.log_damage: str | None = None  # what a damaged log cost (see below), else None
         try:
-            self._db = Rdict(self._shadow or path, options=opts, column_families=cf_opts, access_type=access)
+            if read_only:
+                self._db = Rdict(self._shadow, options=opts, column_families=cf_opts, access_type=access)
+            else:
+                self._db = self._open_checking_the_log(path, opts, cf_opts, access)
         except Exception as e:
             self._drop_shadow()
             raise KVError(_why(e, f"cannot open the store at {path}")) from e
@@ -206,6 +210,32 @@ class RocksKV:
         self._wopts.sync = sync
         self._wopts.disable_wal = not wal
         self._wal = wal
+
+    def _open_checking_the_log(self, path: str, opts: Options, cf_opts: dict, access) -> Rdict:
+        """Open so that damage in the write-ahead log is noticed, not silently cut away.
+
+        The log is first replayed strictly (absolute consistency). If that finds damage and a
+        replay up to the last whole write (point in time) opens, the damage was in the log:
+        the writes after it cannot be trusted and are dropped, as RocksDB's point-in-time
+        recovery does, and ``log_damage`` says so for the open's report."""
+        strict = opts
+        strict.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
+        try:
+            return Rdict(path, options=strict, column_families=cf_opts, access_type=access)
+        except Exception as e:
+            if "corrupt" not in str(e).lower():
+                raise
+            first = e
+        opts.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
+        try:
+            db = Rdict(path, options=opts, column_families=cf_opts, access_type=access)
+        except Exception:
+            raise first from None
+        self.log_damage = (
+            f"the write-ahead log was damaged ({first}); the store was opened at the last whole write "
+            "before the damage, and the writes after it are lost"
+        )
+        return db
 
     @staticmethod
     def column_families(path: str) -> set[str]:

@@ -176,6 +176,19 @@ class BlobStore:
             except KVError as e:
                 raise StoreError(str(e)) from e
         self._kv: KV | None = kv
+        try:
+            self._load(path, read_only, clear)
+        except BaseException:
+            # A store that cannot be loaded (damage in its chains, a format it cannot read)
+            # must not keep the database open: its lock would refuse the next open in this
+            # process, e.g. the one with repair=True that the error advises.
+            self._kv.close()
+            self._kv = None
+            raise
+
+    def _load(self, path, read_only: bool, clear: bool) -> None:
+        """Read what the store keeps in memory (format, chains, dictionaries, marks) and
+        delete the pending blobs of an interrupted sweep."""
         if path is not None and not read_only:
             _make_private(self.path)
         stored = self._get(CF_META, b"format")
@@ -219,6 +232,11 @@ class BlobStore:
             stale = self.pending()
             if stale:
                 self.delete_pending(stale)
+
+    @property
+    def log_damage(self) -> str | None:
+        """What a damaged write-ahead log cost at open (None: it was whole)."""
+        return getattr(self._kv, "log_damage", None)
 
     @staticmethod
     def repair(path: str | os.PathLike) -> list[str]:
@@ -622,9 +640,10 @@ class BlobStore:
         self._write([(CF_BLOBS, _U64.pack(blob_id), value)])
 
     def pending(self) -> list[int]:
-        """Blob ids that are in no chain."""
+        """Blob ids that are in no chain. (Listed from the manifests, written with each blob in
+        the same write: small, so the scan does not read every blob, nor trip on a damaged one.)"""
         linked = {b for ids in self._chains.values() for b in ids}
-        return [_U64.unpack(k)[0] for k, _v in self._items(CF_BLOBS) if _U64.unpack(k)[0] not in linked]
+        return [_U64.unpack(k)[0] for k, _v in self._items(CF_MANIFESTS) if _U64.unpack(k)[0] not in linked]
 
     def memory(self) -> dict[str, int]:
         """Bytes the store holds in memory (memtables, block cache, ...), by kind."""

@@ -140,6 +140,9 @@ class QueueManager:
             except BaseException:
                 self._storage.close()
                 raise
+            log_damage = getattr(self._storage.store(), "log_damage", None)
+            if log_damage:
+                self.recovery.damaged.append(log_damage)
             for name in self._storage.repaired:
                 self.recovery.damaged.append(
                     f"repair set store file {name} aside (moved to lost/); records only it held are gone"

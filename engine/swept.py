@@ -56,7 +56,9 @@ def msg_ids(records: list[bytes], ident: record.Identity) -> list[bytes]:
     pre = ident._msg_prefix
     h, f, mid = record.HEAD_LEN, record.OFF_FLAGS, record.HAS_MSG_ID
     seq_rev = slice(record.OFF_SEQ + 7, record.OFF_SEQ - 1, -1)
-    return [rec[h : h + 24] if rec[f] & mid else pre + rec[seq_rev] for rec in records]
+    # An empty record is a slot a get emptied after the sweep chose it (tiering.Target): it
+    # gets a null id here and fails verification, which aborts that run as "removed".
+    return [(rec[h : h + 24] if rec[f] & mid else pre + rec[seq_rev]) if rec else bytes(24) for rec in records]
 
 
 def build_index(records: list[bytes], ids: list[bytes]) -> tuple[np.ndarray, ...]:

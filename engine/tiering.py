@@ -450,7 +450,9 @@ class QueueTier:
         held = "" if e.ids else f"; from the in-memory index: {blob.describe()}"
         return MQError(
             Reason.OBJECT_DAMAGED,
-            f"queue {self.name!r}: {e}{held}. The blob left the queue; its other messages flow on",
+            f"queue {self.name!r}: {e}{held}. The blob left the queue; its other messages flow on "
+            "(every MsgId it held is in the error's msg_ids)",
+            msg_ids=list(e.ids),
         )
 
     def run_cleanup(self) -> None:

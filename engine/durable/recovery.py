@@ -52,6 +52,9 @@ class RecoveryReport:
     blobs: int = 0
     blobs_deleted: int = 0
     damaged: list[str] = field(default_factory=list)
+    # MsgIds of damaged messages that could still be named (a record whose own crc failed but
+    # whose header is whole); a damaged blob's are named by the get that reaches it (2101).
+    damaged_msg_ids: list[bytes] = field(default_factory=list)
     seconds: float = 0.0
     next_seq: int = 1
 
@@ -116,7 +119,13 @@ def _load_queue(q: LocalQueue, store: Store, report: RecoveryReport) -> int:
             rec = decode_value(value)
             if rec is None:
                 name, lane, seq = key_parts(key)
-                report.damaged.append(f"queue {name!r} lane {lane} message number {seq}: damaged record, left out")
+                mid = _msg_id_of_damaged(value[4:])
+                named = f" MsgId {mid.hex()}" if mid else ""
+                if mid:
+                    report.damaged_msg_ids.append(mid)
+                report.damaged.append(
+                    f"queue {name!r} lane {lane} message number {seq}{named}: damaged record, left out"
+                )
             values.append(rec)
     else:
         values = [v[4:] for _k, v in pairs]
@@ -163,6 +172,14 @@ def _load_queue(q: LocalQueue, store: Store, report: RecoveryReport) -> int:
         report.blobs += len(blobs)
     report.messages += sum(lane.swept for lane in q.lanes)
     return max_seq
+
+
+def _msg_id_of_damaged(rec: bytes) -> bytes | None:
+    """The MsgId a damaged record still shows, when its header looks whole: a durable record
+    carries its MsgId itself (record.pin_msg_id)."""
+    if len(rec) >= record.HEAD_LEN + 24 and rec[record.OFF_FLAGS] & record.HAS_MSG_ID and rec[0] >= 45:
+        return bytes(rec[record.HEAD_LEN : record.HEAD_LEN + 24])
+    return None
 
 
 def _place_placeholders(blobs: list[SweptBlob]) -> None:
