@@ -44,10 +44,10 @@ from typing import TYPE_CHECKING
 from sweepq.blobstore import BlobCorruptError, StoreError
 
 from . import checks, record
-from .constants import CC, GMO, MO, Reason
+from .constants import CC, GMO, Reason
 from .errors import MQError
 from .lane import _SENTINELS, AVAILABLE_BELOW, GOTTEN, LANE_MASK, LOCKED, N_LANES, REMOVED
-from .matching import MATCH_DEFAULT, Match, build_match
+from .matching import Match, match_for_get
 from .message import Message
 from .queue import BROWSER, LOCK_BROWSER, LocalQueue, Waiter
 from .swept import LIVE as POS_LIVE
@@ -575,19 +575,9 @@ def get(
     m = None
     # The handle's selection string (issue 9 §4, when the handle has one) browses as it gets.
     selector = getattr(h, "_selector", None)
-    if not under and (
-        match != MATCH_DEFAULT
-        or msg_id is not None
-        or correl_id is not None
-        or msg_token is not None
-        or group_id is not None
-        or selector is not None
-    ):
-        match = checks.flags(match, "match options", Reason.MATCH_OPTIONS_ERROR)
-        if match & MO.MATCH_MSG_TOKEN and opts & _WAIT:
-            raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
-        args = (h._qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
-        m = build_match(*args) if selector is None else build_match(*args, selector)
+    if not under:
+        args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, selector)
+        m = match_for_get(h._qm.ident, opts, *args, always=selector is not None)
     if buffer_length is not None:
         checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
     wait = 0 if under else opts & _WAIT

@@ -30,7 +30,7 @@ from .durable.journal import Batch as DurableBatch
 from .durable.journal import Journal
 from .errors import MQError, options_error
 from .lane import _SENTINELS, AVAILABLE_BELOW, UNCOMMITTED
-from .matching import MATCH_DEFAULT, _fixed, build_match
+from .matching import MATCH_DEFAULT, _fixed, build_match, match_for_get
 from .message import Message, PutResult
 from .options import INPUT_OPTS, check_get, check_open, check_put
 from .queue import LocalQueue, Ref, Waiter
@@ -544,12 +544,9 @@ class Handle:
             or msg_token is not None
             or group_id is not None
         ):
-            match = checks.flags(match, "match options", Reason.MATCH_OPTIONS_ERROR)
-            if match & _MATCH_MSG_TOKEN and opts & _WAIT:
-                raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
-            m = build_match(
-                qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, self._selector
-            )
+            # (the same test as match_for_get's, written out: a plain get makes no call here)
+            args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, self._selector)
+            m = match_for_get(qm.ident, opts, *args)
         if buffer_length is not None:
             checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
         sync = wait = 0

@@ -82,7 +82,7 @@ from . import checks, record
 from .constants import GMO, GROUPID_NONE, MF, PMO, IndexType, Reason
 from .errors import MQError, options_error
 from .lane import _SENTINELS, AVAILABLE_BELOW, UNCOMMITTED
-from .matching import Match, build_match
+from .matching import Match, match_for_get
 from .message import Message, PutResult
 from .queue import Waiter
 from .swept import SweptHit
@@ -805,7 +805,6 @@ def _get(
     msg_token,
 ) -> Message:
     from .connection import _syncpoint_limit
-    from .matching import MATCH_DEFAULT
 
     q = h.queue
     qm = h._qm
@@ -818,18 +817,8 @@ def _get(
         # cannot cover the several messages a reassembly takes.
         raise options_error("MARK_SKIP_BACKOUT cannot be combined with COMPLETE_MSG")
     selector = getattr(h, "_selector", None)  # the handle's selection string (engine/selector)
-    um = None
-    if (
-        match != MATCH_DEFAULT
-        or msg_id is not None
-        or correl_id is not None
-        or msg_token is not None
-        or group_id is not None
-    ):
-        match = checks.flags(match, "match options", Reason.MATCH_OPTIONS_ERROR)
-        if match & 0x20 and opts & _WAIT:
-            raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
-        um = build_match(qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, selector)
+    args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, selector)
+    um = match_for_get(qm.ident, opts, *args)
     if buffer_length is not None:
         checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
     wait = opts & _WAIT
@@ -1096,20 +1085,9 @@ def browse(h: Handle, opts: int, *args):
         raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
     qm = h._qm
     selector = getattr(h, "_selector", None)
-    from .matching import MATCH_DEFAULT
 
-    um = None
-    if (
-        match != MATCH_DEFAULT
-        or msg_id is not None
-        or correl_id is not None
-        or msg_token is not None
-        or group_id is not None
-    ):
-        match = checks.flags(match, "match options", Reason.MATCH_OPTIONS_ERROR)
-        if match & 0x20 and opts & _WAIT:
-            raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
-        um = build_match(qm.ident, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, selector)
+    args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, selector)
+    um = match_for_get(qm.ident, opts, *args)
     if buffer_length is not None:
         checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
     wait = opts & _WAIT
