@@ -547,6 +547,7 @@ class Handle:
             # (the same test as match_for_get's, written out: a plain get makes no call here)
             args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, self._selector)
             m = match_for_get(qm.ident, opts, *args)
+        # The checks of _get_prelude, written out: this is the get hot path.
         if buffer_length is not None:
             checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
         sync = wait = 0
@@ -642,6 +643,25 @@ class Handle:
             if rec[2] & record.HAS_GROUP:
                 groups.after_get(self, rec, in_uow)  # the handle's logical position moves
         return msg
+
+    def _get_prelude(self, opts: int, buffer_length, wait_interval) -> int:
+        """The argument and unit-of-work checks every get makes (written out again in
+        :meth:`get`, the hot path): buffer length, wait interval, one marked get per unit of
+        work (2062), the syncpoint limit (2024). Returns the SYNCPOINT bit of ``opts``."""
+        if buffer_length is not None:
+            checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
+        if opts & _WAIT:
+            checks.integer(wait_interval, "wait_interval (ms; -1 waits for ever)", Reason.WAIT_INTERVAL_ERROR, -1)
+        uow = self._conn._uow
+        if opts & _MARK_SKIP and uow.skip is not None:
+            raise MQError(
+                Reason.SECOND_MARK_NOT_ALLOWED,
+                "this unit of work already has a get marked to skip backout; commit or back out first",
+            )
+        sync = opts & _SYNC
+        if (sync or opts & _SYNC_IF_PERSISTENT) and len(uow.ops) >= self._qm.max_uncommitted:
+            raise _syncpoint_limit(self._qm.max_uncommitted)
+        return sync
 
     def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]:
         """MQGET of up to ``max_messages`` messages in one call: one lock, one validation.

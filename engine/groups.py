@@ -804,7 +804,6 @@ def _get(
     offset,
     msg_token,
 ) -> Message:
-    from .connection import _syncpoint_limit
 
     q = h.queue
     qm = h._qm
@@ -819,20 +818,9 @@ def _get(
     selector = getattr(h, "_selector", None)  # the handle's selection string (engine/selector)
     args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, selector)
     um = match_for_get(qm.ident, opts, *args)
-    if buffer_length is not None:
-        checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
+    sync = h._get_prelude(opts, buffer_length, wait_interval)
     wait = opts & _WAIT
-    if wait:
-        checks.integer(wait_interval, "wait_interval (ms; -1 waits for ever)", Reason.WAIT_INTERVAL_ERROR, -1)
     uow = h._conn._uow
-    if opts & _MARK_SKIP and uow.skip is not None:
-        raise MQError(
-            Reason.SECOND_MARK_NOT_ALLOWED,
-            "this unit of work already has a get marked to skip backout; commit or back out first",
-        )
-    sync = opts & _SYNC
-    if (sync or opts & _SYNC_IF_P) and len(uow.ops) >= qm.max_uncommitted:
-        raise _syncpoint_limit(qm.max_uncommitted)
     g = _state(h)
     pos = g.get
     logical = opts & _LOGICAL
