@@ -641,6 +641,13 @@ class LocalQueue:
         moved = 0
         for k, (info, lo, hi) in enumerate(chunks):
             recs = target.records[lo:hi]
+            if not all(recs):
+                # A get emptied a slot of this run after the sweep chose it (the records are
+                # read without the lock): the run is no longer on the queue as chosen.
+                self._drop_pending([c[0].blob_id for c in chunks[k:]], store)
+                with self.mutex:
+                    tier.counters.aborts["removed"] += 1
+                return moved, "removed"
             index = build_index(recs, target.ids[lo:hi])  # without the lock
             # Persistent messages move their durable home into the blob in the same write.
             homes = []

@@ -228,3 +228,34 @@ def test_poison_move_of_a_swept_message(sqm):
         h.put(b"late", options=PMO.NO_SYNCPOINT)
         assert h.get(correl_id=b"C").data == b"01"  # 00 was moved to BOQ on the way
         assert c.open("BOQ", IO).get().msg_id == puts[0].msg_id
+
+
+def test_a_run_emptied_before_its_records_are_read_aborts_as_removed():
+    """The sweep reads a chosen run's records without the lock; a get that took one of them
+    first leaves an empty record. The run must abort as 'removed' (found by the threaded
+    test: building the blob's index crashed on it), its pending blobs deleted."""
+    from sweepq.blobstore import MemoryStore
+    from sweepq.engine import OO, QueueManager
+    from sweepq.sweeper import ManualClock, SweepPolicy
+    from sweepq.sweeper.runs import record_ends
+
+    store = MemoryStore(max_blob_records=4)
+    with QueueManager(clock=ManualClock(), sweeper=False, store=store, sweep_policy=SweepPolicy(extra=0)) as qm:
+        qm.define_queue("Q")
+        h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)
+        for i in range(12):
+            h.put(b"m%02d" % i)
+        q = qm._queue("Q")
+        plan = q.sweep_begin(0)
+        target = plan.targets[0]
+        assert h.get().data == b"m00"  # takes the run's first message before its records are read
+        assert target.records[0] == b""
+        ends = record_ends(target.records, store.max_blob_bytes, store.max_blob_records)
+        written = store.write_pending(target.chain, target.records, target.ids, ends, b"Q")
+        moved, reason = q.sweep_link(plan, target, written, store)
+        q.sweep_end(plan)
+        # A front run links from its tail end: the blobs after the emptied slot moved; the
+        # one holding it aborted.
+        assert (moved, reason) == (8, "removed")
+        assert store.pending() == [] and q.sweep_stats().aborts["removed"] == 1
+        assert [h.get().data for _ in range(11)] == [b"m%02d" % i for i in range(1, 12)]
