@@ -84,7 +84,7 @@ class GroupSync:
         self._cond = threading.Condition(threading.Lock())
         self._started = 0
         self._finished = 0
-        self._failed = 0  # the last generation whose sync failed
+        self._last_ok = 0  # the last generation whose sync succeeded
         self._busy = False
         self._waiting = 0  # callers inside wait()
         self._arrivals = 0  # calls of wait() so far
@@ -107,8 +107,8 @@ class GroupSync:
                 self._wait_locked(need)
             finally:
                 self._waiting -= 1
-            if self._failed >= need:
-                raise StoreError(f"syncing the log failed (generation {self._failed})")
+            if self._last_ok < need:  # no sync that covers this caller succeeded
+                raise StoreError(f"syncing the log failed (generation {self._finished})")
 
     def _wait_locked(self, need: int) -> None:
         while self._finished < need:
@@ -156,8 +156,8 @@ class GroupSync:
             self._released = group
             self._arrivals_then = self._arrivals
             self.syncs += 1
-            if error is not None:
-                self._failed = gen
+            if error is None:
+                self._last_ok = gen
             self._cond.notify_all()
 
 
