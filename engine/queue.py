@@ -45,7 +45,7 @@ from .constants import (
     Usage,
 )
 from .durable.journal import Batch, Journal
-from .durable.layout import message_key, queue_prefix
+from .durable.layout import queue_prefix
 from .errors import MQError
 from .index import SlotIndex
 from .lane import AVAILABLE_BELOW, BATCHED, HIDDEN, LaneSet
@@ -650,10 +650,7 @@ class LocalQueue:
                 return moved, "removed"
             index = build_index(recs, target.ids[lo:hi])  # without the lock
             # Persistent messages move their durable home into the blob in the same write.
-            homes = []
-            if self.journal is not None:
-                prefix, p, flag = self.key_prefix, lane.priority, record.PERSISTENT
-                homes = [message_key(prefix, p, r) for r in recs if r[2] & flag]
+            homes = [] if self.journal is None else Journal.home_keys(self.key_prefix, lane.priority, recs)
             nbytes = sum(map(len, recs))
             t0 = time.perf_counter()
             with self.mutex:

@@ -28,10 +28,9 @@ from sweepq.sweeper.runs import pieces
 from sweepq.sweeper.stats import SweepCounters
 
 from .constants import Reason
-from .durable.layout import encode_value, message_key
 from .errors import MQError
 from .lane import AVAILABLE_BELOW, BATCHED, GOTTEN, LOCKED, REMOVED, Lane, LaneSet
-from .record import PERSISTENT, Identity
+from .record import Identity
 from .swept import GOTTEN as POS_GOTTEN
 from .swept import LIVE as POS_LIVE
 from .swept import LOCKED as POS_LOCKED
@@ -270,8 +269,7 @@ class QueueTier:
             nbytes = sum(map(len, live))
         unlinked = False
         if self.journal is not None:
-            prefix, p, flag = self.key_prefix, lane.priority, PERSISTENT
-            homes = [(message_key(prefix, p, r), encode_value(r)) for r in live if r[2] & flag]
+            homes = self.journal.homes(self.key_prefix, lane.priority, live)
             if homes:
                 try:
                     self.store().unlink(self.chain_name(lane), blob.blob_id, homes)

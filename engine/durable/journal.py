@@ -42,7 +42,7 @@ from sweepq.blobstore import Store, StoreError
 
 from ..constants import Reason
 from ..errors import MQError
-from ..record import OFF_FLAGS, PERSISTENT
+from ..record import OFF_FLAGS, PERSISTENT, backout_of
 from .layout import MARK_REMOVED, backout_mark, encode_value, message_key
 
 if TYPE_CHECKING:
@@ -177,9 +177,20 @@ class Journal:
     # -- building a step's changes (no I/O) ---------------------------------------------------
 
     @staticmethod
+    def homes(prefix: bytes, lane: int, recs: list[bytes]) -> list[tuple[bytes, bytes]]:
+        """(key, value) of each persistent record of ``recs`` in lane ``lane``: what a put, or
+        an unsweep (the records leaving a blob), writes as their own durable homes."""
+        return [(message_key(prefix, lane, r), encode_value(r)) for r in recs if r[OFF_FLAGS] & PERSISTENT]
+
+    @staticmethod
+    def home_keys(prefix: bytes, lane: int, recs: list[bytes]) -> list[bytes]:
+        """The keys of the persistent records of ``recs``: what a sweep's link deletes, their
+        records now being in the blob."""
+        return [message_key(prefix, lane, r) for r in recs if r[OFF_FLAGS] & PERSISTENT]
+
+    @staticmethod
     def add_put(batch: Batch, q: LocalQueue, lane: int, rec: bytes) -> None:
-        if rec[OFF_FLAGS] & PERSISTENT:
-            batch.puts.append((message_key(q.key_prefix, lane, rec), encode_value(rec)))
+        batch.puts += Journal.homes(q.key_prefix, lane, [rec])
 
     @staticmethod
     def add_removal(batch: Batch, q: LocalQueue, ref: Ref) -> None:
@@ -206,8 +217,6 @@ class Journal:
         if type(ref) is int:
             batch.puts.append((message_key(q.key_prefix, q.lanes.st[ref] & 0x0F, rec), encode_value(rec)))
         elif not ref.blob.damaged:
-            from ..record import backout_of
-
             batch.marks.append((ref.blob.blob_id, ref.pos, backout_mark(backout_of(rec))))
 
     # -- writing (mutex held) --------------------------------------------------------------------
@@ -224,10 +233,8 @@ class Journal:
 
     def put(self, q: LocalQueue, lane: int, recs: list[bytes]) -> None:
         """Write new persistent records before they join lane ``lane`` (mutex held)."""
-        prefix = q.key_prefix
-        puts = [(message_key(prefix, lane, rec), encode_value(rec)) for rec in recs]
         try:
-            self._store().write_messages(puts)
+            self._store().write_messages(Journal.homes(q.key_prefix, lane, recs))
         except StoreError as e:
             raise MQError(
                 Reason.RESOURCE_PROBLEM, f"putting to {q.name!r}: the store failed ({e}); nothing changed, try again"

@@ -94,8 +94,6 @@ def _load_queue(q: LocalQueue, store: Store, report: RecoveryReport) -> int:
     salvaged = False
     try:
         pairs = store.messages(q.key_prefix)
-    except BlobCorruptError:
-        raise
     except StoreError as e:
         # A damaged block: read what can be read, each record checked by its own crc, and
         # name what could not be (by queue, lane and message number).
