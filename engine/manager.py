@@ -138,7 +138,7 @@ class QueueManager:
             try:
                 self.recovery = recover(self)
             except BaseException:
-                self._storage.close()
+                self._storage.abandon()
                 raise
             log_damage = getattr(self._storage.store(), "log_damage", None)
             if log_damage:

@@ -57,6 +57,7 @@ class Storage:
         self.path = os.fspath(path) if path is not None else None
         self.store_options = dict(store_options or {})
         self._store: Store | None = store
+        self._owned = store is None  # a given store is the caller's to close
         self._wal = wal
         self._repair = repair
         self.repaired: list[str] = []  # files a repair moved to lost/
@@ -106,6 +107,12 @@ class Storage:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweepq-readahead")
         return self._pool.submit(self.store().read, blob_id, chain, check)
+
+    def abandon(self) -> None:
+        """An open that failed: release what this storage opened itself (a data directory's
+        lock above all, so that the next open can take it), but not a store it was given."""
+        if self._owned:
+            self.close()
 
     def close(self) -> None:
         if self._pool is not None:

@@ -524,3 +524,43 @@ def test_damage_in_the_log_is_reported_and_what_comes_back_is_a_clean_prefix(tmp
         assert any("write-ahead log was damaged" in line for line in qm.recovery.damaged)
         got = [m for m, _, _ in contents(qm)]
     assert 0 < len(got) < 200 and got == [b"m%03d" % i for i in range(len(got))]
+
+
+@pytest.mark.parametrize("method", ["objects", "messages", "marks", "read", "manifest"])
+def test_a_store_failure_while_recovering_is_an_mqerror_at_open_or_a_named_loss(method):
+    """Every store call recovery makes, failing once at open: the open raises MQError 2102
+    (nothing is half-loaded, the next open works), or, for a blob's manifest, the open goes
+    on without the names it would have given."""
+    kv = MemoryKV()
+    qm = manager(kv)
+    qm.define_queue("Q", default_persistence=P)
+    h = qm.connect().open("Q", IO)
+    for i in range(12):
+        h.put(b"m%02d" % i)
+    qm.sweeper.run_once()
+    h.get(GMO.SYNCPOINT)  # an in-blob get backed out: a mark
+    qm.connect()
+    store = FaultyStore(MemoryStore(kv=crash(kv), max_blob_records=BLOB))
+    store.fail(method)
+    try:
+        after = manager(None, store)
+    except MQError as e:
+        assert e.reason == Reason.RESOURCE_PROBLEM and method != "manifest"
+        store.heal()
+        after = manager(None, store)
+    assert store.failures[method] == 1
+    assert [d for d, _, _ in contents(after)] == [b"m%02d" % i for i in range(12)]
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None])
+def test_a_bad_repair_flag_is_refused(bad):
+    with pytest.raises(MQError) as ei:
+        QueueManager(sweeper=False, repair=bad)
+    assert ei.value.reason == Reason.PARM_VALUE_ERROR
+
+
+@pytest.mark.parametrize("bad", ["CORREL_ID", 3, 1.0, None])
+def test_a_bad_index_type_is_refused(bad):
+    with QueueManager(sweeper=False) as qm, pytest.raises(MQError) as ei:
+        qm.define_queue("Q", index_type=bad)
+    assert ei.value.reason == Reason.PARM_VALUE_ERROR
