@@ -62,7 +62,7 @@ def end_to_end(events_m: float = 20.0) -> dict:
         path = os.path.join(d, "t.parquet")
         write(t, path)
         del t
-        cmd = [sys.executable, "-m", "sweepq.bench.cli", "replay", path, "--out", os.path.join(d, "m")]
+        cmd = [sys.executable, "-m", "sweepq.cli", "replay", path, "--out", os.path.join(d, "m")]
         subprocess.run(cmd, check=True, capture_output=True)  # compiles, if the cache is cold
         # The timed run's peak RSS: ru_maxrss of a fresh wrapper process's only child.
         wrapper = (

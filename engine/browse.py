@@ -1,9 +1,9 @@
-"""Browse cursors and browse locks (seed 001; SEMANTICS.md §3, §5.2-§5.4).
+"""Browse cursors and browse locks (seed 001; docs/semantics.md §3, §5.2-§5.4).
 
 One :class:`Cursor` per handle, made at the handle's first browse. The cursor is a
 *position* in get order, ``(lane, seq)``: lanes from 9 down to 0, and inside a lane the
 message instance number ``seq`` (arrival order, which is the lane's order: front ⧺ chain ⧺
-rear, DESIGN.md "One queue"). BROWSE_NEXT returns the first message visible to this handle
+rear, docs/design.md "One queue"). BROWSE_NEXT returns the first message visible to this handle
 strictly after that position; BROWSE_FIRST starts before every message. This one rule
 gives seed 001's cursor behaviour:
 
@@ -17,7 +17,7 @@ The cursor names messages by ``seq``, never by slot, so it survives the sweep or
 the messages around it (and of its own). A slot (``hint``) and a blob (``blob``) are kept
 only to start the next walk near the cursor; each is checked before use.
 
-**Browse never unsweeps** (DESIGN.md invariant 5): a swept message is read from its blob
+**Browse never unsweeps** (docs/design.md invariant 5): a swept message is read from its blob
 without the queue lock (as a get's :class:`~sweepq.engine.tiering.Need`), decoded for this
 cursor only and kept in a small per-cursor cache (:data:`CACHE_BLOBS` blobs); the chain and
 the tier's counters are left alone.
@@ -604,7 +604,7 @@ def _message(h: Handle, rec: bytes, buffer_length, opts: int) -> Message:
 
 
 def _expired(h: Handle, q: LocalQueue, ref, rec: bytes) -> bool:
-    """Discard an expired message that a browse would have returned (SEMANTICS.md §2.3)."""
+    """Discard an expired message that a browse would have returned (docs/semantics.md §2.3)."""
     deadline = record.expiry_deadline_us(rec)
     if deadline is None or deadline > int(h._qm.clock.wall() * 1e6):
         return False

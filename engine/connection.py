@@ -93,7 +93,7 @@ class Connection:
     def open(self, name: str, options: OO | int, selector: str | None = None) -> Handle:
         """Open a queue (MQOPEN). The handle can do only what ``options`` allow (§4.3, §7).
 
-        ``selector`` is a selection string (SEMANTICS.md §10): the handle's gets and browses
+        ``selector`` is a selection string (docs/semantics.md §10): the handle's gets and browses
         then return only messages it selects. It is compiled here, once: a syntax error is
         MQError 2459, a selector that can never be TRUE 2504.
         """
@@ -592,7 +592,7 @@ class Handle:
                     need = None
                     rec = q.lanes.recs[ref] if type(ref) is int else ref.rec
                     if rec[2] & _HAS_EXPIRY and self._expired(q, ref, rec):
-                        continue  # discarded (SEMANTICS.md §2.3): look again
+                        continue  # discarded (docs/semantics.md §2.3): look again
                     if poison_limit and record.backout_of(rec) >= poison_limit and self._poison_ok(q):
                         q._hide(ref)  # off limits to everyone while it moves
                     else:
@@ -839,7 +839,7 @@ class Handle:
         q.after_get()
         return Batch(q, self._qm.ident, recs, batch_id)
 
-    # -- poison messages (BOTHRESH / BOQNAME, SEMANTICS.md §8.3) --------------------------
+    # -- poison messages (BOTHRESH / BOQNAME, docs/semantics.md §8.3) --------------------------
 
     def _poison_ok(self, q: LocalQueue) -> bool:
         """Can the backout requeue queue take a message now? (read without its lock: a

@@ -1,4 +1,4 @@
-"""MQ constants with MQ's own numbers (SEMANTICS.md §1), spelled the Python way.
+"""MQ constants with MQ's own numbers (docs/semantics.md §1), spelled the Python way.
 
 Option sets are ``enum.IntFlag`` so that ``GMO.SYNCPOINT | GMO.WAIT`` reads like MQ code;
 the engine converts them to plain ``int`` once per call, because IntFlag arithmetic is
@@ -114,7 +114,7 @@ class CC(enum.IntEnum):
 
 
 class Reason(enum.IntEnum):
-    """MQ reason codes with MQ's numbers (SEMANTICS.md §9)."""
+    """MQ reason codes with MQ's numbers (docs/semantics.md §9)."""
 
     NONE = 0
     BACKED_OUT = 2003
@@ -154,7 +154,7 @@ class Reason(enum.IntEnum):
     Q_MGR_NOT_AVAILABLE = 2059
     OBJECT_ALREADY_EXISTS = 2100
     INCONSISTENT_PERSISTENCE = 2185
-    # Groups and segments (engine/groups.py, SEMANTICS.md §6).
+    # Groups and segments (engine/groups.py, docs/semantics.md §6).
     INCOMPLETE_GROUP = 2241
     INCOMPLETE_MSG = 2242
     INCONSISTENT_UOW = 2245

@@ -1,4 +1,4 @@
-"""Message groups and segments (seed 000; SEMANTICS.md §2.2, §3, §5.1, §5.5, §6).
+"""Message groups and segments (seed 000; docs/semantics.md §2.2, §3, §5.1, §5.5, §6).
 
 A *group* (GroupId) holds logical messages numbered by MsgSeqNumber from 1; a logical
 message is one physical message or several *segments* told apart by Offset. The record
@@ -467,7 +467,7 @@ class Eligible(Match):
 
 def eligible(pos: Position, opts: int, um: Match | None, ident, selector=None) -> Eligible:
     """The predicate of the items a get (or browse) with ``opts`` may return, given the
-    handle's ``pos``, the caller's match ``um`` (SEMANTICS.md §5.1) and the handle's
+    handle's ``pos``, the caller's match ``um`` (docs/semantics.md §5.1) and the handle's
     selection string (§10; it only ever narrows). Raises 2247 when a match field can never
     equal the eligible item's."""
     e = Eligible(ident)
@@ -856,7 +856,7 @@ def _get(
                     (i for i, r in enumerate(recs) if r[2] & record.HAS_EXPIRY and h._expired(q, refs[i], r)), None
                 )
                 if expired is not None:
-                    continue  # discarded (SEMANTICS.md §2.3): look again
+                    continue  # discarded (docs/semantics.md §2.3): look again
                 check_match(um, recs[0], pos, opts)
                 persistent = record.is_persistent(recs[0])
                 in_uow = bool(sync or (opts & _SYNC_IF_P and persistent))
@@ -988,7 +988,7 @@ def closed(h: Handle) -> Reason:
     return Reason(g.put.incomplete() or g.get.incomplete())
 
 
-# -- browse (SEMANTICS.md §5.5) ---------------------------------------------------------------------
+# -- browse (docs/semantics.md §5.5) ---------------------------------------------------------------------
 
 
 class BrowseState:

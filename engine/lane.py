@@ -5,7 +5,7 @@
     front list  <->  chain of swept blobs  <->  rear list      (one lane per priority)
     (in memory)       (blob store, by id)       (in memory)
 
-A lane's order is front ⧺ chain ⧺ rear, each part in arrival order (DESIGN.md "One queue").
+A lane's order is front ⧺ chain ⧺ rear, each part in arrival order (docs/design.md "One queue").
 Every in-memory message of a queue lives in one *slot* of a :class:`LaneSet`:
 
 * ``recs[slot]`` — the immutable record (engine/record.py), or None for a free slot;
@@ -36,7 +36,7 @@ Invariants kept here:
   (committed, not gotten: the sweeper's y); ``Lane.mem`` counts all of them;
 * ``LaneSet.mem_bytes`` is the bytes of the records in memory;
 * while a lane's chain is empty and no sweep is in progress, new messages go to the front
-  list and the rear list is empty; otherwise they go to the rear list (DESIGN.md 1 and 2).
+  list and the rear list is empty; otherwise they go to the rear list (docs/design.md 1 and 2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Selecting a particular message: MatchOptions against a record (SEMANTICS.md §5.1).
+"""Selecting a particular message: MatchOptions against a record (docs/semantics.md §5.1).
 
 A :class:`Match` is built once per get from the match options and the caller's field
 values, and is then a pure predicate over records. ``None`` stands for "any message",
@@ -7,7 +7,7 @@ so the common get (no selection) pays nothing.
 Rules kept: each MATCH_xxx given compares that field; the tests are ANDed; MsgId =
 MQMI_NONE, CorrelId = MQCI_NONE and GroupId = MQGI_NONE match anything (sweepq decision
 for GroupId); an undefined match bit is MQRC_MATCH_OPTIONS_ERROR (2247). The handle's
-selection string (SEMANTICS.md §10), when it has one, is ANDed last: the cheap id tests
+selection string (docs/semantics.md §10), when it has one, is ANDed last: the cheap id tests
 run first, and the selector reads only the properties and fields it names.
 """
 

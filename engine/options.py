@@ -1,4 +1,4 @@
-"""Option-combination rules for MQGET, MQPUT and MQOPEN (SEMANTICS.md §4), as pure functions.
+"""Option-combination rules for MQGET, MQPUT and MQOPEN (docs/semantics.md §4), as pure functions.
 
 Each checker returns ``None`` when the combination is valid, otherwise the text of the
 MQRC_OPTIONS_ERROR (2046) that says what to change. Results are memoised per option word:

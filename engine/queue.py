@@ -2,7 +2,7 @@
 
 Locking follows CPython's ``queue.py``: one ``threading.Lock`` per queue (``mutex``);
 waiting getters each wait on their own ``Condition`` bound to that lock, so that a new
-message wakes exactly the waiter MQ would pick (SEMANTICS.md §3: one non-browse waiter,
+message wakes exactly the waiter MQ would pick (docs/semantics.md §3: one non-browse waiter,
 a specific-match waiter before a general one). **Every method whose name starts with an
 underscore runs with** ``mutex`` **held by the caller**; the public methods take it
 themselves. Nothing else takes a queue's lock.
@@ -160,7 +160,7 @@ class Waiter:
     """One getter blocked in a WAIT. ``match`` None means any message.
 
     ``browse`` is BROWSER for a browse without LOCK: every browse waiter is woken by a new
-    message (SEMANTICS.md §3), and each looks beyond its own cursor (engine/browse.py). A
+    message (docs/semantics.md §3), and each looks beyond its own cursor (engine/browse.py). A
     browse with LOCK (LOCK_BROWSER) is woken as a getter is. ``rec`` is the message that
     woke the waiter, so that one which finds nothing for itself can pass the wake-up on."""
 

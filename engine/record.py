@@ -225,7 +225,7 @@ class Identity:
 
     Generated MsgIds are ``b"SWQ " + run id (12 bytes) + seq (8 bytes, big endian)``: unique,
     and ordered by arrival like MQ's own. Tokens are ``run id[:8] + seq``: valid for this run
-    only, never reused (SEMANTICS.md §5.2).
+    only, never reused (docs/semantics.md §5.2).
     """
 
     __slots__ = ("_msg_prefix", "_tok_prefix", "run_id")

@@ -4,7 +4,7 @@ A :class:`SweptBlob` sits in a lane's chain. It holds the blob's id and an index
 messages: 16-bit hashes of each MsgId, CorrelId and GroupId and a flags byte (numpy
 arrays: 3 bytes a message, 7 when the blob holds CorrelIds and groups), plus the range of
 message sequence numbers. A get that
-selects by id scans these arrays and reads only a blob that can match (DESIGN.md
+selects by id scans these arrays and reads only a blob that can match (docs/design.md
 invariant 5); nothing is unswept just to look.
 
 A message taken out of the middle of a blob is flagged in ``flags``: REMOVED for good,

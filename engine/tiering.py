@@ -247,7 +247,7 @@ class QueueTier:
         return None
 
     def splice_locked(self, lane: Lane, blob: SweptBlob, records: list[bytes]) -> list[int]:
-        """Append the blob's live messages to the front list in bulk (DESIGN.md invariant 4).
+        """Append the blob's live messages to the front list in bulk (docs/design.md invariant 4).
 
         On a durable queue, when the blob holds persistent messages, their records get their
         own keys back in the same write that deletes the blob (one durable home each), made

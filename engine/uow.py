@@ -1,4 +1,4 @@
-"""Units of work: commit, backout, and skip backout (seed 000, seed 004, SEMANTICS.md §8).
+"""Units of work: commit, backout, and skip backout (seed 000, seed 004, docs/semantics.md §8).
 
 A unit of work is the list of operations a connection did under syncpoint since its last
 commit or backout, in order. It never holds a lock itself: commit and backout take the

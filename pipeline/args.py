@@ -1,4 +1,4 @@
-"""Argument checks shared by ``sweepq trace / replay`` (bench/cli_replay.py) and the pipeline's
+"""Argument checks shared by ``sweepq trace / replay`` (cli/replay.py) and the pipeline's
 own parser (job.py, which spark-submit runs without the sweepq CLI): a bad value is one line
 naming the argument and what to pass, and exit code 2. No pyspark here."""
 

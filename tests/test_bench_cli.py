@@ -16,7 +16,7 @@ from sweepq.bench.suite import SCENARIOS, BenchOptions, _peers, steps
 def quick_run(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("bench")
     out = subprocess.run(
-        [sys.executable, "-m", "sweepq.bench.cli", "bench", "--quick", "--json", "--out", str(out_dir)],
+        [sys.executable, "-m", "sweepq.cli", "bench", "--quick", "--json", "--out", str(out_dir)],
         capture_output=True,
         text=True,
         timeout=600,

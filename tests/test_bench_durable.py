@@ -122,7 +122,7 @@ def test_the_scenario_writes_rows_with_goals(tmp_path):
 
 
 def test_cli_passes_the_durable_options():
-    from sweepq.bench.cli import build_parser
+    from sweepq.cli import build_parser
 
     args = build_parser().parse_args(
         ["bench", "durable", "--durable-messages", "10", "--recovery-messages", "500", "--durable-dir", "/x"]

@@ -1,4 +1,4 @@
-"""Browse cursors (seed 001, SEMANTICS.md §3, §5.1-§5.3), in memory and fully swept.
+"""Browse cursors (seed 001, docs/semantics.md §3, §5.1-§5.3), in memory and fully swept.
 
 Every test runs twice (the ``env`` fixture): once on the queue in memory, once after the
 sweeper has swept everything sweepable (tests/browse_env.py). The expected results are the
@@ -470,7 +470,7 @@ def test_browse_wait_is_satisfied_by_a_put_and_times_out_on_the_clock(env):
 
 
 def test_every_browse_waiter_is_woken_by_one_put(env):
-    """SEMANTICS.md §3: browse waiters are all activated by a new message."""
+    """docs/semantics.md §3: browse waiters are all activated by a new message."""
     h = env.handle()
     env.settle()
     browsers = [env.handle() for _ in range(3)]

@@ -9,14 +9,14 @@ import sys
 
 import pytest
 
-from sweepq.bench.cli import build_parser
+from sweepq.cli import build_parser
 
 MINE = ("demo", "bench", "inspect")  # trace, replay and pipeline have their own tests
 
 
 def _sweepq(*args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "sweepq.bench.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+        [sys.executable, "-m", "sweepq.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
     )
 
 

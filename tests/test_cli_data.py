@@ -18,14 +18,14 @@ import sys
 
 import pytest
 
-from sweepq.bench.cli import build_parser
+from sweepq.cli import build_parser
 
 MINE = ("define", "put", "get", "browse")
 
 
 def _sweepq(*args, stdin: bytes | None = None, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "sweepq.bench.cli", *map(str, args)],
+        [sys.executable, "-m", "sweepq.cli", *map(str, args)],
         input=stdin if stdin is not None else b"",
         stdout=stdout,
         stderr=subprocess.PIPE,
@@ -239,7 +239,7 @@ def test_get_waits_for_a_put_from_another_process(tmp_path):
     d = tmp_path / "q"
     _ok(_sweepq("define", "W", "--data-dir", d, "--persistent"))
     getter = subprocess.Popen(
-        [sys.executable, "-m", "sweepq.bench.cli", "get", "W", "--data-dir", str(d), "--wait", "60", "--count", "1"],
+        [sys.executable, "-m", "sweepq.cli", "get", "W", "--data-dir", str(d), "--wait", "60", "--count", "1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

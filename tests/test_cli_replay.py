@@ -14,7 +14,7 @@ HEADER = "time_us,queue,op,bytes,priority,persistent\n"
 
 def sweepq(*argv, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "sweepq.bench.cli", *map(str, argv)], capture_output=True, text=True, cwd=cwd
+        [sys.executable, "-m", "sweepq.cli", *map(str, argv)], capture_output=True, text=True, cwd=cwd
     )
 
 

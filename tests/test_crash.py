@@ -281,7 +281,7 @@ def test_quick_form_50_kill_points(tmp_path):
 def test_crashtest_refuses_a_directory_with_data(tmp_path):
     (tmp_path / "something").write_text("x")
     out = subprocess.run(
-        [sys.executable, "-m", "sweepq.bench.cli", "crashtest", "--kills", "1", "--data-dir", str(tmp_path)],
+        [sys.executable, "-m", "sweepq.cli", "crashtest", "--kills", "1", "--data-dir", str(tmp_path)],
         capture_output=True,
         text=True,
     )

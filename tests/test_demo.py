@@ -65,7 +65,7 @@ def test_a_small_run_with_the_sweeper_verifies_and_counts():
 
 def test_demo_quick_end_to_end(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "sweepq.bench.cli", "demo", "--quick", "--out", str(tmp_path)],
+        [sys.executable, "-m", "sweepq.cli", "demo", "--quick", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,4 +1,4 @@
-"""MQGET: option rules, handles, matching, truncation and WAIT (SEMANTICS.md §3, §4.1, §5.1, §7)."""
+"""MQGET: option rules, handles, matching, truncation and WAIT (docs/semantics.md §3, §4.1, §5.1, §7)."""
 
 from __future__ import annotations
 

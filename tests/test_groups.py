@@ -1,4 +1,4 @@
-"""Message groups (seed 000; SEMANTICS.md §2.2, §3, §5.1, §6): logical and physical order,
+"""Message groups (seed 000; docs/semantics.md §2.2, §3, §5.1, §6): logical and physical order,
 PMO/GMO LOGICAL_ORDER, ALL_MSGS_AVAILABLE, a group spanning units of work with a STATUS
 queue (put side and get side, interrupted and resumed), and every reason code.
 
@@ -913,7 +913,7 @@ def test_group_options_with_the_cursor_calls_are_refused_for_now(gqm, opts):
     assert h.get(GMO.BROWSE_MSG_UNDER_CURSOR).data == b"x"  # the cursor calls work beside groups
 
 
-# -- browse in logical order (SEMANTICS.md §5.5) ------------------------------------------------
+# -- browse in logical order (docs/semantics.md §5.5) ------------------------------------------------
 
 
 def test_figure_10_browsed_in_logical_order_then_got(gqm, where):

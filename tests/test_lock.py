@@ -1,4 +1,4 @@
-"""Browse locks (SEMANTICS.md §3 LOCK / UNLOCK, §5.4), in memory and fully swept.
+"""Browse locks (docs/semantics.md §3 LOCK / UNLOCK, §5.4), in memory and fully swept.
 
 Every test runs twice (tests/browse_env.py): on the queue in memory, and after the sweeper
 swept everything sweepable, so a lock is taken on a message inside a blob as well as on a

@@ -4,7 +4,7 @@ tests/test_model.py's machine (puts, gets, units of work, reconnects, the sweepe
 clock), with every handle opened for BROWSE too and rules that browse (FIRST / NEXT, with or
 without LOCK, by CorrelId), browse or get under the cursor, and UNLOCK. The model's cursor
 is a position (lane, arrival number) per handle, and "next" is the first visible entry after
-it in (lane descending, arrival) order: SEMANTICS.md §5.3's definition, written naively. A
+it in (lane descending, arrival) order: docs/semantics.md §5.3's definition, written naively. A
 lock is an entry's owner (a handle): other handles do not see it, its owner does. The
 sweeper runs between any two steps, so cursors and locks meet swept and unswept messages.
 """

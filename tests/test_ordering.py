@@ -1,4 +1,4 @@
-"""Delivery order (seed 000, SEMANTICS.md §2.1): priority lanes, FIFO, the sequence switch."""
+"""Delivery order (seed 000, docs/semantics.md §2.1): priority lanes, FIFO, the sequence switch."""
 
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ LAYERS = {
 def test_layers_import_downwards_only(folder):
     bad = re.compile(rf"^\s*(from|import)\s+({LAYERS[folder]})", re.M)
     offenders = [str(p.relative_to(ROOT)) for p in (ROOT / folder).rglob("*.py") if bad.search(p.read_text())]
-    assert not offenders, f"{folder}/ reaches the wrong way (DESIGN.md): {offenders}"
+    assert not offenders, f"{folder}/ reaches the wrong way (docs/design.md): {offenders}"
 
 
 def test_ruff_is_clean():
@@ -59,19 +59,19 @@ def test_ruff_is_clean():
 
 
 def test_cli_help_lists_demo_and_bench():
-    from sweepq.bench.cli import build_parser
+    from sweepq.cli import build_parser
 
     helptext = build_parser().format_help()
     assert "demo" in helptext and "bench" in helptext  # the demo itself: tests/test_demo.py
 
 
 def test_cli_without_command_prints_help():
-    out = subprocess.run([sys.executable, "-m", "sweepq.bench.cli"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "sweepq.cli"], capture_output=True, text=True)
     assert out.returncode == 2 and "commands:" in out.stdout
 
 
 def test_cli_trace_replay_and_inspect(tmp_path, capsys):
-    from sweepq.bench.cli import main
+    from sweepq.cli import main
     from sweepq.engine import OO, QueueManager
 
     trace = tmp_path / "t.parquet"

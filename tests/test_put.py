@@ -1,4 +1,4 @@
-"""MQPUT: descriptor rules, identifiers, limits and inhibits (SEMANTICS.md §4.2, §6.1, §9)."""
+"""MQPUT: descriptor rules, identifiers, limits and inhibits (docs/semantics.md §4.2, §6.1, §9)."""
 
 from __future__ import annotations
 
@@ -159,7 +159,7 @@ def test_group_fields_round_trip(h):
     assert m.md.group_id == b"G1".ljust(24, b"\0")
     assert m.md.msg_seq_number == 3
     assert m.group_status == GroupStatus.LAST_MSG_IN_GROUP
-    # SEMANTICS.md §6.2: LAST_MSG_IN_GROUP makes the stored copy also carry MSG_IN_GROUP.
+    # docs/semantics.md §6.2: LAST_MSG_IN_GROUP makes the stored copy also carry MSG_IN_GROUP.
     assert r.md.msg_flags == MF.LAST_MSG_IN_GROUP | MF.MSG_IN_GROUP
 
 

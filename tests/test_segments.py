@@ -1,4 +1,4 @@
-"""Segments (seed 000; SEMANTICS.md §3 COMPLETE_MSG / ALL_SEGMENTS_AVAILABLE, §6.2): segments
+"""Segments (seed 000; docs/semantics.md §3 COMPLETE_MSG / ALL_SEGMENTS_AVAILABLE, §6.2): segments
 put by the application in logical order, segmentation by the queue manager, reassembly with
 COMPLETE_MSG and its buffer rules, and the STATUS queue kept as segments (the seed's note).
 

@@ -1,4 +1,4 @@
-"""Selection strings (SEMANTICS.md §10): the dialect, three-valued logic, and selective
+"""Selection strings (docs/semantics.md §10): the dialect, three-valued logic, and selective
 gets through Connection.open(selector=...), in memory and on a swept queue.
 
 The table ``CASES`` holds valid selectors with their value over the property set ``P``

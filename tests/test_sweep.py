@@ -1,4 +1,4 @@
-"""Sweep and unsweep through the engine (seed 003, DESIGN.md "One queue" and "The sweeper").
+"""Sweep and unsweep through the engine (seed 003, docs/design.md "One queue" and "The sweeper").
 
 Every test drives the sweeper by hand (``run_once``) on a manual clock, with small blobs so
 that short runs still cross many blob boundaries.

@@ -1,4 +1,4 @@
-"""Units of work (seed 000, SEMANTICS.md §8): visibility, commit, backout in place, limits."""
+"""Units of work (seed 000, docs/semantics.md §8): visibility, commit, backout in place, limits."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Durability: persistent messages and queue definitions that survive a crash and a restart.
 
-What this subpackage owns (DESIGN.md "Units of work and durability"):
+What this subpackage owns (docs/design.md "Units of work and durability"):
 
 * ``layout.py`` — the keys a queue's records live under in the store, and the encoding of
   a durable record (its own crc, so a damaged one is named, not trusted);

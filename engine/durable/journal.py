@@ -1,6 +1,6 @@
 """What a queue manager writes for its persistent messages, and when.
 
-The rule (DESIGN.md "Units of work and durability"): every change to a persistent message
+The rule (docs/design.md "Units of work and durability"): every change to a persistent message
 is written to the store **under the queue's lock, before the change is made in memory**, as
 one atomic write. The order of the writes in the store's log is then the order of the
 changes, a failed write leaves memory untouched (the caller gets 2102 and may retry), and

@@ -4,7 +4,7 @@ Every queue definition comes back, then every lane of every queue, in the order 
 would return its messages: the records with their own key whose arrival number is below
 the lane's first blob go to the front list, then the chain of blobs (left in the store,
 indexed in memory as a sweep would have left them), then the remaining records to the rear
-list (DESIGN.md "One queue": front ⧺ chain ⧺ rear, each in arrival order).
+list (docs/design.md "One queue": front ⧺ chain ⧺ rear, each in arrival order).
 
 Inside a blob, records that are not persistent (they do not survive a restart, as in MQ)
 or carry a removal mark are flagged removed; a raised backout count kept in a mark is

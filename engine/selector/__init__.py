@@ -1,4 +1,4 @@
-"""Selection strings (SEMANTICS.md §10): parse once at open, evaluate per message.
+"""Selection strings (docs/semantics.md §10): parse once at open, evaluate per message.
 
 This subpackage owns the selector dialect — the SQL92 subset of JMS and IBM MQ message
 selectors — from text to a predicate over message records:

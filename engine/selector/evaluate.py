@@ -7,7 +7,7 @@ passed to ``eval``. Constant subtrees are folded at compile time, so ``2 > 1`` c
 nothing per message and a selector that is FALSE or Unknown whatever the properties is
 seen before any message is (2504).
 
-Semantics kept (JMS / SEMANTICS.md §10.2):
+Semantics kept (JMS / docs/semantics.md §10.2):
 - NULL (a missing property) gives Unknown in comparisons, arithmetic, BETWEEN, IN and LIKE;
   ``IS [NOT] NULL`` is never Unknown. AND / OR / NOT follow SQL's three-valued tables.
 - Values of different types are never converted: comparing them is FALSE (for ``<>`` as

@@ -1,7 +1,7 @@
 """Descriptor fields a selector can name, and how each is read straight from a record.
 
 The names are IBM MQ's message-property names for MQMD fields (``Root.MQMD.<Field>``) and
-the JMS header names that IBM MQ maps onto the MQMD (SEMANTICS.md §10.2). Each getter
+the JMS header names that IBM MQ maps onto the MQMD (docs/semantics.md §10.2). Each getter
 reads only its own bytes of the record, so a selector on Priority decodes nothing else.
 Invariant: a getter returns what ``msg.md`` would show for that field (bytes for ids,
 ints for numbers), or the JMS form IBM MQ documents (``'ID:<hex>'`` for ids, NULL for an

@@ -1,6 +1,6 @@
 """The selector lexer: selection-string text to tokens, each with its 0-based position.
 
-It owns the lexical rules of SEMANTICS.md §10: keywords (case-insensitive), Java
+It owns the lexical rules of docs/semantics.md §10: keywords (case-insensitive), Java
 identifiers (case-sensitive, with ``.`` between parts so that ``Root.MQMD.Priority`` is
 one identifier), string literals in single quotes (``''`` is a quote; double quotes are
 refused), exact numerics (decimal, ``0x`` hexadecimal, octal with a leading 0, optional

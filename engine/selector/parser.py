@@ -1,6 +1,6 @@
 """The selector parser: tokens to a typed syntax tree, by recursive descent.
 
-Grammar (SEMANTICS.md §10; lowest precedence first, left to right within a level)::
+Grammar (docs/semantics.md §10; lowest precedence first, left to right within a level)::
 
     selector   := or_expr END
     or_expr    := and_expr (OR and_expr)*
@@ -21,7 +21,7 @@ are known to give, ANY for an identifier (its type is known only per message). A
 that can never fit its place (``'a' + 1``, ``NOT 5``, ``x LIKE 3``, ``'a' < 'b'``) is a
 syntax error (2459) at the offending operand, as in JMS.
 
-``0x`` literals: SEMANTICS.md §10.1 calls ``0xA`` a hexadecimal number and also says a
+``0x`` literals: docs/semantics.md §10.1 calls ``0xA`` a hexadecimal number and also says a
 ``0x`` literal compared with a property is a byte string whose odd digit count
 (``0xAFC23``) is a syntax error. sweepq resolves this by place: a ``0x`` literal that is
 an operand of a comparison whose other side is an identifier or a byte string is a

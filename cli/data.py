@@ -15,7 +15,7 @@ Exit codes: 0 done (also when no message was left to get), 1 an MQ call failed (
 names the reason and its number, e.g. ``MQRC_UNKNOWN_OBJECT_NAME (2085)``), 2 a usage error
 (one line naming the argument and what to pass). Never a traceback.
 
-bench/cli.py calls :func:`register` with its subparsers and its argparse number type.
+cli/main.py calls :func:`register` with its subparsers and its argparse number type.
 """
 
 from __future__ import annotations
@@ -498,7 +498,7 @@ def _intermixed(parser: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction, number: Callable) -> None:
     """Add define, put, get and browse to the ``sweepq`` subparsers. ``number`` is the CLI's
-    argparse type for bounded numbers (bench/cli.py ``_number``)."""
+    argparse type for bounded numbers (cli/main.py ``_number``)."""
 
     def command(name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
         p = sub.add_parser(

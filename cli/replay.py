@@ -1,6 +1,6 @@
 """The memory-pressure simulation commands of ``sweepq``: ``trace``, ``replay`` and ``pipeline``.
 
-bench/cli.py calls :func:`register` with its subparsers and :func:`pipeline_command` for
+cli/main.py calls :func:`register` with its subparsers and :func:`pipeline_command` for
 ``sweepq pipeline ...`` (whose options live with the pipeline, pipeline/job.py, so that
 ``spark-submit`` sees the same ones). Every mistake a user can make with these commands ends
 in one line on stderr that names the argument and what to do, and exit code 2: values are

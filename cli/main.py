@@ -7,10 +7,11 @@ import json
 import math
 import sys
 
-from .cli_data import register as register_data_commands
-from .cli_replay import pipeline_command as _pipeline
-from .cli_replay import register as register_replay_commands
-from .crash import register_crash_command
+from sweepq.bench.crash import register_crash_command
+
+from .data import register as register_data_commands
+from .replay import pipeline_command as _pipeline
+from .replay import register as register_replay_commands
 
 DESCRIPTION = """\
 sweepq: an embedded tiered-storage message queue engine with IBM MQ semantics, whose slow
@@ -92,7 +93,7 @@ def _output_dir(prog: str, path: str | None) -> bool:
 def _demo(args: argparse.Namespace) -> int:
     if not _output_dir("sweepq demo", args.out):
         return 2
-    from .demo import DemoConfig, run
+    from sweepq.bench.demo import DemoConfig, run
 
     quick = {"messages": 20_000, "size": 512, "seconds": 3.0, "interval": 1.0}
     values = {k: getattr(args, k) for k in ("queues", "producers", "messages", "size", "seconds", "interval")}
@@ -114,7 +115,7 @@ def _bench(args: argparse.Namespace) -> int:
     import dataclasses
     import os
 
-    from .suite import QUICK, SCENARIOS, BenchOptions, run
+    from sweepq.bench.suite import QUICK, SCENARIOS, BenchOptions, run
 
     if not _output_dir("sweepq bench", args.out):
         return 2
@@ -239,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--no-compare", action="store_true", help="skip the run without sweeping")
     d.set_defaults(func=_demo)
 
-    from .suite import SCENARIOS
+    from sweepq.bench.suite import SCENARIOS
 
     b = sub.add_parser(
         "bench",
@@ -305,8 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default=None, help="directory to write bench.json and bench.md to")
     b.set_defaults(func=_bench)
 
-    register_replay_commands(sub)  # trace, replay, pipeline: bench/cli_replay.py
-    register_data_commands(sub, _number)  # define, put, get, browse: bench/cli_data.py
+    register_replay_commands(sub)  # trace, replay, pipeline: cli/replay.py
+    register_data_commands(sub, _number)  # define, put, get, browse: cli/data.py
 
     i = sub.add_parser(
         "inspect",

@@ -1,0 +1,7 @@
+"""``python -m sweepq.cli``: the same as ``sweepq``."""
+
+import sys
+
+from sweepq.cli import main
+
+sys.exit(main())
