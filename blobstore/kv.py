@@ -1,6 +1,7 @@
 """The key-value layer under the blob store: RocksDB, or plain dicts for tests and demos.
 
-This is the one place for the RocksDB layout. Seven column families, all in raw mode:
+This is the one place for the RocksDB layout, options and error texts. Seven families of
+records (RocksDB column families), all in raw mode:
 
 ``blobs``      u64 blob id (big endian) -> blob (blobstore/format.py). RocksDB's own
                compression is off here: blobs are zstd-compressed already.
@@ -17,6 +18,13 @@ This is the one place for the RocksDB layout. Seven column families, all in raw 
                engine: b"R" removed, b"B" + u16 its backout count raised).
 ``objects``    a caller's name -> a caller's definition (the engine: queue definitions).
 
+and ``quarantine`` (family name + NUL + key -> the bytes as they were read): records that
+failed their checks, moved aside for inspection, never read as data.
+
+Beside the database a data directory holds *side files* (``sweepq-<name>``, e.g. the
+engine's checkpoint): small, checksummed, replaced atomically, outside RocksDB so that
+damage to its files cannot take them too.
+
 Durability: a write is in the write-ahead log (the OS has it) when :meth:`RocksKV.write`
 returns, so it survives a crash of the process; :meth:`RocksKV.sync` makes every write
 made so far survive a power loss (one fsync of the log: group commit, see
@@ -29,16 +37,35 @@ Memory is bounded (issue: RocksDB's memtables grew to 123 MB beside 36 MB of mes
 (``write_buffer_bytes``, 16 MiB by default) and one LRU ``Cache`` holds the data blocks
 (``block_cache_bytes``, 8 MiB); :meth:`RocksKV.memory` reports both.
 
+**Failures while open** (docs/damage.md). RocksDB stops accepting writes for good after a
+failed write or a compaction that met damage (its "background error"); nothing but a
+reopen clears that. So a failed write marks the database *broken*, and the next call, on
+whatever thread, reopens it first (at most every :data:`RETRY_SECONDS` while it keeps
+failing, e.g. on a full disk: calls fail fast meanwhile, and the first after space is
+freed works). When the failure was damage, the reopen also *heals*: every family holding a
+damaged table file is copied, record by record, into a new generation of itself (named
+``family.N``), each value proven by a checksum-verified read; what cannot be proven goes
+to ``quarantine``; the old generation is dropped with its files. A rebuild cut short by a
+crash leaves a newer generation beside the old one, which the next open drops. Listeners
+then rewrite what they hold in memory of the families rebuilt (:meth:`RocksKV.listen`).
+While that happens, every other call waits (a gate: many callers at once, or the reopen
+alone).
+
 Every method is thread-safe; :meth:`KV.write` applies its operations atomically.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
+import struct
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+import time
+import zlib
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from rocksdict import (
@@ -62,12 +89,21 @@ CF_META = "meta"
 CF_MESSAGES = "messages"
 CF_MARKS = "marks"
 CF_OBJECTS = "objects"
-CFS = (CF_BLOBS, CF_MANIFESTS, CF_CHAINS, CF_META, CF_MESSAGES, CF_MARKS, CF_OBJECTS)
+CF_QUARANTINE = "quarantine"
+CFS = (CF_BLOBS, CF_MANIFESTS, CF_CHAINS, CF_META, CF_MESSAGES, CF_MARKS, CF_OBJECTS, CF_QUARANTINE)
 
 DEFAULT_WRITE_BUFFER_BYTES = 16 << 20
 DEFAULT_BLOCK_CACHE_BYTES = 8 << 20
+# The store options that are RocksDB's (the rest are the blob store's own).
+ROCKSDB_OPTIONS = frozenset({"write_buffer_bytes", "block_cache_bytes"})
+RETRY_SECONDS = 0.2  # a broken database is reopened at most this often while reopening fails
+SIDE_PREFIX = "sweepq-"
+_SIDE_MAGIC = b"SQS1"
+_SIDE_HEAD = struct.Struct("<4sII")  # magic, crc32 of the data, its length
+_COPY_BATCH = 512  # records per write while a family is copied into its new generation
 
 Op = tuple[str, bytes, bytes | None]  # (column family, key, value); value None deletes
+Listener = Callable[[list[str]], None]
 
 
 class KVError(Exception):
@@ -75,7 +111,11 @@ class KVError(Exception):
 
 
 class KVCorruption(KVError):
-    """The key-value layer found damaged data (RocksDB's own checksums failed)."""
+    """The key-value layer found damaged data (a checksum failed); ``where`` names it."""
+
+    def __init__(self, message: str, where: str = ""):
+        super().__init__(message)
+        self.where = where
 
 
 class KV(Protocol):
@@ -85,8 +125,15 @@ class KV(Protocol):
         """:raises KVCorruption: the stored data is damaged. :raises KVError: I/O failed."""
         ...
 
-    def items(self, cf: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        """Every pair of ``cf`` whose key starts with ``prefix``, in key order."""
+    def items(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
+        """Every pair of ``cf`` whose key starts with ``prefix``, in key order.
+        :raises KVCorruption: a checksum failed on the way."""
+        ...
+
+    def salvage(self, cf: str, prefix: bytes = b"") -> tuple[list, list, list]:
+        """After damage: (proven pairs, [(key, bytes as read)] that could not be proven, gaps
+        [(last good key, next key or b"")]) under ``prefix``. The family is healed (its
+        unproven records quarantined) when the store can write."""
         ...
 
     def write(self, ops: Sequence[Op]) -> None:
@@ -97,27 +144,62 @@ class KV(Protocol):
         """Make every write so far durable against power loss. :raises KVError: it failed."""
         ...
 
+    def read_side(self, name: str) -> bytes | None:
+        """A side record (None: none). :raises KVCorruption: it is damaged."""
+        ...
+
+    def write_side(self, name: str, data: bytes) -> None:
+        """Replace a side record atomically and durably. :raises KVError: not replaced."""
+        ...
+
+    def unproven(self, cf: str, prefix: bytes = b"") -> bool:
+        """Whether a rebuild of ``cf`` left records under ``prefix`` it could not prove."""
+        ...
+
+    def listen(self, listener: Listener) -> None:
+        """Call ``listener(families)`` after families were rebuilt from a damaged state."""
+        ...
+
+    def flush(self) -> None:
+        """Write what is buffered in memory to the store's files (inspection and tests)."""
+        ...
+
+    def compact(self) -> None:
+        """Rewrite the store's files now (tests). :raises KVError: it failed."""
+        ...
+
+    def damage_log(self) -> list[str]:
+        """What was found damaged and set right since the store opened."""
+        ...
+
     def memory(self) -> dict[str, int]:
         """Bytes the store holds in memory, by kind."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the store even if it fails. :raises KVError: what could not be written."""
+        ...
 
 
 class MemoryKV:
-    """Dicts behind a lock: the in-memory store's backend (nothing survives close)."""
+    """Dicts behind a lock: the in-memory store's backend (nothing survives close).
+
+    ``_cfs`` holds every family and, under ``"side"``, the side records: a copy of ``_cfs``
+    is what a killed process would leave (the tests' crash)."""
 
     def __init__(self) -> None:
-        self._cfs: dict[str, dict[bytes, bytes]] = {cf: {} for cf in CFS}
+        self._cfs: dict[str, dict[bytes, bytes]] = {cf: {} for cf in (*CFS, "side")}
         self._lock = threading.Lock()
 
     def get(self, cf: str, key: bytes) -> bytes | None:
         return self._cfs[cf].get(key)
 
-    def items(self, cf: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+    def items(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         with self._lock:
-            pairs = sorted((k, v) for k, v in self._cfs[cf].items() if k.startswith(prefix))
-        return iter(pairs)
+            return sorted((k, v) for k, v in self._cfs[cf].items() if k.startswith(prefix))
+
+    def salvage(self, cf: str, prefix: bytes = b"") -> tuple[list, list, list]:
+        return self.items(cf, prefix), [], []  # dicts hold no damage of their own
 
     def write(self, ops: Sequence[Op]) -> None:
         with self._lock:
@@ -130,15 +212,45 @@ class MemoryKV:
     def sync(self) -> None:
         pass
 
+    def read_side(self, name: str) -> bytes | None:
+        return self._cfs.setdefault("side", {}).get(name.encode())
+
+    def write_side(self, name: str, data: bytes) -> None:
+        with self._lock:
+            self._cfs.setdefault("side", {})[name.encode()] = bytes(data)
+
+    def unproven(self, cf: str, prefix: bytes = b"") -> bool:
+        return False
+
+    def listen(self, listener: Listener) -> None:
+        pass  # nothing here is ever rebuilt
+
+    def flush(self) -> None:
+        pass
+
+    def compact(self) -> None:
+        pass
+
+    def damage_log(self) -> list[str]:
+        return []
+
     def memory(self) -> dict[str, int]:
         with self._lock:
-            return {"dict_bytes": sum(len(k) + len(v) for d in self._cfs.values() for k, v in d.items())}
+            held = sum(len(k) + len(v) for d in self._cfs.values() for k, v in d.items())
+        # The dicts are the records themselves, not buffers or a cache: a budget counts none
+        # of them (MEMORY_HELD), as it counts none of RocksDB's table files.
+        return {"dict_bytes": held, "held_bytes": 0}
 
     def close(self) -> None:
-        self._cfs = {cf: {} for cf in CFS}
+        self._cfs = {cf: {} for cf in (*CFS, "side")}
 
 
-def _db_options(write_buffer_bytes: int, cache: Cache, wal: bool = True) -> tuple[Options, dict[str, Options]]:
+# -- RocksDB --------------------------------------------------------------------------------------
+
+
+def _db_options(
+    write_buffer_bytes: int, cache: Cache, wal: bool, compactions: bool
+) -> tuple[Options, Callable[[str], Options]]:
     manager = WriteBufferManager(write_buffer_bytes, False)
 
     def base() -> Options:
@@ -147,6 +259,7 @@ def _db_options(write_buffer_bytes: int, cache: Cache, wal: bool = True) -> tupl
         # Each family's memtable is a share of the cap, and at most two exist per family.
         o.set_write_buffer_size(max(1 << 20, write_buffer_bytes // 4))
         o.set_max_write_buffer_number(2)
+        o.set_disable_auto_compactions(not compactions)
         table = BlockBasedOptions()
         table.set_block_cache(cache)
         o.set_block_based_table_factory(table)
@@ -155,20 +268,74 @@ def _db_options(write_buffer_bytes: int, cache: Cache, wal: bool = True) -> tupl
     db = base()
     db.create_if_missing(True)
     db.create_missing_column_families(True)
+    # RocksDB starts a new info log at every open, and a reopen after a failure is an open:
+    # keep few and small ones, so that a full disk is not filled further by them.
+    db.set_keep_log_file_num(2)
+    db.set_max_log_file_size(1 << 20)
     # A torn last write of the log (a crash mid-write, or a truncated file) is dropped and
     # the store opens at the last whole write, instead of refusing to open.
     db.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
     if not wal:
         db.set_atomic_flush(True)
-    cfs = {}
-    for name in CFS:
+
+    def family(name: str) -> Options:
         o = base()
-        if name in (CF_BLOBS, CF_MESSAGES):
+        if _family(name) in (CF_BLOBS, CF_MESSAGES, CF_QUARANTINE):
             # Blobs are zstd-compressed already. Message records stay uncompressed so that a
             # damaged block can still be read past record by record (each has its own crc).
             o.set_compression_type(DBCompressionType.none())
-        cfs[name] = o
-    return db, cfs
+        return o
+
+    return db, family
+
+
+def _family(name: str) -> str:
+    """The family a column family name stands for ("messages.3" -> "messages")."""
+    return name.split(".", 1)[0]
+
+
+def _generation(name: str) -> int:
+    _head, _, gen = name.partition(".")
+    return int(gen) if gen.isdigit() else 0
+
+
+class _Gate:
+    """Many callers at once, or one alone: calls enter and leave; :meth:`alone` waits until
+    every caller inside has left and keeps new ones out until it is done."""
+
+    __slots__ = ("_cond", "_inside", "_shut")
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._inside = 0
+        self._shut = False
+
+    def enter(self) -> None:
+        with self._cond:
+            while self._shut:
+                self._cond.wait()
+            self._inside += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self._inside -= 1
+            if self._shut and not self._inside:
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self):
+        with self._cond:
+            while self._shut:
+                self._cond.wait()
+            self._shut = True
+            while self._inside:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shut = False
+                self._cond.notify_all()
 
 
 class RocksKV:
@@ -176,7 +343,7 @@ class RocksKV:
 
     ``sync`` makes every write durable (fsync) before it returns; ``wal=False`` writes no
     log (see the module docstring). ``read_only`` opens for inspection beside nothing
-    else."""
+    else. Failures while open: see the module docstring."""
 
     def __init__(
         self,
@@ -192,101 +359,242 @@ class RocksKV:
         self._cache = Cache(block_cache_bytes)
         self.write_buffer_bytes = write_buffer_bytes
         self.block_cache_bytes = block_cache_bytes
-        opts, cf_opts = _db_options(write_buffer_bytes, self._cache, wal)
-        access = AccessType.read_only() if read_only else AccessType.read_write()
-        self._shadow = _shadow_of(path) if read_only else None
-        self.log_damage: str | None = None  # what a damaged log cost (see below), else None
-        try:
-            if read_only:
-                self._db = Rdict(self._shadow, options=opts, column_families=cf_opts, access_type=access)
-            else:
-                self._db = self._open_checking_the_log(path, opts, cf_opts, access)
-        except Exception as e:
-            self._drop_shadow()
-            raise KVError(_why(e, f"cannot open the store at {path}")) from e
-        self._cf = {name: self._db.get_column_family(name) for name in CFS}
-        self._h = {name: self._db.get_column_family_handle(name) for name in CFS}
+        self._read_only = read_only
+        self._wal = wal
         self._wopts = WriteOptions()
         self._wopts.sync = sync
         self._wopts.disable_wal = not wal
-        self._wal = wal
+        self._gate = _Gate()
+        self._broken: KVError | None = None  # why the database must be reopened first
+        self._heal: set[str] = set()  # families to rebuild at that reopen
+        self._retry_at = 0.0
+        self._listeners: list[Listener] = []
+        self._restorers: list[threading.Thread] = []  # listeners at work (close waits for them)
+        self._events: list[str] = []
+        self._unproven: dict[str, tuple[list, list]] = {}  # family -> what its last rebuild could not prove
+        self._shadow = _shadow_of(path) if read_only else None
+        self._db: Rdict | None = None
+        self._closed = False
+        self._cf: dict = {}
+        self._h: dict = {}
+        self.log_damage: str | None = None  # what a damaged log cost at open, else None
+        try:
+            self._open()
+        except KVError:
+            self._drop_shadow()
+            raise
+        except Exception as e:
+            self._drop_shadow()
+            raise _open_error(e, path) from e
+        if not read_only:
+            _make_private(path)
 
-    def _open_checking_the_log(self, path: str, opts: Options, cf_opts: dict, access) -> Rdict:
+    # -- opening --------------------------------------------------------------------------------
+
+    def _open(self, compactions: bool = True) -> None:
+        """Open the database and map each family to its current generation (dropping the
+        newer generations an interrupted rebuild left)."""
+        opts, family = _db_options(self.write_buffer_bytes, self._cache, self._wal, compactions)
+        where = self._shadow or self.path
+        existing = (
+            {n for n in Rdict.list_cf(where, Options(raw_mode=True)) if n != "default"} if _is_db(where) else set()
+        )
+        names = existing | {f for f in CFS if not any(_family(n) == f for n in existing)}
+        cf_opts = {n: family(n) for n in names}
+        if self._read_only:
+            db = Rdict(where, options=opts, column_families=cf_opts, access_type=AccessType.read_only())
+        else:
+            db = self._open_checking_the_log(opts, cf_opts)
+        current: dict[str, str] = {}
+        for n in sorted(names, key=_generation):
+            current.setdefault(_family(n), n)
+        self._db = db
+        self._names = current
+        self._cf = {f: db.get_column_family(n) for f, n in current.items()}
+        self._h = {f: db.get_column_family_handle(n) for f, n in current.items()}
+        stale = [n for n in names if n not in current.values()]
+        for n in stale if not self._read_only else ():
+            db.drop_column_family(n)  # a rebuild that a crash cut short: the old one stands
+            self._events.append(f"dropped {n}, the unfinished rebuild of the {_family(n)} records")
+
+    def _open_checking_the_log(self, opts: Options, cf_opts: dict) -> Rdict:
         """Open so that damage in the write-ahead log is noticed, not silently cut away.
 
         The log is first replayed strictly (absolute consistency). If that finds damage and a
         replay up to the last whole write (point in time) opens, the damage was in the log:
         the writes after it cannot be trusted and are dropped, as RocksDB's point-in-time
         recovery does, and ``log_damage`` says so for the open's report."""
-        strict = opts
-        strict.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
+        access = AccessType.read_write()
+        opts.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
         try:
-            return Rdict(path, options=strict, column_families=cf_opts, access_type=access)
+            return Rdict(self.path, options=opts, column_families=cf_opts, access_type=access)
         except Exception as e:
-            if "corrupt" not in str(e).lower():
+            if not _is_corruption(str(e)):
                 raise
             first = e
         opts.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
         try:
-            db = Rdict(path, options=opts, column_families=cf_opts, access_type=access)
+            db = Rdict(self.path, options=opts, column_families=cf_opts, access_type=access)
         except Exception:
-            raise first from None
+            raise _error(first, f"cannot open the store at {self.path}") from None
         self.log_damage = (
             f"the write-ahead log was damaged ({first}); the store was opened at the last whole write "
             "before the damage, and the writes after it are lost"
         )
+        self._events.append(self.log_damage)
         return db
 
     @staticmethod
     def column_families(path: str) -> set[str]:
-        """The column families of an existing RocksDB directory. :raises KVError: not one."""
+        """The families of an existing RocksDB directory. :raises KVError: not one."""
         try:
-            return set(Rdict.list_cf(path, Options(raw_mode=True)))
+            return {_family(n) for n in Rdict.list_cf(path, Options(raw_mode=True))}
         except Exception as e:
-            raise KVError(f"{path} is not a readable RocksDB store: {e}") from e
+            raise _open_error(e, path) from e
 
-    def get(self, cf: str, key: bytes) -> bytes | None:
-        try:
-            return self._cf[cf].get(key)
-        except Exception as e:
-            raise _error(e, f"reading {cf} key {key.hex()} failed") from e
+    # -- every call goes through the gate ---------------------------------------------------------
 
-    def items(self, cf: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        # rocksdict's items() is the fast scan, but it ends silently at a damaged block: a
-        # checked iterator then looks just past the last key it gave, where its status
-        # says whether the scan really ended or was cut short.
-        last = None
-        try:
-            upper = _successor(prefix)
-            if upper is None:
-                pairs = self._cf[cf].items(from_key=prefix)
-            else:  # RocksDB stops at the bound itself: no prefix test per key here
-                ro = ReadOptions()
-                ro.set_iterate_upper_bound(upper)
-                pairs = self._cf[cf].items(from_key=prefix, read_opt=ro)
-            for k, v in pairs:
-                last = k
-                yield k, v
-            it = self._cf[cf].iter(ro) if upper is not None else self._cf[cf].iter()
-            if last is None:
-                it.seek(prefix)
-            else:
-                it.seek(last)
-                if it.valid():
-                    it.next()
-            it.status()
-        except Exception as e:
-            raise _error(e, f"scanning {cf} failed") from e
+    def _enter(self) -> None:
+        if self._broken is not None and not self._closed:
+            self._recover()
+        self._gate.enter()
+        if self._db is None:
+            self._gate.leave()
+            raise KVError(
+                f"the store at {self.path} is closed" if self._closed else f"the store at {self.path} is unavailable"
+            )
 
-    def salvage(self, cf: str, prefix: bytes = b"") -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
-        """Every pair under ``prefix`` that can still be read from a damaged family, and the
-        key ranges that could not: RocksDB's block checksums are not checked (the caller
-        checks each value itself), and a block that cannot even be parsed is stepped over by
-        seeking ahead (the last 8 bytes of a key are taken as a counter). Returns (pairs,
-        [(last good key, first key after the gap)])."""
+    def _failed(self, e: Exception, what: str, write: bool) -> KVError:
+        """Classify a RocksDB failure; a failed write, or damage, breaks the database until
+        the next call reopens it (RocksDB accepts no write after either)."""
+        err = _error(e, what)
+        if self._read_only:
+            return err
+        if isinstance(err, KVCorruption):
+            self._heal |= self._families_of(str(e))
+            self._broken = err
+        elif write:
+            self._broken = err
+        return err
+
+    def _families_of(self, text: str) -> set[str]:
+        """The families holding the table files an error names (every family when it names none)."""
+        numbers = {int(n) for n in re.findall(r"(\d+)\.sst", text)}
+        if not numbers:
+            return set(CFS) - {CF_QUARANTINE}
+        found = set()
+        for fam, cf in list(self._cf.items()):
+            try:
+                listing = cf.property_value("rocksdb.sstables") or ""
+            except Exception:
+                continue
+            if numbers & {int(n) for n in re.findall(r"^\s*(\d+):", listing, re.M)}:
+                found.add(fam)
+        return found or set(CFS) - {CF_QUARANTINE}
+
+    def _recover(self) -> None:
+        """Reopen a broken database (and heal the damaged families), alone; rate-limited.
+
+        :raises KVError: it cannot be reopened yet (the calls fail until it can)."""
+        with self._gate.alone():
+            broken = self._broken
+            if broken is None or self._closed:
+                return  # another caller did it
+            if time.monotonic() < self._retry_at:
+                raise KVError(f"the store at {self.path} is unavailable until it can be reopened ({broken})")
+            healed: list[str] = []
+            try:
+                with contextlib.suppress(KVError):
+                    self._release()  # a database that failed may fail to close: it is released all the same
+                self._open(compactions=not self._heal)
+                if self._heal:
+                    healed = self._rebuild(sorted(self._heal))
+                    self._set_compactions(True)
+            except Exception as e:
+                self._retry_at = time.monotonic() + RETRY_SECONDS
+                with contextlib.suppress(Exception):
+                    self._release()
+                raise KVError(f"reopening the store at {self.path} after a failure ({broken}) failed: {e}") from e
+            self._broken = None
+            self._heal = set()
+            self._events.append(f"reopened after: {broken}")
+        if healed and self._listeners:
+            t = threading.Thread(target=self._tell, args=(healed,), name="sweepq-restore", daemon=True)
+            self._restorers.append(t)
+            t.start()
+
+    def _tell(self, healed: list[str]) -> None:
+        for listener in list(self._listeners):
+            listener(healed)
+
+    def _set_compactions(self, on: bool) -> None:
+        for cf in self._cf.values():
+            cf.set_options({"disable_auto_compactions": "false" if on else "true"})
+
+    # -- healing ---------------------------------------------------------------------------------
+
+    def _rebuild(self, families: list[str]) -> list[str]:
+        """Copy each family into a new generation of itself, proving every value; drop the old."""
+        done = []
+        for fam in families:
+            old = self._names[fam]
+            pairs, damaged, gaps = self._prove(fam, b"")
+            new = f"{fam}.{_generation(old) + 1}"
+            _, family = _db_options(self.write_buffer_bytes, self._cache, self._wal, True)
+            cf = self._db.create_column_family(new, family(new))
+            h = self._db.get_column_family_handle(new)
+            for k in range(0, len(pairs), _COPY_BATCH):
+                wb = WriteBatch(raw_mode=True)
+                for key, value in pairs[k : k + _COPY_BATCH]:
+                    wb.put(key, value, h)
+                self._db.write(wb, self._wopts)
+            if damaged and fam != CF_QUARANTINE:
+                wb = WriteBatch(raw_mode=True)
+                for key, value in damaged:
+                    wb.put(fam.encode() + b"\0" + key, value or b"", self._h[CF_QUARANTINE])
+                self._db.write(wb, self._wopts)
+            self._cf.pop(fam, None)
+            self._h.pop(fam, None)
+            cf.flush()  # the copy on disk before the old generation goes
+            self._db.drop_column_family(old)
+            self._names[fam] = new
+            self._cf[fam] = cf
+            self._h[fam] = h
+            self._unproven[fam] = (damaged, gaps)
+            self._events.append(
+                f"the {fam} records were damaged: rebuilt from {len(pairs)} proven record(s); "
+                f"{len(damaged)} could not be proven (quarantined) and {len(gaps)} unreadable range(s) were lost"
+            )
+            done.append(fam)
+        return done
+
+    def _prove(self, fam: str, prefix: bytes) -> tuple[list, list, list]:
+        """Every pair of ``fam`` under ``prefix`` whose value a checksum-verified read gives
+        back, the keys no such read can give (with their bytes as read past the checks), and
+        the ranges that could not be read at all. A key read past the checks whose verified
+        read finds nothing was deleted (its delete is intact): it is not returned."""
+        found, gaps = self._scan_unverified(fam, prefix)
+        pairs, damaged = [], []
+        cf = self._cf[fam]
+        for key, raw in found:
+            try:
+                value = cf.get(key)
+            except Exception:
+                damaged.append((key, raw))
+                continue
+            if value is not None:
+                pairs.append((key, value))
+        return pairs, damaged, gaps
+
+    def _scan_unverified(self, fam: str, prefix: bytes) -> tuple[list, list]:
+        """Every key under ``prefix`` that can be read without RocksDB's checksums (nothing
+        read this way is cached), stepping over blocks that cannot even be parsed by seeking
+        ahead (the last 8 bytes of a key are taken as a counter). Returns (pairs, gaps)."""
         ro = ReadOptions()
         ro.set_verify_checksums(False)
-        it = self._cf[cf].iter(ro)
+        ro.fill_cache(False)
+        cf = self._cf[fam]
+        it = cf.iter(ro)
         pairs: list[tuple[bytes, bytes]] = []
         gaps: list[tuple[bytes, bytes]] = []
         it.seek(prefix)
@@ -308,7 +616,7 @@ class RocksKV:
                 return pairs, gaps
             n, step = int.from_bytes(last[-8:], "big"), 1
             while step < 1 << 62:
-                it = self._cf[cf].iter(ro)
+                it = cf.iter(ro)
                 it.seek(last[:-8] + min(n + step, (1 << 64) - 1).to_bytes(8, "big"))
                 try:
                     it.status()
@@ -319,75 +627,280 @@ class RocksKV:
             if not it.valid():
                 return pairs, gaps
 
+    # -- the KV protocol ---------------------------------------------------------------------------
+
+    def get(self, cf: str, key: bytes) -> bytes | None:
+        self._enter()
+        try:
+            return self._cf[cf].get(key)
+        except Exception as e:
+            err = self._failed(e, f"reading {cf} key {key.hex()} failed", write=False)
+        finally:
+            self._gate.leave()
+        raise err
+
+    def items(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
+        self._enter()
+        try:
+            return self._items(cf, prefix)
+        except Exception as e:
+            err = self._failed(e, f"scanning {cf} failed", write=False)
+        finally:
+            self._gate.leave()
+        raise err
+
+    def _items(self, cf: str, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        # rocksdict's items() is the fast scan, but it ends silently at a damaged block: a
+        # checked iterator then looks just past the last key it gave, where its status
+        # says whether the scan really ended or was cut short.
+        upper = _successor(prefix)
+        ro = ReadOptions()
+        if upper is not None:  # RocksDB stops at the bound itself: no prefix test per key here
+            ro.set_iterate_upper_bound(upper)
+        out = list(self._cf[cf].items(from_key=prefix, read_opt=ro))
+        it = self._cf[cf].iter(ro)
+        if not out:
+            it.seek(prefix)
+        else:
+            it.seek(out[-1][0])
+            if it.valid():
+                it.next()
+        it.status()
+        return out
+
+    def salvage(self, cf: str, prefix: bytes = b"") -> tuple[list, list, list]:
+        """See :meth:`KV.salvage`. A writable store rebuilds the family first (once per
+        damage), so the damaged table files are gone when this returns."""
+        if not self._read_only:
+            self._heal.add(cf)
+            self._broken = self._broken or KVCorruption(f"damage found in the {cf} records", cf)
+            with contextlib.suppress(KVError):
+                self._recover()  # if it cannot, the proof below runs over the damaged files
+        self._enter()
+        try:
+            if cf in self._unproven and cf not in self._heal:
+                damaged, gaps = self._unproven[cf]
+                return (
+                    self._items(cf, prefix),
+                    [(k, v) for k, v in damaged if k.startswith(prefix)],
+                    [(lo, hi) for lo, hi in gaps if _overlaps(lo, hi, prefix)],
+                )
+            return self._prove(cf, prefix)
+        except Exception as e:
+            err = self._failed(e, f"salvaging {cf} failed", write=False)
+        finally:
+            self._gate.leave()
+        raise err
+
     def write(self, ops: Sequence[Op]) -> None:
-        if len(ops) == 1:
-            # One change (a durable put or get): a single put or delete is atomic by itself
-            # and skips building a WriteBatch.
-            cf, key, value = ops[0]
+        try:
+            self._write(ops)
+        except KVError as first:
+            if self._broken is None or self._closed:
+                raise
+            # The write broke the database (a full disk, damage met by a compaction): reopen
+            # it now and try once more. Every write here is idempotent (puts and deletes of
+            # whole records), so one that did reach the log before failing is harmless to repeat.
             try:
+                self._recover()
+            except KVError:
+                raise first from None
+            self._write(ops)
+
+    def _write(self, ops: Sequence[Op]) -> None:
+        self._enter()
+        try:
+            if len(ops) == 1:
+                # One change (a durable put or get): a single put or delete is atomic by
+                # itself and skips building a WriteBatch.
+                cf, key, value = ops[0]
                 if value is None:
                     self._cf[cf].delete(key, self._wopts)
                 else:
                     self._cf[cf].put(key, value, self._wopts)
-            except Exception as e:
-                raise _error(e, f"write to {self.path} failed") from e
-            return
-        wb = WriteBatch(raw_mode=True)
-        h = self._h
-        for cf, key, value in ops:
-            if value is None:
-                wb.delete(key, h[cf])
-            else:
-                wb.put(key, value, h[cf])
-        try:
+                return
+            wb = WriteBatch(raw_mode=True)
+            h = self._h
+            for cf, key, value in ops:
+                if value is None:
+                    wb.delete(key, h[cf])
+                else:
+                    wb.put(key, value, h[cf])
             self._db.write(wb, self._wopts)
+            return
         except Exception as e:
-            raise _error(e, f"write to {self.path} failed") from e
+            err = self._failed(e, f"write to {self.path} failed", write=True)
+        finally:
+            self._gate.leave()
+        raise err
 
     def sync(self) -> None:
         # rocksdict releases the GIL while the log is synced: other threads go on writing,
         # and the next sync covers them all.
         if not self._wal:
             return
+        self._enter()
         try:
             self._db.flush_wal(True)
+            return
         except Exception as e:
-            raise _error(e, f"syncing the log of {self.path} failed") from e
+            err = self._failed(e, f"syncing the log of {self.path} failed", write=True)
+        finally:
+            self._gate.leave()
+        raise err
 
     def flush(self) -> None:
         """Write the memtables to table files (tests use it to reach the files)."""
-        for name in CFS:
-            self._cf[name].flush()
+        self._enter()
+        try:
+            for cf in self._cf.values():
+                cf.flush()
+        finally:
+            self._gate.leave()
+
+    def compact(self) -> None:
+        """Compact every family now (tests use it to make RocksDB rewrite its tables).
+
+        :raises KVError: the compaction failed (on damage: the database heals at the next call)."""
+        self._enter()
+        try:
+            for cf in self._cf.values():
+                cf.compact_range(None, None)
+            return
+        except Exception as e:
+            err = self._failed(e, f"compacting {self.path} failed", write=True)
+        finally:
+            self._gate.leave()
+        raise err
+
+    def read_side(self, name: str) -> bytes | None:
+        return read_side_file(self.path, name)
+
+    def write_side(self, name: str, data: bytes) -> None:
+        if self._read_only:
+            raise KVError(f"the store at {self.path} is open read-only")
+        write_side_file(self.path, name, data)
+
+    def unproven(self, cf: str, prefix: bytes = b"") -> bool:
+        damaged, gaps = self._unproven.get(cf, ((), ()))
+        return any(k.startswith(prefix) for k, _v in damaged) or any(_overlaps(lo, hi, prefix) for lo, hi in gaps)
+
+    def listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def damage_log(self) -> list[str]:
+        return list(self._events)
 
     def memory(self) -> dict[str, int]:
         def prop(name: str) -> int:
             try:
-                return sum(int(self._cf[cf].property_int_value(name) or 0) for cf in CFS)
+                return sum(int(cf.property_int_value(name) or 0) for cf in self._cf.values())
             except Exception:  # a property this RocksDB does not report
                 return 0
 
+        self._gate.enter()  # never while a reopen swaps the families
+        try:
+            memtables = prop("rocksdb.cur-size-all-mem-tables")
+            readers = prop("rocksdb.estimate-table-readers-mem")
+        finally:
+            self._gate.leave()
+        cache = int(self._cache.get_usage())
         return {
-            "memtable_bytes": prop("rocksdb.cur-size-all-mem-tables"),
-            "block_cache_bytes": int(self._cache.get_usage()),
-            "table_readers_bytes": prop("rocksdb.estimate-table-readers-mem"),
+            "memtable_bytes": memtables,
+            "block_cache_bytes": cache,
+            "table_readers_bytes": readers,
             "write_buffer_limit": self.write_buffer_bytes,
             "block_cache_limit": self.block_cache_bytes,
+            "held_bytes": memtables + cache,
         }
 
     def close(self) -> None:
-        if self._db is None:
-            return
-        self._db.close()
+        """Close the database, once the listeners told of a rebuild are done. The directory's
+        lock is released even when closing fails (a full disk): :raises KVError: the
+        memtables could not be written (the log has them)."""
+        for t in self._restorers:
+            if t is not threading.current_thread():
+                t.join()
+        with self._gate.alone():
+            self._closed = True
+            try:
+                self._release()
+            finally:
+                self._drop_shadow()
+                if not self._read_only:
+                    _make_private(self.path)
+
+    def _release(self) -> None:
+        db, self._db = self._db, None
         # rocksdict keeps the database locked while column-family objects are alive.
-        self._cf.clear()
-        self._h.clear()
-        self._db = None
-        self._drop_shadow()
+        self._cf = {}
+        self._h = {}
+        if db is None:
+            return
+        try:
+            db.close()
+        except Exception as e:
+            raise _error(e, f"closing the store at {self.path}") from e
+        finally:
+            del db
 
     def _drop_shadow(self) -> None:
         if self._shadow is not None:
             shutil.rmtree(self._shadow, ignore_errors=True)
             self._shadow = None
+
+
+# -- side files ------------------------------------------------------------------------------------
+
+
+def read_side_file(path: str, name: str) -> bytes | None:
+    """The side record ``name`` of the data directory ``path`` (None: there is none).
+
+    :raises KVCorruption: it fails its checksum. :raises KVError: it cannot be read."""
+    full = os.path.join(path, SIDE_PREFIX + name)
+    try:
+        with open(full, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise KVError(f"reading {full} failed: {e}") from e
+    if len(raw) < _SIDE_HEAD.size:
+        raise KVCorruption(f"{full} is damaged (cut short)", full)
+    magic, crc, n = _SIDE_HEAD.unpack_from(raw)
+    data = raw[_SIDE_HEAD.size :]
+    if magic != _SIDE_MAGIC or n != len(data) or zlib.crc32(data) != crc:
+        raise KVCorruption(f"{full} is damaged (its checksum fails)", full)
+    return data
+
+
+def write_side_file(path: str, name: str, data: bytes) -> None:
+    """Replace the side record ``name`` atomically and durably (write, fsync, rename, fsync
+    the directory), private to its owner whatever the umask. :raises KVError: not replaced."""
+    full = os.path.join(path, SIDE_PREFIX + name)
+    tmp = full + ".tmp"
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            os.write(fd, _SIDE_HEAD.pack(_SIDE_MAGIC, zlib.crc32(data), len(data)) + data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, full)
+        dfd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise KVError(f"writing {full} failed: {e}") from e
+
+
+# -- helpers ----------------------------------------------------------------------------------------
 
 
 def _successor(prefix: bytes) -> bytes | None:
@@ -399,6 +912,16 @@ def _successor(prefix: bytes) -> bytes | None:
             return bytes(p)
         p.pop()
     return None
+
+
+def _overlaps(lo: bytes, hi: bytes, prefix: bytes) -> bool:
+    """Whether the gap between keys ``lo`` and ``hi`` (b"": the end) may hold keys under ``prefix``."""
+    upper = _successor(prefix)
+    return (upper is None or lo < upper) and (not hi or hi > prefix)
+
+
+def _is_db(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "CURRENT"))
 
 
 def _shadow_of(path: str) -> str:
@@ -416,18 +939,78 @@ def _shadow_of(path: str) -> str:
     return shadow
 
 
-def _why(e: Exception, what: str) -> str:
+def _is_corruption(text: str) -> bool:
+    low = text.lower()
+    return "corrupt" in low or "checksum" in low
+
+
+def _open_error(e: Exception, path: str) -> KVError:
+    """Why a store could not be opened: in use, the system's refusal (permissions, a full
+    disk), or else, for a directory that holds a database, damage (repair may help)."""
     text = str(e)
-    if "lock" in text.lower():
-        return f"{what}: another queue manager (in this or another process) has it open ({text})"
-    return f"{what}: {text}"
+    low = text.lower()
+    what = f"cannot open the store at {path}"
+    if "lock" in low:
+        return KVError(f"{what}: another queue manager (in this or another process) has it open ({text})")
+    if any(s in low for s in ("permission denied", "no space left", "read-only file system", "too many open files")):
+        return KVError(f"{what}: {text}")
+    if _is_db(path) or _is_corruption(text):
+        return KVCorruption(f"{what}: its files are damaged or missing ({text})", path)
+    return KVError(f"{what}: {text}")
 
 
 def _error(e: Exception, what: str) -> KVError:
+    """RocksDB reports failures as exceptions whose text carries its status: damage (a
+    checksum, a corrupt block) is told apart from every other failure here, and only here."""
     text = str(e)
-    if "corrupt" in text.lower() or "checksum" in text.lower():
-        return KVCorruption(f"{what}: {text}")
+    if _is_corruption(text):
+        files = re.findall(r"[\w./-]*\d+\.sst", text)
+        return KVCorruption(f"{what}: {text}", files[0] if files else what)
     return KVError(f"{what}: {text}")
+
+
+def make_private(path: str) -> None:
+    """The data directory 0700 and every file in it 0600, whatever the umask, and new files
+    created in it private from the start (see :func:`_make_private`)."""
+    _make_private(path)
+
+
+def _make_private(path: str) -> None:
+    """The directory 0700, its files 0600; on Linux also a default ACL (owner only), which
+    makes every file RocksDB creates in it later 0600 from the start whatever the process's
+    umask (a default ACL replaces the umask for new files; the umask itself, shared by every
+    thread of the host process, is never touched). Where the filesystem has no ACLs, the
+    files created while open are 0600 from the next open or close, and the 0700 directory
+    keeps other users out meanwhile."""
+    try:
+        os.chmod(path, 0o700)
+        private_by_default(path)
+        for name in os.listdir(path):
+            full = os.path.join(path, name)
+            if os.path.isfile(full) and not os.path.islink(full):
+                os.chmod(full, 0o600)
+            elif os.path.isdir(full) and not os.path.islink(full):
+                os.chmod(full, 0o700)
+    except OSError:  # a directory we may read but not chmod (another owner): leave it be
+        pass
+
+
+# A POSIX default ACL (the "system.posix_acl_default" attribute, version 2): owner rwx,
+# group and others nothing. Entries: (tag u16, perm u16, id u32).
+_ACL_OWNER_ONLY = struct.pack("<I", 2) + b"".join(
+    struct.pack("<HHI", tag, perm, 0xFFFFFFFF) for tag, perm in ((0x01, 7), (0x04, 0), (0x20, 0))
+)
+
+
+def private_by_default(path: str) -> bool:
+    setxattr = getattr(os, "setxattr", None)
+    if setxattr is None:
+        return False
+    try:
+        setxattr(path, "system.posix_acl_default", _ACL_OWNER_ONLY)
+        return True
+    except OSError:  # no ACLs on this filesystem
+        return False
 
 
 def repair(path: str) -> list[str]:
@@ -441,6 +1024,7 @@ def repair(path: str) -> list[str]:
     except Exception as e:
         raise KVError(f"repairing the store at {path} failed: {e}") from e
     after = set(os.listdir(lost)) if os.path.isdir(lost) else set()
+    _make_private(path)
     return sorted(after - before)
 
 

@@ -8,6 +8,7 @@ import math
 import sys
 
 from sweepq.bench.crash import register_crash_command
+from sweepq.bench.damage import register_damage_command
 
 from .data import register as register_data_commands
 from .replay import pipeline_command as _pipeline
@@ -118,6 +119,13 @@ def _bench(args: argparse.Namespace) -> int:
     from sweepq.bench.suite import QUICK, SCENARIOS, BenchOptions, run
 
     if not _output_dir("sweepq bench", args.out):
+        return 2
+    if args.durable_dir is not None and not os.path.isdir(args.durable_dir) and not args.create_durable_dir:
+        print(
+            f"sweepq bench: error: argument --durable-dir: {args.durable_dir!r} is not a directory; "
+            "give an existing one, or pass --create-durable-dir",
+            file=sys.stderr,
+        )
         return 2
     names = list(SCENARIOS) if args.what == "all" else [args.what]
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(BenchOptions) if hasattr(args, f.name)}
@@ -302,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--browse-messages", type=pos_int, default=1_000_000, help="messages browsed (retrieval)")
     b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
+    b.add_argument("--create-durable-dir", action="store_true", help="create --durable-dir if it does not exist")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
     b.add_argument("--out", default=None, help="directory to write bench.json and bench.md to")
     b.set_defaults(func=_bench)
@@ -322,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true", help="print as JSON")
     i.set_defaults(func=_inspect)
     register_crash_command(sub)  # crashtest: bench/crash.py
+    register_damage_command(sub)  # damagetest: bench/damage.py
     return p
 
 

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from sweepq.blobstore import BlobInfo, Store
+from sweepq.blobstore import MEMORY_HELD, BlobInfo, Store
 
 from .clock import Clock, SystemClock
 from .policy import ADAPTIVE_STATE, SweepPolicy, budget_order, decide_adaptive, over_budget
@@ -220,9 +220,7 @@ class Sweeper:
         """Sweep beyond the rule while memory is over the budget (see :meth:`run_once`)."""
         p = self.policy
         mem = self.source.blob_store().memory()
-        in_memory = sum(q.sweep_counts_bytes() for q in queues) + sum(
-            mem.get(k, 0) for k in ("memtable_bytes", "block_cache_bytes")
-        )
+        in_memory = sum(q.sweep_counts_bytes() for q in queues) + mem.get(MEMORY_HELD, 0)
         need = over_budget(in_memory, p.memory_budget)
         if need <= 0:
             return decisions
