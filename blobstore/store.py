@@ -46,7 +46,6 @@ from .kv import (
     CF_META,
     CF_OBJECTS,
     CF_QUARANTINE,
-    CFS as FAMILIES,
     DEFAULT_BLOCK_CACHE_BYTES,
     DEFAULT_WRITE_BUFFER_BYTES,
     KV,
@@ -56,6 +55,9 @@ from .kv import (
     MemoryKV,
     Op,
     RocksKV,
+)
+from .kv import (
+    CFS as FAMILIES,
 )
 from .kv import repair as kv_repair
 from .protocol import (

@@ -93,12 +93,6 @@ def test_chains_link_at_head_and_tail_and_unlink(store):
         store.read(a[0])  # gone with its unlink
 
 
-def test_delete_pending(store):
-    infos = write(store, b"Q/1", recs(10), ids(10))
-    store.delete_pending([i.blob_id for i in infos])
-    assert store.pending() == []
-
-
 def test_reopen_keeps_chains_and_blobs(tmp_path):
     p = tmp_path / "s"
     with BlobStore(p) as s:
