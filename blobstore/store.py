@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from . import format as fmt
 from .codec import DEFAULT_LEVEL, MIN_SAMPLE_BYTES, Codec, train, zstd_error
+from .files import repair as kv_repair
 from .kv import (
     CF_BLOBS,
     CF_CHAINS,
@@ -46,20 +47,13 @@ from .kv import (
     CF_META,
     CF_OBJECTS,
     CF_QUARANTINE,
-    DEFAULT_BLOCK_CACHE_BYTES,
-    DEFAULT_WRITE_BUFFER_BYTES,
     KV,
-    ROCKSDB_OPTIONS,
     KVCorruption,
     KVError,
     MemoryKV,
     Op,
-    RocksKV,
 )
-from .kv import (
-    CFS as FAMILIES,
-)
-from .kv import repair as kv_repair
+from .kv import CFS as FAMILIES
 from .protocol import (
     MEMORY_HELD,
     BlobCorruptError,
@@ -69,6 +63,7 @@ from .protocol import (
     StoreDamageError,
     StoreError,
 )
+from .rocks import DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_WRITE_BUFFER_BYTES, ROCKSDB_OPTIONS, RocksKV
 
 STORE_FORMAT = 3  # 3: messages, marks and objects (durable queues); 2 held only swept blobs
 DEFAULT_MAX_BLOB_BYTES = 256 * 1024

@@ -25,7 +25,8 @@ from sweepq.blobstore import (
     StoreError,
 )
 from sweepq.blobstore import format as fmt
-from sweepq.blobstore.kv import CF_META, RocksKV
+from sweepq.blobstore.kv import CF_META
+from sweepq.blobstore.rocks import RocksKV
 from sweepq.blobstore.store import STORE_FORMAT
 from sweepq.sweeper.runs import record_ends
 

@@ -271,7 +271,7 @@ def test_b3_records_lost_while_open_are_written_again_from_memory(tmp_path):
 _FULL_DISK = """
 import os, sys, time
 from sweepq.engine import QueueManager, OO, Persistence, MQError
-from sweepq.blobstore.kv import RETRY_SECONDS
+from sweepq.blobstore.rocks import RETRY_SECONDS
 root = sys.argv[1]
 d, filler = os.path.join(root, "d"), os.path.join(root, "filler")
 with open(filler, "wb") as f:

@@ -49,7 +49,7 @@ def _modes(d) -> dict[str, int]:
 
 def _acls_here(path) -> bool:
     """Whether this filesystem keeps POSIX default ACLs (what makes new files private)."""
-    from sweepq.blobstore.kv import private_by_default
+    from sweepq.blobstore.files import private_by_default
 
     probe = path / "acl-probe"
     probe.mkdir()
