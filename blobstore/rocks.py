@@ -205,7 +205,6 @@ class RocksKV:
         self._closed = False
         self._cf: dict = {}
         self._h: dict = {}
-        self.log_damage: str | None = None  # what a damaged log cost at open, else None
         try:
             self._open()
         except KVError:
@@ -251,7 +250,7 @@ class RocksKV:
         The log is first replayed strictly (absolute consistency). If that finds damage and a
         replay up to the last whole write (point in time) opens, the damage was in the log:
         the writes after it cannot be trusted and are dropped, as RocksDB's point-in-time
-        recovery does, and ``log_damage`` says so for the open's report."""
+        recovery does, and the damage log says so for the open's report."""
         access = AccessType.read_write()
         opts.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
         try:
@@ -265,11 +264,10 @@ class RocksKV:
             db = Rdict(self.path, options=opts, column_families=cf_opts, access_type=access)
         except Exception:
             raise _error(first, f"cannot open the store at {self.path}") from None
-        self.log_damage = (
+        self._events.append(
             f"the write-ahead log was damaged ({first}); the store was opened at the last whole write "
             "before the damage, and the writes after it are lost"
         )
-        self._events.append(self.log_damage)
         return db
 
     @staticmethod

@@ -277,11 +277,6 @@ class BlobStore:
         for listener in list(self._listeners):
             listener(list(families))
 
-    @property
-    def log_damage(self) -> str | None:
-        """What a damaged write-ahead log cost at open (None: it was whole)."""
-        return getattr(self._kv, "log_damage", None)
-
     def damage_log(self) -> list[str]:
         """What this store found damaged and set right since it opened (DamageLog)."""
         kv = self._kv

@@ -204,7 +204,7 @@ class QueueManager:
         return per
 
     def store_memory(self) -> dict[str, int]:
-        """Bytes the blob store holds in memory (RocksDB memtables, block cache), by kind, with
+        """Bytes the blob store holds in memory (write buffers, read cache), by kind, with
         their configured limits; empty until the store is opened."""
         return self._storage.store().memory() if self._storage.opened else {}
 

@@ -24,7 +24,7 @@ import sys
 
 import pytest
 
-from sweepq.blobstore import BlobStore
+from sweepq.blobstore import BlobStore, FaultyStore, MemoryStore
 from sweepq.engine import GMO, MD, OO, MQError, Persistence, QueueManager, Reason
 from sweepq.sweeper import ManualClock
 
@@ -397,3 +397,35 @@ def test_a_damaged_store_that_cannot_open_offers_repair_and_repair_makes_it_usab
         got, errors = drain(qm)
         assert not errors and got == [body(i) for i in range(300)]
         qm.connect().open("Q", IO).put(b"works")
+
+
+def test_a_write_that_meets_damage_is_2101_and_a_transient_failure_2102():
+    """The journal tells the two apart by the store error's type: damage the store could not
+    set right is OBJECT_DAMAGED (trying again will not help before the next open), any other
+    failure RESOURCE_PROBLEM (try again). Nothing changed either way."""
+    store = FaultyStore(MemoryStore())
+    qm = QueueManager(store=store, durable=True, sweeper=False)
+    qm.define_queue("Q", default_persistence=P)
+    h = qm.connect().open("Q", IO)
+    store.fail("write_messages", corrupt=True)
+    with pytest.raises(MQError) as ei:
+        h.put(b"a")
+    assert ei.value.reason == Reason.OBJECT_DAMAGED and "nothing changed" in str(ei.value)
+    store.fail("write_messages")
+    with pytest.raises(MQError) as ei:
+        h.put(b"a")
+    assert ei.value.reason == Reason.RESOURCE_PROBLEM
+    h.put(b"a")
+    assert drain(qm) == ([b"a"], [])
+
+
+def test_the_python_blocks_of_docs_damage_run_as_written(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "damage.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    for k, block in enumerate(blocks):
+        exec(compile(block, f"docs/damage.md python block {k + 1}", "exec"), {"__name__": "__doc__", "print": print})
