@@ -14,63 +14,80 @@ a record by its own checksum and its checkpoint, engine/durable/recovery.py).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from rocksdict import ReadOptions
 
+PROVEN, DAMAGED, GAP = "proven", "damaged", "gap"
 
-def prove(cf, prefix: bytes) -> tuple[list, list, list]:
-    """Every pair of ``fam`` under ``prefix`` whose value a checksum-verified read gives
-    back, the keys no such read can give (with their bytes as read past the checks), and
-    the ranges that could not be read at all. A key read past the checks whose verified
-    read finds nothing was deleted (its delete is intact): it is not returned."""
-    found, gaps = scan_unverified(cf, prefix)
-    pairs, damaged = [], []
-    for key, raw in found:
+
+def prove(cf, prefix: bytes) -> Iterator[tuple[str, bytes, bytes]]:
+    """Every key of the family ``cf`` under ``prefix``, in key order, as one of:
+
+    * ``(PROVEN, key, value)``: a checksum-verified read gave this value back;
+    * ``(DAMAGED, key, bytes as read past the checks)``: no verified read can give it;
+    * ``(GAP, last good key, first key after it or b"")``: a range that could not be read.
+
+    A key read past the checks whose verified read finds nothing was deleted (its delete is
+    intact): it is left out. Streams: a large family is never held in memory at once."""
+    for kind, a, b in scan_unverified(cf, prefix):
+        if kind == GAP:
+            yield kind, a, b
+            continue
         try:
-            value = cf.get(key)
+            value = cf.get(a)
         except Exception:
-            damaged.append((key, raw))
+            yield DAMAGED, a, b
             continue
         if value is not None:
-            pairs.append((key, value))
-    return pairs, damaged, gaps
+            yield PROVEN, a, value
 
 
-def scan_unverified(cf, prefix: bytes) -> tuple[list, list]:
-    """Every key under ``prefix`` that can be read without RocksDB's checksums (nothing
-    read this way is cached), stepping over blocks that cannot even be parsed by seeking
-    ahead (the last 8 bytes of a key are taken as a counter). Returns (pairs, gaps)."""
+def collect(steps: Iterator[tuple[str, bytes, bytes]]) -> tuple[list, list, list]:
+    """(proven pairs, damaged (key, bytes), gaps) of a :func:`prove` run."""
+    out: dict[str, list] = {PROVEN: [], DAMAGED: [], GAP: []}
+    for kind, a, b in steps:
+        out[kind].append((a, b))
+    return out[PROVEN], out[DAMAGED], out[GAP]
+
+
+def scan_unverified(cf, prefix: bytes) -> Iterator[tuple[str, bytes, bytes]]:
+    """Every (key, value) under ``prefix`` that can be read without RocksDB's checksums
+    (nothing read this way is cached), as ``("read", key, value)``, stepping over blocks
+    that cannot even be parsed by seeking ahead (the last 8 bytes of a key are taken as a
+    counter), each such step as ``(GAP, last good key, next key or b"")``."""
     ro = ReadOptions()
     ro.set_verify_checksums(False)
     ro.fill_cache(False)
     it = cf.iter(ro)
-    pairs: list[tuple[bytes, bytes]] = []
-    gaps: list[tuple[bytes, bytes]] = []
+    last = None
     it.seek(prefix)
     while True:
         while it.valid():
             k = it.key()
             if not k.startswith(prefix):
-                return pairs, gaps
-            pairs.append((k, it.value()))
+                return
+            yield "read", k, it.value()
+            last = k
             it.next()
         try:
             it.status()
-            return pairs, gaps
+            return
         except Exception:
             pass
-        last = pairs[-1][0] if pairs else prefix + bytes(9)
-        if len(last) < 8:
-            gaps.append((last, b""))
-            return pairs, gaps
-        n, step = int.from_bytes(last[-8:], "big"), 1
+        here = last if last is not None else prefix + bytes(9)
+        if len(here) < 8:
+            yield GAP, here, b""
+            return
+        n, step = int.from_bytes(here[-8:], "big"), 1
         while step < 1 << 62:
             it = cf.iter(ro)
-            it.seek(last[:-8] + min(n + step, (1 << 64) - 1).to_bytes(8, "big"))
+            it.seek(here[:-8] + min(n + step, (1 << 64) - 1).to_bytes(8, "big"))
             try:
                 it.status()
                 break
             except Exception:
                 step *= 2
-        gaps.append((last, it.key() if it.valid() else b""))
+        yield GAP, here, it.key() if it.valid() else b""
         if not it.valid():
-            return pairs, gaps
+            return

@@ -353,6 +353,31 @@ class RocksKV:
         for listener in list(self._listeners):
             listener(healed)
 
+    def _copy(self, steps, h, aside, fam: str) -> tuple[int, list, list]:
+        """Write the proven records of a :func:`heal.prove` run under ``h`` in batches, the
+        damaged ones to the quarantine (``aside``); return (records copied, damaged, gaps).
+        The damaged records' bytes are kept for the messages family only (its caller can
+        prove them by their own checksum); of the others, their keys."""
+        copied, damaged, gaps = 0, [], []
+        wb, n = WriteBatch(raw_mode=True), 0
+        for kind, a, b in steps:
+            if kind == heal.PROVEN:
+                wb.put(a, b, h)
+                copied += 1
+            elif kind == heal.DAMAGED:
+                if aside is not None:
+                    wb.put(fam.encode() + b"\0" + a, b or b"", aside)
+                damaged.append((a, b if fam == CF_MESSAGES else None))
+            else:
+                gaps.append((a, b))
+            n += 1
+            if n >= _COPY_BATCH:
+                self._db.write(wb, self._wopts)
+                wb, n = WriteBatch(raw_mode=True), 0
+        if n:
+            self._db.write(wb, self._wopts)
+        return copied, damaged, gaps
+
     def _set_compactions(self, on: bool) -> None:
         for cf in self._cf.values():
             cf.set_options({"disable_auto_compactions": "false" if on else "true"})
@@ -364,21 +389,12 @@ class RocksKV:
         done = []
         for fam in families:
             old = self._names[fam]
-            pairs, damaged, gaps = heal.prove(self._cf[fam], b"")
             new = f"{fam}.{_generation(old) + 1}"
             _, family = _db_options(self.write_buffer_bytes, self._cache, self._wal, True)
             cf = self._db.create_column_family(new, family(new))
             h = self._db.get_column_family_handle(new)
-            for k in range(0, len(pairs), _COPY_BATCH):
-                wb = WriteBatch(raw_mode=True)
-                for key, value in pairs[k : k + _COPY_BATCH]:
-                    wb.put(key, value, h)
-                self._db.write(wb, self._wopts)
-            if damaged and fam != CF_QUARANTINE:
-                wb = WriteBatch(raw_mode=True)
-                for key, value in damaged:
-                    wb.put(fam.encode() + b"\0" + key, value or b"", self._h[CF_QUARANTINE])
-                self._db.write(wb, self._wopts)
+            aside = self._h[CF_QUARANTINE] if fam != CF_QUARANTINE else None
+            copied, damaged, gaps = self._copy(heal.prove(self._cf[fam], b""), h, aside, fam)
             self._cf.pop(fam, None)
             self._h.pop(fam, None)
             cf.flush()  # the copy on disk before the old generation goes
@@ -388,7 +404,7 @@ class RocksKV:
             self._h[fam] = h
             self._unproven[fam] = (damaged, gaps)
             self._events.append(
-                f"the {fam} records were damaged: rebuilt from {len(pairs)} proven record(s); "
+                f"the {fam} records were damaged: rebuilt from {copied} proven record(s); "
                 f"{len(damaged)} could not be proven (quarantined) and {len(gaps)} unreadable range(s) were lost"
             )
             done.append(fam)
@@ -452,7 +468,7 @@ class RocksKV:
                     [(k, v) for k, v in damaged if k.startswith(prefix)],
                     [(lo, hi) for lo, hi in gaps if _overlaps(lo, hi, prefix)],
                 )
-            return heal.prove(self._cf[cf], prefix)
+            return heal.collect(heal.prove(self._cf[cf], prefix))
         except Exception as e:
             err = self._failed(e, f"salvaging {cf} failed", write=False)
         finally:
