@@ -813,14 +813,15 @@ class BlobStore:
 
         :raises StoreError: what was buffered could not be written at close (a full disk);
             the log keeps every write, so the next open has them."""
-        kv, self._kv = self._kv, None
+        kv = self._kv
         if kv is None:
             return
         try:
-            kv.close()
+            kv.close()  # first: a rewrite after damage still at work finishes through this store
         except KVError as e:
             raise StoreError(f"{e}; the store is released, and its log keeps every write made") from e
         finally:
+            self._kv = None
             if self._temporary:
                 shutil.rmtree(self.path, ignore_errors=True)
 

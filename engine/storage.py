@@ -7,6 +7,7 @@ that never sweeps never creates a temporary store or starts a thread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -110,7 +111,8 @@ class Storage:
         """An open that failed: release what this storage opened itself (a data directory's
         lock above all, so that the next open can take it), but not a store it was given."""
         if self._owned:
-            self.close()
+            with contextlib.suppress(StoreError):  # the open's own error is the one to report
+                self.close()
 
     def close(self) -> None:
         """Stop the read-ahead thread and close the store; the store is released even when
