@@ -128,42 +128,53 @@ def _generation(name: str) -> int:
 
 
 class _Gate:
-    """Many callers at once, or one alone: calls enter and leave; :meth:`alone` waits until
-    every caller inside has left and keeps new ones out until it is done."""
+    """Many callers at once, or one alone: calls :meth:`enter` and :meth:`leave`; :meth:`alone`
+    waits until every caller inside has left and keeps new ones out until it is done. The
+    way in and out is one acquisition of a plain lock each (the hot path of every write)."""
 
-    __slots__ = ("_cond", "_inside", "_shut")
+    __slots__ = ("_idle", "_inside", "_lock", "_open", "_shut")
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
         self._inside = 0
         self._shut = False
+        self._open = threading.Event()  # set while callers may enter
+        self._open.set()
+        self._idle = threading.Event()  # set when the gate is shut and the last caller left
 
     def enter(self) -> None:
-        with self._cond:
-            while self._shut:
-                self._cond.wait()
-            self._inside += 1
+        while True:
+            with self._lock:
+                if not self._shut:
+                    self._inside += 1
+                    return
+            self._open.wait()
 
     def leave(self) -> None:
-        with self._cond:
+        with self._lock:
             self._inside -= 1
             if self._shut and not self._inside:
-                self._cond.notify_all()
+                self._idle.set()
 
     @contextlib.contextmanager
     def alone(self):
-        with self._cond:
-            while self._shut:
-                self._cond.wait()
-            self._shut = True
-            while self._inside:
-                self._cond.wait()
+        while True:
+            with self._lock:
+                if not self._shut:
+                    self._shut = True
+                    self._open.clear()
+                    self._idle.clear()
+                    if not self._inside:
+                        self._idle.set()
+                    break
+            self._open.wait()
+        self._idle.wait()
         try:
             yield
         finally:
-            with self._cond:
+            with self._lock:
                 self._shut = False
-                self._cond.notify_all()
+                self._open.set()
 
 
 class RocksKV:
@@ -412,25 +423,30 @@ class RocksKV:
 
     # -- the KV protocol ---------------------------------------------------------------------------
 
-    def get(self, cf: str, key: bytes) -> bytes | None:
+    def _call(self, work: Callable[[], object], what: Callable[[], str], write: bool):
+        """Run ``work`` inside the gate; a RocksDB failure becomes a KVError (and may break
+        the database, see :meth:`_failed`). ``what`` names the call, built only on failure."""
         self._enter()
+        try:
+            return work()
+        except Exception as e:
+            err = self._failed(e, what(), write)
+        finally:
+            self._gate.leave()
+        raise err
+
+    def get(self, cf: str, key: bytes) -> bytes | None:
+        self._enter()  # written out, not through _call: the hot path of every blob read
         try:
             return self._cf[cf].get(key)
         except Exception as e:
-            err = self._failed(e, f"reading {cf} key {key.hex()} failed", write=False)
+            err = self._failed(e, f"reading {cf} key {key.hex()} failed", False)
         finally:
             self._gate.leave()
         raise err
 
     def items(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
-        self._enter()
-        try:
-            return self._items(cf, prefix)
-        except Exception as e:
-            err = self._failed(e, f"scanning {cf} failed", write=False)
-        finally:
-            self._gate.leave()
-        raise err
+        return self._call(lambda: self._items(cf, prefix), lambda: f"scanning {cf} failed", False)
 
     def _items(self, cf: str, prefix: bytes) -> list[tuple[bytes, bytes]]:
         # rocksdict's items() is the fast scan, but it ends silently at a damaged block: a
@@ -459,21 +475,17 @@ class RocksKV:
             self._broken = self._broken or KVCorruption(f"damage found in the {cf} records", cf)
             with contextlib.suppress(KVError):
                 self._recover()  # if it cannot, the proof below runs over the damaged files
-        self._enter()
-        try:
-            if cf in self._unproven and cf not in self._heal:
-                damaged, gaps = self._unproven[cf]
-                return (
-                    self._items(cf, prefix),
-                    [(k, v) for k, v in damaged if k.startswith(prefix)],
-                    [(lo, hi) for lo, hi in gaps if _overlaps(lo, hi, prefix)],
-                )
-            return heal.collect(heal.prove(self._cf[cf], prefix))
-        except Exception as e:
-            err = self._failed(e, f"salvaging {cf} failed", write=False)
-        finally:
-            self._gate.leave()
-        raise err
+        return self._call(lambda: self._salvaged(cf, prefix), lambda: f"salvaging {cf} failed", False)
+
+    def _salvaged(self, cf: str, prefix: bytes) -> tuple[list, list, list]:
+        if cf in self._unproven and cf not in self._heal:  # rebuilt: what the rebuild could not prove
+            damaged, gaps = self._unproven[cf]
+            return (
+                self._items(cf, prefix),
+                [(k, v) for k, v in damaged if k.startswith(prefix)],
+                [(lo, hi) for lo, hi in gaps if _overlaps(lo, hi, prefix)],
+            )
+        return heal.collect(heal.prove(self._cf[cf], prefix))
 
     def write(self, ops: Sequence[Op]) -> None:
         try:
@@ -491,46 +503,40 @@ class RocksKV:
             self._write(ops)
 
     def _write(self, ops: Sequence[Op]) -> None:
-        self._enter()
+        self._enter()  # written out, not through _call: the hot path of every durable put and get
         try:
-            if len(ops) == 1:
-                # One change (a durable put or get): a single put or delete is atomic by
-                # itself and skips building a WriteBatch.
-                cf, key, value = ops[0]
-                if value is None:
-                    self._cf[cf].delete(key, self._wopts)
-                else:
-                    self._cf[cf].put(key, value, self._wopts)
-                return
-            wb = WriteBatch(raw_mode=True)
-            h = self._h
-            for cf, key, value in ops:
-                if value is None:
-                    wb.delete(key, h[cf])
-                else:
-                    wb.put(key, value, h[cf])
-            self._db.write(wb, self._wopts)
+            self._apply(ops)
             return
         except Exception as e:
-            err = self._failed(e, f"write to {self.path} failed", write=True)
+            err = self._failed(e, f"write to {self.path} failed", True)
         finally:
             self._gate.leave()
         raise err
 
+    def _apply(self, ops: Sequence[Op]) -> None:
+        if len(ops) == 1:
+            # One change (a durable put or get): a single put or delete is atomic by itself
+            # and skips building a WriteBatch.
+            cf, key, value = ops[0]
+            if value is None:
+                self._cf[cf].delete(key, self._wopts)
+            else:
+                self._cf[cf].put(key, value, self._wopts)
+            return
+        wb = WriteBatch(raw_mode=True)
+        h = self._h
+        for cf, key, value in ops:
+            if value is None:
+                wb.delete(key, h[cf])
+            else:
+                wb.put(key, value, h[cf])
+        self._db.write(wb, self._wopts)
+
     def sync(self) -> None:
         # rocksdict releases the GIL while the log is synced: other threads go on writing,
         # and the next sync covers them all.
-        if not self._wal:
-            return
-        self._enter()
-        try:
-            self._db.flush_wal(True)
-            return
-        except Exception as e:
-            err = self._failed(e, f"syncing the log of {self.path} failed", write=True)
-        finally:
-            self._gate.leave()
-        raise err
+        if self._wal:
+            self._call(lambda: self._db.flush_wal(True), lambda: f"syncing the log of {self.path} failed", True)
 
     def flush(self) -> None:
         """Write the memtables to table files (tests use it to reach the files)."""
@@ -545,16 +551,12 @@ class RocksKV:
         """Compact every family now (tests use it to make RocksDB rewrite its tables).
 
         :raises KVError: the compaction failed (on damage: the database heals at the next call)."""
-        self._enter()
-        try:
+
+        def work() -> None:
             for cf in self._cf.values():
                 cf.compact_range(None, None)
-            return
-        except Exception as e:
-            err = self._failed(e, f"compacting {self.path} failed", write=True)
-        finally:
-            self._gate.leave()
-        raise err
+
+        self._call(work, lambda: f"compacting {self.path} failed", True)
 
     def read_side(self, name: str) -> bytes | None:
         return read_side_file(self.path, name)
