@@ -59,12 +59,13 @@ def test_the_site_builds_strictly(tmp_path):
     )
     assert out.returncode == 0, out.stdout + out.stderr
     site = tmp_path / "site"
-    assert (site / "index.html").exists(), "the home page (the README) is missing"
+    home = (site / "index.html").read_text()
+    assert 'src="demo.png"' in home, "the home page is not the README with its links made relative"
     # The 404 page carries the navigation and no content links: every page must be in it.
     nav = (site / "404.html").read_text()
     for page in sorted((ROOT / "docs").glob("*.md")):
         assert (site / page.stem / "index.html").exists(), f"{page.name} was not built"
-        assert f'href="/{page.stem}/"' in nav, f"{page.name} is not in the navigation (docs/.nav.yml)"
+        assert re.search(rf'href="[^"]*/{page.stem}/"', nav), f"{page.name} is not in the navigation (docs/.nav.yml)"
 
 
 def test_the_home_page_is_the_readme():
