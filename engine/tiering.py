@@ -427,22 +427,29 @@ class QueueTier:
             records = None
             self.counters.readahead_misses += 1
         if records is None:
-            try:
-                records = self.store().read(blob.blob_id, self.chain_name(need.lane), blob.check)
-            except BlobCorruptError:
-                raise
-            except (StoreError, OSError) as e:
-                raise MQError(
-                    Reason.RESOURCE_PROBLEM,
-                    f"queue {self.name!r}: reading blob {blob.blob_id} failed ({e}); nothing was lost, "
-                    "try the get again",
-                ) from e
+            records = self.read(need)
         blob.loaded = records
         self._loaded.append(blob)
         while len(self._loaded) > LOADED_CACHE:
             old = self._loaded.popleft()
             if old is not blob:
                 old.loaded = None
+
+    def read(self, need: Need) -> list[bytes]:
+        """A blob's records from the store, verified (no lock; the chain is not changed).
+
+        :raises BlobCorruptError: damaged or missing. :raises MQError: RESOURCE_PROBLEM (2102)
+            when the read failed; nothing changed."""
+        blob = need.blob
+        try:
+            return self.store().read(blob.blob_id, self.chain_name(need.lane), blob.check)
+        except BlobCorruptError:
+            raise
+        except (StoreError, OSError) as e:
+            raise MQError(
+                Reason.RESOURCE_PROBLEM,
+                f"queue {self.name!r}: reading blob {blob.blob_id} failed ({e}); nothing was lost, try again",
+            ) from e
 
     def damaged(self, blob: SweptBlob, e: BlobCorruptError) -> MQError:
         held = "" if e.ids else f"; from the in-memory index: {blob.describe()}"
