@@ -324,6 +324,18 @@ class LocalQueue:
                 open_output_count=self.open_output,
             )
 
+    def check(self) -> None:
+        """Assert the queue's invariants (takes the lock; for tests, the model checks and
+        debugging): the lanes' (:meth:`LaneSet.check`), the chains'
+        (:meth:`QueueTier.check_locked`), and ``depth`` = messages in memory + live messages
+        in blobs. :raises AssertionError: naming the first one broken."""
+        with self.mutex:
+            self.lanes.check()
+            self.tier.check_locked()
+            held = sum(lane.mem + lane.swept for lane in self.lanes)
+            assert self.depth == held, f"{self.name}: depth {self.depth} but {held} messages held"
+            assert self.batched == sum(len(v) for v in self.batches.values()), f"{self.name}: batched count"
+
     def take_obtained(self) -> int:
         """Return the destructive gets counted since the last call, and reset (sweeper x)."""
         with self.mutex:

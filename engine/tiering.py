@@ -354,6 +354,7 @@ class QueueTier:
             return blob.moved.pop(hit.pos)
         if blob.damaged:
             return -1
+        assert blob.flags[hit.pos] != POS_REMOVED, f"blob {blob.blob_id}: position {hit.pos} removed twice"
         blob.flags[hit.pos] = POS_REMOVED
         blob.live -= 1
         lane = hit.lane
@@ -373,6 +374,7 @@ class QueueTier:
     @staticmethod
     def hide_hit_locked(hit: SweptHit) -> None:
         # Always under the lock that found the hit, so the blob is still swept.
+        assert not hit.blob.unswept and hit.blob.flags[hit.pos] in (POS_LIVE, POS_LOCKED), "hidden but not live"
         hit.blob.flags[hit.pos] = POS_GOTTEN
 
     @staticmethod
@@ -404,6 +406,25 @@ class QueueTier:
         self.cleanup.append(("detach", self.chain_name(lane), blob.blob_id))
         self.lanes.settle(lane)
         return blob.live
+
+    def check_locked(self) -> None:
+        """Assert the chains' invariants (lock held; for tests and the model checks): each
+        lane's ``swept`` is the live messages of its blobs; a blob in a chain is neither
+        unswept nor damaged, holds at least one live message, and its flags are valid; blobs
+        follow each other in arrival order. :raises AssertionError: naming what is broken."""
+        for lane in self.lanes:
+            live = 0
+            last_seq = -1
+            for blob in lane.chain:
+                assert not blob.unswept and not blob.damaged, f"blob {blob.blob_id} left, but is still chained"
+                n = int((blob.flags != POS_REMOVED).sum())
+                assert blob.live == n, f"blob {blob.blob_id}: live {blob.live} but {n} positions not removed"
+                assert n, f"blob {blob.blob_id} is empty but still chained"
+                assert int(blob.flags.max(initial=0)) <= POS_LOCKED, f"blob {blob.blob_id}: bad position flag"
+                assert blob.seq_min > last_seq, f"blob {blob.blob_id} out of arrival order in lane {lane.priority}"
+                last_seq = blob.seq_max
+                live += n
+            assert lane.swept == live, f"lane {lane.priority}: swept {lane.swept} but {live} live in its chain"
 
     # -- I/O without the lock ---------------------------------------------------------------------
 
