@@ -492,7 +492,7 @@ class Level:
     load_average: float  # the 1-minute load average when the runs ended
 
     def name(self) -> str:
-        return "quiet" if not self.busy else f"{self.busy} busy"
+        return f"{self.busy} busy"  # not "quiet": other work may load the machine (see load_average)
 
 
 def _mb(n: float) -> str:
@@ -663,8 +663,9 @@ def _plot_level(axes, lv: Level) -> None:
         ax.axvline(w["fill_seconds"], color="grey", ls=":", lw=1, label="producers done; the consumer catches up")
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize=7)
-    beside = f"{lv.busy} spinning process{'es' if lv.busy != 1 else ''} beside it" if lv.busy else "nothing beside it"
-    axes[0].set_title(f"{lv.name()}: {beside}", fontsize=10)
+    beside = f"{lv.busy} spinning process{'es' if lv.busy != 1 else ''}" if lv.busy else "no spinning process"
+    title = f"{lv.name()}: {beside} beside the runs; load average {lv.load_average:.1f} at the end"
+    axes[0].set_title(title, fontsize=10)
 
 
 def plot(levels: Sequence[Level], path: str) -> None:
