@@ -40,8 +40,9 @@ EXIT_MQ = 1
 _ID_BYTES = 24  # MsgId and CorrelId are fixed 24-byte fields (shorter ones are padded with NULs)
 MAX_UNCOMMITTED = 999_999_999  # MQ's largest MAXUMSGS: `put --syncpoint` holds every message until its commit
 
-# The MQ attribute each QueueAttributes field stands for, as `sweepq define` prints them.
-_MQ_NAMES = {
+# The MQ attribute each QueueAttributes field stands for, as `sweepq define` and `sweepq inspect`
+# print them.
+MQ_NAMES = {
     "delivery_sequence": "MSGDLVSQ",
     "default_priority": "DEFPRTY",
     "default_persistence": "DEFPSIST",
@@ -325,7 +326,7 @@ def _define(args: argparse.Namespace) -> int:
         values[field.name] = getattr(info.attributes, field.name)
     for name, value in values.items():
         shown = value.name if isinstance(value, enum.Enum) and value.name else value
-        print(f"  {name:<20} {_MQ_NAMES.get(name, ''):<14} {shown if shown != '' else '-'}")
+        print(f"  {name:<20} {MQ_NAMES.get(name, ''):<14} {shown if shown != '' else '-'}")
     return 0
 
 

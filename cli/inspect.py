@@ -15,14 +15,11 @@ from sweepq.engine.durable.layout import MARK_REMOVED, decode_definition, decode
 from sweepq.engine.manager import STATS_FILE
 from sweepq.engine.queue import QueueAttributes
 
-# How `sweepq inspect` names a queue's attributes: MQ's, as DISPLAY QLOCAL shows them.
-_SHOWN = {
-    "delivery_sequence": "MSGDLVSQ",
-    "default_priority": "DEFPRTY",
-    "default_persistence": "DEFPSIST",
-    "max_depth": "MAXDEPTH",
-    "max_msg_length": "MAXMSGL",
-}
+from .data import MQ_NAMES
+
+# The attributes `sweepq inspect` always shows, by their MQ names (as DISPLAY QLOCAL shows them).
+_MAIN = ("delivery_sequence", "default_priority", "default_persistence", "max_depth", "max_msg_length")
+_SHOWN = {k: MQ_NAMES[k] for k in _MAIN}
 _DEFAULTS = QueueAttributes()
 
 
