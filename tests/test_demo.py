@@ -242,7 +242,6 @@ def _gone(procs: list[psutil.Process], within: float) -> list[psutil.Process]:
     return [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("to", "signum", "why"),
     [("group", signal.SIGINT, "Ctrl-C"), ("parent", signal.SIGINT, "Ctrl-C"), ("parent", signal.SIGTERM, "SIGTERM")],
@@ -265,7 +264,6 @@ def test_an_interrupt_ends_every_process_and_says_what_is_left(tmp_path, to, sig
     assert "Traceback" not in err
 
 
-@pytest.mark.slow
 def test_the_runs_and_the_burners_die_with_a_killed_demo(tmp_path):
     proc, procs = _start_demo(tmp_path)
     proc.kill()  # SIGKILL: nothing of the demo runs any more, its children must end by themselves
