@@ -157,3 +157,21 @@ def test_inspect_of_a_file_or_a_foreign_directory(tmp_path):
     (tmp_path / "other" / "notes.txt").write_text("mine")
     out = _sweepq("inspect", str(tmp_path / "other"))
     assert out.returncode == 2 and "not a sweepq store" in out.stderr and len(out.stderr.splitlines()) == 1
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    """`sweepq inspect DIR | head -1`: the pipe closes early; no BrokenPipeError traceback."""
+    from sweepq.engine import QueueManager
+
+    with QueueManager.open(tmp_path / "d", sweeper=False, sync="none") as qm:
+        for i in range(1500):
+            qm.define_queue(f"A.LONG.QUEUE.NAME.FOR.A.LONG.LISTING.{i:05d}")
+    p = subprocess.Popen(
+        [sys.executable, "-m", "sweepq", "inspect", str(tmp_path / "d")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert p.stdout.readline().startswith(b"sweepq store at")
+    p.stdout.close()  # as head -1 does
+    err = p.stderr.read().decode()
+    assert p.wait(60) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
