@@ -37,7 +37,7 @@ import numpy as np
 from sweepq.blobstore import Capability, Checkpointing, Store, StoreError
 
 from .. import record
-from ..lane import UNCOMMITTED
+from ..lane import UNCOMMITTED, Lane, LaneSet
 from ..swept import REMOVED
 
 if TYPE_CHECKING:
@@ -95,6 +95,17 @@ class Ledger:
         return self.closed and k < len(seqs) and int(seqs[k]) == seq
 
 
+def persistent_in_memory(ls: LaneSet, lane: Lane) -> list[bytes]:
+    """The persistent records of ``lane`` in memory, front list then rear list, but for
+    uncommitted puts (those have no durable record yet). Called with the queue's lock held."""
+    return [
+        ls.recs[i]
+        for sentinel in (lane.front, lane.rear)
+        for i in ls.walk(sentinel)
+        if not ls.st[i] & UNCOMMITTED and ls.recs[i][record.OFF_FLAGS] & record.PERSISTENT
+    ]
+
+
 def snapshot(qm: QueueManager, next_seq: int, blob_horizon: int, closed: bool) -> bytes:
     """The checkpoint of ``qm`` now. Called when no unit of work is open (after recovery,
     and at close once every connection is gone: ``closed``); takes each queue's lock in turn."""
@@ -102,14 +113,8 @@ def snapshot(qm: QueueManager, next_seq: int, blob_horizon: int, closed: bool) -
     for q in list(qm._queues.values()):
         name = q.name.encode()
         with q.mutex:
-            ls = q.lanes
-            for lane in ls:
-                recs = [
-                    ls.recs[i]
-                    for sentinel in (lane.front, lane.rear)
-                    for i in ls.walk(sentinel)
-                    if not ls.st[i] & UNCOMMITTED and ls.recs[i][record.OFF_FLAGS] & record.PERSISTENT
-                ]
+            for lane in q.lanes:
+                recs = persistent_in_memory(q.lanes, lane)
                 if recs:
                     seqs = np.fromiter((record.seq_of(r) for r in recs), np.uint64, len(recs))
                     ids = b"".join(qm.ident.msg_id(r) for r in recs)

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 from sweepq.blobstore import StoreError
 
-from ..lane import UNCOMMITTED
 from ..swept import REMOVED
 from .journal import Journal
 from .layout import MARK_REMOVED, encode_definition
+from .ledger import persistent_in_memory
 
 if TYPE_CHECKING:
     from ..manager import QueueManager
@@ -44,14 +44,8 @@ def rewrite(qm: QueueManager, families: list[str], log: list[str]) -> None:
         try:
             with q.mutex:
                 if "messages" in families:
-                    ls = q.lanes
-                    for lane in ls:
-                        recs = [
-                            ls.recs[i]
-                            for sentinel in (lane.front, lane.rear)
-                            for i in ls.walk(sentinel)
-                            if not ls.st[i] & UNCOMMITTED
-                        ]
+                    for lane in q.lanes:
+                        recs = persistent_in_memory(q.lanes, lane)
                         store.write_messages(Journal.homes(q.key_prefix, lane.priority, recs))
                 if "marks" in families:
                     marks = [
