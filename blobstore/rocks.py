@@ -233,6 +233,7 @@ class RocksKV:
         """Open the database and map each family to its current generation (dropping the
         newer generations an interrupted rebuild left)."""
         opts, family = _db_options(self.write_buffer_bytes, self._cache, self._wal, compactions)
+        self._family_options = family  # a rebuilt family shares the memtable cap of the others
         where = self._shadow or self.path
         existing = (
             {n for n in Rdict.list_cf(where, Options(raw_mode=True)) if n != "default"} if _is_db(where) else set()
@@ -357,7 +358,7 @@ class RocksKV:
             self._events.append(f"reopened after: {broken}")
         if healed and self._listeners:
             t = threading.Thread(target=self._tell, args=(healed,), name="sweepq-restore", daemon=True)
-            self._restorers.append(t)
+            self._restorers = [*(r for r in self._restorers if r.is_alive()), t]
             t.start()
 
     def _tell(self, healed: list[str]) -> None:
@@ -401,8 +402,7 @@ class RocksKV:
         for fam in families:
             old = self._names[fam]
             new = f"{fam}.{_generation(old) + 1}"
-            _, family = _db_options(self.write_buffer_bytes, self._cache, self._wal, True)
-            cf = self._db.create_column_family(new, family(new))
+            cf = self._db.create_column_family(new, self._family_options(new))
             h = self._db.get_column_family_handle(new)
             aside = self._h[CF_QUARANTINE] if fam != CF_QUARANTINE else None
             copied, damaged, gaps = self._copy(heal.prove(self._cf[fam], b""), h, aside, fam)

@@ -418,14 +418,3 @@ def test_a_write_that_meets_damage_is_2101_and_a_transient_failure_2102():
     h.put(b"a")
     assert drain(qm) == ([b"a"], [])
 
-
-def test_the_python_blocks_of_docs_damage_run_as_written(tmp_path, monkeypatch):
-    import re
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[1] / "docs" / "damage.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert blocks
-    monkeypatch.chdir(tmp_path)
-    for k, block in enumerate(blocks):
-        exec(compile(block, f"docs/damage.md python block {k + 1}", "exec"), {"__name__": "__doc__", "print": print})
