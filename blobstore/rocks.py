@@ -601,19 +601,24 @@ class RocksKV:
 
     def close(self) -> None:
         """Close the database, once the listeners told of a rebuild are done. The directory's
-        lock is released even when closing fails (a full disk): :raises KVError: the
-        memtables could not be written (the log has them)."""
+        lock is released even when closing fails (a full disk).
+
+        :raises KVError: the memtables could not be written, or the database had failed and
+            could not be reopened since; either way its log has every write that returned."""
         for t in self._restorers:
             if t is not threading.current_thread():
                 t.join()
         with self._gate.alone():
             self._closed = True
+            broken = self._broken
             try:
                 self._release()
             finally:
                 self._drop_shadow()
                 if not self._read_only:
                     make_private(self.path)
+        if broken is not None:
+            raise KVError(f"the store at {self.path} had failed and could not be reopened since ({broken})")
 
     def _release(self) -> None:
         db, self._db = self._db, None

@@ -269,25 +269,48 @@ def test_b3_records_lost_while_open_are_written_again_from_memory(tmp_path):
 # -- B4 -----------------------------------------------------------------------------------------
 
 _FULL_DISK = """
-import os, sys, time
+import os, resource, signal, sys, time
 from sweepq.engine import QueueManager, OO, Persistence, MQError
 from sweepq.blobstore.rocks import RETRY_SECONDS
-root = sys.argv[1]
+root, mode = sys.argv[1], sys.argv[2]
 d, filler = os.path.join(root, "d"), os.path.join(root, "filler")
-with open(filler, "wb") as f:
-    f.write(os.urandom(3 << 20))  # room to free later
+if mode == "tmpfs":  # a real full disk: an 8 MB filesystem, and a file to free later
+    with open(filler, "wb") as f:
+        f.write(os.urandom(3 << 20))
+
+    def full(again):
+        if again:
+            with open(filler, "wb") as f:
+                try:
+                    for _ in range(48):
+                        f.write(os.urandom(1 << 16))
+                except OSError:
+                    pass
+
+    def freed():
+        os.remove(filler)
+else:  # a write error everywhere: no file may grow past a limit (EFBIG, not ENOSPC)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+
+    def full(again):
+        resource.setrlimit(resource.RLIMIT_FSIZE, ((64 if again else 256) << 10, hard))
+
+    def freed():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
 opts = dict(sweeper=False, store_options={"write_buffer_bytes": 1 << 20})
 qm = QueueManager.open(d, **opts)
 qm.define_queue("Q", default_persistence=Persistence.PERSISTENT)
 h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)
 n = 0
+full(False)
 try:
     while True:
         h.put(os.urandom(4000))
         n += 1
 except MQError as e:
     print("full", int(e.reason))
-os.remove(filler)
+freed()
 time.sleep(RETRY_SECONDS)  # a failed reopen is tried again at most this often
 for i in range(5):
     h.put(b"after %d" % i)  # the same queue manager, no restart
@@ -295,12 +318,7 @@ for i in range(5):
 h.get()
 n -= 1
 print("flowing again")
-with open(filler, "wb") as f:
-    try:
-        for _ in range(48):
-            f.write(os.urandom(1 << 16))
-    except OSError:
-        pass
+full(True)
 try:
     while True:
         h.put(os.urandom(4000))
@@ -314,9 +332,10 @@ except MQError as e:
     print("close raised", int(e.reason))
 try:
     QueueManager.open(d, **opts).close()
+    print("reopened on a full disk")
 except MQError as e:
     print("reopen on a full disk:", "another queue manager" in str(e) and "locked" or "refused")
-os.remove(filler)
+freed()
 qm = QueueManager.open(d, **opts)
 print("depth", qm.inquire_queue("Q").current_depth == n)
 qm.close()
@@ -335,24 +354,41 @@ def _small_filesystem_runner() -> list[str] | None:
     return ["unshare", "--user", "--map-root-user", "--mount"] if probe.returncode == 0 else None
 
 
-def test_b4_a_full_disk_then_freed_space(tmp_path):
-    """On a full disk: puts fail with 2102; once space is freed the same queue manager puts
-    and gets again; ``close()`` on a full disk raises MQError 2102 and releases the
-    directory (the next open in the process is not refused as "in use"); after space is
-    freed it opens with every message."""
-    runner = _small_filesystem_runner()
-    if runner is None:
-        pytest.skip("no way to mount a small filesystem here (unshare with a user namespace)")
-    script = tmp_path / "full.py"
-    script.write_text(_FULL_DISK)
-    inner = f"mkdir -p /tmp/sqfs && mount -t tmpfs -o size=8m tmpfs /tmp/sqfs && {sys.executable} {script} /tmp/sqfs"
-    out = subprocess.run([*runner, "sh", "-c", inner], capture_output=True, text=True, timeout=300)
+def _check_full_disk_run(out: subprocess.CompletedProcess) -> None:
     lines = out.stdout.splitlines()
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
-    assert lines[0] == "full 2102" and lines[1] == "flowing again" and lines[2] == "full again 2102"
-    assert lines[3] == "close raised 2102"
-    assert lines[4] == "reopen on a full disk: refused"  # refused for want of space, not as locked
-    assert lines[5] == "depth True"
+    assert lines[0] == "full 2102" and lines[1] == "flowing again" and lines[2] == "full again 2102", lines
+    assert lines[3] == "close raised 2102", lines
+    assert lines[4] == "reopen on a full disk: refused", lines  # for want of room, not as locked
+    assert lines[5] == "depth True", lines
+
+
+def test_b4_a_full_disk_then_freed_space(tmp_path):
+    """On a full disk (a real one: an 8 MB tmpfs): puts fail with 2102; once space is freed
+    the same queue manager puts and gets again; ``close()`` on a full disk raises MQError
+    2102 and releases the directory (the next open in the process is refused for want of
+    room, not as "in use"); after space is freed it opens with every message. Where no small
+    filesystem can be mounted, the next test runs the same story on a write error."""
+    runner = _small_filesystem_runner()
+    if runner is None:
+        pytest.skip("no small filesystem can be mounted here; test_b4_a_write_error_... covers the same story")
+    script = tmp_path / "full.py"
+    script.write_text(_FULL_DISK)
+    inner = (
+        f"mkdir -p /tmp/sqfs && mount -t tmpfs -o size=8m tmpfs /tmp/sqfs && {sys.executable} {script} /tmp/sqfs tmpfs"
+    )
+    _check_full_disk_run(subprocess.run([*runner, "sh", "-c", inner], capture_output=True, text=True, timeout=300))
+
+
+def test_b4_a_write_error_then_none_the_same_story_anywhere(tmp_path):
+    """The full-disk story on any machine: no file may grow past a limit (RLIMIT_FSIZE, so
+    writes fail with EFBIG), then the limit is lifted."""
+    script = tmp_path / "full.py"
+    script.write_text(_FULL_DISK)
+    out = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), "rlimit"], capture_output=True, text=True, timeout=300
+    )
+    _check_full_disk_run(out)
 
 
 def test_b4_close_after_a_failure_releases_the_directory(tmp_path):
@@ -417,4 +453,3 @@ def test_a_write_that_meets_damage_is_2101_and_a_transient_failure_2102():
     assert ei.value.reason == Reason.RESOURCE_PROBLEM
     h.put(b"a")
     assert drain(qm) == ([b"a"], [])
-
