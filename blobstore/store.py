@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from . import format as fmt
 from .codec import DEFAULT_LEVEL, MIN_SAMPLE_BYTES, Codec, train, zstd_error
+from .files import SIDE_PREFIX
 from .files import repair as kv_repair
 from .kv import (
     CF_BLOBS,
@@ -353,8 +354,12 @@ class BlobStore:
                 cfs = RocksKV.column_families(self.path)
             except KVError as e:
                 raise _store_error(e) from e
-            if not cfs & set(FAMILIES):  # a repair may have lost some of them, never all
+            if not cfs & set(FAMILIES) and not any(n.startswith(SIDE_PREFIX) for n in entries):
                 raise StoreError(f"{self.path} is a RocksDB database but not a sweepq store")
+            if not cfs & set(FAMILIES):  # sweepq's own files are here: its manifest lost them
+                raise StoreDamageError(
+                    f"the manifest of the store at {self.path} names none of its families: it is damaged", self.path
+                )
 
     def _clear(self) -> None:
         ops: list[Op] = []

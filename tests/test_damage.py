@@ -453,3 +453,22 @@ def test_a_write_that_meets_damage_is_2101_and_a_transient_failure_2102():
     assert ei.value.reason == Reason.RESOURCE_PROBLEM
     h.put(b"a")
     assert drain(qm) == ([b"a"], [])
+
+
+def test_a_manifest_cut_short_offers_repair_and_repair_brings_every_family_back(tmp_path):
+    """Found by the damage fuzz: a manifest cut before it names the families made the store
+    look like "a RocksDB database but not a sweepq store", so repair was never offered."""
+    d = tmp_path / "d"
+    with QueueManager.open(d, sweeper=False) as qm:
+        qm.define_queue("Q", default_persistence=P)
+        h = qm.connect().open("Q", IO)
+        for i in range(100):
+            h.put(body(i))
+    manifest = next(p for p in d.iterdir() if p.name.startswith("MANIFEST-"))
+    manifest.write_bytes(manifest.read_bytes()[:100])
+    with pytest.raises(MQError) as ei:
+        QueueManager.open(d, sweeper=False)
+    assert "repair=True" in str(ei.value)
+    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+        got, errors = drain(qm)
+    assert not errors and got == [body(i) for i in range(100)]

@@ -110,7 +110,7 @@ class _Recovery:
     # -- own records --------------------------------------------------------------------------
 
     def records(self, q: LocalQueue) -> list[_Lane]:
-        """The lane's own records, every one proven: its crc, its key, and not consumed."""
+        """The queue's own records by lane, every one proven: its crc, its key, and not consumed."""
         try:
             pairs = self.store.messages(q.key_prefix)
         except StoreDamageError as e:
