@@ -78,7 +78,7 @@ class Verdict:
     def render(self, replay: str = "") -> str:
         n = len(self.trials)
         by = Counter((t.target, t.kind) for t in self.trials)
-        repaired = sum(t.opened == "with repair" for t in self.trials)
+        repaired = Counter(t.target for t in self.trials if t.opened == "with repair")
         lost = sum(t.lost for t in self.trials)
         named = sum(t.named for t in self.trials)
         bad = [v for t in self.trials for v in t.violations]
@@ -89,8 +89,9 @@ class Verdict:
             f"  wrong data delivered: {sum('wrong data' in v for v in bad)}; consumed messages delivered again: "
             f"{sum('consumed' in v for v in bad)}; delivered twice: {sum('twice' in v for v in bad)}; "
             f"unusable after repair: {sum('unusable' in v for v in bad)}",
-            f"  opens that needed repair=True: {repaired}; messages lost to damage: {lost:,} "
-            f"({named:,} of them named by MsgId)",
+            f"  opens that needed repair=True: {sum(repaired.values())} ("
+            + ", ".join(f"{f} {c}" for f, c in sorted(repaired.items()))
+            + f"); messages lost to damage: {lost:,} ({named:,} of them named by MsgId)",
             "  trials by file and damage: " + ", ".join(f"{f} {k} {c}" for (f, k), c in sorted(by.items())),
             "  by phase: " + ", ".join(f"{p} {c}" for p, c in sorted(Counter(t.phase for t in self.trials).items())),
         ]
