@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import struct
 import zlib
 
@@ -117,6 +118,7 @@ def repair(path: str) -> list[str]:
     lost = os.path.join(path, "lost")
     before = set(os.listdir(lost)) if os.path.isdir(lost) else set()
     try:
+        mend_logs(path)  # RocksDB's repair reads the logs too (and would loop on a bad header)
         Rdict.repair(path, Options(raw_mode=True))
     except Exception as e:
         raise KVError(f"repairing the store at {path} failed: {e}") from e
@@ -127,3 +129,82 @@ def repair(path: str) -> list[str]:
 
 def exists_as_store(path: str) -> bool:
     return os.path.isdir(path) and "CURRENT" in os.listdir(path)
+
+
+# -- RocksDB's log-format files, checked before RocksDB reads them --------------------------------
+#
+# The write-ahead logs (``NNNNNN.log``) and the manifest (named by ``CURRENT``) are sequences
+# of records in 32 KiB blocks, each record behind a 7-byte header: crc32c (4), length (2),
+# type (1). RocksDB's reader loops for ever (open, repair and listing the families alike)
+# on a header whose type byte says "recycled log" in a log that is not recycled, which one
+# flipped bit makes (found by the damage fuzz). So every header is checked here first, and
+# RocksDB never reads a file with one it cannot take.
+
+_LOG_BLOCK = 32768
+_LOG_HEADER = struct.Struct("<IHB")
+_LOG_TYPES = (1, 2, 3, 4)  # full, first, middle, last (sweepq's logs are never recycled)
+
+
+def first_bad_header(path: str) -> int | None:
+    """The offset of the first record header of the log-format file ``path`` that RocksDB's
+    reader must not be given (an unknown type, a length past its block), or None. A zero
+    header ends the scan (preallocated space). Checksums are left to RocksDB."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pos, n = 0, len(data)
+    while pos + _LOG_HEADER.size <= n:
+        left = _LOG_BLOCK - pos % _LOG_BLOCK
+        if left < _LOG_HEADER.size:  # a block's tail too short for a header is padding
+            pos += left
+            continue
+        crc, length, kind = _LOG_HEADER.unpack_from(data, pos)
+        if kind == 0 and length == 0 and crc == 0:
+            return None
+        if kind not in _LOG_TYPES or _LOG_HEADER.size + length > left:
+            return pos
+        pos += _LOG_HEADER.size + length
+    return None
+
+
+def manifest_of(path: str) -> str | None:
+    """The manifest ``CURRENT`` names in the data directory ``path`` (None: none readable)."""
+    try:
+        with open(os.path.join(path, "CURRENT"), "rb") as f:
+            name = f.read().decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    full = os.path.join(path, name)
+    return full if name.startswith("MANIFEST-") and "/" not in name and os.path.isfile(full) else None
+
+
+def check_manifest(path: str) -> None:
+    """:raises KVCorruption: the manifest of ``path`` has a record header RocksDB cannot read."""
+    manifest = manifest_of(path)
+    at = first_bad_header(manifest) if manifest else None
+    if at is not None:
+        raise KVCorruption(
+            f"the manifest {manifest} is damaged at byte {at} (a record header that cannot be read)", manifest
+        )
+
+
+def mend_logs(path: str) -> list[str]:
+    """Cut every write-ahead log of ``path`` at its first record header RocksDB cannot read,
+    keeping the original in ``lost/``: what RocksDB's point-in-time recovery would have done
+    had it not looped. Returns what was done, one line per log."""
+    done = []
+    for name in sorted(os.listdir(path)):
+        if not (name.endswith(".log") and name[:-4].isdigit()):
+            continue
+        full = os.path.join(path, name)
+        at = first_bad_header(full)
+        if at is None:
+            continue
+        lost = os.path.join(path, "lost")
+        os.makedirs(lost, mode=0o700, exist_ok=True)
+        shutil.copy2(full, os.path.join(lost, name))
+        os.truncate(full, at)
+        done.append(
+            f"the write-ahead log {name} was damaged at byte {at} (a record header that cannot be read): "
+            f"cut there (the whole file is kept in lost/{name}); the writes after it are lost"
+        )
+    return done

@@ -56,7 +56,7 @@ from rocksdict import (
 )
 
 from . import heal
-from .files import make_private, read_side_file, write_side_file
+from .files import check_manifest, first_bad_header, make_private, mend_logs, read_side_file, write_side_file
 from .kv import (
     CF_BLOBS,
     CF_MESSAGES,
@@ -235,6 +235,15 @@ class RocksKV:
         opts, family = _db_options(self.write_buffer_bytes, self._cache, self._wal, compactions)
         self._family_options = family  # a rebuilt family shares the memtable cap of the others
         where = self._shadow or self.path
+        check_manifest(self.path)
+        if self._read_only:
+            bad = [n for n in os.listdir(self.path) if n.endswith(".log") and n[:-4].isdigit()]
+            if any(first_bad_header(os.path.join(self.path, n)) is not None for n in bad):
+                raise KVCorruption(
+                    f"a write-ahead log of {self.path} is damaged: open it with a queue manager", self.path
+                )
+        else:
+            self._events += mend_logs(self.path)
         existing = (
             {n for n in Rdict.list_cf(where, Options(raw_mode=True)) if n != "default"} if _is_db(where) else set()
         )
@@ -285,6 +294,7 @@ class RocksKV:
     @staticmethod
     def column_families(path: str) -> set[str]:
         """The families of an existing RocksDB directory. :raises KVError: not one."""
+        check_manifest(path)
         try:
             return {_family(n) for n in Rdict.list_cf(path, Options(raw_mode=True))}
         except Exception as e:

@@ -472,3 +472,84 @@ def test_a_manifest_cut_short_offers_repair_and_repair_brings_every_family_back(
     with QueueManager.open(d, sweeper=False, repair=True) as qm:
         got, errors = drain(qm)
     assert not errors and got == [body(i) for i in range(100)]
+
+
+_OPEN_IN_A_CHILD = """
+import sys
+from sweepq.engine import QueueManager, OO, MQError
+path, repair = sys.argv[1], sys.argv[2] == "repair"
+try:
+    qm = QueueManager.open(path, sweeper=False, repair=repair)
+except MQError as e:
+    print("refused", "repair=True" in str(e))
+    sys.exit(0)
+print("damaged", any(sys.argv[3] in line for line in qm.recovery.damaged))
+h = qm.connect().open("Q", OO.INPUT_SHARED)
+got = []
+while True:
+    try:
+        got.append(h.get().data)
+    except MQError:
+        break
+print("got", got == [b"m%02d" % i for i in range(len(got))], len(got))
+qm.close()
+"""
+
+
+def _open_in_a_child(tmp_path, d, repair: bool, says: str) -> list[str]:
+    """Open ``d`` in a child process, so that a RocksDB that loops for ever fails the test
+    (by its timeout) instead of hanging the run."""
+    script = tmp_path / "open.py"
+    script.write_text(_OPEN_IN_A_CHILD)
+    args = [sys.executable, str(script), str(d), "repair" if repair else "plain", says]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.split()
+
+
+def _flip_a_record_type(path, record: int) -> None:
+    """Make the type byte of the ``record``-th record of a log-format file say "recycled"."""
+    data = bytearray(path.read_bytes())
+    pos = 0
+    for _ in range(record):
+        pos += 7 + int.from_bytes(data[pos + 4 : pos + 6], "little")
+    data[pos + 6] = 5
+    path.write_bytes(bytes(data))
+
+
+def test_a_log_record_header_damaged_is_cut_there_not_looped_on(tmp_path):
+    """Found by the damage fuzz: one flipped bit in a record header's type byte makes
+    RocksDB's log reader loop for ever (open and repair alike). The log is cut at that
+    record before RocksDB reads it (the whole file kept in lost/), as point-in-time recovery
+    would have cut it: the messages before it come back, in order, and the open says so."""
+    d = tmp_path / "d"
+    writer = (
+        "import os, sys\n"
+        "from sweepq.engine import QueueManager, OO, Persistence\n"
+        "qm = QueueManager.open(sys.argv[1], sweeper=False, sync='os')\n"
+        "qm.define_queue('Q', default_persistence=Persistence.PERSISTENT)\n"
+        "h = qm.connect().open('Q', OO.OUTPUT)\n"
+        "for i in range(50):\n"
+        "    h.put(b'm%02d' % i)\n"
+        "os._exit(0)\n"  # no close: the messages are only in the log
+    )
+    subprocess.run([sys.executable, "-c", writer, str(d)], check=True, timeout=60)
+    log = max((p for p in d.iterdir() if p.suffix == ".log"), key=lambda p: p.stat().st_size)
+    _flip_a_record_type(log, 20)
+    out = _open_in_a_child(tmp_path, d, repair=False, says="cut there")
+    assert out[:2] == ["damaged", "True"] and out[2:4] == ["got", "True"] and 0 < int(out[4]) < 50
+    assert (d / "lost" / log.name).exists()
+
+
+def test_a_manifest_record_header_damaged_offers_repair_instead_of_looping(tmp_path):
+    d = tmp_path / "d"
+    with QueueManager.open(d, sweeper=False) as qm:
+        qm.define_queue("Q", default_persistence=P)
+        h = qm.connect().open("Q", IO)
+        for i in range(20):
+            h.put(b"m%02d" % i)
+    manifest = next(p for p in d.iterdir() if p.name.startswith("MANIFEST-"))
+    _flip_a_record_type(manifest, 3)
+    assert _open_in_a_child(tmp_path, d, repair=False, says="") == ["refused", "True"]
+    out = _open_in_a_child(tmp_path, d, repair=True, says="lost/")
+    assert out[2:] == ["got", "True", "20"]
