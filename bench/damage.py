@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
+import json
 import os
 import random
 import shutil
@@ -33,7 +35,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from .crash import check_payload, ident_of, ids_in_error, msg_id, payload
 
@@ -333,22 +335,51 @@ def run_fuzz(work: str, trials: int, seed: int, progress: Callable[[int, Trial],
 # -- the command line ------------------------------------------------------------------------------------
 
 
+TRIAL_SECONDS = 300  # a trial that takes longer is stuck (inside RocksDB, where it cannot be stopped)
+
+
+def _watchdog() -> None:
+    """(Re)arm the watchdog: a trial stuck longer than :data:`TRIAL_SECONDS` ends the process
+    with every thread's stack on stderr (its directory kept), instead of hanging for ever."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # no real stderr: no watchdog
+        faulthandler.dump_traceback_later(TRIAL_SECONDS, exit=True, file=sys.__stderr__)
+
+
 def _damagetest_command(args: argparse.Namespace) -> int:
     trials = args.trials or (QUICK_TRIALS if args.quick else DEFAULT_TRIALS)
     work = tempfile.mkdtemp(prefix="sweepq-damage-")
-    print(f"sweepq damagetest: {trials} trials, seed {args.seed}, in {work}", flush=True)
+    say = (lambda *a, **k: print(*a, **k, file=sys.stderr)) if args.json else print
+    say(f"sweepq damagetest: {trials} trials, seed {args.seed}, in {work}", flush=True)
 
     def progress(k: int, t: Trial) -> None:
+        _watchdog()
         if k % 25 == 0 or t.violations:
             flag = f"  ! {t.violations[0][:120]}" if t.violations else ""
-            print(f"  trial {k}/{trials}: {t.phase}, {t.kind} {t.target}{flag}", flush=True)
+            say(f"  trial {k}/{trials}: {t.phase}, {t.kind} {t.target}{flag}", flush=True)
 
+    _watchdog()
     try:
         verdict = run_fuzz(work, trials, args.seed, progress)
     except KeyboardInterrupt:
         print(f"sweepq damagetest: interrupted; the trial directories are in {work}", file=sys.stderr)
         return 130
-    print(verdict.render(f"sweepq damagetest --trials {trials} --seed {args.seed}"))
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    replay = f"sweepq damagetest --trials {trials} --seed {args.seed}"
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": verdict.ok,
+                    "seed": verdict.seed,
+                    "seconds": verdict.seconds,
+                    "trials": [asdict(t) for t in verdict.trials],
+                    "replay": replay,
+                }
+            )
+        )
+    else:
+        print(verdict.render(replay))
     shutil.rmtree(work, ignore_errors=True)
     return 0 if verdict.ok else 1
 
@@ -374,4 +405,5 @@ def register_damage_command(sub) -> None:
     )
     c.add_argument("--quick", action="store_true", help=f"the CI form: {QUICK_TRIALS} trials")
     c.add_argument("--seed", type=number(int, 0), default=1, help="seed of every random choice; replays a run")
+    c.add_argument("--json", action="store_true", help="print every trial as JSON (progress goes to stderr)")
     c.set_defaults(func=_damagetest_command)
