@@ -42,7 +42,7 @@ from .crash import check_payload, ident_of, ids_in_error, msg_id, payload
 QUEUES = ("DMG.A", "DMG.B")
 PRIORITIES = (0, 4, 9)
 QUICK_TRIALS = 60
-DEFAULT_TRIALS = 600
+DEFAULT_TRIALS = 1000
 PHASES = ("between opens", "while open")
 KINDS = ("flip", "truncate")
 
