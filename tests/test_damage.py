@@ -23,6 +23,7 @@ import subprocess
 import sys
 
 import pytest
+from test_durability import killed_writer
 
 from sweepq.blobstore import BlobStore, FaultyStore, MemoryStore
 from sweepq.engine import GMO, MD, OO, MQError, Persistence, QueueManager, Reason
@@ -194,6 +195,21 @@ def test_b2_a_record_whose_key_is_damaged_is_named_and_quarantined(tmp_path):
 # -- B3 -----------------------------------------------------------------------------------------
 
 
+def _a_table_damaged_while_open(d, offsets: list[float]):
+    """A queue manager on ``d`` (no block cache, so reads go to the files) with 2,000
+    persistent messages on Q in one table file, which is then damaged at ``offsets``
+    (shares of its size) while the manager has it open. Returns (manager, handle on Q)."""
+    qm = QueueManager.open(d, sweeper=False, sync="os", store_options={"block_cache_bytes": 0})
+    qm.define_queue("Q", default_persistence=P)
+    h = qm.connect().open("Q", IO)
+    for i in range(2000):
+        h.put(body(i))
+    qm.blob_store().flush()
+    table = largest_table(d)
+    flip(table, [int(table.stat().st_size * k) for k in offsets], bit=0x10)
+    return qm, h
+
+
 def test_b3_a_compaction_that_meets_damage_does_not_stop_the_queue_manager(tmp_path):
     """The records table is damaged on disk while the queue manager runs; traffic deletes
     across it and a compaction reads it. RocksDB then refuses every write for good (before
@@ -202,19 +218,11 @@ def test_b3_a_compaction_that_meets_damage_does_not_stop_the_queue_manager(tmp_p
     again what memory holds: every put and get flows, every message comes back whole, and
     the next open finds them all."""
     d = tmp_path / "d"
-    qm = QueueManager.open(d, sweeper=False, sync="os", store_options={"block_cache_bytes": 0})
+    qm, h = _a_table_damaged_while_open(d, [0.2, 0.33])
     try:
-        qm.define_queue("Q", default_persistence=P)
         qm.define_queue("R", default_persistence=P)
-        h = qm.connect().open("Q", IO)
         r = qm.connect().open("R", IO)
-        for i in range(2000):
-            h.put(body(i))
         store = qm.blob_store()
-        store.flush()
-        table = largest_table(d)
-        size = table.stat().st_size
-        flip(table, [size // 5, size // 3], bit=0x10)  # while open
         for i in range(2000, 2500):
             h.put(body(i))
         got = [h.get().data for _ in range(1200)]  # deletes across the damaged table
@@ -244,16 +252,9 @@ def test_b3_records_lost_while_open_are_written_again_from_memory(tmp_path):
     """Messages still queued whose records sat in the damaged table: after the rebuild their
     records are written again from memory, so a restart still has them."""
     d = tmp_path / "d"
-    qm = QueueManager.open(d, sweeper=False, sync="os", store_options={"block_cache_bytes": 0})
+    qm, h = _a_table_damaged_while_open(d, [0.25])
     try:
-        qm.define_queue("Q", default_persistence=P)
-        h = qm.connect().open("Q", IO)
-        for i in range(2000):
-            h.put(body(i))
         store = qm.blob_store()
-        store.flush()
-        table = largest_table(d)
-        flip(table, [table.stat().st_size // 4], bit=0x10)
         for _ in range(10):
             h.get()  # deletes, so the next table overlaps the damaged one
         store.flush()
@@ -303,13 +304,20 @@ qm = QueueManager.open(d, **opts)
 qm.define_queue("Q", default_persistence=Persistence.PERSISTENT)
 h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)
 n = 0
+
+
+def until_full(what):
+    global n
+    try:
+        while True:
+            h.put(os.urandom(4000))
+            n += 1
+    except MQError as e:
+        print(what, int(e.reason))
+
+
 full(False)
-try:
-    while True:
-        h.put(os.urandom(4000))
-        n += 1
-except MQError as e:
-    print("full", int(e.reason))
+until_full("full")
 freed()
 time.sleep(RETRY_SECONDS)  # a failed reopen is tried again at most this often
 for i in range(5):
@@ -319,12 +327,7 @@ h.get()
 n -= 1
 print("flowing again")
 full(True)
-try:
-    while True:
-        h.put(os.urandom(4000))
-        n += 1
-except MQError as e:
-    print("full again", int(e.reason))
+until_full("full again")
 try:
     qm.close()
     print("closed")
@@ -491,7 +494,7 @@ while True:
         got.append(h.get().data)
     except MQError:
         break
-print("got", got == [b"m%02d" % i for i in range(len(got))], len(got))
+print("got", got == [b"m%03d" % i for i in range(len(got))], len(got))
 qm.close()
 """
 
@@ -523,17 +526,7 @@ def test_a_log_record_header_damaged_is_cut_there_not_looped_on(tmp_path):
     record before RocksDB reads it (the whole file kept in lost/), as point-in-time recovery
     would have cut it: the messages before it come back, in order, and the open says so."""
     d = tmp_path / "d"
-    writer = (
-        "import os, sys\n"
-        "from sweepq.engine import QueueManager, OO, Persistence\n"
-        "qm = QueueManager.open(sys.argv[1], sweeper=False, sync='os')\n"
-        "qm.define_queue('Q', default_persistence=Persistence.PERSISTENT)\n"
-        "h = qm.connect().open('Q', OO.OUTPUT)\n"
-        "for i in range(50):\n"
-        "    h.put(b'm%02d' % i)\n"
-        "os._exit(0)\n"  # no close: the messages are only in the log
-    )
-    subprocess.run([sys.executable, "-c", writer, str(d)], check=True, timeout=60)
+    killed_writer(d, 50)
     log = max((p for p in d.iterdir() if p.suffix == ".log"), key=lambda p: p.stat().st_size)
     _flip_a_record_type(log, 20)
     out = _open_in_a_child(tmp_path, d, repair=False, says="cut there")
@@ -547,7 +540,7 @@ def test_a_manifest_record_header_damaged_offers_repair_instead_of_looping(tmp_p
         qm.define_queue("Q", default_persistence=P)
         h = qm.connect().open("Q", IO)
         for i in range(20):
-            h.put(b"m%02d" % i)
+            h.put(b"m%03d" % i)
     manifest = next(p for p in d.iterdir() if p.name.startswith("MANIFEST-"))
     _flip_a_record_type(manifest, 3)
     assert _open_in_a_child(tmp_path, d, repair=False, says="") == ["refused", "True"]
