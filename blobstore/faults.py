@@ -206,10 +206,10 @@ class FaultyStore:
 
     # -- the optional protocols, forwarded when ``inner`` declares them --------------------------
 
-    def salvage_messages(self, prefix: bytes = b"") -> Salvage:
+    def salvage_messages(self, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> Salvage:
         self._tick("salvage_messages")
         inner: Salvaging = self.inner  # type: ignore[assignment]  # Capability.SALVAGE
-        return inner.salvage_messages(prefix)
+        return inner.salvage_messages(prefix, probes)
 
     def quarantine_messages(self, keys: Sequence[bytes]) -> None:
         self._tick("quarantine_messages")

@@ -71,10 +71,11 @@ class KV(Protocol):
         :raises KVCorruption: a checksum failed on the way."""
         ...
 
-    def salvage(self, cf: str, prefix: bytes = b"") -> tuple[list, list, list]:
-        """After damage: (proven pairs, [(key, bytes as read)] that could not be proven, gaps
-        [(last good key, next key or b"")]) under ``prefix``. The family is healed (its
-        unproven records quarantined) when the store can write."""
+    def salvage(self, cf: str, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> tuple[list, list, list]:
+        """After damage: (proven pairs, [(key, None)] that could not be proven, gaps [(last
+        good key, next key or b"")]) under ``prefix``; ``probes`` are keys (of the whole
+        family) to read one by one where a scan must step over damage. The family is
+        healed (rebuilt without what cannot be proven) when the store can write."""
         ...
 
     def write(self, ops: Sequence[Op]) -> None:
@@ -139,7 +140,7 @@ class MemoryKV:
         with self._lock:
             return sorted((k, v) for k, v in self._cfs[cf].items() if k.startswith(prefix))
 
-    def salvage(self, cf: str, prefix: bytes = b"") -> tuple[list, list, list]:
+    def salvage(self, cf: str, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> tuple[list, list, list]:
         return self.items(cf, prefix), [], []  # dicts hold no damage of their own
 
     def write(self, ops: Sequence[Op]) -> None:

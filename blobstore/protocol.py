@@ -80,12 +80,12 @@ class BlobInfo:
 @dataclass
 class Salvage:
     """What :meth:`Salvaging.salvage_messages` could still prove after damage: ``pairs`` are
-    verified (key, record) pairs in key order; ``damaged`` are the keys whose value could not
-    be verified (they are quarantined, never returned); ``gaps`` are key ranges that could
-    not be read at all, as (last good key, first key after the gap or b"")."""
+    verified (key, record) pairs in key order; ``damaged`` are keys known to the caller whose
+    value could not be verified (never returned); ``gaps`` are key ranges that could not be
+    read at all, as (last good key, first key after the gap or b"")."""
 
     pairs: list[tuple[bytes, bytes]] = field(default_factory=list)
-    damaged: list[tuple[bytes, bytes | None]] = field(default_factory=list)  # (key, its bytes as read, if any)
+    damaged: list[tuple[bytes, bytes | None]] = field(default_factory=list)  # (key, None)
     gaps: list[tuple[bytes, bytes]] = field(default_factory=list)
 
 
@@ -218,10 +218,11 @@ class Salvaging(Protocol):
     """Capability.SALVAGE: read what can still be proven after :meth:`Store.messages` raised
     :class:`StoreDamageError`."""
 
-    def salvage_messages(self, prefix: bytes = b"") -> Salvage:
+    def salvage_messages(self, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> Salvage:
         """Every record under ``prefix`` whose value the store can still prove, and the keys
-        and ranges it cannot (see :class:`Salvage`); the unproven ones are moved aside
-        (quarantined) so that nothing reads them again. :raises StoreError. Thread-safe."""
+        and ranges it cannot (see :class:`Salvage`). ``probes``: message keys (under any
+        prefix) the caller knows of, read one by one where damage hides them from a scan.
+        Nothing unproven is ever returned or read again. :raises StoreError. Thread-safe."""
         ...
 
     def quarantine_messages(self, keys: Sequence[bytes]) -> None:

@@ -20,8 +20,9 @@ and the write tried again (every write here is idempotent), or, when the reopen 
 (a full disk), by the next call, at most every :data:`RETRY_SECONDS`: calls fail fast
 meanwhile, and the first after space is freed works. When the failure was damage, the
 reopen also *heals*: every family holding a damaged table file is copied, record by
-record, into a new generation of itself (named ``family.N``), each value proven by a
-checksum-verified read (blobstore/heal.py); what cannot be proven goes to ``quarantine``;
+record, into a new generation of itself (named ``family.N``), each value proven by
+checksum-verified reads only (blobstore/heal.py: RocksDB never parses a block it cannot
+verify); the keys known to have been in a damaged range are named in ``quarantine``;
 the old generation is dropped with its files. A rebuild cut short by a crash leaves a newer
 generation beside the old one, which the next open drops. Listeners then rewrite what they
 hold in memory of the families rebuilt (:meth:`RocksKV.listen`). While a reopen runs every
@@ -59,6 +60,7 @@ from . import heal
 from .files import check_manifest, first_bad_header, make_private, mend_logs, read_side_file, write_side_file
 from .kv import (
     CF_BLOBS,
+    CF_MANIFESTS,
     CF_MESSAGES,
     CF_QUARANTINE,
     CFS,
@@ -211,6 +213,7 @@ class RocksKV:
         self._restorers: list[threading.Thread] = []  # listeners at work (close waits for them)
         self._events: list[str] = []
         self._unproven: dict[str, tuple[list, list]] = {}  # family -> what its last rebuild could not prove
+        self._wanted: dict[str, set[bytes]] = {}  # family -> keys a caller wants probed at its rebuild
         self._shadow = _shadow_of(path) if read_only else None
         self._db: Rdict | None = None
         self._closed = False
@@ -400,6 +403,16 @@ class RocksKV:
             self._db.write(wb, self._wopts)
         return copied, damaged, gaps
 
+    def _probes(self, fam: str) -> set[bytes]:
+        """Keys of ``fam`` known from elsewhere, to read one by one where its scan had to step
+        over damage: a blob's key is its manifest's and the other way round; keys a caller
+        named (:meth:`salvage`)."""
+        twin = {CF_BLOBS: CF_MANIFESTS, CF_MANIFESTS: CF_BLOBS}.get(fam)
+        keys = set(self._wanted.pop(fam, ()))
+        if twin is not None:
+            keys |= {k for kind, k, _v in heal.scan(self._cf[twin], b"") if kind == heal.PROVEN}
+        return keys
+
     def _set_compactions(self, on: bool) -> None:
         for cf in self._cf.values():
             cf.set_options({"disable_auto_compactions": "false" if on else "true"})
@@ -415,7 +428,8 @@ class RocksKV:
             cf = self._db.create_column_family(new, self._family_options(new))
             h = self._db.get_column_family_handle(new)
             aside = self._h[CF_QUARANTINE] if fam != CF_QUARANTINE else None
-            copied, damaged, gaps = self._copy(heal.prove(self._cf[fam], b""), h, aside, fam)
+            steps = heal.prove(self._cf[fam], b"", self._probes(fam))
+            copied, damaged, gaps = self._copy(steps, h, aside, fam)
             self._cf.pop(fam, None)
             self._h.pop(fam, None)
             cf.flush()  # the copy on disk before the old generation goes
@@ -477,17 +491,18 @@ class RocksKV:
         it.status()
         return out
 
-    def salvage(self, cf: str, prefix: bytes = b"") -> tuple[list, list, list]:
+    def salvage(self, cf: str, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> tuple[list, list, list]:
         """See :meth:`KV.salvage`. A writable store rebuilds the family first (once per
         damage), so the damaged table files are gone when this returns."""
         if not self._read_only:
+            self._wanted.setdefault(cf, set()).update(probes)
             self._heal.add(cf)
             self._broken = self._broken or KVCorruption(f"damage found in the {cf} records", cf)
             with contextlib.suppress(KVError):
                 self._recover()  # if it cannot, the proof below runs over the damaged files
-        return self._call(lambda: self._salvaged(cf, prefix), lambda: f"salvaging {cf} failed", False)
+        return self._call(lambda: self._salvaged(cf, prefix, probes), lambda: f"salvaging {cf} failed", False)
 
-    def _salvaged(self, cf: str, prefix: bytes) -> tuple[list, list, list]:
+    def _salvaged(self, cf: str, prefix: bytes, probes: Sequence[bytes]) -> tuple[list, list, list]:
         if cf in self._unproven and cf not in self._heal:  # rebuilt: what the rebuild could not prove
             damaged, gaps = self._unproven[cf]
             return (
@@ -495,7 +510,7 @@ class RocksKV:
                 [(k, v) for k, v in damaged if k.startswith(prefix)],
                 [(lo, hi) for lo, hi in gaps if _overlaps(lo, hi, prefix)],
             )
-        return heal.collect(heal.prove(self._cf[cf], prefix))
+        return heal.collect(heal.prove(self._cf[cf], prefix, probes))
 
     def write(self, ops: Sequence[Op]) -> None:
         try:

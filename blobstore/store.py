@@ -250,9 +250,9 @@ class BlobStore:
             )
             return salvage.pairs
 
-    def _salvage(self, cf: str, prefix: bytes) -> Salvage:
+    def _salvage(self, cf: str, prefix: bytes, probes: Sequence[bytes] = ()) -> Salvage:
         try:
-            pairs, damaged, gaps = self._open_kv().salvage(cf, prefix)
+            pairs, damaged, gaps = self._open_kv().salvage(cf, prefix, probes)
         except KVError as e:
             raise _store_error(e) from e
         return Salvage(pairs, damaged, gaps)
@@ -550,12 +550,13 @@ class BlobStore:
             raise StoreDamageError(f"message records under {prefix!r} were lost to damage", "messages")
         return pairs
 
-    def salvage_messages(self, prefix: bytes = b"") -> Salvage:
+    def salvage_messages(self, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> Salvage:
         """After :meth:`messages` found damage (Salvaging): the records under ``prefix`` that
-        can still be proven, and the keys and ranges that cannot; the family is rebuilt
-        without the damaged table files, the unproven records quarantined.
+        can still be proven, and the keys and ranges that cannot; ``probes`` are message
+        keys (under any prefix) known to the caller, read one by one where damage hides
+        them. The family is rebuilt without the damaged table files.
         :raises StoreError: unreadable at all. Thread-safe."""
-        return self._salvage(CF_MESSAGES, prefix)
+        return self._salvage(CF_MESSAGES, prefix, probes)
 
     def quarantine_messages(self, keys: Sequence[bytes]) -> None:
         """Move the records under ``keys`` to the quarantine (Salvaging), atomically: kept for

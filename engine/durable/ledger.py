@@ -14,15 +14,15 @@ says, per queue and lane:
 
 with ``next_seq`` (every message put so far has a smaller arrival number),
 ``blob_horizon`` (every blob written so far has a smaller id) and ``closed`` (written by a
-clean close: nothing happened after it, so it is exact). At the next open, a message
+clean close: nothing happened after it). At the next open, a message
 older than the checkpoint that it does not list as live, in memory or in a blob of its lane
 (an own record may be a blob position brought back since: any blob range of the lane covers
 it), was consumed: recovery reports it and keeps it dead. A listed message that does not
 come back was lost to damage, and is named by its MsgId. What happened after the
 checkpoint (newer arrival numbers and blob ids) is trusted as the store has it, so a stale
-checkpoint (a crash before close) only recognises less, never rejects a live message. An
-exact one also vouches for a record RocksDB can no longer prove but whose own checksum
-holds: if it lists the message live, the record is that message (recovery keeps it).
+checkpoint (a crash before close) only recognises less, never rejects a live message. The
+keys of the messages it lists also tell a damaged store where to look one by one when a
+scan must step over damage (blobstore/heal.py).
 """
 
 from __future__ import annotations
@@ -87,12 +87,6 @@ class Ledger:
         if entry is None or len(entry.live) != len(alive):
             return alive.copy()  # deleted before the checkpoint: it came back from damage
         return alive & ~entry.live
-
-    def vouches(self, queue: str, lane: int, seq: int) -> bool:
-        """Whether this exact checkpoint lists message ``seq`` of (queue, lane) live in memory."""
-        seqs = self.records.get((queue, lane), (np.zeros(0, np.uint64), []))[0]
-        k = int(np.searchsorted(seqs, seq))
-        return self.closed and k < len(seqs) and int(seqs[k]) == seq
 
 
 def persistent_in_memory(ls: LaneSet, lane: Lane) -> list[bytes]:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,9 +46,18 @@ from sweepq.blobstore.format import ids_check
 from .. import record
 from ..constants import Reason
 from ..errors import MQError
-from ..queue import QueueAttributes
+from ..queue import QueueAttributes, check_name
 from ..swept import REMOVED, SweptBlob, _hash_rows, build_index
-from .layout import MARK_REMOVED, decode_definition, decode_value, key_parts, mark_backout, message_key_at
+from .layout import (
+    MARK_REMOVED,
+    decode_definition,
+    decode_value,
+    encode_definition,
+    key_parts,
+    mark_backout,
+    message_key_at,
+    queue_prefix,
+)
 from .ledger import Ledger
 
 if TYPE_CHECKING:
@@ -98,7 +107,6 @@ class _Recovery:
         self.report = report
         self.quarantine: list[bytes] = []  # message keys to move aside
         self.marks: list[tuple[int, int, bytes | None]] = []  # removal marks to write
-        self.rescued: list[tuple[bytes, bytes]] = []  # records the checkpoint vouches for, to write back
         self.found: dict[tuple[str, int], set[int]] = {}  # arrival numbers recovered, by queue and lane
         self.bad: list[tuple[bytes, bytes, str]] = []  # the queue's damaged records: (key, bytes, what)
 
@@ -147,32 +155,27 @@ class _Recovery:
             ) from e
         salvaging: Salvaging = self.store  # type: ignore[assignment]  # declared by Capability.SALVAGE
         try:
-            salvage = salvaging.salvage_messages(q.key_prefix)
+            salvage = salvaging.salvage_messages(q.key_prefix, self._probes())
         except StoreError as e2:
             raise MQError(Reason.RESOURCE_PROBLEM, f"reading the messages of queue {q.name!r} failed: {e2}") from e2
-        pairs = list(salvage.pairs)
-        for key, raw in salvage.damaged:
-            if raw and self._vouched(q, key, raw):
-                pairs.append((key, raw))  # whole by its own checksum, and listed live: kept
-                self.rescued.append((key, raw))
-            else:
-                self._named(q, key, raw[4:] if raw else b"", "damaged record (its block fails its checksum)")
         for lo, hi in salvage.gaps:
             what = f"after message number {_seq(lo)}" if len(lo) > len(q.key_prefix) + 1 else "at the start"
             upto = f" up to message number {_seq(hi)}" if hi else " to the end of the queue"
             self.damage(f"queue {q.name!r}: unreadable records {what}{upto} ({e})")
-        pairs.sort()
-        return pairs
+        # The keys the checkpoint knew in those ranges that could not be read are named with
+        # every other message it lists and that did not come back (finish).
+        return salvage.pairs
 
-    def _vouched(self, q: LocalQueue, key: bytes, value: bytes) -> bool:
-        """A record RocksDB cannot prove any more, proven by its own checksum and key and by
-        an exact checkpoint that lists it live (so no lost delete can be hiding behind it)."""
-        plen = len(q.key_prefix)
-        rec = decode_value(value)
-        if self.ledger is None or rec is None or len(key) != plen + 9:
-            return False
-        seq = int.from_bytes(key[plen + 1 :], "big")
-        return record.seq_of(rec) == seq and self.ledger.vouches(q.name, key[plen], seq)
+    def _probes(self) -> list[bytes]:
+        """The keys of every message the checkpoint lists in memory: read one by one where a
+        scan of damaged records must step over a range."""
+        if self.ledger is None:
+            return []
+        return [
+            message_key_at(queue_prefix(name), lane, int(seq))
+            for (name, lane), (seqs, _ids) in self.ledger.records.items()
+            for seq in seqs
+        ]
 
     def _named(self, q: LocalQueue, key: bytes, rec: bytes, what: str) -> None:
         """A damaged record of ``q``: named once its blobs are loaded (:meth:`name_bad`)."""
@@ -307,8 +310,6 @@ class _Recovery:
         checkpoint shows live that did not come back."""
         store = self.store
         try:
-            if self.rescued:
-                store.write_messages(puts=self.rescued)
             if self.marks:
                 store.write_messages(marks=self.marks)
             if self.quarantine and Capability.SALVAGE in store.capabilities:
@@ -353,13 +354,16 @@ def recover(qm: QueueManager, ledger: Ledger | None = None) -> RecoveryReport:
     except StoreError as e:
         raise MQError(Reason.RESOURCE_PROBLEM, f"reading the queue definitions failed: {e}") from e
     max_seq = 0
+    queues = {}
     for name_b, value in sorted(definitions.items()):
         name = name_b.decode(errors="replace")
         try:
-            attrs = QueueAttributes(**decode_definition(value)).validated()
+            queues[name] = QueueAttributes(**decode_definition(value)).validated()
         except (MQError, TypeError, ValueError) as e:
-            report.damaged.append(f"queue {name!r}: its definition cannot be read ({e}); left out")
-            continue
+            report.damaged.append(f"queue {name!r}: its definition cannot be read ({e})")
+    for name in _orphans(store, ledger, set(queues)):
+        queues[name] = _define_again(store, name, report)
+    for name, attrs in sorted(queues.items()):
         q = qm._new_queue(name, attrs)
         max_seq = max(max_seq, _load_queue(q, run))
         report.queues += 1
@@ -367,6 +371,37 @@ def recover(qm: QueueManager, ledger: Ledger | None = None) -> RecoveryReport:
     report.next_seq = max(max_seq + 1, ledger.next_seq if ledger is not None else 1)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _orphans(store: Store, ledger: Ledger | None, defined: set[str]) -> list[str]:
+    """Queues that hold messages but whose definition damage took: named by the chains of
+    their swept messages and by the checkpoint's list of messages in memory."""
+    held = {name for name, _lane in ledger.records} if ledger is not None else set()
+    held |= {chain.rsplit(b"/", 1)[0].decode(errors="replace") for chain in store.chains()}
+    out = []
+    for name in sorted(held - defined):
+        try:
+            check_name(name)
+        except MQError:
+            continue  # not a name a queue can have
+        out.append(name)
+    return out
+
+
+def _define_again(store: Store, name: str, report: RecoveryReport) -> QueueAttributes:
+    """A queue whose definition was lost, defined again with the default attributes (its
+    messages carry their own persistence and priority) and written back."""
+    attrs = QueueAttributes().validated()
+    try:
+        store.put_object(name.encode(), encode_definition(asdict(attrs)))
+        saved = ""
+    except StoreError as e:
+        saved = f" (writing it back failed: {e})"
+    report.damaged.append(
+        f"queue {name!r}: its definition was lost to damage; defined again with the default attributes{saved}, "
+        "and its messages recovered"
+    )
+    return attrs
 
 
 def _load_queue(q: LocalQueue, run: _Recovery) -> int:
