@@ -14,10 +14,12 @@ import weakref
 from dataclasses import asdict, fields, replace
 
 from sweepq.blobstore import Store, StoreError
+from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES
 from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
 from . import checks
+from .budget import MemoryBudget, MemoryUse
 from .connection import Connection
 from .constants import Reason
 from .durable import SYNC_POLICIES, Journal
@@ -151,6 +153,14 @@ class QueueManager:
             self._seq = itertools.count(self.recovery.next_seq)
             self.next_seq = self._seq.__next__
         self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
+        self.budget: MemoryBudget | None = None
+        if memory_budget:
+            page_bytes = (store_options or {}).get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES)
+            self.budget = MemoryBudget(memory_budget, self.sweepables, self.store_memory, self.sweeper, self.clock)
+            self.budget.page_bytes = page_bytes
+            self.sweeper.budget = self.budget
+            for q in self._queues.values():
+                q.budget, q.page_bytes = self.budget, page_bytes
         if sweeper:
             self.sweeper.start()
 
@@ -177,6 +187,14 @@ class QueueManager:
         per = {q.name: q.sweep_stats() for q in self.sweepables()}
         per["*"] = SweepStats.total(list(per.values()))
         return per
+
+    def memory_use(self) -> MemoryUse:
+        """What the queues and the store hold in memory now, as the memory budget counts it
+        (engine/budget.py): records in memory with their per-message cost, and the store's
+        memtables and block cache; ``budget`` is 0 without one. Thread-safe, lock-free."""
+        if self.budget is not None:
+            return self.budget.use()
+        return MemoryBudget(0, self.sweepables, self.store_memory, None, self.clock).use()
 
     def store_memory(self) -> dict[str, int]:
         """Bytes the blob store holds in memory (RocksDB memtables, block cache), by kind, with
@@ -244,6 +262,9 @@ class QueueManager:
         """Create and register a queue (definitions lock held, or at recovery)."""
         q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, self.journal, self.clock)
         q.tier.readahead_low = self.readahead_low_water
+        budget = getattr(self, "budget", None)  # None while recovery defines the queues
+        if budget is not None:
+            q.budget, q.page_bytes = budget, budget.page_bytes
         self._queues[name] = q
         return q
 

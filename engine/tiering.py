@@ -91,10 +91,14 @@ class Target:
 
 
 class Plan:
-    __slots__ = ("targets",)
+    """What a sweep chose (sweeper.cycle.SweepPlan); ``begun``: the lanes were marked
+    sweeping (a deleted queue's plan is empty and marks nothing)."""
 
-    def __init__(self, targets: list[Target]):
+    __slots__ = ("begun", "targets")
+
+    def __init__(self, targets: list[Target], begun: bool = True):
         self.targets = targets
+        self.begun = begun
 
 
 def abort_reason(state: int, same_record: bool) -> str | None:
@@ -143,7 +147,7 @@ class QueueTier:
         """Mark every lane sweeping (new puts go to the rear lists) and hold freed slots back;
         return each lane's in-memory count, which bounds its rear run."""
         for lane in self.lanes:
-            lane.sweeping = True
+            lane.sweeping += 1
         self.lanes.defer_frees()
         return [lane.mem for lane in self.lanes]
 
@@ -219,7 +223,7 @@ class QueueTier:
 
     def end_locked(self, count: bool = True) -> None:
         for lane in self.lanes:
-            lane.sweeping = False
+            lane.sweeping -= 1
             self.lanes.settle(lane)
         self.lanes.release_frees()
         self.counters.sweeps += count
