@@ -10,12 +10,13 @@ three things are added, in this order of force:
    and sweeps beyond its rule, largest sweepable queues first, each keeping its x + extra
    buffer, until the *low mark* (``LOW``); its pace rises with the pressure, from its duty
    (10 %) at the high mark to all the time at the budget.
-2. **The put policy** of each queue (``memory_policy``), once the budget itself is reached,
-   as Artemis's address-full policies: ``PAGE`` (the default): new messages go to the rear
-   list of their lane and the producer writes each blob's worth out itself, through the one
-   sweep protocol (sweeper.cycle.Sweeper.sweep); ``BLOCK``: a put waits for room up to the
-   queue's ``memory_wait_ms``, then fails with MQRC_STORAGE_NOT_AVAILABLE (2071); ``FAIL``:
-   2071 at once. Nothing already queued is ever dropped.
+2. **The put policy** of each queue (``memory_policy``), as Artemis's address-full policies:
+   ``PAGE`` (the default), from ``PAGE_AT`` of the budget: new messages go to the rear list
+   of their lane and the producer writes the queue out itself, down to its buffer, each
+   blob's worth, through the one sweep protocol (sweeper.cycle.Sweeper.page_out); once the
+   budget itself is reached, ``BLOCK``: a put waits for room up to the queue's
+   ``memory_wait_ms``, then fails with MQRC_STORAGE_NOT_AVAILABLE (2071); ``FAIL``: 2071 at
+   once. Nothing already queued is ever dropped.
 3. **Memory given back.** After a large part of what was held has gone (swept, or got), the
    allocator is asked to return it to the system (glibc ``malloc_trim``), so resident
    memory falls when the queues drain.
@@ -48,8 +49,22 @@ if TYPE_CHECKING:
 
 HIGH = 0.8  # the sweeper is woken, and sweeps beyond its rule, above this share of the budget
 LOW = 0.6  # ... down to this share
+PAGE_AT = 0.9  # queues with memory_policy PAGE page from here (the slack of a count stays under 1)
 PER_MESSAGE = 64  # bytes a queued message costs beyond its record: the bytes object, the lane arrays
 TRIM_AFTER = 16 * 1024 * 1024  # freed bytes after which the allocator is asked to give memory back
+
+
+def store_options_within(budget: int, options: dict | None) -> dict:
+    """The store options of a queue manager with a memory budget: RocksDB's memtable cap and
+    block cache are sized from the budget (an eighth and a sixteenth of it, never more than
+    their defaults, the memtables never under RocksDB's 1 MiB floor) unless set explicitly,
+    so that the store's own memory fits in what the budget bounds."""
+    from sweepq.blobstore.kv import DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_WRITE_BUFFER_BYTES
+
+    out = dict(options or {})
+    out.setdefault("write_buffer_bytes", min(DEFAULT_WRITE_BUFFER_BYTES, max(1 << 20, budget // 8)))
+    out.setdefault("block_cache_bytes", min(DEFAULT_BLOCK_CACHE_BYTES, budget // 16))
+    return out
 
 
 @dataclass(frozen=True)
@@ -75,13 +90,15 @@ class MemoryBudget:
         self.budget = budget
         self.high = int(budget * HIGH)
         self.low = int(budget * LOW)
-        self.check_every = max(64 * 1024, budget // 256)
+        self.page_at = int(budget * PAGE_AT)
+        self.check_every = max(16 * 1024, budget // 256)
         self._queues = queues
         self._store_memory = store_memory
         self.sweeper = sweeper
         self.clock = clock
         self._room = threading.Condition(threading.Lock())
-        self.over = False  # the budget itself is reached: the put policies apply
+        self.over = False  # the budget itself is reached: BLOCK and FAIL refuse puts
+        self.paging = False  # PAGE_AT is reached: PAGE queues page (the put path tests this first)
         self.pressure = 0.0  # 0 at or below the high mark, 1 at the budget
         self.waiting = 0  # puts waiting for room (BLOCK)
         self.page_bytes = 256 * 1024  # a paging queue writes its rear lists out at this much
@@ -115,6 +132,7 @@ class MemoryBudget:
             with self._room:
                 self._room.notify_all()
         self.over = over
+        self.paging = total >= self.page_at
         self._peak = max(self._peak, total)
         if self._peak - total > TRIM_AFTER and give_back():
             self.counts["trims"] += 1
@@ -124,12 +142,15 @@ class MemoryBudget:
     # -- the put side ------------------------------------------------------------------------
 
     def before_put(self, q: LocalQueue) -> None:
-        """A put to ``q`` while the budget is reached: its policy (no queue lock held).
+        """A put to ``q`` from ``PAGE_AT`` on: its policy (no queue lock held).
 
-        :raises MQError: STORAGE_NOT_AVAILABLE (2071) for FAIL, or BLOCK after its wait."""
+        :raises MQError: STORAGE_NOT_AVAILABLE (2071) for FAIL, or BLOCK after its wait,
+            once the budget itself is reached."""
         policy = q.attrs.memory_policy
         if policy == MemoryPolicy.PAGE:
             q.start_paging()
+            return
+        if not self.over:
             return
         if policy == MemoryPolicy.FAIL:
             self.counts["refused"] += 1

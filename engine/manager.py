@@ -19,7 +19,7 @@ from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
 from . import checks
-from .budget import MemoryBudget, MemoryUse
+from .budget import MemoryBudget, MemoryUse, store_options_within
 from .connection import Connection
 from .constants import Reason
 from .durable import SYNC_POLICIES, Journal
@@ -134,6 +134,8 @@ class QueueManager:
             from .recorder import TraceRecorder
 
             self.recorder = TraceRecorder(trace_path, self.clock)
+        if memory_budget:
+            store_options = store_options_within(memory_budget, store_options)
         self._storage = Storage(path, store_options, store, wal=sync != "none", repair=repair)
         self.journal: Journal | None = Journal(self._storage.store, sync) if durable else None
         self.recovery: RecoveryReport | None = None

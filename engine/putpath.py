@@ -234,7 +234,7 @@ def place(
         failed and nothing was put)."""
     qm = s.qm
     budget = q.budget
-    if budget is not None and budget.over:
+    if budget is not None and budget.paging:
         budget.before_put(q)  # the queue's memory policy: page, block (then 2071) or fail (2071)
     lane_i = q.default_priority if q.fifo else priority
     put_us = int(qm.clock.wall() * 1_000_000)

@@ -39,10 +39,6 @@ from .runs import record_ends
 
 log = logging.getLogger("sweepq.sweeper")
 
-# A page-out keeps every sweepable message of the front lists (the buffer) and moves only
-# rear lists: a keep larger than any queue.
-PAGE_OUT_KEEP = 1 << 62
-
 
 class SweepTarget(Protocol):
     """One contiguous run of one lane, snapshotted for writing without the lock."""
@@ -73,6 +69,7 @@ class Sweepable(Protocol):
     """What a queue offers the sweeper. Each method takes the queue's lock itself, briefly."""
 
     name: str
+    obtained: int  # messages obtained so far in this interval (x, read without the lock)
 
     def sweep_counts(self, reset: bool = True) -> SweepCounts:
         """y, x and the rest of :class:`SweepCounts`; the call starts a new interval for x
@@ -290,9 +287,11 @@ class Sweeper:
         return out
 
     def page_out(self, q: Sweepable) -> tuple[int, int, dict[str, int]]:
-        """A queue paging under the memory budget writes its rear lists out, in the caller's
-        thread (its producer's), unpaced: every front list stays as it is (the buffer)."""
-        return self.sweep(q, PAGE_OUT_KEEP, paced=False)
+        """A queue paging under the memory budget writes its messages out, in the caller's
+        thread (its producer's), unpaced, down to its buffer: x (as counted so far in this
+        interval, read without the lock) + extra. The first page-out also moves what the
+        front lists held beyond the buffer; later ones find only the rear lists."""
+        return self.sweep(q, q.obtained + self.policy.extra, paced=False)
 
     def sweep(self, q: Sweepable, keep: int, paced: bool = False) -> tuple[int, int, dict[str, int]]:
         """Sweep ``q`` down to ``keep`` sweepable messages; (moved, blobs, aborts by reason).

@@ -32,18 +32,17 @@ def manager(**kw) -> QueueManager:
 
 def test_page_keeps_memory_bounded_and_loses_nothing():
     """PAGE (the default): 4 MB put against a 400 KB budget, no consumer, no background
-    sweeper; the producer writes its rear lists out a blob at a time and what is held never
-    passes the budget by more than one check and one blob; every message comes back, in order."""
+    sweeper; from 90 % of the budget the producer writes its queue out a blob at a time, and
+    what is held never passes the budget; every message comes back, in order."""
     with manager() as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", IO)
-        slack = qm.budget.check_every + BLOB + 2 * KB
         peak = 0
         for i in range(4000):
             h.put(b"%06d" % i + bytes(KB - 6))
             peak = max(peak, qm.memory_use().total)
-        assert peak <= BUDGET + slack, (peak, BUDGET + slack)
-        assert qm.budget.counts["page_outs"] > 100 and qm.stats()["Q"].msgs_swept > 3000
+        assert BUDGET * 0.8 < peak <= BUDGET, peak
+        assert qm.budget.counts["page_outs"] > 5 and qm.stats()["Q"].msgs_swept > 3000
         got = [h.get().data[:6] for _ in range(4000)]
         assert got == [b"%06d" % i for i in range(4000)]
         with pytest.raises(MQError):
