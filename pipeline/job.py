@@ -35,7 +35,7 @@ def parse_grid(text: str, rule: str = "seed") -> list[tuple[float, int, int, int
     combination, as (interval, factor, extra, blob_bytes, rule) tuples.
 
     Raises ValueError naming the part and what to write instead."""
-    from sweepq.sweeper.replay import DEFAULT_MAX_BLOB_BYTES
+    from sweepq.sweeper.runs import DEFAULT_MAX_BLOB_BYTES
 
     axes: dict[str, list] = {
         "interval": [5.0],
@@ -122,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     import numpy as np
 
+    from sweepq.engine.record import HEAD_LEN
     from sweepq.pipeline import stages
     from sweepq.pipeline.report import render
     from sweepq.pipeline.session import spark_session
@@ -164,6 +165,7 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
         "memory_budget": args.memory_budget,
         "blob_bytes": args.blob_bytes,
         "blob_records": args.blob_records,
+        "record_header": HEAD_LEN,  # what the engine counts per message beyond its payload
         "out": os.path.abspath(args.out) if "://" not in args.out else args.out,
         "grid": args.grid or [],
     }

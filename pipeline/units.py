@@ -105,6 +105,7 @@ def replay_unit(unit: dict, job: dict) -> dict:
         policy,
         t0=job["t0"],
         n_intervals=job["n_intervals"],
+        record_header=job["record_header"],
         max_blob_bytes=job["blob_bytes"],
         max_blob_records=job["blob_records"],
     )
@@ -121,6 +122,7 @@ def replay_unit(unit: dict, job: dict) -> dict:
             p,
             t0=job["t0"],
             n_intervals=n_int,
+            record_header=job["record_header"],
             max_blob_bytes=blob_bytes,
             max_blob_records=job["blob_records"],
             per_interval=False,

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sweepq.engine.record import HEAD_LEN
 from sweepq.sweeper import SweepPolicy
 from sweepq.sweeper.replay import METRICS, replay
 from sweepq.sweeper.traces import TraceError, generate, write
@@ -59,7 +60,7 @@ def test_pipeline_equals_the_local_kernel_row_for_row(spark, trace_file, tmp_pat
     trace, path = trace_file
     overall = run(_args(path, tmp_path, grid="interval=1,5;rule=seed,adaptive"), spark=spark, log=lambda s: None)
     got = pd.read_parquet(tmp_path / "metrics").sort_values(["queue", "interval"]).reset_index(drop=True)
-    local = replay(trace, SweepPolicy(), max_blob_bytes=64 * 1024, max_blob_records=256)
+    local = replay(trace, SweepPolicy(), record_header=HEAD_LEN, max_blob_bytes=64 * 1024, max_blob_records=256)
     rows = []
     for qi, q in enumerate(local.queues):
         for i in range(local.intervals.shape[1]):
@@ -149,7 +150,7 @@ def test_trace_laid_out_by_queue_runs_as_a_map_and_equals_the_local_replay(spark
     overall = run(_args(str(tmp_path / "byq"), tmp_path / "out"), spark=spark, log=lambda s: None)
     assert overall["path"] == "laid out by queue" and "partition" not in overall["stage_seconds"]
     got = pd.read_parquet(tmp_path / "out" / "metrics").sort_values(["queue", "interval"])
-    local = replay(t, SweepPolicy(), max_blob_bytes=64 * 1024, max_blob_records=256)
+    local = replay(t, SweepPolicy(), record_header=HEAD_LEN, max_blob_bytes=64 * 1024, max_blob_records=256)
     np.testing.assert_array_equal(got[list(METRICS)].to_numpy(), local.intervals.reshape(-1, len(METRICS)))
     assert overall["peak_memory_with_sweeper_bytes"] == local.overall()["peak_memory_with_sweeper_bytes"]
 
