@@ -453,13 +453,20 @@ class _Columns:
 
     def trace(self) -> Trace:
         """The checked trace, queue codes in sorted name order (remapped in place)."""
-        order = sorted(self.names, key=self.names.__getitem__)
-        sorted_names = sorted(order)
-        if order != sorted_names:
-            rank = {q: i for i, q in enumerate(sorted_names)}
-            _remap(self.queue, np.array([rank[q] for q in order], np.int32))
-        trace = Trace(self.time_us, self.queue, self.op, self.nbytes, self.prio, self.pers, sorted_names)
+        names = sort_codes(self.queue, self.names)
+        trace = Trace(self.time_us, self.queue, self.op, self.nbytes, self.prio, self.pers, names)
         return trace.validate(rows=self.rows)
+
+
+def sort_codes(queue: np.ndarray, names: dict[str, int]) -> list[str]:
+    """Renumber queue codes (``names``: name -> code, in order of first sight) in place so that
+    code i is the i-th name in sorted order, the order a Trace keeps; return the sorted names."""
+    order = sorted(names, key=names.__getitem__)
+    sorted_names = sorted(order)
+    if order != sorted_names:
+        rank = {q: i for i, q in enumerate(sorted_names)}
+        _remap(queue, np.array([rank[q] for q in order], np.int32))
+    return sorted_names
 
 
 def _from_batches(batches, n: int) -> Trace:
