@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Mapping
 
 HOST = "127.0.0.1"
 MASTER = "org.apache.spark.deploy.master.Master"
@@ -45,20 +46,20 @@ def spark_home() -> str:
     return os.path.dirname(pyspark.__file__)
 
 
-def spark_env(extra: dict | None = None) -> dict:
-    """The environment for Spark's scripts and JVMs here: SPARK_HOME, JAVA_HOME (java.py),
-    127.0.0.1 as the local address, and this interpreter for the Python workers."""
-    from .java import java_home
+def spark_env(base: Mapping[str, str] | None = None) -> dict:
+    """The environment for Spark's scripts and JVMs here: ``base`` (default: this process's)
+    with SPARK_HOME, JAVA_HOME (java.py's choice in ``base``), 127.0.0.1 as the local address,
+    and this interpreter for the Python workers."""
+    from .java import java_home, runtime
 
-    env = dict(os.environ)
+    env = dict(os.environ if base is None else base)
     env.update(
         SPARK_HOME=spark_home(),
-        JAVA_HOME=java_home(),
+        JAVA_HOME=java_home(runtime(env)),
         SPARK_LOCAL_IP=HOST,
         PYSPARK_PYTHON=sys.executable,
         PYSPARK_DRIVER_PYTHON=sys.executable,
     )
-    env.update(extra or {})
     return env
 
 
@@ -68,9 +69,18 @@ class ClusterError(RuntimeError):
 
 class LocalCluster:
     """A master and ``workers`` workers of ``cores`` cores and ``memory`` each (see the module
-    docstring). ``url`` is the master's ``spark://127.0.0.1:PORT`` once started."""
+    docstring), started in the environment ``env`` (default: this process's; its Java is
+    chosen by java.py). ``url`` is the master's ``spark://127.0.0.1:PORT``; ``env`` is the
+    environment to run a driver in (spark-submit, ``sweepq pipeline``) against it."""
 
-    def __init__(self, workers: int = 2, cores: int = 1, memory: str = "2g", work_dir: str | None = None):
+    def __init__(
+        self,
+        workers: int = 2,
+        cores: int = 1,
+        memory: str = "1g",
+        work_dir: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ):
         self.workers = workers
         self.cores = cores
         self.memory = memory
@@ -80,7 +90,7 @@ class LocalCluster:
         self.ui_port = free_port()
         self.url = f"spark://{HOST}:{self.port}"
         self.procs: list[subprocess.Popen] = []
-        self.env = spark_env()
+        self.env = spark_env(env)
 
     # -- start ------------------------------------------------------------------------------
 

