@@ -158,8 +158,10 @@ def read_range(rng: dict, columns=COLUMNS):
     fs, _ = _filesystem(rng["path"])
     if rng["kind"] == "parquet":
         pf = pq.ParquetFile(fs.open_input_file(rng["path"]), read_dictionary=["queue", "op"])
-        lo, hi = rng["row_groups"]
-        return pf.read_row_groups(list(range(lo, hi)), columns=list(columns), use_threads=False)
+        groups = list(range(*rng["row_groups"]))
+        if "persistent" in columns and _all_booleans(pf, groups):
+            columns = [c for c in columns if c != "persistent"]  # nothing to check, and not kept
+        return pf.read_row_groups(groups, columns=list(columns), use_threads=False)
     start, end, header = _csv_bounds(fs, rng)
     with fs.open_input_file(rng["path"]) as f:
         body = f.read_at(end - start, start) if end > start else b""
@@ -174,6 +176,22 @@ def read_range(rng: dict, columns=COLUMNS):
         raise TraceError(None, None, f"{rng['path']}: {str(e).splitlines()[0]}") from None
     _require(table.schema.names, rng["path"])
     return table.select(list(columns))
+
+
+def _all_booleans(pf, groups: list[int]) -> bool:
+    """Whether the footer proves ``persistent`` holds only true and false in these row groups
+    (a boolean column without nulls): then the reader need not decode it."""
+    import pyarrow as pa
+
+    schema = pf.schema_arrow
+    if "persistent" not in schema.names or not pa.types.is_boolean(schema.field("persistent").type):
+        return False
+    col = schema.names.index("persistent")
+    for g in groups:
+        st = pf.metadata.row_group(g).column(col).statistics
+        if st is None or not st.has_null_count or st.null_count:
+            return False
+    return True
 
 
 def first_row(rng: dict) -> int:
@@ -196,15 +214,21 @@ def first_row(rng: dict) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _scatter(bucket_of_code, queue, cols_in, cols_out, starts):
-    """Counting sort of the rows by bucket, stable: row i goes to the next free place of its
-    bucket in every output column. ``starts`` is each bucket's first place (consumed)."""
+def _scatter(bucket_of_code, cols_in, cols_out, counts):
+    """Counting sort of the rows by bucket, stable: each row goes to the next place of its
+    bucket in every output column. Fills ``counts``."""
     t_in, q_in, o_in, b_in, p_in = cols_in
     t_out, q_out, o_out, b_out, p_out = cols_out
-    for i in range(len(queue)):
-        b = bucket_of_code[queue[i]]
-        j = starts[b]
-        starts[b] = j + 1
+    n = len(q_in)
+    for i in range(n):
+        counts[bucket_of_code[q_in[i]]] += 1
+    starts = np.zeros(len(counts), np.int64)
+    for k in range(1, len(counts)):
+        starts[k] = starts[k - 1] + counts[k - 1]
+    for i in range(n):
+        k = bucket_of_code[q_in[i]]
+        j = starts[k]
+        starts[k] = j + 1
         t_out[j] = t_in[i]
         q_out[j] = q_in[i]
         o_out[j] = o_in[i]
@@ -217,7 +241,7 @@ def warm_up() -> None:
     before it forks the workers (pipeline/daemon.py)."""
     one = np.zeros(1, np.int64)
     cols = (one, one.astype(np.int32), one.astype(np.int8), one.astype(np.int32), one.astype(np.int8))
-    _scatter(np.zeros(1, np.int32), cols[1], cols, tuple(c.copy() for c in cols), np.zeros(1, np.int64))
+    _scatter(np.zeros(1, np.int32), cols, tuple(c.copy() for c in cols), one.copy())
 
 
 def _schema():
@@ -274,19 +298,21 @@ def split(rng: dict, out: str, buckets: int) -> dict:
     del table
     names = sorted(cols.names, key=cols.names.__getitem__)  # in code order
     of_code = bucket_of(names, buckets)
-    counts = np.bincount(of_code[cols.queue], minlength=buckets) if n else np.zeros(buckets, np.int64)
-    starts = np.zeros(buckets, np.int64)
-    np.cumsum(counts[:-1], out=starts[1:])
-    bounds = starts.copy()
-    out_cols = tuple(np.empty(n, c.dtype) for c in (cols.time_us, cols.queue, cols.op, cols.nbytes, cols.prio))
-    _scatter(of_code, cols.queue, (cols.time_us, cols.queue, cols.op, cols.nbytes, cols.prio), out_cols, starts)
+    counts = np.zeros(buckets, np.int64)
+    cols_in = (cols.time_us, cols.queue, cols.op, cols.nbytes, cols.prio)
+    out_cols = tuple(np.empty(n, c.dtype) for c in cols_in)
+    _scatter(of_code, cols_in, out_cols, counts)
+    del cols
     t, q, o, b, p = out_cols
     fs, base = _filesystem(out)
     base = base.rstrip("/")
     schema = _schema()
     names_arr = np.array(names, dtype=object)
-    for k in np.flatnonzero(counts).tolist():
-        lo, hi = int(bounds[k]), int(bounds[k] + counts[k])
+    lo = 0
+    for k in range(buckets):
+        hi = lo + int(counts[k])
+        if hi == lo:
+            continue
         codes = np.flatnonzero(of_code == k)  # the bucket's queues, as codes of this range
         local = np.full(len(names), -1, np.int32)
         local[codes] = np.arange(len(codes), dtype=np.int32)
@@ -295,6 +321,7 @@ def split(rng: dict, out: str, buckets: int) -> dict:
         path = part_path(k, rng["index"])
         _write_atomically(fs, f"{base}/{path}", part)
         result["parts"].append([k, hi - lo, int(t[lo:hi].min()), int(t[lo:hi].max()), path])
+        lo = hi
     result["rows"] = n
     result["seconds"] = time.perf_counter() - t_start
     return result

@@ -445,10 +445,10 @@ class _Columns:
             self.op[off : off + m] = _codes(o, "op", off, {"put": PUT, "get": GET}, lower=True)
         self.nbytes[off : off + m] = _ints(cols["bytes"], "bytes", off, np.int32, -1)
         self.prio[off : off + m] = _ints(cols["priority"], "priority", off, np.int8, -1)
-        p = cols["persistent"]
+        p = cols.get("persistent")  # absent: not kept, and the caller knows it holds only booleans
         if self.persistent:
             self.pers[off : off + m] = _bools(p, off)
-        elif not (pa.types.is_boolean(p.type) and not p.null_count):
+        elif p is not None and not (pa.types.is_boolean(p.type) and not p.null_count):
             _bools(p, off)  # raises on a value that is not true or false
 
     def trace(self) -> Trace:
