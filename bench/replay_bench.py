@@ -119,13 +119,25 @@ def pipeline(events_m: float = 10.0, master: str = "local[*]", by_queue: bool = 
     }
 
 
+def _best_seconds(fn, repeat: int = 5) -> float:
+    """The fastest of ``repeat`` runs of ``fn`` after one that warms up (compiles, loads)."""
+    import time
+
+    fn()
+    best = 1e9
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def kernel_lanes(events: int = 4_000_000, queues=(1, 100, 1000, 4000, 16000)) -> list[dict]:
     """The kernel's speed as the number of queues (so of lane states and of the streams of
     writes into ``prefix``) grows, at the same number of events: what bounds it. Few queues:
     each event waits for the previous one's update of the same lane (a chain through memory);
     thousands: the lane table and the lanes' tails leave the caches, and every eighth put of a
     lane writes a new line that the CPU must first read from memory."""
-    import time
 
     from sweepq.engine.record import HEAD_LEN
     from sweepq.sweeper.replay import replay
@@ -134,12 +146,7 @@ def kernel_lanes(events: int = 4_000_000, queues=(1, 100, 1000, 4000, 16000)) ->
     rows = []
     for q in queues:
         t = generate("steady", seconds=60, rate=events / (q * 60 * 2), queues=q, size=200, seed=1)
-        replay(t, record_header=HEAD_LEN, per_interval=False)
-        best = 1e9
-        for _ in range(5):
-            t0 = time.perf_counter()
-            replay(t, record_header=HEAD_LEN, per_interval=False)
-            best = min(best, time.perf_counter() - t0)
+        best = _best_seconds(lambda t=t: replay(t, record_header=HEAD_LEN, per_interval=False))
         rows.append({"queues": q, "events": len(t), "events_per_s": len(t) / best, "ns_per_event": best / len(t) * 1e9})
     return rows
 
@@ -183,7 +190,6 @@ def figures(directory: str, cluster: bool = True, log=print) -> dict:
     layout made, then reused; the trace laid out already; the JVM shuffle for comparison) and
     on a standalone cluster of two one-core workers; each with the JVM's start apart. Leaves
     the traces and outputs in ``directory`` (the caller deletes them)."""
-    import time
 
     from sweepq.engine.record import HEAD_LEN
     from sweepq.sweeper.replay import replay
@@ -207,12 +213,7 @@ def figures(directory: str, cluster: bool = True, log=print) -> dict:
     }
     log(f"replay: {out['replay']}")
     t = read(one, persistent=False)
-    replay(t, record_header=HEAD_LEN, per_interval=False)
-    best = 1e9
-    for _ in range(5):
-        t0 = time.perf_counter()
-        replay(t, record_header=HEAD_LEN, per_interval=False)
-        best = min(best, time.perf_counter() - t0)
+    best = _best_seconds(lambda t=t: replay(t, record_header=HEAD_LEN, per_interval=False))
     out["kernel"] = {"events": len(t), "seconds": best, "events_per_s": len(t) / best}
     del t
     log(f"kernel: {out['kernel']}")

@@ -146,30 +146,16 @@ def _beyond(q, keep, ln, prefix, sel):
 
 
 @numba.njit(cache=True, nogil=True)
-def _budget(
-    budget,
-    n_queues,
-    extra,
-    ln,
-    qs,
-    prefix,
-    marker,
-    ends,
-    max_bytes,
-    max_records,
-    sel,
-    sweepable,
-    chosen,
-    dec,
-    wr,
-    mv,
-    ag,
-    bm,
-):
+def _budget(budget, n_queues, extra, max_bytes, max_records, lanes, cycle, scratch):
     """The memory budget, modelled (the one place of its logic here): when the messages in
     memory exceed ``budget`` bytes after the rule's sweeps, sweep beyond the rule, the queues
     with the most sweepable bytes first (policy.budget_order), each keeping its x + extra
-    buffer, until they are back under it."""
+    buffer, until they are back under it. ``lanes``: (ln, qs, prefix, marker, ends);
+    ``cycle``: this cycle's per-queue decision, blobs written, moved, re-swept, moved by the
+    budget; ``scratch``: (sel, sweepable, chosen)."""
+    ln, qs, prefix, marker, ends = lanes
+    dec, wr, mv, ag, bm = cycle
+    sel, sweepable, chosen = scratch
     total = 0
     for q in range(n_queues):
         sweepable[q] = _beyond(q, qs[q, 1] + extra, ln, prefix, sel)
@@ -326,25 +312,9 @@ def _replay(
                 wr[q], mv[q], ag[q] = _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records, sel)
                 qs[q, 5] -= ag[q]
         if budget > 0:
+            lanes = (ln, qs, prefix, marker, ends)
             _budget(
-                budget,
-                n_queues,
-                extra,
-                ln,
-                qs,
-                prefix,
-                marker,
-                ends,
-                max_bytes,
-                max_records,
-                sel,
-                sweepable,
-                chosen,
-                dec,
-                wr,
-                mv,
-                ag,
-                bm,
+                budget, n_queues, extra, max_bytes, max_records, lanes, (dec, wr, mv, ag, bm), (sel, sweepable, chosen)
             )
         for q in range(n_queues):
             keep = dec[q]
