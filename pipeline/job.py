@@ -183,9 +183,15 @@ def _layout(spark, args: argparse.Namespace, times: dict, log, where: str) -> tu
     else:
         log(
             f"layout: {layout['events']:,} events laid out by queue in {n} buckets by the {args.shuffle} shuffle "
-            f"in {times['layout']:.1f} s, kept in {trace_dir} for the next run{where}"
+            f"in {times['layout']:.1f} s{_task_cpu(layout)}, kept in {trace_dir} for the next run{where}"
         )
     return trace_dir, layout, how
+
+
+def _task_cpu(layout: dict) -> str:
+    if layout.get("made_by") != "arrow":
+        return ""
+    return f" ({len(layout['ranges'])} tasks, {layout['task_cpu_seconds']:.1f} s of CPU)"
 
 
 def _write_atomically(path: str, text: str) -> None:
@@ -257,7 +263,7 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     log(
         f"replay: {events:,} events in {times['replay']:.1f} s ({result['units']} tasks: "
         f"{result['read_seconds']:.1f} s reading, {result['seconds'] - result['read_seconds']:.1f} s replaying, "
-        "summed over tasks)"
+        f"{result['cpu_seconds']:.1f} s of CPU, summed over tasks)"
     )
     totals = result["totals"] if result.get("totals") is not None else np.zeros((0, len(METRICS)), np.int64)
     overall = {"events": events, **overall_figures(totals, int(result["queues"]), int(totals[:, 0].sum()))}
@@ -269,6 +275,10 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     overall["java"] = java.describe()
     overall["master"] = spark.sparkContext.master
     overall["tasks_failed"] = stages.failed_tasks(spark, group)
+    overall["task_cpu_seconds"] = {
+        "layout": layout.get("task_cpu_seconds") if how == "made" else 0.0,
+        "replay": round(result["cpu_seconds"], 3),
+    }
     if overall["tasks_failed"]:
         log(f"retries: {overall['tasks_failed']} task attempts failed (an executor lost?) and ran again")
     times["report"] = 0.0

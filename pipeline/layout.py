@@ -214,9 +214,10 @@ def first_row(rng: dict) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def _scatter(bucket_of_code, cols_in, cols_out, counts):
+def _scatter(bucket_of_code, local_of_code, cols_in, cols_out, counts):
     """Counting sort of the rows by bucket, stable: each row goes to the next place of its
-    bucket in every output column. Fills ``counts``."""
+    bucket in every output column, its queue renumbered among its bucket's queues
+    (``local_of_code``). Fills ``counts``."""
     t_in, q_in, o_in, b_in, p_in = cols_in
     t_out, q_out, o_out, b_out, p_out = cols_out
     n = len(q_in)
@@ -230,7 +231,7 @@ def _scatter(bucket_of_code, cols_in, cols_out, counts):
         j = starts[k]
         starts[k] = j + 1
         t_out[j] = t_in[i]
-        q_out[j] = q_in[i]
+        q_out[j] = local_of_code[q_in[i]]
         o_out[j] = o_in[i]
         b_out[j] = b_in[i]
         p_out[j] = p_in[i]
@@ -241,7 +242,8 @@ def warm_up() -> None:
     before it forks the workers (pipeline/daemon.py)."""
     one = np.zeros(1, np.int64)
     cols = (one, one.astype(np.int32), one.astype(np.int8), one.astype(np.int32), one.astype(np.int8))
-    _scatter(np.zeros(1, np.int32), cols, tuple(c.copy() for c in cols), one.copy())
+    zero = np.zeros(1, np.int32)
+    _scatter(zero, zero, cols, tuple(c.copy() for c in cols), one.copy())
 
 
 def _schema():
@@ -277,12 +279,12 @@ def _write_atomically(fs, path: str, table) -> None:
 def split(rng: dict, out: str, buckets: int) -> dict:
     """The map task: read range ``rng``, convert and check its values, write its rows to one
     file per bucket under ``out``. Returns {"index", "parts": [[bucket, events, t_min, t_max,
-    path]], "rows", "seconds", "error"}; ``error`` is (column, row in the input, why) or None
+    path]], "rows", "seconds", "cpu_seconds", "error"}; ``error`` is (column, row in the input, why) or None
     (no file is written then)."""
     import pyarrow as pa
 
-    t_start = time.perf_counter()
-    result = {"index": rng["index"], "parts": [], "rows": 0, "seconds": 0.0, "error": None}
+    t_start, cpu_start = time.perf_counter(), time.process_time()
+    result = {"index": rng["index"], "parts": [], "rows": 0, "seconds": 0.0, "cpu_seconds": 0.0, "error": None}
     try:
         table = read_range(rng)
         n = table.num_rows
@@ -299,9 +301,13 @@ def split(rng: dict, out: str, buckets: int) -> dict:
     names = sorted(cols.names, key=cols.names.__getitem__)  # in code order
     of_code = bucket_of(names, buckets)
     counts = np.zeros(buckets, np.int64)
+    local_of_code = np.zeros(len(names), np.int32)
+    queues_of = [np.flatnonzero(of_code == k) for k in range(buckets)]  # each bucket's queues (codes)
+    for codes in queues_of:
+        local_of_code[codes] = np.arange(len(codes), dtype=np.int32)
     cols_in = (cols.time_us, cols.queue, cols.op, cols.nbytes, cols.prio)
     out_cols = tuple(np.empty(n, c.dtype) for c in cols_in)
-    _scatter(of_code, cols_in, out_cols, counts)
+    _scatter(of_code, local_of_code, cols_in, out_cols, counts)
     del cols
     t, q, o, b, p = out_cols
     fs, base = _filesystem(out)
@@ -313,10 +319,7 @@ def split(rng: dict, out: str, buckets: int) -> dict:
         hi = lo + int(counts[k])
         if hi == lo:
             continue
-        codes = np.flatnonzero(of_code == k)  # the bucket's queues, as codes of this range
-        local = np.full(len(names), -1, np.int32)
-        local[codes] = np.arange(len(codes), dtype=np.int32)
-        queue = pa.DictionaryArray.from_arrays(pa.array(local[q[lo:hi]]), pa.array(names_arr[codes], pa.string()))
+        queue = pa.DictionaryArray.from_arrays(pa.array(q[lo:hi]), pa.array(names_arr[queues_of[k]], pa.string()))
         part = pa.Table.from_arrays([t[lo:hi], queue, o[lo:hi], b[lo:hi], p[lo:hi]], schema=schema)
         path = part_path(k, rng["index"])
         _write_atomically(fs, f"{base}/{path}", part)
@@ -324,6 +327,7 @@ def split(rng: dict, out: str, buckets: int) -> dict:
         lo = hi
     result["rows"] = n
     result["seconds"] = time.perf_counter() - t_start
+    result["cpu_seconds"] = time.process_time() - cpu_start
     return result
 
 
@@ -351,6 +355,7 @@ def manifest(ranges: list[dict], results: list[dict], source: dict, buckets: int
         "made_by": made_by,
         "made_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "seconds": round(seconds, 3),
+        "task_cpu_seconds": round(sum(r.get("cpu_seconds", 0.0) for r in results), 3),
         "source": source,
         "buckets": buckets,
         "events": events,

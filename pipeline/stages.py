@@ -226,7 +226,15 @@ def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None)
     While it runs, ``progress(events_done)`` is called every two seconds from a driver thread
     (an accumulator that each task adds its events to when it finishes)."""
     if not units:
-        return {"units": 0, "events": 0, "queues": 0, "errors": [], "seconds": 0.0, "read_seconds": 0.0}
+        return {
+            "units": 0,
+            "events": 0,
+            "queues": 0,
+            "errors": [],
+            "seconds": 0.0,
+            "cpu_seconds": 0.0,
+            "read_seconds": 0.0,
+        }
     sc = spark.sparkContext
     done = sc.accumulator(0)
 

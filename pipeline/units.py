@@ -100,9 +100,17 @@ def replay_unit(unit: dict, job: dict) -> dict:
     the unit's queues (for each grid combination too) and the unit's top queues."""
     import pyarrow as pa
 
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     name = f"part-{unit['index']:05d}.parquet"
-    result = {"units": 1, "events": 0, "queues": 0, "errors": [], "seconds": 0.0, "read_seconds": 0.0}
+    result = {
+        "units": 1,
+        "events": 0,
+        "queues": 0,
+        "errors": [],
+        "seconds": 0.0,
+        "read_seconds": 0.0,
+        "cpu_seconds": 0.0,
+    }
     try:
         trace = read(unit["parts"])
     except TraceError as e:
@@ -159,6 +167,7 @@ def replay_unit(unit: dict, job: dict) -> dict:
         events=len(trace),
         queues=len(trace.queues),
         seconds=time.perf_counter() - t_start,
+        cpu_seconds=time.process_time() - cpu_start,
         read_seconds=t_read - t_start,
         totals=totals,
         grid=grid_totals,
@@ -169,7 +178,7 @@ def replay_unit(unit: dict, job: dict) -> dict:
 
 def combine(a: dict, b: dict) -> dict:
     """Merge two units' results (associative and commutative: Spark reduces them in any order)."""
-    out = {k: a[k] + b[k] for k in ("units", "events", "queues", "seconds", "read_seconds")}
+    out = {k: a[k] + b[k] for k in ("units", "events", "queues", "seconds", "cpu_seconds", "read_seconds")}
     out["errors"] = a["errors"] + b["errors"]  # at most one a unit; the driver finds the first
     ta, tb = a.get("totals"), b.get("totals")
     out["totals"] = tb if ta is None else ta if tb is None else ta + tb
