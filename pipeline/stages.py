@@ -13,6 +13,7 @@ reduce of the tasks' small results.
 
 from __future__ import annotations
 
+import csv
 import os
 import threading
 import time
@@ -38,7 +39,7 @@ def check_input(path: str) -> None:
             first = f.readline()
         if not first.strip():
             raise TraceError(None, None, f"{path}: the file is empty (a CSV trace starts with the header)")
-        _require([c.strip() for c in first.strip().split(",")], path)
+        _require([c.strip() for c in next(csv.reader([first]))], path)  # names may be quoted
         return
     if read_layout(path) is not None:
         return

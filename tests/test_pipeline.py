@@ -129,6 +129,10 @@ def test_missing_column_is_found_before_spark(tmp_path):
     rows = [{k: v for k, v in GOOD.items() if k != "priority"}]
     with pytest.raises(TraceError, match="priority"):
         stages.check_input(_bad(tmp_path, rows))
+    # A header with quoted names (as pyarrow, so 'sweepq trace generate --out t.csv', writes it) is whole.
+    write(generate("steady", seconds=1, rate=5, seed=1), tmp_path / "quoted.csv")
+    assert (tmp_path / "quoted.csv").read_text().startswith('"time_us"')
+    stages.check_input(str(tmp_path / "quoted.csv"))
 
 
 def test_grid_parsing():
