@@ -121,6 +121,7 @@ class QueueManager:
         self.max_msg_length = max_msg_length
         self.ident = Identity(os.urandom(12))
         self._seq = itertools.count(1)  # message instance numbers: tokens, arrival order
+        self.next_seq = self._seq.__next__  # the put path draws arrival numbers with this
         self._queues: dict[str, LocalQueue] = {}
         self._defs = threading.Lock()
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
@@ -148,6 +149,7 @@ class QueueManager:
                     f"repair set store file {name} aside (moved to lost/); records only it held are gone"
                 )
             self._seq = itertools.count(self.recovery.next_seq)
+            self.next_seq = self._seq.__next__
         self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
         if sweeper:
             self.sweeper.start()
@@ -201,11 +203,11 @@ class QueueManager:
             return
         self.sweeper.stop()
         for conn in list(self._connections):
-            conn.disconnect()
+            conn.end()  # even one whose call waits: the wait ends with 2009
         self.closed = True
         for q in list(self._queues.values()):
             with q.mutex:
-                q._wake_all()
+                q.wake_all_locked()
         for q in list(self._queues.values()):
             q.tier.run_cleanup()
         if self._storage.path is not None and self._storage.opened:
@@ -240,7 +242,7 @@ class QueueManager:
 
     def _new_queue(self, name: str, attrs: QueueAttributes) -> LocalQueue:
         """Create and register a queue (definitions lock held, or at recovery)."""
-        q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, self.journal)
+        q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, self.journal, self.clock)
         q.tier.readahead_low = self.readahead_low_water
         self._queues[name] = q
         return q
@@ -271,7 +273,7 @@ class QueueManager:
             with q.mutex:
                 q.apply(attrs)
                 if q.inhibit_get:
-                    q._wake_all()
+                    q.wake_all_locked()
         return q.info()
 
     def delete_queue(self, name: str, purge: bool = False) -> None:
@@ -316,6 +318,10 @@ class QueueManager:
 
     def queue_names(self) -> list[str]:
         return sorted(self._queues)
+
+    def queue_named(self, name: str) -> LocalQueue | None:
+        """The queue called ``name``, or None (no checks: the engine's own look-ups)."""
+        return self._queues.get(name)
 
     def _queue(self, name: str) -> LocalQueue:
         checks.name(name)
