@@ -48,6 +48,7 @@ from sweepq.sweeper.traces import (
     _require,
     bucket_of,
     parquet_files,
+    row_groups,
     sort_codes,
 )
 
@@ -86,9 +87,6 @@ def plan(path: str, tasks: int, csv_min_bytes: int = 1 << 20) -> list[dict]:
     row when that is known without reading (Parquet), else None (CSV).
 
     :raises TraceError: a file is not Parquet, or lacks a column."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     fs, files = source_files(path)
     if path.endswith(".csv"):
         size = fs.get_file_info(files[0]).size
@@ -98,14 +96,7 @@ def plan(path: str, tasks: int, csv_min_bytes: int = 1 << 20) -> list[dict]:
             {"index": k, "path": files[0], "kind": "csv", "start": cuts[k], "end": cuts[k + 1], "first_row": None}
             for k in range(n)
         ]
-    groups = []  # (file, row group, rows)
-    for f in files:
-        try:
-            md = pq.read_metadata(fs.open_input_file(f))
-        except pa.ArrowInvalid as e:
-            raise TraceError(None, None, f"{f} is not a Parquet file ({e})") from None
-        _require(md.schema.to_arrow_schema().names, f)
-        groups += [(f, g, md.row_group(g).num_rows) for g in range(md.num_row_groups)]
+    groups = row_groups(fs, files)
     total = sum(g[2] for g in groups)
     target = max(1, -(-total // max(1, tasks)))
     ranges: list[dict] = []

@@ -481,25 +481,35 @@ def _from_batches(batches, n: int) -> Trace:
     return cols.trace()
 
 
-def _from_parquet(
-    fs, files: list[str], threads: int | None = None, persistent: bool = True, rows: bool = False
-) -> Trace:
-    """Read Parquet files row group by row group on ``threads`` threads (default: the CPUs),
-    each decoding and converting its own row groups into its slice of the columns."""
+def row_groups(fs, files: list[str]) -> list[tuple[str, int, int]]:
+    """(file, row group, rows) of every row group of Parquet ``files``, in order, from their
+    footers. :raises TraceError: a file is not Parquet, or lacks a column."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    units = []
-    off = 0
+    out = []
     for f in files:
         try:
             md = pq.read_metadata(fs.open_input_file(f))
         except pa.ArrowInvalid as e:
             raise TraceError(None, None, f"{f} is not a Parquet file ({e})") from None
         _require(md.schema.to_arrow_schema().names, f)
-        for rg in range(md.num_row_groups):
-            units.append((f, rg, off))
-            off += md.row_group(rg).num_rows
+        out += [(f, g, md.row_group(g).num_rows) for g in range(md.num_row_groups)]
+    return out
+
+
+def _from_parquet(
+    fs, files: list[str], threads: int | None = None, persistent: bool = True, rows: bool = False
+) -> Trace:
+    """Read Parquet files row group by row group on ``threads`` threads (default: the CPUs),
+    each decoding and converting its own row groups into its slice of the columns."""
+    import pyarrow.parquet as pq
+
+    units = []
+    off = 0
+    for f, rg, n in row_groups(fs, files):
+        units.append((f, rg, off))
+        off += n
     cols = _Columns(off, persistent, rows)
     wanted = [*COLUMNS, "row"] if rows else list(COLUMNS)
 
