@@ -141,16 +141,21 @@ def test_an_executor_killed_mid_job_still_gives_the_same_results(cluster, trace_
             lines.append(line)
             if line.startswith("replay: ") and "work units" in line and not killed:
                 time.sleep(0.3)  # the map's tasks are running now
-                pids = cluster.executor_pids()
-                if pids:
-                    os.kill(pids[0], 9)
-                    killed.append(pids[0])
+                deadline = time.monotonic() + 10
+                while not killed and time.monotonic() < deadline and p.poll() is None:
+                    pids = cluster.executor_pids()
+                    if pids:
+                        os.kill(pids[0], 9)
+                        killed.append(pids[0])
+                    else:
+                        time.sleep(0.05)
 
-    reader = threading.Thread(target=watch, daemon=True)
+    reader = threading.Thread(target=watch, daemon=True)  # the only reader of stderr
     reader.start()
-    out, _ = p.communicate(timeout=600)
+    out = p.stdout.read()
+    p.wait(timeout=600)
     reader.join(timeout=10)
-    assert killed, "no executor was running during the map"
+    assert killed, "no executor was found during the map: " + "".join(lines[-30:])
     report = tmp_path / "out" / "overall.json"
     if p.returncode == 0:
         np.testing.assert_array_equal(_metrics(tmp_path / "out"), local.intervals.reshape(-1, len(METRICS)))
