@@ -239,6 +239,7 @@ class Handle:
             q.open_handles -= 1
             browse.release(q, self._cursor)  # a browse lock ends with the handle (§5.4)
         self._conn._handles.discard(self)
+        self._qm._dynamic.handle_closed(q)  # a temporary dynamic queue goes with its last handle
         return Reason.NONE if self._grp is None else groups.closed(self)
 
     def __enter__(self) -> Handle:
@@ -463,6 +464,8 @@ class Handle:
         if not 0 <= md.offset <= 999_999_999:
             raise MQError(Reason.OFFSET_ERROR, f"offset {md.offset} is outside 0..999999999")
         extra: dict = {"expiry": md.expiry}
+        if md.reply_to_q or md.reply_to_q_mgr:  # request/reply: engine/record.py HAS_REPLY
+            extra["reply"] = record.reply_section(md)
         if md.properties:
             extra["props"] = properties.encode(md.properties)
         elif md.properties is not None and not isinstance(md.properties, dict):
