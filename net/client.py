@@ -1,0 +1,351 @@
+"""The client: the engine's connection API on a queue manager in another process (MQ's
+client mode). ``sweepq.client.connect(url)`` returns a :class:`ClientConnection`, which
+satisfies :class:`~sweepq.engine.api.QueueConnection` as the in-process connection does: the
+same calls, the same results (the engine's own Message and PutResult), the same MQError
+reasons. Every call is one round trip; ``put_many`` and ``get_many`` move a batch in one.
+
+MQ's client rules hold: the unit of work lives in the server, and a broken connection backs
+it out there; a WAIT runs in the server; browse cursors and locks belong to the server's
+handle and go when the connection does. A broken connection is MQRC_CONNECTION_BROKEN
+(2009) on the call that meets it and on every call after; with ``reconnect=True`` the next
+call connects again and reopens every handle (a temporary dynamic queue comes back as a new
+one, with a new name), and a unit of work that was open is reported as backed out (2003)
+rather than silently half done (net/calls.py ``UnitOfWork``).
+
+Thread safety: like an in-process connection, a connection and its handles belong to one
+thread at a time (a lock keeps two threads' frames apart, nothing more). Give each thread
+its own connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+import threading
+from collections.abc import Sequence
+
+from sweepq.engine import GMO, MD, MO, OO, PMO, Message, MQError, PutResult, QueueInfo, Reason
+from sweepq.engine.matching import MATCH_DEFAULT
+
+from . import calls as C
+from . import protocol as P
+from .frames import Closed, FrameSocket
+
+CONNECT_TIMEOUT = 10.0
+
+
+def connect(
+    url: str,
+    token: str | None = None,
+    *,
+    admin_token: str | None = None,
+    reconnect: bool = False,
+    tls: ssl.SSLContext | None = None,
+    cafile: str | None = None,
+    client: str | None = None,
+    timeout: float = CONNECT_TIMEOUT,
+) -> ClientConnection:
+    """MQCONN over the wire: a connection to the server at ``url`` (``unix:///path``,
+    ``tcp://host:port``, ``tls://host:port``).
+
+    ``token``: the server's token (TCP). ``admin_token``: for define, alter and delete.
+    ``reconnect``: after a break, the next call connects again (see the module docstring).
+    ``tls`` / ``cafile``: how a ``tls://`` server's certificate is checked (the system's CAs
+    by default). ``client``: a name the server's log and ``sweepq status`` show.
+
+    :raises MQError: HOST_NOT_AVAILABLE (2538) when nothing answers at ``url``;
+        NOT_AUTHORIZED (2035) for a missing or wrong token; MAX_CONNS_LIMIT_REACHED (2025)
+        when the server is full; PARM_VALUE_ERROR (3229) for an address of another form."""
+    return ClientConnection(url, token, admin_token, reconnect, tls, cafile, client, timeout)
+
+
+class ClientConnection:
+    """A connection to a served queue manager (see the module docstring)."""
+
+    def __init__(self, url, token, admin_token, reconnect, tls, cafile, client, timeout):
+        self.address = C.Address.parse(url)
+        self._token = token
+        self._admin_token = admin_token
+        self._reconnect = bool(reconnect)
+        self._tls = C.tls_context(self.address, tls, cafile)
+        self._client = client
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._handles: set[ClientHandle] = set()
+        self._uow = C.UnitOfWork()
+        self._closed = False
+        self._why = ""
+        self._fs: FrameSocket | None = None
+        self._fs = self._connect()
+
+    # -- the wire -------------------------------------------------------------------------
+
+    def _connect(self) -> FrameSocket:
+        a = self.address
+        try:
+            if a.scheme == "unix":
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(self._timeout)
+                sock.connect(a.path)
+            else:
+                sock = socket.create_connection((a.host, a.port), self._timeout)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                if self._tls is not None:
+                    sock = self._tls.wrap_socket(sock, server_hostname=a.host)
+        except (OSError, ssl.SSLError) as e:
+            raise C.connect_error(a, e) from None
+        fs = FrameSocket(sock, P.HELLO_MAX_FRAME, None)
+        try:
+            fs.send(C.hello(self._token, self._admin_token, self._client, cancel=False))
+            op, body = fs.read()
+            value = P.unpack(body)
+        except (OSError, Closed, P.ProtocolError) as e:
+            fs.close()
+            raise C.connect_error(a, e) from None
+        if op != P.OK:
+            fs.close()
+            P.raise_error(value)
+        sock.settimeout(None)
+        fs.set_blocking_timeout()
+        self.server = C.ServerInfo.from_reply(value)
+        self._ident = self.server.ident
+        fs.max_frame = self.server.max_frame
+        return fs
+
+    def _call(self, op: int, args: list):
+        with self._lock:
+            return self._exchange(op, args)
+
+    def _exchange(self, op: int, args: list):
+        """One request and its reply (the lock held): the result, or the MQError it carries."""
+        fs = self._fs
+        if fs is None:
+            fs = self._revive()
+        try:
+            fs.send(P.request(op, args))
+            rop, body = fs.read()
+        except (OSError, Closed, P.ProtocolError) as e:
+            raise self._broke(e) from None
+        value = P.unpack(body)
+        if rop == P.OK:
+            return value
+        P.raise_error(value)
+
+    def _broke(self, why: object) -> MQError:
+        """The connection broke: forget the socket; the error for the call that met it."""
+        if self._fs is not None:
+            self._fs.close()
+            self._fs = None
+        self._why = str(why)
+        self._uow.broke()
+        return C.broken(self.address, why, self._reconnect)
+
+    def _revive(self) -> FrameSocket:
+        """The next call after a break: 2009 again, or (reconnect=True) a new connection with
+        every handle reopened."""
+        if self._closed:
+            raise C.disconnected()
+        if not self._reconnect:
+            raise C.broken(self.address, self._why, False)
+        self._fs = self._connect()
+        for h in list(self._handles):
+            h._reopen(self._exchange)
+        return self._fs
+
+    # -- objects and units of work ------------------------------------------------------------
+
+    def open(self, name: str, options: OO | int, selector: str | None = None) -> ClientHandle:
+        """MQOPEN (see :meth:`sweepq.engine.Connection.open`); a model queue's name opens a new
+        temporary dynamic queue, whose name is the handle's ``name``."""
+        self._check()
+        h = ClientHandle(self, name, options, selector)
+        self._handles.add(h)
+        return h
+
+    def commit(self) -> None:
+        self._check()
+        if self._uow.lost:
+            self._uow.ended()
+            self._uow.lost = False
+            raise MQError(
+                Reason.BACKED_OUT,
+                "the connection broke and was made again: the unit of work was backed out in the server, "
+                "not committed",
+            )
+        self._call(P.COMMIT, [])
+        self._uow.ended()
+
+    def backout(self) -> None:
+        self._check()
+        if self._uow.lost:
+            self._uow.ended()
+            return
+        self._call(P.BACKOUT, [])
+        self._uow.ended()
+
+    @property
+    def uncommitted(self) -> int:
+        """Operations in the unit of work (in the server)."""
+        self._check()
+        return self._call(P.UNCOMMITTED, [])
+
+    def disconnect(self) -> None:
+        """MQDISC: the server backs out uncommitted work and closes the handles."""
+        if self._closed:
+            return
+        self._closed = True
+        for h in list(self._handles):
+            h._closed = True
+        self._handles.clear()
+        with self._lock:
+            if self._fs is not None:
+                with contextlib.suppress(OSError, Closed, P.ProtocolError):
+                    self._fs.send(P.request(P.BYE, []))
+                    self._fs.read()
+                self._fs.close()
+                self._fs = None
+
+    close = disconnect
+
+    def __enter__(self) -> ClientConnection:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.disconnect()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise C.disconnected()
+
+    # -- administration and inquiry ------------------------------------------------------------
+
+    def inquire_queue(self, name: str) -> QueueInfo:
+        """MQINQ: a queue's attributes and counters."""
+        self._check()
+        return P.info_from_wire(self._call(P.INQUIRE, [name]))
+
+    def queue_names(self) -> list[str]:
+        self._check()
+        return self._call(P.NAMES, [])
+
+    def define_queue(self, name: str, **attributes) -> QueueInfo:
+        """DEFINE QLOCAL (needs the admin token)."""
+        self._check()
+        return P.info_from_wire(self._call(P.DEFINE, [name, attributes]))
+
+    def alter_queue(self, name: str, **attributes) -> QueueInfo:
+        """ALTER QLOCAL (needs the admin token)."""
+        self._check()
+        return P.info_from_wire(self._call(P.ALTER, [name, attributes]))
+
+    def delete_queue(self, name: str, purge: bool = False) -> None:
+        """DELETE QLOCAL (needs the admin token)."""
+        self._check()
+        self._call(P.DELETE, [name, purge])
+
+    def define_model_queue(self, name: str, dynamic_q_name: str = "AMQ.*", **attributes) -> None:
+        """DEFINE QMODEL (needs the admin token)."""
+        self._check()
+        self._call(P.DEFINE_MODEL, [name, dynamic_q_name, attributes])
+
+    def status(self) -> dict:
+        """The server's queues and connections (what ``sweepq status`` prints)."""
+        self._check()
+        return self._call(P.STATUS, [])
+
+
+class ClientHandle:
+    """An open queue on a served queue manager: the calls of :class:`sweepq.engine.Handle`."""
+
+    __slots__ = ("_closed", "_conn", "_hid", "_ident", "_open_args", "name", "options")
+
+    def __init__(self, conn: ClientConnection, name, options, selector):
+        self._conn = conn
+        self._open_args = [name, options, selector]
+        self._closed = False
+        self._reopen(conn._call)
+
+    def _reopen(self, call) -> None:
+        """Open on the server (again, after a reconnect: ``call`` without taking the lock)."""
+        hid, name, options = call(P.OPEN, self._open_args)
+        self._hid = hid
+        self.name = name
+        self.options = C.open_options(options)
+        self._ident = self._conn._ident
+
+    def _closed_error(self) -> MQError:
+        return C.disconnected() if self._conn._closed else C.handle_closed(self.name)
+
+    def put(self, data: bytes, md: MD | None = None, options: PMO | int = 0) -> PutResult:
+        if self._closed:
+            raise self._closed_error()
+        conn = self._conn
+        sync = C.put_sync(options)
+        conn._uow.check(sync)
+        reason, header = conn._call(P.PUT, [self._hid, data, md, options])
+        conn._uow.did(sync)
+        return PutResult.many([header], self._ident, reason)[0]
+
+    def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]:
+        if self._closed:
+            raise self._closed_error()
+        conn = self._conn
+        sync = C.put_sync(options)
+        conn._uow.check(sync)
+        value = conn._call(P.PUT_MANY, [self._hid, datas, md, options])
+        conn._uow.did(sync)
+        return C.put_results(value, self._ident)
+
+    def get(
+        self,
+        options: GMO | int = 0,
+        wait_interval: int = -1,
+        buffer_length: int | None = None,
+        match: MO | int = MATCH_DEFAULT,
+        msg_id: bytes | None = None,
+        correl_id: bytes | None = None,
+        group_id: bytes | None = None,
+        msg_seq_number: int | None = None,
+        offset: int | None = None,
+        msg_token: bytes | None = None,
+    ) -> Message:
+        if self._closed:
+            raise self._closed_error()
+        conn = self._conn
+        sync = C.get_sync(options)
+        conn._uow.check(sync)
+        args = [self._hid, options, wait_interval, buffer_length, match, msg_id, correl_id, group_id]
+        args += [msg_seq_number, offset, msg_token]
+        value = conn._call(P.GET, args)
+        conn._uow.did(sync)
+        return C.message(value, self._ident)
+
+    def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]:
+        if self._closed:
+            raise self._closed_error()
+        conn = self._conn
+        sync = C.get_sync(options)
+        conn._uow.check(sync)
+        records = conn._call(P.GET_MANY, [self._hid, max_messages, options, wait_interval])
+        conn._uow.did(sync and bool(records))
+        return C.messages(records, self._ident)
+
+    def close(self) -> Reason:
+        """MQCLOSE; uncommitted work stays with the connection's unit of work."""
+        if self._closed:
+            return Reason.NONE
+        self._closed = True
+        self._conn._handles.discard(self)
+        return Reason(self._conn._call(P.CLOSE, [self._hid]))
+
+    def __enter__(self) -> ClientHandle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.close()
+        else:  # the block failed (perhaps on a broken connection): close without masking it
+            with contextlib.suppress(MQError):
+                self.close()
