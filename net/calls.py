@@ -20,6 +20,7 @@ from . import protocol as P
 
 _PUT_SYNC = int(PMO.SYNCPOINT)
 _GET_SYNC = int(GMO.SYNCPOINT | GMO.SYNCPOINT_IF_PERSISTENT)
+_WAIT = int(GMO.WAIT)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,36 @@ def handle_closed(name: str) -> MQError:
     return MQError(Reason.HOBJ_ERROR, f"handle for {name!r} is closed; open it again")
 
 
+# -- the calls of a handle: (op, arguments, under syncpoint?, how to read the reply) ---------------
+# Both clients run these with their own transport (``_run``), so each call is written once.
+
+
+def put(hid: int, data, md, options) -> tuple:
+    return P.PUT, [hid, data, md, options], put_sync(options), put_result
+
+
+def put_many(hid: int, datas, md, options) -> tuple:
+    return P.PUT_MANY, [hid, datas, md, options], put_sync(options), put_results
+
+
+def get(hid: int, options, *rest) -> tuple:
+    return P.GET, [hid, options, *rest], get_sync(options), message
+
+
+def get_many(hid: int, max_messages, options, wait_interval) -> tuple:
+    return P.GET_MANY, [hid, max_messages, options, wait_interval], get_sync(options), messages
+
+
+def waits(options: object) -> bool:
+    """A get that waits in the server (the asyncio client may cancel it)."""
+    return isinstance(options, int) and bool(int(options) & _WAIT)
+
+
+def put_result(value: list, ident: Identity) -> PutResult:
+    reason, header = value
+    return PutResult.many([header], ident, reason)[0]
+
+
 def put_results(value: list, ident: Identity) -> list[PutResult]:
     reason, headers = value
     return PutResult.many(headers, ident, reason)
@@ -142,6 +173,16 @@ class UnitOfWork:
     def __init__(self) -> None:
         self.open = False
         self.lost = False
+
+    def commit_lost(self) -> MQError | None:
+        """For commit: the 2003 to raise when a reconnect lost the unit of work (then forgotten)."""
+        if not self.lost:
+            return None
+        self.ended()
+        return MQError(
+            Reason.BACKED_OUT,
+            "the connection broke and was made again: the unit of work was backed out in the server, not committed",
+        )
 
     def check(self, syncpoint: bool) -> None:
         if self.lost and syncpoint:

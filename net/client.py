@@ -133,6 +133,16 @@ class ClientConnection:
             return value
         P.raise_error(value)
 
+    def _run(self, op: int, args: list, syncpoint: bool, decode, ident):
+        """A handle's call (net/calls.py): the unit-of-work rules, the round trip, the result."""
+        uow = self._uow
+        if uow.lost:
+            uow.check(syncpoint)
+        value = self._call(op, args)
+        if syncpoint:
+            uow.open = True
+        return decode(value, ident)
+
     def _broke(self, why: object) -> MQError:
         """The connection broke: forget the socket; the error for the call that met it."""
         if self._fs is not None:
@@ -166,14 +176,9 @@ class ClientConnection:
 
     def commit(self) -> None:
         self._check()
-        if self._uow.lost:
-            self._uow.ended()
-            self._uow.lost = False
-            raise MQError(
-                Reason.BACKED_OUT,
-                "the connection broke and was made again: the unit of work was backed out in the server, "
-                "not committed",
-            )
+        lost = self._uow.commit_lost()
+        if lost is not None:
+            raise lost
         self._call(P.COMMIT, [])
         self._uow.ended()
 
@@ -281,22 +286,12 @@ class ClientHandle:
     def put(self, data: bytes, md: MD | None = None, options: PMO | int = 0) -> PutResult:
         if self._closed:
             raise self._closed_error()
-        conn = self._conn
-        sync = C.put_sync(options)
-        conn._uow.check(sync)
-        reason, header = conn._call(P.PUT, [self._hid, data, md, options])
-        conn._uow.did(sync)
-        return PutResult.many([header], self._ident, reason)[0]
+        return self._conn._run(*C.put(self._hid, data, md, options), self._ident)
 
     def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]:
         if self._closed:
             raise self._closed_error()
-        conn = self._conn
-        sync = C.put_sync(options)
-        conn._uow.check(sync)
-        value = conn._call(P.PUT_MANY, [self._hid, datas, md, options])
-        conn._uow.did(sync)
-        return C.put_results(value, self._ident)
+        return self._conn._run(*C.put_many(self._hid, datas, md, options), self._ident)
 
     def get(
         self,
@@ -313,24 +308,13 @@ class ClientHandle:
     ) -> Message:
         if self._closed:
             raise self._closed_error()
-        conn = self._conn
-        sync = C.get_sync(options)
-        conn._uow.check(sync)
-        args = [self._hid, options, wait_interval, buffer_length, match, msg_id, correl_id, group_id]
-        args += [msg_seq_number, offset, msg_token]
-        value = conn._call(P.GET, args)
-        conn._uow.did(sync)
-        return C.message(value, self._ident)
+        args = (wait_interval, buffer_length, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+        return self._conn._run(*C.get(self._hid, options, *args), self._ident)
 
     def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]:
         if self._closed:
             raise self._closed_error()
-        conn = self._conn
-        sync = C.get_sync(options)
-        conn._uow.check(sync)
-        records = conn._call(P.GET_MANY, [self._hid, max_messages, options, wait_interval])
-        conn._uow.did(sync and bool(records))
-        return C.messages(records, self._ident)
+        return self._conn._run(*C.get_many(self._hid, max_messages, options, wait_interval), self._ident)
 
     def close(self) -> Reason:
         """MQCLOSE; uncommitted work stays with the connection's unit of work."""

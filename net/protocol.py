@@ -62,6 +62,7 @@ ADMIN_OPS = frozenset((DEFINE, ALTER, DELETE, DEFINE_MODEL))  # need administrat
 
 _EXT_OPAQUE = 1  # a value of a type MessagePack lacks: its type name
 _EXT_BIGINT = 2  # an int beyond 64 bits: its decimal text
+_EXT_STR = 3  # a str UTF-8 cannot carry (lone surrogates): its "surrogatepass" bytes
 
 _MD_FIELDS = tuple(f.name for f in dataclasses.fields(MD))
 _INFO_FIELDS = tuple(f.name for f in dataclasses.fields(QueueInfo))
@@ -94,6 +95,8 @@ def _ext_hook(code: int, data: bytes) -> object:
             return int(data.decode())
         except ValueError:
             raise ProtocolError("a big integer that is not one") from None
+    if code == _EXT_STR:
+        return data.decode("utf-8", "surrogatepass")
     if code == _EXT_OPAQUE:
         return _opaque_type(data.decode(errors="replace") or "object")()
     raise ProtocolError(f"unknown extension type {code}")
@@ -113,7 +116,13 @@ _packb = msgpack.packb
 
 def _sendable(value: object, depth: int) -> object:
     """``value`` with big ints as their text and what cannot be packed as a placeholder."""
-    if isinstance(value, bool) or value is None or isinstance(value, float | str | bytes):
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return msgpack.ExtType(_EXT_STR, value.encode("utf-8", "surrogatepass"))
+        return value
+    if isinstance(value, bool) or value is None or isinstance(value, float | bytes):
         return value
     if isinstance(value, int):
         return value if -(2**63) <= value < 2**64 else msgpack.ExtType(_EXT_BIGINT, str(int(value)).encode())
@@ -124,7 +133,7 @@ def _sendable(value: object, depth: int) -> object:
     if isinstance(value, list | tuple):
         return [_sendable(v, depth + 1) for v in value]
     if isinstance(value, dict):
-        return {k: _sendable(v, depth + 1) for k, v in value.items()}
+        return {_sendable(k, depth + 1): _sendable(v, depth + 1) for k, v in value.items()}
     return _default(value)
 
 

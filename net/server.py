@@ -181,7 +181,7 @@ class Server:
             self.close()
             raise MQError(Reason.RESOURCE_PROBLEM, f"cannot listen: {e.strerror or e} ({e.filename or self.tcp})") from e
         for lst in self._listeners:
-            t = threading.Thread(target=lst.serve_forever, args=(0.2,), name=f"sweepq-listen-{lst.transport}", daemon=True)
+            t = threading.Thread(target=lst.serve_forever, args=(0.05,), name=f"sweepq-listen-{lst.transport}", daemon=True)
             t.start()
             self._threads.append(t)
         if self.metrics_address is not None:
@@ -228,7 +228,10 @@ class Server:
             s.stop()
         deadline = time.monotonic() + timeout
         for s in sessions:
-            s.ended.wait(max(0.0, deadline - time.monotonic()))
+            # A session in a WAIT ends at its next slice; one whose wait the queue manager's
+            # clock holds (a manual clock) ends when the queue manager's close wakes it.
+            limit = deadline if s.state != "waiting" else min(deadline, time.monotonic() + 2 * s.slice_s)
+            s.ended.wait(max(0.0, limit - time.monotonic()))
         if self._metrics is not None:
             self._metrics.close()
         with contextlib.suppress(ValueError):
@@ -275,6 +278,7 @@ class Server:
                 self._admitted -= 1
             return
         session = Session(self, FrameSocket(sock, P.HELLO_MAX_FRAME, self.partial_timeout), next(self._ids), peer, transport)
+        threading.current_thread().name = f"sweepq-session-{session.id}"
         with self._lock:
             self._sessions[session.id] = session
         session.run()
@@ -329,7 +333,7 @@ class Server:
                 "client": s.client,
                 "since": s.since,
                 "handles": len(s.handles),
-                "uncommitted": s.conn.uncommitted if s.conn is not None else 0,
+                "uncommitted": _uncommitted(s),
                 "calls": s.calls,
                 "state": s.state,
             }
@@ -344,6 +348,11 @@ class Server:
             "refused": self.refused,
             "store_memory": {k: int(v) for k, v in self.qm.store_memory().items()},
         }
+
+
+def _uncommitted(session: Session) -> int:
+    conn = session.conn  # read once: the session's thread may end it meanwhile
+    return conn.uncommitted if conn is not None else 0
 
 
 def _unix_socket(path: str) -> socket.socket:

@@ -73,6 +73,7 @@ class Session:
         self.calls = 0
         self.state = "handshake"
         self.conn = None
+        self.backed_out = 0
         self.handles: dict = {}
         self._next_hid = 1
         self.slice_s = server.wait_slice
@@ -168,7 +169,8 @@ class Session:
             op, body = fs.read()
             if op == P.CANCEL:
                 continue  # late: the get it meant has replied already
-            if op == P.BYE:
+            if op == P.BYE:  # disconnect before the reply: the client's next call sees it done
+                self._release()
                 send(P.ok(None))
                 return "disconnected by the client"
             entry = handlers.get(op)
@@ -201,18 +203,23 @@ class Session:
             self.state = "idle"
             send(reply)
 
+    def _release(self) -> None:
+        """Disconnect the engine connection: back out its unit of work, close its handles."""
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        self.backed_out = conn.uncommitted
+        try:
+            conn.disconnect()
+        except MQError:
+            pass  # the queue manager is closing: it backs out what is left
+
     def _end(self, why: str) -> None:
-        backed_out = 0
-        if self.conn is not None:
-            backed_out = self.conn.uncommitted
-            try:
-                self.conn.disconnect()
-            except MQError:
-                pass  # the queue manager is closing: it backs out what is left
+        self._release()
         self.fs.close()
         self.server.forget(self)
         if self.state != "handshake":
-            extra = f"; backed out {backed_out} uncommitted operation(s)" if backed_out else ""
+            extra = f"; backed out {self.backed_out} uncommitted operation(s)" if self.backed_out else ""
             self.server.log.info("disconnect #%d (%s)%s", self.id, why, extra)
         self.ended.set()
 

@@ -1,0 +1,315 @@
+"""The asyncio client: ``await sweepq.aio.connect(url)``, then the connection API with ``await``.
+
+The calls, their arguments, results and MQError reasons are the thread client's
+(net/client.py, the same net/calls.py under both); what differs is that every call is a
+coroutine and the connection is an ``async with`` context, as are its handles::
+
+    async with await sweepq.aio.connect("unix:///var/lib/app/q/sweepq.sock") as conn:
+        async with await conn.open("ORDERS", OO.INPUT_SHARED) as h:
+            m = await h.get(GMO.WAIT, wait_interval=5000)
+
+A get with WAIT waits in the server and never blocks the event loop. Cancelling it (a task's
+``cancel()``, ``asyncio.timeout``) tells the server, which ends the wait having taken
+nothing: the coroutine raises ``CancelledError``. If the server had already taken a message
+when the cancel reached it, the get is complete and returns that message (as a task that
+finished before ``cancel()`` does): a message is never taken and dropped. Cancelling any other
+call lets it finish in the server; its reply is read and dropped before the next call.
+
+One call at a time per connection (an ``asyncio.Lock`` orders concurrent coroutines); use
+several connections for parallel calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import Sequence
+
+from sweepq.engine import GMO, MD, MO, OO, PMO, Message, MQError, PutResult, QueueInfo, Reason
+from sweepq.engine.matching import MATCH_DEFAULT
+
+from . import calls as C
+from . import protocol as P
+
+
+async def connect(
+    url: str,
+    token: str | None = None,
+    *,
+    admin_token: str | None = None,
+    reconnect: bool = False,
+    tls: ssl.SSLContext | None = None,
+    cafile: str | None = None,
+    client: str | None = None,
+    timeout: float = 10.0,
+) -> AsyncConnection:
+    """MQCONN over the wire, for asyncio: the arguments and errors of
+    :func:`sweepq.client.connect`."""
+    conn = AsyncConnection(url, token, admin_token, reconnect, tls, cafile, client, timeout)
+    await conn._connect()
+    return conn
+
+
+class AsyncConnection:
+    """A connection to a served queue manager, for asyncio (see the module docstring)."""
+
+    def __init__(self, url, token, admin_token, reconnect, tls, cafile, client, timeout):
+        self.address = C.Address.parse(url)
+        self._token = token
+        self._admin_token = admin_token
+        self._reconnect = bool(reconnect)
+        self._tls = C.tls_context(self.address, tls, cafile)
+        self._client = client
+        self._timeout = timeout
+        self._lock = asyncio.Lock()
+        self._handles: set[AsyncHandle] = set()
+        self._uow = C.UnitOfWork()
+        self._closed = False
+        self._why = ""
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: asyncio.Task | None = None  # the reply of a cancelled call, still to come
+        self.server: C.ServerInfo | None = None
+
+    # -- the wire -------------------------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        a = self.address
+        try:
+            if a.scheme == "unix":
+                opening = asyncio.open_unix_connection(a.path)
+            else:
+                opening = asyncio.open_connection(a.host, a.port, ssl=self._tls)
+            reader, writer = await asyncio.wait_for(opening, self._timeout)
+        except (OSError, ssl.SSLError, TimeoutError) as e:
+            raise C.connect_error(a, e) from None
+        self._reader, self._writer = reader, writer
+        writer.write(C.hello(self._token, self._admin_token, self._client, cancel=True))
+        try:
+            op, value = await self._read(P.HELLO_MAX_FRAME)
+        except MQError:
+            self._drop()
+            raise
+        if op != P.OK:
+            self._drop()
+            P.raise_error(value)
+        self.server = C.ServerInfo.from_reply(value)
+
+    async def _read(self, limit: int) -> tuple[int, object]:
+        try:
+            header = await self._reader.readexactly(P.HEADER_LEN)
+            n, version, op = P.HEADER.unpack(header)
+            if version != P.VERSION or n > limit:
+                raise P.ProtocolError(f"a reply of version {version} and {n:,} bytes")
+            body = await self._reader.readexactly(n)
+            return op, P.unpack(body)
+        except (OSError, asyncio.IncompleteReadError, P.ProtocolError) as e:
+            raise self._broke(e) from None
+
+    def _drop(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+
+    def _broke(self, why: object) -> MQError:
+        self._drop()
+        self._why = str(why) or type(why).__name__
+        self._uow.broke()
+        return C.broken(self.address, self._why, self._reconnect)
+
+    async def _call(self, op: int, args: list, cancellable: bool = False):
+        async with self._lock:
+            return await self._exchange(op, args, cancellable)
+
+    async def _exchange(self, op: int, args: list, cancellable: bool = False):
+        if self._pending is not None:  # a cancelled call's reply: read and dropped
+            pending, self._pending = self._pending, None
+            with contextlib.suppress(MQError):
+                await pending
+        if self._writer is None:
+            await self._revive()
+        self._writer.write(P.request(op, args))
+        reply = asyncio.ensure_future(self._read(self.server.max_frame))
+        try:
+            rop, value = await asyncio.shield(reply)
+        except asyncio.CancelledError:
+            if not cancellable:
+                self._pending = reply
+                raise
+            rop, value = await self._cancel(reply)
+        if rop == P.OK:
+            return value
+        P.raise_error(value)
+
+    async def _cancel(self, reply: asyncio.Task) -> tuple[int, object]:
+        """Cancel a waiting get: the server ends it and replies "cancelled" (nothing taken:
+        CancelledError goes on) or with the message it took before the cancel came."""
+        if self._writer is not None:
+            self._writer.write(P.frame(P.CANCEL))
+        try:
+            rop, value = await reply
+        except asyncio.CancelledError:  # cancelled again: leave the reply to the next call
+            self._pending = reply
+            raise
+        if rop == P.ERROR and isinstance(value, list) and value and value[0] == Reason.NO_MSG_AVAILABLE:
+            raise asyncio.CancelledError
+        return rop, value
+
+    async def _revive(self) -> None:
+        if self._closed:
+            raise C.disconnected()
+        if not self._reconnect:
+            raise C.broken(self.address, self._why, False)
+        await self._connect()
+        for h in list(self._handles):
+            await h._reopen(self._exchange)
+
+    async def _run(self, op: int, args: list, syncpoint: bool, decode, ident):
+        """A handle's call (net/calls.py): the unit-of-work rules, the round trip, the result."""
+        uow = self._uow
+        if uow.lost:
+            uow.check(syncpoint)
+        value = await self._call(op, args, op == P.GET and C.waits(args[1]))
+        if syncpoint:
+            uow.open = True
+        return decode(value, ident)
+
+    # -- objects and units of work ------------------------------------------------------------
+
+    async def open(self, name: str, options: OO | int, selector: str | None = None) -> AsyncHandle:
+        self._check()
+        h = AsyncHandle(self, name, options, selector)
+        await h._reopen(self._call)
+        self._handles.add(h)
+        return h
+
+    async def commit(self) -> None:
+        self._check()
+        lost = self._uow.commit_lost()
+        if lost is not None:
+            raise lost
+        await self._call(P.COMMIT, [])
+        self._uow.ended()
+
+    async def backout(self) -> None:
+        self._check()
+        if self._uow.lost:
+            self._uow.ended()
+            return
+        await self._call(P.BACKOUT, [])
+        self._uow.ended()
+
+    async def uncommitted(self) -> int:
+        """Operations in the unit of work (in the server)."""
+        self._check()
+        return await self._call(P.UNCOMMITTED, [])
+
+    async def disconnect(self) -> None:
+        """MQDISC: the server backs out uncommitted work and closes the handles."""
+        if self._closed:
+            return
+        self._closed = True
+        for h in list(self._handles):
+            h._closed = True
+        self._handles.clear()
+        if self._writer is not None:
+            with contextlib.suppress(MQError, OSError):
+                async with self._lock:
+                    self._writer.write(P.request(P.BYE, []))
+                    await self._read(P.HELLO_MAX_FRAME)
+            self._drop()
+
+    close = disconnect
+
+    async def __aenter__(self) -> AsyncConnection:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.disconnect()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise C.disconnected()
+
+    # -- administration and inquiry ---------------------------------------------------------
+
+    async def inquire_queue(self, name: str) -> QueueInfo:
+        self._check()
+        return P.info_from_wire(await self._call(P.INQUIRE, [name]))
+
+    async def queue_names(self) -> list[str]:
+        self._check()
+        return await self._call(P.NAMES, [])
+
+    async def status(self) -> dict:
+        self._check()
+        return await self._call(P.STATUS, [])
+
+
+class AsyncHandle:
+    """An open queue, for asyncio: the calls of :class:`sweepq.engine.Handle`, awaited."""
+
+    __slots__ = ("_closed", "_conn", "_hid", "_ident", "_open_args", "name", "options")
+
+    def __init__(self, conn: AsyncConnection, name, options, selector):
+        self._conn = conn
+        self._open_args = [name, options, selector]
+        self._closed = False
+
+    async def _reopen(self, call) -> None:
+        hid, name, options = await call(P.OPEN, self._open_args)
+        self._hid = hid
+        self.name = name
+        self.options = C.open_options(options)
+        self._ident = self._conn.server.ident
+
+    def _closed_error(self) -> MQError:
+        return C.disconnected() if self._conn._closed else C.handle_closed(self.name)
+
+    async def put(self, data: bytes, md: MD | None = None, options: PMO | int = 0) -> PutResult:
+        if self._closed:
+            raise self._closed_error()
+        return await self._conn._run(*C.put(self._hid, data, md, options), self._ident)
+
+    async def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]:
+        if self._closed:
+            raise self._closed_error()
+        return await self._conn._run(*C.put_many(self._hid, datas, md, options), self._ident)
+
+    async def get(
+        self,
+        options: GMO | int = 0,
+        wait_interval: int = -1,
+        buffer_length: int | None = None,
+        match: MO | int = MATCH_DEFAULT,
+        msg_id: bytes | None = None,
+        correl_id: bytes | None = None,
+        group_id: bytes | None = None,
+        msg_seq_number: int | None = None,
+        offset: int | None = None,
+        msg_token: bytes | None = None,
+    ) -> Message:
+        if self._closed:
+            raise self._closed_error()
+        args = (wait_interval, buffer_length, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+        return await self._conn._run(*C.get(self._hid, options, *args), self._ident)
+
+    async def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]:
+        if self._closed:
+            raise self._closed_error()
+        return await self._conn._run(*C.get_many(self._hid, max_messages, options, wait_interval), self._ident)
+
+    async def close(self) -> Reason:
+        if self._closed:
+            return Reason.NONE
+        self._closed = True
+        self._conn._handles.discard(self)
+        return Reason(await self._conn._call(P.CLOSE, [self._hid]))
+
+    async def __aenter__(self) -> AsyncHandle:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        with contextlib.suppress(MQError) if exc[0] is not None else contextlib.nullcontext():
+            await self.close()
