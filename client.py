@@ -5,6 +5,6 @@ This file sits at the repository root because the root *is* the ``sweepq`` packa
 second copy of any code, and the client itself stays in its layer, net/.
 """
 
-from sweepq.net.client import ClientConnection, ClientHandle, connect
+from sweepq.net.client import ClientConnection, ClientHandle, RemoteQueueManager, connect
 
-__all__ = ["ClientConnection", "ClientHandle", "connect"]
+__all__ = ["ClientConnection", "ClientHandle", "RemoteQueueManager", "connect"]

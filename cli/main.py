@@ -12,6 +12,7 @@ from sweepq.bench.crash import register_crash_command
 from .data import register as register_data_commands
 from .replay import pipeline_command as _pipeline
 from .replay import register as register_replay_commands
+from .serve import register as register_serve_commands
 
 DESCRIPTION = """\
 sweepq: an embedded tiered-storage message queue engine with IBM MQ semantics, whose slow
@@ -160,6 +161,10 @@ def _inspect(args: argparse.Namespace) -> int:
         )
         return 2
 
+    if args.server is not None:  # a running server's view: cli/serve.py
+        from .serve import inspect_server
+
+        return inspect_server(args)
     if args.path is None and args.data_dir is None:
         print(
             "sweepq inspect: error: the following arguments are required: path (or --data-dir DIR) "
@@ -308,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_replay_commands(sub)  # trace, replay, pipeline: cli/replay.py
     register_data_commands(sub, _number)  # define, put, get, browse: cli/data.py
+    register_serve_commands(sub, _number)  # serve, status: cli/serve.py
 
     i = sub.add_parser(
         "inspect",
@@ -320,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("path", nargs="?", help="the data directory (QueueManager.open(path)), or give --data-dir")
     i.add_argument("--data-dir", metavar="DIR", help="the data directory, as for define, put, get and browse")
     i.add_argument("--json", action="store_true", help="print as JSON")
+    i.add_argument("--server", metavar="URL", help="instead: a running server's queues and connections (sweepq status)")
     i.set_defaults(func=_inspect)
     register_crash_command(sub)  # crashtest: bench/crash.py
     return p

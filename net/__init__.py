@@ -8,7 +8,7 @@
 ``sweepq.client`` and ``sweepq.aio`` are the short import paths of the two clients.
 """
 
-from .client import ClientConnection, ClientHandle, connect
+from .client import ClientConnection, ClientHandle, RemoteQueueManager, connect
 from .server import Server
 
-__all__ = ["ClientConnection", "ClientHandle", "Server", "connect"]
+__all__ = ["ClientConnection", "ClientHandle", "RemoteQueueManager", "Server", "connect"]

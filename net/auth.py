@@ -53,3 +53,14 @@ def read_token(path: str) -> str | None:
 
 def matches(given: object, expected: str | None) -> bool:
     return expected is not None and isinstance(given, str) and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def beside_socket(url: str) -> tuple[str | None, str | None]:
+    """(token, admin token) from the files next to a ``unix://`` URL's socket, where a server
+    started by ``sweepq serve --data-dir`` keeps them; (None, None) for other URLs or when they
+    cannot be read (only the data directory's owner can). The command line uses this, so that
+    the owner of a data directory administers its server without typing a token."""
+    if not isinstance(url, str) or not url.startswith("unix://"):
+        return None, None
+    folder = os.path.dirname(url[len("unix://") :])
+    return read_token(os.path.join(folder, TOKEN_FILE)), read_token(os.path.join(folder, ADMIN_TOKEN_FILE))

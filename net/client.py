@@ -261,6 +261,54 @@ class ClientConnection:
         return self._call(P.STATUS, [])
 
 
+class RemoteQueueManager:
+    """A served queue manager seen from a client: the administration of
+    :class:`~sweepq.engine.api.QueueAdmin` over one connection, and :meth:`connect` for more
+    (what ``sweepq define / put / get / browse --server URL`` use in place of a queue manager).
+
+    Administration needs ``admin_token``; ``token`` is the server's token (TCP)."""
+
+    recovery = None  # nothing was opened here: a server's recovery is in its own log
+
+    def __init__(self, url: str, token: str | None = None, admin_token: str | None = None, **options):
+        self._url, self._token, self._options = url, token, options
+        self._admin = connect(url, token, admin_token=admin_token, **options)
+        self.name = self._admin.server.qm
+
+    def connect(self) -> ClientConnection:
+        return connect(self._url, self._token, **self._options)
+
+    def define_queue(self, name: str, **attributes) -> QueueInfo:
+        return self._admin.define_queue(name, **attributes)
+
+    def alter_queue(self, name: str, **attributes) -> QueueInfo:
+        return self._admin.alter_queue(name, **attributes)
+
+    def delete_queue(self, name: str, purge: bool = False) -> None:
+        self._admin.delete_queue(name, purge)
+
+    def inquire_queue(self, name: str) -> QueueInfo:
+        return self._admin.inquire_queue(name)
+
+    def queue_names(self) -> list[str]:
+        return self._admin.queue_names()
+
+    def define_model_queue(self, name: str, dynamic_q_name: str = "AMQ.*", **attributes) -> None:
+        self._admin.define_model_queue(name, dynamic_q_name, **attributes)
+
+    def status(self) -> dict:
+        return self._admin.status()
+
+    def close(self) -> None:
+        self._admin.disconnect()
+
+    def __enter__(self) -> RemoteQueueManager:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class ClientHandle:
     """An open queue on a served queue manager: the calls of :class:`sweepq.engine.Handle`."""
 

@@ -186,7 +186,7 @@ def md_from_wire(value: object) -> object:
 
 def info_to_wire(info: QueueInfo) -> list:
     out = [getattr(info, f) for f in _INFO_FIELDS]
-    out[1] = {f.name: int(v) if isinstance(v, int) else v for f in dataclasses.fields(info.attributes) for v in (getattr(info.attributes, f.name),)}
+    out[1] = {f.name: getattr(info.attributes, f.name) for f in dataclasses.fields(info.attributes)}
     return out
 
 

@@ -259,8 +259,10 @@ class Server:
                 Reason.MAX_CONNS_LIMIT_REACHED, f"the server holds {self.max_connections} connections, its limit"
             )
             with contextlib.suppress(OSError):
-                sock.settimeout(1.0)
+                sock.settimeout(0.05)  # bounded: this runs on the accepting thread
                 sock.sendall(P.error(err))
+                sock.shutdown(socket.SHUT_WR)
+                sock.recv(P.HELLO_MAX_FRAME)  # the client's hello, read so that closing sends no reset
         return False
 
     def run_session(self, sock: socket.socket, address, transport: str) -> None:

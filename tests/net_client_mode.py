@@ -55,9 +55,8 @@ IN_PROCESS_ONLY = {
 
 
 def pytest_generate_tests(metafunc):
-    if "transport" in metafunc.fixturenames:
-        wanted = metafunc.module.__name__.rpartition(".")[2] in MODULES
-        metafunc.parametrize("transport", ["in-process", "client"] if wanted else ["in-process"], indirect=True)
+    if "transport" in metafunc.fixturenames and metafunc.module.__name__.rpartition(".")[2] in MODULES:
+        metafunc.parametrize("transport", ["in-process", "client"], indirect=True)
 
 
 @pytest.fixture(autouse=True)
