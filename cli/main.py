@@ -8,6 +8,7 @@ import math
 import sys
 
 from sweepq.bench.crash import register_crash_command
+from sweepq.bench.crash_server import register_crash_server_command
 
 from .data import register as register_data_commands
 from .replay import pipeline_command as _pipeline
@@ -306,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--retrieval-depth", type=pos_int, default=100_000, help="queue depth a get by CorrelId searches (retrieval)"
     )
     b.add_argument("--browse-messages", type=pos_int, default=1_000_000, help="messages browsed (retrieval)")
+    b.add_argument("--clients-concurrent", type=pos_int, default=64, help="client connections at once (clients)")
+    b.add_argument("--clients-held", type=pos_int, default=1_000, help="idle connections held open (clients)")
     b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
     b.add_argument("--out", default=None, help="directory to write bench.json and bench.md to")
@@ -329,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--server", metavar="URL", help="instead: a running server's queues and connections (sweepq status)")
     i.set_defaults(func=_inspect)
     register_crash_command(sub)  # crashtest: bench/crash.py
+    register_crash_server_command(sub)  # crashtest-server: bench/crash_server.py
     return p
 
 

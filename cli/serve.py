@@ -67,14 +67,14 @@ def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        qm = QueueManager.open(path, sync=args.sync)
+        from sweepq.sweeper import SweepPolicy
+
+        qm = QueueManager.open(path, sync=args.sync, sweep_policy=SweepPolicy(interval=args.sweep_interval))
     except MQError as e:
         return _fail(prog, str(e))
     try:
         token = args.token or os.environ.get("SWEEPQ_TOKEN") or auth.token_file(os.path.join(path, auth.TOKEN_FILE))
-        admin_token = os.environ.get("SWEEPQ_ADMIN_TOKEN") or auth.token_file(
-            os.path.join(path, auth.ADMIN_TOKEN_FILE)
-        )
+        admin_token = os.environ.get("SWEEPQ_ADMIN_TOKEN") or auth.token_file(os.path.join(path, auth.ADMIN_TOKEN_FILE))
         for what in qm.recovery.damaged if qm.recovery else ():
             logging.getLogger("sweepq.net").warning("recovery: %s", what)
         server = qm.serve(
@@ -132,7 +132,9 @@ def render_status(st: dict) -> str:
     refused = f", {st['refused']} refused at the limit" if st["refused"] else ""
     lines.append(f"  {len(conns)} connection(s){refused}")
     if conns:
-        lines.append(f"  {'conn':>6} {'from':<22} {'pid':>7} {'handles':>7} {'uncommitted':>11} {'calls':>9}  state  client")
+        lines.append(
+            f"  {'conn':>6} {'from':<22} {'pid':>7} {'handles':>7} {'uncommitted':>11} {'calls':>9}  state  client"
+        )
     for c in conns:
         lines.append(
             f"  {'#' + str(c['id']):>6} {c['transport'] + ' ' + c['peer']:<22} {c['pid']:>7} {c['handles']:>7} "
@@ -188,6 +190,12 @@ def register(sub: argparse._SubParsersAction, number: Callable) -> None:
     s.add_argument("--tls-key", metavar="FILE", help="TLS on the TCP port: its private key (PEM)")
     s.add_argument("--metrics", metavar="HOST:PORT", help="Prometheus text metrics over HTTP at /metrics")
     s.add_argument("--sync", choices=("commit", "os", "none"), default="commit", help="the queue manager's sync option")
+    s.add_argument(
+        "--sweep-interval",
+        type=number(float, 0, 3600, low_open=True, hint="pass seconds, e.g. 5"),
+        default=5.0,
+        help="the sweeper's interval in seconds",
+    )
     s.add_argument(
         "--max-connections",
         type=number(int, 1, 1_000_000, hint="pass a number of connections"),

@@ -11,11 +11,14 @@ Not thread-safe: one reader and one writer at a time (the session or client hold
 
 from __future__ import annotations
 
+import contextlib
 import socket
 
 from .protocol import HEADER, HEADER_LEN, VERSION, ProtocolError
 
-_BUFFER = 256 * 1024
+CLIENT_BUFFER = 256 * 1024  # a client reads batches of messages
+SERVER_BUFFER = 16 * 1024  # a server holds one per connection, most of them idle: larger frames
+# are read into a buffer of their own (read_big)
 
 
 class Closed(Exception):
@@ -23,11 +26,13 @@ class Closed(Exception):
 
 
 class FrameSocket:
-    def __init__(self, sock: socket.socket, max_frame: int, partial_timeout: float | None = 30.0):
+    def __init__(
+        self, sock: socket.socket, max_frame: int, partial_timeout: float | None = 30.0, buffer: int = CLIENT_BUFFER
+    ):
         self.sock = sock
         self.max_frame = max_frame
         self.partial_timeout = partial_timeout
-        self._buf = bytearray(_BUFFER)
+        self._buf = bytearray(buffer)
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
@@ -117,8 +122,6 @@ class FrameSocket:
         self.sock.sendall(data)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.sock.close()

@@ -48,7 +48,9 @@ class _Collector:
         yield CounterMetricFamily(
             "sweepq_connections_refused", "connections refused at the limit", value=status["refused"]
         )
-        u = GaugeMetricFamily("sweepq_uncommitted", "operations in each connection's unit of work", labels=["connection"])
+        u = GaugeMetricFamily(
+            "sweepq_uncommitted", "operations in each connection's unit of work", labels=["connection"]
+        )
         for c in status["connections"]:
             u.add_metric([str(c["id"])], c["uncommitted"])
         yield u

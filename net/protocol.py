@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import msgpack
 
-from sweepq.engine import MD, CC, MQError, QueueAttributes, QueueInfo, Reason
+from sweepq.engine import CC, MD, MQError, QueueAttributes, QueueInfo, Reason
 
 VERSION = 1
 HEADER = struct.Struct(">IBB")  # body length, protocol version, op
@@ -173,7 +173,9 @@ def raise_error(body: object) -> None:
         reason, cc, text, msg_ids = body  # type: ignore[misc]
         err = MQError(int(reason), str(text), CC(int(cc)), [bytes(m) for m in msg_ids])
     except (TypeError, ValueError):
-        raise MQError(Reason.CONNECTION_BROKEN, f"the server sent an error reply that is not one: {body!r:.80}")
+        raise MQError(
+            Reason.CONNECTION_BROKEN, f"the server sent an error reply that is not one: {body!r:.80}"
+        ) from None
     raise err
 
 

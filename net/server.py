@@ -7,7 +7,7 @@ may block by design (a WAIT, a commit that waits for its fsync under ``sync="com
 get that reads a blob back), and the engine's group commit gathers concurrent committers;
 on a thread of its own each client's call blocks only that client, with no hop to an
 executor on the hot path. An idle connection costs its thread's stack (mostly untouched
-virtual memory) and a 256 KiB read buffer (figures: docs/clients.md).
+virtual memory) and a 16 KiB read buffer (figures: docs/clients.md).
 
 Listeners: a Unix socket (created 0600; its permissions are the access control) and, when
 asked, TCP (127.0.0.1 unless a host is named; the token required; TLS with an
@@ -35,7 +35,7 @@ from sweepq.engine import MQError, QueueManager, Reason
 
 from . import auth
 from . import protocol as P
-from .frames import FrameSocket
+from .frames import SERVER_BUFFER, FrameSocket
 from .session import Session
 
 DEFAULT_MAX_CONNECTIONS = 4096
@@ -179,9 +179,13 @@ class Server:
                 self._listeners.append(_Listener(self, sock, "tls" if self.tls else "tcp"))
         except OSError as e:
             self.close()
-            raise MQError(Reason.RESOURCE_PROBLEM, f"cannot listen: {e.strerror or e} ({e.filename or self.tcp})") from e
+            raise MQError(
+                Reason.RESOURCE_PROBLEM, f"cannot listen: {e.strerror or e} ({e.filename or self.tcp})"
+            ) from e
         for lst in self._listeners:
-            t = threading.Thread(target=lst.serve_forever, args=(0.05,), name=f"sweepq-listen-{lst.transport}", daemon=True)
+            t = threading.Thread(
+                target=lst.serve_forever, args=(0.05,), name=f"sweepq-listen-{lst.transport}", daemon=True
+            )
             t.start()
             self._threads.append(t)
         if self.metrics_address is not None:
@@ -279,7 +283,13 @@ class Server:
             with self._lock:
                 self._admitted -= 1
             return
-        session = Session(self, FrameSocket(sock, P.HELLO_MAX_FRAME, self.partial_timeout), next(self._ids), peer, transport)
+        session = Session(
+            self,
+            FrameSocket(sock, P.HELLO_MAX_FRAME, self.partial_timeout, SERVER_BUFFER),
+            next(self._ids),
+            peer,
+            transport,
+        )
         threading.current_thread().name = f"sweepq-session-{session.id}"
         with self._lock:
             self._sessions[session.id] = session

@@ -16,7 +16,7 @@ holds anything another client needs.
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import math
 import select
 import threading
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .server import Server
 
 _WAIT = int(GMO.WAIT)
+_STATE = {op: name.lower() for op, name in P.OP_NAMES.items()}  # what `sweepq status` shows
 _NO_MSG = Reason.NO_MSG_AVAILABLE
 
 
@@ -180,7 +181,7 @@ class Session:
             if type(args) is not list or len(args) != entry[0]:
                 raise P.ProtocolError(f"op {P.OP_NAMES.get(op, op)} takes a list of {entry[0]} arguments")
             self.calls += 1
-            self.state = P.OP_NAMES[op].lower()
+            self.state = _STATE[op]
             try:
                 if op in P.ADMIN_OPS and not self.admin:
                     raise MQError(
@@ -209,10 +210,8 @@ class Session:
         if conn is None:
             return
         self.backed_out = conn.uncommitted
-        try:
+        with contextlib.suppress(MQError):  # the queue manager is closing: it backs out what is left
             conn.disconnect()
-        except MQError:
-            pass  # the queue manager is closing: it backs out what is left
 
     def _end(self, why: str) -> None:
         self._release()
@@ -334,8 +333,11 @@ class Session:
 def _waits(options, wait_interval) -> bool:
     """A get that waits in slices: WAIT with a valid interval other than 0 (anything else goes
     to the engine as it came, which then answers as it does in process)."""
-    return type(options) is int and options & _WAIT and type(wait_interval) is int and (
-        wait_interval > 0 or wait_interval == -1
+    return (
+        type(options) is int
+        and options & _WAIT
+        and type(wait_interval) is int
+        and (wait_interval > 0 or wait_interval == -1)
     )
 
 

@@ -48,7 +48,8 @@ IN_PROCESS_ONLY = {
     "test_match_options_without_selector_are_unchanged": "reads Handle._match",
     "test_a_selector_that_is_always_true_keeps_the_plain_get": "reads Handle._match",
     "test_browse_of_a_swept_queue_reads_blobs_into_a_bounded_cache": "reads Handle._cursor",
-    "test_records_without_properties_are_unchanged": "reads the whole record a put made (a client's result holds its header)",
+    "test_records_without_properties_are_unchanged": "reads the whole record a put made (a client's put result "
+    "holds the record's header)",
     "test_four_producers_four_consumers_exactly_once_and_ordered": "200,000 messages; its client form is "
     "tests/test_net_proof.py (processes through one server)",
 }

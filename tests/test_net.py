@@ -15,15 +15,15 @@ import threading
 import time
 
 import pytest
+from net_env import ServeProcess, served, short_dir
 
 from sweepq.engine import GMO, MD, OO, PMO, MQError, Persistence, QueueManager, Reason
 from sweepq.engine.api import QueueAdmin, QueueConnection, QueueHandle
-from sweepq.net import RemoteQueueManager, Server
+from sweepq.net import RemoteQueueManager, Server, auth
 from sweepq.net import client as net_client
 from sweepq.net import protocol as P
 
 from helpers import IO, drain
-from net_env import ServeProcess, served, short_dir
 
 
 def reason_of(fn) -> int:
@@ -68,7 +68,7 @@ def test_the_in_process_and_the_client_connection_satisfy_one_protocol():
 
 
 def test_results_are_the_engine_s_own_and_read_the_same_on_both_sides():
-    with served() as (qm, server), net_client.connect(server.url) as conn:
+    with served() as (_qm, server), net_client.connect(server.url) as conn:
         h = conn.open("Q", IO | OO.BROWSE)
         md = MD(priority=7, correl_id=b"C1", properties={"k": 1, "s": "x"}, reply_to_q="R", expiry=600)
         r = h.put(b"data", md)
@@ -103,7 +103,7 @@ def test_wrong_types_give_the_in_process_reasons(tmp_path):
 
 
 def test_put_many_and_get_many_are_one_round_trip_each():
-    with served() as (qm, server), net_client.connect(server.url) as conn:
+    with served() as (_qm, server), net_client.connect(server.url) as conn:
         h = conn.open("Q", IO)
         calls = conn.status()["connections"][0]["calls"]
         h.put_many([b"%d" % i for i in range(100)], None, PMO.SYNCPOINT)
@@ -173,7 +173,7 @@ def test_a_browse_lock_belongs_to_the_server_handle_and_a_broken_connection_rele
 def test_a_dead_server_is_2009_on_the_next_call_and_reconnect_reports_a_lost_unit_of_work():
     data = os.path.join(short_dir(), "d")
     with ServeProcess(data) as srv:
-        with RemoteQueueManager(srv.url, admin_token=open(os.path.join(data, "sweepq.admin-token")).read().strip()) as r:
+        with RemoteQueueManager(srv.url, admin_token=auth.read_token(os.path.join(data, auth.ADMIN_TOKEN_FILE))) as r:
             r.define_queue("P", default_persistence=Persistence.PERSISTENT)
         plain = net_client.connect(srv.url)
         conn = net_client.connect(srv.url, reconnect=True)
@@ -181,7 +181,7 @@ def test_a_dead_server_is_2009_on_the_next_call_and_reconnect_reports_a_lost_uni
         h.put(b"committed")
         h.put(b"uncommitted", None, PMO.SYNCPOINT)
         srv.kill()
-        for c, call in ((plain, lambda: plain.open("P", IO)), (conn, lambda: h.put(b"x"))):
+        for call in (lambda: plain.open("P", IO), lambda: h.put(b"x")):
             with pytest.raises(MQError) as e:
                 call()
             assert e.value.reason == Reason.CONNECTION_BROKEN and "broke" in e.value.text
@@ -227,7 +227,7 @@ def test_a_client_killed_mid_unit_of_work_its_gets_come_back_its_puts_never_appe
 
 
 def test_the_unix_socket_is_0600():
-    with served() as (qm, server):
+    with served() as (_qm, server):
         assert stat.S_IMODE(os.stat(server.unix_path).st_mode) == 0o600
 
 
@@ -254,7 +254,7 @@ def test_tls_with_a_throwaway_certificate():
     cert.configure_cert(server_ctx)
     client_ctx = ssl.create_default_context()
     ca.configure_trust(client_ctx)
-    with served(tcp=":0", token="t", tls=server_ctx) as (qm, server):
+    with served(tcp=":0", token="t", tls=server_ctx) as (_qm, server):
         url = f"tls://127.0.0.1:{server.tcp[1]}"
         assert url in server.urls
         with net_client.connect(url, "t", tls=client_ctx) as conn:
@@ -265,7 +265,7 @@ def test_tls_with_a_throwaway_certificate():
 
 
 def test_administration_needs_its_own_token():
-    with served(admin_token="adm") as (qm, server):
+    with served(admin_token="adm") as (_qm, server):
         with net_client.connect(server.url) as app:
             assert reason_of(lambda: app.define_queue("NEW")) == Reason.NOT_AUTHORIZED
             assert reason_of(lambda: app.delete_queue("Q")) == Reason.NOT_AUTHORIZED
@@ -276,7 +276,7 @@ def test_administration_needs_its_own_token():
             admin.alter_queue("NEW", inhibit_put=True)
             admin.delete_queue("NEW")
             assert "NEW" not in admin.queue_names()
-    with served() as (qm, server):  # no admin token configured: none is accepted
+    with served() as (_qm, server):  # no admin token configured: none is accepted
         assert reason_of(lambda: net_client.connect(server.url, admin_token="any")) == Reason.NOT_AUTHORIZED
 
 
@@ -317,7 +317,7 @@ def test_hostile_frames_close_that_connection_only_and_nothing_queued_is_lost():
 
 
 def test_a_thousand_connections_opened_and_dropped():
-    with served() as (qm, server):
+    with served() as (_qm, server):
         good = net_client.connect(server.url)
         gh = good.open("Q", IO)
         socks = [raw(server.url) for _ in range(1000)]
@@ -333,7 +333,7 @@ def test_a_thousand_connections_opened_and_dropped():
 
 
 def test_limits_on_connections_and_handles():
-    with served(max_connections=2, max_handles=2) as (qm, server):
+    with served(max_connections=2, max_handles=2) as (_qm, server):
         a, b = net_client.connect(server.url), net_client.connect(server.url)
         assert reason_of(lambda: net_client.connect(server.url)) == Reason.MAX_CONNS_LIMIT_REACHED
         a.open("Q", IO)
@@ -429,7 +429,12 @@ def test_reply_to_fields_in_the_descriptor_and_in_selectors():
             h.put(b"request", MD(reply_to_q="AMQ.1", reply_to_q_mgr="QM9", properties={"p": 1}))
             sel = c.open("Q", OO.INPUT_SHARED, selector="Root.MQMD.ReplyToQ = 'AMQ.1'")
             m = sel.get()
-            assert (m.data, m.md.reply_to_q, m.md.reply_to_q_mgr, m.md.properties) == (b"request", "AMQ.1", "QM9", {"p": 1})
+            assert (m.data, m.md.reply_to_q, m.md.reply_to_q_mgr, m.md.properties) == (
+                b"request",
+                "AMQ.1",
+                "QM9",
+                {"p": 1},
+            )
             plain = h.get()
             assert (plain.md.reply_to_q, plain.md.reply_to_q_mgr) == ("", "")
             for bad in (MD(reply_to_q="X" * 49), MD(reply_to_q=5), MD(reply_to_q_mgr="é")):
@@ -449,7 +454,7 @@ def test_temporary_dynamic_queues_hold_nothing_durable(tmp_path):
 
 
 def test_status_lists_queues_and_connections_with_their_units_of_work():
-    with served() as (qm, server), net_client.connect(server.url, client="status test") as conn:
+    with served() as (_qm, server), net_client.connect(server.url, client="status test") as conn:
         h = conn.open("Q", IO)
         h.put_many([b"a", b"b", b"c"], None, PMO.SYNCPOINT)
         st = conn.status()
@@ -466,7 +471,7 @@ def test_status_lists_queues_and_connections_with_their_units_of_work():
 def test_prometheus_metrics_on_an_http_port():
     from urllib.request import urlopen
 
-    with served(metrics=":0") as (qm, server), net_client.connect(server.url) as conn:
+    with served(metrics=":0") as (_qm, server), net_client.connect(server.url) as conn:
         conn.open("Q", IO).put_many([b"a", b"b"])
         text = urlopen(server.metrics_url, timeout=10).read().decode()
         assert 'sweepq_queue_depth{queue="Q"} 2.0' in text
