@@ -55,13 +55,8 @@ class AsyncConnection:
     """A connection to a served queue manager, for asyncio (see the module docstring)."""
 
     def __init__(self, url, token, admin_token, reconnect, tls, cafile, client, timeout):
-        self.address = C.Address.parse(url)
-        self._token = token
-        self._admin_token = admin_token
-        self._reconnect = bool(reconnect)
-        self._tls = C.tls_context(self.address, tls, cafile)
-        self._client = client
-        self._timeout = timeout
+        self.endpoint = C.Endpoint.of(url, token, admin_token, reconnect, tls, cafile, client, timeout)
+        self.address = self.endpoint.address
         self._lock = asyncio.Lock()
         self._handles: set[AsyncHandle] = set()
         self._uow = C.UnitOfWork()
@@ -80,12 +75,12 @@ class AsyncConnection:
             if a.scheme == "unix":
                 opening = asyncio.open_unix_connection(a.path)
             else:
-                opening = asyncio.open_connection(a.host, a.port, ssl=self._tls)
-            reader, writer = await asyncio.wait_for(opening, self._timeout)
+                opening = asyncio.open_connection(a.host, a.port, ssl=self.endpoint.tls)
+            reader, writer = await asyncio.wait_for(opening, self.endpoint.timeout)
         except (OSError, ssl.SSLError, TimeoutError) as e:
             raise C.connect_error(a, e) from None
         self._reader, self._writer = reader, writer
-        writer.write(C.hello(self._token, self._admin_token, self._client, cancel=True))
+        writer.write(self.endpoint.hello(cancel=True))
         try:
             op, value = await self._read(P.HELLO_MAX_FRAME)
         except MQError:
@@ -116,7 +111,7 @@ class AsyncConnection:
         self._drop()
         self._why = str(why) or type(why).__name__
         self._uow.broke()
-        return C.broken(self.address, self._why, self._reconnect)
+        return C.broken(self.address, self._why, self.endpoint.reconnect)
 
     async def _call(self, op: int, args: list, cancellable: bool = False):
         async with self._lock:
@@ -159,7 +154,7 @@ class AsyncConnection:
     async def _revive(self) -> None:
         if self._closed:
             raise C.disconnected()
-        if not self._reconnect:
+        if not self.endpoint.reconnect:
             raise C.broken(self.address, self._why, False)
         await self._connect()
         for h in list(self._handles):

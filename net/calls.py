@@ -61,10 +61,27 @@ def tls_context(address: Address, tls: ssl.SSLContext | None, cafile: str | None
     return tls if tls is not None else ssl.create_default_context(cafile=cafile)
 
 
-def hello(token: str | None, admin_token: str | None, client: str | None, cancel: bool) -> bytes:
-    """The handshake frame: the tokens, who this is, and whether it may cancel a waiting get."""
-    args = {"token": token, "admin_token": admin_token, "pid": os.getpid(), "client": client or "", "cancel": cancel}
-    return P.request(P.HELLO, args)
+@dataclass(frozen=True)
+class Endpoint:
+    """What a client's ``connect`` was given: where, with which tokens, how (both clients)."""
+
+    address: Address
+    token: str | None
+    admin_token: str | None
+    reconnect: bool
+    tls: ssl.SSLContext | None
+    client: str | None
+    timeout: float
+
+    @classmethod
+    def of(cls, url, token, admin_token, reconnect, tls, cafile, client, timeout) -> Endpoint:
+        address = Address.parse(url)
+        return cls(address, token, admin_token, bool(reconnect), tls_context(address, tls, cafile), client, timeout)
+
+    def hello(self, cancel: bool) -> bytes:
+        """The handshake frame: the tokens, who this is, and whether it may cancel a waiting get."""
+        args = {"token": self.token, "admin_token": self.admin_token, "pid": os.getpid(), "cancel": cancel}
+        return P.request(P.HELLO, {**args, "client": self.client or ""})
 
 
 @dataclass

@@ -64,13 +64,8 @@ class ClientConnection:
     """A connection to a served queue manager (see the module docstring)."""
 
     def __init__(self, url, token, admin_token, reconnect, tls, cafile, client, timeout):
-        self.address = C.Address.parse(url)
-        self._token = token
-        self._admin_token = admin_token
-        self._reconnect = bool(reconnect)
-        self._tls = C.tls_context(self.address, tls, cafile)
-        self._client = client
-        self._timeout = timeout
+        self.endpoint = C.Endpoint.of(url, token, admin_token, reconnect, tls, cafile, client, timeout)
+        self.address = self.endpoint.address
         self._lock = threading.Lock()
         self._handles: set[ClientHandle] = set()
         self._uow = C.UnitOfWork()
@@ -86,19 +81,19 @@ class ClientConnection:
         try:
             if a.scheme == "unix":
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                sock.settimeout(self._timeout)
+                sock.settimeout(self.endpoint.timeout)
                 sock.connect(a.path)
             else:
-                sock = socket.create_connection((a.host, a.port), self._timeout)
+                sock = socket.create_connection((a.host, a.port), self.endpoint.timeout)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-                if self._tls is not None:
-                    sock = self._tls.wrap_socket(sock, server_hostname=a.host)
+                if self.endpoint.tls is not None:
+                    sock = self.endpoint.tls.wrap_socket(sock, server_hostname=a.host)
         except (OSError, ssl.SSLError) as e:
             raise C.connect_error(a, e) from None
         fs = FrameSocket(sock, P.HELLO_MAX_FRAME, None)
         try:
-            fs.send(C.hello(self._token, self._admin_token, self._client, cancel=False))
+            fs.send(self.endpoint.hello(cancel=False))
             op, body = fs.read()
             value = P.unpack(body)
         except (OSError, Closed, P.ProtocolError) as e:
@@ -150,14 +145,14 @@ class ClientConnection:
             self._fs = None
         self._why = str(why)
         self._uow.broke()
-        return C.broken(self.address, why, self._reconnect)
+        return C.broken(self.address, why, self.endpoint.reconnect)
 
     def _revive(self) -> FrameSocket:
         """The next call after a break: 2009 again, or (reconnect=True) a new connection with
         every handle reopened."""
         if self._closed:
             raise C.disconnected()
-        if not self._reconnect:
+        if not self.endpoint.reconnect:
             raise C.broken(self.address, self._why, False)
         self._fs = self._connect()
         for h in list(self._handles):
