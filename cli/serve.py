@@ -63,6 +63,10 @@ def _serve(args: argparse.Namespace) -> int:
         tls = _tls_context(args.tls_cert, args.tls_key)
     except OSError as e:
         return _fail(prog, f"cannot load the TLS certificate: {e.strerror or e}", 2)
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # a socket per connection: allow them all
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -156,7 +160,10 @@ def _status(args: argparse.Namespace) -> int:
             st = remote.status()
     except MQError as e:
         return _fail(prog, str(e))
-    print(json.dumps(st, indent=2) if args.json else render_status(st))
+    try:
+        print(json.dumps(st, indent=2) if args.json else render_status(st), flush=True)
+    except BrokenPipeError:  # `sweepq status | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -476,3 +476,17 @@ def test_prometheus_metrics_on_an_http_port():
         text = urlopen(server.metrics_url, timeout=10).read().decode()
         assert 'sweepq_queue_depth{queue="Q"} 2.0' in text
         assert "sweepq_connections 1.0" in text and "sweepq_store_memory_bytes" in text
+
+
+def test_net_sits_between_the_engine_and_the_command_line():
+    """net/ reaches down only (engine, sweeper), and the engine names net/ in one place: the
+    lazy import of QueueManager.serve (docs/design.md layers)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    up = re.compile(r"^\s*(from|import)\s+(sweepq\.(bench|pipeline|cli)|pyspark|rocksdict|zstandard)", re.M)
+    assert [p.name for p in (root / "net").rglob("*.py") if up.search(p.read_text())] == []
+    to_net = re.compile(r"^\s*(from|import)\s+sweepq\.net", re.M)
+    users = {str(p.relative_to(root)) for p in (root / "engine").rglob("*.py") if to_net.search(p.read_text())}
+    assert users == {"engine/manager.py"}
