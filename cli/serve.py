@@ -65,7 +65,7 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(prog, f"cannot load the TLS certificate: {e.strerror or e}", 2)
     import resource
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # a socket per connection: allow them all
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
