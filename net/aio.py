@@ -158,7 +158,11 @@ class AsyncConnection:
             raise C.broken(self.address, self._why, False)
         await self._connect()
         for h in list(self._handles):
-            await h._reopen(self._exchange)
+            try:
+                await h._reopen(self._exchange)
+            except MQError:  # its queue is gone (a temporary queue opened by name): the handle is closed
+                h._closed = True
+                self._handles.discard(h)
 
     async def _run(self, op: int, args: list, syncpoint: bool, decode, ident):
         """A handle's call (net/calls.py): the unit-of-work rules, the round trip, the result."""

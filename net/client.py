@@ -156,7 +156,11 @@ class ClientConnection:
             raise C.broken(self.address, self._why, False)
         self._fs = self._connect()
         for h in list(self._handles):
-            h._reopen(self._exchange)
+            try:
+                h._reopen(self._exchange)
+            except MQError:  # its queue is gone (a temporary queue opened by name): the handle is closed
+                h._closed = True
+                self._handles.discard(h)
         return self._fs
 
     # -- objects and units of work ------------------------------------------------------------
