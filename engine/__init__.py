@@ -11,7 +11,7 @@ with QueueManager() as qm:
         print(reds.get().data)
 """
 
-from .connection import Batch, Connection, Handle
+from .connection import Batch, Connection
 from .constants import (
     CC,
     CORRELID_NONE,
@@ -32,6 +32,7 @@ from .constants import (
     Usage,
 )
 from .errors import MQError
+from .handle import Handle
 from .manager import QueueManager
 from .message import Message, PutResult
 from .queue import QueueAttributes, QueueInfo

@@ -37,26 +37,23 @@ except :func:`_read`, which reads a blob without it.
 from __future__ import annotations
 
 import struct
-import threading
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from sweepq.blobstore import BlobCorruptError, StoreError
-
-from . import checks, record
+from . import getpath, record
 from .constants import CC, GMO, Reason
 from .errors import MQError
 from .lane import _SENTINELS, AVAILABLE_BELOW, GOTTEN, LANE_MASK, LOCKED, N_LANES, REMOVED
 from .matching import Match, match_for_get
 from .message import Message
-from .queue import BROWSER, LOCK_BROWSER, LocalQueue, Waiter
+from .queue import BROWSER, LOCK_BROWSER, LocalQueue
 from .swept import LIVE as POS_LIVE
 from .swept import LOCKED as POS_LOCKED
 from .swept import SweptBlob, SweptHit
 from .tiering import Need
 
 if TYPE_CHECKING:
-    from .connection import Handle
+    from .handle import HandleState
 
 BEFORE_FIRST = N_LANES  # a cursor lane that sorts before every message
 CACHE_BLOBS = 2  # decoded blobs a cursor keeps for itself
@@ -67,11 +64,8 @@ _UNDER = int(GMO.MSG_UNDER_CURSOR)
 _LOCK = int(GMO.LOCK)
 _UNLOCK = int(GMO.UNLOCK)
 _WAIT = int(GMO.WAIT)
-_SYNC = int(GMO.SYNCPOINT)
-_SYNC_IF_PERSISTENT = int(GMO.SYNCPOINT_IF_PERSISTENT)
-_ACCEPT_TRUNCATED = int(GMO.ACCEPT_TRUNCATED_MSG)
 _MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
-_UNSET = object()
+_TRUNCATED_FAILED = int(Reason.TRUNCATED_MSG_FAILED)
 _SEQ = struct.Struct("<Q").unpack_from  # a record's seq: _SEQ(rec, OFF_SEQ)[0], no Python frame
 
 
@@ -145,7 +139,7 @@ class Cursor:
         self.blob_k = -1  # its index in the chain when it was last seen
         self.blob_pos = -1  # the position in it of the last message found there
 
-    def _forget_lock(self) -> None:
+    def forget_lock(self) -> None:
         self.lk_seq = self.lk_lane = self.lk_slot = -1
         self.lk_hit = None
 
@@ -168,7 +162,7 @@ class Cursor:
 # -- the walk (mutex held) -------------------------------------------------------------------
 
 
-def _scan(q: LocalQueue, i: int, after: int, m: Match | None, lk_seq: int) -> tuple[int, int]:
+def scan_locked(q: LocalQueue, i: int, after: int, m: Match | None, lk_seq: int) -> tuple[int, int]:
     """Walk one list from slot ``i``: the first slot with seq > ``after`` that this handle
     sees and ``m`` accepts, and the sentinel where the walk ended (-1 if it found one)."""
     ls = q.lanes
@@ -201,7 +195,7 @@ def _first_after(records: list[bytes], after: int) -> int:
     return lo
 
 
-def _in_chain(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> SweptHit | Need | None:
+def in_chain_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> SweptHit | Need | None:
     """The first message of the lane's chain after ``after`` that this handle sees, found in
     place (nothing is unswept); a :class:`Need` when a blob must be read first."""
     chain = lane.chain
@@ -261,7 +255,7 @@ def _in_chain(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> 
     return None
 
 
-def _in_lane(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> int | SweptHit | Need | None:
+def in_lane_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> int | SweptHit | Need | None:
     """The first message of ``lane`` with seq > ``after`` (-1: from the start) that this
     handle sees and ``m`` accepts: front list, then the chain (in place), then rear list."""
     ls = q.lanes
@@ -280,47 +274,46 @@ def _in_lane(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> i
             i = nxt[front] if last != front and _seq_of(recs[last]) > after else front
     else:
         i = nxt[front]
-    slot, end = _scan(q, i, after, m, cur.lk_seq)
+    slot, end = scan_locked(q, i, after, m, cur.lk_seq)
     if slot >= 0:
         return slot
     if end != front:
         return None  # the walk began in the rear list: the lane is done
     if lane.chain:
-        hit = _in_chain(q, cur, lane, after, m)
+        hit = in_chain_locked(q, cur, lane, after, m)
         if hit is not None:
             return hit
     last = prv[rear]
     if last == rear or _seq_of(recs[last]) <= after:
         return None
-    slot, _ = _scan(q, nxt[rear], after, m, cur.lk_seq)
+    slot, _ = scan_locked(q, nxt[rear], after, m, cur.lk_seq)
     return slot if slot >= 0 else None
 
 
-def _found(q: LocalQueue, ref) -> Found:
+def found_locked(q: LocalQueue, ref) -> Found:
+    """(ref, record, lane index) of a message a finder returned."""
     if type(ref) is int:
         return ref, q.lanes.recs[ref], q.lanes.st[ref] & LANE_MASK
     return ref, ref.rec, ref.lane.priority
 
 
-def _next(q: LocalQueue, cur: Cursor, after_lane: int, after_seq: int, m: Match | None) -> Found | Need | None:
+def next_locked(q: LocalQueue, cur: Cursor, after_lane: int, after_seq: int, m: Match | None):
     """The first message strictly after (``after_lane``, ``after_seq``) in get order that
-    this handle sees and ``m`` accepts."""
-    ls = q.lanes
-    lanes = ls.lanes
+    this handle sees and ``m`` accepts: a slot, a hit in a blob, a :class:`Need`, or None."""
+    lanes = q.lanes.lanes
     for p in range(min(after_lane, N_LANES - 1), -1, -1):
         lane = lanes[p]
         if not lane.mem and not lane.chain:
             continue
-        ref = _in_lane(q, cur, lane, after_seq if p == after_lane else -1, m)
+        ref = in_lane_locked(q, cur, lane, after_seq if p == after_lane else -1, m)
         if ref is not None:
-            if type(ref) is int:
-                return ref, ls.recs[ref], p
-            return ref if type(ref) is Need else (ref, ref.rec, p)
+            return ref
     return None
 
 
-def _at(q: LocalQueue, cur: Cursor) -> Found | Need | None:
-    """The message under the cursor if this handle can still see it, else None."""
+def at_locked(q: LocalQueue, cur: Cursor):
+    """The message under the cursor if this handle can still see it (a slot, a hit in a
+    blob), a :class:`Need` to read its blob first, or None."""
     if not cur.on_msg:
         return None
     ls = q.lanes
@@ -330,19 +323,18 @@ def _at(q: LocalQueue, cur: Cursor) -> Found | Need | None:
         if rec is not None and _seq_of(rec) == cur.seq:
             s = ls.st[h]
             if s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and cur.lk_seq == cur.seq):
-                return h, rec, s & LANE_MASK
+                return h
             return None
-    ref = _in_lane(q, cur, ls.lanes[cur.lane], cur.seq - 1, None)
+    ref = in_lane_locked(q, cur, ls.lanes[cur.lane], cur.seq - 1, None)
     if ref is None or type(ref) is Need:
         return ref
-    found = _found(q, ref)
-    return found if _seq_of(found[1]) == cur.seq else None
+    return ref if _seq_of(found_locked(q, ref)[1]) == cur.seq else None
 
 
 # -- locks (mutex held) ------------------------------------------------------------------------
 
 
-def _resolve_lock(q: LocalQueue, cur: Cursor) -> int | SweptHit | None:
+def resolve_lock_locked(q: LocalQueue, cur: Cursor) -> int | SweptHit | None:
     """Where this handle's locked message is now (a slot or a hit); a lock whose message
     left the queue meanwhile (expired, purged, its blob damaged) is forgotten."""
     if cur.lk_seq < 0:
@@ -354,11 +346,11 @@ def _resolve_lock(q: LocalQueue, cur: Cursor) -> int | SweptHit | None:
             slot = blob.moved.pop(hit.pos, None) if blob.moved else None
             cur.lk_hit = None
             if slot is None:
-                cur._forget_lock()
+                cur.forget_lock()
                 return None
             cur.lk_slot = slot
         elif blob.damaged or blob.flags.item(hit.pos) != POS_LOCKED:
-            cur._forget_lock()
+            cur.forget_lock()
             return None
         else:
             return hit
@@ -366,12 +358,12 @@ def _resolve_lock(q: LocalQueue, cur: Cursor) -> int | SweptHit | None:
     ls = q.lanes
     rec = ls.recs[slot] if 0 <= slot < len(ls.recs) else None
     if rec is None or _seq_of(rec) != cur.lk_seq or ls.st[slot] & (LOCKED | GOTTEN) != LOCKED:
-        cur._forget_lock()
+        cur.forget_lock()
         return None
     return slot
 
 
-def _clear_lock_flag(q: LocalQueue, ref: int | SweptHit) -> bytes:
+def clear_lock_flag_locked(q: LocalQueue, ref: int | SweptHit) -> bytes:
     if type(ref) is int:
         q.lanes.clear_flags(ref, LOCKED)
         return q.lanes.recs[ref]
@@ -379,26 +371,26 @@ def _clear_lock_flag(q: LocalQueue, ref: int | SweptHit) -> bytes:
     return ref.rec
 
 
-def _unlock(q: LocalQueue, cur: Cursor) -> bool:
+def unlock_locked(q: LocalQueue, cur: Cursor) -> bool:
     """Release this handle's lock; say whether there was one. The message becomes
     available where it stands, so waiters are told."""
-    ref = _resolve_lock(q, cur)
+    ref = resolve_lock_locked(q, cur)
     if ref is None:
         return False
-    rec = _clear_lock_flag(q, ref)
-    cur._forget_lock()
+    rec = clear_lock_flag_locked(q, ref)
+    cur.forget_lock()
     if q.waiters:
-        q._wake_for(rec)
+        q.wake_for_locked(rec)
     return True
 
 
-def _lock(q: LocalQueue, cur: Cursor, found: Found) -> None:
+def lock_locked(q: LocalQueue, cur: Cursor, ref) -> None:
     """Lock a message this handle just browsed (it is available, or already ours)."""
-    ref, rec, lane_i = found
+    ref, rec, lane_i = found_locked(q, ref)
     seq = _seq_of(rec)
     if cur.lk_seq == seq:
         return
-    _unlock(q, cur)
+    unlock_locked(q, cur)
     if type(ref) is int:
         q.lanes.set_flags(ref, LOCKED)
         cur.lk_slot = ref
@@ -410,19 +402,19 @@ def _lock(q: LocalQueue, cur: Cursor, found: Found) -> None:
     cur.lk_lane = lane_i
 
 
-def release(q: LocalQueue, cur: Cursor | None) -> None:
+def release_locked(q: LocalQueue, cur: Cursor | None) -> None:
     """MQCLOSE: the handle's lock goes (mutex held by the caller)."""
     if cur is not None:
-        _unlock(q, cur)
+        unlock_locked(q, cur)
 
 
-def prefer_lock(q: LocalQueue, cur: Cursor, m: Match | None, ref):
+def prefer_lock_locked(q: LocalQueue, cur: Cursor, m: Match | None, ref):
     """A plain get by the handle that holds a lock (mutex held): its locked message is
-    invisible to :meth:`LocalQueue._find`, but not to its own handle. If it comes first in
+    invisible to :meth:`LocalQueue.find_locked`, but not to its own handle. If it comes first in
     get order (and ``m`` accepts it), it is the one the get takes. The flag stays: a removal
-    (REMOVED) or a get under syncpoint (GOTTEN) ends the lock (§5.4 e; :func:`_resolve_lock`
+    (REMOVED) or a get under syncpoint (GOTTEN) ends the lock (§5.4 e; :func:`resolve_lock_locked`
     forgets it, and a backout restores the message unlocked), and a 2080 keeps it."""
-    lk = _resolve_lock(q, cur)
+    lk = resolve_lock_locked(q, cur)
     if lk is None:
         return ref
     rec = q.lanes.recs[lk] if type(lk) is int else lk.rec
@@ -433,67 +425,97 @@ def prefer_lock(q: LocalQueue, cur: Cursor, m: Match | None, ref):
         if type(ref) is Need:
             r_lane, r_seq = ref.lane.priority, ref.blob.seq_min
         else:
-            _, r_rec, r_lane = _found(q, ref)
+            _, r_rec, r_lane = found_locked(q, ref)
             r_seq = _seq_of(r_rec)
         if lane_i < r_lane or (lane_i == r_lane and cur.lk_seq > r_seq):
             return ref
     return lk
 
 
-# -- reading a blob (no lock) --------------------------------------------------------------------
+# -- the calls (through the get path, engine/getpath.py) -----------------------------------------------
 
 
-def _read(q: LocalQueue, cur: Cursor, need: Need) -> None:
-    """Read a blob a browse needs, without the queue lock, into the cursor's own cache. The
-    chain does not change (no unsweep); a damaged blob leaves it as for a get (2101)."""
-    tier, blob, lane = q.tier, need.blob, need.lane
-    try:
-        records = tier.store().read(blob.blob_id, tier.chain_name(lane), blob.check)
-    except BlobCorruptError as e:
+def call(s: HandleState, opts: int, wait_interval, buffer_length, match_args: tuple) -> Message | Status:
+    """Handle.get with a browse, cursor or lock option and no group option (the options
+    passed check_get): UNLOCK, BROWSE_FIRST / BROWSE_NEXT (with LOCK, WAIT),
+    BROWSE_MSG_UNDER_CURSOR, MSG_UNDER_CURSOR."""
+    if s.closed:
+        raise s.closed_error()
+    q = s.queue
+    cur = cursor_of(s)
+    if opts & _UNLOCK:
         with q.mutex:
-            q.depth -= tier.quarantine_locked(lane, blob)
-        tier.run_cleanup()
-        raise tier.damaged(blob, e) from e
-    except (StoreError, OSError) as e:
-        raise MQError(
-            Reason.RESOURCE_PROBLEM,
-            f"queue {q.name!r}: reading blob {blob.blob_id} failed ({e}); nothing was lost, try the browse again",
-        ) from e
-    cur.remember(blob, records)
+            done = unlock_locked(q, cur)
+        return Status(0 if done else Reason.NO_MSG_LOCKED)
+    getpath.check_call(s, opts, buffer_length, wait_interval, browse=True)
+    if opts & _UNDER:
+        if not s.can_get:
+            raise MQError(
+                Reason.NOT_OPEN_FOR_INPUT,
+                f"open {q.name!r} with OO.BROWSE and an OO.INPUT_* option to get under the cursor",
+            )
+        return _get_under_cursor(s, q, cur, opts, buffer_length)
+    if opts & _BROWSE_UNDER:
+        return _browse_under_cursor(s, q, cur, opts, buffer_length)
+    m = match_for_get(s.qm.ident, opts, *match_args, s.selector, always=s.selector is not None)
+    return _browse(s, q, cur, opts, buffer_length, m, wait_interval)
 
 
-# -- waiting (mutex held) -------------------------------------------------------------------------
+def cursor_of(s: HandleState) -> Cursor:
+    """The handle's cursor, made at its first browse."""
+    if s.cursor is None:
+        s.cursor = Cursor()
+    return s.cursor
 
 
-def _wait(h: Handle, q: LocalQueue, cur: Cursor, after: tuple[int, int], m, deadline, lock: int):
-    """Block until a message after the cursor is visible, or ``deadline`` passes (None).
-    A browse waiter is woken with every other browse waiter by each new message; a LOCK
-    browse waits as a getter, and passes on a wake-up it cannot use."""
-    qm = h._qm
-    clock = qm.clock
-    if lock:  # woken as a particular-message getter, for a message beyond its cursor
-        w = Waiter(threading.Condition(q.mutex), _Beyond(q, after, m), LOCK_BROWSER)
-    else:
-        w = Waiter(threading.Condition(q.mutex), m, BROWSER)
-    while True:
-        if deadline is not None and clock.now() >= deadline:
-            return None
-        w.rec = None
-        q.waiters.append(w)
-        clock.wait(w.cond, deadline)
-        if w in q.waiters:
-            q.waiters.remove(w)
-        if qm.closed:
-            raise MQError(Reason.CONNECTION_BROKEN, "the queue manager was closed during the wait")
-        if q.inhibit_get:
-            raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} were inhibited during the wait")
-        if h._closed:
-            raise MQError(Reason.HOBJ_ERROR, f"handle for {q.name!r} was closed during the wait")
-        r = _next(q, cur, after[0], after[1], m)
-        if r is not None:
-            return r
-        if w.rec is not None:
-            _pass_on(q, w.rec)
+def reader(q: LocalQueue, cur: Cursor):
+    """The get path's ``load`` for a browse: the blob's records go to the cursor's own cache
+    (browse never unsweeps, docs/design.md invariant 5)."""
+    return lambda need: q.load(need, keep=cur.remember)
+
+
+def move_locked(q: LocalQueue, cur: Cursor, ref, lock: int) -> None:
+    """The cursor moves onto the message ``ref`` just browsed; LOCK locks it, otherwise a
+    lock the handle held is released (moving the cursor ends it, §5.4)."""
+    ref, rec, lane_i = found_locked(q, ref)
+    if lock:
+        lock_locked(q, cur, ref)
+    elif cur.lk_seq >= 0:
+        unlock_locked(q, cur)
+    cur.lane, cur.seq, cur.on_msg = lane_i, _seq_of(rec), True
+    cur.hint = ref if type(ref) is int else -1  # in a blob: no slot hint
+
+
+def _browse(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, buffer_length, m, wait_interval) -> Message:
+    """BROWSE_FIRST / BROWSE_NEXT, with or without LOCK and WAIT."""
+    first = opts & _BROWSE_FIRST
+    lock = opts & _LOCK
+    after = (BEFORE_FIRST, -1) if first else (cur.lane, cur.seq)
+
+    def find():
+        r = next_locked(q, cur, after[0], after[1], m)
+        if r is None:
+            unlock_locked(q, cur)  # 2033 releases the lock; with WAIT, before the wait (§5.4)
+            if first:
+                cur.reset()  # BROWSE_FIRST resets the cursor even when nothing is there
+        return r
+
+    wait = None
+    if opts & _WAIT:
+        if lock:  # woken as a getter, for a message beyond its cursor; passes on what it cannot use
+            wait = getpath.Wait(s, wait_interval, _Beyond(q, after, m), LOCK_BROWSER, passes=True)
+        else:
+            wait = getpath.Wait(s, wait_interval, m, BROWSER)
+    with q.mutex:
+        ref = getpath.obtain(q, find, wait, " beyond the cursor", reader(q, cur))
+        rec = getpath.record_of(q, ref)
+        data, reason = getpath.deliver(rec, buffer_length, opts)
+        if reason == _TRUNCATED_FAILED:
+            if first:
+                cur.reset()  # before the highest-priority message; a lock stays
+        else:
+            move_locked(q, cur, ref, lock)
+    return getpath.message(s, rec, data, reason)
 
 
 class _Beyond:
@@ -517,226 +539,68 @@ class _Beyond:
         return self.m is None or self.m(rec)
 
 
-def _pass_on(q: LocalQueue, rec: bytes) -> None:
-    """Wake one plain getter for ``rec`` (never a LOCK browse: two of those that cannot use
-    a message would pass it back and forth)."""
-    chosen = None
-    for w in q.waiters:
-        if not w.browse and w.match is not None and w.match(rec):
-            chosen = w
-            break
-    if chosen is None:
-        for w in q.waiters:
-            if not w.browse and w.match is None:
-                chosen = w
-                break
-    if chosen is not None:
-        q.waiters.remove(chosen)
-        chosen.rec = rec
-        chosen.cond.notify()
+def under_cursor_locked(s: HandleState, q: LocalQueue, cur: Cursor):
+    """The message under the cursor (lock held; its blob read if needed).
+
+    :raises MQError: NO_MSG_UNDER_CURSOR (2034) when there is none: no browse yet, or it was
+        removed, expired or locked by another handle since."""
+    try:
+        return getpath.obtain(q, lambda: at_locked(q, cur), None, "", reader(q, cur))
+    except MQError as e:
+        if e.reason != Reason.NO_MSG_AVAILABLE:
+            raise
+        raise nothing_under_cursor(q) from None
 
 
-# -- the calls -----------------------------------------------------------------------------------------
+def nothing_under_cursor(q: LocalQueue) -> MQError:
+    """MQRC_NO_MSG_UNDER_CURSOR (2034), saying why there may be none."""
+    return MQError(
+        Reason.NO_MSG_UNDER_CURSOR,
+        f"no message under the cursor of this handle on {q.name!r}: browse one first "
+        "(BROWSE_FIRST / BROWSE_NEXT); it may have been removed, expired or locked by another handle",
+    )
 
 
-def get(
-    h: Handle,
-    opts: int,
-    wait_interval,
-    buffer_length,
-    match,
-    msg_id,
-    correl_id,
-    group_id,
-    msg_seq_number,
-    offset,
-    msg_token,
-) -> Message | Status:
-    """Handle.get with a browse, cursor or lock option (the options passed check_get)."""
-    q = h.queue
-    cur = h._cursor
-    if cur is None:
-        cur = h._cursor = Cursor()
-    if opts & _UNLOCK:
-        with q.mutex:
-            done = _unlock(q, cur)
-        return Status(0 if done else Reason.NO_MSG_LOCKED)
-    if not h._can_browse:
-        raise MQError(Reason.NOT_OPEN_FOR_BROWSE, f"open {q.name!r} with OO.BROWSE to browse or use the cursor")
-    destructive = opts & _UNDER
-    if destructive and not h._can_get:
-        raise MQError(
-            Reason.NOT_OPEN_FOR_INPUT,
-            f"open {q.name!r} with OO.BROWSE and an OO.INPUT_* option to get under the cursor",
-        )
-    if q.inhibit_get:
-        raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
-    under = opts & (_UNDER | _BROWSE_UNDER)
-    m = None
-    # The handle's selection string (issue 9 §4, when the handle has one) browses as it gets.
-    selector = getattr(h, "_selector", None)
-    if not under:
-        args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, selector)
-        m = match_for_get(h._qm.ident, opts, *args, always=selector is not None)
-    if buffer_length is not None:
-        checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
-    wait = 0 if under else opts & _WAIT
-    if wait:
-        checks.integer(wait_interval, "wait_interval (ms; -1 waits for ever)", Reason.WAIT_INTERVAL_ERROR, -1)
-    if destructive:
-        return _get_under_cursor(h, q, cur, opts, buffer_length)
-    if under:
-        return _browse_under_cursor(h, q, cur, opts, buffer_length)
-    return _browse(h, q, cur, opts, buffer_length, m, wait, wait_interval)
-
-
-def _message(h: Handle, rec: bytes, buffer_length, opts: int) -> Message:
-    """The browse result: data (truncated to ``buffer_length``) and its warning."""
-    hl = rec[0] or record.data_offset(rec)  # 0: a header over 255 bytes (properties)
-    reason = 0
-    if buffer_length is not None and len(rec) - hl > buffer_length:
-        data = rec[hl : hl + buffer_length]
-        reason = Reason.TRUNCATED_MSG_ACCEPTED if opts & _ACCEPT_TRUNCATED else Reason.TRUNCATED_MSG_FAILED
-    else:
-        data = rec[hl:]
-    now_us = int(h._wall() * 1_000_000) if rec[2] & record.HAS_EXPIRY else None
-    return Message.make(rec, h._qm.ident, data, reason, now_us)
-
-
-def _expired(h: Handle, q: LocalQueue, ref, rec: bytes) -> bool:
-    """Discard an expired message that a browse would have returned (docs/semantics.md §2.3)."""
-    deadline = record.expiry_deadline_us(rec)
-    if deadline is None or deadline > int(h._qm.clock.wall() * 1e6):
-        return False
-    q._remove(ref)
-    q.expired += 1
-    return True
-
-
-def _browse(h: Handle, q: LocalQueue, cur: Cursor, opts: int, buffer_length, m, wait: int, wait_interval) -> Message:
-    """BROWSE_FIRST / BROWSE_NEXT, with or without LOCK and WAIT."""
-    first = opts & _BROWSE_FIRST
-    lock = opts & _LOCK
-    after = (BEFORE_FIRST, -1) if first else (cur.lane, cur.seq)
-    deadline = _UNSET
-    while True:
-        need = None
-        with q.mutex:
-            r = _next(q, cur, after[0], after[1], m)
-            if r is None:
-                _unlock(q, cur)  # 2033 releases the lock; with WAIT, before the wait (§5.4)
-                if first:
-                    cur.reset()  # BROWSE_FIRST resets the cursor even when nothing is there
-                if wait:
-                    if deadline is _UNSET:
-                        clock = h._qm.clock
-                        deadline = None if wait_interval < 0 else clock.now() + wait_interval / 1000.0
-                    r = _wait(h, q, cur, after, m, deadline, lock)
-                if r is None:
-                    raise MQError(Reason.NO_MSG_AVAILABLE, f"no message to browse on {q.name!r} beyond the cursor")
-            if type(r) is Need:
-                need = r
-            else:
-                ref, rec, lane_i = r
-                if rec[2] & record.HAS_EXPIRY and _expired(h, q, ref, rec):
-                    continue
-                msg = _message(h, rec, buffer_length, opts)
-                if msg.reason == Reason.TRUNCATED_MSG_FAILED:
-                    if first:
-                        cur.reset()  # before the highest-priority message; a lock stays
-                    return msg
-                if lock:
-                    _lock(q, cur, r)
-                elif cur.lk_seq >= 0:
-                    _unlock(q, cur)
-                cur.lane, cur.seq, cur.on_msg = lane_i, _seq_of(rec), True
-                # In a blob: no slot hint (the walk then skips the front list at once).
-                cur.hint = ref if type(ref) is int else -1
-                return msg
-        _read(q, cur, need)
-
-
-def _locate(q: LocalQueue, cur: Cursor) -> Found | None:
-    """The message under the cursor, reading its blob first if needed (takes the lock;
-    returns with it held by the caller's ``with``). Raises 2034 when there is none."""
-    while True:
-        r = _at(q, cur)
-        if type(r) is not Need:
-            if r is None:
-                raise MQError(
-                    Reason.NO_MSG_UNDER_CURSOR,
-                    f"no message under the cursor of this handle on {q.name!r}: browse one first "
-                    "(BROWSE_FIRST / BROWSE_NEXT); it may have been removed or locked by another handle",
-                )
-            return r
-        q.mutex.release()
-        try:
-            _read(q, cur, r)
-        finally:
-            q.mutex.acquire()
-
-
-def _browse_under_cursor(h: Handle, q: LocalQueue, cur: Cursor, opts: int, buffer_length) -> Message:
+def _browse_under_cursor(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, buffer_length) -> Message:
     """BROWSE_MSG_UNDER_CURSOR: the cursor's message again; LOCK locks it, without LOCK the
     handle's lock is released (unless the call ends with 2080)."""
     with q.mutex:
-        found = _locate(q, cur)
-        ref, rec, _lane = found
-        if rec[2] & record.HAS_EXPIRY and _expired(h, q, ref, rec):
-            raise MQError(Reason.NO_MSG_UNDER_CURSOR, f"the message under the cursor on {q.name!r} has expired")
-        msg = _message(h, rec, buffer_length, opts)
-        if msg.reason != Reason.TRUNCATED_MSG_FAILED:
+        ref = under_cursor_locked(s, q, cur)
+        rec = getpath.record_of(q, ref)
+        data, reason = getpath.deliver(rec, buffer_length, opts)
+        if reason != _TRUNCATED_FAILED:
             if opts & _LOCK:
-                _lock(q, cur, found)
+                lock_locked(q, cur, ref)
             else:
-                _unlock(q, cur)
-        return msg
+                unlock_locked(q, cur)
+    return getpath.message(s, rec, data, reason)
 
 
-def _get_under_cursor(h: Handle, q: LocalQueue, cur: Cursor, opts: int, buffer_length) -> Message:
+def _get_under_cursor(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, buffer_length) -> Message:
     """MSG_UNDER_CURSOR: take the cursor's message (in the unit of work with SYNCPOINT). The
     cursor keeps its position; the lock goes with the message."""
-    qm = h._qm
-    uow = h._conn._uow
-    sync = opts & _SYNC
-    if opts & _MARK_SKIP and uow.skip is not None:
-        raise MQError(
-            Reason.SECOND_MARK_NOT_ALLOWED,
-            "this unit of work already has a get marked to skip backout; commit or back out first",
-        )
-    if (sync or opts & _SYNC_IF_PERSISTENT) and len(uow.ops) >= qm.max_uncommitted:
-        raise MQError(
-            Reason.SYNCPOINT_LIMIT_REACHED,
-            f"the unit of work holds max_uncommitted={qm.max_uncommitted} operations; commit or back out first",
-        )
     with q.mutex:
-        ref, rec, _lane = _locate(q, cur)
-        if rec[2] & record.HAS_EXPIRY and _expired(h, q, ref, rec):
-            raise MQError(Reason.NO_MSG_UNDER_CURSOR, f"the message under the cursor on {q.name!r} has expired")
-        msg = _message(h, rec, buffer_length, opts)
-        if msg.reason == Reason.TRUNCATED_MSG_FAILED:
-            return msg
+        ref = under_cursor_locked(s, q, cur)
+        rec = getpath.record_of(q, ref)
+        data, reason = getpath.deliver(rec, buffer_length, opts)
+        if reason == _TRUNCATED_FAILED:
+            return getpath.message(s, rec, data, reason)
+        joins = getpath.in_uow(opts, rec)
+        keep_position_locked(q, cur, ref)
         locked = cur.lk_seq == cur.seq
-        in_uow = sync or (opts & _SYNC_IF_PERSISTENT and rec[2] & record.PERSISTENT)
-        if type(ref) is int:
-            p = q.lanes.prv[ref]
-            cur.hint = p if p >= _SENTINELS else -1  # still at or before the cursor
-        if in_uow:
-            if locked:  # hidden, then restored unlocked by a backout
-                _clear_lock_flag(q, ref)
-                cur._forget_lock()
-            q._hide(ref)
-        else:
-            q._remove(ref)  # a durable queue's write may fail (2102): then the lock stays
-            if locked:
-                cur._forget_lock()
-        q.obtained += 1
-    if q.tier.cleanup:
-        q.after_get()
-    if in_uow:
-        uow.add_get(q, ref, mark_skip=bool(opts & _MARK_SKIP))
-    elif rec[2] & record.PERSISTENT and q.journal is not None:
-        q.journal.wait()  # as a get: the removal is on disk before the message is returned
-    if qm.recorder is not None:
-        qm.recorder.get(q.name)
-    return msg
+        if joins and locked:  # hidden, then restored unlocked by a backout
+            clear_lock_flag_locked(q, ref)
+            cur.forget_lock()
+        durable = getpath.take_locked(q, (ref,), (rec,), joins)  # 2102: the lock stays
+        if locked:
+            cur.forget_lock()
+    pending = getpath.finish(s, q, (ref,), joins, durable, bool(opts & _MARK_SKIP))
+    return getpath.message(s, rec, data, reason or pending)
+
+
+def keep_position_locked(q: LocalQueue, cur: Cursor, ref) -> None:
+    """The message under the cursor is about to leave: the cursor keeps its position (its
+    lane and seq), and its slot hint moves to the slot before, still at or before it."""
+    if type(ref) is int:
+        p = q.lanes.prv[ref]
+        cur.hint = p if p >= _SENTINELS else -1

@@ -173,6 +173,10 @@ class Reason(enum.IntEnum):
     STORAGE_MEDIUM_FULL = 2192
     OBJECT_DAMAGED = 2101
     RESOURCE_PROBLEM = 2102
+    # A call's work is made but its sync to disk failed (a warning: engine/getpath.py).
+    OUTCOME_PENDING = 2124
+    # Another call of the same connection is in progress (engine/handle.py).
+    CALL_IN_PROGRESS = 2219
     # PCF (MQRCCF) reason for a queue attribute out of range on define / alter.
     PARM_VALUE_ERROR = 3229
     # Client connections (net/, docs/clients.md).

@@ -144,7 +144,7 @@ class LaneSet:
         self.recs.extend([None] * add)
         self.nxt.extend(range(old, old + add))
         self.prv.extend(range(old, old + add))
-        self.st.extend(bytes(2 * add))
+        self.st.frombytes(bytes(2 * add))  # extend(bytes) would add one element per byte
         self.back.extend(bytes(add))
         self.free.extend(range(old + add - 1, old - 1, -1))
 
@@ -182,6 +182,7 @@ class LaneSet:
         sweep is in progress."""
         st = self.st
         s = st[i]
+        assert not s & REMOVED, f"slot {i} removed twice"
         lane = self.lanes[s & LANE_MASK]
         p = self.prv[i]
         n = self.nxt[i]
@@ -207,12 +208,14 @@ class LaneSet:
 
     def hide(self, i: int) -> None:
         """A get under syncpoint: the message keeps its place, invisible, until commit/backout."""
+        assert not self.st[i] & (GOTTEN | UNCOMMITTED | REMOVED), f"slot {i} hidden but not available"
         self.st[i] |= GOTTEN
         self.lanes[self.st[i] & LANE_MASK].ready -= 1
 
     def restore(self, i: int, rec: bytes | None = None) -> None:
         """Undo :meth:`hide` in place; ``rec`` replaces the record (a raised backout count).
         A browse lock its holder's get ended (engine/browse.py) does not come back."""
+        assert self.st[i] & GOTTEN and not self.st[i] & REMOVED, f"slot {i} restored but not hidden"
         if rec is not None:
             self.mem_bytes += len(rec) - len(self.recs[i])
             self.recs[i] = rec
@@ -221,6 +224,7 @@ class LaneSet:
 
     def commit_put(self, i: int) -> None:
         """A put under syncpoint is committed: it becomes visible where it stands."""
+        assert self.st[i] & UNCOMMITTED, f"slot {i} committed but not uncommitted"
         self.st[i] &= ~UNCOMMITTED
         self.lanes[self.st[i] & LANE_MASK].ready += 1
 
@@ -295,6 +299,7 @@ class LaneSet:
 
         ``slots`` are in list order and were verified by the caller; ``nbytes`` is the sum of
         their record lengths. Returns how many of them had come back from a blob."""
+        assert slots and nbytes >= 0, "an empty run"
         again = 0
         if lane.back:
             back = self.back
@@ -450,3 +455,69 @@ class LaneSet:
         for lane in reversed(self.lanes):
             yield from self.walk(lane.front)
             yield from self.walk(lane.rear)
+
+    # -- invariants ------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Assert every invariant of the module docstring (O(capacity): for tests, the model
+        checks and debugging, never on a hot path). The links agree both ways and every list
+        ends at its sentinel; each lane's counters equal what its lists hold; a linked slot
+        holds a record, its lane's bits and no REMOVED flag; a free slot holds nothing and is
+        in no list; every slot is linked or free exactly once; the index (if any) names
+        exactly the linked slots' values.
+
+        :raises AssertionError: naming the first invariant broken."""
+        nxt, prv, st, recs = self.nxt, self.prv, self.st, self.recs
+        cap = len(recs)
+        assert len(nxt) == len(prv) == len(st) == len(self.back) == cap, "arrays of different lengths"
+        linked: set[int] = set()
+        mem_bytes = 0
+        for lane in self.lanes:
+            counts = [0, 0, 0]  # mem, ready, back
+            for s in (lane.front, lane.rear):
+                mem_bytes += self._check_list(lane, s, linked, counts)
+            mem, ready, back = counts
+            assert lane.mem == mem, f"lane {lane.priority}: mem {lane.mem} but {mem} linked"
+            assert lane.ready == ready, f"lane {lane.priority}: ready {lane.ready} but {ready} visible"
+            assert lane.back == back, f"lane {lane.priority}: back {lane.back} but {back} marked"
+            assert not mem or self.mask & lane.bit, f"lane {lane.priority} holds messages, its mask bit is clear"
+            if not lane.chain and not lane.sweeping:
+                assert nxt[lane.rear] == lane.rear, f"lane {lane.priority}: rear list without chain or sweep"
+        assert mem_bytes == self.mem_bytes, f"mem_bytes {self.mem_bytes} but the records hold {mem_bytes}"
+        free = list(self.free) + list(self.deferred)
+        assert len(set(free)) == len(free), "a slot is free twice"
+        assert not linked & set(free), "a linked slot is also free"
+        assert len(linked) + len(free) == cap - _SENTINELS, "slots neither linked nor free"
+        assert all(recs[i] is None for i in free), "a free slot holds a record"
+        if self.index is not None:
+            expect: dict = {}
+            for i in linked:
+                k = self.index.key(recs[i])
+                if k is not None:
+                    expect.setdefault(k, set()).add(i)
+            got = {k: ({v} if type(v) is int else set(v)) for k, v in self.index.map.items() if v}
+            assert got == expect, "the index does not name exactly the linked slots"
+
+    def _check_list(self, lane: Lane, s: int, linked: set[int], counts: list[int]) -> int:
+        """Walk one list, checking links and slots; add to ``counts``; return its bytes."""
+        nxt, prv, st, recs = self.nxt, self.prv, self.st, self.recs
+        nbytes = 0
+        i, prev = nxt[s], s
+        steps = 0
+        while i != s:
+            steps += 1
+            assert steps <= len(recs), f"list of sentinel {s} does not end"
+            assert i >= _SENTINELS and i not in linked, f"slot {i} linked twice or a sentinel inside a list"
+            assert prv[i] == prev, f"slot {i}: prv {prv[i]} but reached from {prev}"
+            state = st[i]
+            assert state & LANE_MASK == lane.priority, f"slot {i} in lane {lane.priority} says lane {state & 15}"
+            assert not state & REMOVED and state <= 0x1FF, f"slot {i}: bad state {state:#x}"
+            assert recs[i] is not None, f"slot {i} is linked without a record"
+            linked.add(i)
+            nbytes += len(recs[i])
+            counts[0] += 1
+            counts[1] += not state & HIDDEN
+            counts[2] += self.back[i]
+            prev, i = i, nxt[i]
+        assert prv[s] == prev, f"sentinel {s}: prv {prv[s]} but the list ends at {prev}"
+        return nbytes

@@ -122,6 +122,7 @@ class QueueManager:
         self.max_msg_length = max_msg_length
         self.ident = Identity(os.urandom(12))
         self._seq = itertools.count(1)  # message instance numbers: tokens, arrival order
+        self.next_seq = self._seq.__next__  # the put path draws arrival numbers with this
         self._queues: dict[str, LocalQueue] = {}
         self._defs = threading.Lock()
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
@@ -151,6 +152,7 @@ class QueueManager:
                     f"repair set store file {name} aside (moved to lost/); records only it held are gone"
                 )
             self._seq = itertools.count(self.recovery.next_seq)
+            self.next_seq = self._seq.__next__
         self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
         if sweeper:
             self.sweeper.start()
@@ -207,11 +209,11 @@ class QueueManager:
             server.close()
         self.sweeper.stop()
         for conn in list(self._connections):
-            conn.disconnect()
+            conn.end()  # even one whose call waits: the wait ends with 2009
         self.closed = True
         for q in list(self._queues.values()):
             with q.mutex:
-                q._wake_all()
+                q.wake_all_locked()
         for q in list(self._queues.values()):
             q.tier.run_cleanup()
         if self._storage.path is not None and self._storage.opened:
@@ -248,7 +250,7 @@ class QueueManager:
         """Create and register a queue (definitions lock held, or at recovery). A queue that is
         not ``durable`` (a temporary dynamic queue) writes nothing for durability."""
         journal = self.journal if durable else None
-        q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, journal)
+        q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, journal, self.clock)
         q.tier.readahead_low = self.readahead_low_water
         self._queues[name] = q
         return q
@@ -279,7 +281,7 @@ class QueueManager:
             with q.mutex:
                 q.apply(attrs)
                 if q.inhibit_get:
-                    q._wake_all()
+                    q.wake_all_locked()
         return q.info()
 
     def delete_queue(self, name: str, purge: bool = False) -> None:
@@ -324,6 +326,10 @@ class QueueManager:
 
     def queue_names(self) -> list[str]:
         return sorted(self._queues)
+
+    def queue_named(self, name: str) -> LocalQueue | None:
+        """The queue called ``name``, or None (no checks: the engine's own look-ups)."""
+        return self._queues.get(name)
 
     def _queue(self, name: str) -> LocalQueue:
         """The queue MQOPEN of ``name`` opens: a local queue, or a new temporary dynamic queue

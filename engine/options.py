@@ -3,6 +3,15 @@
 Each checker returns ``None`` when the combination is valid, otherwise the text of the
 MQRC_OPTIONS_ERROR (2046) that says what to change. Results are memoised per option word:
 an application uses a handful of combinations, so the hot path pays one dict lookup.
+
+No option is accepted and ignored. An option whose feature sweepq does not have is refused
+with 2046 and a text that says so (``NOT_BUILT``: data conversion, signals, message context,
+alternate user authority, cooperative browsing). The options accepted without any visible
+effect are those whose effect is what sweepq always does: FAIL_IF_QUIESCING (a closing queue
+manager ends every call and every wait at once, 2009), PMO.DEFAULT_CONTEXT / NO_CONTEXT
+(there are no context fields), OO.BIND_* (no clusters: MQ ignores them for a local queue),
+OO.READ_AHEAD / NO_READ_AHEAD (MQ ignores them outside client connections) and
+OO.RESOLVE_LOCAL_Q (a local queue resolves to itself).
 """
 
 from __future__ import annotations
@@ -16,9 +25,36 @@ def _names(flag_type, bits: int) -> str:
     return "|".join(f.name for f in flag_type if f.value and bits & f.value == f.value) or "0"
 
 
+_NOT_BUILT_GMO = {
+    GMO.CONVERT: "data conversion (CONVERT) is not built: message data is bytes; convert it in the application",
+    GMO.SET_SIGNAL: "signals (SET_SIGNAL) are not built: use WAIT with a wait_interval, or sweepq.aio",
+}
+_CONTEXT_TEXT = "message context (PASS_*/SET_*_CONTEXT, SAVE_ALL_CONTEXT) is not built: MD carries no context fields"
+_NOT_BUILT_PMO = {
+    PMO.PASS_IDENTITY_CONTEXT | PMO.PASS_ALL_CONTEXT | PMO.SET_IDENTITY_CONTEXT | PMO.SET_ALL_CONTEXT: _CONTEXT_TEXT,
+    PMO.ALTERNATE_USER_AUTHORITY: "alternate user authority (ALTERNATE_USER_AUTHORITY) is not built",
+}
+_NOT_BUILT_OO = {
+    OO.SAVE_ALL_CONTEXT
+    | OO.PASS_IDENTITY_CONTEXT
+    | OO.PASS_ALL_CONTEXT
+    | OO.SET_IDENTITY_CONTEXT
+    | OO.SET_ALL_CONTEXT: _CONTEXT_TEXT,
+    OO.ALTERNATE_USER_AUTHORITY: "alternate user authority (ALTERNATE_USER_AUTHORITY) is not built",
+    OO.CO_OP: "cooperative browsing (CO_OP, MARK_BROWSE_CO_OP) is not built: use browse locks (GMO.LOCK)",
+}
+
+
+def _not_built(opts: int, table: dict) -> str | None:
+    for bits, text in table.items():
+        if opts & bits:
+            return text
+    return None
+
+
 @lru_cache(maxsize=1024)
 def check_get(opts: int) -> str | None:
-    """§4.1 rules 1-9."""
+    """§4.1 rules 1-9, then the options sweepq does not have."""
     if opts & ~GMO_KNOWN:
         return f"get options 0x{opts:x} hold undefined bits 0x{opts & ~GMO_KNOWN:x}"
     sync = opts & (GMO.SYNCPOINT | GMO.NO_SYNCPOINT | GMO.SYNCPOINT_IF_PERSISTENT)
@@ -40,7 +76,7 @@ def check_get(opts: int) -> str | None:
         return "LOCK needs BROWSE_FIRST, BROWSE_NEXT or BROWSE_MSG_UNDER_CURSOR"
     if opts & GMO.UNLOCK and opts & ~(GMO.UNLOCK | GMO.NO_SYNCPOINT):
         return "UNLOCK is a call of its own: only NO_SYNCPOINT may accompany it"
-    return None
+    return _not_built(opts, _NOT_BUILT_GMO)
 
 
 @lru_cache(maxsize=1024)
@@ -60,7 +96,7 @@ def check_put(opts: int) -> str | None:
     )
     if ctx & (ctx - 1):
         return f"give at most one context option ({_names(PMO, ctx)})"
-    return None
+    return _not_built(opts, _NOT_BUILT_PMO)
 
 
 INPUT_OPTS = OO.INPUT_AS_Q_DEF | OO.INPUT_SHARED | OO.INPUT_EXCLUSIVE
@@ -90,4 +126,4 @@ def check_open(opts: int) -> str | None:
     bind = opts & (OO.BIND_ON_OPEN | OO.BIND_NOT_FIXED | OO.BIND_ON_GROUP)
     if bind & (bind - 1):
         return "give at most one BIND_* option"
-    return None
+    return _not_built(opts, _NOT_BUILT_OO)

@@ -1,18 +1,40 @@
 """A local queue: its attributes, its lanes, its lock, its waiters and its tier.
 
-Locking follows CPython's ``queue.py``: one ``threading.Lock`` per queue (``mutex``);
-waiting getters each wait on their own ``Condition`` bound to that lock, so that a new
-message wakes exactly the waiter MQ would pick (docs/semantics.md §3: one non-browse waiter,
-a specific-match waiter before a general one). **Every method whose name starts with an
-underscore runs with** ``mutex`` **held by the caller**; the public methods take it
-themselves. Nothing else takes a queue's lock.
+**The lock rule** (the one place it is written; every other docstring refers here). Each
+queue has one ``threading.Lock``, ``mutex``. It protects everything of the queue that
+changes: the lanes (engine/lane.py), the counters below, the waiters, the chains of swept
+blobs and their in-memory indexes, the batches and the group bookkeeping.
+
+* **Who takes it**: the queue's own public methods; the get path (engine/getpath.py) and
+  the put path (engine/putpath.py), around one find-and-take or one placement; the browse
+  and group calls (engine/browse.py, engine/groups/) through the get path's
+  :func:`~sweepq.engine.getpath.obtain`; the unit of work (engine/uow.py), which takes the
+  locks of every queue a commit or backout touches in queue-id order (so two commits never
+  deadlock); the connection's open and close of a handle (open counts); the manager's
+  alter, delete and close. Nothing else.
+* **Naming**: a function or method whose name ends in ``_locked`` is called with the
+  queue's lock held and never takes it. The lanes' methods (engine/lane.py) are all called
+  so: the lanes are this queue's storage, as the deque is ``queue.Queue``'s.
+* **No lock is held across a blob read, a sync, a sweep's compression or write, or a
+  wait** (a waiter waits on a Condition bound to the lock, which releases it). The only
+  store I/O under the lock is a write that must be ordered with the change it records,
+  never synced there: the journal's writes for persistent messages
+  (engine/durable/journal.py), the sweep's link of a written blob into its chain
+  (:meth:`LocalQueue.sweep_link`) and an unsweep's move of persistent records back to
+  their own keys (engine/tiering.py). Each is one small atomic RocksDB write batch.
+* Two queue locks are held together only by a commit or backout (queue-id order) and the
+  poison requeue (the source's, then the requeue queue's, each on its own).
+
+Waiters (``wait_locked``): a getter blocked in a WAIT waits on its own ``Condition`` bound
+to ``mutex``, so that a new message wakes exactly the waiter MQ would pick
+(docs/semantics.md §3: one non-browse waiter, a specific-match waiter before a general one;
+every browser without LOCK).
 
 A message in memory is a *slot* of the queue's :class:`~sweepq.engine.lane.LaneSet` (an
 ``int``); a message a get found inside a swept blob is a
-:class:`~sweepq.engine.swept.SweptHit`. Both are *refs*: what get, units of work and
+:class:`~sweepq.engine.swept.SweptHit`. Both are *refs*: what gets, units of work and
 batches hold. The tier (engine/tiering.py) is a collaborator the queue calls for sweeping,
-unsweeping and searching blobs; no store I/O happens under the lock except the sweep's link
-(:meth:`LocalQueue.sweep_link` says why).
+unsweeping and searching blobs.
 
 Counters kept exact under the lock (the sweeper reads them):
 
@@ -32,6 +54,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from sweepq.blobstore import BlobCorruptError
+from sweepq.sweeper.clock import Clock, SystemClock
 from sweepq.sweeper.cycle import SweepCounts
 from sweepq.sweeper.stats import SweepStats, percentile
 
@@ -47,8 +70,9 @@ from .constants import (
 from .durable.journal import Batch, Journal
 from .durable.layout import queue_prefix
 from .errors import MQError
+from .found import Found
 from .index import SlotIndex
-from .lane import AVAILABLE_BELOW, BATCHED, HIDDEN, LaneSet
+from .lane import _SENTINELS, AVAILABLE_BELOW, BATCHED, HIDDEN, LANE_MASK, LaneSet
 from .matching import Match
 from .record import Identity
 from .swept import SweptHit, build_index
@@ -156,25 +180,32 @@ def check_name(name: str) -> str:
     return name
 
 
+GETTER = 0  # Waiter.kind: a destructive get (or a channel's batch)
+BROWSER = 1  # a browse without LOCK: every new message wakes every browser
+LOCK_BROWSER = 2  # a browse with LOCK: woken as a getter is
+
+
 class Waiter:
-    """One getter blocked in a WAIT. ``match`` None means any message.
+    """One call blocked in a WAIT (engine/getpath.py :class:`~sweepq.engine.getpath.Wait`).
 
-    ``browse`` is BROWSER for a browse without LOCK: every browse waiter is woken by a new
-    message (docs/semantics.md §3), and each looks beyond its own cursor (engine/browse.py). A
-    browse with LOCK (LOCK_BROWSER) is woken as a getter is. ``rec`` is the message that
-    woke the waiter, so that one which finds nothing for itself can pass the wake-up on."""
+    ``match`` is the predicate a new record must pass to wake it (None: any message);
+    ``kind`` is GETTER, BROWSER or LOCK_BROWSER (:meth:`LocalQueue.wake_for_locked` says
+    who wakes whom). ``passes``: the predicate admits records the call may then be unable
+    to take (a group's completeness rules, a LOCK browse's cursor), so a wake it cannot use
+    is passed on (:meth:`LocalQueue.pass_on_locked`). ``rec`` is the record that woke it
+    (None: woken by a timeout or a state change); ``offered`` the last record it was woken
+    for, so that a wake passed on never comes back to it.
+    """
 
-    __slots__ = ("browse", "cond", "match", "rec")
+    __slots__ = ("cond", "kind", "match", "offered", "passes", "rec")
 
-    def __init__(self, cond: threading.Condition, match: Match | None, browse: int = 0):
+    def __init__(self, cond: threading.Condition, match, kind: int = GETTER, passes: bool = False):
         self.cond = cond
         self.match = match
-        self.browse = browse
+        self.kind = kind
+        self.passes = passes
         self.rec: bytes | None = None
-
-
-BROWSER = 1  # Waiter.browse: a browse waiter without LOCK
-LOCK_BROWSER = 2  # Waiter.browse: a browse waiter with LOCK (woken like a getter)
+        self.offered: bytes | None = None
 
 
 _queue_ids = itertools.count(1)
@@ -205,8 +236,11 @@ class LocalQueue:
         storage: Storage | None = None,
         backout_handling: bool = False,
         journal: Journal | None = None,
+        clock: Clock | None = None,
     ):
         self.name = name
+        # WAITs and expiry run on the queue manager's clock (a ManualClock in tests).
+        self.clock: Clock = clock or SystemClock()
         # Persistent messages are written through this (None: nothing is durable).
         self.journal = journal
         self.key_prefix = queue_prefix(name)
@@ -290,6 +324,18 @@ class LocalQueue:
                 open_output_count=self.open_output,
             )
 
+    def check(self) -> None:
+        """Assert the queue's invariants (takes the lock; for tests, the model checks and
+        debugging): the lanes' (:meth:`LaneSet.check`), the chains'
+        (:meth:`QueueTier.check_locked`), and ``depth`` = messages in memory + live messages
+        in blobs. :raises AssertionError: naming the first one broken."""
+        with self.mutex:
+            self.lanes.check()
+            self.tier.check_locked()
+            held = sum(lane.mem + lane.swept for lane in self.lanes)
+            assert self.depth == held, f"{self.name}: depth {self.depth} but {held} messages held"
+            assert self.batched == sum(len(v) for v in self.batches.values()), f"{self.name}: batched count"
+
     def take_obtained(self) -> int:
         """Return the destructive gets counted since the last call, and reset (sweeper x)."""
         with self.mutex:
@@ -305,16 +351,24 @@ class LocalQueue:
 
     # -- under the lock: placing and finding ---------------------------------------------
 
-    def _insert(self, rec: bytes, lane_i: int, state: int) -> int:
-        """Append a record after the last message of lane ``lane_i``; return its slot."""
-        i = self.lanes.append(self.lane_list[lane_i], rec, state)
-        self.depth += 1
-        if state < AVAILABLE_BELOW and self.waiters:
-            self._wake_for(rec)
-        return i
+    def insert_locked(self, recs: list[bytes], lane_i: int, state: int) -> list[int]:
+        """Append ``recs`` after the last message of lane ``lane_i`` with ``state`` (the lane
+        index and UNCOMMITTED or not); return their slots. Waiters are woken for the ones
+        that are available at once. The caller checked MAXDEPTH and wrote the journal."""
+        lanes = self.lanes
+        lane = self.lane_list[lane_i]
+        # One record (the common case): append is much cheaper than a bulk link.
+        slots = [lanes.append(lane, recs[0], state)] if len(recs) == 1 else lanes.extend(lane, recs, state)
+        self.depth += len(recs)
+        if self.waiters and state < AVAILABLE_BELOW:
+            for rec in recs:
+                if not self.waiters:
+                    break
+                self.wake_for_locked(rec)
+        return slots
 
-    def _find(self, match: Match | None) -> Ref | Need | None:
-        """The first available message in get order that ``match`` accepts.
+    def find_locked(self, match: Match | None = None) -> Ref | Need | None:
+        """The first available message in get order that ``match`` accepts (None: any).
 
         Each lane is front ⧺ chain ⧺ rear. Without a match, a lane whose front list has
         nothing available brings its chain back blob by blob (unsweep); with a match the
@@ -327,10 +381,15 @@ class LocalQueue:
         without looking at them.
         """
         ls = self.lanes
+        if match is None and ls.mask:
+            # The get hot path: the first message of the highest lane's front list.
+            i = ls.nxt[self.lane_list[ls.mask.bit_length() - 1].front]
+            if i >= _SENTINELS and ls.st[i] < AVAILABLE_BELOW:
+                return i
         if match is not None and ls.index is not None:
             value = getattr(match, self.index_field)
             if value is not None:
-                return self._find_indexed(match, value)
+                return self._find_indexed_locked(match, value)
         mask = ls.mask
         lanes, nxt, st = ls.lanes, ls.nxt, ls.st
         while mask:
@@ -367,7 +426,7 @@ class LocalQueue:
                 ls.mask &= ~lane.bit
         return None
 
-    def _find_indexed(self, match: Match, value: object) -> Ref | Need | None:
+    def _find_indexed_locked(self, match: Match, value: object) -> Ref | Need | None:
         """:meth:`_find` for a match on the indexed field: the in-memory candidates come from
         the index (O(messages with that value)), swept ones from the chain's summaries.
 
@@ -400,12 +459,25 @@ class LocalQueue:
                 return hit
         return found[0]
 
-    def _record(self, ref: Ref) -> bytes:
+    def find_run_locked(self, limit: int) -> Ref | Found | Need | None:
+        """:meth:`find_locked` for a batch get: the first available message and, when it is
+        in memory, the available messages that follow it in its list (at most ``limit``), as
+        one :class:`~sweepq.engine.getpath.Found` run that a batch takes at once."""
+        ref = self.find_locked(None)
+        if type(ref) is not int or limit == 1:
+            return ref
+        run = self.lanes.available_run(ref, limit)
+        if len(run) == 1:
+            return ref
+        recs = self.lanes.recs
+        return Found(run, [recs[i] for i in run], run=True)
+
+    def record_of(self, ref: Ref) -> bytes:
         return self.lanes.recs[ref] if type(ref) is int else ref.rec
 
     # -- under the lock: state changes ---------------------------------------------------
 
-    def _remove(self, ref: Ref, durable: bool = True) -> None:
+    def remove_locked(self, ref: Ref, durable: bool = True) -> None:
         """Take a message off the queue for good. A persistent message's record goes first
         (``durable``; False: the caller wrote it already, e.g. in a commit's one write).
 
@@ -425,14 +497,27 @@ class LocalQueue:
         if lane.chain and lane.ready + lane.ahead < self.tier.readahead_low:
             self.tier.readahead_locked(lane)
 
-    def _hide(self, ref: Ref) -> None:
+    def hide_locked(self, ref: Ref) -> None:
         """A get under syncpoint: the message stays in place, invisible, until commit/backout."""
         if type(ref) is int:
             self.lanes.hide(ref)
         else:
             self.tier.hide_hit_locked(ref)
 
-    def _restore(self, ref: Ref, backout: bool, batch: Batch | None = None) -> None:
+    def remove_run_locked(self, slots: list[int], recs: list[bytes]) -> None:
+        """:meth:`remove_locked` of a run of available slots of one lane's list, in bulk (a
+        batch get; the caller wrote the journal)."""
+        lane = self.lane_list[self.lanes.st[slots[0]] & LANE_MASK]
+        self.lanes.detach_run(lane, slots, sum(map(len, recs)))
+        self.depth -= len(slots)
+        if lane.chain and lane.ready + lane.ahead < self.tier.readahead_low:
+            self.tier.readahead_locked(lane)
+
+    def hide_run_locked(self, slots: list[int]) -> None:
+        """:meth:`hide_locked` of a run of available slots of one lane's list."""
+        self.lanes.hide_run(self.lane_list[self.lanes.st[slots[0]] & LANE_MASK], slots)
+
+    def restore_locked(self, ref: Ref, backout: bool, batch: Batch | None = None) -> None:
         """Backout of a get: the message reappears in its place, its backout count raised.
         With ``batch``, the change that hardens a persistent message's new count is added
         to it (the caller writes it)."""
@@ -441,7 +526,7 @@ class LocalQueue:
             if slot is None:
                 if backout and batch is not None:
                     Journal.add_backout(batch, self, ref, record.with_backout(ref.rec, record.backout_of(ref.rec) + 1))
-                self._wake_all()  # a message is back in the chain: let every waiter look again
+                self.wake_all_locked()  # a message is back in the chain: let every waiter look again
                 return
             if slot < 0:
                 return  # its blob was found damaged meanwhile: the error named it
@@ -454,34 +539,24 @@ class LocalQueue:
         if rec is not None and batch is not None:
             Journal.add_backout(batch, self, ref, rec)
         if self.waiters:
-            self._wake_for(self.lanes.recs[ref])
+            self.wake_for_locked(self.lanes.recs[ref])
 
-    def _commit_put(self, slot: int) -> None:
+    def commit_put_locked(self, slot: int) -> None:
         self.lanes.commit_put(slot)
         if self.waiters:
-            self._wake_for(self.lanes.recs[slot])
+            self.wake_for_locked(self.lanes.recs[slot])
 
     # -- under the lock: transmission batches (seed 003: never swept) ---------------------
 
-    def _assign_batch(self, batch_id: int, max_messages: int, taken: list[int]) -> Need | None:
-        """Assign available messages, in get order, to a batch until ``taken`` holds
-        ``max_messages``; a :class:`Need` when a blob must be read first (call again after).
+    def assign_locked(self, batch_id: int, slot: int) -> None:
+        """Assign the available message at ``slot`` to a channel's batch (engine/getpath.py
+        :func:`~sweepq.engine.getpath.assign_batch`): it stays in place but no get sees it and
+        no sweep moves it (seed 003); it counts as obtained (a channel servicing the queue)."""
+        self.lanes.set_flags(slot, BATCHED)
+        self.batched += 1
+        self.obtained += 1
 
-        Batched messages stay in place but no get sees them and no sweep moves them; they
-        count as obtained (a channel servicing the queue)."""
-        while len(taken) < max_messages:
-            ref = self._find(None)
-            if ref is None:
-                break
-            if type(ref) is Need:
-                return ref
-            self.lanes.set_flags(ref, BATCHED)
-            self.batched += 1
-            self.obtained += 1
-            taken.append(ref)
-        return None
-
-    def _end_batch(self, batch_id: int, confirmed: bool) -> None:
+    def end_batch_locked(self, batch_id: int, confirmed: bool) -> None:
         """A confirmed batch leaves the queue; a released one becomes available again.
 
         :raises MQError: 2102 when the records of a confirmed batch cannot be deleted; the
@@ -493,41 +568,67 @@ class LocalQueue:
         for i in slots:
             self.lanes.clear_flags(i, BATCHED)
             if confirmed:
-                self._remove(i, durable=False)
+                self.remove_locked(i, durable=False)
             elif self.waiters:
-                self._wake_for(self.lanes.recs[i])
+                self.wake_for_locked(self.lanes.recs[i])
 
     # -- under the lock: waiters ---------------------------------------------------------
 
-    def _wake_for(self, rec: bytes) -> None:
+    def new_waiter(self, match, kind: int = GETTER, passes: bool = False) -> Waiter:
+        """A waiter for one call (engine/getpath.py), its Condition bound to ``mutex``."""
+        return Waiter(threading.Condition(self.mutex), match, kind, passes)
+
+    def wait_locked(self, w: Waiter, deadline: float | None) -> None:
+        """Wait until ``w`` is woken (a record for it, or a change of the queue's state) or
+        ``deadline`` (clock time; None: never) passes. The lock is released while waiting
+        and held again on return; the caller looks again and checks what may have changed."""
+        w.rec = None
+        self.waiters.append(w)
+        self.clock.wait(w.cond, deadline)
+        if w in self.waiters:
+            self.waiters.remove(w)
+        searched = getattr(w.match, "searched", None)
+        if searched:
+            searched.clear()  # a blob searched before may hold a message backed out since
+
+    def wake_for_locked(self, rec: bytes, passed_by: Waiter | None = None) -> None:
         """A message became available: wake the one waiter MQ would choose for it.
 
         A waiter for a particular message that this one matches goes first; otherwise the
         longest-waiting general waiter (a LOCK browse counts as one). Every browse waiter
         without LOCK is woken too. The woken waiter leaves the list, so the next new
         message wakes someone else; a waiter that finds nothing re-registers.
-        """
-        chosen = None
-        for w in self.waiters:
-            if w.match is not None and w.browse != BROWSER and w.match(rec):
-                chosen = w
-                break
+
+        ``passed_by``: the wake is passed on by that waiter, which could not use it: only
+        getters it was not offered to already are candidates (so a wake never circles), and
+        no browser is woken again."""
+        waiters = self.waiters
+
+        def candidate(w: Waiter) -> bool:
+            return w.kind != BROWSER and (passed_by is None or (w.kind == GETTER and w.offered is not rec))
+
+        chosen = next((w for w in waiters if w.match is not None and candidate(w) and w.match(rec)), None)
         if chosen is None:
-            for w in self.waiters:
-                if w.match is None and w.browse != BROWSER:
-                    chosen = w
-                    break
+            chosen = next((w for w in waiters if w.match is None and candidate(w)), None)
         if chosen is not None:
-            self.waiters.remove(chosen)
-            chosen.rec = rec
+            waiters.remove(chosen)
+            chosen.rec = chosen.offered = rec
             chosen.cond.notify()
-        browsers = [w for w in self.waiters if w.browse == BROWSER]
-        if browsers:  # every browse waiter looks again, each beyond its own cursor
-            for w in browsers:
-                self.waiters.remove(w)
+        if passed_by is None:
+            browsers = [w for w in waiters if w.kind == BROWSER]
+            for w in browsers:  # every browse waiter looks again, each beyond its own cursor
+                waiters.remove(w)
                 w.cond.notify()
 
-    def _wake_all(self) -> None:
+    def pass_on_locked(self, w: Waiter) -> None:
+        """``w`` was woken for a record its call then could not take: offer that record to
+        the next waiter MQ would choose (only when ``w``'s predicate admits records its call
+        may not take: see :class:`Waiter`)."""
+        rec, w.rec = w.rec, None
+        if rec is not None and w.passes and self.waiters:
+            self.wake_for_locked(rec, passed_by=w)
+
+    def wake_all_locked(self) -> None:
         """Wake every waiter, so each re-checks the queue's state (inhibit, delete, close)."""
         for w in self.waiters:
             w.cond.notify()
@@ -535,16 +636,27 @@ class LocalQueue:
 
     # -- reading blobs (entry points: they take the lock themselves) ---------------------------
 
-    def load(self, need: Need) -> None:
-        """Read the blob a get needs, without the lock. A damaged blob leaves the chain here
-        and its error is raised (2101); a failed read raises 2102 and changes nothing."""
+    def load(self, need: Need, keep=None) -> None:
+        """Read the blob ``need`` names, without the lock: into the tier's cache of decoded
+        blobs (a get), or handed to ``keep(blob, records)`` (a browse cursor, which leaves
+        the chain alone). A blob found damaged leaves the chain here and 2101 names what it
+        held; a failed read raises 2102 and changes nothing. A blob that another consumer
+        brought back (or that left the chain otherwise) while this one read is no damage:
+        the call returns and the caller looks again."""
+        tier = self.tier
         try:
-            self.tier.load(need)
+            if keep is None:
+                tier.load(need)
+            else:
+                keep(need.blob, tier.read(need))
         except BlobCorruptError as e:
+            blob = need.blob
             with self.mutex:
-                self.depth -= self.tier.quarantine_locked(need.lane, need.blob)
-            self.tier.run_cleanup()
-            raise self.tier.damaged(need.blob, e) from e
+                if blob.unswept or blob.damaged or blob not in need.lane.chain:
+                    return
+                self.depth -= tier.quarantine_locked(need.lane, blob)
+            tier.run_cleanup()
+            raise tier.damaged(blob, e) from e
 
     def unsweep_all(self) -> int:
         """Bring every swept message back into memory, blob by blob as gets do (benchmarks, and

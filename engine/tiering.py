@@ -354,6 +354,7 @@ class QueueTier:
             return blob.moved.pop(hit.pos)
         if blob.damaged:
             return -1
+        assert blob.flags[hit.pos] != POS_REMOVED, f"blob {blob.blob_id}: position {hit.pos} removed twice"
         blob.flags[hit.pos] = POS_REMOVED
         blob.live -= 1
         lane = hit.lane
@@ -373,6 +374,7 @@ class QueueTier:
     @staticmethod
     def hide_hit_locked(hit: SweptHit) -> None:
         # Always under the lock that found the hit, so the blob is still swept.
+        assert not hit.blob.unswept and hit.blob.flags[hit.pos] in (POS_LIVE, POS_LOCKED), "hidden but not live"
         hit.blob.flags[hit.pos] = POS_GOTTEN
 
     @staticmethod
@@ -405,6 +407,25 @@ class QueueTier:
         self.lanes.settle(lane)
         return blob.live
 
+    def check_locked(self) -> None:
+        """Assert the chains' invariants (lock held; for tests and the model checks): each
+        lane's ``swept`` is the live messages of its blobs; a blob in a chain is neither
+        unswept nor damaged, holds at least one live message, and its flags are valid; blobs
+        follow each other in arrival order. :raises AssertionError: naming what is broken."""
+        for lane in self.lanes:
+            live = 0
+            last_seq = -1
+            for blob in lane.chain:
+                assert not blob.unswept and not blob.damaged, f"blob {blob.blob_id} left, but is still chained"
+                n = int((blob.flags != POS_REMOVED).sum())
+                assert blob.live == n, f"blob {blob.blob_id}: live {blob.live} but {n} positions not removed"
+                assert n, f"blob {blob.blob_id} is empty but still chained"
+                assert int(blob.flags.max(initial=0)) <= POS_LOCKED, f"blob {blob.blob_id}: bad position flag"
+                assert blob.seq_min > last_seq, f"blob {blob.blob_id} out of arrival order in lane {lane.priority}"
+                last_seq = blob.seq_max
+                live += n
+            assert lane.swept == live, f"lane {lane.priority}: swept {lane.swept} but {live} live in its chain"
+
     # -- I/O without the lock ---------------------------------------------------------------------
 
     def load(self, need: Need) -> None:
@@ -427,22 +448,29 @@ class QueueTier:
             records = None
             self.counters.readahead_misses += 1
         if records is None:
-            try:
-                records = self.store().read(blob.blob_id, self.chain_name(need.lane), blob.check)
-            except BlobCorruptError:
-                raise
-            except (StoreError, OSError) as e:
-                raise MQError(
-                    Reason.RESOURCE_PROBLEM,
-                    f"queue {self.name!r}: reading blob {blob.blob_id} failed ({e}); nothing was lost, "
-                    "try the get again",
-                ) from e
+            records = self.read(need)
         blob.loaded = records
         self._loaded.append(blob)
         while len(self._loaded) > LOADED_CACHE:
             old = self._loaded.popleft()
             if old is not blob:
                 old.loaded = None
+
+    def read(self, need: Need) -> list[bytes]:
+        """A blob's records from the store, verified (no lock; the chain is not changed).
+
+        :raises BlobCorruptError: damaged or missing. :raises MQError: RESOURCE_PROBLEM (2102)
+            when the read failed; nothing changed."""
+        blob = need.blob
+        try:
+            return self.store().read(blob.blob_id, self.chain_name(need.lane), blob.check)
+        except BlobCorruptError:
+            raise
+        except (StoreError, OSError) as e:
+            raise MQError(
+                Reason.RESOURCE_PROBLEM,
+                f"queue {self.name!r}: reading blob {blob.blob_id} failed ({e}); nothing was lost, try again",
+            ) from e
 
     def damaged(self, blob: SweptBlob, e: BlobCorruptError) -> MQError:
         held = "" if e.ids else f"; from the in-memory index: {blob.describe()}"

@@ -55,7 +55,7 @@ class UnitOfWork:
         if mark_skip:
             self.skip = op
 
-    def commit(self) -> None:
+    def commit(self) -> Reason:
         """Make every put visible and every got message gone, atomically for observers.
 
         On a durable queue manager the persistent puts and gets are first written in one
@@ -64,10 +64,12 @@ class UnitOfWork:
 
         :raises MQError: BACKED_OUT (2003) when that write failed: the unit of work was
             backed out instead (MQ's MQCMIT reports the same), nothing of it is durable.
-            RESOURCE_PROBLEM (2102) when the commit is made but its sync to disk failed."""
+        Returns ``Reason.NONE``, or OUTCOME_PENDING (2124, a warning) when the commit is made
+        but its sync to disk failed: the next sync hardens it (engine/getpath.py says why a
+        made change is never reported as a failure)."""
         ops = self.ops
         if not ops:
-            return
+            return Reason.NONE
         journal = ops[0][1].journal  # one manager, one journal
         failed = None
         batch = Batch()
@@ -86,22 +88,23 @@ class UnitOfWork:
             if failed is None:
                 for kind, q, ref in ops:
                     if kind == PUT:
-                        q._commit_put(ref)
+                        q.commit_put_locked(ref)
                     else:
-                        q._remove(ref, durable=False)
+                        q.remove_locked(ref, durable=False)
             else:
                 for kind, q, ref in ops:
                     if kind == PUT:
-                        q._remove(ref, durable=False)
+                        q.remove_locked(ref, durable=False)
                     else:
-                        q._restore(ref, backout=True)
+                        q.restore_locked(ref, backout=True)
         _after(ops)
         if failed is not None:
             raise MQError(
                 Reason.BACKED_OUT, f"the commit could not be written ({failed}); the unit of work was backed out"
             ) from failed
-        if batch:
-            journal.wait()
+        if batch and not journal.wait():
+            return Reason.OUTCOME_PENDING
+        return Reason.NONE
 
     def backout(self, application_requested: bool = True) -> None:
         """Undo every operation; a marked get skips an application-requested backout."""
@@ -118,9 +121,9 @@ class UnitOfWork:
                     continue
                 kind, q, ref = op
                 if kind == PUT:
-                    q._remove(ref, durable=False)  # never written: nothing to delete
+                    q.remove_locked(ref, durable=False)  # never written: nothing to delete
                 else:
-                    q._restore(ref, backout=True, batch=batch)
+                    q.restore_locked(ref, backout=True, batch=batch)
             if batch:
                 # Harden the raised backout counts. Best effort: a backout cannot fail, and a
                 # count not written only means an older count after a restart.

@@ -183,13 +183,14 @@ class AsyncConnection:
         self._handles.add(h)
         return h
 
-    async def commit(self) -> None:
+    async def commit(self) -> Reason:
         self._check()
         lost = self._uow.commit_lost()
         if lost is not None:
             raise lost
-        await self._call(P.COMMIT, [])
+        reason = await self._call(P.COMMIT, [])
         self._uow.ended()
+        return Reason(reason or 0)
 
     async def backout(self) -> None:
         self._check()
@@ -301,7 +302,7 @@ class AsyncHandle:
 
     async def close(self) -> Reason:
         if self._closed:
-            return Reason.NONE
+            raise C.closed_twice(self.name)
         self._closed = True
         self._conn._handles.discard(self)
         return Reason(await self._conn._call(P.CLOSE, [self._hid]))
@@ -310,5 +311,7 @@ class AsyncHandle:
         return self
 
     async def __aexit__(self, *exc) -> None:
+        if self._closed:
+            return
         with contextlib.suppress(MQError) if exc[0] is not None else contextlib.nullcontext():
             await self.close()

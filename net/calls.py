@@ -128,6 +128,10 @@ def disconnected() -> MQError:
     return MQError(Reason.HCONN_ERROR, "this connection is disconnected; connect again")
 
 
+def closed_twice(name: str) -> MQError:
+    return MQError(Reason.HOBJ_ERROR, f"handle for {name!r} is already closed")
+
+
 def handle_closed(name: str) -> MQError:
     return MQError(Reason.HOBJ_ERROR, f"handle for {name!r} is closed; open it again")
 

@@ -173,13 +173,15 @@ class ClientConnection:
         self._handles.add(h)
         return h
 
-    def commit(self) -> None:
+    def commit(self) -> Reason:
+        """MQCMIT; NONE, or the warning OUTCOME_PENDING (2124) as in process."""
         self._check()
         lost = self._uow.commit_lost()
         if lost is not None:
             raise lost
-        self._call(P.COMMIT, [])
+        reason = self._call(P.COMMIT, [])
         self._uow.ended()
+        return Reason(reason or 0)
 
     def backout(self) -> None:
         self._check()
@@ -366,7 +368,7 @@ class ClientHandle:
     def close(self) -> Reason:
         """MQCLOSE; uncommitted work stays with the connection's unit of work."""
         if self._closed:
-            return Reason.NONE
+            raise C.closed_twice(self.name)
         self._closed = True
         self._conn._handles.discard(self)
         return Reason(self._conn._call(P.CLOSE, [self._hid]))
@@ -375,6 +377,8 @@ class ClientHandle:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._closed:
+            return
         if exc[0] is None:
             self.close()
         else:  # the block failed (perhaps on a broken connection): close without masking it

@@ -312,7 +312,7 @@ class Session:
     # -- units of work and administration ---------------------------------------------------
 
     def _commit(self):
-        self.conn.commit()
+        return int(self.conn.commit() or 0)
 
     def _backout(self):
         self.conn.backout()

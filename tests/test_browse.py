@@ -321,11 +321,11 @@ def test_browse_of_a_swept_queue_reads_blobs_into_a_bounded_cache(env):
     env.settle()
     b = env.handle()
     assert browse_all(b) == [b"%02d" % i for i in range(40)]
-    assert len(b._cursor.cache) <= CACHE_BLOBS
+    assert len(b._s.cursor.cache) <= CACHE_BLOBS
     s = env.stats()
     assert s.unsweeps == 0 and s.msgs_unswept == 0
     if env.swept:
-        assert s.msgs_swept == 40 and b._cursor.cache  # read for the cursor itself
+        assert s.msgs_swept == 40 and b._s.cursor.cache  # read for the cursor itself
         assert all(blob.loaded is None for lane in env.qm._queue("Q").lanes for blob in lane.chain)
 
 

@@ -37,6 +37,9 @@ INVALID = [
     GMO.UNLOCK | GMO.WAIT,  # rule 8
     GMO.UNLOCK | GMO.ACCEPT_TRUNCATED_MSG,
     0x80000000,  # rule 9: undefined bit
+    GMO.CONVERT,  # not built: refused, never accepted and ignored
+    GMO.SET_SIGNAL,
+    GMO.SYNCPOINT | GMO.CONVERT,
 ]
 
 
@@ -58,6 +61,13 @@ VALID = [
     GMO.SYNCPOINT_IF_PERSISTENT,
     GMO.FAIL_IF_QUIESCING,
 ]
+
+
+@pytest.mark.parametrize(("opts", "says"), [(GMO.CONVERT, "conversion"), (GMO.SET_SIGNAL, "signals")])
+def test_an_option_not_built_is_refused_and_says_so(h, opts, says):
+    with pytest.raises(MQError) as ei:
+        h.get(opts)
+    assert ei.value.reason == Reason.OPTIONS_ERROR and says in str(ei.value) and "not built" in str(ei.value)
 
 
 @pytest.mark.parametrize("opts", VALID, ids=lambda o: hex(int(o)))

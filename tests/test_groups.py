@@ -525,7 +525,7 @@ def h(gqm):
 def test_bad_group_fields_are_mq_errors(h, md, reason, opts):
     assert reason_of(lambda: h.put(b"xy", md, opts)) == reason
     assert h.queue.depth == 0
-    assert h._grp is None
+    assert h._s.groups is None
 
 
 def test_an_offset_whose_data_passes_the_largest_logical_message_is_2251(h):
@@ -610,7 +610,9 @@ def test_close_with_an_incomplete_group_or_logical_message_warns(gqm):
     h = c.open("Q", IO)
     h.put(b"1", MD(msg_flags=MF.MSG_IN_GROUP | MF.SEGMENT), LOGICAL_PUT)
     assert h.close() == Reason.INCOMPLETE_MSG
-    assert h.close() == Reason.NONE  # already closed
+    with pytest.raises(MQError) as ei:  # already closed: MQ's MQCLOSE says the handle is not valid
+        h.close()
+    assert ei.value.reason == Reason.HOBJ_ERROR == 2019
     h = c.open("Q", IO)
     assert h.close() == Reason.NONE
 
@@ -625,7 +627,7 @@ def test_msg_seq_number_limit_with_logical_order(h):
 def test_restart_put_without_logical_order_sets_the_position(h):
     gid = h.put(b"1", MD(msg_flags=MF.MSG_IN_GROUP)).md.group_id
     h.close()
-    h2 = h._conn.open("Q", IO)
+    h2 = h.connection.open("Q", IO)
     h2.put(b"5", MD(group_id=gid, msg_seq_number=5, msg_flags=MF.MSG_IN_GROUP))
     r = h2.put(b"6", MD(msg_flags=MF.LAST_MSG_IN_GROUP), PMO.LOGICAL_ORDER)
     assert (r.md.group_id, r.md.msg_seq_number) == (gid, 6)
@@ -715,7 +717,7 @@ def test_bad_get_arguments_with_group_options_are_mq_errors(h):
     assert reason_of(lambda: h.get(GMO.COMPLETE_MSG | GMO.SYNCPOINT_IF_PERSISTENT)) == Reason.OPTIONS_ERROR
     assert reason_of(lambda: h.get(GMO.COMPLETE_MSG | GMO.SYNCPOINT | GMO.MARK_SKIP_BACKOUT)) == Reason.OPTIONS_ERROR
     assert reason_of(lambda: h.get_many(5, GMO.LOGICAL_ORDER)) == Reason.OPTIONS_ERROR
-    ro = h._conn.open("Q", OO.OUTPUT)
+    ro = h.connection.open("Q", OO.OUTPUT)
     assert reason_of(lambda: ro.get(L)) == Reason.NOT_OPEN_FOR_INPUT
     assert h.get(L).data == b"x"
 
@@ -760,7 +762,7 @@ def test_get_side_2245_warning_after_logical_order_and_state_dropped_when_idle(g
     gid = h.put(b"1", MD(msg_flags=MF.MSG_IN_GROUP), PMO.LOGICAL_ORDER).md.group_id
     h.put(b"2", MD(msg_flags=MF.MSG_IN_GROUP), PMO.LOGICAL_ORDER)
     h.put(b"3", MD(msg_flags=MF.LAST_MSG_IN_GROUP), PMO.LOGICAL_ORDER)
-    assert h._grp is None  # the group is complete: the put path is the fast one again
+    assert h._s.groups is None  # the group is complete: the put path is the fast one again
     settle(gqm, where, "Q")
     g = c.open("Q", IO)
     assert g.get(GMO.LOGICAL_ORDER | GMO.SYNCPOINT).data == b"1"
@@ -768,7 +770,7 @@ def test_get_side_2245_warning_after_logical_order_and_state_dropped_when_idle(g
     assert (m.data, m.reason, m.completion_code) == (b"2", Reason.INCONSISTENT_UOW, CC.WARNING)
     m = g.get(GMO.LOGICAL_ORDER | GMO.SYNCPOINT)
     assert (m.data, m.reason) == (b"3", Reason.NONE)
-    assert g._grp is None
+    assert g._s.groups is None
     c.commit()
     assert gqm.inquire_queue("Q").current_depth == 0
 

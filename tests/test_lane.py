@@ -149,3 +149,98 @@ def test_a_blob_comes_back_in_bulk_in_order(n):
         assert q.unsweep_all() >= 1
         assert qm.stats()["Q"].msgs_swept == 0
         assert drain(h) == [b"%05d" % i for i in range(n + 5)]
+
+
+# -- the lane's invariants, checked after every step of random operations -----------------------------
+
+from hypothesis import settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule  # noqa: E402
+
+from sweepq.engine.lane import GOTTEN, LOCKED, UNCOMMITTED  # noqa: E402
+
+
+class LaneMachine(RuleBasedStateMachine):
+    """LaneSet against a model (a list per lane of [slot, record, state]); after every step
+    LaneSet.check() holds and the lists read as the model says."""
+
+    def __init__(self):
+        super().__init__()
+        self.ls = LaneSet()
+        self.model: dict[int, list[list]] = {p: [] for p in range(10)}
+        self.n = 0
+
+    def _all(self):
+        return [(p, e) for p, es in self.model.items() for e in es]
+
+    @rule(p=st.integers(0, 9), uncommitted=st.booleans(), k=st.integers(1, 40))
+    def put(self, p, uncommitted, k):
+        state = p | (UNCOMMITTED if uncommitted else 0)
+        recs = [b"r%06d" % (self.n + j) for j in range(k)]
+        self.n += k
+        lane = self.ls[p]
+        slots = [self.ls.append(lane, recs[0], state)] if k == 1 else list(self.ls.extend(lane, recs, state))
+        self.model[p] += [[s, r, state] for s, r in zip(slots, recs, strict=True)]
+
+    @precondition(lambda self: self._all())
+    @rule(data=st.data())
+    def remove(self, data):
+        p, e = data.draw(st.sampled_from(self._all()))
+        assert self.ls.remove(e[0]) is self.ls[p]
+        self.model[p].remove(e)
+
+    @precondition(lambda self: any(e[2] < AVAILABLE_BELOW for _, e in self._all()))
+    @rule(data=st.data())
+    def hide_and_maybe_restore(self, data):
+        _, e = data.draw(st.sampled_from([(p, e) for p, e in self._all() if e[2] < AVAILABLE_BELOW]))
+        self.ls.hide(e[0])
+        e[2] |= GOTTEN
+        if data.draw(st.booleans()):
+            rec = e[1] + b"+"
+            self.ls.restore(e[0], rec)
+            e[1], e[2] = rec, e[2] & ~(GOTTEN | LOCKED)
+
+    @precondition(lambda self: any(e[2] & UNCOMMITTED for _, e in self._all()))
+    @rule(data=st.data())
+    def commit_put(self, data):
+        _, e = data.draw(st.sampled_from([(p, e) for p, e in self._all() if e[2] & UNCOMMITTED]))
+        self.ls.commit_put(e[0])
+        e[2] &= ~UNCOMMITTED
+
+    @rule()
+    def shrink(self):
+        if self.ls.shrink():  # slots renumbered: read them back in order
+            for p, es in self.model.items():
+                for e, slot in zip(es, self.ls.walk(self.ls[p].front), strict=True):
+                    e[0] = slot
+
+    @invariant()
+    def holds(self):
+        self.ls.check()
+        for p, es in self.model.items():
+            assert self.ls.records(self.ls[p].front) == [e[1] for e in es]
+
+
+LaneMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)
+TestLaneMachine = LaneMachine.TestCase
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda ls, s: ls.prv.__setitem__(s[5], s[3]),  # a link that disagrees with its mirror
+        lambda ls, s: setattr(ls[0], "ready", ls[0].ready + 1),  # a counter off by one
+        lambda ls, s: ls.free.append(s[2]),  # a linked slot also free
+        lambda ls, s: ls.recs.__setitem__(int(ls.free[-1]), b"ghost"),  # a free slot holding a record
+        lambda ls, s: ls.st.__setitem__(s[4], 3),  # a slot that names another lane
+    ],
+    ids=["link", "counter", "free-and-linked", "free-with-record", "lane-bits"],
+)
+def test_check_catches_a_broken_lane(damage):
+    """LaneSet.check is not vacuous: each kind of damage is caught."""
+    ls = LaneSet()
+    slots = [ls.append(ls[0], b"r%d" % i, 0) for i in range(10)]
+    ls.check()
+    damage(ls, slots)
+    with pytest.raises(AssertionError):
+        ls.check()

@@ -329,6 +329,13 @@ class EngineVsModel(RuleBasedStateMachine):
             assert info.ready + swept_available == sum(e.committed and not e.gotten for e in self.model[q])
 
     @invariant()
+    def structures_hold(self):
+        """The engine's own invariants after every step (LocalQueue.check: links both ways,
+        counters, free slots, index, chains, depth)."""
+        for q in QUEUES:
+            self.qm._queue(q).check()
+
+    @invariant()
     def uow_sizes_match(self):
         for i in range(NCONN):
             assert self.conns[i].uncommitted == len(self.uow[i])

@@ -19,7 +19,7 @@ from hypothesis.stateful import initialize, invariant, rule
 from test_model import CORRELS, NCONN, QUEUES, EngineVsModel
 
 from sweepq.engine import GMO, OO, MQError, Reason
-from sweepq.engine.browse import _resolve_lock
+from sweepq.engine.browse import resolve_lock_locked
 from sweepq.engine.swept import LIVE, LOCKED
 
 I = st.integers(0, NCONN - 1)  # noqa: E741 - the connection index, as in test_model
@@ -241,11 +241,11 @@ class BrowseModel(EngineVsModel):
         """Every model lock is the engine's, and no other message is locked."""
         for i in range(NCONN):
             for q in QUEUES:
-                cur = self.handles[i][q]._cursor
+                cur = self.handles[i][q]._s.cursor
                 e = self.locks.get((i, q))
                 queue = self.qm._queue(q)
                 with queue.mutex:  # a lock its holder's get ended is forgotten on the next look
-                    held = cur is not None and _resolve_lock(queue, cur) is not None
+                    held = cur is not None and resolve_lock_locked(queue, cur) is not None
                 assert held == (e is not None), (i, q, e and e.data)
 
 

@@ -25,6 +25,10 @@ def reason_of(fn) -> Reason:
         OO.CO_OP | OO.INPUT_SHARED,
         OO.READ_AHEAD | OO.NO_READ_AHEAD | OO.INPUT_SHARED,
         0x40000000 | OO.OUTPUT,
+        OO.SAVE_ALL_CONTEXT | OO.INPUT_SHARED,  # not built: refused, never accepted and ignored
+        OO.SET_ALL_CONTEXT | OO.OUTPUT,
+        OO.CO_OP | OO.BROWSE,
+        OO.ALTERNATE_USER_AUTHORITY | OO.OUTPUT,
     ],
 )
 def test_invalid_open_options(conn, opts):

@@ -132,6 +132,9 @@ def test_descriptor_field_errors(h, md, reason):
         PMO.SYNCPOINT | PMO.NO_SYNCPOINT,
         PMO.DEFAULT_CONTEXT | PMO.NO_CONTEXT,
         0x10000000,
+        PMO.SET_ALL_CONTEXT,  # not built: refused, never accepted and ignored
+        PMO.PASS_IDENTITY_CONTEXT,
+        PMO.ALTERNATE_USER_AUTHORITY,
     ],
 )
 def test_put_option_errors(h, opts):

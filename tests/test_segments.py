@@ -294,8 +294,10 @@ def test_status_queue_kept_as_segments(qm, conn, where):
 
 
 def test_browse_helpers_for_a_cursor_on_a_segment(qm, conn, where):
-    """The entry points the browse work uses (engine/groups.py docstring)."""
-    from sweepq.engine import groups
+    """The entry points a caller of the group search uses (engine/groups/ docstring): a
+    finder for the one get path (engine/getpath.py), which reads the blobs it needs."""
+    from sweepq.engine import getpath, groups
+    from sweepq.engine.groups.search import pin
 
     h = conn.open("Q", IO)
     h.put(b"ab", MD(msg_flags=MF.SEGMENT), PMO.LOGICAL_ORDER)
@@ -309,19 +311,17 @@ def test_browse_helpers_for_a_cursor_on_a_segment(qm, conn, where):
     pos = groups.Position()
     elig = groups.eligible(pos, GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG, None, qm.ident)
     pinned: dict = {}
-    while True:
-        try:
-            with q.mutex:
-                found = groups.locate(q, elig, GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG, pos, pinned)
-            break
-        except groups.NeedBlob as e:
-            q.load(e.need)
-            groups.pin(pinned, e.need)
-    refs, recs = found
-    assert groups.reassembled(recs)[-4:] == b"abcd" and len(refs) == 2
+
+    def load(need):
+        q.load(need)
+        pin(pinned, need)
+
     with q.mutex:
-        _, recs2 = groups.segments_of(q, recs[0], pinned)
-    assert recs2 == recs
+        find = lambda: groups.locate_locked(q, elig, GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG, pos, pinned)  # noqa: E731
+        found = getpath.obtain(q, find, None, "", load)
+        refs, recs = found.refs, found.recs
+        assert groups.reassembled(recs)[-4:] == b"abcd" and len(refs) == 2
+        assert getpath.obtain(q, lambda: groups.segments_of_locked(q, recs[0], pinned), None, "", load).recs == recs
     pos.advance_rec(groups.reassembled(recs), in_uow=False)
     assert not pos.current  # a whole logical message: nothing is current after it
     assert qm.inquire_queue("Q").current_depth == 2  # nothing was taken

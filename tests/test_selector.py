@@ -505,13 +505,13 @@ def test_match_options_without_selector_are_unchanged(tier):
     h = tier.h
     h.put(b"a", MD(correl_id=b"X"))
     tier.settle()
-    assert h._match is None
+    assert h._s.match is None
     assert h.get(match=MO.MATCH_CORREL_ID, correl_id=b"X").data == b"a"
 
 
 def test_a_selector_that_is_always_true_keeps_the_plain_get(tier):
     h = tier.conn.open("Q", IO, selector="1 = 1 OR x = 2")
-    assert h._match is None  # no Match: the get hot path, and a swept queue unsweeps as usual
+    assert h._s.match is None  # no Match: the get hot path, and a swept queue unsweeps as usual
     h.put(b"a")
     tier.settle()
     assert h.get().data == b"a"

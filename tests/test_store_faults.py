@@ -106,7 +106,7 @@ def test_the_reference_run_touches_every_call_site():
     # Every place the engine and the sweeper call the store, as this scenario reaches it.
     assert {"_sweep_queue"} <= sites["write_pending"]
     assert {"sweep_link"} <= sites["link"]
-    assert {"load"} <= sites["read"]
+    assert {"read"} <= sites["read"]  # QueueTier.read: every blob read of a get or browse
     assert {"run_cleanup"} <= sites["unlink"]
     assert calls["write_pending"] >= 3 and calls["link"] >= 8 and calls["read"] >= 8 and calls["unlink"] >= 8
 

@@ -129,7 +129,7 @@ def test_uncommitted_put_and_syncpoint_get_split_the_run(sqm, sh):
     c2.commit()
     assert sh.get(GMO.SYNCPOINT).data == b"a0"  # a syncpoint get inside the candidate run
     r = sqm.sweeper.run_once().decision("Q")
-    sh._conn.backout()
+    sh.connection.backout()
     assert drain(sh) == [b"a%d" % i for i in range(10)] + [b"uncommitted"] + [b"b%d" % i for i in range(10)]
 
 
@@ -151,7 +151,7 @@ def test_get_by_id_finds_a_swept_message_without_unsweeping(sqm, sh):
 def test_swept_get_under_syncpoint_backs_out_in_place_with_count(sqm, sh):
     puts = [sh.put(b"%02d" % i) for i in range(40)]
     sqm.sweeper.run_once()
-    conn = sh._conn
+    conn = sh.connection
     assert sh.get(GMO.SYNCPOINT, msg_id=puts[30].msg_id).data == b"30"
     with pytest.raises(MQError):
         sh.get(msg_id=puts[30].msg_id)  # hidden while the unit of work holds it
@@ -169,7 +169,7 @@ def test_swept_get_under_syncpoint_backs_out_in_place_with_count(sqm, sh):
 def test_swept_get_under_syncpoint_commits_after_its_blob_came_back(sqm, sh):
     puts = [sh.put(b"%02d" % i) for i in range(40)]
     sqm.sweeper.run_once()
-    conn = sh._conn
+    conn = sh.connection
     other = sqm.connect().open("Q", IO)
     assert sh.get(GMO.SYNCPOINT, msg_id=puts[7].msg_id).data == b"07"
     first = [other.get().data for _ in range(10)]  # brings 5..14 back; 07 comes back hidden

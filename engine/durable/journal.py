@@ -173,6 +173,7 @@ class Journal:
         self._store = store
         self.policy = sync
         self.group = GroupSync(lambda: self._store().sync()) if sync == "commit" else None
+        self.owed = False  # a sync failed: some made change may not be on disk yet
 
     # -- building a step's changes (no I/O) ---------------------------------------------------
 
@@ -249,14 +250,27 @@ class Journal:
 
     # -- after the locks -------------------------------------------------------------------------
 
-    def wait(self) -> None:
+    def wait(self) -> bool:
         """With ``sync="commit"``: return once what the caller wrote is on disk (no lock held).
 
-        :raises MQError: RESOURCE_PROBLEM (2102) if the sync failed: the change is made and in
-            the log, but not known to be on disk."""
+        Returns True, or False when the sync failed even after its retries: the change is
+        made and in the log, not known to be on disk. The caller reports that as the warning
+        OUTCOME_PENDING (2124), never as a failure (the change cannot be undone, and a caller
+        told "failed" would repeat it). :meth:`harden` (and every later sync) makes it durable.
+        Never raises."""
         if self.group is None:
-            return
+            return True
         try:
             self.group.wait()
-        except StoreError as e:
-            raise MQError(Reason.RESOURCE_PROBLEM, f"the change is made but syncing it to disk failed ({e})") from e
+            self.owed = False
+            return True
+        except StoreError:
+            self.owed = True
+            return False
+
+    def harden(self) -> bool:
+        """Sync what a failed sync left unsynced (the sweeper calls this each interval, and
+        close). Returns whether nothing is owed any more. Never raises."""
+        if not self.owed or self.group is None:
+            return True
+        return self.wait()

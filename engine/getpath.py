@@ -1,0 +1,450 @@
+"""The one get path: how every call that takes or looks at a message finds it, waits for
+it, delivers it and takes it (docs/design.md, "The get path").
+
+The calls: :meth:`Handle.get` (plain, by match, with a selector), :meth:`Handle.get_many`,
+the browse calls of engine/browse.py (BROWSE_FIRST / BROWSE_NEXT with and without LOCK,
+[BROWSE_]MSG_UNDER_CURSOR), the group and segment calls of engine/groups/, and a
+channel's batch (:meth:`Handle.assign_batch`). Each brings a *finder* (which message) and
+what to do with it; everything else is here, once:
+
+``check``    :func:`check_call`: what every call checks before it looks (the handle may
+             get, or browse; gets are not inhibited; the buffer length and the wait
+             interval are valid; the unit of work can take one more get: 2062, 2024).
+``obtain``   :func:`obtain`, queue lock held: call the finder. A
+             :class:`~sweepq.engine.tiering.Need` (a blob must be read first) is read here
+             without the lock, then the finder looks again; nothing found waits
+             (:class:`Wait`, MQ's waiter rules live in :meth:`LocalQueue.wait_locked`) or
+             raises 2033; an expired message is discarded here, the one place expiry is
+             enforced (docs/semantics.md §2.3).
+``deliver``  :func:`deliver`: the data the caller's buffer holds and the truncation
+             warning 2079, or failure 2080 (then nothing is taken and no cursor moves).
+``take``     :func:`take_locked` (lock held), then :func:`finish` (no lock): a destructive
+             call hides the messages in the unit of work or removes them (the journal's
+             one write first, then index, lane and counters: ``LocalQueue.remove_locked``);
+             then, without the lock, the store cleanups, the unit of work's record, the
+             sync of ``sync="commit"`` and the trace recorder.
+
+A finder is any callable run with the queue lock held that returns a slot (``int``), a hit
+inside a swept blob (:class:`~sweepq.engine.swept.SweptHit`), several messages at once
+(:class:`Found`: a logical message's segments), a :class:`Need`, or None. The lock is
+released only inside :func:`obtain` (reading a blob, waiting): a caller that holds it when
+``obtain`` returns holds it on the same queue state the finder saw.
+
+Failed syncs (``sync="commit"``, docs/durability.md): a change is written to the store's
+log under the lock and synced after it. When the sync fails the change is made all the
+same; the call returns its result with the WARNING reason OUTCOME_PENDING (2124) instead of
+raising, so that nobody puts twice or loses a got message: the next sync (any later call,
+the sweeper's interval, or close) hardens it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import checks, poison, record
+from .constants import GMO, Reason
+from .errors import MQError
+from .found import Found
+from .message import Message
+from .queue import GETTER
+from .swept import SweptHit
+from .tiering import Need
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .connection import Batch
+    from .handle import HandleState
+    from .matching import Match
+    from .queue import LocalQueue
+
+_SYNC = int(GMO.SYNCPOINT)
+_SYNC_IF_PERSISTENT = int(GMO.SYNCPOINT_IF_PERSISTENT)
+SYNC_ANY = _SYNC | _SYNC_IF_PERSISTENT
+_WAIT = int(GMO.WAIT)
+_ACCEPT_TRUNCATED = int(GMO.ACCEPT_TRUNCATED_MSG)
+_MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
+_HAS_EXPIRY = record.HAS_EXPIRY
+_HAS_GROUP = record.HAS_GROUP
+_PERSISTENT = record.PERSISTENT
+_TRUNCATED_FAILED = int(Reason.TRUNCATED_MSG_FAILED)
+_TRUNCATED_ACCEPTED = int(Reason.TRUNCATED_MSG_ACCEPTED)
+_OUTCOME_PENDING = int(Reason.OUTCOME_PENDING)
+
+
+# -- check --------------------------------------------------------------------------------------
+
+
+def check_call(s: HandleState, opts: int, buffer_length, wait_interval, browse: bool = False) -> None:
+    """The checks every get-path call makes before it looks (no lock).
+
+    :raises MQError: HOBJ_ERROR / HCONN_ERROR / CONNECTION_BROKEN (closed), NOT_OPEN_FOR_INPUT
+        (2037) or, with ``browse``, NOT_OPEN_FOR_BROWSE (2036), GET_INHIBITED (2016),
+        BUFFER_LENGTH_ERROR (2005), WAIT_INTERVAL_ERROR (2090), SECOND_MARK_NOT_ALLOWED
+        (2062), SYNCPOINT_LIMIT_REACHED (2024)."""
+    if s.closed:
+        raise s.closed_error()
+    q = s.queue
+    if browse:
+        if not s.can_browse:
+            raise MQError(Reason.NOT_OPEN_FOR_BROWSE, f"open {q.name!r} with OO.BROWSE to browse or use the cursor")
+    elif not s.can_get:
+        raise MQError(Reason.NOT_OPEN_FOR_INPUT, f"open {q.name!r} with an OO.INPUT_* option to get")
+    if q.inhibit_get:
+        raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} are inhibited (inhibit_get)")
+    if buffer_length is not None:
+        checks.integer(buffer_length, "buffer_length", Reason.BUFFER_LENGTH_ERROR, 0)
+    if not opts:
+        return
+    if opts & _WAIT:
+        checks.integer(wait_interval, "wait_interval (ms; -1 waits for ever)", Reason.WAIT_INTERVAL_ERROR, -1)
+    if opts & _MARK_SKIP and s.uow.skip is not None:
+        raise MQError(
+            Reason.SECOND_MARK_NOT_ALLOWED,
+            "this unit of work already has a get marked to skip backout; commit or back out first",
+        )
+    if opts & SYNC_ANY:
+        check_room(s, 1)
+
+
+def check_room(s: HandleState, n: int) -> None:
+    """:raises MQError: SYNCPOINT_LIMIT_REACHED (2024) when the unit of work cannot take
+    ``n`` more operations (max_uncommitted)."""
+    limit = s.qm.max_uncommitted
+    if len(s.uow.ops) + n > limit:
+        raise MQError(
+            Reason.SYNCPOINT_LIMIT_REACHED,
+            f"the unit of work holds max_uncommitted={limit} operations; commit or back out first",
+        )
+
+
+def in_uow(opts: int, rec: bytes) -> bool:
+    """Does a get with ``opts`` of ``rec`` join the unit of work (SYNCPOINT, or
+    SYNCPOINT_IF_PERSISTENT and a persistent message)?"""
+    return bool(opts & _SYNC or (opts & _SYNC_IF_PERSISTENT and rec[2] & _PERSISTENT))
+
+
+# -- obtain (queue lock held) ---------------------------------------------------------------------
+
+
+class Wait:
+    """A call's WAIT: its deadline on the queue manager's clock (set at the first wait, so a
+    call that finds a message at once never reads the clock) and how it is woken.
+
+    ``wake`` is the waiter's predicate over new records (None: any message); ``kind`` is
+    GETTER, BROWSER or LOCK_BROWSER and ``passes`` says whether a wake the call cannot use
+    is passed on (engine/queue.py :class:`~sweepq.engine.queue.Waiter`).
+    """
+
+    __slots__ = ("deadline", "interval", "kind", "passes", "s", "waiter", "wake")
+
+    def __init__(
+        self, s: HandleState, interval: int, wake: Match | Callable | None, kind: int = GETTER, passes: bool = False
+    ):
+        self.s = s
+        self.interval = interval
+        self.wake = wake
+        self.kind = kind
+        self.passes = passes
+        self.deadline: float | None = -1.0  # -1.0: not set yet
+        self.waiter = None
+
+    def until_next(self, q: LocalQueue) -> bool:
+        """Wait (queue lock held) until a message that may be wanted arrives; False once the
+        deadline has passed. A wake this call could not use is passed on first.
+
+        :raises MQError: CONNECTION_BROKEN (2009) when the queue manager closed, GET_INHIBITED
+            (2016), HOBJ_ERROR (2019) when the handle was closed, during the wait."""
+        s = self.s
+        clock = s.qm.clock
+        if self.deadline == -1.0:
+            self.deadline = None if self.interval < 0 else clock.now() + self.interval / 1000.0
+        w = self.waiter
+        if w is None:
+            w = self.waiter = q.new_waiter(self.wake, self.kind, self.passes)
+        elif w.rec is not None:
+            q.pass_on_locked(w)
+        if self.deadline is not None and clock.now() >= self.deadline:
+            return False
+        q.wait_locked(w, self.deadline)
+        if s.qm.closed:
+            raise MQError(Reason.CONNECTION_BROKEN, "the queue manager was closed during the wait")
+        if q.inhibit_get:
+            raise MQError(Reason.GET_INHIBITED, f"gets from {q.name!r} were inhibited during the wait")
+        if s.closed:
+            raise MQError(Reason.HOBJ_ERROR, f"handle for {q.name!r} was closed during the wait")
+        return True
+
+
+def obtain(q: LocalQueue, find: Callable, wait: Wait | None, empty: str = "", load: Callable | None = None):
+    """The first message ``find`` names, after reading blobs and waiting as needed; queue lock
+    held on entry and on return (released only to read a blob, and while waiting).
+
+    ``load(need)`` reads a blob without the lock (default: :meth:`LocalQueue.load`, into the
+    tier's cache, as a get does). ``empty`` ends the text of 2033.
+
+    :raises MQError: NO_MSG_AVAILABLE (2033) when nothing is found (after the wait); what a
+        blob read raises (2101 damaged, 2102 failed); what :meth:`Wait.until_next` raises."""
+    while True:
+        r = find()
+        if r is None:
+            if wait is not None and wait.until_next(q):
+                continue
+            raise MQError(Reason.NO_MSG_AVAILABLE, f"no message available on {q.name!r}{empty}")
+        kind = type(r)
+        if kind is Need:
+            q.mutex.release()
+            try:
+                (load or q.load)(r)
+            finally:
+                q.mutex.acquire()
+            continue
+        if kind is int:
+            rec = q.lanes.recs[r]
+        elif kind is SweptHit:
+            rec = r.rec
+        else:
+            if any(x[2] & _HAS_EXPIRY for x in r.recs) and discard_expired(q, r.refs, r.recs):
+                continue
+            return r
+        if rec[2] & _HAS_EXPIRY and discard_expired(q, (r,), (rec,)):
+            continue
+        return r
+
+
+def discard_expired(q: LocalQueue, refs, recs) -> bool:
+    """Remove the expired messages among ``refs`` (lock held); say whether there was one.
+    Expiry is enforced here only, when a call would return the message (docs/semantics.md
+    §2.3), so an expired message is never delivered and never needs a timer."""
+    now_us = None
+    gone = False
+    for ref, rec in zip(refs, recs, strict=True):
+        deadline = record.expiry_deadline_us(rec)
+        if deadline is None:
+            continue
+        if now_us is None:
+            now_us = int(q.clock.wall() * 1e6)
+        if deadline <= now_us:
+            q.remove_locked(ref)
+            q.expired += 1
+            gone = True
+    return gone
+
+
+def record_of(q: LocalQueue, r) -> bytes:
+    """The record a finder's single result holds (lock held)."""
+    return q.lanes.recs[r] if type(r) is int else r.rec
+
+
+# -- deliver ----------------------------------------------------------------------------------------
+
+
+def deliver(rec: bytes, buffer_length: int | None, opts: int) -> tuple[bytes, int]:
+    """(data, reason) for ``rec`` in a buffer of ``buffer_length`` bytes (None: any length):
+    the whole data and 0, or the prefix that fits and TRUNCATED_MSG_ACCEPTED (2079, with
+    ACCEPT_TRUNCATED_MSG) or TRUNCATED_MSG_FAILED (2080: the caller takes nothing)."""
+    h = rec[0] or record.data_offset(rec)  # 0: a header over 255 bytes (properties)
+    if buffer_length is not None and len(rec) - h > buffer_length:
+        return rec[h : h + buffer_length], _TRUNCATED_ACCEPTED if opts & _ACCEPT_TRUNCATED else _TRUNCATED_FAILED
+    return rec[h:], 0
+
+
+def message(s: HandleState, rec: bytes, data: bytes, reason: int = 0) -> Message:
+    """The result of a call that returns ``rec`` (its remaining expiry measured from now)."""
+    m = Message()
+    m._rec = rec
+    m._ident = s.qm.ident
+    m.reason = reason
+    m.data = data
+    if rec[2] & _HAS_EXPIRY:
+        m._now_us = int(s.qm.clock.wall() * 1_000_000)
+    return m
+
+
+# -- take -------------------------------------------------------------------------------------------
+
+
+def take_locked(q: LocalQueue, refs, recs, joins: bool, run: bool = False) -> bool:
+    """Take the messages ``refs`` (holding ``recs``) for a destructive call, lock held: hidden
+    in the unit of work (``joins``: restored in place on backout), or removed for good after
+    one journal write for the persistent ones. ``run``: the refs are a run of one lane's
+    list, taken in bulk. Returns whether a sync is owed (:func:`finish`).
+
+    :raises MQError: RESOURCE_PROBLEM (2102) when the journal's write fails: nothing taken."""
+    if joins:
+        if run:
+            q.hide_run_locked(refs)
+        else:
+            for ref in refs:
+                q.hide_locked(ref)
+        q.obtained += len(refs)
+        return False
+    journal = q.journal
+    durable = journal is not None and any(r[2] & _PERSISTENT for r in recs)
+    if durable:
+        journal.remove(q, refs)  # one write for every message; 2102: nothing changed
+    if run:
+        q.remove_run_locked(refs, recs)
+    else:
+        for ref in refs:
+            q.remove_locked(ref, False)
+    q.obtained += len(refs)
+    return durable
+
+
+def finish(s: HandleState, q: LocalQueue, refs, joins: bool, durable: bool, mark_skip: bool = False) -> int:
+    """After a take, without the lock: store cleanups owed, the unit of work's record (the
+    first get may carry MARK_SKIP_BACKOUT), the sync that makes a removal durable, the trace.
+    Returns OUTCOME_PENDING (2124) when that sync failed (the removal is made; a later sync
+    hardens it), else 0."""
+    if q.tier.cleanup:
+        q.after_get()
+    reason = 0
+    if joins:
+        add = s.uow.add_get
+        for k, ref in enumerate(refs):
+            add(q, ref, mark_skip and k == 0)
+    elif durable and not q.journal.wait():
+        reason = _OUTCOME_PENDING
+    recorder = s.qm.recorder
+    if recorder is not None:
+        for _ in refs:
+            recorder.get(q.name)
+    return reason
+
+
+# -- the destructive get by match (Handle.get without cursor or group options) ------------------------
+
+
+def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match | None) -> Message:
+    """MQGET of the first available message in get order that ``m`` accepts (None: any);
+    the caller made :func:`check_call`. A message whose backout count reached the queue's
+    threshold moves to the backout requeue queue instead (engine/poison.py) and the get
+    looks again. A handle that holds a browse lock may get its locked message
+    (:func:`~sweepq.engine.browse.prefer_lock_locked`)."""
+    q = s.queue
+    find = _finder(s, q, m)
+    wait = Wait(s, wait_interval, m) if opts & _WAIT else None
+    while True:
+        with q.mutex:
+            ref = obtain(q, find, wait)
+            rec = q.lanes.recs[ref] if type(ref) is int else ref.rec
+            if not (q.poison_limit and poison.due(s, q, rec)):
+                data, reason = deliver(rec, buffer_length, opts)
+                if reason == _TRUNCATED_FAILED:
+                    return message(s, rec, data, reason)
+                joins = bool(opts) and in_uow(opts, rec)
+                durable = take_locked(q, (ref,), (rec,), joins)
+                break
+            q.hide_locked(ref)  # off limits to everyone while it moves
+        poison.requeue(s, q, ref, rec, bool(opts & _SYNC))
+    pending = finish(s, q, (ref,), joins, durable, bool(opts & _MARK_SKIP))
+    msg = message(s, rec, data, reason or pending)
+    if rec[2] & _HAS_GROUP:
+        _group_moved(s, rec, joins)
+    return msg
+
+
+def _finder(s: HandleState, q: LocalQueue, m: Match | None) -> Callable:
+    """The finder of a destructive get by ``m``: the queue's search, and the handle's own
+    locked message when it holds a browse lock."""
+    cur = s.cursor
+    if cur is not None and cur.lk_seq >= 0:
+        from .browse import prefer_lock_locked
+
+        return lambda: prefer_lock_locked(q, cur, m, q.find_locked(m))
+    if m is None:
+        return q.find_locked
+    return lambda: q.find_locked(m)
+
+
+def _group_moved(s: HandleState, rec: bytes, joins: bool) -> None:
+    """A plain get returned a record with a group section: the handle's get position moves
+    (engine/groups/, the seed's get-side restart)."""
+    from . import groups
+
+    groups.after_get(s, rec, joins)
+
+
+def get_each(s: HandleState, max_messages: int, opts: int, wait_interval: int) -> list[Message]:
+    """get_many one :func:`get` at a time, when each message needs its own decision (the
+    handle's selector, its browse lock, poison handling); the WAIT is for the first only."""
+    out: list[Message] = []
+    m = s.match
+    while len(out) < max_messages:
+        if m is not None:
+            m.searched.clear()
+        try:
+            out.append(get(s, opts if not out else opts & ~_WAIT, wait_interval, None, m))
+        except MQError as e:
+            if out or e.reason == Reason.NO_MSG_AVAILABLE:
+                break  # what was taken is returned; the next call meets the error again
+            raise
+    return out
+
+
+def get_many(s: HandleState, max_messages: int, opts: int, wait_interval: int) -> list[Message]:
+    """MQGET of up to ``max_messages`` messages in one call (Handle.get_many checked the
+    arguments): a run of available messages is taken at once; the WAIT applies to the
+    first message only; an empty result is ``[]``. An error after some messages were taken
+    ends the call with those (the next call meets it again)."""
+    q = s.queue
+    wait = Wait(s, wait_interval, None) if opts & _WAIT else None
+    out: list[Message] = []
+    while len(out) < max_messages:
+        try:
+            with q.mutex:
+                found = obtain(q, _runs(q, max_messages - len(out)), None if out else wait)
+                if type(found) is Found:
+                    refs, recs, run = found.refs, found.recs, found.run
+                else:
+                    refs, recs, run = (found,), (record_of(q, found),), False
+                joins = bool(opts) and in_uow(opts, recs[0])
+                if run and opts & _SYNC_IF_PERSISTENT and any(in_uow(opts, r) != joins for r in recs):
+                    refs, recs, run = refs[:1], recs[:1], False  # mixed persistence: one by one
+                durable = take_locked(q, refs, recs, joins, run)
+        except MQError as e:
+            if out or e.reason == Reason.NO_MSG_AVAILABLE:
+                break
+            raise
+        pending = finish(s, q, refs, joins, durable)
+        batch = Message.many(recs, s.qm.ident)
+        if pending:
+            for msg in batch:
+                msg.reason = pending
+        out += batch
+    return out
+
+
+def _runs(q: LocalQueue, limit: int) -> Callable:
+    return lambda: q.find_run_locked(limit)
+
+
+# -- a channel's batch ----------------------------------------------------------------------------
+
+
+def assign_batch(s: HandleState, max_messages: int) -> Batch:
+    """Assign up to ``max_messages`` available messages, in get order, to a new batch of a
+    transmission queue's channel (Handle.assign_batch): they stay in place, invisible to
+    gets and never swept, and count as obtained (seed 003). A batch names slots: a message
+    found inside a blob is brought back first, as a get brings it back."""
+    from .connection import Batch
+
+    q = s.queue
+    batch_id = Batch.next_id()
+    taken: list[int] = []
+    with q.mutex:
+        while len(taken) < max_messages:
+            try:
+                ref = obtain(q, q.find_locked, None)
+            except MQError as e:
+                if taken or e.reason == Reason.NO_MSG_AVAILABLE:
+                    break  # a read error after some messages: the batch holds those
+                raise
+            q.assign_locked(batch_id, ref)
+            taken.append(ref)
+        if taken:
+            q.batches[batch_id] = taken
+        recs = [q.lanes.recs[i] for i in taken]
+    q.after_get()
+    return Batch(q, s.qm.ident, recs, batch_id)

@@ -1,0 +1,346 @@
+"""Object handles (MQOPEN's Hobj): what an application holds, and what the engine knows of it.
+
+:class:`Handle` is the application's side: it checks the options of each call and routes it
+to the path that serves it: the put path (engine/putpath.py), the get path
+(engine/getpath.py), browse cursors (engine/browse.py), groups and segments
+(engine/groups/). Those modules work on the :class:`HandleState` the handle carries, whose
+attributes are theirs to read and write; none of them touches the handle itself.
+
+Thread safety: a handle belongs to its connection, and a connection serves one call at a
+time (MQ's rule for a connection shared by threads without MQCNO_HANDLE_SHARE_*): a call
+made while another call of the same connection is in progress on another thread fails at
+once with MQRC_CALL_IN_PROGRESS (2219), before it changes anything. Different connections
+never share any lock but the queues' own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from . import browse, checks, getpath, groups, putpath
+from .constants import GMO, MO, OO, PMO, Reason, Usage
+from .errors import MQError, options_error
+from .matching import MATCH_DEFAULT, Match, build_match, match_for_get
+from .message import Message, PutResult
+from .options import check_get
+from .record import MD
+
+if TYPE_CHECKING:
+    from .browse import Cursor, Status
+    from .connection import Batch, Connection
+    from .queue import LocalQueue
+    from .selector import Selector
+
+_FLAGS_MAX = checks.FLAGS_MAX
+_CURSOR_ANY = int(
+    GMO.BROWSE_FIRST | GMO.BROWSE_NEXT | GMO.BROWSE_MSG_UNDER_CURSOR | GMO.MSG_UNDER_CURSOR | GMO.LOCK | GMO.UNLOCK
+)
+_GROUP_GMO = groups.GROUP_GMO  # LOGICAL_ORDER, COMPLETE_MSG, ALL_*_AVAILABLE
+_MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
+_PMO_LOGICAL = int(PMO.LOGICAL_ORDER)
+
+
+class HandleState:
+    """The engine's record of one open handle: the queue, what the handle may do, its unit
+    of work (its connection's), its selection string, its browse cursor and lock
+    (engine/browse.py) and its group positions (engine/groups/).
+
+    Invariants: ``closed`` only ever goes from False to True; ``cursor`` is None until the
+    first browse; ``groups`` is None while no group or logical message is current on the
+    handle (so the put and get hot paths test one attribute); ``match`` is the Match of the
+    selection string (None: the handle selects every message).
+    """
+
+    __slots__ = (
+        "can_browse",
+        "can_get",
+        "can_put",
+        "closed",
+        "conn",
+        "cursor",
+        "gbrowse",
+        "groups",
+        "match",
+        "qm",
+        "queue",
+        "selector",
+        "uow",
+    )
+
+    def __init__(self, conn: Connection, queue: LocalQueue, options: int, input_mode: int, selector: Selector | None):
+        self.conn = conn
+        self.qm = conn.qm
+        self.uow = conn.uow
+        self.queue = queue
+        self.selector = selector
+        self.match: Match | None = build_match(self.qm.ident, 0, None, None, None, None, None, None, selector)
+        self.can_get = bool(input_mode)
+        self.can_browse = bool(options & OO.BROWSE)
+        self.can_put = bool(options & OO.OUTPUT)
+        self.closed = False
+        self.cursor: Cursor | None = None
+        self.groups: groups.HandleGroups | None = None
+        self.gbrowse: groups.BrowseState | None = None
+
+    def closed_error(self) -> MQError:
+        """The error of a call on this handle once it (or its connection, or the queue
+        manager) is closed: 2009, 2018 or 2019, whichever applies first."""
+        self.conn.check()
+        return MQError(Reason.HOBJ_ERROR, f"handle for {self.queue.name!r} is closed; open it again")
+
+    def match_for(self, opts: int, match_args: tuple) -> Match | None:
+        """The Match of a call with get's match arguments ``(match, msg_id, correl_id,
+        group_id, msg_seq_number, offset, msg_token)``, narrowed by the selection string."""
+        if match_args[0] == MATCH_DEFAULT and not any(a is not None for a in match_args[1:]):
+            m = self.match
+            if m is not None:
+                m.searched.clear()  # a new call searches every blob again
+            return m
+        return match_for_get(self.qm.ident, opts, *match_args, self.selector)
+
+
+class Handle:
+    """An open queue (MQOPEN's object handle): put, get, browse, close.
+
+    Every method raises :class:`MQError` for a bad argument or state, with the reason MQ
+    gives; the handle's connection serves one call at a time (2219 otherwise).
+    """
+
+    __slots__ = ("_busy", "_s", "options", "queue")
+
+    def __init__(self, state: HandleState, options: int):
+        self._s = state
+        self._busy = state.conn.busy
+        self.queue = state.queue
+        self.options = OO(options)
+
+    @property
+    def name(self) -> str:
+        return self.queue.name
+
+    @property
+    def connection(self) -> Connection:
+        """The connection this handle was opened on (its unit of work is the handle's)."""
+        return self._s.conn
+
+    def close(self) -> Reason:
+        """MQCLOSE. Uncommitted work stays with the connection's unit of work; a browse lock
+        ends (docs/semantics.md §5.4).
+
+        Returns ``Reason.NONE``, or the WARNING reason INCOMPLETE_MSG (2242) /
+        INCOMPLETE_GROUP (2241) when a logical message / group put or got through this
+        handle is left incomplete (engine/groups/); the handle is closed either way.
+
+        :raises MQError: HOBJ_ERROR (2019) when the handle is already closed."""
+        s = self._s
+        if s.closed:
+            raise MQError(Reason.HOBJ_ERROR, f"handle for {self.queue.name!r} is already closed")
+        with _Call(self._busy):
+            return s.conn.close_handle(self)
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self._s.closed:
+            self.close()
+
+    # -- put -----------------------------------------------------------------------------
+
+    def put(self, data: bytes, md: MD | None = None, options: PMO | int = 0) -> PutResult:
+        """MQPUT. Returns the stored descriptor (with generated ids) and the MsgToken.
+
+        Without SYNCPOINT the message is visible at once; with it, the message takes its
+        place in the queue now and becomes visible at commit (seed 000). A group, a segment
+        or PMO.LOGICAL_ORDER goes through engine/groups/. The result's ``reason`` is NONE
+        or a warning: PRIORITY_EXCEEDS_MAXIMUM (2049), a group warning (2241/2242/2245), or
+        OUTCOME_PENDING (2124: a persistent put whose sync to disk failed; the message is on
+        the queue and a later sync hardens it: do not put it again).
+        """
+        busy = self._busy
+        if not busy.acquire(False):
+            raise _in_progress()
+        try:
+            s = self._s
+            if s.closed:
+                raise s.closed_error()
+            if type(options) is int and 0 <= options <= _FLAGS_MAX:
+                opts = options
+            else:
+                opts = checks.flags(options, "put options")
+            if opts:
+                putpath.check_options(s, opts)
+            if opts & _PMO_LOGICAL or s.groups is not None or (md is not None and getattr(md, "msg_flags", 0)):
+                return groups.put(s, data, md, opts)  # a group, a segment, or a group current here
+            return putpath.put(s, data, md, opts)
+        finally:
+            busy.release()
+
+    def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]:
+        """MQPUT of many messages in one call: one lock, one validation of ``md`` and ``options``.
+
+        Every message gets the same descriptor fields (``md``), its own MsgId (generated unless
+        ``md.msg_id`` is set) and its own MsgToken, in the order given. The batch is all or
+        nothing: if the queue cannot take every message (MAXDEPTH, 2053) or the unit of work
+        every put (2024), none is put. Under PMO.SYNCPOINT every message joins the unit of work.
+        Returns one PutResult per message, in order. Groups are put with :meth:`put`.
+        """
+        with _Call(self._busy):
+            s = self._s
+            if s.closed:
+                raise s.closed_error()
+            opts = checks.flags(options, "put options")
+            putpath.check_options(s, opts)
+            if opts & int(PMO.LOGICAL_ORDER) or (md is not None and getattr(md, "msg_flags", 0)):
+                raise options_error("put_many does not put groups or segments: put each message with put()")
+            return putpath.put_many(s, datas, md, opts)
+
+    # -- get -----------------------------------------------------------------------------
+
+    # Parameters are positional-or-keyword, not keyword-only, on purpose: CPython fills
+    # missing keyword-only defaults by dict lookups, which cost ~170 ns on every get.
+    def get(
+        self,
+        options: GMO | int = 0,
+        wait_interval: int = -1,
+        buffer_length: int | None = None,
+        match: MO | int = MATCH_DEFAULT,
+        msg_id: bytes | None = None,
+        correl_id: bytes | None = None,
+        group_id: bytes | None = None,
+        msg_seq_number: int | None = None,
+        offset: int | None = None,
+        msg_token: bytes | None = None,
+    ) -> Message | Status:
+        """MQGET: the first available message in delivery order that matches.
+
+        ``options`` are GMO flags; ``wait_interval`` (ms, -1 = unlimited) applies with
+        GMO.WAIT. ``match`` selects which of ``msg_id``, ``correl_id``, ``group_id``,
+        ``msg_seq_number``, ``offset``, ``msg_token`` must equal the message's (MsgId and
+        CorrelId by default, and NONE values match anything). ``buffer_length`` None means
+        "any length"; a smaller message gives the 2079 / 2080 warnings on the result.
+        Raises MQError 2033 when nothing matches (after the wait, with WAIT).
+
+        Browse, cursor and lock options (BROWSE_FIRST / BROWSE_NEXT, [BROWSE_]MSG_UNDER_CURSOR,
+        LOCK, UNLOCK) are served by engine/browse.py; group options (LOGICAL_ORDER,
+        COMPLETE_MSG, ALL_*_AVAILABLE) by engine/groups/. ``GMO.UNLOCK`` returns a
+        :class:`~sweepq.engine.browse.Status` (no message): its ``reason`` is NONE, or the
+        warning NO_MSG_LOCKED (2209) when nothing was locked.
+        """
+        busy = self._busy
+        if not busy.acquire(False):
+            raise _in_progress()
+        try:
+            s = self._s
+            if type(options) is int and 0 <= options <= _FLAGS_MAX:
+                opts = options
+            else:
+                opts = checks.flags(options, "get options")
+            if opts:
+                err = check_get(opts)
+                if err:
+                    raise options_error(err)
+                if opts & (_CURSOR_ANY | _GROUP_GMO):
+                    args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+                    return _route_special(s, opts, wait_interval, buffer_length, args)
+            if s.groups is not None and s.groups.get.current:
+                args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+                return groups.get(s, opts, wait_interval, buffer_length, args)
+            if (
+                match == MATCH_DEFAULT
+                and msg_id is None
+                and correl_id is None
+                and msg_token is None
+                and group_id is None
+            ):
+                m = s.match
+                if m is not None:
+                    m.searched.clear()  # a new get searches every blob again
+            else:
+                args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, s.selector)
+                m = match_for_get(s.qm.ident, opts, *args)
+            getpath.check_call(s, opts, buffer_length, wait_interval)
+            return getpath.get(s, opts, wait_interval, buffer_length, m)
+        finally:
+            busy.release()
+
+    def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]:
+        """MQGET of up to ``max_messages`` messages in one call: one lock per run, one validation.
+
+        The messages come in delivery order, exactly as that many gets would return them
+        (priority, FIFO, blobs brought back as needed); whole messages, so there is no
+        truncation. Under GMO.SYNCPOINT (or SYNCPOINT_IF_PERSISTENT, per message) they join
+        the unit of work, up to what it can still hold (max_uncommitted). With GMO.WAIT the
+        call waits up to ``wait_interval`` ms for the first message only. Unlike get, an
+        empty result is not an error: it returns ``[]`` when nothing is available. Browse,
+        match and group options belong to get; they are refused here with 2046, as is
+        MARK_SKIP_BACKOUT (one marked get per unit of work).
+        """
+        with _Call(self._busy):
+            s = self._s
+            checks.integer(max_messages, "max_messages", Reason.PARM_VALUE_ERROR, 1)
+            opts = checks.flags(options, "get options")
+            if opts:
+                err = check_get(opts)
+                if err:
+                    raise options_error(err)
+                if opts & (_CURSOR_ANY | _MARK_SKIP | _GROUP_GMO):
+                    raise options_error("get_many takes plain destructive gets; use get() to browse, lock or mark")
+            getpath.check_call(s, opts, None, wait_interval)
+            if opts & (getpath.SYNC_ANY):
+                max_messages = min(max_messages, s.qm.max_uncommitted - len(s.uow.ops))
+            if s.queue.poison_limit or s.match is not None or (s.cursor is not None and s.cursor.lk_seq >= 0):
+                return getpath.get_each(s, max_messages, opts, wait_interval)
+            return getpath.get_many(s, max_messages, opts, wait_interval)
+
+    # -- transmission batches ---------------------------------------------------------------
+
+    def assign_batch(self, max_messages: int) -> Batch:
+        """Assign up to ``max_messages`` available messages of a transmission queue to a new
+        channel batch (what a channel does); they count as obtained for the sweep rule and
+        are never swept while assigned (seed 003)."""
+        with _Call(self._busy):
+            s = self._s
+            getpath.check_call(s, 0, None, -1)
+            q = self.queue
+            if q.attrs.usage != Usage.TRANSMISSION:
+                raise MQError(Reason.Q_TYPE_ERROR, f"{q.name!r} is not a transmission queue (usage=TRANSMISSION)")
+            checks.integer(max_messages, "max_messages", Reason.PARM_VALUE_ERROR, 1)
+            return getpath.assign_batch(s, max_messages)
+
+
+def _route_special(s: HandleState, opts: int, wait_interval, buffer_length, args: tuple):
+    """A get with cursor or group options: browse calls to engine/browse.py, unless they
+    carry a group option or the handle is in a logical-order browse pass (engine/groups/);
+    destructive group calls to engine/groups/."""
+    if opts & _CURSOR_ANY:
+        if opts & _GROUP_GMO or s.gbrowse is not None:
+            return groups.browse(s, opts, wait_interval, buffer_length, args)
+        return browse.call(s, opts, wait_interval, buffer_length, args)
+    return groups.get(s, opts, wait_interval, buffer_length, args)
+
+
+class _Call:
+    """The connection's one-call-at-a-time rule as a context manager (the hot paths write
+    it out: acquire, try, release)."""
+
+    __slots__ = ("busy",)
+
+    def __init__(self, busy):
+        self.busy = busy
+
+    def __enter__(self) -> None:
+        if not self.busy.acquire(False):
+            raise _in_progress()
+
+    def __exit__(self, *exc) -> None:
+        self.busy.release()
+
+
+def _in_progress() -> MQError:
+    return MQError(
+        Reason.CALL_IN_PROGRESS,
+        "another call on this connection is in progress (on another thread): a connection serves one call at a "
+        "time; give each thread its own connection",
+    )

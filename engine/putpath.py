@@ -1,0 +1,280 @@
+"""The one put path: how a message is checked, becomes a record and takes its place.
+
+Every put goes through here: :meth:`Handle.put` (:func:`put`), :meth:`Handle.put_many`
+(:func:`put_many`), the group and segment puts of engine/groups/ (which choose the
+records' group fields and call :func:`place`), and the poison-message requeue
+(engine/poison.py). The steps, written once:
+
+``check``   :func:`check_options` (2046), :func:`descriptor` (the MD's fields, each with
+            its MQ reason), the length limits (:func:`too_big`: 2030 / 2031), the unit of
+            work's room (2024).
+``build``   a record (engine/record.py) per message, under the queue lock, where its
+            arrival number is drawn, so that arrival order is the lane's order.
+``place``   :func:`place`: under the queue's lock, MAXDEPTH (2053), the journal's one
+            write for persistent records outside a unit of work (2102: nothing put), the
+            records appended to their lane (engine/lane.py), waiters woken; then, without
+            the lock, the unit of work's record of each put, the sync of ``sync="commit"``
+            (a failed sync is the WARNING OUTCOME_PENDING, 2124: the put is made, do not
+            repeat it) and the trace recorder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from . import checks, properties, record
+from .constants import MAX_PRIORITY, MSGID_NONE, PMO, Persistence, Reason
+from .errors import MQError, options_error
+from .getpath import check_room
+from .lane import UNCOMMITTED
+from .matching import _fixed
+from .message import PutResult
+from .options import check_put
+
+if TYPE_CHECKING:
+    from .handle import HandleState
+    from .queue import LocalQueue
+    from .record import MD
+
+_PMO_SYNC = int(PMO.SYNCPOINT)
+_PMO_NEW_MSG_ID = int(PMO.NEW_MSG_ID)
+_PMO_NEW_CORREL_ID = int(PMO.NEW_CORREL_ID)
+_pack_head = record.HEAD.pack  # a put with no optional fields: record.encode(), written out
+_HEAD_LEN = record.HEAD_LEN
+_OUTCOME_PENDING = int(Reason.OUTCOME_PENDING)
+
+
+# -- check --------------------------------------------------------------------------------------
+
+
+def check_options(s: HandleState, opts: int) -> None:
+    """The put options are valid (docs/semantics.md §4.2). :raises MQError: 2046."""
+    if opts:
+        err = check_put(opts)
+        if err:
+            raise options_error(err)
+
+
+def check_target(s: HandleState) -> LocalQueue:
+    """The handle may put and the queue takes puts; returns the queue.
+
+    :raises MQError: the closed handle's reason, NOT_OPEN_FOR_OUTPUT (2039), PUT_INHIBITED (2051)."""
+    if s.closed:
+        raise s.closed_error()
+    q = s.queue
+    if not s.can_put:
+        raise MQError(Reason.NOT_OPEN_FOR_OUTPUT, f"open {q.name!r} with OO.OUTPUT to put")
+    if q.inhibit_put:
+        raise MQError(Reason.PUT_INHIBITED, f"puts to {q.name!r} are inhibited (inhibit_put)")
+    return q
+
+
+def as_bytes(data) -> bytes:
+    """Message data as ``bytes``. :raises MQError: BUFFER_LENGTH_ERROR (2005) for any other type."""
+    if type(data) is bytes:
+        return data
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise MQError(
+        Reason.BUFFER_LENGTH_ERROR,
+        f"message data must be bytes, bytearray or memoryview, not {type(data).__name__}"
+        + ("; encode text first, e.g. data.encode()" if isinstance(data, str) else ""),
+    )
+
+
+def too_big(s: HandleState, n: int) -> MQError:
+    """The error for a message of ``n`` bytes over a length limit (the manager's first)."""
+    qm = s.qm
+    if n > qm.max_msg_length:
+        return MQError(
+            Reason.MSG_TOO_BIG_FOR_Q_MGR,
+            f"message of {n} bytes exceeds the queue manager's max_msg_length {qm.max_msg_length}",
+        )
+    q = s.queue
+    return MQError(
+        Reason.MSG_TOO_BIG_FOR_Q, f"message of {n} bytes exceeds {q.name!r} max_msg_length {q.max_msg_length}"
+    )
+
+
+def descriptor(s: HandleState, md: MD, opts: int) -> tuple[dict, int, bool, int]:
+    """Validate a caller's descriptor: (the record's optional fields, priority, persistent,
+    warning reason). :raises MQError: MD_ERROR (2026) or the field's own reason."""
+    from .record import MD
+
+    if not isinstance(md, MD):
+        raise MQError(Reason.MD_ERROR, f"the descriptor must be an MD, not {type(md).__name__}")
+    q = s.queue
+    priority, reason = _priority(md, q)
+    persistent = _persistent(md, q)
+    _check_numbers(md)
+    extra: dict = {"expiry": md.expiry}
+    if md.reply_to_q or md.reply_to_q_mgr:  # request/reply: engine/record.py HAS_REPLY
+        extra["reply"] = record.reply_section(md)
+    if md.properties:
+        extra["props"] = properties.encode(md.properties)
+    elif md.properties is not None and not isinstance(md.properties, dict):
+        properties.encode(md.properties)  # raises the type error
+    msg_id = _fixed(md.msg_id, 24, "msg_id")
+    if msg_id != MSGID_NONE and not opts & _PMO_NEW_MSG_ID:
+        extra["msg_id"] = msg_id
+    if opts & _PMO_NEW_CORREL_ID:
+        qm = s.qm
+        extra["correl_id"] = b"SWQC" + qm.ident.run_id + qm.next_seq().to_bytes(8, "big")
+    else:
+        extra["correl_id"] = _fixed(md.correl_id, 24, "correl_id")
+    group_id = _fixed(md.group_id, 24, "group_id")
+    if md.msg_flags or md.msg_seq_number != 1 or md.offset or group_id != bytes(24):
+        extra["group"] = (group_id, md.msg_seq_number, md.offset, md.msg_flags)
+    return extra, priority, persistent, reason
+
+
+def _priority(md: MD, q: LocalQueue) -> tuple[int, int]:
+    priority = checks.integer(md.priority, "priority", Reason.PRIORITY_ERROR, -1)
+    if priority == -1:
+        return q.default_priority, 0
+    if priority > MAX_PRIORITY:
+        return MAX_PRIORITY, Reason.PRIORITY_EXCEEDS_MAXIMUM
+    return priority, 0
+
+
+def _persistent(md: MD, q: LocalQueue) -> bool:
+    pers = checks.integer(md.persistence, "persistence", Reason.PERSISTENCE_ERROR, 0, 2)
+    if pers == Persistence.AS_Q_DEF:
+        return q.default_persistent
+    return pers == Persistence.PERSISTENT
+
+
+def _check_numbers(md: MD) -> None:
+    expiry = checks.integer(md.expiry, "expiry (tenths of a second, -1 unlimited)", Reason.EXPIRY_ERROR, -1)
+    if expiry == 0:
+        raise MQError(Reason.EXPIRY_ERROR, "expiry 0: use -1 (unlimited) or 1..999999999 tenths of a second")
+    flags = checks.flags(md.msg_flags, "msg_flags", Reason.MSG_FLAGS_ERROR)
+    if flags & ~0x1F:
+        raise MQError(Reason.MSG_FLAGS_ERROR, f"msg_flags 0x{flags:x} has unknown bits; use MF flags")
+    checks.integer(md.msg_seq_number, "msg_seq_number", Reason.MSG_SEQ_NUMBER_ERROR, 1, 999_999_999)
+    checks.integer(md.offset, "offset", Reason.OFFSET_ERROR, 0, 999_999_999)
+
+
+# -- put ----------------------------------------------------------------------------------------
+
+
+def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
+    """MQPUT of one message that is not part of a group (Handle.put checked the options)."""
+    q = check_target(s)
+    if type(data) is not bytes:
+        data = as_bytes(data)
+    n = len(data)
+    qm = s.qm
+    if n > q.max_msg_length or n > qm.max_msg_length:
+        raise too_big(s, n)
+    syncpoint = opts & _PMO_SYNC
+    if syncpoint:
+        check_room(s, 1)
+    if md is None:
+        recs, reason = place(s, q, (data,), None, q.default_priority, q.default_persistent, syncpoint)
+    else:
+        extra, priority, persistent, reason = descriptor(s, md, opts)
+        recs, pending = place(s, q, (data,), extra, priority, persistent, syncpoint)
+        reason = reason or pending
+    res = PutResult()
+    res._rec = recs[0]
+    res._ident = qm.ident
+    res.reason = reason
+    return res
+
+
+def put_many(s: HandleState, datas: Sequence[bytes], md: MD | None, opts: int) -> list[PutResult]:
+    """MQPUT of many messages with one descriptor, all or none (Handle.put_many)."""
+    q = check_target(s)
+    if isinstance(datas, bytes | bytearray | memoryview | str) or not hasattr(datas, "__len__"):
+        raise MQError(Reason.PARM_VALUE_ERROR, "put_many takes a list (or tuple) of messages, each bytes")
+    datas = [d if type(d) is bytes else as_bytes(d) for d in datas]
+    if not datas:
+        return []
+    longest = max(map(len, datas))
+    if longest > q.max_msg_length or longest > s.qm.max_msg_length:
+        raise too_big(s, longest)
+    syncpoint = opts & _PMO_SYNC
+    if syncpoint:
+        check_room(s, len(datas))
+    reason = 0
+    if md is None:
+        extra, priority, persistent = None, q.default_priority, q.default_persistent
+    else:
+        if opts & _PMO_NEW_CORREL_ID:
+            raise options_error("put_many cannot generate a CorrelId per message; put them one by one")
+        extra, priority, persistent, reason = descriptor(s, md, opts)
+    recs, pending = place(s, q, datas, extra, priority, persistent, syncpoint)
+    return PutResult.many(recs, s.qm.ident, reason or pending)
+
+
+def place(
+    s: HandleState,
+    q: LocalQueue,
+    payloads: Sequence[bytes],
+    extra: dict | None,
+    priority: int,
+    persistent: bool,
+    syncpoint: int,
+    pieces: Sequence | None = None,
+) -> tuple[list[bytes], int]:
+    """Build the records of ``payloads`` and put them on ``q`` in one step, all or none.
+
+    ``extra`` holds the optional record fields (engine/record.encode); ``pieces``, when
+    given, a group tuple per payload (engine/groups/: segments get their own MsgIds, the
+    first keeps ``extra``'s). Returns (the records, OUTCOME_PENDING when the sync of a
+    persistent put failed, else 0).
+
+    :raises MQError: Q_FULL (2053), RESOURCE_PROBLEM (2102: the journal's write failed and
+        nothing was put)."""
+    qm = s.qm
+    lane_i = q.default_priority if q.fifo else priority
+    put_us = int(qm.clock.wall() * 1_000_000)
+    k = len(payloads)
+    with q.mutex:
+        if q.depth + k > q.max_depth:
+            raise _full(q, k)
+        recs = _records(qm, payloads, extra, priority, persistent, put_us, pieces)
+        durable = persistent and q.journal is not None
+        if durable:
+            recs = [record.pin_msg_id(r, qm.ident) for r in recs]
+            if not syncpoint:
+                q.journal.put(q, lane_i, recs)  # one write, before any joins the lane (2102)
+        slots = q.insert_locked(recs, lane_i, (lane_i | UNCOMMITTED) if syncpoint else lane_i)
+    reason = 0
+    if syncpoint:
+        add = s.uow.add_put
+        for slot in slots:
+            add(q, slot)
+    elif durable and not q.journal.wait():
+        reason = _OUTCOME_PENDING
+    recorder = qm.recorder
+    if recorder is not None:
+        for data in payloads:
+            recorder.put(q.name, len(data), priority, persistent)
+    return recs, reason
+
+
+def _records(qm, payloads, extra: dict | None, priority: int, persistent: bool, put_us: int, pieces) -> list[bytes]:
+    """The records of one put step (queue lock held: arrival numbers are drawn here)."""
+    seq = qm.next_seq
+    if extra is None and pieces is None:
+        pack = _pack_head
+        return [pack(_HEAD_LEN, priority, persistent, 0, seq(), put_us) + d for d in payloads]
+    extra = extra or {}
+    if pieces is None:
+        return [record.encode(seq(), put_us, priority, persistent, d, **extra) for d in payloads]
+    msg_id = extra.get("msg_id")
+    rest = {k: v for k, v in extra.items() if k not in ("msg_id", "group")}
+    return [
+        record.encode(seq(), put_us, priority, persistent, d, msg_id=msg_id if i == 0 else None, group=g, **rest)
+        for i, (d, g) in enumerate(zip(payloads, pieces, strict=True))
+    ]
+
+
+def _full(q: LocalQueue, k: int) -> MQError:
+    if k == 1:
+        return MQError(Reason.Q_FULL, f"{q.name!r} holds max_depth={q.max_depth} messages")
+    room = max(0, q.max_depth - q.depth)
+    return MQError(Reason.Q_FULL, f"{q.name!r} has room for {room} of {k} messages; none put")
