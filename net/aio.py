@@ -24,10 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import Sequence
 
-from sweepq.engine import GMO, MD, MO, OO, PMO, Message, MQError, PutResult, QueueInfo, Reason
-from sweepq.engine.matching import MATCH_DEFAULT
+from sweepq.engine import OO, MQError, QueueInfo, Reason
 
 from . import calls as C
 from . import protocol as P
@@ -247,8 +245,9 @@ class AsyncConnection:
         return await self._call(P.STATUS, [])
 
 
-class AsyncHandle:
-    """An open queue, for asyncio: the calls of :class:`sweepq.engine.Handle`, awaited."""
+class AsyncHandle(C.HandleCalls):
+    """An open queue, for asyncio: the calls of :class:`sweepq.engine.Handle` (net/calls.py
+    ``HandleCalls``), each returning an awaitable."""
 
     __slots__ = ("_closed", "_conn", "_hid", "_ident", "_open_args", "name", "options")
 
@@ -266,39 +265,6 @@ class AsyncHandle:
 
     def _closed_error(self) -> MQError:
         return C.disconnected() if self._conn._closed else C.handle_closed(self.name)
-
-    async def put(self, data: bytes, md: MD | None = None, options: PMO | int = 0) -> PutResult:
-        if self._closed:
-            raise self._closed_error()
-        return await self._conn._run(*C.put(self._hid, data, md, options), self._ident)
-
-    async def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]:
-        if self._closed:
-            raise self._closed_error()
-        return await self._conn._run(*C.put_many(self._hid, datas, md, options), self._ident)
-
-    async def get(
-        self,
-        options: GMO | int = 0,
-        wait_interval: int = -1,
-        buffer_length: int | None = None,
-        match: MO | int = MATCH_DEFAULT,
-        msg_id: bytes | None = None,
-        correl_id: bytes | None = None,
-        group_id: bytes | None = None,
-        msg_seq_number: int | None = None,
-        offset: int | None = None,
-        msg_token: bytes | None = None,
-    ) -> Message:
-        if self._closed:
-            raise self._closed_error()
-        args = (wait_interval, buffer_length, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
-        return await self._conn._run(*C.get(self._hid, options, *args), self._ident)
-
-    async def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]:
-        if self._closed:
-            raise self._closed_error()
-        return await self._conn._run(*C.get_many(self._hid, max_messages, options, wait_interval), self._ident)
 
     async def close(self) -> Reason:
         if self._closed:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from sweepq.engine import GMO, OO, PMO, Message, MQError, PutResult, Reason
+from sweepq.engine import GMO, MD, MO, OO, PMO, Message, MQError, PutResult, Reason
 from sweepq.engine.browse import Status
+from sweepq.engine.matching import MATCH_DEFAULT
 from sweepq.engine.record import Identity, data_of
 
 from . import protocol as P
@@ -154,6 +156,49 @@ def get(hid: int, options, *rest) -> tuple:
 
 def get_many(hid: int, max_messages, options, wait_interval) -> tuple:
     return P.GET_MANY, [hid, max_messages, options, wait_interval], get_sync(options), messages
+
+
+class HandleCalls:
+    """A client handle's message calls, written once for both clients: each builds its request
+    (the functions above) and hands it to its connection's ``_run``, which is a round trip for
+    the thread client and a coroutine (so the call returns an awaitable) for the asyncio one.
+    The signatures are the in-process Handle's (engine/api.py ``QueueHandle``)."""
+
+    __slots__ = ()
+
+    def _do(self, spec: tuple):
+        if self._closed:
+            raise self._closed_error()
+        return self._conn._run(*spec, self._ident)
+
+    def put(self, data: bytes, md: MD | None = None, options: PMO | int = 0):
+        """MQPUT (see :meth:`sweepq.engine.Handle.put`): a PutResult."""
+        return self._do(put(self._hid, data, md, options))
+
+    def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0):
+        """MQPUT of a batch in one round trip: a list of PutResult."""
+        return self._do(put_many(self._hid, datas, md, options))
+
+    def get(
+        self,
+        options: GMO | int = 0,
+        wait_interval: int = -1,
+        buffer_length: int | None = None,
+        match: MO | int = MATCH_DEFAULT,
+        msg_id: bytes | None = None,
+        correl_id: bytes | None = None,
+        group_id: bytes | None = None,
+        msg_seq_number: int | None = None,
+        offset: int | None = None,
+        msg_token: bytes | None = None,
+    ):
+        """MQGET (see :meth:`sweepq.engine.Handle.get`): a Message, or a Status for UNLOCK."""
+        args = (wait_interval, buffer_length, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+        return self._do(get(self._hid, options, *args))
+
+    def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1):
+        """MQGET of up to ``max_messages`` in one round trip: a list of Message."""
+        return self._do(get_many(self._hid, max_messages, options, wait_interval))
 
 
 def waits(options: object) -> bool:

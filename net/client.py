@@ -23,10 +23,8 @@ import contextlib
 import socket
 import ssl
 import threading
-from collections.abc import Sequence
 
-from sweepq.engine import GMO, MD, MO, OO, PMO, Message, MQError, PutResult, QueueInfo, Reason
-from sweepq.engine.matching import MATCH_DEFAULT
+from sweepq.engine import OO, MQError, QueueInfo, Reason
 
 from . import calls as C
 from . import protocol as P
@@ -310,8 +308,9 @@ class RemoteQueueManager:
         self.close()
 
 
-class ClientHandle:
-    """An open queue on a served queue manager: the calls of :class:`sweepq.engine.Handle`."""
+class ClientHandle(C.HandleCalls):
+    """An open queue on a served queue manager: the calls of :class:`sweepq.engine.Handle`
+    (put, put_many, get, get_many: net/calls.py ``HandleCalls``), each one round trip."""
 
     __slots__ = ("_closed", "_conn", "_hid", "_ident", "_open_args", "name", "options")
 
@@ -331,39 +330,6 @@ class ClientHandle:
 
     def _closed_error(self) -> MQError:
         return C.disconnected() if self._conn._closed else C.handle_closed(self.name)
-
-    def put(self, data: bytes, md: MD | None = None, options: PMO | int = 0) -> PutResult:
-        if self._closed:
-            raise self._closed_error()
-        return self._conn._run(*C.put(self._hid, data, md, options), self._ident)
-
-    def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]:
-        if self._closed:
-            raise self._closed_error()
-        return self._conn._run(*C.put_many(self._hid, datas, md, options), self._ident)
-
-    def get(
-        self,
-        options: GMO | int = 0,
-        wait_interval: int = -1,
-        buffer_length: int | None = None,
-        match: MO | int = MATCH_DEFAULT,
-        msg_id: bytes | None = None,
-        correl_id: bytes | None = None,
-        group_id: bytes | None = None,
-        msg_seq_number: int | None = None,
-        offset: int | None = None,
-        msg_token: bytes | None = None,
-    ) -> Message:
-        if self._closed:
-            raise self._closed_error()
-        args = (wait_interval, buffer_length, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
-        return self._conn._run(*C.get(self._hid, options, *args), self._ident)
-
-    def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]:
-        if self._closed:
-            raise self._closed_error()
-        return self._conn._run(*C.get_many(self._hid, max_messages, options, wait_interval), self._ident)
 
     def close(self) -> Reason:
         """MQCLOSE; uncommitted work stays with the connection's unit of work."""
