@@ -490,3 +490,30 @@ def test_net_sits_between_the_engine_and_the_command_line():
     to_net = re.compile(r"^\s*(from|import)\s+sweepq\.net", re.M)
     users = {str(p.relative_to(root)) for p in (root / "engine").rglob("*.py") if to_net.search(p.read_text())}
     assert users == {"engine/manager.py"}
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_sweepq_serve_stops_on_a_signal_backing_out_every_unit_of_work(sig):
+    import signal as signals
+
+    data = os.path.join(short_dir(), "d")
+    srv = ServeProcess(data).start()
+    try:
+        with RemoteQueueManager(srv.url, admin_token=auth.read_token(os.path.join(data, auth.ADMIN_TOKEN_FILE))) as r:
+            r.define_queue("P", default_persistence=Persistence.PERSISTENT)
+            with r.connect() as c:
+                c.open("P", IO).put(b"committed")
+        conn = net_client.connect(srv.url)
+        h = conn.open("P", IO)
+        assert h.get(GMO.SYNCPOINT).data == b"committed"
+        h.put(b"uncommitted", None, PMO.SYNCPOINT)
+        srv.proc.send_signal(getattr(signals, sig))
+        assert srv.proc.wait(60) == 0
+        assert "backed out 2 uncommitted operation(s)" in srv.log() and "the store is closed" in srv.log()
+        srv.start()
+        with net_client.connect(srv.url) as c:
+            m = c.open("P", IO).get()
+            assert (m.data, m.backout_count) == (b"committed", 1)
+            assert drain(c.open("P", IO)) == []
+    finally:
+        srv.kill()
