@@ -166,6 +166,11 @@ class HandleCalls:
 
     __slots__ = ()
 
+    @property
+    def connection(self):
+        """The connection this handle was opened on (its unit of work is the handle's)."""
+        return self._conn
+
     def _do(self, spec: tuple):
         if self._closed:
             raise self._closed_error()
