@@ -162,8 +162,9 @@ class AsyncConnection:
                 h._closed = True
                 self._handles.discard(h)
 
-    async def _run(self, op: int, args: list, syncpoint: bool, decode, ident):
+    async def _run(self, spec: tuple, ident):
         """A handle's call (net/calls.py): the unit-of-work rules, the round trip, the result."""
+        op, args, syncpoint, decode = spec
         uow = self._uow
         if uow.lost:
             uow.check(syncpoint)

@@ -174,7 +174,7 @@ class HandleCalls:
     def _do(self, spec: tuple):
         if self._closed:
             raise self._closed_error()
-        return self._conn._run(*spec, self._ident)
+        return self._conn._run(spec, self._ident)
 
     def put(self, data: bytes, md: MD | None = None, options: PMO | int = 0):
         """MQPUT (see :meth:`sweepq.engine.Handle.put`): a PutResult."""
@@ -212,8 +212,7 @@ def waits(options: object) -> bool:
 
 
 def put_result(value: list, ident: Identity) -> PutResult:
-    reason, header = value
-    return PutResult.many([header], ident, reason)[0]
+    return PutResult.many([value[1]], ident, value[0])[0]
 
 
 def put_results(value: list, ident: Identity) -> list[PutResult]:

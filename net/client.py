@@ -31,6 +31,9 @@ from . import protocol as P
 from .frames import Closed, FrameSocket
 
 CONNECT_TIMEOUT = 10.0
+_HEADER = P.HEADER.pack
+_VERSION = P.VERSION
+_OK = P.OK
 
 
 def connect(
@@ -64,7 +67,7 @@ class ClientConnection:
     def __init__(self, url, token, admin_token, reconnect, tls, cafile, client, timeout):
         self.endpoint = C.Endpoint.of(url, token, admin_token, reconnect, tls, cafile, client, timeout)
         self.address = self.endpoint.address
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._handles: set[ClientHandle] = set()
         self._uow = C.UnitOfWork()
         self._closed = False
@@ -108,26 +111,26 @@ class ClientConnection:
         return fs
 
     def _call(self, op: int, args: list):
-        with self._lock:
-            return self._exchange(op, args)
-
-    def _exchange(self, op: int, args: list):
-        """One request and its reply (the lock held): the result, or the MQError it carries."""
-        fs = self._fs
-        if fs is None:
-            fs = self._revive()
-        try:
-            fs.send(P.request(op, args))
-            rop, body = fs.read()
-        except (OSError, Closed, P.ProtocolError) as e:
-            raise self._broke(e) from None
-        value = P.unpack(body)
-        if rop == P.OK:
+        """One request and its reply: the result, or the MQError it carries. (The hot path of
+        every call, so written flat: the frame is built and read here.)"""
+        with self._lock:  # re-entrant: a reconnect reopens the handles from inside a call
+            fs = self._fs
+            if fs is None:
+                fs = self._revive()
+            try:
+                body = P.pack(args)
+                fs.sock.sendall(_HEADER(len(body), _VERSION, op) + body)
+                rop, body = fs.read()
+            except (OSError, Closed, P.ProtocolError) as e:
+                raise self._broke(e) from None
+            value = P.unpack(body)
+        if rop == _OK:
             return value
         P.raise_error(value)
 
-    def _run(self, op: int, args: list, syncpoint: bool, decode, ident):
+    def _run(self, spec: tuple, ident):
         """A handle's call (net/calls.py): the unit-of-work rules, the round trip, the result."""
+        op, args, syncpoint, decode = spec
         uow = self._uow
         if uow.lost:
             uow.check(syncpoint)
@@ -155,7 +158,7 @@ class ClientConnection:
         self._fs = self._connect()
         for h in list(self._handles):
             try:
-                h._reopen(self._exchange)
+                h._reopen(self._call)
             except MQError:  # its queue is gone (a temporary queue opened by name): the handle is closed
                 h._closed = True
                 self._handles.discard(h)

@@ -165,7 +165,8 @@ class Session:
         return True
 
     def _loop(self) -> str:
-        fs, handlers, send = self.fs, self._handlers, self.fs.send
+        fs, handlers, send, unpack, ok = self.fs, self._handlers, self.fs.send, P.unpack, P.ok
+        admin_ops = P.ADMIN_OPS
         while True:
             op, body = fs.read()
             if op == P.CANCEL:
@@ -177,19 +178,19 @@ class Session:
             entry = handlers.get(op)
             if entry is None:
                 raise P.ProtocolError(f"unknown op {op}")
-            args = P.unpack(body)
+            args = unpack(body)
             if type(args) is not list or len(args) != entry[0]:
                 raise P.ProtocolError(f"op {P.OP_NAMES.get(op, op)} takes a list of {entry[0]} arguments")
             self.calls += 1
             self.state = _STATE[op]
             try:
-                if op in P.ADMIN_OPS and not self.admin:
+                if op in admin_ops and not self.admin:
                     raise MQError(
                         Reason.NOT_AUTHORIZED,
                         "administration (define, alter, delete) needs the server's admin token; connect with "
                         "admin_token=...",
                     )
-                reply = P.ok(entry[1](*args))
+                reply = ok(entry[1](*args))
             except MQError as e:
                 if e.reason == Reason.NOT_AUTHORIZED:
                     self.server.log.warning("refused #%d %s: %s", self.id, P.OP_NAMES[op], e)
@@ -255,7 +256,8 @@ class Session:
     # -- messages ----------------------------------------------------------------------------
 
     def _put(self, hid, data, md, options):
-        r = self._handle(hid).put(data, P.md_from_wire(md), options)
+        h = self.handles.get(hid) if type(hid) is int else None
+        r = (h or self._handle(hid)).put(data, None if md is None else P.md_from_wire(md), options)
         return [r.reason, _header(r.record)]
 
     def _put_many(self, hid, datas, md, options):
