@@ -517,3 +517,27 @@ def test_sweepq_serve_stops_on_a_signal_backing_out_every_unit_of_work(sig):
             assert drain(c.open("P", IO)) == []
     finally:
         srv.kill()
+
+
+def test_the_data_directory_commands_work_against_a_running_server(capsys):
+    from sweepq.cli import main
+
+    data = os.path.join(short_dir(), "d")
+    with ServeProcess(data) as srv:
+        url = srv.url
+        assert main(["define", "ORDERS", "--server", url, "--persistent"]) == 0
+        assert main(["put", "ORDERS", "--server", url, "first", "second"]) == 0
+        assert main(["get", "ORDERS", "--server", url, "--count", "1"]) == 0
+        assert main(["browse", "ORDERS", "--server", url, "--json"]) == 0
+        out = capsys.readouterr().out
+        assert "defined queue ORDERS" in out and "first\n" in out and '"data": "second"' in out
+        assert main(["status", "--data-dir", data]) == 0
+        assert main(["inspect", "--server", url, "--json"]) == 0
+        out = capsys.readouterr().out
+        assert "ORDERS" in out and '"depth": 1' in out
+        assert main(["get", "NOPE", "--server", url]) == 1
+        assert "--server" in capsys.readouterr().err  # the hint names the server, not a directory
+        assert main(["put", "ORDERS", "x"]) == 2  # neither --data-dir nor --server
+        assert main(["status", "--server", "tcp://127.0.0.1:1"]) == 1
+        err = capsys.readouterr().err
+        assert "--data-dir (or --server URL)" in err and "MQRC_HOST_NOT_AVAILABLE (2538)" in err
