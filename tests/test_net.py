@@ -541,3 +541,11 @@ def test_the_data_directory_commands_work_against_a_running_server(capsys):
         assert main(["status", "--server", "tcp://127.0.0.1:1"]) == 1
         err = capsys.readouterr().err
         assert "--data-dir (or --server URL)" in err and "MQRC_HOST_NOT_AVAILABLE (2538)" in err
+
+
+def test_the_clients_bench_says_when_redis_is_not_there(monkeypatch, tmp_path):
+    from sweepq.bench import clients
+
+    monkeypatch.setattr(clients.shutil, "which", lambda name: None)
+    r = clients._Redis(str(tmp_path))
+    assert r.proc is None and "redis-server is not on the PATH" in r.why
