@@ -52,10 +52,10 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(prog, f"argument --data-dir: {parent} does not exist; create it first", 2)
     if os.path.exists(path) and not os.path.isdir(path):
         return _fail(prog, f"argument --data-dir: {path} is not a directory", 2)
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)  # the socket's permissions are the access control: nobody else gets in
     if (args.tls_cert is None) != (args.tls_key is None):
         return _fail(prog, "give --tls-cert and --tls-key together", 2)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)  # the socket's permissions are the access control: nobody else gets in
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s sweepq serve: %(message)s", stream=sys.stderr, force=True
     )
@@ -201,18 +201,21 @@ def register(sub: argparse._SubParsersAction, number: Callable) -> None:
         "--sweep-interval",
         type=number(float, 0, 3600, low_open=True, hint="pass seconds, e.g. 5"),
         default=5.0,
+        metavar="SECONDS",
         help="the sweeper's interval in seconds",
     )
     s.add_argument(
         "--max-connections",
         type=number(int, 1, 1_000_000, hint="pass a number of connections"),
         default=4096,
+        metavar="N",
         help="connections held at once; more are refused with MQRC_MAX_CONNS_LIMIT_REACHED (2025)",
     )
     s.add_argument(
         "--max-handles",
         type=number(int, 1, 1_000_000, hint="pass a number of handles"),
         default=1024,
+        metavar="N",
         help="handles per connection; more are refused with MQRC_HANDLE_NOT_AVAILABLE (2017)",
     )
     s.set_defaults(func=_serve)
