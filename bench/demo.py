@@ -4,38 +4,59 @@ Producers outpace a slow consumer on several queues, at several priorities, one 
 putting in units of work (and backing one out); the consumer gets under syncpoint and
 writes an audit record per unit of work (and backs one out too). The slow queue sweeper
 keeps what is in memory bounded by moving the surplus into zstd-compressed blobs in
-RocksDB; then the producers stop, the consumer catches up, and every message comes back.
+RocksDB, under a memory budget; then the producers stop, the consumer catches up, and
+every message comes back.
 
-The same workload (same seed, same pacing) runs twice, each in its own subprocess so the
-two resident-set figures do not mix: once with the sweeper, once without sweeping. The
-parent shows live progress, then a table, writes a PNG and a JSON of the figures, and
-verifies that every message arrived exactly once and in order per producer, queue and
-priority; any violation makes it exit non-zero.
+The same workload (same seed, same pacing) runs twice at once, each in its own subprocess
+so the two resident-set figures do not mix: once with the sweeper and the budget, once
+without sweeping. ``busy`` spinning processes (bench/busy.py) run beside the pair; several
+busy loads run one pair after another. The parent shows live progress, then a table,
+writes a PNG and a JSON of the figures, and verifies that every message arrived exactly
+once and in order per producer, queue and priority; any violation makes it exit non-zero.
+
+Every process it starts is tethered to it (bench/children.py): Ctrl-C (to the process
+group or to the parent alone), SIGTERM or an error ends them all within a second and the
+demo says what it left where; if the parent is killed outright, they end by themselves.
+MB is 10^6 bytes throughout.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .busy import Busy, BusyLoad
+from .children import Children, ignoring_interrupts, interrupts_as_ctrl_c, tether
+
 DEFAULT_INTERVAL = 5.0  # the sweeper's own default (seed 003)
+MB = 1_000_000  # the demo's unit: 10^6 bytes (not MiB)
+DEFAULT_BUDGET = 100 * MB  # messages in memory + RocksDB's memory, in the sweeping run
 PRIORITIES = (0, 4, 9)  # most messages are routine, a few urgent
 PRIORITY_WEIGHTS = (70, 25, 5)
 PUT_BATCH = 50  # the unit-of-work producer commits every PUT_BATCH puts
 GET_BATCH = 10  # the consumer commits every GET_BATCH gets while slow
 DRAIN_BATCH = 100  # ... and every DRAIN_BATCH gets while it catches up
+RUN_KIND = "run process"  # what bench/children.py calls the runs' processes in a report
 
 
 @dataclass
 class DemoConfig:
+    """One run of the workload. Every field reaches the run's subprocess (as JSON) and the
+    figures' JSON, so a new knob is one field here (and its use in :func:`queue_manager`)."""
+
     queues: int = 3
     producers: int = 4
     messages: int = 600_000  # in all, over every producer
@@ -45,6 +66,8 @@ class DemoConfig:
     interval: float = DEFAULT_INTERVAL
     sample_every: float = 0.25
     seed: int = 1
+    budget: int = DEFAULT_BUDGET  # bytes (0: none): QueueManager(memory_budget=) of the sweeping run
+    busy: int = 0  # spinning processes beside this run (bench/busy.py)
     sweep: bool = True
 
     def per_producer(self) -> list[int]:
@@ -131,6 +154,27 @@ def _rocksdb_memory(qm) -> int:
     return sum(mem.get(k, 0) for k in ("memtable_bytes", "block_cache_bytes", "table_readers_bytes"))
 
 
+def _budgeted(qm, in_memory_bytes: int) -> int:
+    """What the memory budget counts: the records in memory and the store's memtables and
+    block cache (as the sweeper counts them: sweeper/cycle.py, Sweeper._apply_budget)."""
+    mem = qm.store_memory()
+    return in_memory_bytes + mem.get("memtable_bytes", 0) + mem.get("block_cache_bytes", 0)
+
+
+def queue_manager(cfg: DemoConfig):
+    """The run's queue manager: the sweeper and the budget in the sweeping run, neither in
+    the other (a run without sweeping has no budget to keep)."""
+    from sweepq.engine import QueueManager
+    from sweepq.sweeper import SweepPolicy
+
+    return QueueManager(
+        "DEMO",
+        sweeper=cfg.sweep,
+        sweep_policy=SweepPolicy(interval=cfg.interval),
+        memory_budget=cfg.budget if cfg.sweep else 0,
+    )
+
+
 @dataclass
 class _Shared:
     put: int = 0
@@ -141,11 +185,10 @@ class _Shared:
 
 def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
     """Run the workload once (with or without the sweeper); ``emit`` receives each sample."""
-    from sweepq.engine import GMO, MD, OO, PMO, MQError, QueueManager, Reason
-    from sweepq.sweeper import SweepPolicy
+    from sweepq.engine import GMO, MD, OO, PMO, MQError, Reason
 
     rss_start = _rss()
-    qm = QueueManager("DEMO", sweeper=cfg.sweep, sweep_policy=SweepPolicy(interval=cfg.interval))
+    qm = queue_manager(cfg)
     names = [f"ORDERS.{i}" for i in range(max(1, cfg.queues))]
     for n in names:
         qm.define_queue(n, max_depth=max(1_000_000, 2 * cfg.messages + 10))
@@ -257,25 +300,22 @@ def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
             shared.errors.append(f"consumer: {type(e).__name__}: {e}")
 
     samples: list[dict] = []
-    rocks_peak = [0]
 
     def sample() -> dict:
         st = qm.stats()["*"]
-        depth = sum(qm.inquire_queue(n).current_depth for n in names)
-        rocks = _rocksdb_memory(qm)
-        rocks_peak[0] = max(rocks_peak[0], rocks)
         s = {
             "t": round(time.monotonic() - t0, 3),
             "phase": shared.phase,
             "rss": _rss(),
-            "depth": depth,
+            "depth": sum(qm.inquire_queue(n).current_depth for n in names),
             "in_memory": st.msgs_in_memory,
+            "budgeted": _budgeted(qm, st.bytes_in_memory),
             "swept_msgs": st.msgs_swept,
             "swept_bytes": st.bytes_swept_compressed,
             "swept_raw_bytes": st.bytes_swept_raw,
             "put": shared.put,
             "got": shared.got,
-            "rocksdb_memory": rocks,
+            "rocksdb_memory": _rocksdb_memory(qm),
         }
         samples.append(s)
         emit(s)
@@ -334,6 +374,8 @@ def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
             aborts[r] = aborts.get(r, 0) + n
     remaining = sum(qm.inquire_queue(n).current_depth for n in names)
     qm.close()
+    gc.collect()  # what the run leaves after close: the allocator's, not the queues'
+    everything = [*samples, last]
     return {
         "sweeping": cfg.sweep,
         "config": asdict(cfg),
@@ -345,9 +387,12 @@ def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
         "errors": shared.errors,
         "rss_start": rss_start,
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "peak_sampled_rss": max([s["rss"] for s in samples] + [last["rss"]]),
-        "peak_in_memory": max([s["in_memory"] for s in samples] + [0]),
-        "peak_depth": max([s["depth"] for s in samples] + [0]),
+        "peak_sampled_rss": max(s["rss"] for s in everything),
+        "rss_drained": last["rss"],
+        "rss_closed": _rss(),
+        "peak_in_memory": max(s["in_memory"] for s in everything),
+        "peak_budgeted": max(s["budgeted"] for s in everything),
+        "peak_depth": max(s["depth"] for s in everything),
         "fill_seconds": fill_seconds,
         "drain_seconds": drain_seconds,
         "msgs_swept": total["msgs"],
@@ -358,7 +403,7 @@ def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
         "unsweeps": total["unsweeps"],
         "sweeps": total["sweeps"],
         "aborts": aborts,
-        "rocksdb_memory_peak": rocks_peak[0],
+        "rocksdb_memory_peak": max(s["rocksdb_memory"] for s in everything),
         "audit_records": audit_records,
         "put_backouts": min(PUT_BATCH, counts[0]) if counts else 0,
         "get_backouts": consumer_stats["get_backouts"],
@@ -367,7 +412,20 @@ def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
 
 
 def _child_main(argv: list[str]) -> int:
+    """``python -m sweepq.bench.demo CONFIG_JSON STORE_DIR PARENT_PID``: one run, its samples
+    and result as JSON lines on stdout. The run's temporary blob store goes under STORE_DIR,
+    which it removes itself if it is ended early (SIGTERM, or its parent gone)."""
     cfg = DemoConfig(**json.loads(argv[0]))
+    store_dir = argv[1]
+
+    def on_end() -> None:  # the parent may be gone: leave nothing behind
+        shutil.rmtree(store_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(store_dir))  # the parent's directory, once the last run has left it
+
+    tether(int(argv[2]), on_end)
+    os.makedirs(store_dir, exist_ok=True)
+    tempfile.tempdir = store_dir  # BlobStore.temporary() makes its directory here
 
     def emit(s: dict) -> None:
         print(json.dumps({"sample": s}), flush=True)
@@ -377,21 +435,18 @@ def _child_main(argv: list[str]) -> int:
     return 0
 
 
-# -- the parent: two runs, live display, table, files ------------------------------------------
+# -- the parent: the runs, live display, table, files ------------------------------------------
 
 
 class _Child:
-    """One run in a subprocess of its own; a reader thread passes its samples to ``on_sample``."""
+    """One run in a subprocess of its own, tethered to this process; a reader thread passes
+    its samples to ``on_sample``."""
 
-    def __init__(self, cfg: DemoConfig, on_sample) -> None:
+    def __init__(self, cfg: DemoConfig, on_sample, children: Children, store_dir: str) -> None:
         self.cfg = cfg
         self.result: dict | None = None
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sweepq.bench.demo", json.dumps(asdict(cfg))],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        argv = [sys.executable, "-m", "sweepq.bench.demo", json.dumps(asdict(cfg)), store_dir, str(os.getpid())]
+        self.proc = children.start(argv, RUN_KIND, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.err: list[str] = []
         self._threads = [
             threading.Thread(target=self._read, args=(on_sample,), daemon=True),
@@ -401,15 +456,16 @@ class _Child:
             t.start()
 
     def _read(self, on_sample) -> None:
-        for line in self.proc.stdout:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if "sample" in msg:
-                on_sample(msg["sample"])
-            elif "result" in msg:
-                self.result = msg["result"]
+        with contextlib.suppress(ValueError, OSError):  # the pipe closed under us: the run was ended
+            for line in self.proc.stdout:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if "sample" in msg:
+                    on_sample(msg["sample"])
+                elif "result" in msg:
+                    self.result = msg["result"]
 
     def wait(self) -> dict:
         rc = self.proc.wait()
@@ -417,25 +473,53 @@ class _Child:
             t.join()
         if rc != 0 or self.result is None:
             tail = "".join(self.err[-15:]).rstrip()
-            which = "sweeping" if self.cfg.sweep else "non-sweeping"
-            raise RuntimeError(f"the {which} run failed (exit {rc}):\n{tail}")
+            raise RuntimeError(f"the {_run_label(self.cfg.sweep)} run failed (exit {rc}):\n{tail}")
         return self.result
 
 
+def _run_label(sweep: bool) -> str:
+    return "sweeping" if sweep else "non-sweeping"
+
+
+@dataclass
+class Level:
+    """One busy load and the runs made beside it: ``runs["with"]`` (sweeping) and, unless
+    the comparison was skipped, ``runs["without"]``."""
+
+    busy: int
+    runs: dict[str, dict]
+    load: BusyLoad
+    load_average: float  # the 1-minute load average when the runs ended
+
+    def name(self) -> str:
+        return f"{self.busy} busy"  # not "quiet": other work may load the machine (see load_average)
+
+
 def _mb(n: float) -> str:
-    return f"{n / 1e6:,.1f} MB"
+    return f"{n / MB:,.1f} MB"
+
+
+def budget_held(run: dict) -> bool | None:
+    """Whether the run's sampled memory stayed within its budget (None: no budget)."""
+    budget = run["config"]["budget"] if run["sweeping"] else 0
+    return None if not budget else run["peak_budgeted"] <= budget
 
 
 def summary(runs: dict[str, dict]) -> dict[str, Any]:
-    """The figures of the two runs that the table, the JSON and the README show."""
+    """The figures of one level's runs that the table, the JSON and the README show."""
     w, wo = runs["with"], runs.get("without")
     out: dict[str, Any] = {
         "messages": w["messages"],
         "delivered_with_sweeper": w["delivered"],
         "peak_rss_with_sweeper": w["peak_rss"],
         "peak_rss_without_sweeping": wo["peak_rss"] if wo else None,
+        "rss_drained_with_sweeper": w["rss_drained"],
+        "rss_closed_with_sweeper": w["rss_closed"],
         "peak_in_memory_with_sweeper": w["peak_in_memory"],
         "peak_in_memory_without_sweeping": wo["peak_in_memory"] if wo else None,
+        "budget": w["config"]["budget"],
+        "peak_budgeted_with_sweeper": w["peak_budgeted"],
+        "budget_held": budget_held(w),
         "msgs_swept": w["msgs_swept"],
         "bytes_swept_raw": w["bytes_swept_raw"],
         "bytes_swept_compressed": w["bytes_swept_compressed"],
@@ -452,105 +536,165 @@ def summary(runs: dict[str, dict]) -> dict[str, Any]:
     return out
 
 
-TITLE = "sweepq demo: the same workload with and without the slow queue sweeper"
+TITLE = "sweepq demo: the same workload with and without the slow queue sweeper (MB = 10^6 bytes)"
+_MODES = {"with": "with sweeper", "without": "without sweeping"}
 
 
-def table_rows(runs: dict[str, dict]) -> list[tuple[str, str, str]]:
-    """(figure, with sweeper, without sweeping): the rows of the terminal and Markdown tables."""
-    w, wo = runs["with"], runs.get("without")
-    rows = []
-
-    def row(label: str, key: str, fmt=lambda v: f"{v:,}") -> None:
-        rows.append((label, fmt(w[key]), fmt(wo[key]) if wo else "-"))
-
-    row("messages put", "messages")
-    row("delivered (exactly once, in order)", "delivered")
-    row("peak resident memory", "peak_rss", _mb)
-    row("resident memory at start", "rss_start", _mb)
-    row("peak messages in memory", "peak_in_memory")
-    row("peak queue depth", "peak_depth")
-    row("messages swept", "msgs_swept")
-    row("bytes swept (raw)", "bytes_swept_raw", _mb)
-    rows.append(("... compressed with zstd to", _mb(w["bytes_swept_compressed"]), "-"))
-    ratio = w["bytes_swept_raw"] / w["bytes_swept_compressed"] if w["bytes_swept_compressed"] else 0
-    rows.append(("compression ratio", f"{ratio:.1f} x" if ratio else "-", "-"))
-    row("messages unswept (brought back)", "msgs_unswept")
-    row("bytes unswept", "bytes_unswept_raw", _mb)
-    row("sweeps", "sweeps")
-    row("unsweeps (blobs brought back)", "unsweeps")
-    rows.append(("sweep aborts", f"{sum(w['aborts'].values()):,}", f"{sum(wo['aborts'].values()):,}" if wo else "-"))
-    row("RocksDB memory, peak (memtables, readers, cache)", "rocksdb_memory_peak", _mb)
-    row("producers' time", "fill_seconds", lambda v: f"{v:.1f} s")
-    row("catch-up (drain) time", "drain_seconds", lambda v: f"{v:.1f} s")
-    return rows
+def _columns(levels: Sequence[Level]) -> list[tuple[Level, str, str]]:
+    """(level, run key, column heading) for every run, in table order."""
+    named = len(levels) > 1 or any(lv.busy for lv in levels)
+    return [
+        (lv, key, _MODES[key] + (f", {lv.name()}" if named else ""))
+        for lv in levels
+        for key in _MODES
+        if key in lv.runs
+    ]
 
 
-def _table(runs: dict[str, dict]):
+def _budget_text(run: dict) -> str:
+    held = budget_held(run)
+    if held is None:
+        return "-"
+    peak, budget = run["peak_budgeted"], run["config"]["budget"]
+    return "held" if held else f"exceeded ({peak / budget:.2f} x)"
+
+
+# (label, figure of one run); a figure of None shows "-"
+_ROWS: list[tuple[str, Callable[[dict, Level], str | None]]] = [
+    ("busy processes beside the run", lambda r, lv: f"{lv.busy}"),
+    ("... CPU they used", lambda r, lv: f"{lv.load.cpu_seconds:.1f} s in {lv.load.seconds:.1f} s" if lv.busy else "-"),
+    ("load average (1 min) at the end", lambda r, lv: f"{lv.load_average:.1f}"),
+    ("messages put", lambda r, lv: f"{r['messages']:,}"),
+    ("delivered (exactly once, in order)", lambda r, lv: f"{r['delivered']:,}"),
+    ("peak resident memory", lambda r, lv: _mb(r["peak_rss"])),
+    ("resident memory at start", lambda r, lv: _mb(r["rss_start"])),
+    ("resident memory when drained", lambda r, lv: _mb(r["rss_drained"])),
+    ("... after close", lambda r, lv: _mb(r["rss_closed"])),
+    ("memory budget", lambda r, lv: _mb(r["config"]["budget"]) if budget_held(r) is not None else "-"),
+    ("peak of what it counts (messages + RocksDB)", lambda r, lv: _mb(r["peak_budgeted"])),
+    ("... the budget", lambda r, lv: _budget_text(r)),
+    ("peak messages in memory", lambda r, lv: f"{r['peak_in_memory']:,}"),
+    ("peak queue depth", lambda r, lv: f"{r['peak_depth']:,}"),
+    ("messages swept", lambda r, lv: f"{r['msgs_swept']:,}"),
+    ("bytes swept (raw)", lambda r, lv: _mb(r["bytes_swept_raw"])),
+    ("... compressed with zstd to", lambda r, lv: _mb(r["bytes_swept_compressed"]) if r["sweeping"] else "-"),
+    (
+        "compression ratio",
+        lambda r, lv: (
+            f"{r['bytes_swept_raw'] / r['bytes_swept_compressed']:.1f} x" if r["bytes_swept_compressed"] else "-"
+        ),
+    ),
+    ("messages unswept (brought back)", lambda r, lv: f"{r['msgs_unswept']:,}"),
+    ("bytes unswept", lambda r, lv: _mb(r["bytes_unswept_raw"])),
+    ("sweeps", lambda r, lv: f"{r['sweeps']:,}"),
+    ("unsweeps (blobs brought back)", lambda r, lv: f"{r['unsweeps']:,}"),
+    ("sweep aborts", lambda r, lv: f"{sum(r['aborts'].values()):,}"),
+    ("RocksDB memory, peak (memtables, readers, cache)", lambda r, lv: _mb(r["rocksdb_memory_peak"])),
+    ("producers' time", lambda r, lv: f"{r['fill_seconds']:.1f} s"),
+    ("catch-up (drain) time", lambda r, lv: f"{r['drain_seconds']:.1f} s"),
+]
+
+
+def table_rows(levels: Sequence[Level]) -> tuple[list[str], list[list[str]]]:
+    """The headings and rows of the terminal and Markdown tables: a column per run."""
+    cols = _columns(levels)
+    rows = [[label, *(fig(lv.runs[key], lv) or "-" for lv, key, _ in cols)] for label, fig in _ROWS]
+    return ["figure", *(h for _, _, h in cols)], rows
+
+
+def _table(levels: Sequence[Level], title: str = TITLE):
     from rich.table import Table
 
-    t = Table(title=TITLE)
-    t.add_column("figure")
-    t.add_column("with sweeper", justify="right")
-    t.add_column("without sweeping", justify="right")
-    for r in table_rows(runs):
+    heads, rows = table_rows(levels)
+    t = Table(title=title)
+    t.add_column(heads[0])
+    for h in heads[1:]:
+        t.add_column(h, justify="right")
+    for r in rows:
         t.add_row(*r)
     return t
 
 
-def markdown(runs: dict[str, dict]) -> str:
-    out = ["| figure | with sweeper | without sweeping |", "|---|--:|--:|"]
-    out += [f"| {a} | {b} | {c} |" for a, b, c in table_rows(runs)]
+def markdown(levels: Sequence[Level]) -> str:
+    heads, rows = table_rows(levels)
+    out = ["| " + " | ".join(heads) + " |", "|---|" + "--:|" * (len(heads) - 1)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(out) + "\n"
 
 
-def plot(runs: dict[str, dict], path: str) -> None:
-    """Resident memory and depth over time, with and without the sweeper; swept bytes."""
+def peak_rss_table(levels: Sequence[Level]) -> str:
+    """The issue's table: peak resident memory with and without sweeping, per busy load."""
+    out = [
+        "| busy processes | peak RSS with sweeper | peak RSS without sweeping | ratio | budget |",
+        "|--:|--:|--:|--:|---|",
+    ]
+    for lv in levels:
+        w, wo = lv.runs["with"], lv.runs.get("without")
+        ratio = f"{w['peak_rss'] / wo['peak_rss']:.2f} x" if wo else "-"
+        without = _mb(wo["peak_rss"]) if wo else "-"
+        budget = f"{_mb(w['config']['budget'])}: {_budget_text(w)}" if budget_held(w) is not None else "none"
+        out.append(f"| {lv.busy} | {_mb(w['peak_rss'])} | {without} | {ratio} | {budget} |")
+    return "\n".join(out) + "\n"
+
+
+def _plot_level(axes, lv: Level) -> None:
+    """One column of the figure: resident memory, messages, swept bytes for one busy load.
+    Every line has a legend entry."""
+    colours = {"with": "tab:blue", "without": "tab:red"}
+    for key, run in lv.runs.items():
+        colour, label = colours[key], _MODES[key]
+        s = run["samples"]
+        t = [x["t"] for x in s]
+        axes[0].plot(t, [x["rss"] / MB for x in s], color=colour, label=f"resident memory, {label}")
+        axes[1].plot(t, [x["depth"] for x in s], color=colour, label=f"queue depth, {label}")
+        if key == "with":
+            budgeted = [x["budgeted"] / MB for x in s]
+            axes[0].plot(t, budgeted, color=colour, ls="--", label="messages in memory + RocksDB, with sweeper")
+            axes[1].plot(
+                t, [x["in_memory"] for x in s], color=colour, ls="--", label="messages in memory, with sweeper"
+            )
+            axes[2].plot(t, [x["swept_raw_bytes"] / MB for x in s], color=colour, label="swept, raw")
+            axes[2].plot(t, [x["swept_bytes"] / MB for x in s], color="tab:green", label="swept, zstd in RocksDB")
+    w = lv.runs["with"]
+    if w["config"]["budget"] and w["sweeping"]:
+        budget = w["config"]["budget"]
+        axes[0].axhline(budget / MB, color="black", ls="-.", lw=1, label=f"memory budget ({_mb(budget)})")
+    for ax in axes:
+        ax.axvline(w["fill_seconds"], color="grey", ls=":", lw=1, label="producers done; the consumer catches up")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left", fontsize=7)
+    beside = f"{lv.busy} spinning process{'es' if lv.busy != 1 else ''}" if lv.busy else "no spinning process"
+    title = f"{lv.name()}: {beside} beside the runs; load average {lv.load_average:.1f} at the end"
+    axes[0].set_title(title, fontsize=10)
+
+
+def plot(levels: Sequence[Level], path: str) -> None:
+    """Resident memory (with the budget), depth and swept bytes over time: a column of
+    panels per busy load. MB = 10^6 bytes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
-    styles = {"with": ("tab:blue", "with sweeper"), "without": ("tab:red", "without sweeping")}
-    for key, run in runs.items():
-        if run is None:
-            continue
-        colour, label = styles[key]
-        s = run["samples"]
-        t = [x["t"] for x in s]
-        axes[0].plot(t, [x["rss"] / 1e6 for x in s], color=colour, label=label)
-        axes[1].plot(t, [x["depth"] for x in s], color=colour, label=f"queue depth, {label}")
-        if key == "with":
-            mem = [x["in_memory"] for x in s]
-            axes[1].plot(t, mem, color=colour, ls="--", label="messages in memory, with sweeper")
-            axes[2].plot(t, [x["swept_raw_bytes"] / 1e6 for x in s], color=colour, label="swept, raw")
-            axes[2].plot(t, [x["swept_bytes"] / 1e6 for x in s], color="tab:green", label="swept, zstd in RocksDB")
-        axes[0].axvline(run["fill_seconds"], color=colour, ls=":", lw=1)
-    axes[0].set_ylabel("resident memory (MB)")
-    axes[1].set_ylabel("messages")
-    axes[2].set_ylabel("in blobs now (MB)")
-    axes[2].set_xlabel("seconds (dotted: producers done, the consumer catches up)")
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper left", fontsize=8)
-    w = runs["with"]
+    fig, grid = plt.subplots(3, len(levels), figsize=(9 * len(levels), 10), sharex="col", squeeze=False)
+    for col, lv in enumerate(levels):
+        _plot_level(grid[:, col], lv)
+    grid[0, 0].set_ylabel("MB (10^6 bytes)")
+    grid[1, 0].set_ylabel("messages")
+    grid[2, 0].set_ylabel("in blobs now, MB (10^6 bytes)")
+    for ax in grid[2, :]:
+        ax.set_xlabel("seconds")
+    c = levels[0].runs["with"]["config"]
     fig.suptitle(
-        f"sweepq demo: {w['messages']:,} messages of {w['config']['size']} B on {w['config']['queues']} queues, "
-        f"sweep interval {w['config']['interval']:g} s"
+        f"sweepq demo: {levels[0].runs['with']['messages']:,} messages of {c['size']} B on {c['queues']} queues, "
+        f"sweep interval {c['interval']:g} s"
     )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
-def run(cfg: DemoConfig, out_dir: str, console=None, compare: bool = True) -> int:
-    """The demo: both runs, live progress, the table, the PNG and JSON; 0 when every message
-    arrived exactly once and in order in both runs."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = console or Console()
-    say = console.print
+def _introduce(say, cfg: DemoConfig, busy_levels: Sequence[int]) -> None:
     say(
         f"[bold]sweepq demo[/]: {cfg.producers} producer(s) put {cfg.messages:,} messages of {cfg.size} B "
         f"over {cfg.seconds:g} s on {cfg.queues} queue(s), priorities {', '.join(map(str, PRIORITIES))}; "
@@ -563,12 +707,26 @@ def run(cfg: DemoConfig, out_dir: str, console=None, compare: bool = True) -> in
         )
     else:
         say(f"The slow queue sweeper runs every {cfg.interval:g} s (its default).")
+    budget = f"a memory budget of {_mb(cfg.budget)}" if cfg.budget else "no memory budget"
     say(
-        "The same workload runs with the sweeper and without sweeping side by side, each in a subprocess "
-        "of its own, so the resident-memory figures do not mix."
+        f"The same workload runs with the sweeper and {budget} (messages in memory + RocksDB; MB = 10^6 bytes) "
+        "and without sweeping side by side, each in a subprocess of its own, so the resident-memory figures "
+        "do not mix."
     )
-    runs: dict[str, dict | None] = {"with": None, "without": None}
+    loads = [
+        f"{n} spinning process{'es' if n != 1 else ''} beside them" if n else "nothing beside them" for n in busy_levels
+    ]
+    if busy_levels != [0]:
+        say("Busy load: " + "; then ".join(loads) + ".")
+
+
+def _run_level(cfg: DemoConfig, compare: bool, console, children: Children, work: str) -> Level:
+    """Both runs beside ``cfg.busy`` burners, with live progress. :raises RuntimeError: a
+    run failed (its exit code and the end of its stderr)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     modes = [("with", True)] + ([("without", False)] if compare else [])
+    suffix = f", {cfg.busy} busy" if cfg.busy else ""
     columns = (
         TextColumn("{task.description:<16}"),
         BarColumn(bar_width=10),
@@ -576,27 +734,13 @@ def run(cfg: DemoConfig, out_dir: str, console=None, compare: bool = True) -> in
         TextColumn("rss {task.fields[rss]:>8} in mem {task.fields[mem]:>7} swept {task.fields[swept]:>7}"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console, transient=False) as progress:
-        tasks = {
-            key: progress.add_task(
-                f"{'with sweeper' if sweep else 'without sweeping'}",
-                total=max(1, cfg.messages),
-                phase="waiting",
-                put="0",
-                got="0",
-                rss="-",
-                mem="-",
-                swept="-",
-                start=False,
-            )
-            for key, sweep in modes
-        }
-        children = {}
+    with Busy(cfg.busy, children) as busy, Progress(*columns, console=console, transient=False) as progress:
+        fields = {"phase": "starting", "put": "0", "got": "0", "rss": "-", "mem": "-", "swept": "-"}
+        tasks = {key: progress.add_task(_MODES[key] + suffix, total=max(1, cfg.messages), **fields) for key, _ in modes}
+        running = {}
         for key, sweep in modes:
-            task = tasks[key]
-            progress.start_task(task)
 
-            def on_sample(s: dict, task=task) -> None:
+            def on_sample(s: dict, task=tasks[key]) -> None:
                 progress.update(
                     task,
                     completed=s["got"],
@@ -608,56 +752,178 @@ def run(cfg: DemoConfig, out_dir: str, console=None, compare: bool = True) -> in
                     swept=f"{s['swept_msgs']:,}",
                 )
 
-            children[key] = _Child(DemoConfig(**{**asdict(cfg), "sweep": sweep}), on_sample)
-        failed = []
-        for key, child in children.items():
-            try:
-                runs[key] = child.wait()
-                progress.update(tasks[key], completed=max(1, cfg.messages), phase="done")
-            except RuntimeError as e:
-                failed.append(str(e))
-    if failed:
-        for e in failed:
-            console.print(f"sweepq demo: {e}", style="red", markup=False)
-        return 1
-    if runs["without"] is None:
-        runs.pop("without")
-    say(_table(runs))
+            store_dir = os.path.join(work, f"busy{cfg.busy}-{key}")
+            running[key] = _Child(replace(cfg, sweep=sweep), on_sample, children, store_dir)
+        runs = {}
+        for key, child in running.items():
+            runs[key] = child.wait()
+            progress.update(tasks[key], completed=max(1, cfg.messages), phase="done")
+    return Level(cfg.busy, runs, busy.load, os.getloadavg()[0])
+
+
+def _write_atomically(path: str, write: Callable[[str], None], written: list[str]) -> None:
+    """Write ``path`` through a temporary file beside it, so that an interrupt never leaves
+    half a file; ``written`` gets ``path`` once it is complete."""
+    tmp = f"{path}.partial{os.path.splitext(path)[1]}"
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+        written.append(path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+
+
+def _write_files(levels: list[Level], cfg: DemoConfig, out_dir: str, written: list[str]) -> dict[str, str]:
     os.makedirs(out_dir, exist_ok=True)
-    png = os.path.join(out_dir, "demo.png")
-    js = os.path.join(out_dir, "demo.json")
-    md = os.path.join(out_dir, "demo.md")
-    plot(runs, png)
-    with open(md, "w") as f:
-        f.write(markdown(runs))
-    with open(js, "w") as f:
-        json.dump({"summary": summary(runs), "runs": runs}, f, indent=1)
+    paths = {k: os.path.join(out_dir, f"demo.{k}") for k in ("png", "md", "json")}
+    doc = {
+        "config": asdict(cfg),
+        "mb": MB,
+        "peak_rss": [
+            {
+                "busy": lv.busy,
+                "with_sweeper": lv.runs["with"]["peak_rss"],
+                "without_sweeping": lv.runs.get("without", {}).get("peak_rss"),
+            }
+            for lv in levels
+        ],
+        "levels": [
+            {
+                "busy": lv.busy,
+                "busy_load": asdict(lv.load),
+                "load_average": lv.load_average,
+                "summary": summary(lv.runs),
+                "runs": lv.runs,
+            }
+            for lv in levels
+        ],
+    }
+
+    def text(content: str) -> Callable[[str], None]:
+        def write(p: str) -> None:
+            with open(p, "w") as f:
+                f.write(content)
+
+        return write
+
+    _write_atomically(paths["png"], lambda p: plot(levels, p), written)
+    _write_atomically(paths["md"], text(markdown(levels) + "\n" + peak_rss_table(levels)), written)
+    _write_atomically(paths["json"], text(json.dumps(doc, indent=1)), written)
+    return paths
+
+
+def _verify(say, levels: Sequence[Level]) -> bool:
+    """Say, run by run, whether every message arrived exactly once and in order."""
     ok = True
-    for r in runs.values():
-        label = "with sweeper" if r["sweeping"] else "without sweeping"
-        bad = r["errors"] + r["problems"]
-        if r["remaining"]:
-            bad.append(f"{r['remaining']:,} messages still on the queues")
-        if bad:
-            ok = False
-            say(f"[red]FAILED[/] ({label}): " + "; ".join(bad[:10]))
-        elif not r["messages"]:
-            say(f"[green]verified[/] ({label}): no messages were put, none arrived, the queues are empty")
-        else:
+    for lv in levels:
+        for key, r in lv.runs.items():
+            label = _MODES[key] + (f", {lv.name()}" if lv.busy or len(levels) > 1 else "")
+            bad = r["errors"] + r["problems"]
+            if r["remaining"]:
+                bad.append(f"{r['remaining']:,} messages still on the queues")
+            if bad:
+                ok = False
+                say(f"[red]FAILED[/] ({label}): " + "; ".join(bad[:10]))
+            elif not r["messages"]:
+                say(f"[green]verified[/] ({label}): no messages were put, none arrived, the queues are empty")
+            else:
+                say(
+                    f"[green]verified[/] ({label}): all {r['delivered']:,} messages arrived exactly once and in "
+                    f"order per producer, queue and priority ({r['streams']} streams); {r['audit_records']:,} audit "
+                    f"records for as many committed units of work; {r['put_backouts']} backed-out put(s) and "
+                    f"{r['get_backouts']} backed-out get(s) came out right"
+                )
+    return ok
+
+
+def _say_memory(say, levels: Sequence[Level]) -> bool:
+    """Say peak resident memory with and without sweeping, and whether each budget held;
+    False when one did not."""
+    ok = True
+    for lv in levels:
+        w, wo = lv.runs["with"], lv.runs.get("without")
+        where = f" ({lv.name()})" if lv.busy or len(levels) > 1 else ""
+        if wo:
             say(
-                f"[green]verified[/] ({label}): all {r['delivered']:,} messages arrived exactly once and in order "
-                f"per producer, queue and priority ({r['streams']} streams); {r['audit_records']:,} audit records "
-                f"for as many committed units of work; {r['put_backouts']} backed-out put(s) and "
-                f"{r['get_backouts']} backed-out get(s) came out right"
+                f"peak resident memory{where}: [bold]{_mb(w['peak_rss'])}[/] with the sweeper, "
+                f"[bold]{_mb(wo['peak_rss'])}[/] without sweeping ({w['peak_rss'] / wo['peak_rss']:.2f} x)"
             )
-    w, wo = runs["with"], runs.get("without")
-    if wo:
-        say(
-            f"peak resident memory: [bold]{_mb(w['peak_rss'])}[/] with the sweeper, "
-            f"[bold]{_mb(wo['peak_rss'])}[/] without sweeping ({w['peak_rss'] / wo['peak_rss']:.2f} x)"
+        held = budget_held(w)
+        if held is not None:
+            ok = ok and held
+            verdict = "[green]held[/]" if held else "[red]FAILED: exceeded[/]"
+            say(
+                f"memory budget{where} {verdict}: at most {_mb(w['peak_budgeted'])} of messages in memory and "
+                f"RocksDB memory, for a budget of {_mb(w['config']['budget'])} (as sampled every "
+                f"{w['config']['sample_every']:g} s)"
+            )
+    return ok
+
+
+def _say_interrupted(ended: dict[str, int], work: str, out_dir: str, written: list[str], why: str) -> None:
+    """What an interrupted demo left where, on stderr."""
+    kinds = sorted(ended, key=lambda k: k != RUN_KIND)  # the runs first; every kind is "... process"
+    counts = [f"{ended[k]} {k}{'' if ended[k] == 1 else 'es'}" for k in kinds]
+    lines = [
+        f"sweepq demo: interrupted ({why}): ended {' and '.join(counts) or 'no process'}; "
+        "no process of the demo is left running",
+        f"  removed: the runs' temporary blob stores ({work})",
+    ]
+    if written:
+        lines.append(f"  left in {out_dir}: {', '.join(os.path.basename(p) for p in written)} (complete files)")
+    missing = [n for n in ("demo.png", "demo.md", "demo.json") if os.path.join(out_dir, n) not in written]
+    if missing:
+        lines.append(
+            f"  not written: {', '.join(missing)} in {out_dir} (no partial files; any there are from an earlier run)"
         )
-    say(f"plot: {os.path.abspath(png)}")
-    say(f"figures: {os.path.abspath(js)} (and the table as Markdown: {os.path.abspath(md)})")
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def run(
+    cfg: DemoConfig, out_dir: str, console=None, compare: bool = True, busy_levels: Sequence[int] | None = None
+) -> int:
+    """The demo: for each busy load (``busy_levels``; default ``[cfg.busy]``), both runs with
+    live progress; then the table, the PNG, Markdown and JSON in ``out_dir``. Returns 0 when
+    every message arrived exactly once and in order in every run and every sweeping run kept
+    its memory budget, 1 when not or when a run failed, 130 when interrupted (Ctrl-C,
+    SIGTERM, SIGHUP: every process it started is ended and its files removed first). Call it
+    from the thread that stays alive while it runs (the parent-death signal follows it)."""
+    from rich.console import Console
+
+    console = console or Console()
+    say = console.print
+    wanted = list(busy_levels) if busy_levels is not None else [cfg.busy]
+    _introduce(say, cfg, wanted)
+    children = Children()
+    work = tempfile.mkdtemp(prefix="sweepq-demo-")
+    written: list[str] = []
+    levels: list[Level] = []
+    try:
+        with interrupts_as_ctrl_c():
+            try:
+                for n in wanted:
+                    levels.append(_run_level(replace(cfg, busy=n), compare, console, children, work))
+            except RuntimeError as e:
+                console.print(f"sweepq demo: {e}", style="red", markup=False)
+                return 1
+            paths = _write_files(levels, cfg, out_dir, written)
+    except KeyboardInterrupt as e:
+        with ignoring_interrupts():
+            children.end()
+            shutil.rmtree(work, ignore_errors=True)
+            _say_interrupted(children.ended, work, out_dir, written, str(e) or "Ctrl-C")
+        return 130
+    finally:
+        children.end()
+        shutil.rmtree(work, ignore_errors=True)
+    for lv in levels:  # a table per busy load: four columns do not fit a terminal
+        named = len(levels) > 1 or lv.busy
+        say(_table([lv], f"{TITLE}, {lv.name()}" if named else TITLE))
+    ok = _verify(say, levels)
+    ok = _say_memory(say, levels) and ok
+    say(f"plot: {os.path.abspath(paths['png'])}")
+    say(f"figures: {os.path.abspath(paths['json'])} (and the tables as Markdown: {os.path.abspath(paths['md'])})")
     return 0 if ok else 1
 
 

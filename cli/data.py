@@ -15,7 +15,8 @@ Exit codes: 0 done (also when no message was left to get), 1 an MQ call failed (
 names the reason and its number, e.g. ``MQRC_UNKNOWN_OBJECT_NAME (2085)``), 2 a usage error
 (one line naming the argument and what to pass). Never a traceback.
 
-cli/main.py calls :func:`register` with its subparsers and its argparse number type.
+cli/main.py calls :func:`register` with its subparsers; the argument helpers and the queue
+name rule (the engine's own) come from cli/args.py.
 """
 
 from __future__ import annotations
@@ -31,15 +32,17 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import TextIO
+
+from .args import EXIT_USAGE, number, queue_name, queue_name_rule
 
 EXIT_MQ = 1
-EXIT_USAGE = 2
 _ID_BYTES = 24  # MsgId and CorrelId are fixed 24-byte fields (shorter ones are padded with NULs)
-_MAX_NAME = 48  # engine/queue.py MAX_NAME and _NAME_CHARS: checked here so that a bad name is a usage error
-_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/%")
+MAX_UNCOMMITTED = 999_999_999  # MQ's largest MAXUMSGS: `put --syncpoint` holds every message until its commit
 
-# The MQ attribute each QueueAttributes field stands for, as `sweepq define` prints them.
-_MQ_NAMES = {
+# The MQ attribute each QueueAttributes field stands for, as `sweepq define` and `sweepq inspect`
+# print them.
+MQ_NAMES = {
     "delivery_sequence": "MSGDLVSQ",
     "default_priority": "DEFPRTY",
     "default_persistence": "DEFPSIST",
@@ -61,26 +64,7 @@ class _Usage(Exception):
     """A usage error: one line, exit 2."""
 
 
-class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Descriptions and examples keep their line breaks; an option's help ends with its default
-    unless it is a flag, has none, or says it in words."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if "default" in text or action.default is None or action.default is False or not action.option_strings:
-            return text
-        return super()._get_help_string(action)
-
-
 # -- argument types -----------------------------------------------------------------------
-
-
-def _queue_name(text: str) -> str:
-    if not 1 <= len(text) <= _MAX_NAME or set(text) - _NAME_CHARS:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a queue name; pass 1 to {_MAX_NAME} characters from A-Z a-z 0-9 . _ / %"
-        )
-    return text
 
 
 def _id_text(text: str) -> bytes:
@@ -159,10 +143,11 @@ def _taking_turns(path: str, prog: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _opened(path: str, prog: str, repair: bool = False, server: str | None = None):
+def _opened(path: str, prog: str, repair: bool = False, server: str | None = None, **options):
     """The queue manager of the data directory, closed at the end (uncommitted work backed out).
-    ``repair``: a file damaged beyond reading is moved aside and the rest recovered. With
-    ``server``, a running server's queue manager instead (cli/serve.py)."""
+    ``repair``: a file damaged beyond reading is moved aside and the rest recovered;
+    ``options`` go to ``QueueManager.open``. With ``server``, a running server's queue
+    manager instead (cli/serve.py)."""
     from sweepq.engine import QueueManager
 
     if server is not None:
@@ -172,7 +157,7 @@ def _opened(path: str, prog: str, repair: bool = False, server: str | None = Non
             yield remote
         return
     with _taking_turns(path, prog):
-        qm = QueueManager.open(path, sweeper=False, repair=repair)
+        qm = QueueManager.open(path, sweeper=False, repair=repair, **options)
         try:
             report = getattr(qm, "recovery", None)
             for what in getattr(report, "damaged", None) or ():  # what the open could not bring back
@@ -214,7 +199,11 @@ def _run(prog: str, body: Callable[[argparse.Namespace], int]) -> Callable[[argp
             _silence_stdout()
             if prog != "sweepq put":
                 return 0
-            print(f"{prog}: error: stdout was closed early (with --syncpoint, nothing was put)", file=sys.stderr)
+            print(
+                f"{prog}: error: stdout was closed early (with --syncpoint, nothing was put; with "
+                "--commit-every, the units of work committed before it stay)",
+                file=sys.stderr,
+            )
             return EXIT_MQ
         except Exception as e:  # MQError, StoreError, OSError: one line, never a traceback
             from sweepq.engine import MQError
@@ -349,7 +338,7 @@ def _define(args: argparse.Namespace) -> int:
         values[field.name] = getattr(info.attributes, field.name)
     for name, value in values.items():
         shown = value.name if isinstance(value, enum.Enum) and value.name else value
-        print(f"  {name:<20} {_MQ_NAMES.get(name, ''):<14} {shown if shown != '' else '-'}")
+        print(f"  {name:<20} {MQ_NAMES.get(name, ''):<14} {shown if shown != '' else '-'}")
     return 0
 
 
@@ -368,6 +357,33 @@ def _stdin_lines() -> Iterator[bytes]:
         yield line
 
 
+class _Progress:
+    """A progress line on stderr while a long put runs: on a terminal only, at most once per
+    ``every`` seconds, rewritten in place and ended by :meth:`done`."""
+
+    def __init__(self, prog: str, stream: TextIO | None = None, every: float = 1.0) -> None:
+        self.prog = prog
+        self.stream = stream or sys.stderr
+        self.on = self.stream.isatty()
+        self.every = every
+        self.next = time.monotonic() + every
+        self.shown = False
+
+    def show(self, put: int, committed: int | None) -> None:
+        if not self.on or time.monotonic() < self.next:
+            return
+        self.next = time.monotonic() + self.every
+        done = "" if committed is None else f" ({committed:,} committed)"
+        self.stream.write(f"\r{self.prog}: {_plural(put)} put{done}...")
+        self.stream.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
 def _put(args: argparse.Namespace) -> int:
     from sweepq.engine import MD, OO, PMO, MQError
 
@@ -379,10 +395,16 @@ def _put(args: argparse.Namespace) -> int:
     if args.correl_id is not None:
         md["correl_id"] = args.correl_id
     messages = (os.fsencode(m) for m in args.messages) if args.messages else _stdin_lines()
-    put = persistent = 0
-    with _opened(args.data_dir, "sweepq put", args.repair, args.server) as qm, qm.connect() as conn:
+    every = args.commit_every  # None: one unit of work for all (--syncpoint), or none
+    syncpoint = args.syncpoint or every is not None
+    put = persistent = committed = units = 0
+    progress = _Progress("sweepq put")
+    with (
+        _opened(args.data_dir, "sweepq put", args.repair, args.server, max_uncommitted=MAX_UNCOMMITTED) as qm,
+        qm.connect() as conn,
+    ):
         handle = conn.open(args.queue, OO.OUTPUT)  # first, so that an unknown queue fails before any input
-        options = PMO.SYNCPOINT if args.syncpoint else PMO.NO_SYNCPOINT
+        options = PMO.SYNCPOINT if syncpoint else PMO.NO_SYNCPOINT
         try:
             for data in messages:
                 r = handle.put(data, MD(**md), options)
@@ -390,16 +412,24 @@ def _put(args: argparse.Namespace) -> int:
                 persistent += r.persistent
                 if args.verbose:
                     print(r.msg_id.hex(), flush=True)
-            if args.syncpoint:
+                if every and put - committed == every:
+                    conn.commit()
+                    committed, units = put, units + 1
+                progress.show(put, committed if syncpoint else None)
+            if syncpoint and put > committed:
                 conn.commit()
+                committed, units = put, units + 1
         except MQError as e:
-            if args.syncpoint:
+            if syncpoint:
                 conn.backout()
-                e.text += f"; nothing was put: the unit of work ({_plural(put)} put before it) was backed out"
+                e.text += f"; {_undone(put, committed, units)}"
             else:
                 e.text += f"; put before it: {_plural(put)}"
             raise MQError(e.reason, e.text) from None
-    print(f"put {_plural(put)} on {args.queue} ({persistent:,} persistent)")
+        finally:
+            progress.done()
+    chunks = f" in {_plural(units, 'unit')} of work" if every else ""
+    print(f"put {_plural(put)} on {args.queue}{chunks} ({persistent:,} persistent)")
     if put > persistent and not args.server:  # on a server they stay until it stops
         print(
             f"sweepq put: note: {_plural(put - persistent)} not persistent: gone now that this command has ended "
@@ -408,6 +438,14 @@ def _put(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _undone(put: int, committed: int, units: int) -> str:
+    """What a failed put under syncpoint leaves: the committed units of work stay."""
+    backed_out = f"the unit of work ({_plural(put - committed)} put before it) was backed out"
+    if not committed:
+        return f"nothing was put: {backed_out}"
+    return f"{_plural(committed)} stay, committed in {_plural(units, 'unit')} of work; {backed_out}"
 
 
 # -- get ----------------------------------------------------------------------------------
@@ -508,18 +546,11 @@ def _intermixed(parser: argparse.ArgumentParser) -> None:
     parser.parse_known_args = parse_known_args
 
 
-def register(sub: argparse._SubParsersAction, number: Callable) -> None:
-    """Add define, put, get and browse to the ``sweepq`` subparsers. ``number`` is the CLI's
-    argparse type for bounded numbers (cli/main.py ``_number``)."""
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add define, put, get and browse to the ``sweepq`` subparsers."""
 
     def command(name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(
-            name,
-            help=summary,
-            description=description,
-            epilog="examples:\n" + examples,
-            formatter_class=_Formatter,
-        )
+        p = sub.add_parser(name, help=summary, description=description, epilog="examples:\n" + examples)
         where = p.add_mutually_exclusive_group()  # one of them: _run says so
         where.add_argument(
             "--data-dir",
@@ -546,7 +577,7 @@ def register(sub: argparse._SubParsersAction, number: Callable) -> None:
         g.add_argument("--correl-id", dest="correl_id", type=_id_text, metavar="TEXT", help=f"{what} (UTF-8 text)")
         g.add_argument("--correl-id-hex", dest="correl_id", type=_id_hex, metavar="HEX", help=f"{what} (hex)")
 
-    queue_help = "the queue's name (1 to 48 characters from A-Z a-z 0-9 . _ / %%)"
+    queue_help = f"the queue's name ({queue_name_rule()})".replace("%", "%%")
 
     d = command(
         "define",
@@ -557,7 +588,7 @@ def register(sub: argparse._SubParsersAction, number: Callable) -> None:
         "  sweepq define JOBS --data-dir ./q --fifo --max-depth 10000\n"
         "  sweepq define JOBS --data-dir ./q --replace --default-priority 4",
     )
-    d.add_argument("queue", type=_queue_name, metavar="QUEUE", help=queue_help)
+    d.add_argument("queue", type=queue_name, metavar="QUEUE", help=queue_help)
     seq = d.add_mutually_exclusive_group()
     seq.add_argument(
         "--priority-sequence",
@@ -610,15 +641,18 @@ def register(sub: argparse._SubParsersAction, number: Callable) -> None:
         "put messages on a queue, from arguments or one per stdin line (IBM MQ's amqsput)",
         "Put messages on a queue: each MESSAGE argument is one message; without any, each line of\n"
         "stdin is one (its line end removed; Ctrl-D ends), put as it is read. Prints how many were\n"
-        "put. Only persistent messages outlive the command: a queue defined with --persistent\n"
-        "makes them so, or pass --persistent.",
+        "put (on a terminal, a progress line every second while it runs). Only persistent messages\n"
+        "outlive the command: a queue defined with --persistent makes them so, or pass --persistent.\n"
+        "Units of work: --syncpoint puts all of them or none, with no limit on how many;\n"
+        "--commit-every N commits every N, so that a huge input is not held in memory.",
         "  sweepq put ORDERS --data-dir ./q 'first order' 'second order'\n"
         "  sweepq put ORDERS --data-dir ./q --persistent --priority 9 urgent\n"
         "  sweepq put ORDERS --data-dir ./q --syncpoint < orders.txt      # all lines or none\n"
+        "  sweepq put ORDERS --data-dir ./q --commit-every 1000 < big.txt  # committed 1000 at a time\n"
         "  sweepq put REPLIES --data-dir ./q --correl-id order-42 -v 'done'  # -v: the MsgIds",
     )
     _intermixed(p)  # options may come after the first MESSAGE too
-    p.add_argument("queue", type=_queue_name, metavar="QUEUE", help=queue_help)
+    p.add_argument("queue", type=queue_name, metavar="QUEUE", help=queue_help)
     p.add_argument("messages", nargs="*", metavar="MESSAGE", help="message data; none: one message per stdin line")
     p.add_argument(
         "--priority",
@@ -639,13 +673,22 @@ def register(sub: argparse._SubParsersAction, number: Callable) -> None:
         dest="persistence",
         action="store_const",
         const=0,
-        help="not persistent: gone when this command ends",
+        help="not persistent: gone when this command ends (default: as the queue's DEFPSIST)",
     )
     correl(p, "the messages' CorrelId, padded with NULs to 24 bytes")
-    p.add_argument(
+    unit = p.add_mutually_exclusive_group()
+    unit.add_argument(
         "--syncpoint",
         action="store_true",
-        help="put every message in one unit of work, committed at the end: all of them or none",
+        help="put every message in one unit of work, committed at the end: all of them or none, however many "
+        "(they are held in memory until the commit; MQ's MAXUMSGS is raised to its largest, 999999999)",
+    )
+    unit.add_argument(
+        "--commit-every",
+        type=number(int, 1, MAX_UNCOMMITTED, hint="pass how many messages per unit of work, e.g. 1000"),
+        metavar="N",
+        help="put in units of work of N messages, each committed once full (and the last at the end): a "
+        "failure backs out only the current one and says how many stay (default: none)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="print each message's MsgId (hex) as it is put")
     p.set_defaults(func=_run("sweepq put", _put))
@@ -662,7 +705,7 @@ def register(sub: argparse._SubParsersAction, number: Callable) -> None:
         "  sweepq get ORDERS --data-dir ./q --count 1 --wait 15\n"
         "  sweepq get REPLIES --data-dir ./q --correl-id order-42 --json",
     )
-    g.add_argument("queue", type=_queue_name, metavar="QUEUE", help=queue_help)
+    g.add_argument("queue", type=queue_name, metavar="QUEUE", help=queue_help)
     g.add_argument(
         "--count",
         type=number(int, 1, hint="pass how many messages to get, at least 1"),
@@ -688,7 +731,7 @@ def register(sub: argparse._SubParsersAction, number: Callable) -> None:
         "and text dump, or a JSON object per line with --json.",
         "  sweepq browse ORDERS --data-dir ./q\n  sweepq browse ORDERS --data-dir ./q --count 1 --json",
     )
-    b.add_argument("queue", type=_queue_name, metavar="QUEUE", help=queue_help)
+    b.add_argument("queue", type=queue_name, metavar="QUEUE", help=queue_help)
     b.add_argument(
         "--count",
         type=number(int, 1, hint="pass how many messages to show, at least 1"),

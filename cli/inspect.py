@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import enum
 import json
 import os
+import sys
 
 from sweepq.blobstore import BlobCorruptError, BlobStore, StoreError
 from sweepq.engine import record
@@ -13,14 +15,11 @@ from sweepq.engine.durable.layout import MARK_REMOVED, decode_definition, decode
 from sweepq.engine.manager import STATS_FILE
 from sweepq.engine.queue import QueueAttributes
 
-# How `sweepq inspect` names a queue's attributes: MQ's, as DISPLAY QLOCAL shows them.
-_SHOWN = {
-    "delivery_sequence": "MSGDLVSQ",
-    "default_priority": "DEFPRTY",
-    "default_persistence": "DEFPSIST",
-    "max_depth": "MAXDEPTH",
-    "max_msg_length": "MAXMSGL",
-}
+from .data import MQ_NAMES
+
+# The attributes `sweepq inspect` always shows, by their MQ names (as DISPLAY QLOCAL shows them).
+_MAIN = ("delivery_sequence", "default_priority", "default_persistence", "max_depth", "max_msg_length")
+_SHOWN = {k: MQ_NAMES[k] for k in _MAIN}
 _DEFAULTS = QueueAttributes()
 
 
@@ -156,3 +155,57 @@ def describe(path: str, as_json: bool = False) -> str:
             vals = "".join(f"{s[k]:>18.3f}" if isinstance(s[k], float) else f"{s[k]:>18,d}" for k in keys)
             lines.append(f"    {q:16s}{vals}  {aborts}")
     return "\n".join(lines)
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    def bad(why: str) -> int:
+        name = "path" if args.data_dir is None else "--data-dir"
+        print(
+            f"sweepq inspect: error: argument {name}: {why}; pass a data directory that QueueManager.open(path) wrote",
+            file=sys.stderr,
+        )
+        return 2
+
+    if args.server is not None:  # a running server's view: cli/serve.py
+        from .serve import inspect_server
+
+        return inspect_server(args)
+    if args.path is None and args.data_dir is None:
+        print(
+            "sweepq inspect: error: the following arguments are required: path (or --data-dir DIR) "
+            "(see 'sweepq inspect --help')",
+            file=sys.stderr,
+        )
+        return 2
+    if args.path is not None and args.data_dir is not None and args.path != args.data_dir:
+        return bad(f"{args.data_dir} and the path {args.path} differ; give one of them")
+    args.path = args.path if args.path is not None else args.data_dir
+    if not os.path.exists(args.path):
+        return bad(f"{args.path} does not exist")
+    if not os.path.isdir(args.path):
+        return bad(f"{args.path} is not a directory")
+    try:
+        text = describe(args.path, as_json=args.json)
+    except Exception as e:  # the store's errors already say what is wrong
+        return bad(" ".join(str(e).split()))
+    print(text)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``inspect`` to the ``sweepq`` subparsers ``sub``."""
+    i = sub.add_parser(
+        "inspect",
+        help="show what a data directory holds",
+        description="Open a sweepq data directory read-only and print its chains, blobs,\n"
+        "dictionaries and the statistics its queue manager left at close.",
+        epilog="examples:\n  sweepq inspect --data-dir ./queues\n  sweepq inspect ./queues --json",
+    )
+    i.add_argument("path", nargs="?", help="the data directory (QueueManager.open(path)), or give --data-dir")
+    i.add_argument("--data-dir", metavar="DIR", help="the data directory, as for define, put, get and browse")
+    i.add_argument("--json", action="store_true", help="print as JSON")
+    i.add_argument("--server", metavar="URL", help="instead: a running server's queues and connections (sweepq status)")
+    i.set_defaults(func=_inspect)

@@ -8,7 +8,7 @@ exits 0. It keeps its socket and tokens in the data directory (made 0700):
 (define, alter and delete over a connection need it), each 0600.
 
 Exit codes: 0 done, 1 an MQ call failed (one line naming the reason), 2 a usage error.
-cli/main.py calls :func:`register` with its subparsers and its argparse number type.
+cli/main.py lists :func:`register` among its commands.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 
 SOCKET_FILE = "sweepq.sock"
 
@@ -173,9 +172,9 @@ def inspect_server(args: argparse.Namespace) -> int:
     return _status(args)
 
 
-def register(sub: argparse._SubParsersAction, number: Callable) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     """Add ``serve`` and ``status`` to the ``sweepq`` subparsers."""
-    from .data import _Formatter
+    from .args import number
 
     s = sub.add_parser(
         "serve",
@@ -188,7 +187,6 @@ def register(sub: argparse._SubParsersAction, number: Callable) -> None:
         "out every client's unit of work, closes the store and exits 0.",
         epilog="examples:\n  sweepq serve --data-dir ./q\n  sweepq serve --data-dir ./q --tcp :1414 --metrics :9464\n"
         "  sweepq serve --data-dir ./q --tcp 0.0.0.0:1414 --tls-cert cert.pem --tls-key key.pem",
-        formatter_class=_Formatter,
     )
     s.add_argument("--data-dir", required=True, metavar="DIR", help="the data directory (created 0700 if missing)")
     s.add_argument("--tcp", metavar="HOST:PORT", help="also listen on TCP (127.0.0.1 unless a host is named)")
@@ -226,7 +224,6 @@ def register(sub: argparse._SubParsersAction, number: Callable) -> None:
         description="Ask a running server for every queue (depth, messages in memory, swept, handles open for\n"
         "input and output) and every connection (where from, process id, handles, its unit of work).",
         epilog="examples:\n  sweepq status --data-dir ./q\n  sweepq status --server tcp://127.0.0.1:1414 --json",
-        formatter_class=_Formatter,
     )
     add_server_options(t)
     t.add_argument("--data-dir", metavar="DIR", help="the server's data directory (its socket DIR/sweepq.sock)")

@@ -508,14 +508,13 @@ def _browse(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, buffer_length
             wait = getpath.Wait(s, wait_interval, m, BROWSER)
     with q.mutex:
         ref = getpath.obtain(q, find, wait, " beyond the cursor", reader(q, cur))
-        rec = getpath.record_of(q, ref)
-        data, reason = getpath.deliver(rec, buffer_length, opts)
-        if reason == _TRUNCATED_FAILED:
+        msg = getpath.deliver(s, getpath.record_of(q, ref), buffer_length, opts)
+        if msg.reason == _TRUNCATED_FAILED:
             if first:
                 cur.reset()  # before the highest-priority message; a lock stays
         else:
             move_locked(q, cur, ref, lock)
-    return getpath.message(s, rec, data, reason)
+    return msg
 
 
 class _Beyond:
@@ -566,14 +565,13 @@ def _browse_under_cursor(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, 
     handle's lock is released (unless the call ends with 2080)."""
     with q.mutex:
         ref = under_cursor_locked(s, q, cur)
-        rec = getpath.record_of(q, ref)
-        data, reason = getpath.deliver(rec, buffer_length, opts)
-        if reason != _TRUNCATED_FAILED:
+        msg = getpath.deliver(s, getpath.record_of(q, ref), buffer_length, opts)
+        if msg.reason != _TRUNCATED_FAILED:
             if opts & _LOCK:
                 lock_locked(q, cur, ref)
             else:
                 unlock_locked(q, cur)
-    return getpath.message(s, rec, data, reason)
+    return msg
 
 
 def _get_under_cursor(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, buffer_length) -> Message:
@@ -582,20 +580,20 @@ def _get_under_cursor(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, buf
     with q.mutex:
         ref = under_cursor_locked(s, q, cur)
         rec = getpath.record_of(q, ref)
-        data, reason = getpath.deliver(rec, buffer_length, opts)
-        if reason == _TRUNCATED_FAILED:
-            return getpath.message(s, rec, data, reason)
+        msg = getpath.deliver(s, rec, buffer_length, opts)
+        if msg.reason == _TRUNCATED_FAILED:
+            return msg
         joins = getpath.in_uow(opts, rec)
         keep_position_locked(q, cur, ref)
         locked = cur.lk_seq == cur.seq
         if joins and locked:  # hidden, then restored unlocked by a backout
             clear_lock_flag_locked(q, ref)
             cur.forget_lock()
-        durable = getpath.take_locked(q, (ref,), (rec,), joins)  # 2102: the lock stays
+        durable = getpath.take_one_locked(q, ref, rec, joins)  # 2102: the lock stays
         if locked:
             cur.forget_lock()
-    pending = getpath.finish(s, q, (ref,), joins, durable, bool(opts & _MARK_SKIP))
-    return getpath.message(s, rec, data, reason or pending)
+    msg.reason = msg.reason or getpath.finish(s, q, (ref,), joins, durable, bool(opts & _MARK_SKIP))
+    return msg
 
 
 def keep_position_locked(q: LocalQueue, cur: Cursor, ref) -> None:

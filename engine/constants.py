@@ -185,10 +185,8 @@ class Reason(enum.IntEnum):
     NOT_AUTHORIZED = 2035  # wrong or missing token, or no administration authority
     UNEXPECTED_ERROR = 2195  # the server failed in a way the call did not cause
     HOST_NOT_AVAILABLE = 2538  # nothing listens at the address given to connect()
-    CALL_INTERRUPTED = 2549  # the connection broke during the call: its outcome is unknown
     # Model and temporary dynamic queues (engine/dynamic.py).
     OBJECT_TYPE_ERROR = 2043  # a model queue where a local queue is needed, or the reverse
-    PERSISTENT_NOT_ALLOWED = 2048
 
 
 class DeliverySequence(enum.IntEnum):

@@ -70,6 +70,7 @@ _PERSISTENT = record.PERSISTENT
 _TRUNCATED_FAILED = int(Reason.TRUNCATED_MSG_FAILED)
 _TRUNCATED_ACCEPTED = int(Reason.TRUNCATED_MSG_ACCEPTED)
 _OUTCOME_PENDING = int(Reason.OUTCOME_PENDING)
+_UNSET = object()
 
 
 # -- check --------------------------------------------------------------------------------------
@@ -176,17 +177,22 @@ class Wait:
         return True
 
 
-def obtain(q: LocalQueue, find: Callable, wait: Wait | None, empty: str = "", load: Callable | None = None):
+def obtain(
+    q: LocalQueue, find: Callable, wait: Wait | None, empty: str = "", load: Callable | None = None, first=_UNSET
+):
     """The first message ``find`` names, after reading blobs and waiting as needed; queue lock
     held on entry and on return (released only to read a blob, and while waiting).
 
     ``load(need)`` reads a blob without the lock (default: :meth:`LocalQueue.load`, into the
-    tier's cache, as a get does). ``empty`` ends the text of 2033.
+    tier's cache, as a get does). ``empty`` ends the text of 2033. ``first``: what ``find``
+    returned already (a caller that looked once itself, to skip this call when the answer
+    was a plain slot).
 
     :raises MQError: NO_MSG_AVAILABLE (2033) when nothing is found (after the wait); what a
         blob read raises (2101 damaged, 2102 failed); what :meth:`Wait.until_next` raises."""
     while True:
-        r = find()
+        r = find() if first is _UNSET else first
+        first = _UNSET
         if r is None:
             if wait is not None and wait.until_next(q):
                 continue
@@ -239,23 +245,22 @@ def record_of(q: LocalQueue, r) -> bytes:
 # -- deliver ----------------------------------------------------------------------------------------
 
 
-def deliver(rec: bytes, buffer_length: int | None, opts: int) -> tuple[bytes, int]:
-    """(data, reason) for ``rec`` in a buffer of ``buffer_length`` bytes (None: any length):
-    the whole data and 0, or the prefix that fits and TRUNCATED_MSG_ACCEPTED (2079, with
-    ACCEPT_TRUNCATED_MSG) or TRUNCATED_MSG_FAILED (2080: the caller takes nothing)."""
+def deliver(s: HandleState, rec: bytes, buffer_length: int | None, opts: int) -> Message:
+    """The message a call returns for ``rec`` in a buffer of ``buffer_length`` bytes (None:
+    any length): the whole data, or the prefix that fits with the warning
+    TRUNCATED_MSG_ACCEPTED (2079, with ACCEPT_TRUNCATED_MSG) or TRUNCATED_MSG_FAILED (2080:
+    the caller then takes nothing and moves no cursor). Its remaining expiry is measured
+    from now."""
     h = rec[0] or record.data_offset(rec)  # 0: a header over 255 bytes (properties)
-    if buffer_length is not None and len(rec) - h > buffer_length:
-        return rec[h : h + buffer_length], _TRUNCATED_ACCEPTED if opts & _ACCEPT_TRUNCATED else _TRUNCATED_FAILED
-    return rec[h:], 0
-
-
-def message(s: HandleState, rec: bytes, data: bytes, reason: int = 0) -> Message:
-    """The result of a call that returns ``rec`` (its remaining expiry measured from now)."""
     m = Message()
     m._rec = rec
     m._ident = s.qm.ident
-    m.reason = reason
-    m.data = data
+    if buffer_length is not None and len(rec) - h > buffer_length:
+        m.data = rec[h : h + buffer_length]
+        m.reason = _TRUNCATED_ACCEPTED if opts & _ACCEPT_TRUNCATED else _TRUNCATED_FAILED
+    else:
+        m.data = rec[h:]
+        m.reason = 0
     if rec[2] & _HAS_EXPIRY:
         m._now_us = int(s.qm.clock.wall() * 1_000_000)
     return m
@@ -264,30 +269,40 @@ def message(s: HandleState, rec: bytes, data: bytes, reason: int = 0) -> Message
 # -- take -------------------------------------------------------------------------------------------
 
 
-def take_locked(q: LocalQueue, refs, recs, joins: bool, run: bool = False) -> bool:
-    """Take the messages ``refs`` (holding ``recs``) for a destructive call, lock held: hidden
-    in the unit of work (``joins``: restored in place on backout), or removed for good after
-    one journal write for the persistent ones. ``run``: the refs are a run of one lane's
-    list, taken in bulk. Returns whether a sync is owed (:func:`finish`).
+def take_one_locked(q: LocalQueue, ref, rec: bytes, joins: bool, journaled: bool = False) -> bool:
+    """Take the message ``ref`` (holding ``rec``) for a destructive call, lock held: hidden in
+    the unit of work (``joins``: restored in place on backout), or removed for good, its
+    durable record deleted first unless ``journaled`` (the caller wrote it with others).
+    Returns whether a sync is owed (:func:`finish`).
 
     :raises MQError: RESOURCE_PROBLEM (2102) when the journal's write fails: nothing taken."""
     if joins:
-        if run:
-            q.hide_run_locked(refs)
-        else:
-            for ref in refs:
-                q.hide_locked(ref)
-        q.obtained += len(refs)
+        q.hide_locked(ref)
+        q.obtained += 1
         return False
-    journal = q.journal
-    durable = journal is not None and any(r[2] & _PERSISTENT for r in recs)
+    durable = not journaled and q.journal is not None and rec[2] & _PERSISTENT
+    q.remove_locked(ref, bool(durable))  # the journal's write first (2102: nothing changed)
+    q.obtained += 1
+    return bool(durable)
+
+
+def take_locked(q: LocalQueue, refs, recs, joins: bool, run: bool = False) -> bool:
+    """:func:`take_one_locked` of several messages as one step (a logical message's
+    segments, a batch's run): one journal write for every persistent one, then each is
+    taken. ``run``: the refs are a run of one lane's list, taken in bulk.
+
+    :raises MQError: RESOURCE_PROBLEM (2102) when the journal's write fails: nothing taken."""
+    durable = not joins and q.journal is not None and any(r[2] & _PERSISTENT for r in recs)
     if durable:
-        journal.remove(q, refs)  # one write for every message; 2102: nothing changed
-    if run:
-        q.remove_run_locked(refs, recs)
+        q.journal.remove(q, refs)  # one write for every message; 2102: nothing changed
+    if not run:
+        for ref, rec in zip(refs, recs, strict=True):
+            take_one_locked(q, ref, rec, joins, journaled=True)
+        return durable
+    if joins:
+        q.hide_run_locked(refs)
     else:
-        for ref in refs:
-            q.remove_locked(ref, False)
+        q.remove_run_locked(refs, recs)
     q.obtained += len(refs)
     return durable
 
@@ -323,23 +338,33 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
     looks again. A handle that holds a browse lock may get its locked message
     (:func:`~sweepq.engine.browse.prefer_lock_locked`)."""
     q = s.queue
-    find = _finder(s, q, m)
+    cur = s.cursor
+    find = q.find_locked if m is None and (cur is None or cur.lk_seq < 0) else _finder(s, q, m)
     wait = Wait(s, wait_interval, m) if opts & _WAIT else None
+    lanes = q.lanes
+    mutex = q.mutex
     while True:
-        with q.mutex:
-            ref = obtain(q, find, wait)
-            rec = q.lanes.recs[ref] if type(ref) is int else ref.rec
+        mutex.acquire()  # not a with-statement: half the cost, on every get
+        try:
+            ref = find()
+            if type(ref) is not int or lanes.recs[ref][2] & _HAS_EXPIRY:  # else: a plain slot, found
+                ref = obtain(q, find, wait, "", None, ref)
+            rec = lanes.recs[ref] if type(ref) is int else ref.rec
             if not (q.poison_limit and poison.due(s, q, rec)):
-                data, reason = deliver(rec, buffer_length, opts)
-                if reason == _TRUNCATED_FAILED:
-                    return message(s, rec, data, reason)
+                msg = deliver(s, rec, buffer_length, opts)
+                if msg.reason == _TRUNCATED_FAILED:
+                    return msg
                 joins = bool(opts) and in_uow(opts, rec)
-                durable = take_locked(q, (ref,), (rec,), joins)
+                durable = take_one_locked(q, ref, rec, joins)
                 break
             q.hide_locked(ref)  # off limits to everyone while it moves
+        finally:
+            mutex.release()
         poison.requeue(s, q, ref, rec, bool(opts & _SYNC))
-    pending = finish(s, q, (ref,), joins, durable, bool(opts & _MARK_SKIP))
-    msg = message(s, rec, data, reason or pending)
+    if joins or durable or q.tier.cleanup or s.qm.recorder is not None:
+        pending = finish(s, q, (ref,), joins, durable, bool(opts & _MARK_SKIP))
+        if pending and not msg.reason:
+            msg.reason = pending
     if rec[2] & _HAS_GROUP:
         _group_moved(s, rec, joins)
     return msg

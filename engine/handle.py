@@ -107,11 +107,11 @@ class Handle:
     gives; the handle's connection serves one call at a time (2219 otherwise).
     """
 
-    __slots__ = ("_busy", "_s", "options", "queue")
+    __slots__ = ("_s", "_token", "options", "queue")
 
     def __init__(self, state: HandleState, options: int):
         self._s = state
-        self._busy = state.conn.busy
+        self._token = state.conn.token
         self.queue = state.queue
         self.options = OO(options)
 
@@ -136,7 +136,7 @@ class Handle:
         s = self._s
         if s.closed:
             raise MQError(Reason.HOBJ_ERROR, f"handle for {self.queue.name!r} is already closed")
-        with _Call(self._busy):
+        with _Call(self._token):
             return s.conn.close_handle(self)
 
     def __enter__(self) -> Handle:
@@ -158,9 +158,11 @@ class Handle:
         OUTCOME_PENDING (2124: a persistent put whose sync to disk failed; the message is on
         the queue and a later sync hardens it: do not put it again).
         """
-        busy = self._busy
-        if not busy.acquire(False):
-            raise _in_progress()
+        token = self._token
+        try:
+            token.pop()  # the connection's one call at a time (2219)
+        except IndexError:
+            raise _in_progress() from None
         try:
             s = self._s
             if s.closed:
@@ -175,7 +177,7 @@ class Handle:
                 return groups.put(s, data, md, opts)  # a group, a segment, or a group current here
             return putpath.put(s, data, md, opts)
         finally:
-            busy.release()
+            token.append(True)
 
     def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]:
         """MQPUT of many messages in one call: one lock, one validation of ``md`` and ``options``.
@@ -186,7 +188,7 @@ class Handle:
         every put (2024), none is put. Under PMO.SYNCPOINT every message joins the unit of work.
         Returns one PutResult per message, in order. Groups are put with :meth:`put`.
         """
-        with _Call(self._busy):
+        with _Call(self._token):
             s = self._s
             if s.closed:
                 raise s.closed_error()
@@ -228,9 +230,11 @@ class Handle:
         :class:`~sweepq.engine.browse.Status` (no message): its ``reason`` is NONE, or the
         warning NO_MSG_LOCKED (2209) when nothing was locked.
         """
-        busy = self._busy
-        if not busy.acquire(False):
-            raise _in_progress()
+        token = self._token
+        try:
+            token.pop()  # the connection's one call at a time (2219)
+        except IndexError:
+            raise _in_progress() from None
         try:
             s = self._s
             if type(options) is int and 0 <= options <= _FLAGS_MAX:
@@ -260,10 +264,11 @@ class Handle:
             else:
                 args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, s.selector)
                 m = match_for_get(s.qm.ident, opts, *args)
-            getpath.check_call(s, opts, buffer_length, wait_interval)
+            if opts or buffer_length is not None or s.closed or not s.can_get or s.queue.inhibit_get:
+                getpath.check_call(s, opts, buffer_length, wait_interval)  # raises what is wrong
             return getpath.get(s, opts, wait_interval, buffer_length, m)
         finally:
-            busy.release()
+            token.append(True)
 
     def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]:
         """MQGET of up to ``max_messages`` messages in one call: one lock per run, one validation.
@@ -277,7 +282,7 @@ class Handle:
         match and group options belong to get; they are refused here with 2046, as is
         MARK_SKIP_BACKOUT (one marked get per unit of work).
         """
-        with _Call(self._busy):
+        with _Call(self._token):
             s = self._s
             checks.integer(max_messages, "max_messages", Reason.PARM_VALUE_ERROR, 1)
             opts = checks.flags(options, "get options")
@@ -300,7 +305,7 @@ class Handle:
         """Assign up to ``max_messages`` available messages of a transmission queue to a new
         channel batch (what a channel does); they count as obtained for the sweep rule and
         are never swept while assigned (seed 003)."""
-        with _Call(self._busy):
+        with _Call(self._token):
             s = self._s
             getpath.check_call(s, 0, None, -1)
             q = self.queue
@@ -322,20 +327,23 @@ def _route_special(s: HandleState, opts: int, wait_interval, buffer_length, args
 
 
 class _Call:
-    """The connection's one-call-at-a-time rule as a context manager (the hot paths write
-    it out: acquire, try, release)."""
+    """The connection's one-call-at-a-time rule as a context manager: the call takes the
+    connection's one token (an atomic ``list.pop``) and gives it back when it ends; a call
+    that finds no token fails with 2219. The hot paths (put, get) write it out."""
 
-    __slots__ = ("busy",)
+    __slots__ = ("token",)
 
-    def __init__(self, busy):
-        self.busy = busy
+    def __init__(self, token: list):
+        self.token = token
 
     def __enter__(self) -> None:
-        if not self.busy.acquire(False):
-            raise _in_progress()
+        try:
+            self.token.pop()
+        except IndexError:
+            raise _in_progress() from None
 
     def __exit__(self, *exc) -> None:
-        self.busy.release()
+        self.token.append(True)
 
 
 def _in_progress() -> MQError:

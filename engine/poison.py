@@ -3,10 +3,11 @@ threshold moves it to the backout requeue queue instead (BOTHRESH / BOQNAME,
 docs/semantics.md §8.3; on when the queue manager's ``backout_handling`` is).
 
 The get path (engine/getpath.py) asks :func:`due` under the source queue's lock, hides the
-message there (no one else can take it while it moves) and calls :func:`requeue` without
-that lock: the move takes the requeue queue's lock, then the source's, never both at once.
-Under syncpoint the move is part of the get's unit of work (a backout puts it back); outside
-one, a persistent message's durable record moves in one store write.
+message there (no one else can take it while it moves) and calls :func:`requeue` after
+releasing it. The move takes both queues' locks, in queue-id order as a commit does (the
+lock rule, engine/queue.py), so that its one store write, the source's record deleted and
+the requeue queue's written, is made under the locks of both queues it changes. Under
+syncpoint the move is part of the get's unit of work (a backout puts it back).
 """
 
 from __future__ import annotations
@@ -58,10 +59,11 @@ def requeue(s: HandleState, q: LocalQueue, ref: Ref, rec: bytes, sync: bool) -> 
 
 
 def _place(qm, q: LocalQueue, boq: LocalQueue, ref: Ref, rec: bytes, sync: bool) -> int | None:
-    """Put the message on ``boq`` as a new instance keeping its MsgId (requeue queue's lock
-    held); None if it cannot take it. Outside syncpoint, one store write moves a persistent
-    message's record from ``q`` to ``boq``."""
-    with boq.mutex:
+    """Put the message on ``boq`` as a new instance keeping its MsgId; None if it cannot take
+    it. Outside syncpoint, one store write moves a persistent message's record from ``q`` to
+    ``boq``. Both queues' locks held, in queue-id order."""
+    first, second = (q, boq) if q.id < boq.id else (boq, q)
+    with first.mutex, second.mutex:
         if boq.deleted or boq.depth >= boq.max_depth:
             return None
         moved = record.rehome(rec, qm.next_seq(), qm.ident)

@@ -22,8 +22,8 @@ blobs and their in-memory indexes, the batches and the group bookkeeping.
   (engine/durable/journal.py), the sweep's link of a written blob into its chain
   (:meth:`LocalQueue.sweep_link`) and an unsweep's move of persistent records back to
   their own keys (engine/tiering.py). Each is one small atomic RocksDB write batch.
-* Two queue locks are held together only by a commit or backout (queue-id order) and the
-  poison requeue (the source's, then the requeue queue's, each on its own).
+* Two queue locks are held together only by a commit or backout and by the poison move
+  (engine/poison.py), always taken in queue-id order, so no two threads deadlock.
 
 Waiters (``wait_locked``): a getter blocked in a WAIT waits on its own ``Condition`` bound
 to ``mutex``, so that a new message wakes exactly the waiter MQ would pick

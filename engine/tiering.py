@@ -4,10 +4,12 @@
 lanes (engine/lane.py, the only writer of links) and the blob store (typed against
 :class:`~sweepq.blobstore.Store`). Calls go one way: queue -> tier -> lanes / store.
 
-Locking, as CPython's ``queue.py`` puts it for its hooks: methods whose names end in
-``_locked`` are only called with the queue's mutex held and do no I/O; the others take no
-queue lock and may do I/O (reads, writes, the cleanup of store records). The queue's entry
-points choose which to call when, so the queue lock is taken only by the queue.
+Locking (the rule is written once, in engine/queue.py): methods whose names end in
+``_locked`` are only called with the queue's mutex held; the others never take it. Under
+the lock the tier reads no blob and syncs nothing; its one store write there is an
+unsweep's move of persistent records back to their own keys (:meth:`splice_locked`),
+which must be ordered with the change it records. Reads, the sweep's writes and the
+cleanup of store records run without the lock.
 
 Faults: store I/O happens before the in-memory state changes, or not at all. A read that
 fails leaves the lane as it was (the get reports 2102 and the next one retries); a blob

@@ -32,9 +32,12 @@ class UnitOfWork:
     ``ops`` holds ``(kind, queue, ref)`` in the order they happened (a ref is a slot, or a
     hit inside a swept blob); ``skip`` is the marked get (an element of ``ops``) or None.
 
-    Commit and backout change only memory under the locks, so they cannot fail halfway;
-    store cleanups they cause (a blob emptied by a commit) run after the locks are released
-    and never fail the call (engine/tiering.py).
+    Under the locks, a commit first makes its one journal write (persistent puts and gets)
+    and then changes memory, so it is all or nothing: a failed write backs the unit of
+    work out instead (2003). A backout changes memory and then writes the raised backout
+    counts, at best effort (a count not written only means an older count after a
+    restart). Store cleanups either causes (a blob emptied by a commit) run after the locks
+    are released and never fail the call (engine/tiering.py).
     """
 
     __slots__ = ("ops", "skip")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,17 +45,55 @@ def test_help_lists_each_command_once():
 
 
 @pytest.mark.parametrize("command", MINE)
-def test_every_option_has_help_and_shows_its_default(command):
+def test_every_option_has_help_and_says_its_default(command):
     parser = _subparsers(build_parser())[command]
-    text = " ".join(parser.format_help().split())
+    formatter = parser._get_formatter()
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
             continue
         assert action.help, f"{command} {action.option_strings or action.dest} has no help text"
         if action.option_strings:
-            assert action.default is None or "%(default)" in parser._get_formatter()._get_help_string(action), action
+            assert "default" in formatter._get_help_string(action), (command, action.option_strings)
+    text = " ".join(parser.format_help().split())
     assert "(default: 600000)" in text or command != "demo"
     assert "(default: 30000)" in text or command != "bench"
+
+
+def _every_command(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command path of the parser, nested ones too (``trace generate``)."""
+    out = []
+    for name, sub in _subparsers(parser).items():
+        out.append((*path, name))
+        out += _every_command(sub, (*path, name))
+    return out
+
+
+COMMANDS = _every_command(build_parser())
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(p) for p in COMMANDS])
+def test_every_command_has_help_that_exits_0(path, capsys):
+    from sweepq.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main([*path, "--help"])
+    assert done.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: sweepq {' '.join(path)}"), out[:200]
+    assert "Traceback" not in out
+
+
+def test_the_two_ways_to_start_it_show_the_same_help():
+    """``python -m sweepq`` (the root __main__.py) and the ``sweepq`` script (pyproject.toml)."""
+    script = Path(sys.executable).with_name("sweepq")
+    by_module = subprocess.run([sys.executable, "-m", "sweepq", "--help"], capture_output=True, text=True, timeout=60)
+    by_script = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    for out in (by_module, by_script):
+        assert out.returncode == 0 and out.stderr == "", out
+        assert out.stdout.startswith("usage: sweepq ") and "commands:" in out.stdout
+        listed = {line.split()[0] for line in out.stdout.split("COMMAND\n", 1)[1].splitlines() if line[4:5].isalpha()}
+        assert listed == {p[0] for p in COMMANDS}
+    assert by_module.stdout == by_script.stdout
 
 
 BAD = [
@@ -69,6 +108,11 @@ BAD = [
     (["demo", "--size", "0"], "argument --size", "pass a payload size"),
     (["demo", "--consumer-share", "2"], "argument --consumer-share", "pass a share"),
     (["demo", "--colour"], "unrecognized arguments: --colour", "--help"),
+    (["demo", "--busy", "-1"], "argument --busy", "pass 0 to 64 spinning processes"),
+    (["demo", "--busy", "2", "x"], "argument --busy", "is not an integer"),
+    (["demo", "--busy"], "argument --busy", "expected at least one argument"),
+    (["demo", "--budget", "-5"], "argument --budget", "pass megabytes (10^6 bytes)"),
+    (["demo", "--budget", "lots"], "argument --budget", "0: no budget"),
     (["bench", "--messages", "0"], "argument --messages", "pass an integer >= 1"),
     (["bench", "throughput", "--messages", "0"], "argument --messages", "pass an integer >= 1"),
     (["bench", "--sweep-memory-messages", "0"], "argument --sweep-memory-messages", "pass an integer >= 1"),
@@ -113,3 +157,21 @@ def test_inspect_of_a_file_or_a_foreign_directory(tmp_path):
     (tmp_path / "other" / "notes.txt").write_text("mine")
     out = _sweepq("inspect", str(tmp_path / "other"))
     assert out.returncode == 2 and "not a sweepq store" in out.stderr and len(out.stderr.splitlines()) == 1
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    """`sweepq inspect DIR | head -1`: the pipe closes early; no BrokenPipeError traceback."""
+    from sweepq.engine import QueueManager
+
+    with QueueManager.open(tmp_path / "d", sweeper=False, sync="none") as qm:
+        for i in range(1500):
+            qm.define_queue(f"A.LONG.QUEUE.NAME.FOR.A.LONG.LISTING.{i:05d}")
+    p = subprocess.Popen(
+        [sys.executable, "-m", "sweepq", "inspect", str(tmp_path / "d")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert p.stdout.readline().startswith(b"sweepq store at")
+    p.stdout.close()  # as head -1 does
+    err = p.stderr.read().decode()
+    assert p.wait(60) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err

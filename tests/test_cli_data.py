@@ -290,3 +290,76 @@ def test_a_damaged_directory_is_refused_and_repair_recovers_the_rest(tmp_path):
     assert "--repair" in line
     out, err = _ok(_sweepq("get", "KEEP", "--data-dir", d, "--repair"))
     assert out.splitlines() == ["kept"] and "lost/" in err
+
+
+def test_syncpoint_puts_more_than_mq_default_maxumsgs_all_or_none(tmp_path):
+    """MQ's default MAXUMSGS (10,000) once stopped `put --syncpoint` at the 10,001st line."""
+    d = tmp_path / "q"
+    _ok(_sweepq("define", "BIG", "--data-dir", d, "--persistent"))
+    lines = b"".join(b"line %d\n" % i for i in range(10_050))
+    out, _ = _ok(_sweepq("put", "BIG", "--data-dir", d, "--syncpoint", stdin=lines))
+    assert out.strip() == "put 10,050 messages on BIG (10,050 persistent)"
+    out, _ = _ok(_sweepq("inspect", "--data-dir", d))
+    assert "queue BIG: 10,050 persistent messages" in out
+
+
+def test_commit_every_keeps_the_committed_units_when_a_later_put_fails(tmp_path):
+    d = tmp_path / "q"
+    _ok(_sweepq("define", "SMALL", "--data-dir", d, "--max-depth", "5", "--persistent"))
+    out, _ = _ok(_sweepq("put", "SMALL", "a", "b", "--data-dir", d, "--commit-every", "1"))
+    assert out.strip() == "put 2 messages on SMALL in 2 units of work (2 persistent)"
+    line = _fails(_sweepq("put", "SMALL", "--data-dir", d, "--commit-every", "2", stdin=b"c\nd\ne\nf\n"), 1)
+    assert "MQRC_Q_FULL (2053)" in line, line
+    stay = "2 messages stay, committed in 1 unit of work; the unit of work (1 message put before it) was backed out"
+    assert stay in line, line
+    out, _ = _ok(_sweepq("get", "SMALL", "--data-dir", d))
+    assert out.splitlines() == ["a", "b", "c", "d"]
+    line = _fails(_sweepq("put", "SMALL", "x", "--data-dir", d, "--commit-every", "0"), 2)
+    assert "argument --commit-every" in line and "pass how many messages per unit of work" in line
+    line = _fails(_sweepq("put", "SMALL", "x", "--data-dir", d, "--commit-every", "2", "--syncpoint"), 2)
+    assert "not allowed with" in line
+
+
+def test_a_long_put_shows_progress_on_a_terminal_only():
+    import io
+
+    from sweepq.cli.data import _Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    shown, hidden = Terminal(), io.StringIO()
+    for stream in (shown, hidden):
+        p = _Progress("sweepq put", stream, every=0.0)
+        p.show(1_500, 1_000)
+        p.show(2_000, None)
+        p.done()
+    assert shown.getvalue() == (
+        "\rsweepq put: 1,500 messages put (1,000 committed)...\rsweepq put: 2,000 messages put...\n"
+    )
+    assert hidden.getvalue() == ""  # a pipe or a file gets only the final line, on stdout
+
+
+NAMES = ["Q", "a.b_c/d%e", "x" * 48, "x" * 49, "", "no spaces", "Ünïcode", "q-1", "ok.1"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_queue_name_is_what_the_engine_says_it_is(name):
+    """The command line asks the engine's own rule (sweepq.engine.queue.check_name)."""
+    from sweepq.cli.args import queue_name
+    from sweepq.engine import MQError
+    from sweepq.engine.queue import check_name
+
+    try:
+        check_name(name)
+        engine_ok = True
+    except MQError:
+        engine_ok = False
+    try:
+        queue_name(name)
+        cli_ok = True
+    except argparse.ArgumentTypeError as e:
+        cli_ok = False
+        assert f"{name!r} is not a queue name; pass 1..48 characters" in str(e)
+    assert cli_ok == engine_ok

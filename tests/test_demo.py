@@ -1,13 +1,22 @@
-"""The memory-pressure demo (``sweepq demo``): its exactly-once check, its edge cases, and a
-quick run end to end as a user starts it."""
+"""The memory-pressure demo (``sweepq demo``): its exactly-once check, its edge cases, its
+budget and busy load, a quick run end to end as a user starts it, and Ctrl-C: SIGINT to the
+process group or to the demo alone, SIGTERM, and the demo killed outright, each of which must
+leave no process of the demo running (bench/children.py)."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
-from sweepq.bench.demo import DeliveryChecker, DemoConfig, header, parse, run_child
+import psutil
+import pytest
+
+from sweepq.bench.busy import BusyLoad
+from sweepq.bench.demo import MB, DeliveryChecker, DemoConfig, Level, header, parse, run_child
 
 
 def _deliver(seqs, expected_count):
@@ -61,35 +70,244 @@ def test_a_small_run_with_the_sweeper_verifies_and_counts():
     assert r["delivered"] == 3_000 and r["audit_records"] > 0
     assert r["get_backouts"] > 0 and r["put_backouts"] > 0
     assert r["msgs_unswept"] == r["msgs_swept"]  # everything swept came back
+    assert r["peak_budgeted"] > 0 and r["config"]["budget"] == DemoConfig().budget
+    assert r["rss_start"] < r["peak_rss"] and r["rss_closed"] > 0 and r["rss_drained"] > 0
 
 
-def test_demo_quick_end_to_end(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "sweepq.cli", "demo", "--quick", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
+def _levels(*busy: int) -> list[Level]:
+    """Busy loads around tiny runs (no burners: the figures are what the table shows)."""
+    out = []
+    for n in busy:
+        runs = {key: run_child(_small(sweep=key == "with", budget=1), lambda s: None) for key in ("with", "without")}
+        out.append(Level(n, runs, BusyLoad(n, 1.5 * n, 2.0), 0.5 + n))
+    return out
+
+
+def test_the_tables_show_every_busy_load_with_and_without_sweeping(tmp_path):
+    from sweepq.bench.demo import budget_held, markdown, peak_rss_table, plot
+
+    levels = _levels(0, 2)
+    md = markdown(levels)
+    head = md.splitlines()[0]
+    assert head == (
+        "| figure | with sweeper, 0 busy | without sweeping, 0 busy | with sweeper, 2 busy | without sweeping, 2 busy |"
     )
-    assert out.returncode == 0, out.stdout + out.stderr
-    text = " ".join(out.stdout.split())  # rich wraps lines at the terminal width
-    assert "verified (with sweeper): all 20,000 messages arrived exactly once and in order" in text
-    assert "verified (without sweeping): all 20,000 messages" in text
-    assert "the sweep interval is shortened to 1 s" in text
-    assert (tmp_path / "demo.png").stat().st_size > 10_000
-    figures = json.loads((tmp_path / "demo.json").read_text())
-    s = figures["summary"]
-    assert s["messages"] == s["delivered_with_sweeper"] == 20_000
-    assert s["msgs_swept"] > 0 and s["msgs_unswept"] == s["msgs_swept"]
-    assert s["peak_rss_with_sweeper"] > 0 and s["peak_rss_without_sweeping"] > 0
-    assert "plot:" in text and "demo.png" in text and "figures:" in text
-    assert "| peak resident memory |" in (tmp_path / "demo.md").read_text()
+    assert "| busy processes beside the run | 0 | 0 | 2 | 2 |" in md
+    assert "| ... CPU they used | - | - | 3.0 s in 2.0 s | 3.0 s in 2.0 s |" in md
+    # A budget of 1 byte cannot hold: the table says so, for the sweeping runs only.
+    assert budget_held(levels[0].runs["with"]) is False and budget_held(levels[0].runs["without"]) is None
+    assert "| memory budget | 0.0 MB | - | 0.0 MB | - |" in md and "exceeded (" in md
+    rss = peak_rss_table(levels).splitlines()
+    assert rss[0].startswith("| busy processes | peak RSS with sweeper | peak RSS without sweeping | ratio")
+    assert [r.split("|")[1].strip() for r in rss[2:]] == ["0", "2"]
+    w = levels[1].runs["with"]
+    assert f"| 2 | {w['peak_rss'] / MB:,.1f} MB |" in rss[3]
+    plot(levels, str(tmp_path / "p.png"))
+    assert (tmp_path / "p.png").stat().st_size > 10_000
+
+
+def test_every_line_of_every_panel_has_a_legend_and_mb_is_said(monkeypatch, tmp_path):
+    import matplotlib.figure
+
+    from sweepq.bench.demo import plot
+
+    figures = []
+    real_savefig = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(
+        matplotlib.figure.Figure, "savefig", lambda fig, *a, **k: figures.append(fig) or real_savefig(fig, *a, **k)
+    )
+    levels = _levels(1)
+    levels[0].runs["with"]["config"]["budget"] = 5 * MB
+    plot(levels, str(tmp_path / "p.png"))
+    (fig,) = figures
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        labels = {t.get_text() for t in legend.get_texts()}
+        for line in ax.get_lines():
+            assert line.get_label() in labels, (ax.get_ylabel(), line.get_label())
+    memory = fig.axes[0]
+    assert "10^6 bytes" in memory.get_ylabel()
+    budget = [ln for ln in memory.get_lines() if ln.get_label().startswith("memory budget")]
+    assert budget and list(budget[0].get_ydata()) == [5.0, 5.0] and "(5.0 MB)" in budget[0].get_label()
+
+
+def _small_table(tmp_path, **kw):
+    from sweepq.bench.demo import markdown, plot, summary
+
+    runs = {"with": run_child(_small(**kw), lambda s: None)}
+    plot([Level(0, runs, BusyLoad(0, 0, 0), 0.0)], str(tmp_path / "p.png"))
+    return summary(runs), markdown([Level(0, runs, BusyLoad(0, 0, 0), 0.0)])
 
 
 def test_table_and_plot_without_the_comparison_run(tmp_path):
-    from sweepq.bench.demo import markdown, plot, summary
-
-    runs = {"with": run_child(_small(), lambda s: None)}
-    assert summary(runs)["peak_rss_without_sweeping"] is None
-    assert "| messages put | 600 | - |" in markdown(runs)
-    plot(runs, str(tmp_path / "p.png"))
+    s, md = _small_table(tmp_path)
+    assert s["peak_rss_without_sweeping"] is None
+    assert "| messages put | 600 |" in md and md.splitlines()[0] == "| figure | with sweeper |"
     assert (tmp_path / "p.png").stat().st_size > 10_000
+
+
+def test_no_budget_is_no_verdict(tmp_path):
+    s, md = _small_table(tmp_path, budget=0)
+    assert s["budget_held"] is None and "| memory budget | - |" in md and "| ... the budget | - |" in md
+
+
+def _demo_processes(pid: int) -> list[psutil.Process]:
+    """Every process whose command line says it belongs to the demo ``pid`` (runs and burners
+    name their parent's pid on their command line)."""
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if any(m in cmd for m in ("sweepq.bench.demo", "sweepq.bench.busy")) and cmd[-1:] == [str(pid)]:
+            out.append(p)
+    return out
+
+
+def test_demo_quick_end_to_end_beside_a_busy_process(tmp_path):
+    """The quick form as CI runs it, with a spinning process beside it: everything verified,
+    the burner counted in the table and gone when the demo ends, and the budget's verdict
+    true to the figures: exit 0 when it held, 1 and "FAILED" when it did not. (Whether it
+    holds is the engine's: tests/test_budget.py.)"""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweepq.cli", "demo", "--quick", "--busy", "1", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = proc.communicate(timeout=300)
+    assert _demo_processes(proc.pid) == []
+    text = " ".join(out.split())  # rich wraps lines at the terminal width
+    figures = json.loads((tmp_path / "demo.json").read_text())
+    s = figures["levels"][0]["summary"]
+    assert s["budget_held"] == (s["peak_budgeted_with_sweeper"] <= s["budget"])
+    if s["budget_held"]:
+        assert proc.returncode == 0 and "memory budget (1 busy) held" in text, out + err
+    else:
+        assert proc.returncode == 1 and "memory budget (1 busy) FAILED: exceeded" in text, out + err
+    assert "verified (with sweeper, 1 busy): all 20,000 messages arrived exactly once and in order" in text
+    assert "verified (without sweeping, 1 busy): all 20,000 messages" in text
+    assert "the sweep interval is shortened to 1 s" in text and "1 spinning process beside them" in text
+    assert (tmp_path / "demo.png").stat().st_size > 10_000
+    assert figures["mb"] == 1_000_000 and figures["config"]["budget"] == 8 * MB
+    (level,) = figures["levels"]
+    assert level["busy"] == 1 and level["busy_load"]["processes"] == 1
+    assert level["busy_load"]["cpu_seconds"] > 0  # it did spin
+    assert s["messages"] == s["delivered_with_sweeper"] == 20_000
+    assert s["msgs_swept"] > 0 and s["msgs_unswept"] == s["msgs_swept"]
+    assert s["peak_rss_with_sweeper"] > 0 and s["peak_rss_without_sweeping"] > 0
+    assert figures["peak_rss"] == [
+        {"busy": 1, "with_sweeper": s["peak_rss_with_sweeper"], "without_sweeping": s["peak_rss_without_sweeping"]}
+    ]
+    assert "plot:" in text and "demo.png" in text and "figures:" in text
+    md = (tmp_path / "demo.md").read_text()
+    assert "| peak resident memory |" in md and "| busy processes beside the run | 1 | 1 |" in md
+    assert "| busy processes | peak RSS with sweeper |" in md
+
+
+# -- Ctrl-C and friends: every process of the demo ends ---------------------------------------------
+
+
+def _start_demo(tmp_path) -> tuple[subprocess.Popen, list[psutil.Process]]:
+    """A demo long enough to interrupt, in a session of its own (so that the test can signal
+    its whole process group), once its runs are tethered (the lifeline thread is their
+    second) and its burner spins (the demo waits for that before starting the runs)."""
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    argv = ["demo", "--messages", "400000", "--seconds", "60", "--size", "64", "--busy", "1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweepq", *argv, "--out", str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        procs = _demo_processes(proc.pid)
+        runs = [p for p in procs if "sweepq.bench.demo" in p.cmdline()]
+        try:
+            if len(procs) == 3 and len(runs) == 2 and all(p.num_threads() >= 2 for p in runs):
+                return proc, procs
+        except psutil.NoSuchProcess:
+            pass
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail("the demo's runs did not start")
+
+
+def _gone(procs: list[psutil.Process], within: float) -> list[psutil.Process]:
+    """The processes still running after ``within`` seconds (zombies count as gone)."""
+    _, alive = psutil.wait_procs(procs, timeout=within)
+    return [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.parametrize(
+    ("to", "signum", "why"),
+    [("group", signal.SIGINT, "Ctrl-C"), ("parent", signal.SIGINT, "Ctrl-C"), ("parent", signal.SIGTERM, "SIGTERM")],
+)
+def test_an_interrupt_ends_every_process_and_says_what_is_left(tmp_path, to, signum, why):
+    proc, procs = _start_demo(tmp_path)
+    if to == "group":
+        os.killpg(proc.pid, signum)  # what Ctrl-C in a terminal does
+    else:
+        os.kill(proc.pid, signum)
+    assert _gone(procs, within=2.0) == []
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith(f"sweepq demo: interrupted ({why}): ended 2 run processes and 1 busy process"), err
+    store = lines[1].split("(")[1].rstrip(")")
+    assert lines[1].startswith("  removed: the runs' temporary blob stores") and not os.path.exists(store)
+    assert f"not written: demo.png, demo.md, demo.json in {tmp_path / 'out'}" in err
+    assert os.listdir(tmp_path / "out") == [] and os.listdir(tmp_path / "tmp") == []
+    assert "Traceback" not in err
+
+
+def test_the_runs_and_the_burners_die_with_a_killed_demo(tmp_path):
+    proc, procs = _start_demo(tmp_path)
+    proc.kill()  # SIGKILL: nothing of the demo runs any more, its children must end by themselves
+    proc.wait()
+    assert _gone(procs, within=2.0) == []
+    deadline = time.monotonic() + 2.0
+    while os.listdir(tmp_path / "tmp") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.listdir(tmp_path / "tmp") == []  # the runs removed their stores on their way out
+
+
+# -- the tether itself: each of its two means alone ------------------------------------------------
+
+_ORPHAN = """
+import os, sys, time
+import sweepq.bench.children as children
+if sys.argv[1] == "lifeline":  # only the pipe: as on a system without PR_SET_PDEATHSIG
+    children._set_parent_death_signal = lambda signum: False
+children.tether(int(sys.argv[2]), lifeline=sys.argv[1] == "lifeline")
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+_PARENT = """
+import os, subprocess, sys, time
+from sweepq.bench.children import Children
+child = Children().start([sys.executable, "-c", sys.argv[1], sys.argv[2], str(os.getpid())], "child",
+                         stdout=subprocess.PIPE, text=True)
+assert child.stdout.readline() == "ready\\n"
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("means", ["lifeline", "death-signal"])
+def test_a_tethered_child_dies_with_its_parent_by_either_means(means):
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, _ORPHAN, means], stdout=subprocess.PIPE, text=True)
+    try:
+        child = psutil.Process(int(parent.stdout.readline()))
+        assert child.is_running()
+        parent.kill()
+        parent.wait()
+        assert _gone([child], within=2.0) == []
+    finally:
+        parent.kill()
+        parent.wait()
+        parent.stdout.close()

@@ -65,6 +65,25 @@ def test_cli_help_lists_demo_and_bench():
     assert "demo" in helptext and "bench" in helptext  # the demo itself: tests/test_demo.py
 
 
+def test_nothing_below_the_command_line_imports_it():
+    bad = re.compile(r"^\s*(from|import)\s+sweepq\.cli\b|^\s*from\s+sweepq\s+import\s+cli\b", re.M)
+    folders = [p for p in ROOT.iterdir() if p.is_dir() and p.name not in ("cli", "tests") and p.name[0] != "."]
+    offenders = [str(f.relative_to(ROOT)) for d in folders for f in d.rglob("*.py") if bad.search(f.read_text())]
+    assert not offenders, f"only tests and the root __main__.py may import sweepq.cli: {offenders}"
+
+
+def test_the_command_line_keeps_one_copy_of_each_rule():
+    """The queue-name rule is the engine's (check_name); argparse helpers live in cli/args.py
+    (on pipeline/args.py's): no second parser class, formatter or number type in cli/."""
+    charset = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    helper = re.compile(r"^class \w+\(.*(ArgumentParser|HelpFormatter)|^def _?number\(", re.M)
+    for f in (ROOT / "cli").glob("*.py"):
+        text = f.read_text()
+        assert charset not in text, f"{f.name} copies the engine's queue-name rule"
+        if f.name != "args.py":
+            assert not helper.search(text), f"{f.name} defines its own argparse helper; use cli/args.py"
+
+
 def test_cli_without_command_prints_help():
     out = subprocess.run([sys.executable, "-m", "sweepq.cli"], capture_output=True, text=True)
     assert out.returncode == 2 and "commands:" in out.stdout

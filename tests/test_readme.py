@@ -1,27 +1,24 @@
-"""The README stands alone in a clone: every Python block runs as written, no link leaves
-the repository, and the seeds it cites are explained."""
+"""The README is a page a newcomer reads in five minutes and that stands alone in a clone:
+short, no link leaving the repository, every seed it cites explained, the demo's picture
+present. (Its Python blocks run with every other page's: tests/test_docs.py.)"""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
-BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+MAX_LINES = 250
 
 
-def test_the_readme_has_python_examples():
-    assert len(BLOCKS) >= 2
+def test_the_readme_is_short():
+    lines = README.count("\n")
+    assert lines <= MAX_LINES, f"README.md has {lines} lines; keep it under {MAX_LINES} and move the rest to docs/"
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_every_python_block_runs_as_written(index, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # anything a block writes lands in a temporary directory
-    code = compile(BLOCKS[index], f"README.md python block {index + 1}", "exec")
-    exec(code, {"__name__": "__readme__", "print": lambda *a, **k: None})
+def test_the_readme_has_a_first_program():
+    assert "```python\n" in README
 
 
 def test_no_link_leaves_the_repository():
@@ -29,7 +26,8 @@ def test_no_link_leaves_the_repository():
         if target.startswith(("http://", "https://", "#")):
             continue
         assert not target.startswith(("..", "/")), f"README links outside the repository: {target}"
-        assert (ROOT / target).exists(), f"README links to a missing file: {target}"
+        path = target.split("#", 1)[0]
+        assert (ROOT / path).exists(), f"README links to a missing file: {target}"
     assert "../shared" not in README
 
 
@@ -39,5 +37,7 @@ def test_every_seed_it_cites_is_explained():
 
 
 def test_the_demo_picture_is_in_the_repository():
-    for target in re.findall(r"!\[[^]]*\]\(([^)]+)\)", README):
+    pictures = re.findall(r"!\[[^]]*\]\(([^)]+)\)", README)
+    assert pictures, "the README lost the demo's picture"
+    for target in pictures:
         assert (ROOT / target).stat().st_size > 10_000

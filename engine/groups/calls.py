@@ -102,15 +102,16 @@ def _get(s: HandleState, opts: int, wait_interval, buffer_length, match_args: tu
         joins = getpath.in_uow(opts, recs[0])
         reason = _uow_rule(pos, recs[0], joins, bool(logical)) or reason
         rec = reassembled(recs)
-        data, truncated = getpath.deliver(rec, buffer_length, opts)
-        if truncated == _TRUNCATED_FAILED:
-            return getpath.message(s, rec, data, truncated)
+        msg = getpath.deliver(s, rec, buffer_length, opts)
+        if msg.reason == _TRUNCATED_FAILED:
+            return msg
         durable = getpath.take_locked(q, refs, recs, joins)
         note_taken_locked(q, recs, finished=bool(logical))
     pending = getpath.finish(s, q, refs, joins, durable, bool(opts & _MARK_SKIP))
     pos.advance_rec(rec, joins)
     pos.logical = bool(logical)
-    return getpath.message(s, rec, data, truncated or reason or pending)
+    msg.reason = msg.reason or reason or pending
+    return msg
 
 
 def _uow_rule(pos: Position, rec: bytes, joins: bool, logical: bool) -> int:
@@ -180,17 +181,17 @@ def browse(s: HandleState, opts: int, wait_interval, buffer_length, match_args: 
         found = getpath.obtain(q, find, wait, " in this order", _pinning(q, pinned))
         check_match(um, found.recs[0], pos, opts)
         rec = reassembled(found.recs)
-        data, reason = getpath.deliver(rec, buffer_length, opts)
-        if reason == _TRUNCATED_FAILED:
+        msg = getpath.deliver(s, rec, buffer_length, opts)
+        if msg.reason == _TRUNCATED_FAILED:
             if opts & _BROWSE_FIRST:
                 cur.reset()  # before the highest-priority message
-            return getpath.message(s, rec, data, reason)
+            return msg
         cursors.move_locked(q, cur, found.refs[0], 0)  # moving the cursor releases a lock (§5.4)
         if st is not None:
             if not in_group:
                 st.anchor = (cur.lane, cur.seq)
             pos.advance_rec(rec, False)
-    return getpath.message(s, rec, data, reason)
+    return msg
 
 
 def _pass(s: HandleState, opts: int) -> BrowseState | None:
@@ -243,18 +244,17 @@ def _complete_under_cursor(s: HandleState, opts: int, buffer_length) -> Message:
     with q.mutex:
         found = _whole_under_cursor_locked(s, q, cur, opts, pinned)
         refs, recs = found.refs, found.recs
-        whole = reassembled(recs)
-        data, reason = getpath.deliver(whole, buffer_length, opts)
-        if reason == _TRUNCATED_FAILED:
-            return getpath.message(s, whole, data, reason)
+        msg = getpath.deliver(s, reassembled(recs), buffer_length, opts)
+        if msg.reason == _TRUNCATED_FAILED:
+            return msg
         if destructive:
             joins = getpath.in_uow(opts, recs[0])
             cursors.keep_position_locked(q, cur, refs[0])
             durable = getpath.take_locked(q, refs, recs, joins)
             note_taken_locked(q, recs)
     if destructive:
-        reason = getpath.finish(s, q, refs, joins, durable) or reason
-    return getpath.message(s, whole, data, reason)
+        msg.reason = msg.reason or getpath.finish(s, q, refs, joins, durable)
+    return msg
 
 
 def _whole_under_cursor_locked(s: HandleState, q: LocalQueue, cur, opts: int, pinned: dict) -> Found:
