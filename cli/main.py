@@ -55,6 +55,7 @@ def _demo(args: argparse.Namespace) -> int:
     cfg = DemoConfig(
         **values,
         consumer_share=args.consumer_share,
+        policy=args.policy,
         seed=args.seed,
         sample_every=0.1 if values["seconds"] < 10 else 0.25,
     )
@@ -136,6 +137,14 @@ examples:
         metavar="MB",
         help="memory budget of the sweeping run in MB (10^6 bytes): the messages in memory and RocksDB's "
         "memtables and cache are to stay under it (QueueManager(memory_budget=)); 0: none; --quick: 8",
+    )
+    d.add_argument(
+        "--policy",
+        choices=("page", "block", "fail"),
+        default="page",
+        help="what a put does once the budget is reached (the queues' memory_policy): page writes new messages "
+        "out in blobs as they come, block waits for room (then MQRC 2071), fail refuses at once (2071; the "
+        "demo's producers then retry); the budget's high mark wakes the sweeper at once in every case",
     )
     d.add_argument(
         "--busy",

@@ -171,6 +171,8 @@ class Reason(enum.IntEnum):
     PROPERTY_TYPE_ERROR = 2473
     SELECTOR_ALWAYS_FALSE = 2504
     STORAGE_MEDIUM_FULL = 2192
+    # The queue manager's memory budget is full (engine/budget.py: BLOCK after its wait, FAIL).
+    STORAGE_NOT_AVAILABLE = 2071
     OBJECT_DAMAGED = 2101
     RESOURCE_PROBLEM = 2102
     # A call's work is made but its sync to disk failed (a warning: engine/getpath.py).
@@ -194,6 +196,17 @@ class DeliverySequence(enum.IntEnum):
 
     PRIORITY = 0
     FIFO = 1
+
+
+class MemoryPolicy(enum.IntEnum):
+    """What a put to a queue does once the queue manager's memory budget is reached
+    (engine/budget.py; Artemis's address-full-policy): PAGE writes new messages out in
+    blobs as they come, BLOCK waits for room (the queue's memory_wait_ms), FAIL refuses at
+    once with MQRC_STORAGE_NOT_AVAILABLE (2071)."""
+
+    PAGE = 0
+    BLOCK = 1
+    FAIL = 2
 
 
 class Usage(enum.IntEnum):

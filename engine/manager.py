@@ -14,10 +14,12 @@ import weakref
 from dataclasses import asdict, fields, replace
 
 from sweepq.blobstore import Store, StoreError
+from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES
 from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
 from . import checks
+from .budget import MemoryBudget, MemoryUse, give_back, store_options_within
 from .connection import Connection
 from .constants import Reason
 from .durable import SYNC_POLICIES, Journal
@@ -135,6 +137,8 @@ class QueueManager:
             from .recorder import TraceRecorder
 
             self.recorder = TraceRecorder(trace_path, self.clock)
+        if memory_budget:
+            store_options = store_options_within(memory_budget, store_options)
         self._storage = Storage(path, store_options, store, wal=sync != "none", repair=repair)
         self.journal: Journal | None = Journal(self._storage.store, sync) if durable else None
         self.recovery: RecoveryReport | None = None
@@ -154,6 +158,14 @@ class QueueManager:
             self._seq = itertools.count(self.recovery.next_seq)
             self.next_seq = self._seq.__next__
         self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
+        self.budget: MemoryBudget | None = None
+        if memory_budget:
+            page_bytes = (store_options or {}).get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES)
+            self.budget = MemoryBudget(memory_budget, self.sweepables, self.store_memory, self.sweeper, self.clock)
+            self.budget.page_bytes = page_bytes
+            self.sweeper.budget = self.budget
+            for q in self._queues.values():
+                q.budget, q.page_bytes = self.budget, page_bytes
         if sweeper:
             self.sweeper.start()
 
@@ -181,6 +193,14 @@ class QueueManager:
         per = {q.name: q.sweep_stats() for q in self.sweepables()}
         per["*"] = SweepStats.total(list(per.values()))
         return per
+
+    def memory_use(self) -> MemoryUse:
+        """What the queues and the store hold in memory now, as the memory budget counts it
+        (engine/budget.py): records in memory with their per-message cost, and the store's
+        memtables and block cache; ``budget`` is 0 without one. Thread-safe, lock-free."""
+        if self.budget is not None:
+            return self.budget.use()
+        return MemoryBudget(0, self.sweepables, self.store_memory, None, self.clock).use()
 
     def store_memory(self) -> dict[str, int]:
         """Bytes the blob store holds in memory (RocksDB memtables, block cache), by kind, with
@@ -221,6 +241,8 @@ class QueueManager:
         self._storage.close()
         if self.recorder is not None:
             self.recorder.close()
+        if self.budget is not None:
+            give_back()  # what the queues held goes back to the system
 
     def __enter__(self) -> QueueManager:
         return self
@@ -252,6 +274,9 @@ class QueueManager:
         journal = self.journal if durable else None
         q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, journal, self.clock)
         q.tier.readahead_low = self.readahead_low_water
+        budget = getattr(self, "budget", None)  # None while recovery defines the queues
+        if budget is not None:
+            q.budget, q.page_bytes = budget, budget.page_bytes
         self._queues[name] = q
         return q
 

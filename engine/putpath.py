@@ -228,9 +228,16 @@ def place(
     first keeps ``extra``'s). Returns (the records, OUTCOME_PENDING when the sync of a
     persistent put failed, else 0).
 
-    :raises MQError: Q_FULL (2053), RESOURCE_PROBLEM (2102: the journal's write failed and
-        nothing was put)."""
+    Under a memory budget (engine/budget.py) the queue's policy applies first when the
+    budget is reached, and the bytes put are counted after.
+
+    :raises MQError: Q_FULL (2053), STORAGE_NOT_AVAILABLE (2071: the memory budget is full
+        and the queue's policy is BLOCK or FAIL), RESOURCE_PROBLEM (2102: the journal's write
+        failed and nothing was put)."""
     qm = s.qm
+    budget = q.budget
+    if budget is not None and budget.paging:
+        budget.before_put(q)  # the queue's memory policy: page, block (then 2071) or fail (2071)
     lane_i = q.default_priority if q.fifo else priority
     put_us = int(qm.clock.wall() * 1_000_000)
     k = len(payloads)
@@ -262,6 +269,8 @@ def place(
     if recorder is not None:
         for data in payloads:
             recorder.put(q.name, len(data), priority, persistent)
+    if budget is not None:
+        budget.after_put(q, sum(map(len, recs)))
     return recs, reason
 
 
