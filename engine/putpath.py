@@ -109,6 +109,8 @@ def descriptor(s: HandleState, md: MD, opts: int) -> tuple[dict, int, bool, int]
     persistent = _persistent(md, q)
     _check_numbers(md)
     extra: dict = {"expiry": md.expiry}
+    if md.reply_to_q or md.reply_to_q_mgr:  # request/reply: engine/record.py HAS_REPLY
+        extra["reply"] = record.reply_section(md)
     if md.properties:
         extra["props"] = properties.encode(md.properties)
     elif md.properties is not None and not isinstance(md.properties, dict):
