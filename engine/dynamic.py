@@ -10,9 +10,8 @@ default ``AMQ.*``) and returns a handle on it: ``h.name`` is what a request name
   normally (a responder opens it, puts its reply and closes), and so when the creator's
   connection ends or breaks. (MQ deletes it at the creator's close even while a responder
   holds it open; here the responder's handle keeps it until that handle closes too.)
-* is never durable: its definition is not stored, and a message put on it lives in memory
-  only, persistent or not (MQ refuses persistent ones with 2048; the put path here takes
-  them, and they go with the queue).
+* is never durable: its definition is not stored, and a persistent put to it is refused
+  with MQRC_PERSISTENT_NOT_ALLOWED (2048), as in MQ (engine/putpath.py).
 * is never swept: nothing of it outlives it in the store.
 
 Model definitions last for the queue manager's run (they are not stored);
@@ -83,6 +82,7 @@ class DynamicQueues:
             if name not in self._qm.queue_names():
                 break
         q = self._qm._new_queue(name, replace(attrs), durable=False)
+        q.temporary = True
         with self._lock:
             self.temporary.add(name)
         return q

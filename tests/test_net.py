@@ -411,7 +411,7 @@ def test_model_queues_in_process():
             info = qm.inquire_queue(t.name)
             assert (info.attributes.max_depth, info.attributes.default_priority) == (5, 3)
             other = c.open(t.name, OO.OUTPUT)  # a responder's handle keeps it until it closes
-            t.put(b"x", MD(persistence=Persistence.PERSISTENT))
+            t.put(b"x", MD(persistence=Persistence.NOT_PERSISTENT))
             t.close()
             assert t.name in qm.queue_names()
             other.close()
@@ -442,9 +442,17 @@ def test_reply_to_fields_in_the_descriptor_and_in_selectors():
 
 
 def test_temporary_dynamic_queues_hold_nothing_durable(tmp_path):
+    """As in MQ: a persistent put to a temporary dynamic queue is refused (2048), a
+    non-persistent one is taken; the queue does not outlive its run."""
     with QueueManager.open(tmp_path / "d", sweeper=False) as qm, qm.connect() as c:
         t = c.open("SYSTEM.DEFAULT.MODEL.QUEUE", OO.INPUT_EXCLUSIVE | OO.OUTPUT)
-        t.put(b"p", MD(persistence=Persistence.PERSISTENT))
+        with pytest.raises(MQError) as ei:
+            t.put(b"p", MD(persistence=Persistence.PERSISTENT))
+        assert ei.value.reason == Reason.PERSISTENT_NOT_ALLOWED == 2048
+        with pytest.raises(MQError):
+            t.put_many([b"p", b"q"], MD(persistence=Persistence.PERSISTENT))
+        t.put(b"n", MD(persistence=Persistence.NOT_PERSISTENT))
+        assert qm.inquire_queue(t.name).current_depth == 1
         name = t.name
     with QueueManager.open(tmp_path / "d", sweeper=False) as qm:
         assert name not in qm.queue_names()
