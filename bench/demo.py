@@ -68,6 +68,7 @@ class DemoConfig:
     seed: int = 1
     budget: int = DEFAULT_BUDGET  # bytes (0: none): QueueManager(memory_budget=) of the sweeping run
     busy: int = 0  # spinning processes beside this run (bench/busy.py)
+    policy: str = "page"  # the queues' memory_policy once the budget is reached (page, block, fail)
     sweep: bool = True
 
     def per_producer(self) -> list[int]:
@@ -154,13 +155,6 @@ def _rocksdb_memory(qm) -> int:
     return sum(mem.get(k, 0) for k in ("memtable_bytes", "block_cache_bytes", "table_readers_bytes"))
 
 
-def _budgeted(qm, in_memory_bytes: int) -> int:
-    """What the memory budget counts: the records in memory and the store's memtables and
-    block cache (as the sweeper counts them: sweeper/cycle.py, Sweeper._apply_budget)."""
-    mem = qm.store_memory()
-    return in_memory_bytes + mem.get("memtable_bytes", 0) + mem.get("block_cache_bytes", 0)
-
-
 def queue_manager(cfg: DemoConfig):
     """The run's queue manager: the sweeper and the budget in the sweeping run, neither in
     the other (a run without sweeping has no budget to keep)."""
@@ -183,16 +177,33 @@ class _Shared:
     errors: list = field(default_factory=list)
 
 
+def _put(h, data: bytes, md, opts) -> None:
+    """A producer's put: under --policy block or fail, a put the full budget refuses
+    (MQRC_STORAGE_NOT_AVAILABLE, 2071) is made again a moment later, as an application
+    would; nothing else is retried."""
+    from sweepq.engine import MQError, Reason
+
+    while True:
+        try:
+            h.put(data, md, opts)
+            return
+        except MQError as e:
+            if e.reason != Reason.STORAGE_NOT_AVAILABLE:
+                raise
+            time.sleep(0.005)
+
+
 def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
     """Run the workload once (with or without the sweeper); ``emit`` receives each sample."""
-    from sweepq.engine import GMO, MD, OO, PMO, MQError, Reason
+    from sweepq.engine import GMO, MD, OO, PMO, MemoryPolicy, MQError, Reason
 
     rss_start = _rss()
     qm = queue_manager(cfg)
     names = [f"ORDERS.{i}" for i in range(max(1, cfg.queues))]
+    policy = MemoryPolicy[cfg.policy.upper()]
     for n in names:
-        qm.define_queue(n, max_depth=max(1_000_000, 2 * cfg.messages + 10))
-    qm.define_queue("AUDIT", max_depth=max(1_000_000, cfg.messages + 10))
+        qm.define_queue(n, max_depth=max(1_000_000, 2 * cfg.messages + 10), memory_policy=policy)
+    qm.define_queue("AUDIT", max_depth=max(1_000_000, cfg.messages + 10), memory_policy=policy)
     shared = _Shared()
     bodies = _bodies(cfg.size)
     counts = cfg.per_producer()
@@ -222,13 +233,12 @@ def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
                         seqs[(q, prio)] = seq + 1
                         batch.append((q, prio, seq))
                     for q, prio, seq in batch:
-                        body = bodies[seq % len(bodies)]
-                        hs[q].put(header(p, q, prio, seq) + body, MD(priority=prio), opts)
+                        _put(hs[q], header(p, q, prio, seq) + bodies[seq % len(bodies)], MD(priority=prio), opts)
                     if uow and not backed_out:
                         c.backout()  # the puts vanish as if never made; put them again
                         backed_out = True
                         for q, prio, seq in batch:
-                            hs[q].put(header(p, q, prio, seq) + bodies[seq % len(bodies)], MD(priority=prio), opts)
+                            _put(hs[q], header(p, q, prio, seq) + bodies[seq % len(bodies)], MD(priority=prio), opts)
                     if uow:
                         c.commit()
                     for q, prio, _ in batch:
@@ -309,7 +319,7 @@ def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
             "rss": _rss(),
             "depth": sum(qm.inquire_queue(n).current_depth for n in names),
             "in_memory": st.msgs_in_memory,
-            "budgeted": _budgeted(qm, st.bytes_in_memory),
+            "budgeted": qm.memory_use().total,  # what the budget counts (engine/budget.py)
             "swept_msgs": st.msgs_swept,
             "swept_bytes": st.bytes_swept_compressed,
             "swept_raw_bytes": st.bytes_swept_raw,

@@ -43,6 +43,11 @@ CF_OBJECTS = "objects"
 CF_QUARANTINE = "quarantine"
 CFS = (CF_BLOBS, CF_MANIFESTS, CF_CHAINS, CF_META, CF_MESSAGES, CF_MARKS, CF_OBJECTS, CF_QUARANTINE)
 
+# The memory a store's write buffers and read cache may take, by default (store options
+# ``write_buffer_bytes`` and ``block_cache_bytes``).
+DEFAULT_WRITE_BUFFER_BYTES = 16 << 20
+DEFAULT_BLOCK_CACHE_BYTES = 8 << 20
+
 Op = tuple[str, bytes, bytes | None]  # (column family, key, value); value None deletes
 Listener = Callable[[list[str]], None]
 

@@ -64,14 +64,14 @@ from .kv import (
     CF_MESSAGES,
     CF_QUARANTINE,
     CFS,
+    DEFAULT_BLOCK_CACHE_BYTES,
+    DEFAULT_WRITE_BUFFER_BYTES,
     KVCorruption,
     KVError,
     Listener,
     Op,
 )
 
-DEFAULT_WRITE_BUFFER_BYTES = 16 << 20
-DEFAULT_BLOCK_CACHE_BYTES = 8 << 20
 # The store options that are RocksDB's (the rest are the blob store's own).
 ROCKSDB_OPTIONS = frozenset({"write_buffer_bytes", "block_cache_bytes"})
 RETRY_SECONDS = 0.2  # a broken database is reopened at most this often while reopening fails

@@ -48,6 +48,8 @@ from .kv import (
     CF_META,
     CF_OBJECTS,
     CF_QUARANTINE,
+    DEFAULT_BLOCK_CACHE_BYTES,
+    DEFAULT_WRITE_BUFFER_BYTES,
     KV,
     KVCorruption,
     KVError,
@@ -64,7 +66,7 @@ from .protocol import (
     StoreDamageError,
     StoreError,
 )
-from .rocks import DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_WRITE_BUFFER_BYTES, ROCKSDB_OPTIONS, RocksKV
+from .rocks import ROCKSDB_OPTIONS, RocksKV
 
 STORE_FORMAT = 3  # 3: messages, marks and objects (durable queues); 2 held only swept blobs
 DEFAULT_MAX_BLOB_BYTES = 256 * 1024

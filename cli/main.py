@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 
 from sweepq.bench.crash import register_crash_command
+from sweepq.bench.crash_server import register_crash_server_command
 from sweepq.bench.damage import register_damage_command
 
 from .args import Parser, number, output_dir
@@ -22,6 +23,7 @@ from .data import register as register_data_commands
 from .inspect import register as register_inspect_command
 from .replay import pipeline_command as _pipeline
 from .replay import register as register_replay_commands
+from .serve import register as register_serve_commands
 
 DESCRIPTION = """\
 sweepq: an embedded tiered-storage message queue engine with IBM MQ semantics, whose slow
@@ -54,6 +56,7 @@ def _demo(args: argparse.Namespace) -> int:
     cfg = DemoConfig(
         **values,
         consumer_share=args.consumer_share,
+        policy=args.policy,
         seed=args.seed,
         sample_every=0.1 if values["seconds"] < 10 else 0.25,
     )
@@ -135,6 +138,14 @@ examples:
         metavar="MB",
         help="memory budget of the sweeping run in MB (10^6 bytes): the messages in memory and RocksDB's "
         "memtables and cache are to stay under it (QueueManager(memory_budget=)); 0: none; --quick: 8",
+    )
+    d.add_argument(
+        "--policy",
+        choices=("page", "block", "fail"),
+        default="page",
+        help="what a put does once the budget is reached (the queues' memory_policy): page writes new messages "
+        "out in blobs as they come, block waits for room (then MQRC 2071), fail refuses at once (2071; the "
+        "demo's producers then retry); the budget's high mark wakes the sweeper at once in every case",
     )
     d.add_argument(
         "--busy",
@@ -261,6 +272,8 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
         "--retrieval-depth", type=pos_int, default=100_000, help="queue depth a get by CorrelId searches (retrieval)"
     )
     b.add_argument("--browse-messages", type=pos_int, default=1_000_000, help="messages browsed (retrieval)")
+    b.add_argument("--clients-concurrent", type=pos_int, default=64, help="client connections at once (clients)")
+    b.add_argument("--clients-held", type=pos_int, default=1_000, help="idle connections held open (clients)")
     b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
     b.add_argument("--create-durable-dir", action="store_true", help="create --durable-dir if it does not exist")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
@@ -278,9 +291,11 @@ COMMANDS: list[Register] = [
     register_bench_command,  # bench: here, the scenarios in bench/suite.py
     register_replay_commands,  # trace, replay, pipeline: cli/replay.py
     register_data_commands,  # define, put, get, browse: cli/data.py
+    register_serve_commands,  # serve, status: cli/serve.py
     register_inspect_command,  # inspect: cli/inspect.py
     register_crash_command,  # crashtest: bench/crash.py
     register_damage_command,  # damagetest: bench/damage.py
+    register_crash_server_command,  # crashtest-server: bench/crash_server.py
 ]
 
 

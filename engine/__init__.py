@@ -11,6 +11,7 @@ with QueueManager() as qm:
         print(reds.get().data)
 """
 
+from .budget import MemoryUse
 from .connection import Batch, Connection
 from .constants import (
     CC,
@@ -26,6 +27,7 @@ from .constants import (
     DeliverySequence,
     GroupStatus,
     IndexType,
+    MemoryPolicy,
     Persistence,
     Reason,
     SegmentStatus,
@@ -58,6 +60,8 @@ __all__ = [
     "Handle",
     "IndexType",
     "MQError",
+    "MemoryPolicy",
+    "MemoryUse",
     "Message",
     "Persistence",
     "PutResult",

@@ -325,6 +325,9 @@ def finish(s: HandleState, q: LocalQueue, refs, joins: bool, durable: bool, mark
     if recorder is not None:
         for _ in refs:
             recorder.get(q.name)
+    budget = q.budget
+    if budget is not None:
+        budget.after_get(q)  # counts again now and then (engine/budget.py)
     return reason
 
 
@@ -361,7 +364,7 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
         finally:
             mutex.release()
         poison.requeue(s, q, ref, rec, bool(opts & _SYNC))
-    if joins or durable or q.tier.cleanup or s.qm.recorder is not None:
+    if joins or durable or q.tier.cleanup or s.qm.recorder is not None or q.budget is not None:
         pending = finish(s, q, (ref,), joins, durable, bool(opts & _MARK_SKIP))
         if pending and not msg.reason:
             msg.reason = pending

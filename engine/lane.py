@@ -66,8 +66,10 @@ class Lane:
     """One priority level: its counters, its chain of swept blobs and its list sentinels.
 
     ``front`` and ``rear`` are the sentinel slots of its two lists. ``chain`` holds the
-    lane's swept blobs (engine/swept.py) in order; ``sweeping`` is true while a sweep of the
-    queue is in progress. Either sends new messages to the rear list.
+    lane's swept blobs (engine/swept.py) in order; ``sweeping`` counts the reasons new
+    messages go to the rear list although the chain may be empty: a sweep of the queue in
+    progress (one at a time), and the queue paging under its memory budget
+    (engine/budget.py). A chain, or a non-zero ``sweeping``, sends new messages to the rear.
     """
 
     __slots__ = ("ahead", "back", "bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping", "swept")
@@ -78,7 +80,7 @@ class Lane:
         self.front = 2 * priority
         self.rear = 2 * priority + 1
         self.chain: deque = deque()
-        self.sweeping = False
+        self.sweeping = 0
         self.ready = 0
         self.mem = 0
         self.swept = 0  # messages in the chain not yet removed
@@ -418,7 +420,8 @@ class LaneSet:
         lane.ready -= len(slots)
 
     def settle(self, lane: Lane) -> None:
-        """Once the chain is empty and no sweep runs, the rear list joins the front (invariant 1)."""
+        """Once the chain is empty and nothing sends messages to the rear (no sweep runs, the
+        queue does not page), the rear list joins the front (invariant 1)."""
         if lane.chain or lane.sweeping:
             return
         nxt, prv = self.nxt, self.prv
@@ -481,6 +484,7 @@ class LaneSet:
             assert lane.ready == ready, f"lane {lane.priority}: ready {lane.ready} but {ready} visible"
             assert lane.back == back, f"lane {lane.priority}: back {lane.back} but {back} marked"
             assert not mem or self.mask & lane.bit, f"lane {lane.priority} holds messages, its mask bit is clear"
+            assert lane.sweeping >= 0, f"lane {lane.priority}: sweeping {lane.sweeping}"
             if not lane.chain and not lane.sweeping:
                 assert nxt[lane.rear] == lane.rear, f"lane {lane.priority}: rear list without chain or sweep"
         assert mem_bytes == self.mem_bytes, f"mem_bytes {self.mem_bytes} but the records hold {mem_bytes}"

@@ -14,16 +14,19 @@ import weakref
 from dataclasses import asdict, fields, replace
 
 from sweepq.blobstore import Capability, DamageLog, Store, StoreError
+from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES
 from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
 from . import checks
+from .budget import MemoryBudget, MemoryUse, give_back, store_options_within
 from .connection import Connection
 from .constants import Reason
 from .durable import SYNC_POLICIES, Journal, ledger
 from .durable.layout import encode_definition, queue_prefix
 from .durable.recovery import RecoveryReport, recover
 from .durable.rewrite import rewrite
+from .dynamic import DEFAULT_DYNAMIC_NAME, DynamicQueues
 from .errors import MQError
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
@@ -126,6 +129,8 @@ class QueueManager:
         self._queues: dict[str, LocalQueue] = {}
         self._defs = threading.Lock()
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self._dynamic = DynamicQueues(self)  # model queues and temporary dynamic queues
+        self._servers: list = []  # listeners started by serve(), stopped first by close()
         self.closed = False
         self.readahead_low_water = readahead_low_water
         self.recorder = None
@@ -133,6 +138,8 @@ class QueueManager:
             from .recorder import TraceRecorder
 
             self.recorder = TraceRecorder(trace_path, self.clock)
+        if memory_budget:
+            store_options = store_options_within(memory_budget, store_options)
         self._storage = Storage(path, store_options, store, wal=sync != "none", repair=repair)
         self.journal: Journal | None = Journal(self._storage.store, sync) if durable else None
         self.recovery: RecoveryReport | None = None
@@ -144,6 +151,14 @@ class QueueManager:
                 self._storage.abandon()
                 raise
         self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
+        self.budget: MemoryBudget | None = None
+        if memory_budget:
+            page_bytes = (store_options or {}).get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES)
+            self.budget = MemoryBudget(memory_budget, self.sweepables, self.store_memory, self.sweeper, self.clock)
+            self.budget.page_bytes = page_bytes
+            self.sweeper.budget = self.budget
+            for q in self._queues.values():
+                q.budget, q.page_bytes = self.budget, page_bytes
         if sweeper:
             self.sweeper.start()
 
@@ -193,7 +208,8 @@ class QueueManager:
     # -- the sweeper's view (sweeper.cycle.SweepSource) ---------------------------------------
 
     def sweepables(self) -> list[LocalQueue]:
-        return list(self._queues.values())
+        temporary = self._dynamic.temporary  # never swept: nothing of them outlives them
+        return [q for q in self._queues.values() if q.name not in temporary]
 
     def blob_store(self) -> Store:
         return self._storage.store()
@@ -204,6 +220,14 @@ class QueueManager:
         per = {q.name: q.sweep_stats() for q in self.sweepables()}
         per["*"] = SweepStats.total(list(per.values()))
         return per
+
+    def memory_use(self) -> MemoryUse:
+        """What the queues and the store hold in memory now, as the memory budget counts it
+        (engine/budget.py): records in memory with their per-message cost, and the store's
+        memtables and block cache; ``budget`` is 0 without one. Thread-safe, lock-free."""
+        if self.budget is not None:
+            return self.budget.use()
+        return MemoryBudget(0, self.sweepables, self.store_memory, None, self.clock).use()
 
     def store_memory(self) -> dict[str, int]:
         """Bytes the blob store holds in memory (write buffers, read cache), by kind, with
@@ -233,6 +257,8 @@ class QueueManager:
         what could not be written; every change made before is in the store's log."""
         if self.closed:
             return
+        for server in list(self._servers):  # clients first: their units of work are backed out
+            server.close()
         self.sweeper.stop()
         for conn in list(self._connections):
             conn.end()  # even one whose call waits: the wait ends with 2009
@@ -256,6 +282,8 @@ class QueueManager:
             finally:
                 if self.recorder is not None:
                     self.recorder.close()
+                if self.budget is not None:
+                    give_back()  # what the queues held goes back to the system
         problems = [p for p in problems if p]
         if problems:
             raise MQError(
@@ -281,16 +309,21 @@ class QueueManager:
         check_name(name)
         attrs = _attrs(QueueAttributes(), attributes)
         with self._defs:
-            if name in self._queues:
+            if name in self._queues or self._dynamic.is_model(name):
                 raise MQError(Reason.OBJECT_ALREADY_EXISTS, f"queue {name!r} is already defined")
             self._save_definition(name, attrs)
             q = self._new_queue(name, attrs)
         return q.info()
 
-    def _new_queue(self, name: str, attrs: QueueAttributes) -> LocalQueue:
-        """Create and register a queue (definitions lock held, or at recovery)."""
-        q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, self.journal, self.clock)
+    def _new_queue(self, name: str, attrs: QueueAttributes, durable: bool = True) -> LocalQueue:
+        """Create and register a queue (definitions lock held, or at recovery). A queue that is
+        not ``durable`` (a temporary dynamic queue) writes nothing for durability."""
+        journal = self.journal if durable else None
+        q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, journal, self.clock)
         q.tier.readahead_low = self.readahead_low_water
+        budget = getattr(self, "budget", None)  # None while recovery defines the queues
+        if budget is not None:
+            q.budget, q.page_bytes = budget, budget.page_bytes
         self._queues[name] = q
         return q
 
@@ -314,7 +347,7 @@ class QueueManager:
         """ALTER QLOCAL. Inhibiting gets fails current waiters with 2016."""
         self._check_open()
         with self._defs:
-            q = self._queue(name)
+            q = self._local(name)
             attrs = _attrs(q.attrs, attributes)
             self._save_definition(name, attrs)
             with q.mutex:
@@ -329,7 +362,7 @@ class QueueManager:
         self._check_open()
         checks.boolean(purge, "purge")
         with self._defs:
-            q = self._queue(name)
+            q = self._local(name)
             with q.mutex:
                 if q.open_handles:
                     raise MQError(
@@ -361,7 +394,7 @@ class QueueManager:
     def inquire_queue(self, name: str) -> QueueInfo:
         """MQINQ: attributes and current counters."""
         self._check_open()
-        return self._queue(name).info()
+        return self._local(name).info()
 
     def queue_names(self) -> list[str]:
         return sorted(self._queues)
@@ -371,13 +404,59 @@ class QueueManager:
         return self._queues.get(name)
 
     def _queue(self, name: str) -> LocalQueue:
+        """The queue MQOPEN of ``name`` opens: a local queue, or a new temporary dynamic queue
+        made from the model queue ``name`` (engine/dynamic.py)."""
         checks.name(name)
         try:
             return self._queues[name]
         except KeyError:
+            if self._dynamic.is_model(name):
+                with self._defs:
+                    return self._dynamic.create(name)
             raise MQError(
                 Reason.UNKNOWN_OBJECT_NAME, f"no queue named {name!r}; define it with define_queue()"
             ) from None
+
+    def _local(self, name: str) -> LocalQueue:
+        """A local queue by name, never a model (what alter, delete and inquire act on)."""
+        if isinstance(name, str) and self._dynamic.is_model(name):
+            raise MQError(
+                Reason.OBJECT_TYPE_ERROR, f"{name!r} is a model queue: open it to make a temporary dynamic queue"
+            )
+        return self._queue(name)
+
+    def _forget_queue(self, q: LocalQueue) -> None:
+        """Unregister a deleted temporary dynamic queue (engine/dynamic.py)."""
+        with self._defs:
+            if self._queues.get(q.name) is q:
+                del self._queues[q.name]
+
+    # -- model queues and client connections --------------------------------------------------
+
+    def define_model_queue(self, name: str, dynamic_q_name: str = DEFAULT_DYNAMIC_NAME, **attributes) -> None:
+        """DEFINE QMODEL DEFTYPE(TEMPDYN): opening ``name`` makes a temporary dynamic queue
+        with these attributes (:class:`QueueAttributes` fields) named ``dynamic_q_name`` with its
+        ``*`` replaced (engine/dynamic.py). Models last for this queue manager's run.
+
+        :raises MQError: 2100 when the name is taken; PARM_VALUE_ERROR (3229) for a bad
+            attribute or ``dynamic_q_name``."""
+        self._check_open()
+        self._dynamic.define_model(name, dynamic_q_name, _attrs(QueueAttributes(), attributes))
+
+    def serve(self, path: str | os.PathLike | None = None, **options):
+        """Serve this queue manager to client connections from other processes (MQ's client
+        mode beside this process's own in-process connections): a background listener on the
+        Unix socket ``path`` (and on TCP with ``tcp="HOST:PORT"``). Returns the running
+        :class:`sweepq.net.Server` (its ``urls``; ``close()`` stops it); :meth:`close` stops it
+        too, backing out its clients' units of work. ``options`` are the Server's
+        (docs/clients.md). The one place the engine names the layer above it: the server
+        itself uses only this public API."""
+        from sweepq.net.server import Server  # a convenience entry point: see above
+
+        self._check_open()
+        server = Server(self, unix_path=path, **options).start()
+        self._servers.append(server)
+        return server
 
 
 def _attrs(base: QueueAttributes, changes: dict) -> QueueAttributes:

@@ -63,6 +63,7 @@ from .constants import (
     OO,
     DeliverySequence,
     IndexType,
+    MemoryPolicy,
     Persistence,
     Reason,
     Usage,
@@ -110,6 +111,10 @@ class QueueAttributes:
     backout_requeue_q: str = ""  # BOQNAME
     index_type: IndexType = IndexType.NONE  # INDXTYPE
     usage: Usage = Usage.NORMAL  # USAGE
+    # Under the queue manager's memory budget (engine/budget.py): what a put does once the
+    # budget is reached (as Artemis's address-full policy), and how long BLOCK waits.
+    memory_policy: MemoryPolicy = MemoryPolicy.PAGE
+    memory_wait_ms: int = 10_000
 
     def validated(self) -> QueueAttributes:
         """Return self with enums coerced, or raise MQError(PARM_VALUE_ERROR) naming the field."""
@@ -119,11 +124,12 @@ class QueueAttributes:
 
         for field in ("inhibit_get", "inhibit_put", "shareable"):
             checks.boolean(getattr(self, field), f"queue attribute {field}")
-        for field in ("default_priority", "max_depth", "max_msg_length", "backout_threshold"):
+        for field in ("default_priority", "max_depth", "max_msg_length", "backout_threshold", "memory_wait_ms"):
             checks.integer(getattr(self, field), f"queue attribute {field}", Reason.PARM_VALUE_ERROR, 0)
         if not isinstance(self.backout_requeue_q, str):
             raise bad("backout_requeue_q", "must be a queue name (str), or '' for none")
-        for field in ("delivery_sequence", "default_persistence", "index_type", "usage", "default_input"):
+        enums = ("delivery_sequence", "default_persistence", "index_type", "usage", "default_input", "memory_policy")
+        for field in enums:
             value = getattr(self, field)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise bad(field, f"must be one of its enum's values, not {value!r:.40}")
@@ -135,6 +141,7 @@ class QueueAttributes:
                 index_type=IndexType(self.index_type),
                 usage=Usage(self.usage),
                 default_input=OO(self.default_input),
+                memory_policy=MemoryPolicy(self.memory_policy),
             )
         except ValueError as e:
             raise bad("enum", str(e)) from None
@@ -260,7 +267,18 @@ class LocalQueue:
         self.deleted = False
         self.batched = 0  # messages assigned to transmission batches
         self.batches: dict[int, list[Ref]] = {}
-        self.groups_started: dict = {}  # engine/groups.py: groups a get has started to take
+        self.groups_started: dict = {}  # engine/groups/: groups a get has started to take
+        self.sweep_lock = threading.Lock()  # one sweep of this queue at a time (sweep_begin)
+        # The memory budget (engine/budget.py): the manager's, or None; bytes put since it
+        # last counted; paging (policy PAGE over the budget) and the bytes put since the last
+        # page-out, which happens at a blob's worth (page_bytes).
+        self.temporary = False  # a temporary dynamic queue (engine/dynamic.py): no persistent puts
+        self.budget = None
+        self.unchecked = 0
+        self.checked_bytes = 0  # lanes.mem_bytes when the budget last counted
+        self.paging = False
+        self.paged = 0
+        self.page_bytes = 256 * 1024
         self.ident = ident or Identity(bytes(12))
         self.tier = QueueTier(name, self.lanes, self.ident, storage)
         self.tier.journal = journal
@@ -691,15 +709,17 @@ class LocalQueue:
 
     # -- the sweeper protocol (sweeper.cycle.Sweepable) -------------------------------------------
 
-    def sweep_counts(self) -> SweepCounts:
+    def sweep_counts(self, reset: bool = True) -> SweepCounts:
         """What the rule needs (sweeper.cycle.SweepCounts); x restarts from 0 for the next
-        interval."""
+        interval unless ``reset`` is False."""
         self.tier.run_cleanup()  # retry owed store changes once an interval
         with self.mutex:
             self.lanes.shrink()
             lanes = self.lanes.lanes
             y = sum(lane.ready for lane in lanes) - self.batched
-            x, self.obtained = self.obtained, 0
+            x = self.obtained
+            if reset:
+                self.obtained = 0
             back = sum(lane.back for lane in lanes)
             swept = any(lane.chain for lane in lanes)
             return SweepCounts(y, x, back, swept, self.lanes.mem_bytes)
@@ -715,18 +735,34 @@ class LocalQueue:
         try:
             return sum(len(r) for t in plan.targets for r in t.records)
         finally:
-            with self.mutex:
-                self.tier.end_locked(count=False)
+            self._end_sweep(plan, count=False)
 
     def sweep_begin(self, keep: int) -> Plan:
-        """Mark the lanes sweeping under the lock (O(lanes)), then choose the runs without it."""
-        t0 = time.perf_counter()
-        with self.mutex:
-            if self.deleted:
-                return Plan([])
-            limits = self.tier.begin_locked()
-        self.tier.lock_seconds(t0)
-        return Plan(self.tier.choose(keep, limits))
+        """Mark the lanes sweeping under the lock (O(lanes)), then choose the runs without it.
+
+        One sweep of a queue at a time: this takes the queue's ``sweep_lock`` (waiting for a
+        sweep in progress, the cycle's or a producer's page-out) and :meth:`sweep_end`
+        releases it; the two are always paired."""
+        self.sweep_lock.acquire()
+        try:
+            t0 = time.perf_counter()
+            with self.mutex:
+                if self.deleted:
+                    return Plan([], begun=False)
+                limits = self.tier.begin_locked()
+            self.tier.lock_seconds(t0)
+            return Plan(self.tier.choose(keep, limits))
+        except BaseException:
+            self.sweep_lock.release()
+            raise
+
+    def _end_sweep(self, plan: Plan, count: bool) -> None:
+        try:
+            if plan.begun:
+                with self.mutex:
+                    self.tier.end_locked(count)
+        finally:
+            self.sweep_lock.release()
 
     def sweep_link(
         self, plan: Plan, target: Target, blobs: list[BlobInfo], store: Store, write_seconds: float = 0.0
@@ -796,9 +832,36 @@ class LocalQueue:
             self.tier.counters.aborts[reason] += 1
 
     def sweep_end(self, plan: Plan) -> None:
-        with self.mutex:
-            self.tier.end_locked()
+        self._end_sweep(plan, count=True)
         self.tier.run_cleanup()
+
+    # -- the memory budget (engine/budget.py) --------------------------------------------------
+
+    def start_paging(self) -> None:
+        """The memory budget is reached and this queue's policy is PAGE: from now on its new
+        messages go to the rear lists, which the producers write out a blob's worth at a time
+        (:meth:`page_due`, sweeper.cycle.Sweeper.page_out)."""
+        if self.paging:
+            return
+        with self.mutex:
+            if not self.paging:
+                self.paging = True
+                self.paged = 0
+                for lane in self.lanes:
+                    lane.sweeping += 1
+
+    def stop_paging(self) -> None:
+        """Back under the budget's low mark: new messages take their usual place again."""
+        with self.mutex:
+            if self.paging:
+                self.paging = False
+                for lane in self.lanes:
+                    lane.sweeping -= 1
+                    self.lanes.settle(lane)
+
+    def page_due(self) -> bool:
+        """A paging queue holds a blob's worth of new messages in its rear lists."""
+        return self.paged >= self.page_bytes
 
     def sweep_stats(self) -> SweepStats:
         with self.mutex:

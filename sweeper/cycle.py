@@ -69,9 +69,11 @@ class Sweepable(Protocol):
     """What a queue offers the sweeper. Each method takes the queue's lock itself, briefly."""
 
     name: str
+    obtained: int  # messages obtained so far in this interval (x, read without the lock)
 
-    def sweep_counts(self) -> SweepCounts:
-        """y, x and the rest of :class:`SweepCounts`; the call starts a new interval for x."""
+    def sweep_counts(self, reset: bool = True) -> SweepCounts:
+        """y, x and the rest of :class:`SweepCounts`; the call starts a new interval for x
+        (unless ``reset`` is False: a relief between intervals only looks)."""
         ...
 
     def sweep_begin(self, keep: int) -> SweepPlan:
@@ -171,8 +173,12 @@ class Sweeper:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
-        self._paced = False
+        self._poked = False  # the memory budget's high mark was crossed: relieve now
         self._run_lock = threading.Lock()  # one cycle at a time, thread or caller
+        # The queue manager's memory budget (engine/budget.py), or None: its pressure (0..1)
+        # raises the pace; it is counted again after each cycle.
+        self.budget = None
+        self.cycles = 0
         self._adaptive: dict[str, np.ndarray] = {}  # the adaptive rule's state per queue
 
     # -- one cycle ------------------------------------------------------------------------
@@ -190,18 +196,47 @@ class Sweeper:
         that work is taken from the application's threads, so a background sweeper must
         leave them the rest. The pause is real time, not clock time: it shares a CPU."""
         with self._run_lock:
-            self._paced = paced
             t0 = time.perf_counter()
             queues = list(self.source.sweepables())
             counts = [q.sweep_counts() for q in queues]
-            decisions = [self._apply_rule(q, c) for q, c in zip(queues, counts, strict=True)]
+            decisions = [self._apply_rule(q, c, paced) for q, c in zip(queues, counts, strict=True)]
             if self.policy.memory_budget > 0:
-                decisions = self._apply_budget(queues, counts, decisions)
-            report = SweepReport(self.clock.now(), tuple(decisions), time.perf_counter() - t0)
-            self.reports = [*self.reports[-99:], report]
-            return report
+                decisions = self._apply_budget(queues, counts, decisions, paced)
+            return self._report(decisions, t0)
 
-    def _apply_rule(self, q: Sweepable, c: SweepCounts) -> QueueDecision:
+    def relieve(self, paced: bool = False) -> SweepReport:
+        """Between intervals, when the memory budget's high mark was crossed: sweep beyond the
+        rule (no rule is applied, and x keeps counting for the interval) until what is held
+        falls to the budget's low mark, most sweepable queues first, each keeping its x +
+        extra buffer (engine/budget.py)."""
+        with self._run_lock:
+            t0 = time.perf_counter()
+            budget = self.budget
+            queues = list(self.source.sweepables())
+            counts = [q.sweep_counts(reset=False) for q in queues]
+            decisions = [QueueDecision(q.name, c.y, c.x, None) for q, c in zip(queues, counts, strict=True)]
+            if budget is not None:
+                need = budget.use().total - budget.low
+                decisions = self._sweep_beyond(queues, counts, decisions, need, paced)
+            return self._report(decisions, t0)
+
+    def _report(self, decisions: list[QueueDecision], t0: float) -> SweepReport:
+        report = SweepReport(self.clock.now(), tuple(decisions), time.perf_counter() - t0)
+        self.reports = [*self.reports[-99:], report]
+        if self.budget is not None:
+            self.budget.refresh()  # counts again; gives memory back once enough has gone
+        with self._cond:
+            self.cycles += 1
+            self._cond.notify_all()
+        return report
+
+    def wait_cycles(self, n: int, timeout: float = 10.0) -> bool:
+        """Block (on a condition, no sleep loop) until ``n`` cycles or reliefs have ended in
+        all; for tests and tools that must know the background thread has run."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.cycles >= n, timeout)
+
+    def _apply_rule(self, q: Sweepable, c: SweepCounts, paced: bool) -> QueueDecision:
         p = self.policy
         if p.rule == "adaptive":
             state = self._adaptive.setdefault(q.name, np.zeros(ADAPTIVE_STATE, np.int64))
@@ -211,33 +246,55 @@ class Sweeper:
             keep = p.keep(c.y, c.x)
         if keep is None:
             return QueueDecision(q.name, c.y, c.x, None)
-        moved, blobs, aborts = self._sweep_queue(q, keep)
+        moved, blobs, aborts = self.sweep(q, keep, paced)
         return QueueDecision(q.name, c.y, c.x, keep, moved, blobs, aborts)
 
     def _apply_budget(
-        self, queues: list[Sweepable], counts: list[SweepCounts], decisions: list[QueueDecision]
+        self, queues: list[Sweepable], counts: list[SweepCounts], decisions: list[QueueDecision], paced: bool
     ) -> list[QueueDecision]:
-        """Sweep beyond the rule while memory is over the budget (see :meth:`run_once`)."""
-        p = self.policy
+        """At an interval's end, sweep beyond the rule while memory is over the budget (see
+        :meth:`run_once`; the replay models exactly this)."""
         mem = self.source.blob_store().memory()
         in_memory = sum(q.sweep_counts_bytes() for q in queues) + mem.get(MEMORY_HELD, 0)
-        need = over_budget(in_memory, p.memory_budget)
+        need = over_budget(in_memory, self.policy.memory_budget)
+        return self._sweep_beyond(queues, counts, decisions, need, paced)
+
+    def _sweep_beyond(
+        self,
+        queues: list[Sweepable],
+        counts: list[SweepCounts],
+        decisions: list[QueueDecision],
+        need: int,
+        paced: bool,
+    ) -> list[QueueDecision]:
+        """Free ``need`` bytes beyond the rule: the queues with the most sweepable bytes first
+        (policy.budget_order), each keeping its x + extra buffer."""
         if need <= 0:
             return decisions
+        p = self.policy
         sweepable = np.array([q.sweepable_bytes(c.x + p.extra) for q, c in zip(queues, counts, strict=True)], np.int64)
         chosen = np.zeros(len(queues), np.int64)
         out = list(decisions)
         for j in chosen[: budget_order(sweepable, need, chosen)].tolist():
             q, c, d = queues[j], counts[j], out[j]
-            moved, blobs, aborts = self._sweep_queue(q, c.x + p.extra)
+            moved, blobs, aborts = self.sweep(q, c.x + p.extra, paced)
             for r, n in d.aborts.items():
                 aborts[r] = aborts.get(r, 0) + n
             keep = d.keep if d.keep is not None else c.x + p.extra
             out[j] = QueueDecision(q.name, c.y, c.x, keep, d.msgs_swept + moved, d.blobs + blobs, aborts, True)
         return out
 
-    def _sweep_queue(self, q: Sweepable, keep: int) -> tuple[int, int, dict[str, int]]:
-        """Sweep ``q`` down to ``keep`` sweepable messages; (moved, blobs, aborts by reason)."""
+    def page_out(self, q: Sweepable) -> tuple[int, int, dict[str, int]]:
+        """A queue paging under the memory budget writes its messages out, in the caller's
+        thread (its producer's), unpaced, down to its buffer: x (as counted so far in this
+        interval, read without the lock) + extra. The first page-out also moves what the
+        front lists held beyond the buffer; later ones find only the rear lists."""
+        return self.sweep(q, q.obtained + self.policy.extra, paced=False)
+
+    def sweep(self, q: Sweepable, keep: int, paced: bool = False) -> tuple[int, int, dict[str, int]]:
+        """Sweep ``q`` down to ``keep`` sweepable messages; (moved, blobs, aborts by reason).
+        The one implementation of the protocol's steps 2-5, for the cycle and page-outs; the
+        queue admits one sweep at a time (its ``sweep_begin`` waits for one in progress)."""
         store = self.source.blob_store()
         plan = q.sweep_begin(keep)
         moved = blobs = 0
@@ -263,13 +320,30 @@ class Sweeper:
                 blobs += len(written) if reason is None else 0
                 if reason is not None:
                     aborts[reason] = aborts.get(reason, 0) + 1
-                if self._paced and self.duty < 1:
+                duty = self.pace()
+                if paced and duty < 1:
                     # Writing releases the GIL; choosing, indexing and verifying do not.
                     busy = time.perf_counter() - t1 + (t1 - t0) * 0.25
-                    self._pause(busy * (1 - self.duty) / self.duty)
+                    self._pause(busy * (1 - duty) / duty)
         finally:
             q.sweep_end(plan)
         return moved, blobs, aborts
+
+    def pace(self) -> float:
+        """The share of the time the paced sweeper's own work may take: its duty, rising with
+        the memory budget's pressure to all of the time at the budget."""
+        budget = self.budget
+        if budget is None or not budget.pressure:
+            return self.duty
+        return self.duty + (1.0 - self.duty) * budget.pressure
+
+    def poke(self) -> None:
+        """Relieve memory now, not at the next interval (the budget's high mark was crossed).
+        Thread-safe and cheap: the background thread does the work."""
+        if not self._poked:
+            with self._cond:
+                self._poked = True
+                self._cond.notify_all()
 
     def _pause(self, seconds: float) -> None:
         with self._cond:
@@ -305,15 +379,23 @@ class Sweeper:
         with self._cond:
             due = clock.now() + self.policy.interval
             while not self._stopping:
-                if clock.now() < due:
+                poked = self._poked
+                if clock.now() < due and not poked:
                     clock.wait(self._cond, due, background=True)
                     continue
+                self._poked = False
                 self._cond.release()
                 try:
-                    self.run_once(paced=True)
+                    if clock.now() >= due:
+                        report = self.run_once(paced=True)
+                        due = max(due + self.policy.interval, clock.now())
+                    else:
+                        report = self.relieve(paced=True)
+                    budget = self.budget
+                    if report.msgs_swept and budget is not None and budget.last_total > budget.high:
+                        self._poked = True  # still over the high mark and sweeping helps: again
                 except Exception as e:  # keep sweeping; the error is kept for inspection
                     log.exception("sweep cycle failed")
                     self.errors = [*self.errors[-9:], e]
                 finally:
                     self._cond.acquire()
-                due = max(due + self.policy.interval, clock.now())

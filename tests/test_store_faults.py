@@ -104,7 +104,7 @@ def test_the_reference_run_touches_every_call_site():
     assert sorted(names) == sorted([*expected, b"a30"])
     assert (b"a30", 1) in seen  # redelivered with its backout count raised
     # Every place the engine and the sweeper call the store, as this scenario reaches it.
-    assert {"_sweep_queue"} <= sites["write_pending"]
+    assert {"sweep"} <= sites["write_pending"]
     assert {"sweep_link"} <= sites["link"]
     assert {"read"} <= sites["read"]  # QueueTier.read: every blob read of a get or browse
     assert {"run_cleanup"} <= sites["unlink"]
