@@ -304,6 +304,12 @@ class Sweeper:
                 if self._stopping:
                     break  # stop() asked: leave the rest in memory, nothing is half done
                 t0 = time.perf_counter()
+                if not all(target.records):
+                    # A get took a message of the run after the sweep chose it (records are
+                    # read without the lock; a taken one reads as b""): no blob is written.
+                    q.sweep_abort(plan, target, "removed")
+                    aborts["removed"] = aborts.get("removed", 0) + 1
+                    continue
                 try:
                     ends = record_ends(target.records, store.max_blob_bytes, store.max_blob_records)
                     written = store.write_pending(target.chain, target.records, target.ids, ends, q.name.encode())
