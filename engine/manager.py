@@ -97,24 +97,11 @@ class QueueManager:
         durable: bool | None = None,
         repair: bool = False,
     ):
-        checks.integer(max_uncommitted, "max_uncommitted", Reason.PARM_VALUE_ERROR, 1)
-        checks.integer(max_msg_length, "max_msg_length", Reason.PARM_VALUE_ERROR, 0, 100 * 1024 * 1024)
-        checks.integer(readahead_low_water, "readahead_low_water", Reason.PARM_VALUE_ERROR, 0)
-        checks.boolean(backout_handling, "backout_handling")
-        checks.boolean(sweeper, "sweeper")
-        if not isinstance(name, str):
-            raise MQError(Reason.PARM_VALUE_ERROR, "the queue manager name must be a str")
-        if isinstance(sweep_duty, bool) or not isinstance(sweep_duty, int | float) or not 0 < sweep_duty <= 1:
-            raise MQError(Reason.PARM_VALUE_ERROR, f"sweep_duty {sweep_duty!r}: a share of the time in (0, 1]")
-        if sweep_policy is not None and not isinstance(sweep_policy, SweepPolicy):
-            raise MQError(Reason.PARM_VALUE_ERROR, "sweep_policy must be a SweepPolicy")
-        checks.integer(memory_budget, "memory_budget (bytes, 0: none)", Reason.PARM_VALUE_ERROR, 0, 2**62)
-        if not isinstance(sync, str) or sync not in SYNC_POLICIES:
-            raise MQError(Reason.PARM_VALUE_ERROR, f"sync={sync!r}: use one of {', '.join(SYNC_POLICIES)}")
-        if durable is None:
-            durable = path is not None
-        checks.boolean(durable, "durable")
-        checks.boolean(repair, "repair")
+        _check_arguments(
+            name, sweeper, sweep_duty, sweep_policy, readahead_low_water, max_uncommitted, backout_handling
+        )
+        _check_arguments_of_memory_and_disk(max_msg_length, memory_budget, sync, durable, repair)
+        durable = path is not None if durable is None else durable
         sweep_policy = sweep_policy or SweepPolicy()
         if memory_budget:
             sweep_policy = replace(sweep_policy, memory_budget=memory_budget)
@@ -153,14 +140,19 @@ class QueueManager:
         self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
         self.budget: MemoryBudget | None = None
         if memory_budget:
-            page_bytes = (store_options or {}).get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES)
-            self.budget = MemoryBudget(memory_budget, self.sweepables, self.store_memory, self.sweeper, self.clock)
-            self.budget.page_bytes = page_bytes
-            self.sweeper.budget = self.budget
-            for q in self._queues.values():
-                q.budget, q.page_bytes = self.budget, page_bytes
+            self._start_budget(memory_budget, store_options)
         if sweeper:
             self.sweeper.start()
+
+    def _start_budget(self, memory_budget: int, store_options: dict | None) -> None:
+        """The memory budget (engine/budget.py) over every queue recovered so far; queues
+        defined later get it from define_queue. Pages are the store's blob size."""
+        page_bytes = (store_options or {}).get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES)
+        self.budget = MemoryBudget(memory_budget, self.sweepables, self.store_memory, self.sweeper, self.clock)
+        self.budget.page_bytes = page_bytes
+        self.sweeper.budget = self.budget
+        for q in self._queues.values():
+            q.budget, q.page_bytes = self.budget, page_bytes
 
     def _recover(self) -> RecoveryReport:
         """Load the stored queues and messages, checked against the last checkpoint; say
@@ -485,3 +477,43 @@ def _write_stats(path: str, stats: dict[str, SweepStats]) -> str | None:
     except OSError as e:
         return f"writing {full} failed ({e})"
     return None
+
+
+def _check_arguments(
+    name: object,
+    sweeper: object,
+    sweep_duty: object,
+    sweep_policy: object,
+    readahead_low_water: object,
+    max_uncommitted: object,
+    backout_handling: object,
+) -> None:
+    """QueueManager's arguments about names, the sweeper and units of work, checked before
+    anything is made.
+
+    :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong one."""
+    if not isinstance(name, str):
+        raise MQError(Reason.PARM_VALUE_ERROR, "the queue manager name must be a str")
+    checks.boolean(sweeper, "sweeper")
+    if isinstance(sweep_duty, bool) or not isinstance(sweep_duty, int | float) or not 0 < sweep_duty <= 1:
+        raise MQError(Reason.PARM_VALUE_ERROR, f"sweep_duty {sweep_duty!r}: a share of the time in (0, 1]")
+    if sweep_policy is not None and not isinstance(sweep_policy, SweepPolicy):
+        raise MQError(Reason.PARM_VALUE_ERROR, "sweep_policy must be a SweepPolicy")
+    checks.integer(readahead_low_water, "readahead_low_water", Reason.PARM_VALUE_ERROR, 0)
+    checks.integer(max_uncommitted, "max_uncommitted", Reason.PARM_VALUE_ERROR, 1)
+    checks.boolean(backout_handling, "backout_handling")
+
+
+def _check_arguments_of_memory_and_disk(
+    max_msg_length: object, memory_budget: object, sync: object, durable: object, repair: object
+) -> None:
+    """QueueManager's arguments about sizes, the memory budget and the data directory.
+
+    :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong one."""
+    checks.integer(max_msg_length, "max_msg_length", Reason.PARM_VALUE_ERROR, 0, 100 * 1024 * 1024)
+    checks.integer(memory_budget, "memory_budget (bytes, 0: none)", Reason.PARM_VALUE_ERROR, 0, 2**62)
+    if not isinstance(sync, str) or sync not in SYNC_POLICIES:
+        raise MQError(Reason.PARM_VALUE_ERROR, f"sync={sync!r}: use one of {', '.join(SYNC_POLICIES)}")
+    if durable is not None:
+        checks.boolean(durable, "durable")
+    checks.boolean(repair, "repair")
