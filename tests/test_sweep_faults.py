@@ -254,7 +254,7 @@ def test_a_run_emptied_before_its_records_are_read_aborts_as_removed():
     test: building the blob's index crashed on it), its pending blobs deleted."""
     from sweepq.sweeper.runs import record_ends
 
-    with _twelve_on_blobs_of_four() as (store, qm, h, q):
+    with _twelve_on_blobs_of_four() as (store, _, h, q):
         plan = q.sweep_begin(0)
         target = plan.targets[0]
         # Gets take the run's first blob's worth before its records are read.
