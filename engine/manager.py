@@ -146,10 +146,10 @@ class QueueManager:
 
     def _start_budget(self, memory_budget: int, store_options: dict | None) -> None:
         """The memory budget (engine/budget.py) over every queue recovered so far; queues
-        defined later get it from define_queue. Pages are the store's blob size."""
-        page_bytes = (store_options or {}).get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES)
+        defined later get it from define_queue. Pages are at most the store's blob size."""
         self.budget = MemoryBudget(memory_budget, self.sweepables, self.store_memory, self.sweeper, self.clock)
-        self.budget.page_bytes = page_bytes
+        blob_bytes = (store_options or {}).get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES)
+        page_bytes = self.budget.page_bytes = self.budget.page_size(blob_bytes)
         self.sweeper.budget = self.budget
         for q in self._queues.values():
             q.budget, q.page_bytes = self.budget, page_bytes

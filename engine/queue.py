@@ -269,12 +269,11 @@ class LocalQueue:
         self.batches: dict[int, list[Ref]] = {}
         self.groups_started: dict = {}  # engine/groups/: groups a get has started to take
         self.sweep_lock = threading.Lock()  # one sweep of this queue at a time (sweep_begin)
-        # The memory budget (engine/budget.py): the manager's, or None; bytes put since it
-        # last counted; paging (policy PAGE over the budget) and the bytes put since the last
-        # page-out, which happens at a blob's worth (page_bytes).
         self.temporary = False  # a temporary dynamic queue (engine/dynamic.py): no persistent puts
+        # The memory budget (engine/budget.py): the manager's, or None; paging (policy PAGE
+        # over the budget) and the bytes put since the last page-out, which happens at a
+        # page's worth (page_bytes, set by the budget).
         self.budget = None
-        self.unchecked = 0
         self.checked_bytes = 0  # lanes.mem_bytes when the budget last counted
         self.paging = False
         self.paged = 0
