@@ -1,6 +1,6 @@
-"""sweepq as an installed library: the package tree a wheel holds has every module of every
-layer (pyproject.toml maps each folder to a `sweepq.*` package by hand, so a subpackage left
-out of the list would be missing only after a real install)."""
+"""sweepq as an installed, typed library: the package tree a wheel holds has every module of
+every layer (pyproject.toml maps each folder to a `sweepq.*` package by hand, so a subpackage
+left out of the list would be missing only after a real install) and each layer's py.typed."""
 
 from __future__ import annotations
 
@@ -48,3 +48,11 @@ def test_the_built_package_holds_every_module(built: Path) -> None:
         str(src.relative_to(ROOT)) for dest, src in _shipped_sources().items() if not (built / dest).exists()
     )
     assert not missing, f"a wheel would lack these (add their package to pyproject.toml): {missing}"
+
+
+def test_each_layer_ships_its_py_typed_marker(built: Path) -> None:
+    # PEP 561: in a namespace package (`sweepq` has no __init__.py) the marker goes in each
+    # subpackage; without it mypy treats every import of sweepq.engine as untyped (Any).
+    layers = [package for package, folder in PACKAGE_DIRS.items() if folder != "."]
+    unmarked = [p for p in layers if not (built / Path(*p.split(".")) / "py.typed").is_file()]
+    assert not unmarked, f"add an empty py.typed to their folders: {unmarked}"
