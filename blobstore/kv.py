@@ -198,7 +198,7 @@ class RocksKV:
         self.log_damage: str | None = None  # what a damaged log cost (see below), else None
         try:
             if read_only:
-                self._db = Rdict(self._shadow, options=opts, column_families=cf_opts, access_type=access)
+                self._db = Rdict(self._shadow, options=opts, column_families=cf_opts, access_type=access)  # type: ignore[arg-type]
             else:
                 self._db = self._open_checking_the_log(path, opts, cf_opts, access)
         except Exception as e:
@@ -208,7 +208,7 @@ class RocksKV:
         self._h = {name: self._db.get_column_family_handle(name) for name in CFS}
         self._wopts = WriteOptions()
         self._wopts.sync = sync
-        self._wopts.disable_wal = not wal
+        self._wopts.disable_wal = not wal  # type: ignore[method-assign, assignment]  # a property; the stub says method
         self._wal = wal
 
     def _open_checking_the_log(self, path: str, opts: Options, cf_opts: dict, access) -> Rdict:
@@ -266,7 +266,7 @@ class RocksKV:
                 pairs = self._cf[cf].items(from_key=prefix, read_opt=ro)
             for k, v in pairs:
                 last = k
-                yield k, v
+                yield k, v  # type: ignore[misc]  # raw mode: bytes keys
             it = self._cf[cf].iter(ro) if upper is not None else self._cf[cf].iter()
             if last is None:
                 it.seek(prefix)
@@ -381,7 +381,7 @@ class RocksKV:
         # rocksdict keeps the database locked while column-family objects are alive.
         self._cf.clear()
         self._h.clear()
-        self._db = None
+        self._db = None  # type: ignore[assignment]  # closed: the check above returns
         self._drop_shadow()
 
     def _drop_shadow(self) -> None:
