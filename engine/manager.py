@@ -12,6 +12,7 @@ import os
 import threading
 import weakref
 from dataclasses import asdict, fields, replace
+from typing import Any
 
 from sweepq.blobstore import Store, StoreError
 from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES
@@ -167,7 +168,7 @@ class QueueManager:
             self.sweeper.start()
 
     @classmethod
-    def open(cls, path: str | os.PathLike, **options) -> QueueManager:
+    def open(cls, path: str | os.PathLike, **options: Any) -> QueueManager:
         """A queue manager on the data directory ``path`` (created if missing; its parent must
         exist): every queue definition and persistent message stored there comes back.
 
@@ -239,7 +240,7 @@ class QueueManager:
     def __enter__(self) -> QueueManager:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- queue definitions ------------------------------------------------------------------
@@ -248,7 +249,7 @@ class QueueManager:
         if self.closed:
             raise MQError(Reason.CONNECTION_BROKEN, "the queue manager has been closed; open a new one")
 
-    def define_queue(self, name: str, **attributes) -> QueueInfo:
+    def define_queue(self, name: str, **attributes: object) -> QueueInfo:
         """DEFINE QLOCAL. Keyword arguments are :class:`QueueAttributes` fields."""
         self._check_open()
         check_name(name)
@@ -286,7 +287,7 @@ class QueueManager:
             ) from e
         self.journal.wait()
 
-    def alter_queue(self, name: str, **attributes) -> QueueInfo:
+    def alter_queue(self, name: str, **attributes: object) -> QueueInfo:
         """ALTER QLOCAL. Inhibiting gets fails current waiters with 2016."""
         self._check_open()
         with self._defs:

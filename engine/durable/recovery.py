@@ -39,6 +39,7 @@ from .layout import MARK_REMOVED, decode_definition, decode_value, key_parts, ma
 if TYPE_CHECKING:
     from ..manager import QueueManager
     from ..queue import LocalQueue
+    from ..swept import Index
 
 
 @dataclass
@@ -116,13 +117,13 @@ def _load_queue(q: LocalQueue, store: Store, report: RecoveryReport) -> int:
         for key, value in pairs:
             rec = decode_value(value)
             if rec is None:
-                name, lane, seq = key_parts(key)
+                name, lane_i, seq = key_parts(key)
                 mid = _msg_id_of_damaged(value[4:])
                 named = f" MsgId {mid.hex()}" if mid else ""
                 if mid:
                     report.damaged_msg_ids.append(mid)
                 report.damaged.append(
-                    f"queue {name!r} lane {lane} message number {seq}{named}: damaged record, left out"
+                    f"queue {name!r} lane {lane_i} message number {seq}{named}: damaged record, left out"
                 )
             values.append(rec)
     else:
@@ -213,14 +214,14 @@ def _load_blob(
         # taken from the neighbouring blobs (_place_placeholders).
         n = len(ids)
         seqs = np.array([int.from_bytes(i[16:], "big") if i[:4] == b"SWQ " else 0 for i in ids], "<u8")
-        index = (_hash_rows(b"".join(ids), n), None, None, seqs)
+        index: Index = (_hash_rows(b"".join(ids), n), None, None, seqs)
         blob = SweptBlob(blob_id, 0, 0, ids_check(ids), index)
         if not seqs.all():
             blob.seq_min = blob.seq_max = 0  # unknown: see _place_placeholders
         return blob, int(seqs.max()) if n else 0
     except StoreError as e:
         raise MQError(Reason.RESOURCE_PROBLEM, f"reading blob {blob_id} of queue {qname!r} failed: {e}") from e
-    check = ids_check(ids)
+    check: int | None = ids_check(ids)
     if len(ids) != len(records):
         ids = [b"\0" * 24] * len(records)  # an unreadable manifest: ids serve only the index
         check = None
