@@ -1,26 +1,32 @@
-"""Replay benchmarks (issues 4 and 12): the numba kernel's events/s against the same kernel
-interpreted (NUMBA_DISABLE_JIT=1, in a subprocess, on a smaller trace); ``sweepq replay``
-end to end (file read -> metrics written) with its peak RSS per event; and the Spark
-pipeline's events/s with each stage's time."""
+"""Replay benchmarks (issues 4, 12 and 18): the numba kernel's events/s against the same kernel
+interpreted (NUMBA_DISABLE_JIT=1, in a subprocess, on a smaller trace), and how it scales
+with the lanes it keeps (what bounds it); ``sweepq replay`` end to end (file read -> metrics
+written) with its peak RSS per event; and the Spark pipeline's events/s with each stage's
+time, on a trace as one file, laid out by queue, by either shuffle, on local[*] and on a
+standalone cluster, all in one run (:func:`figures`; ``python -m sweepq.bench.replay_bench``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 _CHILD = r"""
 import json, sys, time
+from sweepq.engine.record import HEAD_LEN
 from sweepq.sweeper.replay import replay
 from sweepq.sweeper.traces import generate
 n_queues, seconds, rate = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 t = generate("many-queues", seconds=seconds, rate=rate, queues=n_queues, size=200, priorities=True, seed=1)
-replay(t, per_interval=False)  # compile (or warm up); the trace is checked and laid out once
+replay(t, record_header=HEAD_LEN, per_interval=False)  # compile (or warm up); the trace is checked and laid out once
 best = 1e9
 for _ in range(3):
-    t0 = time.perf_counter(); replay(t, per_interval=False); best = min(best, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    replay(t, record_header=HEAD_LEN, per_interval=False)
+    best = min(best, time.perf_counter() - t0)
 print(json.dumps({"events": len(t), "seconds": best, "events_per_s": len(t) / best}))
 """
 
@@ -111,3 +117,151 @@ def pipeline(events_m: float = 10.0, master: str = "local[*]", by_queue: bool = 
         "events_per_s": n / overall["seconds"],
         "events_per_s_after_warm_up": n / max(work, 1e-9),
     }
+
+
+def _best_seconds(fn, repeat: int = 5) -> float:
+    """The fastest of ``repeat`` runs of ``fn`` after one that warms up (compiles, loads)."""
+    import time
+
+    fn()
+    best = 1e9
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def kernel_lanes(events: int = 4_000_000, queues=(1, 100, 1000, 4000, 16000)) -> list[dict]:
+    """The kernel's speed as the number of queues (so of lane states and of the streams of
+    writes into ``prefix``) grows, at the same number of events: what bounds it. Few queues:
+    each event waits for the previous one's update of the same lane (a chain through memory);
+    thousands: the lane table and the lanes' tails leave the caches, and every eighth put of a
+    lane writes a new line that the CPU must first read from memory."""
+
+    from sweepq.engine.record import HEAD_LEN
+    from sweepq.sweeper.replay import replay
+    from sweepq.sweeper.traces import generate
+
+    rows = []
+    for q in queues:
+        t = generate("steady", seconds=60, rate=events / (q * 60 * 2), queues=q, size=200, seed=1)
+        best = _best_seconds(lambda t=t: replay(t, record_header=HEAD_LEN, per_interval=False))
+        rows.append({"queues": q, "events": len(t), "events_per_s": len(t) / best, "ns_per_event": best / len(t) * 1e9})
+    return rows
+
+
+FIGURES_TRACE = ["--kind", "many-queues", "--queues", "2000", "--rate", "80", "--seconds", "60", "--seed", "7"]
+
+
+def _sweepq(*args: str, env=None) -> tuple[dict | None, float, str]:
+    """Run ``sweepq ARGS`` as a user does; (its JSON on stdout if any, wall seconds, the command)."""
+    import shlex
+    import time
+
+    cmd = [sys.executable, "-m", "sweepq", *args]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    secs = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise RuntimeError(f"{shlex.join(['sweepq', *args])} failed: {p.stderr[-2000:]}")
+    out = p.stdout[p.stdout.find("{") :] if "{" in p.stdout else ""
+    return (json.loads(out) if out else None), secs, shlex.join(["sweepq", *args])
+
+
+def _pipeline_row(name: str, overall: dict, command: str) -> dict:
+    st = overall["stage_seconds"]
+    return {
+        "name": name,
+        "command": command,
+        "events": overall["events"],
+        "events_per_s": overall["events_per_second"],
+        "events_per_s_with_jvm_start": overall["events_per_second_with_jvm_start"],
+        "jvm_start_s": st["spark_start"],
+        "stage_seconds": st,
+        "layout": overall["layout"]["how"],
+        "layout_seconds": st["layout"],
+    }
+
+
+def figures(directory: str, cluster: bool = True, log=print) -> dict:
+    """Issue 18's figures in one run: the 27.5 M-event trace as one file and laid out by queue;
+    ``sweepq replay`` on the file; the kernel alone; ``sweepq pipeline`` on local[*] (the
+    layout made, then reused; the trace laid out already; the JVM shuffle for comparison) and
+    on a standalone cluster of two one-core workers; each with the JVM's start apart. Leaves
+    the traces and outputs in ``directory`` (the caller deletes them)."""
+
+    from sweepq.engine.record import HEAD_LEN
+    from sweepq.sweeper.replay import replay
+    from sweepq.sweeper.traces import read
+
+    os.makedirs(directory, exist_ok=True)
+    one, byq = os.path.join(directory, "t.parquet"), os.path.join(directory, "t_by_queue")
+    out: dict = {"commands": {}}
+    for target, more in ((one, []), (byq, ["--buckets", "16"])):
+        if not os.path.exists(target):
+            _, secs, cmd = _sweepq("trace", "generate", *FIGURES_TRACE, *more, "--out", target)
+            out["commands"][f"generate {os.path.basename(target)}"] = cmd
+    r, secs, cmd = _sweepq("replay", one, "--json")
+    out["replay"] = {
+        "command": cmd,
+        "events": r["events"],
+        "wall_s": secs,
+        "events_per_s_wall": r["events"] / secs,
+        "seconds": r["seconds"],
+        "events_per_s": r["events_per_second"],
+    }
+    log(f"replay: {out['replay']}")
+    t = read(one, persistent=False)
+    best = _best_seconds(lambda t=t: replay(t, record_header=HEAD_LEN, per_interval=False))
+    out["kernel"] = {"events": len(t), "seconds": best, "events_per_s": len(t) / best}
+    del t
+    log(f"kernel: {out['kernel']}")
+    rows = []
+
+    def pipe(name, traces, dest, *more, env=None):
+        o, _, cmd = _sweepq("pipeline", "--traces", traces, "--out", os.path.join(directory, dest), *more, env=env)
+        rows.append(_pipeline_row(name, o, cmd))
+        log(f"{name}: {rows[-1]}")
+
+    for d in ("o_file", "o_jvm"):
+        shutil.rmtree(os.path.join(directory, d), ignore_errors=True)
+    pipe("local[*], one file, layout made (Arrow)", one, "o_file")
+    pipe("local[*], one file, layout reused", one, "o_file")
+    pipe("local[*], laid out by queue", byq, "o_byq")
+    pipe("local[*], one file, JVM shuffle", one, "o_jvm", "--shuffle", "jvm")
+    if cluster:
+        from sweepq.pipeline.cluster import LocalCluster
+
+        with LocalCluster(workers=2, cores=1, memory="2g") as c:
+            shutil.rmtree(os.path.join(directory, "o_cluster"), ignore_errors=True)
+            pipe(
+                "standalone cluster (2 x 1 core), one file, layout made", one, "o_cluster", "--master", c.url, env=c.env
+            )
+            pipe(
+                "standalone cluster (2 x 1 core), laid out by queue", byq, "o_cluster_byq", "--master", c.url, env=c.env
+            )
+    out["pipeline"] = rows
+    return out
+
+
+if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR | lanes]
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m sweepq.bench.replay_bench")
+    sub = p.add_subparsers(dest="what", required=True)
+    f = sub.add_parser("figures", help="issue 18's figures on the 27.5 M-event trace, in one run")
+    f.add_argument("directory", help="where the traces and outputs go (several hundred MB)")
+    f.add_argument("--no-cluster", action="store_true", help="skip the standalone cluster")
+    sub.add_parser("lanes", help="the kernel's speed as the number of queues grows")
+    a = p.parse_args()
+    if a.what == "lanes":
+        for row in kernel_lanes():
+            rate, ns = row["events_per_s"] / 1e6, row["ns_per_event"]
+            print(f"{row['queues']:6d} queues: {rate:6.1f} M events/s ({ns:.1f} ns/event)")
+    else:
+        print(
+            json.dumps(
+                figures(a.directory, cluster=not a.no_cluster, log=lambda s: print(s, file=sys.stderr)), indent=2
+            )
+        )

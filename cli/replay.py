@@ -102,6 +102,7 @@ def _trace_partition(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     import threading
 
+    from sweepq.engine.record import HEAD_LEN
     from sweepq.sweeper import SweepPolicy
     from sweepq.sweeper.replay import replay, warm_up
     from sweepq.sweeper.traces import TraceError, read
@@ -126,7 +127,14 @@ def _replay(args: argparse.Namespace) -> int:
         factor=args.factor, extra=args.extra, interval=args.interval, rule=args.rule, memory_budget=args.memory_budget
     )
     t_kernel = time.perf_counter()
-    r = replay(trace, policy, max_blob_bytes=args.blob_bytes, max_blob_records=args.blob_records, per_interval=False)
+    r = replay(
+        trace,
+        policy,
+        record_header=HEAD_LEN,
+        max_blob_bytes=args.blob_bytes,
+        max_blob_records=args.blob_records,
+        per_interval=False,
+    )
     secs_kernel = time.perf_counter() - t_kernel
     out = r.overall()
     out["events"] = len(trace)

@@ -17,9 +17,10 @@ three things are added, in this order of force:
    budget itself is reached, ``BLOCK``: a put waits for room up to the queue's
    ``memory_wait_ms``, then fails with MQRC_STORAGE_NOT_AVAILABLE (2071); ``FAIL``: 2071 at
    once. Nothing already queued is ever dropped.
-3. **Memory given back.** After a large part of what was held has gone (swept, or got), the
-   allocator is asked to return it to the system (glibc ``malloc_trim``), so resident
-   memory falls when the queues drain.
+3. **Memory given back.** After ``TRIM_AFTER`` bytes (or an eighth of the peak, when that is
+   less) have gone since the peak (swept, or got), the allocator is asked to return free
+   memory to the system (glibc ``malloc_trim``), so resident memory falls as the queues
+   drain; gets count again every ``check_every`` bytes they free, and close gives back too.
 
 What is counted (:meth:`MemoryBudget.use`): the records in memory (their bytes plus
 ``PER_MESSAGE`` for the bytes object and the lane's arrays) and the store's memtables and
@@ -144,7 +145,9 @@ class MemoryBudget:
         self.over = over
         self.paging = total >= self.page_at
         self._peak = max(self._peak, total)
-        if self._peak - total > TRIM_AFTER and give_back():
+        # Give back at TRIM_AFTER freed, or an eighth of the peak when that is less (so the
+        # last megabytes of a drain go back too), never for less than a megabyte.
+        if self._peak - total > min(TRIM_AFTER, max(1 << 20, self._peak // 8)) and give_back():
             self.counts["trims"] += 1
             self._peak = total
         return total
@@ -188,9 +191,12 @@ class MemoryBudget:
             finally:
                 self.waiting -= 1
 
-    def freed(self) -> None:
-        """A get took messages while puts wait for room: count again (cheap when no one waits)."""
-        if self.waiting:
+    def after_get(self, q: LocalQueue) -> None:
+        """A get took messages from ``q`` (no lock held): count again when puts wait for room
+        (BLOCK), and every ``check_every`` bytes that left memory, so that memory is given
+        back while queues drain, not only at the sweeper's next interval."""
+        if self.waiting or q.checked_bytes - q.lanes.mem_bytes >= self.check_every:
+            q.checked_bytes = q.lanes.mem_bytes
             self.refresh()
 
     def after_put(self, q: LocalQueue, nbytes: int) -> None:
@@ -203,6 +209,7 @@ class MemoryBudget:
             q.paged += nbytes
         if q.unchecked >= self.check_every:
             q.unchecked = 0
+            q.checked_bytes = q.lanes.mem_bytes
             self.refresh()
             if q.paging and self.last_total < self.low:
                 q.stop_paging()

@@ -326,8 +326,8 @@ def finish(s: HandleState, q: LocalQueue, refs, joins: bool, durable: bool, mark
         for _ in refs:
             recorder.get(q.name)
     budget = q.budget
-    if budget is not None and budget.waiting:
-        budget.freed()  # puts wait for room (memory_policy=BLOCK): count again
+    if budget is not None:
+        budget.after_get(q)  # counts again now and then (engine/budget.py)
     return reason
 
 

@@ -20,7 +20,7 @@ from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
 from . import checks
-from .budget import MemoryBudget, MemoryUse, store_options_within
+from .budget import MemoryBudget, MemoryUse, give_back, store_options_within
 from .connection import Connection
 from .constants import Reason
 from .durable import SYNC_POLICIES, Journal
@@ -236,6 +236,8 @@ class QueueManager:
         self._storage.close()
         if self.recorder is not None:
             self.recorder.close()
+        if self.budget is not None:
+            give_back()  # what the queues held goes back to the system
 
     def __enter__(self) -> QueueManager:
         return self

@@ -283,6 +283,7 @@ class LocalQueue:
         # page-out, which happens at a blob's worth (page_bytes).
         self.budget: MemoryBudget | None = None
         self.unchecked = 0
+        self.checked_bytes = 0  # lanes.mem_bytes when the budget last counted
         self.paging = False
         self.paged = 0
         self.page_bytes = 256 * 1024

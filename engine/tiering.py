@@ -26,7 +26,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from sweepq.blobstore import BlobCorruptError, BlobInfo, Store, StoreError
-from sweepq.sweeper.runs import pieces
+from sweepq.sweeper.runs import choose_runs, pieces
 from sweepq.sweeper.stats import SweepCounters
 
 from .constants import Reason
@@ -157,17 +157,32 @@ class QueueTier:
     def choose(self, keep: int, rear_limits: list[int]) -> list[Target]:
         """Choose the runs, walking without the lock (every choice is verified again later).
 
-        Front lists, in get order across lanes: the first ``keep`` sweepable messages are
-        the buffer; the run is the longest all-sweepable stretch at the list's tail after it.
-        Rear lists: the longest all-sweepable stretch at the head, at most as many messages
-        as the lane held at :meth:`begin_locked`."""
+        Which messages move is sweeper.runs.choose_runs (the replay kernel compiles the same
+        function): the buffer is the first ``keep`` sweepable messages in get order across
+        lanes. Front lists: the run is the longest all-sweepable stretch at the list's tail
+        after the lane's share of the buffer. Rear lists: the longest all-sweepable stretch at
+        the head, at most as many messages as the lane held at :meth:`begin_locked`."""
         lanes, st = self.lanes, self.lanes.st
+        fronts = [list(lanes.walk(lane.front)) for lane in lanes.lanes]
+        rears = []
+        for lane in lanes.lanes:
+            rear: list[int] = []
+            for i in lanes.walk(lane.rear):
+                if len(rear) >= rear_limits[lane.priority] or st[i] >= AVAILABLE_BELOW:
+                    break
+                rear.append(i)
+            rears.append(rear)
+        n = len(lanes.lanes)
+        kept, moved = [0] * n, [0] * n
+        sweepable = [sum(st[i] < AVAILABLE_BELOW for i in f) for f in fronts]
+        choose_runs(sweepable, [len(r) for r in rears], rear_limits, keep, kept, moved)
         targets: list[Target] = []
-        remaining = keep
         for lane in reversed(lanes.lanes):
+            p = lane.priority
             chain = self.chain_name(lane)
             run: list[int] = []
-            for i in lanes.walk(lane.front):
+            remaining = kept[p]
+            for i in fronts[p]:
                 if st[i] < AVAILABLE_BELOW:
                     if remaining:
                         remaining -= 1
@@ -179,12 +194,7 @@ class QueueTier:
             # sweeper can pause between pieces.
             for lo, hi in reversed(pieces(len(run))):
                 targets.append(Target(lanes, lane, chain, True, run[lo:hi], self.ident))
-            rear: list[int] = []
-            limit = rear_limits[lane.priority]
-            for i in lanes.walk(lane.rear):
-                if len(rear) >= limit or st[i] >= AVAILABLE_BELOW:
-                    break
-                rear.append(i)
+            rear = rears[p][: moved[p]]
             for lo, hi in pieces(len(rear)):  # head piece first, each linked at the tail
                 targets.append(Target(lanes, lane, chain, False, rear[lo:hi], self.ident))
         return targets

@@ -87,12 +87,14 @@ def byte_size(text: str) -> int:
 
 def add_rule_options(p: argparse.ArgumentParser) -> None:
     """The sweep rule's options, the same for ``sweepq replay`` and ``sweepq pipeline``."""
+    from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS
+
     pos_int, nonneg_int, pos_float = number(int, 1), number(int, 0), number(float, 0, low_open=True)
     p.add_argument("--interval", type=pos_float, default=5.0, help="sweep interval in seconds")
     p.add_argument("--factor", type=nonneg_int, default=2, help="sweep when y > factor * x")
     p.add_argument("--extra", type=nonneg_int, default=5, help="buffer kept in memory: x + extra messages")
-    p.add_argument("--blob-bytes", type=pos_int, default=256 * 1024, help="max bytes per blob")
-    p.add_argument("--blob-records", type=pos_int, default=1024, help="max records per blob")
+    p.add_argument("--blob-bytes", type=pos_int, default=DEFAULT_MAX_BLOB_BYTES, help="max bytes per blob")
+    p.add_argument("--blob-records", type=pos_int, default=DEFAULT_MAX_BLOB_RECORDS, help="max records per blob")
     p.add_argument(
         "--rule",
         choices=("seed", "adaptive"),

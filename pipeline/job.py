@@ -7,13 +7,17 @@ a bad trace is one line on stderr and exit code 2.
 
 Stages (each timed, each with a progress line):
 
-1. layout: a trace laid out by queue is used as it is; anything else is laid out by queue
-   once, by a JVM-only Spark job (stages.partition) into ``OUT/partitioned``;
-2. replay: one Spark task per file of whole queues (pipeline/units.py); each writes its
-   per-interval metrics to ``OUT/metrics`` and returns a few numbers;
-   and per-queue summary (``OUT/summary``), and the what-if combinations (``OUT/grid_queues``),
-   and Spark reduces their small results (totals per interval, top queues, first fault);
-3. report: ``OUT/overall.json`` and ``OUT/report.html``.
+1. warm-up: a no-op job that starts the Python workers with the kernel loaded;
+2. layout: a trace laid out by queue is used as it is; a layout of the same trace kept by an
+   earlier run is reused; anything else is laid out by queue by a Spark job, the map side of
+   a shuffle in Arrow (pipeline/layout.py; ``--shuffle jvm``: Spark's own), and kept in
+   ``OUT/layout`` (or ``--layout``);
+3. replay: one Spark task per bucket of whole queues (pipeline/units.py); each writes its
+   per-interval metrics (``OUT/metrics``), per-queue summary (``OUT/summary``) and the
+   what-if combinations (``OUT/grid_queues``), and Spark reduces their small results
+   (totals per interval, top queues, faults);
+4. report: ``OUT/overall.json`` and ``OUT/report.html``, with events/s after the JVM's
+   start and with it, each stage's time, and whether the layout was made or reused.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def parse_grid(text: str, rule: str = "seed") -> list[tuple[float, int, int, int
     combination, as (interval, factor, extra, blob_bytes, rule) tuples.
 
     Raises ValueError naming the part and what to write instead."""
-    from sweepq.sweeper.replay import DEFAULT_MAX_BLOB_BYTES
+    from sweepq.sweeper.runs import DEFAULT_MAX_BLOB_BYTES
 
     axes: dict[str, list] = {
         "interval": [5.0],
@@ -92,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
             description="Replay the slow queue sweeper's rule over message traces with Spark: per-interval "
             "metrics (Parquet), summaries per queue and overall, and an HTML report. A trace laid out by "
             "queue ('sweepq trace partition', or 'trace generate --buckets') is used as it is; any other "
-            "trace is laid out by queue first by a Spark job.",
+            "trace (one file, or files with queues in any order) is laid out by queue first by a Spark "
+            "job, kept in OUT/layout (or --layout), and reused by the next run on the same trace.",
             formatter_class=HelpFormatter,
         )
     )
@@ -100,13 +105,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--traces", required=True, type=existing_path, help="trace: Parquet file or directory, or a .csv file"
     )
     p.add_argument("--out", required=True, help="output directory (created)")
-    p.add_argument("--master", default="local[*]", help="Spark master URL")
+    p.add_argument(
+        "--master",
+        default=None,
+        help="Spark master URL, e.g. spark://host:7077 (default: spark-submit's --master when run by it, "
+        "else local[*])",
+    )
     add_rule_options(p)
     p.add_argument(
         "--buckets",
         type=pos_int,
         default=None,
-        help="files to lay an arbitrary trace out in (default: 4 per core of the master)",
+        help="buckets of queues to lay a trace out in, one replay task each (default: 4 per core of the "
+        "master, or those of a layout reused)",
+    )
+    p.add_argument(
+        "--layout",
+        default=None,
+        help="directory to keep the layout of a trace in, and to reuse it from (default: OUT/layout)",
+    )
+    p.add_argument(
+        "--shuffle",
+        choices=("arrow", "jvm"),
+        default="arrow",
+        help="how to lay a trace out by queue: the map side of a shuffle in Arrow (tasks read ranges with "
+        "pyarrow and write per-bucket files), or Spark's own shuffle in the JVM (slower; for comparison)",
     )
     p.add_argument(
         "--grid",
@@ -119,44 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace, spark=None, log=print) -> dict:
-    import numpy as np
+def _job(args: argparse.Namespace, layout: dict) -> dict:
+    """What every replay task is told: the intervals, the rule, the bounds, where to write."""
+    from sweepq.engine.record import HEAD_LEN
 
-    from sweepq.pipeline import stages
-    from sweepq.pipeline.report import render
-    from sweepq.pipeline.session import spark_session
-    from sweepq.sweeper.replay import METRICS, overall_figures
-    from sweepq.sweeper.traces import read_layout
-
-    times: dict[str, float] = {}
-    stages.check_input(args.traces)
-    t_jvm = time.perf_counter()
-    spark = spark or spark_session(args.master, ui=getattr(args, "ui", False))
-    times["spark_start"] = round(time.perf_counter() - t_jvm, 3)
-    t_start = time.perf_counter()
-    ui = spark.sparkContext.uiWebUrl
-    where = f" (Spark UI {ui})" if ui else ""
-    os.makedirs(args.out, exist_ok=True)
-
-    layout = read_layout(args.traces)
-    if layout is not None:
-        path, trace_dir = "laid out by queue", args.traces
-        log(f"layout: {args.traces} is laid out by queue in {len(layout['files'])} files{where}")
-    else:
-        path, trace_dir = "partitioned by a Spark job", os.path.join(args.out, "partitioned")
-        buckets = args.buckets or 4 * spark.sparkContext.defaultParallelism
-        log(f"layout: laying {args.traces} out by queue in {buckets} files (one Spark job, JVM only){where}")
-        with stages.timed(times, "partition"):
-            layout = stages.partition(spark, args.traces, trace_dir, buckets)
-            stages.write_layout(trace_dir, layout)
-        log(f"layout: {layout['events']:,} events laid out in {times['partition']:.1f} s")
     events, t0, t_end = int(layout["events"]), int(layout["t0"]), int(layout["t_end"])
-    n_int = int((t_end - t0) // round(args.interval * 1e6) + 1) if events else 0
-    units = stages.units_of(trace_dir, layout)
-    job = {
+    return {
         "t0": t0,
         "t_end": t_end,
-        "n_intervals": n_int,
+        "n_intervals": int((t_end - t0) // round(args.interval * 1e6) + 1) if events else 0,
         "interval": args.interval,
         "factor": args.factor,
         "extra": args.extra,
@@ -164,22 +158,97 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
         "memory_budget": args.memory_budget,
         "blob_bytes": args.blob_bytes,
         "blob_records": args.blob_records,
-        "out": os.path.abspath(args.out) if "://" not in args.out else args.out,
+        "record_header": HEAD_LEN,  # what the engine counts per message beyond its payload
+        "out": args.out,
         "grid": args.grid or [],
     }
-    for sub in ("metrics", "summary", "grid_queues"):
-        _clear(os.path.join(args.out, sub))
-    log(
-        f"replay: {events:,} events, {len(units)} work units, {n_int:,} intervals of {args.interval:g} s"
-        + (f", what-if grid of {len(args.grid)} combinations" if args.grid else "")
-    )
+
+
+def _layout(spark, args: argparse.Namespace, times: dict, log, where: str) -> tuple[str, dict, str]:
+    """The layout stage: a trace laid out already, a layout reused, or one made (and kept)."""
+    from sweepq.pipeline import layout as lay
+    from sweepq.pipeline import stages
+
+    directory = args.layout or lay.default_directory(args.out)
+    with stages.timed(times, "layout"):
+        trace_dir, layout, how = stages.lay_out(spark, args.traces, directory, args.buckets, args.shuffle)
+    n = len(lay.units(layout))
+    if how == "given":
+        log(f"layout: {args.traces} is laid out by queue in {n} units{where}")
+    elif how == "reused":
+        log(
+            f"layout: reused {trace_dir} ({n} buckets, made by the {layout['made_by']} shuffle in "
+            f"{layout['seconds']:.1f} s at {layout['made_at']}; same trace files, sizes and times){where}"
+        )
+    else:
+        log(
+            f"layout: {layout['events']:,} events laid out by queue in {n} buckets by the {args.shuffle} shuffle "
+            f"in {times['layout']:.1f} s{_task_cpu(layout)}, kept in {trace_dir} for the next run{where}"
+        )
+    return trace_dir, layout, how
+
+
+def _task_cpu(layout: dict) -> str:
+    if layout.get("made_by") != "arrow":
+        return ""
+    return f" ({len(layout['ranges'])} tasks, {layout['task_cpu_seconds']:.1f} s of CPU)"
+
+
+def _write_atomically(path: str, text: str) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def run(args: argparse.Namespace, spark=None, log=print) -> dict:
+    """Run the pipeline (see the module docstring); returns what overall.json holds.
+
+    A run that fails leaves no report: the previous run's overall.json, report.html and
+    metrics are removed first, and the report is written only when every task succeeded.
+
+    :raises TraceError: a bad trace (the first row at fault, in the input's numbering)."""
     import threading
 
+    import numpy as np
+
+    from sweepq.pipeline import stages
+    from sweepq.pipeline.java import runtime
+    from sweepq.pipeline.report import render, restamp
+    from sweepq.pipeline.session import spark_session
+    from sweepq.sweeper.replay import METRICS, overall_figures
+
+    times: dict[str, float] = {}
+    # Executors run elsewhere (another directory, another machine): every path absolute.
+    for name in ("traces", "out", "layout"):
+        value = getattr(args, name, None)
+        if value and "://" not in value:
+            setattr(args, name, os.path.abspath(value))
+    stages.check_input(args.traces)
+    _clear_results(args.out)
+    java = runtime()
+    t_jvm = time.perf_counter()
+    spark = spark or spark_session(args.master, ui=getattr(args, "ui", False))
+    times["spark_start"] = round(time.perf_counter() - t_jvm, 3)
+    t_start = time.perf_counter()
+    ui = spark.sparkContext.uiWebUrl
+    where = f" (Spark UI {ui})" if ui else ""
+    log(f"spark: {spark.sparkContext.master} started in {times['spark_start']:.1f} s; {java.describe()}")
+    group = f"sweepq-{os.getpid()}-{time.time_ns()}"
+    spark.sparkContext.setJobGroup(group, "sweepq pipeline")
     # The driver idles while the tasks run: load the report's plotting library meanwhile.
     threading.Thread(target=lambda: __import__("matplotlib.pyplot"), daemon=True).start()
     with stages.timed(times, "warm_up"):
         workers = stages.warm_up_workers(spark)
     log(f"warm-up: {workers} Python workers started with the kernel loaded in {times['warm_up']:.1f} s")
+    trace_dir, layout, how = _layout(spark, args, times, log, where)
+    events = int(layout["events"])
+    job = _job(args, layout)
+    units = stages.units_of(trace_dir, layout)
+    log(
+        f"replay: {events:,} events, {len(units)} work units, {job['n_intervals']:,} intervals of {args.interval:g} s"
+        + (f", what-if grid of {len(args.grid)} combinations" if args.grid else "")
+    )
     t_map = time.perf_counter()
 
     def progress(done: int) -> None:
@@ -188,61 +257,114 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
 
     with stages.timed(times, "replay"):
         result = stages.replay_map(spark, units, job, progress)
-    fault = stages.first_fault(result)
+    fault = stages.first_fault(spark, result, layout)
     if fault is not None:
-        if path != "laid out by queue" and fault.row is not None:
-            fault = type(fault)(fault.column, stages.row_of_id(spark, args.traces, fault.row), fault.why)
         raise fault
     log(
         f"replay: {events:,} events in {times['replay']:.1f} s ({result['units']} tasks: "
         f"{result['read_seconds']:.1f} s reading, {result['seconds'] - result['read_seconds']:.1f} s replaying, "
-        "summed over tasks)"
+        f"{result['cpu_seconds']:.1f} s of CPU, summed over tasks)"
     )
     totals = result["totals"] if result.get("totals") is not None else np.zeros((0, len(METRICS)), np.int64)
     overall = {"events": events, **overall_figures(totals, int(result["queues"]), int(totals[:, 0].sum()))}
     grid = stages.grid_figures(result, args.grid) if args.grid else None
-    seconds = time.perf_counter() - t_start
-    overall["path"] = path
-    overall["stage_seconds"] = times
-    overall["seconds"] = round(seconds, 2)
-    overall["events_per_second"] = int(events / max(1e-9, seconds))
     overall["interval_s"] = args.interval
     overall["rule"] = args.rule
     overall["memory_budget_bytes"] = args.memory_budget
-    overall["t0_us"] = t0
-    with open(os.path.join(args.out, "overall.json"), "w") as f:
-        json.dump(overall, f, indent=2)
+    overall["t0_us"] = job["t0"]
+    overall["java"] = java.describe()
+    overall["master"] = spark.sparkContext.master
+    overall["tasks_failed"] = stages.failed_tasks(spark, group)
+    overall["task_cpu_seconds"] = {
+        "layout": layout.get("task_cpu_seconds") if how == "made" else 0.0,
+        "replay": round(result["cpu_seconds"], 3),
+    }
+    if overall["tasks_failed"]:
+        log(f"retries: {overall['tasks_failed']} task attempts failed (an executor lost?) and ran again")
+    times["report"] = 0.0
+    before = {**overall, **_speed(events, time.perf_counter() - t_start, times, layout, how, trace_dir)}
     with stages.timed(times, "report"):
-        html = render(totals, result.get("top", []), overall, grid)
-        with open(os.path.join(args.out, "report.html"), "w") as f:
-            f.write(html)
+        html = render(totals, result.get("top", []), before, grid)
+    seconds = time.perf_counter() - t_start
+    overall.update(_speed(events, seconds, times, layout, how, trace_dir))
+    _write_atomically(os.path.join(args.out, "overall.json"), json.dumps(overall, indent=2))
+    _write_atomically(os.path.join(args.out, "report.html"), restamp(html, before, overall))
     log(
-        f"done: {events:,} events in {seconds:.1f} s after the JVM start ({overall['events_per_second'] / 1e6:.1f} "
-        f"M events/s; path: {path}; stages {times}): {args.out}/report.html"
+        f"done: {events:,} events in {seconds:.1f} s after the JVM start, {overall['events_per_second'] / 1e6:.1f} M "
+        f"events/s ({overall['events_per_second_with_jvm_start'] / 1e6:.1f} M events/s with the JVM's "
+        f"{times['spark_start']:.1f} s start); layout {how}; stages {times}: {args.out}/report.html"
     )
     return overall
 
 
-def _clear(directory: str) -> None:
-    """Remove a previous run's output of a stage (its tasks write parts by name)."""
+def _speed(events: int, seconds: float, times: dict, layout: dict, how: str, trace_dir: str) -> dict:
+    """The run's speed and its layout, for overall.json and the report: events/s after the
+    JVM's start and with it, each stage's seconds, and whether the layout was made or reused."""
+    return {
+        "seconds": round(seconds, 2),
+        "seconds_with_jvm_start": round(seconds + times["spark_start"], 2),
+        "events_per_second": int(events / max(1e-9, seconds)),
+        "events_per_second_with_jvm_start": int(events / max(1e-9, seconds + times["spark_start"])),
+        "stage_seconds": dict(times),
+        "path": {"given": "laid out by queue", "reused": "layout reused", "made": "laid out by a Spark job"}[how],
+        "layout": {
+            "how": how,
+            "reused": how == "reused",
+            "directory": trace_dir,
+            "made_by": layout.get("made_by", "sweepq trace"),
+            "seconds": times["layout"],
+            "seconds_when_made": layout.get("seconds"),
+        },
+    }
+
+
+def _clear_results(out: str) -> None:
+    """Remove a previous run's results (the layout stays, for reuse): a run that fails then
+    leaves no report that could be taken for its own."""
     import shutil
 
-    if "://" not in directory and os.path.isdir(directory):
-        shutil.rmtree(directory)
+    if "://" in out:
+        return
+    os.makedirs(out, exist_ok=True)
+    for sub in ("metrics", "summary", "grid_queues"):
+        shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
+    for name in ("overall.json", "report.html"):
+        if os.path.exists(os.path.join(out, name)):
+            os.remove(os.path.join(out, name))
+
+
+def _why_spark_failed(e: Exception) -> str:
+    """The first line of what Spark said (a Java exception's message, not its stack)."""
+    java = getattr(e, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(e)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(e).__name__)
+    return first[:400]
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``sweepq pipeline`` and spark-submit's entry: exit 0 with overall.json on stdout; 2 with
+    one line for a bad argument or trace (or no Java); 1 with one line when Spark fails (no
+    report is left then)."""
     args = build_parser().parse_args(argv)
     from sweepq.sweeper.traces import TraceError
 
+    prog = "sweepq pipeline"
     try:
         overall = run(args, log=lambda s: print(s, file=sys.stderr, flush=True))
-    except TraceError as e:
-        print(f"sweepq pipeline: error: argument --traces: {e}", file=sys.stderr)
+    except (TraceError, FileNotFoundError) as e:
+        print(f"{prog}: error: argument --traces: {e}", file=sys.stderr)
         return 2
-    except FileNotFoundError as e:
-        print(f"sweepq pipeline: error: argument --traces: {e}", file=sys.stderr)
+    except RuntimeError as e:
+        if "needs Java" not in str(e):
+            print(
+                f"{prog}: error: the Spark job failed: {_why_spark_failed(e)}; no report was written", file=sys.stderr
+            )
+            return 1
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # Spark's own failures (py4j, pyspark): one line, not a Java stack
+        print(f"{prog}: error: the Spark job failed: {_why_spark_failed(e)}; no report was written", file=sys.stderr)
+        return 1
     print(json.dumps(overall, indent=2))
     return 0
 

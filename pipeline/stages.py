@@ -1,16 +1,19 @@
-"""The pipeline's Spark stages: lay out by queue (once, JVM only) -> replay map -> aggregations.
+"""The pipeline's Spark stages: lay out by queue (once, kept) -> replay map -> small reduces.
 
-The work is a *map*, not a shuffle of events: a trace laid out by queue (files of whole
-queues, sweeper/traces.py ``write_by_queue`` or :func:`partition`) is a list of work units;
-Spark schedules one task per unit, and each task reads its own file with pyarrow, checks it
-with the one checker of sweeper/traces.py, runs the numba kernel and writes its per-interval
-metrics as Parquet (pipeline/units.py). Events never travel from the JVM into Python. Spark
-does what it is for: scheduling and retries, the cluster, the one-off partition job (read,
-repartition by queue bucket, write: all in the JVM) and the aggregations of the metrics.
+The work is a *map*, not a shuffle of events: a trace laid out by queue is a list of work
+units, each of whole queues; Spark schedules one task per unit, and each task reads its own
+files with pyarrow, checks them with the one checker of sweeper/traces.py, runs the numba
+kernel and writes its per-interval metrics as Parquet (pipeline/units.py). Any other trace is
+laid out first by the map side of a shuffle done in Arrow (pipeline/layout.py: one task per
+range of the input, writing per-bucket files), or, with ``shuffle="jvm"``, by Spark's own
+shuffle (repartition by queue in the JVM), kept for comparison. Events never travel from the
+JVM into Python. Spark does what it is for: scheduling and retries, the cluster, and the
+reduce of the tasks' small results.
 """
 
 from __future__ import annotations
 
+import csv
 import os
 import threading
 import time
@@ -18,16 +21,9 @@ import time
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sweepq.sweeper.traces import (
-    COLUMNS,
-    LAYOUT_FILE,
-    TraceError,
-    _filesystem,
-    _require,
-    parquet_files,
-    read_layout,
-)
+from sweepq.sweeper.traces import COLUMNS, TraceError, _require, parquet_files, read_layout
 
+from . import layout as lay
 from .units import combine, replay_unit
 
 
@@ -43,7 +39,7 @@ def check_input(path: str) -> None:
             first = f.readline()
         if not first.strip():
             raise TraceError(None, None, f"{path}: the file is empty (a CSV trace starts with the header)")
-        _require([c.strip() for c in first.strip().split(",")], path)
+        _require([c.strip() for c in next(csv.reader([first]))], path)  # names may be quoted
         return
     if read_layout(path) is not None:
         return
@@ -52,7 +48,7 @@ def check_input(path: str) -> None:
 
 
 def partition(spark: SparkSession, path: str, out: str, buckets: int) -> dict:
-    """Lay an arbitrary trace out by queue with one Spark job, JVM only: read, number the rows
+    """Lay an arbitrary trace out by queue with Spark's own shuffle, JVM only: read, number the rows
     (``row``: their order in the input, which the order rule and the error messages use),
     repartition by a hash of the queue into ``buckets`` files of whole queues, each in input
     order, write Parquet. Values are not cast or checked here: the tasks check them, by the
@@ -121,27 +117,98 @@ def layout_of_files(directory: str) -> dict:
             hi = mx if hi is None else max(hi, mx)
         entries.append({"path": os.path.relpath(f, directory) if "://" not in directory else f, "events": md.num_rows})
         events += md.num_rows
-    return {"format": "sweepq-trace-by-queue", "events": events, "t0": lo or 0, "t_end": hi or 0, "files": entries}
+    return {"format": lay.FORMAT, "events": events, "t0": lo or 0, "t_end": hi or 0, "files": entries}
+
+
+def arrow_layout(spark: SparkSession, path: str, out: str, buckets: int) -> dict:
+    """Lay a trace out by queue with the map side of a shuffle in Arrow (pipeline/layout.py):
+    one Spark task per range of the input. Returns the manifest, written last.
+
+    :raises TraceError: a value that cannot be read (the first row at fault over all ranges)."""
+    sc = spark.sparkContext
+    t = time.perf_counter()
+    # Small ranges (a row group or two): more tasks to balance, and a worker reuses its memory.
+    ranges = lay.plan(path, 8 * sc.defaultParallelism)
+    lay.clear(out)
+    sc.setJobDescription("sweepq layout (Arrow)")
+    results = sc.parallelize(ranges, len(ranges)).map(lambda r: lay.split(r, out, buckets)).collect()
+    faults = [TraceError(*r["error"]) for r in results if r["error"] is not None]
+    if faults:
+        raise min(faults, key=lambda e: -1 if e.row is None else e.row)
+    return lay.manifest(ranges, results, lay.fingerprint(path), buckets, "arrow", time.perf_counter() - t)
+
+
+def jvm_layout(spark: SparkSession, path: str, out: str, buckets: int) -> dict:
+    """Lay a trace out by queue with Spark's shuffle (:func:`partition`); the same manifest,
+    each unit one Parquet file whose ``row`` column numbers the input's rows."""
+    t = time.perf_counter()
+    spark.sparkContext.setJobDescription("sweepq layout (JVM shuffle)")
+    files = partition(spark, path, out, buckets)
+    units = [
+        {"bucket": k, "parts": [{"path": f["path"], "events": f["events"], "range": None}], "events": f["events"]}
+        for k, f in enumerate(files["files"])
+    ]
+    seconds = time.perf_counter() - t
+    made = lay.manifest([], [], lay.fingerprint(path), buckets, "jvm", seconds)
+    made.update(events=files["events"], t0=files["t0"], t_end=files["t_end"], units=units)
+    return made
+
+
+SHUFFLES = {"arrow": arrow_layout, "jvm": jvm_layout}
+
+
+def lay_out(spark: SparkSession, path: str, directory: str, buckets: int | None, shuffle: str = "arrow"):
+    """The layout the replay reads, and how it was had: ``(directory, manifest, how)`` where
+    ``how`` is "given" (``path`` is laid out by queue already), "reused" (a finished layout of
+    the same source, and of ``buckets`` when given, in ``directory``), or "made" (by the
+    ``shuffle``, into ``directory``, its manifest written last)."""
+    given = read_layout(path)
+    if given is not None:
+        return path, given, "given"
+    source = lay.fingerprint(path)
+    found = lay.reusable(directory, source, buckets)
+    if found is not None:
+        return directory, found, "reused"
+    made = SHUFFLES[shuffle](spark, path, directory, buckets or 4 * spark.sparkContext.defaultParallelism)
+    lay.write_manifest(directory, made)
+    return directory, made, "made"
 
 
 def units_of(directory: str, layout: dict) -> list[dict]:
-    """The work units of a trace laid out by queue, largest first (so the last task to start is short)."""
-    files = sorted(layout["files"], key=lambda f: -f["events"])
+    """The work units of a trace laid out by queue, largest first (so the last task to start
+    is short); ``unit`` is the unit's place in the manifest (for a fault's row)."""
     base = directory.rstrip("/")
+    found = sorted(enumerate(lay.units(layout)), key=lambda u: -u[1]["events"])
     return [
-        {"index": i, "path": f["path"] if "://" in f["path"] else base + "/" + f["path"], "events": f["events"]}
-        for i, f in enumerate(files)
+        {
+            "index": i,
+            "unit": k,
+            "parts": [p if "://" in p else base + "/" + p for p in u["parts"]],
+            "events": u["events"],
+        }
+        for i, (k, u) in enumerate(found)
     ]
 
 
 def _warm(_it):
     import pyarrow.parquet  # noqa: F401  (the workers are reused: the replay job finds these loaded)
 
-    from sweepq.pipeline import units  # noqa: F401
+    from sweepq.pipeline import layout, units  # noqa: F401
     from sweepq.sweeper.replay import warm_up
 
     warm_up()
     yield os.getpid()
+
+
+def failed_tasks(spark: SparkSession, group: str) -> int:
+    """Task attempts that failed in the jobs of ``group`` (and ran again: the jobs succeeded),
+    such as those of an executor lost mid-job."""
+    tracker = spark.sparkContext.statusTracker()
+    stages: set[int] = set()
+    for job in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job)
+        stages.update(info.stageIds if info else ())
+    return sum(info.numFailedTasks for info in map(tracker.getStageInfo, stages) if info is not None)
 
 
 def warm_up_workers(spark: SparkSession) -> int:
@@ -160,7 +227,15 @@ def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None)
     While it runs, ``progress(events_done)`` is called every two seconds from a driver thread
     (an accumulator that each task adds its events to when it finishes)."""
     if not units:
-        return {"units": 0, "events": 0, "queues": 0, "error": None, "seconds": 0.0, "read_seconds": 0.0}
+        return {
+            "units": 0,
+            "events": 0,
+            "queues": 0,
+            "errors": [],
+            "seconds": 0.0,
+            "cpu_seconds": 0.0,
+            "read_seconds": 0.0,
+        }
     sc = spark.sparkContext
     done = sc.accumulator(0)
 
@@ -183,6 +258,7 @@ def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None)
     if watcher:
         watcher.start()
     try:
+        sc.setJobDescription("sweepq replay")
         return sc.parallelize(units, max(1, len(units))).mapPartitions(run).reduce(combine)
     finally:
         stop.set()
@@ -190,12 +266,20 @@ def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None)
             watcher.join()
 
 
-def first_fault(result: dict) -> TraceError | None:
-    """The fault with the lowest row over all units (None when every unit was clean)."""
-    if result["error"] is None:
-        return None
-    column, row, why = result["error"]
-    return TraceError(column, row, why)
+def first_fault(spark: SparkSession, result: dict, layout: dict) -> TraceError | None:
+    """The fault at the lowest row of the input over all units (None when every unit was
+    clean). A unit reports a row of its own; it becomes the input's row here: through the
+    layout's ranges (made in Arrow), the ``row`` ids (made by the JVM shuffle), or as it is
+    (a trace laid out by ``sweepq trace``, which is the input)."""
+    faults = []
+    made_by = layout.get("made_by")
+    for unit, column, row, why in result["errors"]:
+        if row is not None and made_by == "arrow":
+            row = lay.input_row(layout, unit, row)
+        elif row is not None and made_by == "jvm":
+            row = row_of_id(spark, layout["source"]["path"], row)
+        faults.append(TraceError(column, row, why))
+    return min(faults, key=lambda e: -1 if e.row is None else e.row) if faults else None
 
 
 def grid_figures(result: dict, grid: list[tuple]) -> list[dict]:
@@ -223,14 +307,6 @@ def grid_figures(result: dict, grid: list[tuple]) -> list[dict]:
             }
         )
     return figures
-
-
-def write_layout(directory: str, layout: dict) -> None:
-    import json
-
-    fs, d = _filesystem(directory)
-    with fs.open_output_stream(d.rstrip("/") + "/" + LAYOUT_FILE) as f:
-        f.write(json.dumps(layout, indent=1).encode())
 
 
 def timed(stages: dict, name: str):

@@ -1,10 +1,11 @@
-"""One work unit of the pipeline: a file of whole queues, read with pyarrow, checked, replayed.
+"""One work unit of the pipeline: files of whole queues, read with pyarrow, checked, replayed.
 
 This is what a Spark task runs (pipeline/stages.py schedules the units). It imports no
-pyspark: rows never travel from Spark's JVM into Python; the task reads its own file (local
-path or any ``pyarrow.fs`` URI), runs the one checker of sweeper/traces.py and the numba
-kernel, writes its per-interval metrics as Parquet beside the others, and returns only a
-small summary (events, queues, seconds, or the first fault) to the driver.
+pyspark: rows never travel from Spark's JVM into Python; the task reads its own files (local
+paths or any ``pyarrow.fs`` URI: a bucket's parts of an Arrow layout, or one Parquet file of
+a trace laid out by ``sweepq trace``), runs the one checker of sweeper/traces.py and the
+numba kernel, writes its per-interval metrics as Parquet beside the others, and returns only
+a small summary (events, queues, seconds, or its first fault) to the driver.
 """
 
 from __future__ import annotations
@@ -18,16 +19,30 @@ from sweepq.sweeper import SweepPolicy
 from sweepq.sweeper.replay import METRICS, SUMMARY, replay
 from sweepq.sweeper.traces import TraceError, _filesystem, read_unit
 
+from .layout import PART, read_parts
+
 GRID_AXES = ("interval", "factor", "extra", "blob_bytes")
 
 
 def _write(table, directory: str, name: str) -> None:
+    """Write a part under a temporary name and rename it into place: a retried task (its
+    executor lost) replaces the part whole, and no reader sees half of one."""
+    import uuid
+
     import pyarrow.parquet as pq
 
     fs, d = _filesystem(directory)
+    d = d.rstrip("/")
     fs.create_dir(d, recursive=True)
-    with fs.open_output_stream(d.rstrip("/") + "/" + name) as f:
+    tmp = f"{d}/.tmp-{uuid.uuid4().hex}-{name}"
+    with fs.open_output_stream(tmp) as f:
         pq.write_table(table, f)
+    fs.move(tmp, f"{d}/{name}")
+
+
+def read(parts: list[str]):
+    """A unit's trace: a bucket's parts of an Arrow layout, or one Parquet file."""
+    return read_parts(parts) if parts[0].endswith(PART) else read_unit(parts[0])
 
 
 def _metrics_table(r, queues: list[str]):
@@ -74,23 +89,32 @@ def _top(cols: dict, n: int = TOP) -> list[dict]:
 
 
 def replay_unit(unit: dict, job: dict) -> dict:
-    """Replay one unit. ``unit``: {"index", "path"}; ``job``: t0, t_end, n_intervals, policy
-    parameters, blob bounds, output directory, and the what-if grid (a list of combinations).
+    """Replay one unit. ``unit``: {"index", "unit", "parts"}; ``job``: t0, t_end, n_intervals,
+    policy parameters, record header, blob bounds, output directory, and the what-if grid (a
+    list of combinations).
 
     Writes ``metrics`` (per queue and interval), ``summary`` (per queue) and, for the grid,
-    ``grid_queues`` as Parquet parts named by the unit (a retried task rewrites the same
-    parts). Returns a small result that :func:`combine` merges: events, queues, the first
-    fault (column, row, why) or None, seconds, per-interval totals over the unit's queues
-    (for each grid combination too) and the unit's top queues."""
+    ``grid_queues`` as Parquet parts named by the unit (a retried task replaces the same
+    parts whole). Returns a small result that :func:`combine` merges: events, queues, its
+    fault as [(unit, column, row in the unit, why)] or [], seconds, per-interval totals over
+    the unit's queues (for each grid combination too) and the unit's top queues."""
     import pyarrow as pa
 
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     name = f"part-{unit['index']:05d}.parquet"
-    result = {"units": 1, "events": 0, "queues": 0, "error": None, "seconds": 0.0, "read_seconds": 0.0}
+    result = {
+        "units": 1,
+        "events": 0,
+        "queues": 0,
+        "errors": [],
+        "seconds": 0.0,
+        "read_seconds": 0.0,
+        "cpu_seconds": 0.0,
+    }
     try:
-        trace = read_unit(unit["path"])
+        trace = read(unit["parts"])
     except TraceError as e:
-        result["error"] = (e.column, e.row, e.why)
+        result["errors"] = [(unit["unit"], e.column, e.row, e.why)]
         return result
     t_read = time.perf_counter()
     policy = SweepPolicy(
@@ -105,6 +129,7 @@ def replay_unit(unit: dict, job: dict) -> dict:
         policy,
         t0=job["t0"],
         n_intervals=job["n_intervals"],
+        record_header=job["record_header"],
         max_blob_bytes=job["blob_bytes"],
         max_blob_records=job["blob_records"],
     )
@@ -121,6 +146,7 @@ def replay_unit(unit: dict, job: dict) -> dict:
             p,
             t0=job["t0"],
             n_intervals=n_int,
+            record_header=job["record_header"],
             max_blob_bytes=blob_bytes,
             max_blob_records=job["blob_records"],
             per_interval=False,
@@ -141,6 +167,7 @@ def replay_unit(unit: dict, job: dict) -> dict:
         events=len(trace),
         queues=len(trace.queues),
         seconds=time.perf_counter() - t_start,
+        cpu_seconds=time.process_time() - cpu_start,
         read_seconds=t_read - t_start,
         totals=totals,
         grid=grid_totals,
@@ -151,9 +178,8 @@ def replay_unit(unit: dict, job: dict) -> dict:
 
 def combine(a: dict, b: dict) -> dict:
     """Merge two units' results (associative and commutative: Spark reduces them in any order)."""
-    out = {k: a[k] + b[k] for k in ("units", "events", "queues", "seconds", "read_seconds")}
-    faults = [f for f in (a["error"], b["error"]) if f is not None]
-    out["error"] = min(faults, key=lambda f: -1 if f[1] is None else f[1]) if faults else None
+    out = {k: a[k] + b[k] for k in ("units", "events", "queues", "seconds", "cpu_seconds", "read_seconds")}
+    out["errors"] = a["errors"] + b["errors"]  # at most one a unit; the driver finds the first
     ta, tb = a.get("totals"), b.get("totals")
     out["totals"] = tb if ta is None else ta if tb is None else ta + tb
     ga, gb = a.get("grid"), b.get("grid")

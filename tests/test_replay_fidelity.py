@@ -13,6 +13,7 @@ import pytest
 
 from sweepq.blobstore import MemoryStore
 from sweepq.engine import GMO, MD, OO, MQError, Persistence, QueueManager, Reason
+from sweepq.engine.record import HEAD_LEN
 from sweepq.sweeper import ManualClock, SweepPolicy
 from sweepq.sweeper.replay import M, replay
 from sweepq.sweeper.traces import PUT, generate
@@ -87,7 +88,7 @@ def run_engine(trace, policy, in_memory_store=False):
 
 def compare(trace, policy, in_memory_store=False):
     engine = run_engine(trace, policy, in_memory_store)
-    r = replay(trace, policy, max_blob_bytes=BLOB_BYTES, max_blob_records=BLOB_RECORDS)
+    r = replay(trace, policy, record_header=HEAD_LEN, max_blob_bytes=BLOB_BYTES, max_blob_records=BLOB_RECORDS)
     checked = 0
     for q in trace.queues:
         rows = engine[q]
@@ -176,7 +177,7 @@ def test_recorded_run_replays_to_the_same_counts(tmp_path):
             swept.append(qm._queue("A").sweep_stats().msgs_swept)
     trace = read(path)
     assert len(trace) == 10 * (50 + 13)
-    r = replay(trace, policy, t0=0, max_blob_bytes=BLOB_BYTES, max_blob_records=BLOB_RECORDS)
+    r = replay(trace, policy, record_header=HEAD_LEN, t0=0, max_blob_bytes=BLOB_BYTES, max_blob_records=BLOB_RECORDS)
     assert list(r.metric("swept_msgs", "A")[:10]) == swept
 
 
@@ -193,7 +194,13 @@ def test_kernel_matches_engine_with_a_memory_budget():
     engine exactly as in the replay."""
     # Bursts that consumers keep up with within 5 s (y <= 2x): the rule alone never sweeps.
     trace = generate("bursty", seconds=60, rate=60.0, queues=3, size=300, priorities=True, seed=7)
-    free = replay(trace, SweepPolicy(interval=5.0), max_blob_bytes=BLOB_BYTES, max_blob_records=BLOB_RECORDS)
+    free = replay(
+        trace,
+        SweepPolicy(interval=5.0),
+        record_header=HEAD_LEN,
+        max_blob_bytes=BLOB_BYTES,
+        max_blob_records=BLOB_RECORDS,
+    )
     peak = int(free.totals[:, M["mem_bytes"]].max())
     policy = SweepPolicy(interval=5.0, memory_budget=peak // 4)
     checked, r = compare(trace, policy, in_memory_store=True)

@@ -9,6 +9,7 @@ import numba
 import numpy as np
 import pytest
 
+from sweepq.engine.record import HEAD_LEN
 from sweepq.sweeper import SweepPolicy
 from sweepq.sweeper.policy import ADAPTIVE_STATE, budget_order, decide, decide_adaptive, over_budget
 from sweepq.sweeper.replay import M, replay
@@ -44,8 +45,8 @@ def test_rules_compile_with_numba_to_the_same_answers():
 @pytest.mark.parametrize("kind", KINDS)
 def test_adaptive_rule_does_not_thrash_at_no_higher_peak(kind):
     t = generate(kind, seconds=600, rate=50, queues=12 if kind == "many-queues" else 2, priorities=True, seed=7)
-    seed = replay(t, SweepPolicy(), per_interval=False).overall()
-    adaptive = replay(t, SweepPolicy(rule="adaptive"), per_interval=False).overall()
+    seed = replay(t, SweepPolicy(), record_header=HEAD_LEN, per_interval=False).overall()
+    adaptive = replay(t, SweepPolicy(rule="adaptive"), record_header=HEAD_LEN, per_interval=False).overall()
     assert adaptive["reswept_share"] <= 0.10
     assert adaptive["peak_memory_with_sweeper_bytes"] <= seed["peak_memory_with_sweeper_bytes"]
     if kind == "slow-drain":  # the case the seed's rule thrashes on, so the test shows a difference
@@ -55,10 +56,10 @@ def test_adaptive_rule_does_not_thrash_at_no_higher_peak(kind):
 def test_memory_budget_sweeps_beyond_the_rule_until_under_it():
     t = generate("slow-consumer", seconds=120, rate=300, queues=4, size=400, seed=3)
     lax = SweepPolicy(factor=1000)  # a rule that never sweeps here: only the budget can
-    free = replay(t, lax)
+    free = replay(t, lax, record_header=HEAD_LEN)
     assert free.overall()["msgs_swept"] == 0
     budget = free.overall()["peak_memory_with_sweeper_bytes"] // 3
-    r = replay(t, SweepPolicy(factor=1000, memory_budget=budget))
+    r = replay(t, SweepPolicy(factor=1000, memory_budget=budget), record_header=HEAD_LEN)
     o = r.overall()
     assert o["budget_msgs"] > 0 and o["budget_intervals"] > 0
     acted = r.totals[:, M["budget_msgs"]] > 0

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from sweepq.engine.record import HEAD_LEN
 from sweepq.sweeper import SweepPolicy
 from sweepq.sweeper.replay import replay
 from sweepq.sweeper.traces import generate
@@ -17,7 +18,7 @@ def test_report_figures_match_the_summary():
     from sweepq.pipeline.report import human_bytes, render
 
     t = generate("slow-consumer", seconds=900, rate=60, queues=3, size=300, priorities=True, seed=2)
-    r = replay(t, SweepPolicy())
+    r = replay(t, SweepPolicy(), record_header=HEAD_LEN)
     overall = {"events": len(t), **r.overall(), "interval_s": 5.0}
     top = [{"queue": q, **r.summary_of(q)} for q in r.queues]
     for row in top:

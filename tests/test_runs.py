@@ -59,3 +59,37 @@ def test_the_engine_does_not_load_numba():
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert out.stdout.strip() == "False"
+
+
+def _get_order_selection(front, rear, limit, keep):
+    """The definition, message by message: walk the fronts in get order (lane 9 first), the
+    first ``keep`` stay; each rear moves up to its limit."""
+    kept = [0] * len(front)
+    for lane in range(len(front) - 1, -1, -1):
+        for _ in range(front[lane]):
+            if keep:
+                kept[lane] += 1
+                keep -= 1
+    return kept, [min(r, m) for r, m in zip(rear, limit, strict=True)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_choose_runs_is_the_get_order_buffer_interpreted_and_compiled(seed):
+    import numba
+
+    from sweepq.sweeper.runs import choose_runs
+
+    rng = np.random.default_rng(seed)
+    front = rng.integers(0, 6, 10) * rng.integers(0, 2, 10)
+    rear = rng.integers(0, 6, 10)
+    limit = rng.integers(0, 8, 10)
+    keep = int(rng.integers(0, 30))
+    want = _get_order_selection(front.tolist(), rear.tolist(), limit.tolist(), keep)
+    compiled = numba.njit(choose_runs)
+    for fn in (choose_runs, compiled):
+        kept, moved = np.zeros(10, np.int64), np.zeros(10, np.int64)
+        fn(front, rear, limit, keep, kept, moved)
+        assert (kept.tolist(), moved.tolist()) == want
+    kept, moved = [0] * 10, [0] * 10  # the engine passes lists
+    choose_runs(front.tolist(), rear.tolist(), limit.tolist(), keep, kept, moved)
+    assert (kept, moved) == want

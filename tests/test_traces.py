@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sweepq.engine.record import HEAD_LEN
+from sweepq.sweeper import SweepPolicy
 from sweepq.sweeper.replay import SUMMARY, M, replay
 from sweepq.sweeper.traces import GET, KINDS, PUT, Trace, TraceError, generate, read, write
 
@@ -24,7 +26,7 @@ def test_csv_round_trip_and_hand_made_trace(tmp_path):
     write(t, tmp_path / "again.parquet")
     t2 = read(tmp_path / "again.parquet")
     assert np.array_equal(t2.time_us, t.time_us) and t2.queues == t.queues
-    r = replay(t)
+    r = replay(t, record_header=HEAD_LEN)
     assert r.summary_of("A")["gets"] == 1 and r.summary_of("A")["gets_empty"] == 1
 
 
@@ -76,8 +78,8 @@ def test_every_kind_is_seeded_and_valid(kind):
 
 
 def test_slow_consumer_grows_and_is_swept_steady_is_not():
-    slow = replay(generate("slow-consumer", seconds=60, rate=200, seed=1))
-    steady = replay(generate("steady", seconds=60, rate=200, seed=1))
+    slow = replay(generate("slow-consumer", seconds=60, rate=200, seed=1), record_header=HEAD_LEN)
+    steady = replay(generate("steady", seconds=60, rate=200, seed=1), record_header=HEAD_LEN)
     assert slow.metric("swept_msgs").max() > 1000
     assert slow.metric("mem_bytes").max() < slow.metric("nosweep_bytes").max() / 5
     assert steady.metric("swept_msgs").max() < 100
@@ -86,23 +88,35 @@ def test_slow_consumer_grows_and_is_swept_steady_is_not():
 def test_ten_thousand_queues():
     t = generate("many-queues", seconds=10, rate=0.5, queues=10_000, seed=4)
     assert len(t.queues) == 10_000
-    r = replay(t, per_interval=False)
+    r = replay(t, record_header=HEAD_LEN, per_interval=False)
     assert r.summary.shape == (10_000, len(SUMMARY))
     assert r.summary[:, 5].sum() == int((t.op == PUT).sum())  # every put accounted for
 
 
 def test_replay_totals_equal_the_sum_of_queues():
     t = generate("many-queues", seconds=30, rate=20, queues=20, seed=2, priorities=True)
-    r = replay(t)
+    r = replay(t, record_header=HEAD_LEN)
     assert np.array_equal(r.intervals.sum(axis=0)[:, M["mem_bytes"]], r.totals[:, M["mem_bytes"]])
 
 
-def test_record_header_is_the_engines():
-    """The kernel counts a message as payload + the engine's record header: one number, checked."""
-    from sweepq.engine.record import HEAD_LEN
-    from sweepq.sweeper.replay import RECORD_HEADER
-
-    assert RECORD_HEADER == HEAD_LEN
+def test_a_message_counts_its_payload_and_the_record_header_the_caller_passes():
+    """The kernel copies no constant of the engine: the header is the caller's (the engine's
+    HEAD_LEN from the CLI and the pipeline), and every byte figure counts it once per message."""
+    t = Trace.from_columns(
+        {
+            "time_us": [0, 1],
+            "queue": ["Q", "Q"],
+            "op": ["put", "put"],
+            "bytes": [100, 50],
+            "priority": [0, 0],
+            "persistent": [False, False],
+        }
+    )
+    for header in (0, HEAD_LEN, 1000):
+        r = replay(t, SweepPolicy(factor=1000), record_header=header)
+        assert r.summary_of("Q")["peak_nosweep_bytes"] == 150 + 2 * header
+    with pytest.raises(TypeError):
+        replay(t)  # no silent default: a caller must say what a record costs
 
 
 def test_interleaved_trace_in_order_per_queue_is_accepted_and_time_ordered():
