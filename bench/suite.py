@@ -25,6 +25,7 @@ Scenarios:
 * ``memory``: resident bytes per in-memory message, bytes per swept message.
 * ``gc``: the longest garbage-collector pause while a backlog builds.
 * ``replay``: the numba replay kernel (and, on request, the Spark pipeline).
+* ``clients``: client connections against redis-py on a local redis-server (bench/clients.py).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ SCENARIOS = (
     "memory",
     "gc",
     "replay",
+    "clients",
 )
 
 
@@ -85,6 +87,8 @@ class BenchOptions:
     durable_dir: str | None = None  # where the stores and the fsync floor's file go (the same disk)
     retrieval_depth: int = 100_000  # messages on the queue a get by CorrelId searches
     browse_messages: int = 1_000_000  # messages browsed in memory and swept
+    clients_concurrent: int = 64  # client connections at once (clients)
+    clients_held: int = 1_000  # idle connections held open at once (clients)
     quick: bool = False
 
 
@@ -112,6 +116,8 @@ QUICK = {
     "recovery_messages": 20_000,
     "retrieval_depth": 3_000,
     "browse_messages": 20_000,
+    "clients_concurrent": 16,
+    "clients_held": 200,
 }
 
 
@@ -753,6 +759,12 @@ def retrieval(o: BenchOptions, report: Report, step: Callable[[], None]) -> dict
     return {"get_by_correl_id": g, "browse": b}
 
 
+def clients(o: BenchOptions, report: Report, step) -> dict:
+    from .clients import clients as run_clients
+
+    return run_clients(o, report, step)
+
+
 RUNNERS = {
     "throughput": throughput,
     "batch": batch,
@@ -764,6 +776,7 @@ RUNNERS = {
     "memory": memory,
     "gc": gc_pauses,
     "replay": replay,
+    "clients": clients,
 }
 
 
@@ -783,6 +796,7 @@ def steps(name: str, o: BenchOptions) -> int:
         "memory": 3,
         "gc": 3,
         "replay": 3,
+        "clients": 2 * o.rounds + 3,
     }[name]
 
 

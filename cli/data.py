@@ -95,6 +95,8 @@ def _id_hex(text: str) -> bytes:
 def _check_data_dir(path: str, create: bool) -> bool:
     """Refuse a data directory that cannot be one, as a usage error; with ``create``, make a
     missing one (private to the user). True when this call created it."""
+    if path is None:
+        return False  # --server: the server has its own data directory
     hint = f"sweepq define QUEUE --data-dir {path}"
     if os.path.isdir(path):
         if not create:
@@ -141,12 +143,19 @@ def _taking_turns(path: str, prog: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _opened(path: str, prog: str, repair: bool = False, **options):
+def _opened(path: str, prog: str, repair: bool = False, server: str | None = None, **options):
     """The queue manager of the data directory, closed at the end (uncommitted work backed out).
     ``repair``: a file damaged beyond reading is moved aside and the rest recovered;
-    ``options`` go to ``QueueManager.open``."""
+    ``options`` go to ``QueueManager.open``. With ``server``, a running server's queue
+    manager instead (cli/serve.py)."""
     from sweepq.engine import QueueManager
 
+    if server is not None:
+        from .serve import _remote
+
+        with _remote(argparse.Namespace(server=server, data_dir=None)) as remote:
+            yield remote
+        return
     with _taking_turns(path, prog):
         qm = QueueManager.open(path, sweeper=False, repair=repair, **options)
         try:
@@ -162,7 +171,8 @@ def _with_hint(e, args: argparse.Namespace) -> str:
     """The MQError's line, its advice said the command line's way for the reasons a user meets."""
     text = str(e)
     if e.reason == 2085:  # UNKNOWN_OBJECT_NAME
-        how = f"define it with: sweepq define {getattr(args, 'queue', 'QUEUE')} --data-dir {args.data_dir}"
+        where = f"--data-dir {args.data_dir}" if args.data_dir else f"--server {args.server}"
+        how = f"define it with: sweepq define {getattr(args, 'queue', 'QUEUE')} {where}"
         return text.replace("define it with define_queue()", how) if "define_queue()" in text else f"{text}; {how}"
     if e.reason == 2100:  # OBJECT_ALREADY_EXISTS
         return f"{text}; pass --replace to replace its definition (its messages stay)"
@@ -179,6 +189,8 @@ def _run(prog: str, body: Callable[[argparse.Namespace], int]) -> Callable[[argp
 
     def run(args: argparse.Namespace) -> int:
         try:
+            if args.data_dir is None and args.server is None:
+                raise _Usage("the following arguments are required: --data-dir (or --server URL)")
             return body(args)
         except _Usage as e:
             print(f"{prog}: error: {e} (see '{prog} --help')", file=sys.stderr)
@@ -307,7 +319,7 @@ def _define(args: argparse.Namespace) -> int:
         attrs["max_msg_length"] = args.max_msg_length
     created = _check_data_dir(args.data_dir, create=True)
     try:
-        with _opened(args.data_dir, "sweepq define", args.repair) as qm:
+        with _opened(args.data_dir, "sweepq define", args.repair, args.server) as qm:
             if args.replace and args.queue in qm.queue_names():
                 # MQ's DEFINE ... REPLACE: the attributes not given take their defaults again.
                 info = qm.alter_queue(args.queue, **{**dataclasses.asdict(QueueAttributes()), **attrs})
@@ -320,7 +332,7 @@ def _define(args: argparse.Namespace) -> int:
             with contextlib.suppress(OSError):
                 os.rmdir(args.data_dir)  # only when still empty: leave nothing behind a failed first define
         raise
-    print(f"{verb} queue {args.queue} in {args.data_dir}")
+    print(f"{verb} queue {args.queue} in {args.data_dir or args.server}")
     values = {**dataclasses.asdict(info.attributes), "current_depth": info.current_depth}
     for field in dataclasses.fields(info.attributes):  # asdict turns enums into plain ints
         values[field.name] = getattr(info.attributes, field.name)
@@ -388,7 +400,7 @@ def _put(args: argparse.Namespace) -> int:
     put = persistent = committed = units = 0
     progress = _Progress("sweepq put")
     with (
-        _opened(args.data_dir, "sweepq put", args.repair, max_uncommitted=MAX_UNCOMMITTED) as qm,
+        _opened(args.data_dir, "sweepq put", args.repair, args.server, max_uncommitted=MAX_UNCOMMITTED) as qm,
         qm.connect() as conn,
     ):
         handle = conn.open(args.queue, OO.OUTPUT)  # first, so that an unknown queue fails before any input
@@ -418,7 +430,7 @@ def _put(args: argparse.Namespace) -> int:
             progress.done()
     chunks = f" in {_plural(units, 'unit')} of work" if every else ""
     print(f"put {_plural(put)} on {args.queue}{chunks} ({persistent:,} persistent)")
-    if put > persistent:
+    if put > persistent and not args.server:  # on a server they stay until it stops
         print(
             f"sweepq put: note: {_plural(put - persistent)} not persistent: gone now that this command has ended "
             "(non-persistent messages do not survive a restart, as in MQ); pass --persistent, "
@@ -455,7 +467,7 @@ def _get(args: argparse.Namespace) -> int:
     while True:
         started = time.monotonic()
         before = got
-        with _opened(args.data_dir, "sweepq get", args.repair) as qm, qm.connect() as conn:
+        with _opened(args.data_dir, "sweepq get", args.repair, args.server) as qm, qm.connect() as conn:
             handle = conn.open(args.queue, OO.INPUT_AS_Q_DEF)
             opened = time.monotonic() - started
             while args.count is None or got < args.count:
@@ -496,7 +508,7 @@ def _browse(args: argparse.Namespace) -> int:
 
     _check_data_dir(args.data_dir, create=False)
     seen = 0
-    with _opened(args.data_dir, "sweepq browse", args.repair) as qm, qm.connect() as conn:
+    with _opened(args.data_dir, "sweepq browse", args.repair, args.server) as qm, qm.connect() as conn:
         handle = conn.open(args.queue, OO.BROWSE)
         options = GMO.BROWSE_FIRST
         while args.count is None or seen < args.count:
@@ -539,11 +551,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     def command(name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=summary, description=description, epilog="examples:\n" + examples)
-        p.add_argument(
+        where = p.add_mutually_exclusive_group()  # one of them: _run says so
+        where.add_argument(
             "--data-dir",
-            required=True,
             metavar="DIR",
             help="the data directory: queue definitions and persistent messages (QueueManager.open(DIR))",
+        )
+        where.add_argument(
+            "--server",
+            metavar="URL",
+            help="instead, a running 'sweepq serve': unix:///DIR/sweepq.sock, tcp://HOST:PORT or tls://HOST:PORT "
+            "(token: $SWEEPQ_TOKEN, or beside the socket; define needs the admin token, $SWEEPQ_ADMIN_TOKEN)",
         )
         p.add_argument(
             "--repair",

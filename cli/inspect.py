@@ -169,6 +169,10 @@ def _inspect(args: argparse.Namespace) -> int:
         )
         return 2
 
+    if args.server is not None:  # a running server's view: cli/serve.py
+        from .serve import inspect_server
+
+        return inspect_server(args)
     if args.path is None and args.data_dir is None:
         print(
             "sweepq inspect: error: the following arguments are required: path (or --data-dir DIR) "
@@ -203,4 +207,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("path", nargs="?", help="the data directory (QueueManager.open(path)), or give --data-dir")
     i.add_argument("--data-dir", metavar="DIR", help="the data directory, as for define, put, get and browse")
     i.add_argument("--json", action="store_true", help="print as JSON")
+    i.add_argument("--server", metavar="URL", help="instead: a running server's queues and connections (sweepq status)")
     i.set_defaults(func=_inspect)

@@ -15,12 +15,14 @@ import sys
 from collections.abc import Callable
 
 from sweepq.bench.crash import register_crash_command
+from sweepq.bench.crash_server import register_crash_server_command
 
 from .args import Parser, number, output_dir
 from .data import register as register_data_commands
 from .inspect import register as register_inspect_command
 from .replay import pipeline_command as _pipeline
 from .replay import register as register_replay_commands
+from .serve import register as register_serve_commands
 
 DESCRIPTION = """\
 sweepq: an embedded tiered-storage message queue engine with IBM MQ semantics, whose slow
@@ -262,6 +264,8 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
         "--retrieval-depth", type=pos_int, default=100_000, help="queue depth a get by CorrelId searches (retrieval)"
     )
     b.add_argument("--browse-messages", type=pos_int, default=1_000_000, help="messages browsed (retrieval)")
+    b.add_argument("--clients-concurrent", type=pos_int, default=64, help="client connections at once (clients)")
+    b.add_argument("--clients-held", type=pos_int, default=1_000, help="idle connections held open (clients)")
     b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
     b.add_argument("--out", default=None, help="directory to write bench.json and bench.md to")
@@ -278,8 +282,10 @@ COMMANDS: list[Register] = [
     register_bench_command,  # bench: here, the scenarios in bench/suite.py
     register_replay_commands,  # trace, replay, pipeline: cli/replay.py
     register_data_commands,  # define, put, get, browse: cli/data.py
+    register_serve_commands,  # serve, status: cli/serve.py
     register_inspect_command,  # inspect: cli/inspect.py
     register_crash_command,  # crashtest: bench/crash.py
+    register_crash_server_command,  # crashtest-server: bench/crash_server.py
 ]
 
 

@@ -91,6 +91,7 @@ class Connection:
             q.open_handles -= 1
             browse.release_locked(q, s.cursor)
         self._handles.discard(h)
+        self.qm._dynamic.handle_closed(q)  # a temporary dynamic queue goes with its last handle
         return groups.closed(s)
 
     # -- unit of work --------------------------------------------------------------------

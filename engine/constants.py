@@ -136,6 +136,7 @@ class Reason(enum.IntEnum):
     OBJECT_IN_USE = 2042
     OPTIONS_ERROR = 2046
     PERSISTENCE_ERROR = 2047
+    PERSISTENT_NOT_ALLOWED = 2048
     PRIORITY_EXCEEDS_MAXIMUM = 2049
     PRIORITY_ERROR = 2050
     PUT_INHIBITED = 2051
@@ -181,6 +182,14 @@ class Reason(enum.IntEnum):
     CALL_IN_PROGRESS = 2219
     # PCF (MQRCCF) reason for a queue attribute out of range on define / alter.
     PARM_VALUE_ERROR = 3229
+    # Client connections (net/, docs/clients.md).
+    HANDLE_NOT_AVAILABLE = 2017  # the server's limit of handles per connection
+    MAX_CONNS_LIMIT_REACHED = 2025  # the server's limit of connections
+    NOT_AUTHORIZED = 2035  # wrong or missing token, or no administration authority
+    UNEXPECTED_ERROR = 2195  # the server failed in a way the call did not cause
+    HOST_NOT_AVAILABLE = 2538  # nothing listens at the address given to connect()
+    # Model and temporary dynamic queues (engine/dynamic.py).
+    OBJECT_TYPE_ERROR = 2043  # a model queue where a local queue is needed, or the reverse
 
 
 class DeliverySequence(enum.IntEnum):

@@ -26,6 +26,7 @@ from .constants import Reason
 from .durable import SYNC_POLICIES, Journal
 from .durable.layout import encode_definition, queue_prefix
 from .durable.recovery import RecoveryReport, recover
+from .dynamic import DEFAULT_DYNAMIC_NAME, DynamicQueues
 from .errors import MQError
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
@@ -128,6 +129,8 @@ class QueueManager:
         self._queues: dict[str, LocalQueue] = {}
         self._defs = threading.Lock()
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self._dynamic = DynamicQueues(self)  # model queues and temporary dynamic queues
+        self._servers: list = []  # listeners started by serve(), stopped first by close()
         self.closed = False
         self.readahead_low_water = readahead_low_water
         self.recorder = None
@@ -179,7 +182,8 @@ class QueueManager:
     # -- the sweeper's view (sweeper.cycle.SweepSource) ---------------------------------------
 
     def sweepables(self) -> list[LocalQueue]:
-        return list(self._queues.values())
+        temporary = self._dynamic.temporary  # never swept: nothing of them outlives them
+        return [q for q in self._queues.values() if q.name not in temporary]
 
     def blob_store(self) -> Store:
         return self._storage.store()
@@ -222,6 +226,8 @@ class QueueManager:
         waiter, write the final statistics next to the store, and close the store."""
         if self.closed:
             return
+        for server in list(self._servers):  # clients first: their units of work are backed out
+            server.close()
         self.sweeper.stop()
         for conn in list(self._connections):
             conn.end()  # even one whose call waits: the wait ends with 2009
@@ -257,15 +263,17 @@ class QueueManager:
         check_name(name)
         attrs = _attrs(QueueAttributes(), attributes)
         with self._defs:
-            if name in self._queues:
+            if name in self._queues or self._dynamic.is_model(name):
                 raise MQError(Reason.OBJECT_ALREADY_EXISTS, f"queue {name!r} is already defined")
             self._save_definition(name, attrs)
             q = self._new_queue(name, attrs)
         return q.info()
 
-    def _new_queue(self, name: str, attrs: QueueAttributes) -> LocalQueue:
-        """Create and register a queue (definitions lock held, or at recovery)."""
-        q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, self.journal, self.clock)
+    def _new_queue(self, name: str, attrs: QueueAttributes, durable: bool = True) -> LocalQueue:
+        """Create and register a queue (definitions lock held, or at recovery). A queue that is
+        not ``durable`` (a temporary dynamic queue) writes nothing for durability."""
+        journal = self.journal if durable else None
+        q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, journal, self.clock)
         q.tier.readahead_low = self.readahead_low_water
         budget = getattr(self, "budget", None)  # None while recovery defines the queues
         if budget is not None:
@@ -293,7 +301,7 @@ class QueueManager:
         """ALTER QLOCAL. Inhibiting gets fails current waiters with 2016."""
         self._check_open()
         with self._defs:
-            q = self._queue(name)
+            q = self._local(name)
             attrs = _attrs(q.attrs, attributes)
             self._save_definition(name, attrs)
             with q.mutex:
@@ -308,7 +316,7 @@ class QueueManager:
         self._check_open()
         checks.boolean(purge, "purge")
         with self._defs:
-            q = self._queue(name)
+            q = self._local(name)
             with q.mutex:
                 if q.open_handles:
                     raise MQError(
@@ -340,7 +348,7 @@ class QueueManager:
     def inquire_queue(self, name: str) -> QueueInfo:
         """MQINQ: attributes and current counters."""
         self._check_open()
-        return self._queue(name).info()
+        return self._local(name).info()
 
     def queue_names(self) -> list[str]:
         return sorted(self._queues)
@@ -350,13 +358,59 @@ class QueueManager:
         return self._queues.get(name)
 
     def _queue(self, name: str) -> LocalQueue:
+        """The queue MQOPEN of ``name`` opens: a local queue, or a new temporary dynamic queue
+        made from the model queue ``name`` (engine/dynamic.py)."""
         checks.name(name)
         try:
             return self._queues[name]
         except KeyError:
+            if self._dynamic.is_model(name):
+                with self._defs:
+                    return self._dynamic.create(name)
             raise MQError(
                 Reason.UNKNOWN_OBJECT_NAME, f"no queue named {name!r}; define it with define_queue()"
             ) from None
+
+    def _local(self, name: str) -> LocalQueue:
+        """A local queue by name, never a model (what alter, delete and inquire act on)."""
+        if isinstance(name, str) and self._dynamic.is_model(name):
+            raise MQError(
+                Reason.OBJECT_TYPE_ERROR, f"{name!r} is a model queue: open it to make a temporary dynamic queue"
+            )
+        return self._queue(name)
+
+    def _forget_queue(self, q: LocalQueue) -> None:
+        """Unregister a deleted temporary dynamic queue (engine/dynamic.py)."""
+        with self._defs:
+            if self._queues.get(q.name) is q:
+                del self._queues[q.name]
+
+    # -- model queues and client connections --------------------------------------------------
+
+    def define_model_queue(self, name: str, dynamic_q_name: str = DEFAULT_DYNAMIC_NAME, **attributes: object) -> None:
+        """DEFINE QMODEL DEFTYPE(TEMPDYN): opening ``name`` makes a temporary dynamic queue
+        with these attributes (:class:`QueueAttributes` fields) named ``dynamic_q_name`` with its
+        ``*`` replaced (engine/dynamic.py). Models last for this queue manager's run.
+
+        :raises MQError: 2100 when the name is taken; PARM_VALUE_ERROR (3229) for a bad
+            attribute or ``dynamic_q_name``."""
+        self._check_open()
+        self._dynamic.define_model(name, dynamic_q_name, _attrs(QueueAttributes(), attributes))
+
+    def serve(self, path: str | os.PathLike | None = None, **options: Any) -> Any:  # Any: a sweepq.net.Server
+        """Serve this queue manager to client connections from other processes (MQ's client
+        mode beside this process's own in-process connections): a background listener on the
+        Unix socket ``path`` (and on TCP with ``tcp="HOST:PORT"``). Returns the running
+        :class:`sweepq.net.Server` (its ``urls``; ``close()`` stops it); :meth:`close` stops it
+        too, backing out its clients' units of work. ``options`` are the Server's
+        (docs/clients.md). The one place the engine names the layer above it: the server
+        itself uses only this public API."""
+        from sweepq.net.server import Server  # a convenience entry point: see above
+
+        self._check_open()
+        server = Server(self, unix_path=path, **options).start()
+        self._servers.append(server)
+        return server
 
 
 def _attrs(base: QueueAttributes, changes: dict) -> QueueAttributes:

@@ -29,6 +29,13 @@ class _Result:
         return CC.WARNING if self.reason else CC.OK
 
     @property
+    def record(self) -> bytes:
+        """The message record (engine/record.py's layout) this result reads its fields from:
+        what a client connection carries (net/protocol.py). A put's result over a client holds
+        the record's header only; every field above reads from the header."""
+        return self._rec
+
+    @property
     def md(self) -> MD:
         """The full stored descriptor (decoded on each access; keep it if you reuse it)."""
         return record.decode_md(self._rec, self._ident, self._now())
@@ -98,6 +105,13 @@ class Message(_Result):
 
     def _now(self) -> int | None:
         return getattr(self, "_now_us", None)
+
+    @property
+    def read_at_us(self) -> int | None:
+        """When the remaining expiry in ``md`` is measured (epoch microseconds), or None when
+        the message has no expiry: a client connection carries it so that ``md.expiry`` reads
+        the same on both sides."""
+        return self._now()
 
     @property
     def data_length(self) -> int:

@@ -109,6 +109,8 @@ def descriptor(s: HandleState, md: MD, opts: int) -> tuple[dict, int, bool, int]
     persistent = _persistent(md, q)
     _check_numbers(md)
     extra: dict = {"expiry": md.expiry}
+    if md.reply_to_q or md.reply_to_q_mgr:  # request/reply: engine/record.py HAS_REPLY
+        extra["reply"] = record.reply_section(md)
     if md.properties:
         extra["props"] = properties.encode(md.properties)
     elif md.properties is not None and not isinstance(md.properties, dict):
@@ -229,10 +231,16 @@ def place(
     Under a memory budget (engine/budget.py) the queue's policy applies first when the
     budget is reached, and the bytes put are counted after.
 
-    :raises MQError: Q_FULL (2053), STORAGE_NOT_AVAILABLE (2071: the memory budget is full
+    :raises MQError: PERSISTENT_NOT_ALLOWED (2048: a temporary dynamic queue), Q_FULL (2053),
+        STORAGE_NOT_AVAILABLE (2071: the memory budget is full
         and the queue's policy is BLOCK or FAIL), RESOURCE_PROBLEM (2102: the journal's write
         failed and nothing was put)."""
     qm = s.qm
+    if persistent and q.temporary:
+        raise MQError(
+            Reason.PERSISTENT_NOT_ALLOWED,
+            f"{q.name!r} is a temporary dynamic queue: it takes no persistent messages (put them not persistent)",
+        )
     budget = q.budget
     if budget is not None and budget.paging:
         budget.before_put(q)  # the queue's memory policy: page, block (then 2071) or fail (2071)

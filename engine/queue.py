@@ -281,6 +281,7 @@ class LocalQueue:
         # The memory budget (engine/budget.py): the manager's, or None; bytes put since it
         # last counted; paging (policy PAGE over the budget) and the bytes put since the last
         # page-out, which happens at a blob's worth (page_bytes).
+        self.temporary = False  # a temporary dynamic queue (engine/dynamic.py): no persistent puts
         self.budget: MemoryBudget | None = None
         self.unchecked = 0
         self.checked_bytes = 0  # lanes.mem_bytes when the budget last counted

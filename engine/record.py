@@ -20,6 +20,7 @@ Layout (little endian)::
         [24 correl_id]   only if HAS_CORREL_ID (otherwise MQCI_NONE)
         [24 group_id, u32 msg_seq_number, u32 offset, u32 msg_flags]   only if HAS_GROUP
         [i32 expiry]     only if HAS_EXPIRY (tenths of a second, as put)
+        [u8 n, n bytes, u8 m, m bytes]   only if HAS_REPLY: ReplyToQ and ReplyToQMgr (ASCII)
         [u32 n, n bytes] only if HAS_PROPS: message properties (engine/properties.py)
     hlen payload
 
@@ -40,7 +41,9 @@ from .constants import (
     MSGID_NONE,
     PRIORITY_AS_Q_DEF,
     Persistence,
+    Reason,
 )
+from .errors import MQError
 
 HEAD = struct.Struct("<BBBHQq")
 HEAD_LEN = HEAD.size  # 21
@@ -55,6 +58,8 @@ HAS_CORREL_ID = 0x04
 HAS_GROUP = 0x08
 HAS_EXPIRY = 0x10
 HAS_PROPS = 0x20
+HAS_REPLY = 0x40  # MD.reply_to_q / reply_to_q_mgr (request/reply, docs/clients.md)
+MAX_REPLY_NAME = 48  # MQ_Q_NAME_LENGTH and MQ_Q_MGR_NAME_LENGTH
 _U32 = struct.Struct("<I")
 
 OFF_PRIORITY = 1
@@ -72,7 +77,9 @@ class MD:
     the stored value. ``put_time`` is seconds since the epoch; ``expiry`` is in tenths of a
     second (-1 = unlimited) and on output is what remains of it. ``properties`` maps names
     to str, int, float, bool, bytes or None (engine/properties.py has the rules); on output
-    it is a dict, empty when the message has none.
+    it is a dict, empty when the message has none. ``reply_to_q`` / ``reply_to_q_mgr`` name
+    where a reply goes (a request's temporary dynamic queue, engine/dynamic.py): up to 48
+    characters each, "" for none (2026 MD_ERROR otherwise).
     """
 
     msg_id: bytes = MSGID_NONE
@@ -87,6 +94,8 @@ class MD:
     expiry: int = EXPIRY_UNLIMITED
     put_time: float = 0.0
     properties: dict | None = None
+    reply_to_q: str = ""
+    reply_to_q_mgr: str = ""
 
 
 def encode(
@@ -101,9 +110,11 @@ def encode(
     expiry: int = EXPIRY_UNLIMITED,
     backout: int = 0,
     props: bytes | None = None,
+    reply: bytes | None = None,
 ) -> bytes:
     """Build a record. ``None`` / defaults leave an optional section out; ``props`` is an
-    encoded properties section (engine/properties.encode)."""
+    encoded properties section (engine/properties.encode); ``reply`` an encoded reply-to
+    section (:func:`reply_section`)."""
     flags = PERSISTENT if persistent else 0
     extra = b""
     if msg_id is not None:
@@ -118,6 +129,9 @@ def encode(
     if expiry != EXPIRY_UNLIMITED:
         flags |= HAS_EXPIRY
         extra += _EXPIRY.pack(expiry)
+    if reply:
+        flags |= HAS_REPLY
+        extra += reply
     if props:
         flags |= HAS_PROPS
         extra += _U32.pack(len(props)) + props
@@ -139,8 +153,44 @@ def props_span(rec: bytes) -> tuple[int, int]:
         pos += _GROUP.size
     if flags & HAS_EXPIRY:
         pos += 4
+    if flags & HAS_REPLY:
+        pos = _after_reply(rec, pos)
     n = _U32.unpack_from(rec, pos)[0]
     return pos + 4, pos + 4 + n
+
+
+def reply_section(md: MD) -> bytes | None:
+    """The HAS_REPLY section of a put's descriptor, or None when it names no reply queue (the
+    put path calls this only then, so a put without one pays nothing).
+
+    :raises MQError: MD_ERROR (2026) when a name is not a str of at most 48 ASCII characters."""
+    parts = []
+    for field in ("reply_to_q", "reply_to_q_mgr"):
+        value = getattr(md, field)
+        if not isinstance(value, str) or len(value) > MAX_REPLY_NAME or not value.isascii():
+            raise MQError(Reason.MD_ERROR, f"{field} must be a str of at most {MAX_REPLY_NAME} ASCII characters")
+        parts.append(bytes((len(value),)) + value.encode())
+    return b"".join(parts) if parts[0] != b"\0" or parts[1] != b"\0" else None
+
+
+def _after_reply(rec: bytes, pos: int) -> int:
+    """Where the section after the reply-to section at ``pos`` starts."""
+    pos += 1 + rec[pos]
+    return pos + 1 + rec[pos]
+
+
+def reply_to(rec: bytes) -> tuple[str, str]:
+    """(ReplyToQ, ReplyToQMgr) of a record; ("", "") when it names none."""
+    flags = rec[OFF_FLAGS]
+    if not flags & HAS_REPLY:
+        return "", ""
+    pos = HEAD_LEN + 24 * (bool(flags & HAS_MSG_ID) + bool(flags & HAS_CORREL_ID))
+    pos += _GROUP.size if flags & HAS_GROUP else 0
+    pos += 4 if flags & HAS_EXPIRY else 0
+    n = rec[pos]
+    q = rec[pos + 1 : pos + 1 + n].decode()
+    pos += 1 + n
+    return q, rec[pos + 1 : pos + 1 + rec[pos]].decode()
 
 
 def data_offset(rec: bytes) -> int:
@@ -283,6 +333,8 @@ def decode_md(rec: bytes, ident: Identity, now_us: int | None = None) -> MD:
     )
     if grp >= 0:
         md.group_id, md.msg_seq_number, md.offset, md.msg_flags = _GROUP.unpack_from(rec, grp)
+    if flags & HAS_REPLY:
+        md.reply_to_q, md.reply_to_q_mgr = reply_to(rec)
     if exp >= 0:
         tenths = _EXPIRY.unpack_from(rec, exp)[0]
         if now_us is not None:

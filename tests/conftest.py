@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from net_client_mode import pytest_generate_tests, transport  # noqa: F401 - behaviour tests over clients too
 
 from sweepq.engine import QueueManager
 from sweepq.sweeper.clock import ManualClock

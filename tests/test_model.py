@@ -384,7 +384,11 @@ class EngineVsModelOnAFaultyStore(EngineVsModel):
                 assert in_store == known
 
 
-EngineVsModelOnAFaultyStore.TestCase.settings = settings(max_examples=40, stateful_step_count=50, deadline=None)
+# Derandomized: the same examples every run, so that test_faults_fired counts the same faults
+# each time (random examples fired 17 to 60 of them).
+EngineVsModelOnAFaultyStore.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=50, deadline=None, derandomize=True
+)
 TestEngineVsModelOnAFaultyStore = EngineVsModelOnAFaultyStore.TestCase
 
 

@@ -62,6 +62,8 @@ DESCRIPTOR: dict[str, Getter] = {
     "Root.MQMD.MsgFlags": lambda rec, _i: _group(rec)[3],
     "Root.MQMD.PutTime": _put_time,  # 'HHMMSSTH', UTC, as MQ's MQMD.PutTime
     "Root.MQMD.PutDate": _put_date,  # 'YYYYMMDD', UTC
+    "Root.MQMD.ReplyToQ": lambda rec, _i: record.reply_to(rec)[0],
+    "Root.MQMD.ReplyToQMgr": lambda rec, _i: record.reply_to(rec)[1],
     "JMSPriority": lambda rec, _i: rec[record.OFF_PRIORITY],
     # JMS selectors compare the delivery mode with the strings, not with the constants 1 / 2.
     "JMSDeliveryMode": lambda rec, _i: "PERSISTENT" if rec[record.OFF_FLAGS] & record.PERSISTENT else "NON_PERSISTENT",

@@ -1,0 +1,106 @@
+"""The connection API as ``typing.Protocol``\\ s: what an application codes against.
+
+Two things satisfy them: the in-process :class:`~sweepq.engine.Connection` and
+:class:`~sweepq.engine.Handle` (MQ's bindings mode), and the client connection of
+``sweepq.client.connect(url)`` (``sweepq.net``, MQ's client mode), which makes the same calls
+on a queue manager in another process. Code written against :class:`QueueConnection` runs
+unchanged on either; the behaviour tests run over both (tests/test_net_behaviour.py).
+
+:class:`QueueAdmin` is the administration a :class:`~sweepq.engine.QueueManager` offers in
+process and a client offers over a connection with administration authority (``sweepq
+define --server URL`` uses it).
+
+Every call raises :class:`~sweepq.engine.MQError` with an MQ reason for anything the caller
+did wrong; a client adds MQRC_CONNECTION_BROKEN (2009) when the server went away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from .constants import GMO, MO, OO, PMO, Reason
+from .message import Message, PutResult
+from .queue import QueueInfo
+from .record import MD
+
+
+@runtime_checkable
+class QueueHandle(Protocol):
+    """An open queue (MQOPEN's object handle). One thread uses it at a time."""
+
+    @property
+    def name(self) -> str:
+        """The queue's name (a temporary dynamic queue's generated name)."""
+        ...
+
+    def put(self, data: bytes, md: MD | None = None, options: PMO | int = 0) -> PutResult: ...
+
+    def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]: ...
+
+    def get(
+        self,
+        options: GMO | int = 0,
+        wait_interval: int = -1,
+        buffer_length: int | None = None,
+        match: MO | int = ...,
+        msg_id: bytes | None = None,
+        correl_id: bytes | None = None,
+        group_id: bytes | None = None,
+        msg_seq_number: int | None = None,
+        offset: int | None = None,
+        msg_token: bytes | None = None,
+    ) -> Message:
+        """A message, or for GMO.UNLOCK a status with ``reason`` and ``completion_code``."""
+        ...
+
+    def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]: ...
+
+    def close(self) -> Reason: ...
+
+    def __enter__(self) -> QueueHandle: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class QueueConnection(Protocol):
+    """A connection (MQCONN): opens handles and owns at most one unit of work."""
+
+    def open(self, name: str, options: OO | int, selector: str | None = None) -> QueueHandle: ...
+
+    def commit(self) -> Reason: ...
+
+    def backout(self) -> None: ...
+
+    @property
+    def uncommitted(self) -> int: ...
+
+    def disconnect(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> QueueConnection: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class QueueAdmin(Protocol):
+    """Defining, altering, deleting and inquiring queues, and making connections."""
+
+    def define_queue(self, name: str, **attributes: object) -> QueueInfo: ...
+
+    def alter_queue(self, name: str, **attributes: object) -> QueueInfo: ...
+
+    def delete_queue(self, name: str, purge: bool = False) -> None: ...
+
+    def inquire_queue(self, name: str) -> QueueInfo: ...
+
+    def queue_names(self) -> list[str]: ...
+
+    def define_model_queue(self, name: str, **attributes: object) -> None: ...
+
+    def connect(self) -> QueueConnection: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,66 @@
+"""Who may connect, and who may administer (docs/clients.md "Security").
+
+* A Unix socket's file permissions are its access control: the server creates it 0600 (in a
+  data directory that is 0700), so only its owner connects; a connection on it needs no token.
+* TCP needs the server's token: a client that does not present it is refused with
+  MQRC_NOT_AUTHORIZED (2035) and a log line, at once.
+* Administration (define, alter, delete) needs the admin token on every transport. Without
+  one configured, no connection may administer.
+
+Tokens are compared in constant time. :func:`token_file` keeps a token in a file created
+0600 (read back on the next start), as ``sweepq serve`` does in its data directory.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+
+TOKEN_FILE = "sweepq.token"
+ADMIN_TOKEN_FILE = "sweepq.admin-token"
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def token_file(path: str) -> str:
+    """The token kept in ``path``; a new one written there (mode 0600) when there is none."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        with open(path) as f:
+            token = f.read().strip()
+        if token:
+            return token
+        os.unlink(path)
+        return token_file(path)
+    token = new_token()
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
+
+
+def read_token(path: str) -> str | None:
+    """The token in ``path``, or None when the file is missing or unreadable."""
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def matches(given: object, expected: str | None) -> bool:
+    return expected is not None and isinstance(given, str) and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def beside_socket(url: str) -> tuple[str | None, str | None]:
+    """(token, admin token) from the files next to a ``unix://`` URL's socket, where a server
+    started by ``sweepq serve --data-dir`` keeps them; (None, None) for other URLs or when they
+    cannot be read (only the data directory's owner can). The command line uses this, so that
+    the owner of a data directory administers its server without typing a token."""
+    if not isinstance(url, str) or not url.startswith("unix://"):
+        return None, None
+    folder = os.path.dirname(url[len("unix://") :])
+    return read_token(os.path.join(folder, TOKEN_FILE)), read_token(os.path.join(folder, ADMIN_TOKEN_FILE))

@@ -1,0 +1,286 @@
+"""What the thread client (net/client.py) and the asyncio client (net/aio.py) share: the
+address forms, the handshake, turning replies into the engine's result objects, and the
+client-side rules of a connection (closed handles, a unit of work lost to a reconnect).
+
+Pure functions and small state objects: no I/O here.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from sweepq.engine import GMO, MD, MO, OO, PMO, Message, MQError, PutResult, Reason
+from sweepq.engine.browse import Status
+from sweepq.engine.matching import MATCH_DEFAULT
+from sweepq.engine.record import Identity, data_of
+
+from . import protocol as P
+
+_PUT_SYNC = int(PMO.SYNCPOINT)
+_GET_SYNC = int(GMO.SYNCPOINT | GMO.SYNCPOINT_IF_PERSISTENT)
+_WAIT = int(GMO.WAIT)
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where a server listens: ``unix:///path/to/sock``, ``tcp://host:port``, ``tls://host:port``."""
+
+    scheme: str
+    path: str = ""
+    host: str = ""
+    port: int = 0
+
+    @classmethod
+    def parse(cls, url: str) -> Address:
+        """:raises MQError: PARM_VALUE_ERROR (3229) naming the forms that work."""
+        forms = "use unix:///path/to/sweepq.sock, tcp://host:port or tls://host:port"
+        if not isinstance(url, str):
+            raise MQError(Reason.PARM_VALUE_ERROR, f"the server address must be a str; {forms}")
+        parts = urlsplit(url)
+        if parts.scheme == "unix" and (parts.path or parts.netloc):
+            return cls("unix", path=parts.netloc + parts.path)
+        if parts.scheme in ("tcp", "tls"):
+            try:
+                port = parts.port
+            except ValueError:
+                port = None
+            if parts.hostname and port is not None:
+                return cls(parts.scheme, host=parts.hostname, port=port)
+        raise MQError(Reason.PARM_VALUE_ERROR, f"server address {url!r}: {forms}")
+
+    def __str__(self) -> str:
+        return f"unix://{self.path}" if self.scheme == "unix" else f"{self.scheme}://{self.host}:{self.port}"
+
+
+def tls_context(address: Address, tls: ssl.SSLContext | None, cafile: str | None) -> ssl.SSLContext | None:
+    """The client's TLS context for a ``tls://`` address (None for the others)."""
+    if address.scheme != "tls":
+        return None
+    return tls if tls is not None else ssl.create_default_context(cafile=cafile)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What a client's ``connect`` was given: where, with which tokens, how (both clients)."""
+
+    address: Address
+    token: str | None
+    admin_token: str | None
+    reconnect: bool
+    tls: ssl.SSLContext | None
+    client: str | None
+    timeout: float
+
+    @classmethod
+    def of(cls, url, token, admin_token, reconnect, tls, cafile, client, timeout) -> Endpoint:
+        address = Address.parse(url)
+        return cls(address, token, admin_token, bool(reconnect), tls_context(address, tls, cafile), client, timeout)
+
+    def hello(self, cancel: bool) -> bytes:
+        """The handshake frame: the tokens, who this is, and whether it may cancel a waiting get."""
+        args = {"token": self.token, "admin_token": self.admin_token, "pid": os.getpid(), "cancel": cancel}
+        return P.request(P.HELLO, {**args, "client": self.client or ""})
+
+
+@dataclass
+class ServerInfo:
+    """What the handshake told: the queue manager's name, its run's identity (for MsgIds and
+    tokens), this connection's number, the limits, and whether it may administer."""
+
+    qm: str
+    ident: Identity
+    conn: int
+    max_frame: int
+    max_handles: int
+    admin: bool
+
+    @classmethod
+    def from_reply(cls, value: dict) -> ServerInfo:
+        return cls(
+            value["qm"],
+            Identity(bytes(value["run_id"])),
+            value["conn"],
+            value["max_frame"],
+            value["max_handles"],
+            bool(value.get("admin")),
+        )
+
+
+def connect_error(address: Address, e: BaseException) -> MQError:
+    return MQError(
+        Reason.HOST_NOT_AVAILABLE,
+        f"cannot connect to {address}: {getattr(e, 'strerror', None) or e}; is 'sweepq serve' running there?",
+    )
+
+
+def broken(address: Address, why: object, reconnect: bool) -> MQError:
+    then = "the next call reconnects" if reconnect else "connect again, or connect with reconnect=True"
+    return MQError(
+        Reason.CONNECTION_BROKEN,
+        f"the connection to {address} broke ({why}): the server stopped or the network failed; any unit of "
+        f"work it held was backed out in the server; {then}",
+    )
+
+
+def disconnected() -> MQError:
+    return MQError(Reason.HCONN_ERROR, "this connection is disconnected; connect again")
+
+
+def closed_twice(name: str) -> MQError:
+    return MQError(Reason.HOBJ_ERROR, f"handle for {name!r} is already closed")
+
+
+def handle_closed(name: str) -> MQError:
+    return MQError(Reason.HOBJ_ERROR, f"handle for {name!r} is closed; open it again")
+
+
+# -- the calls of a handle: (op, arguments, under syncpoint?, how to read the reply) ---------------
+# Both clients run these with their own transport (``_run``), so each call is written once.
+
+
+def put(hid: int, data, md, options) -> tuple:
+    return P.PUT, [hid, data, md, options], put_sync(options), put_result
+
+
+def put_many(hid: int, datas, md, options) -> tuple:
+    return P.PUT_MANY, [hid, datas, md, options], put_sync(options), put_results
+
+
+def get(hid: int, options, *rest) -> tuple:
+    return P.GET, [hid, options, *rest], get_sync(options), message
+
+
+def get_many(hid: int, max_messages, options, wait_interval) -> tuple:
+    return P.GET_MANY, [hid, max_messages, options, wait_interval], get_sync(options), messages
+
+
+class HandleCalls:
+    """A client handle's message calls, written once for both clients: each builds its request
+    (the functions above) and hands it to its connection's ``_run``, which is a round trip for
+    the thread client and a coroutine (so the call returns an awaitable) for the asyncio one.
+    The signatures are the in-process Handle's (engine/api.py ``QueueHandle``)."""
+
+    __slots__ = ()
+
+    @property
+    def connection(self):
+        """The connection this handle was opened on (its unit of work is the handle's)."""
+        return self._conn
+
+    def _do(self, spec: tuple):
+        if self._closed:
+            raise self._closed_error()
+        return self._conn._run(spec, self._ident)
+
+    def put(self, data: bytes, md: MD | None = None, options: PMO | int = 0):
+        """MQPUT (see :meth:`sweepq.engine.Handle.put`): a PutResult."""
+        return self._do(put(self._hid, data, md, options))
+
+    def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0):
+        """MQPUT of a batch in one round trip: a list of PutResult."""
+        return self._do(put_many(self._hid, datas, md, options))
+
+    def get(
+        self,
+        options: GMO | int = 0,
+        wait_interval: int = -1,
+        buffer_length: int | None = None,
+        match: MO | int = MATCH_DEFAULT,
+        msg_id: bytes | None = None,
+        correl_id: bytes | None = None,
+        group_id: bytes | None = None,
+        msg_seq_number: int | None = None,
+        offset: int | None = None,
+        msg_token: bytes | None = None,
+    ):
+        """MQGET (see :meth:`sweepq.engine.Handle.get`): a Message, or a Status for UNLOCK."""
+        args = (wait_interval, buffer_length, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
+        return self._do(get(self._hid, options, *args))
+
+    def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1):
+        """MQGET of up to ``max_messages`` in one round trip: a list of Message."""
+        return self._do(get_many(self._hid, max_messages, options, wait_interval))
+
+
+def waits(options: object) -> bool:
+    """A get that waits in the server (the asyncio client may cancel it)."""
+    return isinstance(options, int) and bool(int(options) & _WAIT)
+
+
+def put_result(value: list, ident: Identity) -> PutResult:
+    return PutResult.many([value[1]], ident, value[0])[0]
+
+
+def put_results(value: list, ident: Identity) -> list[PutResult]:
+    reason, headers = value
+    return PutResult.many(headers, ident, reason)
+
+
+def message(value: list, ident: Identity):
+    """A get's reply (net/session.py ``message_to_wire``) as the engine's Message or Status."""
+    if value[0] == "s":
+        return Status(value[1])
+    _, rec, data, reason, read_at = value
+    return Message.make(rec, ident, data_of(rec) if data is None else data, reason, read_at)
+
+
+def messages(records: list, ident: Identity) -> list[Message]:
+    return Message.many(records, ident)
+
+
+class UnitOfWork:
+    """The client's view of its unit of work: whether one is open (a call under syncpoint
+    succeeded since the last commit or backout), and whether a reconnect lost it.
+
+    After a reconnect that lost one, every call under syncpoint and ``commit`` fail with
+    MQRC_BACKED_OUT (2003) until ``commit`` (which reports it) or ``backout``: work is never
+    silently half done."""
+
+    def __init__(self) -> None:
+        self.open = False
+        self.lost = False
+
+    def commit_lost(self) -> MQError | None:
+        """For commit: the 2003 to raise when a reconnect lost the unit of work (then forgotten)."""
+        if not self.lost:
+            return None
+        self.ended()
+        return MQError(
+            Reason.BACKED_OUT,
+            "the connection broke and was made again: the unit of work was backed out in the server, not committed",
+        )
+
+    def check(self, syncpoint: bool) -> None:
+        if self.lost and syncpoint:
+            raise MQError(
+                Reason.BACKED_OUT,
+                "the connection broke and was made again: the unit of work it held was backed out in the "
+                "server; call backout() (or commit(), which reports this) before new work under syncpoint",
+            )
+
+    def did(self, syncpoint: bool) -> None:
+        if syncpoint:
+            self.open = True
+
+    def ended(self) -> None:
+        self.open = self.lost = False
+
+    def broke(self) -> None:
+        self.lost = self.lost or self.open
+        self.open = False
+
+
+def put_sync(options: object) -> bool:
+    return isinstance(options, int) and bool(int(options) & _PUT_SYNC)
+
+
+def get_sync(options: object) -> bool:
+    return isinstance(options, int) and bool(int(options) & _GET_SYNC)
+
+
+def open_options(value: int) -> OO:
+    return OO(value)

@@ -1,0 +1,198 @@
+"""The wire protocol: one framed request/response exchange per call (docs/protocol.md).
+
+A frame is a 6-byte header, ``length`` (u32, big endian: the bytes that follow the header),
+``version`` (u8, :data:`VERSION`) and ``op`` (u8), then ``length`` bytes of body: one
+MessagePack value. A request's body is the call's arguments; a reply's op is :data:`OK`
+(the body is the result) or :data:`ERROR` (the body is ``[reason, completion code, text,
+msg_ids]``, raised on the client as the same :class:`~sweepq.engine.MQError`).
+
+Why MessagePack (``msgpack``, C-accelerated, well kept): a call's arguments are a handful of
+ints, strings, None and bytes, which it packs in a microsecond with no schema to keep in
+step, and message data travels as raw ``bin`` (one copy). Message records travel as the
+engine's own record bytes (engine/record.py): a get's reply is the record itself, a put's is
+the record's header, so neither side encodes a descriptor field by field on the hot path.
+
+A value the client cannot send as itself (an object of a type MessagePack lacks) travels as
+a placeholder that arrives as an instance of an empty class *of the same type name*, so the
+engine refuses it with the reason, and the text, it gives in process. Integers beyond 64
+bits travel as their decimal text and arrive as ints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from functools import lru_cache
+
+import msgpack
+
+from sweepq.engine import CC, MD, MQError, QueueAttributes, QueueInfo, Reason
+
+VERSION = 1
+HEADER = struct.Struct(">IBB")  # body length, protocol version, op
+HEADER_LEN = HEADER.size
+HELLO_MAX_FRAME = 64 * 1024  # frames before the handshake is done, either way
+
+# Requests.
+HELLO = 1
+OPEN = 2
+CLOSE = 3
+PUT = 4
+PUT_MANY = 5
+GET = 6
+GET_MANY = 7
+COMMIT = 8
+BACKOUT = 9
+UNCOMMITTED = 10
+INQUIRE = 11
+CANCEL = 12  # no reply of its own: ends a waiting get, which then replies
+DEFINE = 13
+ALTER = 14
+DELETE = 15
+NAMES = 16
+DEFINE_MODEL = 17
+STATUS = 18
+BYE = 19
+# Replies.
+OK = 0
+ERROR = 255
+
+OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int) and k not in ("VERSION",)}
+ADMIN_OPS = frozenset((DEFINE, ALTER, DELETE, DEFINE_MODEL))  # need administration authority
+
+_EXT_OPAQUE = 1  # a value of a type MessagePack lacks: its type name
+_EXT_BIGINT = 2  # an int beyond 64 bits: its decimal text
+_EXT_STR = 3  # a str UTF-8 cannot carry (lone surrogates): its "surrogatepass" bytes
+
+_MD_FIELDS = tuple(f.name for f in dataclasses.fields(MD))
+_INFO_FIELDS = tuple(f.name for f in dataclasses.fields(QueueInfo))
+
+
+class ProtocolError(Exception):
+    """A frame that breaks the protocol: the connection it came on is closed."""
+
+
+@lru_cache(maxsize=256)
+def _opaque_type(name: str) -> type:
+    return type(name, (), {"__repr__": lambda self: f"<{name} object sent by a client>"})
+
+
+def _default(obj: object) -> object:
+    if isinstance(obj, MD):
+        return [getattr(obj, f) for f in _MD_FIELDS]
+    if isinstance(obj, int):  # beyond 64 bits (MessagePack refuses those)
+        return msgpack.ExtType(_EXT_BIGINT, str(int(obj)).encode())
+    if isinstance(obj, tuple | frozenset | set):
+        return list(obj)
+    if hasattr(obj, "keys") and hasattr(obj, "items"):  # a Mapping: properties
+        return dict(obj.items())
+    return msgpack.ExtType(_EXT_OPAQUE, type(obj).__name__.encode(errors="replace")[:200])
+
+
+def _ext_hook(code: int, data: bytes) -> object:
+    if code == _EXT_BIGINT:
+        try:
+            return int(data.decode())
+        except ValueError:
+            raise ProtocolError("a big integer that is not one") from None
+    if code == _EXT_STR:
+        return data.decode("utf-8", "surrogatepass")
+    if code == _EXT_OPAQUE:
+        return _opaque_type(data.decode(errors="replace") or "object")()
+    raise ProtocolError(f"unknown extension type {code}")
+
+
+def pack(value: object) -> bytes:
+    """MessagePack of ``value``; what MessagePack lacks travels as described above."""
+    try:
+        return _packb(value, default=_default)
+    except (OverflowError, ValueError, TypeError):  # a big int (packb does not call default for
+        # those), or a value that cannot be packed at all (a list that contains itself)
+        return _packb(_sendable(value, 0), default=_default)
+
+
+_packb = msgpack.packb
+
+
+def _sendable(value: object, depth: int) -> object:
+    """``value`` with big ints as their text and what cannot be packed as a placeholder."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return msgpack.ExtType(_EXT_STR, value.encode("utf-8", "surrogatepass"))
+        return value
+    if isinstance(value, bool) or value is None or isinstance(value, float | bytes):
+        return value
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**64 else msgpack.ExtType(_EXT_BIGINT, str(int(value)).encode())
+    if depth > 8:
+        return _default(object())
+    if isinstance(value, MD):
+        value = _default(value)
+    if isinstance(value, list | tuple):
+        return [_sendable(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {_sendable(k, depth + 1): _sendable(v, depth + 1) for k, v in value.items()}
+    return _default(value)
+
+
+def unpack(body) -> object:
+    """The value of a frame's body.
+
+    :raises ProtocolError: when the body is not one well-formed MessagePack value."""
+    try:
+        return msgpack.unpackb(body, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+    except ProtocolError:
+        raise
+    except Exception as e:  # ExtraData, FormatError, StackError, ValueError, UnicodeDecodeError, ...
+        raise ProtocolError(f"a body that is not MessagePack ({type(e).__name__})") from None
+
+
+def frame(op: int, body: bytes = b"") -> bytes:
+    return HEADER.pack(len(body), VERSION, op) + body
+
+
+def request(op: int, args: object) -> bytes:
+    body = pack(args)
+    return HEADER.pack(len(body), VERSION, op) + body
+
+
+def ok(result: object) -> bytes:
+    body = pack(result)
+    return HEADER.pack(len(body), VERSION, OK) + body
+
+
+def error(e: MQError) -> bytes:
+    return frame(ERROR, pack([int(e.reason), int(e.completion_code), e.text, e.msg_ids]))
+
+
+def raise_error(body: object) -> None:
+    """Raise the MQError an ERROR reply carries."""
+    try:
+        reason, cc, text, msg_ids = body  # type: ignore[misc]
+        err = MQError(int(reason), str(text), CC(int(cc)), [bytes(m) for m in msg_ids])
+    except (TypeError, ValueError):
+        raise MQError(
+            Reason.CONNECTION_BROKEN, f"the server sent an error reply that is not one: {body!r:.80}"
+        ) from None
+    raise err
+
+
+def md_from_wire(value: object) -> object:
+    """A put's descriptor: MD from its field list; anything else as sent (the engine judges)."""
+    if isinstance(value, list) and len(value) == len(_MD_FIELDS):
+        return MD(*value)
+    return value
+
+
+def info_to_wire(info: QueueInfo) -> list:
+    out = [getattr(info, f) for f in _INFO_FIELDS]
+    out[1] = {f.name: getattr(info.attributes, f.name) for f in dataclasses.fields(info.attributes)}
+    return out
+
+
+def info_from_wire(value: list) -> QueueInfo:
+    values = dict(zip(_INFO_FIELDS, value, strict=True))
+    values["attributes"] = QueueAttributes(**values["attributes"]).validated()
+    return QueueInfo(**values)

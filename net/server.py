@@ -1,0 +1,398 @@
+"""The server: serves one queue manager to client connections (``sweepq serve``, ``qm.serve()``).
+
+Transport: threads with the standard library's ``socketserver`` — one thread per connection,
+each running a :class:`~sweepq.net.session.Session` that calls the engine as an in-process
+application on that thread would. Why threads rather than an event loop: every engine call
+may block by design (a WAIT, a commit that waits for its fsync under ``sync="commit"``, a
+get that reads a blob back), and the engine's group commit gathers concurrent committers;
+on a thread of its own each client's call blocks only that client, with no hop to an
+executor on the hot path. An idle connection costs its thread's stack (mostly untouched
+virtual memory) and a 16 KiB read buffer (figures: docs/clients.md).
+
+Listeners: a Unix socket (created 0600; its permissions are the access control) and, when
+asked, TCP (127.0.0.1 unless a host is named; the token required; TLS with an
+``ssl.SSLContext``). Limits, each checked before the memory it guards is taken: connections
+(``max_connections``, checked before a thread is started: MQRC_MAX_CONNS_LIMIT_REACHED 2025),
+handles per connection (``max_handles``: 2017), frame size (``max_frame``, from the header,
+before the body is read; 64 KiB before the handshake).
+
+Thread safety: ``status``, ``close`` and ``urls`` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import socket
+import socketserver
+import ssl
+import threading
+import time
+
+from sweepq.engine import MQError, QueueManager, Reason
+
+from . import auth
+from . import protocol as P
+from .frames import SERVER_BUFFER, FrameSocket
+from .session import Session
+
+DEFAULT_MAX_CONNECTIONS = 4096
+DEFAULT_MAX_HANDLES = 1024
+
+
+def parse_tcp(spec: str | int | tuple) -> tuple[str, int]:
+    """``"HOST:PORT"``, ``":PORT"``, ``"PORT"``, a port number or a (host, port) pair; the host
+    is 127.0.0.1 unless one is named.
+
+    :raises MQError: PARM_VALUE_ERROR (3229) for anything else."""
+    if isinstance(spec, tuple) and len(spec) == 2:
+        host, port = spec
+    elif isinstance(spec, int) and not isinstance(spec, bool):
+        host, port = "", spec
+    elif isinstance(spec, str):
+        host, _, port = spec.rpartition(":")
+        host = host.strip("[]")
+    else:
+        host, port = None, None
+    try:
+        port = int(port)
+    except (TypeError, ValueError):
+        port = -1
+    if not isinstance(host, str) or not 0 <= port <= 65535:
+        raise MQError(Reason.PARM_VALUE_ERROR, f"tcp={spec!r}: give HOST:PORT, e.g. 127.0.0.1:1414 (or :1414)")
+    return host or "127.0.0.1", port
+
+
+class _Listener(socketserver.ThreadingMixIn, socketserver.BaseServer):
+    """One listening socket whose connections become sessions of ``owner``."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, owner: Server, sock: socket.socket, transport: str):
+        super().__init__(sock.getsockname(), None)
+        self.socket = sock
+        self.owner = owner
+        self.transport = transport
+
+    def fileno(self) -> int:
+        return self.socket.fileno()
+
+    def get_request(self):
+        return self.socket.accept()
+
+    def verify_request(self, request, client_address) -> bool:
+        return self.owner.admit(request, self.transport)
+
+    def finish_request(self, request, client_address) -> None:
+        self.owner.run_session(request, client_address, self.transport)
+
+    def shutdown_request(self, request) -> None:
+        with contextlib.suppress(OSError):
+            request.close()
+
+    def handle_error(self, request, client_address) -> None:
+        self.owner.log.exception("connection from %s failed", client_address)
+
+    def server_close(self) -> None:
+        self.socket.close()
+
+
+class Server:
+    """Serves ``qm`` (see the module docstring). ``start()`` listens; ``close()`` stops
+    accepting, ends every connection (backing out its unit of work) and waits for them.
+
+    ``unix_path``: the Unix socket (None: none). ``tcp``: "HOST:PORT" (None: none).
+    ``token``: what a TCP client must present (None with ``tcp``: a new one, in ``token``).
+    ``admin_token``: what administration needs (None: no administration over connections).
+    ``tls``: an ``ssl.SSLContext`` with the server's certificate, for TCP. ``metrics``:
+    "HOST:PORT" or a port for Prometheus text on HTTP (net/metrics.py). ``log``: where the
+    one line per connection event goes (the ``sweepq.net`` logger by default).
+    """
+
+    def __init__(
+        self,
+        qm: QueueManager,
+        *,
+        unix_path: str | os.PathLike | None = None,
+        tcp: str | int | tuple | None = None,
+        token: str | None = None,
+        admin_token: str | None = None,
+        tls: ssl.SSLContext | None = None,
+        metrics: str | int | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_handles: int = DEFAULT_MAX_HANDLES,
+        max_frame: int | None = None,
+        wait_slice: float = 0.5,
+        cancel_slice: float = 0.05,
+        hello_timeout: float = 10.0,
+        partial_timeout: float = 30.0,
+        log: logging.Logger | None = None,
+    ):
+        if unix_path is None and tcp is None:
+            raise MQError(Reason.PARM_VALUE_ERROR, "give a Unix socket path, tcp='HOST:PORT', or both")
+        if tls is not None and not isinstance(tls, ssl.SSLContext):
+            raise MQError(Reason.PARM_VALUE_ERROR, "tls must be an ssl.SSLContext holding the server's certificate")
+        for value, what in ((max_connections, "max_connections"), (max_handles, "max_handles")):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise MQError(Reason.PARM_VALUE_ERROR, f"{what} must be a positive int")
+        self.qm = qm
+        self.unix_path = os.fspath(unix_path) if unix_path is not None else None
+        self.tcp = parse_tcp(tcp) if tcp is not None else None
+        self.token = token if token is not None or tcp is None else auth.new_token()
+        self.admin_token = admin_token
+        self.tls = tls
+        self.metrics_address = metrics
+        self.max_connections = max_connections
+        self.max_handles = max_handles
+        self.max_frame = max_frame or max(qm.max_msg_length, 16 * 1024 * 1024) + 1024 * 1024
+        self.wait_slice = wait_slice
+        self.cancel_slice = cancel_slice
+        self.hello_timeout = hello_timeout
+        self.partial_timeout = partial_timeout
+        self.log = log or logging.getLogger("sweepq.net")
+        self.started = time.time()
+        self.refused = 0
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._sessions: dict[int, Session] = {}
+        self._admitted = 0
+        self._listeners: list[_Listener] = []
+        self._threads: list[threading.Thread] = []
+        self._metrics = None
+        self.closed = False
+
+    # -- starting and stopping ----------------------------------------------------------------
+
+    def start(self) -> Server:
+        """Listen (in background threads) and return self.
+
+        :raises MQError: RESOURCE_PROBLEM (2102) when an address is taken or not allowed."""
+        try:
+            if self.unix_path is not None:
+                self._listeners.append(_Listener(self, _unix_socket(self.unix_path), "unix"))
+            if self.tcp is not None:
+                sock = socket.create_server(self.tcp, reuse_port=False)
+                self.tcp = sock.getsockname()[:2]
+                self._listeners.append(_Listener(self, sock, "tls" if self.tls else "tcp"))
+        except OSError as e:
+            self.close()
+            raise MQError(
+                Reason.RESOURCE_PROBLEM, f"cannot listen: {e.strerror or e} ({e.filename or self.tcp})"
+            ) from e
+        for lst in self._listeners:
+            t = threading.Thread(
+                target=lst.serve_forever, args=(0.05,), name=f"sweepq-listen-{lst.transport}", daemon=True
+            )
+            t.start()
+            self._threads.append(t)
+        if self.metrics_address is not None:
+            from .metrics import start_metrics
+
+            self._metrics = start_metrics(self, self.metrics_address)
+        self.log.info("serving queue manager %s on %s", self.qm.name, ", ".join(self.urls))
+        return self
+
+    @property
+    def urls(self) -> list[str]:
+        """Where clients connect: ``unix:///path``, ``tcp://host:port`` or ``tls://host:port``."""
+        out = []
+        if self.unix_path is not None:
+            out.append("unix://" + os.path.abspath(self.unix_path))
+        if self.tcp is not None:
+            out.append(f"{'tls' if self.tls else 'tcp'}://{self.tcp[0]}:{self.tcp[1]}")
+        return out
+
+    @property
+    def url(self) -> str:
+        return self.urls[0]
+
+    @property
+    def metrics_url(self) -> str | None:
+        return None if self._metrics is None else self._metrics.url
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop accepting, end every connection (each backs out its unit of work and closes its
+        handles on its own thread) and wait up to ``timeout`` seconds for them. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        for lst in self._listeners:
+            if self._threads:  # serve_forever runs: shutdown() waits for it to stop
+                lst.shutdown()
+            lst.server_close()
+        if self.unix_path is not None and self._listeners:
+            with contextlib.suppress(OSError):
+                os.unlink(self.unix_path)
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for s in sessions:
+            s.stop()
+        deadline = time.monotonic() + timeout
+        for s in sessions:
+            # A session in a WAIT ends at its next slice; one whose wait the queue manager's
+            # clock holds (a manual clock) ends when the queue manager's close wakes it.
+            limit = deadline if s.state != "waiting" else min(deadline, time.monotonic() + 2 * s.slice_s)
+            s.ended.wait(max(0.0, limit - time.monotonic()))
+        if self._metrics is not None:
+            self._metrics.close()
+        with contextlib.suppress(ValueError):
+            self.qm._servers.remove(self)
+        self.log.info("stopped serving queue manager %s", self.qm.name)
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def admit(self, sock: socket.socket, transport: str) -> bool:
+        """Whether a new connection may have a thread (the connection limit, checked first)."""
+        with self._lock:
+            if self._admitted < self.max_connections and not self.closed:
+                self._admitted += 1
+                return True
+            self.refused += 1
+        self.log.warning("refused %s connection: %d connections open, the limit", transport, self.max_connections)
+        if transport != "tls":  # a TLS client could not read a plain frame
+            err = MQError(
+                Reason.MAX_CONNS_LIMIT_REACHED, f"the server holds {self.max_connections} connections, its limit"
+            )
+            with contextlib.suppress(OSError):
+                sock.settimeout(0.05)  # bounded: this runs on the accepting thread
+                sock.sendall(P.error(err))
+                sock.shutdown(socket.SHUT_WR)
+                sock.recv(P.HELLO_MAX_FRAME)  # the client's hello, read so that closing sends no reset
+        return False
+
+    def run_session(self, sock: socket.socket, address, transport: str) -> None:
+        """The body of a connection's thread."""
+        peer = "local" if transport == "unix" else f"{address[0]}:{address[1]}"
+        try:
+            if self.tls is not None:
+                sock.settimeout(self.hello_timeout)
+                sock = self.tls.wrap_socket(sock, server_side=True)
+                sock.settimeout(None)
+        except (OSError, ssl.SSLError) as e:
+            self.log.warning("refused %s %s: TLS handshake failed (%s)", transport, peer, e)
+            sock.close()
+            with self._lock:
+                self._admitted -= 1
+            return
+        session = Session(
+            self,
+            FrameSocket(sock, P.HELLO_MAX_FRAME, self.partial_timeout, SERVER_BUFFER),
+            next(self._ids),
+            peer,
+            transport,
+        )
+        threading.current_thread().name = f"sweepq-session-{session.id}"
+        with self._lock:
+            self._sessions[session.id] = session
+        session.run()
+
+    def forget(self, session: Session) -> None:
+        with self._lock:
+            if self._sessions.pop(session.id, None) is not None:
+                self._admitted -= 1
+
+    def authorize(self, session: Session, token: object, admin_token: object) -> bool:
+        """Whether the connection may administer; MQError 2035 when it may not connect."""
+        admin = auth.matches(admin_token, self.admin_token)
+        if admin_token is not None and not admin:
+            raise MQError(Reason.NOT_AUTHORIZED, "wrong admin token")
+        if session.transport == "unix" or admin or auth.matches(token, self.token):
+            return admin
+        raise MQError(
+            Reason.NOT_AUTHORIZED,
+            "a TCP connection needs the server's token: connect(url, token=...)" if token is None else "wrong token",
+        )
+
+    # -- what is going on ------------------------------------------------------------------------
+
+    def status(self) -> dict:
+        """DISPLAY QSTATUS and DISPLAY CONN: every queue with its depth, messages in memory,
+        swept, handles open for input and output; every connection with its unit of work."""
+        queues = []
+        for name in self.qm.queue_names():
+            try:
+                info = self.qm.inquire_queue(name)
+            except MQError:
+                continue  # deleted in between
+            queues.append(
+                {
+                    "name": name,
+                    "depth": info.current_depth,
+                    "in_memory": info.in_memory,
+                    "swept": info.swept,
+                    "mem_bytes": info.mem_bytes,
+                    "open_input": info.open_input_count,
+                    "open_output": info.open_output_count,
+                }
+            )
+        with self._lock:
+            sessions = list(self._sessions.values())
+        conns = [
+            {
+                "id": s.id,
+                "transport": s.transport,
+                "peer": s.peer,
+                "pid": s.pid,
+                "client": s.client,
+                "since": s.since,
+                "handles": len(s.handles),
+                "uncommitted": _uncommitted(s),
+                "calls": s.calls,
+                "state": s.state,
+            }
+            for s in sessions
+        ]
+        return {
+            "qm": self.qm.name,
+            "urls": self.urls,
+            "started": self.started,
+            "queues": queues,
+            "connections": conns,
+            "refused": self.refused,
+            "store_memory": {k: int(v) for k, v in self.qm.store_memory().items()},
+        }
+
+
+def _uncommitted(session: Session) -> int:
+    conn = session.conn  # read once: the session's thread may end it meanwhile
+    return conn.uncommitted if conn is not None else 0
+
+
+def _unix_socket(path: str) -> socket.socket:
+    """A listening Unix socket at ``path``, mode 0600 from the start (bound under a temporary
+    name, chmod-ed, then renamed into place). A socket file left by a server that died is
+    replaced; one that a live server answers on is not."""
+    if os.path.exists(path):
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except OSError:
+            os.unlink(path)  # stale: nobody listens
+        else:
+            raise OSError(98, "another server listens there", path)
+        finally:
+            probe.close()
+    tmp = f"{path}.{os.getpid()}.tmp"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        sock.bind(tmp)
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, path)
+        sock.listen(1024)
+    except OSError:
+        sock.close()
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return sock

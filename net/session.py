@@ -1,0 +1,359 @@
+"""One client connection inside the server: its engine connection, its handles, its calls.
+
+A session runs on a thread of its own (net/server.py) and calls the engine's public API only,
+exactly as an in-process application on that thread would: one engine
+:class:`~sweepq.engine.Connection`, whose unit of work therefore lives in the server, and the
+handles it opened, known to the client by number. When the connection ends for any reason
+(the client's ``disconnect``, a broken socket, a bad frame, the server stopping) the engine
+connection is disconnected: uncommitted work is backed out, handles close (a browse lock is
+released, a temporary dynamic queue deleted), as MQ does for a client that goes away.
+
+A get with WAIT waits in the server, in slices (``slice_s``, on the queue manager's clock):
+between slices the session looks at its socket without blocking, so a waiting get ends
+when its client cancels it (op CANCEL: nothing was taken) or goes away, and the wait never
+holds anything another client needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import select
+import threading
+import time
+import traceback
+from typing import TYPE_CHECKING
+
+from sweepq.engine import GMO, MQError, Reason
+from sweepq.engine.record import data_offset
+
+from . import protocol as P
+from .frames import Closed, FrameSocket
+
+if TYPE_CHECKING:
+    from .server import Server
+
+_WAIT = int(GMO.WAIT)
+_STATE = {op: name.lower() for op, name in P.OP_NAMES.items()}  # what `sweepq status` shows
+_NO_MSG = Reason.NO_MSG_AVAILABLE
+
+
+class _Cancelled(Exception):
+    """The client cancelled the waiting get (op CANCEL)."""
+
+
+def message_to_wire(m) -> list:
+    """A get's result: ``["m", record, data or None, reason, read_at_us]`` for a message (data
+    None: the record's own payload, the usual case), ``["s", reason]`` for a status (UNLOCK)."""
+    rec = getattr(m, "record", None)
+    if rec is None:
+        return ["s", int(m.reason)]
+    data = m.data
+    whole = len(data) == len(rec) - data_offset(rec)  # not truncated, not reassembled
+    return ["m", rec, None if whole else data, int(m.reason), m.read_at_us]
+
+
+def _header(rec: bytes) -> bytes:
+    return rec[: data_offset(rec)]
+
+
+class Session:
+    """One client connection (see the module docstring). Its fields are read by ``status``."""
+
+    def __init__(self, server: Server, fs: FrameSocket, sid: int, peer: str, transport: str):
+        self.server = server
+        self.qm = server.qm
+        self.fs = fs
+        self.id = sid
+        self.peer = peer
+        self.transport = transport
+        self.since = time.time()
+        self.pid = 0
+        self.client = ""
+        self.admin = False
+        self.calls = 0
+        self.state = "handshake"
+        self.conn = None
+        self.backed_out = 0
+        self.handles: dict = {}
+        self._next_hid = 1
+        self.slice_s = server.wait_slice
+        self.ended = threading.Event()
+        self._handlers = {
+            P.OPEN: (3, self._open),
+            P.CLOSE: (1, self._close),
+            P.PUT: (4, self._put),
+            P.PUT_MANY: (4, self._put_many),
+            P.GET: (11, self._get),
+            P.GET_MANY: (4, self._get_many),
+            P.COMMIT: (0, self._commit),
+            P.BACKOUT: (0, self._backout),
+            P.UNCOMMITTED: (0, self._uncommitted),
+            P.INQUIRE: (1, self._inquire),
+            P.DEFINE: (2, self._define),
+            P.ALTER: (2, self._alter),
+            P.DELETE: (2, self.qm.delete_queue),
+            P.NAMES: (0, self.qm.queue_names),
+            P.DEFINE_MODEL: (3, self._define_model),
+            P.STATUS: (0, self.server.status),
+        }
+
+    # -- the thread -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        why = "closed by the client"
+        try:
+            if self._hello():
+                why = self._loop()
+        except Closed as e:
+            why = str(e)
+        except P.ProtocolError as e:
+            why = f"protocol error: {e}"
+        except OSError as e:
+            why = f"connection failed: {e.strerror or e}"
+        finally:
+            self._end(why)
+
+    def _hello(self) -> bool:
+        """The handshake: the first frame must be HELLO, within the server's hello timeout."""
+        fs = self.fs
+        fs.sock.settimeout(self.server.hello_timeout)
+        fs.set_blocking_timeout()
+        try:
+            op, body = fs.read()
+        except TimeoutError:
+            raise P.ProtocolError(f"no handshake within {self.server.hello_timeout:g} s") from None
+        if op != P.HELLO:
+            raise P.ProtocolError(f"the first frame must be HELLO, not op {op}")
+        hello = P.unpack(body)
+        if not isinstance(hello, dict):
+            raise P.ProtocolError("a HELLO that is not a map")
+        try:
+            self.admin = self.server.authorize(self, hello.get("token"), hello.get("admin_token"))
+        except MQError as e:
+            self.server.log.warning("refused %s %s: %s", self.transport, self.peer, e)
+            fs.send(P.error(e))
+            return False
+        self.pid = hello.get("pid") if isinstance(hello.get("pid"), int) else 0
+        self.client = str(hello.get("client", ""))[:100]
+        if hello.get("cancel"):
+            self.slice_s = self.server.cancel_slice
+        fs.sock.settimeout(None)
+        fs.set_blocking_timeout()
+        fs.max_frame = self.server.max_frame
+        self.conn = self.qm.connect()
+        self.state = "idle"
+        reply = {
+            "version": P.VERSION,
+            "qm": self.qm.name,
+            "run_id": self.qm.ident.run_id,
+            "conn": self.id,
+            "max_frame": self.server.max_frame,
+            "max_handles": self.server.max_handles,
+            "admin": self.admin,
+        }
+        fs.send(P.ok(reply))
+        self.server.log.info(
+            "connect #%d %s %s pid=%s client=%s%s",
+            self.id,
+            self.transport,
+            self.peer,
+            self.pid,
+            self.client or "-",
+            " admin" if self.admin else "",
+        )
+        return True
+
+    def _loop(self) -> str:
+        fs, handlers, send, unpack, ok = self.fs, self._handlers, self.fs.send, P.unpack, P.ok
+        admin_ops = P.ADMIN_OPS
+        while True:
+            op, body = fs.read()
+            if op == P.CANCEL:
+                continue  # late: the get it meant has replied already
+            if op == P.BYE:  # disconnect before the reply: the client's next call sees it done
+                self._release()
+                send(P.ok(None))
+                return "disconnected by the client"
+            entry = handlers.get(op)
+            if entry is None:
+                raise P.ProtocolError(f"unknown op {op}")
+            args = unpack(body)
+            if type(args) is not list or len(args) != entry[0]:
+                raise P.ProtocolError(f"op {P.OP_NAMES.get(op, op)} takes a list of {entry[0]} arguments")
+            self.calls += 1
+            self.state = _STATE[op]
+            try:
+                if op in admin_ops and not self.admin:
+                    raise MQError(
+                        Reason.NOT_AUTHORIZED,
+                        "administration (define, alter, delete) needs the server's admin token; connect with "
+                        "admin_token=...",
+                    )
+                reply = ok(entry[1](*args))
+            except MQError as e:
+                if e.reason == Reason.NOT_AUTHORIZED:
+                    self.server.log.warning("refused #%d %s: %s", self.id, P.OP_NAMES[op], e)
+                reply = P.error(e)
+            except _Cancelled:
+                reply = P.error(MQError(_NO_MSG, "the waiting get was cancelled; nothing was taken"))
+            except (Closed, P.ProtocolError):
+                raise
+            except Exception as e:  # a server bug: this call fails, the connection and the server go on
+                self.server.log.error("#%d %s failed: %s", self.id, P.OP_NAMES[op], traceback.format_exc())
+                reply = P.error(MQError(Reason.UNEXPECTED_ERROR, f"the server failed: {type(e).__name__}: {e}"))
+            self.state = "idle"
+            send(reply)
+
+    def _release(self) -> None:
+        """Disconnect the engine connection: back out its unit of work, close its handles."""
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        self.backed_out = conn.uncommitted
+        with contextlib.suppress(MQError):  # the queue manager is closing: it backs out what is left
+            conn.disconnect()
+
+    def _end(self, why: str) -> None:
+        self._release()
+        self.fs.close()
+        self.server.forget(self)
+        if self.state != "handshake":
+            extra = f"; backed out {self.backed_out} uncommitted operation(s)" if self.backed_out else ""
+            self.server.log.info("disconnect #%d (%s)%s", self.id, why, extra)
+        self.ended.set()
+
+    def stop(self) -> None:
+        """From another thread (the server stopping): end the connection; the session's thread
+        then ends its call and disconnects its engine connection itself."""
+        self.fs.close()
+
+    # -- handles --------------------------------------------------------------------------
+
+    def _handle(self, hid):
+        try:
+            return self.handles[hid]
+        except (KeyError, TypeError):
+            raise MQError(Reason.HOBJ_ERROR, f"handle number {hid!r} is not open on this connection") from None
+
+    def _open(self, name, options, selector):
+        if len(self.handles) >= self.server.max_handles:
+            raise MQError(
+                Reason.HANDLE_NOT_AVAILABLE,
+                f"this connection has {len(self.handles)} handles open, the server's limit; close some first",
+            )
+        h = self.conn.open(name, options, selector)
+        hid = self._next_hid
+        self._next_hid += 1
+        self.handles[hid] = h
+        return [hid, h.name, int(h.options)]
+
+    def _close(self, hid):
+        h = self._handle(hid)
+        del self.handles[hid]
+        return int(h.close())
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def _put(self, hid, data, md, options):
+        h = self.handles.get(hid) if type(hid) is int else None
+        r = (h or self._handle(hid)).put(data, None if md is None else P.md_from_wire(md), options)
+        return [r.reason, _header(r.record)]
+
+    def _put_many(self, hid, datas, md, options):
+        rs = self._handle(hid).put_many(datas, P.md_from_wire(md), options)
+        return [rs[0].reason if rs else 0, [_header(r.record) for r in rs]]
+
+    def _get(self, hid, options, wait_interval, *rest):
+        h = self._handle(hid)
+        if _waits(options, wait_interval):
+            return message_to_wire(self._waiting(lambda ms: h.get(options, ms, *rest), wait_interval))
+        return message_to_wire(h.get(options, wait_interval, *rest))
+
+    def _get_many(self, hid, max_messages, options, wait_interval):
+        h = self._handle(hid)
+        if _waits(options, wait_interval):
+            try:
+                ms = self._waiting(lambda ms: _some(h.get_many(max_messages, options, ms)), wait_interval)
+            except MQError as e:
+                if e.reason != _NO_MSG:
+                    raise
+                ms = []  # get_many's "nothing came": an empty list, not 2033
+        else:
+            ms = h.get_many(max_messages, options, wait_interval)
+        return [m.record for m in ms]
+
+    def _waiting(self, call, wait_interval: int):
+        """``call(ms)`` in slices until it returns, the wait interval ends (2033), the client
+        cancels (:class:`_Cancelled`) or goes away (:class:`Closed`)."""
+        clock = self.qm.clock
+        deadline = None if wait_interval < 0 else clock.now() + wait_interval / 1000.0
+        slice_ms = max(1, int(self.slice_s * 1000))
+        self.state = "waiting"
+        while True:
+            ms = slice_ms if deadline is None else max(0, min(slice_ms, math.ceil((deadline - clock.now()) * 1000)))
+            try:
+                return call(ms)
+            except MQError as e:
+                if e.reason != _NO_MSG or (deadline is not None and clock.now() >= deadline):
+                    raise
+            self._check_cancel()
+
+    def _check_cancel(self) -> None:
+        fs = self.fs
+        if not fs.buffered():
+            poller = select.poll()  # not select(): a server with 1,000 connections has fds past 1024
+            poller.register(fs.sock, select.POLLIN)
+            if not poller.poll(0):
+                return
+        op, _ = fs.read()
+        if op == P.CANCEL:
+            raise _Cancelled
+        raise P.ProtocolError(f"op {op} sent while a call was in progress (one call at a time)")
+
+    # -- units of work and administration ---------------------------------------------------
+
+    def _commit(self):
+        return int(self.conn.commit() or 0)
+
+    def _backout(self):
+        self.conn.backout()
+
+    def _uncommitted(self):
+        return self.conn.uncommitted
+
+    def _inquire(self, name):
+        return P.info_to_wire(self.qm.inquire_queue(name))
+
+    def _define(self, name, attributes):
+        return P.info_to_wire(self.qm.define_queue(name, **_attributes(attributes)))
+
+    def _alter(self, name, attributes):
+        return P.info_to_wire(self.qm.alter_queue(name, **_attributes(attributes)))
+
+    def _define_model(self, name, dynamic_q_name, attributes):
+        self.qm.define_model_queue(name, dynamic_q_name, **_attributes(attributes))
+
+
+def _waits(options, wait_interval) -> bool:
+    """A get that waits in slices: WAIT with a valid interval other than 0 (anything else goes
+    to the engine as it came, which then answers as it does in process)."""
+    return (
+        type(options) is int
+        and options & _WAIT
+        and type(wait_interval) is int
+        and (wait_interval > 0 or wait_interval == -1)
+    )
+
+
+def _some(messages: list):
+    """get_many under WAIT in slices: an empty slice is a 2033 to the slicing loop."""
+    if not messages:
+        raise MQError(_NO_MSG, "no message yet")
+    return messages
+
+
+def _attributes(value) -> dict:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise MQError(Reason.PARM_VALUE_ERROR, "queue attributes must be a map of attribute names to values")
+    return value
