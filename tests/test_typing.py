@@ -62,11 +62,11 @@ def test_the_built_package_holds_every_module(built: Path) -> None:
     assert not missing, f"a wheel would lack these (add their package to pyproject.toml): {missing}"
 
 
-def test_each_layer_ships_its_py_typed_marker(built: Path) -> None:
-    # PEP 561: in a namespace package (`sweepq` has no __init__.py) the marker goes in each
-    # subpackage; without it mypy treats every import of sweepq.engine as untyped (Any).
-    layers = [package for package, folder in PACKAGE_DIRS.items() if folder != "."]
-    unmarked = [p for p in layers if not (built / Path(*p.split(".")) / "py.typed").is_file()]
+def test_each_package_ships_its_py_typed_marker(built: Path) -> None:
+    # PEP 561: without it mypy treats every import of sweepq.engine as untyped (Any). `sweepq`
+    # is a namespace package (no __init__.py) that also holds modules (sweepq.client): the
+    # root has a marker, and so has each layer, as PEP 561 asks of a namespace's subpackages.
+    unmarked = [p for p in PACKAGE_DIRS if not (built / Path(*p.split(".")) / "py.typed").is_file()]
     assert not unmarked, f"add an empty py.typed to their folders: {unmarked}"
 
 
@@ -97,15 +97,21 @@ def test_mypy_is_clean_on_the_public_api(built: Path, tmp_path: Path) -> None:
 
 
 # A user's script. Each line marked `# E: code` is a mistake mypy must report with that error
-# code; every other line is a correct use and must pass.
+# code; every other line is a correct use and must pass, among them code written against
+# the connection protocols (engine/api.py) given the in-process and the client objects.
 MISUSE = """\
 from sweepq.blobstore import MemoryStore
+from sweepq.client import connect
 from sweepq.engine import GMO, MD, OO, Message, MQError, QueueManager, Reason
+from sweepq.engine.api import QueueAdmin, QueueConnection, QueueHandle
 
 with QueueManager(store=MemoryStore(), sweeper=False) as qm:
+    admin: QueueAdmin = qm
     qm.define_queue("Q", max_depth=10)
     with qm.connect() as conn:
+        api_conn: QueueConnection = conn
         h = conn.open("Q", OO.OUTPUT | OO.INPUT_SHARED, selector="Color = 'red'")
+        api_handle: QueueHandle = h
         h.put(b"hello", MD(priority=5, properties={"Color": "red"}))
         h.put(123)  # E: arg-type
         h.put(b"hello", MD(prio=5))  # E: call-arg
@@ -121,6 +127,10 @@ with QueueManager(store=MemoryStore(), sweeper=False) as qm:
             reason: Reason = e.reason
 QueueManager(store="memory")  # E: arg-type
 QueueManager(clock=5)  # E: arg-type
+
+
+def remote(url: str) -> QueueConnection:
+    return connect(url)
 """
 
 
