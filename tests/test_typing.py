@@ -68,7 +68,7 @@ def _in_checkout(report: str) -> str:
 def test_mypy_is_clean_on_the_public_api(built: Path, tmp_path: Path) -> None:
     # The scope is [tool.mypy]'s packages and modules; mypy finds them in the built tree (its
     # working directory), reports on every module they import, and knows numpy & co. from
-    # this interpreter. Run it by hand the same way: see docs/layout.md.
+    # this interpreter. By hand: see the "Type checking" section of docs/getting-started.md.
     scope = [a for p in MYPY_SCOPE["packages"] for a in ("-p", p)]
     scope += [a for m in MYPY_SCOPE["modules"] for a in ("-m", m)]
     done = _mypy("--python-executable", sys.executable, *scope, cwd=built, cache=tmp_path / "cache")
