@@ -444,6 +444,9 @@ def call(s: HandleState, opts: int, wait_interval, buffer_length, match_args: Ma
     q = s.queue
     cur = cursor_of(s)
     if opts & _UNLOCK:
+        # MQ reads no descriptor with UNLOCK, but it checks the GMO's fields: wrong match
+        # arguments are refused here as on every other get, not passed over.
+        match_for_get(s.qm.ident, opts, *match_args)
         with q.mutex:
             done = unlock_locked(q, cur)
         return Status(0 if done else Reason.NO_MSG_LOCKED)
