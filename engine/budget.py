@@ -41,12 +41,15 @@ import ctypes
 import ctypes.util
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from .constants import MemoryPolicy, Reason
 from .errors import MQError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from sweepq.sweeper import Sweeper
     from sweepq.sweeper.clock import Clock
 
     from .queue import LocalQueue
@@ -90,7 +93,14 @@ class MemoryBudget:
     ``queues()`` lists the queues, ``store_memory()`` the store's memory by kind,
     ``sweeper`` the manager's sweeper (woken and used for page-outs)."""
 
-    def __init__(self, budget: int, queues, store_memory, sweeper, clock: Clock):
+    def __init__(
+        self,
+        budget: int,
+        queues: Callable[[], Iterable[LocalQueue]],
+        store_memory: Callable[[], dict[str, int]],
+        sweeper: Sweeper | None,
+        clock: Clock,
+    ):
         self.budget = budget
         self.high = int(budget * HIGH)
         self.low = int(budget * LOW)
@@ -220,7 +230,7 @@ class MemoryBudget:
         if q.paging and (q.page_due() or self.over):
             q.paged = 0
             self.counts["page_outs"] += 1
-            self.sweeper.page_out(q)
+            self.sweeper.page_out(q)  # type: ignore[union-attr]  # a budget with queues has one
 
     def _full(self, q: LocalQueue, why: str) -> MQError:
         return MQError(
@@ -231,7 +241,7 @@ class MemoryBudget:
         )
 
 
-_libc = None
+_libc: ctypes.CDLL | Literal[False] | None = None  # None: not looked up yet; False: none
 
 
 def give_back() -> bool:

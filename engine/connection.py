@@ -24,6 +24,7 @@ from .uow import UnitOfWork
 if TYPE_CHECKING:
     from .manager import QueueManager
     from .queue import LocalQueue
+    from .record import Identity
 
 
 class Connection:
@@ -143,7 +144,7 @@ class Connection:
     def __enter__(self) -> Connection:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.disconnect()
 
     def check(self) -> None:
@@ -158,7 +159,7 @@ class Connection:
 def _input_mode(q: LocalQueue, opts: int) -> int:
     """The INPUT_* mode a handle opened with ``opts`` gets (INPUT_AS_Q_DEF resolved, a
     NOSHARE queue making INPUT_SHARED exclusive), or 0."""
-    inp = opts & INPUT_OPTS
+    inp: int = opts & INPUT_OPTS
     if inp == OO.INPUT_AS_Q_DEF:
         inp = int(q.attrs.default_input)
     if inp == OO.INPUT_SHARED and not q.attrs.shareable:
@@ -193,7 +194,7 @@ class Batch:
 
     _ids = itertools.count(1)
 
-    def __init__(self, queue: LocalQueue, ident, records: list[bytes], batch_id: int):
+    def __init__(self, queue: LocalQueue, ident: Identity, records: list[bytes], batch_id: int):
         self.id = batch_id
         self._queue = queue
         self.messages = [Message.make(rec, ident, record.data_of(rec)) for rec in records]

@@ -12,6 +12,7 @@ import os
 import threading
 import weakref
 from dataclasses import asdict, fields, replace
+from typing import Any
 
 from sweepq.blobstore import Capability, DamageLog, Store, StoreError
 from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES
@@ -189,7 +190,7 @@ class QueueManager:
         return [*log.damage_log(), *self._damage]
 
     @classmethod
-    def open(cls, path: str | os.PathLike, **options) -> QueueManager:
+    def open(cls, path: str | os.PathLike, **options: Any) -> QueueManager:
         """A queue manager on the data directory ``path`` (created if missing; its parent must
         exist): every queue definition and persistent message stored there comes back.
 
@@ -280,13 +281,13 @@ class QueueManager:
         if problems:
             raise MQError(
                 Reason.RESOURCE_PROBLEM,
-                f"closing queue manager {self.name!r}: {'; '.join(problems)}. The data directory is released.",
+                f"closing queue manager {self.name!r}: {'; '.join(problems)}. The data directory is released.",  # type: ignore[arg-type]  # the Nones were dropped
             )
 
     def __enter__(self) -> QueueManager:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- queue definitions ------------------------------------------------------------------
@@ -295,7 +296,7 @@ class QueueManager:
         if self.closed:
             raise MQError(Reason.CONNECTION_BROKEN, "the queue manager has been closed; open a new one")
 
-    def define_queue(self, name: str, **attributes) -> QueueInfo:
+    def define_queue(self, name: str, **attributes: object) -> QueueInfo:
         """DEFINE QLOCAL. Keyword arguments are :class:`QueueAttributes` fields."""
         self._check_open()
         check_name(name)
@@ -335,7 +336,7 @@ class QueueManager:
             ) from e
         self.journal.wait()
 
-    def alter_queue(self, name: str, **attributes) -> QueueInfo:
+    def alter_queue(self, name: str, **attributes: object) -> QueueInfo:
         """ALTER QLOCAL. Inhibiting gets fails current waiters with 2016."""
         self._check_open()
         with self._defs:
@@ -425,7 +426,7 @@ class QueueManager:
 
     # -- model queues and client connections --------------------------------------------------
 
-    def define_model_queue(self, name: str, dynamic_q_name: str = DEFAULT_DYNAMIC_NAME, **attributes) -> None:
+    def define_model_queue(self, name: str, dynamic_q_name: str = DEFAULT_DYNAMIC_NAME, **attributes: object) -> None:
         """DEFINE QMODEL DEFTYPE(TEMPDYN): opening ``name`` makes a temporary dynamic queue
         with these attributes (:class:`QueueAttributes` fields) named ``dynamic_q_name`` with its
         ``*`` replaced (engine/dynamic.py). Models last for this queue manager's run.
@@ -435,7 +436,7 @@ class QueueManager:
         self._check_open()
         self._dynamic.define_model(name, dynamic_q_name, _attrs(QueueAttributes(), attributes))
 
-    def serve(self, path: str | os.PathLike | None = None, **options):
+    def serve(self, path: str | os.PathLike | None = None, **options: Any) -> Any:  # Any: a sweepq.net.Server
         """Serve this queue manager to client connections from other processes (MQ's client
         mode beside this process's own in-process connections): a background listener on the
         Unix socket ``path`` (and on TCP with ``tcp="HOST:PORT"``). Returns the running
