@@ -57,6 +57,7 @@ def _demo(args: argparse.Namespace) -> int:
         consumer_share=args.consumer_share,
         policy=args.policy,
         seed=args.seed,
+        clients=args.clients,
         sample_every=0.1 if values["seconds"] < 10 else 0.25,
     )
     return run(cfg, args.out, compare=not args.no_compare, busy_levels=args.busy)
@@ -90,6 +91,7 @@ examples:
   sweepq demo                      # the README's run: 600,000 messages of 1 KiB over 40 s
   sweepq demo --quick --busy 1     # a few seconds, one spinning process beside it
   sweepq demo --busy 0 2           # quiet, then 2 busy: peak RSS with/without sweeping, both loads
+  sweepq demo --quick --clients    # producers and consumer in processes of their own, as clients
   sweepq demo --budget 150 --out results/""",
     )
     d.add_argument("--quick", action="store_true", help="a CI-sized run of a few seconds (sweep interval 1 s)")
@@ -158,6 +160,12 @@ examples:
     d.add_argument("--seed", type=number(int, 0, hint="pass a non-negative integer"), default=1, help="workload seed")
     d.add_argument("--out", default="sweepq-demo", help="directory for demo.png, demo.json and demo.md")
     d.add_argument("--no-compare", action="store_true", help="skip the run without sweeping")
+    d.add_argument(
+        "--clients",
+        action="store_true",
+        help="the producers and the consumer are processes of their own, client connections to the run's "
+        "queue manager (a process per producer, one for the consumer) instead of threads beside it",
+    )
     d.set_defaults(func=_demo)
 
 
