@@ -34,7 +34,15 @@ from ..constants import Reason
 from ..errors import MQError
 from ..queue import QueueAttributes
 from ..swept import REMOVED, SweptBlob, _hash_rows, build_index
-from .layout import MARK_REMOVED, decode_definition, decode_value, key_parts, mark_backout, message_key_at
+from .layout import (
+    MARK_REMOVED,
+    decode_definition,
+    decode_value,
+    is_queue_object,
+    key_parts,
+    mark_backout,
+    message_key_at,
+)
 
 if TYPE_CHECKING:
     from ..manager import QueueManager
@@ -72,6 +80,8 @@ def recover(qm: QueueManager) -> RecoveryReport:
         raise MQError(Reason.RESOURCE_PROBLEM, f"reading the queue definitions failed: {e}") from e
     max_seq = 0
     for name_b, value in sorted(definitions.items()):
+        if not is_queue_object(name_b):
+            continue  # the distributed-queuing objects: engine/distributed/registry.py loads them
         name = name_b.decode()
         try:
             attrs = QueueAttributes(**decode_definition(value)).validated()
