@@ -18,6 +18,7 @@ from sweepq.bench.crash import register_crash_command
 from sweepq.bench.crash_server import register_crash_server_command
 
 from .args import Parser, number, output_dir
+from .channel import register as register_channel_command
 from .data import register as register_data_commands
 from .inspect import register as register_inspect_command
 from .replay import pipeline_command as _pipeline
@@ -291,6 +292,7 @@ COMMANDS: list[Register] = [
     register_replay_commands,  # trace, replay, pipeline: cli/replay.py
     register_data_commands,  # define, put, get, browse: cli/data.py
     register_serve_commands,  # serve, status: cli/serve.py
+    register_channel_command,  # channel: cli/channel.py
     register_inspect_command,  # inspect: cli/inspect.py
     register_crash_command,  # crashtest: bench/crash.py
     register_crash_server_command,  # crashtest-server: bench/crash_server.py

@@ -253,8 +253,10 @@ class ChannelStatus(enum.StrEnum):
     """A channel's status (DISPLAY CHSTATUS): RUNNING while it moves messages, RETRYING while
     it tries to reach its partner again, INDOUBT while it is not running and its last batch
     is in doubt, STOPPED once stopped (by a user, or by an error it cannot retry), INACTIVE
-    when it was never started, or ended itself after its disconnect interval."""
+    when it was never started, or ended itself after its disconnect interval; STARTING while
+    a sender first reaches its partner."""
 
+    STARTING = "STARTING"
     RUNNING = "RUNNING"
     RETRYING = "RETRYING"
     INDOUBT = "INDOUBT"

@@ -134,17 +134,21 @@ class InDoubt:
 
 
 class SenderSync(ChannelSync):
-    """A sender's state (see the module docstring): ``indoubt`` is the batch in doubt, or None."""
+    """A sender's state (see the module docstring): ``indoubt`` is the batch in doubt, or None;
+    ``reset_pending``: a reset the receiver has not heard of yet (the next start tells it)."""
 
     def __init__(self, name: str, journal: Journal | None):
         super().__init__(name, journal)
         self.indoubt: InDoubt | None = None
+        self.reset_pending = False
 
     def state(self) -> dict:
-        return {**super().state(), "indoubt": self.indoubt.state() if self.indoubt else None}
+        indoubt = self.indoubt.state() if self.indoubt else None
+        return {**super().state(), "indoubt": indoubt, "reset": self.reset_pending}
 
     def load(self, value: bytes) -> dict:
         state = super().load(value)
+        self.reset_pending = bool(state.get("reset"))
         d = state.get("indoubt")
         if d:
             self.indoubt = InDoubt(bytes.fromhex(d["luwid"]), int(d["seq"]), [(int(a), int(b)) for a, b in d["msgs"]])
@@ -207,14 +211,32 @@ class SenderSync(ChannelSync):
             return False
 
     def reset(self, seq: int) -> None:
-        """:raises MQError: CHANNEL_INDOUBT (4025) while a batch is in doubt."""
+        """RESET CHANNEL on the sender: its last sequence number becomes ``seq``, and the
+        receiver takes the same at the next start. :raises MQError: CHANNEL_INDOUBT (4025)
+        while a batch is in doubt."""
         with self.lock:
             if self.indoubt is not None:
                 raise MQError(
                     Reason.CHANNEL_INDOUBT,
                     f"channel {self.name!r} has a batch in doubt: resolve it (commit or backout) before a reset",
                 )
-            super().reset(seq)
+            self.write(self.value(seq=seq, reset=True))
+            self.seq, self.reset_pending = seq, True
+
+    def agreed(self, partner_seq: int) -> bool:
+        """At a start, once the batch in doubt is resolved: whether the receiver's last
+        sequence number is this sender's. Without a data directory there is nothing of its
+        own to compare, so the sender takes the receiver's. A reset the receiver has now
+        heard of is no longer pending."""
+        with self.lock:
+            if self.journal is None:
+                self.seq = partner_seq
+            if partner_seq != self.seq:
+                return False
+            if self.reset_pending:
+                self.write(self.value(reset=False))
+                self.reset_pending = False
+            return True
 
 
 class ReceiverSync(ChannelSync):
