@@ -82,12 +82,16 @@ def _local(names: Names, qmgr: str) -> bool:
     return qmgr in ("", names.qmgr_name)
 
 
-def _resolve(names: Names, queue: str, qmgr: str, hops: int) -> Route:
+def _count(hops: int, queue: str) -> None:
     if hops > MAX_HOPS:
         raise MQError(
             Reason.UNKNOWN_REMOTE_Q_MGR,
             f"resolving {queue!r} went through {MAX_HOPS} remote definitions or aliases: they loop",
         )
+
+
+def _resolve(names: Names, queue: str, qmgr: str, hops: int) -> Route:
+    _count(hops, queue)
     if _local(names, qmgr):
         if names.is_local(queue):
             return Route(queue)
@@ -102,6 +106,7 @@ def _resolve(names: Names, queue: str, qmgr: str, hops: int) -> Route:
 
 def _via(names: Names, queue: str, qmgr: str, xmit_queue: str, hops: int) -> Route:
     """The route of a message for ``queue`` on ``qmgr``, through ``xmit_queue`` when named."""
+    _count(hops, queue)
     if xmit_queue:
         return Route(_xmitq(names, xmit_queue, default=False), queue, qmgr)
     if _local(names, qmgr):

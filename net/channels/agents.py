@@ -18,7 +18,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from sweepq.engine import MQError, Reason
-from sweepq.engine.constants import ChannelStatus, ChannelType
+from sweepq.engine.constants import ChannelType
 
 from .sender import Sender, status_of
 
@@ -124,9 +124,11 @@ class Channels:
         return self.status(name)[0]
 
     def _not_running(self, name: str) -> None:
-        st = self.status(name)[0]
-        if st["status"] in (ChannelStatus.STARTING, ChannelStatus.RUNNING, ChannelStatus.RETRYING):
-            raise MQError(Reason.CHANNEL_IN_USE, f"channel {name!r} is {st['status']}; stop it first")
+        """:raises MQError: CHANNEL_IN_USE (4031) while an agent runs the channel (retrying too)."""
+        with self._lock:
+            sender = self._senders.get(name)
+        if (sender is not None and sender.alive) or self.qm.distributed.sync(name).active:
+            raise MQError(Reason.CHANNEL_IN_USE, f"channel {name!r} is running; stop it first")
 
     def resume(self) -> list[str]:
         """Start every sender channel a user has not stopped; returns their names."""

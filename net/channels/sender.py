@@ -109,7 +109,8 @@ class Sender:
             self.thread.join(timeout)
 
     def status(self) -> dict:
-        out = status_of(self.qm, self.name, self.state if self.alive else None)
+        shown = self.state if self.alive or self.state == ChannelStatus.STOPPED else None
+        out = status_of(self.qm, self.name, shown)
         out.update(messages=self.messages, batches=self.batches, retries=self.retries, partner=self.partner)
         if self.why:
             out["why"] = self.why
@@ -143,9 +144,12 @@ class Sender:
                 self.state = ChannelStatus.INACTIVE
 
     def _stopped(self, why: str) -> None:
+        """An error retrying cannot mend: STOPPED until a user starts it, across restarts too."""
         self.state = ChannelStatus.STOPPED
         self.why = why
         self.log.warning("channel %s stopped: %s", self.name, why)
+        with contextlib.suppress(MQError):
+            self.sync.set_stopped(True)
 
     def _loop(self, xmitq) -> None:
         attempt = 0
