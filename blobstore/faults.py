@@ -13,8 +13,18 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from .protocol import Store
-from .store import BlobCorruptError, BlobInfo, StoreError
+from .protocol import (
+    BlobCorruptError,
+    BlobInfo,
+    Capability,
+    Checkpointing,
+    DamageLog,
+    Salvage,
+    Salvaging,
+    Store,
+    StoreDamageError,
+    StoreError,
+)
 
 METHODS = (
     "write_pending",
@@ -32,6 +42,10 @@ METHODS = (
     "objects",
     "put_object",
     "sync",
+    "salvage_messages",
+    "quarantine_messages",
+    "checkpoint",
+    "write_checkpoint",
 )
 
 
@@ -39,17 +53,20 @@ class FaultyStore:
     """Forwards to ``inner``; :meth:`fail` arms a fault.
 
     ``fail(method, at=k, times=n)``: the k-th call of ``method`` from now (1 = the next) and
-    the n - 1 after it raise :class:`StoreError` (``corrupt=True``: :class:`BlobCorruptError`,
-    for reads) *before* reaching the inner store, so a failed write changed nothing, as the
-    protocol promises. ``gate``: calls of ``write_pending`` wait on it (to hold a sweep
-    between its unlock and re-lock). ``calls`` counts every call by method; with
-    ``track_sites``, ``sites`` names the functions that called each method.
+    the n - 1 after it raise :class:`StoreError` (``corrupt=True``: damage, i.e.
+    :class:`BlobCorruptError` for blob reads, :class:`StoreDamageError` otherwise) *before*
+    reaching the inner store, so a failed write changed nothing, as the protocol promises.
+    It has the capabilities of ``inner`` and forwards them. ``gate``: calls of
+    ``write_pending`` wait on it (to hold a sweep between its unlock and re-lock). ``calls``
+    counts every call by method; with ``track_sites``, ``sites`` names the functions that
+    called each method.
     """
 
     def __init__(self, inner: Store, track_sites: bool = False):
         self.inner = inner
         self.max_blob_bytes = inner.max_blob_bytes
         self.max_blob_records = inner.max_blob_records
+        self.capabilities: Capability = inner.capabilities
         self.calls: dict[str, int] = dict.fromkeys(METHODS, 0)
         self.sites: dict[str, set[str]] = {m: set() for m in METHODS}
         self._track = track_sites
@@ -91,8 +108,10 @@ class FaultyStore:
             else:
                 return
             self.failures[method] += 1
-        if corrupt:
+        if corrupt and method in ("read", "marks", "manifest"):
             raise BlobCorruptError(blob_id, b"?", [], f"injected: {method} call {n} found damage")
+        if corrupt:
+            raise StoreDamageError(f"injected: {method} call {n} found damage", method)
         raise StoreError(f"injected: {method} call {n} failed")
 
     def write_pending(
@@ -184,3 +203,37 @@ class FaultyStore:
 
     def close(self) -> None:
         self.inner.close()
+
+    # -- the optional protocols, forwarded when ``inner`` declares them --------------------------
+
+    def salvage_messages(self, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> Salvage:
+        self._tick("salvage_messages")
+        inner: Salvaging = self.inner  # type: ignore[assignment]  # Capability.SALVAGE
+        return inner.salvage_messages(prefix, probes)
+
+    def quarantine_messages(self, keys: Sequence[bytes]) -> None:
+        self._tick("quarantine_messages")
+        inner: Salvaging = self.inner  # type: ignore[assignment]
+        inner.quarantine_messages(keys)
+
+    def damage_log(self) -> list[str]:
+        inner: DamageLog = self.inner  # type: ignore[assignment]  # Capability.DAMAGE_LOG
+        return inner.damage_log()
+
+    def on_damage(self, listener) -> None:
+        inner: DamageLog = self.inner  # type: ignore[assignment]
+        inner.on_damage(listener)
+
+    def checkpoint(self) -> bytes | None:
+        self._tick("checkpoint")
+        inner: Checkpointing = self.inner  # type: ignore[assignment]  # Capability.CHECKPOINT
+        return inner.checkpoint()
+
+    def write_checkpoint(self, data: bytes) -> None:
+        self._tick("write_checkpoint")
+        inner: Checkpointing = self.inner  # type: ignore[assignment]
+        inner.write_checkpoint(data)
+
+    def blob_horizon(self) -> int:
+        inner: Checkpointing = self.inner  # type: ignore[assignment]
+        return inner.blob_horizon()

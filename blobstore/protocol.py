@@ -1,17 +1,101 @@
-"""The blob store as its callers see it: a ``typing.Protocol`` the engine and the sweeper are
-typed against, so that RocksDB, memory and fault-injecting stores are interchangeable.
+"""The blob store as its callers see it: the protocol, its value types and its errors.
+
+The engine and the sweeper are typed against :class:`Store`, so that RocksDB, memory and
+fault-injecting stores are interchangeable; this module is all they import of a store
+(``sweepq.blobstore`` re-exports it). Nothing here names RocksDB.
 
 Every method may be called from any thread. Each write method is atomic: it applies all of
-its changes or none, and raises :class:`~sweepq.blobstore.store.StoreError` when it applied
-none, so the caller's state never has to guess what the store did.
+its changes or none, and raises :class:`StoreError` when it applied none, so the caller's
+state never has to guess what the store did.
+
+Errors say what happened, by type, never by their text:
+
+* :class:`StoreError` — the call failed and changed nothing; trying again may work (an
+  I/O failure, a full disk, a store that is reopening after one);
+* :class:`StoreDamageError` — the stored bytes are damaged (a checksum failed): trying
+  again gives the same answer. It names what it can (``where``);
+* :class:`BlobCorruptError` — a :class:`StoreDamageError` of one blob, naming the blob, its
+  owner and the record ids it held.
+
+Optional capabilities are declared, not guessed: :attr:`Store.capabilities` says which of
+the small protocols below a store also implements (:class:`Salvaging`, :class:`DamageLog`,
+:class:`Checkpointing`); a caller tests the flag, then uses the protocol.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from .store import BlobInfo
+# The key of Store.memory() that counts against a memory budget: what the store itself holds
+# in memory for its callers' data (write buffers and read cache), whatever the backend.
+MEMORY_HELD = "held_bytes"
+
+
+class StoreError(Exception):
+    """The store cannot be opened or used, or one call failed and changed nothing."""
+
+
+class StoreDamageError(StoreError):
+    """Stored bytes failed a checksum: ``where`` names what was read (a family and a key, a
+    file). Trying again gives the same answer; the damage is reported, never returned as
+    data."""
+
+    def __init__(self, message: str, where: str = ""):
+        super().__init__(message)
+        self.where = where
+
+
+class BlobCorruptError(StoreDamageError):
+    """A stored blob failed its checks. Names the blob, its owner and the record ids it held;
+    every other blob stays readable."""
+
+    def __init__(self, blob_id: int, owner: bytes, ids: list[bytes], why: str):
+        self.blob_id = blob_id
+        self.owner = owner
+        self.ids = ids
+        shown = ", ".join(i.hex() for i in ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        super().__init__(
+            f"blob {blob_id} of {owner.decode(errors='replace')!r} is corrupt ({why}); "
+            f"it held {len(ids)} record(s): {shown or 'unknown'}",
+            f"blob {blob_id}",
+        )
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    """What :meth:`Store.write_pending` wrote: one bounded blob. ``check`` is the crc32 of its
+    record ids, which a read verifies."""
+
+    blob_id: int
+    count: int
+    raw_len: int
+    comp_len: int
+    dict_id: int
+    check: int = 0
+
+
+@dataclass
+class Salvage:
+    """What :meth:`Salvaging.salvage_messages` could still prove after damage: ``pairs`` are
+    verified (key, record) pairs in key order; ``damaged`` are keys known to the caller whose
+    value could not be verified (never returned); ``gaps`` are key ranges that could not be
+    read at all, as (last good key, first key after the gap or b"")."""
+
+    pairs: list[tuple[bytes, bytes]] = field(default_factory=list)
+    damaged: list[tuple[bytes, bytes | None]] = field(default_factory=list)  # (key, None)
+    gaps: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+
+class Capability(enum.Flag):
+    """Optional protocols a store implements, besides :class:`Store`."""
+
+    NONE = 0
+    SALVAGE = enum.auto()  # Salvaging: read past damage, every value proven
+    DAMAGE_LOG = enum.auto()  # DamageLog: what the store found damaged and set right itself
+    CHECKPOINT = enum.auto()  # Checkpointing: a small record kept apart from the data
 
 
 @runtime_checkable
@@ -20,6 +104,7 @@ class Store(Protocol):
 
     max_blob_bytes: int
     max_blob_records: int
+    capabilities: Capability
 
     def write_pending(
         self,
@@ -61,7 +146,8 @@ class Store(Protocol):
         ...
 
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
-        """Message records under ``prefix`` in key order. :raises StoreError. Thread-safe."""
+        """Message records under ``prefix`` in key order. :raises StoreDamageError: a
+        checksum failed (see :class:`Salvaging`). :raises StoreError. Thread-safe."""
         ...
 
     def marks(self, blob_id: int) -> dict[int, bytes]:
@@ -117,9 +203,63 @@ class Store(Protocol):
         ...
 
     def memory(self) -> dict[str, int]:
-        """Bytes the store holds in memory, by kind; never raises. Thread-safe."""
+        """Bytes the store holds in memory, by kind, and under :data:`MEMORY_HELD` the total
+        a memory budget counts; never raises. Thread-safe."""
         ...
 
     def close(self) -> None:
-        """Release the store; later calls raise StoreError."""
+        """Release the store (its directory's lock above all), even after a failure; later
+        calls raise StoreError. :raises StoreError: what could not be written at close
+        (the store is released all the same)."""
+        ...
+
+
+class Salvaging(Protocol):
+    """Capability.SALVAGE: read what can still be proven after :meth:`Store.messages` raised
+    :class:`StoreDamageError`."""
+
+    def salvage_messages(self, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> Salvage:
+        """Every record under ``prefix`` whose value the store can still prove, and the keys
+        and ranges it cannot (see :class:`Salvage`). ``probes``: message keys (under any
+        prefix) the caller knows of, read one by one where damage hides them from a scan.
+        Nothing unproven is ever returned or read again. :raises StoreError. Thread-safe."""
+        ...
+
+    def quarantine_messages(self, keys: Sequence[bytes]) -> None:
+        """Move the records under ``keys`` aside (kept for inspection, never read as data),
+        atomically. :raises StoreError: nothing moved. Thread-safe."""
+        ...
+
+
+class DamageLog(Protocol):
+    """Capability.DAMAGE_LOG: what the store found damaged and set right by itself (a cut
+    write-ahead log at open, files set aside by a repair, a damaged family rebuilt while
+    open), and a way to hear of it as it happens."""
+
+    def damage_log(self) -> list[str]:
+        """Every such event since the store opened, oldest first. Never raises; thread-safe."""
+        ...
+
+    def on_damage(self, listener: Callable[[list[str]], None]) -> None:
+        """Call ``listener(kinds)`` after the store rebuilt damaged records of those kinds
+        ("messages", "marks", "objects", ...) without what it could not prove: the caller
+        writes again what it holds in memory of them. Called on a thread of the store's,
+        with no lock of the store held."""
+        ...
+
+
+class Checkpointing(Protocol):
+    """Capability.CHECKPOINT: one small record kept apart from the data, so that damage to
+    the data cannot take it too (a queue manager keeps there which messages were live)."""
+
+    def checkpoint(self) -> bytes | None:
+        """The last record written (None: none). :raises StoreDamageError: it is damaged."""
+        ...
+
+    def write_checkpoint(self, data: bytes) -> None:
+        """Replace the record atomically and durably. :raises StoreError: it was not replaced."""
+        ...
+
+    def blob_horizon(self) -> int:
+        """Every blob this store has ever written has a smaller id. Thread-safe."""
         ...

@@ -24,6 +24,7 @@ and scopes. Only this package imports rocksdict and zstandard.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import struct
@@ -31,11 +32,13 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import format as fmt
-from .codec import DEFAULT_LEVEL, Codec, train
+from .codec import DEFAULT_LEVEL, MIN_SAMPLE_BYTES, Codec, train, zstd_error
+from .files import SIDE_PREFIX
+from .files import repair as kv_repair
 from .kv import (
     CF_BLOBS,
     CF_CHAINS,
@@ -44,6 +47,7 @@ from .kv import (
     CF_MESSAGES,
     CF_META,
     CF_OBJECTS,
+    CF_QUARANTINE,
     DEFAULT_BLOCK_CACHE_BYTES,
     DEFAULT_WRITE_BUFFER_BYTES,
     KV,
@@ -51,9 +55,18 @@ from .kv import (
     KVError,
     MemoryKV,
     Op,
-    RocksKV,
 )
-from .kv import repair as kv_repair
+from .kv import CFS as FAMILIES
+from .protocol import (
+    MEMORY_HELD,
+    BlobCorruptError,
+    BlobInfo,
+    Capability,
+    Salvage,
+    StoreDamageError,
+    StoreError,
+)
+from .rocks import ROCKSDB_OPTIONS, RocksKV
 
 STORE_FORMAT = 3  # 3: messages, marks and objects (durable queues); 2 held only swept blobs
 DEFAULT_MAX_BLOB_BYTES = 256 * 1024
@@ -65,40 +78,12 @@ DICT_MAX_AVG_RECORD = 1024
 DICT_SAMPLE_BYTES = 256 * 1024
 DICT_MIN_SAMPLES = 256
 
+# Every option a BlobStore takes from a queue manager's ``store_options``.
+OPTIONS = frozenset({"level", "max_blob_bytes", "max_blob_records", "sync", "dictionaries"} | ROCKSDB_OPTIONS)
+CHECKPOINT = "checkpoint"  # the side record Checkpointing keeps
+
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct("<I")
-
-
-class StoreError(Exception):
-    """The store cannot be opened or used (not a sweepq store, newer format, I/O failure)."""
-
-
-class BlobCorruptError(StoreError):
-    """A stored blob failed its checks. Names the blob, its owner and the record ids it held;
-    every other blob stays readable."""
-
-    def __init__(self, blob_id: int, owner: bytes, ids: list[bytes], why: str):
-        self.blob_id = blob_id
-        self.owner = owner
-        self.ids = ids
-        shown = ", ".join(i.hex() for i in ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-        super().__init__(
-            f"blob {blob_id} of {owner.decode(errors='replace')!r} is corrupt ({why}); "
-            f"it held {len(ids)} record(s): {shown or 'unknown'}"
-        )
-
-
-@dataclass(frozen=True)
-class BlobInfo:
-    """What :meth:`BlobStore.write_pending` wrote: one bounded blob. ``check`` is the crc32
-    of its record ids, which a read verifies."""
-
-    blob_id: int
-    count: int
-    raw_len: int
-    comp_len: int
-    dict_id: int
-    check: int = 0
 
 
 @dataclass
@@ -132,6 +117,8 @@ class BlobStore:
     none, so a caller that fails may simply try again.
     """
 
+    capabilities = Capability.SALVAGE | Capability.DAMAGE_LOG | Capability.CHECKPOINT
+
     def __init__(
         self,
         path: str | os.PathLike | None,
@@ -162,6 +149,8 @@ class BlobStore:
         self.stats = StoreStats()
         self._lock = threading.Lock()
         self._temporary = False
+        self._events: list[str] = []  # damage this store found and dealt with (DamageLog)
+        self._listeners: list[Callable[[list[str]], None]] = []
         if kv is None:
             self._check_directory(read_only)
             try:
@@ -174,23 +163,24 @@ class BlobStore:
                     block_cache_bytes=block_cache_bytes,
                 )
             except KVError as e:
-                raise StoreError(str(e)) from e
+                raise _store_error(e) from e
         self._kv: KV | None = kv
         try:
-            self._load(path, read_only, clear)
+            self._load(read_only, clear)
         except BaseException:
-            # A store that cannot be loaded (damage in its chains, a format it cannot read)
-            # must not keep the database open: its lock would refuse the next open in this
+            # A store that cannot be loaded (a format it cannot read, a failing disk) must
+            # not keep the database open: its lock would refuse the next open in this
             # process, e.g. the one with repair=True that the error advises.
-            self._kv.close()
             self._kv = None
+            with contextlib.suppress(KVError):
+                kv.close()
             raise
+        kv.listen(self._restore)
 
-    def _load(self, path, read_only: bool, clear: bool) -> None:
+    def _load(self, read_only: bool, clear: bool) -> None:
         """Read what the store keeps in memory (format, chains, dictionaries, marks) and
-        delete the pending blobs of an interrupted sweep."""
-        if path is not None and not read_only:
-            _make_private(self.path)
+        delete the pending blobs of an interrupted sweep. Damage met here is set right as
+        far as it can be (:meth:`_proven`) and written to the damage log."""
         stored = self._get(CF_META, b"format")
         if stored is None:
             if read_only:
@@ -208,35 +198,114 @@ class BlobStore:
         if clear and not read_only:
             self._clear()
             self._write([(CF_META, b"format", _U32.pack(STORE_FORMAT))])
-        raw_next = self._get(CF_META, b"next_id")
-        self._next_id = _U64.unpack(raw_next)[0] if raw_next else 1
+        damaged_before = len(self._events)
         self._chains: dict[bytes, list[int]] = {
-            k: list(struct.unpack(f"<{len(v) // 8}Q", v)) for k, v in self._items(CF_CHAINS)
+            k: list(struct.unpack(f"<{len(v) // 8}Q", v)) for k, v in self._proven(CF_CHAINS) if len(v) % 8 == 0
         }
+        chains_whole = len(self._events) == damaged_before
         self._dict_refs: dict[int, int] = {}
         self._blob_dict: dict[int, int] = {}  # blob id -> its dictionary, for blobs that use one
         self._scope_dict: dict[bytes, int] = {}
         self._samples: dict[bytes, list[bytes]] = {}
         self._sample_bytes: dict[bytes, int] = {}
-        for k, v in self._items(CF_META, b"dict/"):
-            self.codec.add_dict(_U32.unpack(k[5:])[0], v)
-        for k, v in self._items(CF_META, b"dictscope/"):
-            self._scope_dict[k[10:]] = _U32.unpack(v)[0]
+        meta = self._proven(CF_META)
+        for k, v in meta:
+            if k.startswith(b"dict/"):
+                self.codec.add_dict(_U32.unpack(k[5:])[0], v)
+            elif k.startswith(b"dictscope/"):
+                self._scope_dict[k[10:]] = _U32.unpack(v)[0]
         self._marked: dict[int, set[int]] = {}  # blob id -> positions that carry a mark
-        for k, _v in self._items(CF_MARKS):
+        for k, _v in self._proven(CF_MARKS):
             self._marked.setdefault(_U64.unpack_from(k)[0], set()).add(_U32.unpack_from(k, 8)[0])
         # Dictionaries of an earlier run may serve blobs still in chains; which ones is not
         # known without reading every blob, so they are kept (a few dozen KiB each).
-        self._pinned_dicts = {_U32.unpack(k[5:])[0] for k, _v in self._items(CF_META, b"dict/")}
-        if not read_only:
-            stale = self.pending()
-            if stale:
-                self.delete_pending(stale)
+        self._pinned_dicts = set(self.codec.raw_dicts())
+        # Blob ids are never reused: the next one is past every blob written, even if the
+        # record of the next id was lost to damage.
+        manifests = [_U64.unpack(k)[0] for k, _v in self._proven(CF_MANIFESTS)]
+        stored_next = dict(meta).get(b"next_id")
+        self._next_id = max([_U64.unpack(stored_next)[0] if stored_next else 1, *(m + 1 for m in manifests)])
+        if read_only:
+            return
+        linked = {b for ids in self._chains.values() for b in ids}
+        stale = [b for b in manifests if b not in linked]
+        if stale and not chains_whole:
+            # The chains that named them may be what the damage took: kept, for inspection.
+            self._events.append(
+                f"{len(stale)} blob(s) are in no chain after damage to the chain records; kept, not deleted"
+            )
+        elif stale:
+            self.delete_pending(stale)
 
-    @property
-    def log_damage(self) -> str | None:
-        """What a damaged write-ahead log cost at open (None: it was whole)."""
-        return getattr(self._kv, "log_damage", None)
+    def _proven(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
+        """Every pair of ``cf`` under ``prefix``; past damage, those that can still be proven
+        (the family is rebuilt without the rest, which the damage log names).
+
+        :raises StoreError: the family cannot be read at all."""
+        try:
+            return self._items(cf, prefix)
+        except StoreDamageError as e:
+            salvage = self._salvage(cf, prefix)
+            self._events.append(
+                f"the {cf} records were damaged ({e}): {len(salvage.damaged)} record(s) could not be proven "
+                f"(quarantined) and {len(salvage.gaps)} range(s) could not be read"
+            )
+            return salvage.pairs
+
+    def _salvage(self, cf: str, prefix: bytes, probes: Sequence[bytes] = ()) -> Salvage:
+        try:
+            pairs, damaged, gaps = self._open_kv().salvage(cf, prefix, probes)
+        except KVError as e:
+            raise _store_error(e) from e
+        return Salvage(pairs, damaged, gaps)
+
+    def _restore(self, families: list[str]) -> None:
+        """After the key-value layer rebuilt damaged families: write again what this store
+        holds in memory of them (its chains, its meta records), then tell its listeners, who
+        hold the rest (messages, marks, definitions). Runs on a thread of its own."""
+        ops: list[Op] = []
+        with self._lock:
+            if CF_CHAINS in families:
+                ops += [(CF_CHAINS, name, struct.pack(f"<{len(ids)}Q", *ids)) for name, ids in self._chains.items()]
+            if CF_META in families:
+                ops.append((CF_META, b"format", _U32.pack(STORE_FORMAT)))
+                ops.append((CF_META, b"next_id", _U64.pack(self._next_id)))
+                ops += [(CF_META, b"dict/" + _U32.pack(i), raw) for i, raw in self.codec.raw_dicts().items()]
+                ops += [(CF_META, b"dictscope/" + scope, _U32.pack(i)) for scope, i in self._scope_dict.items()]
+            try:
+                if ops:
+                    self._write(ops)
+            except StoreError as e:
+                self._events.append(f"writing back the {', '.join(families)} records after damage failed: {e}")
+        for listener in list(self._listeners):
+            listener(list(families))
+
+    def damage_log(self) -> list[str]:
+        """What this store found damaged and set right since it opened (DamageLog)."""
+        kv = self._kv
+        return [*(kv.damage_log() if kv is not None else []), *self._events]
+
+    def on_damage(self, listener: Callable[[list[str]], None]) -> None:
+        """Call ``listener(families)`` after damaged families were rebuilt (DamageLog)."""
+        self._listeners.append(listener)
+
+    def checkpoint(self) -> bytes | None:
+        """The last checkpoint written (Checkpointing). :raises StoreDamageError: damaged."""
+        try:
+            return self._open_kv().read_side(CHECKPOINT)
+        except KVError as e:
+            raise _store_error(e) from e
+
+    def write_checkpoint(self, data: bytes) -> None:
+        """Replace the checkpoint atomically and durably. :raises StoreError: not replaced."""
+        try:
+            self._open_kv().write_side(CHECKPOINT, data)
+        except KVError as e:
+            raise _store_error(e) from e
+
+    def blob_horizon(self) -> int:
+        """Every blob written so far has a smaller id (Checkpointing)."""
+        return self._next_id
 
     @staticmethod
     def repair(path: str | os.PathLike) -> list[str]:
@@ -261,6 +330,11 @@ class BlobStore:
         return store
 
     def _check_directory(self, read_only: bool) -> None:
+        if os.path.islink(self.path) and not os.path.exists(self.path):
+            raise StoreError(
+                f"{self.path} is a symbolic link to {os.readlink(self.path)}, which does not exist; "
+                "create that directory, or give the path of a real one"
+            )
         if not os.path.exists(self.path):
             if read_only:
                 raise StoreError(f"{self.path} does not exist")
@@ -275,15 +349,19 @@ class BlobStore:
         if not os.path.isdir(self.path):
             raise StoreError(f"{self.path} is not a directory")
         entries = os.listdir(self.path)
-        if entries and "CURRENT" not in entries:
+        if entries and "CURRENT" not in entries and not _only_store_files(entries):
             raise StoreError(f"{self.path} is not a sweepq store (it holds other files); choose an empty directory")
         if "CURRENT" in entries:
             try:
                 cfs = RocksKV.column_families(self.path)
             except KVError as e:
-                raise StoreError(str(e)) from e
-            if CF_META not in cfs:
+                raise _store_error(e) from e
+            if not cfs & set(FAMILIES) and not any(n.startswith(SIDE_PREFIX) for n in entries):
                 raise StoreError(f"{self.path} is a RocksDB database but not a sweepq store")
+            if not cfs & set(FAMILIES):  # sweepq's own files are here: its manifest lost them
+                raise StoreDamageError(
+                    f"the manifest of the store at {self.path} names none of its families: it is damaged", self.path
+                )
 
     def _clear(self) -> None:
         ops: list[Op] = []
@@ -298,19 +376,19 @@ class BlobStore:
         try:
             return self._open_kv().get(cf, key)
         except KVError as e:
-            raise StoreError(str(e)) from e
+            raise _store_error(e) from e
 
     def _items(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         try:
-            return list(self._open_kv().items(cf, prefix))
+            return self._open_kv().items(cf, prefix)
         except KVError as e:
-            raise StoreError(str(e)) from e
+            raise _store_error(e) from e
 
     def _write(self, ops: list[Op]) -> None:
         try:
             self._open_kv().write(ops)
         except KVError as e:
-            raise StoreError(str(e)) from e
+            raise _store_error(e) from e
 
     def _open_kv(self) -> KV:
         kv = self._kv
@@ -466,32 +544,50 @@ class BlobStore:
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Every (key, record) whose key starts with ``prefix``, in key order.
 
-        :raises StoreError: unreadable. Thread-safe."""
-        return self._items(CF_MESSAGES, prefix)
+        :raises StoreDamageError: a checksum failed, or a rebuild of the records after
+            damage left some under ``prefix`` that it could not prove: read them with
+            :meth:`salvage_messages`. :raises StoreError: unreadable. Thread-safe."""
+        pairs = self._items(CF_MESSAGES, prefix)
+        if self._open_kv().unproven(CF_MESSAGES, prefix):
+            raise StoreDamageError(f"message records under {prefix!r} were lost to damage", "messages")
+        return pairs
 
-    def salvage_messages(self, prefix: bytes = b"") -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
-        """After :meth:`messages` found damage: what can still be read under ``prefix``
-        (unverified: the caller checks each record) and the key ranges that could not be
-        (last good key, next readable key or b""). :raises StoreError: unreadable at all."""
-        kv = self._open_kv()
-        if not hasattr(kv, "salvage"):
-            return self._items(CF_MESSAGES, prefix), []
-        try:
-            return kv.salvage(CF_MESSAGES, prefix)
-        except Exception as e:
-            raise StoreError(f"salvaging messages failed: {e}") from e
+    def salvage_messages(self, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> Salvage:
+        """After :meth:`messages` found damage (Salvaging): the records under ``prefix`` that
+        can still be proven, and the keys and ranges that cannot; ``probes`` are message
+        keys (under any prefix) known to the caller, read one by one where damage hides
+        them. The family is rebuilt without the damaged table files.
+        :raises StoreError: unreadable at all. Thread-safe."""
+        return self._salvage(CF_MESSAGES, prefix, probes)
+
+    def quarantine_messages(self, keys: Sequence[bytes]) -> None:
+        """Move the records under ``keys`` to the quarantine (Salvaging), atomically: kept for
+        inspection, never read as data. :raises StoreError: nothing moved. Thread-safe."""
+        ops: list[Op] = []
+        for key in keys:
+            try:
+                value = self._get(CF_MESSAGES, key)
+            except StoreDamageError:
+                value = None  # unreadable: it goes all the same
+            if value is not None:
+                ops.append((CF_QUARANTINE, CF_MESSAGES.encode() + b"\0" + key, value))
+            ops.append((CF_MESSAGES, key, None))
+        if ops:
+            self._write(ops)
 
     def marks(self, blob_id: int) -> dict[int, bytes]:
-        """The marks on the records of one blob: position -> value.
+        """The marks on the records of one blob: position -> value; past damage, those that
+        can be proven (the damage log says what was lost).
 
         :raises StoreError: unreadable. Thread-safe."""
         if blob_id not in self._marked:
             return {}
-        return {_U32.unpack_from(k, 8)[0]: v for k, v in self._items(CF_MARKS, _U64.pack(blob_id))}
+        return {_U32.unpack_from(k, 8)[0]: v for k, v in self._proven(CF_MARKS, _U64.pack(blob_id))}
 
     def objects(self) -> dict[bytes, bytes]:
-        """Every named object (definition). :raises StoreError: unreadable. Thread-safe."""
-        return dict(self._items(CF_OBJECTS))
+        """Every named object (definition); past damage, those that can be proven.
+        :raises StoreError: unreadable. Thread-safe."""
+        return dict(self._proven(CF_OBJECTS))
 
     def put_object(
         self, name: bytes, value: bytes | None, drop_messages: bytes | None = None, drop_chains: Sequence[bytes] = ()
@@ -523,7 +619,7 @@ class BlobStore:
         try:
             self._open_kv().sync()
         except KVError as e:
-            raise StoreError(str(e)) from e
+            raise _store_error(e) from e
 
     def drop_chain(self, chain: bytes) -> None:
         """Delete a chain and all its blobs (a queue deleted with purge), atomically.
@@ -579,7 +675,7 @@ class BlobStore:
         except KVCorruption as e:
             raise self._corrupt(blob_id, str(e)) from e
         except KVError as e:
-            raise StoreError(str(e)) from e
+            raise _store_error(e) from e
         if value is None:
             raise self._corrupt(blob_id, "missing from the store")
         try:
@@ -602,8 +698,11 @@ class BlobStore:
         raw = self._get(CF_MANIFESTS, _U64.pack(blob_id))
         if raw is None:
             return b"?", []
-        data = self.codec.decompress(raw, 0)
-        parts = fmt.unframe(data[4:], _U32.unpack_from(data)[0])
+        try:
+            data = self.codec.decompress(raw, 0)
+            parts = fmt.unframe(data[4:], _U32.unpack_from(data)[0])
+        except Exception as e:  # zstd's ZstdError, a FormatError, a struct.error: damaged
+            raise StoreDamageError(f"the manifest of blob {blob_id} is damaged ({e})", f"manifest {blob_id}") from e
         return parts[0], parts[1:]
 
     def _corrupt(self, blob_id: int, why: str) -> BlobCorruptError:
@@ -646,26 +745,32 @@ class BlobStore:
         return [_U64.unpack(k)[0] for k, _v in self._items(CF_MANIFESTS) if _U64.unpack(k)[0] not in linked]
 
     def memory(self) -> dict[str, int]:
-        """Bytes the store holds in memory (memtables, block cache, ...), by kind."""
+        """Bytes the store holds in memory (memtables, block cache, ...), by kind, and under
+        ``MEMORY_HELD`` what a memory budget counts."""
         try:
-            return self._open_kv().memory()
+            mem = self._open_kv().memory()
         except (KVError, StoreError):
-            return {}
+            return {MEMORY_HELD: 0}
+        mem.setdefault(MEMORY_HELD, sum(mem.values()))
+        return mem
 
     # -- dictionaries ---------------------------------------------------------------------
 
     def _dictionary_for(self, scope: bytes, records: Sequence[bytes]) -> int:
         """The scope's dictionary id, training one once enough small records were seen."""
         current = self._scope_dict.get(scope, 0)
-        if current or not records:
+        if current:
             return current
-        avg = sum(map(len, records)) / len(records)
-        if avg > DICT_MAX_AVG_RECORD:
+        # Records too short to learn from are no samples: an empty one is a message got
+        # while its sweep read the run (it fails verification), and zstd's trainer must
+        # never see a run of them (blobstore/codec.py, train).
+        usable = [r for r in records if len(r) >= MIN_SAMPLE_BYTES]
+        if not usable or sum(map(len, usable)) / len(usable) > DICT_MAX_AVG_RECORD:
             return 0
         with self._lock:
             samples = self._samples.setdefault(scope, [])
             have = self._sample_bytes.get(scope, 0)
-            for r in records:
+            for r in usable:
                 if have >= DICT_SAMPLE_BYTES:
                     break
                 samples.append(bytes(r))
@@ -676,10 +781,10 @@ class BlobStore:
             del self._samples[scope]
         try:
             raw = train(samples)
-        except Exception:  # zstd refuses samples it cannot learn from: go without
+        except (ValueError, zstd_error()):  # samples it cannot learn from: go without
             return 0
         with self._lock:
-            dict_id = max([0, *self._scope_dict.values(), *self._dict_refs]) + 1
+            dict_id = max([0, *self._scope_dict.values(), *self._dict_refs, *self.codec.raw_dicts()]) + 1
             self.codec.add_dict(dict_id, raw)
             try:
                 self._write(
@@ -698,19 +803,35 @@ class BlobStore:
     # -- lifetime ---------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write RocksDB's memtables to table files (inspection and tests)."""
-        kv = self._open_kv()
-        if isinstance(kv, RocksKV):
-            kv.flush()
+        """Write what is buffered in memory to the store's files (inspection and tests)."""
+        self._open_kv().flush()
+
+    def compact(self) -> None:
+        """Make RocksDB rewrite every table now (tests: damage after a compaction).
+
+        :raises StoreError: it failed (damage is set right at the next call)."""
+        try:
+            self._open_kv().compact()
+        except KVError as e:
+            raise _store_error(e) from e
 
     def close(self) -> None:
-        """Close the database; a temporary store is removed."""
-        if self._kv is None:
+        """Close the database, releasing the directory even when closing fails; a
+        temporary store is removed.
+
+        :raises StoreError: what was buffered could not be written at close (a full disk);
+            the log keeps every write, so the next open has them."""
+        kv = self._kv
+        if kv is None:
             return
-        self._kv.close()
-        self._kv = None
-        if self._temporary:
-            shutil.rmtree(self.path, ignore_errors=True)
+        try:
+            kv.close()  # first: a rewrite after damage still at work finishes through this store
+        except KVError as e:
+            raise StoreError(f"{e}; the store is released, and its log keeps every write made") from e
+        finally:
+            self._kv = None
+            if self._temporary:
+                shutil.rmtree(self.path, ignore_errors=True)
 
     def __enter__(self) -> BlobStore:
         return self
@@ -732,17 +853,16 @@ class MemoryStore(BlobStore):
         super().__init__(None, kv=kv if kv is not None else MemoryKV(), **options)
 
 
-def _make_private(path: str) -> None:
-    """The data directory 0700 and its files 0600, whatever the umask: queued messages are
-    the application's data. (Files RocksDB creates later are inside the private directory.)"""
-    try:
-        os.chmod(path, 0o700)
-        for name in os.listdir(path):
-            full = os.path.join(path, name)
-            if os.path.isfile(full):
-                os.chmod(full, 0o600)
-    except OSError:  # a directory we may read but not chmod (another owner): leave it be
-        pass
+def _store_error(e: KVError) -> StoreError:
+    """The key-value layer's error as the protocol's: damage stays damage."""
+    if isinstance(e, KVCorruption):
+        return StoreDamageError(str(e), e.where)
+    return StoreError(str(e))
+
+
+def _only_store_files(entries: list[str]) -> bool:
+    """A data directory whose RocksDB files are gone but for ones a queue manager writes."""
+    return all(n.startswith(("sweepq-", "LOG", "LOCK", "rocksdict-config")) for n in entries)
 
 
 def _check_option(name: str, value, low: int) -> None:

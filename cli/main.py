@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from sweepq.bench.crash import register_crash_command
 from sweepq.bench.crash_server import register_crash_server_command
+from sweepq.bench.damage import register_damage_command
 
 from .args import Parser, number, output_dir
 from .channel import register as register_channel_command
@@ -180,6 +181,13 @@ def _bench(args: argparse.Namespace) -> int:
 
     if not output_dir("sweepq bench", args.out):
         return 2
+    if args.durable_dir is not None and not os.path.isdir(args.durable_dir) and not args.create_durable_dir:
+        print(
+            f"sweepq bench: error: argument --durable-dir: {args.durable_dir!r} is not a directory; "
+            "give an existing one, or pass --create-durable-dir",
+            file=sys.stderr,
+        )
+        return 2
     names = list(SCENARIOS) if args.what == "all" else [args.what]
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(BenchOptions) if hasattr(args, f.name)}
     if args.quick:  # --quick shrinks what the user did not set
@@ -276,6 +284,7 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--clients-concurrent", type=pos_int, default=64, help="client connections at once (clients)")
     b.add_argument("--clients-held", type=pos_int, default=1_000, help="idle connections held open (clients)")
     b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
+    b.add_argument("--create-durable-dir", action="store_true", help="create --durable-dir if it does not exist")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
     b.add_argument("--out", default=None, help="directory to write bench.json and bench.md to")
     b.set_defaults(func=_bench)
@@ -295,6 +304,7 @@ COMMANDS: list[Register] = [
     register_channel_command,  # channel: cli/channel.py
     register_inspect_command,  # inspect: cli/inspect.py
     register_crash_command,  # crashtest: bench/crash.py
+    register_damage_command,  # damagetest: bench/damage.py
     register_crash_server_command,  # crashtest-server: bench/crash_server.py
 ]
 

@@ -28,8 +28,11 @@ block cache. The count is refreshed every ``check_every`` bytes put to a queue a
 wait or the sweeper asks, from counters read without the queues' locks: it may lag one
 refresh behind, never more.
 
-Thread safety: every method may be called from any thread; the budget's own state is
-behind its own lock, taken after (never while holding) a queue's lock.
+Thread safety: every method may be called from any thread, and none is called with a queue's
+lock held. The budget's flags and figures (``over``, ``paging``, ``pressure``,
+``last_total``, ``counts``) are plain attributes written by whichever thread counted last:
+each write is atomic, and a decision made on a value one refresh old is corrected at the
+next. Only BLOCK's waits use a lock (a Condition), never taken while a queue lock is held.
 """
 
 from __future__ import annotations

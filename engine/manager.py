@@ -14,7 +14,7 @@ import weakref
 from dataclasses import asdict, fields, replace
 from typing import TYPE_CHECKING
 
-from sweepq.blobstore import Store, StoreError
+from sweepq.blobstore import Capability, DamageLog, Store, StoreError
 from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES
 from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
@@ -24,17 +24,18 @@ from .budget import MemoryBudget, MemoryUse, give_back, store_options_within
 from .connection import Connection
 from .constants import Reason
 from .distributed import Distributed
-from .durable import SYNC_POLICIES, Journal
+from .durable import SYNC_POLICIES, Journal, ledger
 from .durable.layout import encode_definition, queue_prefix
 from .durable.recovery import RecoveryReport, recover
+from .durable.rewrite import rewrite
 from .dynamic import DEFAULT_DYNAMIC_NAME, DynamicQueues
 from .errors import MQError
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
+from .storage import Storage
 
 if TYPE_CHECKING:
     from .distributed import ChannelDefinition, QmgrAttributes, RemoteQueue, Route
-from .storage import Storage
 
 _ATTR_NAMES = frozenset(f.name for f in fields(QueueAttributes))
 
@@ -149,6 +150,7 @@ class QueueManager:
         self._storage = Storage(path, store_options, store, wal=sync != "none", repair=repair)
         self.journal: Journal | None = Journal(self._storage.store, sync) if durable else None
         self.recovery: RecoveryReport | None = None
+        self._damage: list[str] = []  # what rewriting records after damage could not do
         try:
             self.distributed.open_qmgr(name, self._storage.store() if self.journal is not None else None)
         except BaseException:
@@ -158,20 +160,11 @@ class QueueManager:
         self.ident = Identity.for_qmgr(self.name)  # the MsgIds it generates carry the name
         if self.journal is not None:
             try:
-                self.recovery = recover(self)
+                self.recovery = self._recover()
                 self.recovery.damaged += self.distributed.load(self._storage.store())  # batches in doubt
             except BaseException:
                 self._storage.abandon()
                 raise
-            log_damage = getattr(self._storage.store(), "log_damage", None)
-            if log_damage:
-                self.recovery.damaged.append(log_damage)
-            for name in self._storage.repaired:
-                self.recovery.damaged.append(
-                    f"repair set store file {name} aside (moved to lost/); records only it held are gone"
-                )
-            self._seq = itertools.count(self.recovery.next_seq)
-            self.next_seq = self._seq.__next__
         self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
         self.budget: MemoryBudget | None = None
         if memory_budget:
@@ -183,6 +176,40 @@ class QueueManager:
                 q.budget, q.page_bytes = self.budget, page_bytes
         if sweeper:
             self.sweeper.start()
+
+    def _recover(self) -> RecoveryReport:
+        """Load the stored queues and messages, checked against the last checkpoint; say
+        what damage the open found; write the checkpoint anew; listen for damage found while
+        open (the store rebuilds, this manager writes again what it holds in memory)."""
+        store = self._storage.store()
+        found: list[str] = []
+        report = recover(self, ledger.read(store, found))
+        if Capability.DAMAGE_LOG in store.capabilities:
+            log: DamageLog = store  # type: ignore[assignment]  # declared by Capability.DAMAGE_LOG
+            found += log.damage_log()
+            log.on_damage(lambda families: rewrite(self, families, self._damage))
+        found += [
+            f"repair set store file {name} aside (moved to lost/); records only it held are gone"
+            for name in self._storage.repaired
+        ]
+        report.damaged[:0] = found
+        self._seq = itertools.count(report.next_seq)
+        self.next_seq = self._seq.__next__
+        why = ledger.write(self, report.next_seq, closed=False)
+        if why:
+            report.damaged.append(why)
+        return report
+
+    def damage(self) -> list[str]:
+        """What the store found damaged and set right since this queue manager opened (a
+        family of records rebuilt without what it could not prove, a reopen after a failed
+        write), oldest first; at open, ``recovery.damaged`` says what the open found. Empty
+        for a store that keeps no such log."""
+        store = self._storage.store() if self._storage.opened else None
+        if store is None or Capability.DAMAGE_LOG not in store.capabilities:
+            return list(self._damage)
+        log: DamageLog = store  # type: ignore[assignment]
+        return [*log.damage_log(), *self._damage]
 
     @classmethod
     def open(cls, path: str | os.PathLike, **options) -> QueueManager:
@@ -218,7 +245,7 @@ class QueueManager:
         return MemoryBudget(0, self.sweepables, self.store_memory, None, self.clock).use()
 
     def store_memory(self) -> dict[str, int]:
-        """Bytes the blob store holds in memory (RocksDB memtables, block cache), by kind, with
+        """Bytes the blob store holds in memory (write buffers, read cache), by kind, with
         their configured limits; empty until the store is opened."""
         return self._storage.store().memory() if self._storage.opened else {}
 
@@ -237,7 +264,12 @@ class QueueManager:
 
     def close(self) -> None:
         """Stop the sweeper, disconnect every connection (backing out its work), wake every
-        waiter, write the final statistics next to the store, and close the store."""
+        waiter, write the checkpoint of live messages and the final statistics next to the
+        store, and close the store.
+
+        The data directory is released whatever fails on the way (a full disk), so that it
+        can be opened again in this process. :raises MQError: RESOURCE_PROBLEM (2102) saying
+        what could not be written; every change made before is in the store's log."""
         if self.closed:
             return
         if self._channels is not None:  # channels first: a batch in flight ends, in doubt or not
@@ -253,13 +285,28 @@ class QueueManager:
                 q.wake_all_locked()
         for q in list(self._queues.values()):
             q.tier.run_cleanup()
-        if self._storage.path is not None and self._storage.opened:
-            _write_stats(self._storage.path, self.stats())
-        self._storage.close()
-        if self.recorder is not None:
-            self.recorder.close()
-        if self.budget is not None:
-            give_back()  # what the queues held goes back to the system
+        problems = []
+        try:
+            if self.journal is not None and self._storage.opened:
+                problems.append(ledger.write(self, self.next_seq(), closed=True))
+            if self._storage.path is not None and self._storage.opened:
+                problems.append(_write_stats(self._storage.path, self.stats()))
+        finally:
+            try:
+                self._storage.close()
+            except StoreError as e:
+                problems.append(str(e))
+            finally:
+                if self.recorder is not None:
+                    self.recorder.close()
+                if self.budget is not None:
+                    give_back()  # what the queues held goes back to the system
+        problems = [p for p in problems if p]
+        if problems:
+            raise MQError(
+                Reason.RESOURCE_PROBLEM,
+                f"closing queue manager {self.name!r}: {'; '.join(problems)}. The data directory is released.",
+            )
 
     def __enter__(self) -> QueueManager:
         return self
@@ -508,9 +555,16 @@ def _attrs(base: QueueAttributes, changes: dict) -> QueueAttributes:
 STATS_FILE = "sweepq-stats.json"
 
 
-def _write_stats(path: str, stats: dict[str, SweepStats]) -> None:
-    """Leave the last statistics beside the store, for ``sweepq inspect``."""
-
-    os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, STATS_FILE), "w") as f:
-        json.dump({k: asdict(v) for k, v in stats.items()}, f, indent=1)
+def _write_stats(path: str, stats: dict[str, SweepStats]) -> str | None:
+    """Leave the last statistics beside the store, for ``sweepq inspect``: a file private to
+    its owner whatever the umask (created 0600, never through a link). Returns why it could
+    not be written, or None."""
+    full = os.path.join(path, STATS_FILE)
+    try:
+        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        os.fchmod(fd, 0o600)  # an older file of another mode
+        with os.fdopen(fd, "w") as f:
+            json.dump({k: asdict(v) for k, v in stats.items()}, f, indent=1)
+    except OSError as e:
+        return f"writing {full} failed ({e})"
+    return None

@@ -2,23 +2,20 @@
 
 The store is opened when the queue manager opens when it has a data directory (so a bad
 path fails at open, not later in the sweeper), and on first use otherwise: a queue manager
-that never sweeps never creates a temporary RocksDB or starts a thread.
+that never sweeps never creates a temporary store or starts a thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from sweepq.blobstore import BlobStore, Store, StoreError
+from sweepq.blobstore import STORE_OPTIONS, BlobStore, Store, StoreDamageError, StoreError
 
 from .constants import Reason
 from .errors import MQError
-
-STORE_OPTIONS = frozenset(
-    {"level", "max_blob_bytes", "max_blob_records", "sync", "dictionaries", "write_buffer_bytes", "block_cache_bytes"}
-)
 
 
 class Storage:
@@ -52,6 +49,10 @@ class Storage:
                 Reason.PARM_VALUE_ERROR,
                 f"store must be a sweepq.blobstore.Store (BlobStore, MemoryStore, ...), not {type(store).__name__}",
             )
+        if path is not None and not (isinstance(path, str | os.PathLike) and isinstance(os.fspath(path), str)):
+            raise MQError(
+                Reason.PARM_VALUE_ERROR, f"the data directory must be a path (a str or os.PathLike), not {path!r}"
+            )
         if path is not None and store is not None:
             raise MQError(Reason.PARM_VALUE_ERROR, "give a data directory (path) or a store, not both")
         self.path = os.fspath(path) if path is not None else None
@@ -84,9 +85,7 @@ class Storage:
     def _open_path(self) -> BlobStore:
         try:
             return BlobStore(self.path, wal=self._wal, **self.store_options)
-        except StoreError as e:
-            if "corrupt" not in str(e).lower():
-                raise
+        except StoreDamageError as e:
             if not self._repair:
                 raise StoreError(
                     f"{e}. A file of the store is damaged beyond reading (a truncated table file?); "
@@ -112,12 +111,15 @@ class Storage:
         """An open that failed: release what this storage opened itself (a data directory's
         lock above all, so that the next open can take it), but not a store it was given."""
         if self._owned:
-            self.close()
+            with contextlib.suppress(StoreError):  # the open's own error is the one to report
+                self.close()
 
     def close(self) -> None:
+        """Stop the read-ahead thread and close the store; the store is released even when
+        closing it fails. :raises StoreError: what the store could not write at close."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        store, self._store = self._store, None
+        if store is not None:
+            store.close()

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from sweepq.blobstore import BlobInfo, Store
+from sweepq.blobstore import MEMORY_HELD, BlobInfo, Store
 
 from .clock import Clock, SystemClock
 from .policy import ADAPTIVE_STATE, SweepPolicy, budget_order, decide_adaptive, over_budget
@@ -255,9 +255,7 @@ class Sweeper:
         """At an interval's end, sweep beyond the rule while memory is over the budget (see
         :meth:`run_once`; the replay models exactly this)."""
         mem = self.source.blob_store().memory()
-        in_memory = sum(q.sweep_counts_bytes() for q in queues) + sum(
-            mem.get(k, 0) for k in ("memtable_bytes", "block_cache_bytes")
-        )
+        in_memory = sum(q.sweep_counts_bytes() for q in queues) + mem.get(MEMORY_HELD, 0)
         need = over_budget(in_memory, self.policy.memory_budget)
         return self._sweep_beyond(queues, counts, decisions, need, paced)
 
@@ -306,6 +304,12 @@ class Sweeper:
                 if self._stopping:
                     break  # stop() asked: leave the rest in memory, nothing is half done
                 t0 = time.perf_counter()
+                if not all(target.records):
+                    # A get took a message of the run after the sweep chose it (records are
+                    # read without the lock; a taken one reads as b""): no blob is written.
+                    q.sweep_abort(plan, target, "removed")
+                    aborts["removed"] = aborts.get("removed", 0) + 1
+                    continue
                 try:
                     ends = record_ends(target.records, store.max_blob_bytes, store.max_blob_records)
                     written = store.write_pending(target.chain, target.records, target.ids, ends, q.name.encode())

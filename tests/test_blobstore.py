@@ -9,9 +9,24 @@ import struct
 
 import pytest
 
-from sweepq.blobstore import BlobCorruptError, BlobStore, FaultyStore, MemoryStore, Store, StoreError
+from sweepq.blobstore import (
+    MEMORY_HELD,
+    BlobCorruptError,
+    BlobInfo,
+    BlobStore,
+    Capability,
+    Checkpointing,
+    DamageLog,
+    FaultyStore,
+    MemoryStore,
+    Salvage,
+    Salvaging,
+    Store,
+    StoreError,
+)
 from sweepq.blobstore import format as fmt
-from sweepq.blobstore.kv import CF_META, RocksKV
+from sweepq.blobstore.kv import CF_META
+from sweepq.blobstore.rocks import RocksKV
 from sweepq.blobstore.store import STORE_FORMAT
 from sweepq.sweeper.runs import record_ends
 
@@ -77,12 +92,6 @@ def test_chains_link_at_head_and_tail_and_unlink(store):
     assert store.chain(b"Q/5") == a[1:] + b
     with pytest.raises(BlobCorruptError):
         store.read(a[0])  # gone with its unlink
-
-
-def test_delete_pending(store):
-    infos = write(store, b"Q/1", recs(10), ids(10))
-    store.delete_pending([i.blob_id for i in infos])
-    assert store.pending() == []
 
 
 def test_reopen_keeps_chains_and_blobs(tmp_path):
@@ -289,3 +298,222 @@ def test_a_damaged_table_file_reads_as_a_corrupt_blob(tmp_path):
                 errors.append(e)
         assert errors, "the damage was not detected"
         assert all(e.owner == b"Q/0" and e.ids for e in errors)
+
+
+# -- the contract, method by method: each test body runs over every store -------------------------
+#
+# One test per member of the protocols (Store and the optional ones a store declares in its
+# capabilities), named test_<member>; test_every_member_of_the_protocols_has_a_test checks
+# that none is left out.
+
+
+def test_capabilities(store):
+    assert isinstance(store.capabilities, Capability)
+    assert isinstance(store, Store)
+    for flag, proto in PROTOCOLS.items():
+        if flag in store.capabilities:
+            assert all(callable(getattr(store, m, None)) for m in members(proto)), flag
+
+
+def test_write_pending(store):
+    infos = write(store, b"Q/0", recs(120), ids(120), scope=b"Q")
+    assert [i.count for i in infos] == [50, 50, 20]
+    assert all(
+        isinstance(i, BlobInfo) and i.check == fmt.ids_check(ids(120)[k * 50 : k * 50 + i.count])
+        for k, i in enumerate(infos)
+    )
+    assert len({i.blob_id for i in infos}) == 3 and set(store.pending()) == {i.blob_id for i in infos}
+    with pytest.raises(ValueError):
+        store.write_pending(b"Q/0", recs(2), ids(1), [2])
+
+
+def test_delete_pending(store):
+    infos = write(store, b"Q/0", recs(60), ids(60))
+    store.delete_pending([infos[0].blob_id])
+    assert store.pending() == [infos[1].blob_id]
+    store.delete_pending([])  # nothing to do
+    with pytest.raises(BlobCorruptError, match="missing"):
+        store.read(infos[0].blob_id)
+
+
+def test_link(store):
+    a = write(store, b"Q/0", recs(50), ids(50))[0].blob_id
+    b = write(store, b"Q/0", recs(50, start=50), ids(50, 50))[0].blob_id
+    store.write_messages(puts=[(b"k1", b"v1"), (b"k2", b"v2")])
+    store.link(b"Q/0", [b], at_head=False, moved=[b"k1"])
+    store.link(b"Q/0", [a], at_head=True)
+    assert store.chain(b"Q/0") == [a, b] and store.pending() == []
+    assert store.messages() == [(b"k2", b"v2")]  # the moved record left its own key
+
+
+def test_unlink(store):
+    a, b = (i.blob_id for i in write(store, b"Q/0", recs(100), ids(100)))
+    store.link(b"Q/0", [a, b], at_head=False)
+    store.write_messages(marks=[(a, 3, b"R")])
+    store.unlink(b"Q/0", a, restore=[(b"back", b"rec")])
+    assert store.chain(b"Q/0") == [b] and store.marks(a) == {}
+    assert store.messages() == [(b"back", b"rec")]
+    with pytest.raises(BlobCorruptError):
+        store.read(a)
+
+
+def test_detach(store):
+    a, b = (i.blob_id for i in write(store, b"Q/0", recs(100), ids(100)))
+    store.link(b"Q/0", [a, b], at_head=False)
+    store.detach(b"Q/0", a)
+    assert store.chain(b"Q/0") == [b]
+    assert store.read(a) == recs(100)[:50]  # kept, for inspection
+
+
+def test_drop_chain(store):
+    infos = write(store, b"Q/0", recs(100), ids(100))
+    store.link(b"Q/0", [i.blob_id for i in infos], at_head=False)
+    store.drop_chain(b"Q/0")
+    assert store.chain(b"Q/0") == [] and store.chains() == {} and store.pending() == []
+    with pytest.raises(BlobCorruptError):
+        store.read(infos[0].blob_id)
+
+
+def test_write_messages(store):
+    b = write(store, b"Q/0", recs(10), ids(10))[0].blob_id
+    store.write_messages(puts=[(b"a", b"1"), (b"b", b"2")], marks=[(b, 1, b"R"), (b, 2, b"B\x01\x00")])
+    store.write_messages(deletes=[b"a"], marks=[(b, 1, None)])
+    assert store.messages() == [(b"b", b"2")] and store.marks(b) == {2: b"B\x01\x00"}
+    store.write_messages()  # nothing: no write
+
+
+def test_messages(store):
+    store.write_messages(puts=[(b"Q\x00\x01", b"x"), (b"Q\x00\x00", b"y"), (b"R\x00\x00", b"z")])
+    assert store.messages(b"Q\x00") == [(b"Q\x00\x00", b"y"), (b"Q\x00\x01", b"x")]
+    assert [k for k, _ in store.messages()] == [b"Q\x00\x00", b"Q\x00\x01", b"R\x00\x00"]
+
+
+def test_marks(store):
+    b = write(store, b"Q/0", recs(10), ids(10))[0].blob_id
+    assert store.marks(b) == {}
+    store.write_messages(marks=[(b, 7, b"R"), (b, 0, b"R")])
+    assert store.marks(b) == {0: b"R", 7: b"R"}
+
+
+def test_objects(store):
+    assert store.objects() == {}
+    store.put_object(b"Q", b"{}")
+    assert store.objects() == {b"Q": b"{}"}
+
+
+def test_put_object(store):
+    infos = write(store, b"Q/0", recs(60), ids(60))
+    store.link(b"Q/0", [i.blob_id for i in infos], at_head=False)
+    store.write_messages(puts=[(b"Q\x00a", b"1"), (b"R\x00a", b"2")])
+    store.put_object(b"Q", b"def")
+    store.put_object(b"Q", None, drop_messages=b"Q\x00", drop_chains=[b"Q/0"])
+    assert store.objects() == {} and store.messages() == [(b"R\x00a", b"2")] and store.chains() == {}
+
+
+def test_sync(store):
+    store.write_messages(puts=[(b"a", b"1")])
+    store.sync()
+
+
+def test_read(store):
+    info = write(store, b"Q/0", recs(30), ids(30))[0]
+    assert store.read(info.blob_id) == recs(30)
+    assert store.read(info.blob_id, b"Q/0", info.check) == recs(30)
+    with pytest.raises(BlobCorruptError, match="missing"):
+        store.read(999_999)
+
+
+def test_manifest(store):
+    info = write(store, b"ORDERS/2", recs(30), ids(30))[0]
+    assert store.manifest(info.blob_id) == (b"ORDERS/2", ids(30))
+    assert store.manifest(999_999) == (b"?", [])
+
+
+def test_chain(store):
+    assert store.chain(b"nothing") == []
+    info = write(store, b"Q/0", recs(10), ids(10))[0]
+    store.link(b"Q/0", [info.blob_id], at_head=False)
+    c = store.chain(b"Q/0")
+    c.append(123)  # a copy: the store's own is untouched
+    assert store.chain(b"Q/0") == [info.blob_id]
+
+
+def test_chains(store):
+    for name in (b"A/0", b"B/3"):
+        store.link(name, [write(store, name, recs(5), ids(5))[0].blob_id], at_head=False)
+    assert set(store.chains()) == {b"A/0", b"B/3"}
+
+
+def test_pending(store):
+    assert store.pending() == []
+    info = write(store, b"Q/0", recs(5), ids(5))[0]
+    assert store.pending() == [info.blob_id]
+    store.link(b"Q/0", [info.blob_id], at_head=False)
+    assert store.pending() == []
+
+
+def test_memory(store):
+    mem = store.memory()
+    assert isinstance(mem, dict) and isinstance(mem[MEMORY_HELD], int) and mem[MEMORY_HELD] >= 0
+
+
+def test_close(store):
+    store.write_messages(puts=[(b"a", b"1")])
+    store.close()
+    store.close()  # twice is harmless
+    with pytest.raises(StoreError, match="closed"):
+        store.messages()
+
+
+def test_salvage_messages(store):
+    store.write_messages(puts=[(b"Q\x00a", b"1"), (b"R\x00a", b"2")])
+    s = store.salvage_messages(b"Q\x00")  # nothing damaged: everything proven
+    assert isinstance(s, Salvage) and s.pairs == [(b"Q\x00a", b"1")] and s.damaged == [] and s.gaps == []
+
+
+def test_quarantine_messages(store):
+    store.write_messages(puts=[(b"Q\x00a", b"1"), (b"Q\x00b", b"2")])
+    store.quarantine_messages([b"Q\x00a", b"Q\x00absent"])
+    assert store.messages() == [(b"Q\x00b", b"2")]
+
+
+def test_damage_log(store):
+    assert store.damage_log() == []
+
+
+def test_on_damage(store):
+    heard = []
+    store.on_damage(heard.append)  # accepted; called only after a rebuild (tests/test_damage.py)
+    assert heard == []
+
+
+def test_checkpoint(store):
+    assert store.checkpoint() is None
+
+
+def test_write_checkpoint(store):
+    store.write_checkpoint(b"first")
+    store.write_checkpoint(b"second")
+    assert store.checkpoint() == b"second"
+
+
+def test_blob_horizon(store):
+    before = store.blob_horizon()
+    infos = write(store, b"Q/0", recs(60), ids(60))
+    assert all(before <= i.blob_id < store.blob_horizon() for i in infos)
+    store.delete_pending([i.blob_id for i in infos])
+    assert store.blob_horizon() > max(i.blob_id for i in infos)  # ids are never reused
+
+
+PROTOCOLS = {Capability.SALVAGE: Salvaging, Capability.DAMAGE_LOG: DamageLog, Capability.CHECKPOINT: Checkpointing}
+
+
+def members(proto) -> set[str]:
+    return {m for m in vars(proto) if not m.startswith("_")} | set(getattr(proto, "__annotations__", {}))
+
+
+def test_every_member_of_the_protocols_has_a_test():
+    tested = {name[5:] for name in globals() if name.startswith("test_")}
+    wanted = (members(Store) - {"max_blob_bytes", "max_blob_records"}) | set().union(*map(members, PROTOCOLS.values()))
+    assert wanted <= tested, sorted(wanted - tested)
+    assert len(wanted) >= 27  # 20 of Store, 7 of the optional protocols

@@ -7,13 +7,12 @@ tokens and TLS; administration over a connection."""
 from __future__ import annotations
 
 import pytest
+from channel_env import FAST, drain_all, pair, receiving, running, sending, status, wait_until
 
 from sweepq.engine import MD, OO, MQError, Persistence, QueueManager, Reason
 from sweepq.engine.distributed import DeadLetter
 from sweepq.engine.distributed.sync import SenderSync
 from sweepq.net import RemoteQueueManager
-
-from channel_env import FAST, drain_all, pair, receiving, running, sending, status, wait_until
 
 P = Persistence.PERSISTENT
 NP = Persistence.NOT_PERSISTENT
@@ -97,21 +96,24 @@ def test_batches_hold_batch_size_messages_and_wait_batch_interval_for_more():
 
 
 def test_a_route_through_two_hops():
-    with QueueManager("QM3", sweeper=False) as qm3, QueueManager("QM2", sweeper=False) as qm2:
-        with QueueManager("QM1", sweeper=False) as qm1:
-            qm3.define_queue("FINAL")
-            s3 = receiving(qm3, "QM2.QM3")
-            s2 = receiving(qm2, "QM1.QM2")
-            sending(qm2, "QM2.QM3", s3, "QM3")  # QM2 holds a transmission queue for QM3
-            sending(qm1, "QM1.QM2", s2, "QM2")
-            qm1.define_remote_queue("QM3", remote_qmgr="QM3", xmit_queue="QM2")  # QM3 reached through QM2
-            h = qm1.connect().open("FINAL", OO.OUTPUT, qmgr="QM3")
-            ids = [h.put(b"%d" % i, MD(priority=i % 2, persistence=P)).msg_id for i in range(60)]
-            qm1.channels.start("QM1.QM2")
-            qm2.channels.start("QM2.QM3")
-            got = drain_all(qm3, "FINAL", 60)
-            assert [m.msg_id for m in got if m.priority == 1] == [i for k, i in enumerate(ids) if k % 2]
-            assert len(got) == 60 and qm2.inquire_queue("QM3").current_depth == 0
+    with (
+        QueueManager("QM3", sweeper=False) as qm3,
+        QueueManager("QM2", sweeper=False) as qm2,
+        QueueManager("QM1", sweeper=False) as qm1,
+    ):
+        qm3.define_queue("FINAL")
+        s3 = receiving(qm3, "QM2.QM3")
+        s2 = receiving(qm2, "QM1.QM2")
+        sending(qm2, "QM2.QM3", s3, "QM3")  # QM2 holds a transmission queue for QM3
+        sending(qm1, "QM1.QM2", s2, "QM2")
+        qm1.define_remote_queue("QM3", remote_qmgr="QM3", xmit_queue="QM2")  # QM3 reached through QM2
+        h = qm1.connect().open("FINAL", OO.OUTPUT, qmgr="QM3")
+        ids = [h.put(b"%d" % i, MD(priority=i % 2, persistence=P)).msg_id for i in range(60)]
+        qm1.channels.start("QM1.QM2")
+        qm2.channels.start("QM2.QM3")
+        got = drain_all(qm3, "FINAL", 60)
+        assert [m.msg_id for m in got if m.priority == 1] == [i for k, i in enumerate(ids) if k % 2]
+        assert len(got) == 60 and qm2.inquire_queue("QM3").current_depth == 0
 
 
 def test_a_failure_between_the_two_commits_is_resolved_by_the_receivers_luwid(monkeypatch):
@@ -300,10 +302,10 @@ def test_three_queue_managers_in_three_processes_over_loopback_tcp(tmp_path):
     line: QM1's remote queue names QM3 through its transmission queue to QM2."""
     import re
 
+    from net_env import ServeProcess
+
     from sweepq.engine import GMO
     from sweepq.net import client
-
-    from net_env import ServeProcess
 
     d = {n: str(tmp_path / n.lower()) for n in ("QM1", "QM2", "QM3")}
 

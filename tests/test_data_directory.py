@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from sweepq.engine import MQError, QueueManager
+from sweepq.engine import OO, MQError, Persistence, QueueManager, Reason
 
 
 def refused(path, **kw) -> str:
@@ -43,19 +43,73 @@ def test_bad_store_options_are_refused_at_open(tmp_path):
     assert "level" in refused(tmp_path / "d", store_options={"level": "fast"})
 
 
+def _modes(d) -> dict[str, int]:
+    return {f: stat.S_IMODE(os.stat(d / f).st_mode) for f in os.listdir(d)}
+
+
+def _acls_here(path) -> bool:
+    """Whether this filesystem keeps POSIX default ACLs (what makes new files private)."""
+    from sweepq.blobstore.files import private_by_default
+
+    probe = path / "acl-probe"
+    probe.mkdir()
+    try:
+        return private_by_default(str(probe))
+    finally:
+        probe.rmdir()
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o000])
-def test_the_directory_and_its_files_are_private_whatever_the_umask(tmp_path, umask):
+def test_every_file_a_queue_manager_creates_is_private_whatever_the_umask(tmp_path, umask):
+    """0700 for the directory and 0600 for every file, also for the table files and logs
+    RocksDB creates while the queue manager runs (before the fix: 0644, and 0666 for the
+    statistics file under umask 000, until the next open), and without touching the
+    process's umask, which other threads share."""
+    d = tmp_path / "d"
     old = os.umask(umask)
     try:
-        with QueueManager.open(tmp_path / "d", sweeper=False):
-            pass
-        with QueueManager.open(tmp_path / "d", sweeper=False):
-            mode = stat.S_IMODE(os.stat(tmp_path / "d").st_mode)
-            files = [stat.S_IMODE(os.stat(tmp_path / "d" / f).st_mode) for f in os.listdir(tmp_path / "d")]
+        qm = QueueManager.open(d, sweeper=False, sync="os", store_options={"write_buffer_bytes": 1 << 20})
+        try:
+            assert os.umask(umask) == umask  # never changed behind the process's back
+            qm.define_queue("Q", default_persistence=Persistence.PERSISTENT)
+            h = qm.connect().open("Q", OO.OUTPUT)
+            for _ in range(8000):
+                h.put(os.urandom(300))  # several memtables: new table files and a new log
+            qm.blob_store().flush()
+            while_open = _modes(d)
+        finally:
+            qm.close()
+        after_close = _modes(d)
     finally:
         os.umask(old)
-    assert mode == 0o700
-    assert files and all(m & 0o077 == 0 for m in files)
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    assert any(f.endswith(".sst") for f in while_open) and "sweepq-stats.json" in after_close
+    assert all(m == 0o600 for m in after_close.values()), after_close
+    if _acls_here(tmp_path):  # where the filesystem has ACLs: private from the start
+        assert all(m == 0o600 for m in while_open.values()), while_open
+
+
+def test_a_dangling_symlink_is_refused_with_what_it_points_to(tmp_path):
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    text = refused(tmp_path / "link")
+    assert "symbolic link" in text and "gone" in text and "File exists" not in text
+
+
+def test_bench_refuses_a_durable_dir_that_does_not_exist_unless_told(tmp_path, capsys):
+    from sweepq.cli import main
+
+    missing = tmp_path / "no" / "such"
+    assert main(["bench", "durable", "--durable-dir", str(missing)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--create-durable-dir" in err and str(missing) in err
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("bad", [123, 1.5, b"/tmp/d", ["d"], object()])
+def test_a_path_of_the_wrong_type_is_an_mqerror(bad):
+    with pytest.raises(MQError) as ei:
+        QueueManager.open(bad, sweeper=False)
+    assert ei.value.reason == Reason.PARM_VALUE_ERROR and "path" in str(ei.value)
 
 
 @pytest.mark.parametrize("bad", ["/tmp/x", 42, object()])

@@ -437,7 +437,7 @@ def test_a_bit_flip_in_the_message_records_is_reported_and_the_rest_comes_back(t
     with QueueManager.open(d, sweeper=False) as qm:
         report = qm.recovery
         got = [m for m, _, _ in contents(qm)]
-    assert report.damaged and "Q" in report.damaged[0]  # named: queue and message numbers
+    assert any("queue 'Q'" in line and "message number" in line for line in report.damaged)  # named
     assert 1900 <= len(got) < 2000  # only the damaged block's records are missing
     assert got == sorted(got)  # and the rest come back in order
 
@@ -500,26 +500,35 @@ def test_a_damaged_first_blob_keeps_the_lane_in_order_and_names_its_messages():
     assert len(got) == 21 - 4  # the damaged blob's four messages are the only loss
 
 
+_KILLED_WRITER = (
+    "import os, sys\n"
+    "from sweepq.engine import QueueManager, OO, Persistence\n"
+    "qm = QueueManager.open(sys.argv[1], sweeper=False, sync='os')\n"
+    "qm.define_queue('Q', default_persistence=Persistence.PERSISTENT)\n"
+    "h = qm.connect().open('Q', OO.OUTPUT)\n"
+    "for i in range(int(sys.argv[2])):\n"
+    "    h.put(b'm%03d' % i)\n"
+    "os._exit(0)\n"  # no close: the messages are only in the log
+)
+
+
+def killed_writer(d, n: int) -> None:
+    """A process that puts ``n`` persistent messages (b"m000", ...) on queue Q of the data
+    directory ``d``, then dies without closing: they are only in the write-ahead log."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(d), str(n)], check=True, timeout=60)
+
+
 def test_damage_in_the_log_is_reported_and_what_comes_back_is_a_clean_prefix(tmp_path):
     """A bit flip in the write-ahead log: the writes after it cannot be trusted. The open
     says so (qm.recovery.damaged), and what comes back is the messages put before the damage,
     in order, each once."""
     import glob
-    import subprocess
-    import sys
 
     d = tmp_path / "d"
-    writer = (
-        "import os, sys\n"
-        "from sweepq.engine import QueueManager, OO, Persistence\n"
-        "qm = QueueManager.open(sys.argv[1], sweeper=False, sync='os')\n"
-        "qm.define_queue('Q', default_persistence=Persistence.PERSISTENT)\n"
-        "h = qm.connect().open('Q', OO.OUTPUT)\n"
-        "for i in range(200):\n"
-        "    h.put(b'm%03d' % i)\n"
-        "os._exit(0)\n"  # no close: the messages are only in the log
-    )
-    subprocess.run([sys.executable, "-c", writer, str(d)], check=True, timeout=60)
+    killed_writer(d, 200)
     log = max(glob.glob(str(d / "*.log")), key=os.path.getsize)
     with open(log, "rb") as f:
         data = bytearray(f.read())

@@ -26,7 +26,7 @@ import itertools
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from sweepq.blobstore import FaultyStore, MemoryStore
 from sweepq.blobstore.kv import MemoryKV
@@ -384,11 +384,7 @@ class EngineVsModelOnAFaultyStore(EngineVsModel):
                 assert in_store == known
 
 
-# Derandomized: the same examples every run, so that test_faults_fired counts the same faults
-# each time (random examples fired 17 to 60 of them).
-EngineVsModelOnAFaultyStore.TestCase.settings = settings(
-    max_examples=40, stateful_step_count=50, deadline=None, derandomize=True
-)
+EngineVsModelOnAFaultyStore.TestCase.settings = settings(max_examples=40, stateful_step_count=50, deadline=None)
 TestEngineVsModelOnAFaultyStore = EngineVsModelOnAFaultyStore.TestCase
 
 
@@ -437,7 +433,14 @@ def test_enough_steps_ran():
 
 
 def test_faults_fired():
-    """The faulty machine is only worth its time if its faults fire (and were survived)."""
-    if EngineVsModelOnAFaultyStore.fired == 0:
-        TestEngineVsModelOnAFaultyStore().runTest()
-    assert EngineVsModelOnAFaultyStore.fired >= 40, f"only {EngineVsModelOnAFaultyStore.fired} faults fired"
+    """The faulty machine is only worth its time if its faults fire (and were survived).
+    Counted on a derandomized run of its own: the same examples each time (random runs
+    fired 17 to 60 faults, and the count was a coin toss). The derandomized run fires 32
+    to 45 (message ids from earlier tests change which calls the chaos hits); a store whose
+    faults never fire gives 0."""
+    EngineVsModelOnAFaultyStore.fired = 0
+    run_state_machine_as_test(
+        EngineVsModelOnAFaultyStore,
+        settings=settings(max_examples=40, stateful_step_count=50, deadline=None, derandomize=True),
+    )
+    assert EngineVsModelOnAFaultyStore.fired >= 20, f"only {EngineVsModelOnAFaultyStore.fired} faults fired"

@@ -260,3 +260,35 @@ def test_a_run_emptied_before_its_records_are_read_aborts_as_removed():
         assert (moved, reason) == (8, "removed")
         assert store.pending() == [] and q.sweep_stats().aborts["removed"] == 1
         assert [h.get().data for _ in range(8)] == [b"m%02d" % i for i in range(4, 12)]
+
+
+def test_the_sweeper_writes_no_blob_for_a_run_a_get_emptied():
+    """Through the sweeper: a get takes a chosen run's messages before the run's records are
+    read; the sweeper aborts that run as 'removed' before writing anything (it used to write
+    a blob of empty records and abort only at verification)."""
+    from sweepq.blobstore import MemoryStore
+    from sweepq.engine import OO, QueueManager
+    from sweepq.sweeper import ManualClock, SweepPolicy
+
+    store = MemoryStore(max_blob_records=4)
+    with QueueManager(clock=ManualClock(), sweeper=False, store=store, sweep_policy=SweepPolicy(extra=0)) as qm:
+        qm.define_queue("Q")
+        h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)
+        for i in range(12):
+            h.put(b"m%02d" % i)
+        q = qm._queue("Q")
+        begin = q.sweep_begin
+
+        def begin_then_get(keep):
+            plan = begin(keep)
+            for _ in range(12):
+                h.get()  # every chosen message leaves before its record is read
+            return plan
+
+        q.sweep_begin = begin_then_get
+        writes = []
+        write = store.write_pending
+        store.write_pending = lambda *a, **k: writes.append(a) or write(*a, **k)
+        d = qm.sweeper.run_once().decision("Q")
+        assert writes == [] and d.aborts == {"removed": 1} and d.msgs_swept == 0
+        assert store.pending() == [] and qm.inquire_queue("Q").current_depth == 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from sweepq.blobstore import StoreError
+from sweepq.blobstore import Capability, StoreDamageError, StoreError
 
 from ..constants import ChannelType, Reason, Usage
 from ..errors import MQError
@@ -110,7 +110,7 @@ class Distributed:
         for name, d in self.channels.items():
             self.syncs[name] = _new_sync(name, d, self.qm.journal)
         stale = []
-        for key, value in _read(lambda: store.messages(SYNC_PREFIX), "the channels' sync records"):
+        for key, value in _sync_records(store, problems):
             name = key[len(SYNC_PREFIX) :].decode(errors="replace")
             sync = self.syncs.get(name)
             if sync is None:
@@ -246,6 +246,22 @@ def _read(read, what: str):
         return read()
     except StoreError as e:
         raise MQError(Reason.RESOURCE_PROBLEM, f"reading {what} failed: {e}") from e
+
+
+def _sync_records(store, problems: list[str]) -> list[tuple[bytes, bytes]]:
+    """The channels' sync records; after damage, those the store can still prove (a channel
+    whose record is lost starts again at sequence number 0 and says so in ``problems``).
+
+    :raises MQError: RESOURCE_PROBLEM (2102) when the store cannot be read at all."""
+    try:
+        return store.messages(SYNC_PREFIX)
+    except StoreDamageError as e:
+        if Capability.SALVAGE not in store.capabilities:
+            raise MQError(Reason.RESOURCE_PROBLEM, f"the channels' sync records are damaged ({e})") from e
+        problems.append(f"the channels' sync records were damaged ({e}): a channel whose record is lost restarts at 0")
+        return _read(lambda: store.salvage_messages(SYNC_PREFIX).pairs, "the channels' sync records")
+    except StoreError as e:
+        raise MQError(Reason.RESOURCE_PROBLEM, f"reading the channels' sync records failed: {e}") from e
 
 
 def _new_sync(name: str, d: ChannelDefinition, journal) -> ChannelSync:

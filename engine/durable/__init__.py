@@ -8,7 +8,10 @@ What this subpackage owns (docs/design.md "Units of work and durability"):
   atomic store write made under the queue's lock *before* the change in memory, so the
   store and memory can never disagree, and :class:`~.journal.GroupSync` (one fsync for
   every committer waiting at that moment) for ``sync="commit"``;
-* ``recovery.py`` — rebuilding every queue and lane in order at open.
+* ``recovery.py`` — rebuilding every queue and lane in order at open, damage named;
+* ``ledger.py`` — the checkpoint of live messages, which recognises a consumed message that
+  damage brought back, and names a live one that damage took;
+* ``rewrite.py`` — writing again from memory what the store lost to damage while open.
 
 A persistent message has exactly one durable home at any moment: its own record (while it
 is in memory), or the blob it was swept into. Moving between them is one write
@@ -17,6 +20,7 @@ leave it). Uncommitted work is never written, so a crash backs it out and nothin
 in doubt: there is no prepare phase and no second participant.
 """
 
+from . import ledger
 from .journal import SYNC_POLICIES, GroupSync, Journal
 
-__all__ = ["SYNC_POLICIES", "GroupSync", "Journal"]  # recovery.recover: imported by the manager
+__all__ = ["SYNC_POLICIES", "GroupSync", "Journal", "ledger"]  # recovery.recover: imported by the manager

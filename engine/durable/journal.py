@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sweepq.blobstore import Store, StoreError
+from sweepq.blobstore import Store, StoreDamageError, StoreError
 
 from ..constants import Reason
 from ..errors import MQError
@@ -230,16 +230,14 @@ class Journal:
         try:
             self._store().write_messages(batch.puts, batch.deletes, batch.marks)
         except StoreError as e:
-            raise MQError(Reason.RESOURCE_PROBLEM, f"{what}: the store failed ({e}); nothing changed, try again") from e
+            raise _failed(e, what) from e
 
     def put(self, q: LocalQueue, lane: int, recs: list[bytes]) -> None:
         """Write new persistent records before they join lane ``lane`` (mutex held)."""
         try:
             self._store().write_messages(Journal.homes(q.key_prefix, lane, recs))
         except StoreError as e:
-            raise MQError(
-                Reason.RESOURCE_PROBLEM, f"putting to {q.name!r}: the store failed ({e}); nothing changed, try again"
-            ) from e
+            raise _failed(e, f"putting to {q.name!r}") from e
 
     def remove(self, q: LocalQueue, refs: list) -> None:
         """Delete the records of messages about to leave the queue (mutex held)."""
@@ -274,3 +272,17 @@ class Journal:
         if not self.owed or self.group is None:
             return True
         return self.wait()
+
+
+def _failed(e: StoreError, what: str) -> MQError:
+    """A failed write as the caller hears of it. Nothing changed either way. A transient
+    failure is 2102 (try again); damage the store met and could not set right by itself
+    (it rebuilds what it can, blobstore/kv.py) is 2101: trying again will not help before
+    the store is opened again, with ``repair=True`` if the open asks for it."""
+    if isinstance(e, StoreDamageError):
+        return MQError(
+            Reason.OBJECT_DAMAGED,
+            f"{what}: the store is damaged ({e}) and could not set it right; nothing changed. Close the queue "
+            "manager and open it again (the open says whether repair=True is needed)",
+        )
+    return MQError(Reason.RESOURCE_PROBLEM, f"{what}: the store failed ({e}); nothing changed, try again")

@@ -8,10 +8,24 @@ list (docs/design.md "One queue": front ⧺ chain ⧺ rear, each in arrival orde
 
 Inside a blob, records that are not persistent (they do not survive a restart, as in MQ)
 or carry a removal mark are flagged removed; a raised backout count kept in a mark is
-applied. A blob left with nothing live is deleted. A blob that cannot be read stays in the
-chain as a placeholder indexed from its manifest: the first get that reaches it fails with
-2101 naming its MsgIds, and every other message flows on. A record whose crc fails is
-reported by its key and left out. Pending blobs were removed by the store's open.
+applied. A blob left with nothing live is deleted. Pending blobs were removed by the
+store's open.
+
+Damage is detected, named and never delivered as data (docs/damage.md):
+
+* every record's own crc is checked, on every path (RocksDB's block checksums are not
+  enough: a damaged block once rewritten by a compaction carries fresh ones), and so is
+  its key (the arrival number in the key is the record's own); a record that fails is
+  reported by queue, lane, number and, when its header is whole, MsgId, and quarantined;
+* when the store finds damage in the records (``StoreDamageError``), recovery reads what
+  the store can still prove (``Capability.SALVAGE``), and names the rest;
+* a blob that cannot be read stays in the chain as a placeholder indexed from its
+  manifest: the first get that reaches it fails with 2101 naming its MsgIds, and every
+  other message flows on;
+* a message the last checkpoint (engine/durable/ledger.py) shows was already consumed, but
+  whose record came back (damage took its delete), is reported and kept dead; a message it
+  shows live that did not come back is named as lost, by MsgId;
+* a message found in two homes (its own record and a blob) is kept once, in the blob.
 
 Recovery reads every blob once (to learn which of its records are persistent); that is
 most of its time for a deep swept backlog.
@@ -21,37 +35,47 @@ from __future__ import annotations
 
 import bisect
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sweepq.blobstore import BlobCorruptError, Store, StoreError
+from sweepq.blobstore import BlobCorruptError, Capability, Salvaging, Store, StoreDamageError, StoreError
 from sweepq.blobstore.format import ids_check
 
 from .. import record
 from ..constants import Reason
 from ..errors import MQError
-from ..queue import QueueAttributes
+from ..queue import QueueAttributes, check_name
 from ..swept import REMOVED, SweptBlob, _hash_rows, build_index
 from .layout import (
     MARK_REMOVED,
     decode_definition,
     decode_value,
+    encode_definition,
     is_queue_object,
     key_parts,
     mark_backout,
     message_key_at,
+    queue_prefix,
 )
+from .ledger import Ledger
 
 if TYPE_CHECKING:
     from ..manager import QueueManager
     from ..queue import LocalQueue
 
+SHOWN = 20  # damaged or lost messages named one by one in the report; the rest are counted
+
 
 @dataclass
 class RecoveryReport:
-    """What an open found: queues, messages by home, what was damaged, and how long it took."""
+    """What an open found: queues, messages by home, what was damaged, and how long it took.
+
+    ``damaged`` says, one line each, what damage was found and what it cost; ``damaged_msg_ids``
+    are the MsgIds of messages lost to it that could be named (a damaged blob's are named
+    by the get that reaches it, 2101); ``consumed_again`` counts messages whose record came
+    back from damage although they had been consumed (kept dead)."""
 
     queues: int = 0
     messages: int = 0
@@ -60,112 +84,358 @@ class RecoveryReport:
     blobs: int = 0
     blobs_deleted: int = 0
     damaged: list[str] = field(default_factory=list)
-    # MsgIds of damaged messages that could still be named (a record whose own crc failed but
-    # whose header is whole); a damaged blob's are named by the get that reaches it (2101).
     damaged_msg_ids: list[bytes] = field(default_factory=list)
+    consumed_again: int = 0
     seconds: float = 0.0
     next_seq: int = 1
 
 
-def recover(qm: QueueManager) -> RecoveryReport:
-    """Define every stored queue on ``qm`` and load its messages (before any connection).
+@dataclass
+class _Lane:
+    """One lane's own records while it is rebuilt."""
+
+    keys: list[bytes] = field(default_factory=list)
+    recs: list[bytes] = field(default_factory=list)
+    seqs: set[int] = field(default_factory=set)
+
+
+class _Recovery:
+    """One open's recovery: the store, what the checkpoint says, and the report."""
+
+    def __init__(self, store: Store, ledger: Ledger | None, report: RecoveryReport):
+        self.store = store
+        self.ledger = ledger
+        self.report = report
+        self.quarantine: list[bytes] = []  # message keys to move aside
+        self.marks: list[tuple[int, int, bytes | None]] = []  # removal marks to write
+        self.found: dict[tuple[str, int], set[int]] = {}  # arrival numbers recovered, by queue and lane
+        self.bad: list[tuple[bytes, bytes, str]] = []  # the queue's damaged records: (key, bytes, what)
+
+    def damage(self, line: str, msg_id: bytes | None = None) -> None:
+        if msg_id:
+            self.report.damaged_msg_ids.append(msg_id)
+        self.report.damaged.append(line)
+
+    # -- own records --------------------------------------------------------------------------
+
+    def records(self, q: LocalQueue) -> list[_Lane]:
+        """The queue's own records by lane, every one proven: its crc, its key, and not consumed."""
+        try:
+            pairs = self.store.messages(q.key_prefix)
+        except StoreDamageError as e:
+            pairs = self._salvage(q, e)
+        except StoreError as e:
+            raise MQError(Reason.RESOURCE_PROBLEM, f"reading the messages of queue {q.name!r} failed: {e}") from e
+        lanes = [_Lane() for _ in q.lanes]
+        plen = len(q.key_prefix)
+        for key, value in pairs:
+            rec = decode_value(value)
+            lane = key[plen] if len(key) == plen + 9 else -1
+            if rec is None:
+                self._bad(q, key, value[4:], "damaged record (its checksum fails)")
+            elif not 0 <= lane < len(lanes) or record.seq_of(rec) != int.from_bytes(key[plen + 1 :], "big"):
+                self._bad(q, key, rec, f"record under a damaged key (it holds message number {record.seq_of(rec)})")
+            elif not rec[record.OFF_FLAGS] & record.PERSISTENT:
+                self._bad(q, key, rec, "record of a message that is not persistent")
+            else:
+                lanes[lane].keys.append(key)
+                lanes[lane].recs.append(rec)
+        if self.ledger is not None:
+            for p, ln in enumerate(lanes):
+                self._drop_consumed(q, p, ln)
+        for ln in lanes:
+            ln.seqs = {record.seq_of(r) for r in ln.recs}
+        return lanes
+
+    def _salvage(self, q: LocalQueue, e: StoreDamageError) -> list[tuple[bytes, bytes]]:
+        """What the store can still prove of the queue's records; the rest is named."""
+        if Capability.SALVAGE not in self.store.capabilities:
+            raise MQError(
+                Reason.RESOURCE_PROBLEM,
+                f"the messages of queue {q.name!r} are damaged ({e}) and this store cannot read past damage",
+            ) from e
+        salvaging: Salvaging = self.store  # type: ignore[assignment]  # declared by Capability.SALVAGE
+        try:
+            salvage = salvaging.salvage_messages(q.key_prefix, self._probes())
+        except StoreError as e2:
+            raise MQError(Reason.RESOURCE_PROBLEM, f"reading the messages of queue {q.name!r} failed: {e2}") from e2
+        for lo, hi in salvage.gaps:
+            what = f"after message number {_seq(lo)}" if len(lo) > len(q.key_prefix) + 1 else "at the start"
+            upto = f" up to message number {_seq(hi)}" if hi else " to the end of the queue"
+            self.damage(f"queue {q.name!r}: unreadable records {what}{upto} ({e})")
+        # The keys the checkpoint knew in those ranges that could not be read are named with
+        # every other message it lists and that did not come back (finish).
+        return salvage.pairs
+
+    def _probes(self) -> list[bytes]:
+        """The keys of every message the checkpoint lists in memory: read one by one where a
+        scan of damaged records must step over a range."""
+        if self.ledger is None:
+            return []
+        return [
+            message_key_at(queue_prefix(name), lane, int(seq))
+            for (name, lane), (seqs, _ids) in self.ledger.records.items()
+            for seq in seqs
+        ]
+
+    def _named(self, q: LocalQueue, key: bytes, rec: bytes, what: str) -> None:
+        """A damaged record of ``q``: named once its blobs are loaded (:meth:`name_bad`)."""
+        self.bad.append((key, rec, what))
+
+    def _bad(self, q: LocalQueue, key: bytes, rec: bytes, what: str) -> None:
+        self._named(q, key, rec, what)
+        self.quarantine.append(key)
+
+    def name_bad(self, q: LocalQueue) -> None:
+        """Name the queue's damaged records: lost messages by MsgId, unless a blob of the
+        lane holds the message (the record was a second home, and the message is whole)."""
+        plen = len(q.key_prefix)
+        for key, rec, what in self.bad:
+            whole_key = len(key) == plen + 9
+            lane, seq = (key[plen], _seq(key)) if whole_key else ("?", "?")
+            if whole_key and seq in self.found.get((q.name, lane), ()):
+                self.damage(f"queue {q.name!r} lane {lane} message number {seq}: {what}; its blob holds it whole")
+                continue
+            mid = _msg_id_of_damaged(rec)
+            named = f" MsgId {mid.hex()}" if mid else ""
+            self.damage(f"queue {q.name!r} lane {lane} message number {seq}{named}: {what}, left out", mid)
+        self.bad = []
+
+    def _drop_consumed(self, q: LocalQueue, lane: int, ln: _Lane) -> None:
+        if not ln.recs:
+            return
+        seqs = np.fromiter((record.seq_of(r) for r in ln.recs), np.uint64, len(ln.recs))
+        dead = self.ledger.consumed_records(q.name, lane, seqs)
+        if not dead.any():
+            return
+        n = int(dead.sum())
+        self.report.consumed_again += n
+        self.damage(
+            f"queue {q.name!r} lane {lane}: {n} message(s) already consumed came back from damage "
+            f"(numbers {', '.join(str(int(s)) for s in seqs[dead][:SHOWN])}); kept dead"
+        )
+        self.quarantine += [k for k, d in zip(ln.keys, dead, strict=True) if d]
+        ln.keys = [k for k, d in zip(ln.keys, dead, strict=True) if not d]
+        ln.recs = [r for r, d in zip(ln.recs, dead, strict=True) if not d]
+
+    # -- blobs --------------------------------------------------------------------------------
+
+    def _load_blob(
+        self, q: LocalQueue, chain: bytes, blob_id: int, own: set[int]
+    ) -> tuple[SweptBlob | None, int, set[int]]:
+        """A chain's blob as a :class:`SweptBlob` (None: deleted, or unusable), its highest
+        seq and the arrival numbers it holds live. Positions the checkpoint shows consumed,
+        and messages that also have their own record (``own``, which loses them), are
+        flagged removed."""
+        store = self.store
+        try:
+            _owner, ids = store.manifest(blob_id)
+        except StoreError:
+            ids = []
+        try:
+            records = store.read(blob_id, chain, None)
+            marks = store.marks(blob_id)
+        except BlobCorruptError as e:
+            self.damage(f"queue {q.name!r}: {e}")
+            return _placeholder(blob_id, ids)
+        except StoreError as e:
+            raise MQError(Reason.RESOURCE_PROBLEM, f"reading blob {blob_id} of queue {q.name!r} failed: {e}") from e
+        check = ids_check(ids)
+        if len(ids) != len(records):
+            ids = [b"\0" * 24] * len(records)  # an unreadable manifest: ids serve only the index
+            check = None
+        index = build_index(records, ids)
+        seqs = index[3]
+        seq = int(seqs.max()) if len(records) else 0
+        # Which records survive: persistent, and not marked removed (numpy over the headers).
+        lens = np.fromiter(map(len, records), dtype=np.int64, count=len(records))
+        starts = np.cumsum(lens) - lens
+        flags = np.frombuffer(b"".join(records), dtype=np.uint8)[starts + record.OFF_FLAGS]
+        alive = (flags & record.PERSISTENT) != 0
+        bumps = {}
+        for pos, mark in marks.items():
+            if pos >= len(alive):
+                continue
+            if mark == MARK_REMOVED:
+                alive[pos] = False
+            elif alive[pos]:
+                count = mark_backout(mark)
+                rec = records[pos]
+                if count is not None and count > record.backout_of(rec):
+                    bumps[pos] = count - record.backout_of(rec)
+        self._drop_dead_positions(q, blob_id, alive, seqs, own)
+        if not alive.any():
+            try:
+                store.unlink(chain, blob_id)
+                self.report.blobs_deleted += 1
+            except StoreError:
+                pass  # nothing live in it: the next open finds it empty again
+            return None, seq, set()
+        blob = SweptBlob(blob_id, int(lens[alive].sum()), 0, check, index)
+        dead = np.flatnonzero(~alive)
+        if len(dead):
+            blob.flags[dead] = REMOVED
+            blob.live -= len(dead)
+        blob.bumps = bumps or None
+        return blob, seq, set(seqs[alive].tolist())
+
+    def _drop_dead_positions(
+        self, q: LocalQueue, blob_id: int, alive: np.ndarray, seqs: np.ndarray, own: set[int]
+    ) -> None:
+        """Flag removed, durably, the alive positions that are consumed or held twice."""
+        dead = np.zeros(len(alive), bool)
+        if self.ledger is not None:
+            dead = self.ledger.consumed_positions(blob_id, alive)
+            if dead.any():
+                n = int(dead.sum())
+                self.report.consumed_again += n
+                self.damage(
+                    f"queue {q.name!r}: {n} message(s) of blob {blob_id} already consumed came back from damage; "
+                    "kept dead"
+                )
+        twice = alive & ~dead & np.isin(seqs, np.fromiter(own, np.uint64, len(own)))
+        if twice.any():
+            self.damage(
+                f"queue {q.name!r}: {int(twice.sum())} message(s) of blob {blob_id} also had a record of their own "
+                "(damage took the delete that moved them); kept once, in the blob"
+            )
+        dead |= twice
+        if dead.any():
+            alive &= ~dead
+            self.marks += [(blob_id, int(p), MARK_REMOVED) for p in np.flatnonzero(dead & ~twice)]
+
+    # -- after every queue ----------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Write what recovery decided (quarantines, marks), then name the messages the
+        checkpoint shows live that did not come back."""
+        store = self.store
+        try:
+            if self.marks:
+                store.write_messages(marks=self.marks)
+            if self.quarantine and Capability.SALVAGE in store.capabilities:
+                salvaging: Salvaging = store  # type: ignore[assignment]
+                salvaging.quarantine_messages(self.quarantine)
+            elif self.quarantine:
+                store.write_messages(deletes=self.quarantine)
+        except StoreError as e:
+            self.damage(
+                f"writing what recovery decided about damaged records failed ({e}); the next open decides again"
+            )
+        if self.ledger is None:
+            return
+        named = set(self.report.damaged_msg_ids)
+        for (qname, lane), (seqs, ids) in self.ledger.records.items():
+            got = self.found.get((qname, lane), set())
+            lost = [i for s, i in zip(seqs.tolist(), ids, strict=True) if s not in got and i not in named]
+            if lost:
+                self.report.damaged_msg_ids += lost
+                shown = ", ".join(i.hex() for i in lost[:SHOWN]) + (" ..." if len(lost) > SHOWN else "")
+                self.damage(f"queue {qname!r} lane {lane}: {len(lost)} message(s) were lost to damage: MsgId {shown}")
+
+
+def _seq(key: bytes) -> int | str:
+    try:
+        return key_parts(key)[2]
+    except Exception:
+        return "?"
+
+
+def recover(qm: QueueManager, ledger: Ledger | None = None) -> RecoveryReport:
+    """Define every stored queue on ``qm`` and load its messages (before any connection),
+    checking them against ``ledger``, the last checkpoint (None: there is none).
 
     :raises MQError: RESOURCE_PROBLEM (2102) when the store cannot be read at all."""
     t0 = time.perf_counter()
     report = RecoveryReport()
     store = qm._storage.store()
+    run = _Recovery(store, ledger, report)
     try:
         definitions = store.objects()
     except StoreError as e:
         raise MQError(Reason.RESOURCE_PROBLEM, f"reading the queue definitions failed: {e}") from e
     max_seq = 0
+    queues = {}
     for name_b, value in sorted(definitions.items()):
         if not is_queue_object(name_b):
             continue  # the distributed-queuing objects: engine/distributed/registry.py loads them
-        name = name_b.decode()
+        name = name_b.decode(errors="replace")
         try:
-            attrs = QueueAttributes(**decode_definition(value)).validated()
+            queues[name] = QueueAttributes(**decode_definition(value)).validated()
         except (MQError, TypeError, ValueError) as e:
-            report.damaged.append(f"queue {name!r}: its definition cannot be read ({e}); left out")
-            continue
+            report.damaged.append(f"queue {name!r}: its definition cannot be read ({e})")
+    for name in _orphans(store, ledger, set(queues)):
+        queues[name] = _define_again(store, name, report)
+    for name, attrs in sorted(queues.items()):
         q = qm._new_queue(name, attrs)
-        max_seq = max(max_seq, _load_queue(q, store, report))
+        max_seq = max(max_seq, _load_queue(q, run))
         report.queues += 1
-    report.next_seq = max_seq + 1
+    run.finish()
+    report.next_seq = max(max_seq + 1, ledger.next_seq if ledger is not None else 1)
     report.seconds = time.perf_counter() - t0
     return report
 
 
-def _load_queue(q: LocalQueue, store: Store, report: RecoveryReport) -> int:
-    """Load one queue's lanes; return the highest arrival number seen."""
-    max_seq = 0
-    by_lane: list[list[bytes]] = [[] for _ in q.lanes]
-    by_keys: list[list[bytes]] = [[] for _ in q.lanes]
-    salvaged = False
+def _orphans(store: Store, ledger: Ledger | None, defined: set[str]) -> list[str]:
+    """Queues that hold messages but whose definition damage took: named by the chains of
+    their swept messages and by the checkpoint's list of messages in memory."""
+    held = {name for name, _lane in ledger.records} if ledger is not None else set()
+    held |= {chain.rsplit(b"/", 1)[0].decode(errors="replace") for chain in store.chains()}
+    out = []
+    for name in sorted(held - defined):
+        try:
+            check_name(name)
+        except MQError:
+            continue  # not a name a queue can have
+        out.append(name)
+    return out
+
+
+def _define_again(store: Store, name: str, report: RecoveryReport) -> QueueAttributes:
+    """A queue whose definition was lost, defined again with the default attributes (its
+    messages carry their own persistence and priority) and written back."""
+    attrs = QueueAttributes().validated()
     try:
-        pairs = store.messages(q.key_prefix)
+        store.put_object(name.encode(), encode_definition(asdict(attrs)))
+        saved = ""
     except StoreError as e:
-        # A damaged block: read what can be read, each record checked by its own crc, and
-        # name what could not be (by queue, lane and message number).
-        salvage = getattr(store, "salvage_messages", None)
-        if salvage is None or ("corrupt" not in str(e).lower() and "checksum" not in str(e).lower()):
-            raise MQError(Reason.RESOURCE_PROBLEM, f"reading the messages of queue {q.name!r} failed: {e}") from e
-        pairs, gaps = salvage(q.key_prefix)
-        salvaged = True
-        for lo, hi in gaps:
-            what = f"after message number {key_parts(lo)[2]}" if len(lo) > len(q.key_prefix) + 1 else "at the start"
-            upto = f" up to message number {key_parts(hi)[2]}" if hi else " to the end of the queue"
-            report.damaged.append(f"queue {q.name!r}: unreadable records {what}{upto} ({e})")
-    # Keys sort by lane, then arrival: each lane's records are one contiguous, ordered run.
-    # RocksDB verified every block it read; each record's own crc is checked only when
-    # the family was read past damage without those checks.
-    plen = len(q.key_prefix)
-    keys = [k for k, _v in pairs]
-    if salvaged:
-        values = []
-        for key, value in pairs:
-            rec = decode_value(value)
-            if rec is None:
-                name, lane, seq = key_parts(key)
-                mid = _msg_id_of_damaged(value[4:])
-                named = f" MsgId {mid.hex()}" if mid else ""
-                if mid:
-                    report.damaged_msg_ids.append(mid)
-                report.damaged.append(
-                    f"queue {name!r} lane {lane} message number {seq}{named}: damaged record, left out"
-                )
-            values.append(rec)
-    else:
-        values = [v[4:] for _k, v in pairs]
-    lane_of = [k[plen] for k in keys]
-    lo = 0
-    for p in sorted(set(lane_of)):
-        hi = bisect.bisect_right(lane_of, p, lo)
-        if p < len(by_lane):
-            by_lane[p] = [v for v in values[lo:hi] if v is not None]
-            kept = zip(keys[lo:hi], values[lo:hi], strict=True)
-            by_keys[p] = keys[lo:hi] if not salvaged else [k for k, v in kept if v]
-            max_seq = max(max_seq, key_parts(keys[hi - 1])[2])
-        lo = hi
+        saved = f" (writing it back failed: {e})"
+    report.damaged.append(
+        f"queue {name!r}: its definition was lost to damage; defined again with the default attributes{saved}, "
+        "and its messages recovered"
+    )
+    return attrs
+
+
+def _load_queue(q: LocalQueue, run: _Recovery) -> int:
+    """Load one queue's lanes; return the highest arrival number seen."""
+    report = run.report
+    max_seq = 0
+    lanes = run.records(q)
     for lane in q.lanes:
+        own = lanes[lane.priority]
+        if own.recs:
+            max_seq = max(max_seq, max(own.seqs))
         chain_name = q.tier.chain_name(lane)
         blobs = []
-        for blob_id in store.chain(chain_name):
-            blob, seq = _load_blob(store, chain_name, blob_id, report, q.name)
+        found = set(own.seqs)
+        for blob_id in run.store.chain(chain_name):
+            blob, seq, held = run._load_blob(q, chain_name, blob_id, own.seqs)
             max_seq = max(max_seq, seq)
+            found |= held
             if blob is not None:
                 blobs.append(blob)
-        recs = by_lane[lane.priority]
+        run.found[q.name, lane.priority] = found
         _place_placeholders(blobs)
         first = blobs[0].seq_min if blobs and blobs[0].seq_min else None
         # Records older than the first blob are the front list, the rest the rear list.
         split = (
-            len(recs)
+            len(own.recs)
             if first is None
-            else bisect.bisect_right(by_keys[lane.priority], message_key_at(q.key_prefix, lane.priority, first))
+            else bisect.bisect_right(own.keys, message_key_at(q.key_prefix, lane.priority, first))
         )
         ls = q.lanes
-        ls.extend(lane, recs[:split], lane.priority)  # in bulk: the front list
+        ls.extend(lane, own.recs[:split], lane.priority)  # in bulk: the front list
         if blobs:
             ls.mask |= lane.bit  # gets look at this lane (append sets it for in-memory ones)
         for blob in blobs:
@@ -173,12 +443,13 @@ def _load_queue(q: LocalQueue, store: Store, report: RecoveryReport) -> int:
             lane.swept += blob.live
             q.depth += blob.live
             report.swept += blob.live
-        ls.extend(lane, recs[split:], lane.priority)  # behind the chain: the rear list
-        q.depth += len(recs)
-        report.in_memory += len(recs)
-        report.messages += len(recs)
+        ls.extend(lane, own.recs[split:], lane.priority)  # behind the chain: the rear list
+        q.depth += len(own.recs)
+        report.in_memory += len(own.recs)
+        report.messages += len(own.recs)
         report.blobs += len(blobs)
     report.messages += sum(lane.swept for lane in q.lanes)
+    run.name_bad(q)
     return max_seq
 
 
@@ -188,6 +459,24 @@ def _msg_id_of_damaged(rec: bytes) -> bytes | None:
     if len(rec) >= record.HEAD_LEN + 24 and rec[record.OFF_FLAGS] & record.HAS_MSG_ID and rec[0] >= 45:
         return bytes(rec[record.HEAD_LEN : record.HEAD_LEN + 24])
     return None
+
+
+def _placeholder(blob_id: int, ids: list[bytes]) -> tuple[SweptBlob | None, int, set[int]]:
+    """A damaged blob as a placeholder indexed from its manifest (None: nothing to index).
+
+    The first get that reaches it reports its MsgIds (2101). Its arrival numbers place the
+    lane's own records before or after it: a persistent message's MsgId, when generated,
+    ends in its number (record.Identity); otherwise they are taken from the neighbouring
+    blobs (_place_placeholders). The arrival numbers it holds are those known."""
+    if not ids:
+        return None, 0, set()
+    n = len(ids)
+    seqs = np.array([int.from_bytes(i[16:], "big") if i[:4] == b"SWQ " else 0 for i in ids], "<u8")
+    index = (_hash_rows(b"".join(ids), n), None, None, seqs)
+    blob = SweptBlob(blob_id, 0, 0, ids_check(ids), index)
+    if not seqs.all():
+        blob.seq_min = blob.seq_max = 0  # unknown: see _place_placeholders
+    return blob, int(seqs.max()) if n else 0, set(seqs[seqs > 0].tolist())
 
 
 def _place_placeholders(blobs: list[SweptBlob]) -> None:
@@ -200,67 +489,3 @@ def _place_placeholders(blobs: list[SweptBlob]) -> None:
         later = next((b.seq_min for b in blobs[k + 1 :] if b.seq_min), 0)
         earlier = next((b.seq_max for b in reversed(blobs[:k]) if b.seq_max), 0)
         blob.seq_min = blob.seq_max = later or earlier
-
-
-def _load_blob(
-    store: Store, chain: bytes, blob_id: int, report: RecoveryReport, qname: str
-) -> tuple[SweptBlob | None, int]:
-    """A chain's blob as a :class:`SweptBlob` (None: deleted, or unusable), and its highest seq."""
-    try:
-        _owner, ids = store.manifest(blob_id)
-    except StoreError:
-        ids = []
-    try:
-        records = store.read(blob_id, chain, None)
-        marks = store.marks(blob_id)
-    except BlobCorruptError as e:
-        report.damaged.append(f"queue {qname!r}: {e}")
-        if not ids:
-            return None, 0
-        # A placeholder: the first get that reaches it reports its MsgIds (2101). Its arrival
-        # numbers place the lane's own records before or after it: a persistent message's
-        # MsgId, when generated, ends in its number (record.Identity); otherwise they are
-        # taken from the neighbouring blobs (_place_placeholders).
-        n = len(ids)
-        seqs = np.array([int.from_bytes(i[16:], "big") if i[:4] == b"SWQ " else 0 for i in ids], "<u8")
-        index = (_hash_rows(b"".join(ids), n), None, None, seqs)
-        blob = SweptBlob(blob_id, 0, 0, ids_check(ids), index)
-        if not seqs.all():
-            blob.seq_min = blob.seq_max = 0  # unknown: see _place_placeholders
-        return blob, int(seqs.max()) if n else 0
-    except StoreError as e:
-        raise MQError(Reason.RESOURCE_PROBLEM, f"reading blob {blob_id} of queue {qname!r} failed: {e}") from e
-    check = ids_check(ids)
-    if len(ids) != len(records):
-        ids = [b"\0" * 24] * len(records)  # an unreadable manifest: ids serve only the index
-        check = None
-    index = build_index(records, ids)
-    seq = int(index[3].max()) if len(records) else 0
-    # Which records survive: persistent, and not marked removed (numpy over the headers).
-    lens = np.fromiter(map(len, records), dtype=np.int64, count=len(records))
-    starts = np.cumsum(lens) - lens
-    flags = np.frombuffer(b"".join(records), dtype=np.uint8)[starts + record.OFF_FLAGS]
-    alive = (flags & record.PERSISTENT) != 0
-    bumps = {}
-    for pos, mark in marks.items():
-        if mark == MARK_REMOVED:
-            alive[pos] = False
-        elif alive[pos]:
-            count = mark_backout(mark)
-            rec = records[pos]
-            if count is not None and count > record.backout_of(rec):
-                bumps[pos] = count - record.backout_of(rec)
-    if not alive.any():
-        try:
-            store.unlink(chain, blob_id)
-            report.blobs_deleted += 1
-        except StoreError:
-            pass  # nothing live in it: the next open finds it empty again
-        return None, seq
-    blob = SweptBlob(blob_id, int(lens[alive].sum()), 0, check, index)
-    dead = np.flatnonzero(~alive)
-    if len(dead):
-        blob.flags[dead] = REMOVED
-        blob.live -= len(dead)
-    blob.bumps = bumps or None
-    return blob, seq

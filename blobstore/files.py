@@ -1,0 +1,210 @@
+"""The data directory's own files: side records beside the database, its privacy, repair.
+
+*Side records* (``sweepq-<name>``, e.g. the engine's checkpoint of live messages) are small,
+checksummed and replaced atomically (write, fsync, rename, fsync the directory), and live
+outside RocksDB so that damage to its files cannot take them too.
+
+Privacy: the directory is 0700 and every file in it 0600, whatever the process's umask,
+which is never touched (every thread of the host process shares it). On Linux a default
+ACL on the directory (owner only) makes every file RocksDB creates in it private from the
+start: a default ACL replaces the umask for new files. Where the filesystem has no ACLs the
+files created while open are made private at the next open or close, and the 0700
+directory keeps other users out meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import struct
+import zlib
+
+from rocksdict import Options, Rdict
+
+from .kv import KVCorruption, KVError
+
+SIDE_PREFIX = "sweepq-"
+_SIDE_MAGIC = b"SQS1"
+_SIDE_HEAD = struct.Struct("<4sII")  # magic, crc32 of the data, its length
+
+
+def read_side_file(path: str, name: str) -> bytes | None:
+    """The side record ``name`` of the data directory ``path`` (None: there is none).
+
+    :raises KVCorruption: it fails its checksum. :raises KVError: it cannot be read."""
+    full = os.path.join(path, SIDE_PREFIX + name)
+    try:
+        with open(full, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise KVError(f"reading {full} failed: {e}") from e
+    if len(raw) < _SIDE_HEAD.size:
+        raise KVCorruption(f"{full} is damaged (cut short)", full)
+    magic, crc, n = _SIDE_HEAD.unpack_from(raw)
+    data = raw[_SIDE_HEAD.size :]
+    if magic != _SIDE_MAGIC or n != len(data) or zlib.crc32(data) != crc:
+        raise KVCorruption(f"{full} is damaged (its checksum fails)", full)
+    return data
+
+
+def write_side_file(path: str, name: str, data: bytes) -> None:
+    """Replace the side record ``name`` atomically and durably (write, fsync, rename, fsync
+    the directory), private to its owner whatever the umask. :raises KVError: not replaced."""
+    full = os.path.join(path, SIDE_PREFIX + name)
+    tmp = full + ".tmp"
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            os.write(fd, _SIDE_HEAD.pack(_SIDE_MAGIC, zlib.crc32(data), len(data)) + data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, full)
+        dfd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise KVError(f"writing {full} failed: {e}") from e
+
+
+def make_private(path: str) -> None:
+    """The directory 0700, its files 0600, and files created in it later private from the
+    start where the filesystem keeps ACLs (see the module docstring). Never raises: a
+    directory of another owner is left as it is."""
+    try:
+        os.chmod(path, 0o700)
+        private_by_default(path)
+        for name in os.listdir(path):
+            full = os.path.join(path, name)
+            if os.path.isfile(full) and not os.path.islink(full):
+                os.chmod(full, 0o600)
+            elif os.path.isdir(full) and not os.path.islink(full):
+                os.chmod(full, 0o700)
+    except OSError:  # a directory we may read but not chmod (another owner): leave it be
+        pass
+
+
+# A POSIX default ACL (the "system.posix_acl_default" attribute, version 2): owner rwx,
+# group and others nothing. Entries: (tag u16, perm u16, id u32).
+_ACL_OWNER_ONLY = struct.pack("<I", 2) + b"".join(
+    struct.pack("<HHI", tag, perm, 0xFFFFFFFF) for tag, perm in ((0x01, 7), (0x04, 0), (0x20, 0))
+)
+
+
+def private_by_default(path: str) -> bool:
+    setxattr = getattr(os, "setxattr", None)
+    if setxattr is None:
+        return False
+    try:
+        setxattr(path, "system.posix_acl_default", _ACL_OWNER_ONLY)
+        return True
+    except OSError:  # no ACLs on this filesystem
+        return False
+
+
+def repair(path: str) -> list[str]:
+    """RocksDB's repair: rebuild the manifest from the files that can be read; files that
+    cannot (a truncated table, a damaged log) are moved to ``lost/``. Returns their names.
+    :raises KVError: the repair itself failed."""
+    lost = os.path.join(path, "lost")
+    before = set(os.listdir(lost)) if os.path.isdir(lost) else set()
+    try:
+        mend_logs(path)  # RocksDB's repair reads the logs too (and would loop on a bad header)
+        Rdict.repair(path, Options(raw_mode=True))
+    except Exception as e:
+        raise KVError(f"repairing the store at {path} failed: {e}") from e
+    after = set(os.listdir(lost)) if os.path.isdir(lost) else set()
+    make_private(path)
+    return sorted(after - before)
+
+
+def exists_as_store(path: str) -> bool:
+    return os.path.isdir(path) and "CURRENT" in os.listdir(path)
+
+
+# -- RocksDB's log-format files, checked before RocksDB reads them --------------------------------
+#
+# The write-ahead logs (``NNNNNN.log``) and the manifest (named by ``CURRENT``) are sequences
+# of records in 32 KiB blocks, each record behind a 7-byte header: crc32c (4), length (2),
+# type (1). RocksDB's reader loops for ever (open, repair and listing the families alike)
+# on a header whose type byte says "recycled log" in a log that is not recycled, which one
+# flipped bit makes (found by the damage fuzz). So every header is checked here first, and
+# RocksDB never reads a file with one it cannot take.
+
+_LOG_BLOCK = 32768
+_LOG_HEADER = struct.Struct("<IHB")
+_LOG_TYPES = (1, 2, 3, 4)  # full, first, middle, last (sweepq's logs are never recycled)
+
+
+def first_bad_header(path: str) -> int | None:
+    """The offset of the first record header of the log-format file ``path`` that RocksDB's
+    reader must not be given (an unknown type, a length past its block), or None. A zero
+    header ends the scan (preallocated space). Checksums are left to RocksDB."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pos, n = 0, len(data)
+    while pos + _LOG_HEADER.size <= n:
+        left = _LOG_BLOCK - pos % _LOG_BLOCK
+        if left < _LOG_HEADER.size:  # a block's tail too short for a header is padding
+            pos += left
+            continue
+        crc, length, kind = _LOG_HEADER.unpack_from(data, pos)
+        if kind == 0 and length == 0 and crc == 0:
+            return None
+        if kind not in _LOG_TYPES or _LOG_HEADER.size + length > left:
+            return pos
+        pos += _LOG_HEADER.size + length
+    return None
+
+
+def manifest_of(path: str) -> str | None:
+    """The manifest ``CURRENT`` names in the data directory ``path`` (None: none readable)."""
+    try:
+        with open(os.path.join(path, "CURRENT"), "rb") as f:
+            name = f.read().decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    full = os.path.join(path, name)
+    return full if name.startswith("MANIFEST-") and "/" not in name and os.path.isfile(full) else None
+
+
+def check_manifest(path: str) -> None:
+    """:raises KVCorruption: the manifest of ``path`` has a record header RocksDB cannot read."""
+    manifest = manifest_of(path)
+    at = first_bad_header(manifest) if manifest else None
+    if at is not None:
+        raise KVCorruption(
+            f"the manifest {manifest} is damaged at byte {at} (a record header that cannot be read)", manifest
+        )
+
+
+def mend_logs(path: str) -> list[str]:
+    """Cut every write-ahead log of ``path`` at its first record header RocksDB cannot read,
+    keeping the original in ``lost/``: what RocksDB's point-in-time recovery would have done
+    had it not looped. Returns what was done, one line per log."""
+    done = []
+    for name in sorted(os.listdir(path)):
+        if not (name.endswith(".log") and name[:-4].isdigit()):
+            continue
+        full = os.path.join(path, name)
+        at = first_bad_header(full)
+        if at is None:
+            continue
+        lost = os.path.join(path, "lost")
+        os.makedirs(lost, mode=0o700, exist_ok=True)
+        shutil.copy2(full, os.path.join(lost, name))
+        os.truncate(full, at)
+        done.append(
+            f"the write-ahead log {name} was damaged at byte {at} (a record header that cannot be read): "
+            f"cut there (the whole file is kept in lost/{name}); the writes after it are lost"
+        )
+    return done

@@ -1,0 +1,731 @@
+"""RocksDB under the blob store, through rocksdict: the one place for its options and its
+error texts (blobstore/kv.py holds the families).
+
+Durability: a write is in the write-ahead log (the OS has it) when :meth:`RocksKV.write`
+returns, so it survives a crash of the process; :meth:`RocksKV.sync` makes every write
+made so far survive a power loss (one fsync of the log: group commit, see
+engine/durable/journal.py). ``wal=False`` writes no log at all (sync policy "none"):
+then a crash loses the writes since the last flush, and ``atomic_flush`` keeps what is
+left consistent across the column families.
+
+Memory is bounded (issue: RocksDB's memtables grew to 123 MB beside 36 MB of messages): one
+``WriteBufferManager`` caps the memtables of every column family together
+(``write_buffer_bytes``, 16 MiB by default) and one LRU ``Cache`` holds the data blocks
+(``block_cache_bytes``, 8 MiB); :meth:`RocksKV.memory` reports both.
+
+**Failures while open** (docs/damage.md). RocksDB stops accepting writes for good after a
+failed write or a compaction that met damage (its "background error"); nothing but a
+reopen clears that. So a failed write marks the database *broken*; it is reopened at once
+and the write tried again (every write here is idempotent), or, when the reopen fails too
+(a full disk), by the next call, at most every :data:`RETRY_SECONDS`: calls fail fast
+meanwhile, and the first after space is freed works. When the failure was damage, the
+reopen also *heals*: every family holding a damaged table file is copied, record by
+record, into a new generation of itself (named ``family.N``), each value proven by
+checksum-verified reads only (blobstore/heal.py: RocksDB never parses a block it cannot
+verify); the keys known to have been in a damaged range are named in ``quarantine``;
+the old generation is dropped with its files. A rebuild cut short by a crash leaves a newer
+generation beside the old one, which the next open drops. Listeners then rewrite what they
+hold in memory of the families rebuilt (:meth:`RocksKV.listen`). While a reopen runs every
+other call waits (a gate: many callers at once, or the reopen alone).
+
+Every method is thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from rocksdict import (
+    AccessType,
+    BlockBasedOptions,
+    Cache,
+    DBCompressionType,
+    DBRecoveryMode,
+    Options,
+    Rdict,
+    ReadOptions,
+    WriteBatch,
+    WriteBufferManager,
+    WriteOptions,
+)
+
+from . import heal
+from .files import check_manifest, first_bad_header, make_private, mend_logs, read_side_file, write_side_file
+from .kv import (
+    CF_BLOBS,
+    CF_MANIFESTS,
+    CF_MESSAGES,
+    CF_QUARANTINE,
+    CFS,
+    DEFAULT_BLOCK_CACHE_BYTES,
+    DEFAULT_WRITE_BUFFER_BYTES,
+    KVCorruption,
+    KVError,
+    Listener,
+    Op,
+)
+
+# The store options that are RocksDB's (the rest are the blob store's own).
+ROCKSDB_OPTIONS = frozenset({"write_buffer_bytes", "block_cache_bytes"})
+RETRY_SECONDS = 0.2  # a broken database is reopened at most this often while reopening fails
+_COPY_BATCH = 512  # records per write while a family is copied into its new generation
+
+
+def _db_options(
+    write_buffer_bytes: int, cache: Cache, wal: bool, compactions: bool
+) -> tuple[Options, Callable[[str], Options]]:
+    manager = WriteBufferManager(write_buffer_bytes, False)
+
+    def base() -> Options:
+        o = Options(raw_mode=True)
+        o.set_write_buffer_manager(manager)
+        # Each family's memtable is a share of the cap, and at most two exist per family.
+        o.set_write_buffer_size(max(1 << 20, write_buffer_bytes // 4))
+        o.set_max_write_buffer_number(2)
+        o.set_disable_auto_compactions(not compactions)
+        table = BlockBasedOptions()
+        table.set_block_cache(cache)
+        o.set_block_based_table_factory(table)
+        return o
+
+    db = base()
+    db.create_if_missing(True)
+    db.create_missing_column_families(True)
+    # RocksDB starts a new info log at every open, and a reopen after a failure is an open:
+    # keep few and small ones, so that a full disk is not filled further by them.
+    db.set_keep_log_file_num(2)
+    db.set_max_log_file_size(1 << 20)
+    # A torn last write of the log (a crash mid-write, or a truncated file) is dropped and
+    # the store opens at the last whole write, instead of refusing to open.
+    db.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
+    if not wal:
+        db.set_atomic_flush(True)
+
+    def family(name: str) -> Options:
+        o = base()
+        if _family(name) in (CF_BLOBS, CF_MESSAGES, CF_QUARANTINE):
+            # Blobs are zstd-compressed already. Message records stay uncompressed so that a
+            # damaged block can still be read past record by record (each has its own crc).
+            o.set_compression_type(DBCompressionType.none())
+        return o
+
+    return db, family
+
+
+def _family(name: str) -> str:
+    """The family a column family name stands for ("messages.3" -> "messages")."""
+    return name.split(".", 1)[0]
+
+
+def _generation(name: str) -> int:
+    _head, _, gen = name.partition(".")
+    return int(gen) if gen.isdigit() else 0
+
+
+class _Gate:
+    """Many callers at once, or one alone: calls :meth:`enter` and :meth:`leave`; :meth:`alone`
+    waits until every caller inside has left and keeps new ones out until it is done. The
+    way in and out is one acquisition of a plain lock each (the hot path of every write)."""
+
+    __slots__ = ("_idle", "_inside", "_lock", "_open", "_shut")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inside = 0
+        self._shut = False
+        self._open = threading.Event()  # set while callers may enter
+        self._open.set()
+        self._idle = threading.Event()  # set when the gate is shut and the last caller left
+
+    def enter(self) -> None:
+        while True:
+            with self._lock:
+                if not self._shut:
+                    self._inside += 1
+                    return
+            self._open.wait()
+
+    def leave(self) -> None:
+        with self._lock:
+            self._inside -= 1
+            if self._shut and not self._inside:
+                self._idle.set()
+
+    @contextlib.contextmanager
+    def alone(self):
+        while True:
+            with self._lock:
+                if not self._shut:
+                    self._shut = True
+                    self._open.clear()
+                    self._idle.clear()
+                    if not self._inside:
+                        self._idle.set()
+                    break
+            self._open.wait()
+        self._idle.wait()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._shut = False
+                self._open.set()
+
+
+class RocksKV:
+    """RocksDB through rocksdict, in the layout of the module docstring.
+
+    ``sync`` makes every write durable (fsync) before it returns; ``wal=False`` writes no
+    log (see the module docstring). ``read_only`` opens for inspection beside nothing
+    else. Failures while open: see the module docstring."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        sync: bool = False,
+        wal: bool = True,
+        read_only: bool = False,
+        write_buffer_bytes: int = DEFAULT_WRITE_BUFFER_BYTES,
+        block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
+    ):
+        self.path = path
+        self._cache = Cache(block_cache_bytes)
+        self.write_buffer_bytes = write_buffer_bytes
+        self.block_cache_bytes = block_cache_bytes
+        self._read_only = read_only
+        self._wal = wal
+        self._wopts = WriteOptions()
+        self._wopts.sync = sync
+        self._wopts.disable_wal = not wal
+        self._gate = _Gate()
+        self._broken: KVError | None = None  # why the database must be reopened first
+        self._heal: set[str] = set()  # families to rebuild at that reopen
+        self._retry_at = 0.0
+        self._listeners: list[Listener] = []
+        self._restorers: list[threading.Thread] = []  # listeners at work (close waits for them)
+        self._events: list[str] = []
+        self._unproven: dict[str, tuple[list, list]] = {}  # family -> what its last rebuild could not prove
+        self._wanted: dict[str, set[bytes]] = {}  # family -> keys a caller wants probed at its rebuild
+        self._shadow = _shadow_of(path) if read_only else None
+        self._db: Rdict | None = None
+        self._closed = False
+        self._cf: dict = {}
+        self._h: dict = {}
+        try:
+            self._open()
+        except KVError:
+            self._drop_shadow()
+            raise
+        except Exception as e:
+            self._drop_shadow()
+            raise _open_error(e, path) from e
+        if not read_only:
+            make_private(path)
+
+    # -- opening --------------------------------------------------------------------------------
+
+    def _open(self, compactions: bool = True) -> None:
+        """Open the database and map each family to its current generation (dropping the
+        newer generations an interrupted rebuild left)."""
+        opts, family = _db_options(self.write_buffer_bytes, self._cache, self._wal, compactions)
+        self._family_options = family  # a rebuilt family shares the memtable cap of the others
+        where = self._shadow or self.path
+        check_manifest(self.path)
+        if self._read_only:
+            bad = [n for n in os.listdir(self.path) if n.endswith(".log") and n[:-4].isdigit()]
+            if any(first_bad_header(os.path.join(self.path, n)) is not None for n in bad):
+                raise KVCorruption(
+                    f"a write-ahead log of {self.path} is damaged: open it with a queue manager", self.path
+                )
+        else:
+            self._events += mend_logs(self.path)
+        existing = (
+            {n for n in Rdict.list_cf(where, Options(raw_mode=True)) if n != "default"} if _is_db(where) else set()
+        )
+        names = existing | {f for f in CFS if not any(_family(n) == f for n in existing)}
+        cf_opts = {n: family(n) for n in names}
+        if self._read_only:
+            db = Rdict(where, options=opts, column_families=cf_opts, access_type=AccessType.read_only())
+        else:
+            db = self._open_checking_the_log(opts, cf_opts)
+        current: dict[str, str] = {}
+        for n in sorted(names, key=_generation):
+            current.setdefault(_family(n), n)
+        self._db = db
+        self._names = current
+        self._cf = {f: db.get_column_family(n) for f, n in current.items()}
+        self._h = {f: db.get_column_family_handle(n) for f, n in current.items()}
+        stale = [n for n in names if n not in current.values()]
+        for n in stale if not self._read_only else ():
+            db.drop_column_family(n)  # a rebuild that a crash cut short: the old one stands
+            self._events.append(f"dropped {n}, the unfinished rebuild of the {_family(n)} records")
+
+    def _open_checking_the_log(self, opts: Options, cf_opts: dict) -> Rdict:
+        """Open so that damage in the write-ahead log is noticed, not silently cut away.
+
+        The log is first replayed strictly (absolute consistency). If that finds damage and a
+        replay up to the last whole write (point in time) opens, the damage was in the log:
+        the writes after it cannot be trusted and are dropped, as RocksDB's point-in-time
+        recovery does, and the damage log says so for the open's report."""
+        access = AccessType.read_write()
+        opts.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
+        try:
+            return Rdict(self.path, options=opts, column_families=cf_opts, access_type=access)
+        except Exception as e:
+            if not _is_corruption(str(e)):
+                raise
+            first = e
+        opts.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
+        try:
+            db = Rdict(self.path, options=opts, column_families=cf_opts, access_type=access)
+        except Exception:
+            raise _error(first, f"cannot open the store at {self.path}") from None
+        self._events.append(
+            f"the write-ahead log was damaged ({first}); the store was opened at the last whole write "
+            "before the damage, and the writes after it are lost"
+        )
+        return db
+
+    @staticmethod
+    def column_families(path: str) -> set[str]:
+        """The families of an existing RocksDB directory. :raises KVError: not one."""
+        check_manifest(path)
+        try:
+            return {_family(n) for n in Rdict.list_cf(path, Options(raw_mode=True))}
+        except Exception as e:
+            raise _open_error(e, path) from e
+
+    # -- every call goes through the gate ---------------------------------------------------------
+
+    def _enter(self) -> None:
+        if self._broken is not None and not self._closed:
+            self._recover()
+        self._gate.enter()
+        if self._db is None:
+            self._gate.leave()
+            raise KVError(
+                f"the store at {self.path} is closed" if self._closed else f"the store at {self.path} is unavailable"
+            )
+
+    def _failed(self, e: Exception, what: str, write: bool) -> KVError:
+        """Classify a RocksDB failure; a failed write, or damage, breaks the database until
+        the next call reopens it (RocksDB accepts no write after either)."""
+        err = _error(e, what)
+        if self._read_only:
+            return err
+        if isinstance(err, KVCorruption):
+            self._heal |= self._families_of(str(e))
+            self._broken = err
+        elif write:
+            self._broken = err
+        return err
+
+    def _families_of(self, text: str) -> set[str]:
+        """The families holding the table files an error names (every family when it names none)."""
+        numbers = {int(n) for n in re.findall(r"(\d+)\.sst", text)}
+        if not numbers:
+            return set(CFS) - {CF_QUARANTINE}
+        found = set()
+        for fam, cf in list(self._cf.items()):
+            try:
+                listing = cf.property_value("rocksdb.sstables") or ""
+            except Exception:
+                continue
+            if numbers & {int(n) for n in re.findall(r"^\s*(\d+):", listing, re.M)}:
+                found.add(fam)
+        return found or set(CFS) - {CF_QUARANTINE}
+
+    def _recover(self) -> None:
+        """Reopen a broken database (and heal the damaged families), alone; rate-limited.
+
+        :raises KVError: it cannot be reopened yet (the calls fail until it can)."""
+        with self._gate.alone():
+            broken = self._broken
+            if broken is None or self._closed:
+                return  # another caller did it
+            if time.monotonic() < self._retry_at:
+                raise KVError(f"the store at {self.path} is unavailable until it can be reopened ({broken})")
+            healed: list[str] = []
+            try:
+                with contextlib.suppress(KVError):
+                    self._release()  # a database that failed may fail to close: it is released all the same
+                self._open(compactions=not self._heal)
+                if self._heal:
+                    healed = self._rebuild(sorted(self._heal))
+                    self._set_compactions(True)
+            except Exception as e:
+                self._retry_at = time.monotonic() + RETRY_SECONDS
+                with contextlib.suppress(Exception):
+                    self._release()
+                raise KVError(f"reopening the store at {self.path} after a failure ({broken}) failed: {e}") from e
+            self._broken = None
+            self._heal = set()
+            self._events.append(f"reopened after: {broken}")
+        if healed and self._listeners:
+            t = threading.Thread(target=self._tell, args=(healed,), name="sweepq-restore", daemon=True)
+            self._restorers = [*(r for r in self._restorers if r.is_alive()), t]
+            t.start()
+
+    def _tell(self, healed: list[str]) -> None:
+        for listener in list(self._listeners):
+            listener(healed)
+
+    def _copy(self, steps, h, aside, fam: str) -> tuple[int, list, list]:
+        """Write the proven records of a :func:`heal.prove` run under ``h`` in batches, the
+        damaged ones to the quarantine (``aside``); return (records copied, damaged, gaps).
+        The damaged records' bytes are kept for the messages family only (its caller can
+        prove them by their own checksum); of the others, their keys."""
+        copied, damaged, gaps = 0, [], []
+        wb, n = WriteBatch(raw_mode=True), 0
+        for kind, a, b in steps:
+            if kind == heal.PROVEN:
+                wb.put(a, b, h)
+                copied += 1
+            elif kind == heal.DAMAGED:
+                if aside is not None:
+                    wb.put(fam.encode() + b"\0" + a, b or b"", aside)
+                damaged.append((a, b if fam == CF_MESSAGES else None))
+            else:
+                gaps.append((a, b))
+            n += 1
+            if n >= _COPY_BATCH:
+                self._db.write(wb, self._wopts)
+                wb, n = WriteBatch(raw_mode=True), 0
+        if n:
+            self._db.write(wb, self._wopts)
+        return copied, damaged, gaps
+
+    def _probes(self, fam: str) -> set[bytes]:
+        """Keys of ``fam`` known from elsewhere, to read one by one where its scan had to step
+        over damage: a blob's key is its manifest's and the other way round; keys a caller
+        named (:meth:`salvage`)."""
+        twin = {CF_BLOBS: CF_MANIFESTS, CF_MANIFESTS: CF_BLOBS}.get(fam)
+        keys = set(self._wanted.pop(fam, ()))
+        if twin is not None:
+            keys |= {k for kind, k, _v in heal.scan(self._cf[twin], b"") if kind == heal.PROVEN}
+        return keys
+
+    def _set_compactions(self, on: bool) -> None:
+        for cf in self._cf.values():
+            cf.set_options({"disable_auto_compactions": "false" if on else "true"})
+
+    # -- healing ---------------------------------------------------------------------------------
+
+    def _rebuild(self, families: list[str]) -> list[str]:
+        """Copy each family into a new generation of itself, proving every value; drop the old."""
+        done = []
+        for fam in families:
+            old = self._names[fam]
+            new = f"{fam}.{_generation(old) + 1}"
+            cf = self._db.create_column_family(new, self._family_options(new))
+            h = self._db.get_column_family_handle(new)
+            aside = self._h[CF_QUARANTINE] if fam != CF_QUARANTINE else None
+            steps = heal.prove(self._cf[fam], b"", self._probes(fam))
+            copied, damaged, gaps = self._copy(steps, h, aside, fam)
+            self._cf.pop(fam, None)
+            self._h.pop(fam, None)
+            cf.flush()  # the copy on disk before the old generation goes
+            self._db.drop_column_family(old)
+            self._names[fam] = new
+            self._cf[fam] = cf
+            self._h[fam] = h
+            self._unproven[fam] = (damaged, gaps)
+            self._events.append(
+                f"the {fam} records were damaged: rebuilt from {copied} proven record(s); "
+                f"{len(damaged)} could not be proven (quarantined) and {len(gaps)} unreadable range(s) were lost"
+            )
+            done.append(fam)
+        return done
+
+    # -- the KV protocol ---------------------------------------------------------------------------
+
+    def _call(self, work: Callable[[], object], what: Callable[[], str], write: bool):
+        """Run ``work`` inside the gate; a RocksDB failure becomes a KVError (and may break
+        the database, see :meth:`_failed`). ``what`` names the call, built only on failure."""
+        self._enter()
+        try:
+            return work()
+        except Exception as e:
+            err = self._failed(e, what(), write)
+        finally:
+            self._gate.leave()
+        raise err
+
+    def get(self, cf: str, key: bytes) -> bytes | None:
+        self._enter()  # written out, not through _call: the hot path of every blob read
+        try:
+            return self._cf[cf].get(key)
+        except Exception as e:
+            err = self._failed(e, f"reading {cf} key {key.hex()} failed", False)
+        finally:
+            self._gate.leave()
+        raise err
+
+    def items(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
+        return self._call(lambda: self._items(cf, prefix), lambda: f"scanning {cf} failed", False)
+
+    def _items(self, cf: str, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        # rocksdict's items() is the fast scan, but it ends silently at a damaged block: a
+        # checked iterator then looks just past the last key it gave, where its status
+        # says whether the scan really ended or was cut short.
+        upper = _successor(prefix)
+        ro = ReadOptions()
+        if upper is not None:  # RocksDB stops at the bound itself: no prefix test per key here
+            ro.set_iterate_upper_bound(upper)
+        out = list(self._cf[cf].items(from_key=prefix, read_opt=ro))
+        it = self._cf[cf].iter(ro)
+        if not out:
+            it.seek(prefix)
+        else:
+            it.seek(out[-1][0])
+            if it.valid():
+                it.next()
+        it.status()
+        return out
+
+    def salvage(self, cf: str, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> tuple[list, list, list]:
+        """See :meth:`KV.salvage`. A writable store rebuilds the family first (once per
+        damage), so the damaged table files are gone when this returns."""
+        if not self._read_only:
+            self._wanted.setdefault(cf, set()).update(probes)
+            self._heal.add(cf)
+            self._broken = self._broken or KVCorruption(f"damage found in the {cf} records", cf)
+            with contextlib.suppress(KVError):
+                self._recover()  # if it cannot, the proof below runs over the damaged files
+        return self._call(lambda: self._salvaged(cf, prefix, probes), lambda: f"salvaging {cf} failed", False)
+
+    def _salvaged(self, cf: str, prefix: bytes, probes: Sequence[bytes]) -> tuple[list, list, list]:
+        if cf in self._unproven and cf not in self._heal:  # rebuilt: what the rebuild could not prove
+            damaged, gaps = self._unproven[cf]
+            return (
+                self._items(cf, prefix),
+                [(k, v) for k, v in damaged if k.startswith(prefix)],
+                [(lo, hi) for lo, hi in gaps if _overlaps(lo, hi, prefix)],
+            )
+        return heal.collect(heal.prove(self._cf[cf], prefix, probes))
+
+    def write(self, ops: Sequence[Op]) -> None:
+        try:
+            self._write(ops)
+        except KVError as first:
+            if self._broken is None or self._closed:
+                raise
+            # The write broke the database (a full disk, damage met by a compaction): reopen
+            # it now and try once more. Every write here is idempotent (puts and deletes of
+            # whole records), so one that did reach the log before failing is harmless to repeat.
+            try:
+                self._recover()
+            except KVError:
+                raise first from None
+            self._write(ops)
+
+    def _write(self, ops: Sequence[Op]) -> None:
+        self._enter()  # written out, not through _call: the hot path of every durable put and get
+        try:
+            self._apply(ops)
+            return
+        except Exception as e:
+            err = self._failed(e, f"write to {self.path} failed", True)
+        finally:
+            self._gate.leave()
+        raise err
+
+    def _apply(self, ops: Sequence[Op]) -> None:
+        if len(ops) == 1:
+            # One change (a durable put or get): a single put or delete is atomic by itself
+            # and skips building a WriteBatch.
+            cf, key, value = ops[0]
+            if value is None:
+                self._cf[cf].delete(key, self._wopts)
+            else:
+                self._cf[cf].put(key, value, self._wopts)
+            return
+        wb = WriteBatch(raw_mode=True)
+        h = self._h
+        for cf, key, value in ops:
+            if value is None:
+                wb.delete(key, h[cf])
+            else:
+                wb.put(key, value, h[cf])
+        self._db.write(wb, self._wopts)
+
+    def sync(self) -> None:
+        # rocksdict releases the GIL while the log is synced: other threads go on writing,
+        # and the next sync covers them all.
+        if self._wal:
+            self._call(lambda: self._db.flush_wal(True), lambda: f"syncing the log of {self.path} failed", True)
+
+    def flush(self) -> None:
+        """Write the memtables to table files (tests use it to reach the files)."""
+        self._enter()
+        try:
+            for cf in self._cf.values():
+                cf.flush()
+        finally:
+            self._gate.leave()
+
+    def compact(self) -> None:
+        """Compact every family now (tests use it to make RocksDB rewrite its tables).
+
+        :raises KVError: the compaction failed (on damage: the database heals at the next call)."""
+
+        def work() -> None:
+            for cf in self._cf.values():
+                cf.compact_range(None, None)
+
+        self._call(work, lambda: f"compacting {self.path} failed", True)
+
+    def read_side(self, name: str) -> bytes | None:
+        return read_side_file(self.path, name)
+
+    def write_side(self, name: str, data: bytes) -> None:
+        if self._read_only:
+            raise KVError(f"the store at {self.path} is open read-only")
+        write_side_file(self.path, name, data)
+
+    def unproven(self, cf: str, prefix: bytes = b"") -> bool:
+        damaged, gaps = self._unproven.get(cf, ((), ()))
+        return any(k.startswith(prefix) for k, _v in damaged) or any(_overlaps(lo, hi, prefix) for lo, hi in gaps)
+
+    def listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def damage_log(self) -> list[str]:
+        return list(self._events)
+
+    def memory(self) -> dict[str, int]:
+        def prop(name: str) -> int:
+            try:
+                return sum(int(cf.property_int_value(name) or 0) for cf in self._cf.values())
+            except Exception:  # a property this RocksDB does not report
+                return 0
+
+        self._gate.enter()  # never while a reopen swaps the families
+        try:
+            memtables = prop("rocksdb.cur-size-all-mem-tables")
+            readers = prop("rocksdb.estimate-table-readers-mem")
+        finally:
+            self._gate.leave()
+        cache = int(self._cache.get_usage())
+        return {
+            "memtable_bytes": memtables,
+            "block_cache_bytes": cache,
+            "table_readers_bytes": readers,
+            "write_buffer_limit": self.write_buffer_bytes,
+            "block_cache_limit": self.block_cache_bytes,
+            "held_bytes": memtables + cache,
+        }
+
+    def close(self) -> None:
+        """Close the database, once the listeners told of a rebuild are done. The directory's
+        lock is released even when closing fails (a full disk).
+
+        :raises KVError: the memtables could not be written, or the database had failed and
+            could not be reopened since; either way its log has every write that returned."""
+        for t in self._restorers:
+            if t is not threading.current_thread():
+                t.join()
+        with self._gate.alone():
+            self._closed = True
+            broken = self._broken
+            try:
+                self._release()
+            finally:
+                self._drop_shadow()
+                if not self._read_only:
+                    make_private(self.path)
+        if broken is not None:
+            raise KVError(f"the store at {self.path} had failed and could not be reopened since ({broken})")
+
+    def _release(self) -> None:
+        db, self._db = self._db, None
+        # rocksdict keeps the database locked while column-family objects are alive.
+        self._cf = {}
+        self._h = {}
+        if db is None:
+            return
+        try:
+            db.close()
+        except Exception as e:
+            raise _error(e, f"closing the store at {self.path}") from e
+        finally:
+            del db
+
+    def _drop_shadow(self) -> None:
+        if self._shadow is not None:
+            shutil.rmtree(self._shadow, ignore_errors=True)
+            self._shadow = None
+
+
+def _successor(prefix: bytes) -> bytes | None:
+    """The first key after every key that starts with ``prefix`` (None: there is none)."""
+    p = bytearray(prefix)
+    while p:
+        if p[-1] < 0xFF:
+            p[-1] += 1
+            return bytes(p)
+        p.pop()
+    return None
+
+
+def _overlaps(lo: bytes, hi: bytes, prefix: bytes) -> bool:
+    """Whether the gap between keys ``lo`` and ``hi`` (b"": the end) may hold keys under ``prefix``."""
+    upper = _successor(prefix)
+    return (upper is None or lo < upper) and (not hi or hi > prefix)
+
+
+def _is_db(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "CURRENT"))
+
+
+def _shadow_of(path: str) -> str:
+    """A private directory of links to the store's files, to open read-only through.
+
+    Opening a database, even read-only, makes rocksdict write its ``rocksdict-config.json``
+    and RocksDB its info ``LOG`` into the directory; inspecting a store must write nothing
+    into it. Through the links RocksDB reads the real files and writes its own into the
+    shadow, which is removed at close."""
+    shadow = tempfile.mkdtemp(prefix="sweepq-inspect-")
+    for name in os.listdir(path):
+        if name == "rocksdict-config.json" or name == "LOCK" or name.startswith("LOG"):
+            continue
+        os.symlink(os.path.join(os.path.abspath(path), name), os.path.join(shadow, name))
+    return shadow
+
+
+def _is_corruption(text: str) -> bool:
+    low = text.lower()
+    return "corrupt" in low or "checksum" in low
+
+
+def _open_error(e: Exception, path: str) -> KVError:
+    """Why a store could not be opened: in use, the system's refusal (permissions, a full
+    disk), or else, for a directory that holds a database, damage (repair may help)."""
+    text = str(e)
+    low = text.lower()
+    what = f"cannot open the store at {path}"
+    if "lock" in low:
+        return KVError(f"{what}: another queue manager (in this or another process) has it open ({text})")
+    if any(s in low for s in ("permission denied", "no space left", "read-only file system", "too many open files")):
+        return KVError(f"{what}: {text}")
+    if _is_db(path) or _is_corruption(text):
+        return KVCorruption(f"{what}: its files are damaged or missing ({text})", path)
+    return KVError(f"{what}: {text}")
+
+
+def _error(e: Exception, what: str) -> KVError:
+    """RocksDB reports failures as exceptions whose text carries its status: damage (a
+    checksum, a corrupt block) is told apart from every other failure here, and only here."""
+    text = str(e)
+    if _is_corruption(text):
+        files = re.findall(r"[\w./-]*\d+\.sst", text)
+        return KVCorruption(f"{what}: {text}", files[0] if files else what)
+    return KVError(f"{what}: {text}")

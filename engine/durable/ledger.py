@@ -1,0 +1,191 @@
+"""Which messages were live: a checkpoint kept apart from the data, to recognise the dead.
+
+A consumed message is gone from the store only by a delete (of its record's key, or a
+removal mark on its blob position). Damage can take such a delete away: a table file set
+aside by a repair, a cut write-ahead log, a lost block of tombstones. The message's old
+record then comes back as if it had never been consumed. The store cannot tell; this
+checkpoint can. It is written (``Checkpointing``, a side file outside RocksDB) when a queue
+manager has just recovered and when it closes, both moments without units of work, and
+says, per queue and lane:
+
+* the persistent messages in memory (their arrival numbers and MsgIds);
+* the blobs of the chain, each with its range of arrival numbers and which of its
+  positions were live;
+
+with ``next_seq`` (every message put so far has a smaller arrival number),
+``blob_horizon`` (every blob written so far has a smaller id) and ``closed`` (written by a
+clean close: nothing happened after it). At the next open, a message
+older than the checkpoint that it does not list as live, in memory or in a blob of its lane
+(an own record may be a blob position brought back since: any blob range of the lane covers
+it), was consumed: recovery reports it and keeps it dead. A listed message that does not
+come back was lost to damage, and is named by its MsgId. What happened after the
+checkpoint (newer arrival numbers and blob ids) is trusted as the store has it, so a stale
+checkpoint (a crash before close) only recognises less, never rejects a live message. The
+keys of the messages it lists also tell a damaged store where to look one by one when a
+scan must step over damage (blobstore/heal.py).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sweepq.blobstore import Capability, Checkpointing, Store, StoreError
+
+from .. import record
+from ..lane import UNCOMMITTED, Lane, LaneSet
+from ..swept import REMOVED
+
+if TYPE_CHECKING:
+    from ..manager import QueueManager
+
+MAGIC = b"SQL1"
+_HEAD = struct.Struct("<4sQQIIB")  # magic, next_seq, blob_horizon, lane entries, blob entries, closed
+_LANE = struct.Struct("<HBI")  # name length, lane, count (then name, seqs u64, MsgIds 24 B each)
+_BLOB = struct.Struct("<QHBQQI")  # blob id, name length, lane, seq min, seq max, count (then name, bitmap)
+
+
+@dataclass
+class BlobEntry:
+    queue: str
+    lane: int
+    seq_min: int
+    seq_max: int
+    live: np.ndarray  # bool per position
+
+
+@dataclass
+class Ledger:
+    """A parsed checkpoint (see the module docstring)."""
+
+    next_seq: int
+    blob_horizon: int
+    closed: bool = False
+    records: dict[tuple[str, int], tuple[np.ndarray, list[bytes]]] = field(default_factory=dict)
+    blobs: dict[int, BlobEntry] = field(default_factory=dict)
+
+    def consumed_records(self, queue: str, lane: int, seqs: np.ndarray) -> np.ndarray:
+        """Which of these arrival numbers of own records of (``queue``, ``lane``) were
+        consumed before the checkpoint (a bool per number)."""
+        old = seqs < self.next_seq
+        listed, _ids = self.records.get((queue, lane), (np.zeros(0, np.uint64), []))
+        dead = old & ~np.isin(seqs, listed)
+        for b in self.blobs.values():
+            if b.queue == queue and b.lane == lane:
+                dead &= ~((seqs >= b.seq_min) & (seqs <= b.seq_max))
+        return dead
+
+    def consumed_positions(self, blob_id: int, alive: np.ndarray) -> np.ndarray:
+        """Which of a blob's alive positions were consumed before the checkpoint."""
+        if blob_id >= self.blob_horizon:
+            return np.zeros(len(alive), bool)
+        entry = self.blobs.get(blob_id)
+        if entry is None or len(entry.live) != len(alive):
+            return alive.copy()  # deleted before the checkpoint: it came back from damage
+        return alive & ~entry.live
+
+
+def persistent_in_memory(ls: LaneSet, lane: Lane) -> list[bytes]:
+    """The persistent records of ``lane`` in memory, front list then rear list, but for
+    uncommitted puts (those have no durable record yet). Called with the queue's lock held."""
+    return [
+        ls.recs[i]
+        for sentinel in (lane.front, lane.rear)
+        for i in ls.walk(sentinel)
+        if not ls.st[i] & UNCOMMITTED and ls.recs[i][record.OFF_FLAGS] & record.PERSISTENT
+    ]
+
+
+def snapshot(qm: QueueManager, next_seq: int, blob_horizon: int, closed: bool) -> bytes:
+    """The checkpoint of ``qm`` now. Called when no unit of work is open (after recovery,
+    and at close once every connection is gone: ``closed``); takes each queue's lock in turn."""
+    lanes, blobs = [], []
+    for q in list(qm._queues.values()):
+        name = q.name.encode()
+        with q.mutex:
+            for lane in q.lanes:
+                recs = persistent_in_memory(q.lanes, lane)
+                if recs:
+                    seqs = np.fromiter((record.seq_of(r) for r in recs), np.uint64, len(recs))
+                    ids = b"".join(qm.ident.msg_id(r) for r in recs)
+                    lanes.append(_LANE.pack(len(name), lane.priority, len(recs)) + name + seqs.tobytes() + ids)
+                for b in lane.chain:
+                    if b.damaged:
+                        continue
+                    bits = np.packbits(b.flags != REMOVED).tobytes()
+                    head = _BLOB.pack(b.blob_id, len(name), lane.priority, b.seq_min, b.seq_max, b.count)
+                    blobs.append(head + name + bits)
+    head = _HEAD.pack(MAGIC, next_seq, blob_horizon, len(lanes), len(blobs), closed)
+    body = head + b"".join(lanes) + b"".join(blobs)
+    return zlib.compress(body, 1)
+
+
+def parse(data: bytes) -> Ledger:
+    """:raises ValueError: not a checkpoint of this format."""
+    try:
+        raw = zlib.decompress(data)
+        magic, next_seq, horizon, n_lanes, n_blobs, closed = _HEAD.unpack_from(raw)
+        if magic != MAGIC:
+            raise ValueError(f"bad magic {magic!r}")
+        out = Ledger(next_seq, horizon, bool(closed))
+        pos = _HEAD.size
+        for _ in range(n_lanes):
+            nlen, lane, count = _LANE.unpack_from(raw, pos)
+            pos += _LANE.size
+            name = raw[pos : pos + nlen].decode()
+            pos += nlen
+            seqs = np.frombuffer(raw, np.uint64, count, pos).copy()
+            pos += 8 * count
+            ids = [raw[pos + 24 * k : pos + 24 * k + 24] for k in range(count)]
+            pos += 24 * count
+            order = np.argsort(seqs, kind="stable")
+            out.records[name, lane] = (seqs[order], [ids[k] for k in order])
+        for _ in range(n_blobs):
+            blob_id, nlen, lane, lo, hi, count = _BLOB.unpack_from(raw, pos)
+            pos += _BLOB.size
+            name = raw[pos : pos + nlen].decode()
+            pos += nlen
+            nbits = (count + 7) // 8
+            live = np.unpackbits(np.frombuffer(raw, np.uint8, nbits, pos))[:count].astype(bool)
+            pos += nbits
+            out.blobs[blob_id] = BlobEntry(name, lane, lo, hi, live)
+        if pos != len(raw):
+            raise ValueError(f"{len(raw) - pos} bytes left over")
+        return out
+    except (zlib.error, struct.error, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"not a checkpoint of this sweepq: {e}") from e
+
+
+def read(store: Store, damaged: list[str]) -> Ledger | None:
+    """The store's last checkpoint (None: it keeps none, has none yet, or it is unreadable,
+    which ``damaged`` is told)."""
+    if Capability.CHECKPOINT not in store.capabilities:
+        return None
+    keeper: Checkpointing = store  # type: ignore[assignment]  # declared by Capability.CHECKPOINT
+    try:
+        data = keeper.checkpoint()
+        return parse(data) if data is not None else None
+    except (StoreError, ValueError) as e:
+        damaged.append(
+            f"the checkpoint of live messages is damaged ({e}): messages already consumed cannot be told "
+            "apart this time if damage brought them back"
+        )
+        return None
+
+
+def write(qm: QueueManager, next_seq: int, closed: bool) -> str | None:
+    """Write ``qm``'s checkpoint now (see :func:`snapshot` for when). Returns why it could
+    not be written, or None; the previous checkpoint then stands (it only recognises less)."""
+    store = qm._storage.store()
+    if Capability.CHECKPOINT not in store.capabilities:
+        return None
+    keeper: Checkpointing = store  # type: ignore[assignment]
+    try:
+        keeper.write_checkpoint(snapshot(qm, next_seq, keeper.blob_horizon(), closed))
+    except StoreError as e:
+        return f"writing the checkpoint of live messages failed ({e}); the previous one stands"
+    return None

@@ -1,0 +1,60 @@
+"""Writing again, from memory, the durable records a store lost to damage while open.
+
+While a queue manager runs, its memory is the truth and the store its durable image. When
+the store finds damage and rebuilds a family of records without what it cannot prove
+(``DamageLog``, blobstore/kv.py), the queue manager writes again what it holds of that
+family: every persistent message in memory (its own record), every removal mark of a
+swept blob, every queue definition. Each queue's records are written under its lock, as
+the journal's rule wants (engine/durable/journal.py), so no get can delete a record
+between its being read from memory and written.
+
+What memory does not hold cannot be written again: a raised backout count of a message
+inside a blob (kept only in the store's mark) goes back to its value in the blob.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from sweepq.blobstore import StoreError
+
+from ..swept import REMOVED
+from .journal import Journal
+from .layout import MARK_REMOVED, encode_definition
+from .ledger import persistent_in_memory
+
+if TYPE_CHECKING:
+    from ..manager import QueueManager
+
+
+def rewrite(qm: QueueManager, families: list[str], log: list[str]) -> None:
+    """Write again what ``qm`` holds in memory of ``families`` ("messages", "marks",
+    "objects"); what fails is appended to ``log``. Never raises (it runs on the store's
+    thread, after the store healed)."""
+    store = qm._storage.store()
+    if "objects" in families:
+        with qm._defs:  # no definition changes meanwhile
+            for q in list(qm._queues.values()):
+                try:
+                    store.put_object(q.name.encode(), encode_definition(asdict(q.attrs)))
+                except StoreError as e:
+                    log.append(f"queue {q.name!r}: writing its definition again after damage failed ({e})")
+    for q in list(qm._queues.values()):
+        try:
+            with q.mutex:
+                if "messages" in families:
+                    for lane in q.lanes:
+                        recs = persistent_in_memory(q.lanes, lane)
+                        store.write_messages(Journal.homes(q.key_prefix, lane.priority, recs))
+                if "marks" in families:
+                    marks = [
+                        (b.blob_id, int(pos), MARK_REMOVED)
+                        for lane in q.lanes
+                        for b in lane.chain
+                        if not b.damaged
+                        for pos in (b.flags == REMOVED).nonzero()[0]
+                    ]
+                    store.write_messages(marks=marks)
+        except StoreError as e:
+            log.append(f"queue {q.name!r}: writing its records again after damage failed ({e})")
