@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 
 from sweepq.bench.crash import register_crash_command
+from sweepq.bench.crash_channel import register_crash_channel_command
 from sweepq.bench.crash_server import register_crash_server_command
 from sweepq.bench.damage import register_damage_command
 
@@ -283,6 +284,10 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--browse-messages", type=pos_int, default=1_000_000, help="messages browsed (retrieval)")
     b.add_argument("--clients-concurrent", type=pos_int, default=64, help="client connections at once (clients)")
     b.add_argument("--clients-held", type=pos_int, default=1_000, help="idle connections held open (clients)")
+    b.add_argument("--channel-messages", type=pos_int, default=20_000, help="messages per transfer (channel)")
+    b.add_argument("--channel-light-rate", type=pos_float, default=200.0, help="msgs/s of the latency run (channel)")
+    b.add_argument("--channel-down-seconds", type=pos_float, default=60.0, help="seconds QM2 is down (channel)")
+    b.add_argument("--channel-down-rate", type=pos_float, default=10_000.0, help="msgs/s put meanwhile (channel)")
     b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
     b.add_argument("--create-durable-dir", action="store_true", help="create --durable-dir if it does not exist")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
@@ -306,6 +311,7 @@ COMMANDS: list[Register] = [
     register_crash_command,  # crashtest: bench/crash.py
     register_damage_command,  # damagetest: bench/damage.py
     register_crash_server_command,  # crashtest-server: bench/crash_server.py
+    register_crash_channel_command,  # crashtest-channel: bench/crash_channel.py
 ]
 
 
