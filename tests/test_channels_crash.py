@@ -36,3 +36,40 @@ def test_the_verdict_names_lost_duplicated_reordered_and_phantom_messages(tmp_pa
     bad = judge(write_logs(tmp_path / "bad", qm1, ["G 1.2:0 1.1:0 1.1:0 1.4:0 !1.5:4", "C+", "C"]))
     assert set(bad.violations) >= {"lost", "duplicated", "reordered", "phantom", "damaged payload", "wrong priority"}
     assert bad.violations["lost"] == ["1.3"]
+
+
+def test_ctrl_c_stops_both_queue_managers_and_says_where_the_logs_are(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    work = tmp_path / "w"
+    cmd = [sys.executable, "-m", "sweepq", "crashtest-channel", "--kills", "1000", "--quick", "--data-dir", str(work)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    logs = work / "logs"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(logs.glob("*.log")) if logs.exists() else []) < 3:
+        time.sleep(0.05)  # the driver's own progress: both children started, a kill done
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert f"logs and stores in {work}" in out
+    pids = [int(line.split()[2]) for p in logs.glob("*.log") for line in p.read_text().splitlines() if line[:2] == "S "]
+    assert pids
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"child {pid} still runs after Ctrl-C")
+
+
+def test_crashtest_channel_refuses_a_directory_in_use_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "x").write_text("")
+    cmd = [sys.executable, "-m", "sweepq", "crashtest-channel", "--data-dir", str(tmp_path)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
