@@ -108,7 +108,7 @@ def down_main(data: str, rate: float, seconds: float, sweeper: bool, interval: f
     qm = QueueManager.open(data, name="QM1", sweeper=sweeper, sweep_policy=SweepPolicy(interval=interval))
     qm.define_queue("QM2", usage=Usage.TRANSMISSION)
     qm.define_remote_queue("TARGET", remote_queue="Q", remote_qmgr="QM2")
-    qm.define_channel(CHANNEL, conname="tcp://127.0.0.1:1", xmit_queue="QM2", short_interval=1.0)
+    qm.define_channel(CHANNEL, conname="tcp://127.0.0.1:1", xmit_queue="QM2", short_retry=1_000_000)
     qm.channels.start(CHANNEL)
     h = qm.connect().open("TARGET", OO.OUTPUT)
     me, peak, stop = psutil.Process(), [0], threading.Event()

@@ -54,6 +54,12 @@ def _demo(args: argparse.Namespace) -> int:
         for k, v in DEMO_QUICK.items():
             if values[k] == _demo_default(k):
                 values[k] = v
+    if args.channel:  # a form of its own: bench/demo_channel.py
+        from sweepq.bench.demo_channel import ChannelDemo
+        from sweepq.bench.demo_channel import run as run_channel
+
+        sizes = {k: values[k] for k in ("messages", "size", "seconds", "interval")}
+        return run_channel(ChannelDemo(**sizes), args.out)
     values["budget"] = round(values["budget"] * MB)
     cfg = DemoConfig(
         **values,
@@ -95,6 +101,7 @@ examples:
   sweepq demo --quick --busy 1     # a few seconds, one spinning process beside it
   sweepq demo --busy 0 2           # quiet, then 2 busy: peak RSS with/without sweeping, both loads
   sweepq demo --quick --clients    # producers and consumer in processes of their own, as clients
+  sweepq demo --quick --channel    # a sender queue manager whose partner is down, then the catch-up
   sweepq demo --budget 150 --out results/""",
     )
     d.add_argument("--quick", action="store_true", help="a CI-sized run of a few seconds (sweep interval 1 s)")
@@ -168,6 +175,13 @@ examples:
         action="store_true",
         help="the producers and the consumer are processes of their own, client connections to the run's "
         "queue manager (a process per producer, one for the consumer) instead of threads beside it",
+    )
+    d.add_argument(
+        "--channel",
+        action="store_true",
+        help="a sender queue manager (QM1) puts --messages over --seconds while its partner QM2 is stopped, then "
+        "QM2 starts and the channel catches up: QM1's memory without and with sweeping, every message once "
+        "(bench/demo_channel.py)",
     )
     d.set_defaults(func=_demo)
 
