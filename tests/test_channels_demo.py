@@ -36,5 +36,5 @@ def test_ctrl_c_ends_both_queue_managers(tmp_path):
     rest = proc.stdout.read()
     assert proc.wait(60) == 130
     assert "interrupted" in rest and "stopped 1 QM1" in rest
-    gone, alive = psutil.wait_procs(kids, timeout=10)
+    _gone, alive = psutil.wait_procs(kids, timeout=10)
     assert not alive
