@@ -36,7 +36,6 @@ import argparse
 import itertools
 import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
@@ -48,8 +47,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from . import crash
-from .crash_server import _kill, _start
+from . import crash, crash_server
+from .crash_server import _kill, _start, report_verdict
 
 CHANNEL = "QM1.QM2"
 PRIORITIES = crash.PRIORITIES
@@ -571,23 +570,11 @@ def _command(args: argparse.Namespace) -> int:
         print(f"\nsweepq crashtest-channel: interrupted; both queue managers stopped; logs and stores in {work}")
         return 130
     replay = f"sweepq crashtest-channel --kills {kills} --seed {args.seed}" + (" --quick" if args.quick else "")
-    print(verdict.render(replay))
-    if verdict.ok and made:
-        shutil.rmtree(work, ignore_errors=True)
-    else:
-        print(f"  logs and stores kept in {work}")
-    return 0 if verdict.ok else 1
+    return report_verdict(verdict, replay, work, remove=made)
 
 
 def _options(p: argparse.ArgumentParser) -> None:
-    from sweepq.pipeline.args import number
-
-    p.add_argument("--kills", type=number(int, 1), default=None, help="kills (default 1000; --quick: 50)")
-    p.add_argument("--quick", action="store_true", help="the CI form: short lives, early kill points")
-    p.add_argument("--seed", type=number(int, 0), default=1, help="seed of every random choice")
-    p.add_argument("--data-dir", default=None, help="a new directory for the stores and logs (default: temporary)")
-    p.add_argument("--sync", choices=("commit", "os"), default="commit", help="both queue managers' sync option")
-    p.add_argument("--interval", type=number(float, 0, low_open=True), default=crash.DEFAULT_INTERVAL, help="sweeps")
+    crash_server._options(p, "kills of QM1 or QM2", QUICK_KILLS)
 
 
 def register_crash_channel_command(sub) -> None:

@@ -54,6 +54,9 @@ def _demo(args: argparse.Namespace) -> int:
         for k, v in DEMO_QUICK.items():
             if values[k] == _demo_default(k):
                 values[k] = v
+    if args.channel and (args.clients or args.busy != [0]):
+        print("sweepq demo: error: --channel is a form of its own: pass it without --clients, --busy", file=sys.stderr)
+        return 2
     if args.channel:  # a form of its own: bench/demo_channel.py
         from sweepq.bench.demo_channel import ChannelDemo
         from sweepq.bench.demo_channel import run as run_channel

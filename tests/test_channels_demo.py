@@ -38,3 +38,8 @@ def test_ctrl_c_ends_both_queue_managers(tmp_path):
     assert "interrupted" in rest and "stopped 1 QM1" in rest
     _gone, alive = psutil.wait_procs(kids, timeout=10)
     assert not alive
+
+
+def test_the_channel_form_refuses_the_other_forms_in_one_line():
+    out = subprocess.run([*DEMO, "--clients"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
