@@ -158,3 +158,16 @@ def ignoring_interrupts() -> Iterator[None]:
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP wait (blocked, not lost) while the body runs, and arrive
+    when it ends: a starter that records its new child inside the body always knows it
+    before an interrupt can unwind it, so its ``finally`` kills it. Blocks only the calling
+    thread, which is where CPython delivers them when it is the main thread."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)

@@ -59,8 +59,10 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+
+from sweepq.bench.children import interrupts_held
 
 QUEUES = ("CRASH.A", "CRASH.B")
 PRIORITIES = (0, 4, 9)
@@ -985,13 +987,13 @@ def run_worker_once(
         cmd.append("--fill-only")
     expected = 0 if plan.kind == "clean" else -signal.SIGKILL
     err_path = log_path[:-4] + ".err"
-    with open(err_path, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-    tail = _Tail(log_path)
-    t0 = time.monotonic()
+    started: list[subprocess.Popen] = []
     problem = ""
     ready_at = None
     try:
+        proc = start_child(cmd, err_path, started)
+        tail = _Tail(log_path)
+        t0 = time.monotonic()
         while proc.poll() is None:
             now = time.monotonic()
             tail.poll()
@@ -1021,15 +1023,33 @@ def run_worker_once(
                 break
             time.sleep(0.0005 if plan.kind == "marker" else 0.002)
     finally:  # the planned kill, or an interrupted driver: never leave a worker behind
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-        code = proc.wait()
+        kill_children(started)
+    code = proc.returncode
     if code != expected and not problem:
         with open(err_path, "rb") as f:
             text = f.read().decode(errors="replace").strip().splitlines()
         problem = f"exited with status {code}: " + (text[-1] if text else "no error output")
     return code, problem
+
+
+def start_child(cmd: list[str], err_path: str, started: list[subprocess.Popen]) -> subprocess.Popen:
+    """Start a harness child (a worker or a server) in its own session, so that Ctrl-C in the
+    terminal reaches only the driver, with its stderr appended to ``err_path``. The child is
+    in ``started`` before an interrupt can arrive (interrupts are held while it starts), so
+    the caller's ``finally: kill_children(started)`` never leaves one running."""
+    with open(err_path, "ab") as err, interrupts_held():
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        started.append(proc)
+    return proc
+
+
+def kill_children(started: list[subprocess.Popen]) -> None:
+    """SIGKILL every child in ``started`` that still runs, and reap them all."""
+    for proc in started:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def run_crashtest(
@@ -1170,6 +1190,18 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+@contextlib.contextmanager
+def keeps_work_on_interrupt(command: str, work: str) -> Iterator[None]:
+    """Ctrl-C (or SIGTERM) during a harness run: its children are already killed by the
+    runners' ``finally``; say where the logs and store are kept (they are what a user
+    needs to look at an interrupted run), then let the interrupt end the command (exit 130)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"sweepq {command}: interrupted; the logs and store are kept in {work}", file=sys.stderr, flush=True)
+        raise
+
+
 def _crashtest_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # a terminated driver kills its worker first
     if args.kills is None:
@@ -1187,45 +1219,43 @@ def _crashtest_command(args: argparse.Namespace) -> int:
     os.makedirs(work, exist_ok=True)
     if args.corrupt:
         print(f"sweepq crashtest: one worker's backlog, then {args.corrupt}, seed {args.seed}, in {work}", flush=True)
-        verdict, _ = corruption_trial(work, args.corrupt, args.seed, args.sync)
+        with keeps_work_on_interrupt("crashtest", work):
+            verdict, _ = corruption_trial(work, args.corrupt, args.seed, args.sync)
         print(verdict.render(f"sweepq crashtest --corrupt {args.corrupt} --seed {args.seed} --sync {args.sync}"))
         print(f"  logs and store kept in {work}")
         return 0 if verdict.ok else 1
     replay = f"sweepq crashtest --kills {args.kills} --seed {args.seed} --sync {args.sync} --interval {args.interval:g}"
     replay += " --quick" if args.quick else ""
     print(f"sweepq crashtest: {args.kills:,} kill points, seed {args.seed}, in {work}", flush=True)
-    try:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        columns = (TextColumn("kills"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        bar = Progress(*columns, TextColumn("{task.description}"))
-    except ImportError:
-        bar = None
-    if bar is not None:
-        with bar:
-            task = bar.add_task("", total=args.kills)
-
-            def progress(i: int, plan: KillPlan, problem: str) -> None:
-                bar.update(task, completed=i, description=plan.describe() + (f"  ! {problem}" if problem else ""))
-
-            verdict = run_crashtest(
-                work, args.kills, args.seed, args.sync, args.interval, quick=args.quick, progress=progress
-            )
-    else:
-
-        def progress(i: int, plan: KillPlan, problem: str) -> None:
-            if i % 50 == 0 or problem:
-                print(f"kill {i}/{args.kills}: {plan.describe()} {problem}", flush=True)
-
-        verdict = run_crashtest(
-            work, args.kills, args.seed, args.sync, args.interval, quick=args.quick, progress=progress
-        )
+    with keeps_work_on_interrupt("crashtest", work):
+        verdict = _run_with_progress(args, work)
     print(verdict.render(replay))
     if verdict.ok and made and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     else:
         print(f"  logs and store kept in {work}")
     return 0 if verdict.ok else 1
+
+
+def _run_with_progress(args: argparse.Namespace, work: str) -> Verdict:
+    """run_crashtest with a progress bar (rich) or, without rich, a line every 50 kills."""
+    try:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    except ImportError:
+
+        def say(i: int, plan: KillPlan, problem: str) -> None:
+            if i % 50 == 0 or problem:
+                print(f"kill {i}/{args.kills}: {plan.describe()} {problem}", flush=True)
+
+        return run_crashtest(work, args.kills, args.seed, args.sync, args.interval, quick=args.quick, progress=say)
+    columns = (TextColumn("kills"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, TextColumn("{task.description}")) as bar:
+        task = bar.add_task("", total=args.kills)
+
+        def show(i: int, plan: KillPlan, problem: str) -> None:
+            bar.update(task, completed=i, description=plan.describe() + (f"  ! {problem}" if problem else ""))
+
+        return run_crashtest(work, args.kills, args.seed, args.sync, args.interval, quick=args.quick, progress=show)
 
 
 def add_crash_options(p: argparse.ArgumentParser) -> None:

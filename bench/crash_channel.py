@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from . import crash, crash_server
-from .crash_server import _kill, _start, report_verdict
+from .crash_server import report_verdict
 
 CHANNEL = "QM1.QM2"
 PRIORITIES = crash.PRIORITIES
@@ -289,6 +289,7 @@ class _Child:
         self.proc: subprocess.Popen | None = None
         self.tail: crash._Tail | None = None
         self.plan: Plan | None = None
+        self.started: list[subprocess.Popen] = []  # its lives not yet reaped
 
     def start(self, life: int, seed: int, plan: Plan | None = None, produce: bool = True) -> None:
         """Start life ``life``; ``plan`` is how it will end (a kill point is the child's own)."""
@@ -298,7 +299,7 @@ class _Child:
         cmd += ["--data-dir", os.path.join(self.work, self.role), "--log", log, "--seed", str(seed)]
         kill_at = f"{plan.point}:{plan.k}" if plan is not None and plan.point else ""
         cmd += ["--run", str(life), "--kill-at", kill_at] + ([] if produce else ["--no-produce"])
-        self.proc = _start(cmd, log[:-4] + ".err")
+        self.proc = crash.start_child(cmd, log[:-4] + ".err", self.started)
         self.tail = crash._Tail(log)
 
     def wait_ready(self, timeout: float = 60.0) -> str:
@@ -315,8 +316,8 @@ class _Child:
         return f"{self.role} was not ready within {timeout:.0f} s"
 
     def kill(self) -> None:
-        if self.proc is not None:
-            _kill(self.proc)
+        crash.kill_children(self.started)
+        self.started.clear()
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -546,12 +547,8 @@ def _count(v: crash.Verdict, fate: dict[str, str], prio: dict[str, int], gets: l
 # -- the command line ---------------------------------------------------------------------------------
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def _command(args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)  # a terminated driver ends its children first
+    signal.signal(signal.SIGTERM, crash._interrupt)  # a terminated driver ends its children first
     kills = args.kills or (QUICK_KILLS if args.quick else DEFAULT_KILLS)
     made = args.data_dir is None
     work = tempfile.mkdtemp(prefix="sweepq-crash-channel-") if made else args.data_dir
@@ -564,11 +561,8 @@ def _command(args: argparse.Namespace) -> int:
         if i % 25 == 0 or problem or i == kills:
             print(f"kill {i}/{kills}: {plan.describe()} {problem}", flush=True)
 
-    try:
+    with crash.keeps_work_on_interrupt("crashtest-channel", work):  # both children are killed first
         verdict = run_channel_crashtest(work, kills, args.seed, args.sync, args.interval, args.quick, progress)
-    except KeyboardInterrupt:
-        print(f"\nsweepq crashtest-channel: interrupted; both queue managers stopped; logs and stores in {work}")
-        return 130
     replay = f"sweepq crashtest-channel --kills {kills} --seed {args.seed}" + (" --quick" if args.quick else "")
     return report_verdict(verdict, replay, work, remove=made)
 

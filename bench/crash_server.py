@@ -21,7 +21,6 @@ crashtest-server``); the CI form is tests/test_net_crash.py.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import random
 import shutil
@@ -106,18 +105,6 @@ def choose_plan(rng: random.Random, quick: bool) -> crash.KillPlan:
     return crash.KillPlan("marker", marker="C+", k=rng.randint(1, 30), delay=rng.choice((0, 0.0005, 0.002)))
 
 
-def _start(cmd: list[str], err_path: str) -> subprocess.Popen:
-    with open(err_path, "ab") as err:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
 def _wait_for_socket(path: str, proc: subprocess.Popen, timeout: float) -> str:
     import socket
 
@@ -141,14 +128,16 @@ def run_once(store: str, log_dir: str, seed: int, run: int, plan: crash.KillPlan
     let the worker end. Returns a harness problem or ""."""
     py = sys.executable
     common = ["--data-dir", store, "--sync", sync, "--interval", str(interval)]
-    server = _start([py, "-m", "sweepq.bench.crash_server", "serve", *common], os.path.join(log_dir, "server.err"))
-    worker = None
+    started: list[subprocess.Popen] = []
     try:
+        server = crash.start_child(
+            [py, "-m", "sweepq.bench.crash_server", "serve", *common], os.path.join(log_dir, "server.err"), started
+        )
         problem = _wait_for_socket(os.path.join(store, SOCKET), server, 60.0)
         if problem:
             return problem
         log = os.path.join(log_dir, f"run-{run:05d}.log")
-        worker = _start(
+        worker = crash.start_child(
             [
                 py,
                 "-m",
@@ -163,6 +152,7 @@ def run_once(store: str, log_dir: str, seed: int, run: int, plan: crash.KillPlan
                 str(run),
             ],
             log[:-4] + ".err",
+            started,
         )
         tail, ready_at = crash._Tail(log), None
         while worker.poll() is None:
@@ -177,15 +167,13 @@ def run_once(store: str, log_dir: str, seed: int, run: int, plan: crash.KillPlan
                     time.sleep(plan.delay)
                     break
             time.sleep(0.0005)
-        _kill(server)
-        worker.wait(30)  # it meets 2009 and exits
+        crash.kill_children(started[:1])  # the server: the worker meets 2009 and exits by itself
+        worker.wait(30)
         return "" if worker.returncode in (3, -signal.SIGKILL) else f"the worker exited with {worker.returncode}"
     except subprocess.TimeoutExpired:
         return "the worker did not end after the server died"
     finally:
-        _kill(server)
-        if worker is not None:
-            _kill(worker)
+        crash.kill_children(started)
 
 
 def run_server_crashtest(
@@ -228,7 +216,8 @@ def _command(args: argparse.Namespace) -> int:
         if i % 25 == 0 or problem or i == kills:
             print(f"kill {i}/{kills}: {plan.describe()} {problem}", flush=True)
 
-    verdict = run_server_crashtest(work, kills, args.seed, args.sync, args.interval, args.quick, progress)
+    with crash.keeps_work_on_interrupt("crashtest-server", work):
+        verdict = run_server_crashtest(work, kills, args.seed, args.sync, args.interval, args.quick, progress)
     replay = f"sweepq crashtest-server --kills {kills} --seed {args.seed}" + (" --quick" if args.quick else "")
     return report_verdict(verdict, replay, work, remove=args.data_dir is None)
 

@@ -116,7 +116,7 @@ def train(samples: list[bytes], size: int = DICT_SIZE) -> bytes:
     usable = [s for s in samples if len(s) >= MIN_SAMPLE_BYTES]
     if len(usable) < MIN_SAMPLES:
         raise ValueError(f"{len(usable)} samples of {MIN_SAMPLE_BYTES} bytes or more; a dictionary needs {MIN_SAMPLES}")
-    return zstandard.train_dictionary(size, usable).as_bytes()
+    return zstandard.train_dictionary(size, usable).as_bytes()  # type: ignore[arg-type]  # list is invariant
 
 
 def zstd_error() -> type[Exception]:

@@ -183,7 +183,8 @@ def check_manifest(path: str) -> None:
     at = first_bad_header(manifest) if manifest else None
     if at is not None:
         raise KVCorruption(
-            f"the manifest {manifest} is damaged at byte {at} (a record header that cannot be read)", manifest
+            f"the manifest {manifest} is damaged at byte {at} (a record header that cannot be read)",
+            manifest,  # type: ignore[arg-type]  # a str: `at` is None when there is no manifest
         )
 
 

@@ -204,7 +204,7 @@ class RocksKV:
         self._wal = wal
         self._wopts = WriteOptions()
         self._wopts.sync = sync
-        self._wopts.disable_wal = not wal
+        self._wopts.disable_wal = not wal  # type: ignore[method-assign, assignment]  # a property; the stub says method
         self._gate = _Gate()
         self._broken: KVError | None = None  # why the database must be reopened first
         self._heal: set[str] = set()  # families to rebuild at that reopen
@@ -397,10 +397,10 @@ class RocksKV:
                 gaps.append((a, b))
             n += 1
             if n >= _COPY_BATCH:
-                self._db.write(wb, self._wopts)
+                self._db.write(wb, self._wopts)  # type: ignore[union-attr]  # open inside the gate
                 wb, n = WriteBatch(raw_mode=True), 0
         if n:
-            self._db.write(wb, self._wopts)
+            self._db.write(wb, self._wopts)  # type: ignore[union-attr]  # open inside the gate
         return copied, damaged, gaps
 
     def _probes(self, fam: str) -> set[bytes]:
@@ -425,15 +425,15 @@ class RocksKV:
         for fam in families:
             old = self._names[fam]
             new = f"{fam}.{_generation(old) + 1}"
-            cf = self._db.create_column_family(new, self._family_options(new))
-            h = self._db.get_column_family_handle(new)
+            cf = self._db.create_column_family(new, self._family_options(new))  # type: ignore[union-attr]  # open
+            h = self._db.get_column_family_handle(new)  # type: ignore[union-attr]  # open
             aside = self._h[CF_QUARANTINE] if fam != CF_QUARANTINE else None
             steps = heal.prove(self._cf[fam], b"", self._probes(fam))
             copied, damaged, gaps = self._copy(steps, h, aside, fam)
             self._cf.pop(fam, None)
             self._h.pop(fam, None)
             cf.flush()  # the copy on disk before the old generation goes
-            self._db.drop_column_family(old)
+            self._db.drop_column_family(old)  # type: ignore[union-attr]  # open
             self._names[fam] = new
             self._cf[fam] = cf
             self._h[fam] = h
@@ -555,13 +555,17 @@ class RocksKV:
                 wb.delete(key, h[cf])
             else:
                 wb.put(key, value, h[cf])
-        self._db.write(wb, self._wopts)
+        self._db.write(wb, self._wopts)  # type: ignore[union-attr]  # open inside the gate
 
     def sync(self) -> None:
         # rocksdict releases the GIL while the log is synced: other threads go on writing,
         # and the next sync covers them all.
         if self._wal:
-            self._call(lambda: self._db.flush_wal(True), lambda: f"syncing the log of {self.path} failed", True)
+            self._call(
+                lambda: self._db.flush_wal(True),  # type: ignore[union-attr]  # open inside the gate
+                lambda: f"syncing the log of {self.path} failed",
+                True,
+            )
 
     def flush(self) -> None:
         """Write the memtables to table files (tests use it to reach the files)."""

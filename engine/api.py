@@ -17,12 +17,15 @@ did wrong; a client adds MQRC_CONNECTION_BROKEN (2009) when the server went away
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .constants import GMO, MO, OO, PMO, Reason
 from .message import Message, PutResult
 from .queue import QueueInfo
 from .record import MD
+
+if TYPE_CHECKING:
+    from .browse import Status
 
 
 @runtime_checkable
@@ -50,7 +53,7 @@ class QueueHandle(Protocol):
         msg_seq_number: int | None = None,
         offset: int | None = None,
         msg_token: bytes | None = None,
-    ) -> Message:
+    ) -> Message | Status:
         """A message, or for GMO.UNLOCK a status with ``reason`` and ``completion_code``."""
         ...
 
@@ -99,7 +102,7 @@ class QueueAdmin(Protocol):
 
     def queue_names(self) -> list[str]: ...
 
-    def define_model_queue(self, name: str, **attributes: object) -> None: ...
+    def define_model_queue(self, name: str, dynamic_q_name: str = ..., **attributes: object) -> None: ...
 
     def connect(self) -> QueueConnection: ...
 

@@ -44,7 +44,7 @@ from . import getpath, record
 from .constants import CC, GMO, Reason
 from .errors import MQError
 from .lane import _SENTINELS, AVAILABLE_BELOW, GOTTEN, LANE_MASK, LOCKED, N_LANES, REMOVED
-from .matching import Match, match_for_get
+from .matching import Match, MatchArgs, match_for_get
 from .message import Message
 from .queue import BROWSER, LOCK_BROWSER, LocalQueue
 from .swept import LIVE as POS_LIVE
@@ -367,8 +367,8 @@ def clear_lock_flag_locked(q: LocalQueue, ref: int | SweptHit) -> bytes:
     if type(ref) is int:
         q.lanes.clear_flags(ref, LOCKED)
         return q.lanes.recs[ref]
-    q.tier.lock_hit_locked(ref, False)
-    return ref.rec
+    q.tier.lock_hit_locked(ref, False)  # type: ignore[arg-type]
+    return ref.rec  # type: ignore[union-attr]
 
 
 def unlock_locked(q: LocalQueue, cur: Cursor) -> bool:
@@ -417,7 +417,7 @@ def prefer_lock_locked(q: LocalQueue, cur: Cursor, m: Match | None, ref):
     lk = resolve_lock_locked(q, cur)
     if lk is None:
         return ref
-    rec = q.lanes.recs[lk] if type(lk) is int else lk.rec
+    rec = q.lanes.recs[lk] if type(lk) is int else lk.rec  # type: ignore[union-attr]
     if m is not None and not m(rec):
         return ref
     lane_i = cur.lk_lane
@@ -435,7 +435,7 @@ def prefer_lock_locked(q: LocalQueue, cur: Cursor, m: Match | None, ref):
 # -- the calls (through the get path, engine/getpath.py) -----------------------------------------------
 
 
-def call(s: HandleState, opts: int, wait_interval, buffer_length, match_args: tuple) -> Message | Status:
+def call(s: HandleState, opts: int, wait_interval, buffer_length, match_args: MatchArgs) -> Message | Status:
     """Handle.get with a browse, cursor or lock option and no group option (the options
     passed check_get): UNLOCK, BROWSE_FIRST / BROWSE_NEXT (with LOCK, WAIT),
     BROWSE_MSG_UNDER_CURSOR, MSG_UNDER_CURSOR."""
@@ -444,6 +444,9 @@ def call(s: HandleState, opts: int, wait_interval, buffer_length, match_args: tu
     q = s.queue
     cur = cursor_of(s)
     if opts & _UNLOCK:
+        # MQ reads no descriptor with UNLOCK, but it checks the GMO's fields: wrong match
+        # arguments are refused here as on every other get, not passed over.
+        match_for_get(s.qm.ident, opts, *match_args)
         with q.mutex:
             done = unlock_locked(q, cur)
         return Status(0 if done else Reason.NO_MSG_LOCKED)

@@ -41,12 +41,15 @@ import ctypes
 import ctypes.util
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from .constants import MemoryPolicy, Reason
 from .errors import MQError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from sweepq.sweeper import Sweeper
     from sweepq.sweeper.clock import Clock
 
     from .queue import LocalQueue
@@ -90,7 +93,14 @@ class MemoryBudget:
     ``queues()`` lists the queues, ``store_memory()`` the store's memory by kind,
     ``sweeper`` the manager's sweeper (woken and used for page-outs)."""
 
-    def __init__(self, budget: int, queues, store_memory, sweeper, clock: Clock):
+    def __init__(
+        self,
+        budget: int,
+        queues: Callable[[], Iterable[LocalQueue]],
+        store_memory: Callable[[], dict[str, int]],
+        sweeper: Sweeper | None,
+        clock: Clock,
+    ):
         self.budget = budget
         self.high = int(budget * HIGH)
         self.low = int(budget * LOW)
@@ -105,10 +115,17 @@ class MemoryBudget:
         self.paging = False  # PAGE_AT is reached: PAGE queues page (the put path tests this first)
         self.pressure = 0.0  # 0 at or below the high mark, 1 at the budget
         self.waiting = 0  # puts waiting for room (BLOCK)
-        self.page_bytes = 256 * 1024  # a paging queue writes its rear lists out at this much
+        self.unchecked = 0  # bytes put to any queue since the last count
+        self.page_bytes = self.page_size(256 * 1024)  # a paging queue writes its rear lists out at this much
         self.last_total = 0
         self._peak = 0  # the highest total since the allocator last gave memory back
         self.counts = {"wakes": 0, "page_outs": 0, "blocked": 0, "refused": 0, "trims": 0}
+
+    def page_size(self, blob_bytes: int) -> int:
+        """How much a paging queue lets its rear lists hold before it writes them out: a
+        blob's worth, but no more than an eighth of the room between PAGE_AT and the budget,
+        so that many queues paging at once (each with a page in waiting) stay inside it."""
+        return max(1, min(blob_bytes, (self.budget - self.page_at) // 8))
 
     # -- counting ---------------------------------------------------------------------------
 
@@ -193,23 +210,27 @@ class MemoryBudget:
             self.refresh()
 
     def after_put(self, q: LocalQueue, nbytes: int) -> None:
-        """``nbytes`` were put to ``q`` (no lock held): every ``check_every`` bytes, count
-        again; a paging queue writes its rear lists out once they hold a blob's worth (the
-        producer pays), and stops paging once under the low mark. The queue's counters are
-        updated without its lock: a lost update only moves a check by one put."""
-        q.unchecked += nbytes
+        """``nbytes`` were put to ``q`` (no lock held): every ``check_every`` bytes put to
+        any queue, count again; a paging queue writes its rear lists out once they hold a blob's worth (the
+        producer pays), and stops paging once under the low mark. The counters are updated
+        without a lock: a lost update only moves a check by one put."""
+        # One count of unchecked bytes for all queues, not one per queue: with many queues
+        # the per-queue counts added up to a lag of check_every times the queues.
+        self.unchecked += nbytes
         if q.paging:
             q.paged += nbytes
-        if q.unchecked >= self.check_every:
-            q.unchecked = 0
+        if self.unchecked >= self.check_every:
+            self.unchecked = 0
             q.checked_bytes = q.lanes.mem_bytes
             self.refresh()
             if q.paging and self.last_total < self.low:
                 q.stop_paging()
-        if q.paging and q.page_due():
+        # Over the budget itself a paging queue writes out at every put, whatever its page
+        # holds: the pages in waiting on every queue must not carry the count further.
+        if q.paging and (q.page_due() or self.over):
             q.paged = 0
             self.counts["page_outs"] += 1
-            self.sweeper.page_out(q)
+            self.sweeper.page_out(q)  # type: ignore[union-attr]  # a budget with queues has one
 
     def _full(self, q: LocalQueue, why: str) -> MQError:
         return MQError(
@@ -220,7 +241,7 @@ class MemoryBudget:
         )
 
 
-_libc = None
+_libc: ctypes.CDLL | Literal[False] | None = None  # None: not looked up yet; False: none
 
 
 def give_back() -> bool:

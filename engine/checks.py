@@ -10,6 +10,8 @@ pymqi binding do; longer ones are refused.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from .constants import Reason
 from .errors import MQError
 
@@ -17,7 +19,7 @@ MQLONG_MAX = 2**31 - 1
 FLAGS_MAX = 2**32 - 1
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

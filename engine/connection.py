@@ -22,8 +22,11 @@ from .selector import compile_selector
 from .uow import UnitOfWork
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .manager import QueueManager
     from .queue import LocalQueue
+    from .record import Identity
 
 
 class Connection:
@@ -158,7 +161,7 @@ class Connection:
     def __enter__(self) -> Connection:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.disconnect()
 
     def check(self) -> None:
@@ -173,7 +176,7 @@ class Connection:
 def _input_mode(q: LocalQueue, opts: int) -> int:
     """The INPUT_* mode a handle opened with ``opts`` gets (INPUT_AS_Q_DEF resolved, a
     NOSHARE queue making INPUT_SHARED exclusive), or 0."""
-    inp = opts & INPUT_OPTS
+    inp: int = opts & INPUT_OPTS
     if inp == OO.INPUT_AS_Q_DEF:
         inp = int(q.attrs.default_input)
     if inp == OO.INPUT_SHARED and not q.attrs.shareable:
@@ -217,7 +220,12 @@ class Batch:
     _ids = itertools.count(1)
 
     def __init__(
-        self, queue: LocalQueue, ident, records: list[bytes], batch_id: int, fast: frozenset[int] = frozenset()
+        self,
+        queue: LocalQueue,
+        ident: Identity,
+        records: list[bytes],
+        batch_id: int,
+        fast: frozenset[int] = frozenset(),
     ):
         self.id = batch_id
         self.queue = queue
@@ -238,19 +246,19 @@ class Batch:
     def __len__(self) -> int:
         return len(self.records)
 
-    def confirm(self, harden: list[tuple[bytes, bytes]] = ()) -> None:
+    def confirm(self, harden: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """The batch arrived: its messages leave the queue, with ``harden`` in the same write.
 
         :raises MQError: 2102 when the store write fails (the batch stays assigned: confirm
             again)."""
         self._end(True, harden)
 
-    def release(self, harden: list[tuple[bytes, bytes]] = ()) -> None:
+    def release(self, harden: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """The batch did not go: its messages are available again, in place; ``harden`` is
         written first. :raises MQError: 2102 when that write fails (the batch stays assigned)."""
         self._end(False, harden)
 
-    def _end(self, confirmed: bool, harden) -> None:
+    def _end(self, confirmed: bool, harden: Sequence[tuple[bytes, bytes]]) -> None:
         if not self._open:
             return
         with self.queue.mutex:

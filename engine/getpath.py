@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from .connection import Batch
     from .handle import HandleState
     from .matching import Match
-    from .queue import LocalQueue
+    from .queue import LocalQueue, Waiter
 
 _SYNC = int(GMO.SYNCPOINT)
 _SYNC_IF_PERSISTENT = int(GMO.SYNCPOINT_IF_PERSISTENT)
@@ -148,7 +148,7 @@ class Wait:
         self.kind = kind
         self.passes = passes
         self.deadline: float | None = -1.0  # -1.0: not set yet
-        self.waiter = None
+        self.waiter: Waiter | None = None
 
     def until_next(self, q: LocalQueue) -> bool:
         """Wait (queue lock held) until a message that may be wanted arrives; False once the
@@ -294,7 +294,7 @@ def take_locked(q: LocalQueue, refs, recs, joins: bool, run: bool = False) -> bo
     :raises MQError: RESOURCE_PROBLEM (2102) when the journal's write fails: nothing taken."""
     durable = not joins and q.journal is not None and any(r[2] & _PERSISTENT for r in recs)
     if durable:
-        q.journal.remove(q, refs)  # one write for every message; 2102: nothing changed
+        q.journal.remove(q, refs)  # type: ignore[union-attr]  # one write for every message; 2102: nothing changed
     if not run:
         for ref, rec in zip(refs, recs, strict=True):
             take_one_locked(q, ref, rec, joins, journaled=True)
@@ -319,7 +319,7 @@ def finish(s: HandleState, q: LocalQueue, refs, joins: bool, durable: bool, mark
         add = s.uow.add_get
         for k, ref in enumerate(refs):
             add(q, ref, mark_skip and k == 0)
-    elif durable and not q.journal.wait():
+    elif durable and not q.journal.wait():  # type: ignore[union-attr]
         reason = _OUTCOME_PENDING
     recorder = s.qm.recorder
     if recorder is not None:
@@ -352,7 +352,7 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
             ref = find()
             if type(ref) is not int or lanes.recs[ref][2] & _HAS_EXPIRY:  # else: a plain slot, found
                 ref = obtain(q, find, wait, "", None, ref)
-            rec = lanes.recs[ref] if type(ref) is int else ref.rec
+            rec = lanes.recs[ref] if type(ref) is int else ref.rec  # type: ignore[union-attr]
             if not (q.poison_limit and poison.due(s, q, rec)):
                 msg = deliver(s, rec, buffer_length, opts)
                 if msg.reason == _TRUNCATED_FAILED:
@@ -426,7 +426,7 @@ def get_many(s: HandleState, max_messages: int, opts: int, wait_interval: int) -
                 if type(found) is Found:
                     refs, recs, run = found.refs, found.recs, found.run
                 else:
-                    refs, recs, run = (found,), (record_of(q, found),), False
+                    refs, recs, run = (found,), (record_of(q, found),), False  # type: ignore[assignment]
                 joins = bool(opts) and in_uow(opts, recs[0])
                 if run and opts & _SYNC_IF_PERSISTENT and any(in_uow(opts, r) != joins for r in recs):
                     refs, recs, run = refs[:1], recs[:1], False  # mixed persistence: one by one

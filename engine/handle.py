@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from . import browse, checks, getpath, groups, putpath
 from .constants import GMO, MO, OO, PMO, Reason, Usage
 from .errors import MQError, options_error
-from .matching import MATCH_DEFAULT, Match, build_match, match_for_get
+from .matching import MATCH_DEFAULT, Match, MatchArgs, build_match, match_for_get
 from .message import Message, PutResult
 from .options import check_get
 from .record import MD
@@ -95,7 +95,7 @@ class HandleState:
         self.conn.check()
         return MQError(Reason.HOBJ_ERROR, f"handle for {self.queue.name!r} is closed; open it again")
 
-    def match_for(self, opts: int, match_args: tuple) -> Match | None:
+    def match_for(self, opts: int, match_args: MatchArgs) -> Match | None:
         """The Match of a call with get's match arguments ``(match, msg_id, correl_id,
         group_id, msg_seq_number, offset, msg_token)``, narrowed by the selection string."""
         if match_args[0] == MATCH_DEFAULT and not any(a is not None for a in match_args[1:]):
@@ -148,7 +148,7 @@ class Handle:
     def __enter__(self) -> Handle:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if not self._s.closed:
             self.close()
 
@@ -268,8 +268,8 @@ class Handle:
                 if m is not None:
                     m.searched.clear()  # a new get searches every blob again
             else:
-                args = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, s.selector)
-                m = match_for_get(s.qm.ident, opts, *args)
+                margs = (match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, s.selector)
+                m = match_for_get(s.qm.ident, opts, *margs)
             if opts or buffer_length is not None or s.closed or not s.can_get or s.queue.inhibit_get:
                 getpath.check_call(s, opts, buffer_length, wait_interval)  # raises what is wrong
             return getpath.get(s, opts, wait_interval, buffer_length, m)
@@ -346,7 +346,9 @@ class Handle:
             return putpath.put_record(self._s, rec, opts)
 
 
-def _route_special(s: HandleState, opts: int, wait_interval, buffer_length, args: tuple):
+def _route_special(
+    s: HandleState, opts: int, wait_interval: int, buffer_length: int | None, args: MatchArgs
+) -> Message | Status:
     """A get with cursor or group options: browse calls to engine/browse.py, unless they
     carry a group option or the handle is in a logical-order browse pass (engine/groups/);
     destructive group calls to engine/groups/."""
@@ -373,7 +375,7 @@ class _Call:
         except IndexError:
             raise _in_progress() from None
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.token.append(True)
 
 

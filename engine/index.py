@@ -13,6 +13,7 @@ every slot added, freed, or renumbered passes through it, under the queue's lock
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from . import record
 from .constants import CORRELID_NONE, GROUPID_NONE, IndexType
@@ -59,7 +60,9 @@ class SlotIndex:
     def __init__(self, kind: IndexType, ident: Identity):
         self.kind = kind
         self.key = key_function(kind, ident)
-        self.map: dict[object, int | set[int]] = {}
+        # int | set[int], told apart with `type(v) is int`, on which a type checker cannot
+        # narrow the set branch (int has subclasses): Any to it.
+        self.map: dict[object, Any] = {}
 
     def add(self, slot: int, rec: bytes) -> None:
         k = self.key(rec)

@@ -44,8 +44,12 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .index import SlotIndex
 
 LANE_MASK = 0x0F
 UNCOMMITTED = 0x10  # put inside a unit of work not yet committed: invisible
@@ -114,7 +118,7 @@ class LaneSet:
         self.lanes = [Lane(p) for p in range(N_LANES)]
         # engine/index.py SlotIndex when the queue has an index type: every slot placed,
         # freed or renumbered here goes through it, so it stays exact.
-        self.index = None
+        self.index: SlotIndex | None = None
         self.mask = 0  # bit p: lane p may hold messages (set by append, cleared by its readers)
         self.mem_bytes = 0
         self._defer = 0
@@ -122,7 +126,9 @@ class LaneSet:
         self._reset()
 
     def _reset(self, n: int = _INITIAL) -> None:
-        self.recs: list[bytes | None] = [None] * n
+        # Typed as a live slot's record, which is what every reader indexes (a free slot holds
+        # None, invariant above): the few stores of None say so where they are made.
+        self.recs: list[bytes] = [None] * n  # type: ignore[list-item]
         self.nxt = array("i", range(n))  # each sentinel links to itself: an empty list
         self.prv = array("i", range(n))
         self.st = array("H", bytes(2 * n))
@@ -143,7 +149,7 @@ class LaneSet:
         """At least ``need`` more free slots: the arrays double (amortised O(1) a slot)."""
         old = len(self.recs)
         add = max(old, need)
-        self.recs.extend([None] * add)
+        self.recs.extend([None] * add)  # type: ignore[list-item]
         self.nxt.extend(range(old, old + add))
         self.prv.extend(range(old, old + add))
         self.st.frombytes(bytes(2 * add))  # extend(bytes) would add one element per byte
@@ -200,7 +206,7 @@ class LaneSet:
         self.mem_bytes -= len(recs[i])
         if self.index is not None:
             self.index.discard(i, recs[i])
-        recs[i] = None
+        recs[i] = None  # type: ignore[call-overload]
         st[i] = s | REMOVED
         if self._defer:
             self.deferred.append(i)
@@ -322,7 +328,7 @@ class LaneSet:
             for i in slots:
                 self.index.discard(i, recs[i])
         for i in slots:
-            recs[i] = None
+            recs[i] = None  # type: ignore[call-overload]
         if self._defer:
             self.deferred.extend(slots)
         else:

@@ -12,7 +12,7 @@ import os
 import threading
 import weakref
 from dataclasses import asdict, fields, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sweepq.blobstore import Capability, DamageLog, Store, StoreError
 from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES
@@ -35,6 +35,8 @@ from .record import Identity
 from .storage import Storage
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .distributed import ChannelDefinition, QmgrAttributes, RemoteQueue, Route
 
 _ATTR_NAMES = frozenset(f.name for f in fields(QueueAttributes))
@@ -102,24 +104,11 @@ class QueueManager:
         durable: bool | None = None,
         repair: bool = False,
     ):
-        checks.integer(max_uncommitted, "max_uncommitted", Reason.PARM_VALUE_ERROR, 1)
-        checks.integer(max_msg_length, "max_msg_length", Reason.PARM_VALUE_ERROR, 0, 100 * 1024 * 1024)
-        checks.integer(readahead_low_water, "readahead_low_water", Reason.PARM_VALUE_ERROR, 0)
-        checks.boolean(backout_handling, "backout_handling")
-        checks.boolean(sweeper, "sweeper")
-        if name is not None and not isinstance(name, str):
-            raise MQError(Reason.Q_MGR_NAME_ERROR, "the queue manager name must be a str")
-        if isinstance(sweep_duty, bool) or not isinstance(sweep_duty, int | float) or not 0 < sweep_duty <= 1:
-            raise MQError(Reason.PARM_VALUE_ERROR, f"sweep_duty {sweep_duty!r}: a share of the time in (0, 1]")
-        if sweep_policy is not None and not isinstance(sweep_policy, SweepPolicy):
-            raise MQError(Reason.PARM_VALUE_ERROR, "sweep_policy must be a SweepPolicy")
-        checks.integer(memory_budget, "memory_budget (bytes, 0: none)", Reason.PARM_VALUE_ERROR, 0, 2**62)
-        if not isinstance(sync, str) or sync not in SYNC_POLICIES:
-            raise MQError(Reason.PARM_VALUE_ERROR, f"sync={sync!r}: use one of {', '.join(SYNC_POLICIES)}")
-        if durable is None:
-            durable = path is not None
-        checks.boolean(durable, "durable")
-        checks.boolean(repair, "repair")
+        _check_arguments(
+            name, sweeper, sweep_duty, sweep_policy, readahead_low_water, max_uncommitted, backout_handling
+        )
+        _check_arguments_of_memory_and_disk(max_msg_length, memory_budget, sync, durable, repair)
+        durable = path is not None if durable is None else durable
         sweep_policy = sweep_policy or SweepPolicy()
         if memory_budget:
             sweep_policy = replace(sweep_policy, memory_budget=memory_budget)
@@ -134,7 +123,7 @@ class QueueManager:
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._dynamic = DynamicQueues(self)  # model queues and temporary dynamic queues
         self._servers: list = []  # listeners started by serve(), stopped first by close()
-        self._channels = None  # the channel agents (net/channels/), once asked for: see channels
+        self._channels: Any = None  # the channel agents (net/channels/), once asked for: see channels
         # Distributed queuing: the queue manager's own attributes (its name), remote queues,
         # channels and their sync state (engine/distributed/).
         self.distributed = Distributed(self)
@@ -168,14 +157,19 @@ class QueueManager:
         self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
         self.budget: MemoryBudget | None = None
         if memory_budget:
-            page_bytes = (store_options or {}).get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES)
-            self.budget = MemoryBudget(memory_budget, self.sweepables, self.store_memory, self.sweeper, self.clock)
-            self.budget.page_bytes = page_bytes
-            self.sweeper.budget = self.budget
-            for q in self._queues.values():
-                q.budget, q.page_bytes = self.budget, page_bytes
+            self._start_budget(memory_budget, store_options)
         if sweeper:
             self.sweeper.start()
+
+    def _start_budget(self, memory_budget: int, store_options: dict | None) -> None:
+        """The memory budget (engine/budget.py) over every queue recovered so far; queues
+        defined later get it from define_queue. Pages are at most the store's blob size."""
+        self.budget = MemoryBudget(memory_budget, self.sweepables, self.store_memory, self.sweeper, self.clock)
+        blob_bytes = (store_options or {}).get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES)
+        page_bytes = self.budget.page_bytes = self.budget.page_size(blob_bytes)
+        self.sweeper.budget = self.budget
+        for q in self._queues.values():
+            q.budget, q.page_bytes = self.budget, page_bytes
 
     def _recover(self) -> RecoveryReport:
         """Load the stored queues and messages, checked against the last checkpoint; say
@@ -212,7 +206,7 @@ class QueueManager:
         return [*log.damage_log(), *self._damage]
 
     @classmethod
-    def open(cls, path: str | os.PathLike, **options) -> QueueManager:
+    def open(cls, path: str | os.PathLike, **options: Any) -> QueueManager:
         """A queue manager on the data directory ``path`` (created if missing; its parent must
         exist): every queue definition and persistent message stored there comes back.
 
@@ -305,13 +299,13 @@ class QueueManager:
         if problems:
             raise MQError(
                 Reason.RESOURCE_PROBLEM,
-                f"closing queue manager {self.name!r}: {'; '.join(problems)}. The data directory is released.",
+                f"closing queue manager {self.name!r}: {'; '.join(problems)}. The data directory is released.",  # type: ignore[arg-type]  # the Nones were dropped
             )
 
     def __enter__(self) -> QueueManager:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- queue definitions ------------------------------------------------------------------
@@ -320,7 +314,7 @@ class QueueManager:
         if self.closed:
             raise MQError(Reason.CONNECTION_BROKEN, "the queue manager has been closed; open a new one")
 
-    def define_queue(self, name: str, **attributes) -> QueueInfo:
+    def define_queue(self, name: str, **attributes: object) -> QueueInfo:
         """DEFINE QLOCAL. Keyword arguments are :class:`QueueAttributes` fields."""
         self._check_open()
         check_name(name)
@@ -353,7 +347,12 @@ class QueueManager:
             self._save_object(name.encode(), encode_definition(asdict(attrs)), f"queue {name!r}")
 
     def _save_object(
-        self, key: bytes, value: bytes | None, what: str, drop_messages: bytes | None = None, drop_chains=()
+        self,
+        key: bytes,
+        value: bytes | None,
+        what: str,
+        drop_messages: bytes | None = None,
+        drop_chains: Sequence[bytes] = (),
     ) -> None:
         """Make an object's definition durable before it takes effect (``value`` None: deleted,
         with the messages and chains named). Nothing without a data directory.
@@ -369,7 +368,7 @@ class QueueManager:
             ) from e
         self.journal.wait()
 
-    def alter_queue(self, name: str, **attributes) -> QueueInfo:
+    def alter_queue(self, name: str, **attributes: object) -> QueueInfo:
         """ALTER QLOCAL. Inhibiting gets fails current waiters with 2016."""
         self._check_open()
         with self._defs:
@@ -471,7 +470,7 @@ class QueueManager:
 
     # -- model queues and client connections --------------------------------------------------
 
-    def define_model_queue(self, name: str, dynamic_q_name: str = DEFAULT_DYNAMIC_NAME, **attributes) -> None:
+    def define_model_queue(self, name: str, dynamic_q_name: str = DEFAULT_DYNAMIC_NAME, **attributes: object) -> None:
         """DEFINE QMODEL DEFTYPE(TEMPDYN): opening ``name`` makes a temporary dynamic queue
         with these attributes (:class:`QueueAttributes` fields) named ``dynamic_q_name`` with its
         ``*`` replaced (engine/dynamic.py). Models last for this queue manager's run.
@@ -483,12 +482,12 @@ class QueueManager:
 
     # -- distributed queuing (engine/distributed/, docs/channels.md) ---------------------------
 
-    def alter_qmgr(self, **changes) -> QmgrAttributes:
+    def alter_qmgr(self, **changes: Any) -> QmgrAttributes:
         """ALTER QMGR: ``default_xmit_queue`` (DEFXMITQ), ``dead_letter_queue`` (DEADQ)."""
         self._check_open()
         return self.distributed.alter_qmgr(**changes)
 
-    def define_remote_queue(self, name: str, **attributes) -> RemoteQueue:
+    def define_remote_queue(self, name: str, **attributes: Any) -> RemoteQueue:
         """DEFINE QREMOTE: puts to ``name`` go to ``remote_queue`` on ``remote_qmgr`` through
         ``xmit_queue`` (or the one name resolution finds); ``remote_queue=""`` defines a
         queue-manager alias (engine/distributed/objects.py)."""
@@ -499,13 +498,13 @@ class QueueManager:
         self._check_open()
         self.distributed.delete_remote_queue(name)
 
-    def define_channel(self, name: str, **attributes) -> ChannelDefinition:
+    def define_channel(self, name: str, **attributes: Any) -> ChannelDefinition:
         """DEFINE CHANNEL: a sender (``conname``, ``xmit_queue``, batch and retry settings) or
         a receiver (``type=ChannelType.RECEIVER``); start it with ``qm.channels.start(name)``."""
         self._check_open()
         return self.distributed.define_channel(name, **attributes)
 
-    def alter_channel(self, name: str, **changes) -> ChannelDefinition:
+    def alter_channel(self, name: str, **changes: Any) -> ChannelDefinition:
         self._check_open()
         return self.distributed.alter_channel(name, **changes)
 
@@ -514,7 +513,7 @@ class QueueManager:
         self.distributed.delete_channel(name)
 
     @property
-    def channels(self):
+    def channels(self) -> Any:  # Any: a sweepq.net.channels.Channels
         """The channel agents of this queue manager (:class:`sweepq.net.channels.Channels`):
         ``start``, ``stop``, ``status``, ``reset``, ``resolve`` (docs/channels.md). Like
         :meth:`serve`, the engine names the layer above it here only, lazily; the agents
@@ -526,7 +525,7 @@ class QueueManager:
             self._channels = Channels(self)
         return self._channels
 
-    def serve(self, path: str | os.PathLike | None = None, **options):
+    def serve(self, path: str | os.PathLike | None = None, **options: Any) -> Any:  # Any: a sweepq.net.Server
         """Serve this queue manager to client connections from other processes (MQ's client
         mode beside this process's own in-process connections): a background listener on the
         Unix socket ``path`` (and on TCP with ``tcp="HOST:PORT"``). Returns the running
@@ -568,3 +567,43 @@ def _write_stats(path: str, stats: dict[str, SweepStats]) -> str | None:
     except OSError as e:
         return f"writing {full} failed ({e})"
     return None
+
+
+def _check_arguments(
+    name: object,
+    sweeper: object,
+    sweep_duty: object,
+    sweep_policy: object,
+    readahead_low_water: object,
+    max_uncommitted: object,
+    backout_handling: object,
+) -> None:
+    """QueueManager's arguments about names, the sweeper and units of work, checked before
+    anything is made.
+
+    :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong one."""
+    if name is not None and not isinstance(name, str):  # None: the data directory's, or QM1
+        raise MQError(Reason.Q_MGR_NAME_ERROR, "the queue manager name must be a str")
+    checks.boolean(sweeper, "sweeper")
+    if isinstance(sweep_duty, bool) or not isinstance(sweep_duty, int | float) or not 0 < sweep_duty <= 1:
+        raise MQError(Reason.PARM_VALUE_ERROR, f"sweep_duty {sweep_duty!r}: a share of the time in (0, 1]")
+    if sweep_policy is not None and not isinstance(sweep_policy, SweepPolicy):
+        raise MQError(Reason.PARM_VALUE_ERROR, "sweep_policy must be a SweepPolicy")
+    checks.integer(readahead_low_water, "readahead_low_water", Reason.PARM_VALUE_ERROR, 0)
+    checks.integer(max_uncommitted, "max_uncommitted", Reason.PARM_VALUE_ERROR, 1)
+    checks.boolean(backout_handling, "backout_handling")
+
+
+def _check_arguments_of_memory_and_disk(
+    max_msg_length: object, memory_budget: object, sync: object, durable: object, repair: object
+) -> None:
+    """QueueManager's arguments about sizes, the memory budget and the data directory.
+
+    :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong one."""
+    checks.integer(max_msg_length, "max_msg_length", Reason.PARM_VALUE_ERROR, 0, 100 * 1024 * 1024)
+    checks.integer(memory_budget, "memory_budget (bytes, 0: none)", Reason.PARM_VALUE_ERROR, 0, 2**62)
+    if not isinstance(sync, str) or sync not in SYNC_POLICIES:
+        raise MQError(Reason.PARM_VALUE_ERROR, f"sync={sync!r}: use one of {', '.join(SYNC_POLICIES)}")
+    if durable is not None:
+        checks.boolean(durable, "durable")
+    checks.boolean(repair, "repair")

@@ -22,6 +22,10 @@ from .selector import Selector
 
 _GROUP = struct.Struct("<24sII")
 
+# A call's match arguments as Handle.get takes them: match options, msg_id, correl_id,
+# group_id, msg_seq_number, offset, msg_token (match_for_get's parameters after ``opts``).
+MatchArgs = tuple[MO | int, bytes | None, bytes | None, bytes | None, int | None, int | None, bytes | None]
+
 
 def _fixed(value: bytes, length: int, what: str) -> bytes:
     """MQ identifiers are fixed-length byte arrays; shorter values are padded with NULs."""

@@ -16,6 +16,9 @@ class _Result:
     are built field by field on the hot path, which is several times cheaper."""
 
     __slots__ = ("_ident", "_rec", "reason")
+    _ident: Identity
+    _rec: bytes
+    reason: int
 
     def _now(self) -> int | None:
         """The time at which remaining expiry is measured (None: as put)."""
@@ -75,7 +78,7 @@ class PutResult(_Result):
     @classmethod
     def many(cls, records: list[bytes], ident: Identity, reason: int = 0) -> list[PutResult]:
         """One result per record (put_many), built without a Python-level constructor."""
-        out = []
+        out: list[PutResult] = []
         append = out.append
         for rec in records:
             r = cls()
@@ -97,6 +100,8 @@ class Message(_Result):
     """
 
     __slots__ = ("_now_us", "data")
+    _now_us: int | None
+    data: bytes
 
     def _now(self) -> int | None:
         return getattr(self, "_now_us", None)
@@ -127,7 +132,7 @@ class Message(_Result):
     @classmethod
     def many(cls, records: list[bytes], ident: Identity) -> list[Message]:
         """One whole message per record (get_many), built without a Python-level constructor."""
-        out = []
+        out: list[Message] = []
         append = out.append
         for rec in records:
             m = cls()

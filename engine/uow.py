@@ -89,7 +89,7 @@ class UnitOfWork:
             if journal is not None:
                 for kind, q, ref in ops:
                     if kind == PUT:
-                        Journal.add_put(batch, q, q.lanes.st[ref] & LANE_MASK, q.lanes.recs[ref])
+                        Journal.add_put(batch, q, q.lanes.st[ref] & LANE_MASK, q.lanes.recs[ref])  # type: ignore[index]
                     else:
                         Journal.add_removal(batch, q, ref)
                 if staged is not None:
@@ -101,7 +101,7 @@ class UnitOfWork:
             if failed is None:
                 for kind, q, ref in ops:
                     if kind == PUT:
-                        q.commit_put_locked(ref)
+                        q.commit_put_locked(ref)  # type: ignore[arg-type]
                     else:
                         q.remove_locked(ref, durable=False)
             else:
@@ -115,7 +115,7 @@ class UnitOfWork:
             raise MQError(
                 Reason.BACKED_OUT, f"the commit could not be written ({failed}); the unit of work was backed out"
             ) from failed
-        if batch and not journal.wait():
+        if batch and not journal.wait():  # type: ignore[union-attr]
             return Reason.OUTCOME_PENDING
         return Reason.NONE
 
@@ -156,7 +156,7 @@ class UnitOfWork:
                 # Harden the raised backout counts. Best effort: a backout cannot fail, and a
                 # count not written only means an older count after a restart.
                 with suppress(MQError):
-                    journal.write(batch, "backout")
+                    journal.write(batch, "backout")  # type: ignore[union-attr]
         _after(ops)
         if keep is not None:
             # Step 7: the marked get is now the whole of a new unit of work, unmarked.

@@ -17,6 +17,8 @@ import hmac
 import os
 import secrets
 
+from sweepq.engine import MQError
+
 TOKEN_FILE = "sweepq.token"
 ADMIN_TOKEN_FILE = "sweepq.admin-token"
 
@@ -56,11 +58,17 @@ def matches(given: object, expected: str | None) -> bool:
 
 
 def beside_socket(url: str) -> tuple[str | None, str | None]:
-    """(token, admin token) from the files next to a ``unix://`` URL's socket, where a server
+    """(token, admin token) from the files next to a ``unix:`` URL's socket, where a server
     started by ``sweepq serve --data-dir`` keeps them; (None, None) for other URLs or when they
     cannot be read (only the data directory's owner can). The command line uses this, so that
     the owner of a data directory administers its server without typing a token."""
-    if not isinstance(url, str) or not url.startswith("unix://"):
+    from .calls import Address  # one parser of addresses: unix:q/sweepq.sock is a socket too
+
+    try:
+        address = Address.parse(url)
+    except MQError:
         return None, None
-    folder = os.path.dirname(url[len("unix://") :])
+    if address.scheme != "unix":
+        return None, None
+    folder = os.path.dirname(address.path)
     return read_token(os.path.join(folder, TOKEN_FILE)), read_token(os.path.join(folder, ADMIN_TOKEN_FILE))

@@ -81,8 +81,10 @@ class Sweepable(Protocol):
         leave ``keep`` sweepable messages in memory. Always followed by :meth:`sweep_end`."""
         ...
 
+    # ``plan`` below is what sweep_begin returned, handed back as it came: the queue's own
+    # type, so Any here (a SweepPlan parameter would refuse the queue's narrower one).
     def sweep_link(
-        self, plan: SweepPlan, target: Any, blobs: list[BlobInfo], store: Store, write_seconds: float = 0.0
+        self, plan: Any, target: Any, blobs: list[BlobInfo], store: Store, write_seconds: float = 0.0
     ) -> tuple[int, str | None]:
         """Verify each written blob's messages under the lock, link it in ``store`` and detach
         them, or abort (the rest of the target's pending blobs are deleted). Returns (messages
@@ -97,11 +99,11 @@ class Sweepable(Protocol):
         """Bytes a sweep keeping ``keep`` sweepable messages would move now."""
         ...
 
-    def sweep_abort(self, plan: SweepPlan, target: Any, reason: str) -> None:
+    def sweep_abort(self, plan: Any, target: Any, reason: str) -> None:
         """Count a target that failed before linking (its blobs were never written)."""
         ...
 
-    def sweep_end(self, plan: SweepPlan) -> None:
+    def sweep_end(self, plan: Any) -> None:
         """Unmark the lanes; the rear lists of lanes with no chain join their front lists."""
         ...
 
@@ -176,8 +178,9 @@ class Sweeper:
         self._poked = False  # the memory budget's high mark was crossed: relieve now
         self._run_lock = threading.Lock()  # one cycle at a time, thread or caller
         # The queue manager's memory budget (engine/budget.py), or None: its pressure (0..1)
-        # raises the pace; it is counted again after each cycle.
-        self.budget = None
+        # raises the pace; it is counted again after each cycle. Any: this layer does not
+        # import the engine.
+        self.budget: Any = None
         self.cycles = 0
         self._adaptive: dict[str, np.ndarray] = {}  # the adaptive rule's state per queue
 
@@ -238,6 +241,7 @@ class Sweeper:
 
     def _apply_rule(self, q: Sweepable, c: SweepCounts, paced: bool) -> QueueDecision:
         p = self.policy
+        keep: int | None
         if p.rule == "adaptive":
             state = self._adaptive.setdefault(q.name, np.zeros(ADAPTIVE_STATE, np.int64))
             keep = decide_adaptive(c.y, c.x, c.back, c.swept, state, p.factor, p.extra)

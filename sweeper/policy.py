@@ -41,7 +41,7 @@ def decide(y: int, x: int, factor: int, extra: int) -> int:
     return -1
 
 
-def decide_adaptive(y: int, x: int, back: int, swept: bool, state, factor: int, extra: int) -> int:
+def decide_adaptive(y: int, x: int, back: int, swept: bool, state: np.ndarray, factor: int, extra: int) -> int:
     """The adaptive rule: the seed's, made not to thrash. Returns what :func:`decide` returns
     (messages to keep in memory, or -1 when the queue is not swept).
 
@@ -87,7 +87,7 @@ def over_budget(in_memory: int, budget: int) -> int:
     return in_memory - budget
 
 
-def budget_order(sweepable_bytes, need: int, chosen) -> int:
+def budget_order(sweepable_bytes: np.ndarray, need: int, chosen: np.ndarray) -> int:
     """The memory budget's choice: the queues to sweep beyond the rule, most sweepable bytes
     first, until their bytes cover ``need``. Writes their indices into ``chosen`` and returns
     how many. ``sweepable_bytes[q]`` is what queue q could move while keeping its x + extra

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field, fields
 
 ABORT_REASONS = ("removed", "gotten", "locked", "batch_changed", "moved", "store_error")
@@ -75,7 +76,7 @@ class SweepStats:
         return SweepStats(**kw)
 
 
-def percentile(values, q: float) -> float:
+def percentile(values: Collection[float], q: float) -> float:
     if not values:
         return 0.0
     s = sorted(values)

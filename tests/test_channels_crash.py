@@ -54,7 +54,7 @@ def test_ctrl_c_stops_both_queue_managers_and_says_where_the_logs_are(tmp_path):
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
-    assert f"logs and stores in {work}" in out
+    assert f"interrupted; the logs and store are kept in {work}" in out
     pids = [int(line.split()[2]) for p in logs.glob("*.log") for line in p.read_text().splitlines() if line[:2] == "S "]
     assert pids
     for pid in pids:

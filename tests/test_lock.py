@@ -61,6 +61,18 @@ def test_unlock_and_the_2209_warning(env):
     assert h.get(GMO.BROWSE_MSG_UNDER_CURSOR).data == b"0"  # UNLOCK does not move the cursor
 
 
+def test_unlock_checks_its_match_arguments_and_keeps_the_lock_when_they_are_wrong(env):
+    """MQ reads no descriptor with UNLOCK but checks the GMO: wrong match options are 2247,
+    and the lock they came to release is still held (found by tests/test_api_fuzz.py)."""
+    setup(env, 2)
+    h, other = env.handle(), env.handle()
+    h.get(GMO.BROWSE_NEXT | GMO.LOCK)
+    assert reason_of(lambda: h.get(GMO.UNLOCK, match=None)) == Reason.MATCH_OPTIONS_ERROR
+    assert reason_of(lambda: h.get(GMO.UNLOCK, match="all")) == Reason.MATCH_OPTIONS_ERROR
+    assert other.get(GMO.BROWSE_FIRST).data == b"1"  # still locked
+    assert h.get(GMO.UNLOCK).reason == Reason.NONE
+
+
 def test_one_lock_per_handle_moving_the_cursor_moves_or_releases_it(env):
     setup(env)
     h, other = env.handle(), env.handle()

@@ -41,3 +41,40 @@ def test_the_demo_picture_is_in_the_repository():
     assert pictures, "the README lost the demo's picture"
     for target in pictures:
         assert (ROOT / target).stat().st_size > 10_000
+
+
+def _bash_blocks(section: str) -> list[str]:
+    """The ```bash blocks of one section of the README (from its heading to the next)."""
+    start = README.index(f"## {section}")
+    end = README.find("\n## ", start + 1)
+    return re.findall(r"```bash\n(.*?)```", README[start : end if end > 0 else None], re.S)
+
+
+def test_the_serve_session_runs_as_written(tmp_path):
+    """'Other processes': the first block in one terminal, the second in another once the first
+    says it listens, then Ctrl-C in the first; run exactly as the README writes them, in a
+    directory whose .venv is this interpreter's (as after the first set-up command)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    serve, session = _bash_blocks("Other processes")
+    (tmp_path / ".venv").symlink_to(sys.prefix)
+    server = subprocess.Popen(
+        ["bash", "-c", serve], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        seen = []
+        while not any("listening" in line for line in seen):
+            assert time.monotonic() < deadline and server.poll() is None, seen
+            seen.append(server.stdout.readline())
+        done = subprocess.run(["bash", "-c", session], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.rstrip().endswith("b'order 1'"), done.stdout
+        assert "put 2 messages on ORDERS" in done.stdout
+    finally:
+        server.send_signal(signal.SIGINT)  # Ctrl-C reaches bash's foreground job: the server
+        out, _ = server.communicate(timeout=60)
+    assert server.returncode == 0 and "the store is closed" in out, out

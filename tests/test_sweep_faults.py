@@ -7,6 +7,7 @@ reason, deletes its pending blobs, and leaves every message in memory and in ord
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
@@ -230,14 +231,13 @@ def test_poison_move_of_a_swept_message(sqm):
         assert c.open("BOQ", IO).get().msg_id == puts[0].msg_id
 
 
-def test_a_run_emptied_before_its_records_are_read_aborts_as_removed():
-    """The sweep reads a chosen run's records without the lock; a get that took one of them
-    first leaves an empty record. The run must abort as 'removed' (found by the threaded
-    test: building the blob's index crashed on it), its pending blobs deleted."""
+@contextlib.contextmanager
+def _twelve_on_blobs_of_four():
+    """(store, manager, handle, queue): 12 messages m00..m11 on Q, a store cutting blobs of 4 records,
+    a sweep rule that keeps no extra, and no sweeper thread (the test drives the sweep)."""
     from sweepq.blobstore import MemoryStore
     from sweepq.engine import OO, QueueManager
     from sweepq.sweeper import ManualClock, SweepPolicy
-    from sweepq.sweeper.runs import record_ends
 
     store = MemoryStore(max_blob_records=4)
     with QueueManager(clock=ManualClock(), sweeper=False, store=store, sweep_policy=SweepPolicy(extra=0)) as qm:
@@ -245,7 +245,16 @@ def test_a_run_emptied_before_its_records_are_read_aborts_as_removed():
         h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)
         for i in range(12):
             h.put(b"m%02d" % i)
-        q = qm._queue("Q")
+        yield store, qm, h, qm._queue("Q")
+
+
+def test_a_run_emptied_before_its_records_are_read_aborts_as_removed():
+    """The sweep reads a chosen run's records without the lock; a get that took one of them
+    first leaves an empty record. The run must abort as 'removed' (found by the threaded
+    test: building the blob's index crashed on it), its pending blobs deleted."""
+    from sweepq.sweeper.runs import record_ends
+
+    with _twelve_on_blobs_of_four() as (store, _, h, q):
         plan = q.sweep_begin(0)
         target = plan.targets[0]
         # Gets take the run's first blob's worth before its records are read.
@@ -266,17 +275,7 @@ def test_the_sweeper_writes_no_blob_for_a_run_a_get_emptied():
     """Through the sweeper: a get takes a chosen run's messages before the run's records are
     read; the sweeper aborts that run as 'removed' before writing anything (it used to write
     a blob of empty records and abort only at verification)."""
-    from sweepq.blobstore import MemoryStore
-    from sweepq.engine import OO, QueueManager
-    from sweepq.sweeper import ManualClock, SweepPolicy
-
-    store = MemoryStore(max_blob_records=4)
-    with QueueManager(clock=ManualClock(), sweeper=False, store=store, sweep_policy=SweepPolicy(extra=0)) as qm:
-        qm.define_queue("Q")
-        h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)
-        for i in range(12):
-            h.put(b"m%02d" % i)
-        q = qm._queue("Q")
+    with _twelve_on_blobs_of_four() as (store, qm, h, q):
         begin = q.sweep_begin
 
         def begin_then_get(keep):

@@ -53,8 +53,11 @@ class Route:
 class Names(Protocol):
     """What resolution reads: the queue manager's names (engine/distributed/registry.py)."""
 
-    qmgr_name: str
-    default_xmit_queue: str
+    @property
+    def qmgr_name(self) -> str: ...
+
+    @property
+    def default_xmit_queue(self) -> str: ...
 
     def is_local(self, name: str) -> bool:
         """A local queue (or a model queue, which opens one) is called ``name``."""

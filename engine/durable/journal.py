@@ -201,14 +201,14 @@ class Journal:
             if rec[OFF_FLAGS] & PERSISTENT:
                 batch.deletes.append(message_key(q.key_prefix, q.lanes.st[ref] & 0x0F, rec))
             return
-        rec = ref.rec
+        rec = ref.rec  # type: ignore[union-attr]
         if not rec[OFF_FLAGS] & PERSISTENT:
             return
-        blob = ref.blob
+        blob = ref.blob  # type: ignore[union-attr]
         if blob.unswept:  # its blob came back: the record has its own key again
-            batch.deletes.append(message_key(q.key_prefix, ref.lane.priority, rec))
+            batch.deletes.append(message_key(q.key_prefix, ref.lane.priority, rec))  # type: ignore[union-attr]
         elif not blob.damaged:
-            batch.marks.append((blob.blob_id, ref.pos, MARK_REMOVED))
+            batch.marks.append((blob.blob_id, ref.pos, MARK_REMOVED))  # type: ignore[union-attr]
 
     @staticmethod
     def add_backout(batch: Batch, q: LocalQueue, ref: Ref, rec: bytes) -> None:
@@ -217,8 +217,8 @@ class Journal:
             return
         if type(ref) is int:
             batch.puts.append((message_key(q.key_prefix, q.lanes.st[ref] & 0x0F, rec), encode_value(rec)))
-        elif not ref.blob.damaged:
-            batch.marks.append((ref.blob.blob_id, ref.pos, backout_mark(backout_of(rec))))
+        elif not ref.blob.damaged:  # type: ignore[union-attr]
+            batch.marks.append((ref.blob.blob_id, ref.pos, backout_mark(backout_of(rec))))  # type: ignore[union-attr]
 
     # -- writing (mutex held) --------------------------------------------------------------------
 

@@ -193,7 +193,7 @@ class _Recovery:
         for key, rec, what in self.bad:
             whole_key = len(key) == plen + 9
             lane, seq = (key[plen], _seq(key)) if whole_key else ("?", "?")
-            if whole_key and seq in self.found.get((q.name, lane), ()):
+            if whole_key and seq in self.found.get((q.name, lane), ()):  # type: ignore[arg-type]  # whole: an int
                 self.damage(f"queue {q.name!r} lane {lane} message number {seq}: {what}; its blob holds it whole")
                 continue
             mid = _msg_id_of_damaged(rec)
@@ -205,7 +205,7 @@ class _Recovery:
         if not ln.recs:
             return
         seqs = np.fromiter((record.seq_of(r) for r in ln.recs), np.uint64, len(ln.recs))
-        dead = self.ledger.consumed_records(q.name, lane, seqs)
+        dead = self.ledger.consumed_records(q.name, lane, seqs)  # type: ignore[union-attr]  # only with a ledger
         if not dead.any():
             return
         n = int(dead.sum())
@@ -240,7 +240,7 @@ class _Recovery:
             return _placeholder(blob_id, ids)
         except StoreError as e:
             raise MQError(Reason.RESOURCE_PROBLEM, f"reading blob {blob_id} of queue {q.name!r} failed: {e}") from e
-        check = ids_check(ids)
+        check: int | None = ids_check(ids)
         if len(ids) != len(records):
             ids = [b"\0" * 24] * len(records)  # an unreadable manifest: ids serve only the index
             check = None

@@ -11,7 +11,7 @@ from .. import getpath, record
 from ..constants import GMO, Reason
 from ..errors import MQError, options_error
 from ..found import Found
-from ..matching import Match, match_for_get
+from ..matching import Match, MatchArgs, match_for_get
 from ..message import Message
 from ..queue import BROWSER
 from ..tiering import Need
@@ -69,7 +69,7 @@ def _pinning(q: LocalQueue, pinned: dict):
 # -- get ------------------------------------------------------------------------------------------
 
 
-def get(s: HandleState, opts: int, wait_interval, buffer_length, match_args: tuple) -> Message:
+def get(s: HandleState, opts: int, wait_interval, buffer_length, match_args: MatchArgs) -> Message:
     """MQGET with group options, or on a handle with a current group (Handle.get routes
     here after its option checks)."""
     try:
@@ -78,7 +78,7 @@ def get(s: HandleState, opts: int, wait_interval, buffer_length, match_args: tup
         settle(s)
 
 
-def _get(s: HandleState, opts: int, wait_interval, buffer_length, match_args: tuple) -> Message:
+def _get(s: HandleState, opts: int, wait_interval, buffer_length, match_args: MatchArgs) -> Message:
     getpath.check_call(s, opts, buffer_length, wait_interval)
     if opts & _MARK_SKIP and opts & _COMPLETE:
         # MARK_SKIP_BACKOUT exists on z/OS only, where there are no segments: one marked get
@@ -144,7 +144,7 @@ def after_get(s: HandleState, rec: bytes, joins) -> None:
 # -- browse (docs/semantics.md §5.5) -------------------------------------------------------------------
 
 
-def browse(s: HandleState, opts: int, wait_interval, buffer_length, match_args: tuple):
+def browse(s: HandleState, opts: int, wait_interval, buffer_length, match_args: MatchArgs):
     """Handle.get with a cursor option, when it carries a group option or the handle has a
     logical-order browse pass (Handle.get routes here; everything else goes to
     engine/browse.py). BROWSE_FIRST / BROWSE_NEXT with LOGICAL_ORDER, COMPLETE_MSG and the

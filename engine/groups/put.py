@@ -40,6 +40,7 @@ def put(s: HandleState, data, md, opts: int) -> PutResult:
 def _put(s: HandleState, data, md, opts: int) -> PutResult:
     q = putpath.check_target(s)
     data = putpath.as_bytes(data)
+    extra: dict
     if md is None:
         extra, priority, persistent, reason = {}, q.default_priority, q.default_persistent, 0
         flags, md_gid, md_seq, md_off = 0, GROUPID_NONE, 1, 0

@@ -183,7 +183,7 @@ def members_locked(q: LocalQueue, gid: bytes, pinned: dict, enough=None):
     index = ls.index
     if index is not None and index.kind == IndexType.GROUP_ID:
         st, recs = ls.st, ls.recs
-        found = [(i, recs[i]) for i in index.slots(gid) if st[i] < AVAILABLE_BELOW]
+        found: list = [(i, recs[i]) for i in index.slots(gid) if st[i] < AVAILABLE_BELOW]  # (ref, rec)s, a Need
         for lane in ls.lanes:
             if lane.chain:
                 found += chain_hits_locked(lane, m, pinned)
@@ -292,7 +292,7 @@ def group_complete(members: dict, started: dict, gid: bytes) -> bool:
             if seq in taken:
                 continue
             return False
-        if not whole(items, gone.get(seq, {})):
+        if not whole(items, gone.get(seq, {})):  # type: ignore[call-overload]  # the {} default above
             return False
     return True
 

@@ -42,7 +42,7 @@ class Selector:
 
     __slots__ = ("_fields", "_fn", "_props", "always_true", "names", "text")
 
-    def __init__(self, text: str, fn, names: tuple[str, ...], always_true: bool):
+    def __init__(self, text: str, fn: _ev.Fn, names: tuple[str, ...], always_true: bool):
         self.text = text
         self._fn = fn
         self.names = frozenset(names)

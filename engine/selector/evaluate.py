@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from typing import Any
 
 from . import parser as p
 
-Fn = Callable[[dict], object]
+# A compiled (sub)expression: values -> a number, str, bool, bytes or None (Unknown). Any: each
+# closure tests the types it got at run time, as SQL-92's three-valued logic asks.
+Fn = Callable[[dict], Any]
 
 _NC = object()  # "not a constant"
 _2_63 = 2**63
@@ -218,9 +221,9 @@ def _logic(node: p.Logic) -> tuple[Fn, object]:
         return _const(None if unknown_const else not decisive)
     if len(fns) == 1 and not unknown_const:
         return fns[0], _NC
-    fns = tuple(fns)
+    fns = tuple(fns)  # type: ignore[assignment]  # a tuple: the loop below runs per message
 
-    def f(v):
+    def f(v):  # type: ignore[no-redef]  # the NOT branch above returned its own f
         unknown = unknown_const
         for g in fns:
             x = g(v)
@@ -240,7 +243,7 @@ def _chain(node: p.Logic, op: str) -> list[p.Node]:
     while stack:
         n = stack.pop()
         if isinstance(n, p.Logic) and n.op == op:
-            stack.append(n.right)
+            stack.append(n.right)  # type: ignore[arg-type]  # AND and OR have a right operand
             stack.append(n.left)
         else:
             out.append(n)

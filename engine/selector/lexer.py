@@ -10,6 +10,8 @@ refused), exact numerics (decimal, ``0x`` hexadecimal, octal with a leading 0, o
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..constants import Reason
 from ..errors import MQError
 
@@ -40,7 +42,7 @@ class Token:
 
     __slots__ = ("kind", "pos", "value")
 
-    def __init__(self, kind: str, value: object, pos: int):
+    def __init__(self, kind: str, value: Any, pos: int):  # Any: its type follows ``kind``
         self.kind = kind
         self.value = value
         self.pos = pos

@@ -34,6 +34,7 @@ numbers; ``myBytes = 0x0AFC23`` is a byte string.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .lexer import END, FLOAT, HEX, IDENT, INT, INT64_MAX, KEYWORD, OP, STRING, Token, syntax_error, tokenize
 
@@ -51,12 +52,14 @@ class Node:
     """A syntax-tree node: ``kind`` (static type) and ``pos`` (0-based, for errors)."""
 
     __slots__ = ("kind", "pos")
+    kind: str
+    pos: int
 
 
 class Lit(Node):
     __slots__ = ("value",)
 
-    def __init__(self, value: object, kind: str, pos: int):
+    def __init__(self, value: Any, kind: str, pos: int):  # Any: its type follows ``kind``
         self.value, self.kind, self.pos = value, kind, pos
 
 
