@@ -219,19 +219,27 @@ def _command(args: argparse.Namespace) -> int:
     with crash.keeps_work_on_interrupt("crashtest-server", work):
         verdict = run_server_crashtest(work, kills, args.seed, args.sync, args.interval, args.quick, progress)
     replay = f"sweepq crashtest-server --kills {kills} --seed {args.seed}" + (" --quick" if args.quick else "")
+    return report_verdict(verdict, replay, work, remove=args.data_dir is None)
+
+
+def report_verdict(verdict: crash.Verdict, replay: str, work: str, remove: bool) -> int:
+    """Print the verdict; remove ``work`` when it passed and ``remove``, else say where it is.
+    Returns the command's exit status (1: a violation). bench/crash_channel.py shares it."""
     print(verdict.render(replay))
-    if verdict.ok and args.data_dir is None:
+    if verdict.ok and remove:
         shutil.rmtree(work, ignore_errors=True)
     else:
         print(f"  logs and store kept in {work}")
     return 0 if verdict.ok else 1
 
 
-def _options(p: argparse.ArgumentParser) -> None:
+def _options(p: argparse.ArgumentParser, kills: str = "server kills", quick: int = QUICK_KILLS) -> None:
+    """The harness's options (``kills`` says what is killed; ``quick``: the --quick kills).
+    bench/crash_channel.py shares them."""
     from sweepq.pipeline.args import number
 
-    p.add_argument("--kills", type=number(int, 1), default=None, help="server kills (default 1000; --quick: 8)")
-    p.add_argument("--quick", action="store_true", help="the CI form: a few short server lives")
+    p.add_argument("--kills", type=number(int, 1), default=None, help=f"{kills} (default 1000; --quick: {quick})")
+    p.add_argument("--quick", action="store_true", help="the CI form: short lives, a few kills")
     p.add_argument("--seed", type=number(int, 0), default=1, help="seed of every random choice")
     p.add_argument("--data-dir", default=None, help="a new directory for the store and logs (default: temporary)")
     p.add_argument("--sync", choices=("commit", "os"), default="commit", help="the queue manager's sync option")

@@ -13,6 +13,8 @@ without sweeping. ``busy`` spinning processes (bench/busy.py) run beside the pai
 busy loads run one pair after another. The parent shows live progress, then a table,
 writes a PNG and a JSON of the figures, and verifies that every message arrived exactly
 once and in order per producer, queue and priority; any violation makes it exit non-zero.
+With ``clients`` (``--clients``) the producers and the consumer are client processes of the
+run's queue manager instead of its threads (bench/demo_clients.py).
 
 Every process it starts is tethered to it (bench/children.py): Ctrl-C (to the process
 group or to the parent alone), SIGTERM or an error ends them all within a second and the
@@ -70,6 +72,7 @@ class DemoConfig:
     busy: int = 0  # spinning processes beside this run (bench/busy.py)
     policy: str = "page"  # the queues' memory_policy once the budget is reached (page, block, fail)
     sweep: bool = True
+    clients: bool = False  # producers and consumer as client processes (bench/demo_clients.py)
 
     def per_producer(self) -> list[int]:
         if self.producers <= 0:
@@ -117,6 +120,17 @@ class DeliveryChecker:
         if self.delivered != total:
             problems.append(f"{self.delivered} deliveries for {total} messages put")
         return problems
+
+    def state(self) -> dict:
+        """What it has seen, as JSON (a consumer process reports it: bench/demo_clients.py)."""
+        return {"next": [[*k, v] for k, v in self.next.items()], "delivered": self.delivered, "problems": self.problems}
+
+    def absorb(self, state: dict) -> None:
+        """Take over what another checker saw (:meth:`state`), as if it had seen it here."""
+        for p, q, prio, v in state["next"]:
+            self.next[(p, q, prio)] = max(self.next.get((p, q, prio), 0), v)
+        self.delivered += state["delivered"]
+        self.problems += state["problems"]
 
 
 def header(producer: int, queue: int, priority: int, seq: int) -> bytes:
@@ -175,6 +189,7 @@ class _Shared:
     got: int = 0
     phase: str = "filling"
     errors: list = field(default_factory=list)
+    client_pids: list = field(default_factory=list)  # --clients: the producers' and the consumer's processes
 
 
 def _put(h, data: bytes, md, opts) -> None:
@@ -193,121 +208,202 @@ def _put(h, data: bytes, md, opts) -> None:
             time.sleep(0.005)
 
 
+class Workload:
+    """The demo's producers and consumer, written once for both forms of a run: threads of the
+    run's process (an in-process connection each) and, with ``--clients``, processes of their
+    own that connect to the run's queue manager as clients (bench/demo_clients.py).
+
+    ``connect`` makes a connection (``qm.connect`` or ``sweepq.client.connect(url)``, the same
+    API); ``t0`` is the run's start on ``time.monotonic()`` (one clock for every process of
+    the machine), which paces everyone alike. ``progress(n)`` is told of every batch put or
+    delivered."""
+
+    def __init__(self, cfg: DemoConfig, connect: Callable, t0: float):
+        self.cfg = cfg
+        self.connect = connect
+        self.t0 = t0
+        self.names = queue_names(cfg)
+        self.bodies = _bodies(cfg.size)
+        self.total_rate = cfg.messages / cfg.seconds
+
+    def produce(self, p: int, n: int, progress: Callable[[int], None]) -> dict[tuple[int, int, int], int]:
+        """Producer ``p`` puts its ``n`` messages at its share of the rate (the first in units
+        of work, backing its first one out); returns how many it put per stream."""
+        from sweepq.engine import MD, OO, PMO
+
+        cfg, names, bodies = self.cfg, self.names, self.bodies
+        rng = random.Random(cfg.seed * 1_000 + p)
+        seqs: dict[tuple[int, int], int] = {}
+        rate = self.total_rate * n / max(1, cfg.messages)
+        uow = p == 0  # the first producer puts in units of work and backs its first one out
+        backed_out = False
+        mine: dict[tuple[int, int, int], int] = {}
+        with self.connect() as c:
+            hs = [c.open(name, OO.OUTPUT) for name in names]
+            opts = PMO.SYNCPOINT if uow else PMO.NO_SYNCPOINT
+            i = 0
+            while i < n:
+                batch = []
+                for j in range(i, min(n, i + PUT_BATCH)):
+                    q = (p + j) % len(names)
+                    prio = rng.choices(PRIORITIES, PRIORITY_WEIGHTS)[0]
+                    seq = seqs.get((q, prio), 0)
+                    seqs[(q, prio)] = seq + 1
+                    batch.append((q, prio, seq))
+                for q, prio, seq in batch:
+                    _put(hs[q], header(p, q, prio, seq) + bodies[seq % len(bodies)], MD(priority=prio), opts)
+                if uow and not backed_out:
+                    c.backout()  # the puts vanish as if never made; put them again
+                    backed_out = True
+                    for q, prio, seq in batch:
+                        _put(hs[q], header(p, q, prio, seq) + bodies[seq % len(bodies)], MD(priority=prio), opts)
+                if uow:
+                    c.commit()
+                for q, prio, _ in batch:
+                    mine[(p, q, prio)] = mine.get((p, q, prio), 0) + 1
+                i += len(batch)
+                progress(len(batch))
+                ahead = self.t0 + i / rate - time.monotonic() if rate > 0 else 0
+                if ahead > 0:
+                    time.sleep(ahead)
+        return mine
+
+    def consume(
+        self,
+        done: threading.Event,
+        checker: DeliveryChecker,
+        stats: dict[str, int],
+        progress: Callable[[int], None],
+        catching_up: Callable[[], None],
+    ) -> None:
+        """The slow consumer: gets under syncpoint at a share of the producers' rate, writes an
+        audit record per unit of work (backing one out), and catches up once ``done`` is set
+        (``catching_up`` is told once). ``checker`` sees every message delivered; ``stats``
+        counts audit records put and gets backed out."""
+        from sweepq.engine import GMO, OO, PMO, MQError, Reason
+
+        names = self.names
+        got = 0
+        with self.connect() as c:
+            hs = [c.open(name, OO.INPUT_SHARED) for name in names]
+            audit = c.open("AUDIT", OO.OUTPUT)
+            slow_rate = self.total_rate * self.cfg.consumer_share
+            k = 0
+            backed_out = False
+            empty = [False] * len(hs)
+            told = False
+            while True:
+                up = done.is_set()
+                if up and not told:
+                    told = True
+                    catching_up()
+                    empty = [False] * len(hs)
+                if up and all(empty):
+                    break
+                k = (k + 1) % len(hs)
+                if up and empty[k]:
+                    continue
+                batch = []
+                for _ in range(DRAIN_BATCH if up else GET_BATCH):
+                    try:
+                        batch.append(hs[k].get(GMO.SYNCPOINT))
+                    except MQError as e:
+                        if e.reason != Reason.NO_MSG_AVAILABLE:
+                            raise
+                        empty[k] = True
+                        break
+                if not batch:
+                    if not up:
+                        time.sleep(0.005)
+                    continue
+                audit.put(b"processed %d orders from %s" % (len(batch), names[k].encode()), None, PMO.SYNCPOINT)
+                if not backed_out and got > 0:
+                    c.backout()  # the gets come back in place, with their backout counts raised
+                    backed_out = True
+                    empty[k] = False
+                    stats["get_backouts"] += len(batch)
+                    continue
+                c.commit()
+                stats["audit_put"] += 1
+                for m in batch:
+                    checker.see(*parse(m.data))
+                got += len(batch)
+                progress(len(batch))
+                if not up and slow_rate > 0:
+                    ahead = self.t0 + got / slow_rate - time.monotonic()
+                    if ahead > 0:
+                        time.sleep(min(ahead, 0.5))
+
+
+def queue_names(cfg: DemoConfig) -> list[str]:
+    return [f"ORDERS.{i}" for i in range(max(1, cfg.queues))]
+
+
+def _in_threads(
+    qm, cfg: DemoConfig, shared: _Shared, t0: float, checker: DeliveryChecker, stats: dict[str, int]
+) -> tuple[dict, float]:
+    """The producers and the consumer as threads of this process: (what was put per stream,
+    the producers' time)."""
+    work = Workload(cfg, qm.connect, t0)
+    expected: dict[tuple[int, int, int], int] = {}
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def producer(p: int, n: int) -> None:
+        try:
+            mine = work.produce(p, n, lambda k: setattr(shared, "put", shared.put + k))
+        except BaseException as e:
+            shared.errors.append(f"producer {p}: {type(e).__name__}: {e}")
+            return
+        with lock:
+            for k, v in mine.items():
+                expected[k] = expected.get(k, 0) + v
+
+    def consumer() -> None:
+        try:
+            work.consume(
+                done,
+                checker,
+                stats,
+                lambda k: setattr(shared, "got", shared.got + k),
+                lambda: setattr(shared, "phase", "catching up"),
+            )
+        except BaseException as e:
+            shared.errors.append(f"consumer: {type(e).__name__}: {e}")
+
+    threads = [
+        threading.Thread(target=producer, args=(p, n), name=f"producer-{p}") for p, n in enumerate(cfg.per_producer())
+    ]
+    cons = threading.Thread(target=consumer, name="consumer")
+    for t in threads:
+        t.start()
+    cons.start()
+    for t in threads:
+        t.join()
+    fill_seconds = time.monotonic() - t0
+    done.set()
+    cons.join()
+    return expected, fill_seconds
+
+
 def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
-    """Run the workload once (with or without the sweeper); ``emit`` receives each sample."""
-    from sweepq.engine import GMO, MD, OO, PMO, MemoryPolicy, MQError, Reason
+    """Run the workload once (with or without the sweeper); ``emit`` receives each sample.
+    With ``cfg.clients`` the producers and the consumer are processes of their own, clients of
+    this process's queue manager (bench/demo_clients.py); otherwise threads of this one."""
+    from sweepq.engine import OO, MemoryPolicy, MQError
 
     rss_start = _rss()
     qm = queue_manager(cfg)
-    names = [f"ORDERS.{i}" for i in range(max(1, cfg.queues))]
+    names = queue_names(cfg)
     policy = MemoryPolicy[cfg.policy.upper()]
     for n in names:
         qm.define_queue(n, max_depth=max(1_000_000, 2 * cfg.messages + 10), memory_policy=policy)
     qm.define_queue("AUDIT", max_depth=max(1_000_000, cfg.messages + 10), memory_policy=policy)
     shared = _Shared()
-    bodies = _bodies(cfg.size)
     counts = cfg.per_producer()
-    total_rate = cfg.messages / cfg.seconds
-    expected: dict[tuple[int, int, int], int] = {}
-    expected_lock = threading.Lock()
-    t0 = time.monotonic()
-
-    def producer(p: int, n: int) -> None:
-        rng = random.Random(cfg.seed * 1_000 + p)
-        seqs: dict[tuple[int, int], int] = {}
-        rate = total_rate * n / max(1, cfg.messages)
-        uow = p == 0  # the first producer puts in units of work and backs its first one out
-        backed_out = False
-        mine: dict[tuple[int, int, int], int] = {}
-        try:
-            with qm.connect() as c:
-                hs = [c.open(name, OO.OUTPUT) for name in names]
-                opts = PMO.SYNCPOINT if uow else PMO.NO_SYNCPOINT
-                i = 0
-                while i < n:
-                    batch = []
-                    for j in range(i, min(n, i + PUT_BATCH)):
-                        q = (p + j) % len(names)
-                        prio = rng.choices(PRIORITIES, PRIORITY_WEIGHTS)[0]
-                        seq = seqs.get((q, prio), 0)
-                        seqs[(q, prio)] = seq + 1
-                        batch.append((q, prio, seq))
-                    for q, prio, seq in batch:
-                        _put(hs[q], header(p, q, prio, seq) + bodies[seq % len(bodies)], MD(priority=prio), opts)
-                    if uow and not backed_out:
-                        c.backout()  # the puts vanish as if never made; put them again
-                        backed_out = True
-                        for q, prio, seq in batch:
-                            _put(hs[q], header(p, q, prio, seq) + bodies[seq % len(bodies)], MD(priority=prio), opts)
-                    if uow:
-                        c.commit()
-                    for q, prio, _ in batch:
-                        mine[(p, q, prio)] = mine.get((p, q, prio), 0) + 1
-                    i += len(batch)
-                    shared.put += len(batch)
-                    ahead = t0 + i / rate - time.monotonic() if rate > 0 else 0
-                    if ahead > 0:
-                        time.sleep(ahead)
-        except BaseException as e:
-            shared.errors.append(f"producer {p}: {type(e).__name__}: {e}")
-        with expected_lock:
-            for k, v in mine.items():
-                expected[k] = expected.get(k, 0) + v
-
     checker = DeliveryChecker()
     consumer_stats = {"audit_put": 0, "get_backouts": 0}
-    producers_done = threading.Event()
-
-    def consumer() -> None:
-        try:
-            with qm.connect() as c:
-                hs = [c.open(name, OO.INPUT_SHARED) for name in names]
-                audit = c.open("AUDIT", OO.OUTPUT)
-                slow_rate = total_rate * cfg.consumer_share
-                k = 0
-                backed_out = False
-                empty = [False] * len(hs)
-                while True:
-                    catching_up = producers_done.is_set()
-                    if catching_up and shared.phase != "catching up":
-                        shared.phase = "catching up"
-                        empty = [False] * len(hs)
-                    if catching_up and all(empty):
-                        break
-                    k = (k + 1) % len(hs)
-                    if catching_up and empty[k]:
-                        continue
-                    batch = []
-                    for _ in range(DRAIN_BATCH if catching_up else GET_BATCH):
-                        try:
-                            batch.append(hs[k].get(GMO.SYNCPOINT))
-                        except MQError as e:
-                            if e.reason != Reason.NO_MSG_AVAILABLE:
-                                raise
-                            empty[k] = True
-                            break
-                    if not batch:
-                        if not catching_up:
-                            time.sleep(0.005)
-                        continue
-                    audit.put(b"processed %d orders from %s" % (len(batch), names[k].encode()), None, PMO.SYNCPOINT)
-                    if not backed_out and shared.got > 0:
-                        c.backout()  # the gets come back in place, with their backout counts raised
-                        backed_out = True
-                        empty[k] = False
-                        consumer_stats["get_backouts"] += len(batch)
-                        continue
-                    c.commit()
-                    consumer_stats["audit_put"] += 1
-                    for m in batch:
-                        checker.see(*parse(m.data))
-                    shared.got += len(batch)
-                    if not catching_up and slow_rate > 0:
-                        ahead = t0 + shared.got / slow_rate - time.monotonic()
-                        if ahead > 0:
-                            time.sleep(min(ahead, 0.5))
-        except BaseException as e:
-            shared.errors.append(f"consumer: {type(e).__name__}: {e}")
+    t0 = time.monotonic()
 
     samples: list[dict] = []
 
@@ -339,16 +435,12 @@ def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
 
     sampler_thread = threading.Thread(target=sampler, name="demo-sampler", daemon=True)
     sampler_thread.start()
-    threads = [threading.Thread(target=producer, args=(p, n), name=f"producer-{p}") for p, n in enumerate(counts)]
-    cons = threading.Thread(target=consumer, name="consumer")
-    for t in threads:
-        t.start()
-    cons.start()
-    for t in threads:
-        t.join()
-    fill_seconds = time.monotonic() - t0
-    producers_done.set()
-    cons.join()
+    if cfg.clients:
+        from .demo_clients import in_processes
+
+        expected, fill_seconds = in_processes(qm, cfg, shared, t0, checker, consumer_stats)
+    else:
+        expected, fill_seconds = _in_threads(qm, cfg, shared, t0, checker, consumer_stats)
     drain_seconds = time.monotonic() - t0 - fill_seconds
     shared.phase = "done"
     stop_sampling.set()
@@ -417,6 +509,7 @@ def run_child(cfg: DemoConfig, emit) -> dict[str, Any]:
         "audit_records": audit_records,
         "put_backouts": min(PUT_BATCH, counts[0]) if counts else 0,
         "get_backouts": consumer_stats["get_backouts"],
+        "client_pids": shared.client_pids,
         "samples": samples,
     }
 
@@ -569,11 +662,19 @@ def _budget_text(run: dict) -> str:
     return "held" if held else f"exceeded ({peak / budget:.2f} x)"
 
 
+def _where(c: dict) -> str:
+    """Where the run's producers and consumer ran: threads, or client processes (--clients)."""
+    if c.get("clients"):
+        return f"{c['producers']} + 1 client processes"
+    return f"{c['producers']} + 1 threads"
+
+
 # (label, figure of one run); a figure of None shows "-"
 _ROWS: list[tuple[str, Callable[[dict, Level], str | None]]] = [
     ("busy processes beside the run", lambda r, lv: f"{lv.busy}"),
     ("... CPU they used", lambda r, lv: f"{lv.load.cpu_seconds:.1f} s in {lv.load.seconds:.1f} s" if lv.busy else "-"),
     ("load average (1 min) at the end", lambda r, lv: f"{lv.load_average:.1f}"),
+    ("producers and consumer", lambda r, lv: _where(r["config"])),
     ("messages put", lambda r, lv: f"{r['messages']:,}"),
     ("delivered (exactly once, in order)", lambda r, lv: f"{r['delivered']:,}"),
     ("peak resident memory", lambda r, lv: _mb(r["peak_rss"])),
@@ -710,6 +811,11 @@ def _introduce(say, cfg: DemoConfig, busy_levels: Sequence[int]) -> None:
         f"over {cfg.seconds:g} s on {cfg.queues} queue(s), priorities {', '.join(map(str, PRIORITIES))}; "
         f"a slow consumer gets {cfg.consumer_share:.0%} of that rate under syncpoint, then catches up."
     )
+    if cfg.clients:
+        say(
+            "Producers and consumer are processes of their own (--clients), client connections over a Unix "
+            "socket to the run's queue manager; the memory figures are the queue manager's process."
+        )
     if cfg.interval != DEFAULT_INTERVAL:
         say(
             f"[yellow]note[/]: the sweep interval is shortened to {cfg.interval:g} s "

@@ -26,6 +26,8 @@ Scenarios:
 * ``gc``: the longest garbage-collector pause while a backlog builds.
 * ``replay``: the numba replay kernel (and, on request, the Spark pipeline).
 * ``clients``: client connections against redis-py on a local redis-server (bench/clients.py).
+* ``channel``: a channel between two processes against one served queue manager
+  (bench/channels.py).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ SCENARIOS = (
     "gc",
     "replay",
     "clients",
+    "channel",
 )
 
 
@@ -89,6 +92,10 @@ class BenchOptions:
     browse_messages: int = 1_000_000  # messages browsed in memory and swept
     clients_concurrent: int = 64  # client connections at once (clients)
     clients_held: int = 1_000  # idle connections held open at once (clients)
+    channel_messages: int = 20_000  # messages per transfer, QM1 to QM2 (channel)
+    channel_light_rate: float = 200.0  # msgs/s of the latency run (channel)
+    channel_down_seconds: float = 60.0  # how long QM2 is down (channel)
+    channel_down_rate: float = 10_000.0  # msgs/s QM1 puts meanwhile (channel)
     quick: bool = False
 
 
@@ -118,6 +125,9 @@ QUICK = {
     "browse_messages": 20_000,
     "clients_concurrent": 16,
     "clients_held": 200,
+    "channel_messages": 2_000,
+    "channel_down_seconds": 4.0,
+    "channel_down_rate": 5_000.0,
 }
 
 
@@ -765,6 +775,12 @@ def clients(o: BenchOptions, report: Report, step) -> dict:
     return run_clients(o, report, step)
 
 
+def channel(o: BenchOptions, report: Report, step) -> dict:
+    from .channels import channel as run_channel
+
+    return run_channel(o, report, step)
+
+
 RUNNERS = {
     "throughput": throughput,
     "batch": batch,
@@ -777,6 +793,7 @@ RUNNERS = {
     "gc": gc_pauses,
     "replay": replay,
     "clients": clients,
+    "channel": channel,
 }
 
 
@@ -797,6 +814,7 @@ def steps(name: str, o: BenchOptions) -> int:
         "gc": 3,
         "replay": 3,
         "clients": 2 * o.rounds + 3,
+        "channel": 2 * o.rounds + 3,
     }[name]
 
 

@@ -303,10 +303,30 @@ def _plural(n: int, word: str = "message") -> str:
 # -- define -------------------------------------------------------------------------------
 
 
-def _define(args: argparse.Namespace) -> int:
-    from sweepq.engine import DeliverySequence, Persistence, QueueAttributes
+def _define_remote(args: argparse.Namespace) -> int:
+    """DEFINE QREMOTE (a queue-manager alias without --remote-queue): docs/channels.md."""
+    attrs = {
+        "remote_queue": args.remote_queue or "",
+        "remote_qmgr": args.remote_qmgr or "",
+        "xmit_queue": args.xmitq or "",
+    }
+    with _opened(args.data_dir, "sweepq define", args.repair, args.server) as qm:
+        r = qm.define_remote_queue(args.queue, **attrs)
+    kind = "remote queue" if attrs["remote_queue"] else "queue-manager alias"
+    print(f"defined {kind} {args.queue} in {args.data_dir or args.server}")
+    for k, v in r.items() if isinstance(r, dict) else dataclasses.asdict(r).items():
+        print(f"  {k}: {v}")
+    return 0
 
+
+def _define(args: argparse.Namespace) -> int:
+    from sweepq.engine import DeliverySequence, Persistence, QueueAttributes, Usage
+
+    if args.remote_qmgr is not None or args.xmitq is not None:
+        return _define_remote(args)
     attrs: dict = {}
+    if args.usage == "xmitq":
+        attrs["usage"] = Usage.TRANSMISSION
     if args.sequence is not None:
         attrs["delivery_sequence"] = DeliverySequence[args.sequence]
     if args.default_priority is not None:
@@ -634,6 +654,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="if the queue exists, replace its definition, as MQ's DEFINE ... REPLACE: attributes not "
         "given take their defaults again; its messages stay",
     )
+    d.add_argument(
+        "--usage",
+        choices=("normal", "xmitq"),
+        help="xmitq: a transmission queue, which a sender channel serves (USAGE(XMITQ); docs/channels.md)",
+    )
+    remote = d.add_argument_group("a remote queue instead (DEFINE QREMOTE, docs/channels.md)")
+    remote.add_argument("--remote-qmgr", metavar="QMGR", help="the queue manager that holds the queue (RQMNAME)")
+    remote.add_argument(
+        "--remote-queue", metavar="QUEUE", help="its name there (RNAME; without it: a queue-manager alias)"
+    )
+    remote.add_argument("--xmitq", metavar="QUEUE", help="the transmission queue to it (XMITQ; default: resolved)")
     d.set_defaults(func=_run("sweepq define", _define))
 
     p = command(

@@ -11,7 +11,7 @@ import sys
 
 from sweepq.blobstore import BlobCorruptError, BlobStore, StoreError
 from sweepq.engine import record
-from sweepq.engine.durable.layout import MARK_REMOVED, decode_definition, decode_value, queue_prefix
+from sweepq.engine.durable.layout import MARK_REMOVED, decode_definition, decode_value, is_queue_object, queue_prefix
 from sweepq.engine.manager import STATS_FILE
 from sweepq.engine.queue import QueueAttributes
 
@@ -37,6 +37,8 @@ def _queues(store: BlobStore) -> dict[str, dict]:
         swept.setdefault(name, []).extend((chain, b) for b in ids)
     out = {}
     for name_b, value in sorted(store.objects().items()):
+        if not is_queue_object(name_b):
+            continue  # the queue manager's own attributes, remote queues, channels
         name = name_b.decode(errors="replace")
         damaged: list[str] = []
         try:

@@ -15,10 +15,12 @@ import sys
 from collections.abc import Callable
 
 from sweepq.bench.crash import register_crash_command
+from sweepq.bench.crash_channel import register_crash_channel_command
 from sweepq.bench.crash_server import register_crash_server_command
 from sweepq.bench.damage import register_damage_command
 
 from .args import Parser, number, output_dir
+from .channel import register as register_channel_command
 from .data import register as register_data_commands
 from .inspect import register as register_inspect_command
 from .replay import pipeline_command as _pipeline
@@ -52,12 +54,22 @@ def _demo(args: argparse.Namespace) -> int:
         for k, v in DEMO_QUICK.items():
             if values[k] == _demo_default(k):
                 values[k] = v
+    if args.channel and (args.clients or args.busy != [0]):
+        print("sweepq demo: error: --channel is a form of its own: pass it without --clients, --busy", file=sys.stderr)
+        return 2
+    if args.channel:  # a form of its own: bench/demo_channel.py
+        from sweepq.bench.demo_channel import ChannelDemo
+        from sweepq.bench.demo_channel import run as run_channel
+
+        sizes = {k: values[k] for k in ("messages", "size", "seconds", "interval")}
+        return run_channel(ChannelDemo(**sizes), args.out)
     values["budget"] = round(values["budget"] * MB)
     cfg = DemoConfig(
         **values,
         consumer_share=args.consumer_share,
         policy=args.policy,
         seed=args.seed,
+        clients=args.clients,
         sample_every=0.1 if values["seconds"] < 10 else 0.25,
     )
     return run(cfg, args.out, compare=not args.no_compare, busy_levels=args.busy)
@@ -91,6 +103,8 @@ examples:
   sweepq demo                      # the README's run: 600,000 messages of 1 KiB over 40 s
   sweepq demo --quick --busy 1     # a few seconds, one spinning process beside it
   sweepq demo --busy 0 2           # quiet, then 2 busy: peak RSS with/without sweeping, both loads
+  sweepq demo --quick --clients    # producers and consumer in processes of their own, as clients
+  sweepq demo --quick --channel    # a sender queue manager whose partner is down, then the catch-up
   sweepq demo --budget 150 --out results/""",
     )
     d.add_argument("--quick", action="store_true", help="a CI-sized run of a few seconds (sweep interval 1 s)")
@@ -159,6 +173,19 @@ examples:
     d.add_argument("--seed", type=number(int, 0, hint="pass a non-negative integer"), default=1, help="workload seed")
     d.add_argument("--out", default="sweepq-demo", help="directory for demo.png, demo.json and demo.md")
     d.add_argument("--no-compare", action="store_true", help="skip the run without sweeping")
+    d.add_argument(
+        "--clients",
+        action="store_true",
+        help="the producers and the consumer are processes of their own, client connections to the run's "
+        "queue manager (a process per producer, one for the consumer) instead of threads beside it",
+    )
+    d.add_argument(
+        "--channel",
+        action="store_true",
+        help="a sender queue manager (QM1) puts --messages over --seconds while its partner QM2 is stopped, then "
+        "QM2 starts and the channel catches up: QM1's memory without and with sweeping, every message once "
+        "(bench/demo_channel.py)",
+    )
     d.set_defaults(func=_demo)
 
 
@@ -274,6 +301,10 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--browse-messages", type=pos_int, default=1_000_000, help="messages browsed (retrieval)")
     b.add_argument("--clients-concurrent", type=pos_int, default=64, help="client connections at once (clients)")
     b.add_argument("--clients-held", type=pos_int, default=1_000, help="idle connections held open (clients)")
+    b.add_argument("--channel-messages", type=pos_int, default=20_000, help="messages per transfer (channel)")
+    b.add_argument("--channel-light-rate", type=pos_float, default=200.0, help="msgs/s of the latency run (channel)")
+    b.add_argument("--channel-down-seconds", type=pos_float, default=60.0, help="seconds QM2 is down (channel)")
+    b.add_argument("--channel-down-rate", type=pos_float, default=10_000.0, help="msgs/s put meanwhile (channel)")
     b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
     b.add_argument("--create-durable-dir", action="store_true", help="create --durable-dir if it does not exist")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
@@ -292,10 +323,12 @@ COMMANDS: list[Register] = [
     register_replay_commands,  # trace, replay, pipeline: cli/replay.py
     register_data_commands,  # define, put, get, browse: cli/data.py
     register_serve_commands,  # serve, status: cli/serve.py
+    register_channel_command,  # channel: cli/channel.py
     register_inspect_command,  # inspect: cli/inspect.py
     register_crash_command,  # crashtest: bench/crash.py
     register_damage_command,  # damagetest: bench/damage.py
     register_crash_server_command,  # crashtest-server: bench/crash_server.py
+    register_crash_channel_command,  # crashtest-channel: bench/crash_channel.py
 ]
 
 

@@ -91,6 +91,9 @@ def _serve(args: argparse.Namespace) -> int:
             max_handles=args.max_handles,
         )
         print(f"sweepq serve: listening on {' and '.join(server.urls)}", file=sys.stderr, flush=True)
+        started = qm.channels.resume()  # every sender channel not stopped (docs/channels.md)
+        if started:
+            print(f"sweepq serve: started channel(s) {', '.join(started)}", file=sys.stderr, flush=True)
         if server.metrics_url:
             print(f"sweepq serve: metrics on {server.metrics_url}", file=sys.stderr, flush=True)
         while not stop.wait(0.5):

@@ -22,6 +22,8 @@ from .selector import compile_selector
 from .uow import UnitOfWork
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .manager import QueueManager
     from .queue import LocalQueue
     from .record import Identity
@@ -50,28 +52,43 @@ class Connection:
 
     # -- objects ------------------------------------------------------------------------
 
-    def open(self, name: str, options: OO | int, selector: str | None = None) -> Handle:
+    def open(self, name: str, options: OO | int, selector: str | None = None, *, qmgr: str = "") -> Handle:
         """Open a queue (MQOPEN). The handle can do only what ``options`` allow (§4.3, §7).
 
         ``selector`` is a selection string (docs/semantics.md §10): the handle's gets and
         browses then return only messages it selects. It is compiled here, once: a syntax
         error is MQError 2459, a selector that can never be TRUE 2504.
 
+        ``qmgr`` is MQOD's ObjectQMgrName: "" (or this queue manager's name) for a queue
+        here; another queue manager's name opens ``name`` there, for output, through a
+        transmission queue, as a remote queue definition does (MQ's name resolution,
+        engine/distributed/resolve.py; docs/channels.md).
+
         :raises MQError: OPTIONS_ERROR (2046), UNKNOWN_OBJECT_NAME (2085), OBJECT_IN_USE
-            (2042), the selector's reasons, or the closed connection's."""
+            (2042), the selector's reasons, or the closed connection's; for a remote queue
+            OPTION_NOT_VALID_FOR_TYPE (2045) unless opened for output only, and the reasons
+            of name resolution (2087, 2196, 2091, ...)."""
         with _Call(self.token):
             self.check()
             checks.name(name)
+            checks.name(qmgr, "queue manager name")
             opts = checks.flags(options, "open options")
             err = check_open(opts)
             if err:
                 raise options_error(err)
             sel = compile_selector(selector)
-            q = self.qm._queue(name)
+            q, route = self.qm._route(name, qmgr)
+            if route is not None and opts & (INPUT_OPTS | OO.BROWSE):
+                raise MQError(
+                    Reason.OPTION_NOT_VALID_FOR_TYPE,
+                    f"{name!r} is a queue on queue manager {route.remote_qmgr!r}: open it for output only",
+                )
             inp = _input_mode(q, opts)
             with q.mutex:
                 _count_open(q, name, opts, inp)
-            h = Handle(HandleState(self, q, opts, inp, sel), opts | inp)
+            state = HandleState(self, q, opts, inp, sel)
+            state.xmit = route
+            h = Handle(state, opts | inp)
             self._handles.add(h)
             return h
 
@@ -187,39 +204,64 @@ def _count_open(q: LocalQueue, name: str, opts: int, inp: int) -> None:
 
 
 class Batch:
-    """Messages of a transmission queue assigned to one channel batch.
+    """Messages of a transmission queue assigned to one channel batch (seed 003), in get order.
 
-    They stay on the queue, invisible to gets and never swept (seed 003), until the batch
-    is confirmed (they leave) or released (they are available again, in place)."""
+    The messages it holds stay on the queue, invisible to gets and never swept, until the
+    batch is confirmed (they leave) or released (they are available again, in place). A
+    non-persistent message a channel with NPMSPEED(FAST) took at assignment travels with the
+    batch (``records``, and its index in ``fast``) but has already left the queue: a failure
+    loses it and nothing brings it back, as in MQ.
+
+    ``confirm`` and ``release`` take ``harden``: records written under their keys in the same
+    atomic store write that deletes (or keeps) the batch's messages: the channel's
+    synchronisation record (engine/distributed/sync.py). Thread-safe per call; one of the two
+    ends a batch, once."""
 
     _ids = itertools.count(1)
 
-    def __init__(self, queue: LocalQueue, ident: Identity, records: list[bytes], batch_id: int):
+    def __init__(
+        self,
+        queue: LocalQueue,
+        ident: Identity,
+        records: list[bytes],
+        batch_id: int,
+        fast: frozenset[int] = frozenset(),
+    ):
         self.id = batch_id
-        self._queue = queue
-        self.messages = [Message.make(rec, ident, record.data_of(rec)) for rec in records]
-        self._open = bool(records)
+        self.queue = queue
+        self._ident = ident
+        self.records = records
+        self.fast = fast
+        self.held = len(records) - len(fast)
+        self._open = True
 
     @classmethod
     def next_id(cls) -> int:
         return next(cls._ids)
 
+    @property
+    def messages(self) -> list[Message]:
+        return [Message.make(rec, self._ident, record.data_of(rec)) for rec in self.records]
+
     def __len__(self) -> int:
-        return len(self.messages)
+        return len(self.records)
 
-    def confirm(self) -> None:
-        """The batch arrived: its messages leave the queue. :raises MQError: 2102 when their
-        records cannot be deleted (the batch stays assigned: confirm again)."""
-        self._end(True)
+    def confirm(self, harden: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        """The batch arrived: its messages leave the queue, with ``harden`` in the same write.
 
-    def release(self) -> None:
-        """The batch did not go: its messages are available again, in place."""
-        self._end(False)
+        :raises MQError: 2102 when the store write fails (the batch stays assigned: confirm
+            again)."""
+        self._end(True, harden)
 
-    def _end(self, confirmed: bool) -> None:
+    def release(self, harden: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        """The batch did not go: its messages are available again, in place; ``harden`` is
+        written first. :raises MQError: 2102 when that write fails (the batch stays assigned)."""
+        self._end(False, harden)
+
+    def _end(self, confirmed: bool, harden: Sequence[tuple[bytes, bytes]]) -> None:
         if not self._open:
             return
-        with self._queue.mutex:
-            self._queue.end_batch_locked(self.id, confirmed)
+        with self.queue.mutex:
+            self.queue.end_batch_locked(self.id, confirmed, harden)
         self._open = False
-        self._queue.after_get()
+        self.queue.after_get()

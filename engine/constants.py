@@ -190,6 +190,24 @@ class Reason(enum.IntEnum):
     HOST_NOT_AVAILABLE = 2538  # nothing listens at the address given to connect()
     # Model and temporary dynamic queues (engine/dynamic.py).
     OBJECT_TYPE_ERROR = 2043  # a model queue where a local queue is needed, or the reverse
+    # Distributed queuing (engine/distributed/, net/channels/, docs/channels.md).
+    OPTION_NOT_VALID_FOR_TYPE = 2045  # a remote queue opened for anything but output
+    Q_MGR_NAME_ERROR = 2058  # a data directory of another queue manager, or a bad name
+    UNKNOWN_REMOTE_Q_MGR = 2087  # no route to the queue manager named
+    XMIT_Q_USAGE_ERROR = 2091  # the transmission queue named is not usage=TRANSMISSION
+    HEADER_ERROR = 2142  # a message on a transmission queue without a transmission header
+    UNKNOWN_XMIT_Q = 2196  # the transmission queue named does not exist
+    UNKNOWN_DEF_XMIT_Q = 2197  # the default transmission queue does not exist
+    DEF_XMIT_Q_USAGE_ERROR = 2199  # the default transmission queue is not usage=TRANSMISSION
+    CHANNEL_STOPPED_BY_USER = 2279  # a channel's call ended because the channel was stopped
+    CHANNEL_NOT_AVAILABLE = 2537  # the partner refuses the channel (stopped, or not a receiver)
+    UNKNOWN_CHANNEL_NAME = 2540  # the partner has no channel of that name
+    # PCF (MQRCCF) reasons of channel commands.
+    CHANNEL_ERROR = 3235  # the channel stopped: a sequence number mismatch, no dead-letter queue, ...
+    CHANNEL_INDOUBT = 4025  # the command needs a channel that is not in doubt (resolve it first)
+    CHANNEL_IN_USE = 4031  # the command needs a channel that is not running
+    CHANNEL_NOT_FOUND = 4032  # no channel of that name is defined
+    CHANNEL_NOT_ACTIVE = 4064  # the command needs a running channel
 
 
 class DeliverySequence(enum.IntEnum):
@@ -215,6 +233,35 @@ class Usage(enum.IntEnum):
 
     NORMAL = 0
     TRANSMISSION = 1
+
+
+class ChannelType(enum.StrEnum):
+    """MQCHT: the two ends of a message channel (docs/channels.md)."""
+
+    SENDER = "SENDER"
+    RECEIVER = "RECEIVER"
+
+
+class NpSpeed(enum.StrEnum):
+    """NPMSPEED: whether non-persistent messages travel outside the batch's unit of work."""
+
+    FAST = "FAST"
+    NORMAL = "NORMAL"
+
+
+class ChannelStatus(enum.StrEnum):
+    """A channel's status (DISPLAY CHSTATUS): RUNNING while it moves messages, RETRYING while
+    it tries to reach its partner again, INDOUBT while it is not running and its last batch
+    is in doubt, STOPPED once stopped (by a user, or by an error it cannot retry), INACTIVE
+    when it was never started, or ended itself after its disconnect interval; STARTING while
+    a sender first reaches its partner."""
+
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    RETRYING = "RETRYING"
+    INDOUBT = "INDOUBT"
+    STOPPED = "STOPPED"
+    INACTIVE = "INACTIVE"
 
 
 class IndexType(enum.IntEnum):

@@ -77,7 +77,7 @@ class DynamicQueues:
         """A new temporary dynamic queue from ``model`` (the manager's definitions lock held)."""
         attrs, pattern = self.models[model]
         while True:
-            suffix = self._qm.ident.run_id[:4].hex().upper() + f"{next(self._counter):08X}"
+            suffix = self._qm.ident.run_id[8:].hex().upper() + f"{next(self._counter):08X}"  # the run's random part
             name = pattern[:-1] + suffix
             if name not in self._qm.queue_names():
                 break

@@ -451,28 +451,53 @@ def _runs(q: LocalQueue, limit: int) -> Callable:
 # -- a channel's batch ----------------------------------------------------------------------------
 
 
-def assign_batch(s: HandleState, max_messages: int) -> Batch:
+def assign_batch(
+    s: HandleState, max_messages: int, wait_interval: int = 0, batch_interval: int = 0, fast: bool = False
+) -> Batch:
     """Assign up to ``max_messages`` available messages, in get order, to a new batch of a
     transmission queue's channel (Handle.assign_batch): they stay in place, invisible to
-    gets and never swept, and count as obtained (seed 003). A batch names slots: a message
-    found inside a blob is brought back first, as a get brings it back."""
+    gets and never swept, and count as obtained, as gets do (seed 003). A batch names slots:
+    a message found inside a blob is brought back first, as a get brings it back.
+
+    ``wait_interval`` (ms; -1: unlimited) is how long to wait for the first message (an
+    empty batch when none comes); ``batch_interval`` (ms, MQ's BATCHINT) how long after the
+    first message the batch stays open for more, until it holds ``max_messages``. With
+    ``fast``, a non-persistent message is taken off the queue for good at once (MQ's
+    NPMSPEED(FAST)): it travels with the batch but the batch does not hold it."""
     from .connection import Batch
 
     q = s.queue
     batch_id = Batch.next_id()
-    taken: list[int] = []
+    held: list[int] = []
+    gone: list[int] = []
+    recs: list[bytes] = []
+    fast_at: list[int] = []
+    first = Wait(s, wait_interval, None) if wait_interval else None
+    more = None  # the batch interval, from the first message on
     with q.mutex:
-        while len(taken) < max_messages:
+        while len(recs) < max_messages:
             try:
-                ref = obtain(q, q.find_locked, None)
+                ref = obtain(q, q.find_locked, more if recs else first)
             except MQError as e:
-                if taken or e.reason == Reason.NO_MSG_AVAILABLE:
-                    break  # a read error after some messages: the batch holds those
+                if recs or e.reason == Reason.NO_MSG_AVAILABLE:
+                    break  # an error after some messages: the batch holds those
                 raise
-            q.assign_locked(batch_id, ref)
-            taken.append(ref)
-        if taken:
-            q.batches[batch_id] = taken
-        recs = [q.lanes.recs[i] for i in taken]
-    q.after_get()
-    return Batch(q, s.qm.ident, recs, batch_id)
+            rec = q.lanes.recs[ref]
+            if fast and not rec[2] & _PERSISTENT:
+                take_one_locked(q, ref, rec, False)  # not persistent: nothing is written
+                fast_at.append(len(recs))
+                gone.append(ref)
+            else:
+                q.assign_locked(batch_id, ref)
+                held.append(ref)
+            recs.append(rec)
+            if batch_interval and more is None:
+                more = Wait(s, batch_interval, None)
+                more.deadline = s.qm.clock.now() + batch_interval / 1000.0
+        if held:
+            q.batches[batch_id] = held
+    if gone:
+        finish(s, q, gone, False, False)
+    else:
+        q.after_get()
+    return Batch(q, s.qm.ident, recs, batch_id, frozenset(fast_at))

@@ -29,6 +29,7 @@ from .record import MD
 if TYPE_CHECKING:
     from .browse import Cursor, Status
     from .connection import Batch, Connection
+    from .distributed import Route
     from .queue import LocalQueue
     from .selector import Selector
 
@@ -49,7 +50,10 @@ class HandleState:
     Invariants: ``closed`` only ever goes from False to True; ``cursor`` is None until the
     first browse; ``groups`` is None while no group or logical message is current on the
     handle (so the put and get hot paths test one attribute); ``match`` is the Match of the
-    selection string (None: the handle selects every message).
+    selection string (None: the handle selects every message); ``xmit`` is None, or, for a
+    handle opened on a remote queue, the route its puts take (``queue`` is then the
+    transmission queue, and each message gets a transmission header:
+    engine/distributed/headers.py).
     """
 
     __slots__ = (
@@ -66,6 +70,7 @@ class HandleState:
         "queue",
         "selector",
         "uow",
+        "xmit",
     )
 
     def __init__(self, conn: Connection, queue: LocalQueue, options: int, input_mode: int, selector: Selector | None):
@@ -82,6 +87,7 @@ class HandleState:
         self.cursor: Cursor | None = None
         self.groups: groups.HandleGroups | None = None
         self.gbrowse: groups.BrowseState | None = None
+        self.xmit: Route | None = None
 
     def closed_error(self) -> MQError:
         """The error of a call on this handle once it (or its connection, or the queue
@@ -301,10 +307,18 @@ class Handle:
 
     # -- transmission batches ---------------------------------------------------------------
 
-    def assign_batch(self, max_messages: int) -> Batch:
+    def assign_batch(
+        self, max_messages: int, wait_interval: int = 0, batch_interval: int = 0, fast_nonpersistent: bool = False
+    ) -> Batch:
         """Assign up to ``max_messages`` available messages of a transmission queue to a new
-        channel batch (what a channel does); they count as obtained for the sweep rule and
-        are never swept while assigned (seed 003)."""
+        channel batch (what a sender channel does, net/channels/); they count as obtained for
+        the sweep rule and are never swept while assigned (seed 003). ``wait_interval`` (ms,
+        -1: unlimited) waits for the first message, ``batch_interval`` (ms) keeps the batch
+        open for more after it; ``fast_nonpersistent`` takes non-persistent messages for good
+        at once (engine/getpath.py ``assign_batch``). An empty batch when nothing came.
+
+        :raises MQError: Q_TYPE_ERROR (2057) on a queue that is not a transmission queue;
+            PARM_VALUE_ERROR (3229), WAIT_INTERVAL_ERROR (2090); the get path's own reasons."""
         with _Call(self._token):
             s = self._s
             getpath.check_call(s, 0, None, -1)
@@ -312,7 +326,24 @@ class Handle:
             if q.attrs.usage != Usage.TRANSMISSION:
                 raise MQError(Reason.Q_TYPE_ERROR, f"{q.name!r} is not a transmission queue (usage=TRANSMISSION)")
             checks.integer(max_messages, "max_messages", Reason.PARM_VALUE_ERROR, 1)
-            return getpath.assign_batch(s, max_messages)
+            checks.integer(wait_interval, "wait_interval (ms; -1 unlimited)", Reason.WAIT_INTERVAL_ERROR, -1)
+            checks.integer(batch_interval, "batch_interval (ms)", Reason.PARM_VALUE_ERROR, 0)
+            checks.boolean(fast_nonpersistent, "fast_nonpersistent")
+            return getpath.assign_batch(s, max_messages, wait_interval, batch_interval, fast_nonpersistent)
+
+    def put_as_received(self, rec: bytes, options: PMO | int = 0) -> PutResult:
+        """MQPUT with SET_ALL_CONTEXT of a message a channel received: ``rec`` is the message's
+        record (engine/record.py) as the sending queue manager had it; it is put with every
+        descriptor field it holds (MsgId, CorrelId, put time, expiry, properties, groups) and
+        a new arrival number of this queue manager, its backout count 0. What a receiving
+        channel (net/channels/) does with each message.
+
+        :raises MQError: MD_ERROR (2026) for a record that is not one; the put path's own
+            reasons (2051, 2053, 2030, 2031, 2048, 2024, 2102, ...)."""
+        with _Call(self._token):
+            opts = checks.flags(options, "put options")
+            putpath.check_options(self._s, opts)
+            return putpath.put_record(self._s, rec, opts)
 
 
 def _route_special(

@@ -12,7 +12,7 @@ import os
 import threading
 import weakref
 from dataclasses import asdict, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sweepq.blobstore import Capability, DamageLog, Store, StoreError
 from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES
@@ -23,6 +23,7 @@ from . import checks
 from .budget import MemoryBudget, MemoryUse, give_back, store_options_within
 from .connection import Connection
 from .constants import Reason
+from .distributed import Distributed
 from .durable import SYNC_POLICIES, Journal, ledger
 from .durable.layout import encode_definition, queue_prefix
 from .durable.recovery import RecoveryReport, recover
@@ -32,6 +33,11 @@ from .errors import MQError
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
 from .storage import Storage
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .distributed import ChannelDefinition, QmgrAttributes, RemoteQueue, Route
 
 _ATTR_NAMES = frozenset(f.name for f in fields(QueueAttributes))
 
@@ -79,7 +85,7 @@ class QueueManager:
 
     def __init__(
         self,
-        name: str = "QM1",
+        name: str | None = None,
         *,
         path: str | os.PathLike | None = None,
         clock: Clock | None = None,
@@ -106,12 +112,10 @@ class QueueManager:
         sweep_policy = sweep_policy or SweepPolicy()
         if memory_budget:
             sweep_policy = replace(sweep_policy, memory_budget=memory_budget)
-        self.name = name
         self.clock: Clock = clock or SystemClock()
         self.max_uncommitted = max_uncommitted
         self.backout_handling = backout_handling
         self.max_msg_length = max_msg_length
-        self.ident = Identity(os.urandom(12))
         self._seq = itertools.count(1)  # message instance numbers: tokens, arrival order
         self.next_seq = self._seq.__next__  # the put path draws arrival numbers with this
         self._queues: dict[str, LocalQueue] = {}
@@ -119,6 +123,10 @@ class QueueManager:
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._dynamic = DynamicQueues(self)  # model queues and temporary dynamic queues
         self._servers: list = []  # listeners started by serve(), stopped first by close()
+        self._channels: Any = None  # the channel agents (net/channels/), once asked for: see channels
+        # Distributed queuing: the queue manager's own attributes (its name), remote queues,
+        # channels and their sync state (engine/distributed/).
+        self.distributed = Distributed(self)
         self.closed = False
         self.readahead_low_water = readahead_low_water
         self.recorder = None
@@ -132,9 +140,17 @@ class QueueManager:
         self.journal: Journal | None = Journal(self._storage.store, sync) if durable else None
         self.recovery: RecoveryReport | None = None
         self._damage: list[str] = []  # what rewriting records after damage could not do
+        try:
+            self.distributed.open_qmgr(name, self._storage.store() if self.journal is not None else None)
+        except BaseException:
+            self._storage.abandon()
+            raise
+        self.name = self.distributed.qmgr_name  # kept in the data directory
+        self.ident = Identity.for_qmgr(self.name)  # the MsgIds it generates carry the name
         if self.journal is not None:
             try:
                 self.recovery = self._recover()
+                self.recovery.damaged += self.distributed.load(self._storage.store())  # batches in doubt
             except BaseException:
                 self._storage.abandon()
                 raise
@@ -250,6 +266,8 @@ class QueueManager:
         what could not be written; every change made before is in the store's log."""
         if self.closed:
             return
+        if self._channels is not None:  # channels first: a batch in flight ends, in doubt or not
+            self._channels.close()
         for server in list(self._servers):  # clients first: their units of work are backed out
             server.close()
         self.sweeper.stop()
@@ -302,7 +320,7 @@ class QueueManager:
         check_name(name)
         attrs = _attrs(QueueAttributes(), attributes)
         with self._defs:
-            if name in self._queues or self._dynamic.is_model(name):
+            if name in self._queues or self._dynamic.is_model(name) or self.distributed.remote(name):
                 raise MQError(Reason.OBJECT_ALREADY_EXISTS, f"queue {name!r} is already defined")
             self._save_definition(name, attrs)
             q = self._new_queue(name, attrs)
@@ -322,17 +340,31 @@ class QueueManager:
 
     def _save_definition(self, name: str, attrs: QueueAttributes | None, drop: LocalQueue | None = None) -> None:
         """Make a definition durable before it takes effect (None: deleted, with what it held)."""
+        if attrs is None:
+            chains = [drop.tier.chain_name(lane) for lane in drop.lanes] if drop is not None else []
+            self._save_object(name.encode(), None, f"queue {name!r}", queue_prefix(name), chains)
+        else:
+            self._save_object(name.encode(), encode_definition(asdict(attrs)), f"queue {name!r}")
+
+    def _save_object(
+        self,
+        key: bytes,
+        value: bytes | None,
+        what: str,
+        drop_messages: bytes | None = None,
+        drop_chains: Sequence[bytes] = (),
+    ) -> None:
+        """Make an object's definition durable before it takes effect (``value`` None: deleted,
+        with the messages and chains named). Nothing without a data directory.
+
+        :raises MQError: RESOURCE_PROBLEM (2102): nothing changed."""
         if self.journal is None:
             return
         try:
-            if attrs is None:
-                chains = [drop.tier.chain_name(lane) for lane in drop.lanes] if drop is not None else []
-                self._storage.store().put_object(name.encode(), None, queue_prefix(name), chains)
-            else:
-                self._storage.store().put_object(name.encode(), encode_definition(asdict(attrs)))
+            self._storage.store().put_object(key, value, drop_messages, drop_chains)
         except StoreError as e:
             raise MQError(
-                Reason.RESOURCE_PROBLEM, f"saving the definition of queue {name!r} failed ({e}); nothing changed"
+                Reason.RESOURCE_PROBLEM, f"saving the definition of {what} failed ({e}); nothing changed"
             ) from e
         self.journal.wait()
 
@@ -396,6 +428,18 @@ class QueueManager:
         """The queue called ``name``, or None (no checks: the engine's own look-ups)."""
         return self._queues.get(name)
 
+    def _route(self, name: str, qmgr: str) -> tuple[LocalQueue, Route | None]:
+        """The queue an open of ``name`` on queue manager ``qmgr`` ("" : this one) puts to,
+        by MQ's name resolution (engine/distributed/resolve.py): a local queue (None), or a
+        transmission queue and the route its messages' transmission header names."""
+        if not qmgr:
+            q = self._queues.get(name) if isinstance(name, str) else None
+            if q is not None:
+                return q, None  # the common case: a local queue
+            checks.name(name)
+        route = self.distributed.resolve(name, qmgr)
+        return self._queue(route.queue), route if route.transmitted else None
+
     def _queue(self, name: str) -> LocalQueue:
         """The queue MQOPEN of ``name`` opens: a local queue, or a new temporary dynamic queue
         made from the model queue ``name`` (engine/dynamic.py)."""
@@ -435,6 +479,51 @@ class QueueManager:
             attribute or ``dynamic_q_name``."""
         self._check_open()
         self._dynamic.define_model(name, dynamic_q_name, _attrs(QueueAttributes(), attributes))
+
+    # -- distributed queuing (engine/distributed/, docs/channels.md) ---------------------------
+
+    def alter_qmgr(self, **changes: Any) -> QmgrAttributes:
+        """ALTER QMGR: ``default_xmit_queue`` (DEFXMITQ), ``dead_letter_queue`` (DEADQ)."""
+        self._check_open()
+        return self.distributed.alter_qmgr(**changes)
+
+    def define_remote_queue(self, name: str, **attributes: Any) -> RemoteQueue:
+        """DEFINE QREMOTE: puts to ``name`` go to ``remote_queue`` on ``remote_qmgr`` through
+        ``xmit_queue`` (or the one name resolution finds); ``remote_queue=""`` defines a
+        queue-manager alias (engine/distributed/objects.py)."""
+        self._check_open()
+        return self.distributed.define_remote_queue(name, **attributes)
+
+    def delete_remote_queue(self, name: str) -> None:
+        self._check_open()
+        self.distributed.delete_remote_queue(name)
+
+    def define_channel(self, name: str, **attributes: Any) -> ChannelDefinition:
+        """DEFINE CHANNEL: a sender (``conname``, ``xmit_queue``, batch and retry settings) or
+        a receiver (``type=ChannelType.RECEIVER``); start it with ``qm.channels.start(name)``."""
+        self._check_open()
+        return self.distributed.define_channel(name, **attributes)
+
+    def alter_channel(self, name: str, **changes: Any) -> ChannelDefinition:
+        self._check_open()
+        return self.distributed.alter_channel(name, **changes)
+
+    def delete_channel(self, name: str) -> None:
+        self._check_open()
+        self.distributed.delete_channel(name)
+
+    @property
+    def channels(self) -> Any:  # Any: a sweepq.net.channels.Channels
+        """The channel agents of this queue manager (:class:`sweepq.net.channels.Channels`):
+        ``start``, ``stop``, ``status``, ``reset``, ``resolve`` (docs/channels.md). Like
+        :meth:`serve`, the engine names the layer above it here only, lazily; the agents
+        use this public API and ``distributed``."""
+        if self._channels is None:
+            from sweepq.net.channels import Channels  # a convenience entry point: see above
+
+            self._check_open()
+            self._channels = Channels(self)
+        return self._channels
 
     def serve(self, path: str | os.PathLike | None = None, **options: Any) -> Any:  # Any: a sweepq.net.Server
         """Serve this queue manager to client connections from other processes (MQ's client
@@ -493,8 +582,8 @@ def _check_arguments(
     anything is made.
 
     :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong one."""
-    if not isinstance(name, str):
-        raise MQError(Reason.PARM_VALUE_ERROR, "the queue manager name must be a str")
+    if name is not None and not isinstance(name, str):  # None: the data directory's, or QM1
+        raise MQError(Reason.Q_MGR_NAME_ERROR, "the queue manager name must be a str")
     checks.boolean(sweeper, "sweeper")
     if isinstance(sweep_duty, bool) or not isinstance(sweep_duty, int | float) or not 0 < sweep_duty <= 1:
         raise MQError(Reason.PARM_VALUE_ERROR, f"sweep_duty {sweep_duty!r}: a share of the time in (0, 1]")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from . import checks, properties, record
 from .constants import MAX_PRIORITY, MSGID_NONE, PMO, Persistence, Reason
+from .distributed.headers import transmission
 from .errors import MQError, options_error
 from .getpath import check_room
 from .lane import UNCOMMITTED
@@ -211,6 +212,37 @@ def put_many(s: HandleState, datas: Sequence[bytes], md: MD | None, opts: int) -
     return PutResult.many(recs, s.qm.ident, reason or pending)
 
 
+# ``extra`` of :func:`place` for records a channel received (:func:`put_record`).
+RECEIVED: dict = {}
+
+
+def put_record(s: HandleState, rec, opts: int) -> PutResult:
+    """MQPUT with SET_ALL_CONTEXT of a record a channel received (Handle.put_as_received):
+    checked as a put of its data is, then placed as it is, with a new arrival number."""
+    q = check_target(s)
+    if type(rec) is not bytes:
+        rec = as_bytes(rec)
+    if len(rec) < record.HEAD_LEN or len(rec) < record.data_offset(rec):
+        raise MQError(Reason.MD_ERROR, "a received message whose record header is cut short")
+    n = len(rec) - record.data_offset(rec)
+    if n > q.max_msg_length or n > s.qm.max_msg_length:
+        raise too_big(s, n)
+    if rec[record.OFF_FLAGS] & record.HAS_PROPS:
+        try:
+            record.properties_of(rec)
+        except Exception as e:  # damaged properties must not reach a consumer's get
+            raise MQError(Reason.MD_ERROR, f"a received message whose properties cannot be read ({e})") from None
+    syncpoint = opts & _PMO_SYNC
+    if syncpoint:
+        check_room(s, 1)
+    recs, reason = place(s, q, (rec,), RECEIVED, rec[1], bool(rec[2] & record.PERSISTENT), syncpoint)
+    res = PutResult()
+    res._rec = recs[0]
+    res._ident = s.qm.ident
+    res.reason = reason
+    return res
+
+
 def place(
     s: HandleState,
     q: LocalQueue,
@@ -223,7 +255,8 @@ def place(
 ) -> tuple[list[bytes], int]:
     """Build the records of ``payloads`` and put them on ``q`` in one step, all or none.
 
-    ``extra`` holds the optional record fields (engine/record.encode); ``pieces``, when
+    ``extra`` holds the optional record fields (engine/record.encode), or is
+    :data:`RECEIVED` (each payload is a whole record a channel received); ``pieces``, when
     given, a group tuple per payload (engine/groups/: segments get their own MsgIds, the
     first keeps ``extra``'s). Returns (the records, OUTCOME_PENDING when the sync of a
     persistent put failed, else 0).
@@ -256,6 +289,9 @@ def place(
             recs = [_pack_head(_HEAD_LEN, priority, persistent, 0, qm.next_seq(), put_us) + payloads[0]]
         else:
             recs = _records(qm, payloads, extra, priority, persistent, put_us, pieces)
+        xmit = s.xmit
+        if xmit is not None:  # a remote queue: the message travels with a transmission header
+            recs = [transmission(r, qm.ident, xmit.remote_queue, xmit.remote_qmgr) for r in recs]
         durable = persistent and q.journal is not None
         if durable:
             recs = [record.pin_msg_id(r, qm.ident) for r in recs]
@@ -283,6 +319,8 @@ def place(
 def _records(qm, payloads, extra: dict | None, priority: int, persistent: bool, put_us: int, pieces) -> list[bytes]:
     """The records of one put step (queue lock held: arrival numbers are drawn here)."""
     seq = qm.next_seq
+    if extra is RECEIVED:  # whole records a channel received: a new arrival number each
+        return [record.rehome(record.with_backout(r, 0), seq(), qm.ident) for r in payloads]
     if extra is None and pieces is None:
         pack = _pack_head
         return [pack(_HEAD_LEN, priority, persistent, 0, seq(), put_us) + d for d in payloads]

@@ -582,14 +582,20 @@ class LocalQueue:
         self.batched += 1
         self.obtained += 1
 
-    def end_batch_locked(self, batch_id: int, confirmed: bool) -> None:
-        """A confirmed batch leaves the queue; a released one becomes available again.
+    def end_batch_locked(self, batch_id: int, confirmed: bool, harden: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        """A confirmed batch leaves the queue; a released one becomes available again. The
+        records of a confirmed batch are deleted and ``harden`` (key, value) written in one
+        store write, before anything changes in memory.
 
-        :raises MQError: 2102 when the records of a confirmed batch cannot be deleted; the
-            batch is then still assigned."""
-        if confirmed and self.journal is not None:
-            self.journal.remove(self, self.batches[batch_id])
-        slots = self.batches.pop(batch_id)
+        :raises MQError: 2102 when that write fails; the batch is then still assigned."""
+        slots = self.batches.get(batch_id, [])
+        if self.journal is not None and (harden or (confirmed and slots)):
+            b = Batch()
+            for ref in slots if confirmed else ():
+                Journal.add_removal(b, self, ref)
+            b.puts += harden
+            self.journal.write(b, f"ending a batch of {self.name!r}")
+        slots = self.batches.pop(batch_id, [])
         self.batched -= len(slots)
         for i in slots:
             self.lanes.clear_flags(i, BATCHED)

@@ -31,6 +31,7 @@ only messages with large properties need :func:`data_offset`.
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
 
@@ -274,8 +275,11 @@ class Identity:
     """How one queue manager run turns a record's ``seq`` into a MsgId and a MsgToken.
 
     Generated MsgIds are ``b"SWQ " + run id (12 bytes) + seq (8 bytes, big endian)``: unique,
-    and ordered by arrival like MQ's own. Tokens are ``run id[:8] + seq``: valid for this run
-    only, never reused (docs/semantics.md §5.2).
+    and ordered by arrival like MQ's own. A run id is the queue manager's name (its first 8
+    characters, padded with spaces) and 4 random bytes (:meth:`for_qmgr`), so a MsgId says
+    which queue manager made it, as MQ's ``AMQ `` + name do, and runs of one queue manager
+    (a non-durable one counts from 1 again) never make the same one. Tokens are ``run id[4:]
+    + seq``: valid for this run only, never reused (docs/semantics.md §5.2).
     """
 
     __slots__ = ("_msg_prefix", "_tok_prefix", "run_id")
@@ -285,7 +289,12 @@ class Identity:
             raise ValueError("run id must be 12 bytes")
         self.run_id = run_id
         self._msg_prefix = b"SWQ " + run_id
-        self._tok_prefix = run_id[:8]
+        self._tok_prefix = run_id[4:]
+
+    @classmethod
+    def for_qmgr(cls, name: str) -> Identity:
+        """A new run of the queue manager called ``name`` (see the class docstring)."""
+        return cls(name.encode()[:8].ljust(8, b" ") + os.urandom(4))
 
     def msg_id(self, rec: bytes) -> bytes:
         if rec[OFF_FLAGS] & HAS_MSG_ID:

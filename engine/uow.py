@@ -40,11 +40,19 @@ class UnitOfWork:
     are released and never fail the call (engine/tiering.py).
     """
 
-    __slots__ = ("ops", "skip")
+    __slots__ = ("ops", "skip", "staged")
 
     def __init__(self) -> None:
         self.ops: list[tuple[int, LocalQueue, Ref]] = []
         self.skip: tuple[int, LocalQueue, Ref] | None = None
+        self.staged: tuple[Journal, bytes, bytes] | None = None
+
+    def harden(self, journal: Journal, key: bytes, value: bytes) -> None:
+        """Write (``key``, ``value``) in the next commit's one store write, with the unit of
+        work's own changes (a receiving channel's record of the batch it commits,
+        engine/distributed/sync.py); a backout drops it. This is the only way anything but a
+        message joins a commit."""
+        self.staged = (journal, key, value)
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -70,13 +78,13 @@ class UnitOfWork:
         Returns ``Reason.NONE``, or OUTCOME_PENDING (2124, a warning) when the commit is made
         but its sync to disk failed: the next sync hardens it (engine/getpath.py says why a
         made change is never reported as a failure)."""
-        ops = self.ops
+        ops, staged = self.ops, self.staged
         if not ops:
-            return Reason.NONE
-        journal = ops[0][1].journal  # one manager, one journal
+            return self._commit_staged()
+        journal = ops[0][1].journal if staged is None else staged[0]  # one manager, one journal
         failed = None
         batch = Batch()
-        self.ops, self.skip = [], None
+        self.ops, self.skip, self.staged = [], None, None
         with _locked(ops):
             if journal is not None:
                 for kind, q, ref in ops:
@@ -84,6 +92,8 @@ class UnitOfWork:
                         Journal.add_put(batch, q, q.lanes.st[ref] & LANE_MASK, q.lanes.recs[ref])  # type: ignore[index]
                     else:
                         Journal.add_removal(batch, q, ref)
+                if staged is not None:
+                    batch.puts.append(staged[1:])
                 try:
                     journal.write(batch, "commit")
                 except MQError as e:
@@ -109,8 +119,23 @@ class UnitOfWork:
             return Reason.OUTCOME_PENDING
         return Reason.NONE
 
+    def _commit_staged(self) -> Reason:
+        """A commit with no operation: the staged record alone, if any."""
+        staged, self.staged = self.staged, None
+        if staged is None:
+            return Reason.NONE
+        journal, key, value = staged
+        b = Batch()
+        b.puts.append((key, value))
+        try:
+            journal.write(b, "commit")
+        except MQError as e:
+            raise MQError(Reason.BACKED_OUT, f"the commit could not be written ({e}); nothing was committed") from e
+        return Reason.NONE if journal.wait() else Reason.OUTCOME_PENDING
+
     def backout(self, application_requested: bool = True) -> None:
         """Undo every operation; a marked get skips an application-requested backout."""
+        self.staged = None
         ops, skip = self.ops, self.skip
         if not ops:
             return

@@ -28,6 +28,7 @@ from sweepq.engine import OO, MQError, QueueInfo, Reason
 
 from . import calls as C
 from . import protocol as P
+from .channels.admin import RemoteChannels
 from .frames import Closed, FrameSocket
 
 CONNECT_TIMEOUT = 10.0
@@ -46,6 +47,7 @@ def connect(
     cafile: str | None = None,
     client: str | None = None,
     timeout: float = CONNECT_TIMEOUT,
+    reply_timeout: float | None = None,
 ) -> ClientConnection:
     """MQCONN over the wire: a connection to the server at ``url`` (``unix:///path``,
     ``tcp://host:port``, ``tls://host:port``).
@@ -54,18 +56,21 @@ def connect(
     ``reconnect``: after a break, the next call connects again (see the module docstring).
     ``tls`` / ``cafile``: how a ``tls://`` server's certificate is checked (the system's CAs
     by default). ``client``: a name the server's log and ``sweepq status`` show.
+    ``timeout``: seconds to connect; ``reply_timeout``: seconds a reply may take before the
+    connection counts as broken (None: no limit; a channel sets one, net/channels/).
 
     :raises MQError: HOST_NOT_AVAILABLE (2538) when nothing answers at ``url``;
         NOT_AUTHORIZED (2035) for a missing or wrong token; MAX_CONNS_LIMIT_REACHED (2025)
         when the server is full; PARM_VALUE_ERROR (3229) for an address of another form."""
-    return ClientConnection(url, token, admin_token, reconnect, tls, cafile, client, timeout)
+    return ClientConnection(url, token, admin_token, reconnect, tls, cafile, client, timeout, reply_timeout)
 
 
 class ClientConnection:
     """A connection to a served queue manager (see the module docstring)."""
 
-    def __init__(self, url, token, admin_token, reconnect, tls, cafile, client, timeout):
+    def __init__(self, url, token, admin_token, reconnect, tls, cafile, client, timeout, reply_timeout=None):
         self.endpoint = C.Endpoint.of(url, token, admin_token, reconnect, tls, cafile, client, timeout)
+        self._reply_timeout = reply_timeout
         self.address = self.endpoint.address
         self._lock = threading.RLock()
         self._handles: set[ClientHandle] = set()
@@ -103,7 +108,7 @@ class ClientConnection:
         if op != P.OK:
             fs.close()
             P.raise_error(value)
-        sock.settimeout(None)
+        sock.settimeout(self._reply_timeout)
         fs.set_blocking_timeout()
         self.server = C.ServerInfo.from_reply(value)
         self._ident = self.server.ident
@@ -127,6 +132,15 @@ class ClientConnection:
         if rop == _OK:
             return value
         P.raise_error(value)
+
+    def request(self, op: int, args: list):
+        """One request of the protocol (docs/protocol.md) and its reply's value: what a
+        channel speaks over a client connection (net/channels/).
+
+        :raises MQError: the reply's error; CONNECTION_BROKEN (2009) when the connection
+            broke (or the reply took longer than ``reply_timeout``)."""
+        self._check()
+        return self._call(op, args)
 
     def _run(self, spec: tuple, ident):
         """A handle's call (net/calls.py): the unit-of-work rules, the round trip, the result."""
@@ -216,6 +230,13 @@ class ClientConnection:
 
     close = disconnect
 
+    def abort(self) -> None:
+        """From another thread: close the socket at once, so that a call blocked on it fails
+        with CONNECTION_BROKEN (2009); nothing is sent (a channel being stopped)."""
+        fs = self._fs
+        if fs is not None:
+            fs.close()
+
     def __enter__(self) -> ClientConnection:
         return self
 
@@ -300,6 +321,35 @@ class RemoteQueueManager:
 
     def status(self) -> dict:
         return self._admin.status()
+
+    # -- distributed queuing (docs/channels.md): the same calls as a QueueManager's ------------
+
+    def dq_admin(self, action: str, name: str | None, **kw):
+        """A channel or remote queue administration action (net/channels/admin.py ``ACTIONS``)."""
+        return self._admin.request(P.DQ_ADMIN, [action, name, kw])
+
+    def define_channel(self, name: str, **attributes) -> dict:
+        return self.dq_admin("define_channel", name, **attributes)
+
+    def alter_channel(self, name: str, **changes) -> dict:
+        return self.dq_admin("alter_channel", name, **changes)
+
+    def delete_channel(self, name: str) -> None:
+        self.dq_admin("delete_channel", name)
+
+    def define_remote_queue(self, name: str, **attributes) -> dict:
+        return self.dq_admin("define_remote_queue", name, **attributes)
+
+    def delete_remote_queue(self, name: str) -> None:
+        self.dq_admin("delete_remote_queue", name)
+
+    def alter_qmgr(self, **changes) -> dict:
+        return self.dq_admin("alter_qmgr", None, **changes)
+
+    @property
+    def channels(self) -> RemoteChannels:
+        """The server's channel agents: start, stop, status, reset, resolve."""
+        return RemoteChannels(self._admin.request)
 
     def close(self) -> None:
         self._admin.disconnect()

@@ -53,6 +53,11 @@ NAMES = 16
 DEFINE_MODEL = 17
 STATUS = 18
 BYE = 19
+# Channels between queue managers (net/channels/, docs/channels.md "The protocol").
+CHL_START = 20
+CHL_BATCH = 21
+CHL_HEARTBEAT = 22
+DQ_ADMIN = 23  # channel and remote queue administration (the mutating actions need authority)
 # Replies.
 OK = 0
 ERROR = 255

@@ -28,6 +28,8 @@ from sweepq.engine import GMO, MQError, Reason
 from sweepq.engine.record import data_offset
 
 from . import protocol as P
+from .channels.admin import dq_admin
+from .channels.receiver import channel_ops
 from .frames import Closed, FrameSocket
 
 if TYPE_CHECKING:
@@ -96,7 +98,10 @@ class Session:
             P.NAMES: (0, self.qm.queue_names),
             P.DEFINE_MODEL: (3, self._define_model),
             P.STATUS: (0, self.server.status),
+            P.DQ_ADMIN: (3, self._dq_admin),
         }
+        self.channel = None  # a receiving channel's agent, once a sender started one (net/channels/)
+        self._handlers.update(channel_ops(self))
 
     # -- the thread -------------------------------------------------------------------------
 
@@ -216,6 +221,8 @@ class Session:
 
     def _end(self, why: str) -> None:
         self._release()
+        if self.channel is not None:  # after the backout: only then may another sender start it
+            self.channel.end()
         self.fs.close()
         self.server.forget(self)
         if self.state != "handshake":
@@ -333,6 +340,9 @@ class Session:
 
     def _define_model(self, name, dynamic_q_name, attributes):
         self.qm.define_model_queue(name, dynamic_q_name, **_attributes(attributes))
+
+    def _dq_admin(self, action, name, arguments):
+        return dq_admin(self.qm, self.admin, action, name, _attributes(arguments))
 
 
 def _waits(options, wait_interval) -> bool:

@@ -74,6 +74,22 @@ def test_a_small_run_with_the_sweeper_verifies_and_counts():
     assert r["rss_start"] < r["peak_rss"] and r["rss_closed"] > 0 and r["rss_drained"] > 0
 
 
+def test_the_clients_form_runs_producers_and_consumer_in_processes_of_their_own():
+    r = run_child(_small(messages=3_000, seconds=0.6, interval=0.1, clients=True), lambda s: None)
+    assert r["problems"] == [] and r["errors"] == [], r["errors"]
+    assert r["delivered"] == 3_000 and r["audit_records"] > 0 and r["remaining"] == 0
+    assert r["get_backouts"] > 0 and r["put_backouts"] > 0  # units of work through client connections
+    assert r["msgs_swept"] > 0 and r["msgs_unswept"] == r["msgs_swept"]
+    pids = r["client_pids"]
+    assert len(set(pids)) == DemoConfig().producers + 1 and os.getpid() not in pids
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_the_clients_form_with_no_producers_ends_too():
+    r = run_child(_small(producers=0, clients=True), lambda s: None)
+    assert r["problems"] == [] and r["errors"] == [] and r["delivered"] == 0 and len(r["client_pids"]) == 1
+
+
 def _levels(*busy: int) -> list[Level]:
     """Busy loads around tiny runs (no burners: the figures are what the table shows)."""
     out = []

@@ -9,7 +9,8 @@ Value: ``crc32 of the record (u32, little endian) + the record``. RocksDB checks
 blocks too, but this crc names a damaged message by its key even when a damaged block is
 read without RocksDB's checks.
 
-Queue definitions are objects named by the queue name, holding the attributes as JSON.
+Queue definitions are objects named by the queue name, holding the attributes as JSON;
+other objects (engine/distributed/) have keys that start with NUL (:func:`is_queue_object`).
 """
 
 from __future__ import annotations
@@ -72,6 +73,13 @@ def mark_backout(value: bytes) -> int | None:
     if value[:1] == MARK_BACKOUT and len(value) == 3:
         return _BACKOUT.unpack_from(value, 1)[0]
     return None
+
+
+def is_queue_object(key: bytes) -> bool:
+    """Whether a stored object is a queue definition. Every other kind (the queue manager's
+    own attributes, remote queues, channels: engine/distributed/registry.py) has a key that
+    starts with NUL, which no queue name can."""
+    return not key.startswith(b"\x00")
 
 
 def encode_definition(attrs: dict) -> bytes:

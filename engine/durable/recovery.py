@@ -53,6 +53,7 @@ from .layout import (
     decode_definition,
     decode_value,
     encode_definition,
+    is_queue_object,
     key_parts,
     mark_backout,
     message_key_at,
@@ -356,6 +357,8 @@ def recover(qm: QueueManager, ledger: Ledger | None = None) -> RecoveryReport:
     max_seq = 0
     queues = {}
     for name_b, value in sorted(definitions.items()):
+        if not is_queue_object(name_b):
+            continue  # the distributed-queuing objects: engine/distributed/registry.py loads them
         name = name_b.decode(errors="replace")
         try:
             queues[name] = QueueAttributes(**decode_definition(value)).validated()
