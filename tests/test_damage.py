@@ -27,6 +27,7 @@ from test_durability import killed_writer
 
 from sweepq.blobstore import BlobStore, FaultyStore, MemoryStore
 from sweepq.engine import GMO, MD, OO, MQError, Persistence, QueueManager, Reason
+from sweepq.engine.durable.layout import encode_value
 from sweepq.sweeper import ManualClock
 
 from helpers import IO
@@ -54,6 +55,15 @@ def drain(qm: QueueManager, name: str = "Q") -> tuple[list[bytes], list[MQError]
                 break
             errors.append(e)
     return got, errors
+
+
+def persistent_queue(d, datas: list[bytes]) -> list[bytes]:
+    """A data directory ``d`` whose queue Q holds ``datas`` as persistent messages, closed;
+    returns their MsgIds."""
+    with QueueManager.open(d, sweeper=False) as qm:
+        qm.define_queue("Q", default_persistence=P)
+        h = qm.connect().open("Q", IO)
+        return [h.put(data).msg_id for data in datas]
 
 
 def flip(path, offsets: list[int], bit: int = 0x01) -> None:
@@ -178,10 +188,7 @@ def test_b2_a_record_whose_key_is_damaged_is_named_and_quarantined(tmp_path):
     """A record under a key that is not its own (a flipped bit in the key): named by its
     MsgId, moved aside, not delivered; every other message comes back."""
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False) as qm:
-        qm.define_queue("Q", default_persistence=P)
-        h = qm.connect().open("Q", IO)
-        ids = [h.put(b"m%02d" % i).msg_id for i in range(10)]
+    ids = persistent_queue(d, [b"m%02d" % i for i in range(10)])
     with BlobStore(d) as store:
         key, value = store.messages(b"Q\x00")[3]
         bad = key[:-1] + bytes([key[-1] ^ 0x40])
@@ -192,6 +199,24 @@ def test_b2_a_record_whose_key_is_damaged_is_named_and_quarantined(tmp_path):
     assert got == [b"m%02d" % i for i in range(10) if i != 3]
     with BlobStore(d) as store:
         assert bad not in dict(store.messages(b"Q\x00"))  # quarantined, not left to be found again
+
+
+@pytest.mark.parametrize("keep", [0, 12])
+def test_b1_a_record_cut_short_under_a_valid_checksum_is_named_not_a_crash(tmp_path, keep):
+    """A value whose record is cut before the end of its arrival number but whose crc matches
+    what is left (4 zero bytes are the crc of an empty record): named and quarantined, and
+    the open goes on (it raised struct.error before)."""
+    d = tmp_path / "d"
+    persistent_queue(d, [b"m%02d" % i for i in range(10)])
+    with BlobStore(d) as store:
+        key, value = store.messages(b"Q\x00")[3]
+        store.write_messages(puts=[(key, encode_value(value[4 : 4 + keep]))])
+    with QueueManager.open(d, sweeper=False) as qm:
+        assert any(f"too short to be a message ({keep} bytes)" in line for line in qm.recovery.damaged)
+        got, _ = drain(qm)
+    assert got == [b"m%02d" % i for i in range(10) if i != 3]
+    with BlobStore(d) as store:
+        assert key not in dict(store.messages(b"Q\x00"))
 
 
 # -- B3 -----------------------------------------------------------------------------------------
@@ -538,11 +563,7 @@ def test_a_log_record_header_damaged_is_cut_there_not_looped_on(tmp_path):
 
 def test_a_manifest_record_header_damaged_offers_repair_instead_of_looping(tmp_path):
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False) as qm:
-        qm.define_queue("Q", default_persistence=P)
-        h = qm.connect().open("Q", IO)
-        for i in range(20):
-            h.put(b"m%03d" % i)
+    persistent_queue(d, [b"m%03d" % i for i in range(20)])
     manifest = next(p for p in d.iterdir() if p.name.startswith("MANIFEST-"))
     _flip_a_record_type(manifest, 3)
     assert _open_in_a_child(tmp_path, d, repair=False, says="") == ["refused", "True"]

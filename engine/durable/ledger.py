@@ -74,9 +74,14 @@ class Ledger:
         old = seqs < self.next_seq
         listed, _ids = self.records.get((queue, lane), (np.zeros(0, np.uint64), []))
         dead = old & ~np.isin(seqs, listed)
-        for b in self.blobs.values():
-            if b.queue == queue and b.lane == lane:
-                dead &= ~((seqs >= b.seq_min) & (seqs <= b.seq_max))
+        ranges = [(b.seq_min, b.seq_max) for b in self.blobs.values() if b.queue == queue and b.lane == lane]
+        if ranges:
+            # One binary search per number over the ranges by start (a loop over the ranges
+            # would cost a pass over every number per blob): a number is in a range when it
+            # is at most the highest end among the ranges that start at or before it.
+            lo, hi = np.array(sorted(ranges), np.uint64).T
+            at = np.searchsorted(lo, seqs, "right") - 1
+            dead &= ~((at >= 0) & (seqs <= np.maximum.accumulate(hi)[np.maximum(at, 0)]))
         return dead
 
     def consumed_positions(self, blob_id: int, alive: np.ndarray) -> np.ndarray:
