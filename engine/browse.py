@@ -118,6 +118,7 @@ class Cursor:
         "lk_seq",
         "lk_slot",
         "on_msg",
+        "passed",
         "seq",
     )
 
@@ -127,6 +128,9 @@ class Cursor:
         self.lk_lane = -1
         self.lk_slot = -1
         self.lk_hit: SweptHit | None = None
+        # Within one browse call: (lane, after, match, blob) when a walk of the lane's chain
+        # stopped to have ``blob`` read and every blob before it held nothing for it.
+        self.passed: tuple | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -219,6 +223,13 @@ def in_chain_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | Non
                 if blob.seq_max > after:
                     k0 = k
                     break
+    p = cur.passed
+    if p is not None and p[0] is lane and p[1] == after and p[2] is m:
+        # The same walk again after a blob was read: resume at that blob. Going back over
+        # the blobs it passed would need them decoded again, and with more of them than
+        # the cursor's cache holds, reading one evicted another for ever (a selector that
+        # matched nothing in three blobs hung the browse).
+        k0 = max(k0, next((k for k, blob in enumerate(chain) if blob is p[3]), k0))
     lk = cur.lk_hit
     for k, blob in enumerate(islice(chain, k0, None), k0):
         if blob.seq_max <= after or not blob.live:
@@ -234,6 +245,7 @@ def in_chain_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | Non
                 continue
         records = cur.records(blob)
         if records is None:
+            cur.passed = (lane, after, m, blob)
             return Need(lane, blob)
         if after < blob.seq_min:
             start = 0
@@ -443,6 +455,7 @@ def call(s: HandleState, opts: int, wait_interval, buffer_length, match_args: Ma
         raise s.closed_error()
     q = s.queue
     cur = cursor_of(s)
+    cur.passed = None  # each call walks anew
     if opts & _UNLOCK:
         # MQ reads no descriptor with UNLOCK, but it checks the GMO's fields: wrong match
         # arguments are refused here as on every other get, not passed over.

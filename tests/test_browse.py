@@ -298,6 +298,28 @@ def test_msg_under_cursor_with_syncpoint_if_persistent(env):
 # -- the cursor across sweeps and unsweeps -------------------------------------------------------
 
 
+@pytest.mark.parametrize("kind", ["selector", "correl"])
+def test_a_selective_browse_past_more_blobs_than_the_cache_holds_ends(env, kind):
+    """A browse whose match skips many blobs (a selector reads every blob it passes) must
+    end: it read one blob, the walk began again from the first, and with more passed blobs
+    than the cursor's cache holds each read evicted the next one needed, for ever. Run in a
+    thread with a deadline, so that a hang fails instead of stopping the suite."""
+    h = env.handle()
+    for i in range(40):
+        h.put(b"%02d" % i, MD(correl_id=b"last" if i >= 38 else b"x", properties={"N": i}))
+    env.settle()
+    if env.swept:
+        assert len(env.qm._queue("Q").lanes.lanes[0].chain) > 3 * CACHE_BLOBS
+    if kind == "selector":
+        b, kw = env.qm.connect().open("Q", BIO, selector="N >= 38"), {}
+    else:
+        b, kw = env.handle(), {"correl_id": b"last"}
+    t, box = in_thread(lambda: browse_all(b, **kw))
+    t.join(30)
+    assert not t.is_alive(), "the browse did not end"
+    assert box == {"value": [b"38", b"39"]}
+
+
 def test_cursor_survives_sweep_and_unsweep_around_it(env):
     h = env.handle()
     put_all(h, [b"%02d" % i for i in range(30)])
