@@ -211,8 +211,9 @@ class MemoryBudget:
 
     def after_put(self, q: LocalQueue, nbytes: int) -> None:
         """``nbytes`` were put to ``q`` (no lock held): every ``check_every`` bytes put to
-        any queue, count again; a paging queue writes its rear lists out once they hold a blob's worth (the
-        producer pays), and stops paging once under the low mark. The counters are updated
+        any queue, count again; a paging queue writes its rear lists out once they hold a
+        page (:meth:`page_size`; at every put over the budget itself: the producer pays),
+        and stops paging once under the low mark. The counters are updated
         without a lock: a lost update only moves a check by one put."""
         # One count of unchecked bytes for all queues, not one per queue: with many queues
         # the per-queue counts added up to a lag of check_every times the queues.
