@@ -19,7 +19,7 @@ from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES
 from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
-from . import checks
+from . import checks, extensions
 from .budget import MemoryBudget, MemoryUse, give_back, store_options_within
 from .connection import Connection
 from .constants import Reason
@@ -516,13 +516,11 @@ class QueueManager:
     def channels(self) -> Any:  # Any: a sweepq.net.channels.Channels
         """The channel agents of this queue manager (:class:`sweepq.net.channels.Channels`):
         ``start``, ``stop``, ``status``, ``reset``, ``resolve`` (docs/channels.md). Like
-        :meth:`serve`, the engine names the layer above it here only, lazily; the agents
-        use this public API and ``distributed``."""
+        :meth:`serve`, the agents come from the layer above (engine/extensions.py) and use
+        this public API and ``distributed``."""
         if self._channels is None:
-            from sweepq.net.channels import Channels  # a convenience entry point: see above
-
             self._check_open()
-            self._channels = Channels(self)
+            self._channels = extensions.service("channels")(self)
         return self._channels
 
     def serve(self, path: str | os.PathLike | None = None, **options: Any) -> Any:  # Any: a sweepq.net.Server
@@ -531,12 +529,10 @@ class QueueManager:
         Unix socket ``path`` (and on TCP with ``tcp="HOST:PORT"``). Returns the running
         :class:`sweepq.net.Server` (its ``urls``; ``close()`` stops it); :meth:`close` stops it
         too, backing out its clients' units of work. ``options`` are the Server's
-        (docs/clients.md). The one place the engine names the layer above it: the server
-        itself uses only this public API."""
-        from sweepq.net.server import Server  # a convenience entry point: see above
-
+        (docs/clients.md). The server comes from the layer above (engine/extensions.py)
+        and uses only this public API."""
         self._check_open()
-        server = Server(self, unix_path=path, **options).start()
+        server = extensions.service("server")(self, unix_path=path, **options).start()
         self._servers.append(server)
         return server
 

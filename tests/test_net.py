@@ -487,8 +487,8 @@ def test_prometheus_metrics_on_an_http_port():
 
 
 def test_net_sits_between_the_engine_and_the_command_line():
-    """net/ reaches down only (engine, sweeper), and the engine names net/ in one place: the
-    lazy import of QueueManager.serve (docs/design.md layers)."""
+    """net/ reaches down only (engine, sweeper), and the engine never imports net/: it finds
+    the server and the channel agents by entry point (engine/extensions.py, docs/design.md)."""
     import re
     from pathlib import Path
 
@@ -497,7 +497,11 @@ def test_net_sits_between_the_engine_and_the_command_line():
     assert [p.name for p in (root / "net").rglob("*.py") if up.search(p.read_text())] == []
     to_net = re.compile(r"^\s*(from|import)\s+sweepq\.net", re.M)
     users = {str(p.relative_to(root)) for p in (root / "engine").rglob("*.py") if to_net.search(p.read_text())}
-    assert users == {"engine/manager.py"}
+    assert users == set()
+    from sweepq.engine import extensions
+    from sweepq.net.channels import Channels
+
+    assert (extensions.service("server"), extensions.service("channels")) == (Server, Channels)
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
