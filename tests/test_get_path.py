@@ -33,6 +33,22 @@ def swept():
     qm.close()
 
 
+def _race_first_read(store, other) -> list[bytes]:
+    """Make the store's first read run ``other.get()`` before it reads (the get brings the
+    blob back meanwhile); the list holds what that get took, once it has run."""
+    read = store.read
+    raced: list[bytes] = []
+
+    def racing_read(*args, **kw):
+        if not raced:
+            raced.append(b"")
+            raced[0] = other.get().data
+        return read(*args, **kw)
+
+    store.read = racing_read
+    return raced
+
+
 def test_a_blob_another_consumer_brought_back_meanwhile_is_no_damage(swept):
     """B6: consumer A needs the first blob and reads it without the lock; meanwhile consumer
     B brings that blob back (and its store record goes). A's read then finds no blob. That is
@@ -41,15 +57,7 @@ def test_a_blob_another_consumer_brought_back_meanwhile_is_no_damage(swept):
     a = qm.connect().open("Q", OO.INPUT_SHARED)
     b = qm.connect().open("Q", OO.INPUT_SHARED)
     read = store.read
-    raced: list[bytes] = []
-
-    def racing_read(*args, **kw):
-        if not raced:
-            raced.append(b"")
-            raced[0] = b.get().data  # B's get brings the blob back and deletes its record
-        return read(*args, **kw)
-
-    store.read = racing_read
+    raced = _race_first_read(store, b)  # B's get brings the blob back and deletes its record
     got = a.get().data
     assert raced == [b"m00"] and got == b"m01"
     assert qm.stats()["Q"].damaged_blobs == 0
@@ -63,16 +71,7 @@ def test_a_browse_whose_blob_left_meanwhile_looks_again(swept):
     qm, store = swept
     br = qm.connect().open("Q", OO.BROWSE)
     b = qm.connect().open("Q", OO.INPUT_SHARED)
-    read = store.read
-    raced: list[bytes] = []
-
-    def racing_read(*args, **kw):
-        if not raced:
-            raced.append(b"")
-            raced[0] = b.get().data
-        return read(*args, **kw)
-
-    store.read = racing_read
+    raced = _race_first_read(store, b)
     assert br.get(GMO.BROWSE_FIRST).data == b"m01"  # m00 was taken meanwhile
     assert raced == [b"m00"] and qm.stats()["Q"].damaged_blobs == 0
 
