@@ -20,7 +20,7 @@ from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
 from . import checks, extensions
-from .budget import MemoryBudget, MemoryUse, give_back, store_options_within
+from .budget import MIN_BUDGET, MemoryBudget, MemoryUse, give_back, store_options_within
 from .connection import Connection
 from .constants import Reason
 from .distributed import Distributed
@@ -32,6 +32,7 @@ from .dynamic import DEFAULT_DYNAMIC_NAME, DynamicQueues
 from .errors import MQError
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
+from .sizes import parse_size
 from .storage import Storage
 
 if TYPE_CHECKING:
@@ -57,9 +58,11 @@ class QueueManager:
     ``readahead_low_water``: when a swept lane's in-memory messages fall below it, the next
     blobs (that many messages' worth) are read in the background.
 
-    ``memory_budget`` (bytes; 0: none) makes the sweeper sweep beyond its rule while the
-    messages in memory and the store's own memory are over it: the queues with the most
-    sweepable bytes first, each keeping its x + extra buffer (``SweepPolicy.memory_budget``).
+    ``memory_budget`` (a size: bytes, or a string such as ``"100MB"`` or ``"512MiB"``,
+    engine/sizes.py; 0: none; a non-zero budget under 16 KiB is refused) makes the sweeper
+    sweep beyond its rule while the messages in memory and the store's own memory are over it:
+    the queues with the most sweepable bytes first, each keeping its x + extra buffer
+    (``SweepPolicy.memory_budget``).
     ``sweep_policy.rule="adaptive"`` selects the rule that does not re-sweep what came back.
 
     ``store`` puts the queues' blobs in a given :class:`~sweepq.blobstore.Store` instead (a
@@ -99,7 +102,7 @@ class QueueManager:
         max_msg_length: int = 100 * 1024 * 1024,
         trace_path: str | os.PathLike | None = None,
         store: Store | None = None,
-        memory_budget: int = 0,
+        memory_budget: int | str = 0,
         sync: str = "commit",
         durable: bool | None = None,
         repair: bool = False,
@@ -107,7 +110,7 @@ class QueueManager:
         _check_arguments(
             name, sweeper, sweep_duty, sweep_policy, readahead_low_water, max_uncommitted, backout_handling
         )
-        _check_arguments_of_memory_and_disk(max_msg_length, memory_budget, sync, durable, repair)
+        memory_budget = _check_arguments_of_memory_and_disk(max_msg_length, memory_budget, sync, durable, repair)
         durable = path is not None if durable is None else durable
         sweep_policy = sweep_policy or SweepPolicy()
         if memory_budget:
@@ -592,14 +595,16 @@ def _check_arguments(
 
 def _check_arguments_of_memory_and_disk(
     max_msg_length: object, memory_budget: object, sync: object, durable: object, repair: object
-) -> None:
-    """QueueManager's arguments about sizes, the memory budget and the data directory.
+) -> int:
+    """QueueManager's arguments about sizes, the memory budget and the data directory;
+    returns the memory budget in bytes.
 
     :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong one."""
     checks.integer(max_msg_length, "max_msg_length", Reason.PARM_VALUE_ERROR, 0, 100 * 1024 * 1024)
-    checks.integer(memory_budget, "memory_budget (bytes, 0: none)", Reason.PARM_VALUE_ERROR, 0, 2**62)
+    budget = parse_size(memory_budget, "memory_budget", MIN_BUDGET, " (0: no budget)")
     if not isinstance(sync, str) or sync not in SYNC_POLICIES:
         raise MQError(Reason.PARM_VALUE_ERROR, f"sync={sync!r}: use one of {', '.join(SYNC_POLICIES)}")
     if durable is not None:
         checks.boolean(durable, "durable")
     checks.boolean(repair, "repair")
+    return budget

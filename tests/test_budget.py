@@ -89,7 +89,7 @@ def test_the_adaptive_rule_counts_no_re_sweeps_where_the_seeds_rule_does():
 
 
 def test_a_bad_budget_is_refused():
-    for bad in (-1, 1.5, "1GB", None):
+    for bad in (-1, 1.5, "1 parsec", None, 100):
         try:
             QueueManager(sweeper=False, memory_budget=bad).close()
         except MQError as e:
