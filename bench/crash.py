@@ -240,7 +240,7 @@ class Worker:
 
     def _wrap_queue(self, q) -> None:
         log, point, tier = self.log, self.point, q.tier
-        begin, end, link, load, splice = q.sweep_begin, q.sweep_end, q.sweep_link, tier.load, tier.splice_locked
+        begin, end, link, load, splice = q.sweep_begin, q.sweep_end, q.sweep_link, tier.load, tier.unsweep_locked
 
         def sweep_begin(*a, **k):
             log.emit("Wbegin", q.name)
@@ -265,7 +265,7 @@ class Worker:
             point("unsweep-load")
             return out
 
-        def splice_locked(*a, **k):
+        def unsweep_locked(*a, **k):
             log.emit("U<", q.name)  # the blob's records go back to their own keys in this call
             out = splice(*a, **k)
             log.emit("Usplice", q.name)
@@ -273,7 +273,7 @@ class Worker:
             return out
 
         q.sweep_begin, q.sweep_end, q.sweep_link = sweep_begin, sweep_end, sweep_link
-        tier.load, tier.splice_locked = tier_load, splice_locked
+        tier.load, tier.unsweep_locked = tier_load, unsweep_locked
 
     # -- operations, each logged as started and as returned -----------------------------------
 

@@ -60,7 +60,7 @@ def rates(messages: int = 100_000, size: int = 100, freeze: bool = False) -> dic
         _fill(qm, "R", messages, size)
         q = qm._queue("R")
         raw = q.mem_bytes
-        records = q.lanes.records(q.lanes[0].front)
+        records = q.lanes.records(q.lanes[0])
         ids = [r[5:13] * 3 for r in records]
         qm.blob_store()  # opened before timing: the baseline's store is open too
         if freeze:

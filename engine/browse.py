@@ -13,44 +13,44 @@ gives seed 001's cursor behaviour:
 * an uncommitted (or gotten, or locked-by-another) message the cursor steps over is behind
   it for good, even once it becomes visible; at the end (2033) the cursor stays where it is.
 
-The cursor names messages by ``seq``, never by slot, so it survives the sweep or unsweep of
-the messages around it (and of its own). A slot (``hint``) and a blob (``blob``) are kept
-only to start the next walk near the cursor; each is checked before use.
+The cursor names messages by ``seq``, never by where they are, so it survives the sweep or
+unsweep of the messages around it (and of its own). A ref (``hint``) and a blob (``blob``) are
+kept only to start the next walk near the cursor; the core checks each before use.
 
 **Browse never unsweeps** (docs/design.md invariant 5): a swept message is read from its blob
 without the queue lock (as a get's :class:`~sweepq.engine.tiering.Need`), decoded for this
 cursor only and kept in a small per-cursor cache (:data:`CACHE_BLOBS` blobs); the chain and
 the tier's counters are left alone.
 
-Locks (§5.4): at most one message per handle. In memory it carries the lane flag
-``LOCKED``; in a blob, the position flag ``swept.LOCKED``. Either makes the message
+Locks (§5.4): at most one message per handle, held by a ref (the core keeps it naming the
+message when its blob comes back) and flagged by the core (engine/core/lanes.py
+:meth:`~sweepq.engine.core.lanes.LaneSet.lock`), in memory or in its blob. It makes the message
 invisible to every other handle's gets and browses, and a locked message is never swept
 (the sweep's verification aborts with reason ``locked``). The lock is released by moving
 the cursor (a BROWSE_FIRST / BROWSE_NEXT that ends OK or with a warning other than 2080, or
 with 2033), by BROWSE_MSG_UNDER_CURSOR without LOCK, by UNLOCK, by closing the handle and by
 this handle's removal of the message.
 
-Every function here whose name starts with an underscore runs with the queue's mutex held,
-except :func:`_read`, which reads a blob without it.
+A function here whose name ends in ``_locked`` runs with the queue's lock held (engine/queue.py,
+the lock rule); the calls (:func:`call`) take it around each step.
 """
 
 from __future__ import annotations
 
-import struct
 from itertools import islice
 from typing import TYPE_CHECKING
 
 from . import getpath, record
 from .constants import CC, GMO, Reason
+from .core.lanes import N_LANES
+from .core.ref import Ref
+from .core.swept import LIVE as POS_LIVE
+from .core.swept import LOCKED as POS_LOCKED
+from .core.swept import Need, SweptBlob
 from .errors import MQError
-from .lane import _SENTINELS, AVAILABLE_BELOW, GOTTEN, LANE_MASK, LOCKED, N_LANES, REMOVED
 from .matching import Match, MatchArgs, match_for_get
 from .message import Message
 from .queue import BROWSER, LOCK_BROWSER, LocalQueue
-from .swept import LIVE as POS_LIVE
-from .swept import LOCKED as POS_LOCKED
-from .swept import SweptBlob, SweptHit
-from .tiering import Need
 
 if TYPE_CHECKING:
     from .handle import HandleState
@@ -66,16 +66,9 @@ _UNLOCK = int(GMO.UNLOCK)
 _WAIT = int(GMO.WAIT)
 _MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
 _TRUNCATED_FAILED = int(Reason.TRUNCATED_MSG_FAILED)
-_SEQ = struct.Struct("<Q").unpack_from  # a record's seq: _SEQ(rec, OFF_SEQ)[0], no Python frame
+_seq_of = record.seq_of
 
-
-def _seq_of(rec: bytes) -> int:
-    return _SEQ(rec, _OFF_SEQ)[0]
-
-
-_OFF_SEQ = record.OFF_SEQ
-
-Found = tuple  # (ref, rec, lane index): ref is a slot or a SweptHit
+Found = tuple  # (ref, rec, lane index)
 
 
 class Status:
@@ -103,7 +96,7 @@ class Cursor:
     Position: ``lane`` and ``seq`` (``BEFORE_FIRST`` and -1 before every message);
     ``on_msg`` says whether the cursor stands on a message (a browse succeeded since the
     open or the last reset), which [BROWSE_]MSG_UNDER_CURSOR need. Lock: ``lk_seq`` (-1:
-    none), its lane, and where it is (``lk_slot`` in memory, or ``lk_hit`` in a blob).
+    none), its lane, and the ref that holds it (``lk_ref``).
     """
 
     __slots__ = (
@@ -113,10 +106,9 @@ class Cursor:
         "cache",
         "hint",
         "lane",
-        "lk_hit",
         "lk_lane",
+        "lk_ref",
         "lk_seq",
-        "lk_slot",
         "on_msg",
         "passed",
         "seq",
@@ -126,8 +118,7 @@ class Cursor:
         self.cache: list[tuple[SweptBlob, list[bytes]]] = []
         self.lk_seq = -1
         self.lk_lane = -1
-        self.lk_slot = -1
-        self.lk_hit: SweptHit | None = None
+        self.lk_ref: Ref | None = None
         # Within one browse call: (lane, after, match, blob) when a walk of the lane's chain
         # stopped to have ``blob`` read and every blob before it held nothing for it.
         self.passed: tuple | None = None
@@ -138,14 +129,14 @@ class Cursor:
         self.lane = BEFORE_FIRST
         self.seq = -1
         self.on_msg = False
-        self.hint = -1
+        self.hint: Ref | None = None  # a message at or before the cursor, in memory
         self.blob: SweptBlob | None = None
         self.blob_k = -1  # its index in the chain when it was last seen
         self.blob_pos = -1  # the position in it of the last message found there
 
     def forget_lock(self) -> None:
-        self.lk_seq = self.lk_lane = self.lk_slot = -1
-        self.lk_hit = None
+        self.lk_seq = self.lk_lane = -1
+        self.lk_ref = None
 
     def remember(self, blob: SweptBlob, records: list[bytes]) -> None:
         """Keep a blob's decoded records for this cursor (bounded: CACHE_BLOBS)."""
@@ -163,43 +154,10 @@ class Cursor:
         return None
 
 
-# -- the walk (mutex held) -------------------------------------------------------------------
+# -- the walk (lock held) -------------------------------------------------------------------
 
 
-def scan_locked(q: LocalQueue, i: int, after: int, m: Match | None, lk_seq: int) -> tuple[int, int]:
-    """Walk one list from slot ``i``: the first slot with seq > ``after`` that this handle
-    sees and ``m`` accepts, and the sentinel where the walk ended (-1 if it found one)."""
-    ls = q.lanes
-    recs, st, nxt = ls.recs, ls.st, ls.nxt
-    passed = after < 0
-    seq, off = _SEQ, _OFF_SEQ
-    while i >= _SENTINELS:
-        if not passed:
-            if seq(recs[i], off)[0] <= after:
-                i = nxt[i]
-                continue
-            passed = True  # the list is in seq order: every later slot is after too
-        s = st[i]
-        visible = s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and seq(recs[i], off)[0] == lk_seq)
-        if visible and (m is None or m(recs[i])):
-            return i, -1
-        i = nxt[i]
-    return -1, i
-
-
-def _first_after(records: list[bytes], after: int) -> int:
-    """The first position of a blob's records (in seq order) with seq > ``after``."""
-    lo, hi = 0, len(records)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _seq_of(records[mid]) <= after:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-def in_chain_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> SweptHit | Need | None:
+def in_chain_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> Ref | Need | None:
     """The first message of the lane's chain after ``after`` that this handle sees, found in
     place (nothing is unswept); a :class:`Need` when a blob must be read first."""
     chain = lane.chain
@@ -208,11 +166,11 @@ def in_chain_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | Non
         # A browse's next step inside the blob of its last one: the next position.
         bp = cur.blob_pos
         records = cur.records(b)
-        if records is not None and 0 <= bp < b.count - 1 and _SEQ(records[bp], _OFF_SEQ)[0] == after:
+        if records is not None and 0 <= bp < b.count - 1 and _seq_of(records[bp]) == after:
             bp += 1
-            if b.flags.item(bp) == POS_LIVE:
+            if b.flag(bp) == POS_LIVE:
                 cur.blob_pos = bp
-                return SweptHit(lane, b, bp, b.record(records, bp) if b.bumps else records[bp])
+                return Ref(-1, lane, b, bp, b.record(records, bp) if b.bumps else records[bp])
     k0 = 0
     if after >= 0:
         if b is not None and k < len(chain) and chain[k] is b and b.seq_min <= after + 1:
@@ -230,7 +188,7 @@ def in_chain_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | Non
         # the cursor's cache holds, reading one evicted another for ever (a selector that
         # matched nothing in three blobs hung the browse).
         k0 = max(k0, next((k for k, blob in enumerate(chain) if blob is p[3]), k0))
-    lk = cur.lk_hit
+    lk = cur.lk_ref if cur.lk_ref is not None and cur.lk_ref.swept else None
     for k, blob in enumerate(islice(chain, k0, None), k0):
         if blob.seq_max <= after or not blob.live:
             continue
@@ -251,62 +209,40 @@ def in_chain_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | Non
             start = 0
         else:
             bp = cur.blob_pos  # the last message found here: a browse's next step starts after it
-            if blob is cur.blob and 0 <= bp < len(records) and _SEQ(records[bp], _OFF_SEQ)[0] == after:
+            if blob is cur.blob and 0 <= bp < len(records) and _seq_of(records[bp]) == after:
                 start = bp + 1
             else:
-                start = _first_after(records, after)
-        flags = blob.flags
+                start = blob.first_after(records, after)
         bumps = blob.bumps
         for pos in range(start, blob.count) if cand is None else (p for p in cand if p >= start):
-            f = flags.item(pos)
+            f = blob.flag(pos)
             if f == POS_LIVE or (f == POS_LOCKED and pos == mine):
                 rec = blob.record(records, pos) if bumps else records[pos]
                 if m is None or m(rec):
                     cur.blob, cur.blob_k, cur.blob_pos = blob, k, pos
-                    return SweptHit(lane, blob, pos, rec)
+                    return Ref(-1, lane, blob, pos, rec)
     return None
 
 
-def in_lane_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> int | SweptHit | Need | None:
+def in_lane_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> Ref | Need | None:
     """The first message of ``lane`` with seq > ``after`` (-1: from the start) that this
     handle sees and ``m`` accepts: front list, then the chain (in place), then rear list."""
     ls = q.lanes
-    recs, st, nxt, prv = ls.recs, ls.st, ls.nxt, ls.prv
-    front, rear = lane.front, lane.rear
-    i = -1
-    if after >= 0:
-        h = cur.hint  # any live slot of this lane at or before the cursor will do
-        if _SENTINELS <= h < len(recs):
-            rec = recs[h]
-            s = st[h]
-            if rec is not None and not s & REMOVED and s & LANE_MASK == lane.priority and _seq_of(rec) <= after:
-                i = nxt[h]
-        if i < 0:
-            last = prv[front]
-            i = nxt[front] if last != front and _seq_of(recs[last]) > after else front
-    else:
-        i = nxt[front]
-    slot, end = scan_locked(q, i, after, m, cur.lk_seq)
-    if slot >= 0:
-        return slot
-    if end != front:
+    ref, through = ls.browse_front(lane, after, m, cur.lk_seq, cur.hint)
+    if ref is not None:
+        return ref
+    if not through:
         return None  # the walk began in the rear list: the lane is done
     if lane.chain:
         hit = in_chain_locked(q, cur, lane, after, m)
         if hit is not None:
             return hit
-    last = prv[rear]
-    if last == rear or _seq_of(recs[last]) <= after:
-        return None
-    slot, _ = scan_locked(q, nxt[rear], after, m, cur.lk_seq)
-    return slot if slot >= 0 else None
+    return ls.browse_rear(lane, after, m, cur.lk_seq)
 
 
-def found_locked(q: LocalQueue, ref) -> Found:
+def found_locked(q: LocalQueue, ref: Ref) -> Found:
     """(ref, record, lane index) of a message a finder returned."""
-    if type(ref) is int:
-        return ref, q.lanes.recs[ref], q.lanes.st[ref] & LANE_MASK
-    return ref, ref.rec, ref.lane.priority
+    return ref, q.record_locked(ref), q.lanes.lane_of(ref).priority
 
 
 def next_locked(q: LocalQueue, cur: Cursor, after_lane: int, after_seq: int, m: Match | None):
@@ -329,14 +265,9 @@ def at_locked(q: LocalQueue, cur: Cursor):
     if not cur.on_msg:
         return None
     ls = q.lanes
-    h = cur.hint
-    if _SENTINELS <= h < len(ls.recs):
-        rec = ls.recs[h]
-        if rec is not None and _seq_of(rec) == cur.seq:
-            s = ls.st[h]
-            if s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and cur.lk_seq == cur.seq):
-                return h
-            return None
+    here = ls.at(cur.hint, cur.seq)
+    if here is not None:
+        return here if ls.visible(here, cur.lk_seq) else None
     ref = in_lane_locked(q, cur, ls.lanes[cur.lane], cur.seq - 1, None)
     if ref is None or type(ref) is Need:
         return ref
@@ -346,41 +277,20 @@ def at_locked(q: LocalQueue, cur: Cursor):
 # -- locks (mutex held) ------------------------------------------------------------------------
 
 
-def resolve_lock_locked(q: LocalQueue, cur: Cursor) -> int | SweptHit | None:
-    """Where this handle's locked message is now (a slot or a hit); a lock whose message
-    left the queue meanwhile (expired, purged, its blob damaged) is forgotten."""
-    if cur.lk_seq < 0:
+def resolve_lock_locked(q: LocalQueue, cur: Cursor) -> Ref | None:
+    """The message this handle's lock holds; a lock whose message left the queue meanwhile
+    (expired, purged, got under syncpoint, its blob damaged) is forgotten."""
+    ref = cur.lk_ref
+    if ref is None:
         return None
-    hit = cur.lk_hit
-    if hit is not None:
-        blob = hit.blob
-        if blob.unswept:  # its blob came back: tiering.splice_locked kept the lock there
-            slot = blob.moved.pop(hit.pos, None) if blob.moved else None
-            cur.lk_hit = None
-            if slot is None:
-                cur.forget_lock()
-                return None
-            cur.lk_slot = slot
-        elif blob.damaged or blob.flags.item(hit.pos) != POS_LOCKED:
-            cur.forget_lock()
-            return None
-        else:
-            return hit
-    slot = cur.lk_slot
-    ls = q.lanes
-    rec = ls.recs[slot] if 0 <= slot < len(ls.recs) else None
-    if rec is None or _seq_of(rec) != cur.lk_seq or ls.st[slot] & (LOCKED | GOTTEN) != LOCKED:
+    if not q.lanes.lock_is(ref, cur.lk_seq):
         cur.forget_lock()
         return None
-    return slot
+    return ref
 
 
-def clear_lock_flag_locked(q: LocalQueue, ref: int | SweptHit) -> bytes:
-    if type(ref) is int:
-        q.lanes.clear_flags(ref, LOCKED)
-        return q.lanes.recs[ref]
-    q.tier.lock_hit_locked(ref, False)  # type: ignore[arg-type]
-    return ref.rec  # type: ignore[union-attr]
+def clear_lock_flag_locked(q: LocalQueue, ref: Ref) -> bytes:
+    return q.lanes.unlock(ref)
 
 
 def unlock_locked(q: LocalQueue, cur: Cursor) -> bool:
@@ -403,13 +313,8 @@ def lock_locked(q: LocalQueue, cur: Cursor, ref) -> None:
     if cur.lk_seq == seq:
         return
     unlock_locked(q, cur)
-    if type(ref) is int:
-        q.lanes.set_flags(ref, LOCKED)
-        cur.lk_slot = ref
-        cur.lk_hit = None
-    else:
-        q.tier.lock_hit_locked(ref, True)
-        cur.lk_hit = ref
+    q.lanes.lock(ref)
+    cur.lk_ref = ref
     cur.lk_seq = seq
     cur.lk_lane = lane_i
 
@@ -429,7 +334,7 @@ def prefer_lock_locked(q: LocalQueue, cur: Cursor, m: Match | None, ref):
     lk = resolve_lock_locked(q, cur)
     if lk is None:
         return ref
-    rec = q.lanes.recs[lk] if type(lk) is int else lk.rec  # type: ignore[union-attr]
+    rec = q.record_locked(lk)
     if m is not None and not m(rec):
         return ref
     lane_i = cur.lk_lane
@@ -499,7 +404,7 @@ def move_locked(q: LocalQueue, cur: Cursor, ref, lock: int) -> None:
     elif cur.lk_seq >= 0:
         unlock_locked(q, cur)
     cur.lane, cur.seq, cur.on_msg = lane_i, _seq_of(rec), True
-    cur.hint = ref if type(ref) is int else -1  # in a blob: no slot hint
+    cur.hint = None if ref.swept else ref
 
 
 def _browse(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, buffer_length, m, wait_interval) -> Message:
@@ -523,8 +428,8 @@ def _browse(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, buffer_length
         else:
             wait = getpath.Wait(s, wait_interval, m, BROWSER)
     with q.mutex:
-        ref = getpath.obtain(q, find, wait, " beyond the cursor", reader(q, cur))
-        msg = getpath.deliver(s, getpath.record_of(q, ref), buffer_length, opts)
+        ref = getpath.obtain_locked(q, find, wait, " beyond the cursor", reader(q, cur))
+        msg = getpath.deliver(s, q.record_locked(ref), buffer_length, opts)
         if msg.reason == _TRUNCATED_FAILED:
             if first:
                 cur.reset()  # before the highest-priority message; a lock stays
@@ -560,7 +465,7 @@ def under_cursor_locked(s: HandleState, q: LocalQueue, cur: Cursor):
     :raises MQError: NO_MSG_UNDER_CURSOR (2034) when there is none: no browse yet, or it was
         removed, expired or locked by another handle since."""
     try:
-        return getpath.obtain(q, lambda: at_locked(q, cur), None, "", reader(q, cur))
+        return getpath.obtain_locked(q, lambda: at_locked(q, cur), None, "", reader(q, cur))
     except MQError as e:
         if e.reason != Reason.NO_MSG_AVAILABLE:
             raise
@@ -581,7 +486,7 @@ def _browse_under_cursor(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, 
     handle's lock is released (unless the call ends with 2080)."""
     with q.mutex:
         ref = under_cursor_locked(s, q, cur)
-        msg = getpath.deliver(s, getpath.record_of(q, ref), buffer_length, opts)
+        msg = getpath.deliver(s, q.record_locked(ref), buffer_length, opts)
         if msg.reason != _TRUNCATED_FAILED:
             if opts & _LOCK:
                 lock_locked(q, cur, ref)
@@ -595,7 +500,7 @@ def _get_under_cursor(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, buf
     cursor keeps its position; the lock goes with the message."""
     with q.mutex:
         ref = under_cursor_locked(s, q, cur)
-        rec = getpath.record_of(q, ref)
+        rec = q.record_locked(ref)
         msg = getpath.deliver(s, rec, buffer_length, opts)
         if msg.reason == _TRUNCATED_FAILED:
             return msg
@@ -615,6 +520,5 @@ def _get_under_cursor(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, buf
 def keep_position_locked(q: LocalQueue, cur: Cursor, ref) -> None:
     """The message under the cursor is about to leave: the cursor keeps its position (its
     lane and seq), and its slot hint moves to the slot before, still at or before it."""
-    if type(ref) is int:
-        p = q.lanes.prv[ref]
-        cur.hint = p if p >= _SENTINELS else -1
+    if not ref.swept:
+        cur.hint = q.lanes.before(ref)

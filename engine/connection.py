@@ -84,8 +84,7 @@ class Connection:
                     f"{name!r} is a queue on queue manager {route.remote_qmgr!r}: open it for output only",
                 )
             inp = _input_mode(q, opts)
-            with q.mutex:
-                _count_open(q, name, opts, inp)
+            q.open_counted(opts, inp)
             state = HandleState(self, q, opts, inp, sel)
             state.xmit = route
             h = Handle(state, opts | inp)
@@ -98,15 +97,8 @@ class Connection:
         s = h._s
         s.closed = True
         q = s.queue
-        with q.mutex:
-            if s.can_get:
-                q.open_input -= 1
-                if h.options & OO.INPUT_EXCLUSIVE:
-                    q.open_exclusive = False
-            if s.can_put:
-                q.open_output -= 1
-            q.open_handles -= 1
-            browse.release_locked(q, s.cursor)
+        exclusive = bool(h.options & OO.INPUT_EXCLUSIVE)
+        q.close_counted(s.can_get, s.can_put, exclusive, lambda: browse.release_locked(q, s.cursor))
         self._handles.discard(h)
         self.qm._dynamic.handle_closed(q)  # a temporary dynamic queue goes with its last handle
         return groups.closed(s)
@@ -184,25 +176,6 @@ def _input_mode(q: LocalQueue, opts: int) -> int:
     return inp
 
 
-def _count_open(q: LocalQueue, name: str, opts: int, inp: int) -> None:
-    """Count a new handle on ``q`` (its lock held). :raises MQError: 2085 deleted, 2042 in use."""
-    if q.deleted:
-        raise MQError(Reason.UNKNOWN_OBJECT_NAME, f"queue {name!r} has been deleted")
-    if inp and (q.open_exclusive or (inp == OO.INPUT_EXCLUSIVE and q.open_input)):
-        raise MQError(
-            Reason.OBJECT_IN_USE,
-            f"queue {name!r} is open for input "
-            + ("exclusively by another handle" if q.open_exclusive else "by another handle")
-            + "; open it INPUT_SHARED, or close the other handle",
-        )
-    if inp:
-        q.open_input += 1
-        q.open_exclusive = inp == OO.INPUT_EXCLUSIVE
-    if opts & OO.OUTPUT:
-        q.open_output += 1
-    q.open_handles += 1
-
-
 class Batch:
     """Messages of a transmission queue assigned to one channel batch (seed 003), in get order.
 
@@ -261,7 +234,5 @@ class Batch:
     def _end(self, confirmed: bool, harden: Sequence[tuple[bytes, bytes]]) -> None:
         if not self._open:
             return
-        with self.queue.mutex:
-            self.queue.end_batch_locked(self.id, confirmed, harden)
+        self.queue.end_batch(self.id, confirmed, harden)
         self._open = False
-        self.queue.after_get()

@@ -91,10 +91,8 @@ class DynamicQueues:
         """Handle.close's hook: delete a temporary dynamic queue whose last handle closed."""
         if q.name not in self.temporary:
             return
-        with q.mutex:
-            if q.open_handles or q.deleted:
-                return
-            q.deleted = True  # Connection.open checks this under the queue's lock: no new handle
+        if not q.retire_if_unused():
+            return
         with self._lock:
             self.temporary.discard(q.name)
         self._qm._forget_queue(q)

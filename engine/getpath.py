@@ -10,8 +10,8 @@ what to do with it; everything else is here, once:
 ``check``    :func:`check_call`: what every call checks before it looks (the handle may
              get, or browse; gets are not inhibited; the buffer length and the wait
              interval are valid; the unit of work can take one more get: 2062, 2024).
-``obtain``   :func:`obtain`, queue lock held: call the finder. A
-             :class:`~sweepq.engine.tiering.Need` (a blob must be read first) is read here
+``obtain``   :func:`obtain_locked`, queue lock held: call the finder. A
+             :class:`~sweepq.engine.core.swept.Need` (a blob must be read first) is read here
              without the lock, then the finder looks again; nothing found waits
              (:class:`Wait`, MQ's waiter rules live in :meth:`LocalQueue.wait_locked`) or
              raises 2033; an expired message is discarded here, the one place expiry is
@@ -24,11 +24,12 @@ what to do with it; everything else is here, once:
              then, without the lock, the store cleanups, the unit of work's record, the
              sync of ``sync="commit"`` and the trace recorder.
 
-A finder is any callable run with the queue lock held that returns a slot (``int``), a hit
-inside a swept blob (:class:`~sweepq.engine.swept.SweptHit`), several messages at once
-(:class:`Found`: a logical message's segments), a :class:`Need`, or None. The lock is
-released only inside :func:`obtain` (reading a blob, waiting): a caller that holds it when
-``obtain`` returns holds it on the same queue state the finder saw.
+A finder is any callable run with the queue lock held that returns a message (a
+:class:`~sweepq.engine.core.ref.Ref`, in memory or inside a swept blob), several messages at
+once (:class:`~sweepq.engine.core.found.Found`: a logical message's segments, a batch's run),
+a :class:`~sweepq.engine.core.swept.Need`, or None. The lock is released only inside
+:func:`obtain_locked` (reading a blob, waiting): a caller that holds it when that returns
+holds it on the same queue state the finder saw.
 
 Failed syncs (``sync="commit"``, docs/durability.md): a change is written to the store's
 log under the lock and synced after it. When the sync fails the change is made all the
@@ -43,12 +44,12 @@ from typing import TYPE_CHECKING
 
 from . import checks, poison, record
 from .constants import GMO, Reason
+from .core.found import Found
+from .core.ref import Ref
+from .core.swept import Need
 from .errors import MQError
-from .found import Found
 from .message import Message
 from .queue import GETTER
-from .swept import SweptHit
-from .tiering import Need
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,6 +65,8 @@ SYNC_ANY = _SYNC | _SYNC_IF_PERSISTENT
 _WAIT = int(GMO.WAIT)
 _ACCEPT_TRUNCATED = int(GMO.ACCEPT_TRUNCATED_MSG)
 _MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
+_FLAGS = record.OFF_FLAGS
+_HLEN = record.OFF_HLEN
 _HAS_EXPIRY = record.HAS_EXPIRY
 _HAS_GROUP = record.HAS_GROUP
 _PERSISTENT = record.PERSISTENT
@@ -122,7 +125,7 @@ def check_room(s: HandleState, n: int) -> None:
 def in_uow(opts: int, rec: bytes) -> bool:
     """Does a get with ``opts`` of ``rec`` join the unit of work (SYNCPOINT, or
     SYNCPOINT_IF_PERSISTENT and a persistent message)?"""
-    return bool(opts & _SYNC or (opts & _SYNC_IF_PERSISTENT and rec[2] & _PERSISTENT))
+    return bool(opts & _SYNC or (opts & _SYNC_IF_PERSISTENT and rec[_FLAGS] & _PERSISTENT))
 
 
 # -- obtain (queue lock held) ---------------------------------------------------------------------
@@ -150,7 +153,7 @@ class Wait:
         self.deadline: float | None = -1.0  # -1.0: not set yet
         self.waiter: Waiter | None = None
 
-    def until_next(self, q: LocalQueue) -> bool:
+    def until_next_locked(self, q: LocalQueue) -> bool:
         """Wait (queue lock held) until a message that may be wanted arrives; False once the
         deadline has passed. A wake this call could not use is passed on first.
 
@@ -177,7 +180,7 @@ class Wait:
         return True
 
 
-def obtain(
+def obtain_locked(
     q: LocalQueue, find: Callable, wait: Wait | None, empty: str = "", load: Callable | None = None, first=_UNSET
 ):
     """The first message ``find`` names, after reading blobs and waiting as needed; queue lock
@@ -189,12 +192,13 @@ def obtain(
     was a plain slot).
 
     :raises MQError: NO_MSG_AVAILABLE (2033) when nothing is found (after the wait); what a
-        blob read raises (2101 damaged, 2102 failed); what :meth:`Wait.until_next` raises."""
+        blob read raises (2101 damaged, 2102 failed); what :meth:`Wait.until_next_locked` raises."""
+    q.must_hold("obtaining a message")
     while True:
         r = find() if first is _UNSET else first
         first = _UNSET
         if r is None:
-            if wait is not None and wait.until_next(q):
+            if wait is not None and wait.until_next_locked(q):
                 continue
             raise MQError(Reason.NO_MSG_AVAILABLE, f"no message available on {q.name!r}{empty}")
         kind = type(r)
@@ -205,23 +209,21 @@ def obtain(
             finally:
                 q.mutex.acquire()
             continue
-        if kind is int:
-            rec = q.lanes.recs[r]
-        elif kind is SweptHit:
-            rec = r.rec
-        else:
-            if any(x[2] & _HAS_EXPIRY for x in r.recs) and discard_expired(q, r.refs, r.recs):
+        if kind is Found:
+            if any(x[_FLAGS] & _HAS_EXPIRY for x in r.recs) and discard_expired_locked(q, r.refs, r.recs):
                 continue
             return r
-        if rec[2] & _HAS_EXPIRY and discard_expired(q, (r,), (rec,)):
+        rec = q.record_locked(r)
+        if rec[_FLAGS] & _HAS_EXPIRY and discard_expired_locked(q, (r,), (rec,)):
             continue
         return r
 
 
-def discard_expired(q: LocalQueue, refs, recs) -> bool:
+def discard_expired_locked(q: LocalQueue, refs, recs) -> bool:
     """Remove the expired messages among ``refs`` (lock held); say whether there was one.
     Expiry is enforced here only, when a call would return the message (docs/semantics.md
     §2.3), so an expired message is never delivered and never needs a timer."""
+    q.must_hold("discarding expired messages")
     now_us = None
     gone = False
     for ref, rec in zip(refs, recs, strict=True):
@@ -237,11 +239,6 @@ def discard_expired(q: LocalQueue, refs, recs) -> bool:
     return gone
 
 
-def record_of(q: LocalQueue, r) -> bytes:
-    """The record a finder's single result holds (lock held)."""
-    return q.lanes.recs[r] if type(r) is int else r.rec
-
-
 # -- deliver ----------------------------------------------------------------------------------------
 
 
@@ -251,7 +248,7 @@ def deliver(s: HandleState, rec: bytes, buffer_length: int | None, opts: int) ->
     TRUNCATED_MSG_ACCEPTED (2079, with ACCEPT_TRUNCATED_MSG) or TRUNCATED_MSG_FAILED (2080:
     the caller then takes nothing and moves no cursor). Its remaining expiry is measured
     from now."""
-    h = rec[0] or record.data_offset(rec)  # 0: a header over 255 bytes (properties)
+    h = rec[_HLEN] or record.data_offset(rec)  # 0: a header over 255 bytes (properties)
     m = Message()
     m._rec = rec
     m._ident = s.qm.ident
@@ -261,7 +258,7 @@ def deliver(s: HandleState, rec: bytes, buffer_length: int | None, opts: int) ->
     else:
         m.data = rec[h:]
         m.reason = 0
-    if rec[2] & _HAS_EXPIRY:
+    if rec[_FLAGS] & _HAS_EXPIRY:
         m._now_us = int(s.qm.clock.wall() * 1_000_000)
     return m
 
@@ -276,11 +273,12 @@ def take_one_locked(q: LocalQueue, ref, rec: bytes, joins: bool, journaled: bool
     Returns whether a sync is owed (:func:`finish`).
 
     :raises MQError: RESOURCE_PROBLEM (2102) when the journal's write fails: nothing taken."""
+    q.must_hold("taking a message")
     if joins:
         q.hide_locked(ref)
         q.obtained += 1
         return False
-    durable = not journaled and q.journal is not None and rec[2] & _PERSISTENT
+    durable = not journaled and q.journal is not None and rec[_FLAGS] & _PERSISTENT
     q.remove_locked(ref, bool(durable))  # the journal's write first (2102: nothing changed)
     q.obtained += 1
     return bool(durable)
@@ -292,7 +290,8 @@ def take_locked(q: LocalQueue, refs, recs, joins: bool, run: bool = False) -> bo
     taken. ``run``: the refs are a run of one lane's list, taken in bulk.
 
     :raises MQError: RESOURCE_PROBLEM (2102) when the journal's write fails: nothing taken."""
-    durable = not joins and q.journal is not None and any(r[2] & _PERSISTENT for r in recs)
+    q.must_hold("taking messages")
+    durable = not joins and q.journal is not None and any(r[_FLAGS] & _PERSISTENT for r in recs)
     if durable:
         q.journal.remove(q, refs)  # type: ignore[union-attr]  # one write for every message; 2102: nothing changed
     if not run:
@@ -302,7 +301,7 @@ def take_locked(q: LocalQueue, refs, recs, joins: bool, run: bool = False) -> bo
     if joins:
         q.hide_run_locked(refs)
     else:
-        q.remove_run_locked(refs, recs)
+        q.remove_run_locked(refs)
     q.obtained += len(refs)
     return durable
 
@@ -344,15 +343,15 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
     cur = s.cursor
     find = q.find_locked if m is None and (cur is None or cur.lk_seq < 0) else _finder(s, q, m)
     wait = Wait(s, wait_interval, m) if opts & _WAIT else None
-    lanes = q.lanes
+    record_of = q.record_locked
     mutex = q.mutex
     while True:
         mutex.acquire()  # not a with-statement: half the cost, on every get
         try:
             ref = find()
-            if type(ref) is not int or lanes.recs[ref][2] & _HAS_EXPIRY:  # else: a plain slot, found
-                ref = obtain(q, find, wait, "", None, ref)
-            rec = lanes.recs[ref] if type(ref) is int else ref.rec  # type: ignore[union-attr]
+            if type(ref) is not Ref or record_of(ref)[_FLAGS] & _HAS_EXPIRY:  # else: a message, found
+                ref = obtain_locked(q, find, wait, "", None, ref)
+            rec = record_of(ref)
             if not (q.poison_limit and poison.due(s, q, rec)):
                 msg = deliver(s, rec, buffer_length, opts)
                 if msg.reason == _TRUNCATED_FAILED:
@@ -368,7 +367,7 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
         pending = finish(s, q, (ref,), joins, durable, bool(opts & _MARK_SKIP))
         if pending and not msg.reason:
             msg.reason = pending
-    if rec[2] & _HAS_GROUP:
+    if rec[_FLAGS] & _HAS_GROUP:
         _group_moved(s, rec, joins)
     return msg
 
@@ -422,11 +421,11 @@ def get_many(s: HandleState, max_messages: int, opts: int, wait_interval: int) -
     while len(out) < max_messages:
         try:
             with q.mutex:
-                found = obtain(q, _runs(q, max_messages - len(out)), None if out else wait)
+                found = obtain_locked(q, _runs(q, max_messages - len(out)), None if out else wait)
                 if type(found) is Found:
                     refs, recs, run = found.refs, found.recs, found.run
                 else:
-                    refs, recs, run = (found,), (record_of(q, found),), False  # type: ignore[assignment]
+                    refs, recs, run = (found,), (q.record_locked(found),), False  # type: ignore[assignment]
                 joins = bool(opts) and in_uow(opts, recs[0])
                 if run and opts & _SYNC_IF_PERSISTENT and any(in_uow(opts, r) != joins for r in recs):
                     refs, recs, run = refs[:1], recs[:1], False  # mixed persistence: one by one
@@ -468,8 +467,7 @@ def assign_batch(
 
     q = s.queue
     batch_id = Batch.next_id()
-    held: list[int] = []
-    gone: list[int] = []
+    gone: list[Ref] = []
     recs: list[bytes] = []
     fast_at: list[int] = []
     first = Wait(s, wait_interval, None) if wait_interval else None
@@ -477,25 +475,22 @@ def assign_batch(
     with q.mutex:
         while len(recs) < max_messages:
             try:
-                ref = obtain(q, q.find_locked, more if recs else first)
+                ref = obtain_locked(q, q.find_locked, more if recs else first)
             except MQError as e:
                 if recs or e.reason == Reason.NO_MSG_AVAILABLE:
                     break  # an error after some messages: the batch holds those
                 raise
-            rec = q.lanes.recs[ref]
-            if fast and not rec[2] & _PERSISTENT:
+            rec = q.record_locked(ref)
+            if fast and not rec[_FLAGS] & _PERSISTENT:
                 take_one_locked(q, ref, rec, False)  # not persistent: nothing is written
                 fast_at.append(len(recs))
                 gone.append(ref)
             else:
                 q.assign_locked(batch_id, ref)
-                held.append(ref)
             recs.append(rec)
             if batch_interval and more is None:
                 more = Wait(s, batch_interval, None)
                 more.deadline = s.qm.clock.now() + batch_interval / 1000.0
-        if held:
-            q.batches[batch_id] = held
     if gone:
         finish(s, q, gone, False, False)
     else:

@@ -278,8 +278,7 @@ class QueueManager:
             conn.end()  # even one whose call waits: the wait ends with 2009
         self.closed = True
         for q in list(self._queues.values()):
-            with q.mutex:
-                q.wake_all_locked()
+            q.wake_all()
         for q in list(self._queues.values()):
             q.tier.run_cleanup()
         problems = []
@@ -378,10 +377,7 @@ class QueueManager:
             q = self._local(name)
             attrs = _attrs(q.attrs, attributes)
             self._save_definition(name, attrs)
-            with q.mutex:
-                q.apply(attrs)
-                if q.inhibit_get:
-                    q.wake_all_locked()
+            q.alter(attrs)
         return q.info()
 
     def delete_queue(self, name: str, purge: bool = False) -> None:
@@ -391,29 +387,14 @@ class QueueManager:
         checks.boolean(purge, "purge")
         with self._defs:
             q = self._local(name)
-            with q.mutex:
-                if q.open_handles:
-                    raise MQError(
-                        Reason.OBJECT_IN_USE, f"queue {name!r} has {q.open_handles} open handle(s); close them first"
-                    )
-            if q.has_uncommitted():
-                raise MQError(Reason.OBJECT_IN_USE, f"queue {name!r} has uncommitted work; commit or back it out first")
-            with q.mutex:
-                if q.depth and not purge:
-                    raise MQError(
-                        Reason.Q_NOT_EMPTY,
-                        f"queue {name!r} holds {q.depth} message(s); pass purge=True to discard them",
-                    )
-                q.deleted = True  # no open, put or sweep reaches it from here on
-                chains = [q.tier.chain_name(lane) for lane in q.lanes if lane.chain]
+            chains = q.retire(purge)  # 2042, 2055; else deleted: no open, put or sweep reaches it
             try:
                 if self.journal is not None:
                     self._save_definition(name, None, drop=q)
                 for chain in chains:  # store I/O first, without the queue's lock
                     self._storage.store().drop_chain(chain)
             except (StoreError, MQError) as e:
-                with q.mutex:
-                    q.deleted = False
+                q.unretire()
                 raise MQError(
                     Reason.RESOURCE_PROBLEM, f"deleting queue {name!r}: the store failed ({e}); it is still defined"
                 ) from e

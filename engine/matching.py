@@ -36,7 +36,7 @@ class Match:
     """A predicate over records. Fields left ``None`` are not compared.
 
     ``searched`` is the set of swept blobs one search has read in full without a hit
-    (tier.search_locked skips them, so a search longer than the decoded-blob cache ends).
+    (the core's search_chain skips them, so a search longer than the decoded-blob cache ends).
     Whoever reuses a Match for a new get or browse clears it first, as Handle.get does.
     """
 
@@ -51,7 +51,7 @@ class Match:
         self.offset: int | None = None
         self.seq: int | None = None  # from a MsgToken
         self.selector: Selector | None = None
-        # Swept blobs searched in full without a hit during the current get (tier.search_locked
+        # Swept blobs searched in full without a hit during the current get (the core's search_chain
         # skips them); cleared at the start of each get that reuses this Match.
         self.searched: set = set()
 

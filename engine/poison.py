@@ -15,14 +15,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import record
+from .core.lanes import UNCOMMITTED
 from .durable.journal import Batch as DurableBatch
 from .durable.journal import Journal
 from .errors import MQError
-from .lane import UNCOMMITTED
 
 if TYPE_CHECKING:
+    from .core.ref import Ref
     from .handle import HandleState
-    from .queue import LocalQueue, Ref
+    from .queue import LocalQueue
 
 
 def due(s: HandleState, q: LocalQueue, rec: bytes) -> bool:
@@ -42,33 +43,34 @@ def requeue(s: HandleState, q: LocalQueue, ref: Ref, rec: bytes, sync: bool) -> 
     (:func:`due` then says no)."""
     qm = s.qm
     boq = qm.queue_named(q.attrs.backout_requeue_q)
-    slot = _place(qm, q, boq, ref, rec, sync) if boq is not None else None
-    if slot is None:
+    placed = _place(qm, q, boq, ref, rec, sync) if boq is not None else None
+    if placed is None:
         with q.mutex:
             q.restore_locked(ref, backout=False)
         return
     if sync:
         s.uow.add_get(q, ref)
-        s.uow.add_put(boq, slot)  # type: ignore[arg-type]
+        s.uow.add_put(boq, placed)  # type: ignore[arg-type]
         return
     with q.mutex:
         q.remove_locked(ref, durable=False)  # its record moved with it in _place
     q.after_get()
-    if boq.journal is not None and rec[2] & record.PERSISTENT:  # type: ignore[union-attr]
+    if boq.journal is not None and rec[record.OFF_FLAGS] & record.PERSISTENT:  # type: ignore[union-attr]
         boq.journal.wait()  # type: ignore[union-attr]  # a failed sync leaves the move made; a later sync hardens it
 
 
-def _place(qm, q: LocalQueue, boq: LocalQueue, ref: Ref, rec: bytes, sync: bool) -> int | None:
-    """Put the message on ``boq`` as a new instance keeping its MsgId; None if it cannot take
-    it. Outside syncpoint, one store write moves a persistent message's record from ``q`` to
-    ``boq``. Both queues' locks held, in queue-id order."""
+def _place(qm, q: LocalQueue, boq: LocalQueue, ref: Ref, rec: bytes, sync: bool) -> Ref | None:
+    """Put the message on ``boq`` as a new instance keeping its MsgId; returns where it is
+    now, or None if ``boq`` cannot take it. Outside syncpoint, one store write moves a
+    persistent message's record from ``q`` to ``boq``. Takes both queues' locks, in queue-id
+    order (the lock rule's one caller but a commit that holds two at once)."""
     first, second = (q, boq) if q.id < boq.id else (boq, q)
     with first.mutex, second.mutex:
         if boq.deleted or boq.depth >= boq.max_depth:
             return None
         moved = record.rehome(rec, qm.next_seq(), qm.ident)
         lane_i = boq.default_priority if boq.fifo else moved[record.OFF_PRIORITY]
-        if not sync and boq.journal is not None and rec[2] & record.PERSISTENT:
+        if not sync and boq.journal is not None and rec[record.OFF_FLAGS] & record.PERSISTENT:
             batch = DurableBatch()
             Journal.add_put(batch, boq, lane_i, moved)
             Journal.add_removal(batch, q, ref)
@@ -76,4 +78,5 @@ def _place(qm, q: LocalQueue, boq: LocalQueue, ref: Ref, rec: bytes, sync: bool)
                 boq.journal.write(batch, f"moving a poison message to {boq.name!r}")
             except MQError:
                 return None
-        return boq.insert_locked([moved], lane_i, (lane_i | UNCOMMITTED) if sync else lane_i)[0]
+        refs = boq.insert_locked([moved], lane_i, (lane_i | UNCOMMITTED) if sync else lane_i, refs=True)
+        return refs[0]  # type: ignore[index]  # asked for

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 
 from . import checks, properties, record
 from .constants import MAX_PRIORITY, MSGID_NONE, PMO, Persistence, Reason
+from .core.lanes import UNCOMMITTED
 from .distributed.headers import transmission
 from .errors import MQError, options_error
 from .getpath import check_room
-from .lane import UNCOMMITTED
 from .matching import _fixed
 from .message import PutResult
 from .options import check_put
@@ -235,7 +235,8 @@ def put_record(s: HandleState, rec, opts: int) -> PutResult:
     syncpoint = opts & _PMO_SYNC
     if syncpoint:
         check_room(s, 1)
-    recs, reason = place(s, q, (rec,), RECEIVED, rec[1], bool(rec[2] & record.PERSISTENT), syncpoint)
+    priority, persistent = rec[record.OFF_PRIORITY], bool(rec[record.OFF_FLAGS] & record.PERSISTENT)
+    recs, reason = place(s, q, (rec,), RECEIVED, priority, persistent, syncpoint)
     res = PutResult()
     res._rec = recs[0]
     res._ident = s.qm.ident
@@ -297,14 +298,14 @@ def place(
             recs = [record.pin_msg_id(r, qm.ident) for r in recs]
             if not syncpoint:
                 q.journal.put(q, lane_i, recs)  # type: ignore[union-attr]  # one write, before any joins the lane (2102)
-        slots = q.insert_locked(recs, lane_i, (lane_i | UNCOMMITTED) if syncpoint else lane_i)
+        refs = q.insert_locked(recs, lane_i, (lane_i | UNCOMMITTED) if syncpoint else lane_i, bool(syncpoint))
     finally:
         mutex.release()
     reason = 0
     if syncpoint:
         add = s.uow.add_put
-        for slot in slots:
-            add(q, slot)
+        for ref in refs:  # type: ignore[union-attr]  # asked for with syncpoint
+            add(q, ref)
     elif durable and not q.journal.wait():  # type: ignore[union-attr]
         reason = _OUTCOME_PENDING
     recorder = qm.recorder

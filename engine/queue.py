@@ -1,47 +1,49 @@
-"""A local queue: its attributes, its lanes, its lock, its waiters and its tier.
+"""A local queue: its attributes, its lock, its waiters, its counters and its tier.
 
-**The lock rule** (the one place it is written; every other docstring refers here). Each
-queue has one ``threading.Lock``, ``mutex``. It protects everything of the queue that
-changes: the lanes (engine/lane.py), the counters below, the waiters, the chains of swept
-blobs and their in-memory indexes, the batches and the group bookkeeping.
+**The lock rule** (the one place it is written; every other docstring refers here, and with
+lock checks on, engine/core/lock.py, every function it names checks it). Each queue has one
+lock, ``mutex``. It protects everything of the queue that changes: the core (its lanes,
+records, index and chains: engine/core/), the counters below, the waiters, the batches and
+the group bookkeeping.
 
-* **Who takes it**: the queue's own public methods; the get path (engine/getpath.py) and
-  the put path (engine/putpath.py), around one find-and-take or one placement; the browse
-  and group calls (engine/browse.py, engine/groups/) through the get path's
-  :func:`~sweepq.engine.getpath.obtain`; the unit of work (engine/uow.py), which takes the
-  locks of every queue a commit or backout touches in queue-id order (so two commits never
-  deadlock); the connection's open and close of a handle (open counts); the manager's
-  alter, delete and close. Nothing else.
-* **Naming**: a function or method whose name ends in ``_locked`` is called with the
-  queue's lock held and never takes it. The lanes' methods (engine/lane.py) are all called
-  so: the lanes are this queue's storage, as the deque is ``queue.Queue``'s.
+* **Who takes it**: this class's methods whose names do not end in ``_locked``, each around
+  one step; the get path (engine/getpath.py) and the put path (engine/putpath.py), around
+  one find-and-take or one placement; the browse and group calls (engine/browse.py,
+  engine/groups/) around one find through the get path's
+  :func:`~sweepq.engine.getpath.obtain_locked`; and two callers that must hold several queues'
+  locks at once, always taken in queue-id order (so no two threads deadlock): a commit or
+  backout (engine/uow.py), and the poison move (engine/poison.py). Nothing else takes it.
+* **Who needs it**: a function or method whose name ends in ``_locked``, and every method of
+  the core (engine/core/lanes.py), is called with the lock held and never takes it; with
+  checks on, each asserts that the calling thread holds it.
 * **No lock is held across a blob read, a sync, a sweep's compression or write, or a
   wait** (a waiter waits on a Condition bound to the lock, which releases it). The only
   store I/O under the lock is a write that must be ordered with the change it records,
   never synced there: the journal's writes for persistent messages
   (engine/durable/journal.py), the sweep's link of a written blob into its chain
-  (:meth:`LocalQueue.sweep_link`) and an unsweep's move of persistent records back to
-  their own keys (engine/tiering.py). Each is one small atomic RocksDB write batch.
-* Two queue locks are held together only by a commit or backout and by the poison move
-  (engine/poison.py), always taken in queue-id order, so no two threads deadlock.
+  (:meth:`~sweepq.engine.tiering.QueueTier.link`) and an unsweep's move of persistent
+  records back to their own keys (:meth:`~sweepq.engine.tiering.QueueTier.unsweep_locked`),
+  each one small atomic RocksDB write batch; and, only after the store found damage, the
+  rewrite of what memory holds (engine/durable/rewrite.py, through
+  :meth:`LocalQueue.durable_image`), so that no get deletes a record between its being
+  read and written again.
 
 Waiters (``wait_locked``): a getter blocked in a WAIT waits on its own ``Condition`` bound
 to ``mutex``, so that a new message wakes exactly the waiter MQ would pick
 (docs/semantics.md §3: one non-browse waiter, a specific-match waiter before a general one;
 every browser without LOCK).
 
-A message in memory is a *slot* of the queue's :class:`~sweepq.engine.lane.LaneSet` (an
-``int``); a message a get found inside a swept blob is a
-:class:`~sweepq.engine.swept.SweptHit`. Both are *refs*: what gets, units of work and
-batches hold. The tier (engine/tiering.py) is a collaborator the queue calls for sweeping,
-unsweeping and searching blobs.
+A message is named by a :class:`~sweepq.engine.core.ref.Ref` (in memory, or inside a swept
+blob): what gets, units of work, batches and browse locks hold. The tier
+(engine/tiering.py) is a collaborator the queue calls for sweeping, unsweeping and reading
+blobs.
 
-Counters kept exact under the lock (the sweeper reads them):
+Counters kept exact under the lock (the sweeper reads them through :meth:`LocalQueue.sweep_counts`):
 
 * ``depth`` — every message on the queue, committed or not, in memory or swept
   (CurrentQDepth);
 * ``Lane.ready`` — committed, not-gotten messages in memory (y);
-* ``obtained`` — destructive gets since the last :meth:`take_obtained` (x);
+* ``obtained`` — destructive gets since the last :meth:`LocalQueue.take_obtained` (x);
 * ``lanes.mem_bytes`` — bytes of the records held in memory.
 """
 
@@ -58,7 +60,7 @@ from sweepq.sweeper.clock import Clock, SystemClock
 from sweepq.sweeper.cycle import SweepCounts
 from sweepq.sweeper.stats import SweepStats, percentile
 
-from . import checks, record
+from . import checks
 from .constants import (
     OO,
     DeliverySequence,
@@ -68,30 +70,32 @@ from .constants import (
     Reason,
     Usage,
 )
+from .core.found import Found
+from .core.index import SlotIndex
+from .core.lanes import AVAILABLE_BELOW, Lane, LaneSet
+from .core.lock import CHECKS, assert_held, new_lock
+from .core.ref import Ref
+from .core.swept import Need
 from .durable.journal import Batch, Journal
 from .durable.layout import queue_prefix
 from .errors import MQError
-from .found import Found
-from .index import SlotIndex
-from .lane import _SENTINELS, AVAILABLE_BELOW, BATCHED, HIDDEN, LANE_MASK, LaneSet
 from .matching import Match
 from .record import Identity
-from .swept import SweptHit, build_index
-from .tiering import Need, Plan, QueueTier, Target
+from .tiering import Plan, QueueTier, Target
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    import numpy as np
+
     from sweepq.blobstore import BlobInfo, Store
 
     from .budget import MemoryBudget
+    from .core.swept import SweptBlob
     from .storage import Storage
-    from .swept import SweptBlob
 
-# A message a get found: a slot in memory, or a hit inside a blob. Code tells them apart with
-# `type(ref) is int`, the cheapest test; a type checker narrows only its true branch (int has
-# subclasses), so a line that uses a SweptHit in the other branch carries a `type: ignore`.
-Ref = int | SweptHit
+# One lane of LocalQueue.durable_image: (priority, records, [(blob id, seq min, seq max, count, flags)]).
+DurableLane = tuple[int, list[bytes], list[tuple[int, int, int, int, "np.ndarray"]]]
 
 MAX_NAME = 48
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/%")
@@ -241,7 +245,8 @@ class LocalQueue:
     ``ident`` turns records into MsgIds and tokens; ``storage`` (the manager's) gives the
     blob store and the read-ahead pool to the queue's tier. The sweeper drives the queue
     through :meth:`sweep_counts`, :meth:`sweep_begin`, :meth:`sweep_link`,
-    :meth:`sweep_abort` and :meth:`sweep_end` (sweeper.cycle.Sweepable).
+    :meth:`sweep_abort` and :meth:`sweep_end` (sweeper.cycle.Sweepable). The lock rule is
+    the module docstring's.
     """
 
     def __init__(
@@ -262,8 +267,8 @@ class LocalQueue:
         self.key_prefix = queue_prefix(name)
         self.backout_handling = backout_handling  # the manager's: poison messages are requeued
         self.id = next(_queue_ids)  # total order for taking several queue locks
-        self.mutex = threading.Lock()
-        self.lanes = LaneSet()
+        self.mutex = new_lock()
+        self.lanes = LaneSet(self.mutex)  # the queue core (engine/core/)
         self.lane_list = self.lanes.lanes  # by priority, for the hot paths
         self.depth = 0
         self.obtained = 0
@@ -275,7 +280,7 @@ class LocalQueue:
         self.open_handles = 0
         self.deleted = False
         self.batched = 0  # messages assigned to transmission batches
-        self.batches: dict[int, list[int]] = {}  # slots: a batch is never swept
+        self.batches: dict[int, list[Ref]] = {}  # in memory: a batch is never swept
         self.groups_started: dict = {}  # engine/groups/: groups a get has started to take
         self.sweep_lock = threading.Lock()  # one sweep of this queue at a time (sweep_begin)
         self.temporary = False  # a temporary dynamic queue (engine/dynamic.py): no persistent puts
@@ -288,19 +293,28 @@ class LocalQueue:
         self.paged = 0
         self.page_bytes = 256 * 1024
         self.ident = ident or Identity(bytes(12))
-        self.tier = QueueTier(name, self.lanes, self.ident, storage)  # type: ignore[arg-type]  # the manager's
+        self.tier = QueueTier(name, self.lanes, self.ident, storage, self.mutex)  # type: ignore[arg-type]
         self.tier.journal = journal
         self.tier.key_prefix = self.key_prefix
-        self.apply(attrs)
+        with self.mutex:
+            self.apply_locked(attrs)
+
+    def must_hold(self, what: str) -> None:
+        """With lock checks on (engine/core/lock.py): the calling thread holds this queue's
+        lock, or AssertionError saying ``what`` needed it. The first line of every function
+        the rule says needs the lock."""
+        if CHECKS:
+            assert_held(self.mutex, what)
 
     # -- attributes -------------------------------------------------------------------
 
-    def apply(self, attrs: QueueAttributes) -> None:
+    def apply_locked(self, attrs: QueueAttributes) -> None:
         """Install new attributes; hot fields are copied to plain attributes for the fast path.
 
         Lanes never move: switching the delivery sequence changes only where *new* messages
         go, so nothing queued is reordered (seed 000).
         """
+        self.must_hold("applying attributes")
         self.attrs = attrs
         self.fifo = attrs.delivery_sequence == DeliverySequence.FIFO
         self.default_priority = attrs.default_priority
@@ -314,14 +328,96 @@ class LocalQueue:
         kind = attrs.index_type
         idx = self.lanes.index
         if kind == IndexType.NONE:
-            self.lanes.index = None
+            self.lanes.set_index(None)
         elif idx is None or idx.kind != kind:
-            idx = SlotIndex(kind, self.ident)
-            ls = self.lanes
-            slots = list(ls.in_memory())
-            idx.add_many(slots, [ls.recs[i] for i in slots])
-            ls.index = idx
+            self.lanes.set_index(SlotIndex(kind, self.ident))
         self.index_field = _INDEX_FIELD.get(kind)
+
+    def alter(self, attrs: QueueAttributes) -> None:
+        """ALTER: new attributes; inhibiting gets fails current waiters with 2016."""
+        with self.mutex:
+            self.apply_locked(attrs)
+            if self.inhibit_get:
+                self.wake_all_locked()
+
+    def open_counted(self, opts: int, inp: int) -> None:
+        """Count a new handle (MQOPEN): ``inp`` its input mode (0: none), ``opts`` its options.
+
+        :raises MQError: UNKNOWN_OBJECT_NAME (2085) once deleted, OBJECT_IN_USE (2042) when
+            the input mode conflicts with the handles open."""
+        with self.mutex:
+            if self.deleted:
+                raise MQError(Reason.UNKNOWN_OBJECT_NAME, f"queue {self.name!r} has been deleted")
+            if inp and (self.open_exclusive or (inp == OO.INPUT_EXCLUSIVE and self.open_input)):
+                raise MQError(
+                    Reason.OBJECT_IN_USE,
+                    f"queue {self.name!r} is open for input "
+                    + ("exclusively by another handle" if self.open_exclusive else "by another handle")
+                    + "; open it INPUT_SHARED, or close the other handle",
+                )
+            if inp:
+                self.open_input += 1
+                self.open_exclusive = inp == OO.INPUT_EXCLUSIVE
+            if opts & OO.OUTPUT:
+                self.open_output += 1
+            self.open_handles += 1
+
+    def close_counted(self, can_get: bool, can_put: bool, exclusive: bool, release: Callable[[], object]) -> None:
+        """Count a handle closed (MQCLOSE); ``release()`` runs under the lock first (the
+        handle's browse lock ends, engine/browse.py)."""
+        with self.mutex:
+            release()
+            if can_get:
+                self.open_input -= 1
+                if exclusive:
+                    self.open_exclusive = False
+            if can_put:
+                self.open_output -= 1
+            self.open_handles -= 1
+
+    def retire(self, purge: bool) -> list[bytes]:
+        """DELETE: the queue is marked deleted (no open, put or sweep reaches it from here on)
+        and the names of its chains are returned, for the caller to drop from the store
+        without the lock (:meth:`unretire` if that fails).
+
+        :raises MQError: OBJECT_IN_USE (2042) with open handles or uncommitted work,
+            Q_NOT_EMPTY (2055) with messages and not ``purge``."""
+        with self.mutex:
+            if self.open_handles:
+                raise MQError(
+                    Reason.OBJECT_IN_USE,
+                    f"queue {self.name!r} has {self.open_handles} open handle(s); close them first",
+                )
+            if self.lanes.any_hidden():
+                raise MQError(
+                    Reason.OBJECT_IN_USE, f"queue {self.name!r} has uncommitted work; commit or back it out first"
+                )
+            if self.depth and not purge:
+                raise MQError(
+                    Reason.Q_NOT_EMPTY,
+                    f"queue {self.name!r} holds {self.depth} message(s); pass purge=True to discard them",
+                )
+            self.deleted = True
+            return [self.tier.chain_name(lane) for lane in self.lanes if lane.chain]
+
+    def unretire(self) -> None:
+        """A delete that could not finish: the queue is back."""
+        with self.mutex:
+            self.deleted = False
+
+    def retire_if_unused(self) -> bool:
+        """A temporary dynamic queue's last handle closed (engine/dynamic.py): mark it deleted
+        unless a handle is open again or it is gone already; say whether it was marked."""
+        with self.mutex:
+            if self.open_handles or self.deleted:
+                return False
+            self.deleted = True  # open_counted checks this under the lock: no new handle
+            return True
+
+    def wake_all(self) -> None:
+        """Wake every waiter to look at the queue's state again (the manager's close)."""
+        with self.mutex:
+            self.wake_all_locked()
 
     @property
     def mem_bytes(self) -> int:
@@ -352,12 +448,11 @@ class LocalQueue:
 
     def check(self) -> None:
         """Assert the queue's invariants (takes the lock; for tests, the model checks and
-        debugging): the lanes' (:meth:`LaneSet.check`), the chains'
-        (:meth:`QueueTier.check_locked`), and ``depth`` = messages in memory + live messages
-        in blobs. :raises AssertionError: naming the first one broken."""
+        debugging): the core's (:meth:`LaneSet.check`: lanes, records, index, chains), and
+        ``depth`` = messages in memory + live messages in blobs, and the batch count.
+        :raises AssertionError: naming the first one broken."""
         with self.mutex:
             self.lanes.check()
-            self.tier.check_locked()
             held = sum(lane.mem + lane.swept for lane in self.lanes)
             assert self.depth == held, f"{self.name}: depth {self.depth} but {held} messages held"
             assert self.batched == sum(len(v) for v in self.batches.values()), f"{self.name}: batched count"
@@ -370,28 +465,51 @@ class LocalQueue:
 
     def has_uncommitted(self) -> bool:
         with self.mutex:
-            st = self.lanes.st
-            return any(st[i] & HIDDEN for i in self.lanes.in_memory()) or any(
-                (b.flags == 2).any() for lane in self.lanes for b in lane.chain
-            )
+            return self.lanes.any_hidden()
+
+    def durable_image(self, write: Callable[[list], object] | None = None) -> list[DurableLane]:
+        """What a durable queue holds now, taken under the lock in one step: per lane,
+        (priority, its persistent committed records in memory in order, and its chain's
+        undamaged blobs as (blob id, lowest and highest arrival number, positions, a copy of
+        their flags)). A checkpoint (engine/durable/ledger.py) encodes and writes it without
+        the lock; the rewrite after damage (engine/durable/rewrite.py) passes ``write``,
+        called with the image while the lock is still held (a store write the rule names)."""
+        with self.mutex:
+            image = [
+                (
+                    lane.priority,
+                    self.lanes.persistent_records(lane),
+                    [(b.blob_id, b.seq_min, b.seq_max, b.count, b.flags.copy()) for b in lane.chain if not b.damaged],
+                )
+                for lane in self.lanes
+            ]
+            if write is not None:
+                write(image)
+            return image
+
+    def load_lane(self, lane: Lane, front: Sequence[bytes], blobs: Sequence[SweptBlob], rear: Sequence[bytes]) -> None:
+        """Recovery's rebuilt lane (engine/durable/recovery.py): ``front`` records, the chain
+        of ``blobs``, ``rear`` records; the lane must be empty."""
+        with self.mutex:
+            self.lanes.load(lane, front, blobs, rear)
+            self.depth += len(front) + len(rear) + sum(blob.live for blob in blobs)
 
     # -- under the lock: placing and finding ---------------------------------------------
 
-    def insert_locked(self, recs: list[bytes], lane_i: int, state: int) -> Sequence[int]:
+    def insert_locked(self, recs: Sequence[bytes], lane_i: int, state: int, refs: bool = False) -> list[Ref] | None:
         """Append ``recs`` after the last message of lane ``lane_i`` with ``state`` (the lane
-        index and UNCOMMITTED or not); return their slots. Waiters are woken for the ones
-        that are available at once. The caller checked MAXDEPTH and wrote the journal."""
-        lanes = self.lanes
-        lane = self.lane_list[lane_i]
-        # One record (the common case): append is much cheaper than a bulk link.
-        slots = [lanes.append(lane, recs[0], state)] if len(recs) == 1 else lanes.extend(lane, recs, state)
+        index and UNCOMMITTED or not); return their refs when ``refs`` (a unit of work holds
+        them). Waiters are woken for the ones that are available at once. The caller checked
+        MAXDEPTH and wrote the journal."""
+        self.must_hold("placing messages")
+        out = self.lanes.add(self.lane_list[lane_i], recs, state, refs)
         self.depth += len(recs)
         if self.waiters and state < AVAILABLE_BELOW:
             for rec in recs:
                 if not self.waiters:
                     break
                 self.wake_for_locked(rec)
-        return slots
+        return out
 
     def find_locked(self, match: Match | None = None) -> Ref | Need | None:
         """The first available message in get order that ``match`` accepts (None: any).
@@ -400,87 +518,53 @@ class LocalQueue:
         nothing available brings its chain back blob by blob (unsweep); with a match the
         chain is searched in place through its index, and nothing is brought back. Either
         may need a blob that is not in memory yet: then a :class:`Need` comes back, and the
-        caller reads it without the lock and calls again.
-
-        ``lanes.mask`` has bit p set for every lane p that may hold messages (set on append,
-        cleared here lazily once a lane is found empty), so a get skips empty priorities
-        without looking at them.
-        """
+        caller reads it without the lock and calls again."""
+        self.must_hold("finding a message")
         ls = self.lanes
-        if match is None and ls.mask:
-            # The get hot path: the first message of the highest lane's front list.
-            i = ls.nxt[self.lane_list[ls.mask.bit_length() - 1].front]
-            if i >= _SENTINELS and ls.st[i] < AVAILABLE_BELOW:
-                return i
-        if match is not None and ls.index is not None:
+        if match is None:
+            ref = ls.head()  # the get hot path: the first message of the highest lane's front list
+            if ref is not None:
+                return ref
+        elif ls.index is not None:
             value = getattr(match, self.index_field)  # type: ignore[arg-type]  # set with lanes.index
             if value is not None:
                 return self._find_indexed_locked(match, value)
-        mask = ls.mask
-        lanes, nxt, st = ls.lanes, ls.nxt, ls.st
-        while mask:
-            p = mask.bit_length() - 1
-            mask ^= 1 << p
-            lane = lanes[p]
-            if lane.ready or lane.chain:
-                s = lane.front
-                i = nxt[s]
-                if match is None:
-                    while i != s:
-                        if st[i] < AVAILABLE_BELOW:
-                            return i
-                        i = nxt[i]
-                else:
-                    recs = ls.recs
-                    while i != s:
-                        if st[i] < AVAILABLE_BELOW and match(recs[i]):
-                            return i
-                        i = nxt[i]
-                if lane.chain:
-                    # Without a match: unsweep until something is available (or the chain is
-                    # empty, when the rear list has joined the front). With one: search in place.
-                    hit = self.tier.front_locked(lane) if match is None else self.tier.search_locked(lane, match)
-                    if hit is not None:
-                        return hit
-                s = lane.rear
-                i = nxt[s]
-                while i != s:
-                    if st[i] < AVAILABLE_BELOW and (match is None or match(ls.recs[i])):
-                        return i
-                    i = nxt[i]
-            elif not lane.mem:
-                ls.mask &= ~lane.bit
+        for lane in ls.lanes_down():
+            ref = ls.first(lane, False, match)
+            if ref is not None:
+                return ref
+            if lane.chain:
+                # Without a match: unsweep until something is available (or the chain is
+                # empty, when the rear list has joined the front). With one: search in place.
+                hit = self.tier.front_locked(lane) if match is None else ls.search_chain(lane, match)
+                if hit is not None:
+                    return hit
+            ref = ls.first(lane, True, match)
+            if ref is not None:
+                return ref
         return None
 
     def _find_indexed_locked(self, match: Match, value: object) -> Ref | Need | None:
-        """:meth:`_find` for a match on the indexed field: the in-memory candidates come from
-        the index (O(messages with that value)), swept ones from the chain's summaries.
+        """:meth:`find_locked` for a match on the indexed field: the in-memory candidates come
+        from the index (O(messages with that value)), swept ones from the chain's summaries.
 
         Get order is kept: lanes from the highest; in a lane the front list, then the chain,
         then the rear list, each in arrival order (a message's ``seq`` is its arrival number,
         and the front list's are below the chain's, the rear list's above)."""
         ls = self.lanes
-        st, recs = ls.st, ls.recs
-        by_lane: dict[int, list[int]] = {}
-        for i in ls.index.slots(value):  # type: ignore[union-attr]  # called when the queue has an index
-            if st[i] < AVAILABLE_BELOW and match(recs[i]):
-                by_lane.setdefault(st[i] & 0x0F, []).append(i)
+        top, found = ls.first_indexed(value, match)
         lanes = ls.lanes
-        top = max(by_lane, default=-1)
         for p in range(len(lanes) - 1, top, -1):  # higher lanes: only their chains may match
             if lanes[p].chain:
-                hit = self.tier.search_locked(lanes[p], match)
+                hit = ls.search_chain(lanes[p], match)
                 if hit is not None:
                     return hit
         if top < 0:
             return None
-        found = by_lane[top]
-        if len(found) > 1:
-            found.sort(key=lambda i: record.seq_of(recs[i]))
         lane = lanes[top]
-        if lane.chain and record.seq_of(recs[found[0]]) > lane.chain[0].seq_min:
+        if lane.chain and ls.seq(found[0]) > lane.chain[0].seq_min:
             # The first candidate is behind the chain (rear list): the chain comes first.
-            hit = self.tier.search_locked(lane, match)
+            hit = ls.search_chain(lane, match)
             if hit is not None:
                 return hit
         return found[0]
@@ -488,18 +572,19 @@ class LocalQueue:
     def find_run_locked(self, limit: int) -> Ref | Found | Need | None:
         """:meth:`find_locked` for a batch get: the first available message and, when it is
         in memory, the available messages that follow it in its list (at most ``limit``), as
-        one :class:`~sweepq.engine.getpath.Found` run that a batch takes at once."""
+        one :class:`~sweepq.engine.core.found.Found` run that a batch takes at once."""
         ref = self.find_locked(None)
-        if type(ref) is not int or limit == 1:
+        if not isinstance(ref, Ref) or ref.swept or limit == 1:
             return ref
-        run = self.lanes.available_run(ref, limit)
+        run = self.lanes.run_from(ref, limit)
         if len(run) == 1:
             return ref
-        recs = self.lanes.recs
-        return Found(run, [recs[i] for i in run], run=True)
+        record_of = self.lanes.record
+        return Found(run, [record_of(r) for r in run], run=True)
 
-    def record_of(self, ref: Ref) -> bytes:
-        return self.lanes.recs[ref] if type(ref) is int else ref.rec  # type: ignore[union-attr]
+    def record_locked(self, ref: Ref) -> bytes:
+        """The record of the message ``ref`` names."""
+        return self.lanes.record(ref)
 
     # -- under the lock: state changes ---------------------------------------------------
 
@@ -508,112 +593,126 @@ class LocalQueue:
         (``durable``; False: the caller wrote it already, e.g. in a commit's one write).
 
         :raises MQError: RESOURCE_PROBLEM (2102) when that write fails; nothing changed."""
+        self.must_hold("removing a message")
         if durable and self.journal is not None:
             self.journal.remove(self, [ref])
-        if type(ref) is not int:
-            slot = self.tier.remove_hit_locked(ref)  # type: ignore[arg-type]
-            if slot is None:
-                self.depth -= 1
-                return
-            if slot < 0:
-                return  # its blob was found damaged: counted out then
-            ref = slot  # its blob came back meanwhile: remove the slot
-        lane = self.lanes.remove(ref)
+        lane = self.lanes.take(ref)
+        if lane is None:
+            return  # its blob was found damaged: counted out then
         self.depth -= 1
+        if self.lanes.emptied:
+            self.tier.unlink_emptied_locked()  # the last message of a blob left it
         if lane.chain and lane.ready + lane.ahead < self.tier.readahead_low:
             self.tier.readahead_locked(lane)
 
     def hide_locked(self, ref: Ref) -> None:
         """A get under syncpoint: the message stays in place, invisible, until commit/backout."""
-        if type(ref) is int:
-            self.lanes.hide(ref)
-        else:
-            self.tier.hide_hit_locked(ref)  # type: ignore[arg-type]
+        self.must_hold("hiding a message")
+        self.lanes.hide(ref)
 
-    def remove_run_locked(self, slots: list[int], recs: list[bytes]) -> None:
-        """:meth:`remove_locked` of a run of available slots of one lane's list, in bulk (a
+    def remove_run_locked(self, refs: list[Ref]) -> None:
+        """:meth:`remove_locked` of a run of available messages of one lane's list, in bulk (a
         batch get; the caller wrote the journal)."""
-        lane = self.lane_list[self.lanes.st[slots[0]] & LANE_MASK]
-        self.lanes.detach_run(lane, slots, sum(map(len, recs)))
-        self.depth -= len(slots)
+        self.must_hold("removing a run")
+        lane = self.lanes.take_run(refs)
+        self.depth -= len(refs)
         if lane.chain and lane.ready + lane.ahead < self.tier.readahead_low:
             self.tier.readahead_locked(lane)
 
-    def hide_run_locked(self, slots: list[int]) -> None:
-        """:meth:`hide_locked` of a run of available slots of one lane's list."""
-        self.lanes.hide_run(self.lane_list[self.lanes.st[slots[0]] & LANE_MASK], slots)
+    def hide_run_locked(self, refs: list[Ref]) -> None:
+        """:meth:`hide_locked` of a run of available messages of one lane's list."""
+        self.must_hold("hiding a run")
+        self.lanes.hide_run(refs)
 
     def restore_locked(self, ref: Ref, backout: bool, batch: Batch | None = None) -> None:
         """Backout of a get: the message reappears in its place, its backout count raised.
         With ``batch``, the change that hardens a persistent message's new count is added
         to it (the caller writes it)."""
-        if type(ref) is not int:
-            slot = self.tier.restore_hit_locked(ref, backout)  # type: ignore[arg-type]
-            if slot is None:
-                if backout and batch is not None:
-                    Journal.add_backout(batch, self, ref, record.with_backout(ref.rec, record.backout_of(ref.rec) + 1))  # type: ignore[union-attr]
-                self.wake_all_locked()  # a message is back in the chain: let every waiter look again
-                return
-            if slot < 0:
-                return  # its blob was found damaged meanwhile: the error named it
-            ref = slot
-        rec = None
-        if backout:
-            old = self.lanes.recs[ref]
-            rec = record.with_backout(old, record.backout_of(old) + 1)
-        self.lanes.restore(ref, rec)
-        if rec is not None and batch is not None:
+        self.must_hold("restoring a message")
+        rec, in_memory = self.lanes.restore(ref, backout)
+        if backout and batch is not None:
             Journal.add_backout(batch, self, ref, rec)
-        if self.waiters:
-            self.wake_for_locked(self.lanes.recs[ref])
+        if not in_memory:
+            self.wake_all_locked()  # back in the chain: let every waiter look again
+        elif self.waiters:
+            self.wake_for_locked(rec)
 
-    def commit_put_locked(self, slot: int) -> None:
-        self.lanes.commit_put(slot)
+    def commit_put_locked(self, ref: Ref) -> None:
+        self.must_hold("committing a put")
+        rec = self.lanes.commit_put(ref)
         if self.waiters:
-            self.wake_for_locked(self.lanes.recs[slot])
+            self.wake_for_locked(rec)
 
     # -- under the lock: transmission batches (seed 003: never swept) ---------------------
 
-    def assign_locked(self, batch_id: int, slot: int) -> None:
-        """Assign the available message at ``slot`` to a channel's batch (engine/getpath.py
-        :func:`~sweepq.engine.getpath.assign_batch`): it stays in place but no get sees it and
-        no sweep moves it (seed 003); it counts as obtained (a channel servicing the queue)."""
-        self.lanes.set_flags(slot, BATCHED)
+    def assign_locked(self, batch_id: int, ref: Ref) -> None:
+        """Assign the available in-memory message ``ref`` to a channel's batch
+        (engine/getpath.py :func:`~sweepq.engine.getpath.assign_batch`): it stays in place but
+        no get sees it and no sweep moves it (seed 003); it counts as obtained (a channel
+        servicing the queue)."""
+        self.must_hold("assigning a batch")
+        self.lanes.assign(ref)
+        self.batches.setdefault(batch_id, []).append(ref)
         self.batched += 1
         self.obtained += 1
 
-    def end_batch_locked(self, batch_id: int, confirmed: bool, harden: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    def end_batch(self, batch_id: int, confirmed: bool, harden: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """A confirmed batch leaves the queue; a released one becomes available again. The
         records of a confirmed batch are deleted and ``harden`` (key, value) written in one
         store write, before anything changes in memory.
 
         :raises MQError: 2102 when that write fails; the batch is then still assigned."""
-        slots = self.batches.get(batch_id, [])
-        if self.journal is not None and (harden or (confirmed and slots)):
-            b = Batch()
-            for ref in slots if confirmed else ():
-                Journal.add_removal(b, self, ref)
-            b.puts += harden
-            self.journal.write(b, f"ending a batch of {self.name!r}")
-        slots = self.batches.pop(batch_id, [])
-        self.batched -= len(slots)
-        for i in slots:
-            self.lanes.clear_flags(i, BATCHED)
-            if confirmed:
-                self.remove_locked(i, durable=False)
-            elif self.waiters:
-                self.wake_for_locked(self.lanes.recs[i])
+        with self.mutex:
+            refs = self.batches.get(batch_id, [])
+            if self.journal is not None and (harden or (confirmed and refs)):
+                b = Batch()
+                for ref in refs if confirmed else ():
+                    Journal.add_removal(b, self, ref)
+                b.puts += harden
+                self.journal.write(b, f"ending a batch of {self.name!r}")
+            refs = self.batches.pop(batch_id, [])
+            self.batched -= len(refs)
+            for ref in refs:
+                rec = self.lanes.release(ref)
+                if confirmed:
+                    self.remove_locked(ref, durable=False)
+                elif self.waiters:
+                    self.wake_for_locked(rec)
+        self.after_get()
+
+    def batch_keys(self, batch_id: int) -> list[tuple[int, int]]:
+        """(lane, arrival number) of each message batch ``batch_id`` holds: what a channel's
+        sync record names (engine/distributed/sync.py)."""
+        with self.mutex:
+            ls = self.lanes
+            return [(ls.lane_of(r).priority, ls.seq(r)) for r in self.batches.get(batch_id, [])]
+
+    def assign_keys(self, batch_id: int, keys: Sequence[tuple[int, int]]) -> list[bytes]:
+        """At open: assign the available messages named by ``keys`` ((lane, arrival number),
+        from :meth:`batch_keys`) to batch ``batch_id`` again; returns the records of those
+        found, in the order of ``keys``."""
+        with self.mutex:
+            ls = self.lanes
+            found = ls.find_seqs(set(keys))
+            recs = []
+            for key in keys:
+                ref = found.get(key)
+                if ref is not None:
+                    self.assign_locked(batch_id, ref)
+                    recs.append(ls.record(ref))
+            return recs
 
     # -- under the lock: waiters ---------------------------------------------------------
 
     def new_waiter(self, match: Callable[[bytes], bool] | None, kind: int = GETTER, passes: bool = False) -> Waiter:
         """A waiter for one call (engine/getpath.py), its Condition bound to ``mutex``."""
-        return Waiter(threading.Condition(self.mutex), match, kind, passes)
+        return Waiter(threading.Condition(self.mutex), match, kind, passes)  # type: ignore[arg-type]
 
     def wait_locked(self, w: Waiter, deadline: float | None) -> None:
         """Wait until ``w`` is woken (a record for it, or a change of the queue's state) or
         ``deadline`` (clock time; None: never) passes. The lock is released while waiting
         and held again on return; the caller looks again and checks what may have changed."""
+        self.must_hold("waiting")
         w.rec = None
         self.waiters.append(w)
         self.clock.wait(w.cond, deadline)
@@ -634,6 +733,7 @@ class LocalQueue:
         ``passed_by``: the wake is passed on by that waiter, which could not use it: only
         getters it was not offered to already are candidates (so a wake never circles), and
         no browser is woken again."""
+        self.must_hold("waking a waiter")
         waiters = self.waiters
 
         def candidate(w: Waiter) -> bool:
@@ -656,12 +756,14 @@ class LocalQueue:
         """``w`` was woken for a record its call then could not take: offer that record to
         the next waiter MQ would choose (only when ``w``'s predicate admits records its call
         may not take: see :class:`Waiter`)."""
+        self.must_hold("passing a wake on")
         rec, w.rec = w.rec, None
         if rec is not None and w.passes and self.waiters:
             self.wake_for_locked(rec, passed_by=w)
 
     def wake_all_locked(self) -> None:
         """Wake every waiter, so each re-checks the queue's state (inhibit, delete, close)."""
+        self.must_hold("waking every waiter")
         for w in self.waiters:
             w.cond.notify()
         self.waiters.clear()
@@ -707,7 +809,7 @@ class LocalQueue:
                         if records is None:
                             need = Need(lane, blob)
                         else:
-                            self.tier.splice_locked(lane, blob, records)
+                            self.tier.unsweep_locked(lane, blob, records)
                             blobs += 1
             if need is None:
                 break
@@ -763,7 +865,7 @@ class LocalQueue:
             with self.mutex:
                 if self.deleted:
                     return Plan([], begun=False)
-                limits = self.tier.begin_locked()
+                limits = self.lanes.begin_sweep()
             self.tier.lock_seconds(t0)
             return Plan(self.tier.choose(keep, limits))
         except BaseException:
@@ -774,72 +876,18 @@ class LocalQueue:
         try:
             if plan.begun:
                 with self.mutex:
-                    self.tier.end_locked(count)
+                    self.lanes.end_sweep()
+                    self.tier.counters.sweeps += count
         finally:
             self.sweep_lock.release()
 
     def sweep_link(
         self, plan: Plan, target: Target, blobs: list[BlobInfo], store: Store, write_seconds: float = 0.0
     ) -> tuple[int, str | None]:
-        """Verify, link and detach ``target`` blob by blob; return (messages moved, abort reason).
-
-        The lock is taken once per blob: a hold is O(messages in one blob), which the store
-        bounds. The link (one small atomic store write) runs *under* the lock on purpose: it
-        is the commit point of the move, and verifying, linking and detaching must be one
-        step for every other thread, or a get could take a message that is being linked.
-        A front run is linked from its tail end (each blob at the chain's head), a rear run
-        from its head end: an abort stops there, and what was linked is a contiguous end of
-        the run, so order holds."""
-        tier = self.tier
-        tier.write_seconds(write_seconds)
-        chunks = []
-        lo = 0
-        for info in blobs:
-            chunks.append((info, lo, lo + info.count))
-            lo += info.count
-        if target.at_head:
-            chunks.reverse()
-        lane = target.lane
-        moved = 0
-        for k, (info, lo, hi) in enumerate(chunks):
-            recs = target.records[lo:hi]
-            if not all(recs):
-                # A get emptied a slot of this run after the sweep chose it (the records are
-                # read without the lock): the run is no longer on the queue as chosen.
-                self._drop_pending([c[0].blob_id for c in chunks[k:]], store)
-                with self.mutex:
-                    tier.counters.aborts["removed"] += 1
-                return moved, "removed"
-            index = build_index(recs, target.ids[lo:hi])  # without the lock
-            # Persistent messages move their durable home into the blob in the same write.
-            homes = [] if self.journal is None else Journal.home_keys(self.key_prefix, lane.priority, recs)
-            nbytes = sum(map(len, recs))
-            t0 = time.perf_counter()
-            with self.mutex:
-                reason = tier.verify_locked(lane, target.slots[lo:hi], recs, target.at_head)
-                if reason is None:
-                    try:
-                        store.link(target.chain, [info.blob_id], target.at_head, homes)
-                    except Exception:
-                        reason = "store_error"
-                if reason is None:
-                    tier.detach_locked(target, lo, hi, info, index, nbytes)
-            tier.lock_seconds(t0)
-            if reason is not None:
-                self._drop_pending([c[0].blob_id for c in chunks[k:]], store)
-                with self.mutex:
-                    tier.counters.aborts[reason] += 1
-                return moved, reason
-            moved += hi - lo
-        return moved, None
-
-    def _drop_pending(self, blob_ids: list[int], store: Store) -> None:
-        """Delete an aborted sweep's pending blobs (no lock); if that fails, later."""
-        try:
-            store.delete_pending(blob_ids)
-        except Exception:
-            self.tier.cleanup.append(("delete", b"", blob_ids))
-            self.tier.counters.store_retries += 1
+        """Verify, link and detach ``target`` blob by blob (engine/tiering.py
+        :meth:`~sweepq.engine.tiering.QueueTier.link`, where the sweep's link and verify
+        live); return (messages moved, abort reason)."""
+        return self.tier.link(target, blobs, store, write_seconds)
 
     def sweep_abort(self, plan: Plan, target: Target, reason: str) -> None:
         with self.mutex:
@@ -861,17 +909,14 @@ class LocalQueue:
             if not self.paging:
                 self.paging = True
                 self.paged = 0
-                for lane in self.lanes:
-                    lane.sweeping += 1
+                self.lanes.start_paging()
 
     def stop_paging(self) -> None:
         """Back under the budget's low mark: new messages take their usual place again."""
         with self.mutex:
             if self.paging:
                 self.paging = False
-                for lane in self.lanes:
-                    lane.sweeping -= 1
-                    self.lanes.settle(lane)
+                self.lanes.stop_paging()
 
     def page_due(self) -> bool:
         """A paging queue holds a blob's worth of new messages in its rear lists."""

@@ -63,6 +63,7 @@ HAS_REPLY = 0x40  # MD.reply_to_q / reply_to_q_mgr (request/reply, docs/clients.
 MAX_REPLY_NAME = 48  # MQ_Q_NAME_LENGTH and MQ_Q_MGR_NAME_LENGTH
 _U32 = struct.Struct("<I")
 
+OFF_HLEN = 0
 OFF_PRIORITY = 1
 OFF_FLAGS = 2
 OFF_BACKOUT = 3

@@ -17,10 +17,10 @@ from __future__ import annotations
 from contextlib import ExitStack, suppress
 
 from .constants import Reason
+from .core.ref import Ref
 from .durable.journal import Batch, Journal
 from .errors import MQError
-from .lane import LANE_MASK
-from .queue import LocalQueue, Ref
+from .queue import LocalQueue
 
 PUT = 0
 GET = 1
@@ -29,8 +29,9 @@ GET = 1
 class UnitOfWork:
     """The operations of one connection since its last syncpoint.
 
-    ``ops`` holds ``(kind, queue, ref)`` in the order they happened (a ref is a slot, or a
-    hit inside a swept blob); ``skip`` is the marked get (an element of ``ops``) or None.
+    ``ops`` holds ``(kind, queue, ref)`` in the order they happened (a
+    :class:`~sweepq.engine.core.ref.Ref`); ``skip`` is the marked get (an element of ``ops``)
+    or None.
 
     Under the locks, a commit first makes its one journal write (persistent puts and gets)
     and then changes memory, so it is all or nothing: a failed write backs the unit of
@@ -85,11 +86,11 @@ class UnitOfWork:
         failed = None
         batch = Batch()
         self.ops, self.skip, self.staged = [], None, None
-        with _locked(ops):
+        with _locks(ops):
             if journal is not None:
                 for kind, q, ref in ops:
                     if kind == PUT:
-                        Journal.add_put(batch, q, q.lanes.st[ref] & LANE_MASK, q.lanes.recs[ref])  # type: ignore[index]
+                        Journal.add_put(batch, q, q.lanes.lane_of(ref).priority, q.lanes.record(ref))
                     else:
                         Journal.add_removal(batch, q, ref)
                 if staged is not None:
@@ -101,7 +102,7 @@ class UnitOfWork:
             if failed is None:
                 for kind, q, ref in ops:
                     if kind == PUT:
-                        q.commit_put_locked(ref)  # type: ignore[arg-type]
+                        q.commit_put_locked(ref)
                     else:
                         q.remove_locked(ref, durable=False)
             else:
@@ -143,7 +144,7 @@ class UnitOfWork:
         keep = skip if application_requested else None
         journal = ops[0][1].journal
         batch = Batch() if journal is not None else None
-        with _locked(ops):
+        with _locks(ops):
             for op in ops:
                 if op is keep:
                     continue
@@ -163,8 +164,9 @@ class UnitOfWork:
             self.ops.append(keep)
 
 
-def _locked(ops: list[tuple[int, LocalQueue, Ref]]):
-    """Hold the locks of every queue in ``ops``, taken in queue-id order."""
+def _locks(ops: list[tuple[int, LocalQueue, Ref]]):
+    """Take the locks of every queue in ``ops``, in queue-id order (the lock rule's one
+    caller, with the poison move, that holds several queues' locks at once)."""
     first = ops[0][1]
     if all(q is first for _, q, _ in ops):
         return first.mutex  # the common case: one queue, one lock

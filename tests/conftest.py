@@ -1,6 +1,14 @@
-"""Shared fixtures: a queue manager on a manual clock, so no test waits on real time."""
+"""Shared fixtures: a queue manager on a manual clock, so no test waits on real time.
+
+The lock rule is checked in every test (engine/core/lock.py): SWEEPQ_CHECKS is set before
+sweepq is first imported, and the processes the tests start inherit it.
+"""
 
 from __future__ import annotations
+
+import os
+
+os.environ.setdefault("SWEEPQ_CHECKS", "1")
 
 import pytest
 from net_client_mode import pytest_generate_tests, transport  # noqa: F401 - behaviour tests over clients too

@@ -46,12 +46,12 @@ def put_to_target(qm1: QueueManager, n: int) -> list[bytes]:
     return [h.put(b"%04d" % i, MD(persistence=P)).msg_id for i in range(n)]
 
 
-def batched_slots(q) -> list[int]:
-    return [slot for slots in q.batches.values() for slot in slots]
+def batched_slots(q) -> list:
+    return [ref for refs in q.batches.values() for ref in refs]
 
 
-def in_memory_and_batched(q, slots: list[int]) -> bool:
-    return all(q.lanes.recs[i] and q.lanes.st[i] & 0x80 for i in slots)
+def in_memory_and_batched(q, refs: list) -> bool:
+    return all(q.lanes.batched(r) for r in refs)
 
 
 def test_an_active_batch_stays_in_memory_and_the_rest_of_the_transmission_queue_is_swept(held_receiver):

@@ -1,4 +1,5 @@
-"""The lane in flat arrays: no Python object per queued message, links kept by one module."""
+"""The queue core's lanes in flat arrays: no Python object per queued message, every link and
+state kept by one type (engine/core/lanes.py), whose own tests may look inside it."""
 
 from __future__ import annotations
 
@@ -8,11 +9,19 @@ import os
 import pytest
 
 from sweepq.blobstore import BlobStore
-from sweepq.engine import GMO, MD, MQError, QueueManager, Reason
-from sweepq.engine.lane import AVAILABLE_BELOW, LaneSet
+from sweepq.engine import GMO, MD, MQError, QueueManager, Reason, record
+from sweepq.engine.core.lanes import AVAILABLE_BELOW, LaneSet
+from sweepq.engine.core.lock import new_lock
 from sweepq.sweeper import ManualClock
 
 from helpers import IO, drain
+
+
+def held_core() -> LaneSet:
+    """A core on its own, its lock held by this thread (as its queue's methods hold it)."""
+    lock = new_lock()
+    lock.acquire()
+    return LaneSet(lock)
 
 
 def test_a_queued_message_is_no_object_the_garbage_collector_tracks(h):
@@ -24,19 +33,19 @@ def test_a_queued_message_is_no_object_the_garbage_collector_tracks(h):
     tracked = len(gc.get_objects()) - before
     assert tracked < 100, f"{tracked} new tracked objects for 100,000 queued messages"
     lanes = h.queue.lanes
-    assert not any(gc.is_tracked(lanes.recs[i]) for i in lanes.walk(lanes[0].front))
+    assert not any(gc.is_tracked(lanes.recs[i]) for i in lanes._walk(lanes[0].front))
     for arr in (lanes.nxt, lanes.prv, lanes.st):  # nothing for a collection to traverse but the type
         assert all(isinstance(r, type) for r in gc.get_referents(arr))
 
 
 def test_links_stay_consistent_through_puts_gets_and_reuse():
-    ls = LaneSet()
+    ls = held_core()
     lane = ls[0]
-    slots = [ls.append(lane, b"r%d" % i, 0) for i in range(1000)]
+    slots = [ls._append(lane, b"r%d" % i, 0) for i in range(1000)]
     for i in slots[::3]:
-        ls.remove(i)
-    more = [ls.append(lane, b"s%d" % i, 0) for i in range(500)]  # reuses freed slots
-    order = list(ls.walk(lane.front))
+        ls._remove(i)
+    more = [ls._append(lane, b"s%d" % i, 0) for i in range(500)]  # reuses freed slots
+    order = list(ls._walk(lane.front))
     assert order == [i for i in slots if i not in set(slots[::3])] + more
     # prev is the mirror of next everywhere.
     assert all(ls.prv[ls.nxt[i]] == i for i in [lane.front, *order])
@@ -157,16 +166,16 @@ from hypothesis import settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule  # noqa: E402
 
-from sweepq.engine.lane import GOTTEN, LOCKED, UNCOMMITTED  # noqa: E402
+from sweepq.engine.core.lanes import GOTTEN, UNCOMMITTED  # noqa: E402
 
 
 class LaneMachine(RuleBasedStateMachine):
-    """LaneSet against a model (a list per lane of [slot, record, state]); after every step
+    """LaneSet against a model (a list per lane of [ref, record, state]); after every step
     LaneSet.check() holds and the lists read as the model says."""
 
     def __init__(self):
         super().__init__()
-        self.ls = LaneSet()
+        self.ls = held_core()
         self.model: dict[int, list[list]] = {p: [] for p in range(10)}
         self.n = 0
 
@@ -176,17 +185,16 @@ class LaneMachine(RuleBasedStateMachine):
     @rule(p=st.integers(0, 9), uncommitted=st.booleans(), k=st.integers(1, 40))
     def put(self, p, uncommitted, k):
         state = p | (UNCOMMITTED if uncommitted else 0)
-        recs = [b"r%06d" % (self.n + j) for j in range(k)]
+        recs = [record.encode(self.n + j, 0, p, False, b"r") for j in range(k)]
         self.n += k
-        lane = self.ls[p]
-        slots = [self.ls.append(lane, recs[0], state)] if k == 1 else list(self.ls.extend(lane, recs, state))
-        self.model[p] += [[s, r, state] for s, r in zip(slots, recs, strict=True)]
+        refs = self.ls.add(self.ls[p], recs, state, refs=True)
+        self.model[p] += [[r, rec, state] for r, rec in zip(refs, recs, strict=True)]
 
     @precondition(lambda self: self._all())
     @rule(data=st.data())
     def remove(self, data):
         p, e = data.draw(st.sampled_from(self._all()))
-        assert self.ls.remove(e[0]) is self.ls[p]
+        assert self.ls.take(e[0]) is self.ls[p]
         self.model[p].remove(e)
 
     @precondition(lambda self: any(e[2] < AVAILABLE_BELOW for _, e in self._all()))
@@ -196,9 +204,10 @@ class LaneMachine(RuleBasedStateMachine):
         self.ls.hide(e[0])
         e[2] |= GOTTEN
         if data.draw(st.booleans()):
-            rec = e[1] + b"+"
-            self.ls.restore(e[0], rec)
-            e[1], e[2] = rec, e[2] & ~(GOTTEN | LOCKED)
+            backout = data.draw(st.booleans())
+            rec, in_memory = self.ls.restore(e[0], backout)
+            assert in_memory and rec == (record.with_backout(e[1], record.backout_of(e[1]) + 1) if backout else e[1])
+            e[1], e[2] = rec, e[2] & ~GOTTEN
 
     @precondition(lambda self: any(e[2] & UNCOMMITTED for _, e in self._all()))
     @rule(data=st.data())
@@ -209,16 +218,16 @@ class LaneMachine(RuleBasedStateMachine):
 
     @rule()
     def shrink(self):
-        if self.ls.shrink():  # slots renumbered: read them back in order
+        if self.ls.shrink():  # slots renumbered (no ref was held): read them back in order
             for p, es in self.model.items():
-                for e, slot in zip(es, self.ls.walk(self.ls[p].front), strict=True):
-                    e[0] = slot
+                for e, slot in zip(es, self.ls._walk(self.ls[p].front), strict=True):
+                    e[0].slot = slot
 
     @invariant()
     def holds(self):
         self.ls.check()
         for p, es in self.model.items():
-            assert self.ls.records(self.ls[p].front) == [e[1] for e in es]
+            assert self.ls.records(self.ls[p]) == [e[1] for e in es]
 
 
 LaneMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)
@@ -238,8 +247,8 @@ TestLaneMachine = LaneMachine.TestCase
 )
 def test_check_catches_a_broken_lane(damage):
     """LaneSet.check is not vacuous: each kind of damage is caught."""
-    ls = LaneSet()
-    slots = [ls.append(ls[0], b"r%d" % i, 0) for i in range(10)]
+    ls = held_core()
+    slots = [ls._append(ls[0], b"r%d" % i, 0) for i in range(10)]
     ls.check()
     damage(ls, slots)
     with pytest.raises(AssertionError):

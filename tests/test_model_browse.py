@@ -20,7 +20,7 @@ from test_model import CORRELS, GROUPS, NCONN, QUEUES, EngineVsModel
 
 from sweepq.engine import GMO, OO, MQError, Reason
 from sweepq.engine.browse import resolve_lock_locked
-from sweepq.engine.swept import LIVE, LOCKED
+from sweepq.engine.core.swept import LIVE, LOCKED
 
 I = st.integers(0, NCONN - 1)  # noqa: E741 - the connection index, as in test_model
 Q = st.sampled_from(QUEUES)

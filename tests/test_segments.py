@@ -318,10 +318,12 @@ def test_browse_helpers_for_a_cursor_on_a_segment(qm, conn, where):
 
     with q.mutex:
         find = lambda: groups.locate_locked(q, elig, GMO.LOGICAL_ORDER | GMO.COMPLETE_MSG, pos, pinned)  # noqa: E731
-        found = getpath.obtain(q, find, None, "", load)
+        found = getpath.obtain_locked(q, find, None, "", load)
         refs, recs = found.refs, found.recs
         assert groups.reassembled(recs)[-4:] == b"abcd" and len(refs) == 2
-        assert getpath.obtain(q, lambda: groups.segments_of_locked(q, recs[0], pinned), None, "", load).recs == recs
+        assert (
+            getpath.obtain_locked(q, lambda: groups.segments_of_locked(q, recs[0], pinned), None, "", load).recs == recs
+        )
     pos.advance_rec(groups.reassembled(recs), in_uow=False)
     assert not pos.current  # a whole logical message: nothing is current after it
     assert qm.inquire_queue("Q").current_depth == 2  # nothing was taken

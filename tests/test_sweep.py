@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from sweepq.engine import GMO, MD, MO, OO, PMO, MQError, QueueManager, Reason, Usage
-from sweepq.engine.lane import LOCKED
+from sweepq.engine.core.ref import Ref
 from sweepq.sweeper import ManualClock
 
 from helpers import IO, drain
@@ -34,8 +34,8 @@ def sh(sqm):
 def lane_state(qm, name="Q", prio=0):
     q = qm._queue(name)
     lane = q.lanes[prio]
-    front = [r[r[0] :] for r in q.lanes.records(lane.front)]
-    rear = [r[r[0] :] for r in q.lanes.records(lane.rear)]
+    front = [r[r[0] :] for r in q.lanes.records(lane)]
+    rear = [r[r[0] :] for r in q.lanes.records(lane, rear=True)]
     return front, [b.blob_id for b in lane.chain], rear
 
 
@@ -313,7 +313,7 @@ def test_browse_lock_state_aborts_verification(sqm, sh):
 
     def lock_one(queue, target):
         with queue.mutex:
-            queue.lanes.set_flags(target.slots[-1], LOCKED)
+            queue.lanes.lock(Ref(target.slots[-1]))
 
     sqm.sweeper.after_write = lock_one
     d = sqm.sweeper.run_once().decision("Q")

@@ -46,8 +46,6 @@ from ..constants import Reason
 from ..durable.journal import Batch as Writes
 from ..durable.layout import decode_value, encode_value
 from ..errors import MQError
-from ..lane import AVAILABLE_BELOW, LANE_MASK
-from ..record import seq_of
 
 if TYPE_CHECKING:
     from ..connection import Batch, Connection
@@ -256,10 +254,7 @@ class ReceiverSync(ChannelSync):
 
 def batch_keys(batch: Batch) -> list[tuple[int, int]]:
     """(lane, arrival number) of each message ``batch`` holds on its queue."""
-    q = batch.queue
-    with q.mutex:
-        slots = q.batches.get(batch.id, [])
-        return [(q.lanes.st[i] & LANE_MASK, seq_of(q.lanes.recs[i])) for i in slots]
+    return batch.queue.batch_keys(batch.id)
 
 
 def restore_batch(q: LocalQueue, keys: list[tuple[int, int]]) -> tuple[Batch, int]:
@@ -269,18 +264,5 @@ def restore_batch(q: LocalQueue, keys: list[tuple[int, int]]) -> tuple[Batch, in
     from ..connection import Batch
 
     batch_id = Batch.next_id()
-    wanted = set(keys)
-    ls = q.lanes
-    with q.mutex:
-        found = {}
-        for i in ls.in_memory():
-            key = (ls.st[i] & LANE_MASK, seq_of(ls.recs[i]))
-            if key in wanted and ls.st[i] < AVAILABLE_BELOW:
-                found[key] = i
-        held = [found[k] for k in keys if k in found]
-        for i in held:
-            q.assign_locked(batch_id, i)
-        if held:
-            q.batches[batch_id] = held
-        recs = [ls.recs[i] for i in held]
-    return Batch(q, q.ident, recs, batch_id), len(keys) - len(held)
+    recs = q.assign_keys(batch_id, keys)
+    return Batch(q, q.ident, recs, batch_id), len(keys) - len(recs)

@@ -46,7 +46,8 @@ from ..record import OFF_FLAGS, PERSISTENT, backout_of
 from .layout import MARK_REMOVED, backout_mark, encode_value, message_key
 
 if TYPE_CHECKING:
-    from ..queue import LocalQueue, Ref
+    from ..core.ref import Ref
+    from ..queue import LocalQueue
 
 SYNC_POLICIES = ("commit", "os", "none")
 SYNC_ATTEMPTS = 3
@@ -195,30 +196,33 @@ class Journal:
 
     @staticmethod
     def add_removal(batch: Batch, q: LocalQueue, ref: Ref) -> None:
-        """The change that takes the message ``ref`` off the queue for good (mutex held)."""
-        if type(ref) is int:
-            rec = q.lanes.recs[ref]
-            if rec[OFF_FLAGS] & PERSISTENT:
-                batch.deletes.append(message_key(q.key_prefix, q.lanes.st[ref] & 0x0F, rec))
-            return
-        rec = ref.rec  # type: ignore[union-attr]
+        """The change that takes the message ``ref`` off the queue for good (mutex held): its
+        own record deleted, or its position in its blob marked removed."""
+        rec = q.lanes.record(ref)
         if not rec[OFF_FLAGS] & PERSISTENT:
             return
-        blob = ref.blob  # type: ignore[union-attr]
-        if blob.unswept:  # its blob came back: the record has its own key again
-            batch.deletes.append(message_key(q.key_prefix, ref.lane.priority, rec))  # type: ignore[union-attr]
-        elif not blob.damaged:
-            batch.marks.append((blob.blob_id, ref.pos, MARK_REMOVED))  # type: ignore[union-attr]
+        home = q.lanes.home(ref)
+        if home is None:
+            return  # its blob was found damaged: nothing of it to change
+        lane, blob_id, pos = home
+        if blob_id < 0:
+            batch.deletes.append(message_key(q.key_prefix, lane, rec))
+        else:
+            batch.marks.append((blob_id, pos, MARK_REMOVED))
 
     @staticmethod
     def add_backout(batch: Batch, q: LocalQueue, ref: Ref, rec: bytes) -> None:
         """The change that hardens the raised backout count of ``rec`` (now restored at ``ref``)."""
         if not rec[OFF_FLAGS] & PERSISTENT:
             return
-        if type(ref) is int:
-            batch.puts.append((message_key(q.key_prefix, q.lanes.st[ref] & 0x0F, rec), encode_value(rec)))
-        elif not ref.blob.damaged:  # type: ignore[union-attr]
-            batch.marks.append((ref.blob.blob_id, ref.pos, backout_mark(backout_of(rec))))  # type: ignore[union-attr]
+        home = q.lanes.home(ref)
+        if home is None:
+            return
+        lane, blob_id, pos = home
+        if blob_id < 0:
+            batch.puts.append((message_key(q.key_prefix, lane, rec), encode_value(rec)))
+        else:
+            batch.marks.append((blob_id, pos, backout_mark(backout_of(rec))))
 
     # -- writing (mutex held) --------------------------------------------------------------------
 

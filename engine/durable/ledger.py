@@ -37,8 +37,7 @@ import numpy as np
 from sweepq.blobstore import Capability, Checkpointing, Store, StoreError
 
 from .. import record
-from ..lane import UNCOMMITTED, Lane, LaneSet
-from ..swept import REMOVED
+from ..core.swept import REMOVED
 
 if TYPE_CHECKING:
     from ..manager import QueueManager
@@ -94,36 +93,22 @@ class Ledger:
         return alive & ~entry.live
 
 
-def persistent_in_memory(ls: LaneSet, lane: Lane) -> list[bytes]:
-    """The persistent records of ``lane`` in memory, front list then rear list, but for
-    uncommitted puts (those have no durable record yet). Called with the queue's lock held."""
-    return [
-        ls.recs[i]
-        for sentinel in (lane.front, lane.rear)
-        for i in ls.walk(sentinel)
-        if not ls.st[i] & UNCOMMITTED and ls.recs[i][record.OFF_FLAGS] & record.PERSISTENT
-    ]
-
-
 def snapshot(qm: QueueManager, next_seq: int, blob_horizon: int, closed: bool) -> bytes:
     """The checkpoint of ``qm`` now. Called when no unit of work is open (after recovery,
-    and at close once every connection is gone: ``closed``); takes each queue's lock in turn."""
+    and at close once every connection is gone: ``closed``); each queue's image is taken
+    under its lock in one step (LocalQueue.durable_image) and encoded without it."""
     lanes, blobs = [], []
     for q in list(qm._queues.values()):
         name = q.name.encode()
-        with q.mutex:
-            for lane in q.lanes:
-                recs = persistent_in_memory(q.lanes, lane)
-                if recs:
-                    seqs = np.fromiter((record.seq_of(r) for r in recs), np.uint64, len(recs))
-                    ids = b"".join(qm.ident.msg_id(r) for r in recs)
-                    lanes.append(_LANE.pack(len(name), lane.priority, len(recs)) + name + seqs.tobytes() + ids)
-                for b in lane.chain:
-                    if b.damaged:
-                        continue
-                    bits = np.packbits(b.flags != REMOVED).tobytes()
-                    head = _BLOB.pack(b.blob_id, len(name), lane.priority, b.seq_min, b.seq_max, b.count)
-                    blobs.append(head + name + bits)
+        for priority, recs, chain in q.durable_image():
+            if recs:
+                seqs = np.fromiter((record.seq_of(r) for r in recs), np.uint64, len(recs))
+                ids = b"".join(qm.ident.msg_id(r) for r in recs)
+                lanes.append(_LANE.pack(len(name), priority, len(recs)) + name + seqs.tobytes() + ids)
+            for blob_id, seq_min, seq_max, count, flags in chain:
+                bits = np.packbits(flags != REMOVED).tobytes()
+                head = _BLOB.pack(blob_id, len(name), priority, seq_min, seq_max, count)
+                blobs.append(head + name + bits)
     head = _HEAD.pack(MAGIC, next_seq, blob_horizon, len(lanes), len(blobs), closed)
     body = head + b"".join(lanes) + b"".join(blobs)
     return zlib.compress(body, 1)

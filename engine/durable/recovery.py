@@ -48,9 +48,9 @@ from sweepq.blobstore.format import ids_check
 
 from .. import record
 from ..constants import Reason
+from ..core.swept import REMOVED, SweptBlob, _hash_rows, build_index
 from ..errors import MQError
 from ..queue import QueueAttributes, check_name
-from ..swept import REMOVED, SweptBlob, _hash_rows, build_index
 from .layout import (
     MARK_REMOVED,
     decode_definition,
@@ -490,17 +490,9 @@ def _load_queue(q: LocalQueue, run: _Recovery) -> int:
             if first is None
             else bisect.bisect_right(own.keys, message_key_at(q.key_prefix, lane.priority, first))
         )
-        ls = q.lanes
-        ls.extend(lane, own.recs[:split], lane.priority)  # in bulk: the front list
-        if blobs:
-            ls.mask |= lane.bit  # gets look at this lane (append sets it for in-memory ones)
-        for blob in blobs:
-            lane.chain.append(blob)
-            lane.swept += blob.live
-            q.depth += blob.live
-            report.swept += blob.live
-        ls.extend(lane, own.recs[split:], lane.priority)  # behind the chain: the rear list
-        q.depth += len(own.recs)
+        # In bulk: the front list, the chain, and behind it the rear list.
+        q.load_lane(lane, own.recs[:split], blobs, own.recs[split:])
+        report.swept += sum(blob.live for blob in blobs)
         report.in_memory += len(own.recs)
         report.messages += len(own.recs)
         report.blobs += len(blobs)

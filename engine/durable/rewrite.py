@@ -4,9 +4,10 @@ While a queue manager runs, its memory is the truth and the store its durable im
 the store finds damage and rebuilds a family of records without what it cannot prove
 (``DamageLog``, blobstore/kv.py), the queue manager writes again what it holds of that
 family: every persistent message in memory (its own record), every removal mark of a
-swept blob, every queue definition. Each queue's records are written under its lock, as
-the journal's rule wants (engine/durable/journal.py), so no get can delete a record
-between its being read from memory and written.
+swept blob, every queue definition. Each queue's records are written under its lock
+(LocalQueue.durable_image with a writer, one of the store writes the lock rule names in
+engine/queue.py), as the journal's rule wants (engine/durable/journal.py), so no get can
+delete a record between its being read from memory and written again.
 
 What memory does not hold cannot be written again: a raised backout count of a message
 inside a blob (kept only in the store's mark) goes back to its value in the blob.
@@ -19,10 +20,9 @@ from typing import TYPE_CHECKING
 
 from sweepq.blobstore import StoreError
 
-from ..swept import REMOVED
+from ..core.swept import REMOVED
 from .journal import Journal
 from .layout import MARK_REMOVED, encode_definition
-from .ledger import persistent_in_memory
 
 if TYPE_CHECKING:
     from ..manager import QueueManager
@@ -42,19 +42,21 @@ def rewrite(qm: QueueManager, families: list[str], log: list[str]) -> None:
                     log.append(f"queue {q.name!r}: writing its definition again after damage failed ({e})")
     for q in list(qm._queues.values()):
         try:
-            with q.mutex:
-                if "messages" in families:
-                    for lane in q.lanes:
-                        recs = persistent_in_memory(q.lanes, lane)
-                        store.write_messages(Journal.homes(q.key_prefix, lane.priority, recs))
-                if "marks" in families:
-                    marks = [
-                        (b.blob_id, int(pos), MARK_REMOVED)
-                        for lane in q.lanes
-                        for b in lane.chain
-                        if not b.damaged
-                        for pos in (b.flags == REMOVED).nonzero()[0]
-                    ]
-                    store.write_messages(marks=marks)
+            q.durable_image(lambda image, q=q: _write(store, q.key_prefix, image, families))
         except StoreError as e:
             log.append(f"queue {q.name!r}: writing its records again after damage failed ({e})")
+
+
+def _write(store, prefix: bytes, image: list, families: list[str]) -> None:
+    """Write a queue's image (LocalQueue.durable_image) again, under its lock."""
+    if "messages" in families:
+        for priority, recs, _chain in image:
+            store.write_messages(Journal.homes(prefix, priority, recs))
+    if "marks" in families:
+        marks = [
+            (blob_id, int(pos), MARK_REMOVED)
+            for _priority, _recs, chain in image
+            for blob_id, _lo, _hi, _n, flags in chain
+            for pos in (flags == REMOVED).nonzero()[0]
+        ]
+        store.write_messages(marks=marks)

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 from .. import browse as cursors
 from .. import getpath, record
 from ..constants import GMO, Reason
+from ..core.found import Found
+from ..core.swept import Need
 from ..errors import MQError, options_error
-from ..found import Found
 from ..matching import Match, MatchArgs, match_for_get
 from ..message import Message
 from ..queue import BROWSER
-from ..tiering import Need
 from .position import IN_GROUP, SEGMENT, SEGMENTS, BrowseState, Position, fields, settle, state
 from .search import (
     check_match,
@@ -52,7 +52,7 @@ def _wake(e: Match, loose: bool):
     item of a group, which may complete one."""
     if not loose:
         return lambda rec: Match.__call__(e, rec)
-    return lambda rec: Match.__call__(e, rec) or bool(rec[2] & record.HAS_GROUP)
+    return lambda rec: Match.__call__(e, rec) or bool(rec[record.OFF_FLAGS] & record.HAS_GROUP)
 
 
 def _pinning(q: LocalQueue, pinned: dict):
@@ -96,7 +96,7 @@ def _get(s: HandleState, opts: int, wait_interval, buffer_length, match_args: Ma
         wait = getpath.Wait(s, wait_interval, _wake(e, bool(opts & (_ALL_MSGS | _ALL_SEGS | _COMPLETE))), passes=True)
     with q.mutex:
         find = lambda: locate_locked(q, e, opts, pos, pinned)  # noqa: E731
-        found = getpath.obtain(q, find, wait, " that these group options allow", _pinning(q, pinned))
+        found = getpath.obtain_locked(q, find, wait, " that these group options allow", _pinning(q, pinned))
         refs, recs = found.refs, found.recs
         check_match(um, recs[0], pos, opts)
         joins = getpath.in_uow(opts, recs[0])
@@ -178,7 +178,7 @@ def browse(s: HandleState, opts: int, wait_interval, buffer_length, match_args: 
     wait = getpath.Wait(s, wait_interval, _wake(e, True), BROWSER) if opts & _WAIT else None
     with q.mutex:
         find = lambda: locate_locked(q, e, opts, pos, pinned, after)  # noqa: E731
-        found = getpath.obtain(q, find, wait, " in this order", _pinning(q, pinned))
+        found = getpath.obtain_locked(q, find, wait, " in this order", _pinning(q, pinned))
         check_match(um, found.recs[0], pos, opts)
         rec = reassembled(found.recs)
         msg = getpath.deliver(s, rec, buffer_length, opts)
@@ -218,10 +218,10 @@ def _pass(s: HandleState, opts: int) -> BrowseState | None:
 
 def _beyond(q: LocalQueue, lane_i: int, seq: int):
     """The ``after`` predicate of a cursor at (lane_i, seq): strictly later in get order."""
-    st = q.lanes.st
+    lane_of = q.lanes.lane_of
 
     def after(ref, rec: bytes) -> bool:
-        lane = st[ref] & 0x0F if type(ref) is int else ref.lane.priority
+        lane = lane_of(ref).priority
         return lane < lane_i or (lane == lane_i and record.seq_of(rec) > seq)
 
     return after
@@ -266,7 +266,7 @@ def _whole_under_cursor_locked(s: HandleState, q: LocalQueue, cur, opts: int, pi
         ref = cursors.at_locked(q, cur)
         if ref is None or type(ref) is Need:
             return ref
-        rec = getpath.record_of(q, ref)
+        rec = q.record_locked(ref)
         under_cursor(rec, opts)  # 2246
         cursors.unlock_locked(q, cur)  # the lock goes: moved past, or taken with the message
         segs = segments_of_locked(q, rec, pinned)
@@ -280,7 +280,7 @@ def _whole_under_cursor_locked(s: HandleState, q: LocalQueue, cur, opts: int, pi
         return segs
 
     try:
-        return getpath.obtain(q, find, None, "", _pinning(q, pinned))
+        return getpath.obtain_locked(q, find, None, "", _pinning(q, pinned))
     except MQError as e:
         if e.reason != Reason.NO_MSG_AVAILABLE:
             raise

@@ -2,11 +2,11 @@
 members and segments, and whether a group or logical message is complete
 (docs/semantics.md §5.1, §6.3). Swept messages are found in place through the blobs'
 GroupId hashes, never unswept; a blob not in memory is returned as a
-:class:`~sweepq.engine.tiering.Need` (the get path reads it and the finder looks again;
+:class:`~sweepq.engine.core.swept.Need` (the get path reads it and the finder looks again;
 ``pinned`` keeps what was read for the rest of the call).
 
 Limits: the completeness checks of ALL_* / COMPLETE_MSG find a group's members through the
-queue's GroupId index when it has one (INDXTYPE(GROUPID), engine/index.py), else by a walk
+queue's GroupId index when it has one (INDXTYPE(GROUPID), engine/core/index.py), else by a walk
 in get order that stops as soon as the members found settle it (an incomplete group is
 walked to the end: O(depth)).
 """
@@ -18,12 +18,10 @@ from typing import TYPE_CHECKING
 
 from .. import record
 from ..constants import GMO, IndexType, Reason
+from ..core.found import Found
+from ..core.swept import Need
 from ..errors import MQError
-from ..found import Found
-from ..lane import AVAILABLE_BELOW
 from ..matching import Match
-from ..swept import SweptHit
-from ..tiering import Need
 from .position import IN_GROUP, LAST_MSG, LAST_SEGMENT, MSG_IN_GROUP, SEGMENT, SEGMENTS, Position, fields, length
 
 if TYPE_CHECKING:
@@ -119,42 +117,18 @@ def check_match(um: Match | None, rec: bytes, pos: Position, opts: int) -> None:
 
 def walk_locked(q: LocalQueue, m: Match, pinned: dict, after=None):
     """Every available record ``m`` accepts, in get order, as (ref, rec); swept ones are read
-    in place (SweptHit). Yields a :class:`Need` (and stops) for a blob not in memory."""
+    in place. Yields a :class:`Need` (and stops) for a blob not in memory."""
+    q.must_hold("walking a queue")
     ls = q.lanes
-    recs, nxt, st = ls.recs, ls.nxt, ls.st
     for lane in reversed(ls.lanes):
         if not (lane.mem or lane.chain):
             continue
-        for sentinel in (lane.front, lane.rear):
-            i = nxt[sentinel]
-            while i != sentinel:
-                if st[i] < AVAILABLE_BELOW and m(recs[i]) and (after is None or after(i, recs[i])):
-                    yield i, recs[i]
-                i = nxt[i]
-            if sentinel == lane.front:
-                for hit in chain_hits_locked(lane, m, pinned, after):
-                    yield hit
-                    if type(hit) is Need:
-                        return
-
-
-def chain_hits_locked(lane, m: Match, pinned: dict, after=None):
-    """The records of ``lane``'s swept blobs that ``m`` accepts, in order, found through the
-    blobs' hashes without unsweeping; yields a :class:`Need` (and stops) for a blob to read."""
-    for blob in lane.chain:
-        cand = blob.candidates(m.msg_id, m.correl_id, m.group_id, m.seq)
-        if not len(cand):
-            continue
-        records = blob.records() or pinned.get(blob)
-        if records is None:
-            yield Need(lane, blob)
-            return
-        for p in cand.tolist():
-            rec = blob.record(records, p)
-            if m(rec):
-                hit = SweptHit(lane, blob, p, rec)
-                if after is None or after(hit, rec):
-                    yield hit, rec
+        yield from ls.available(lane, False, m, after)
+        for hit in ls.chain_hits(lane, m, pinned, after):
+            yield hit
+            if type(hit) is Need:
+                return
+        yield from ls.available(lane, True, m, after)
 
 
 def pin(pinned: dict, need: Need) -> None:
@@ -177,16 +151,16 @@ def members_locked(q: LocalQueue, gid: bytes, pinned: dict, enough=None):
     :class:`Need`. With a GROUP_ID index (engine/index.py) the in-memory ones come from it,
     not from a walk. ``enough(out, seq, flags)`` may end the search early, once what it
     found is enough."""
+    q.must_hold("finding a group's members")
     m = Match(q.ident)
     m.group_id = gid
     ls = q.lanes
     index = ls.index
     if index is not None and index.kind == IndexType.GROUP_ID:
-        st, recs = ls.st, ls.recs
-        found: list = [(i, recs[i]) for i in index.slots(gid) if st[i] < AVAILABLE_BELOW]  # (ref, rec)s, a Need
+        found: list = ls.indexed_available(gid)  # (ref, rec)s, and a Need
         for lane in ls.lanes:
             if lane.chain:
-                found += chain_hits_locked(lane, m, pinned)
+                found += ls.chain_hits(lane, m, pinned)
     else:
         found = walk_locked(q, m, pinned)
     out: dict[int, dict[int, tuple]] = {}

@@ -8,18 +8,27 @@ selects by id scans these arrays and reads only a blob that can match (docs/desi
 invariant 5); nothing is unswept just to look.
 
 A message taken out of the middle of a blob is flagged in ``flags``: REMOVED for good,
-or GOTTEN while a unit of work holds it (restored by backout, in place). Backout counts
-raised while swept are kept in ``bumps`` and applied when the record is read back. When a
-blob comes back while a unit of work holds one of its messages, ``moved`` maps the blob
-position to the message's new slot, so the unit of work finds it there.
+GOTTEN while a unit of work holds it (restored by backout, in place), LOCKED while a browse
+lock holds it. Backout counts raised while swept are kept in ``bumps`` and applied when the
+record is read back. The refs that hold a position (GOTTEN or LOCKED) are kept in ``held``:
+when the blob comes back, the core moves each of them to the message's new slot
+(engine/core/lanes.py :meth:`~sweepq.engine.core.lanes.LaneSet.splice_blob`).
+
+Only the core (engine/core/) changes a blob's flags, ``live``, ``held`` and ``bumps``.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from . import record
-from .constants import CORRELID_NONE, GROUPID_NONE
+from .. import record
+from ..constants import CORRELID_NONE, GROUPID_NONE
+
+if TYPE_CHECKING:
+    from .lanes import Lane
+    from .ref import Ref
 
 LIVE = 0
 REMOVED = 1
@@ -115,9 +124,9 @@ class SweptBlob:
         "h_correl",
         "h_group",
         "h_msg",
+        "held",
         "live",
         "loaded",
-        "moved",
         "prefetch",
         "raw_bytes",
         "seq_max",
@@ -140,7 +149,7 @@ class SweptBlob:
         self.seq_max = int(seqs.max()) if self.count else 0
         self.flags = np.zeros(self.count, np.uint8)
         self.bumps: dict[int, int] | None = None  # position -> backout count added while swept
-        self.moved: dict[int, int] | None = None  # position -> slot, for GOTTEN messages once unswept
+        self.held: dict[int, Ref] = {}  # position -> the ref holding it (GOTTEN or LOCKED)
         self.prefetch = None
         self.loaded: list[bytes] | None = None
         self.unswept = False
@@ -174,6 +183,22 @@ class SweptBlob:
             mask &= self.h_group == hash16(group_id)
         return np.flatnonzero(mask)
 
+    def flag(self, pos: int) -> int:
+        """The position's flag: LIVE, REMOVED, GOTTEN or LOCKED."""
+        return int(self.flags.item(pos))
+
+    def first_after(self, records: list[bytes], after: int) -> int:
+        """The first position whose record's arrival number is above ``after`` (records are
+        in arrival order)."""
+        lo, hi = 0, len(records)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if record.seq_of(records[mid]) <= after:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
     def record(self, records: list[bytes], pos: int) -> bytes:
         """The record at ``pos`` with any backout raised while swept applied."""
         rec = records[pos]
@@ -189,17 +214,13 @@ class SweptBlob:
         )
 
 
-class SweptHit:
-    """A message a get found inside a swept blob, without bringing the blob back.
+class Need:
+    """A call needs a blob's records that are not at hand: the caller reads them without the
+    queue's lock (engine/tiering.py :meth:`~sweepq.engine.tiering.QueueTier.load`, or a browse
+    cursor's own cache) and looks again."""
 
-    It stands for the message in the get path and in units of work where an in-memory
-    message is a slot number: the queue's state changes (remove, hide, restore) act on the
-    blob's flags instead of a list."""
+    __slots__ = ("blob", "lane")
 
-    __slots__ = ("blob", "lane", "pos", "rec")
-
-    def __init__(self, lane, blob: SweptBlob, pos: int, rec: bytes):
+    def __init__(self, lane: Lane, blob: SweptBlob):
         self.lane = lane
         self.blob = blob
-        self.pos = pos
-        self.rec = rec

@@ -6,7 +6,7 @@ to the slots holding it; values that match anything (MsgId, CorrelId or GroupId 
 not indexed. Swept messages are not in it: they are found through the per-blob summaries
 (engine/swept.py) without reading blobs that cannot match.
 
-It is kept exact by the lanes (engine/lane.py), the only code that places and frees slots:
+It is kept exact by the lanes (engine/core/lanes.py), the only code that places and frees slots:
 every slot added, freed, or renumbered passes through it, under the queue's lock.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import record
-from .constants import CORRELID_NONE, GROUPID_NONE, IndexType
-from .record import Identity
+from .. import record
+from ..constants import CORRELID_NONE, GROUPID_NONE, IndexType
+from ..record import Identity
 
 _GROUP_OFF = 2  # record._sections index of the group section
 

@@ -1,0 +1,1172 @@
+"""The queue core: every message of one queue, in memory and swept, and the only code that
+reads or writes how they are kept (seed 003's shape, docs/design.md "One queue").
+
+::
+
+    front list  <->  chain of swept blobs  <->  rear list      (one lane per priority)
+    (in memory)       (blob store, by id)       (in memory)
+
+A lane's order is front ⧺ chain ⧺ rear, each part in arrival order. :class:`LaneSet` owns a
+queue's lanes, their records, its index (engine/core/index.py) and the in-memory state of
+its chains (engine/core/swept.py), and offers the primitives everything above it uses:
+the first available message (with a match, from a position), the next one after a browse
+cursor, take, hide, restore on backout, lock, assign to a batch, splice a run out into a
+blob and a blob back in, and the sweeper's walk. Code outside engine/core/ names messages
+by :class:`~sweepq.engine.core.ref.Ref` and never reads the arrays below.
+
+**In memory**, every message is one *slot*:
+
+* ``recs[slot]`` — the immutable record (engine/record.py), or None for a free slot;
+* ``nxt[slot]`` / ``prv[slot]`` — the links (``array('i')``);
+* ``st[slot]`` — the lane index in the low four bits and the flags below (``array('H')``).
+
+So a queued message is one ``bytes`` (never tracked by the garbage collector) and 18 bytes of
+arrays: a backlog of millions costs no collection pauses, and a blob that comes back is
+spliced in bulk. Slots 0..19 are the sentinels of the 20 circular lists (lane p: front 2p,
+rear 2p+1). A free *stack* of slots is reused last-in first-out.
+
+**The lock**: every method here is called with the owning queue's lock held (the rule is
+written once, in engine/queue.py), except :meth:`LaneSet.sweep_walk` and
+:meth:`LaneSet.snapshot`, the sweeper's walk. Those walk the lists without the lock, which
+is safe because (1) a removed slot keeps its ``nxt`` / ``prv``, so a walk that holds one
+steps on to the live list, and (2) while any sweep is in progress (:meth:`begin_sweep`)
+freed slots are not reused, so a slot a walker holds cannot join another list under it.
+Every choice such a walk makes is verified again under the lock (:meth:`verify_run`)
+before anything moves. With lock checks on (engine/core/lock.py) the methods that change
+state assert that the calling thread holds the lock.
+
+Invariants kept here (:meth:`LaneSet.check` asserts them all):
+
+* a slot is available to a get iff ``st[slot] < AVAILABLE_BELOW`` (no flag set);
+* ``Lane.ready`` counts the lane's in-memory messages with neither UNCOMMITTED nor GOTTEN
+  (committed, not gotten: the sweeper's y); ``Lane.mem`` counts all of them;
+  ``Lane.swept`` the live messages of its chain;
+* ``LaneSet.mem_bytes`` is the bytes of the records in memory;
+* while a lane's chain is empty and no sweep is in progress, new messages go to the front
+  list and the rear list is empty; otherwise they go to the rear list (docs/design.md 1 and 2);
+* a ref that holds a message across a release of the lock (hidden, locked or batched) names
+  it where it is: its slot never changes, and a blob that comes back moves it.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import record
+from .lock import CHECKS, assert_held
+from .ref import Ref
+from .swept import GOTTEN as POS_GOTTEN
+from .swept import LIVE as POS_LIVE
+from .swept import LOCKED as POS_LOCKED
+from .swept import REMOVED as POS_REMOVED
+from .swept import Need, SweptBlob
+
+if TYPE_CHECKING:
+    from .index import SlotIndex
+
+LANE_MASK = 0x0F
+UNCOMMITTED = 0x10  # put inside a unit of work not yet committed: invisible
+GOTTEN = 0x20  # got inside a unit of work not yet committed: invisible, restored on backout
+LOCKED = 0x40  # locked by a browse handle: invisible to other handles, never swept
+BATCHED = 0x80  # assigned to a transmission batch: not gettable, never swept
+REMOVED = 0x100  # taken off its lane for good (the slot is free or about to be)
+HIDDEN = UNCOMMITTED | GOTTEN  # not counted in Lane.ready
+AVAILABLE_BELOW = 0x10
+
+N_LANES = 10
+SENTINELS = 2 * N_LANES
+_INITIAL = 256  # slots, sentinels included
+_SHRINK_ABOVE = 1 << 16  # an emptied queue gives back arrays larger than this
+_OFF_SEQ = record.OFF_SEQ
+_seq_of = record.seq_of
+
+
+class Lane:
+    """One priority level: its counters, its chain of swept blobs and its list sentinels.
+
+    ``front`` and ``rear`` are the sentinel slots of its two lists. ``chain`` holds the
+    lane's swept blobs (engine/core/swept.py) in order; ``sweeping`` counts the reasons new
+    messages go to the rear list although the chain may be empty: a sweep of the queue in
+    progress (one at a time), and the queue paging under its memory budget
+    (engine/budget.py). A chain, or a non-zero ``sweeping``, sends new messages to the rear.
+    Everything here is read-only outside engine/core/, but for ``ahead`` (the read-ahead's
+    count, engine/tiering.py).
+    """
+
+    __slots__ = ("ahead", "back", "bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping", "swept")
+
+    def __init__(self, priority: int):
+        self.priority = priority
+        self.bit = 1 << priority
+        self.front = 2 * priority
+        self.rear = 2 * priority + 1
+        self.chain: deque[SweptBlob] = deque()
+        self.sweeping = 0
+        self.ready = 0
+        self.mem = 0
+        self.swept = 0  # messages in the chain not yet removed
+        self.ahead = 0  # messages in the leading blobs whose read has started (read-ahead)
+        self.back = 0  # messages in memory that came back from a blob (the adaptive rule's)
+
+
+class LaneSet:
+    """Every message of one queue, in ten lanes (priority 0..9): the queue core.
+
+    See the module docstring for the layout, the boundary and the locking rule. ``mutex`` is
+    the owning queue's lock, which the state-changing methods check with checks on."""
+
+    __slots__ = (
+        "_defer",
+        "back",
+        "deferred",
+        "emptied",
+        "free",
+        "index",
+        "lanes",
+        "mask",
+        "mem_bytes",
+        "mutex",
+        "nxt",
+        "prv",
+        "recs",
+        "st",
+    )
+
+    def __init__(self, mutex: object = None) -> None:
+        self.mutex = mutex
+        self.lanes = [Lane(p) for p in range(N_LANES)]
+        # engine/core/index.py SlotIndex when the queue has an index type: every slot placed,
+        # freed or renumbered here goes through it, so it stays exact.
+        self.index: SlotIndex | None = None
+        self.mask = 0  # bit p: lane p may hold messages (set by append, cleared by its readers)
+        self.mem_bytes = 0
+        self._defer = 0
+        self.deferred = array("i")
+        # Blobs whose last message a take removed: they left their chain here, and the tier
+        # unlinks them in the store (engine/tiering.py unlink_emptied_locked), emptying this.
+        self.emptied: list[tuple[Lane, SweptBlob]] = []
+        self._reset()
+
+    def _reset(self, n: int = _INITIAL) -> None:
+        # Typed as a live slot's record, which is what every reader indexes (a free slot holds
+        # None, invariant above): the few stores of None say so where they are made.
+        self.recs: list[bytes] = [None] * n  # type: ignore[list-item]
+        self.nxt = array("i", range(n))  # each sentinel links to itself: an empty list
+        self.prv = array("i", range(n))
+        self.st = array("H", bytes(2 * n))
+        self.back = bytearray(n)  # 1: the message came back from a blob (Lane.back counts them)
+        self.free = array("i", range(n - 1, SENTINELS - 1, -1))  # pops the lowest slot first
+
+    def __getitem__(self, priority: int) -> Lane:
+        return self.lanes[priority]
+
+    def __iter__(self) -> Iterator[Lane]:
+        return iter(self.lanes)
+
+    @property
+    def capacity(self) -> int:
+        """Slots the arrays hold now, sentinels included."""
+        return len(self.recs)
+
+    @property
+    def count(self) -> int:
+        """Messages in memory (the sum of the lanes' ``mem``)."""
+        return sum(lane.mem for lane in self.lanes)
+
+    def _grow(self, need: int = 1) -> None:
+        """At least ``need`` more free slots: the arrays double (amortised O(1) a slot)."""
+        old = len(self.recs)
+        add = max(old, need)
+        self.recs.extend([None] * add)  # type: ignore[list-item]
+        self.nxt.extend(range(old, old + add))
+        self.prv.extend(range(old, old + add))
+        self.st.frombytes(bytes(2 * add))  # extend(bytes) would add one element per byte
+        self.back.extend(bytes(add))
+        self.free.extend(range(old + add - 1, old - 1, -1))
+
+    def _check(self, what: str) -> None:
+        if CHECKS:
+            assert_held(self.mutex, what)
+
+    # -- refs ---------------------------------------------------------------------------------------
+
+    def record(self, ref: Ref) -> bytes:
+        """The record of the message ``ref`` names."""
+        slot = ref.slot
+        return self.recs[slot] if slot >= 0 else ref.rec
+
+    def lane_of(self, ref: Ref) -> Lane:
+        """The lane that holds the message ``ref`` names."""
+        slot = ref.slot
+        if slot >= 0:
+            return self.lanes[self.st[slot] & LANE_MASK]
+        return ref.lane  # type: ignore[return-value]  # a ref into a blob always has its lane
+
+    def seq(self, ref: Ref) -> int:
+        """The message's arrival number (its MsgToken's, engine/record.py)."""
+        return _seq_of(self.record(ref))
+
+    def home(self, ref: Ref) -> tuple[int, int, int] | None:
+        """Where the message's durable record lives (engine/durable/journal.py): (its lane,
+        -1, -1) for its own record, (its lane, blob id, position) inside a blob; None when its
+        blob was found damaged since."""
+        if ref.slot >= 0:
+            return self.st[ref.slot] & LANE_MASK, -1, -1
+        blob, lane = ref.blob, ref.lane
+        assert blob is not None and lane is not None
+        return None if blob.damaged else (lane.priority, blob.blob_id, ref.pos)
+
+    def visible(self, ref: Ref, lk_seq: int = -1) -> bool:
+        """Whether a get or browse of a handle whose browse lock is on ``lk_seq`` (-1: none)
+        sees the message: available, or locked by that very handle."""
+        slot = ref.slot
+        if slot >= 0:
+            s = self.st[slot]
+            return s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and _seq_of(self.recs[slot]) == lk_seq)
+        f = ref.blob.flag(ref.pos)  # type: ignore[union-attr]
+        return f == POS_LIVE or (f == POS_LOCKED and _seq_of(ref.rec) == lk_seq)
+
+    def _hit(self, lane: Lane, blob: SweptBlob, pos: int, rec: bytes) -> Ref:
+        return Ref(-1, lane, blob, pos, rec)
+
+    # -- placing ------------------------------------------------------------------------------------
+
+    def add(self, lane: Lane, recs: Sequence[bytes], state: int, refs: bool = False) -> list[Ref] | None:
+        """Put ``recs`` after the last message of ``lane`` (front or rear list, invariant 1/2)
+        with ``state`` (lane index and flags). Returns their refs when ``refs`` (a unit of work
+        holds them), else None. The put hot path."""
+        self._check("placing a message")
+        if len(recs) == 1:
+            slot = self._append(lane, recs[0], state)
+            return [Ref(slot)] if refs else None
+        s = lane.rear if (lane.chain or lane.sweeping) else lane.front
+        slots = self._link_many(lane, s, recs, state, ())
+        return [Ref(i) for i in slots] if refs else None
+
+    def _append(self, lane: Lane, rec: bytes, state: int) -> int:
+        free = self.free
+        if not free:
+            self._grow()
+        i = free.pop()
+        self.recs[i] = rec
+        self.st[i] = state
+        if self.index is not None:
+            self.index.add(i, rec)
+        s = lane.rear if (lane.chain or lane.sweeping) else lane.front
+        prv = self.prv
+        last = prv[s]
+        prv[i] = last
+        self.nxt[i] = s
+        self.nxt[last] = i
+        prv[s] = i
+        lane.mem += 1
+        self.mask |= lane.bit
+        self.mem_bytes += len(rec)
+        if not state & HIDDEN:
+            lane.ready += 1
+        return i
+
+    def load(self, lane: Lane, front: Sequence[bytes], blobs: Sequence[SweptBlob], rear: Sequence[bytes]) -> None:
+        """A lane as recovery rebuilt it (engine/durable/recovery.py): ``front`` records, the
+        chain of ``blobs`` (indexed in memory, left in the store), ``rear`` records. The lane
+        must be empty."""
+        self._check("loading a lane")
+        assert not lane.mem and not lane.chain, f"lane {lane.priority} loaded twice"
+        self._link_many(lane, lane.front, front, lane.priority, ())
+        for blob in blobs:
+            lane.chain.append(blob)
+            lane.swept += blob.live
+        if blobs:
+            self.mask |= lane.bit  # gets look at this lane (appends set it for in-memory ones)
+        s = lane.rear if lane.chain else lane.front
+        self._link_many(lane, s, rear, lane.priority, ())
+
+    # -- finding (lock held) ------------------------------------------------------------------------
+
+    def head(self) -> Ref | None:
+        """The first message of the highest non-empty lane's front list, if it is available:
+        the get hot path (None: look further with :meth:`first` and the chains)."""
+        mask = self.mask
+        if not mask:
+            return None
+        i = self.nxt[self.lanes[mask.bit_length() - 1].front]
+        if i >= SENTINELS and self.st[i] < AVAILABLE_BELOW:
+            return Ref(i)
+        return None
+
+    def lanes_down(self) -> Iterator[Lane]:
+        """The lanes that may hold messages, highest first (each may still be empty: a
+        lane found empty with no chain leaves the mask here)."""
+        mask = self.mask
+        lanes = self.lanes
+        while mask:
+            p = mask.bit_length() - 1
+            mask ^= 1 << p
+            lane = lanes[p]
+            if lane.ready or lane.chain:
+                yield lane
+            elif not lane.mem:
+                self.mask &= ~lane.bit
+
+    def first(self, lane: Lane, rear: bool, match: Callable[[bytes], bool] | None = None) -> Ref | None:
+        """The first available message of ``lane``'s front (or rear) list that ``match``
+        accepts (None: any)."""
+        s = lane.rear if rear else lane.front
+        nxt, st = self.nxt, self.st
+        i = nxt[s]
+        if match is None:
+            while i != s:
+                if st[i] < AVAILABLE_BELOW:
+                    return Ref(i)
+                i = nxt[i]
+            return None
+        recs = self.recs
+        while i != s:
+            if st[i] < AVAILABLE_BELOW and match(recs[i]):
+                return Ref(i)
+            i = nxt[i]
+        return None
+
+    def first_indexed(self, value: object, match: Callable[[bytes], bool]) -> tuple[int, list[Ref]]:
+        """The available in-memory messages filed under ``value`` in the index that ``match``
+        accepts, of the highest lane that has any: (that lane's priority, their refs in
+        arrival order); (-1, []) when none. The caller searches the chains of the lanes
+        above, and this lane's chain when the first is behind it (LocalQueue.find_locked)."""
+        st, recs = self.st, self.recs
+        by_lane: dict[int, list[int]] = {}
+        for i in self.index.slots(value):  # type: ignore[union-attr]  # called when the queue has an index
+            if st[i] < AVAILABLE_BELOW and match(recs[i]):
+                by_lane.setdefault(st[i] & LANE_MASK, []).append(i)
+        if not by_lane:
+            return -1, []
+        top = max(by_lane)
+        found = by_lane[top]
+        if len(found) > 1:
+            found.sort(key=lambda i: _seq_of(recs[i]))
+        return top, [Ref(i) for i in found]
+
+    def indexed_available(self, value: object) -> list[tuple[Ref, bytes]]:
+        """Every available in-memory message filed under ``value`` in the index, as (ref,
+        record), in no particular order (engine/groups/ sorts them)."""
+        st, recs = self.st, self.recs
+        return [(Ref(i), recs[i]) for i in self.index.slots(value) if st[i] < AVAILABLE_BELOW]  # type: ignore[union-attr]
+
+    def available(
+        self, lane: Lane, rear: bool, match: Callable[[bytes], bool], after: Callable[[Ref, bytes], bool] | None = None
+    ) -> Iterator[tuple[Ref, bytes]]:
+        """Every available message of ``lane``'s front (or rear) list that ``match`` (and
+        ``after``, when given) accepts, in order, as (ref, record)."""
+        s = lane.rear if rear else lane.front
+        nxt, st, recs = self.nxt, self.st, self.recs
+        i = nxt[s]
+        while i != s:
+            if st[i] < AVAILABLE_BELOW and match(recs[i]):
+                ref = Ref(i)
+                if after is None or after(ref, recs[i]):
+                    yield ref, recs[i]
+            i = nxt[i]
+
+    def run_from(self, ref: Ref, limit: int) -> list[Ref]:
+        """``ref`` (available, in memory) and the available messages that follow it in its
+        list, at most ``limit``: a contiguous run that a batch get takes at once."""
+        nxt, st = self.nxt, self.st
+        i = ref.slot
+        run = [ref]
+        j = nxt[i]
+        while len(run) < limit and j >= SENTINELS and st[j] < AVAILABLE_BELOW:
+            run.append(Ref(j))
+            j = nxt[j]
+        return run
+
+    def find_seqs(self, keys: set[tuple[int, int]]) -> dict[tuple[int, int], Ref]:
+        """The available in-memory messages named by ``keys`` ((lane, arrival number)), in one
+        walk of the lists: for the rare callers, e.g. a batch restored at open."""
+        st, recs = self.st, self.recs
+        found = {}
+        for i in self._in_memory():
+            key = (st[i] & LANE_MASK, _seq_of(recs[i]))
+            if key in keys and st[i] < AVAILABLE_BELOW:
+                found[key] = Ref(i)
+        return found
+
+    def search_chain(self, lane: Lane, match) -> Ref | Need | None:
+        """Find a message ``match`` accepts inside ``lane``'s chain without unsweeping
+        (invariant 5), through each blob's index.
+
+        Blobs this call already searched in full are skipped (``match.searched``): a search
+        that must read more blobs than the decoded-blob cache holds (a selector makes every
+        live message a candidate) would otherwise evict and re-read them for ever."""
+        searched = match.searched
+        for blob in lane.chain:
+            if blob in searched:
+                continue
+            cand = blob.candidates(match.msg_id, match.correl_id, match.group_id, match.seq)
+            if not len(cand):
+                continue
+            records = blob.records()
+            if records is None:
+                return Need(lane, blob)
+            for pos in cand.tolist():
+                rec = blob.record(records, pos)
+                if match(rec):
+                    return self._hit(lane, blob, pos, rec)
+            searched.add(blob)
+        return None
+
+    def chain_hits(
+        self, lane: Lane, match, pinned: dict, after: Callable[[Ref, bytes], bool] | None = None
+    ) -> Iterator[tuple[Ref, bytes] | Need]:
+        """Every message of ``lane``'s chain that ``match`` (and ``after``) accepts, in order,
+        as (ref, record), found through the blobs' indexes without unsweeping; a
+        :class:`Need` (and the end) for a blob neither in memory nor in ``pinned``."""
+        for blob in lane.chain:
+            cand = blob.candidates(match.msg_id, match.correl_id, match.group_id, match.seq)
+            if not len(cand):
+                continue
+            records = blob.records() or pinned.get(blob)
+            if records is None:
+                yield Need(lane, blob)
+                return
+            for p in cand.tolist():
+                rec = blob.record(records, p)
+                if match(rec):
+                    hit = self._hit(lane, blob, p, rec)
+                    if after is None or after(hit, rec):
+                        yield hit, rec
+
+    # -- browsing (lock held) -----------------------------------------------------------------------
+
+    def browse_front(
+        self, lane: Lane, after: int, match: Callable[[bytes], bool] | None, lk_seq: int, hint: Ref | None
+    ) -> tuple[Ref | None, bool]:
+        """A browse's walk of ``lane``'s front list: the first message with arrival number
+        above ``after`` (-1: from the start) that a handle whose lock is on ``lk_seq`` sees
+        and ``match`` accepts. ``hint``: a message of this lane at or before the cursor, to
+        start near it (checked before use). Returns (the message or None, whether the walk
+        went through the front list to its end: only then do the chain and the rear list
+        come next)."""
+        nxt, prv, recs, st = self.nxt, self.prv, self.recs, self.st
+        front = lane.front
+        i = -1
+        if after >= 0:
+            h = hint.slot if hint is not None else -1
+            if SENTINELS <= h < len(recs):
+                rec = recs[h]
+                s = st[h]
+                if rec is not None and not s & REMOVED and s & LANE_MASK == lane.priority and _seq_of(rec) <= after:
+                    i = nxt[h]
+            if i < 0:
+                last = prv[front]
+                i = nxt[front] if last != front and _seq_of(recs[last]) > after else front
+        else:
+            i = nxt[front]
+        slot, end = self._scan(i, after, match, lk_seq)
+        if slot >= 0:
+            return Ref(slot), False
+        return None, end == front
+
+    def browse_rear(self, lane: Lane, after: int, match: Callable[[bytes], bool] | None, lk_seq: int) -> Ref | None:
+        """:meth:`browse_front` for the rear list (after the front list and the chain)."""
+        rear = lane.rear
+        last = self.prv[rear]
+        if last == rear or _seq_of(self.recs[last]) <= after:
+            return None
+        slot, _ = self._scan(self.nxt[rear], after, match, lk_seq)
+        return Ref(slot) if slot >= 0 else None
+
+    def _scan(self, i: int, after: int, m: Callable[[bytes], bool] | None, lk_seq: int) -> tuple[int, int]:
+        """Walk one list from slot ``i``: the first slot with seq > ``after`` that a handle
+        whose lock is on ``lk_seq`` sees and ``m`` accepts, and the sentinel where the walk
+        ended (-1 if it found one)."""
+        recs, st, nxt = self.recs, self.st, self.nxt
+        passed = after < 0
+        while i >= SENTINELS:
+            if not passed:
+                if _seq_of(recs[i]) <= after:
+                    i = nxt[i]
+                    continue
+                passed = True  # the list is in seq order: every later slot is after too
+            s = st[i]
+            visible = s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and _seq_of(recs[i]) == lk_seq)
+            if visible and (m is None or m(recs[i])):
+                return i, -1
+            i = nxt[i]
+        return -1, i
+
+    def before(self, ref: Ref) -> Ref | None:
+        """The message before ``ref`` (in memory) in its list, None at its start: a browse
+        cursor's hint when the message under it leaves."""
+        p = self.prv[ref.slot]
+        return Ref(p) if p >= SENTINELS else None
+
+    def at(self, hint: Ref | None, seq: int) -> Ref | None:
+        """The in-memory message ``hint`` names if it is still there with arrival number
+        ``seq`` (a browse cursor's check of its message), else None."""
+        h = hint.slot if hint is not None else -1
+        if SENTINELS <= h < len(self.recs):
+            rec = self.recs[h]
+            if rec is not None and _seq_of(rec) == seq:
+                return Ref(h)
+        return None
+
+    # -- one message changes (lock held) ------------------------------------------------------------
+
+    def take(self, ref: Ref) -> Lane | None:
+        """Take the message off the queue for good; return its lane, or None when its blob
+        was found damaged since it was found (its messages were counted out then)."""
+        self._check("taking a message")
+        slot = ref.slot
+        if slot >= 0:
+            return self._remove(slot)
+        blob = ref.blob
+        assert blob is not None
+        if blob.damaged:
+            return None
+        assert blob.flags[ref.pos] != POS_REMOVED, f"blob {blob.blob_id}: position {ref.pos} removed twice"
+        blob.flags[ref.pos] = POS_REMOVED
+        blob.held.pop(ref.pos, None)
+        blob.live -= 1
+        lane = ref.lane
+        assert lane is not None
+        lane.swept -= 1
+        if not blob.live:
+            lane.chain.remove(blob)
+            self.emptied.append((lane, blob))
+            self.settle(lane)
+        return lane
+
+    def _remove(self, i: int) -> Lane:
+        st = self.st
+        s = st[i]
+        assert not s & REMOVED, f"slot {i} removed twice"
+        lane = self.lanes[s & LANE_MASK]
+        p = self.prv[i]
+        n = self.nxt[i]
+        self.nxt[p] = n
+        self.prv[n] = p
+        if not s & HIDDEN:
+            lane.ready -= 1
+        lane.mem -= 1
+        if lane.back and self.back[i]:
+            self.back[i] = 0
+            lane.back -= 1
+        recs = self.recs
+        self.mem_bytes -= len(recs[i])
+        if self.index is not None:
+            self.index.discard(i, recs[i])
+        recs[i] = None  # type: ignore[call-overload]
+        st[i] = s | REMOVED
+        if self._defer:
+            self.deferred.append(i)
+        else:
+            self.free.append(i)
+        return lane
+
+    def take_run(self, refs: Sequence[Ref]) -> Lane:
+        """:meth:`take` of a run of available in-memory messages of one list (from
+        :meth:`run_from`), in bulk; returns their lane."""
+        self._check("taking a run")
+        slots = [r.slot for r in refs]
+        lane = self.lanes[self.st[slots[0]] & LANE_MASK]
+        recs = self.recs
+        self._detach(lane, slots, sum(len(recs[i]) for i in slots))
+        return lane
+
+    def hide(self, ref: Ref) -> None:
+        """A get under syncpoint: the message keeps its place, invisible, until commit
+        (:meth:`take`) or backout (:meth:`restore`)."""
+        self._check("hiding a message")
+        slot = ref.slot
+        if slot >= 0:
+            st = self.st
+            assert not st[slot] & (GOTTEN | UNCOMMITTED | REMOVED), f"slot {slot} hidden but not available"
+            st[slot] |= GOTTEN
+            self.lanes[st[slot] & LANE_MASK].ready -= 1
+            return
+        blob = ref.blob
+        assert blob is not None and blob.flags[ref.pos] in (POS_LIVE, POS_LOCKED), "hidden but not live"
+        blob.flags[ref.pos] = POS_GOTTEN
+        blob.held[ref.pos] = ref
+
+    def hide_run(self, refs: Sequence[Ref]) -> None:
+        """:meth:`hide` of a run of available in-memory messages of one list."""
+        self._check("hiding a run")
+        st = self.st
+        for r in refs:
+            st[r.slot] |= GOTTEN
+        self.lanes[st[refs[0].slot] & LANE_MASK].ready -= len(refs)
+
+    def restore(self, ref: Ref, backout: bool) -> tuple[bytes, bool]:
+        """Undo :meth:`hide` in place (a backout), the backout count raised when
+        ``backout``; a browse lock its holder's get ended does not come back. Returns the
+        message's record as it is now and whether it is in memory (False: back in its blob,
+        or its blob was found damaged meanwhile)."""
+        self._check("restoring a message")
+        slot = ref.slot
+        if slot >= 0:
+            st, recs = self.st, self.recs
+            assert st[slot] & GOTTEN and not st[slot] & REMOVED, f"slot {slot} restored but not hidden"
+            rec = recs[slot]
+            if backout:
+                new = record.with_backout(rec, record.backout_of(rec) + 1)  # the index's key stays
+                self.mem_bytes += len(new) - len(rec)
+                recs[slot] = rec = new
+            st[slot] &= ~(GOTTEN | LOCKED)
+            self.lanes[st[slot] & LANE_MASK].ready += 1
+            return rec, True
+        blob = ref.blob
+        assert blob is not None
+        rec = ref.rec
+        if blob.damaged:
+            return rec, False
+        blob.flags[ref.pos] = POS_LIVE
+        blob.held.pop(ref.pos, None)
+        if backout:
+            if blob.bumps is None:
+                blob.bumps = {}
+            blob.bumps[ref.pos] = blob.bumps.get(ref.pos, 0) + 1
+            rec = record.with_backout(rec, record.backout_of(rec) + 1)
+            ref.rec = rec
+        return rec, False
+
+    def commit_put(self, ref: Ref) -> bytes:
+        """A put under syncpoint is committed: it becomes visible where it stands. Returns
+        its record."""
+        self._check("committing a put")
+        slot = ref.slot
+        st = self.st
+        assert st[slot] & UNCOMMITTED, f"slot {slot} committed but not uncommitted"
+        st[slot] &= ~UNCOMMITTED
+        self.lanes[st[slot] & LANE_MASK].ready += 1
+        return self.recs[slot]
+
+    def lock(self, ref: Ref) -> None:
+        """A browse lock: the message stays in place, invisible to every other handle, and
+        is never swept."""
+        self._check("locking a message")
+        if ref.slot >= 0:
+            self.st[ref.slot] |= LOCKED
+        else:
+            blob = ref.blob
+            assert blob is not None
+            blob.flags[ref.pos] = POS_LOCKED
+            blob.held[ref.pos] = ref
+
+    def unlock(self, ref: Ref) -> bytes:
+        """The end of a browse lock: the message is available where it stands. Returns its
+        record."""
+        self._check("unlocking a message")
+        if ref.slot >= 0:
+            self.st[ref.slot] &= ~LOCKED
+            return self.recs[ref.slot]
+        blob = ref.blob
+        assert blob is not None
+        blob.flags[ref.pos] = POS_LIVE
+        blob.held.pop(ref.pos, None)
+        return ref.rec
+
+    def lock_is(self, ref: Ref, seq: int) -> bool:
+        """Whether ``ref`` still names a message with arrival number ``seq`` that a browse
+        lock holds (and no unit of work: a get under syncpoint ends the lock)."""
+        slot = ref.slot
+        if slot >= 0:
+            rec = self.recs[slot] if slot < len(self.recs) else None
+            return rec is not None and _seq_of(rec) == seq and self.st[slot] & (LOCKED | GOTTEN) == LOCKED
+        blob = ref.blob
+        return blob is not None and not blob.damaged and blob.flag(ref.pos) == POS_LOCKED
+
+    def batched(self, ref: Ref) -> bool:
+        """Whether the message is in memory and assigned to a batch."""
+        return ref.slot >= 0 and self.recs[ref.slot] is not None and bool(self.st[ref.slot] & BATCHED)
+
+    def assign(self, ref: Ref) -> None:
+        """Assign the available in-memory message to a transmission batch: it stays in place
+        but no get sees it and no sweep moves it (seed 003)."""
+        self._check("assigning a message to a batch")
+        self.st[ref.slot] |= BATCHED
+
+    def release(self, ref: Ref) -> bytes:
+        """A released batch's message is available again where it stands; returns its record."""
+        self._check("releasing a batched message")
+        self.st[ref.slot] &= ~BATCHED
+        return self.recs[ref.slot]
+
+    # -- the sweep (the walk without the lock; the rest with it) ----------------------------------
+
+    def begin_sweep(self) -> list[int]:
+        """A sweep begins: every lane sends new messages to its rear list, and freed slots are
+        held back until :meth:`end_sweep`. Returns each lane's in-memory count, which bounds
+        its rear run."""
+        self._check("beginning a sweep")
+        for lane in self.lanes:
+            lane.sweeping += 1
+        self._defer += 1
+        return [lane.mem for lane in self.lanes]
+
+    def end_sweep(self) -> None:
+        """The sweep ended: lanes settle, and slots freed meanwhile become reusable."""
+        self._check("ending a sweep")
+        for lane in self.lanes:
+            lane.sweeping -= 1
+            self.settle(lane)
+        self._defer -= 1
+        if not self._defer and self.deferred:
+            self.free.extend(self.deferred)
+            self.deferred = array("i")
+
+    def start_paging(self) -> None:
+        """The queue pages under its memory budget: new messages go to the rear lists."""
+        self._check("paging")
+        for lane in self.lanes:
+            lane.sweeping += 1
+
+    def stop_paging(self) -> None:
+        """Paging ends: new messages take their usual place again."""
+        self._check("paging")
+        for lane in self.lanes:
+            lane.sweeping -= 1
+            self.settle(lane)
+
+    def sweep_walk(self, rear_limits: Sequence[int]) -> tuple[list[list[int]], list[list[int]], list[int]]:
+        """The sweeper's walk, without the lock (see the module docstring): each lane's front
+        list (all of its slots), its rear list's sweepable head (at most
+        ``rear_limits[lane]``) and the number of sweepable messages of its front list.
+        What it returns is only a choice: :meth:`verify_run` checks it under the lock."""
+        st = self.st
+        fronts = [list(self._walk(lane.front)) for lane in self.lanes]
+        rears = []
+        for lane in self.lanes:
+            rear: list[int] = []
+            for i in self._walk(lane.rear):
+                if len(rear) >= rear_limits[lane.priority] or st[i] >= AVAILABLE_BELOW:
+                    break
+                rear.append(i)
+            rears.append(rear)
+        sweepable = [sum(st[i] < AVAILABLE_BELOW for i in f) for f in fronts]
+        return fronts, rears, sweepable
+
+    def sweepable(self, slot: int) -> bool:
+        """Whether a slot the walk found may move (available now; verified again later)."""
+        return self.st[slot] < AVAILABLE_BELOW
+
+    def snapshot(self, slots: Sequence[int]) -> list[bytes]:
+        """The records of a run the walk chose, read without the lock: a slot emptied
+        meanwhile gives ``b""``, which fails :meth:`verify_run`."""
+        recs = self.recs
+        return [recs[i] or b"" for i in slots]
+
+    def verify_run(self, lane: Lane, slots: Sequence[int], recs: Sequence[bytes], at_head: bool) -> str | None:
+        """Why the run cannot move into its blob now (lock held), or None: every message
+        still available with the record that was written, the run still contiguous, and still
+        at the end of its list that it leaves from (its front's tail for a blob linked at the
+        chain's head, its rear's head otherwise). The reasons are the sweep's abort reasons
+        (seed 003: removed, gotten, locked, batch_changed; moved)."""
+        self._check("verifying a sweep")
+        st, rec_of, nxt, prv = self.st, self.recs, self.nxt, self.prv
+        prev = -1
+        for i, rec in zip(slots, recs, strict=True):
+            s = st[i]
+            same = rec_of[i] is rec
+            if s >= AVAILABLE_BELOW or not same:
+                return abort_reason(s, same)
+            if prev >= 0 and nxt[prev] != i:
+                return "moved"
+            prev = i
+        if at_head:
+            return None if nxt[slots[-1]] == lane.front else "moved"
+        return None if prv[slots[0]] == lane.rear else "moved"
+
+    def detach_to(self, lane: Lane, slots: Sequence[int], nbytes: int, blob: SweptBlob, at_head: bool) -> int:
+        """The verified run is in ``blob`` in the store: take it off the lane and put the
+        blob in the chain, at its head or tail. Returns how many of its messages had come
+        back from a blob before (the adaptive rule's re-sweeps)."""
+        self._check("detaching a swept run")
+        again = self._detach(lane, slots, nbytes)
+        lane.swept += len(slots)
+        if at_head:
+            lane.chain.appendleft(blob)
+        else:
+            lane.chain.append(blob)
+        return again
+
+    def _detach(self, lane: Lane, slots: Sequence[int], nbytes: int) -> int:
+        """Take a contiguous run of available messages off ``lane``; returns how many had come
+        back from a blob."""
+        assert slots and nbytes >= 0, "an empty run"
+        again = 0
+        if lane.back:
+            back = self.back
+            for i in slots:
+                if back[i]:
+                    back[i] = 0
+                    again += 1
+            lane.back -= again
+        nxt, prv = self.nxt, self.prv
+        p = prv[slots[0]]
+        n = nxt[slots[-1]]
+        nxt[p] = n
+        prv[n] = p
+        idx = np.asarray(slots, np.int64)
+        np.frombuffer(self.st, np.uint16)[idx] |= REMOVED
+        recs = self.recs
+        if self.index is not None:
+            for i in slots:
+                self.index.discard(i, recs[i])
+        for i in slots:
+            recs[i] = None  # type: ignore[call-overload]
+        if self._defer:
+            self.deferred.extend(slots)
+        else:
+            self.free.extend(slots)
+        k = len(slots)
+        lane.mem -= k
+        lane.ready -= k
+        self.mem_bytes -= nbytes
+        return again
+
+    @staticmethod
+    def survivors(blob: SweptBlob, records: list[bytes]) -> tuple[list[bytes], list[int] | None, int]:
+        """What of ``blob`` comes back when it is unswept: its live records (with the backout
+        counts raised while swept), their positions in the blob (None: all of them), and
+        their bytes. Pure: the caller writes what the store needs, then :meth:`splice_blob`."""
+        if blob.live == blob.count and not blob.bumps and not blob.flags.any():
+            return records, None, blob.raw_bytes
+        positions = [p for p, f in enumerate(blob.flags.tolist()) if f != POS_REMOVED]
+        live = [blob.record(records, p) for p in positions]
+        return live, positions, sum(map(len, live))
+
+    def splice_blob(
+        self, lane: Lane, blob: SweptBlob, live: list[bytes], positions: list[int] | None, nbytes: int
+    ) -> Ref | None:
+        """Bring the chain's first blob back: its ``live`` records (from :meth:`survivors`)
+        are appended to the front list in bulk (invariant 4); a message a unit of work or a
+        browse lock holds comes back hidden or locked, and its ref moves to its new slot. When
+        it was the last blob, the rear list joins the front. Returns the first available
+        message from the first that came back to the end of the front list, or None."""
+        self._check("unsweeping")
+        assert lane.chain and lane.chain[0] is blob, "only the chain's first blob comes back"
+        held = blob.held
+        gotten_at: list[int] = []
+        locked_at: list[int] = []
+        if held:
+            assert positions is not None, "held positions in a blob with nothing removed or held"
+            for k, p in enumerate(positions):
+                f = blob.flag(p)
+                if f == POS_GOTTEN:
+                    gotten_at.append(k)
+                elif f == POS_LOCKED:
+                    locked_at.append(k)
+        slots = self._link_many(lane, lane.front, live, lane.priority, gotten_at, nbytes)
+        if len(slots):
+            np.frombuffer(self.back, np.uint8)[np.frombuffer(slots, np.int32)] = 1  # they came back
+            lane.back += len(slots)
+        for k in locked_at:
+            self.st[slots[k]] |= LOCKED
+        for k in gotten_at + locked_at:
+            ref = held.pop(positions[k])  # type: ignore[index]  # set with held
+            ref.slot, ref.blob, ref.lane, ref.pos, ref.rec = slots[k], None, None, -1, b""
+        assert not held, f"blob {blob.blob_id}: a held position was neither gotten nor locked"
+        blob.unswept = True
+        if blob.prefetch is not None or blob.loaded is not None:
+            lane.ahead = max(0, lane.ahead - blob.live)
+        blob.loaded = None
+        blob.prefetch = None
+        lane.chain.popleft()
+        lane.swept -= len(live)
+        self.settle(lane)  # the last blob back: the rear list joins the front
+        if not len(slots):
+            return None
+        st, nxt, i = self.st, self.nxt, slots[0]
+        while i != lane.front:
+            if st[i] < AVAILABLE_BELOW:
+                return Ref(i)
+            i = nxt[i]
+        return None
+
+    def quarantine(self, lane: Lane, blob: SweptBlob) -> int:
+        """A damaged blob leaves the chain (kept in the store for inspection); every other
+        blob of the queue stays reachable. Returns the messages it took with it."""
+        self._check("quarantining a blob")
+        if blob not in lane.chain:
+            return 0  # another get got here first
+        lane.chain.remove(blob)
+        lane.swept -= blob.live
+        blob.damaged = True
+        blob.held.clear()
+        self.settle(lane)
+        return blob.live
+
+    def settle(self, lane: Lane) -> None:
+        """Once the chain is empty and nothing sends messages to the rear (no sweep runs, the
+        queue does not page), the rear list joins the front (invariant 1)."""
+        if lane.chain or lane.sweeping:
+            return
+        nxt, prv = self.nxt, self.prv
+        r = lane.rear
+        first = nxt[r]
+        if first == r:
+            return
+        last = prv[r]
+        f = lane.front
+        tail = prv[f]
+        nxt[tail] = first
+        prv[first] = tail
+        nxt[last] = f
+        prv[f] = last
+        nxt[r] = prv[r] = r
+
+    def shrink(self) -> bool:
+        """Give back the arrays of a queue whose backlog left memory (drained, or swept: the
+        point of sweeping is to return that memory). The sweeper calls this once an interval.
+
+        The messages still in memory move to a fresh, smaller set of arrays, in order, so
+        their slot numbers change: it runs only when no ref holds a slot, that is with no
+        sweep in progress and no message hidden (a unit of work holds it), batched or
+        locked, and only when the arrays are over 8 times what is in memory."""
+        self._check("shrinking")
+        count = self.count
+        cap = len(self.recs)
+        if self._defer or cap <= _SHRINK_ABOVE or count * 8 > cap:
+            return False
+        if any(lane.mem != lane.ready for lane in self.lanes):
+            return False  # hidden messages: a unit of work holds their slots
+        st = self.st
+        order = [(lane, s, list(self._walk(s))) for lane in self.lanes for s in (lane.front, lane.rear)]
+        if any(st[i] & (BATCHED | LOCKED) for _, _, slots in order for i in slots):
+            return False  # a batch or a browse lock holds these slot numbers
+        recs, back = self.recs, self.back
+        self._reset(max(_INITIAL, 1 << (2 * count + SENTINELS).bit_length()))
+        j = SENTINELS
+        for _lane, s, slots in order:
+            prev = s
+            for i in slots:
+                self.recs[j] = recs[i]
+                self.st[j] = st[i]
+                self.back[j] = back[i]
+                self.prv[j] = prev
+                self.nxt[prev] = j
+                prev = j
+                j += 1
+            self.nxt[prev] = s
+            self.prv[s] = prev
+        del self.free[len(self.free) - (j - SENTINELS) :]  # the lowest slots are taken now
+        if self.index is not None:  # the slots were renumbered
+            self.index.clear()
+            self.index.add_many(range(SENTINELS, j), self.recs[SENTINELS:j])
+        return True
+
+    def _link_many(
+        self, lane: Lane, sentinel: int, records: Sequence[bytes], state: int, gotten, nbytes: int = -1
+    ) -> array:
+        k = len(records)
+        if not k:
+            return array("i")
+        free = self.free
+        if len(free) < k:
+            self._grow(k - len(free))
+        slots = free[len(free) - k :]
+        del free[len(free) - k :]
+        first_slot, last_slot = slots[0], slots[-1]
+        s = np.frombuffer(slots, np.int32)
+        # Slots freed by a drain come back as ascending runs: then slices do the work.
+        run = last_slot - first_slot == k - 1 and bool((np.diff(s) == 1).all())
+        if run:
+            end = last_slot + 1
+            self.nxt[first_slot:last_slot] = array("i", range(first_slot + 1, end))
+            self.prv[first_slot + 1 : end] = array("i", range(first_slot, last_slot))
+            self.st[first_slot:end] = array("H", [state]) * k
+            if len(gotten):
+                stv = np.frombuffer(self.st, np.uint16)
+                stv[first_slot + np.asarray(gotten, np.int64)] |= GOTTEN
+                del stv
+            del s
+            self.recs[first_slot:end] = records
+        else:
+            nxtv = np.frombuffer(self.nxt, np.int32)
+            prvv = np.frombuffer(self.prv, np.int32)
+            nxtv[s[:-1]] = s[1:]
+            prvv[s[1:]] = s[:-1]
+            stv = np.frombuffer(self.st, np.uint16)
+            stv[s] = state
+            if len(gotten):
+                stv[s[np.asarray(gotten, np.int64)]] |= GOTTEN
+            del s, nxtv, prvv, stv  # release the buffers: the arrays may grow again later
+            list(map(self.recs.__setitem__, slots, records))  # the records, in one C-level loop
+        last = self.prv[sentinel]
+        self.prv[first_slot] = last
+        self.nxt[last] = first_slot
+        self.nxt[last_slot] = sentinel
+        self.prv[sentinel] = last_slot
+        lane.mem += k
+        if not state & HIDDEN:
+            lane.ready += k - len(gotten)
+        self.mask |= lane.bit
+        if self.index is not None:
+            self.index.add_many(slots, records)
+        self.mem_bytes += nbytes if nbytes >= 0 else sum(map(len, records))
+        return slots
+
+    # -- reading --------------------------------------------------------------------------------------
+
+    def set_index(self, index: SlotIndex | None) -> None:
+        """Install ``index`` (None: none), filled with every message in memory."""
+        self._check("indexing")
+        if index is not None:
+            slots = list(self._in_memory())
+            index.add_many(slots, [self.recs[i] for i in slots])
+        self.index = index
+
+    def _walk(self, sentinel: int) -> Iterator[int]:
+        """The slots of one list in order (under the lock, or the sweep's lock-free walk)."""
+        nxt = self.nxt
+        i = nxt[sentinel]
+        while i != sentinel:
+            j = nxt[i]  # read first: the caller may remove i
+            yield i
+            i = j
+
+    def _in_memory(self) -> Iterator[int]:
+        """Every in-memory slot in get order: lanes 9..0, each front then rear."""
+        for lane in reversed(self.lanes):
+            yield from self._walk(lane.front)
+            yield from self._walk(lane.rear)
+
+    def records(self, lane: Lane, rear: bool = False) -> list[bytes]:
+        """The records of ``lane``'s front (or rear) list in order (inspection and tests)."""
+        return [self.recs[i] for i in self._walk(lane.rear if rear else lane.front)]
+
+    def in_memory(self) -> Iterator[tuple[Ref, bytes]]:
+        """Every in-memory message in get order, as (ref, record): lanes 9..0, each front
+        then rear."""
+        recs = self.recs
+        for i in self._in_memory():
+            yield Ref(i), recs[i]
+
+    def persistent_records(self, lane: Lane) -> list[bytes]:
+        """The persistent records of ``lane`` in memory, front list then rear list, but for
+        uncommitted puts (those have no durable record yet): what a checkpoint lists."""
+        st, recs = self.st, self.recs
+        return [
+            recs[i]
+            for sentinel in (lane.front, lane.rear)
+            for i in self._walk(sentinel)
+            if not st[i] & UNCOMMITTED and recs[i][record.OFF_FLAGS] & record.PERSISTENT
+        ]
+
+    def any_hidden(self) -> bool:
+        """Whether a unit of work holds any message (in memory, or in a blob)."""
+        st = self.st
+        return any(st[i] & HIDDEN for i in self._in_memory()) or any(
+            (b.flags == POS_GOTTEN).any() for lane in self.lanes for b in lane.chain
+        )
+
+    # -- invariants ------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Assert every invariant of the module docstring (O(capacity): for tests, the model
+        checks and debugging, never on a hot path). The links agree both ways and every list
+        ends at its sentinel; each lane's counters equal what its lists and chain hold; a
+        linked slot holds a record, its lane's bits and no REMOVED flag; a free slot holds
+        nothing and is in no list; every slot is linked or free exactly once; the index (if
+        any) names exactly the linked slots' values; the chains are in arrival order, each
+        blob live and its held positions held by refs that name it.
+
+        :raises AssertionError: naming the first invariant broken."""
+        nxt, prv, st, recs = self.nxt, self.prv, self.st, self.recs
+        cap = len(recs)
+        assert len(nxt) == len(prv) == len(st) == len(self.back) == cap, "arrays of different lengths"
+        linked: set[int] = set()
+        mem_bytes = 0
+        for lane in self.lanes:
+            counts = [0, 0, 0]  # mem, ready, back
+            for s in (lane.front, lane.rear):
+                mem_bytes += self._check_list(lane, s, linked, counts)
+            mem, ready, back = counts
+            assert lane.mem == mem, f"lane {lane.priority}: mem {lane.mem} but {mem} linked"
+            assert lane.ready == ready, f"lane {lane.priority}: ready {lane.ready} but {ready} visible"
+            assert lane.back == back, f"lane {lane.priority}: back {lane.back} but {back} marked"
+            assert not mem or self.mask & lane.bit, f"lane {lane.priority} holds messages, its mask bit is clear"
+            assert lane.sweeping >= 0, f"lane {lane.priority}: sweeping {lane.sweeping}"
+            if not lane.chain and not lane.sweeping:
+                assert nxt[lane.rear] == lane.rear, f"lane {lane.priority}: rear list without chain or sweep"
+            self._check_chain(lane)
+        assert mem_bytes == self.mem_bytes, f"mem_bytes {self.mem_bytes} but the records hold {mem_bytes}"
+        free = list(self.free) + list(self.deferred)
+        assert len(set(free)) == len(free), "a slot is free twice"
+        assert not linked & set(free), "a linked slot is also free"
+        assert len(linked) + len(free) == cap - SENTINELS, "slots neither linked nor free"
+        assert all(recs[i] is None for i in free), "a free slot holds a record"
+        if self.index is not None:
+            expect: dict = {}
+            for i in linked:
+                k = self.index.key(recs[i])
+                if k is not None:
+                    expect.setdefault(k, set()).add(i)
+            got = {k: ({v} if type(v) is int else set(v)) for k, v in self.index.map.items() if v}
+            assert got == expect, "the index does not name exactly the linked slots"
+
+    def _check_list(self, lane: Lane, s: int, linked: set[int], counts: list[int]) -> int:
+        """Walk one list, checking links and slots; add to ``counts``; return its bytes."""
+        nxt, prv, st, recs = self.nxt, self.prv, self.st, self.recs
+        nbytes = 0
+        i, prev = nxt[s], s
+        steps = 0
+        while i != s:
+            steps += 1
+            assert steps <= len(recs), f"list of sentinel {s} does not end"
+            assert i >= SENTINELS and i not in linked, f"slot {i} linked twice or a sentinel inside a list"
+            assert prv[i] == prev, f"slot {i}: prv {prv[i]} but reached from {prev}"
+            state = st[i]
+            assert state & LANE_MASK == lane.priority, f"slot {i} in lane {lane.priority} says lane {state & 15}"
+            assert not state & REMOVED and state <= 0x1FF, f"slot {i}: bad state {state:#x}"
+            assert recs[i] is not None, f"slot {i} is linked without a record"
+            linked.add(i)
+            nbytes += len(recs[i])
+            counts[0] += 1
+            counts[1] += not state & HIDDEN
+            counts[2] += self.back[i]
+            prev, i = i, nxt[i]
+        assert prv[s] == prev, f"sentinel {s}: prv {prv[s]} but the list ends at {prev}"
+        return nbytes
+
+    @staticmethod
+    def _check_chain(lane: Lane) -> None:
+        """Each lane's ``swept`` is the live messages of its blobs; a blob in a chain is
+        neither unswept nor damaged, holds at least one live message, and its flags are
+        valid; its held positions are GOTTEN or LOCKED and held by refs naming them; blobs
+        follow each other in arrival order."""
+        live = 0
+        last_seq = -1
+        for blob in lane.chain:
+            assert not blob.unswept and not blob.damaged, f"blob {blob.blob_id} left, but is still chained"
+            n = int((blob.flags != POS_REMOVED).sum())
+            assert blob.live == n, f"blob {blob.blob_id}: live {blob.live} but {n} positions not removed"
+            assert n, f"blob {blob.blob_id} is empty but still chained"
+            assert int(blob.flags.max(initial=0)) <= POS_LOCKED, f"blob {blob.blob_id}: bad position flag"
+            for pos, ref in blob.held.items():
+                assert blob.flag(pos) in (POS_GOTTEN, POS_LOCKED), f"blob {blob.blob_id}: {pos} held but not hidden"
+                assert ref.blob is blob and ref.pos == pos, f"blob {blob.blob_id}: the ref of {pos} names another"
+            assert blob.seq_min > last_seq, f"blob {blob.blob_id} out of arrival order in lane {lane.priority}"
+            last_seq = blob.seq_max
+            live += n
+        assert lane.swept == live, f"lane {lane.priority}: swept {lane.swept} but {live} live in its chain"
+
+
+def abort_reason(state: int, same_record: bool) -> str | None:
+    """Why a message with ``state`` can no longer move with the record that was written."""
+    if state < AVAILABLE_BELOW:
+        return None if same_record else "gotten"  # got and backed out meanwhile: its record changed
+    if state & REMOVED:
+        return "removed"
+    if state & GOTTEN:
+        return "gotten"
+    if state & LOCKED:
+        return "locked"
+    if state & BATCHED:
+        return "batch_changed"
+    return "moved"
