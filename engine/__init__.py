@@ -11,6 +11,7 @@ with QueueManager() as qm:
         print(reds.get().data)
 """
 
+from . import compiled  # first: it decides which form of the compiled modules runs
 from .budget import MemoryUse
 from .connection import Batch, Connection
 from .constants import (
@@ -40,6 +41,8 @@ from .message import Message, PutResult
 from .queue import QueueAttributes, QueueInfo
 from .record import MD
 from .selector import Selector, compile_selector
+
+compiled.warn_if_interpreted()
 
 __all__ = [
     "CC",

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from . import getpath, record
 from .constants import CC, GMO, Reason
-from .core.lanes import N_LANES
+from .core.flags import N_LANES
 from .core.ref import Ref
 from .core.swept import LIVE as POS_LIVE
 from .core.swept import LOCKED as POS_LOCKED

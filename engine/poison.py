@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import record
-from .core.lanes import UNCOMMITTED
+from .core.flags import UNCOMMITTED
 from .durable.journal import Batch as DurableBatch
 from .durable.journal import Journal
 from .errors import MQError

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from . import checks, properties, record
 from .constants import MAX_PRIORITY, MSGID_NONE, PMO, Persistence, Reason
-from .core.lanes import UNCOMMITTED
+from .core.flags import UNCOMMITTED
 from .distributed.headers import transmission
 from .errors import MQError, options_error
 from .getpath import check_room

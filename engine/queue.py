@@ -70,9 +70,10 @@ from .constants import (
     Reason,
     Usage,
 )
+from .core.flags import AVAILABLE_BELOW
 from .core.found import Found
 from .core.index import SlotIndex
-from .core.lanes import AVAILABLE_BELOW, Lane, LaneSet
+from .core.lanes import Lane, LaneSet
 from .core.lock import CHECKS, assert_held, new_lock
 from .core.ref import Ref
 from .core.swept import Need

@@ -217,7 +217,7 @@ class QueueTier:
                     reason = "store_error"
             if reason is None:
                 blob = SweptBlob(info.blob_id, nbytes, info.comp_len, info.check, index)  # type: ignore[arg-type]
-                again = self.lanes.detach_to(target.lane, target.slots[lo:hi], nbytes, blob, target.at_head)
+                again = self.lanes.detach_to(target.lane, target.slots[lo:hi], blob, target.at_head)
                 c = self.counters
                 c.msgs_reswept += again
                 c.blobs_written += 1

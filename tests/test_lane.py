@@ -10,7 +10,8 @@ import pytest
 
 from sweepq.blobstore import BlobStore
 from sweepq.engine import GMO, MD, MQError, QueueManager, Reason, record
-from sweepq.engine.core.lanes import AVAILABLE_BELOW, LaneSet
+from sweepq.engine.core.flags import AVAILABLE_BELOW
+from sweepq.engine.core.lanes import LaneSet
 from sweepq.engine.core.lock import new_lock
 from sweepq.sweeper import ManualClock
 
@@ -33,24 +34,28 @@ def test_a_queued_message_is_no_object_the_garbage_collector_tracks(h):
     tracked = len(gc.get_objects()) - before
     assert tracked < 100, f"{tracked} new tracked objects for 100,000 queued messages"
     lanes = h.queue.lanes
-    assert not any(gc.is_tracked(lanes.recs[i]) for i in lanes._walk(lanes[0].front))
-    for arr in (lanes.nxt, lanes.prv, lanes.st):  # nothing for a collection to traverse but the type
-        assert all(isinstance(r, type) for r in gc.get_referents(arr))
+    # The records are in a few shared blocks, none of which a collection traverses.
+    assert len(lanes.arena.blocks) < 100 and not any(gc.is_tracked(b) for b in lanes.arena.blocks)
 
 
 def test_links_stay_consistent_through_puts_gets_and_reuse():
     ls = held_core()
     lane = ls[0]
-    slots = [ls._append(lane, b"r%d" % i, 0) for i in range(1000)]
-    for i in slots[::3]:
-        ls._remove(i)
-    more = [ls._append(lane, b"s%d" % i, 0) for i in range(500)]  # reuses freed slots
-    order = list(ls._walk(lane.front))
-    assert order == [i for i in slots if i not in set(slots[::3])] + more
+    first = [record.encode(i, 0, 0, False, b"r") for i in range(1000)]
+    refs = ls.add(lane, first, 0, refs=True)
+    for ref in refs[::3]:
+        ls.take(ref)
+    more = [record.encode(1000 + i, 0, 0, False, b"s") for i in range(500)]
+    again = ls.add(lane, more, 0, refs=True)  # reuses freed slots
+    assert {r.slot for r in again} & {r.slot for r in refs[::3]}
+    kept = [r for k, r in enumerate(first) if k % 3]
+    assert ls.records(lane) == kept + more
+    order = [ref.slot for ref, _ in ls.in_memory()]
     # prev is the mirror of next everywhere.
     assert all(ls.prv[ls.nxt[i]] == i for i in [lane.front, *order])
     assert lane.mem == len(order) == lane.ready and ls.count == len(order)
     assert all(ls.st[i] < AVAILABLE_BELOW for i in order)
+    ls.check()
 
 
 def test_an_emptied_queue_gives_its_arrays_back(qm, h):
@@ -166,7 +171,7 @@ from hypothesis import settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule  # noqa: E402
 
-from sweepq.engine.core.lanes import GOTTEN, UNCOMMITTED  # noqa: E402
+from sweepq.engine.core.flags import GOTTEN, UNCOMMITTED  # noqa: E402
 
 
 class LaneMachine(RuleBasedStateMachine):
@@ -219,9 +224,10 @@ class LaneMachine(RuleBasedStateMachine):
     @rule()
     def shrink(self):
         if self.ls.shrink():  # slots renumbered (no ref was held): read them back in order
-            for p, es in self.model.items():
-                for e, slot in zip(es, self.ls._walk(self.ls[p].front), strict=True):
-                    e[0].slot = slot
+            now = [ref for ref, _ in self.ls.in_memory()]  # lanes 9..0, in order
+            for p in range(9, -1, -1):
+                for e in self.model[p]:
+                    e[0] = now.pop(0)
 
     @invariant()
     def holds(self):
@@ -239,16 +245,18 @@ TestLaneMachine = LaneMachine.TestCase
     [
         lambda ls, s: ls.prv.__setitem__(s[5], s[3]),  # a link that disagrees with its mirror
         lambda ls, s: setattr(ls[0], "ready", ls[0].ready + 1),  # a counter off by one
-        lambda ls, s: ls.free.append(s[2]),  # a linked slot also free
-        lambda ls, s: ls.recs.__setitem__(int(ls.free[-1]), b"ghost"),  # a free slot holding a record
+        lambda ls, s: setattr(ls, "free_head", s[2]),  # linked slots also free
+        lambda ls, s: ls.st.__setitem__(ls.free_head, 0),  # a free slot not removed
         lambda ls, s: ls.st.__setitem__(s[4], 3),  # a slot that names another lane
+        lambda ls, s: setattr(ls, "mem_bytes", ls.mem_bytes + 1),  # the bytes of the records
     ],
-    ids=["link", "counter", "free-and-linked", "free-with-record", "lane-bits"],
+    ids=["link", "counter", "free-and-linked", "free-not-removed", "lane-bits", "bytes"],
 )
 def test_check_catches_a_broken_lane(damage):
     """LaneSet.check is not vacuous: each kind of damage is caught."""
     ls = held_core()
-    slots = [ls._append(ls[0], b"r%d" % i, 0) for i in range(10)]
+    recs = [record.encode(i, 0, 0, False, b"r") for i in range(10)]
+    slots = [r.slot for r in ls.add(ls[0], recs, 0, refs=True)]
     ls.check()
     damage(ls, slots)
     with pytest.raises(AssertionError):

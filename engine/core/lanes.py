@@ -14,26 +14,32 @@ cursor, take, hide, restore on backout, lock, assign to a batch, splice a run ou
 blob and a blob back in, and the sweeper's walk. Code outside engine/core/ names messages
 by :class:`~sweepq.engine.core.ref.Ref` and never reads the arrays below.
 
-**In memory**, every message is one *slot*:
+**In memory**, every message is one *slot*, and a slot is 15 bytes of flat arrays:
 
-* ``recs[slot]`` — the immutable record (engine/record.py), or None for a free slot;
 * ``nxt[slot]`` / ``prv[slot]`` — the links (``array('i')``);
-* ``st[slot]`` — the lane index in the low four bits and the flags below (``array('H')``).
+* ``st[slot]`` — the lane index in the low four bits and the flags below (``array('H')``);
+* ``loc[slot]`` / ``hi[slot]`` — where its record is in the queue's
+  :class:`~sweepq.engine.core.arena.Arena` (the low 32 bits, and seven more above bit 0 of
+  ``hi``, whose bit 0 says the message came back from a blob).
 
-So a queued message is one ``bytes`` (never tracked by the garbage collector) and 18 bytes of
-arrays: a backlog of millions costs no collection pauses, and a blob that comes back is
-spliced in bulk. Slots 0..19 are the sentinels of the 20 circular lists (lane p: front 2p,
-rear 2p+1). A free *stack* of slots is reused last-in first-out.
+The record itself (engine/record.py) is a few bytes in one of the arena's shared blocks. So
+a queued message is no Python object at all: a backlog of millions costs no collection
+pauses and no allocator header per message, and a blob that comes back is spliced in bulk.
+Slots 0..19 are the sentinels of the 20 circular lists (lane p: front 2p, rear 2p+1). Free
+slots form a stack linked through their own ``nxt`` (``free_head``, -1 when empty), reused
+last-in first-out, so the free list costs no array; a free slot's state is REMOVED.
 
 **The lock**: every method here is called with the owning queue's lock held (the rule is
 written once, in engine/queue.py), except :meth:`LaneSet.sweep_walk` and
 :meth:`LaneSet.snapshot`, the sweeper's walk. Those walk the lists without the lock, which
 is safe because (1) a removed slot keeps its ``nxt`` / ``prv``, so a walk that holds one
-steps on to the live list, and (2) while any sweep is in progress (:meth:`begin_sweep`)
-freed slots are not reused, so a slot a walker holds cannot join another list under it.
-Every choice such a walk makes is verified again under the lock (:meth:`verify_run`)
-before anything moves. With lock checks on (engine/core/lock.py) the methods that change
-state assert that the calling thread holds the lock.
+steps on to the live list, (2) while any sweep is in progress (:meth:`begin_sweep`) freed
+slots are not reused and the arena gives no block back, so a slot a walker holds cannot
+join another list under it and its record's bytes stay readable, and (3) the arrays grow
+into new arrays, never in place, so a walker's arrays stay whole. Every choice such a walk
+makes is verified again under the lock (:meth:`verify_run`) before anything moves. With
+lock checks on (engine/core/lock.py) the methods that change state assert that the calling
+thread holds the lock.
 
 Invariants kept here (:meth:`LaneSet.check` asserts them all):
 
@@ -46,6 +52,9 @@ Invariants kept here (:meth:`LaneSet.check` asserts them all):
   list and the rear list is empty; otherwise they go to the rear list (docs/design.md 1 and 2);
 * a ref that holds a message across a release of the lock (hidden, locked or batched) names
   it where it is: its slot never changes, and a blob that comes back moves it.
+
+The compiled form (Cython, engine/core/lanes.pxd) is this file with C types; the tests run
+the interpreted form too and hold both to the same answers.
 """
 
 from __future__ import annotations
@@ -55,9 +64,20 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .. import record
+from .arena import Arena
+from .flags import (
+    AVAILABLE_BELOW,
+    BATCHED,
+    GOTTEN,
+    HIDDEN,
+    LANE_MASK,
+    LOCKED,
+    N_LANES,
+    REMOVED,
+    SENTINELS,
+    UNCOMMITTED,
+)
 from .lock import CHECKS, assert_held
 from .ref import Ref
 from .swept import GOTTEN as POS_GOTTEN
@@ -69,21 +89,15 @@ from .swept import Need, SweptBlob
 if TYPE_CHECKING:
     from .index import SlotIndex
 
-LANE_MASK = 0x0F
-UNCOMMITTED = 0x10  # put inside a unit of work not yet committed: invisible
-GOTTEN = 0x20  # got inside a unit of work not yet committed: invisible, restored on backout
-LOCKED = 0x40  # locked by a browse handle: invisible to other handles, never swept
-BATCHED = 0x80  # assigned to a transmission batch: not gettable, never swept
-REMOVED = 0x100  # taken off its lane for good (the slot is free or about to be)
-HIDDEN = UNCOMMITTED | GOTTEN  # not counted in Lane.ready
-AVAILABLE_BELOW = 0x10
-
-N_LANES = 10
-SENTINELS = 2 * N_LANES
 _INITIAL = 256  # slots, sentinels included
 _SHRINK_ABOVE = 1 << 16  # an emptied queue gives back arrays larger than this
-_OFF_SEQ = record.OFF_SEQ
-_seq_of = record.seq_of
+_OFF_FLAGS = record.OFF_FLAGS
+_OFF_BACKOUT = record.OFF_BACKOUT
+_PERSISTENT = record.PERSISTENT
+_BACK = 1  # hi[slot] bit 0: the message came back from a blob
+_LOW32 = 0xFFFFFFFF
+_HI_UNIT = 1 << 32  # what one unit of hi[slot] >> 1 adds to a location
+_TOP = bytes(max(0, m.bit_length() - 1) for m in range(1 << N_LANES))  # the highest lane of a mask
 
 
 class Lane:
@@ -122,45 +136,53 @@ class LaneSet:
 
     __slots__ = (
         "_defer",
-        "back",
+        "arena",
         "deferred",
         "emptied",
-        "free",
+        "free_head",
+        "hi",
         "index",
         "lanes",
+        "loc",
         "mask",
         "mem_bytes",
         "mutex",
         "nxt",
         "prv",
-        "recs",
         "st",
     )
 
     def __init__(self, mutex: object = None) -> None:
         self.mutex = mutex
         self.lanes = [Lane(p) for p in range(N_LANES)]
+        self.arena = Arena()
         # engine/core/index.py SlotIndex when the queue has an index type: every slot placed,
         # freed or renumbered here goes through it, so it stays exact.
         self.index: SlotIndex | None = None
         self.mask = 0  # bit p: lane p may hold messages (set by append, cleared by its readers)
         self.mem_bytes = 0
         self._defer = 0
-        self.deferred = array("i")
+        self.deferred: list[int] = []  # slots freed while a sweep runs: free once it ends
         # Blobs whose last message a take removed: they left their chain here, and the tier
         # unlinks them in the store (engine/tiering.py unlink_emptied_locked), emptying this.
         self.emptied: list[tuple[Lane, SweptBlob]] = []
-        self._reset()
+        self._reset(_INITIAL)
 
-    def _reset(self, n: int = _INITIAL) -> None:
-        # Typed as a live slot's record, which is what every reader indexes (a free slot holds
-        # None, invariant above): the few stores of None say so where they are made.
-        self.recs: list[bytes] = [None] * n  # type: ignore[list-item]
-        self.nxt = array("i", range(n))  # each sentinel links to itself: an empty list
+    def _reset(self, n: int) -> None:
+        """Fresh arrays of ``n`` slots: every list empty, every slot free (the lowest first)."""
+        nxt = array("i", range(1, n + 1))  # free slot i links to i + 1
+        nxt[n - 1] = -1
+        for i in range(SENTINELS):
+            nxt[i] = i  # each sentinel links to itself: an empty list
+        self.nxt = nxt
         self.prv = array("i", range(n))
-        self.st = array("H", bytes(2 * n))
-        self.back = bytearray(n)  # 1: the message came back from a blob (Lane.back counts them)
-        self.free = array("i", range(n - 1, SENTINELS - 1, -1))  # pops the lowest slot first
+        st = array("H", [REMOVED]) * n
+        for i in range(SENTINELS):
+            st[i] = 0
+        self.st = st
+        self.loc = array("I", bytes(4 * n))
+        self.hi = bytearray(n)
+        self.free_head = SENTINELS if n > SENTINELS else -1
 
     def __getitem__(self, priority: int) -> Lane:
         return self.lanes[priority]
@@ -171,34 +193,85 @@ class LaneSet:
     @property
     def capacity(self) -> int:
         """Slots the arrays hold now, sentinels included."""
-        return len(self.recs)
+        return len(self.nxt)
 
     @property
     def count(self) -> int:
         """Messages in memory (the sum of the lanes' ``mem``)."""
         return sum(lane.mem for lane in self.lanes)
 
-    def _grow(self, need: int = 1) -> None:
-        """At least ``need`` more free slots: the arrays double (amortised O(1) a slot)."""
-        old = len(self.recs)
-        add = max(old, need)
-        self.recs.extend([None] * add)  # type: ignore[list-item]
-        self.nxt.extend(range(old, old + add))
-        self.prv.extend(range(old, old + add))
-        self.st.frombytes(bytes(2 * add))  # extend(bytes) would add one element per byte
-        self.back.extend(bytes(add))
-        self.free.extend(range(old + add - 1, old - 1, -1))
+    @property
+    def held_bytes(self) -> int:
+        """Bytes this core holds for its messages in memory: the arena's blocks and the slot
+        arrays (what the memory budget counts of a queue, engine/budget.py)."""
+        return self.arena.held + 15 * len(self.nxt)  # nxt, prv 4 each, st 2, loc 4, hi 1
+
+    def _grow(self, need: int) -> None:
+        """At least ``need`` more free slots. The arrays grow by a quarter (amortised O(1)
+        a slot, and little slack) into new arrays: a walker without the lock keeps whole ones."""
+        old = len(self.nxt)
+        n = max(old + need, old + old // 4)
+        nxt = array("i", range(1, n + 1))  # the new slots, free, the lowest first
+        nxt[n - 1] = self.free_head
+        prv = array("i", range(n))
+        memoryview(nxt)[:old] = memoryview(self.nxt)
+        memoryview(prv)[:old] = memoryview(self.prv)
+        st = array("H", [REMOVED]) * n
+        memoryview(st)[:old] = memoryview(self.st)
+        loc = array("I", bytes(4 * n))
+        memoryview(loc)[:old] = memoryview(self.loc)
+        hi = bytearray(n)
+        hi[:old] = self.hi
+        self.nxt, self.prv, self.st, self.loc, self.hi, self.free_head = nxt, prv, st, loc, hi, old
 
     def _check(self, what: str) -> None:
         if CHECKS:
             assert_held(self.mutex, what)
+
+    # -- a slot's record ----------------------------------------------------------------------------
+
+    def _loc(self, i: int) -> int:
+        return (self.hi[i] >> 1) * _HI_UNIT | self.loc[i]
+
+    def _rec(self, i: int) -> bytes:
+        """A copy of slot ``i``'s record."""
+        return self.arena.read((self.hi[i] >> 1) * _HI_UNIT | self.loc[i])
+
+    def _place(self, i: int, rec: bytes) -> None:
+        """Write ``rec`` to the arena as slot ``i``'s record."""
+        loc = self.arena.store(rec)
+        self.loc[i] = loc & _LOW32
+        self.hi[i] = ((loc >> 32) << 1) | (self.hi[i] & _BACK)
+
+    def _seq(self, i: int) -> int:
+        return self.arena.seq((self.hi[i] >> 1) * _HI_UNIT | self.loc[i])
+
+    def _flags(self, i: int) -> int:
+        """The record's flags byte (engine/record.py OFF_FLAGS), without a copy."""
+        return self.arena.byte((self.hi[i] >> 1) * _HI_UNIT | self.loc[i], _OFF_FLAGS)
+
+    def _drop(self, i: int) -> int:
+        """Slot ``i``'s record leaves the arena (and the index); returns its length."""
+        loc = (self.hi[i] >> 1) * _HI_UNIT | self.loc[i]
+        if self.index is not None:
+            self.index.discard(i, self.arena.read(loc))
+        return self.arena.free(loc)
+
+    def _release(self, i: int) -> None:
+        """Slot ``i`` is free (or will be once the sweep in progress ends: a walker without
+        the lock may hold it, and follows its ``nxt``, which the free list would change)."""
+        if self._defer:
+            self.deferred.append(i)
+        else:
+            self.nxt[i] = self.free_head
+            self.free_head = i
 
     # -- refs ---------------------------------------------------------------------------------------
 
     def record(self, ref: Ref) -> bytes:
         """The record of the message ``ref`` names."""
         slot = ref.slot
-        return self.recs[slot] if slot >= 0 else ref.rec
+        return self._rec(slot) if slot >= 0 else ref.rec
 
     def lane_of(self, ref: Ref) -> Lane:
         """The lane that holds the message ``ref`` names."""
@@ -209,7 +282,14 @@ class LaneSet:
 
     def seq(self, ref: Ref) -> int:
         """The message's arrival number (its MsgToken's, engine/record.py)."""
-        return _seq_of(self.record(ref))
+        slot = ref.slot
+        return self._seq(slot) if slot >= 0 else record.seq_of(ref.rec)
+
+    def flags(self, ref: Ref) -> int:
+        """The flags byte of the message's record (engine/record.py OFF_FLAGS: persistent,
+        expiry, group, ...), without copying the record."""
+        slot = ref.slot
+        return self._flags(slot) if slot >= 0 else ref.rec[_OFF_FLAGS]
 
     def home(self, ref: Ref) -> tuple[int, int, int] | None:
         """Where the message's durable record lives (engine/durable/journal.py): (its lane,
@@ -227,9 +307,9 @@ class LaneSet:
         slot = ref.slot
         if slot >= 0:
             s = self.st[slot]
-            return s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and _seq_of(self.recs[slot]) == lk_seq)
+            return s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and self._seq(slot) == lk_seq)
         f = ref.blob.flag(ref.pos)  # type: ignore[union-attr]
-        return f == POS_LIVE or (f == POS_LOCKED and _seq_of(ref.rec) == lk_seq)
+        return f == POS_LIVE or (f == POS_LOCKED and record.seq_of(ref.rec) == lk_seq)
 
     def _hit(self, lane: Lane, blob: SweptBlob, pos: int, rec: bytes) -> Ref:
         return Ref(-1, lane, blob, pos, rec)
@@ -241,29 +321,33 @@ class LaneSet:
         with ``state`` (lane index and flags). Returns their refs when ``refs`` (a unit of work
         holds them), else None. The put hot path."""
         self._check("placing a message")
-        if len(recs) == 1:
-            slot = self._append(lane, recs[0], state)
-            return [Ref(slot)] if refs else None
         s = lane.rear if (lane.chain or lane.sweeping) else lane.front
-        slots = self._link_many(lane, s, recs, state, ())
-        return [Ref(i) for i in slots] if refs else None
+        if len(recs) == 1:
+            slot = self._append(lane, s, recs[0], state)
+            return [Ref(slot)] if refs else None
+        out: list[Ref] | None = [] if refs else None
+        for rec in recs:
+            slot = self._append(lane, s, rec, state)
+            if out is not None:
+                out.append(Ref(slot))
+        return out
 
-    def _append(self, lane: Lane, rec: bytes, state: int) -> int:
-        free = self.free
-        if not free:
-            self._grow()
-        i = free.pop()
-        self.recs[i] = rec
+    def _append(self, lane: Lane, s: int, rec: bytes, state: int) -> int:
+        """Put ``rec`` at the end of the list of sentinel ``s`` of ``lane``; its slot."""
+        i = self.free_head
+        if i < 0:
+            self._grow(1)
+            i = self.free_head
+        self.free_head = self.nxt[i]
         self.st[i] = state
+        self._place(i, rec)
         if self.index is not None:
             self.index.add(i, rec)
-        s = lane.rear if (lane.chain or lane.sweeping) else lane.front
-        prv = self.prv
-        last = prv[s]
-        prv[i] = last
+        last = self.prv[s]
+        self.prv[i] = last
         self.nxt[i] = s
         self.nxt[last] = i
-        prv[s] = i
+        self.prv[s] = i
         lane.mem += 1
         self.mask |= lane.bit
         self.mem_bytes += len(rec)
@@ -277,27 +361,35 @@ class LaneSet:
         must be empty."""
         self._check("loading a lane")
         assert not lane.mem and not lane.chain, f"lane {lane.priority} loaded twice"
-        self._link_many(lane, lane.front, front, lane.priority, ())
+        state = lane.priority
+        for rec in front:
+            self._append(lane, lane.front, rec, state)
         for blob in blobs:
             lane.chain.append(blob)
             lane.swept += blob.live
         if blobs:
             self.mask |= lane.bit  # gets look at this lane (appends set it for in-memory ones)
         s = lane.rear if lane.chain else lane.front
-        self._link_many(lane, s, rear, lane.priority, ())
+        for rec in rear:
+            self._append(lane, s, rec, state)
 
     # -- finding (lock held) ------------------------------------------------------------------------
 
     def head(self) -> Ref | None:
         """The first message of the highest non-empty lane's front list, if it is available:
         the get hot path (None: look further with :meth:`first` and the chains)."""
+        i = self._head()
+        return Ref(i) if i >= 0 else None
+
+    def _head(self) -> int:
         mask = self.mask
         if not mask:
-            return None
-        i = self.nxt[self.lanes[mask.bit_length() - 1].front]
+            return -1
+        lane: Lane = self.lanes[_TOP[mask]]
+        i = self.nxt[lane.front]
         if i >= SENTINELS and self.st[i] < AVAILABLE_BELOW:
-            return Ref(i)
-        return None
+            return i
+        return -1
 
     def lanes_down(self) -> Iterator[Lane]:
         """The lanes that may hold messages, highest first (each may still be empty: a
@@ -305,7 +397,7 @@ class LaneSet:
         mask = self.mask
         lanes = self.lanes
         while mask:
-            p = mask.bit_length() - 1
+            p = _TOP[mask]
             mask ^= 1 << p
             lane = lanes[p]
             if lane.ready or lane.chain:
@@ -319,15 +411,8 @@ class LaneSet:
         s = lane.rear if rear else lane.front
         nxt, st = self.nxt, self.st
         i = nxt[s]
-        if match is None:
-            while i != s:
-                if st[i] < AVAILABLE_BELOW:
-                    return Ref(i)
-                i = nxt[i]
-            return None
-        recs = self.recs
         while i != s:
-            if st[i] < AVAILABLE_BELOW and match(recs[i]):
+            if st[i] < AVAILABLE_BELOW and (match is None or match(self._rec(i))):
                 return Ref(i)
             i = nxt[i]
         return None
@@ -337,24 +422,24 @@ class LaneSet:
         accepts, of the highest lane that has any: (that lane's priority, their refs in
         arrival order); (-1, []) when none. The caller searches the chains of the lanes
         above, and this lane's chain when the first is behind it (LocalQueue.find_locked)."""
-        st, recs = self.st, self.recs
+        st = self.st
         by_lane: dict[int, list[int]] = {}
         for i in self.index.slots(value):  # type: ignore[union-attr]  # called when the queue has an index
-            if st[i] < AVAILABLE_BELOW and match(recs[i]):
+            if st[i] < AVAILABLE_BELOW and match(self._rec(i)):
                 by_lane.setdefault(st[i] & LANE_MASK, []).append(i)
         if not by_lane:
             return -1, []
         top = max(by_lane)
         found = by_lane[top]
         if len(found) > 1:
-            found.sort(key=lambda i: _seq_of(recs[i]))
+            found.sort(key=self._seq)
         return top, [Ref(i) for i in found]
 
     def indexed_available(self, value: object) -> list[tuple[Ref, bytes]]:
         """Every available in-memory message filed under ``value`` in the index, as (ref,
         record), in no particular order (engine/groups/ sorts them)."""
-        st, recs = self.st, self.recs
-        return [(Ref(i), recs[i]) for i in self.index.slots(value) if st[i] < AVAILABLE_BELOW]  # type: ignore[union-attr]
+        st = self.st
+        return [(Ref(i), self._rec(i)) for i in self.index.slots(value) if st[i] < AVAILABLE_BELOW]  # type: ignore[union-attr]
 
     def available(
         self, lane: Lane, rear: bool, match: Callable[[bytes], bool], after: Callable[[Ref, bytes], bool] | None = None
@@ -362,22 +447,23 @@ class LaneSet:
         """Every available message of ``lane``'s front (or rear) list that ``match`` (and
         ``after``, when given) accepts, in order, as (ref, record)."""
         s = lane.rear if rear else lane.front
-        nxt, st, recs = self.nxt, self.st, self.recs
+        nxt, st = self.nxt, self.st
         i = nxt[s]
         while i != s:
-            if st[i] < AVAILABLE_BELOW and match(recs[i]):
-                ref = Ref(i)
-                if after is None or after(ref, recs[i]):
-                    yield ref, recs[i]
+            if st[i] < AVAILABLE_BELOW:
+                rec = self._rec(i)
+                if match(rec):
+                    ref = Ref(i)
+                    if after is None or after(ref, rec):
+                        yield ref, rec
             i = nxt[i]
 
     def run_from(self, ref: Ref, limit: int) -> list[Ref]:
         """``ref`` (available, in memory) and the available messages that follow it in its
         list, at most ``limit``: a contiguous run that a batch get takes at once."""
         nxt, st = self.nxt, self.st
-        i = ref.slot
         run = [ref]
-        j = nxt[i]
+        j = nxt[ref.slot]
         while len(run) < limit and j >= SENTINELS and st[j] < AVAILABLE_BELOW:
             run.append(Ref(j))
             j = nxt[j]
@@ -386,10 +472,10 @@ class LaneSet:
     def find_seqs(self, keys: set[tuple[int, int]]) -> dict[tuple[int, int], Ref]:
         """The available in-memory messages named by ``keys`` ((lane, arrival number)), in one
         walk of the lists: for the rare callers, e.g. a batch restored at open."""
-        st, recs = self.st, self.recs
+        st = self.st
         found = {}
         for i in self._in_memory():
-            key = (st[i] & LANE_MASK, _seq_of(recs[i]))
+            key = (st[i] & LANE_MASK, self._seq(i))
             if key in keys and st[i] < AVAILABLE_BELOW:
                 found[key] = Ref(i)
         return found
@@ -450,50 +536,49 @@ class LaneSet:
         start near it (checked before use). Returns (the message or None, whether the walk
         went through the front list to its end: only then do the chain and the rear list
         come next)."""
-        nxt, prv, recs, st = self.nxt, self.prv, self.recs, self.st
+        nxt, prv, st = self.nxt, self.prv, self.st
         front = lane.front
         i = -1
         if after >= 0:
             h = hint.slot if hint is not None else -1
-            if SENTINELS <= h < len(recs):
-                rec = recs[h]
+            if SENTINELS <= h < len(st):
                 s = st[h]
-                if rec is not None and not s & REMOVED and s & LANE_MASK == lane.priority and _seq_of(rec) <= after:
+                if not s & REMOVED and s & LANE_MASK == lane.priority and self._seq(h) <= after:
                     i = nxt[h]
             if i < 0:
                 last = prv[front]
-                i = nxt[front] if last != front and _seq_of(recs[last]) > after else front
+                i = nxt[front] if last != front and self._seq(last) > after else front
         else:
             i = nxt[front]
-        slot, end = self._scan(i, after, match, lk_seq)
-        if slot >= 0:
-            return Ref(slot), False
+        found, end = self._scan(i, after, match, lk_seq)
+        if found >= 0:
+            return Ref(found), False
         return None, end == front
 
     def browse_rear(self, lane: Lane, after: int, match: Callable[[bytes], bool] | None, lk_seq: int) -> Ref | None:
         """:meth:`browse_front` for the rear list (after the front list and the chain)."""
         rear = lane.rear
         last = self.prv[rear]
-        if last == rear or _seq_of(self.recs[last]) <= after:
+        if last == rear or self._seq(last) <= after:
             return None
-        slot, _ = self._scan(self.nxt[rear], after, match, lk_seq)
-        return Ref(slot) if slot >= 0 else None
+        found, _ = self._scan(self.nxt[rear], after, match, lk_seq)
+        return Ref(found) if found >= 0 else None
 
     def _scan(self, i: int, after: int, m: Callable[[bytes], bool] | None, lk_seq: int) -> tuple[int, int]:
         """Walk one list from slot ``i``: the first slot with seq > ``after`` that a handle
         whose lock is on ``lk_seq`` sees and ``m`` accepts, and the sentinel where the walk
         ended (-1 if it found one)."""
-        recs, st, nxt = self.recs, self.st, self.nxt
+        st, nxt = self.st, self.nxt
         passed = after < 0
         while i >= SENTINELS:
             if not passed:
-                if _seq_of(recs[i]) <= after:
+                if self._seq(i) <= after:
                     i = nxt[i]
                     continue
                 passed = True  # the list is in seq order: every later slot is after too
             s = st[i]
-            visible = s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and _seq_of(recs[i]) == lk_seq)
-            if visible and (m is None or m(recs[i])):
+            visible = s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and self._seq(i) == lk_seq)
+            if visible and (m is None or m(self._rec(i))):
                 return i, -1
             i = nxt[i]
         return -1, i
@@ -508,10 +593,8 @@ class LaneSet:
         """The in-memory message ``hint`` names if it is still there with arrival number
         ``seq`` (a browse cursor's check of its message), else None."""
         h = hint.slot if hint is not None else -1
-        if SENTINELS <= h < len(self.recs):
-            rec = self.recs[h]
-            if rec is not None and _seq_of(rec) == seq:
-                return Ref(h)
+        if SENTINELS <= h < len(self.st) and not self.st[h] & REMOVED and self._seq(h) == seq:
+            return Ref(h)
         return None
 
     # -- one message changes (lock held) ------------------------------------------------------------
@@ -552,19 +635,12 @@ class LaneSet:
         if not s & HIDDEN:
             lane.ready -= 1
         lane.mem -= 1
-        if lane.back and self.back[i]:
-            self.back[i] = 0
+        if self.hi[i] & _BACK:
+            self.hi[i] &= ~_BACK
             lane.back -= 1
-        recs = self.recs
-        self.mem_bytes -= len(recs[i])
-        if self.index is not None:
-            self.index.discard(i, recs[i])
-        recs[i] = None  # type: ignore[call-overload]
+        self.mem_bytes -= self._drop(i)
         st[i] = s | REMOVED
-        if self._defer:
-            self.deferred.append(i)
-        else:
-            self.free.append(i)
+        self._release(i)
         return lane
 
     def take_run(self, refs: Sequence[Ref]) -> Lane:
@@ -573,8 +649,7 @@ class LaneSet:
         self._check("taking a run")
         slots = [r.slot for r in refs]
         lane = self.lanes[self.st[slots[0]] & LANE_MASK]
-        recs = self.recs
-        self._detach(lane, slots, sum(len(recs[i]) for i in slots))
+        self._detach(lane, slots)
         return lane
 
     def hide(self, ref: Ref) -> None:
@@ -609,16 +684,16 @@ class LaneSet:
         self._check("restoring a message")
         slot = ref.slot
         if slot >= 0:
-            st, recs = self.st, self.recs
+            st = self.st
             assert st[slot] & GOTTEN and not st[slot] & REMOVED, f"slot {slot} restored but not hidden"
-            rec = recs[slot]
-            if backout:
-                new = record.with_backout(rec, record.backout_of(rec) + 1)  # the index's key stays
-                self.mem_bytes += len(new) - len(rec)
-                recs[slot] = rec = new
+            if backout:  # in place: the record keeps its length, and the index's key stays
+                loc = self._loc(slot)
+                arena = self.arena
+                count = arena.byte(loc, _OFF_BACKOUT) | (arena.byte(loc, _OFF_BACKOUT + 1) << 8)
+                arena.set_backout(loc, count + 1)
             st[slot] &= ~(GOTTEN | LOCKED)
             self.lanes[st[slot] & LANE_MASK].ready += 1
-            return rec, True
+            return self._rec(slot), True
         blob = ref.blob
         assert blob is not None
         rec = ref.rec
@@ -643,7 +718,7 @@ class LaneSet:
         assert st[slot] & UNCOMMITTED, f"slot {slot} committed but not uncommitted"
         st[slot] &= ~UNCOMMITTED
         self.lanes[st[slot] & LANE_MASK].ready += 1
-        return self.recs[slot]
+        return self._rec(slot)
 
     def lock(self, ref: Ref) -> None:
         """A browse lock: the message stays in place, invisible to every other handle, and
@@ -663,7 +738,7 @@ class LaneSet:
         self._check("unlocking a message")
         if ref.slot >= 0:
             self.st[ref.slot] &= ~LOCKED
-            return self.recs[ref.slot]
+            return self._rec(ref.slot)
         blob = ref.blob
         assert blob is not None
         blob.flags[ref.pos] = POS_LIVE
@@ -675,14 +750,19 @@ class LaneSet:
         lock holds (and no unit of work: a get under syncpoint ends the lock)."""
         slot = ref.slot
         if slot >= 0:
-            rec = self.recs[slot] if slot < len(self.recs) else None
-            return rec is not None and _seq_of(rec) == seq and self.st[slot] & (LOCKED | GOTTEN) == LOCKED
+            st = self.st
+            return (
+                slot < len(st)
+                and not st[slot] & REMOVED
+                and self._seq(slot) == seq
+                and st[slot] & (LOCKED | GOTTEN) == LOCKED
+            )
         blob = ref.blob
         return blob is not None and not blob.damaged and blob.flag(ref.pos) == POS_LOCKED
 
     def batched(self, ref: Ref) -> bool:
         """Whether the message is in memory and assigned to a batch."""
-        return ref.slot >= 0 and self.recs[ref.slot] is not None and bool(self.st[ref.slot] & BATCHED)
+        return ref.slot >= 0 and self.st[ref.slot] & (BATCHED | REMOVED) == BATCHED
 
     def assign(self, ref: Ref) -> None:
         """Assign the available in-memory message to a transmission batch: it stays in place
@@ -694,30 +774,33 @@ class LaneSet:
         """A released batch's message is available again where it stands; returns its record."""
         self._check("releasing a batched message")
         self.st[ref.slot] &= ~BATCHED
-        return self.recs[ref.slot]
+        return self._rec(ref.slot)
 
     # -- the sweep (the walk without the lock; the rest with it) ----------------------------------
 
     def begin_sweep(self) -> list[int]:
-        """A sweep begins: every lane sends new messages to its rear list, and freed slots are
-        held back until :meth:`end_sweep`. Returns each lane's in-memory count, which bounds
-        its rear run."""
+        """A sweep begins: every lane sends new messages to its rear list, and freed slots and
+        arena blocks are held back until :meth:`end_sweep`. Returns each lane's in-memory
+        count, which bounds its rear run."""
         self._check("beginning a sweep")
         for lane in self.lanes:
             lane.sweeping += 1
         self._defer += 1
+        self.arena.defer()
         return [lane.mem for lane in self.lanes]
 
     def end_sweep(self) -> None:
-        """The sweep ended: lanes settle, and slots freed meanwhile become reusable."""
+        """The sweep ended: lanes settle, and slots and blocks freed meanwhile are let go."""
         self._check("ending a sweep")
         for lane in self.lanes:
             lane.sweeping -= 1
             self.settle(lane)
         self._defer -= 1
+        self.arena.release()
         if not self._defer and self.deferred:
-            self.free.extend(self.deferred)
-            self.deferred = array("i")
+            deferred, self.deferred = self.deferred, []
+            for i in deferred:
+                self._release(i)
 
     def start_paging(self) -> None:
         """The queue pages under its memory budget: new messages go to the rear lists."""
@@ -737,17 +820,28 @@ class LaneSet:
         list (all of its slots), its rear list's sweepable head (at most
         ``rear_limits[lane]``) and the number of sweepable messages of its front list.
         What it returns is only a choice: :meth:`verify_run` checks it under the lock."""
-        st = self.st
-        fronts = [list(self._walk(lane.front)) for lane in self.lanes]
+        nxt, st = self.nxt, self.st  # whole arrays: growth makes new ones
+        cap = len(nxt)
+        fronts = []
+        sweepable = []
         rears = []
         for lane in self.lanes:
+            front: list[int] = []
+            ok = 0
+            i = nxt[lane.front]
+            while i != lane.front and SENTINELS <= i < cap and len(front) < cap:
+                front.append(i)
+                ok += st[i] < AVAILABLE_BELOW
+                i = nxt[i]
+            fronts.append(front)
+            sweepable.append(ok)
             rear: list[int] = []
-            for i in self._walk(lane.rear):
-                if len(rear) >= rear_limits[lane.priority] or st[i] >= AVAILABLE_BELOW:
-                    break
+            limit = rear_limits[lane.priority]
+            i = nxt[lane.rear]
+            while i != lane.rear and SENTINELS <= i < cap and len(rear) < limit and st[i] < AVAILABLE_BELOW:
                 rear.append(i)
+                i = nxt[i]
             rears.append(rear)
-        sweepable = [sum(st[i] < AVAILABLE_BELOW for i in f) for f in fronts]
         return fronts, rears, sweepable
 
     def sweepable(self, slot: int) -> bool:
@@ -757,23 +851,29 @@ class LaneSet:
     def snapshot(self, slots: Sequence[int]) -> list[bytes]:
         """The records of a run the walk chose, read without the lock: a slot emptied
         meanwhile gives ``b""``, which fails :meth:`verify_run`."""
-        recs = self.recs
-        return [recs[i] or b"" for i in slots]
+        st = self.st
+        return [b"" if st[i] & REMOVED else self._rec(i) for i in slots]
 
     def verify_run(self, lane: Lane, slots: Sequence[int], recs: Sequence[bytes], at_head: bool) -> str | None:
         """Why the run cannot move into its blob now (lock held), or None: every message
-        still available with the record that was written, the run still contiguous, and still
-        at the end of its list that it leaves from (its front's tail for a blob linked at the
-        chain's head, its rear's head otherwise). The reasons are the sweep's abort reasons
-        (seed 003: removed, gotten, locked, batch_changed; moved)."""
+        still available with the record that was written (a backout since raised its count),
+        the run still contiguous, and still at the end of its list that it leaves from (its
+        front's tail for a blob linked at the chain's head, its rear's head otherwise). The
+        reasons are the sweep's abort reasons (seed 003: removed, gotten, locked,
+        batch_changed; moved)."""
         self._check("verifying a sweep")
-        st, rec_of, nxt, prv = self.st, self.recs, self.nxt, self.prv
+        st, nxt, prv, arena = self.st, self.nxt, self.prv, self.arena
         prev = -1
         for i, rec in zip(slots, recs, strict=True):
             s = st[i]
-            same = rec_of[i] is rec
-            if s >= AVAILABLE_BELOW or not same:
-                return abort_reason(s, same)
+            if s >= AVAILABLE_BELOW:
+                return abort_reason(s, True)
+            loc = self._loc(i)
+            if len(rec) <= _OFF_BACKOUT + 1 or (
+                arena.byte(loc, _OFF_BACKOUT) != rec[_OFF_BACKOUT]
+                or arena.byte(loc, _OFF_BACKOUT + 1) != rec[_OFF_BACKOUT + 1]
+            ):
+                return abort_reason(s, False)  # got and backed out meanwhile: its record changed
             if prev >= 0 and nxt[prev] != i:
                 return "moved"
             prev = i
@@ -781,12 +881,12 @@ class LaneSet:
             return None if nxt[slots[-1]] == lane.front else "moved"
         return None if prv[slots[0]] == lane.rear else "moved"
 
-    def detach_to(self, lane: Lane, slots: Sequence[int], nbytes: int, blob: SweptBlob, at_head: bool) -> int:
+    def detach_to(self, lane: Lane, slots: Sequence[int], blob: SweptBlob, at_head: bool) -> int:
         """The verified run is in ``blob`` in the store: take it off the lane and put the
         blob in the chain, at its head or tail. Returns how many of its messages had come
         back from a blob before (the adaptive rule's re-sweeps)."""
         self._check("detaching a swept run")
-        again = self._detach(lane, slots, nbytes)
+        again = self._detach(lane, slots)
         lane.swept += len(slots)
         if at_head:
             lane.chain.appendleft(blob)
@@ -794,36 +894,27 @@ class LaneSet:
             lane.chain.append(blob)
         return again
 
-    def _detach(self, lane: Lane, slots: Sequence[int], nbytes: int) -> int:
+    def _detach(self, lane: Lane, slots: Sequence[int]) -> int:
         """Take a contiguous run of available messages off ``lane``; returns how many had come
         back from a blob."""
-        assert slots and nbytes >= 0, "an empty run"
-        again = 0
-        if lane.back:
-            back = self.back
-            for i in slots:
-                if back[i]:
-                    back[i] = 0
-                    again += 1
-            lane.back -= again
+        assert slots, "an empty run"
+        st, hi = self.st, self.hi
         nxt, prv = self.nxt, self.prv
         p = prv[slots[0]]
         n = nxt[slots[-1]]
         nxt[p] = n
         prv[n] = p
-        idx = np.asarray(slots, np.int64)
-        np.frombuffer(self.st, np.uint16)[idx] |= REMOVED
-        recs = self.recs
-        if self.index is not None:
-            for i in slots:
-                self.index.discard(i, recs[i])
+        again = 0
+        nbytes = 0
         for i in slots:
-            recs[i] = None  # type: ignore[call-overload]
-        if self._defer:
-            self.deferred.extend(slots)
-        else:
-            self.free.extend(slots)
+            if hi[i] & _BACK:
+                hi[i] &= ~_BACK
+                again += 1
+            nbytes += self._drop(i)
+            st[i] |= REMOVED
+            self._release(i)
         k = len(slots)
+        lane.back -= again
         lane.mem -= k
         lane.ready -= k
         self.mem_bytes -= nbytes
@@ -844,32 +935,28 @@ class LaneSet:
         self, lane: Lane, blob: SweptBlob, live: list[bytes], positions: list[int] | None, nbytes: int
     ) -> Ref | None:
         """Bring the chain's first blob back: its ``live`` records (from :meth:`survivors`)
-        are appended to the front list in bulk (invariant 4); a message a unit of work or a
-        browse lock holds comes back hidden or locked, and its ref moves to its new slot. When
-        it was the last blob, the rear list joins the front. Returns the first available
+        are appended to the front list (invariant 4); a message a unit of work or a browse
+        lock holds comes back hidden or locked, and its ref moves to its new slot. When it
+        was the last blob, the rear list joins the front. Returns the first available
         message from the first that came back to the end of the front list, or None."""
         self._check("unsweeping")
         assert lane.chain and lane.chain[0] is blob, "only the chain's first blob comes back"
         held = blob.held
-        gotten_at: list[int] = []
-        locked_at: list[int] = []
-        if held:
-            assert positions is not None, "held positions in a blob with nothing removed or held"
-            for k, p in enumerate(positions):
-                f = blob.flag(p)
-                if f == POS_GOTTEN:
-                    gotten_at.append(k)
-                elif f == POS_LOCKED:
-                    locked_at.append(k)
-        slots = self._link_many(lane, lane.front, live, lane.priority, gotten_at, nbytes)
-        if len(slots):
-            np.frombuffer(self.back, np.uint8)[np.frombuffer(slots, np.int32)] = 1  # they came back
-            lane.back += len(slots)
-        for k in locked_at:
-            self.st[slots[k]] |= LOCKED
-        for k in gotten_at + locked_at:
-            ref = held.pop(positions[k])  # type: ignore[index]  # set with held
-            ref.slot, ref.blob, ref.lane, ref.pos, ref.rec = slots[k], None, None, -1, b""
+        state = lane.priority
+        first = -1
+        for k, rec in enumerate(live):
+            s = state
+            if held:
+                f = blob.flag(positions[k])  # type: ignore[index]  # positions are given with held ones
+                s = state | (GOTTEN if f == POS_GOTTEN else LOCKED if f == POS_LOCKED else 0)
+            i = self._append(lane, lane.front, rec, s)
+            self.hi[i] |= _BACK
+            if first < 0:
+                first = i
+            if s != state:
+                ref = held.pop(positions[k])  # type: ignore[index]
+                ref.slot, ref.blob, ref.lane, ref.pos, ref.rec = i, None, None, -1, b""
+        lane.back += len(live)
         assert not held, f"blob {blob.blob_id}: a held position was neither gotten nor locked"
         blob.unswept = True
         if blob.prefetch is not None or blob.loaded is not None:
@@ -879,9 +966,9 @@ class LaneSet:
         lane.chain.popleft()
         lane.swept -= len(live)
         self.settle(lane)  # the last blob back: the rear list joins the front
-        if not len(slots):
+        if first < 0:
             return None
-        st, nxt, i = self.st, self.nxt, slots[0]
+        st, nxt, i = self.st, self.nxt, first
         while i != lane.front:
             if st[i] < AVAILABLE_BELOW:
                 return Ref(i)
@@ -920,96 +1007,67 @@ class LaneSet:
         prv[f] = last
         nxt[r] = prv[r] = r
 
-    def shrink(self) -> bool:
-        """Give back the arrays of a queue whose backlog left memory (drained, or swept: the
-        point of sweeping is to return that memory). The sweeper calls this once an interval.
+    # -- housekeeping (once an interval, the sweeper) -----------------------------------------------
 
-        The messages still in memory move to a fresh, smaller set of arrays, in order, so
-        their slot numbers change: it runs only when no ref holds a slot, that is with no
-        sweep in progress and no message hidden (a unit of work holds it), batched or
-        locked, and only when the arrays are over 8 times what is in memory."""
+    def shrink(self) -> bool:
+        """Give back memory a queue no longer needs, when no sweep runs: the records of
+        mostly-dead arena blocks move together, so that those blocks go back (the arena is
+        fragmented when messages left out of order), and the slot arrays of a queue whose
+        backlog left memory (drained, or swept: the point of sweeping is to return that
+        memory) shrink. Returns whether the arrays shrank.
+
+        Moving records keeps every slot. Shrinking the arrays renumbers the slots still in
+        memory, in order: it runs only when no ref holds a slot, that is with no message
+        hidden (a unit of work holds it), batched or locked, and only when the arrays are
+        over 8 times what is in memory."""
         self._check("shrinking")
+        if self._defer:
+            return False
+        self._compact()
         count = self.count
-        cap = len(self.recs)
-        if self._defer or cap <= _SHRINK_ABOVE or count * 8 > cap:
+        cap = len(self.nxt)
+        if cap <= _SHRINK_ABOVE or count * 8 > cap:
             return False
         if any(lane.mem != lane.ready for lane in self.lanes):
             return False  # hidden messages: a unit of work holds their slots
         st = self.st
-        order = [(lane, s, list(self._walk(s))) for lane in self.lanes for s in (lane.front, lane.rear)]
-        if any(st[i] & (BATCHED | LOCKED) for _, _, slots in order for i in slots):
+        order = [(s, list(self._walk(s))) for lane in self.lanes for s in (lane.front, lane.rear)]
+        if any(st[i] & (BATCHED | LOCKED) for _, slots in order for i in slots):
             return False  # a batch or a browse lock holds these slot numbers
-        recs, back = self.recs, self.back
+        old_st, old_loc, old_hi = st, self.loc, self.hi
         self._reset(max(_INITIAL, 1 << (2 * count + SENTINELS).bit_length()))
         j = SENTINELS
-        for _lane, s, slots in order:
+        for s, slots in order:
             prev = s
             for i in slots:
-                self.recs[j] = recs[i]
-                self.st[j] = st[i]
-                self.back[j] = back[i]
+                self.st[j] = old_st[i]
+                self.loc[j] = old_loc[i]
+                self.hi[j] = old_hi[i]
                 self.prv[j] = prev
                 self.nxt[prev] = j
                 prev = j
                 j += 1
             self.nxt[prev] = s
             self.prv[s] = prev
-        del self.free[len(self.free) - (j - SENTINELS) :]  # the lowest slots are taken now
+        self.free_head = j if j < len(self.nxt) else -1  # the lowest slots are taken now
         if self.index is not None:  # the slots were renumbered
             self.index.clear()
-            self.index.add_many(range(SENTINELS, j), self.recs[SENTINELS:j])
+            for i in range(SENTINELS, j):
+                self.index.add(i, self._rec(i))
         return True
 
-    def _link_many(
-        self, lane: Lane, sentinel: int, records: Sequence[bytes], state: int, gotten, nbytes: int = -1
-    ) -> array:
-        k = len(records)
-        if not k:
-            return array("i")
-        free = self.free
-        if len(free) < k:
-            self._grow(k - len(free))
-        slots = free[len(free) - k :]
-        del free[len(free) - k :]
-        first_slot, last_slot = slots[0], slots[-1]
-        s = np.frombuffer(slots, np.int32)
-        # Slots freed by a drain come back as ascending runs: then slices do the work.
-        run = last_slot - first_slot == k - 1 and bool((np.diff(s) == 1).all())
-        if run:
-            end = last_slot + 1
-            self.nxt[first_slot:last_slot] = array("i", range(first_slot + 1, end))
-            self.prv[first_slot + 1 : end] = array("i", range(first_slot, last_slot))
-            self.st[first_slot:end] = array("H", [state]) * k
-            if len(gotten):
-                stv = np.frombuffer(self.st, np.uint16)
-                stv[first_slot + np.asarray(gotten, np.int64)] |= GOTTEN
-                del stv
-            del s
-            self.recs[first_slot:end] = records
-        else:
-            nxtv = np.frombuffer(self.nxt, np.int32)
-            prvv = np.frombuffer(self.prv, np.int32)
-            nxtv[s[:-1]] = s[1:]
-            prvv[s[1:]] = s[:-1]
-            stv = np.frombuffer(self.st, np.uint16)
-            stv[s] = state
-            if len(gotten):
-                stv[s[np.asarray(gotten, np.int64)]] |= GOTTEN
-            del s, nxtv, prvv, stv  # release the buffers: the arrays may grow again later
-            list(map(self.recs.__setitem__, slots, records))  # the records, in one C-level loop
-        last = self.prv[sentinel]
-        self.prv[first_slot] = last
-        self.nxt[last] = first_slot
-        self.nxt[last_slot] = sentinel
-        self.prv[sentinel] = last_slot
-        lane.mem += k
-        if not state & HIDDEN:
-            lane.ready += k - len(gotten)
-        self.mask |= lane.bit
-        if self.index is not None:
-            self.index.add_many(slots, records)
-        self.mem_bytes += nbytes if nbytes >= 0 else sum(map(len, records))
-        return slots
+    def _compact(self) -> None:
+        """Move the records of mostly-dead arena blocks to the current one, when over half of
+        what the arena holds is dead (slots stay; only their locations change)."""
+        arena = self.arena
+        if not arena.fragmented():
+            return
+        for i in self._in_memory():
+            loc = self._loc(i)
+            if arena.sparse(loc):
+                new = arena.move(loc)
+                self.loc[i] = new & _LOW32
+                self.hi[i] = ((new >> 32) << 1) | (self.hi[i] & _BACK)
 
     # -- reading --------------------------------------------------------------------------------------
 
@@ -1017,12 +1075,12 @@ class LaneSet:
         """Install ``index`` (None: none), filled with every message in memory."""
         self._check("indexing")
         if index is not None:
-            slots = list(self._in_memory())
-            index.add_many(slots, [self.recs[i] for i in slots])
+            for i in self._in_memory():
+                index.add(i, self._rec(i))
         self.index = index
 
     def _walk(self, sentinel: int) -> Iterator[int]:
-        """The slots of one list in order (under the lock, or the sweep's lock-free walk)."""
+        """The slots of one list in order (under the lock)."""
         nxt = self.nxt
         i = nxt[sentinel]
         while i != sentinel:
@@ -1038,24 +1096,23 @@ class LaneSet:
 
     def records(self, lane: Lane, rear: bool = False) -> list[bytes]:
         """The records of ``lane``'s front (or rear) list in order (inspection and tests)."""
-        return [self.recs[i] for i in self._walk(lane.rear if rear else lane.front)]
+        return [self._rec(i) for i in self._walk(lane.rear if rear else lane.front)]
 
     def in_memory(self) -> Iterator[tuple[Ref, bytes]]:
         """Every in-memory message in get order, as (ref, record): lanes 9..0, each front
         then rear."""
-        recs = self.recs
         for i in self._in_memory():
-            yield Ref(i), recs[i]
+            yield Ref(i), self._rec(i)
 
     def persistent_records(self, lane: Lane) -> list[bytes]:
         """The persistent records of ``lane`` in memory, front list then rear list, but for
         uncommitted puts (those have no durable record yet): what a checkpoint lists."""
-        st, recs = self.st, self.recs
+        st = self.st
         return [
-            recs[i]
+            self._rec(i)
             for sentinel in (lane.front, lane.rear)
             for i in self._walk(sentinel)
-            if not st[i] & UNCOMMITTED and recs[i][record.OFF_FLAGS] & record.PERSISTENT
+            if not st[i] & UNCOMMITTED and self._flags(i) & _PERSISTENT
         ]
 
     def any_hidden(self) -> bool:
@@ -1071,15 +1128,16 @@ class LaneSet:
         """Assert every invariant of the module docstring (O(capacity): for tests, the model
         checks and debugging, never on a hot path). The links agree both ways and every list
         ends at its sentinel; each lane's counters equal what its lists and chain hold; a
-        linked slot holds a record, its lane's bits and no REMOVED flag; a free slot holds
-        nothing and is in no list; every slot is linked or free exactly once; the index (if
-        any) names exactly the linked slots' values; the chains are in arrival order, each
-        blob live and its held positions held by refs that name it.
+        linked slot holds a record, its lane's bits and no REMOVED flag; a free slot is
+        REMOVED and in no list; every slot is linked or free exactly once; the arena holds
+        exactly the linked records' bytes; the index (if any) names exactly the linked slots'
+        values; the chains are in arrival order, each blob live and its held positions held
+        by refs that name it.
 
         :raises AssertionError: naming the first invariant broken."""
-        nxt, prv, st, recs = self.nxt, self.prv, self.st, self.recs
-        cap = len(recs)
-        assert len(nxt) == len(prv) == len(st) == len(self.back) == cap, "arrays of different lengths"
+        nxt, prv, st = self.nxt, self.prv, self.st
+        cap = len(nxt)
+        assert len(prv) == len(st) == len(self.loc) == len(self.hi) == cap, "arrays of different lengths"
         linked: set[int] = set()
         mem_bytes = 0
         for lane in self.lanes:
@@ -1096,15 +1154,22 @@ class LaneSet:
                 assert nxt[lane.rear] == lane.rear, f"lane {lane.priority}: rear list without chain or sweep"
             self._check_chain(lane)
         assert mem_bytes == self.mem_bytes, f"mem_bytes {self.mem_bytes} but the records hold {mem_bytes}"
-        free = list(self.free) + list(self.deferred)
+        free = list(self.deferred)
+        i = self.free_head
+        while i >= 0 and len(free) <= cap:
+            free.append(i)
+            i = nxt[i]
         assert len(set(free)) == len(free), "a slot is free twice"
         assert not linked & set(free), "a linked slot is also free"
         assert len(linked) + len(free) == cap - SENTINELS, "slots neither linked nor free"
-        assert all(recs[i] is None for i in free), "a free slot holds a record"
+        assert all(st[i] & REMOVED for i in free), "a free slot is not REMOVED"
+        arena = self.arena
+        live = sum(arena.footprint(self._loc(i)) for i in linked)
+        assert live == sum(arena.live), f"the arena holds {sum(arena.live)} live bytes, the slots' records {live}"
         if self.index is not None:
             expect: dict = {}
             for i in linked:
-                k = self.index.key(recs[i])
+                k = self.index.key(self._rec(i))
                 if k is not None:
                     expect.setdefault(k, set()).add(i)
             got = {k: ({v} if type(v) is int else set(v)) for k, v in self.index.map.items() if v}
@@ -1112,24 +1177,23 @@ class LaneSet:
 
     def _check_list(self, lane: Lane, s: int, linked: set[int], counts: list[int]) -> int:
         """Walk one list, checking links and slots; add to ``counts``; return its bytes."""
-        nxt, prv, st, recs = self.nxt, self.prv, self.st, self.recs
+        nxt, prv, st = self.nxt, self.prv, self.st
         nbytes = 0
         i, prev = nxt[s], s
         steps = 0
         while i != s:
             steps += 1
-            assert steps <= len(recs), f"list of sentinel {s} does not end"
+            assert steps <= len(nxt), f"list of sentinel {s} does not end"
             assert i >= SENTINELS and i not in linked, f"slot {i} linked twice or a sentinel inside a list"
             assert prv[i] == prev, f"slot {i}: prv {prv[i]} but reached from {prev}"
             state = st[i]
             assert state & LANE_MASK == lane.priority, f"slot {i} in lane {lane.priority} says lane {state & 15}"
             assert not state & REMOVED and state <= 0x1FF, f"slot {i}: bad state {state:#x}"
-            assert recs[i] is not None, f"slot {i} is linked without a record"
             linked.add(i)
-            nbytes += len(recs[i])
+            nbytes += self.arena.length(self._loc(i))
             counts[0] += 1
             counts[1] += not state & HIDDEN
-            counts[2] += self.back[i]
+            counts[2] += self.hi[i] & _BACK
             prev, i = i, nxt[i]
         assert prv[s] == prev, f"sentinel {s}: prv {prv[s]} but the list ends at {prev}"
         return nbytes

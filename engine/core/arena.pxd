@@ -1,0 +1,40 @@
+# Types of engine/core/arena.py for its compiled form (Cython pure-Python mode): the .py is the
+# one source; this file only declares what the C compiler needs.
+import cython
+from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.string cimport memcpy
+
+cdef Py_ssize_t PAGE_SHIFT, PAGE, OFF_MASK, SEQ_AT, BACKOUT_AT
+
+cdef class Arena:
+    cdef public list blocks, spare, doomed
+    cdef public object live, used
+    cdef public Py_ssize_t cur, top, held, dead
+    cdef Py_ssize_t _defer
+
+    @cython.locals(n=Py_ssize_t, h=Py_ssize_t, need=Py_ssize_t, off=Py_ssize_t, page=Py_ssize_t,
+                   v=Py_ssize_t, k=Py_ssize_t, p=cython.p_uchar)
+    cpdef Py_ssize_t store(self, bytes rec) except -1
+    cdef Py_ssize_t _page(self, Py_ssize_t size) except -1
+    @cython.locals(page=Py_ssize_t, v=Py_ssize_t, n=Py_ssize_t, size=Py_ssize_t)
+    cpdef Py_ssize_t free(self, Py_ssize_t loc) except -1
+    cdef _give_back(self, Py_ssize_t page)
+    cpdef defer(self)
+    cpdef release(self)
+    @cython.locals(at=Py_ssize_t)
+    cpdef set_backout(self, Py_ssize_t loc, Py_ssize_t count)
+    @cython.locals(off=Py_ssize_t, n=Py_ssize_t, h=Py_ssize_t, shift=int, b=Py_ssize_t, p=cython.p_uchar)
+    cdef Py_ssize_t _size(self, Py_ssize_t loc) except -1
+    cpdef Py_ssize_t length(self, Py_ssize_t loc) except -1
+    @cython.locals(size=Py_ssize_t, off=Py_ssize_t, n=Py_ssize_t)
+    cpdef bytes read(self, Py_ssize_t loc)
+    @cython.locals(at=Py_ssize_t)
+    cpdef int byte(self, Py_ssize_t loc, Py_ssize_t k) except -1
+    @cython.locals(at=Py_ssize_t)
+    cpdef object seq(self, Py_ssize_t loc)
+    cpdef bint fragmented(self)
+    @cython.locals(page=Py_ssize_t)
+    cpdef bint sparse(self, Py_ssize_t loc)
+    cpdef Py_ssize_t move(self, Py_ssize_t loc) except -1
+    cpdef Py_ssize_t footprint(self, Py_ssize_t loc) except -1

@@ -1,0 +1,229 @@
+"""Message records in shared byte blocks: the queue core's storage of in-memory records.
+
+A record (engine/record.py) lives in one *page* of the arena: a ``bytearray`` of
+:data:`PAGE` bytes (or, for a record larger than that, a block of its own size), behind a
+little-endian base-128 length (one byte for a record under 128 bytes, two under 16 KiB). A
+*location* names it: its page index times :data:`PAGE`, plus its offset. Records are
+written at the end of the current page (bump allocation) and never move but by
+:meth:`Arena.move`; a page whose every record was freed is given back. So a queued message
+costs its record and one or two bytes, with no Python object and no allocator header of its
+own; a backlog frees its memory page by page as it drains.
+
+Reads may run without the queue's lock (the sweeper's walk, engine/core/lanes.py): while a
+sweep runs (:meth:`Arena.defer`), no page is given back, so a location read there still holds
+the bytes it held, perhaps of a record freed since, which the sweep's verification catches.
+
+The compiled form (Cython, engine/core/arena.pxd) copies with ``memcpy``; the interpreted one
+slices the ``bytearray``: the two branches of :meth:`Arena.store` and :meth:`Arena.read` are
+the only places they differ, and the tests run both forms.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import cython
+
+PAGE_SHIFT = 18
+PAGE = 1 << PAGE_SHIFT  # 256 KiB: the last page of a queue wastes on average half of this
+OFF_MASK = PAGE - 1
+SEQ_AT = 5  # engine/record.py OFF_SEQ
+BACKOUT_AT = 3  # engine/record.py OFF_BACKOUT
+
+
+class Arena:
+    """The records of one queue (see the module docstring). Not thread-safe: its owner, the
+    queue core, calls it with the queue's lock held, or reads it in a deferred sweep."""
+
+    __slots__ = ("_defer", "blocks", "cur", "dead", "doomed", "held", "live", "spare", "top", "used")
+
+    def __init__(self) -> None:
+        self.blocks: list[bytearray | None] = []  # page index -> its block, None once given back
+        self.live = array("q")  # bytes of live records (with their lengths) per page
+        self.used = array("q")  # bytes written to each page
+        self.spare: list[int] = []  # page indices given back, to reuse
+        self.doomed: list[int] = []  # pages emptied during a sweep: given back at its end
+        self.cur = -1  # the page records are written to
+        self.top = PAGE  # where the next record goes in it (PAGE: full, take a new one)
+        self.held = 0  # bytes of the blocks held
+        self.dead = 0  # bytes of freed records in blocks still held
+        self._defer = 0
+
+    # -- writing and freeing (lock held) -----------------------------------------------------------
+
+    def store(self, rec: bytes) -> int:
+        """Write ``rec`` and return its location."""
+        n = len(rec)
+        h = 1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4))
+        need = h + n
+        if need > PAGE:
+            page = self._page(need)  # a block of its own
+            off = 0
+        else:
+            if self.top + need > PAGE:
+                self.cur = self._page(PAGE)
+                self.top = 0
+            page = self.cur
+            off = self.top
+            self.top = off + need
+        blk = self.blocks[page]
+        if cython.compiled:
+            p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))  # noqa: F821 - cimported by arena.pxd
+            k = off
+            v = n
+            while v >= 0x80:
+                p[k] = (v & 0x7F) | 0x80
+                v >>= 7
+                k += 1
+            p[k] = v
+            memcpy(p + off + h, PyBytes_AS_STRING(rec), n)  # noqa: F821 - cimported by arena.pxd
+        else:
+            v = n
+            k = off
+            while v >= 0x80:
+                blk[k] = (v & 0x7F) | 0x80  # type: ignore[index]
+                v >>= 7
+                k += 1
+            blk[k] = v  # type: ignore[index]
+            blk[off + h : off + need] = rec  # type: ignore[index]
+        self.live[page] += need
+        self.used[page] += need
+        return (page << PAGE_SHIFT) | off
+
+    def _page(self, size: int) -> int:
+        """A new block of ``size`` bytes; its page index."""
+        blk = bytearray(size)
+        self.held += size
+        if self.spare:
+            page = self.spare.pop()
+            self.blocks[page] = blk
+            self.live[page] = 0
+            self.used[page] = 0
+        else:
+            page = len(self.blocks)
+            self.blocks.append(blk)
+            self.live.append(0)
+            self.used.append(0)
+        return page
+
+    def free(self, loc: int) -> int:
+        """The record at ``loc`` leaves; return its length. A page emptied is given back
+        (once no sweep runs)."""
+        page = loc >> PAGE_SHIFT
+        v = self._size(loc)
+        n = v >> 3
+        size = n + (v & 7)
+        self.live[page] -= size
+        self.dead += size
+        if not self.live[page] and page != self.cur:
+            if self._defer:
+                self.doomed.append(page)
+            else:
+                self._give_back(page)
+        return n
+
+    def _give_back(self, page: int) -> None:
+        if self.live[page] or self.blocks[page] is None:
+            return  # written to again since (a deferred page that became current)
+        blk = self.blocks[page]
+        self.held -= len(blk)  # type: ignore[arg-type]
+        self.dead -= self.used[page]
+        self.blocks[page] = None
+        self.used[page] = 0
+        self.spare.append(page)
+
+    def defer(self) -> None:
+        """A sweep begins: no page is given back until :meth:`release`."""
+        self._defer += 1
+
+    def release(self) -> None:
+        """The sweep ended: give back the pages it kept."""
+        self._defer -= 1
+        if not self._defer:
+            doomed, self.doomed = self.doomed, []
+            for page in doomed:
+                if page != self.cur:
+                    self._give_back(page)
+
+    def set_backout(self, loc: int, count: int) -> None:
+        """Write a record's backout count in place (a backout raised it)."""
+        blk = self.blocks[loc >> PAGE_SHIFT]
+        at = (loc & OFF_MASK) + (self._size(loc) & 7) + BACKOUT_AT
+        count = min(count, 0xFFFF)
+        blk[at] = count & 0xFF  # type: ignore[index]
+        blk[at + 1] = count >> 8  # type: ignore[index]
+
+    # -- reading (lock held, or a deferred sweep) ---------------------------------------------------
+
+    def _size(self, loc: int) -> int:
+        """The record's length times 8 plus the bytes of its length, at ``loc``."""
+        blk = self.blocks[loc >> PAGE_SHIFT]
+        off = loc & OFF_MASK
+        if cython.compiled:
+            p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))  # noqa: F821
+            b = p[off]
+        else:
+            b = blk[off]  # type: ignore[index]
+        if b < 0x80:
+            return (b << 3) | 1
+        n = 0
+        shift = 0
+        h = 0
+        while True:
+            b = blk[off + h]  # type: ignore[index]
+            n |= (b & 0x7F) << shift
+            h += 1
+            if b < 0x80:
+                return (n << 3) | h
+            shift += 7
+
+    def length(self, loc: int) -> int:
+        """The length of the record at ``loc``."""
+        return self._size(loc) >> 3
+
+    def footprint(self, loc: int) -> int:
+        """The bytes the record at ``loc`` takes in its block, its length's bytes included."""
+        v = self._size(loc)
+        return (v >> 3) + (v & 7)
+
+    def read(self, loc: int) -> bytes:
+        """A copy of the record at ``loc``."""
+        blk = self.blocks[loc >> PAGE_SHIFT]
+        size = self._size(loc)
+        off = (loc & OFF_MASK) + (size & 7)
+        n = size >> 3
+        if cython.compiled:
+            return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(blk) + off, n)  # noqa: F821
+        return bytes(blk[off : off + n])  # type: ignore[index]
+
+    def byte(self, loc: int, k: int) -> int:
+        """The ``k``-th byte of the record at ``loc`` (a header field, without a copy)."""
+        blk = self.blocks[loc >> PAGE_SHIFT]
+        at = (loc & OFF_MASK) + (self._size(loc) & 7) + k
+        if cython.compiled:
+            return cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))[at]  # noqa: F821
+        return blk[at]  # type: ignore[index]
+
+    def seq(self, loc: int) -> int:
+        """The arrival number of the record at ``loc`` (engine/record.py OFF_SEQ)."""
+        blk = self.blocks[loc >> PAGE_SHIFT]
+        at = (loc & OFF_MASK) + (self._size(loc) & 7) + SEQ_AT
+        return int.from_bytes(blk[at : at + 8], "little")  # type: ignore[index]
+
+    def fragmented(self) -> bool:
+        """Whether moving the live records together would give back much memory: over half
+        of what is held is dead, and that is more than four pages."""
+        return self.dead > 4 * PAGE and 2 * self.dead > self.held
+
+    def sparse(self, loc: int) -> bool:
+        """Whether the record at ``loc`` sits in a page mostly dead (a compaction moves it)."""
+        page = loc >> PAGE_SHIFT
+        return page != self.cur and 4 * self.live[page] < self.used[page]
+
+    def move(self, loc: int) -> int:
+        """Write the record at ``loc`` again at the end of the current page and free it
+        where it was; return its new location (a compaction, lock held, no sweep running)."""
+        assert not self._defer, "records move only when no sweep runs"
+        new = self.store(self.read(loc))
+        self.free(loc)
+        return new

@@ -1,0 +1,39 @@
+"""The engine's two forms (engine/compiled.py): the compiled one runs here, is built from the
+sources as they are, and the interpreted one passes the model-based tests as well."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sweepq.engine import compiled
+
+ROOT = Path(__file__).resolve().parent.parent
+# The hypothesis state machines: the engine against a reference model, browse against one,
+# and the core's lanes against a model of their lists.
+MACHINES = ["tests/test_model.py", "tests/test_model_browse.py", "tests/test_lane.py"]
+
+
+def test_the_compiled_form_runs_and_is_built_from_these_sources():
+    """The README's install builds the compiled modules (a C compiler is there); a source
+    changed since the build would leave its old code running."""
+    assert compiled.running(), "the engine runs interpreted: install with a C compiler (pip install -e .)"
+    assert compiled.stale() == [], "compiled modules older than their source: run pip install -e . again"
+
+
+def test_the_interpreted_form_passes_the_model_tests_too():
+    """The same sources, interpreted (SWEEPQ_PURE=1), against the same models: both forms must
+    agree with them, step by step."""
+    env = {**os.environ, "SWEEPQ_PURE": "1", "SWEEPQ_CHECKS": "1"}
+    probe = "from sweepq.engine import compiled; assert not compiled.running()"
+    subprocess.run([sys.executable, "-c", probe], env=env, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *MACHINES],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
