@@ -53,7 +53,7 @@ from .message import Message
 from .queue import BROWSER, LOCK_BROWSER, LocalQueue
 
 if TYPE_CHECKING:
-    from .handle import HandleState
+    from .handlestate import HandleState
 
 BEFORE_FIRST = N_LANES  # a cursor lane that sorts before every message
 CACHE_BLOBS = 2  # decoded blobs a cursor keeps for itself

@@ -20,9 +20,17 @@ import sys
 import warnings
 
 MODULES = (
+    "sweepq.engine.core.lock",
     "sweepq.engine.core.arena",
     "sweepq.engine.core.ref",
     "sweepq.engine.core.lanes",
+    "sweepq.engine.record",
+    "sweepq.engine.message",
+    "sweepq.engine.queue",
+    "sweepq.engine.handlestate",
+    "sweepq.engine.handle",
+    "sweepq.engine.putpath",
+    "sweepq.engine.getpath",
 )
 """The modules setup.py compiles (the package's name, then the file's path in the tree)."""
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from . import browse, checks, groups, record
 from .constants import OO, Reason
 from .errors import MQError, options_error
-from .handle import Handle, HandleState, _Call
+from .handle import Handle, _Call
+from .handlestate import HandleState
 from .message import Message
 from .options import INPUT_OPTS, check_open
 from .selector import compile_selector

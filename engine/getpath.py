@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .connection import Batch
-    from .handle import HandleState
+    from .handlestate import HandleState
     from .matching import Match
     from .queue import LocalQueue, Waiter
 
@@ -203,11 +203,11 @@ def obtain_locked(
             raise MQError(Reason.NO_MSG_AVAILABLE, f"no message available on {q.name!r}{empty}")
         kind = type(r)
         if kind is Need:
-            q.mutex.release()
+            q.mutex.give()
             try:
                 (load or q.load)(r)
             finally:
-                q.mutex.acquire()
+                q.mutex.take()
             continue
         if kind is Found:
             if any(x[_FLAGS] & _HAS_EXPIRY for x in r.recs) and discard_expired_locked(q, r.refs, r.recs):
@@ -249,17 +249,17 @@ def deliver(s: HandleState, rec: bytes, buffer_length: int | None, opts: int) ->
     the caller then takes nothing and moves no cursor). Its remaining expiry is measured
     from now."""
     h = rec[_HLEN] or record.data_offset(rec)  # 0: a header over 255 bytes (properties)
-    m = Message()
+    m = Message.__new__(Message)
     m._rec = rec
-    m._ident = s.qm.ident
+    m._ident = s.ident
     if buffer_length is not None and len(rec) - h > buffer_length:
         m.data = rec[h : h + buffer_length]
         m.reason = _TRUNCATED_ACCEPTED if opts & _ACCEPT_TRUNCATED else _TRUNCATED_FAILED
     else:
-        m.data = rec[h:]
+        m.data = record.tail(rec, h)
         m.reason = 0
     if rec[_FLAGS] & _HAS_EXPIRY:
-        m._now_us = int(s.qm.clock.wall() * 1_000_000)
+        m._now_us = int(s.wall() * 1_000_000)
     return m
 
 
@@ -311,7 +311,7 @@ def finish(s: HandleState, q: LocalQueue, refs, joins: bool, durable: bool, mark
     first get may carry MARK_SKIP_BACKOUT), the sync that makes a removal durable, the trace.
     Returns OUTCOME_PENDING (2124) when that sync failed (the removal is made; a later sync
     hardens it), else 0."""
-    if q.tier.cleanup:
+    if q.cleanup:
         q.after_get()
     reason = 0
     if joins:
@@ -320,7 +320,7 @@ def finish(s: HandleState, q: LocalQueue, refs, joins: bool, durable: bool, mark
             add(q, ref, mark_skip and k == 0)
     elif durable and not q.journal.wait():  # type: ignore[union-attr]
         reason = _OUTCOME_PENDING
-    recorder = s.qm.recorder
+    recorder = s.recorder
     if recorder is not None:
         for _ in refs:
             recorder.get(q.name)
@@ -341,17 +341,17 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
     (:func:`~sweepq.engine.browse.prefer_lock_locked`)."""
     q = s.queue
     cur = s.cursor
-    find = q.find_locked if m is None and (cur is None or cur.lk_seq < 0) else _finder(s, q, m)
+    plain = m is None and (cur is None or cur.lk_seq < 0)  # the hot path: the queue's own search
+    find = None if plain else _finder(s, q, m)
     wait = Wait(s, wait_interval, m) if opts & _WAIT else None
-    record_of = q.record_locked
     mutex = q.mutex
     while True:
-        mutex.acquire()  # not a with-statement: half the cost, on every get
+        mutex.take()
         try:
-            ref = find()
-            if type(ref) is not Ref or record_of(ref)[_FLAGS] & _HAS_EXPIRY:  # else: a message, found
-                ref = obtain_locked(q, find, wait, "", None, ref)
-            rec = record_of(ref)
+            ref = q.find_locked() if find is None else find()
+            if type(ref) is not Ref or q.lanes.flags(ref) & _HAS_EXPIRY:  # else: a message, found
+                ref = obtain_locked(q, find or _finder(s, q, m), wait, "", None, ref)
+            rec = q.record_locked(ref)
             if not (q.poison_limit and poison.due(s, q, rec)):
                 msg = deliver(s, rec, buffer_length, opts)
                 if msg.reason == _TRUNCATED_FAILED:
@@ -361,9 +361,9 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
                 break
             q.hide_locked(ref)  # off limits to everyone while it moves
         finally:
-            mutex.release()
+            mutex.give()
         poison.requeue(s, q, ref, rec, bool(opts & _SYNC))
-    if joins or durable or q.tier.cleanup or s.qm.recorder is not None or q.budget is not None:
+    if joins or durable or q.cleanup or s.recorder is not None or q.budget is not None:
         pending = finish(s, q, (ref,), joins, durable, bool(opts & _MARK_SKIP))
         if pending and not msg.reason:
             msg.reason = pending

@@ -3,8 +3,8 @@
 :class:`Handle` is the application's side: it checks the options of each call and routes it
 to the path that serves it: the put path (engine/putpath.py), the get path
 (engine/getpath.py), browse cursors (engine/browse.py), groups and segments
-(engine/groups/). Those modules work on the :class:`HandleState` the handle carries, whose
-attributes are theirs to read and write; none of them touches the handle itself.
+(engine/groups/). Those modules work on the :class:`~sweepq.engine.handlestate.HandleState` the handle carries,
+whose attributes are theirs to read and write; none of them touches the handle itself.
 
 Thread safety: a handle belongs to its connection, and a connection serves one call at a
 time (MQ's rule for a connection shared by threads without MQCNO_HANDLE_SHARE_*): a call
@@ -21,17 +21,15 @@ from typing import TYPE_CHECKING
 from . import browse, checks, getpath, groups, putpath
 from .constants import GMO, MO, OO, PMO, Reason, Usage
 from .errors import MQError, options_error
-from .matching import MATCH_DEFAULT, Match, MatchArgs, build_match, match_for_get
+from .handlestate import HandleState
+from .matching import MATCH_DEFAULT, MatchArgs, match_for_get
 from .message import Message, PutResult
 from .options import check_get
 from .record import MD
 
 if TYPE_CHECKING:
-    from .browse import Cursor, Status
+    from .browse import Status
     from .connection import Batch, Connection
-    from .distributed import Route
-    from .queue import LocalQueue
-    from .selector import Selector
 
 _FLAGS_MAX = checks.FLAGS_MAX
 _CURSOR_ANY = int(
@@ -40,70 +38,6 @@ _CURSOR_ANY = int(
 _GROUP_GMO = groups.GROUP_GMO  # LOGICAL_ORDER, COMPLETE_MSG, ALL_*_AVAILABLE
 _MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
 _PMO_LOGICAL = int(PMO.LOGICAL_ORDER)
-
-
-class HandleState:
-    """The engine's record of one open handle: the queue, what the handle may do, its unit
-    of work (its connection's), its selection string, its browse cursor and lock
-    (engine/browse.py) and its group positions (engine/groups/).
-
-    Invariants: ``closed`` only ever goes from False to True; ``cursor`` is None until the
-    first browse; ``groups`` is None while no group or logical message is current on the
-    handle (so the put and get hot paths test one attribute); ``match`` is the Match of the
-    selection string (None: the handle selects every message); ``xmit`` is None, or, for a
-    handle opened on a remote queue, the route its puts take (``queue`` is then the
-    transmission queue, and each message gets a transmission header:
-    engine/distributed/headers.py).
-    """
-
-    __slots__ = (
-        "can_browse",
-        "can_get",
-        "can_put",
-        "closed",
-        "conn",
-        "cursor",
-        "gbrowse",
-        "groups",
-        "match",
-        "qm",
-        "queue",
-        "selector",
-        "uow",
-        "xmit",
-    )
-
-    def __init__(self, conn: Connection, queue: LocalQueue, options: int, input_mode: int, selector: Selector | None):
-        self.conn = conn
-        self.qm = conn.qm
-        self.uow = conn.uow
-        self.queue = queue
-        self.selector = selector
-        self.match: Match | None = build_match(self.qm.ident, 0, None, None, None, None, None, None, selector)
-        self.can_get = bool(input_mode)
-        self.can_browse = bool(options & OO.BROWSE)
-        self.can_put = bool(options & OO.OUTPUT)
-        self.closed = False
-        self.cursor: Cursor | None = None
-        self.groups: groups.HandleGroups | None = None
-        self.gbrowse: groups.BrowseState | None = None
-        self.xmit: Route | None = None
-
-    def closed_error(self) -> MQError:
-        """The error of a call on this handle once it (or its connection, or the queue
-        manager) is closed: 2009, 2018 or 2019, whichever applies first."""
-        self.conn.check()
-        return MQError(Reason.HOBJ_ERROR, f"handle for {self.queue.name!r} is closed; open it again")
-
-    def match_for(self, opts: int, match_args: MatchArgs) -> Match | None:
-        """The Match of a call with get's match arguments ``(match, msg_id, correl_id,
-        group_id, msg_seq_number, offset, msg_token)``, narrowed by the selection string."""
-        if match_args[0] == MATCH_DEFAULT and not any(a is not None for a in match_args[1:]):
-            m = self.match
-            if m is not None:
-                m.searched.clear()  # a new call searches every blob again
-            return m
-        return match_for_get(self.qm.ident, opts, *match_args, self.selector)
 
 
 class Handle:

@@ -22,7 +22,7 @@ from .errors import MQError
 
 if TYPE_CHECKING:
     from .core.ref import Ref
-    from .handle import HandleState
+    from .handlestate import HandleState
     from .queue import LocalQueue
 
 

@@ -34,14 +34,13 @@ from .message import PutResult
 from .options import check_put
 
 if TYPE_CHECKING:
-    from .handle import HandleState
+    from .handlestate import HandleState
     from .queue import LocalQueue
     from .record import MD
 
 _PMO_SYNC = int(PMO.SYNCPOINT)
 _PMO_NEW_MSG_ID = int(PMO.NEW_MSG_ID)
 _PMO_NEW_CORREL_ID = int(PMO.NEW_CORREL_ID)
-_pack_head = record.HEAD.pack  # a put with no optional fields: record.encode(), written out
 _HEAD_LEN = record.HEAD_LEN
 _OUTCOME_PENDING = int(Reason.OUTCOME_PENDING)
 
@@ -168,8 +167,7 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
     if type(data) is not bytes:
         data = as_bytes(data)
     n = len(data)
-    qm = s.qm
-    if n > q.max_msg_length or n > qm.max_msg_length:
+    if n > q.max_msg_length or n > s.max_msg_length:
         raise too_big(s, n)
     syncpoint = opts & _PMO_SYNC
     if syncpoint:
@@ -180,9 +178,9 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
         extra, priority, persistent, reason = descriptor(s, md, opts)
         recs, pending = place(s, q, (data,), extra, priority, persistent, syncpoint)
         reason = reason or pending
-    res = PutResult()
+    res = PutResult.__new__(PutResult)
     res._rec = recs[0]
-    res._ident = qm.ident
+    res._ident = s.ident
     res.reason = reason
     return res
 
@@ -279,15 +277,16 @@ def place(
     if budget is not None and budget.paging:
         budget.before_put(q)  # the queue's memory policy: page, block (then 2071) or fail (2071)
     lane_i = q.default_priority if q.fifo else priority
-    put_us = int(qm.clock.wall() * 1_000_000)
+    now = s.wall()
+    put_us = int(now * 1_000_000)
     k = len(payloads)
     mutex = q.mutex
-    mutex.acquire()  # not a with-statement: half the cost, on every put
+    mutex.take()
     try:
         if q.depth + k > q.max_depth:
             raise _full(q, k)
-        if extra is None and pieces is None and k == 1:  # the put hot path: record.encode() written out
-            recs = [_pack_head(_HEAD_LEN, priority, persistent, 0, qm.next_seq(), put_us) + payloads[0]]
+        if extra is None and pieces is None and k == 1:  # the put hot path: a record with no option
+            recs = [record.plain(s.next_seq(), put_us, priority, persistent, payloads[0])]
         else:
             recs = _records(qm, payloads, extra, priority, persistent, put_us, pieces)
         xmit = s.xmit
@@ -300,7 +299,7 @@ def place(
                 q.journal.put(q, lane_i, recs)  # type: ignore[union-attr]  # one write, before any joins the lane (2102)
         refs = q.insert_locked(recs, lane_i, (lane_i | UNCOMMITTED) if syncpoint else lane_i, bool(syncpoint))
     finally:
-        mutex.release()
+        mutex.give()
     reason = 0
     if syncpoint:
         add = s.uow.add_put
@@ -308,7 +307,7 @@ def place(
             add(q, ref)
     elif durable and not q.journal.wait():  # type: ignore[union-attr]
         reason = _OUTCOME_PENDING
-    recorder = qm.recorder
+    recorder = s.recorder
     if recorder is not None:
         for data in payloads:
             recorder.put(q.name, len(data), priority, persistent)
@@ -323,8 +322,8 @@ def _records(qm, payloads, extra: dict | None, priority: int, persistent: bool, 
     if extra is RECEIVED:  # whole records a channel received: a new arrival number each
         return [record.rehome(record.with_backout(r, 0), seq(), qm.ident) for r in payloads]
     if extra is None and pieces is None:
-        pack = _pack_head
-        return [pack(_HEAD_LEN, priority, persistent, 0, seq(), put_us) + d for d in payloads]
+        plain = record.plain
+        return [plain(seq(), put_us, priority, persistent, d) for d in payloads]
     extra = extra or {}
     if pieces is None:
         return [record.encode(seq(), put_us, priority, persistent, d, **extra) for d in payloads]

@@ -297,6 +297,7 @@ class LocalQueue:
         self.tier = QueueTier(name, self.lanes, self.ident, storage, self.mutex)  # type: ignore[arg-type]
         self.tier.journal = journal
         self.tier.key_prefix = self.key_prefix
+        self.cleanup = self.tier.cleanup  # the tier's owed store changes, tested on every get
         with self.mutex:
             self.apply_locked(attrs)
 

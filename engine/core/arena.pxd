@@ -1,16 +1,13 @@
 # Types of engine/core/arena.py for its compiled form (Cython pure-Python mode): the .py is the
 # one source; this file only declares what the C compiler needs.
 import cython
-from cpython.bytearray cimport PyByteArray_AS_STRING
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.string cimport memcpy
 
-cdef Py_ssize_t PAGE_SHIFT, PAGE, OFF_MASK, SEQ_AT, BACKOUT_AT
+cdef Py_ssize_t PAGE_SHIFT, PAGE, OFF_MASK, SEQ_AT, BACKOUT_AT, POOL
 
 cdef class Arena:
-    cdef public list blocks, spare, doomed
-    cdef public object live, used
-    cdef public Py_ssize_t cur, top, held, dead
+    cdef public list blocks, spare, doomed, pool
+    cdef public long long[::1] live, used
+    cdef public Py_ssize_t cur, top, held, dead, reused
     cdef Py_ssize_t _defer
 
     @cython.locals(n=Py_ssize_t, h=Py_ssize_t, need=Py_ssize_t, off=Py_ssize_t, page=Py_ssize_t,
@@ -25,7 +22,7 @@ cdef class Arena:
     @cython.locals(at=Py_ssize_t)
     cpdef set_backout(self, Py_ssize_t loc, Py_ssize_t count)
     @cython.locals(off=Py_ssize_t, n=Py_ssize_t, h=Py_ssize_t, shift=int, b=Py_ssize_t, p=cython.p_uchar)
-    cdef Py_ssize_t _size(self, Py_ssize_t loc) except -1
+    cdef inline Py_ssize_t _size(self, Py_ssize_t loc) except -1
     cpdef Py_ssize_t length(self, Py_ssize_t loc) except -1
     @cython.locals(size=Py_ssize_t, off=Py_ssize_t, n=Py_ssize_t)
     cpdef bytes read(self, Py_ssize_t loc)
@@ -33,6 +30,7 @@ cdef class Arena:
     cpdef int byte(self, Py_ssize_t loc, Py_ssize_t k) except -1
     @cython.locals(at=Py_ssize_t)
     cpdef object seq(self, Py_ssize_t loc)
+    cpdef trim(self)
     cpdef bint fragmented(self)
     @cython.locals(page=Py_ssize_t)
     cpdef bint sparse(self, Py_ssize_t loc)

@@ -5,13 +5,16 @@ A record (engine/record.py) lives in one *page* of the arena: a ``bytearray`` of
 little-endian base-128 length (one byte for a record under 128 bytes, two under 16 KiB). A
 *location* names it: its page index times :data:`PAGE`, plus its offset. Records are
 written at the end of the current page (bump allocation) and never move but by
-:meth:`Arena.move`; a page whose every record was freed is given back. So a queued message
-costs its record and one or two bytes, with no Python object and no allocator header of its
-own; a backlog frees its memory page by page as it drains.
+:meth:`Arena.move`; a page whose every record was freed is given back (the last few are
+kept, to be written again), and the current page, once empty, is written again from its
+start, so that a queue that drains as it fills touches the same few cache lines. A queued
+message costs its record and one or two bytes, with no Python object and no allocator header
+of its own; a backlog frees its memory page by page as it drains.
 
 Reads may run without the queue's lock (the sweeper's walk, engine/core/lanes.py): while a
-sweep runs (:meth:`Arena.defer`), no page is given back, so a location read there still holds
-the bytes it held, perhaps of a record freed since, which the sweep's verification catches.
+sweep runs (:meth:`Arena.defer`), no page is given back or written again from its start, so
+a location read there still holds the bytes it held, perhaps of a record freed since, which
+the sweep's verification catches.
 
 The compiled form (Cython, engine/core/arena.pxd) copies with ``memcpy``; the interpreted one
 slices the ``bytearray``: the two branches of :meth:`Arena.store` and :meth:`Arena.read` are
@@ -24,9 +27,15 @@ from array import array
 
 import cython
 
+if cython.compiled:  # the C functions the compiled form calls (the interpreted one slices)
+    from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.libc.string import memcpy
+
 PAGE_SHIFT = 18
 PAGE = 1 << PAGE_SHIFT  # 256 KiB: the last page of a queue wastes on average half of this
 OFF_MASK = PAGE - 1
+POOL = 2  # emptied blocks kept for reuse
 SEQ_AT = 5  # engine/record.py OFF_SEQ
 BACKOUT_AT = 3  # engine/record.py OFF_BACKOUT
 
@@ -35,13 +44,18 @@ class Arena:
     """The records of one queue (see the module docstring). Not thread-safe: its owner, the
     queue core, calls it with the queue's lock held, or reads it in a deferred sweep."""
 
-    __slots__ = ("_defer", "blocks", "cur", "dead", "doomed", "held", "live", "spare", "top", "used")
+    __slots__ = ("_defer", "blocks", "cur", "dead", "doomed", "held", "live", "pool", "reused", "spare", "top", "used")
 
     def __init__(self) -> None:
         self.blocks: list[bytearray | None] = []  # page index -> its block, None once given back
-        self.live = array("q")  # bytes of live records (with their lengths) per page
-        self.used = array("q")  # bytes written to each page
+        self.live = array("q", bytes(8 * 16))  # bytes of live records (with their lengths) per page
+        self.used = array("q", bytes(8 * 16))  # bytes written to each page (both grow with blocks)
         self.spare: list[int] = []  # page indices given back, to reuse
+        # Emptied blocks kept to be written again (at most POOL): a queue that drains as it
+        # fills then cycles through the same few blocks, warm in the cache, with no allocation
+        # and no page faults of fresh memory.
+        self.pool: list[bytearray] = []
+        self.reused = 0  # blocks taken from the pool since the last trim
         self.doomed: list[int] = []  # pages emptied during a sweep: given back at its end
         self.cur = -1  # the page records are written to
         self.top = PAGE  # where the next record goes in it (PAGE: full, take a new one)
@@ -68,7 +82,7 @@ class Arena:
             self.top = off + need
         blk = self.blocks[page]
         if cython.compiled:
-            p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))  # noqa: F821 - cimported by arena.pxd
+            p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))
             k = off
             v = n
             while v >= 0x80:
@@ -76,7 +90,7 @@ class Arena:
                 v >>= 7
                 k += 1
             p[k] = v
-            memcpy(p + off + h, PyBytes_AS_STRING(rec), n)  # noqa: F821 - cimported by arena.pxd
+            memcpy(p + off + h, PyBytes_AS_STRING(rec), n)
         else:
             v = n
             k = off
@@ -92,18 +106,26 @@ class Arena:
 
     def _page(self, size: int) -> int:
         """A new block of ``size`` bytes; its page index."""
-        blk = bytearray(size)
-        self.held += size
+        if size == PAGE and self.pool:
+            blk = self.pool.pop()  # held already
+            self.reused += 1
+        else:
+            blk = bytearray(size)
+            self.held += size
         if self.spare:
             page = self.spare.pop()
             self.blocks[page] = blk
-            self.live[page] = 0
-            self.used[page] = 0
         else:
             page = len(self.blocks)
             self.blocks.append(blk)
-            self.live.append(0)
-            self.used.append(0)
+            if page >= len(self.live):  # new, larger arrays (the compiled form types them)
+                live = array("q", bytes(16 * len(self.live)))
+                used = array("q", bytes(16 * len(self.used)))
+                memoryview(live)[:page] = memoryview(self.live)
+                memoryview(used)[:page] = memoryview(self.used)
+                self.live, self.used = live, used
+        self.live[page] = 0
+        self.used[page] = 0
         return page
 
     def free(self, loc: int) -> int:
@@ -115,18 +137,28 @@ class Arena:
         size = n + (v & 7)
         self.live[page] -= size
         self.dead += size
-        if not self.live[page] and page != self.cur:
-            if self._defer:
-                self.doomed.append(page)
-            else:
-                self._give_back(page)
+        if not self.live[page]:
+            if page != self.cur:
+                if self._defer:
+                    self.doomed.append(page)
+                else:
+                    self._give_back(page)
+            elif not self._defer:
+                # The current page emptied (a queue that drains as it fills): write it again
+                # from its start, so that such a queue touches the same few cache lines.
+                self.dead -= self.used[page]
+                self.used[page] = 0
+                self.top = 0
         return n
 
     def _give_back(self, page: int) -> None:
         if self.live[page] or self.blocks[page] is None:
             return  # written to again since (a deferred page that became current)
         blk = self.blocks[page]
-        self.held -= len(blk)  # type: ignore[arg-type]
+        if len(blk) == PAGE and len(self.pool) < POOL:  # type: ignore[arg-type]
+            self.pool.append(blk)  # type: ignore[arg-type]  # still held
+        else:
+            self.held -= len(blk)  # type: ignore[arg-type]
         self.dead -= self.used[page]
         self.blocks[page] = None
         self.used[page] = 0
@@ -160,7 +192,7 @@ class Arena:
         blk = self.blocks[loc >> PAGE_SHIFT]
         off = loc & OFF_MASK
         if cython.compiled:
-            p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))  # noqa: F821
+            p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))
             b = p[off]
         else:
             b = blk[off]  # type: ignore[index]
@@ -193,7 +225,7 @@ class Arena:
         off = (loc & OFF_MASK) + (size & 7)
         n = size >> 3
         if cython.compiled:
-            return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(blk) + off, n)  # noqa: F821
+            return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(blk) + off, n)
         return bytes(blk[off : off + n])  # type: ignore[index]
 
     def byte(self, loc: int, k: int) -> int:
@@ -201,7 +233,7 @@ class Arena:
         blk = self.blocks[loc >> PAGE_SHIFT]
         at = (loc & OFF_MASK) + (self._size(loc) & 7) + k
         if cython.compiled:
-            return cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))[at]  # noqa: F821
+            return cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))[at]
         return blk[at]  # type: ignore[index]
 
     def seq(self, loc: int) -> int:
@@ -209,6 +241,14 @@ class Arena:
         blk = self.blocks[loc >> PAGE_SHIFT]
         at = (loc & OFF_MASK) + (self._size(loc) & 7) + SEQ_AT
         return int.from_bytes(blk[at : at + 8], "little")  # type: ignore[index]
+
+    def trim(self) -> None:
+        """Give back the pooled blocks no write took since the last trim (once an interval:
+        an idle queue keeps no spare memory, a busy one keeps cycling its blocks)."""
+        if not self.reused:
+            self.held -= sum(map(len, self.pool))
+            self.pool = []
+        self.reused = 0
 
     def fragmented(self) -> bool:
         """Whether moving the live records together would give back much memory: over half

@@ -324,12 +324,12 @@ class LaneSet:
         s = lane.rear if (lane.chain or lane.sweeping) else lane.front
         if len(recs) == 1:
             slot = self._append(lane, s, recs[0], state)
-            return [Ref(slot)] if refs else None
+            return [Ref.at(slot)] if refs else None
         out: list[Ref] | None = [] if refs else None
         for rec in recs:
             slot = self._append(lane, s, rec, state)
             if out is not None:
-                out.append(Ref(slot))
+                out.append(Ref.at(slot))
         return out
 
     def _append(self, lane: Lane, s: int, rec: bytes, state: int) -> int:
@@ -379,7 +379,7 @@ class LaneSet:
         """The first message of the highest non-empty lane's front list, if it is available:
         the get hot path (None: look further with :meth:`first` and the chains)."""
         i = self._head()
-        return Ref(i) if i >= 0 else None
+        return Ref.at(i) if i >= 0 else None
 
     def _head(self) -> int:
         mask = self.mask
@@ -413,7 +413,7 @@ class LaneSet:
         i = nxt[s]
         while i != s:
             if st[i] < AVAILABLE_BELOW and (match is None or match(self._rec(i))):
-                return Ref(i)
+                return Ref.at(i)
             i = nxt[i]
         return None
 
@@ -433,13 +433,13 @@ class LaneSet:
         found = by_lane[top]
         if len(found) > 1:
             found.sort(key=self._seq)
-        return top, [Ref(i) for i in found]
+        return top, [Ref.at(i) for i in found]
 
     def indexed_available(self, value: object) -> list[tuple[Ref, bytes]]:
         """Every available in-memory message filed under ``value`` in the index, as (ref,
         record), in no particular order (engine/groups/ sorts them)."""
         st = self.st
-        return [(Ref(i), self._rec(i)) for i in self.index.slots(value) if st[i] < AVAILABLE_BELOW]  # type: ignore[union-attr]
+        return [(Ref.at(i), self._rec(i)) for i in self.index.slots(value) if st[i] < AVAILABLE_BELOW]  # type: ignore[union-attr]
 
     def available(
         self, lane: Lane, rear: bool, match: Callable[[bytes], bool], after: Callable[[Ref, bytes], bool] | None = None
@@ -453,7 +453,7 @@ class LaneSet:
             if st[i] < AVAILABLE_BELOW:
                 rec = self._rec(i)
                 if match(rec):
-                    ref = Ref(i)
+                    ref = Ref.at(i)
                     if after is None or after(ref, rec):
                         yield ref, rec
             i = nxt[i]
@@ -465,7 +465,7 @@ class LaneSet:
         run = [ref]
         j = nxt[ref.slot]
         while len(run) < limit and j >= SENTINELS and st[j] < AVAILABLE_BELOW:
-            run.append(Ref(j))
+            run.append(Ref.at(j))
             j = nxt[j]
         return run
 
@@ -477,7 +477,7 @@ class LaneSet:
         for i in self._in_memory():
             key = (st[i] & LANE_MASK, self._seq(i))
             if key in keys and st[i] < AVAILABLE_BELOW:
-                found[key] = Ref(i)
+                found[key] = Ref.at(i)
         return found
 
     def search_chain(self, lane: Lane, match) -> Ref | Need | None:
@@ -552,7 +552,7 @@ class LaneSet:
             i = nxt[front]
         found, end = self._scan(i, after, match, lk_seq)
         if found >= 0:
-            return Ref(found), False
+            return Ref.at(found), False
         return None, end == front
 
     def browse_rear(self, lane: Lane, after: int, match: Callable[[bytes], bool] | None, lk_seq: int) -> Ref | None:
@@ -562,7 +562,7 @@ class LaneSet:
         if last == rear or self._seq(last) <= after:
             return None
         found, _ = self._scan(self.nxt[rear], after, match, lk_seq)
-        return Ref(found) if found >= 0 else None
+        return Ref.at(found) if found >= 0 else None
 
     def _scan(self, i: int, after: int, m: Callable[[bytes], bool] | None, lk_seq: int) -> tuple[int, int]:
         """Walk one list from slot ``i``: the first slot with seq > ``after`` that a handle
@@ -587,14 +587,14 @@ class LaneSet:
         """The message before ``ref`` (in memory) in its list, None at its start: a browse
         cursor's hint when the message under it leaves."""
         p = self.prv[ref.slot]
-        return Ref(p) if p >= SENTINELS else None
+        return Ref.at(p) if p >= SENTINELS else None
 
     def at(self, hint: Ref | None, seq: int) -> Ref | None:
         """The in-memory message ``hint`` names if it is still there with arrival number
         ``seq`` (a browse cursor's check of its message), else None."""
         h = hint.slot if hint is not None else -1
         if SENTINELS <= h < len(self.st) and not self.st[h] & REMOVED and self._seq(h) == seq:
-            return Ref(h)
+            return Ref.at(h)
         return None
 
     # -- one message changes (lock held) ------------------------------------------------------------
@@ -971,7 +971,7 @@ class LaneSet:
         st, nxt, i = self.st, self.nxt, first
         while i != lane.front:
             if st[i] < AVAILABLE_BELOW:
-                return Ref(i)
+                return Ref.at(i)
             i = nxt[i]
         return None
 
@@ -1023,6 +1023,7 @@ class LaneSet:
         self._check("shrinking")
         if self._defer:
             return False
+        self.arena.trim()
         self._compact()
         count = self.count
         cap = len(self.nxt)
@@ -1102,7 +1103,7 @@ class LaneSet:
         """Every in-memory message in get order, as (ref, record): lanes 9..0, each front
         then rear."""
         for i in self._in_memory():
-            yield Ref(i), self._rec(i)
+            yield Ref.at(i), self._rec(i)
 
     def persistent_records(self, lane: Lane) -> list[bytes]:
         """The persistent records of ``lane`` in memory, front list then rear list, but for

@@ -3,69 +3,137 @@
 The rule is written once, in engine/queue.py. Every function that needs a queue's lock says
 so in its name (``*_locked``) or belongs to the core, whose every method needs it
 (engine/core/lanes.py says which few do not). Names alone do not stop a call without the
-lock, so the rule is also *checked*: with checks on, a queue's lock is an :class:`OwnedLock`
-that knows which thread holds it, and each function that needs it starts with
-``assert_held(lock)``. A call made without the lock then fails a test at once, instead of
-racing in production.
+lock, so the rule is also *checked*: with checks on, a :class:`QueueLock` knows which thread
+holds it, and each function that needs it starts with ``assert_held(lock)``. A call made
+without the lock then fails a test at once, instead of racing in production.
 
 Checks are on when the environment says ``SWEEPQ_CHECKS=1`` as sweepq is imported (a
 constant from then on, so that a compiled module tests one C flag); the test suite turns
-them on (tests/conftest.py), and the processes its tests start inherit the setting. Off, a
-queue's lock is a plain ``threading.Lock`` and each check is the test of that flag.
+them on (tests/conftest.py), and the processes its tests start inherit the setting. Off,
+each check is the test of that flag.
+
+Why a lock of its own rather than ``threading.Lock``: every put and get takes a queue's lock
+once, and ``threading.Lock.acquire`` parses its arguments as keywords on each call (about 400
+instructions, a tenth of a put and get); compiled, :meth:`QueueLock.take` and
+:meth:`QueueLock.give` are direct calls to the interpreter's own lock (``PyThread``), which
+cost a few dozen. Interpreted, the same class wraps a ``_thread`` lock.
 """
 
 from __future__ import annotations
 
+import _thread
 import os
 import threading
 
+import cython
+
+if cython.compiled:  # the interpreter's own lock, called directly by the compiled form
+    from cython.cimports.cpython.pythread import (
+        NOWAIT_LOCK,
+        PY_LOCK_ACQUIRED,
+        WAIT_LOCK,
+        PyThread_acquire_lock,
+        PyThread_allocate_lock,
+        PyThread_free_lock,
+        PyThread_release_lock,
+    )
+
 CHECKS = os.environ.get("SWEEPQ_CHECKS", "") not in ("", "0")
+_CHECKS = CHECKS  # the compiled form's C copy (lock.pxd); other modules import CHECKS
 
 
-class OwnedLock:
-    """A ``threading.Lock`` that knows its owner: the lock of a queue while checks are on.
-
-    It works with ``threading.Condition`` (a waiter's wait releases it and takes it again,
-    and the owner follows), and as a context manager."""
+class QueueLock:
+    """A queue's lock: a non-reentrant mutex that works with ``threading.Condition`` (a
+    waiter's wait releases it and takes it again) and as a context manager. ``owner`` is the
+    thread that holds it, kept only with checks on (0 otherwise)."""
 
     __slots__ = ("_lock", "owner")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        if cython.compiled:
+            self._lock = PyThread_allocate_lock()
+        else:
+            self._lock = _thread.allocate_lock()
         self.owner = 0
 
+    def __dealloc__(self) -> None:  # compiled only: the interpreted lock frees itself
+        if cython.compiled and self._lock:
+            PyThread_free_lock(self._lock)
+
+    def take(self) -> None:
+        """Block until the lock is ours (the hot paths' acquire)."""
+        if cython.compiled:
+            if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
+                with cython.nogil:  # wait without the GIL, or its holder could never release
+                    PyThread_acquire_lock(self._lock, WAIT_LOCK)
+        else:
+            self._lock.acquire()
+        if _CHECKS:
+            self.owner = threading.get_ident()
+
+    def give(self) -> None:
+        """Release the lock (the hot paths' release)."""
+        if _CHECKS:
+            assert self.owner == threading.get_ident(), "a queue's lock released by a thread that does not hold it"
+            self.owner = 0
+        if cython.compiled:
+            PyThread_release_lock(self._lock)
+        else:
+            self._lock.release()
+
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        got = self._lock.acquire(blocking, timeout)
-        if got:
+        """``threading.Lock.acquire``'s contract (what a Condition calls)."""
+        if cython.compiled:
+            if PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
+                got = True
+            elif not blocking:
+                got = False
+            else:
+                us = -1 if timeout < 0 else int(timeout * 1e6)
+                with cython.nogil:
+                    got = PyThread_acquire_lock_timed(self._lock, us, 0) == PY_LOCK_ACQUIRED  # type: ignore[name-defined]  # noqa: F821 - lock.pxd
+        else:
+            got = self._lock.acquire(blocking, timeout)
+        if got and _CHECKS:
             self.owner = threading.get_ident()
         return got
 
     def release(self) -> None:
-        assert self.owner == threading.get_ident(), "a queue's lock released by a thread that does not hold it"
-        self.owner = 0
-        self._lock.release()
+        """``threading.Lock.release``'s contract."""
+        self.give()
 
     def locked(self) -> bool:
+        if cython.compiled:
+            if PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
+                PyThread_release_lock(self._lock)
+                return False
+            return True
         return self._lock.locked()
 
     def held(self) -> bool:
-        """Whether the calling thread holds the lock."""
+        """Whether the calling thread holds the lock (known with checks on only)."""
         return self.owner == threading.get_ident()
 
-    # threading.Condition asks its lock these (see Lib/threading.py).
+    # threading.Condition asks its lock this (see Lib/threading.py).
     def _is_owned(self) -> bool:
-        return self.held()
+        if _CHECKS:
+            return self.held()
+        if self.acquire(False):
+            self.release()
+            return False
+        return True
 
     def __enter__(self) -> bool:
-        return self.acquire()
+        self.take()
+        return True
 
     def __exit__(self, *exc: object) -> None:
-        self.release()
+        self.give()
 
 
-def new_lock() -> threading.Lock | OwnedLock:
-    """A queue's lock: an :class:`OwnedLock` while checks are on, else a plain Lock."""
-    return OwnedLock() if CHECKS else threading.Lock()
+def new_lock() -> QueueLock:
+    """A queue's lock."""
+    return QueueLock()
 
 
 def assert_held(lock: object, what: str = "") -> None:

@@ -6,3 +6,7 @@ cdef class Ref:
     cdef public Py_ssize_t slot, pos
     cdef public object lane, blob
     cdef public bytes rec
+
+    @cython.locals(r=Ref)
+    @staticmethod
+    cdef Ref at(Py_ssize_t slot)

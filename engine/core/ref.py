@@ -40,6 +40,18 @@ class Ref:
         self.pos = pos
         self.rec = rec
 
+    @staticmethod
+    def at(slot: int) -> Ref:
+        """The ref of the in-memory message at ``slot`` (the core's, without the keyword
+        constructor: compiled, a ref from the free list)."""
+        r = Ref.__new__(Ref)
+        r.slot = slot
+        r.lane = None
+        r.blob = None
+        r.pos = -1
+        r.rec = b""
+        return r
+
     @property
     def swept(self) -> bool:
         """Whether the message is inside a blob (else in memory)."""

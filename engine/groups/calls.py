@@ -28,7 +28,7 @@ from .search import (
 )
 
 if TYPE_CHECKING:
-    from ..handle import HandleState
+    from ..handlestate import HandleState
     from ..queue import LocalQueue
 
 _LOGICAL = int(GMO.LOGICAL_ORDER)

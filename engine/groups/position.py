@@ -10,7 +10,7 @@ from .. import record
 from ..constants import GROUPID_NONE, MF, Reason
 
 if TYPE_CHECKING:
-    from ..handle import HandleState
+    from ..handlestate import HandleState
 
 _GROUP = struct.Struct("<24sIII")
 IN_GROUP = int(MF.MSG_IN_GROUP | MF.LAST_MSG_IN_GROUP)

@@ -17,7 +17,7 @@ from .position import settle as _settle
 from .position import state as _state
 
 if TYPE_CHECKING:
-    from ..handle import HandleState
+    from ..handlestate import HandleState
 
 MAX_SEQ = 999_999_999
 MAX_OFFSET = 999_999_999

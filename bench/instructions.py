@@ -1,0 +1,145 @@
+"""Instructions per operation of the hot paths, counted by valgrind's callgrind.
+
+A wall-clock figure moves with whatever else the machine runs; an instruction count does not
+(the same binary, inputs and environment give the same total, whatever the load). Each
+figure here is the difference between a child process doing ``2 n`` operations and one doing
+``n`` (both after the same warm-up), divided by ``n``: start-up, imports and the warm-up
+cancel out. The children run with address randomisation off (``setarch -R``) and a fixed
+hash seed, so that their start-ups are alike to about a thousandth; at the default
+``n`` = 50,000 what is left moves a figure by a few dozen instructions. Run it with
+``python -m sweepq.bench.instructions`` (or ``sweepq bench instructions``); it needs
+``valgrind`` on the PATH.
+
+Scenarios, each beside its baseline in the same run:
+
+* ``pair``: a put and a get of 100 bytes on one queue, one thread: sweepq, and
+  ``queue.Queue`` holding the same bytes object;
+* ``batch``: ``put_many`` then ``get_many`` of 100 messages of 100 bytes, per message, and
+  ``queue.Queue`` doing the same one by one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+_CHILD = r"""
+import sys
+which, n = sys.argv[1], int(sys.argv[2])
+data = b"x" * 100
+if which.startswith("queue.Queue"):
+    import queue
+    q = queue.Queue()
+    put, get = q.put, q.get
+else:
+    from sweepq.engine import OO, QueueManager
+    qm = QueueManager(sweeper=False)
+    qm.define_queue("Q")
+    h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)
+    put, get, put_many, get_many = h.put, h.get, h.put_many, h.get_many
+if which.endswith("batch"):
+    block = [data] * 100
+    if which.startswith("queue.Queue"):
+        def run(k):
+            for _ in range(k // 100):
+                for d in block:
+                    put(d)
+                for _ in block:
+                    get()
+    else:
+        def run(k):
+            for _ in range(k // 100):
+                put_many(block)
+                get_many(100)
+else:
+    def run(k):
+        for _ in range(k):
+            put(data)
+            get()
+run(2000)
+run(n)
+"""
+
+SCENARIOS = {
+    "pair": ("sweepq put+get", "queue.Queue put+get"),
+    "batch": ("sweepq batch", "queue.Queue batch"),
+}
+
+
+def count(which: str, n: int) -> int:
+    """Instructions of a child process doing ``n`` operations of ``which`` (callgrind)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        steady = ["setarch", "-R"] if shutil.which("setarch") else []
+        proc = subprocess.run(
+            [
+                *steady,
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                "-c",
+                _CHILD,
+                which,
+                str(n),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},  # the same dict layouts in every run
+        )
+        m = re.search(r"Collected : (\d+)", proc.stderr)
+        if proc.returncode or m is None:
+            raise RuntimeError(f"callgrind of {which!r} failed: {proc.stderr[-2000:]}")
+        return int(m.group(1))
+
+
+def per_op(which: str, n: int) -> float:
+    """Instructions per operation: (2n ops - n ops) / n."""
+    return (count(which, 2 * n) - count(which, n)) / n
+
+
+def measure(scenarios: list[str], n: int = 50_000) -> dict[str, dict[str, float]]:
+    """For each scenario, sweepq's and its baseline's instructions per operation, and the ratio
+    (baseline / sweepq: above 1, sweepq does it in fewer instructions)."""
+    if shutil.which("valgrind") is None:
+        raise RuntimeError("valgrind is not on the PATH (Debian: apt-get install valgrind)")
+    out = {}
+    for name in scenarios:
+        mine, base = SCENARIOS[name]
+        a, b = per_op(mine, n), per_op(base, n)
+        out[name] = {"sweepq": a, "baseline": b, "ratio": b / a}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sweepq.bench.instructions", description=__doc__.split("\n\n")[0])
+    p.add_argument("scenarios", nargs="*", metavar="SCENARIO", help=f"any of {', '.join(SCENARIOS)} (default: all)")
+    p.add_argument("-n", type=int, default=50_000, help="operations per measured run (default 50,000)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = p.parse_args(argv)
+    unknown = [s for s in args.scenarios if s not in SCENARIOS]
+    if unknown:
+        p.error(f"unknown scenario {unknown[0]!r}: choose from {', '.join(SCENARIOS)}")
+    try:
+        res = measure(args.scenarios or list(SCENARIOS), args.n)
+    except RuntimeError as e:
+        print(f"sweepq bench instructions: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    print("| scenario | sweepq instructions/op | baseline | ratio (baseline / sweepq) |")
+    print("|---|--:|--:|--:|")
+    for name, r in res.items():
+        print(f"| {name} | {r['sweepq']:,.0f} | {r['baseline']:,.0f} ({SCENARIOS[name][1]}) | {r['ratio']:.2f} x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+# Types of engine/handlestate.py for its compiled form (Cython pure-Python mode).
+cimport cython
+
+from .queue cimport LocalQueue
+
+@cython.final
+cdef class HandleState:
+    cdef public object conn, qm, uow, cursor, gbrowse, groups, match, selector, xmit
+    cdef public object ident, next_seq, wall, recorder
+    cdef public Py_ssize_t max_msg_length
+    cdef public LocalQueue queue
+    cdef public bint can_browse, can_get, can_put, closed

@@ -1,0 +1,20 @@
+# Types of engine/message.py for its compiled form (Cython pure-Python mode).
+cimport cython
+
+# No cycle can go through a result (it holds bytes, an int and the queue manager's Identity):
+# the garbage collector need not track the two allocated on every put and get.
+@cython.no_gc
+@cython.freelist(32)
+cdef class _Result:
+    cdef public object _ident
+    cdef public bytes _rec
+    cdef public int reason
+
+@cython.no_gc
+cdef class PutResult(_Result):
+    pass
+
+@cython.no_gc
+cdef class Message(_Result):
+    cdef public object _now_us
+    cdef public bytes data

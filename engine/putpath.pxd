@@ -1,0 +1,15 @@
+# Types of engine/putpath.py for its compiled form (Cython pure-Python mode).
+cimport cython
+
+from . cimport record
+from .handlestate cimport HandleState
+from .message cimport PutResult
+from .queue cimport LocalQueue
+
+cdef int _PMO_SYNC, _PMO_NEW_MSG_ID, _PMO_NEW_CORREL_ID, _HEAD_LEN, _OUTCOME_PENDING, UNCOMMITTED
+
+@cython.locals(q=LocalQueue, n=Py_ssize_t, res=PutResult, syncpoint=int)
+cpdef object put(HandleState s, object data, object md, int opts)
+@cython.locals(lane_i=int, k=Py_ssize_t, durable=bint, reason=int, put_us=cython.longlong, now=double)
+cpdef tuple place(HandleState s, LocalQueue q, object payloads, object extra, int priority, bint persistent,
+                  int syncpoint, object pieces=*)

@@ -1,0 +1,37 @@
+# Types of engine/queue.py for its compiled form (Cython pure-Python mode): the .py is the
+# one source; this file only declares what the C compiler needs.
+cimport cython
+
+from .core.lanes cimport Lane, LaneSet
+from .core.lock cimport QueueLock
+from .core.ref cimport Ref
+
+cdef bint CHECKS
+cdef int AVAILABLE_BELOW
+
+@cython.final
+cdef class LocalQueue:
+    cdef dict __dict__
+    cdef public str name
+    cdef public object clock, journal, sweep_lock, budget, ident, tier, attrs, index_field, cleanup
+    cdef public QueueLock mutex
+    cdef public bytes key_prefix
+    cdef public bint backout_handling, open_exclusive, deleted, temporary, paging, fifo
+    cdef public bint default_persistent, inhibit_get, inhibit_put
+    cdef public Py_ssize_t id, depth, obtained, expired, open_input, open_output, open_handles
+    cdef public Py_ssize_t batched, checked_bytes, paged, page_bytes, max_depth, max_msg_length
+    cdef public Py_ssize_t poison_limit
+    cdef public int default_priority
+    cdef public LaneSet lanes
+    cdef public list lane_list, waiters
+    cdef public dict batches, groups_started
+
+    cpdef must_hold(self, str what)
+    @cython.locals(out=list)
+    cpdef list insert_locked(self, object recs, int lane_i, int state, bint refs=*)
+    @cython.locals(ls=LaneSet, ref=Ref, lane=Lane)
+    cpdef object find_locked(self, object match=*)
+    cpdef bytes record_locked(self, Ref ref)
+    @cython.locals(lane=Lane)
+    cpdef remove_locked(self, Ref ref, bint durable=*)
+    cpdef hide_locked(self, Ref ref)
