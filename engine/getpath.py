@@ -48,7 +48,7 @@ from .core.found import Found
 from .core.ref import Ref
 from .core.swept import Need
 from .errors import MQError
-from .message import Message
+from .message import Message, messages
 from .queue import GETTER
 
 if TYPE_CHECKING:
@@ -435,7 +435,7 @@ def get_many(s: HandleState, max_messages: int, opts: int, wait_interval: int) -
                 break
             raise
         pending = finish(s, q, refs, joins, durable)
-        batch = Message.many(recs, s.qm.ident)
+        batch = messages(recs, s.ident)
         if pending:
             for msg in batch:
                 msg.reason = pending

@@ -1,6 +1,8 @@
 # Types of engine/message.py for its compiled form (Cython pure-Python mode).
 cimport cython
 
+from .record cimport tail
+
 # No cycle can go through a result (it holds bytes, an int and the queue manager's Identity):
 # the garbage collector need not track the two allocated on every put and get.
 @cython.no_gc
@@ -18,3 +20,8 @@ cdef class PutResult(_Result):
 cdef class Message(_Result):
     cdef public object _now_us
     cdef public bytes data
+
+@cython.locals(r=PutResult)
+cpdef list put_results(list records, object ident, int reason=*)
+@cython.locals(m=Message)
+cpdef list messages(list records, object ident)

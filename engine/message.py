@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import record
 from .constants import CC, MF, GroupStatus, Reason, SegmentStatus
-from .record import MD, Identity
+from .record import MD, Identity, tail
 
 
 class _Result:
@@ -75,18 +75,10 @@ class PutResult(_Result):
     def __repr__(self) -> str:
         return f"PutResult(msg_id={self.msg_id.hex()}, reason={Reason(self.reason).name})"
 
-    @classmethod
-    def many(cls, records: list[bytes], ident: Identity, reason: int = 0) -> list[PutResult]:
-        """One result per record (put_many), built without a Python-level constructor."""
-        out: list[PutResult] = []
-        append = out.append
-        for rec in records:
-            r = cls()
-            r._rec = rec
-            r._ident = ident
-            r.reason = reason
-            append(r)
-        return out
+    @staticmethod
+    def many(records: list[bytes], ident: Identity, reason: int = 0) -> list[PutResult]:
+        """One result per record (put_many)."""
+        return put_results(records, ident, reason)
 
 
 class Message(_Result):
@@ -129,19 +121,10 @@ class Message(_Result):
         m.data = data
         return m
 
-    @classmethod
-    def many(cls, records: list[bytes], ident: Identity) -> list[Message]:
-        """One whole message per record (get_many), built without a Python-level constructor."""
-        out: list[Message] = []
-        append = out.append
-        for rec in records:
-            m = cls()
-            m._rec = rec
-            m._ident = ident
-            m.reason = 0
-            m.data = rec[rec[0] or record.data_offset(rec) :]
-            append(m)
-        return out
+    @staticmethod
+    def many(records: list[bytes], ident: Identity) -> list[Message]:
+        """One whole message per record (get_many)."""
+        return messages(records, ident)
 
     @property
     def group_status(self) -> GroupStatus:
@@ -163,3 +146,28 @@ class Message(_Result):
 
     def __repr__(self) -> str:
         return f"Message(priority={self.priority}, data_length={self.data_length}, reason={Reason(self.reason).name})"
+
+
+def put_results(records: list[bytes], ident: Identity, reason: int = 0) -> list[PutResult]:
+    """One result per record (put_many), built without a Python-level constructor."""
+    out: list[PutResult] = []
+    for rec in records:
+        r = PutResult.__new__(PutResult)
+        r._rec = rec
+        r._ident = ident
+        r.reason = reason
+        out.append(r)
+    return out
+
+
+def messages(records: list[bytes], ident: Identity) -> list[Message]:
+    """One whole message per record (get_many), built without a Python-level constructor."""
+    out: list[Message] = []
+    for rec in records:
+        m = Message.__new__(Message)
+        m._rec = rec
+        m._ident = ident
+        m.reason = 0
+        m.data = tail(rec, rec[record.OFF_HLEN] or record.data_offset(rec))
+        out.append(m)
+    return out

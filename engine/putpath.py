@@ -30,7 +30,7 @@ from .distributed.headers import transmission
 from .errors import MQError, options_error
 from .getpath import check_room
 from .matching import _fixed
-from .message import PutResult
+from .message import PutResult, put_results
 from .options import check_put
 
 if TYPE_CHECKING:
@@ -193,8 +193,11 @@ def put_many(s: HandleState, datas: Sequence[bytes], md: MD | None, opts: int) -
     datas = [d if type(d) is bytes else as_bytes(d) for d in datas]
     if not datas:
         return []
-    longest = max(map(len, datas))
-    if longest > q.max_msg_length or longest > s.qm.max_msg_length:
+    longest = 0
+    for d in datas:
+        if len(d) > longest:
+            longest = len(d)
+    if longest > q.max_msg_length or longest > s.max_msg_length:
         raise too_big(s, longest)
     syncpoint = opts & _PMO_SYNC
     if syncpoint:
@@ -207,7 +210,7 @@ def put_many(s: HandleState, datas: Sequence[bytes], md: MD | None, opts: int) -
             raise options_error("put_many cannot generate a CorrelId per message; put them one by one")
         extra, priority, persistent, reason = descriptor(s, md, opts)
     recs, pending = place(s, q, datas, extra, priority, persistent, syncpoint)
-    return PutResult.many(recs, s.qm.ident, reason or pending)
+    return put_results(recs, s.ident, reason or pending)
 
 
 # ``extra`` of :func:`place` for records a channel received (:func:`put_record`).
@@ -322,8 +325,7 @@ def _records(qm, payloads, extra: dict | None, priority: int, persistent: bool, 
     if extra is RECEIVED:  # whole records a channel received: a new arrival number each
         return [record.rehome(record.with_backout(r, 0), seq(), qm.ident) for r in payloads]
     if extra is None and pieces is None:
-        plain = record.plain
-        return [plain(seq(), put_us, priority, persistent, d) for d in payloads]
+        return [record.plain(seq(), put_us, priority, persistent, d) for d in payloads]
     extra = extra or {}
     if pieces is None:
         return [record.encode(seq(), put_us, priority, persistent, d, **extra) for d in payloads]

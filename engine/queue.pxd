@@ -31,6 +31,7 @@ cdef class LocalQueue:
     cpdef list insert_locked(self, object recs, int lane_i, int state, bint refs=*)
     @cython.locals(ls=LaneSet, ref=Ref, lane=Lane)
     cpdef object find_locked(self, object match=*)
+    cpdef object find_run_locked(self, Py_ssize_t limit)
     cpdef bytes record_locked(self, Ref ref)
     @cython.locals(lane=Lane)
     cpdef remove_locked(self, Ref ref, bint durable=*)

@@ -581,8 +581,7 @@ class LocalQueue:
         run = self.lanes.run_from(ref, limit)
         if len(run) == 1:
             return ref
-        record_of = self.lanes.record
-        return Found(run, [record_of(r) for r in run], run=True)
+        return Found(run, [self.lanes.record(r) for r in run], run=True)
 
     def record_locked(self, ref: Ref) -> bytes:
         """The record of the message ``ref`` names."""
