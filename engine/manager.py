@@ -144,7 +144,7 @@ class QueueManager:
 
             self.recorder = TraceRecorder(trace_path, self.clock)
         if memory_budget:
-            store_options = store_options_within(memory_budget, store_options)
+            store_options = store_options_within(memory_budget, store_options, budget_counts)
         self._storage = Storage(path, store_options, store, wal=sync != "none", repair=repair)
         self.journal: Journal | None = Journal(self._storage.store, sync) if durable else None
         self.recovery: RecoveryReport | None = None
