@@ -114,7 +114,7 @@ def resident_bytes() -> int:
         with open("/proc/self/statm", "rb") as f:
             return int(f.read().split()[1]) * _PAGE
     except (OSError, ValueError, IndexError):
-        import psutil
+        import psutil  # type: ignore[import-untyped]  # no stubs installed; one call
 
         return int(psutil.Process().memory_info().rss)
 
