@@ -477,7 +477,7 @@ def _put(args: argparse.Namespace) -> int:
     put = persistent = committed = units = 0
     progress = _Progress("sweepq put")
     with (
-        _opened(args.data_dir, "sweepq put", args.repair, args.server, max_uncommitted=MAX_UNCOMMITTED) as qm,
+        _opened(args.data_dir, "sweepq put", args.repair, args, max_uncommitted=MAX_UNCOMMITTED) as qm,
         qm.connect() as conn,
     ):
         handle = conn.open(args.queue, OO.OUTPUT)  # first, so that an unknown queue fails before any input
