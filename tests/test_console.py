@@ -421,3 +421,38 @@ def test_an_aborted_sweep_is_recorded_with_its_reason():
         qm.sweeper.run_once()
         d = qm.sweeper.last["A"]
         assert d.outcome == "aborted" and sum(d.aborts.values()) >= 1 and d.says().startswith("aborted (")
+
+
+# -- the Grafana dashboard ------------------------------------------------------------------------
+
+
+def test_every_metric_the_grafana_dashboard_uses_is_exported():
+    import pathlib
+    import re
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    doc = json.loads((pathlib.Path(__file__).resolve().parents[1] / "docs" / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for p in doc["panels"] for t in p["targets"]]
+    exprs += [v["query"] for v in doc["templating"]["list"] if v["type"] == "query"]
+    used = {name for e in exprs for name in re.findall(r"\bsweepq_[a-z_]+", e)}
+    assert len(used) >= 15
+    with QueueManager(sweeper=False, memory_budget="64MB") as qm:
+        from net_env import short_dir
+
+        qm.define_queue("Q")
+        put(qm, "Q", 100)
+        qm.sweeper.run_once()
+        get(qm, "Q", 20)
+        server = qm.serve(short_dir() + "/s.sock", metrics=":0")
+        with urllib.request.urlopen(server.metrics_url, timeout=10) as r:
+            text = r.read().decode()
+    samples = {s.name: s for f in text_string_to_metric_families(text) for s in f.samples}
+    missing = sorted(used - set(samples))
+    assert not missing, f"the dashboard plots series the server does not export: {missing}"
+    # The values are the engine's, not placeholders.
+    assert samples["sweepq_memory_budget_bytes"].value == 64_000_000
+    assert samples["sweepq_messages_unswept_total"].value > 0 and samples["sweepq_resident_memory_bytes"].value > 0
+    labels = {k for e in exprs for k in re.findall(r"by \((\w+)\)", e)}
+    assert labels <= {"queue", "kind"}
