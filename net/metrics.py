@@ -19,9 +19,8 @@ exported).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import os
+from typing import TYPE_CHECKING
 
 import psutil
 from prometheus_client import CollectorRegistry, start_http_server

@@ -446,7 +446,10 @@ def test_every_metric_the_grafana_dashboard_uses_is_exported():
         qm.sweeper.run_once()
         get(qm, "Q", 20)
         server = qm.serve(short_dir() + "/s.sock", metrics=":0")
-        with urllib.request.urlopen(server.metrics_url, timeout=10) as r:
+        from sweepq.net import client as net_client
+
+        # A connection open while scraped, so that its series has a sample.
+        with net_client.connect(server.url), urllib.request.urlopen(server.metrics_url, timeout=10) as r:
             text = r.read().decode()
     samples = {s.name: s for f in text_string_to_metric_families(text) for s in f.samples}
     missing = sorted(used - set(samples))
