@@ -148,6 +148,7 @@ def test_admin_actions_work_with_the_token_and_are_refused_by_the_server_without
         open_console(page, server)
         clear = cell(page, "ORDERS", "do").locator("button.clear")
         assert not clear.is_visible() and page.inner_text("#mode") == "read-only"
+        assert not page.locator("#define-form").is_visible()
         # The page's controls are hidden; the server is what refuses: the request sent anyway.
         refused = page.evaluate("fetch('/api/queues/ORDERS/clear', {method: 'POST'}).then(r => r.status)")
         assert refused == 403 and qm.inquire_queue("ORDERS").current_depth == 3
