@@ -31,7 +31,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import TextIO
 
 from .args import EXIT_USAGE, number, queue_name, queue_name_rule
@@ -224,37 +223,12 @@ def _run(prog: str, body: Callable[[argparse.Namespace], int]) -> Callable[[argp
 # -- describing a message -----------------------------------------------------------------
 
 
-def _put_time(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _as_json(queue: str, m) -> dict:
-    """A message as one JSON object (get --json, browse --json)."""
-    md = m.md
-    try:
-        text = m.data.decode()
-    except UnicodeDecodeError:
-        text = None
-    doc = {
-        "queue": queue,
-        "msg_id": md.msg_id.hex(),
-        "correl_id": md.correl_id.hex(),
-        "priority": md.priority,
-        "persistence": "PERSISTENT" if md.persistence == 1 else "NOT_PERSISTENT",
-        "backout_count": md.backout_count,
-        "put_time": _put_time(md.put_time),
-        "expiry": md.expiry,
-        "data_length": m.data_length,
-        "data": text,
-        "data_hex": m.data.hex(),
-    }
-    if md.msg_flags:
-        doc.update(group_id=md.group_id.hex(), msg_seq_number=md.msg_seq_number, offset=md.offset)
-        doc["msg_flags"] = md.msg_flags
-    properties = getattr(md, "properties", None)
-    if properties:  # bytes values as {"hex": ...}: JSON has no bytes
-        doc["properties"] = {k: {"hex": v.hex()} if isinstance(v, bytes) else v for k, v in properties.items()}
-    return doc
+    """A message as one JSON object (get --json, browse --json): the console's description
+    (net/console/actions.py), so the two never differ, with the queue's name first."""
+    from sweepq.net.console.actions import describe
+
+    return {"queue": queue, **describe(m)}
 
 
 def hex_dump(data: bytes) -> list[str]:
@@ -270,6 +244,8 @@ def hex_dump(data: bytes) -> list[str]:
 
 def _as_text(number: int, queue: str, m) -> str:
     """A message as amqsbcg shows it: the descriptor's fields, then the data's dump."""
+    from sweepq.net.console.actions import put_time
+
     md = m.md
     persistence = "PERSISTENT" if md.persistence == 1 else "NOT_PERSISTENT"
     lines = [
@@ -279,7 +255,7 @@ def _as_text(number: int, queue: str, m) -> str:
         f"  Priority     : {md.priority}",
         f"  Persistence  : {md.persistence} ({persistence})",
         f"  BackoutCount : {md.backout_count}",
-        f"  PutDateTime  : {_put_time(md.put_time)}",
+        f"  PutDateTime  : {put_time(md.put_time)}",
         f"  Expiry       : {md.expiry}" + (" (unlimited)" if md.expiry < 0 else " (tenths of a second left)"),
     ]
     if md.msg_flags:

@@ -14,18 +14,8 @@ import pytest
 from console_env import ADMIN, TOKEN, console
 from playwright.sync_api import expect, sync_playwright
 
+from sweepq.bench.console import ARGS, CHROMIUM  # the launch the benchmark uses too
 from sweepq.engine import OO
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="module")
