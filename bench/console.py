@@ -44,13 +44,14 @@ ARGS = [
 WORKER = r"""
 import sys, threading, time
 from sweepq import client
+from sweepq.engine import OO
 url, threads, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 payload = b"x" * 1024
 counts = [0] * threads
 start = threading.Barrier(threads + 1)
 def run(i):
     with client.connect(url) as conn:
-        h = conn.open("LOAD", client.OO.INPUT_AS_Q_DEF | client.OO.OUTPUT)
+        h = conn.open("LOAD", OO.INPUT_AS_Q_DEF | OO.OUTPUT)
         start.wait()
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -158,10 +159,11 @@ def _measure(served: Served, clients: int, seconds: float, pages: int, probes: i
 def _probe(served: Served, n: int, seconds: float, puts: list) -> None:
     """Puts on PROBE at random moments; ``puts`` gets (time the put returned, depth after it)."""
     from sweepq import client
+    from sweepq.engine import OO
 
     rng = random.Random(1)
     with client.connect(served.url) as conn:
-        h = conn.open("PROBE", client.OO.OUTPUT)
+        h = conn.open("PROBE", OO.OUTPUT)
         for depth in range(1, n + 1):
             time.sleep(rng.uniform(0.3, 0.7) * seconds / n * 2 if n else 0)
             h.put(b"probe")
@@ -200,15 +202,16 @@ def measure(seconds: float, clients: int, probes: int) -> list[dict]:
 def table(rows: list[dict]) -> str:
     base = rows[0]
     lines = [
-        "| server | CPU s/s | vs no console | peak RSS MB | pairs/s | latency p50 / p99 ms |",
-        "|---|--:|--:|--:|--:|--:|",
+        "| server | CPU s/s | vs no console | CPU ms per 1,000 pairs | peak RSS MB | pairs/s | latency p50 / p99 ms |",
+        "|---|--:|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
         what = "no console" if not r["console"] else f"console, {r['pages']} page(s) open"
         lat = f"{r['latency_p50_ms']:.0f} / {r['latency_p99_ms']:.0f}" if "latency_p50_ms" in r else "-"
         lines.append(
             f"| {what} | {r['server_cpu_per_s']:.2f} | {r['server_cpu_per_s'] / base['server_cpu_per_s']:.2f} | "
-            f"{r['server_peak_rss_mb']:.0f} | {r['pairs_per_s']:,.0f} | {lat} |"
+            f"{1e6 * r['server_cpu_per_s'] / r['pairs_per_s']:.1f} | {r['server_peak_rss_mb']:.0f} | "
+            f"{r['pairs_per_s']:,.0f} | {lat} |"
         )
     return "\n".join(lines)
 
@@ -269,9 +272,14 @@ def main() -> int:
     p.add_argument("--probes", type=int, default=100, help="depth changes timed to the page (default 100)")
     p.add_argument("--out", help="write the rows as JSON here")
     p.add_argument("--screenshot", metavar="FILE", help="instead, draw the page over a small scene to FILE (PNG)")
+    p.add_argument("--table", metavar="JSON", help="instead, print the table of rows written by --out")
     args = p.parse_args()
     if args.screenshot:
         screenshot(args.screenshot)
+        return 0
+    if args.table:
+        with open(args.table) as f:
+            print(table(json.load(f)))
         return 0
     rows = measure(args.seconds, args.clients, args.probes)
     if args.out:

@@ -104,7 +104,7 @@ class LastDecision:
     @staticmethod
     def of(
         at: float, y: int, x: int, keep: int | None, moved: int, aborts: dict, budget: bool, factor: int, extra: int
-    ):
+    ) -> LastDecision:
         """The record of one decision (``keep`` None: the rule did not pick the queue)."""
         if keep is None:
             outcome = NOT_SWEPT
