@@ -227,3 +227,11 @@ def test_cafile_reaches_a_tls_server(tmp_path, capsys):
 def test_every_mistake_is_one_line(capsys, tmp_path, args, code, says):
     args = [str(tmp_path / "d") if a == "X" else a for a in args]
     assert says in one_line(capsys, code, *args)
+
+
+def test_channel_status_says_why_a_channel_retries():
+    from sweepq.cli.channel import render_status
+
+    row = {"name": "C", "type": "SENDER", "status": "RETRYING", "seq": 0, "messages": 0, "batches": 0}
+    text = render_status([{**row, "why": "cannot reach\n the partner"}])
+    assert text.splitlines()[-1] == "    retrying: cannot reach the partner"  # one line (it raised before)
