@@ -202,7 +202,10 @@ def test_every_example_runs_as_written(tmp_path):
                 pending.append(where)
                 continue
             errors = [line for line in e.output if ": error: " in line]
-            if errors:
+            said = re.search(r"# exits (\d+)", e.command)  # a failure the page announces
+            if said:
+                assert run.returncode == int(said.group(1)), f"{where}: exit {run.returncode}"
+            elif errors:
                 assert run.returncode in (1, 2), f"{where}: exit {run.returncode}, the page shows an error"
                 assert run.stderr.strip() == errors[0], f"{where}: printed {run.stderr.strip()!r}"
             else:
