@@ -48,7 +48,7 @@ BLOCK or FAIL put reserves its bytes before it is made, so two producers cannot 
 the last room.
 
 Thread safety: every method may be called from any thread, and none is called with a queue's
-lock held. The budget's flags and figures (``paging``, ``room``, ``pressure``,
+lock held. The budget's flags and figures (``paging``, ``room``, ``over``, ``pressure``,
 ``last_total``, ``reserved``, ``unchecked``, ``counts``) are plain attributes written by
 whichever thread counted last: each write is atomic, and a decision made on a value one
 refresh old is corrected at the next (a lost update of ``unchecked`` loses one put's bytes
@@ -216,7 +216,7 @@ class MemoryBudget:
         self.unchecked = 0  # bytes put (or admitted) to any queue since the last count
         self.page_bytes = self.page_size(256 * 1024)  # a paging queue writes its rear lists out at this much
         self.last_total = 0  # what the budget counted last (MemoryUse.total)
-        self.headroom = 0  # what the store may still grow by, up to its limits, without a put
+        self.headroom = 0  # what memory may still take without a put (_count)
         self.reserved = 0  # last_total + headroom: what the marks and the policies compare
         self._peak = 0  # the most held since the allocator last gave memory back
         self._churn = 0  # bytes put since then
@@ -232,6 +232,12 @@ class MemoryBudget:
             self.baseline = max(0, resident_bytes() - self.use().held)
         if budget:
             self.refresh()  # messages a data directory gave back may reach a mark already
+
+    @property
+    def over(self) -> bool:
+        """What is reserved is within ``check_every`` of the budget, as last counted: BLOCK and
+        FAIL puts of more than the rest do not fit (the console shows it)."""
+        return self.reserved + self.check_every > self.budget
 
     def page_size(self, blob_bytes: int) -> int:
         """How much a paging queue lets its rear lists hold before it writes them out: a
@@ -385,8 +391,8 @@ class MemoryBudget:
         """``nbytes`` were put to ``q`` (no lock held): every ``check_every`` bytes put to
         any queue, count again; a paging queue writes its rear lists out once they hold a
         page (:meth:`page_size`; the producer pays), and stops paging once under the low
-        mark. The counters are updated
-        without a lock: a lost update only moves a check by one put."""
+        mark. The counters are updated without a lock: a lost update only moves a check by
+        one put."""
         # One count of unchecked bytes for all queues, not one per queue: with many queues
         # the per-queue counts added up to a lag of check_every times the queues.
         self.unchecked += nbytes
