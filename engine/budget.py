@@ -412,12 +412,13 @@ class MemoryBudget:
             self.sweeper.page_out(q)  # type: ignore[union-attr]  # a budget with queues has one
 
     def _full(self, q: LocalQueue, why: str) -> MQError:
-        what = "resident memory above the baseline and reserved" if self.counts_resident else "held and reserved"
+        what = "resident memory above the baseline" if self.counts_resident else "held"
         return MQError(
             Reason.STORAGE_NOT_AVAILABLE,
-            f"the queue manager's memory budget ({self.budget / 1e6:,.1f} MB) is full: {self.reserved / 1e6:,.1f} MB "
-            f"{what}; the put to {q.name!r} was refused ({why}); get messages, raise memory_budget, or use "
-            "memory_policy=PAGE",
+            f"the queue manager's memory budget ({self.budget / 1e6:,.1f} MB) is full: {self.last_total / 1e6:,.1f} MB "
+            f"{what}, {self.headroom / 1e6:,.1f} MB reserved for what may still grow (RocksDB's memtables and "
+            f"cache up to their limits, pages in waiting); the put to {q.name!r} was refused ({why}); get messages, "
+            "raise memory_budget, or use memory_policy=PAGE",
         )
 
 
