@@ -239,7 +239,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--max-handshakes",
         type=number(int, 1, 1_000_000, hint="pass a number of connections"),
-        default=256,
+        default=1024,
         metavar="N",
         help="connections still in their handshake, apart from --max-connections; one more closes the oldest",
     )

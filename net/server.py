@@ -48,7 +48,7 @@ from .session import Session
 
 DEFAULT_MAX_CONNECTIONS = 4096
 DEFAULT_MAX_HANDLES = 1024
-DEFAULT_MAX_HANDSHAKES = 256
+DEFAULT_MAX_HANDSHAKES = 1024
 
 
 def parse_tcp(spec: str | int | tuple) -> tuple[str, int]:
