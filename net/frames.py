@@ -3,9 +3,8 @@ and the thread client share it.
 
 A frame's length is checked against ``max_frame`` from its header, and **memory for its body
 follows the bytes that arrive**: a body that fits the connection's own read buffer is read
-there; a longer one grows a buffer of its own :data:`GROW` bytes at a time as its bytes come
-in, never ahead of them, so a header that claims the largest frame costs nothing until the
-bytes are sent. On the server every such step is taken from a :class:`FrameMemory`, the one
+there; a longer one grows a buffer of its own as its bytes come in, never ahead of them, so
+a header that claims the largest frame costs nothing until the bytes are sent. On the server every such step is taken from a :class:`FrameMemory`, the one
 bound for the whole server; when it is spent, the connection waits (``wait`` seconds) for
 another's frame to be done, and then reads the rest of the frame into its read buffer,
 dropping it, and the call fails with MQRC_STORAGE_NOT_AVAILABLE (2071) saying why
@@ -30,7 +29,7 @@ from .protocol import HEADER, HEADER_LEN, VERSION, ProtocolError
 CLIENT_BUFFER = 256 * 1024  # a client reads batches of messages
 SERVER_BUFFER = 16 * 1024  # a server holds one per connection, most of them idle: larger frames
 # are read into a buffer of their own, which grows as their bytes arrive
-GROW = 256 * 1024  # how much a large frame's buffer grows by, at most, as its bytes arrive
+GROW = 256 * 1024  # how far ahead of the bytes that came a large frame takes frame memory (fewer takes)
 
 
 class Closed(Exception):
@@ -60,6 +59,7 @@ class FrameMemory:
         self.used = 0
         self.peak = 0
         self.refused = 0
+        self.waiting = 0  # connections waiting for some to come back
         self._cond = threading.Condition()
 
     def take(self, n: int, own: int) -> bool:
@@ -76,7 +76,11 @@ class FrameMemory:
                 if now >= deadline:
                     self.refused += 1
                     return False
-                self._cond.wait(deadline - now)
+                self.waiting += 1
+                try:
+                    self._cond.wait(deadline - now)
+                finally:
+                    self.waiting -= 1
             self.used += n
             self.peak = max(self.peak, self.used)
             return True
@@ -102,6 +106,7 @@ class FrameSocket:
         self.partial_timeout = partial_timeout
         self.memory = memory
         self._held = 0  # bytes of ``memory`` the last large frame took
+        self.receiving = 0  # the length of the large frame being read now (``sweepq status``)
         self._buf = bytearray(buffer)
         self._view = memoryview(self._buf)
         self._start = 0
@@ -180,20 +185,24 @@ class FrameSocket:
         return op, body
 
     def _read_big(self, op: int, n: int) -> bytearray:
-        """A body longer than the read buffer: a bytearray that grows as its bytes arrive (at
-        most :data:`GROW` ahead of them), each step taken from the server's frame memory."""
+        """A body longer than the read buffer: a bytearray that grows as its bytes arrive,
+        each step taken from the server's frame memory once the bytes are here (at most
+        :data:`GROW` ahead of them), so a header alone takes nothing."""
         body = bytearray(self._view[self._start + HEADER_LEN : self._end])  # came with the header
         self._start = self._end = 0
-        while len(body) < n:
-            step = min(GROW, n - len(body))
-            if self.memory is not None and len(body) + step > self._held:
-                more = len(body) + step - self._held
-                if not self.memory.take(more, self._held):
-                    return self._refuse(op, n, len(body))
-                self._held += more
-            chunk = self._view[: min(step, len(self._buf))]
-            got = self._recv_into(chunk, True)
-            body += chunk[:got]
+        self.receiving = n
+        try:
+            while len(body) < n:
+                got = self._recv_into(self._view[: min(n - len(body), len(self._buf))], True)
+                have = len(body) + got
+                if self.memory is not None and have > self._held:
+                    more = min(n, have + GROW) - self._held
+                    if not self.memory.take(more, self._held):
+                        return self._refuse(op, n, have)
+                    self._held += more
+                body += self._view[:got]
+        finally:
+            self.receiving = 0
         return body
 
     def _refuse(self, op: int, n: int, have: int):
@@ -203,6 +212,9 @@ class FrameSocket:
         while left:
             left -= self._recv_into(self._view[: min(left, len(self._buf))], True)
         m = self.memory
+        if n > m.limit:
+            why = f"this frame of {n:,} bytes is larger than the server's memory for large frames ({m.limit:,} bytes)"
+            raise FrameRefused(op, n, f"{why}: it was read and dropped; the server's frame_memory must be raised")
         raise FrameRefused(
             op,
             n,

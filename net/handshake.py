@@ -82,6 +82,7 @@ class Handshakes:
         self._noted = 0  # drops already said in the log
         self._last_note = float("-inf")
         self._stop = threading.Event()
+        self.turns = 0  # turns of the loop so far: a test waits for one to know the door saw its clock
         for lst in self._listeners:
             lst.sock.setblocking(False)
             self._sel.register(lst.sock, _READ, lst)
@@ -123,6 +124,7 @@ class Handshakes:
             for lst in ready:  # after the bytes that came: new connections never push out a HELLO that is here
                 self._accept(lst)
             self._expire()
+            self.turns += 1
 
     def _accept(self, lst: _Listener) -> None:
         for _ in range(max(1, self.server.max_handshakes // 2)):

@@ -340,7 +340,7 @@ class Server:
                 "handles": len(s.handles),
                 "uncommitted": _uncommitted(s),
                 "calls": s.calls,
-                "state": s.state,
+                "state": f"receiving {s.fs.receiving:,} bytes" if s.fs.receiving else s.state,
             }
             for s in sessions
         ]
@@ -361,9 +361,15 @@ class Server:
 
 
 def _reply_and_close(sock: socket.socket, frame: bytes) -> None:
-    """Send a refusal (a small frame: the socket's buffer takes it) and close."""
+    """Send a refusal (a small frame: the socket's buffer takes it) and close, never blocking.
+    What the client sent after its HELLO is read and dropped first: closing a socket with
+    unread bytes sends a reset, which can destroy the refusal before the client reads it."""
     with contextlib.suppress(OSError):
         sock.send(frame)
+        sock.shutdown(socket.SHUT_WR)
+        for _ in range(16):
+            if not sock.recv(65536):
+                break
     with contextlib.suppress(OSError):
         sock.close()
 

@@ -162,8 +162,9 @@ class Session:
                 continue
             if op == P.CANCEL:
                 continue  # late: the get it meant has replied already
-            if op == P.BYE:  # disconnect before the reply: the client's next call sees it done
+            if op == P.BYE:  # disconnect before the reply: the client's next call sees it done,
                 self._release()
+                self.server.forget(self)  # and its next connect finds the slot free
                 send(P.ok(None))
                 return "disconnected by the client"
             entry = handlers.get(op)
