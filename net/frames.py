@@ -4,11 +4,13 @@ and the thread client share it.
 A frame's length is checked against ``max_frame`` from its header, and **memory for its body
 follows the bytes that arrive**: a body that fits the connection's own read buffer is read
 there; a longer one grows a buffer of its own as its bytes come in, never ahead of them, so
-a header that claims the largest frame costs nothing until the bytes are sent. On the server every such step is taken from a :class:`FrameMemory`, the one
-bound for the whole server; when it is spent, the connection waits (``wait`` seconds) for
-another's frame to be done, and then reads the rest of the frame into its read buffer,
-dropping it, and the call fails with MQRC_STORAGE_NOT_AVAILABLE (2071) saying why
-(:class:`FrameRefused`): the connection goes on, and memory stays bounded.
+a header that claims the largest frame costs nothing until the bytes are sent. On the
+server, what such a buffer holds is taken from a :class:`FrameMemory`, the one bound for
+the whole server (at most :data:`GROW` ahead of the bytes); when it is spent, the connection
+waits (``wait`` seconds) for another's frame to be done, and then reads the rest of the
+frame into its read buffer, dropping it, and the call fails with
+MQRC_STORAGE_NOT_AVAILABLE (2071) saying why (:class:`FrameRefused`): the connection goes
+on, and memory stays bounded. Per connection the bound is ``max_frame``.
 
 Waiting for the *next* frame has no time limit (an idle connection may stay idle); once part
 of a frame has arrived, each read of the rest must bring bytes within ``partial_timeout``
