@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .args import number, one_line
+from .args import number
 from .data import _check_data_dir, _opened, _run, _Usage
 
 _DEFINE_OPTIONS = (
@@ -135,7 +135,7 @@ def render_status(rows: list[dict]) -> str:
                 f"sequence number {r['indoubt_seq']} (resolved at the next start, or: sweepq channel resolve)"
             )
         if r.get("why"):
-            lines.append(f"    {r['status'].lower()}: {one_line(r['why'])}")
+            lines.append(f"    {r['status'].lower()}: {' '.join(str(r['why']).split())}")
     return "\n".join(lines)
 
 
