@@ -222,27 +222,31 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="the sweeper's interval in seconds",
     )
-    s.add_argument(
-        "--max-connections",
-        type=number(int, 1, 1_000_000, hint="pass a number of connections"),
-        default=4096,
-        metavar="N",
-        help="connections held at once; more are refused with MQRC_MAX_CONNS_LIMIT_REACHED (2025)",
+    limits = (
+        # (option, default, what N counts, help)
+        (
+            "--max-connections",
+            4096,
+            "connections",
+            "connections held at once (counted after their handshake); "
+            "more are refused with MQRC_MAX_CONNS_LIMIT_REACHED (2025)",
+        ),
+        (
+            "--max-handles",
+            1024,
+            "handles",
+            "handles per connection; more are refused with MQRC_HANDLE_NOT_AVAILABLE (2017)",
+        ),
+        (
+            "--max-handshakes",
+            1024,
+            "connections",
+            "connections still in their handshake, apart from --max-connections; one more closes the oldest",
+        ),
     )
-    s.add_argument(
-        "--max-handles",
-        type=number(int, 1, 1_000_000, hint="pass a number of handles"),
-        default=1024,
-        metavar="N",
-        help="handles per connection; more are refused with MQRC_HANDLE_NOT_AVAILABLE (2017)",
-    )
-    s.add_argument(
-        "--max-handshakes",
-        type=number(int, 1, 1_000_000, hint="pass a number of connections"),
-        default=1024,
-        metavar="N",
-        help="connections still in their handshake, apart from --max-connections; one more closes the oldest",
-    )
+    for option, default, what, help_ in limits:
+        kind = number(int, 1, 1_000_000, hint=f"pass a number of {what}")
+        s.add_argument(option, type=kind, default=default, metavar="N", help=help_)
     s.add_argument(
         "--handshake-timeout",
         type=number(float, 0, 3600, low_open=True, hint="pass seconds, e.g. 10"),
