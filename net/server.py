@@ -272,8 +272,11 @@ class Server:
             self.log.warning("refused %s %s: %s", transport, peer, e)
             _reply_and_close(sock, P.error(e))
             return
+        if self.closed:  # stopping: nothing more is admitted, and nothing was refused at a limit
+            _reply_and_close(sock, P.error(MQError(Reason.CONNECTION_BROKEN, "the server is stopping")))
+            return
         with self._lock:
-            admitted = self._admitted < self.max_connections and not self.closed
+            admitted = self._admitted < self.max_connections
             if admitted:
                 self._admitted += 1
             else:
