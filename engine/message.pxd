@@ -22,6 +22,6 @@ cdef class Message(_Result):
     cdef public bytes data
 
 @cython.locals(r=PutResult)
-cpdef list put_results(list records, object ident, int reason=*)
+cpdef list put_results(object records, object ident, int reason=*)
 @cython.locals(m=Message)
-cpdef list messages(list records, object ident)
+cpdef list messages(object records, object ident)
