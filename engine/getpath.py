@@ -210,9 +210,14 @@ def obtain_locked(
                 q.mutex.take()
             continue
         if kind is Found:
-            if any(x[_FLAGS] & _HAS_EXPIRY for x in r.recs) and discard_expired_locked(q, r.refs, r.recs):
-                continue
-            return r
+            for x in r.recs:
+                if x[_FLAGS] & _HAS_EXPIRY:
+                    if discard_expired_locked(q, r.refs, r.recs):
+                        break
+                    return r
+            else:
+                return r
+            continue
         rec = q.record_locked(r)
         if rec[_FLAGS] & _HAS_EXPIRY and discard_expired_locked(q, (r,), (rec,)):
             continue

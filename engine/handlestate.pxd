@@ -2,11 +2,13 @@
 cimport cython
 
 from .queue cimport LocalQueue
+from .sequence cimport Sequence
 
 @cython.final
 cdef class HandleState:
     cdef public object conn, qm, uow, cursor, gbrowse, groups, match, selector, xmit
-    cdef public object ident, next_seq, wall, recorder
+    cdef public object ident, wall, recorder
+    cdef public Sequence sequence
     cdef public Py_ssize_t max_msg_length
     cdef public LocalQueue queue
     cdef public bint can_browse, can_get, can_put, closed

@@ -48,11 +48,11 @@ class HandleState:
         "ident",
         "match",
         "max_msg_length",
-        "next_seq",
         "qm",
         "queue",
         "recorder",
         "selector",
+        "sequence",
         "uow",
         "wall",
         "xmit",
@@ -64,7 +64,7 @@ class HandleState:
         # What the put and get paths read of the queue manager on every call, kept here (none
         # of it changes while the queue manager is open).
         self.ident = qm.ident
-        self.next_seq = qm.next_seq
+        self.sequence = qm.sequence
         self.wall = qm.clock.wall
         self.max_msg_length = qm.max_msg_length
         self.recorder = qm.recorder

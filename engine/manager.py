@@ -6,7 +6,6 @@ message does (put, get, commit) takes only the locks of the queues it touches.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import threading
@@ -32,6 +31,7 @@ from .dynamic import DEFAULT_DYNAMIC_NAME, DynamicQueues
 from .errors import MQError
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
+from .sequence import Sequence
 from .sizes import parse_size
 from .storage import Storage
 
@@ -125,8 +125,10 @@ class QueueManager:
         self.max_uncommitted = max_uncommitted
         self.backout_handling = backout_handling
         self.max_msg_length = max_msg_length
-        self._seq = itertools.count(1)  # message instance numbers: tokens, arrival order
-        self.next_seq = self._seq.__next__  # the put path draws arrival numbers with this
+        # Message instance numbers (engine/sequence.py): tokens, arrival order. The put path
+        # draws them with sequence.next (next_seq, for the callers that take a function).
+        self.sequence = Sequence(1)
+        self.next_seq = self.sequence.next
         self._queues: dict[str, LocalQueue] = {}
         self._defs = threading.Lock()
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
@@ -202,8 +204,8 @@ class QueueManager:
             for name in self._storage.repaired
         ]
         report.damaged[:0] = found
-        self._seq = itertools.count(report.next_seq)
-        self.next_seq = self._seq.__next__
+        self.sequence = Sequence(report.next_seq)
+        self.next_seq = self.sequence.next
         why = ledger.write(self, report.next_seq, closed=False)
         if why:
             report.damaged.append(why)

@@ -4,22 +4,23 @@ cimport cython
 from .record cimport tail
 
 # No cycle can go through a result (it holds bytes, an int and the queue manager's Identity):
-# the garbage collector need not track the two allocated on every put and get.
+# the garbage collector need not track the two allocated on every put and get, and each
+# comes from a free list of its class.
 @cython.no_gc
-@cython.freelist(32)
-cdef class _Result:
+@cython.freelist(64)
+@cython.final
+cdef class PutResult:
     cdef public object _ident
     cdef public bytes _rec
     cdef public int reason
 
 @cython.no_gc
-cdef class PutResult(_Result):
-    pass
-
-@cython.no_gc
-cdef class Message(_Result):
-    cdef public object _now_us
-    cdef public bytes data
+@cython.freelist(64)
+@cython.final
+cdef class Message:
+    cdef public object _ident, _now_us
+    cdef public bytes _rec, data
+    cdef public int reason
 
 @cython.locals(r=PutResult)
 cpdef list put_results(object records, object ident, int reason=*)

@@ -8,21 +8,19 @@ from __future__ import annotations
 
 from . import record
 from .constants import CC, MF, GroupStatus, Reason, SegmentStatus
-from .record import MD, Identity, tail
+from .record import MD, Identity, data_offset, tail
 
 
-class _Result:
-    """Common read-only views of a result's record. Results have no Python __init__: they
+class _Views:
+    """The read-only views both results offer of their record, written once. Each result
+    class takes them (``name = _Views.name``) instead of inheriting them: compiled, each is a
+    class of its own with its own free list, which a subclass could not have, and a put and
+    a get then allocate nothing but their bytes. Results have no Python ``__init__``: they
     are built field by field on the hot path, which is several times cheaper."""
 
-    __slots__ = ("_ident", "_rec", "reason")
     _ident: Identity
     _rec: bytes
     reason: int
-
-    def _now(self) -> int | None:
-        """The time at which remaining expiry is measured (None: as put)."""
-        return None
 
     @property
     def completion_code(self) -> CC:
@@ -37,8 +35,9 @@ class _Result:
 
     @property
     def md(self) -> MD:
-        """The full stored descriptor (decoded on each access; keep it if you reuse it)."""
-        return record.decode_md(self._rec, self._ident, self._now())
+        """The full stored descriptor (decoded on each access; keep it if you reuse it). A
+        message's remaining expiry is measured from when it was got."""
+        return record.decode_md(self._rec, self._ident, getattr(self, "_now_us", None))
 
     @property
     def msg_id(self) -> bytes:
@@ -66,11 +65,24 @@ class _Result:
         return record.backout_of(self._rec)
 
 
-class PutResult(_Result):
+class PutResult:
     """The outcome of a put: ``md`` (as stored, with generated ids), ``msg_token``, ``reason``
     (``Reason.NONE`` or the warning ``PRIORITY_EXCEEDS_MAXIMUM``)."""
 
-    __slots__ = ()
+    __slots__ = ("_ident", "_rec", "reason")
+    _ident: Identity
+    _rec: bytes
+    reason: int
+
+    completion_code = _Views.completion_code
+    record = _Views.record
+    md = _Views.md
+    msg_id = _Views.msg_id
+    correl_id = _Views.correl_id
+    msg_token = _Views.msg_token
+    priority = _Views.priority
+    persistent = _Views.persistent
+    backout_count = _Views.backout_count
 
     def __repr__(self) -> str:
         return f"PutResult(msg_id={self.msg_id.hex()}, reason={Reason(self.reason).name})"
@@ -81,7 +93,7 @@ class PutResult(_Result):
         return put_results(records, ident, reason)
 
 
-class Message(_Result):
+class Message:
     """A message returned by get.
 
     ``data`` is the message data (only the prefix that fits when truncated);
@@ -91,19 +103,29 @@ class Message(_Result):
     still on the queue; get it again with a larger ``buffer_length``).
     """
 
-    __slots__ = ("_now_us", "data")
+    __slots__ = ("_ident", "_now_us", "_rec", "data", "reason")
+    _ident: Identity
+    _rec: bytes
+    reason: int
     _now_us: int | None
     data: bytes
 
-    def _now(self) -> int | None:
-        return getattr(self, "_now_us", None)
+    completion_code = _Views.completion_code
+    record = _Views.record
+    md = _Views.md
+    msg_id = _Views.msg_id
+    correl_id = _Views.correl_id
+    msg_token = _Views.msg_token
+    priority = _Views.priority
+    persistent = _Views.persistent
+    backout_count = _Views.backout_count
 
     @property
     def read_at_us(self) -> int | None:
         """When the remaining expiry in ``md`` is measured (epoch microseconds), or None when
         the message has no expiry: a client connection carries it so that ``md.expiry`` reads
         the same on both sides."""
-        return self._now()
+        return getattr(self, "_now_us", None)
 
     @property
     def data_length(self) -> int:
@@ -168,6 +190,6 @@ def messages(records: list[bytes], ident: Identity) -> list[Message]:
         m._rec = rec
         m._ident = ident
         m.reason = 0
-        m.data = tail(rec, rec[record.OFF_HLEN] or record.data_offset(rec))
+        m.data = tail(rec, rec[0] or data_offset(rec))  # rec[0]: OFF_HLEN, 0 past 255 bytes
         out.append(m)
     return out

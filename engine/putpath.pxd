@@ -5,15 +5,20 @@ from . cimport record
 from .handlestate cimport HandleState
 from .message cimport PutResult
 from .queue cimport LocalQueue
+from .sequence cimport Sequence as Arrivals
 
 cdef int _PMO_SYNC, _PMO_NEW_MSG_ID, _PMO_NEW_CORREL_ID, _HEAD_LEN, _OUTCOME_PENDING, UNCOMMITTED
 
 @cython.locals(q=LocalQueue, n=Py_ssize_t, res=PutResult, syncpoint=int)
 cpdef object put(HandleState s, object data, object md, int opts)
-@cython.locals(lane_i=int, k=Py_ssize_t, durable=bint, reason=int, put_us=cython.longlong, now=double)
+
 @cython.locals(longest=Py_ssize_t, q=LocalQueue, reason=int)
 cpdef list put_many(HandleState s, object datas, object md, int opts)
-cpdef list _records(object qm, object payloads, object extra, int priority, bint persistent, long long put_us,
+
+@cython.locals(sequence=Arrivals)
+cpdef list _records(HandleState s, object payloads, object extra, int priority, bint persistent, long long put_us,
                     object pieces)
+
+@cython.locals(lane_i=int, k=Py_ssize_t, durable=bint, reason=int, put_us=cython.longlong, now=double)
 cpdef tuple place(HandleState s, LocalQueue q, object payloads, object extra, int priority, bint persistent,
                   int syncpoint, object pieces=*)

@@ -188,7 +188,7 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
 def put_many(s: HandleState, datas: Sequence[bytes], md: MD | None, opts: int) -> list[PutResult]:
     """MQPUT of many messages with one descriptor, all or none (Handle.put_many)."""
     q = check_target(s)
-    if isinstance(datas, bytes | bytearray | memoryview | str) or not hasattr(datas, "__len__"):
+    if isinstance(datas, (bytes, bytearray, memoryview, str)) or not hasattr(datas, "__len__"):
         raise MQError(Reason.PARM_VALUE_ERROR, "put_many takes a list (or tuple) of messages, each bytes")
     datas = [d if type(d) is bytes else as_bytes(d) for d in datas]
     if not datas:
@@ -289,9 +289,9 @@ def place(
         if q.depth + k > q.max_depth:
             raise _full(q, k)
         if extra is None and pieces is None and k == 1:  # the put hot path: a record with no option
-            recs = [record.plain(s.next_seq(), put_us, priority, persistent, payloads[0])]
+            recs = [record.plain(s.sequence.next(), put_us, priority, persistent, payloads[0])]
         else:
-            recs = _records(qm, payloads, extra, priority, persistent, put_us, pieces)
+            recs = _records(s, payloads, extra, priority, persistent, put_us, pieces)
         xmit = s.xmit
         if xmit is not None:  # a remote queue: the message travels with a transmission header
             recs = [transmission(r, qm.ident, xmit.remote_queue, xmit.remote_qmgr) for r in recs]
@@ -319,13 +319,16 @@ def place(
     return recs, reason
 
 
-def _records(qm, payloads, extra: dict | None, priority: int, persistent: bool, put_us: int, pieces) -> list[bytes]:
+def _records(
+    s: HandleState, payloads, extra: dict | None, priority: int, persistent: bool, put_us: int, pieces
+) -> list[bytes]:
     """The records of one put step (queue lock held: arrival numbers are drawn here)."""
-    seq = qm.next_seq
+    sequence = s.sequence
+    seq = s.qm.next_seq  # the same numbers, as a function for the comprehensions below
     if extra is RECEIVED:  # whole records a channel received: a new arrival number each
-        return [record.rehome(record.with_backout(r, 0), seq(), qm.ident) for r in payloads]
+        return [record.rehome(record.with_backout(r, 0), seq(), s.ident) for r in payloads]
     if extra is None and pieces is None:
-        return [record.plain(seq(), put_us, priority, persistent, d) for d in payloads]
+        return [record.plain(sequence.next(), put_us, priority, persistent, d) for d in payloads]
     extra = extra or {}
     if pieces is None:
         return [record.encode(seq(), put_us, priority, persistent, d, **extra) for d in payloads]

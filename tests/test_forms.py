@@ -37,3 +37,19 @@ def test_the_interpreted_form_passes_the_model_tests_too():
         text=True,
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def test_each_declaration_of_a_pxd_has_its_own_locals():
+    """Two ``@cython.locals`` in a row apply to the one declaration below them and leave the
+    one above untyped, silently (a function then runs with Python objects where C types were
+    meant: this happened twice). Each declaration carries at most one."""
+    for pxd in sorted(ROOT.glob("**/*.pxd")):
+        if ".venv" in pxd.parts or "build" in pxd.parts:
+            continue
+        lines = [line.strip() for line in pxd.read_text().splitlines()]
+        stacked = [
+            n + 1
+            for n in range(1, len(lines))
+            if lines[n].startswith("@cython.locals") and lines[n - 1].startswith("@cython.locals")
+        ]
+        assert not stacked, f"{pxd.relative_to(ROOT)}: @cython.locals stacked at line {stacked[0]}"
