@@ -9,14 +9,26 @@ import sys
 
 import pytest
 
-from sweepq.bench.suite import SCENARIOS, BenchOptions, _peers, steps
+from sweepq.bench.suite import QUICK, SCENARIOS, BenchOptions, _peers, steps
+
+# Sizes below --quick's for what only costs time here (this file checks the output's shape, not
+# its figures); --quick still shrinks everything else, which test_every_scenario_reports checks.
+SMALLER = {
+    "--rounds": "1",
+    "--channel-messages": "300",
+    "--channel-down-seconds": "1",
+    "--clients-concurrent": "4",
+    "--clients-held": "20",
+    "--durable-rounds": "1",
+}
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("bench")
+    smaller = [arg for pair in SMALLER.items() for arg in pair]
     out = subprocess.run(
-        [sys.executable, "-m", "sweepq.cli", "bench", "--quick", "--json", "--out", str(out_dir)],
+        [sys.executable, "-m", "sweepq.cli", "bench", "--quick", *smaller, "--json", "--out", str(out_dir)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -30,7 +42,10 @@ def test_every_scenario_reports(quick_run):
     doc = json.loads(out.stdout)
     assert doc == json.loads((out_dir / "bench.json").read_text())
     assert set(doc["figures"]) == set(SCENARIOS)
-    assert doc["options"]["quick"] is False or doc["options"]["backlog"] == 20_000
+    opts = doc["options"]
+    assert opts["quick"] is True and opts["backlog"] == QUICK["backlog"] == 20_000  # --quick shrank it
+    for flag, value in SMALLER.items():  # what the user set wins over --quick
+        assert str(opts[flag[2:].replace("-", "_")]).removesuffix(".0") == value, flag
     f = doc["figures"]
     for kind in f["throughput"].values():
         assert set(kind) == {"queue.Queue", "deque+lock", "sweepq"}
