@@ -33,7 +33,7 @@ from sweepq.sweeper.replay import METRICS, replay
 from sweepq.sweeper.traces import generate, write
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark-cluster")]  # one cluster for the module
 
 
 def without_system_java(tmp: Path) -> dict:

@@ -34,6 +34,23 @@ def test_ci_runs_the_readme_test_command():
     assert _readme_commands()[1] in ci.splitlines()
 
 
+LONG_FORM = ".venv/bin/python -m pytest -q -n auto -m long"
+
+
+def test_the_long_form_is_documented_run_by_ci_within_a_bound_and_not_empty():
+    """The README's command leaves out the tests marked long; the README says how to run them,
+    CI runs them after it under a timeout, and there are some (pytest -m long selecting nothing
+    would exit 5)."""
+    assert '-m "not long"' in _readme_commands()[1]
+    assert f"`{LONG_FORM}`" in " ".join((ROOT / "README.md").read_text().split())
+    assert any(
+        re.fullmatch(rf"timeout \d+ {re.escape(LONG_FORM)}", line)
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+    )
+    marked = [p.name for p in (ROOT / "tests").glob("test_*.py") if "@pytest.mark.long\n" in p.read_text()]
+    assert marked, "no test is marked long"
+
+
 LAYERS = {
     # folder: imports it must not make (cli > bench > pipeline > net > engine > sweeper >
     # blobstore, docs/design.md; only blobstore imports rocksdict and zstandard, only
