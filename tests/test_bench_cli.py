@@ -11,8 +11,6 @@ import pytest
 
 from sweepq.bench.suite import QUICK, SCENARIOS, BenchOptions, _peers, steps
 
-pytestmark = pytest.mark.xdist_group("bench-quick")  # one worker runs the bench once
-
 # Sizes below --quick's for what only costs time here (this file checks the output's shape, not
 # its figures); --quick still shrinks everything else, which test_every_scenario_reports checks.
 SMALLER = {

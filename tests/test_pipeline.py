@@ -20,8 +20,6 @@ from sweepq.sweeper import SweepPolicy
 from sweepq.sweeper.replay import METRICS, replay
 from sweepq.sweeper.traces import TraceError, generate, write
 
-pytestmark = pytest.mark.xdist_group("spark-local")  # one worker, one Spark session
-
 
 @pytest.fixture(scope="session")
 def spark():

@@ -26,9 +26,6 @@ MYPY_SCOPE: dict[str, list[str]] = PYPROJECT["tool"]["mypy"]
 TIMEOUT = 180  # seconds: a hang guard; each mypy run takes a few seconds from a cold cache
 
 
-pytestmark = pytest.mark.xdist_group("typing-build")  # one worker builds the tree once
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tree a wheel holds (setuptools' build_py from pyproject.toml), outside the checkout."""
