@@ -80,6 +80,36 @@ def test_without_a_dead_letter_queue_the_channel_stops_and_keeps_the_batch():
         assert [DeadLetter.parse(m.data).reason for m in drain_all(qm2, "DLQ", 1, lambda: sent(qm1))] == [2085]
 
 
+def test_a_start_while_the_stopped_agent_is_still_ending_starts_a_new_one(monkeypatch):
+    """STOPPED is shown as soon as the agent decides to stop, before it has dropped its link
+    and its batch: a START then is not lost to the agent that is ending (it was, under load)."""
+    import threading
+
+    from sweepq.net.channels.sender import Sender
+
+    gate, ending = threading.Event(), threading.Event()
+    real = Sender._release_pending
+
+    def held(self):  # the ending agent's last steps wait for the test
+        if not gate.is_set():
+            ending.set()
+            gate.wait(30)
+        return real(self)
+
+    monkeypatch.setattr(Sender, "_release_pending", held)
+    with pair() as (qm1, qm2, _):
+        qm2.alter_qmgr(dead_letter_queue="")
+        qm1.define_remote_queue("GONE", remote_queue="NO.SUCH.Q", remote_qmgr="QM2")
+        put_all(qm1, "GONE", [(b"nowhere", MD(persistence=P))])
+        qm1.channels.start("TO.QM2")
+        assert ending.wait(30), "the channel did not stop"
+        assert status(qm1, "TO.QM2")["status"] == "STOPPED"
+        qm2.alter_qmgr(dead_letter_queue="DLQ")
+        threading.Timer(0.2, gate.set).start()  # the old agent ends a little later
+        qm1.channels.start("TO.QM2")
+        assert [DeadLetter.parse(m.data).reason for m in drain_all(qm2, "DLQ", 1, lambda: sent(qm1))] == [2085]
+
+
 def test_batches_hold_batch_size_messages_and_wait_batch_interval_for_more():
     with pair(batch_size=10) as (qm1, qm2, _):
         put_all(qm1, "TARGET", [(b"%d" % i, MD(persistence=P)) for i in range(35)])
