@@ -12,14 +12,28 @@ import pytest
 from sweepq.bench.suite import QUICK, SCENARIOS, BenchOptions, _peers, steps
 
 # Sizes below --quick's for what only costs time here (this file checks the output's shape, not
-# its figures); --quick still shrinks everything else, which test_every_scenario_reports checks.
+# its figures): those docs/cli.md's examples run each scenario with. --quick still shrinks the
+# rest (the backlog among them), which test_every_scenario_reports checks.
 SMALLER = {
     "--rounds": "1",
-    "--channel-messages": "300",
-    "--channel-down-seconds": "1",
-    "--clients-concurrent": "4",
-    "--clients-held": "20",
+    "--messages": "500",
+    "--persistent-messages": "50",
+    "--durable-messages": "50",
+    "--durable-sync-messages": "10",
+    "--durable-producers": "2",
     "--durable-rounds": "1",
+    "--recovery-messages": "1000",
+    "--retrieval-depth": "500",
+    "--browse-messages": "1000",
+    "--sweep-messages": "1000",
+    "--memory-messages": "2000",
+    "--gc-messages": "2000",
+    "--replay-events-m": "0.01",
+    "--replay-file-events-m": "0.01",
+    "--clients-concurrent": "2",
+    "--clients-held": "10",
+    "--channel-messages": "200",
+    "--channel-down-seconds": "0.5",
 }
 
 

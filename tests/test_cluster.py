@@ -34,7 +34,7 @@ from sweepq.sweeper.replay import METRICS, replay
 from sweepq.sweeper.traces import generate, write
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.long  # three JVMs and two jobs: a minute and more of both cores
 
 
 def without_system_java(tmp: Path) -> dict:
