@@ -226,7 +226,7 @@ def test_a_sender_holding_the_partner_s_admin_token_resets_the_receiver_too(tmp_
         qm1.channels.reset("TO.QM2", 0)
         put_all(qm1, "TARGET", [(b"a", MD(persistence=P))])
         qm1.channels.start("TO.QM2")
-        assert [m.data for m in drain_all(qm2, "Q", 1)] == [b"a"]
+        assert [m.data for m in drain_all(qm2, "Q", 1, lambda: sent(qm1))] == [b"a"]
         wait_until(lambda: status(qm2, "TO.QM2")["seq"] == 1 and status(qm1, "TO.QM2")["seq"] == 1)
 
 
