@@ -122,6 +122,16 @@ def test_the_layout_pages_table_has_a_row_per_layer_in_the_same_order():
     assert [r[0] for r in rows] == [f"`{folder}/`" for folder in LAYERS] + ["`tests/`"]
 
 
+def test_the_layout_page_names_every_module():
+    """A new module gets its words in docs/layout.md (by its file name, as the page names them)."""
+    text = (ROOT / "docs" / "layout.md").read_text()
+    modules = [
+        p for folder in LAYERS for p in (ROOT / folder).rglob("*.py") if p.name not in ("__init__.py", "__main__.py")
+    ]
+    missing = sorted(str(p.relative_to(ROOT)) for p in modules if f"`{p.name}`" not in text)
+    assert not missing, f"docs/layout.md does not say what these hold: {missing}"
+
+
 def test_ruff_is_clean():
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     if not Path(ruff).exists():
