@@ -6,17 +6,33 @@ sweepq is first imported, and the processes the tests start inherit it.
 
 from __future__ import annotations
 
+import logging
 import os
 
 os.environ.setdefault("SWEEPQ_CHECKS", "1")
 
-import pytest
-from net_client_mode import pytest_generate_tests, transport  # noqa: F401 - behaviour tests over clients too
+import pytest  # noqa: E402
+from net_client_mode import pytest_generate_tests, transport  # noqa: E402, F401 - behaviour tests over clients too
 
-from sweepq.engine import QueueManager
-from sweepq.sweeper.clock import ManualClock
+from sweepq.engine import QueueManager  # noqa: E402
+from sweepq.sweeper.clock import ManualClock  # noqa: E402
 
-from helpers import IO
+from helpers import IO  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_as_it_was():
+    """A command run in process (``sweepq serve``'s main calls ``logging.basicConfig``) gives
+    the root logger a handler on this test's captured stderr, closed after the test: remove it,
+    so that no later test of the same process (an xdist worker runs many files) logs into a
+    closed stream. pytest's own capture handlers are left to pytest."""
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    yield
+    for h in root.handlers[:]:
+        if type(h) is logging.StreamHandler and h not in before:
+            root.removeHandler(h)
+    root.setLevel(level)
 
 
 @pytest.fixture
