@@ -12,7 +12,7 @@ records' group fields and call :func:`place`), and the poison-message requeue
             arrival number is drawn, so that arrival order is the lane's order.
 ``place``   :func:`place`: under the queue's lock, MAXDEPTH (2053), the journal's one
             write for persistent records outside a unit of work (2102: nothing put), the
-            records appended to their lane (engine/lane.py), waiters woken; then, without
+            records appended to their lane (engine/core/lanes.py), waiters woken; then, without
             the lock, the unit of work's record of each put, the sync of ``sync="commit"``
             (a failed sync is the WARNING OUTCOME_PENDING, 2124: the put is made, do not
             repeat it) and the trace recorder.

@@ -11,13 +11,13 @@ import os
 
 os.environ.setdefault("SWEEPQ_CHECKS", "1")
 
-import pytest  # noqa: E402
-from net_client_mode import pytest_generate_tests, transport  # noqa: E402, F401 - behaviour tests over clients too
+import pytest
+from net_client_mode import pytest_generate_tests, transport  # noqa: F401 - behaviour tests over clients too
 
-from sweepq.engine import QueueManager  # noqa: E402
-from sweepq.sweeper.clock import ManualClock  # noqa: E402
+from sweepq.engine import QueueManager
+from sweepq.sweeper.clock import ManualClock
 
-from helpers import IO  # noqa: E402
+from helpers import IO
 
 
 @pytest.fixture(autouse=True)

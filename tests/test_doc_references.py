@@ -7,9 +7,9 @@ What is resolved, and how:
 * a path under a folder of the repository (``engine/queue.py``, ``engine/durable/``,
   ``tests/test_codec.py``, ``engine/groups/*``), anywhere in a doc, a docstring or a comment:
   it must exist (a pattern must match a file);
-* a name in a code span of a doc (``LocalQueue.sweep_link``, ``sweepq.engine.getpath.obtain``,
-  ``decide()``) or of a docstring (``QueueTier.check_locked()``), and every name of a Sphinx
-  role in a docstring (``:meth:`check_locked```, ``:class:`~sweepq.engine.Connection```,
+* a name in a code span of a doc (``LocalQueue.sweep_link``, ``sweepq.engine.getpath.obtain_locked``,
+  ``decide()``) or of a docstring (``QueueTier.unsweep_locked()``), and every name of a Sphinx
+  role in a docstring (``:meth:`unsweep_locked```, ``:class:`~sweepq.engine.Connection```,
   ``:func:`prove```): a dotted name from ``sweepq`` must import; ``LocalQueue.mutex`` must
   name a class of the project (or of the standard library, rocksdict or zstandard) and a member
   of it (a method, a class attribute, or one its methods assign to ``self``); ``name()`` must
@@ -300,18 +300,8 @@ def test_every_path_and_name_a_doc_mentions_exists(doc):
     assert not bad, f"{doc.relative_to(ROOT)} mentions what does not exist: {sorted(set(bad))}"
 
 
-# Dangling references in the queue core, which is being rewritten (engine/queue.py and the
-# modules around it): left to that rewrite. Checked to be exactly these, so that a new one
-# fails and a fixed one is taken off this list.
-LEFT_IN_THE_CORE = {
-    "engine/queue.py": ["name _find"],  # _find_indexed_locked's docstring: find_locked
-}
-
-
 def test_every_path_and_name_the_code_mentions_exists():
     bad = {str(p.relative_to(ROOT)): sorted(set(b)) for p in SOURCES if (b := dangling_in_source(p))}
-    for path, known in LEFT_IN_THE_CORE.items():
-        assert bad.pop(path, []) == known, f"{path}: fixed? then take it off LEFT_IN_THE_CORE"
     assert not bad, "docstrings and comments mention what does not exist:\n" + "\n".join(
         f"  {f}: {', '.join(b)}" for f, b in sorted(bad.items())
     )
@@ -322,7 +312,7 @@ def test_every_path_and_name_the_code_mentions_exists():
     [
         ("see `engine/queue.py` and engine/durable/", []),
         ("see engine/groups.py", ["path engine/groups.py"]),
-        ("`LocalQueue.sweep_link` and `sweepq.engine.getpath.obtain` and `decide()`", []),
+        ("`LocalQueue.sweep_link` and `sweepq.engine.getpath.obtain_locked` and `decide()`", []),
         ("`LocalQueue.sweep_linked` and `sweepq.engine.getpath.obtained`", None),
         ("`QueueTeir.check()`", None),
     ],
@@ -349,7 +339,7 @@ def f(x):
     """Calls ``x()``."""
 
 
-# engine/lane.py is there, engine/gone/ is not
+# engine/core/lanes.py is there, engine/gone/ is not
 '''
     )
     assert sorted(dangling_in_source(src)) == [

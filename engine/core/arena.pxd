@@ -2,7 +2,7 @@
 # one source; this file only declares what the C compiler needs.
 import cython
 
-cdef Py_ssize_t PAGE_SHIFT, PAGE, OFF_MASK, SEQ_AT, BACKOUT_AT, POOL
+cdef Py_ssize_t _PAGE_SHIFT, _PAGE, _OFF_MASK, _SEQ_AT, _BACKOUT_AT, _POOL
 
 cdef class Arena:
     cdef public list blocks, spare, doomed, pool

@@ -38,6 +38,8 @@ OFF_MASK = PAGE - 1
 POOL = 2  # emptied blocks kept for reuse
 SEQ_AT = 5  # engine/record.py OFF_SEQ
 BACKOUT_AT = 3  # engine/record.py OFF_BACKOUT
+# The compiled form's C copies (arena.pxd types them; the names above stay Python objects).
+_PAGE_SHIFT, _PAGE, _OFF_MASK, _POOL, _SEQ_AT, _BACKOUT_AT = PAGE_SHIFT, PAGE, OFF_MASK, POOL, SEQ_AT, BACKOUT_AT
 
 
 class Arena:
@@ -51,14 +53,14 @@ class Arena:
         self.live = array("q", bytes(8 * 16))  # bytes of live records (with their lengths) per page
         self.used = array("q", bytes(8 * 16))  # bytes written to each page (both grow with blocks)
         self.spare: list[int] = []  # page indices given back, to reuse
-        # Emptied blocks kept to be written again (at most POOL): a queue that drains as it
+        # Emptied blocks kept to be written again (at most _POOL): a queue that drains as it
         # fills then cycles through the same few blocks, warm in the cache, with no allocation
         # and no page faults of fresh memory.
         self.pool: list[bytearray] = []
         self.reused = 0  # blocks taken from the pool since the last trim
         self.doomed: list[int] = []  # pages emptied during a sweep: given back at its end
         self.cur = -1  # the page records are written to
-        self.top = PAGE  # where the next record goes in it (PAGE: full, take a new one)
+        self.top = _PAGE  # where the next record goes in it (PAGE: full, take a new one)
         self.held = 0  # bytes of the blocks held
         self.dead = 0  # bytes of freed records in blocks still held
         self._defer = 0
@@ -70,12 +72,12 @@ class Arena:
         n = len(rec)
         h = 1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4))
         need = h + n
-        if need > PAGE:
+        if need > _PAGE:
             page = self._page(need)  # a block of its own
             off = 0
         else:
-            if self.top + need > PAGE:
-                self.cur = self._page(PAGE)
+            if self.top + need > _PAGE:
+                self.cur = self._page(_PAGE)
                 self.top = 0
             page = self.cur
             off = self.top
@@ -102,11 +104,11 @@ class Arena:
             blk[off + h : off + need] = rec  # type: ignore[index]
         self.live[page] += need
         self.used[page] += need
-        return (page << PAGE_SHIFT) | off
+        return (page << _PAGE_SHIFT) | off
 
     def _page(self, size: int) -> int:
         """A new block of ``size`` bytes; its page index."""
-        if size == PAGE and self.pool:
+        if size == _PAGE and self.pool:
             blk = self.pool.pop()  # held already
             self.reused += 1
         else:
@@ -131,7 +133,7 @@ class Arena:
     def free(self, loc: int) -> int:
         """The record at ``loc`` leaves; return its length. A page emptied is given back
         (once no sweep runs)."""
-        page = loc >> PAGE_SHIFT
+        page = loc >> _PAGE_SHIFT
         v = self._size(loc)
         n = v >> 3
         size = n + (v & 7)
@@ -155,7 +157,7 @@ class Arena:
         if self.live[page] or self.blocks[page] is None:
             return  # written to again since (a deferred page that became current)
         blk = self.blocks[page]
-        if len(blk) == PAGE and len(self.pool) < POOL:  # type: ignore[arg-type]
+        if len(blk) == _PAGE and len(self.pool) < _POOL:  # type: ignore[arg-type]
             self.pool.append(blk)  # type: ignore[arg-type]  # still held
         else:
             self.held -= len(blk)  # type: ignore[arg-type]
@@ -179,8 +181,8 @@ class Arena:
 
     def set_backout(self, loc: int, count: int) -> None:
         """Write a record's backout count in place (a backout raised it)."""
-        blk = self.blocks[loc >> PAGE_SHIFT]
-        at = (loc & OFF_MASK) + (self._size(loc) & 7) + BACKOUT_AT
+        blk = self.blocks[loc >> _PAGE_SHIFT]
+        at = (loc & _OFF_MASK) + (self._size(loc) & 7) + _BACKOUT_AT
         count = min(count, 0xFFFF)
         blk[at] = count & 0xFF  # type: ignore[index]
         blk[at + 1] = count >> 8  # type: ignore[index]
@@ -189,8 +191,8 @@ class Arena:
 
     def _size(self, loc: int) -> int:
         """The record's length times 8 plus the bytes of its length, at ``loc``."""
-        blk = self.blocks[loc >> PAGE_SHIFT]
-        off = loc & OFF_MASK
+        blk = self.blocks[loc >> _PAGE_SHIFT]
+        off = loc & _OFF_MASK
         if cython.compiled:
             p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))
             b = p[off]
@@ -220,9 +222,9 @@ class Arena:
 
     def read(self, loc: int) -> bytes:
         """A copy of the record at ``loc``."""
-        blk = self.blocks[loc >> PAGE_SHIFT]
+        blk = self.blocks[loc >> _PAGE_SHIFT]
         size = self._size(loc)
-        off = (loc & OFF_MASK) + (size & 7)
+        off = (loc & _OFF_MASK) + (size & 7)
         n = size >> 3
         if cython.compiled:
             return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(blk) + off, n)
@@ -230,16 +232,16 @@ class Arena:
 
     def byte(self, loc: int, k: int) -> int:
         """The ``k``-th byte of the record at ``loc`` (a header field, without a copy)."""
-        blk = self.blocks[loc >> PAGE_SHIFT]
-        at = (loc & OFF_MASK) + (self._size(loc) & 7) + k
+        blk = self.blocks[loc >> _PAGE_SHIFT]
+        at = (loc & _OFF_MASK) + (self._size(loc) & 7) + k
         if cython.compiled:
             return cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))[at]
         return blk[at]  # type: ignore[index]
 
     def seq(self, loc: int) -> int:
         """The arrival number of the record at ``loc`` (engine/record.py OFF_SEQ)."""
-        blk = self.blocks[loc >> PAGE_SHIFT]
-        at = (loc & OFF_MASK) + (self._size(loc) & 7) + SEQ_AT
+        blk = self.blocks[loc >> _PAGE_SHIFT]
+        at = (loc & _OFF_MASK) + (self._size(loc) & 7) + _SEQ_AT
         return int.from_bytes(blk[at : at + 8], "little")  # type: ignore[index]
 
     def trim(self) -> None:
@@ -253,11 +255,11 @@ class Arena:
     def fragmented(self) -> bool:
         """Whether moving the live records together would give back much memory: over half
         of what is held is dead, and that is more than four pages."""
-        return self.dead > 4 * PAGE and 2 * self.dead > self.held
+        return self.dead > 4 * _PAGE and 2 * self.dead > self.held
 
     def sparse(self, loc: int) -> bool:
         """Whether the record at ``loc`` sits in a page mostly dead (a compaction moves it)."""
-        page = loc >> PAGE_SHIFT
+        page = loc >> _PAGE_SHIFT
         return page != self.cur and 4 * self.live[page] < self.used[page]
 
     def move(self, loc: int) -> int:

@@ -4,7 +4,7 @@ With ``index_type`` set, a get (or browse) that selects by that field finds its 
 candidates in O(1) instead of walking every message (seed 002). The index maps each value
 to the slots holding it; values that match anything (MsgId, CorrelId or GroupId NONE) are
 not indexed. Swept messages are not in it: they are found through the per-blob summaries
-(engine/swept.py) without reading blobs that cannot match.
+(engine/core/swept.py) without reading blobs that cannot match.
 
 It is kept exact by the lanes (engine/core/lanes.py), the only code that places and frees slots:
 every slot added, freed, or renumbered passes through it, under the queue's lock.

@@ -67,7 +67,7 @@ option or the handle is in a logical-order browse pass, everything else to engin
     (2246), :func:`segments_of_locked`.
 
 Limits: the completeness checks of ALL_* / COMPLETE_MSG find a group's members through the
-queue's GroupId index when it has one (INDXTYPE(GROUPID), engine/index.py), else by a walk
+queue's GroupId index when it has one (INDXTYPE(GROUPID), engine/core/index.py), else by a walk
 in get order that stops as soon as the members found settle it (an incomplete group is
 walked to the end: O(depth)); swept blobs are skipped through their GroupId hashes.
 A group a get has started to take is remembered per queue (what left is gone, not missing)

@@ -148,7 +148,7 @@ def pin(pinned: dict, need: Need) -> None:
 
 def members_locked(q: LocalQueue, gid: bytes, pinned: dict, enough=None):
     """The available items of group ``gid``: {seq: {offset: (ref, rec, flags)}}, or a
-    :class:`Need`. With a GROUP_ID index (engine/index.py) the in-memory ones come from it,
+    :class:`Need`. With a GROUP_ID index (engine/core/index.py) the in-memory ones come from it,
     not from a walk. ``enough(out, seq, flags)`` may end the search early, once what it
     found is enough."""
     q.must_hold("finding a group's members")
