@@ -269,7 +269,7 @@ def at_locked(q: LocalQueue, cur: Cursor):
     if here is not None:
         return here if ls.visible(here, cur.lk_seq) else None
     ref = in_lane_locked(q, cur, ls.lanes[cur.lane], cur.seq - 1, None)
-    if ref is None or type(ref) is Need:
+    if ref is None or isinstance(ref, Need):
         return ref
     return ref if _seq_of(found_locked(q, ref)[1]) == cur.seq else None
 

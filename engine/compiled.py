@@ -44,7 +44,7 @@ class _Interpreted(importlib.machinery.PathFinder):
     """With SWEEPQ_PURE=1: find the ``.py`` of a compiled module, never its extension."""
 
     @classmethod
-    def find_spec(cls, fullname, path=None, target=None):  # type: ignore[override]
+    def find_spec(cls, fullname, path=None, target=None):
         if fullname not in MODULES:
             return None
         name = fullname.rpartition(".")[2]

@@ -31,7 +31,7 @@ from .dynamic import DEFAULT_DYNAMIC_NAME, DynamicQueues
 from .errors import MQError
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
-from .sequence import Sequence
+from .sequence import Arrivals
 from .sizes import parse_size
 from .storage import Storage
 
@@ -127,7 +127,7 @@ class QueueManager:
         self.max_msg_length = max_msg_length
         # Message instance numbers (engine/sequence.py): tokens, arrival order. The put path
         # draws them with sequence.next (next_seq, for the callers that take a function).
-        self.sequence = Sequence(1)
+        self.sequence = Arrivals(1)
         self.next_seq = self.sequence.next
         self._queues: dict[str, LocalQueue] = {}
         self._defs = threading.Lock()
@@ -204,7 +204,7 @@ class QueueManager:
             for name in self._storage.repaired
         ]
         report.damaged[:0] = found
-        self.sequence = Sequence(report.next_seq)
+        self.sequence = Arrivals(report.next_seq)
         self.next_seq = self.sequence.next
         why = ledger.write(self, report.next_seq, closed=False)
         if why:

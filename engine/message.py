@@ -6,9 +6,19 @@ wants the data pays for no descriptor.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from . import record
 from .constants import CC, MF, GroupStatus, Reason, SegmentStatus
 from .record import MD, Identity, data_offset, tail
+
+
+class _Viewed(Protocol):
+    """What the views read: both results have these."""
+
+    _ident: Identity
+    _rec: bytes
+    reason: int
 
 
 class _Views:
@@ -23,45 +33,45 @@ class _Views:
     reason: int
 
     @property
-    def completion_code(self) -> CC:
+    def completion_code(self: _Viewed) -> CC:
         return CC.WARNING if self.reason else CC.OK
 
     @property
-    def record(self) -> bytes:
+    def record(self: _Viewed) -> bytes:
         """The message record (engine/record.py's layout) this result reads its fields from:
         what a client connection carries (net/protocol.py). A put's result over a client holds
         the record's header only; every field above reads from the header."""
         return self._rec
 
     @property
-    def md(self) -> MD:
+    def md(self: _Viewed) -> MD:
         """The full stored descriptor (decoded on each access; keep it if you reuse it). A
         message's remaining expiry is measured from when it was got."""
         return record.decode_md(self._rec, self._ident, getattr(self, "_now_us", None))
 
     @property
-    def msg_id(self) -> bytes:
+    def msg_id(self: _Viewed) -> bytes:
         return self._ident.msg_id(self._rec)
 
     @property
-    def correl_id(self) -> bytes:
+    def correl_id(self: _Viewed) -> bytes:
         return record.correl_id(self._rec)
 
     @property
-    def msg_token(self) -> bytes:
+    def msg_token(self: _Viewed) -> bytes:
         """The MsgToken: names this message instance until it leaves the queue."""
         return self._ident.token(self._rec)
 
     @property
-    def priority(self) -> int:
+    def priority(self: _Viewed) -> int:
         return self._rec[record.OFF_PRIORITY]
 
     @property
-    def persistent(self) -> bool:
+    def persistent(self: _Viewed) -> bool:
         return record.is_persistent(self._rec)
 
     @property
-    def backout_count(self) -> int:
+    def backout_count(self: _Viewed) -> int:
         return record.backout_of(self._rec)
 
 

@@ -5,7 +5,7 @@ from . cimport record
 from .handlestate cimport HandleState
 from .message cimport PutResult
 from .queue cimport LocalQueue
-from .sequence cimport Sequence as Arrivals
+from .sequence cimport Arrivals
 
 cdef int _PMO_SYNC, _PMO_NEW_MSG_ID, _PMO_NEW_CORREL_ID, _HEAD_LEN, _OUTCOME_PENDING, UNCOMMITTED
 

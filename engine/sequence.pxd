@@ -2,7 +2,7 @@
 cimport cython
 
 @cython.final
-cdef class Sequence:
+cdef class Arrivals:
     cdef object _count
     cdef public unsigned long long value
 

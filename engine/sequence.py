@@ -15,7 +15,7 @@ import itertools
 import cython
 
 
-class Sequence:
+class Arrivals:
     """The numbers after ``start - 1`` (see the module docstring)."""
 
     __slots__ = ("_count", "value")

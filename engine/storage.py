@@ -99,7 +99,7 @@ class Storage:
     def opened(self) -> bool:
         return self._store is not None
 
-    def readahead(self, chain: bytes, blob_id: int, check: int) -> Future:
+    def readahead(self, chain: bytes, blob_id: int, check: int | None) -> Future:
         """Read and decode a blob on the read-ahead thread."""
         if self._pool is None:
             with self._lock:

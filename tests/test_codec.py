@@ -49,28 +49,28 @@ def test_a_sweep_of_runs_got_meanwhile_does_not_crash_the_dictionary_trainer():
         import os
         from sweepq.blobstore import MemoryStore
         from sweepq.engine import QueueManager, OO
-        from sweepq.engine.queue import LocalQueue
         from sweepq.sweeper import ManualClock
 
         qm = QueueManager(sweeper=False, clock=ManualClock(), store=MemoryStore(), readahead_low_water=0)
         qm.define_queue("Q", max_depth=10**6)
         h = qm.connect().open("Q", OO.INPUT_SHARED | OO.OUTPUT)
         taker = qm.connect().open("Q", OO.INPUT_SHARED)
-        begin = LocalQueue.sweep_begin
+        q = qm.queue_named("Q")
+        begin = q.sweep_begin
 
-        def sweep_begin_then_take_it_all(q, keep):
-            plan = begin(q, keep)  # the runs are chosen; their records are read after this
+        def sweep_begin_then_take_it_all(keep):
+            plan = begin(keep)  # the runs are chosen; their records are read after this
             while q.depth:
                 taker.get()
             return plan
 
-        LocalQueue.sweep_begin = sweep_begin_then_take_it_all
+        q.sweep_begin = sweep_begin_then_take_it_all  # the sweeper calls the queue's own
         for _ in range(14):  # sweeps of 100 messages, every one got meanwhile
             qm.sweeper.run_once()  # an interval without gets: the rule sweeps the next
             for i in range(100):
                 h.put(os.urandom(600))
             qm.sweeper.run_once()
-        LocalQueue.sweep_begin = begin
+        del q.sweep_begin
         for _ in range(3):  # then real records, enough to train the queue's dictionary
             qm.sweeper.run_once()
             for i in range(200):

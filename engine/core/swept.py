@@ -27,6 +27,8 @@ from .. import record
 from ..constants import CORRELID_NONE, GROUPID_NONE
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from .lanes import Lane
     from .ref import Ref
 
@@ -150,7 +152,7 @@ class SweptBlob:
         self.flags = np.zeros(self.count, np.uint8)
         self.bumps: dict[int, int] | None = None  # position -> backout count added while swept
         self.held: dict[int, Ref] = {}  # position -> the ref holding it (GOTTEN or LOCKED)
-        self.prefetch = None
+        self.prefetch: Future[list[bytes]] | None = None
         self.loaded: list[bytes] | None = None
         self.unswept = False
         self.damaged = False  # found damaged and taken out of the chain

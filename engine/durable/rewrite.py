@@ -16,9 +16,10 @@ inside a blob (kept only in the store's mark) goes back to its value in the blob
 from __future__ import annotations
 
 from dataclasses import asdict
+from functools import partial
 from typing import TYPE_CHECKING
 
-from sweepq.blobstore import StoreError
+from sweepq.blobstore import Store, StoreError
 
 from ..core.swept import REMOVED
 from .journal import Journal
@@ -42,12 +43,12 @@ def rewrite(qm: QueueManager, families: list[str], log: list[str]) -> None:
                     log.append(f"queue {q.name!r}: writing its definition again after damage failed ({e})")
     for q in list(qm._queues.values()):
         try:
-            q.durable_image(lambda image, q=q: _write(store, q.key_prefix, image, families))
+            q.durable_image(partial(_write, store, q.key_prefix, families))
         except StoreError as e:
             log.append(f"queue {q.name!r}: writing its records again after damage failed ({e})")
 
 
-def _write(store, prefix: bytes, image: list, families: list[str]) -> None:
+def _write(store: Store, prefix: bytes, families: list[str], image: list) -> None:
     """Write a queue's image (LocalQueue.durable_image) again, under its lock."""
     if "messages" in families:
         for priority, recs, _chain in image:
