@@ -35,15 +35,18 @@ def test_ci_runs_the_readme_test_command():
 
 
 LAYERS = {
-    # folder: imports it must not make (cli > bench > pipeline > net > engine > sweeper >
-    # blobstore, docs/design.md; only blobstore imports rocksdict and zstandard, only
-    # pipeline pyspark; nothing imports the command line, test_nothing_below_... below)
-    "blobstore": r"sweepq\.(engine|sweeper|bench|pipeline|net)|pyspark",
-    "sweeper": r"sweepq\.(engine|bench|pipeline|net)|pyspark|rocksdict|zstandard",
+    # folder: imports it must not make (cli > bench > pipeline > queues > net > engine >
+    # sweeper > blobstore, docs/design.md; only blobstore imports rocksdict and zstandard,
+    # only pipeline pyspark; nothing imports the command line, test_nothing_below_... below)
+    "blobstore": r"sweepq\.(engine|sweeper|bench|pipeline|net|queues)|pyspark",
+    "sweeper": r"sweepq\.(engine|bench|pipeline|net|queues)|pyspark|rocksdict|zstandard",
     # engine/ finds the services net/ builds for it by entry point (engine/extensions.py).
-    "engine": r"sweepq\.(bench|pipeline|net)|pyspark|rocksdict|zstandard",
-    "net": r"sweepq\.(bench|pipeline)|pyspark|rocksdict|zstandard",
-    "pipeline": r"sweepq\.(bench|net)|rocksdict|zstandard",
+    "engine": r"sweepq\.(bench|pipeline|net|queues)|pyspark|rocksdict|zstandard",
+    "net": r"sweepq\.(bench|pipeline|queues)|pyspark|rocksdict|zstandard",
+    # queues/ (sweepq.Queue, sweepq.AsyncQueue) stands on net's clients and the engine's public
+    # API (sweepq.engine, and engine/sizes.py's one parser of sizes), nothing of its insides.
+    "queues": r"sweepq\.(bench|pipeline|sweeper|blobstore|engine\.(?!sizes\b))|pyspark|rocksdict|zstandard",
+    "pipeline": r"sweepq\.(bench|net|queues)|rocksdict|zstandard",
     "bench": r"pyspark|rocksdict|zstandard",
     "cli": r"pyspark|rocksdict|zstandard",
 }
@@ -155,7 +158,7 @@ def test_a_regular_install_holds_every_module(tmp_path):
 
     (wheel,) = tmp_path.glob("sweepq-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    layers = ("cli", "bench", "pipeline", "net", "engine", "sweeper", "blobstore")
+    layers = ("cli", "bench", "pipeline", "queues", "net", "engine", "sweeper", "blobstore")
     want = {f"sweepq/{p.relative_to(ROOT)}" for layer in layers for p in (ROOT / layer).rglob("*.py")}
     want = {w for w in want if "/__pycache__/" not in w}
     want |= {f"sweepq/{p.name}" for p in ROOT.glob("*.py")}
