@@ -16,7 +16,7 @@ attributes (``_getters``, ``_putters``, ``_format()``, ...), found by the names 
 uses, and those of ``LifoQueue`` / ``PriorityQueue``, which sweepq does not mirror.
 
 Both come from the interpreter's ``test`` package when it has one, else from the copies in
-tests/cpython/ (PSF licence, see their headers).
+tests/cpython/ (PSF licence, see their headers), which a test here holds to the original.
 """
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ from net_env import ServeProcess, short_dir
 
 from sweepq import AsyncQueue, Queue
 
+from cpython import asyncio_queue_tests, queue_tests
+
 try:  # the interpreter's own copy, when it ships its test suite
     from test import test_queue as cpython_queue
     from test.test_asyncio import test_queues as cpython_asyncio
-except ImportError:  # Debian's python3 without python3-test, a slim image: the vendored copies
-    from cpython import test_asyncio_queues as cpython_asyncio  # type: ignore[no-redef]
-    from cpython import test_queue as cpython_queue  # type: ignore[no-redef]
+except ImportError:  # Debian's python3 without python3-test, a slim image: the copies
+    cpython_queue = queue_tests  # type: ignore[assignment]
+    cpython_asyncio = asyncio_queue_tests  # type: ignore[assignment]
 
 _names = itertools.count()
 
@@ -214,3 +216,18 @@ def test_the_forms_really_are_what_they_say(tmp_path):
     info = tiny._core.site.admin.inquire_queue(tiny.name)
     assert info.swept > 50, info
     assert [tiny.get() for _ in range(100)] == list(range(100))
+
+
+def test_the_copies_in_tests_cpython_are_cpythons_own():
+    """The fallback copies are the very classes of the interpreter's files (where it has
+    them), so a machine without the test package runs the same tests."""
+    import inspect
+
+    copies = {
+        queue_tests: ["_TriggerThread", "BlockingTestMixin", "BaseQueueTestMixin", "BaseSimpleQueueTest"],
+        asyncio_queue_tests: ["QueueBasicTests", "QueueGetTests", "QueuePutTests", "_QueueJoinTestMixin"],
+    }
+    for copy, names in copies.items():
+        original = cpython_queue if copy is queue_tests else cpython_asyncio
+        for name in names:
+            assert inspect.getsource(getattr(copy, name)) == inspect.getsource(getattr(original, name)), name
