@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from sweepq.engine import GMO, MD, OO, MQError, Reason
+from sweepq.engine import GMO, MD, OO, MemoryPolicy, MQError, Reason
 
 from . import arguments
 from .base import POLL, QueueBase, T
@@ -212,6 +212,12 @@ class AsyncQueue(QueueBase[T]):
                 stored = self._store(data, md)
             if stored:
                 break
+            if self._last_full is not None and self._last_full.reason == Reason.STORAGE_NOT_AVAILABLE:
+                if self._core.policy == MemoryPolicy.FAIL:
+                    raise asyncio.QueueFull(self._full_text(self._last_full))
+                await self._wait(self._putters, lambda: False, POLL)
+                self._core.recount_memory()
+                continue
             await self._wait(self._putters, lambda: not self.full(), POLL if self._remote else None)
         self._core.put_done()
 

@@ -164,7 +164,11 @@ class QueueBase(Generic[T]):
         core = self._core
         if e.reason == Reason.Q_FULL:
             return f"queue {core.name!r} is full: maxsize {core.maxsize}"
-        return e.text  # the memory budget: what it holds, and what to do
+        policy = core.policy.name.lower()
+        return (
+            f"queue {core.name!r}: the memory budget {core.site.where} is full (memory_policy={policy!r}); "
+            "get items, raise memory_budget=, or use memory_policy='page'"
+        )
 
     def _decode(self, data: bytes) -> T:
         try:

@@ -214,6 +214,13 @@ class Core:
         with self.not_full:
             self.not_full.notify_all()  # a larger maxsize lets waiting puts go
 
+    def recount_memory(self) -> None:
+        """Count the memory budget again now (a put refused by it looks again after gets
+        have made room, which the budget itself counts only every so many bytes)."""
+        budget = getattr(self.site.admin, "budget", None)
+        if budget is not None:
+            budget.refresh()
+
     def depth(self) -> int:
         """Messages on the queue, got at-least-once and not yet done included (CURDEPTH)."""
         try:
@@ -392,7 +399,7 @@ def site_for(w: Where) -> tuple[tuple, Callable[[], Site], tuple]:
     """(key, factory, options) of the site ``w`` names: a private in-memory queue manager,
     a data directory's (one per process), or a served one's (one per URL)."""
     if w.url is not None:
-        return ("url", w.url), lambda: _remote_site(w), (w.token, w.admin_token)
+        return ("url", w.url, w.token, w.admin_token), lambda: _remote_site(w), ()
     if w.path is None:
         return ("memory", object()), lambda: _local_site(w, "in memory"), ()
     path = os.path.realpath(w.path)

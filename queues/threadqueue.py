@@ -92,6 +92,8 @@ class Queue(QueueBase[T]):
             if remaining <= 0:
                 raise stdqueue.Full(self._full_text(first)) from None
             core.wait_for_room(seen, remaining)
+            if first.reason == Reason.STORAGE_NOT_AVAILABLE:
+                core.recount_memory()
             try:
                 pair[1].put(data, md)
                 return
