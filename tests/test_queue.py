@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import pickle
 import queue as stdqueue
 import signal
 import subprocess
@@ -301,7 +300,7 @@ def test_memory_budget_sweeps_the_backlog_and_brings_it_back_in_order():
 
 def test_memory_policy_fail_is_full_at_once_and_block_waits_for_room():
     fail = Queue(memory_budget="16KiB", memory_policy="fail", serializer="bytes")
-    with pytest.raises(stdqueue.Full, match="memory budget in memory is full.*'fail'"):
+    with pytest.raises(stdqueue.Full, match=r"memory budget in memory is full.*'fail'"):
         for _ in range(100):
             fail.put(b"x" * 1024)  # block=True: FAIL refuses all the same
     # A budget the store's own memory (its memtable, a 1 MiB floor) leaves room in.

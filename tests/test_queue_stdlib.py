@@ -30,11 +30,10 @@ import types
 import unittest
 
 import pytest
+from cpython import asyncio_queue_tests, queue_tests
 from net_env import ServeProcess, short_dir
 
 from sweepq import AsyncQueue, Queue
-
-from cpython import asyncio_queue_tests, queue_tests
 
 try:  # the interpreter's own copy, when it ships its test suite
     from test import test_queue as cpython_queue
