@@ -80,7 +80,7 @@ class AsyncQueue(QueueBase[T]):
         self._commits: set[asyncio.Future[Any]] = set()  # at-least-once commits under way
         self._apool: list[tuple[Any, Any]] = []  # asyncio client (connection, handle) pairs (url=)
         self._last_full: MQError | None = None  # why the last put found no room
-        self._core.async_waiters.add(self)
+        self._core.watch(self)
 
     def _get_loop(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()

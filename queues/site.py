@@ -163,7 +163,10 @@ class Core:
         self.done_gets = 0  # task_done() calls on a served queue's gets (its join rule)
         self.pool: list[Pair] = []
         self.pairs: list[Pair] = []
-        self.async_waiters: weakref.WeakSet[Any] = weakref.WeakSet()  # AsyncQueues to tell of puts and gets
+        # The AsyncQueues to tell of puts and gets, as weak references in a tuple: read on every
+        # put and get, rebuilt only when one comes or goes.
+        self.async_refs: tuple[weakref.ref[Any], ...] = ()
+        self._watching = threading.RLock()
         self.maxsize = maxsize
         self.policy = policy
         self.default_persistence = True  # puts without a descriptor have the persistence wanted
@@ -254,6 +257,15 @@ class Core:
     def give(self, pair: Pair) -> None:
         self.pool.append(pair)
 
+    def watch(self, waiter: Any) -> None:
+        """Tell ``waiter`` (an AsyncQueue) of puts, gets and tasks done, while it lives."""
+        with self._watching:
+            self.async_refs = (*self.async_refs, weakref.ref(waiter, self._unwatch))
+
+    def _unwatch(self, ref: weakref.ref[Any]) -> None:
+        with self._watching:  # re-entrant: the collector may call this inside watch()
+            self.async_refs = tuple(r for r in self.async_refs if r is not ref)
+
     # -- waking ------------------------------------------------------------------------------
 
     def got(self) -> None:
@@ -262,8 +274,10 @@ class Core:
             self.gets += 1
             if self.waiting_putters:
                 self.not_full.notify()
-        for w in self.async_waiters:
-            w.wake_putter()
+        for ref in self.async_refs:
+            w = ref()
+            if w is not None:
+                w.wake_putter()
 
     def putting(self) -> None:
         """A put is about to be made: one more unfinished task, counted first so that a get
@@ -280,8 +294,10 @@ class Core:
 
     def put_done(self) -> None:
         """An item was put: wake an asyncio getter."""
-        for w in self.async_waiters:
-            w.wake_getter()
+        for ref in self.async_refs:
+            w = ref()
+            if w is not None:
+                w.wake_getter()
 
     def wait_for_room(self, gets_seen: int, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for a get, unless one came since ``gets_seen``."""
@@ -335,8 +351,10 @@ class Core:
         with self.mutex:
             if self.site.remote or self.unfinished_tasks == 0:
                 self.all_tasks_done.notify_all()
-        for w in self.async_waiters:
-            w.wake_joiners()
+        for ref in self.async_refs:
+            w = ref()
+            if w is not None:
+                w.wake_joiners()
 
     def _pending_of(self, ident: int) -> Callable[[], None] | None:
         pending = self.pending
