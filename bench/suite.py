@@ -101,7 +101,7 @@ class BenchOptions:
     channel_down_seconds: float = 60.0  # how long QM2 is down (channel)
     channel_down_rate: float = 10_000.0  # msgs/s QM1 puts meanwhile (channel)
     queue_messages: int = 30_000  # put+get pairs per round, in memory and asyncio (queue)
-    queue_persistent_messages: int = 2_000  # items put then got per round, path= and its peers (queue)
+    queue_persistent_messages: int = 1_000  # items put then got per round, path= and its peers (queue)
     queue_budget_mb: float = 50.0  # the memory budget of the backlog (queue)
     queue_backlog_factor: float = 10.0  # the backlog, in budgets (queue)
     quick: bool = False

@@ -308,7 +308,7 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
     # sweepq.Queue and sweepq.AsyncQueue against what they replace (bench/queues.py).
     b.add_argument("--queue-messages", type=pos_int, default=30_000, help="put+get pairs per round (queue)")
     b.add_argument(
-        "--queue-persistent-messages", type=pos_int, default=2_000, help="items per round, path= and peers (queue)"
+        "--queue-persistent-messages", type=pos_int, default=1_000, help="items per round, path= and peers (queue)"
     )
     b.add_argument("--queue-budget", dest="queue_budget_mb", type=pos_float, default=50.0, help="budget, MB (queue)")
     b.add_argument(

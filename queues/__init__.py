@@ -1,6 +1,6 @@
 """sweepq.queues: the standard library's queues on a sweepq queue manager.
 
-:class:`Queue` is ``queue.Queue`` and :class:`AsyncQueue` is ``asyncio.Queue``, with the same
+``Queue`` is ``queue.Queue`` and ``AsyncQueue`` is ``asyncio.Queue``, with the same
 constructor, methods and exceptions, so that ``from sweepq import Queue`` is the whole
 migration; keyword-only options add what the queue manager gives: persistence (``path=``),
 a memory bound that sweeps the backlog to disk (``memory_budget=``), a queue shared by many

@@ -1,4 +1,4 @@
-"""The checks of every argument of :class:`~sweepq.Queue` and :class:`~sweepq.AsyncQueue`.
+"""The checks of every argument of ``Queue`` and ``AsyncQueue``.
 
 The queues mirror the standard library's, so a bad argument is what the standard library
 raises for it: ``TypeError`` for a value of the wrong type, ``ValueError`` for one out of range

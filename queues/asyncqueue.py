@@ -21,7 +21,7 @@ How it keeps the event loop free:
   coroutines where that matters.
 
 Waiting coroutines are woken by the puts and gets of every queue object of this process on
-the same queue (threads' :class:`~sweepq.Queue` included); a full served queue is looked at
+the same queue (threads' ``Queue`` included); a full served queue is looked at
 again every 50 ms for room made by other processes.
 """
 
@@ -60,7 +60,7 @@ class AsyncQueue(QueueBase[T]):
     ``get`` and ``join``; ``put_nowait``, ``get_nowait``, ``qsize``, ``empty``, ``full``,
     ``task_done``; ``asyncio.QueueFull`` and ``asyncio.QueueEmpty``. It binds to the event loop
     that first waits on it. The keyword-only options are
-    :class:`~sweepq.queues.base.QueueBase`'s; the module docstring says how each kind of queue
+    ``QueueBase``'s; the module docstring says how each kind of queue
     keeps the loop free.
     """
 
@@ -410,7 +410,7 @@ class AsyncQueue(QueueBase[T]):
     # -- the end -----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """:meth:`close`, and the asyncio client's connections ended cleanly first (url=)."""
+        """``close``, and the asyncio client's connections ended cleanly first (url=)."""
         pool, self._apool = self._apool, []
         for conn, _ in pool:
             with contextlib.suppress(MQError):

@@ -1,4 +1,4 @@
-"""What :class:`~sweepq.Queue` and :class:`~sweepq.AsyncQueue` have in common: the
+"""What ``Queue`` and ``AsyncQueue`` have in common: the
 constructor and its options, the queue's name, size and limit, ``repr``, decoding an item,
 and closing. Each subclass adds the calls of the standard library class it mirrors.
 """
@@ -60,7 +60,7 @@ class QueueBase(Generic[T]):
       for room, as on a full queue) or ``"fail"`` (the queue counts as full at once).
     * ``url``: a served queue manager (``sweepq serve``; ``unix:///path/sweepq.sock``,
       ``tcp://host:port``) that many processes share; ``token`` / ``admin_token`` as
-      :func:`sweepq.client.connect` takes them, else ``$SWEEPQ_TOKEN`` /
+      ``sweepq.client.connect`` takes them, else ``$SWEEPQ_TOKEN`` /
       ``$SWEEPQ_ADMIN_TOKEN``, else read from beside a Unix socket. Defining a missing queue
       or setting ``maxsize`` needs the admin token.
     * ``delivery``: ``"at-most-once"`` (the default: a get removes the item for good, so a
@@ -70,7 +70,7 @@ class QueueBase(Generic[T]):
       on the queue, in its place, to be delivered again).
 
     Every bad argument is a ``TypeError`` or ``ValueError`` raised by the call given it.
-    Use the queue as a context manager, or call :meth:`close`; one that is garbage-collected
+    Use the queue as a context manager, or call ``close``; one that is garbage-collected
     or left at exit is closed then.
     """
 

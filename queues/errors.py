@@ -13,7 +13,7 @@ refuse is mapped here, once, with the MQ reason's text kept:
   ``ValueError`` ("closed"), as a closed file and ``multiprocessing.Queue`` raise;
 * the store failing or damaged (2102, 2101): ``OSError``.
 
-Anything else stays the :class:`~sweepq.engine.MQError` it is: its text says what to do.
+Anything else stays the ``MQError`` it is: its text says what to do.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """How an item becomes the bytes of a message and back: ``serializer=`` of
-:class:`~sweepq.Queue` and :class:`~sweepq.AsyncQueue`.
+``Queue`` and ``AsyncQueue``.
 
 ``"pickle"`` (the default: any picklable object, as ``multiprocessing.Queue`` takes),
 ``"json"`` (what JSON holds; tuples come back as lists), ``"msgpack"`` (compact, readable from

@@ -1,10 +1,10 @@
 """Where a queue lives, and what the queue objects of one process share about it.
 
-A :class:`Site` is one queue manager seen from this process: a private in-memory one (each
+A ``Site`` is one queue manager seen from this process: a private in-memory one (each
 ``Queue()`` without ``path=`` or ``url=`` has its own), the one of a data directory
 (``path=``; opened once per process however many queues use it, closed with the last), or a
-served one (``url=``). A :class:`Core` is one queue of a site, shared by every
-:class:`~sweepq.Queue` and :class:`~sweepq.AsyncQueue` of this process that names it: its
+served one (``url=``). A ``Core`` is one queue of a site, shared by every
+``Queue`` and ``AsyncQueue`` of this process that names it: its
 connections, the count of unfinished tasks, the gets waiting for ``task_done()``
 (at-least-once) and the asyncio waiters to wake.
 
@@ -54,8 +54,8 @@ def max_depth(maxsize: float) -> int:
 class Site:
     """One queue manager and the cores of its queues opened in this process.
 
-    ``admin`` is the queue manager's administration (a :class:`~sweepq.engine.QueueManager`,
-    or a :class:`~sweepq.client.RemoteQueueManager`), ``connect`` makes a connection to it,
+    ``admin`` is the queue manager's administration (a ``QueueManager``,
+    or a ``RemoteQueueManager``), ``connect`` makes a connection to it,
     ``where`` says where it lives (for ``repr``). ``persistent``: the queues it defines keep
     their items on disk."""
 
@@ -107,7 +107,7 @@ def open_core(
 ) -> Core:
     """The core of queue ``name`` on the site ``site_key`` (made by ``make_site`` when this
     process has none open), defined there if missing, its MAXDEPTH set from ``maxsize``; one
-    more user of both. :raises: what :func:`~.errors.map_error` maps the engine's refusal to."""
+    more user of both. :raises: what ``map_error`` maps the engine's refusal to."""
     with _sites_lock:
         site = _sites.get(site_key)
         if site is None:
@@ -286,7 +286,7 @@ class Core:
             self.unfinished_tasks += 1
 
     def put_failed(self) -> None:
-        """The put counted by :meth:`putting` did not happen."""
+        """The put counted by ``putting`` did not happen."""
         with self.mutex:
             self.unfinished_tasks -= 1
             if self.unfinished_tasks == 0:

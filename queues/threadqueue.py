@@ -30,14 +30,14 @@ class Queue(QueueBase[T]):
     raising ``queue.Full`` and ``queue.Empty`` (the standard library's own classes), and it is
     thread-safe as ``queue.Queue`` is. The keyword-only options (``name``, ``serializer``,
     ``path``, ``memory_budget``, ``memory_policy``, ``url``, ``delivery``, ``sync``,
-    ``token``, ``admin_token``) are :class:`~sweepq.queues.base.QueueBase`'s.
+    ``token``, ``admin_token``) are ``QueueBase``'s.
     """
 
     _label: ClassVar[str] = "Queue"
 
     @property
     def unfinished_tasks(self) -> int:
-        """Items put and not yet marked done with :meth:`task_done` (``queue.Queue``'s)."""
+        """Items put and not yet marked done with ``task_done`` (``queue.Queue``'s)."""
         return self._core.unfinished_tasks
 
     # -- put ---------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ class Queue(QueueBase[T]):
         put by any thread or process wakes it.
 
         With ``delivery="at-least-once"`` the item stays held for this queue until
-        :meth:`task_done`: a crash or :meth:`close` before then puts it back.
+        ``task_done``: a crash or ``close`` before then puts it back.
 
         :raises queue.Empty: nothing came. :raises ValueError: a negative ``timeout``, or the
             queue closed."""
