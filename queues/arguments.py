@@ -31,7 +31,7 @@ def maxsize(value: object) -> float:
     """``maxsize``: a number; 0 or less is unbounded (``queue.Queue``'s rule)."""
     if not isinstance(value, Real) or isinstance(value, bool):
         raise TypeError(f"maxsize must be a number (0 or less: unbounded), not {_name_of(value)}")
-    if value > MAX_DEPTH:
+    if float(value) > MAX_DEPTH:
         raise ValueError(f"maxsize {value} is more than a queue holds ({MAX_DEPTH:,}); pass 0 for unbounded")
     return float(value) if not isinstance(value, int) else int(value)
 
@@ -56,10 +56,9 @@ def wait_ms(seconds: float | None) -> int:
     return _WAIT_MS_MAX if ms > _WAIT_MS_MAX else ms
 
 
-def priority(value: object) -> int | None:
-    """``priority=`` of a put: None (the queue's default, 0) or 0..9, higher first."""
-    if value is None:
-        return None
+def priority(value: object) -> int:
+    """``priority=`` of a put, when given: 0..9, higher first (None, the default, is the
+    queue's default priority, 0, and never comes here)."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"priority must be an int from 0 to 9 (higher first), not {_name_of(value)}")
     if not 0 <= value <= 9:
@@ -128,7 +127,7 @@ def where(
             raise ValueError(f"{what}= is a served queue manager's: it goes with url=")
     return Where(
         name,
-        None if path is None else os.fspath(path),  # type: ignore[arg-type]  # checked above
+        None if path is None else os.fspath(path),
         url,
         budget,
         policy,

@@ -156,7 +156,7 @@ class AsyncQueue(QueueBase[T]):
             if self._once:
                 core.hold_with(self._committer(pair))
                 held = True
-            return m.data  # type: ignore[union-attr, no-any-return]  # a plain get returns a Message
+            return m.data
         except MQError as e:
             if e.reason == _EMPTY:
                 return None
@@ -224,16 +224,10 @@ class AsyncQueue(QueueBase[T]):
     async def get(self) -> T:
         """Remove and return an item, waiting for one (``asyncio.Queue.get``)."""
         self._check_open()
-        if self._remote:
-            data = await self._get_remote()
-        else:
-            while True:
-                if self._offload:
-                    data = await self._fetch_in_executor()
-                else:
-                    data = self._fetch(None)
-                if data is not None:
-                    break
+        data: bytes | None = await self._get_remote() if self._remote else None
+        while data is None:
+            data = await self._fetch_in_executor() if self._offload else self._fetch(None)
+            if data is None:
                 await self._wait(self._getters, lambda: self.qsize() > 0, None)
         self._core.got()
         return self._decode(data)
@@ -366,7 +360,7 @@ class AsyncQueue(QueueBase[T]):
             core.hold_with(lambda: self._track(asyncio.ensure_future(self._acommit(pair))))
         else:
             self._apool.append(pair)
-        return m.data  # type: ignore[no-any-return]
+        return m.data
 
     async def _acommit(self, pair: tuple[Any, Any]) -> None:
         try:

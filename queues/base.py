@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import weakref
 from types import GenericAlias
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from sweepq.engine import MD, MQError, Persistence, Reason
 
@@ -74,7 +74,7 @@ class QueueBase(Generic[T]):
     or left at exit is closed then.
     """
 
-    __class_getitem__: ClassVar = classmethod(GenericAlias)  # Queue[int], as the standard library's
+    __class_getitem__: ClassVar[Any] = classmethod(GenericAlias)  # Queue[int], as the standard library's
     _label: ClassVar[str] = "Queue"
 
     def __init__(
@@ -172,7 +172,7 @@ class QueueBase(Generic[T]):
 
     def _decode(self, data: bytes) -> T:
         try:
-            return self._codec.decode(data)  # type: ignore[no-any-return]
+            return self._codec.decode(data)
         except Exception as e:
             raise ValueError(
                 f"an item of queue {self._core.name!r} is not {self._codec.name} data ({e}); it was put by "

@@ -113,6 +113,6 @@ def _guarded(dumps: Callable[[Any], Any], name: str, check: bool = False) -> Cal
             ) from e
         if check and not isinstance(data, bytes):
             raise TypeError(f"serializer {name}.dumps() returned {type(data).__name__}, not bytes")
-        return data  # type: ignore[no-any-return]  # pickle, json and msgpack return bytes
+        return data
 
     return encode

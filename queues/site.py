@@ -334,10 +334,11 @@ class Core:
 
         :raises ValueError: called more times than there were items."""
         with self.mutex:
-            if self.site.remote:
+            if self.site.remote:  # items may come from other processes: gets here bound the calls
                 if self.done_gets >= self.gets:
                     raise ValueError("task_done() called too many times")
                 self.done_gets += 1
+                self.unfinished_tasks -= 1  # below 0 in a process that gets what others put
             else:
                 if self.unfinished_tasks <= 0:
                     raise ValueError("task_done() called too many times")
@@ -367,11 +368,14 @@ class Core:
         return pending.popleft()[1]
 
     def finished(self) -> bool:
-        """Whether join() may return: every task done here; on a served queue also the queue
-        itself empty (a depth that counts every process's at-least-once gets not yet done)."""
+        """Whether join() may return: every task done here; on a served queue, every item put
+        and every item got here done, and the queue itself empty (a depth that counts every
+        process's at-least-once gets not yet done)."""
         if not self.site.remote:
             return self.unfinished_tasks == 0
-        return self.done_gets >= self.gets and self.depth() == 0
+        # Each item put here must be done too: the server takes an item out of the depth
+        # before its get returns here, so depth and gets alone can both look finished.
+        return self.unfinished_tasks <= 0 and self.done_gets >= self.gets and self.depth() == 0
 
     # -- the end -----------------------------------------------------------------------------
 

@@ -122,6 +122,7 @@ class Queue(QueueBase[T]):
         core = self._core
         if self._closed:
             raise self._closed_error()
+        opts: int
         if block:
             opts = GMO.WAIT
             wait = -1 if timeout is None else arguments.wait_ms(arguments.timeout(timeout))
@@ -145,11 +146,11 @@ class Queue(QueueBase[T]):
         else:
             core.give(pair)
         core.got()
-        return self._decode(m.data)  # type: ignore[union-attr]  # a plain get returns a Message
+        return self._decode(m.data)
 
     def _decode(self, data: bytes) -> T:
         try:
-            return self._codec.decode(data)  # type: ignore[no-any-return]
+            return self._codec.decode(data)
         except Exception as e:
             raise ValueError(
                 f"an item of queue {self._core.name!r} is not {self._codec.name} data ({e}); it was put by "

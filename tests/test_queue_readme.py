@@ -38,7 +38,8 @@ def mypy(tmp_path_factory):
     def check(name: str, program: str) -> subprocess.CompletedProcess[str]:
         (where / name).write_text(program)
         cmd = [sys.executable, "-m", "mypy", "--python-executable", sys.executable, "--cache-dir", str(cache)]
-        return subprocess.run([*cmd, "--show-error-codes", name], cwd=where, capture_output=True, text=True, timeout=300)
+        cmd += ["--show-error-codes", name]
+        return subprocess.run(cmd, cwd=where, capture_output=True, text=True, timeout=300)
 
     return check
 
