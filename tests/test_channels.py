@@ -162,17 +162,39 @@ def test_a_batch_in_doubt_is_resolved_by_hand_while_the_channel_is_stopped(monke
             qm1.channels.resolve("TO.QM2", "maybe")
 
 
-def test_a_sequence_number_mismatch_stops_the_channel_until_it_is_reset(tmp_path):
+def test_a_sequence_number_mismatch_stops_the_channel_until_both_ends_are_reset(tmp_path):
     with pair(qm1_options={"path": tmp_path / "qm1"}) as (qm1, qm2, _):  # a sender with state of its own
         qm2.channels.reset("TO.QM2", 7)  # the receiver thinks 7 messages came
         put_all(qm1, "TARGET", [(b"a", MD(persistence=P))])
         qm1.channels.start("TO.QM2")
         wait_until(lambda: status(qm1, "TO.QM2")["status"] == "STOPPED")
         assert "sequence number mismatch" in status(qm1, "TO.QM2")["why"]
-        qm1.channels.reset("TO.QM2", 0)  # the sender's word: the receiver takes it at the start
+        qm1.channels.reset("TO.QM2", 0)  # the sender's word; its token is not the partner's admin token
+        qm1.channels.start("TO.QM2")
+        wait_until(lambda: "refused this sender's sequence number reset" in status(qm1, "TO.QM2").get("why", ""))
+        assert status(qm1, "TO.QM2")["status"] == "STOPPED" and status(qm2, "TO.QM2")["seq"] == 7  # untouched
+        qm2.channels.reset("TO.QM2", 0)  # the receiver's administrator agrees
         qm1.channels.start("TO.QM2")
         assert [m.data for m in drain_all(qm2, "Q", 1)] == [b"a"]
         wait_until(lambda: status(qm2, "TO.QM2")["seq"] == 1)
+
+
+def test_a_sender_holding_the_partner_s_admin_token_resets_the_receiver_too(tmp_path):
+    with (
+        QueueManager("QM2", sweeper=False) as qm2,
+        QueueManager("QM1", sweeper=False, path=tmp_path / "qm1") as qm1,
+    ):
+        qm2.define_queue("Q")
+        server = receiving(qm2, "TO.QM2", admin_token="ADM")
+        sending(qm1, "TO.QM2", server, "QM2")
+        qm1.alter_channel("TO.QM2", token="ADM")  # the partner's admin token: it may reset the receiver
+        qm1.define_remote_queue("TARGET", remote_queue="Q", remote_qmgr="QM2")
+        qm2.channels.reset("TO.QM2", 7)
+        qm1.channels.reset("TO.QM2", 0)
+        put_all(qm1, "TARGET", [(b"a", MD(persistence=P))])
+        qm1.channels.start("TO.QM2")
+        assert [m.data for m in drain_all(qm2, "Q", 1)] == [b"a"]
+        wait_until(lambda: status(qm2, "TO.QM2")["seq"] == 1 and status(qm1, "TO.QM2")["seq"] == 1)
 
 
 def test_a_sender_retries_until_its_partner_is_there_and_stops_when_retries_run_out():
