@@ -101,10 +101,17 @@ def in_memory(o: Any, report: Any, step: Callable[[], None]) -> dict:
 # -- persistent ---------------------------------------------------------------------------------
 
 
+SQLITE_DEFAULT = "persist-queue SQLiteQueue (default synchronous=FULL)"  # bench/durable.py's labels
+DISKCACHE = "diskcache.Deque (defaults: synchronous=NORMAL)"
+SWEEPQ_OS = 'sweepq.Queue(path=), sync="os" (survives kill -9)'
+
+
 def _persistent_contenders(report: Any) -> dict[str, Callable[[str], Any]]:
+    """sweepq.Queue on a data directory, and bench/durable.py's peers: those at sweepq's
+    guarantee (crash-safe), SQLiteQueue at its default (power-safe), and queuelib."""
     from sweepq import Queue
 
-    from .durable import Opened, _diskcache_deque, _file_queue, _sqlite_queue
+    from .durable import Opened, crash_safe_contenders, power_safe_contenders
 
     def sweepq_path(sync: str) -> Callable[[str], Opened]:
         def make(d: str) -> Opened:
@@ -113,36 +120,25 @@ def _persistent_contenders(report: Any) -> dict[str, Callable[[str], Any]]:
 
         return make
 
+    crash_safe, missing = crash_safe_contenders()
     out: dict[str, Callable[[str], Any]] = {
-        'sweepq.Queue(path=), sync="os" (survives kill -9)': sweepq_path("os"),
+        SWEEPQ_OS: sweepq_path("os"),
         'sweepq.Queue(path=), sync="commit" (survives power loss)': sweepq_path("commit"),
+        **{k: v for k, v in crash_safe.items() if not k.startswith("sweepq")},
+        **{k: v for k, v in power_safe_contenders().items() if k == SQLITE_DEFAULT},
     }
-    try:
-        import persistqueue  # noqa: F401
-
-        out["persist-queue SQLiteQueue, auto_commit, its default synchronous=FULL"] = lambda d: _sqlite_queue(d, None)
-        out["persist-queue SQLiteQueue, auto_commit, synchronous=NORMAL"] = lambda d: _sqlite_queue(d, "NORMAL")
-        out["persist-queue Queue (file), autosave"] = _file_queue
-    except ImportError:
-        report.notice("queue: persist-queue is not installed, skipped (pip install 'sweepq[bench]')")
-    try:
-        import diskcache  # noqa: F401
-
-        out["diskcache.Deque (its defaults: WAL, synchronous=NORMAL)"] = lambda d: _diskcache_deque(d, None)
-    except ImportError:
-        report.notice("queue: diskcache is not installed, skipped (pip install 'sweepq[bench]')")
     try:
         from queuelib import FifoDiskQueue
 
-        from .durable import Opened as _O
-
-        def queuelib_fifo(d: str) -> Any:
+        def queuelib_fifo(d: str) -> Opened:
             q = FifoDiskQueue(d)
-            return _O(q.push, q.pop, q.close)
+            return Opened(q.push, q.pop, q.close)
 
         out["queuelib FifoDiskQueue (no fsync, no crash safety of its index)"] = queuelib_fifo
     except ImportError:
-        report.notice("queue: queuelib is not installed, skipped (pip install 'sweepq[bench]')")
+        missing.append("queuelib")
+    for name in missing:
+        report.notice(f"queue: {name} is not installed, skipped (pip install 'sweepq[bench]')")
     return out
 
 
@@ -171,13 +167,13 @@ def persistent(o: Any, report: Any, step: Callable[[], None]) -> dict:
 
         shutil.rmtree(base_dir, ignore_errors=True)
     rates = {k: n / s for k, s in best.items()}
-    ours = rates['sweepq.Queue(path=), sync="os" (survives kill -9)']
+    ours = rates[SWEEPQ_OS]
     out: dict[str, Any] = {"per_s": rates}
     for k, r in rates.items():
         report.row(
             "queue", f"put {n:,} items of {ITEM} B, then get them: {k}", _rate(r), f"sweepq os: {ours / r:.2f} x this"
         )
-    sqlite = rates.get("persist-queue SQLiteQueue, auto_commit, its default synchronous=FULL")
+    sqlite = rates.get(SQLITE_DEFAULT)
     if sqlite:
         out["vs_sqlite"] = ours / sqlite
         report.row(
@@ -186,7 +182,7 @@ def persistent(o: Any, report: Any, step: Callable[[], None]) -> dict:
             f"{ours / sqlite:.1f} x",
             _met(ours / sqlite >= GOAL_PATH_VS_SQLITE),
         )
-    dc = rates.get("diskcache.Deque (its defaults: WAL, synchronous=NORMAL)")
+    dc = rates.get(DISKCACHE)
     if dc:
         out["vs_diskcache"] = ours / dc
         report.row(

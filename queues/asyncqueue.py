@@ -37,11 +37,10 @@ from typing import Any, ClassVar
 from sweepq.engine import GMO, MD, OO, MemoryPolicy, MQError, Reason
 
 from . import arguments
-from .base import POLL, QueueBase, T
+from .base import FULL, POLL, QueueBase, T
 from .errors import map_error
 
 _EMPTY = Reason.NO_MSG_AVAILABLE
-_FULL = (Reason.Q_FULL, Reason.STORAGE_NOT_AVAILABLE)
 
 
 class _Cancelled:
@@ -79,7 +78,6 @@ class AsyncQueue(QueueBase[T]):
         self._joiners: list[asyncio.Future[None]] = []
         self._commits: set[asyncio.Future[Any]] = set()  # at-least-once commits under way
         self._apool: list[tuple[Any, Any]] = []  # asyncio client (connection, handle) pairs (url=)
-        self._last_full: MQError | None = None  # why the last put found no room
         self._core.watch(self)
 
     def _get_loop(self) -> asyncio.AbstractEventLoop:
@@ -101,8 +99,9 @@ class AsyncQueue(QueueBase[T]):
             ``item``. :raises ValueError: a priority outside 0..9, or the queue closed."""
         md = self._md if priority is None else self._mds[arguments.priority(priority)]
         self._check_open()
-        if not self._store(self._codec.encode(item), md):
-            raise asyncio.QueueFull(self._full_text(self._last_full)) if self._last_full else asyncio.QueueFull
+        full = self._store(self._codec.encode(item), md)
+        if full is not None:
+            raise asyncio.QueueFull(self._full_text(full))
         self._core.put_done()
 
     def get_nowait(self) -> T:
@@ -115,27 +114,6 @@ class AsyncQueue(QueueBase[T]):
             raise asyncio.QueueEmpty
         self._core.got()
         return self._decode(data)
-
-    def _store(self, data: bytes, md: MD | None) -> bool:
-        """One put through a pooled connection; False when the queue is full."""
-        core = self._core
-        core.putting()
-        try:
-            pair = core.take()
-            try:
-                pair[1].put(data, md)
-                return True
-            finally:
-                core.give(pair)
-        except MQError as e:
-            core.put_failed()
-            if e.reason not in _FULL:
-                raise map_error(e, f"put to queue {core.name!r} {core.site.where}", core.closed) from None
-            self._last_full = e
-            return False
-        except BaseException:
-            core.put_failed()
-            raise
 
     def _fetch(self, cancelled: _Cancelled | None) -> bytes | None:
         """One get without waiting; None when the queue is empty. ``cancelled``: the executor
@@ -205,16 +183,16 @@ class AsyncQueue(QueueBase[T]):
         data = self._codec.encode(item)
         while True:
             if self._remote:
-                stored = await self._store_remote(data, md)
+                full = await self._store_remote(data, md)
             elif self._offload:
-                stored = await self._in_executor(self._store, data, md)
+                full = await self._in_executor(self._store, data, md)
             else:
-                stored = self._store(data, md)
-            if stored:
+                full = self._store(data, md)
+            if full is None:
                 break
-            if self._last_full is not None and self._last_full.reason == Reason.STORAGE_NOT_AVAILABLE:
+            if full.reason == Reason.STORAGE_NOT_AVAILABLE:
                 if self._core.policy == MemoryPolicy.FAIL:
-                    raise asyncio.QueueFull(self._full_text(self._last_full))
+                    raise asyncio.QueueFull(self._full_text(full))
                 await self._wait(self._putters, lambda: False, POLL)
                 self._core.recount_memory()
                 continue
@@ -232,16 +210,16 @@ class AsyncQueue(QueueBase[T]):
         self._core.got()
         return self._decode(data)
 
-    async def _in_executor(self, fn: Callable[..., bool], *args: Any) -> bool:
-        """``fn(*args)`` in the loop's executor; a cancel while it runs waits for it and
-        returns its result (the put happened: the caller must not repeat it)."""
+    async def _in_executor(self, fn: Callable[..., MQError | None], *args: Any) -> MQError | None:
+        """A put, ``fn(*args)``, in the loop's executor; a cancel while it runs waits for it
+        and, if the put was made, returns as made (the caller must not repeat it)."""
         fut = self._get_loop().run_in_executor(None, fn, *args)
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
-            if not await fut:
+            if await fut is not None:
                 raise
-            return True  # put before the cancel reached it: done, not to be repeated
+            return None  # put before the cancel reached it: done, not to be repeated
 
     async def _fetch_in_executor(self) -> bytes | None:
         cancelled = _Cancelled()
@@ -331,17 +309,16 @@ class AsyncQueue(QueueBase[T]):
         except MQError as e:
             raise map_error(e, f"queue {core.name!r} {core.site.where}", core.closed) from None
 
-    async def _store_remote(self, data: bytes, md: MD | None) -> bool:
+    async def _store_remote(self, data: bytes, md: MD | None) -> MQError | None:
         core = self._core
         pair = await self._apair()
         try:
             await pair[1].put(data, md)
-            return True
+            return None
         except MQError as e:
-            if e.reason not in _FULL:
+            if e.reason not in FULL:
                 raise map_error(e, f"put to queue {core.name!r} {core.site.where}", core.closed) from None
-            self._last_full = e
-            return False
+            return e
         finally:
             self._apool.append(pair)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from sweepq.engine import MD, MQError, Persistence, Reason
 
 from . import arguments
+from .errors import map_error
 from .serializers import codec
 from .site import Core, open_core, site_for
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 POLL = 0.05  # seconds between two looks at a full queue that nothing in this process will wake
+FULL = (Reason.Q_FULL, Reason.STORAGE_NOT_AVAILABLE)  # what a put to a full queue is refused with
 
 
 def descriptors(persistent: bool) -> list[MD]:
@@ -159,6 +161,30 @@ class QueueBase(Generic[T]):
 
     def _closed_error(self) -> ValueError:
         return ValueError(f"queue {self._core.name!r} {self._core.site.where} is closed")
+
+    def _store(self, data: bytes, md: MD | None) -> MQError | None:
+        """One put through a pooled connection: None when made, or the refusal of a full
+        queue (MAXDEPTH 2053, the memory budget 2071). The task is counted first, so that a
+        get and ``task_done()`` of the item in another thread never find the count behind.
+
+        :raises: what ``map_error`` (queues/errors.py) maps any other refusal to."""
+        core = self._core
+        core.putting()
+        try:
+            pair = core.take()
+            try:
+                pair[1].put(data, md)
+                return None
+            finally:
+                core.give(pair)
+        except MQError as e:
+            core.put_failed()
+            if e.reason not in FULL:
+                raise map_error(e, f"put to queue {core.name!r} {core.site.where}", core.closed) from None
+            return e
+        except BaseException:
+            core.put_failed()
+            raise
 
     def _full_text(self, e: MQError) -> str:
         core = self._core

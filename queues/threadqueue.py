@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import queue as stdqueue
 import time
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from sweepq.engine import GMO, MD, MemoryPolicy, MQError, Reason
 
@@ -19,7 +19,6 @@ from .base import POLL, QueueBase, T
 from .errors import map_error
 
 _EMPTY = Reason.NO_MSG_AVAILABLE
-_FULL = (Reason.Q_FULL, Reason.STORAGE_NOT_AVAILABLE)
 
 
 class Queue(QueueBase[T]):
@@ -60,47 +59,30 @@ class Queue(QueueBase[T]):
         if self._closed:
             raise self._closed_error()
         data = self._codec.encode(item)
-        core = self._core
-        core.putting()
-        try:
-            pair = core.take()
-            try:
-                pair[1].put(data, md)
-            except MQError as e:
-                if e.reason not in _FULL:
-                    raise map_error(e, f"put to queue {core.name!r} {core.site.where}", core.closed) from None
-                self._put_when_room(pair, data, md, block, timeout, e)
-            finally:
-                core.give(pair)
-        except BaseException:
-            core.put_failed()
-            raise
-        core.put_done()
+        full = self._store(data, md)
+        if full is not None:
+            self._put_when_room(data, md, block, timeout, full)
+        self._core.put_done()
 
-    def _put_when_room(
-        self, pair: Any, data: bytes, md: MD | None, block: bool, timeout: float | None, first: MQError
-    ) -> None:
+    def _put_when_room(self, data: bytes, md: MD | None, block: bool, timeout: float | None, full: MQError) -> None:
         """The put found the queue full: wait for a get here (or the poll slice: a get in
         another process, memory swept out) and try again, until ``timeout``."""
         core = self._core
-        if not block or (first.reason == Reason.STORAGE_NOT_AVAILABLE and core.policy == MemoryPolicy.FAIL):
-            raise stdqueue.Full(self._full_text(first)) from None
+        if not block or (full.reason == Reason.STORAGE_NOT_AVAILABLE and core.policy == MemoryPolicy.FAIL):
+            raise stdqueue.Full(self._full_text(full))
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             seen = core.gets
             remaining = POLL if deadline is None else min(POLL, deadline - time.monotonic())
             if remaining <= 0:
-                raise stdqueue.Full(self._full_text(first)) from None
+                raise stdqueue.Full(self._full_text(full))
             core.wait_for_room(seen, remaining)
-            if first.reason == Reason.STORAGE_NOT_AVAILABLE:
+            if full.reason == Reason.STORAGE_NOT_AVAILABLE:
                 core.recount_memory()
-            try:
-                pair[1].put(data, md)
+            again = self._store(data, md)
+            if again is None:
                 return
-            except MQError as e:
-                if e.reason not in _FULL:
-                    raise map_error(e, f"put to queue {core.name!r} {core.site.where}", core.closed) from None
-                first = e
+            full = again
 
     def put_nowait(self, item: T, *, priority: int | None = None) -> None:
         """``put(item, block=False)``: ``queue.Full`` at once when there is no room."""
@@ -147,15 +129,6 @@ class Queue(QueueBase[T]):
             core.give(pair)
         core.got()
         return self._decode(m.data)
-
-    def _decode(self, data: bytes) -> T:
-        try:
-            return self._codec.decode(data)
-        except Exception as e:
-            raise ValueError(
-                f"an item of queue {self._core.name!r} is not {self._codec.name} data ({e}); it was put by "
-                "something else: read it with the serializer it was written with (e.g. serializer='bytes')"
-            ) from e
 
     def get_nowait(self) -> T:
         """``get(block=False)``: ``queue.Empty`` at once when there is no item."""
