@@ -237,7 +237,7 @@ print(json.dumps({**fig, "in_order": in_order and seen == n}))
 
 
 def backlog(o: Any, report: Any, step: Callable[[], None]) -> dict:
-    budget = int(o.queue_budget_mb * 1e6)
+    budget = o.queue_budget
     n = int(budget * o.queue_backlog_factor) // ITEM
     kinds = {
         "sweepq.Queue(memory_budget=)": "sweepq",

@@ -102,7 +102,7 @@ class BenchOptions:
     channel_down_rate: float = 10_000.0  # msgs/s QM1 puts meanwhile (channel)
     queue_messages: int = 30_000  # put+get pairs per round, in memory and asyncio (queue)
     queue_persistent_messages: int = 1_000  # items put then got per round, path= and its peers (queue)
-    queue_budget_mb: float = 50.0  # the memory budget of the backlog (queue)
+    queue_budget: int = 50_000_000  # the memory budget of the backlog, bytes (queue)
     queue_backlog_factor: float = 10.0  # the backlog, in budgets (queue)
     quick: bool = False
 
@@ -138,7 +138,7 @@ QUICK = {
     "channel_down_rate": 5_000.0,
     "queue_messages": 3_000,
     "queue_persistent_messages": 200,
-    "queue_budget_mb": 2.0,
+    "queue_budget": 2_000_000,
 }
 
 

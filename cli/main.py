@@ -19,7 +19,7 @@ from sweepq.bench.crash_channel import register_crash_channel_command
 from sweepq.bench.crash_server import register_crash_server_command
 from sweepq.bench.damage import register_damage_command
 
-from .args import Parser, number, output_dir
+from .args import Parser, memory_size, number, output_dir
 from .channel import register as register_channel_command
 from .data import register as register_data_commands
 from .inspect import register as register_inspect_command
@@ -310,7 +310,9 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
     b.add_argument(
         "--queue-persistent-messages", type=pos_int, default=1_000, help="items per round, path= and peers (queue)"
     )
-    b.add_argument("--queue-budget", dest="queue_budget_mb", type=pos_float, default=50.0, help="budget, MB (queue)")
+    b.add_argument(
+        "--queue-budget", type=memory_size, default=50_000_000, help="the backlog's memory budget: 50MB, 64MiB (queue)"
+    )
     b.add_argument(
         "--queue-backlog", dest="queue_backlog_factor", type=pos_float, default=10.0, help="backlog, in budgets (queue)"
     )

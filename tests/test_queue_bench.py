@@ -47,3 +47,10 @@ def test_the_table_says_each_goal_met_or_missed(figures):
     goals = [r for r in rows if r[1].startswith("goal:")]
     assert len(goals) == 2 and all(r[3] in ("met", "**missed**") for r in goals)
     assert sum("goal <=" in r[3] for r in rows) == 2  # the backlog's RSS bound, for both sweepq forms
+
+
+def test_a_budget_without_its_unit_is_one_line_and_exit_2():
+    out = subprocess.run(
+        [sys.executable, "-m", "sweepq", "bench", "queue", "--queue-budget", "50"], capture_output=True, text=True
+    )
+    assert out.returncode == 2 and "did you mean 50 MB" in out.stderr and len(out.stderr.splitlines()) == 1
