@@ -255,7 +255,9 @@ def backlog(o: Any, report: Any, step: Callable[[], None]) -> dict:
         except ImportError:
             report.notice(f"queue: {module} is not installed, skipped in the backlog (pip install 'sweepq[bench]')")
     out: dict[str, Any] = {"budget": budget, "items": n}
-    what = f"backlog of {n:,} x {ITEM} B ({o.queue_backlog_factor:g} x a {budget / 1e6:g} MB budget), put then got"
+    from sweepq.engine.sizes import format_size
+
+    what = f"backlog of {n:,} x {ITEM} B ({o.queue_backlog_factor:g} x a {format_size(budget)} budget), put then got"
     for label, kind in kinds.items():
         with tempfile.TemporaryDirectory(prefix="sweepq-bench-backlog-") as d:
             r = subprocess.run(
