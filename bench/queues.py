@@ -202,6 +202,8 @@ if kind.startswith("sweepq"):
     opts = {"memory_budget": budget}
     if kind == "sweepq-path":
         opts["path"] = where
+    if kind == "sweepq-held":
+        opts["budget_counts"] = "held"
     q = Queue(**opts); put, get = q.put, q.get_nowait
 elif kind == "queue.Queue":
     import queue
@@ -242,6 +244,7 @@ def backlog(o: Any, report: Any, step: Callable[[], None]) -> dict:
     kinds = {
         "sweepq.Queue(memory_budget=)": "sweepq",
         "sweepq.Queue(path=, memory_budget=)": "sweepq-path",
+        'sweepq.Queue(memory_budget=, budget_counts="held")': "sweepq-held",
         "queue.Queue": "queue.Queue",
     }
     for name, module, label in (

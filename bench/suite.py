@@ -833,7 +833,7 @@ def steps(name: str, o: BenchOptions) -> int:
         "replay": 3,
         "clients": 2 * o.rounds + 3,
         "channel": 2 * o.rounds + 3,
-        "queue": 4 * o.rounds + 6,
+        "queue": 4 * o.rounds + 7,
     }[name]
 
 

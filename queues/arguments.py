@@ -19,6 +19,7 @@ from .site import MAX_DEPTH
 
 DELIVERIES = ("at-most-once", "at-least-once")
 SYNCS = ("os", "commit", "none")
+COUNTS = ("resident", "held")
 POLICIES = {"page": MemoryPolicy.PAGE, "block": MemoryPolicy.BLOCK, "fail": MemoryPolicy.FAIL}
 _WAIT_MS_MAX = 2**31 - 1  # an MQ wait interval is an MQLONG of milliseconds
 
@@ -79,6 +80,7 @@ class Where:
     sync: str
     token: str | None
     admin_token: str | None
+    budget_counts: str  # what the memory budget counts: "resident" or "held" (engine/budget.py)
 
 
 def where(
@@ -91,6 +93,7 @@ def where(
     sync: object,
     token: object,
     admin_token: object,
+    budget_counts: object = None,
 ) -> Where:
     """The constructor's keywords, checked together (some exclude others)."""
     if not isinstance(name, str):
@@ -102,6 +105,13 @@ def where(
     if path is not None and url is not None:
         raise ValueError("pass path= (a data directory of this process) or url= (a served queue manager), not both")
     budget = _budget(memory_budget)
+    if budget_counts is not None:
+        if not isinstance(budget_counts, str):
+            raise TypeError(f"budget_counts must be 'resident' or 'held', not {_name_of(budget_counts)}")
+        if budget_counts not in COUNTS:
+            raise ValueError(f"budget_counts {budget_counts!r} is not 'resident' or 'held'")
+        if not budget:
+            raise ValueError("budget_counts= says what memory_budget= counts: give a memory_budget too")
     if url is not None and budget:
         raise ValueError("memory_budget= is the queue manager's: a served queue manager has its own")
     if not isinstance(memory_policy, str):
@@ -135,6 +145,7 @@ def where(
         sync or "os",
         token,  # type: ignore[arg-type]
         admin_token,  # type: ignore[arg-type]
+        budget_counts or "resident",
     )
 
 

@@ -60,6 +60,11 @@ class QueueBase(Generic[T]):
       ``memory_policy`` says what a put does once the budget itself is reached: ``"page"``
       (the default: the producer writes the backlog out itself), ``"block"`` (the put waits
       for room, as on a full queue) or ``"fail"`` (the queue counts as full at once).
+      ``budget_counts`` says what the budget bounds: ``"resident"`` (the default: the
+      process's resident memory above what it was when the queue opened, what ``top`` and a
+      container's limit see) or ``"held"`` (only what the queue and its store hold: faster,
+      but the allocator's slack is not bounded). Counting resident memory counts the whole
+      process: give one queue manager (one in-memory queue, or one data directory) the budget.
     * ``url``: a served queue manager (``sweepq serve``; ``unix:///path/sweepq.sock``,
       ``tcp://host:port``) that many processes share; ``token`` / ``admin_token`` as
       ``sweepq.client.connect`` takes them, else ``$SWEEPQ_TOKEN`` /
@@ -93,9 +98,12 @@ class QueueBase(Generic[T]):
         sync: str | None = None,
         token: str | None = None,
         admin_token: str | None = None,
+        budget_counts: str | None = None,
     ) -> None:
         size = arguments.maxsize(maxsize)
-        w = arguments.where(name, path, url, memory_budget, memory_policy, delivery, sync, token, admin_token)
+        w = arguments.where(
+            name, path, url, memory_budget, memory_policy, delivery, sync, token, admin_token, budget_counts
+        )
         self._codec = codec(serializer)
         key, make, options = site_for(w)
         self._core: Core = open_core(key, make, w.name, size, w.policy, options)

@@ -425,7 +425,7 @@ def site_for(w: Where) -> tuple[tuple, Callable[[], Site], tuple]:
     if w.path is None:
         return ("memory", object()), lambda: _local_site(w, "in memory"), ()
     path = os.path.realpath(w.path)
-    options = (f"memory_budget={w.memory_budget}", f"sync={w.sync!r}")
+    options = (f"memory_budget={w.memory_budget}", f"sync={w.sync!r}", f"budget_counts={w.budget_counts!r}")
     return ("path", path), lambda: _local_site(w, f"at {path}"), options
 
 
@@ -443,6 +443,7 @@ def _local_site(w: Where, where: str) -> Site:
             path=w.path,
             sweeper=w.path is not None or bool(w.memory_budget),
             memory_budget=w.memory_budget,
+            budget_counts=w.budget_counts if w.memory_budget else "held",
             sync=w.sync,
             max_msg_length=MAX_ITEM,
         )

@@ -58,6 +58,10 @@ BAD_CONSTRUCTOR = [
     ({"admin_token": 5}, TypeError, "admin_token must be a str"),
     ({"path": "p", "url": "unix:///x"}, ValueError, "not both"),
     ({"url": "unix:///x", "memory_budget": "1MB"}, ValueError, "served queue manager has its own"),
+    ({"budget_counts": "rss"}, ValueError, "give a memory_budget too|not 'resident' or 'held'"),
+    ({"memory_budget": "1MB", "budget_counts": "rss"}, ValueError, "not 'resident' or 'held'"),
+    ({"memory_budget": "1MB", "budget_counts": 1}, TypeError, "budget_counts must be"),
+    ({"budget_counts": "held"}, ValueError, "give a memory_budget too"),
 ]
 
 
@@ -296,6 +300,13 @@ def test_memory_budget_sweeps_the_backlog_and_brings_it_back_in_order():
     info = q._core.site.admin.inquire_queue(q.name)
     assert info.swept > 400 and info.mem_bytes < 64 * 1024, info
     assert [q.get() for _ in items] == items
+
+
+def test_the_budget_counts_resident_memory_unless_told_held():
+    resident = Queue(memory_budget="64MB")._core.site.admin.memory_use()
+    assert resident.baseline > 0  # resident memory above the open's baseline is what counts
+    held = Queue(memory_budget="64MB", budget_counts="held")._core.site.admin.memory_use()
+    assert held.baseline == 0 and held.resident == 0
 
 
 def test_memory_policy_fail_is_full_at_once_and_block_waits_for_room():
