@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from sweepq.bench.crash_channel import judge, run_channel_crashtest
 
 
+@pytest.mark.long
 def test_kills_of_the_sender_and_the_receiver_lose_and_duplicate_nothing(tmp_path):
     verdict = run_channel_crashtest(str(tmp_path), kills=50, seed=11, quick=True)
     assert verdict.ok, verdict.render("tests/test_channels_crash.py")

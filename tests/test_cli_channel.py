@@ -50,8 +50,7 @@ def with_a_batch_in_doubt(path: str, monkeypatch) -> None:
         with pair(qm1_options={"path": path}) as (qm1, qm2, _):
             qm1.connect().open("TARGET", OO.OUTPUT).put(b"order", MD(persistence=Persistence.PERSISTENT))
             qm1.channels.start("TO.QM2")
-            assert len(drain_all(qm2, "Q", 1)) == 1
-            wait_until(lambda: status(qm1, "TO.QM2")["indoubt"], what="the batch in doubt")
+            assert len(drain_all(qm2, "Q", 1, lambda: status(qm1, "TO.QM2")["indoubt"])) == 1
             qm1.channels.stop("TO.QM2")
 
 

@@ -158,7 +158,7 @@ def _certificates(where: Path) -> None:
     ca.cert_pem.write_to_path(str(where / "ca.pem"))
 
 
-@pytest.mark.slow
+@pytest.mark.long  # 102 commands in order, demos, benches and a Spark job among them: minutes
 def test_every_example_runs_as_written(tmp_path):
     _certificates(tmp_path)
     text = DOC.read_text()

@@ -19,7 +19,7 @@ from sweepq.bench import damage
 from sweepq.cli import main
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_quick_form():
     """In a process of its own: a trial stuck inside RocksDB fails the test by its timeout
     (and the command's own watchdog), instead of hanging the suite."""

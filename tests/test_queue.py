@@ -170,6 +170,18 @@ def test_import_sweepq_engine_loads_neither_net_nor_queues():
         sweepq.Nope  # noqa: B018
 
 
+def test_queues_uses_the_engines_public_api_only():
+    """queues/ is an application of the engine: it imports sweepq.engine's public names (and
+    engine/sizes.py's one parser of sizes), never a module of the engine's insides."""
+    import re
+    from pathlib import Path
+
+    inside = re.compile(r"^\s*(from|import)\s+sweepq\.engine\.(?!sizes\b)", re.M)
+    folder = Path(__file__).resolve().parents[1] / "queues"
+    offenders = [p.name for p in folder.glob("*.py") if inside.search(p.read_text())]
+    assert not offenders and list(folder.glob("*.py")), offenders
+
+
 def test_repr_says_name_depth_and_where(tmp_path):
     q = Queue(3, name="jobs")
     q.put("a")

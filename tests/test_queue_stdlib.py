@@ -12,7 +12,7 @@ producer and 50 consumer threads), in memory.
 And the behaviour tests of ``Lib/test/test_asyncio/test_queues.py`` against
 :class:`sweepq.AsyncQueue`: the test functions, unchanged, see a module ``asyncio`` whose
 ``Queue`` is ``AsyncQueue``. Left out are only the tests that read ``asyncio.Queue``'s private
-attributes (``_getters``, ``_putters``, ``_format()``, ...), found by the names their code
+attributes (``_getters``, ``_putters``, its format helper, ...), found by the names their code
 uses, and those of ``LifoQueue`` / ``PriorityQueue``, which sweepq does not mirror.
 
 Both come from the interpreter's ``test`` package when it has one, else from the copies in
@@ -178,7 +178,7 @@ AsyncQueueJoinTests = _rebound(
 
 def test_the_private_tests_left_out_are_those_that_read_insides():
     """What the filter leaves out is exactly what reads asyncio.Queue's insides: repr's
-    ``_getters[1]``, ``q._putters``, ``_format()``; every other test runs."""
+    ``_getters[1]``, ``q._putters``, its format helper; every other test runs."""
     left_out = {
         f"{cls.__name__}.{name}"
         for cls in (
