@@ -17,7 +17,7 @@ did wrong; a client adds MQRC_CONNECTION_BROKEN (2009) when the server went away
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, overload, runtime_checkable
 
 from .constants import GMO, MO, OO, PMO, Reason
 from .message import Message, PutResult
@@ -41,6 +41,24 @@ class QueueHandle(Protocol):
 
     def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]: ...
 
+    @overload
+    def get(  # type: ignore[overload-overlap]
+        self,
+        options: Literal[GMO.UNLOCK],
+        wait_interval: int = -1,
+        buffer_length: int | None = None,
+        match: MO | int = ...,
+        msg_id: bytes | None = None,
+        correl_id: bytes | None = None,
+        group_id: bytes | None = None,
+        msg_seq_number: int | None = None,
+        offset: int | None = None,
+        msg_token: bytes | None = None,
+    ) -> Status:
+        """GMO.UNLOCK: a status with ``reason`` and ``completion_code``, no message."""
+        ...
+
+    @overload
     def get(
         self,
         options: GMO | int = 0,
@@ -53,8 +71,8 @@ class QueueHandle(Protocol):
         msg_seq_number: int | None = None,
         offset: int | None = None,
         msg_token: bytes | None = None,
-    ) -> Message | Status:
-        """A message, or for GMO.UNLOCK a status with ``reason`` and ``completion_code``."""
+    ) -> Message:
+        """A message."""
         ...
 
     def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]: ...

@@ -16,7 +16,7 @@ never share any lock but the queues' own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from . import browse, checks, getpath, groups, putpath
 from .constants import GMO, MO, OO, PMO, Reason, Usage
@@ -139,6 +139,40 @@ class Handle:
             return putpath.put_many(s, datas, md, opts)
 
     # -- get -----------------------------------------------------------------------------
+
+    if TYPE_CHECKING:
+        # For type checkers only: a get returns a Message, except GMO.UNLOCK, a call of its
+        # own that returns a Status (only NO_SYNCPOINT may accompany it, and the usual call
+        # is ``get(GMO.UNLOCK)``: the literal is what picks the first form).
+        @overload
+        def get(  # type: ignore[overload-overlap]
+            self,
+            options: Literal[GMO.UNLOCK],
+            wait_interval: int = -1,
+            buffer_length: int | None = None,
+            match: MO | int = MATCH_DEFAULT,
+            msg_id: bytes | None = None,
+            correl_id: bytes | None = None,
+            group_id: bytes | None = None,
+            msg_seq_number: int | None = None,
+            offset: int | None = None,
+            msg_token: bytes | None = None,
+        ) -> Status: ...
+
+        @overload
+        def get(
+            self,
+            options: GMO | int = 0,
+            wait_interval: int = -1,
+            buffer_length: int | None = None,
+            match: MO | int = MATCH_DEFAULT,
+            msg_id: bytes | None = None,
+            correl_id: bytes | None = None,
+            group_id: bytes | None = None,
+            msg_seq_number: int | None = None,
+            offset: int | None = None,
+            msg_token: bytes | None = None,
+        ) -> Message: ...
 
     # Parameters are positional-or-keyword, not keyword-only, on purpose: CPython fills
     # missing keyword-only defaults by dict lookups, which cost ~170 ns on every get.

@@ -97,12 +97,13 @@ with QueueManager(store=MemoryStore(), sweeper=False) as qm:
         h.put(b"hello", MD(prio=5))  # E: call-arg
         h.put(b"hello", options="SYNCPOINT")  # E: arg-type
         conn.open("Q", "OUTPUT")  # E: arg-type
-        got = h.get(GMO.NO_WAIT, wait_interval=0)
-        if isinstance(got, Message):
-            data: bytes = got.data
-            size: str = got.data_length  # E: assignment
+        got = h.get(GMO.NO_WAIT, wait_interval=0)  # a Message: no isinstance needed
+        data: bytes = got.data
+        size: str = got.data_length  # E: assignment
+        unlocked = h.get(GMO.UNLOCK)  # a Status, the one get that returns no message
+        unlocked.data  # E: attr-defined
         try:
-            h.get(wait=True)  # E: call-arg
+            h.get(wait=True)  # E: call-overload  (get is overloaded: GMO.UNLOCK returns a Status)
         except MQError as e:
             reason: Reason = e.reason
 QueueManager(store="memory")  # E: arg-type
