@@ -23,21 +23,18 @@ Everything random comes from ``random.Random(f"{seed}:{trial}")``: a seed replay
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import faulthandler
-import json
 import os
 import random
 import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from .crash import check_payload, ident_of, ids_in_error, msg_id, payload
+from .crash.worker import check_payload, ident_of, ids_in_error, msg_id, payload
 
 QUEUES = ("DMG.A", "DMG.B")
 PRIORITIES = (0, 4, 9)
@@ -76,6 +73,16 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return not any(t.violations for t in self.trials)
+
+    def as_json(self, replay: str = "") -> dict:
+        """Every trial, as ``sweepq damagetest --json`` prints it."""
+        return {
+            "ok": self.ok,
+            "seed": self.seed,
+            "seconds": self.seconds,
+            "trials": [asdict(t) for t in self.trials],
+            "replay": replay,
+        }
 
     def render(self, replay: str = "") -> str:
         n = len(self.trials)
@@ -332,78 +339,15 @@ def run_fuzz(work: str, trials: int, seed: int, progress: Callable[[int, Trial],
     return verdict
 
 
-# -- the command line ------------------------------------------------------------------------------------
-
-
 TRIAL_SECONDS = 300  # a trial that takes longer is stuck (inside RocksDB, where it cannot be stopped)
 
 
-def _watchdog() -> None:
+def arm_watchdog() -> None:
     """(Re)arm the watchdog: a trial stuck longer than :data:`TRIAL_SECONDS` ends the process
     with every thread's stack on stderr (its directory kept), instead of hanging for ever."""
     with contextlib.suppress(AttributeError, OSError, ValueError):  # no real stderr: no watchdog
         faulthandler.dump_traceback_later(TRIAL_SECONDS, exit=True, file=sys.__stderr__)
 
 
-def _damagetest_command(args: argparse.Namespace) -> int:
-    trials = args.trials or (QUICK_TRIALS if args.quick else DEFAULT_TRIALS)
-    work = tempfile.mkdtemp(prefix="sweepq-damage-")
-    say = (lambda *a, **k: print(*a, **k, file=sys.stderr)) if args.json else print
-    say(f"sweepq damagetest: {trials} trials, seed {args.seed}, in {work}", flush=True)
-
-    def progress(k: int, t: Trial) -> None:
-        _watchdog()
-        if k % 25 == 0 or t.violations:
-            flag = f"  ! {t.violations[0][:120]}" if t.violations else ""
-            say(f"  trial {k}/{trials}: {t.phase}, {t.kind} {t.target}{flag}", flush=True)
-
-    _watchdog()
-    try:
-        verdict = run_fuzz(work, trials, args.seed, progress)
-    except KeyboardInterrupt:
-        print(f"sweepq damagetest: interrupted; the trial directories are in {work}", file=sys.stderr)
-        return 130
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-    replay = f"sweepq damagetest --trials {trials} --seed {args.seed}"
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "ok": verdict.ok,
-                    "seed": verdict.seed,
-                    "seconds": verdict.seconds,
-                    "trials": [asdict(t) for t in verdict.trials],
-                    "replay": replay,
-                }
-            )
-        )
-    else:
-        print(verdict.render(replay))
-    shutil.rmtree(work, ignore_errors=True)
-    return 0 if verdict.ok else 1
-
-
-def register_damage_command(sub) -> None:
-    """Add ``damagetest`` to the ``sweepq`` subparsers ``sub``."""
-    from sweepq.pipeline.args import HelpFormatter, number
-
-    c = sub.add_parser(
-        "damagetest",
-        help="the damage fuzz: flip bits in and cut the files of data directories, verify nothing wrong comes back",
-        description="Build a data directory with real traffic, damage one of its files at random (bit flips or "
-        "a cut, between opens or while open), open it (with repair=True when refused), drain it, and verify: no "
-        "wrong data delivered, no consumed message delivered again, the queue manager usable. Repeats with "
-        "fresh directories. Exits 1 on any violation.",
-        formatter_class=HelpFormatter,
-    )
-    c.add_argument(
-        "--trials",
-        type=number(int, 1),
-        default=None,
-        help=f"trials (default {DEFAULT_TRIALS}; --quick: {QUICK_TRIALS})",
-    )
-    c.add_argument("--quick", action="store_true", help=f"the CI form: {QUICK_TRIALS} trials")
-    c.add_argument("--seed", type=number(int, 0), default=1, help="seed of every random choice; replays a run")
-    c.add_argument("--json", action="store_true", help="print every trial as JSON (progress goes to stderr)")
-    c.set_defaults(func=_damagetest_command)
+def disarm_watchdog() -> None:
+    faulthandler.cancel_dump_traceback_later()
