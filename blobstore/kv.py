@@ -99,6 +99,29 @@ class KV(Protocol):
         """Replace a side record atomically and durably. :raises KVError: not replaced."""
         ...
 
+    def read_log(self, name: str) -> tuple[list[bytes], str | None]:
+        """A side log's whole records, and why reading stopped before its end (None: it did not)."""
+        ...
+
+    def start_log(self, name: str, record: bytes) -> None:
+        """Replace a side log with one holding ``record``, atomically and durably.
+        :raises KVError: not replaced."""
+        ...
+
+    def append_log(self, name: str, record: bytes) -> str | None:
+        """Append ``record`` to a side log; never raises: returns why the log takes no more
+        records (until it starts again), or None."""
+        ...
+
+    def horizon(self) -> int:
+        """Every write made so far has a number at most this (RocksDB's last sequence number)."""
+        ...
+
+    def record_files(self) -> None:
+        """Sync, then keep a record of the store's files beside them, to recognise at the next
+        open the damage that would let it destroy data (blobstore/guard.py)."""
+        ...
+
     def unproven(self, cf: str, prefix: bytes = b"") -> bool:
         """Whether a rebuild of ``cf`` left records under ``prefix`` it could not prove."""
         ...
@@ -135,7 +158,7 @@ class MemoryKV:
     is what a killed process would leave (the tests' crash)."""
 
     def __init__(self) -> None:
-        self._cfs: dict[str, dict[bytes, bytes]] = {cf: {} for cf in (*CFS, "side")}
+        self._cfs: dict[str, dict[bytes, bytes]] = {cf: {} for cf in (*CFS, "side", "logs")}
         self._lock = threading.Lock()
 
     def get(self, cf: str, key: bytes) -> bytes | None:
@@ -155,6 +178,8 @@ class MemoryKV:
                     self._cfs[cf].pop(key, None)
                 else:
                     self._cfs[cf][key] = bytes(value)
+            meta = self._cfs["side"]
+            meta[b"\0horizon"] = str(int(meta.get(b"\0horizon", b"0")) + len(ops)).encode()
 
     def sync(self) -> None:
         pass
@@ -165,6 +190,26 @@ class MemoryKV:
     def write_side(self, name: str, data: bytes) -> None:
         with self._lock:
             self._cfs.setdefault("side", {})[name.encode()] = bytes(data)
+
+    def read_log(self, name: str) -> tuple[list[bytes], str | None]:
+        raw = self._cfs.setdefault("logs", {}).get(name.encode())
+        return (list(_unjoin(raw)) if raw else []), None
+
+    def start_log(self, name: str, record: bytes) -> None:
+        with self._lock:
+            self._cfs.setdefault("logs", {})[name.encode()] = _joined(record)
+
+    def append_log(self, name: str, record: bytes) -> str | None:
+        with self._lock:
+            logs = self._cfs.setdefault("logs", {})
+            logs[name.encode()] = logs.get(name.encode(), b"") + _joined(record)
+        return None
+
+    def horizon(self) -> int:
+        return int(self._cfs["side"].get(b"\0horizon", b"0"))
+
+    def record_files(self) -> None:
+        pass  # no files
 
     def unproven(self, cf: str, prefix: bytes = b"") -> bool:
         return False
@@ -189,4 +234,16 @@ class MemoryKV:
         return {"dict_bytes": held, "held_bytes": 0}
 
     def close(self) -> None:
-        self._cfs = {cf: {} for cf in (*CFS, "side")}
+        self._cfs = {cf: {} for cf in (*CFS, "side", "logs")}
+
+
+def _joined(record: bytes) -> bytes:
+    return len(record).to_bytes(4, "little") + record
+
+
+def _unjoin(raw: bytes):
+    pos = 0
+    while pos < len(raw):
+        n = int.from_bytes(raw[pos : pos + 4], "little")
+        yield raw[pos + 4 : pos + 4 + n]
+        pos += 4 + n

@@ -56,8 +56,8 @@ from rocksdict import (
     WriteOptions,
 )
 
-from . import heal
-from .files import check_manifest, first_bad_header, make_private, mend_logs, read_side_file, write_side_file
+from . import guard, heal
+from .files import SideLog, check_manifest, make_private, mend_logs, read_side_file, write_side_file
 from .kv import (
     CF_BLOBS,
     CF_MANIFESTS,
@@ -71,6 +71,7 @@ from .kv import (
     Listener,
     Op,
 )
+from .rocksfiles import first_bad_header
 
 # The store options that are RocksDB's (the rest are the blob store's own).
 ROCKSDB_OPTIONS = frozenset({"write_buffer_bytes", "block_cache_bytes"})
@@ -184,7 +185,9 @@ class RocksKV:
 
     ``sync`` makes every write durable (fsync) before it returns; ``wal=False`` writes no
     log (see the module docstring). ``read_only`` opens for inspection beside nothing
-    else. Failures while open: see the module docstring."""
+    else. ``expected_horizon``: the highest horizon the caller knows a write reached (an
+    open that cannot reach it has lost writes: blobstore/guard.py). Failures while open: see
+    the module docstring."""
 
     def __init__(
         self,
@@ -195,8 +198,10 @@ class RocksKV:
         read_only: bool = False,
         write_buffer_bytes: int = DEFAULT_WRITE_BUFFER_BYTES,
         block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
+        expected_horizon: int = 0,
     ):
         self.path = path
+        self._expected = expected_horizon  # a write known to have been made (blobstore/guard.py)
         self._cache = Cache(block_cache_bytes)
         self.write_buffer_bytes = write_buffer_bytes
         self.block_cache_bytes = block_cache_bytes
@@ -219,6 +224,8 @@ class RocksKV:
         self._closed = False
         self._cf: dict = {}
         self._h: dict = {}
+        self._logs: dict[str, SideLog] = {}
+        self._horizon = 0  # the last horizon seen, for the record written at close
         try:
             self._open()
         except KVError:
@@ -229,6 +236,8 @@ class RocksKV:
             raise _open_error(e, path) from e
         if not read_only:
             make_private(path)
+            with contextlib.suppress(KVError):  # redundancy only: the open does not fail for it
+                guard.record(path, self.horizon(), wal)
 
     # -- opening --------------------------------------------------------------------------------
 
@@ -246,7 +255,8 @@ class RocksKV:
                     f"a write-ahead log of {self.path} is damaged: open it with a queue manager", self.path
                 )
         else:
-            self._events += mend_logs(self.path)
+            lost = guard.before_open(self.path, self._expected)  # first: a refused open changes nothing
+            self._events += mend_logs(self.path) + lost
         existing = (
             {n for n in Rdict.list_cf(where, Options(raw_mode=True)) if n != "default"} if _is_db(where) else set()
         )
@@ -595,6 +605,41 @@ class RocksKV:
             raise KVError(f"the store at {self.path} is open read-only")
         write_side_file(self.path, name, data)
 
+    def horizon(self) -> int:
+        self._enter()
+        try:
+            h = self._horizon = self._db.latest_sequence_number()  # type: ignore[union-attr]  # open inside the gate
+        finally:
+            self._gate.leave()
+        return h
+
+    def record_files(self) -> None:
+        """Sync the log, then write ``sweepq-files`` (blobstore/guard.py) with the horizon
+        reached. :raises KVError: it could not be written."""
+        h = self.horizon()
+        self.sync()
+        guard.record(self.path, h, self._wal)
+
+    def _log(self, name: str) -> SideLog:
+        log = self._logs.get(name)
+        if log is None:
+            log = self._logs.setdefault(name, SideLog(self.path, name))
+        return log
+
+    def read_log(self, name: str) -> tuple[list[bytes], str | None]:
+        return self._log(name).read()
+
+    def start_log(self, name: str, record: bytes) -> None:
+        if self._read_only:
+            raise KVError(f"the store at {self.path} is open read-only")
+        self._log(name).start(record)
+
+    def append_log(self, name: str, record: bytes) -> str | None:
+        log = self._log(name)
+        if not self._read_only:
+            log.append(record)
+        return log.failed
+
     def unproven(self, cf: str, prefix: bytes = b"") -> bool:
         damaged, gaps = self._unproven.get(cf, ((), ()))
         return any(k.startswith(prefix) for k, _v in damaged) or any(_overlaps(lo, hi, prefix) for lo, hi in gaps)
@@ -640,12 +685,22 @@ class RocksKV:
         with self._gate.alone():
             self._closed = True
             broken = self._broken
+            if broken is None and self._db is not None and not self._read_only:
+                with contextlib.suppress(Exception):  # the horizon the close record states, synced
+                    self._horizon = self._db.latest_sequence_number()
+                    if self._wal:
+                        self._db.flush_wal(True)
             try:
                 self._release()
             finally:
                 self._drop_shadow()
+                for log in self._logs.values():
+                    log.close()
                 if not self._read_only:
                     make_private(self.path)
+                    if broken is None:  # the manifest as the close left it (the log was synced at the checkpoint)
+                        with contextlib.suppress(KVError, OSError):
+                            guard.record(self.path, self._horizon, self._wal)
         if broken is not None:
             raise KVError(f"the store at {self.path} had failed and could not be reopened since ({broken})")
 

@@ -35,9 +35,10 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from . import changes
 from . import format as fmt
 from .codec import DEFAULT_LEVEL, MIN_SAMPLE_BYTES, Codec, train, zstd_error
-from .files import SIDE_PREFIX
+from .files import SIDE_PREFIX, SideLog
 from .files import repair as kv_repair
 from .kv import (
     CF_BLOBS,
@@ -63,6 +64,7 @@ from .protocol import (
     BlobInfo,
     Capability,
     Salvage,
+    Since,
     StoreDamageError,
     StoreError,
 )
@@ -151,8 +153,12 @@ class BlobStore:
         self._temporary = False
         self._events: list[str] = []  # damage this store found and dealt with (DamageLog)
         self._listeners: list[Callable[[list[str]], None]] = []
+        self._wal = wal
+        self._since = Since()
+        self._log_bytes = 0  # appended to the change log since it started (it starts again past LIMIT)
         if kv is None:
             self._check_directory(read_only)
+            logged = changes.replay(*SideLog(self.path, changes.NAME).read())
             try:
                 kv = RocksKV(
                     self.path,
@@ -161,12 +167,15 @@ class BlobStore:
                     read_only=read_only,
                     write_buffer_bytes=write_buffer_bytes,
                     block_cache_bytes=block_cache_bytes,
+                    expected_horizon=logged.horizon if logged.wal else 0,
                 )
             except KVError as e:
                 raise _store_error(e) from e
         self._kv: KV | None = kv
         try:
+            opened_at = kv.horizon()  # before any write of this store's
             self._load(read_only, clear)
+            self._since = self._changes_since_checkpoint(opened_at)
         except BaseException:
             # A store that cannot be loaded (a format it cannot read, a failing disk) must
             # not keep the database open: its lock would refuse the next open in this
@@ -198,6 +207,8 @@ class BlobStore:
         if clear and not read_only:
             self._clear()
             self._write([(CF_META, b"format", _U32.pack(STORE_FORMAT))])
+            with contextlib.suppress(KVError):  # what it said of the records cleared is void
+                self._open_kv().start_log(changes.NAME, changes.start(self._wal))
         damaged_before = len(self._events)
         self._chains: dict[bytes, list[int]] = {
             k: list(struct.unpack(f"<{len(v) // 8}Q", v)) for k, v in self._proven(CF_CHAINS) if len(v) % 8 == 0
@@ -236,6 +247,49 @@ class BlobStore:
             )
         elif stale:
             self.delete_pending(stale)
+
+    def _changes_since_checkpoint(self, opened_at: int) -> Since:
+        """What the change log (blobstore/changes.py) says changed since the checkpoint, and
+        whether writes were lost: the open found damage, or the log shows a write that the
+        store no longer reaches (a write-ahead log cut or deleted)."""
+        kv = self._open_kv()
+        ch = changes.replay(*kv.read_log(changes.NAME))
+        lost = bool(self.damage_log())
+        if ch.wal and ch.horizon > opened_at and not lost:  # (RocksDB's files say so too: blobstore/guard.py)
+            lost = True
+            self._events.append(
+                f"the store lost writes it had made: it opened at write {opened_at}, but write {ch.horizon} had "
+                "been made (sweepq's change log says so): a write-ahead log was cut short or deleted"
+            )
+        if ch.problem:
+            self._events.append(f"the change log is damaged ({ch.problem}); what it held after the damage is unknown")
+        complete = not ch.continued and ch.problem is None
+        return Since(ch.written, ch.moved, frozenset(ch.unlinked), frozenset(ch.removed), ch.marks, lost, complete)
+
+    def _note(
+        self,
+        puts: Sequence[tuple[bytes, bytes]] = (),
+        deletes: Sequence[bytes] = (),
+        moved: tuple[Sequence[int], Sequence[bytes]] = ((), ()),
+        marks: Sequence[tuple[int, int, bytes | None]] = (),
+        dropped: bytes | None = None,
+        unlinked: Sequence[int] = (),
+    ) -> None:
+        """Add a write that returned to the change log (blobstore/changes.py); one that grew
+        past its limit starts again once the store flushed what it covers to its files."""
+        kv = self._kv
+        if kv is None:
+            return
+        rec = changes.write(kv.horizon(), puts, deletes, moved, marks, dropped, unlinked)
+        kv.append_log(changes.NAME, rec)
+        self._log_bytes += len(rec)
+        if self._log_bytes > changes.LIMIT:
+            with self._lock:
+                if self._log_bytes > changes.LIMIT:
+                    self._log_bytes = 0
+                    with contextlib.suppress(KVError):
+                        kv.flush()
+                        kv.start_log(changes.NAME, changes.start(self._wal, continued=True))
 
     def _proven(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Every pair of ``cf`` under ``prefix``; past damage, those that can still be proven
@@ -297,11 +351,22 @@ class BlobStore:
             raise _store_error(e) from e
 
     def write_checkpoint(self, data: bytes) -> None:
-        """Replace the checkpoint atomically and durably. :raises StoreError: not replaced."""
+        """Replace the checkpoint atomically and durably, then start the change log again
+        (what it held is in the checkpoint now; every write it covers is synced first).
+        :raises StoreError: not replaced."""
+        kv = self._open_kv()
         try:
-            self._open_kv().write_side(CHECKPOINT, data)
+            kv.write_side(CHECKPOINT, data)
         except KVError as e:
             raise _store_error(e) from e
+        with contextlib.suppress(KVError):  # the old log stands: it only covers more
+            kv.record_files()
+            kv.start_log(changes.NAME, changes.start(self._wal))
+            self._log_bytes = 0
+
+    def since_checkpoint(self) -> Since:
+        """What changed since the last checkpoint, as the change log had it at open (Checkpointing)."""
+        return self._since
 
     def blob_horizon(self) -> int:
         """Every blob written so far has a smaller id (Checkpointing)."""
@@ -349,6 +414,13 @@ class BlobStore:
         if not os.path.isdir(self.path):
             raise StoreError(f"{self.path} is not a directory")
         entries = os.listdir(self.path)
+        if entries and "CURRENT" not in entries and _holds_a_database(entries):
+            # RocksDB would take the directory for a new database, and delete every table file.
+            raise StoreDamageError(
+                f"the store at {self.path} is damaged: its CURRENT file is missing (the table files and logs are "
+                "there)",
+                os.path.join(self.path, "CURRENT"),
+            )
         if entries and "CURRENT" not in entries and not _only_store_files(entries):
             raise StoreError(f"{self.path} is not a sweepq store (it holds other files); choose an empty directory")
         if "CURRENT" in entries:
@@ -481,6 +553,8 @@ class BlobStore:
             ops += [(CF_MESSAGES, k, None) for k in moved]
             self._write(ops)
             self._chains[chain] = ids
+        if moved:
+            self._note(moved=(blob_ids, moved))
 
     def unlink(self, chain: bytes, blob_id: int, restore: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """Take ``blob_id`` out of ``chain`` and delete it (with its marks), writing the
@@ -511,6 +585,8 @@ class BlobStore:
                 self._chains[chain] = ids
             else:
                 self._chains.pop(chain, None)
+        if delete or restore:
+            self._note(puts=restore, unlinked=[blob_id] if delete else ())
 
     # -- durable records outside blobs, marks, objects --------------------------------------
 
@@ -532,14 +608,15 @@ class BlobStore:
             return
         if not marks:
             self._write(ops)  # RocksDB orders concurrent writes itself; no bookkeeping here
-            return
-        with self._lock:
-            self._write(ops)
-            for blob_id, pos, value in marks:
-                if value is None:
-                    self._marked.get(blob_id, set()).discard(pos)
-                else:
-                    self._marked.setdefault(blob_id, set()).add(pos)
+        else:
+            with self._lock:
+                self._write(ops)
+                for blob_id, pos, value in marks:
+                    if value is None:
+                        self._marked.get(blob_id, set()).discard(pos)
+                    else:
+                        self._marked.setdefault(blob_id, set()).add(pos)
+        self._note(puts, deletes, marks=marks)
 
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Every (key, record) whose key starts with ``prefix``, in key order.
@@ -574,6 +651,7 @@ class BlobStore:
             ops.append((CF_MESSAGES, key, None))
         if ops:
             self._write(ops)
+            self._note(deletes=keys)
 
     def marks(self, blob_id: int) -> dict[int, bytes]:
         """The marks on the records of one blob: position -> value; past damage, those that
@@ -612,6 +690,8 @@ class BlobStore:
             self._forget_blobs(dropped)
             for chain in drop_chains:
                 self._chains.pop(chain, None)
+        if drop_messages is not None or dropped:
+            self._note(dropped=drop_messages, unlinked=dropped)
 
     def sync(self) -> None:
         """Make every write so far survive a power loss (one fsync of the log; the GIL is
@@ -633,6 +713,8 @@ class BlobStore:
             self._write(ops)
             self._forget_blobs(ids)
             self._chains.pop(chain, None)
+        if ids:
+            self._note(unlinked=ids)
 
     def _delete_blob_ops(self, blob_id: int) -> list[Op]:
         """The writes that delete a blob, and its dictionary if it was the last user
@@ -858,6 +940,12 @@ def _store_error(e: KVError) -> StoreError:
     if isinstance(e, KVCorruption):
         return StoreDamageError(str(e), e.where)
     return StoreError(str(e))
+
+
+def _holds_a_database(entries: list[str]) -> bool:
+    """Whether a directory holds a database's own files (a manifest, tables, logs, sweepq's
+    checkpoint): then it is a store, whatever else is missing."""
+    return any(n.startswith(("MANIFEST-", SIDE_PREFIX + CHECKPOINT)) or n.endswith((".sst", ".log")) for n in entries)
 
 
 def _only_store_files(entries: list[str]) -> bool:

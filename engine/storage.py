@@ -88,9 +88,9 @@ class Storage:
         except StoreDamageError as e:
             if not self._repair:
                 raise StoreError(
-                    f"{e}. A file of the store is damaged beyond reading (a truncated table file?); "
-                    "open it with repair=True (sweepq ... --repair) to move the unreadable files aside "
-                    "(to lost/) and recover every message the other files hold"
+                    f"{e}. Open it with repair=True (sweepq ... --repair), which rebuilds "
+                    "what RocksDB needs from every file that can be read, moves the unreadable ones aside "
+                    "(to lost/) and recovers every message the other files hold"
                 ) from e
         self.repaired = BlobStore.repair(self.path)  # type: ignore[arg-type]  # opened with a path
         return BlobStore(self.path, wal=self._wal, **self.store_options)

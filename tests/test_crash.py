@@ -301,37 +301,24 @@ def test_worker_kills_itself_at_the_point_it_is_given(tmp_path):
 
 # -- corruption -----------------------------------------------------------------------------------------
 
-# The known gap, kept so that a failure says whether it is still the one. Each run: one
-# worker's backlog, the worker killed (no close): the last checkpoint of live messages is
-# the one written at the worker's open (engine/durable/ledger.py), so what was put after
-# it and lost with the cut log cannot be named.
-OBSERVED = {
-    "wal-bitflip": "the writes after the damage in the log cannot be trusted: the store opens at the last whole "
-    "write before it and says so in qm.recovery.damaged, but the lost writes made after the last checkpoint "
-    "cannot be named by MsgId",
-    "wal-truncate": "as wal-bitflip: the cut is reported, the writes after it are lost unnamed",
-}
-# Damage that sweepq detects, reports and recovers from with every other message back. A
-# truncated table is set aside by repair=True; the messages only it held are named from the
-# checkpoint the worker's clean close wrote.
-RECOVERED = ("sst-bitflip", "sst-truncate")
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param(k, marks=() if k in RECOVERED else pytest.mark.xfail(reason=OBSERVED[k], strict=True))
-        for k in trials.CORRUPTIONS
-    ],
+    ("kind", "seed"), [(k, 7) for k in trials.CORRUPTIONS] + [("wal-bitflip", 11), ("wal-truncate", 11)]
 )
-def test_damage_is_reported_by_message_and_every_other_message_comes_back(tmp_path, kind):
+def test_damage_is_reported_by_message_and_every_other_message_comes_back(tmp_path, kind, seed):
     """§6: bit flips and truncation in the RocksDB files between runs are detected and
-    reported by message (gets raise 2101 naming the MsgIds), and every other message comes
-    back, intact and in order. The verdict allows exactly that: each committed message comes
-    back or is named damaged; nothing is lost silently, duplicated or reordered, and the
-    store opens."""
-    v, what = trials.corruption_trial(str(tmp_path), kind, seed=7)
+    reported by message (gets raise 2101 naming the MsgIds, or the open names them), and
+    every other message comes back, intact and in order. The verdict allows exactly that:
+    each committed message comes back or is named damaged; nothing is lost silently,
+    duplicated or reordered, and the store opens.
+
+    The write-ahead log cut or flipped on a killed worker's store (``wal-*``) lost committed
+    messages unnamed and delivered consumed ones twice (issue 24 item 12, hidden by an
+    xfail): the writes after the damage are gone, but sweepq's change log (blobstore/
+    changes.py) has every removal (made again: nothing consumed comes back), every record
+    written (named by MsgId when lost) and every backout count (raised again)."""
+    v, what = trials.corruption_trial(str(tmp_path), kind, seed=seed)
     assert v.committed > 100, v.render()
     assert "nothing damaged" not in what, what
     assert v.ok, v.render()
