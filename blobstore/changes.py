@@ -23,7 +23,9 @@ it, then its operations, each a kind byte and its fields:
 * ``X`` prefix: every record under ``prefix`` deleted (a queue deleted).
 
 A ``H`` record starts the log (at each checkpoint): whether the store writes a log at all
-(without one a crash loses writes by design, and nothing here calls that damage). The log
+(without one a crash loses writes by design, and nothing here calls that damage), and what
+its files were then (the manifest's name and length, the horizon: blobstore/guard.py
+checks them before the next open). The log
 is never synced: it is for a process killed at any moment, or damage to one file; after a
 power loss it may lack its last records, which only makes it know less.
 """
@@ -44,10 +46,10 @@ _U64 = struct.Struct("<Q")
 _MARK = struct.Struct("<QIB")  # blob id, position, has a value
 
 
-def start(wal: bool, continued: bool = False) -> bytes:
-    """The record a log starts with (``continued``: it goes on from a log that grew too long,
-    not from a checkpoint)."""
-    return b"H" + json.dumps({"wal": wal, "continued": continued}).encode()
+def start(wal: bool, files: dict, continued: bool = False) -> bytes:
+    """The record a log starts with: ``files``, the key-value store's (KV.files);
+    ``continued``: it goes on from a log that grew too long, not from a checkpoint."""
+    return b"H" + json.dumps({"wal": wal, "continued": continued, "files": files}).encode()
 
 
 def write(
@@ -89,6 +91,7 @@ class Changes:
 
     wal: bool = True
     continued: bool = False  # it does not reach back to the checkpoint (it grew too long)
+    files: dict = field(default_factory=dict)  # the store's files when it started (KV.files)
     written: dict[bytes, bytes] = field(default_factory=dict)  # key -> head: last written (or moved)
     moved: dict[bytes, tuple[int, ...]] = field(default_factory=dict)  # key -> the blobs one of which took it
     unlinked: set[int] = field(default_factory=set)  # blobs deleted
@@ -96,6 +99,12 @@ class Changes:
     marks: dict[tuple[int, int], bytes | None] = field(default_factory=dict)
     horizon: int = 0
     problem: str | None = None  # why the log could not be read to its end
+
+
+def known(ch: Changes) -> dict:
+    """What the key-value store should check at open (``known``, blobstore/guard.py): its
+    files when the log started, the horizon raised to the last write the log has."""
+    return {**ch.files, "wal": ch.wal, "horizon": max(int(ch.files.get("horizon", 0)), ch.horizon)}
 
 
 def replay(records: list[bytes], problem: str | None = None) -> Changes:
@@ -114,7 +123,7 @@ def _apply(out: Changes, rec: bytes) -> None:
     kind = rec[:1]
     if kind == b"H":
         head = json.loads(rec[1:])
-        out.wal, out.continued = bool(head["wal"]), bool(head["continued"])
+        out.wal, out.continued, out.files = bool(head["wal"]), bool(head["continued"]), dict(head["files"])
         return
     if kind != b"W":
         raise ValueError(f"kind {kind!r}")

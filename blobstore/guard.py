@@ -9,8 +9,8 @@ already, and the plain open deletes the only copy of those writes (the damage fu
 the manifest itself and from its own record of it:
 
 * the manifest ends inside a record (cut short: a crash never leaves one so);
-* the manifest is shorter than when sweepq last recorded it (``sweepq-files``, written at
-  every checkpoint and close, after syncing the log: the manifest only grows);
+* the manifest is shorter than when sweepq last recorded it (in the change log, at every
+  checkpoint, after syncing the write-ahead log: blobstore/changes.py; a manifest only grows);
 * the writes the logs hold do not follow on from the manifest's last sequence number (a
   gap: the writes between are in no file);
 
@@ -22,40 +22,39 @@ A gap in the logs without such a file is reported as writes lost (a log deleted 
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 
-from .files import read_side_file, write_side_file
 from .kv import KVCorruption
 from .rocksfiles import current_manifest, numbered, read_manifest, walk
 
-FILES = "files"  # the side record of the manifest and horizon (sweepq-files)
 _BATCH = struct.Struct("<QI")  # a write batch's first sequence number and its count
 
 
-def before_open(path: str, expected: int = 0) -> list[str]:
-    """Check ``path`` before RocksDB opens it for writing (see the module docstring);
-    ``expected``: the highest horizon a write is known to have reached (sweepq's change log;
-    0: unknown), which the manifest and the logs must reach too.
+def before_open(path: str, known: dict | None = None) -> list[str]:
+    """Check ``path`` before RocksDB opens it for writing (see the module docstring).
+
+    ``known``: what sweepq recorded (:func:`files`, kept in the change log): ``manifest`` and
+    ``size``, the manifest's name and length then; ``horizon``, the highest sequence number a
+    write is known to have reached since (the manifest and the logs must reach it too);
+    ``wal``, whether the writes went to a log at all (without one a crash loses writes by
+    design, and nothing here calls that damage).
 
     Returns what was found lost (one line each: the open goes on).
     :raises KVCorruption: the open would delete table files that hold writes."""
     m = read_manifest(path)
     if m is None:
         return []  # no readable manifest: RocksDB refuses the open itself
-    known = _recorded(path)
-    wal = known is None or bool(known.get("wal", True))
-    if known is not None and wal:
-        expected = max(expected, int(known.get("horizon", 0)))
-    shorter = known is not None and known.get("manifest") == m.name and m.size < int(known.get("size", 0))
-    gaps = _log_gaps(path, m.last_sequence, expected) if wal else []
+    known = known or {}
+    wal = bool(known.get("wal", True))
+    shorter = known.get("manifest") == m.name and m.size < int(known.get("size", 0))
+    gaps = _log_gaps(path, m.last_sequence, int(known.get("horizon", 0))) if wal else []
     orphans = sorted(set(numbered(path, ".sst")) - m.live_tables())
     cut = []
     if not m.whole:
         cut.append(f"it ends inside a record ({m.size} bytes)")
     if shorter:
-        cut.append(f"it has {m.size} bytes where it had {known['size']} when last recorded")  # type: ignore[index]
+        cut.append(f"it has {m.size} bytes where it had {known['size']} when last recorded")
     why = [*cut, *([f"neither it nor a write-ahead log holds writes {_ranges(gaps)}, which were made"] * bool(gaps))]
     if orphans and why:
         files = ", ".join(f"{n:06d}.sst" for n in orphans[:10]) + (" ..." if len(orphans) > 10 else "")
@@ -75,31 +74,12 @@ def before_open(path: str, expected: int = 0) -> list[str]:
     return lost
 
 
-def record(path: str, horizon: int, wal: bool) -> None:
-    """Write ``sweepq-files``: the manifest's name and size now, and ``horizon`` (every write
-    made so far, synced by the caller when ``wal``). :raises KVError: not written."""
+def files(path: str, horizon: int, wal: bool) -> dict:
+    """What :func:`before_open` wants ``known`` of the directory now: the manifest's name and
+    length, and ``horizon`` (every write made so far, synced by the caller when ``wal``)."""
     name = current_manifest(path)
-    if name is None:
-        return
-    size = os.path.getsize(os.path.join(path, name))
-    data = json.dumps({"manifest": name, "size": size, "horizon": horizon, "wal": wal}).encode()
-    write_side_file(path, FILES, data)
-
-
-def recorded_horizon(path: str) -> tuple[int, bool] | None:
-    """(horizon, wal) of the last ``sweepq-files`` (None: none, or unreadable)."""
-    known = _recorded(path)
-    if known is None:
-        return None
-    return int(known.get("horizon", 0)), bool(known.get("wal", True))
-
-
-def _recorded(path: str) -> dict | None:
-    try:
-        data = read_side_file(path, FILES)
-        return json.loads(data) if data is not None else None
-    except Exception:  # damaged, or not this format: nothing recorded (it is redundancy only)
-        return None
+    size = os.path.getsize(os.path.join(path, name)) if name else 0
+    return {"manifest": name, "size": size, "horizon": horizon, "wal": wal}
 
 
 def _log_gaps(path: str, last_sequence: int, expected: int) -> list[tuple[int, int]]:

@@ -117,9 +117,11 @@ class KV(Protocol):
         """Every write made so far has a number at most this (RocksDB's last sequence number)."""
         ...
 
-    def record_files(self) -> None:
-        """Sync, then keep a record of the store's files beside them, to recognise at the next
-        open the damage that would let it destroy data (blobstore/guard.py)."""
+    def files(self) -> dict:
+        """Sync, then say what the store's files are now (JSON-able), for the caller to keep
+        apart from them and give back at the next open (``known``): an open then recognises
+        the damage that would let it destroy data, or that lost writes (blobstore/guard.py).
+        :raises KVError: the sync failed."""
         ...
 
     def unproven(self, cf: str, prefix: bytes = b"") -> bool:
@@ -208,8 +210,8 @@ class MemoryKV:
     def horizon(self) -> int:
         return int(self._cfs["side"].get(b"\0horizon", b"0"))
 
-    def record_files(self) -> None:
-        pass  # no files
+    def files(self) -> dict:
+        return {"horizon": self.horizon()}  # no files
 
     def unproven(self, cf: str, prefix: bytes = b"") -> bool:
         return False

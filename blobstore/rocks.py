@@ -185,8 +185,10 @@ class RocksKV:
 
     ``sync`` makes every write durable (fsync) before it returns; ``wal=False`` writes no
     log (see the module docstring). ``read_only`` opens for inspection beside nothing
-    else. ``expected_horizon``: the highest horizon the caller knows a write reached (an
-    open that cannot reach it has lost writes: blobstore/guard.py). Failures while open: see
+    else. ``known``: what the caller recorded of the directory's files (:meth:`files`, at its
+    last checkpoint; the horizon raised to the last write it knows of): an open that would
+    destroy data, or that cannot reach that horizon, is told by it (blobstore/guard.py).
+    Failures while open: see
     the module docstring."""
 
     def __init__(
@@ -198,10 +200,10 @@ class RocksKV:
         read_only: bool = False,
         write_buffer_bytes: int = DEFAULT_WRITE_BUFFER_BYTES,
         block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
-        expected_horizon: int = 0,
+        known: dict | None = None,
     ):
         self.path = path
-        self._expected = expected_horizon  # a write known to have been made (blobstore/guard.py)
+        self._known = known
         self._cache = Cache(block_cache_bytes)
         self.write_buffer_bytes = write_buffer_bytes
         self.block_cache_bytes = block_cache_bytes
@@ -225,7 +227,6 @@ class RocksKV:
         self._cf: dict = {}
         self._h: dict = {}
         self._logs: dict[str, SideLog] = {}
-        self._horizon = 0  # the last horizon seen, for the record written at close
         try:
             self._open()
         except KVError:
@@ -236,8 +237,6 @@ class RocksKV:
             raise _open_error(e, path) from e
         if not read_only:
             make_private(path)
-            with contextlib.suppress(KVError):  # redundancy only: the open does not fail for it
-                guard.record(path, self.horizon(), wal)
 
     # -- opening --------------------------------------------------------------------------------
 
@@ -255,7 +254,7 @@ class RocksKV:
                     f"a write-ahead log of {self.path} is damaged: open it with a queue manager", self.path
                 )
         else:
-            lost = guard.before_open(self.path, self._expected)  # first: a refused open changes nothing
+            lost = guard.before_open(self.path, self._known)  # first: a refused open changes nothing
             self._events += mend_logs(self.path) + lost
         existing = (
             {n for n in Rdict.list_cf(where, Options(raw_mode=True)) if n != "default"} if _is_db(where) else set()
@@ -578,13 +577,14 @@ class RocksKV:
             )
 
     def flush(self) -> None:
-        """Write the memtables to table files (tests use it to reach the files)."""
-        self._enter()
-        try:
+        """Write the memtables to table files (tests use it to reach the files; the change log
+        starts again after it). :raises KVError: it failed (damage heals at the next call)."""
+
+        def work() -> None:
             for cf in self._cf.values():
                 cf.flush()
-        finally:
-            self._gate.leave()
+
+        self._call(work, lambda: f"flushing {self.path} failed", True)
 
     def compact(self) -> None:
         """Compact every family now (tests use it to make RocksDB rewrite its tables).
@@ -608,17 +608,17 @@ class RocksKV:
     def horizon(self) -> int:
         self._enter()
         try:
-            h = self._horizon = self._db.latest_sequence_number()  # type: ignore[union-attr]  # open inside the gate
+            h = self._db.latest_sequence_number()  # type: ignore[union-attr]  # open inside the gate
         finally:
             self._gate.leave()
         return h
 
-    def record_files(self) -> None:
-        """Sync the log, then write ``sweepq-files`` (blobstore/guard.py) with the horizon
-        reached. :raises KVError: it could not be written."""
+    def files(self) -> dict:
+        """What blobstore/guard.py checks at the next open (``known``): the manifest now, and
+        the horizon reached, the log synced first. :raises KVError: the sync failed."""
         h = self.horizon()
         self.sync()
-        guard.record(self.path, h, self._wal)
+        return guard.files(self.path, h, self._wal)
 
     def _log(self, name: str) -> SideLog:
         log = self._logs.get(name)
@@ -685,11 +685,6 @@ class RocksKV:
         with self._gate.alone():
             self._closed = True
             broken = self._broken
-            if broken is None and self._db is not None and not self._read_only:
-                with contextlib.suppress(Exception):  # the horizon the close record states, synced
-                    self._horizon = self._db.latest_sequence_number()
-                    if self._wal:
-                        self._db.flush_wal(True)
             try:
                 self._release()
             finally:
@@ -698,9 +693,6 @@ class RocksKV:
                     log.close()
                 if not self._read_only:
                     make_private(self.path)
-                    if broken is None:  # the manifest as the close left it (the log was synced at the checkpoint)
-                        with contextlib.suppress(KVError, OSError):
-                            guard.record(self.path, self._horizon, self._wal)
         if broken is not None:
             raise KVError(f"the store at {self.path} had failed and could not be reopened since ({broken})")
 

@@ -167,7 +167,7 @@ class BlobStore:
                     read_only=read_only,
                     write_buffer_bytes=write_buffer_bytes,
                     block_cache_bytes=block_cache_bytes,
-                    expected_horizon=logged.horizon if logged.wal else 0,
+                    known=changes.known(logged),
                 )
             except KVError as e:
                 raise _store_error(e) from e
@@ -208,7 +208,8 @@ class BlobStore:
             self._clear()
             self._write([(CF_META, b"format", _U32.pack(STORE_FORMAT))])
             with contextlib.suppress(KVError):  # what it said of the records cleared is void
-                self._open_kv().start_log(changes.NAME, changes.start(self._wal))
+                kv = self._open_kv()
+                kv.start_log(changes.NAME, changes.start(self._wal, kv.files()))
         damaged_before = len(self._events)
         self._chains: dict[bytes, list[int]] = {
             k: list(struct.unpack(f"<{len(v) // 8}Q", v)) for k, v in self._proven(CF_CHAINS) if len(v) % 8 == 0
@@ -289,7 +290,7 @@ class BlobStore:
                     self._log_bytes = 0
                     with contextlib.suppress(KVError):
                         kv.flush()
-                        kv.start_log(changes.NAME, changes.start(self._wal, continued=True))
+                        kv.start_log(changes.NAME, changes.start(self._wal, kv.files(), continued=True))
 
     def _proven(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Every pair of ``cf`` under ``prefix``; past damage, those that can still be proven
@@ -360,8 +361,7 @@ class BlobStore:
         except KVError as e:
             raise _store_error(e) from e
         with contextlib.suppress(KVError):  # the old log stands: it only covers more
-            kv.record_files()
-            kv.start_log(changes.NAME, changes.start(self._wal))
+            kv.start_log(changes.NAME, changes.start(self._wal, kv.files()))
             self._log_bytes = 0
 
     def since_checkpoint(self) -> Since:
@@ -885,8 +885,13 @@ class BlobStore:
     # -- lifetime ---------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write what is buffered in memory to the store's files (inspection and tests)."""
-        self._open_kv().flush()
+        """Write what is buffered in memory to the store's files (inspection and tests).
+
+        :raises StoreError: it failed (damage is set right at the next call)."""
+        try:
+            self._open_kv().flush()
+        except KVError as e:
+            raise _store_error(e) from e
 
     def compact(self) -> None:
         """Make RocksDB rewrite every table now (tests: damage after a compaction).

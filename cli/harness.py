@@ -224,7 +224,7 @@ def _damagetest(args: argparse.Namespace) -> int:
         arm_watchdog()
         if k % 25 == 0 or t.violations:
             flag = f"  ! {t.violations[0][:120]}" if t.violations else ""
-            say(f"  trial {k}/{trials}: {t.phase}, {t.kind} {t.target}{flag}", flush=True)
+            say(f"  trial {k}/{trials}: {t.state}, {t.damage} {t.target}{flag}", flush=True)
 
     arm_watchdog()
     try:
@@ -263,11 +263,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     d = sub.add_parser(
         "damagetest",
-        help="the damage fuzz: flip bits in and cut the files of data directories, verify nothing wrong comes back",
-        description="Build a data directory with real traffic, damage one of its files at random (bit flips or "
-        "a cut, between opens or while open), open it (with repair=True when refused), drain it, and verify: no "
-        "wrong data delivered, no consumed message delivered again, the queue manager usable. Repeats with "
-        "fresh directories. Exits 1 on any violation.",
+        help="the damage fuzz: cut, zero, flip and delete every kind of file of data directories, verify "
+        "nothing wrong comes back",
+        description="Build data directories with real traffic (closed cleanly, killed with SIGKILL, or open), "
+        "damage one file of each kind in turn (the manifest, CURRENT, OPTIONS, the logs, the table files, "
+        "sweepq's own files: cut short, a page zeroed, bits flipped, deleted), open it (with repair=True when "
+        "refused), drain it, and verify: no wrong data, no consumed message back, none twice, no loss without a "
+        "report, none named lost that was not, the queue manager usable. Exits 1 on any violation.",
         formatter_class=HelpFormatter,
     )
     d.add_argument(
