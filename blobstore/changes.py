@@ -20,12 +20,15 @@ it, then its operations, each a kind byte and its fields:
 * ``M`` key, blob ids: a record moved into one of these blobs (a sweep's link: not a removal);
 * ``U`` blob id: a blob deleted (the records it still held went back to their keys, ``P``);
 * ``K`` blob id, position, value: a mark set (or cleared, without a value);
-* ``X`` prefix: every record under ``prefix`` deleted (a queue deleted).
+* ``X`` prefix: every record under ``prefix`` deleted (a queue deleted);
+* ``L`` chain, at head, blob ids: blobs linked into a chain; ``R`` chain, blob id: a blob
+  taken out of its chain; ``Z`` chain: a chain dropped.
 
 A ``H`` record starts the log (at each checkpoint): whether the store writes a log at all
-(without one a crash loses writes by design, and nothing here calls that damage), and what
-its files were then (the manifest's name and length, the horizon: blobstore/guard.py
-checks them before the next open). The log
+(without one a crash loses writes by design, and nothing here calls that damage), what its
+files were then (the manifest's name and length, the horizon: blobstore/guard.py checks
+them before the next open), and its chains: with the chain operations since, they say what
+every chain should hold, when damage took the chain records (blobstore/store.py). The log
 is never synced: it is for a process killed at any moment, or damage to one file; after a
 power loss it may lack its last records, which only makes it know less.
 """
@@ -46,10 +49,12 @@ _U64 = struct.Struct("<Q")
 _MARK = struct.Struct("<QIB")  # blob id, position, has a value
 
 
-def start(wal: bool, files: dict, continued: bool = False) -> bytes:
-    """The record a log starts with: ``files``, the key-value store's (KV.files);
-    ``continued``: it goes on from a log that grew too long, not from a checkpoint."""
-    return b"H" + json.dumps({"wal": wal, "continued": continued, "files": files}).encode()
+def start(wal: bool, files: dict, chains: dict[bytes, list[int]], continued: bool = False) -> bytes:
+    """The record a log starts with: ``files``, the key-value store's (KV.files); ``chains``,
+    every chain's blob ids; ``continued``: it goes on from a log that grew too long, not from
+    a checkpoint."""
+    head = {"wal": wal, "continued": continued, "files": files, "chains": {k.hex(): v for k, v in chains.items()}}
+    return b"H" + json.dumps(head).encode()
 
 
 def write(
@@ -60,10 +65,20 @@ def write(
     marks: Sequence[tuple[int, int, bytes | None]] = (),
     dropped: bytes | None = None,
     unlinked: Sequence[int] = (),
+    chains: Sequence[tuple[bytes, str, Sequence[int]]] = (),
 ) -> bytes:
     """The record of one store write (see the module docstring); ``moved``: (the blobs a link
-    wrote, the keys of the records they took)."""
+    wrote, the keys of the records they took); ``chains``: each (a chain, "head" / "tail" (a
+    link), "out" (blobs taken out) or "drop", the blob ids)."""
     parts = [b"W", _U64.pack(horizon)]
+    for name, how, ids in chains:
+        if how == "drop":
+            parts += [b"Z", _U16.pack(len(name)), name]
+        elif how == "out":
+            parts += [b"R" + _U16.pack(len(name)) + name + _U64.pack(b) for b in ids]
+        else:
+            parts += [b"L", _U16.pack(len(name)), name, bytes([how == "head"]), _U16.pack(len(ids))]
+            parts += [_U64.pack(b) for b in ids]
     for blob_id in unlinked:
         parts += [b"U", _U64.pack(blob_id)]
     for key, value in puts:
@@ -92,6 +107,7 @@ class Changes:
     wal: bool = True
     continued: bool = False  # it does not reach back to the checkpoint (it grew too long)
     files: dict = field(default_factory=dict)  # the store's files when it started (KV.files)
+    chains: dict[bytes, list[int]] | None = None  # every chain's blob ids now (None: unknown)
     written: dict[bytes, bytes] = field(default_factory=dict)  # key -> head: last written (or moved)
     moved: dict[bytes, tuple[int, ...]] = field(default_factory=dict)  # key -> the blobs one of which took it
     unlinked: set[int] = field(default_factory=set)  # blobs deleted
@@ -113,7 +129,7 @@ def replay(records: list[bytes], problem: str | None = None) -> Changes:
     for at, rec in enumerate(records):
         try:
             _apply(out, rec)
-        except (struct.error, ValueError, IndexError) as e:
+        except (struct.error, ValueError, IndexError, KeyError, TypeError, AttributeError) as e:
             out.problem = out.problem or f"record {at} of the change log does not decode ({e})"
             break
     return out
@@ -123,7 +139,13 @@ def _apply(out: Changes, rec: bytes) -> None:
     kind = rec[:1]
     if kind == b"H":
         head = json.loads(rec[1:])
-        out.wal, out.continued, out.files = bool(head["wal"]), bool(head["continued"]), dict(head["files"])
+        out.wal, out.continued, out.files = (
+            bool(head.get("wal", True)),
+            bool(head.get("continued")),
+            head.get("files", {}),
+        )
+        chains = head.get("chains")
+        out.chains = {bytes.fromhex(k): list(v) for k, v in chains.items()} if chains is not None else None
         return
     if kind != b"W":
         raise ValueError(f"kind {kind!r}")
@@ -135,6 +157,9 @@ def _apply(out: Changes, rec: bytes) -> None:
         if op == b"U":
             out.unlinked.add(_U64.unpack_from(rec, pos)[0])
             pos += 8
+            continue
+        if op in (b"L", b"R", b"Z"):
+            pos = _chain_op(out, op, rec, pos)
             continue
         if op == b"K":
             blob_id, at, has = _MARK.unpack_from(rec, pos)
@@ -165,6 +190,29 @@ def _apply(out: Changes, rec: bytes) -> None:
                 out.removed.add(k)
         else:
             raise ValueError(f"operation {op!r}")
+
+
+def _chain_op(out: Changes, op: bytes, rec: bytes, pos: int) -> int:
+    name, pos = _field(rec, pos)
+    chains = out.chains if out.chains is not None else {}
+    if op == b"Z":
+        chains.pop(name, None)
+    elif op == b"R":
+        (blob_id,) = _U64.unpack_from(rec, pos)
+        pos += 8
+        chains[name] = [b for b in chains.get(name, []) if b != blob_id]
+        if not chains[name]:
+            del chains[name]
+    else:
+        at_head = rec[pos] == 1
+        (count,) = _U16.unpack_from(rec, pos + 1)
+        ids = list(struct.unpack_from(f"<{count}Q", rec, pos + 3))
+        pos += 3 + 8 * count
+        have = chains.get(name, [])
+        chains[name] = [*ids, *have] if at_head else [*have, *ids]
+    if out.chains is not None:  # known only from a start record on
+        out.chains = chains
+    return pos
 
 
 def _field(rec: bytes, pos: int) -> tuple[bytes, int]:

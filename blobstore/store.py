@@ -174,8 +174,9 @@ class BlobStore:
         self._kv: KV | None = kv
         try:
             opened_at = kv.horizon()  # before any write of this store's
-            self._load(read_only, clear)
-            self._since = self._changes_since_checkpoint(opened_at)
+            logged = changes.replay(*kv.read_log(changes.NAME))
+            self._load(read_only, clear, logged.chains)
+            self._since = self._changes_since_checkpoint(logged, opened_at)
         except BaseException:
             # A store that cannot be loaded (a format it cannot read, a failing disk) must
             # not keep the database open: its lock would refuse the next open in this
@@ -186,10 +187,11 @@ class BlobStore:
             raise
         kv.listen(self._restore)
 
-    def _load(self, read_only: bool, clear: bool) -> None:
+    def _load(self, read_only: bool, clear: bool, logged_chains: dict[bytes, list[int]] | None = None) -> None:
         """Read what the store keeps in memory (format, chains, dictionaries, marks) and
         delete the pending blobs of an interrupted sweep. Damage met here is set right as
-        far as it can be (:meth:`_proven`) and written to the damage log."""
+        far as it can be (:meth:`_proven`, :meth:`_chains_again`) and written to the damage
+        log. ``logged_chains``: what the change log says the chains hold."""
         stored = self._get(CF_META, b"format")
         if stored is None:
             if read_only:
@@ -209,7 +211,8 @@ class BlobStore:
             self._write([(CF_META, b"format", _U32.pack(STORE_FORMAT))])
             with contextlib.suppress(KVError):  # what it said of the records cleared is void
                 kv = self._open_kv()
-                kv.start_log(changes.NAME, changes.start(self._wal, kv.files()))
+                kv.start_log(changes.NAME, changes.start(self._wal, kv.files(), {}))
+            logged_chains = None
         damaged_before = len(self._events)
         self._chains: dict[bytes, list[int]] = {
             k: list(struct.unpack(f"<{len(v) // 8}Q", v)) for k, v in self._proven(CF_CHAINS) if len(v) % 8 == 0
@@ -239,6 +242,8 @@ class BlobStore:
         self._next_id = max([_U64.unpack(stored_next)[0] if stored_next else 1, *(m + 1 for m in manifests)])
         if read_only:
             return
+        if logged_chains:
+            self._chains_again(logged_chains, set(manifests))
         linked = {b for ids in self._chains.values() for b in ids}
         stale = [b for b in manifests if b not in linked]
         if stale and not chains_whole:
@@ -249,12 +254,33 @@ class BlobStore:
         elif stale:
             self.delete_pending(stale)
 
-    def _changes_since_checkpoint(self, opened_at: int) -> Since:
+    def _chains_again(self, logged: dict[bytes, list[int]], blobs: set[int]) -> None:
+        """Set again the chains that damage took links from (a chain record lost, a link in
+        the part of a log that damage took), from the change log: every blob it shows linked
+        and that is still there, in its order. A chain that holds a blob the log shows taken
+        out (the unlink was lost) is left as it is: the records that blob held went back to
+        their keys in the write that was lost, so the blob is the only home they have."""
+        ops: list[Op] = []
+        for name, ids in logged.items():
+            want = [b for b in ids if b in blobs]
+            have = self._chains.get(name, [])
+            if want != have and set(have) <= set(want):
+                ops.append((CF_CHAINS, name, struct.pack(f"<{len(want)}Q", *want)))
+        if not ops:
+            return
+        try:
+            self._write(ops)
+        except StoreError as e:
+            self._events.append(f"setting again the chains damage took links from failed ({e})")
+            return
+        for _cf, name, value in ops:
+            self._chains[name] = list(struct.unpack(f"<{len(value) // 8}Q", value))  # type: ignore[arg-type]
+        self._events.append(f"{len(ops)} chain(s) of blobs had lost links to damage; set again from the change log")
+
+    def _changes_since_checkpoint(self, ch: changes.Changes, opened_at: int) -> Since:
         """What the change log (blobstore/changes.py) says changed since the checkpoint, and
         whether writes were lost: the open found damage, or the log shows a write that the
         store no longer reaches (a write-ahead log cut or deleted)."""
-        kv = self._open_kv()
-        ch = changes.replay(*kv.read_log(changes.NAME))
         lost = bool(self.damage_log())
         if ch.wal and ch.horizon > opened_at and not lost:  # (RocksDB's files say so too: blobstore/guard.py)
             lost = True
@@ -275,13 +301,14 @@ class BlobStore:
         marks: Sequence[tuple[int, int, bytes | None]] = (),
         dropped: bytes | None = None,
         unlinked: Sequence[int] = (),
+        chains: Sequence[tuple[bytes, str, Sequence[int]]] = (),
     ) -> None:
         """Add a write that returned to the change log (blobstore/changes.py); one that grew
         past its limit starts again once the store flushed what it covers to its files."""
         kv = self._kv
         if kv is None:
             return
-        rec = changes.write(kv.horizon(), puts, deletes, moved, marks, dropped, unlinked)
+        rec = changes.write(kv.horizon(), puts, deletes, moved, marks, dropped, unlinked, chains)
         kv.append_log(changes.NAME, rec)
         self._log_bytes += len(rec)
         if self._log_bytes > changes.LIMIT:
@@ -290,7 +317,7 @@ class BlobStore:
                     self._log_bytes = 0
                     with contextlib.suppress(KVError):
                         kv.flush()
-                        kv.start_log(changes.NAME, changes.start(self._wal, kv.files(), continued=True))
+                        kv.start_log(changes.NAME, changes.start(self._wal, kv.files(), self.chains(), continued=True))
 
     def _proven(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Every pair of ``cf`` under ``prefix``; past damage, those that can still be proven
@@ -361,7 +388,8 @@ class BlobStore:
         except KVError as e:
             raise _store_error(e) from e
         with contextlib.suppress(KVError):  # the old log stands: it only covers more
-            kv.start_log(changes.NAME, changes.start(self._wal, kv.files()))
+            with self._lock:  # no link meanwhile: the chains and the log start together
+                kv.start_log(changes.NAME, changes.start(self._wal, kv.files(), self.chains()))
             self._log_bytes = 0
 
     def since_checkpoint(self) -> Since:
@@ -553,8 +581,7 @@ class BlobStore:
             ops += [(CF_MESSAGES, k, None) for k in moved]
             self._write(ops)
             self._chains[chain] = ids
-        if moved:
-            self._note(moved=(blob_ids, moved))
+        self._note(moved=(blob_ids, moved), chains=[(chain, "head" if at_head else "tail", blob_ids)])
 
     def unlink(self, chain: bytes, blob_id: int, restore: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """Take ``blob_id`` out of ``chain`` and delete it (with its marks), writing the
@@ -585,8 +612,7 @@ class BlobStore:
                 self._chains[chain] = ids
             else:
                 self._chains.pop(chain, None)
-        if delete or restore:
-            self._note(puts=restore, unlinked=[blob_id] if delete else ())
+        self._note(puts=restore, unlinked=[blob_id] if delete else (), chains=[(chain, "out", [blob_id])])
 
     # -- durable records outside blobs, marks, objects --------------------------------------
 
@@ -690,8 +716,8 @@ class BlobStore:
             self._forget_blobs(dropped)
             for chain in drop_chains:
                 self._chains.pop(chain, None)
-        if drop_messages is not None or dropped:
-            self._note(dropped=drop_messages, unlinked=dropped)
+        if drop_messages is not None or drop_chains:
+            self._note(dropped=drop_messages, unlinked=dropped, chains=[(c, "drop", ()) for c in drop_chains])
 
     def sync(self) -> None:
         """Make every write so far survive a power loss (one fsync of the log; the GIL is
@@ -713,8 +739,7 @@ class BlobStore:
             self._write(ops)
             self._forget_blobs(ids)
             self._chains.pop(chain, None)
-        if ids:
-            self._note(unlinked=ids)
+        self._note(unlinked=ids, chains=[(chain, "drop", ())])
 
     def _delete_blob_ops(self, blob_id: int) -> list[Op]:
         """The writes that delete a blob, and its dictionary if it was the last user
