@@ -90,10 +90,10 @@ def write(
     homes = _U16.pack(len(blobs)) + b"".join(map(_U64.pack, blobs))
     for key in keys:
         parts += [b"M", _U16.pack(len(key)), key, homes]
-    for blob_id, pos, value in marks:
-        parts += [b"K", _MARK.pack(blob_id, pos, value is not None)]
-        if value is not None:
-            parts += [_U16.pack(len(value)), value]
+    for blob_id, pos, mark in marks:
+        parts += [b"K", _MARK.pack(blob_id, pos, mark is not None)]
+        if mark is not None:
+            parts += [_U16.pack(len(mark)), mark]
     if dropped is not None:
         parts += [b"X", _U16.pack(len(dropped)), dropped]
     return b"".join(parts)

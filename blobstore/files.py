@@ -109,7 +109,8 @@ class SideLog:
             return [], f"{self.path} cannot be read ({e})"
         if data[:4] != _LOG_MAGIC:
             return [], f"{self.path} is damaged at byte 0 (not a side log)"
-        out, pos = [], 4
+        out: list[bytes] = []
+        pos = 4
         while pos + _LOG_HEAD.size <= len(data):
             n, crc = _LOG_HEAD.unpack_from(data, pos)
             body = data[pos + _LOG_HEAD.size : pos + _LOG_HEAD.size + n]

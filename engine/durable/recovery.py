@@ -43,16 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sweepq.blobstore import (
-    BlobCorruptError,
-    Capability,
-    Checkpointing,
-    Salvaging,
-    Since,
-    Store,
-    StoreDamageError,
-    StoreError,
-)
+from sweepq.blobstore import BlobCorruptError, Capability, Salvaging, Store, StoreDamageError, StoreError
 from sweepq.blobstore.format import ids_check
 
 from .. import record
@@ -74,6 +65,7 @@ from .layout import (
     queue_prefix,
 )
 from .ledger import Ledger
+from .since import SinceCheckpoint, msg_id_in
 
 if TYPE_CHECKING:
     from ..manager import QueueManager
@@ -132,21 +124,12 @@ class _Recovery:
         self.store = store
         self.ledger = ledger
         self.report = report
-        self.since = Since()
-        if Capability.CHECKPOINT in store.capabilities:
-            keeper: Checkpointing = store  # type: ignore[assignment]  # declared by Capability.CHECKPOINT
-            self.since = keeper.since_checkpoint()
-        self.logged_marks: dict[int, dict[int, bytes]] = {}  # blob id -> position -> the mark last written
-        for (blob_id, pos), value in self.since.marks.items():
-            if value is not None:
-                self.logged_marks.setdefault(blob_id, {})[pos] = value
-        self.lost_writes = self.since.lost_writes or repaired
+        self.since = SinceCheckpoint(store)
+        self.lost_writes = self.since.since.lost_writes or repaired
         self.quarantine: list[bytes] = []  # message keys to move aside
         self.marks: list[tuple[int, int, bytes | None]] = []  # removal marks to write
         self.found: dict[tuple[str, int], np.ndarray] = {}  # arrival numbers recovered, by queue and lane
         self.loaded: set[int] = set()  # the blobs of every chain (damaged ones too)
-        self._removed: dict[tuple[str, int], np.ndarray] | None = None  # see _removed_seqs
-        self._raised: dict[tuple[str, int], dict[int, int]] | None = None  # see _raised_backouts
         self.bad: list[tuple[bytes, bytes, str]] = []  # the queue's damaged records: (key, bytes, what)
 
     def damage(self, line: str, msg_id: bytes | None = None) -> None:
@@ -305,7 +288,7 @@ class _Recovery:
             if whole_key and seq in self._held(q.name, key[plen], held):
                 self.damage(f"queue {q.name!r} lane {lane} message number {seq}: {what}; its blob holds it whole")
                 continue
-            mid = _msg_id_of_damaged(rec)
+            mid = msg_id_in(rec)
             named = f" MsgId {mid.hex()}" if mid else ""
             self.damage(f"queue {q.name!r} lane {lane} message number {seq}{named}: {what}, left out", mid)
         self.bad = []
@@ -415,7 +398,7 @@ class _Recovery:
         """Set, in ``marks`` and durably, a backout mark on each position of the blob whose
         record the change log shows written with a higher count since (the record left the
         blob and was backed out; damage took both writes): a backout count never goes back."""
-        raised = self._raised_backouts().get((q.name, lane))
+        raised = self.since.raised_backouts(q.name, lane)
         if not raised:
             return
         lost = []
@@ -433,39 +416,10 @@ class _Recovery:
                 "damage; raised again from the change log"
             )
 
-    def _raised_backouts(self) -> dict[tuple[str, int], dict[int, int]]:
-        """(queue, lane) -> arrival number -> backout count, of every record the change log
-        shows written with a count above 0."""
-        if self._raised is None:
-            self._raised = {}
-            for key, head in self.since.written.items():
-                if len(head) < 4 + record.OFF_BACKOUT + 2 or not record.backout_of(head[4:]):
-                    continue
-                try:
-                    qname, ln, seq = key_parts(key)
-                except Exception:
-                    continue  # not a message key
-                self._raised.setdefault((qname, ln), {})[seq] = record.backout_of(head[4:])
-        return self._raised
-
-    def _removed_seqs(self, name: str, lane: int) -> np.ndarray:
-        """The arrival numbers (ascending) of the records of a lane of queue ``name`` that the
-        change log shows removed for good since the checkpoint."""
-        if self._removed is None:
-            by: dict[tuple[str, int], list[int]] = {}
-            for key in self.since.removed:
-                try:
-                    qname, ln, seq = key_parts(key)
-                except Exception:
-                    continue  # not a message key
-                by.setdefault((qname, ln), []).append(seq)
-            self._removed = {k: np.array(sorted(v), np.uint64) for k, v in by.items()}
-        return self._removed.get((name, lane), _NO_SEQS)
-
     def _marks_again(self, q: LocalQueue, blob_id: int, marks: dict[int, bytes]) -> None:
         """Set again, in ``marks`` and durably, the marks of the blob that the change log has
         and the store lost (a removal or a raised backout count that damage took)."""
-        logged = self.logged_marks.get(blob_id)
+        logged = self.since.marks(blob_id)
         if not logged:
             return
         lost = {pos: v for pos, v in logged.items() if marks.get(pos) != v}
@@ -491,7 +445,7 @@ class _Recovery:
         dead = np.zeros(len(alive), bool)
         if self.ledger is not None:
             dead = self.ledger.consumed_positions(blob_id, alive)
-        removed = self._removed_seqs(q.name, lane)
+        removed = self.since.removed_seqs(q.name, lane)
         if len(removed):
             dead |= alive & _in_ascending(seqs, removed)
         if dead.any():
@@ -562,26 +516,15 @@ class _Recovery:
         if not self.lost_writes:
             return out
         held: dict[tuple[str, int], set[int]] = {}
-        for key, head in self.since.written.items():
-            try:
-                qname, lane, seq = key_parts(key)
-            except Exception:
-                continue  # not a message key
-            if (qname, lane) not in held:
-                held[qname, lane] = set(self.found.get((qname, lane), _NO_SEQS).tolist())
-            if (qname, lane, seq) in listed or seq in held[qname, lane]:
-                continue
-            homes = self.since.moved.get(key)
-            if homes and any(b in self.loaded or b in self.since.unlinked for b in homes):
-                continue  # in a blob that came back, or that was deleted after it was consumed
-            mid = _msg_id_of_damaged(head[4:])
-            if mid:
-                out.setdefault((qname, lane), []).append(mid)
+
+        def found(queue: str, lane: int) -> set[int]:
+            if (queue, lane) not in held:
+                held[queue, lane] = set(self.found.get((queue, lane), _NO_SEQS).tolist())
+            return held[queue, lane]
+
+        for at, mids in self.since.gone(found, self.loaded, listed).items():
+            out.setdefault(at, []).extend(mids)
         return out
-
-
-def _queue_of(key: bytes) -> str:
-    return key.partition(b"\x00")[0].decode(errors="replace")
 
 
 def _seq(key: bytes) -> int | str:
@@ -621,19 +564,18 @@ def recover(qm: QueueManager, ledger: Ledger | None = None) -> RecoveryReport:
         max_seq = max(max_seq, _load_queue(q, run))
         report.queues += 1
     run.finish()
-    logged = [_seq(k) for k in (*run.since.written, *run.since.removed)]  # never numbered again
-    max_seq = max([max_seq, *(s for s in logged if isinstance(s, int))])
+    max_seq = max(max_seq, run.since.highest_seq())  # a number the change log has is never drawn again
     report.next_seq = max(max_seq + 1, ledger.next_seq if ledger is not None else 1)
     report.seconds = time.perf_counter() - t0
     return report
 
 
-def _orphans(store: Store, ledger: Ledger | None, since: Since, defined: set[str]) -> list[str]:
+def _orphans(store: Store, ledger: Ledger | None, since: SinceCheckpoint, defined: set[str]) -> list[str]:
     """Queues that hold messages but whose definition damage took: named by the chains of
     their swept messages, by the checkpoint's list of messages in memory and by the records
     written since it."""
     held = {name for name, _lane in ledger.records} if ledger is not None else set()
-    held |= {_queue_of(k) for k in since.written}
+    held |= since.queues()
     held |= {chain.rsplit(b"/", 1)[0].decode(errors="replace") for chain in store.chains()}
     out = []
     for name in sorted(held - defined):
@@ -730,14 +672,6 @@ def _in_ascending(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
         return np.zeros(len(values), bool)
     at = np.minimum(np.searchsorted(ascending, values), len(ascending) - 1)
     return ascending[at] == values
-
-
-def _msg_id_of_damaged(rec: bytes) -> bytes | None:
-    """The MsgId a damaged record still shows, when its header looks whole: a durable record
-    carries its MsgId itself (record.pin_msg_id)."""
-    if len(rec) >= record.HEAD_LEN + 24 and rec[record.OFF_FLAGS] & record.HAS_MSG_ID and rec[0] >= 45:
-        return bytes(rec[record.HEAD_LEN : record.HEAD_LEN + 24])
-    return None
 
 
 def _placeholder(blob_id: int, ids: list[bytes]) -> tuple[SweptBlob | None, int, np.ndarray]:
