@@ -70,33 +70,45 @@ def write(
     """The record of one store write (see the module docstring); ``moved``: (the blobs a link
     wrote, the keys of the records they took); ``chains``: each (a chain, "head" / "tail" (a
     link), "out" (blobs taken out) or "drop", the blob ids)."""
-    parts = [b"W", _U64.pack(horizon)]
+    parts = [b"W" + _U64.pack(horizon)]  # the hot paths (one put, one delete) stay short
+    for key, value in puts:
+        head = value[:HEAD]
+        parts.append(b"P" + _U16.pack(len(key)) + key + _U16.pack(len(head)) + head)
+    for key in deletes:
+        parts.append(b"D" + _U16.pack(len(key)) + key)
+    if chains or unlinked or moved[1] or marks or dropped is not None:
+        _rare(parts, moved, marks, dropped, unlinked, chains)
+    return b"".join(parts)
+
+
+def _rare(
+    parts: list[bytes],
+    moved: tuple[Sequence[int], Sequence[bytes]],
+    marks: Sequence[tuple[int, int, bytes | None]],
+    dropped: bytes | None,
+    unlinked: Sequence[int],
+    chains: Sequence[tuple[bytes, str, Sequence[int]]],
+) -> None:
+    """The operations of :func:`write` other than puts and deletes, added to ``parts``."""
     for name, how, ids in chains:
         if how == "drop":
-            parts += [b"Z", _U16.pack(len(name)), name]
+            parts.append(b"Z" + _U16.pack(len(name)) + name)
         elif how == "out":
             parts += [b"R" + _U16.pack(len(name)) + name + _U64.pack(b) for b in ids]
         else:
-            parts += [b"L", _U16.pack(len(name)), name, bytes([how == "head"]), _U16.pack(len(ids))]
+            parts.append(b"L" + _U16.pack(len(name)) + name + bytes([how == "head"]) + _U16.pack(len(ids)))
             parts += [_U64.pack(b) for b in ids]
-    for blob_id in unlinked:
-        parts += [b"U", _U64.pack(blob_id)]
-    for key, value in puts:
-        head = value[:HEAD]
-        parts += [b"P", _U16.pack(len(key)), key, _U16.pack(len(head)), head]
-    for key in deletes:
-        parts += [b"D", _U16.pack(len(key)), key]
+    parts += [b"U" + _U64.pack(blob_id) for blob_id in unlinked]
     blobs, keys = moved
-    homes = _U16.pack(len(blobs)) + b"".join(map(_U64.pack, blobs))
-    for key in keys:
-        parts += [b"M", _U16.pack(len(key)), key, homes]
+    if keys:
+        homes = _U16.pack(len(blobs)) + b"".join(map(_U64.pack, blobs))
+        parts += [b"M" + _U16.pack(len(key)) + key + homes for key in keys]
     for blob_id, pos, mark in marks:
-        parts += [b"K", _MARK.pack(blob_id, pos, mark is not None)]
+        parts.append(b"K" + _MARK.pack(blob_id, pos, mark is not None))
         if mark is not None:
-            parts += [_U16.pack(len(mark)), mark]
+            parts.append(_U16.pack(len(mark)) + mark)
     if dropped is not None:
-        parts += [b"X", _U16.pack(len(dropped)), dropped]
-    return b"".join(parts)
+        parts.append(b"X" + _U16.pack(len(dropped)) + dropped)
 
 
 @dataclass

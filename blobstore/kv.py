@@ -83,8 +83,9 @@ class KV(Protocol):
         healed (rebuilt without what cannot be proven) when the store can write."""
         ...
 
-    def write(self, ops: Sequence[Op]) -> None:
-        """Apply ``ops`` atomically (all or none). :raises KVError: nothing was written."""
+    def write(self, ops: Sequence[Op]) -> int:
+        """Apply ``ops`` atomically (all or none); return the horizon after them (see
+        :meth:`horizon`). :raises KVError: nothing was written."""
         ...
 
     def sync(self) -> None:
@@ -173,7 +174,7 @@ class MemoryKV:
     def salvage(self, cf: str, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> tuple[list, list, list]:
         return self.items(cf, prefix), [], []  # dicts hold no damage of their own
 
-    def write(self, ops: Sequence[Op]) -> None:
+    def write(self, ops: Sequence[Op]) -> int:
         with self._lock:
             for cf, key, value in ops:
                 if value is None:
@@ -181,7 +182,9 @@ class MemoryKV:
                 else:
                     self._cfs[cf][key] = bytes(value)
             meta = self._cfs["side"]
-            meta[b"\0horizon"] = str(int(meta.get(b"\0horizon", b"0")) + len(ops)).encode()
+            horizon = int(meta.get(b"\0horizon", b"0")) + len(ops)
+            meta[b"\0horizon"] = str(horizon).encode()
+        return horizon
 
     def sync(self) -> None:
         pass

@@ -521,9 +521,9 @@ class RocksKV:
             )
         return heal.collect(heal.prove(self._cf[cf], prefix, probes))
 
-    def write(self, ops: Sequence[Op]) -> None:
+    def write(self, ops: Sequence[Op]) -> int:
         try:
-            self._write(ops)
+            return self._write(ops)
         except KVError as first:
             if self._broken is None or self._closed:
                 raise
@@ -534,13 +534,13 @@ class RocksKV:
                 self._recover()
             except KVError:
                 raise first from None
-            self._write(ops)
+            return self._write(ops)
 
-    def _write(self, ops: Sequence[Op]) -> None:
+    def _write(self, ops: Sequence[Op]) -> int:
         self._enter()  # written out, not through _call: the hot path of every durable put and get
         try:
             self._apply(ops)
-            return
+            return self._db.latest_sequence_number()  # type: ignore[union-attr]  # open inside the gate
         except Exception as e:
             err = self._failed(e, f"write to {self.path} failed", True)
         finally:
@@ -635,7 +635,7 @@ class RocksKV:
         self._log(name).start(record)
 
     def append_log(self, name: str, record: bytes) -> str | None:
-        log = self._log(name)
+        log = self._logs.get(name) or self._log(name)
         if not self._read_only:
             log.append(record)
         return log.failed

@@ -295,6 +295,7 @@ class BlobStore:
 
     def _note(
         self,
+        horizon: int,
         puts: Sequence[tuple[bytes, bytes]] = (),
         deletes: Sequence[bytes] = (),
         moved: tuple[Sequence[int], Sequence[bytes]] = ((), ()),
@@ -308,7 +309,7 @@ class BlobStore:
         kv = self._kv
         if kv is None:
             return
-        rec = changes.write(kv.horizon(), puts, deletes, moved, marks, dropped, unlinked, chains)
+        rec = changes.write(horizon, puts, deletes, moved, marks, dropped, unlinked, chains)
         kv.append_log(changes.NAME, rec)
         self._log_bytes += len(rec)
         if self._log_bytes > changes.LIMIT:
@@ -484,9 +485,10 @@ class BlobStore:
         except KVError as e:
             raise _store_error(e) from e
 
-    def _write(self, ops: list[Op]) -> None:
+    def _write(self, ops: list[Op]) -> int:
+        """Apply ``ops`` atomically; return the horizon after them (the change log's)."""
         try:
-            self._open_kv().write(ops)
+            return self._open_kv().write(ops)
         except KVError as e:
             raise _store_error(e) from e
 
@@ -579,9 +581,9 @@ class BlobStore:
             ids = [*blob_ids, *ids] if at_head else [*ids, *blob_ids]
             ops: list[Op] = [(CF_CHAINS, chain, struct.pack(f"<{len(ids)}Q", *ids))]
             ops += [(CF_MESSAGES, k, None) for k in moved]
-            self._write(ops)
+            horizon = self._write(ops)
             self._chains[chain] = ids
-        self._note(moved=(blob_ids, moved), chains=[(chain, "head" if at_head else "tail", blob_ids)])
+        self._note(horizon, moved=(blob_ids, moved), chains=[(chain, "head" if at_head else "tail", blob_ids)])
 
     def unlink(self, chain: bytes, blob_id: int, restore: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """Take ``blob_id`` out of ``chain`` and delete it (with its marks), writing the
@@ -605,14 +607,14 @@ class BlobStore:
             if delete:
                 ops += self._delete_blob_ops(blob_id)
             ops += [(CF_MESSAGES, k, v) for k, v in restore]
-            self._write(ops)
+            horizon = self._write(ops)
             if delete:
                 self._forget_blobs([blob_id])
             if ids:
                 self._chains[chain] = ids
             else:
                 self._chains.pop(chain, None)
-        self._note(puts=restore, unlinked=[blob_id] if delete else (), chains=[(chain, "out", [blob_id])])
+        self._note(horizon, puts=restore, unlinked=[blob_id] if delete else (), chains=[(chain, "out", [blob_id])])
 
     # -- durable records outside blobs, marks, objects --------------------------------------
 
@@ -633,16 +635,16 @@ class BlobStore:
         if not ops:
             return
         if not marks:
-            self._write(ops)  # RocksDB orders concurrent writes itself; no bookkeeping here
+            horizon = self._write(ops)  # RocksDB orders concurrent writes itself; no bookkeeping here
         else:
             with self._lock:
-                self._write(ops)
+                horizon = self._write(ops)
                 for blob_id, pos, value in marks:
                     if value is None:
                         self._marked.get(blob_id, set()).discard(pos)
                     else:
                         self._marked.setdefault(blob_id, set()).add(pos)
-        self._note(puts, deletes, marks=marks)
+        self._note(horizon, puts, deletes, marks=marks)
 
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Every (key, record) whose key starts with ``prefix``, in key order.
@@ -676,8 +678,7 @@ class BlobStore:
                 ops.append((CF_QUARANTINE, CF_MESSAGES.encode() + b"\0" + key, value))
             ops.append((CF_MESSAGES, key, None))
         if ops:
-            self._write(ops)
-            self._note(deletes=keys)
+            self._note(self._write(ops), deletes=keys)
 
     def marks(self, blob_id: int) -> dict[int, bytes]:
         """The marks on the records of one blob: position -> value; past damage, those that
@@ -712,12 +713,12 @@ class BlobStore:
                 for b in ids:
                     ops += self._delete_blob_ops(b)
                 dropped += ids
-            self._write(ops)
+            horizon = self._write(ops)
             self._forget_blobs(dropped)
             for chain in drop_chains:
                 self._chains.pop(chain, None)
         if drop_messages is not None or drop_chains:
-            self._note(dropped=drop_messages, unlinked=dropped, chains=[(c, "drop", ()) for c in drop_chains])
+            self._note(horizon, dropped=drop_messages, unlinked=dropped, chains=[(c, "drop", ()) for c in drop_chains])
 
     def sync(self) -> None:
         """Make every write so far survive a power loss (one fsync of the log; the GIL is
@@ -736,10 +737,10 @@ class BlobStore:
             ops: list[Op] = [(CF_CHAINS, chain, None)]
             for b in ids:
                 ops += self._delete_blob_ops(b)
-            self._write(ops)
+            horizon = self._write(ops)
             self._forget_blobs(ids)
             self._chains.pop(chain, None)
-        self._note(unlinked=ids, chains=[(chain, "drop", ())])
+        self._note(horizon, unlinked=ids, chains=[(chain, "drop", ())])
 
     def _delete_blob_ops(self, blob_id: int) -> list[Op]:
         """The writes that delete a blob, and its dictionary if it was the last user
