@@ -23,14 +23,21 @@ __all__ = [
     "EXIT_USAGE",
     "Formatter",
     "Parser",
+    "Usage",
     "byte_size",
     "existing_path",
+    "memory_size",
     "number",
     "one_line",
     "output_dir",
     "queue_name",
     "queue_name_rule",
 ]
+
+
+class Usage(Exception):
+    """A usage error found after parsing (a file that cannot be read, a missing option): the
+    command prints it as one line and exits with EXIT_USAGE."""
 
 
 class Formatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -75,6 +82,20 @@ def number(
 
     parse.__name__ = kind.__name__  # argparse names the type in some messages
     return parse
+
+
+def memory_size(text: str) -> int:
+    """An argparse type: a memory budget as a person writes it ("100MB", "512MiB", bytes; 0:
+    none), read by the engine's one size parser (engine/sizes.py), so that the command line
+    and ``QueueManager(memory_budget=)`` accept and refuse the same."""
+    from sweepq.engine import MQError
+    from sweepq.engine.budget import MIN_BUDGET
+    from sweepq.engine.sizes import parse_size
+
+    try:
+        return parse_size(text, "memory budget", MIN_BUDGET)
+    except MQError as e:
+        raise argparse.ArgumentTypeError(e.text) from None
 
 
 def _name_rule(text: str) -> str | None:

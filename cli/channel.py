@@ -18,8 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from .args import number, one_line
+from .args import number
 from .data import _check_data_dir, _opened, _run, _Usage
+from .serve import add_server_options
 
 _DEFINE_OPTIONS = (
     # (option, attribute, type, help)
@@ -34,8 +35,8 @@ _DEFINE_OPTIONS = (
     ("--long-retry", "long_retry", number(int, 0), "slow retries after them (LONGRTY; 999999999)"),
     ("--long-interval", "long_interval", number(float, 0), "seconds between slow retries (LONGTMR; 1200)"),
     ("--np-speed", "np_speed", str.upper, "FAST: non-persistent messages outside the batch (NPMSPEED; FAST)"),
-    ("--token", "token", str, "the partner server's token (a tcp:// or tls:// conname)"),
-    ("--cafile", "cafile", str, "CA certificates to check a tls:// partner's certificate"),
+    ("--partner-token", "partner_token", str, "the partner server's token (a tcp:// or tls:// conname)"),
+    ("--partner-cafile", "partner_cafile", str, "CA certificates to check a tls:// partner's certificate"),
 )
 
 
@@ -50,14 +51,23 @@ def _act(target, action: str, name: str | None, **kw):
     return dq_admin(target, True, action, name, kw)
 
 
+# The channel attributes whose options say "partner", so that --token and --cafile mean the
+# server the command reaches, as on every other command (cli/serve.py add_server_options).
+_PARTNER = {"partner_token": "token", "partner_cafile": "cafile"}
+
+
 def _attributes(args: argparse.Namespace) -> dict:
-    out = {attr: getattr(args, attr) for _, attr, _, _ in _DEFINE_OPTIONS if getattr(args, attr) is not None}
-    if args.token_file is not None:
+    out = {
+        _PARTNER.get(attr, attr): getattr(args, attr)
+        for _, attr, _, _ in _DEFINE_OPTIONS
+        if getattr(args, attr) is not None
+    }
+    if args.partner_token_file is not None:
         from sweepq.net import auth
 
-        token = auth.read_token(args.token_file)
+        token = auth.read_token(args.partner_token_file)
         if token is None:
-            raise _Usage(f"argument --token-file: cannot read a token from {args.token_file}")
+            raise _Usage(f"argument --partner-token-file: cannot read a token from {args.partner_token_file}")
         out["token"] = token
     if getattr(args, "type", None):
         out["type"] = args.type.upper()
@@ -77,21 +87,21 @@ def _show(args: argparse.Namespace, what: str, value) -> None:
 
 def _define(args: argparse.Namespace) -> int:
     _check_data_dir(args.data_dir, create=True)
-    with _opened(args.data_dir, "sweepq channel define", server=args.server) as qm:
+    with _opened(args.data_dir, "sweepq channel define", server=args) as qm:
         d = _act(qm, "define_channel", args.name, **_attributes(args))
     _show(args, f"defined channel {args.name} in {args.data_dir or args.server}", d)
     return 0
 
 
 def _alter(args: argparse.Namespace) -> int:
-    with _opened(args.data_dir, "sweepq channel alter", server=args.server) as qm:
+    with _opened(args.data_dir, "sweepq channel alter", server=args) as qm:
         d = _act(qm, "alter_channel", args.name, **_attributes(args))
     _show(args, f"altered channel {args.name}", d)
     return 0
 
 
 def _delete(args: argparse.Namespace) -> int:
-    with _opened(args.data_dir, "sweepq channel delete", server=args.server) as qm:
+    with _opened(args.data_dir, "sweepq channel delete", server=args) as qm:
         _act(qm, "delete_channel", args.name)
     print(f"deleted channel {args.name}")
     return 0
@@ -104,7 +114,7 @@ def _control(action: str, said: str):
             kw["seq"] = args.seq
         if action == "resolve":
             kw["action"] = args.action
-        with _opened(args.data_dir, f"sweepq channel {action}", server=args.server) as qm:
+        with _opened(args.data_dir, f"sweepq channel {action}", server=args) as qm:
             st = _act(qm, action, args.name, **kw)
         if action == "start" and args.server is None:
             said_here = "will start when the queue manager is served (sweepq serve --data-dir ...)"
@@ -134,12 +144,12 @@ def render_status(rows: list[dict]) -> str:
                 f"sequence number {r['indoubt_seq']} (resolved at the next start, or: sweepq channel resolve)"
             )
         if r.get("why"):
-            lines.append(f"    {r['status'].lower()}: {one_line(r['why'])}")
+            lines.append(f"    {r['status'].lower()}: {' '.join(str(r['why']).split())}")
     return "\n".join(lines)
 
 
 def _status(args: argparse.Namespace) -> int:
-    with _opened(args.data_dir, "sweepq channel status", server=args.server) as qm:
+    with _opened(args.data_dir, "sweepq channel status", server=args) as qm:
         rows = _act(qm, "status", args.name)
     print(json.dumps(rows, indent=2) if args.json else render_status(rows))
     return 0
@@ -151,7 +161,7 @@ def _qmgr(args: argparse.Namespace) -> int:
     }
     options = {"name": args.name} if args.name and args.server is None else {}
     _check_data_dir(args.data_dir, create=True)
-    with _opened(args.data_dir, "sweepq channel qmgr", server=args.server, **options) as qm:
+    with _opened(args.data_dir, "sweepq channel qmgr", server=args, **options) as qm:
         attrs = _act(qm, "alter_qmgr", None, **changes) if changes else _act(qm, "objects", None)["qmgr"]
     _show(args, f"queue manager {attrs['name']}", attrs)
     return 0
@@ -171,7 +181,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "  sweepq channel define QM1.QM2 --type receiver --data-dir ./qm2\n"
         "  sweepq define QM2 --data-dir ./qm1 --usage xmitq\n"
         "  sweepq define ORDERS --data-dir ./qm1 --remote-qmgr QM2 --remote-queue ORDERS\n"
-        "  sweepq channel define QM1.QM2 --data-dir ./qm1 --conname tcp://127.0.0.1:1415 --xmitq QM2 --token T\n"
+        "  sweepq channel define QM1.QM2 --data-dir ./qm1 --conname tcp://127.0.0.1:1415 --xmitq QM2 \\\n"
+        "      --partner-token T\n"
         "  sweepq channel start QM1.QM2 --server unix://$PWD/qm1/sweepq.sock\n"
         "  sweepq channel status --server unix://$PWD/qm1/sweepq.sock",
     )
@@ -183,14 +194,18 @@ def register(sub: argparse._SubParsersAction) -> None:
             p.add_argument("name", metavar="CHANNEL", help="the channel's name (1 to 20 of A-Z a-z 0-9 . _ / %%)")
         where = p.add_mutually_exclusive_group()
         where.add_argument("--data-dir", metavar="DIR", help="the queue manager's data directory (no server running)")
-        where.add_argument("--server", metavar="URL", help="a running 'sweepq serve' (its admin token for changes)")
+        add_server_options(p, where)  # a running 'sweepq serve' (its admin token for changes)
         p.set_defaults(func=_run(f"sweepq channel {name}", body))
         return p
 
     def definition(p: argparse.ArgumentParser) -> None:
         for option, attr, kind, help_ in _DEFINE_OPTIONS:
             p.add_argument(option, dest=attr, type=kind, help=help_)
-        p.add_argument("--token-file", metavar="FILE", help="read --token from FILE (the partner's DIR/sweepq.token)")
+        p.add_argument(
+            "--partner-token-file",
+            metavar="FILE",
+            help="read --partner-token from FILE (the partner's DIR/sweepq.token)",
+        )
         p.add_argument("--json", action="store_true", help="print the definition as JSON")
 
     d = action("define", "define a channel (DEFINE CHANNEL)", _define)

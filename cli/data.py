@@ -31,10 +31,11 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import TextIO
 
 from .args import EXIT_USAGE, number, queue_name, queue_name_rule
+from .args import Usage as _Usage
+from .serve import add_server_options
 
 EXIT_MQ = 1
 _ID_BYTES = 24  # MsgId and CorrelId are fixed 24-byte fields (shorter ones are padded with NULs)
@@ -58,10 +59,6 @@ MQ_NAMES = {
     "usage": "USAGE",
     "current_depth": "CURDEPTH",
 }
-
-
-class _Usage(Exception):
-    """A usage error: one line, exit 2."""
 
 
 # -- argument types -----------------------------------------------------------------------
@@ -143,18 +140,19 @@ def _taking_turns(path: str, prog: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _opened(path: str, prog: str, repair: bool = False, server: str | None = None, **options):
+def _opened(path: str, prog: str, repair: bool = False, server: argparse.Namespace | None = None, **options):
     """The queue manager of the data directory, closed at the end (uncommitted work backed out).
     ``repair``: a file damaged beyond reading is moved aside and the rest recovered;
-    ``options`` go to ``QueueManager.open``. With ``server``, a running server's queue
-    manager instead (cli/serve.py)."""
+    ``options`` go to ``QueueManager.open``. With ``server`` (the arguments of a command
+    given --server), a running server's queue manager instead, reached with the arguments'
+    tokens and --cafile (cli/serve.py ``remote``)."""
     from sweepq.engine import QueueManager
 
-    if server is not None:
-        from .serve import _remote
+    if server is not None and server.server is not None:
+        from .serve import remote
 
-        with _remote(argparse.Namespace(server=server, data_dir=None)) as remote:
-            yield remote
+        with remote(server) as qm:
+            yield qm
         return
     with _taking_turns(path, prog):
         qm = QueueManager.open(path, sweeper=False, repair=repair, **options)
@@ -176,6 +174,8 @@ def _with_hint(e, args: argparse.Namespace) -> str:
         return text.replace("define it with define_queue()", how) if "define_queue()" in text else f"{text}; {how}"
     if e.reason == 2100:  # OBJECT_ALREADY_EXISTS
         return f"{text}; pass --replace to replace its definition (its messages stay)"
+    if e.reason == 2055:  # Q_NOT_EMPTY
+        return text.replace("pass purge=True to discard them", "pass --purge to discard them, or clear it first")
     return text
 
 
@@ -223,37 +223,12 @@ def _run(prog: str, body: Callable[[argparse.Namespace], int]) -> Callable[[argp
 # -- describing a message -----------------------------------------------------------------
 
 
-def _put_time(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _as_json(queue: str, m) -> dict:
-    """A message as one JSON object (get --json, browse --json)."""
-    md = m.md
-    try:
-        text = m.data.decode()
-    except UnicodeDecodeError:
-        text = None
-    doc = {
-        "queue": queue,
-        "msg_id": md.msg_id.hex(),
-        "correl_id": md.correl_id.hex(),
-        "priority": md.priority,
-        "persistence": "PERSISTENT" if md.persistence == 1 else "NOT_PERSISTENT",
-        "backout_count": md.backout_count,
-        "put_time": _put_time(md.put_time),
-        "expiry": md.expiry,
-        "data_length": m.data_length,
-        "data": text,
-        "data_hex": m.data.hex(),
-    }
-    if md.msg_flags:
-        doc.update(group_id=md.group_id.hex(), msg_seq_number=md.msg_seq_number, offset=md.offset)
-        doc["msg_flags"] = md.msg_flags
-    properties = getattr(md, "properties", None)
-    if properties:  # bytes values as {"hex": ...}: JSON has no bytes
-        doc["properties"] = {k: {"hex": v.hex()} if isinstance(v, bytes) else v for k, v in properties.items()}
-    return doc
+    """A message as one JSON object (get --json, browse --json): the console's description
+    (net/console/actions.py), so the two never differ, with the queue's name first."""
+    from sweepq.net.console.actions import describe
+
+    return {"queue": queue, **describe(m)}
 
 
 def hex_dump(data: bytes) -> list[str]:
@@ -269,6 +244,8 @@ def hex_dump(data: bytes) -> list[str]:
 
 def _as_text(number: int, queue: str, m) -> str:
     """A message as amqsbcg shows it: the descriptor's fields, then the data's dump."""
+    from sweepq.net.console.actions import put_time
+
     md = m.md
     persistence = "PERSISTENT" if md.persistence == 1 else "NOT_PERSISTENT"
     lines = [
@@ -278,7 +255,7 @@ def _as_text(number: int, queue: str, m) -> str:
         f"  Priority     : {md.priority}",
         f"  Persistence  : {md.persistence} ({persistence})",
         f"  BackoutCount : {md.backout_count}",
-        f"  PutDateTime  : {_put_time(md.put_time)}",
+        f"  PutDateTime  : {put_time(md.put_time)}",
         f"  Expiry       : {md.expiry}" + (" (unlimited)" if md.expiry < 0 else " (tenths of a second left)"),
     ]
     if md.msg_flags:
@@ -310,7 +287,7 @@ def _define_remote(args: argparse.Namespace) -> int:
         "remote_qmgr": args.remote_qmgr or "",
         "xmit_queue": args.xmitq or "",
     }
-    with _opened(args.data_dir, "sweepq define", args.repair, args.server) as qm:
+    with _opened(args.data_dir, "sweepq define", args.repair, args) as qm:
         r = qm.define_remote_queue(args.queue, **attrs)
     kind = "remote queue" if attrs["remote_queue"] else "queue-manager alias"
     print(f"defined {kind} {args.queue} in {args.data_dir or args.server}")
@@ -319,27 +296,52 @@ def _define_remote(args: argparse.Namespace) -> int:
     return 0
 
 
-def _define(args: argparse.Namespace) -> int:
-    from sweepq.engine import DeliverySequence, Persistence, QueueAttributes, Usage
+def _attributes(args: argparse.Namespace) -> dict:
+    """The queue attributes given on the command line (define and alter: _attribute_options)."""
+    from sweepq.engine import DeliverySequence, MemoryPolicy, Persistence, Usage
 
-    if args.remote_qmgr is not None or args.xmitq is not None:
-        return _define_remote(args)
     attrs: dict = {}
-    if args.usage == "xmitq":
-        attrs["usage"] = Usage.TRANSMISSION
+    if args.usage is not None:
+        attrs["usage"] = Usage.TRANSMISSION if args.usage == "xmitq" else Usage.NORMAL
     if args.sequence is not None:
         attrs["delivery_sequence"] = DeliverySequence[args.sequence]
     if args.default_priority is not None:
         attrs["default_priority"] = args.default_priority
-    if args.persistent:
-        attrs["default_persistence"] = Persistence.PERSISTENT
+    if args.persistence is not None:
+        attrs["default_persistence"] = Persistence(args.persistence)
     if args.max_depth is not None:
         attrs["max_depth"] = args.max_depth
     if args.max_msg_length is not None:
         attrs["max_msg_length"] = args.max_msg_length
+    if args.memory_policy is not None:
+        attrs["memory_policy"] = MemoryPolicy[args.memory_policy.upper()]
+    if args.get is not None:
+        attrs["inhibit_get"] = args.get == "disabled"
+    if args.put is not None:
+        attrs["inhibit_put"] = args.put == "disabled"
+    return attrs
+
+
+def _print_info(verb: str, args: argparse.Namespace, info) -> None:
+    """What define and alter print: the queue's attributes with their MQ names."""
+    print(f"{verb} queue {args.queue} in {args.data_dir or args.server}")
+    values = {**dataclasses.asdict(info.attributes), "current_depth": info.current_depth}
+    for field in dataclasses.fields(info.attributes):  # asdict turns enums into plain ints
+        values[field.name] = getattr(info.attributes, field.name)
+    for name, value in values.items():
+        shown = value.name if isinstance(value, enum.Enum) and value.name else value
+        print(f"  {name:<20} {MQ_NAMES.get(name, ''):<14} {shown if shown != '' else '-'}")
+
+
+def _define(args: argparse.Namespace) -> int:
+    from sweepq.engine import QueueAttributes
+
+    if args.remote_qmgr is not None or args.xmitq is not None:
+        return _define_remote(args)
+    attrs = _attributes(args)
     created = _check_data_dir(args.data_dir, create=True)
     try:
-        with _opened(args.data_dir, "sweepq define", args.repair, args.server) as qm:
+        with _opened(args.data_dir, "sweepq define", args.repair, args) as qm:
             if args.replace and args.queue in qm.queue_names():
                 # MQ's DEFINE ... REPLACE: the attributes not given take their defaults again.
                 info = qm.alter_queue(args.queue, **{**dataclasses.asdict(QueueAttributes()), **attrs})
@@ -352,13 +354,44 @@ def _define(args: argparse.Namespace) -> int:
             with contextlib.suppress(OSError):
                 os.rmdir(args.data_dir)  # only when still empty: leave nothing behind a failed first define
         raise
-    print(f"{verb} queue {args.queue} in {args.data_dir or args.server}")
-    values = {**dataclasses.asdict(info.attributes), "current_depth": info.current_depth}
-    for field in dataclasses.fields(info.attributes):  # asdict turns enums into plain ints
-        values[field.name] = getattr(info.attributes, field.name)
-    for name, value in values.items():
-        shown = value.name if isinstance(value, enum.Enum) and value.name else value
-        print(f"  {name:<20} {MQ_NAMES.get(name, ''):<14} {shown if shown != '' else '-'}")
+    _print_info(verb, args, info)
+    return 0
+
+
+# -- alter, delete, clear -----------------------------------------------------------------
+
+
+def _alter(args: argparse.Namespace) -> int:
+    """ALTER QLOCAL: the attributes given change, the others stay."""
+    attrs = _attributes(args)
+    if not attrs:
+        raise _Usage("give at least one attribute to change (see the options below)")
+    _check_data_dir(args.data_dir, create=False)
+    with _opened(args.data_dir, "sweepq alter", args.repair, args) as qm:
+        info = qm.alter_queue(args.queue, **attrs)
+    _print_info("altered", args, info)
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    """DELETE QLOCAL [PURGE]."""
+    _check_data_dir(args.data_dir, create=False)
+    with _opened(args.data_dir, "sweepq delete", args.repair, args) as qm:
+        depth = qm.inquire_queue(args.queue).current_depth
+        qm.delete_queue(args.queue, purge=args.purge)
+    gone = f" and its {_plural(depth)}" if depth else ""
+    print(f"deleted queue {args.queue}{gone} from {args.data_dir or args.server}")
+    return 0
+
+
+def _clear(args: argparse.Namespace) -> int:
+    """CLEAR QLOCAL: every committed message removed, the definition kept (net/console/actions.py)."""
+    from sweepq.net.console.actions import clear
+
+    _check_data_dir(args.data_dir, create=False)
+    with _opened(args.data_dir, "sweepq clear", args.repair, args) as qm:
+        removed = clear(qm, args.queue)
+    print(f"cleared {_plural(removed)} from {args.queue}")
     return 0
 
 
@@ -420,7 +453,7 @@ def _put(args: argparse.Namespace) -> int:
     put = persistent = committed = units = 0
     progress = _Progress("sweepq put")
     with (
-        _opened(args.data_dir, "sweepq put", args.repair, args.server, max_uncommitted=MAX_UNCOMMITTED) as qm,
+        _opened(args.data_dir, "sweepq put", args.repair, args, max_uncommitted=MAX_UNCOMMITTED) as qm,
         qm.connect() as conn,
     ):
         handle = conn.open(args.queue, OO.OUTPUT)  # first, so that an unknown queue fails before any input
@@ -487,7 +520,7 @@ def _get(args: argparse.Namespace) -> int:
     while True:
         started = time.monotonic()
         before = got
-        with _opened(args.data_dir, "sweepq get", args.repair, args.server) as qm, qm.connect() as conn:
+        with _opened(args.data_dir, "sweepq get", args.repair, args) as qm, qm.connect() as conn:
             handle = conn.open(args.queue, OO.INPUT_AS_Q_DEF)
             opened = time.monotonic() - started
             while args.count is None or got < args.count:
@@ -528,7 +561,7 @@ def _browse(args: argparse.Namespace) -> int:
 
     _check_data_dir(args.data_dir, create=False)
     seen = 0
-    with _opened(args.data_dir, "sweepq browse", args.repair, args.server) as qm, qm.connect() as conn:
+    with _opened(args.data_dir, "sweepq browse", args.repair, args) as qm, qm.connect() as conn:
         handle = conn.open(args.queue, OO.BROWSE)
         options = GMO.BROWSE_FIRST
         while args.count is None or seen < args.count:
@@ -566,6 +599,78 @@ def _intermixed(parser: argparse.ArgumentParser) -> None:
     parser.parse_known_args = parse_known_args
 
 
+def _attribute_options(p: argparse.ArgumentParser, alter: bool) -> None:
+    """The queue attributes define and alter take (read back by :func:`_attributes`); for
+    alter, each default is "unchanged"."""
+    default = (lambda _d: "unchanged") if alter else (lambda d: d)
+    seq = p.add_mutually_exclusive_group()
+    seq.add_argument(
+        "--priority-sequence",
+        dest="sequence",
+        action="store_const",
+        const="PRIORITY",
+        help=f"deliver by priority, then in order within a priority (MSGDLVSQ(PRIORITY); {default('the default')})",
+    )
+    seq.add_argument(
+        "--fifo",
+        dest="sequence",
+        action="store_const",
+        const="FIFO",
+        help="deliver in arrival order whatever the priority (MSGDLVSQ(FIFO))",
+    )
+    p.add_argument(
+        "--default-priority",
+        type=number(int, 0, 9, hint="pass a priority from 0 to 9"),
+        metavar="N",
+        help=f"priority of messages put without one (DEFPRTY; default {default('0')})",
+    )
+    pers = p.add_mutually_exclusive_group()
+    pers.add_argument(
+        "--persistent",
+        dest="persistence",
+        action="store_const",
+        const=1,
+        help="messages put without a persistence are persistent: they survive the command and a restart "
+        f"(DEFPSIST(YES); default: {default('not persistent, as in MQ')})",
+    )
+    pers.add_argument(
+        "--not-persistent",
+        dest="persistence",
+        action="store_const",
+        const=0,
+        help="messages put without a persistence are not persistent (DEFPSIST(NO))",
+    )
+    p.add_argument(
+        "--max-depth",
+        type=number(int, 0, 999_999_999, hint="pass 0 to 999999999 messages"),
+        metavar="N",
+        help=f"most messages the queue holds (MAXDEPTH; default {default('999999999')})",
+    )
+    p.add_argument(
+        "--max-msg-length",
+        type=number(int, 0, 100 * 1024 * 1024, hint="pass 0 to 104857600 bytes"),
+        metavar="N",
+        help=f"longest message in bytes (MAXMSGL; default {default('4194304')})",
+    )
+    p.add_argument(
+        "--usage",
+        choices=("normal", "xmitq"),
+        help="xmitq: a transmission queue, which a sender channel serves (USAGE(XMITQ); docs/channels.md)",
+    )
+    p.add_argument(
+        "--memory-policy",
+        choices=("page", "block", "fail"),
+        help="what a put does once the queue manager's memory budget is reached: page writes new messages out, "
+        f"block waits for room, fail refuses (2071) (default {default('page')})",
+    )
+    p.add_argument(
+        "--get", choices=("enabled", "disabled"), help=f"whether gets are allowed (GET; default {default('enabled')})"
+    )
+    p.add_argument(
+        "--put", choices=("enabled", "disabled"), help=f"whether puts are allowed (PUT; default {default('enabled')})"
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add define, put, get and browse to the ``sweepq`` subparsers."""
 
@@ -577,12 +682,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             metavar="DIR",
             help="the data directory: queue definitions and persistent messages (QueueManager.open(DIR))",
         )
-        where.add_argument(
-            "--server",
-            metavar="URL",
-            help="instead, a running 'sweepq serve': unix:///DIR/sweepq.sock, tcp://HOST:PORT or tls://HOST:PORT "
-            "(token: $SWEEPQ_TOKEN, or beside the socket; define needs the admin token, $SWEEPQ_ADMIN_TOKEN)",
-        )
+        add_server_options(p, where)  # instead, a running 'sweepq serve' (changes need its admin token)
         p.add_argument(
             "--repair",
             action="store_true",
@@ -609,55 +709,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "  sweepq define JOBS --data-dir ./q --replace --default-priority 4",
     )
     d.add_argument("queue", type=queue_name, metavar="QUEUE", help=queue_help)
-    seq = d.add_mutually_exclusive_group()
-    seq.add_argument(
-        "--priority-sequence",
-        dest="sequence",
-        action="store_const",
-        const="PRIORITY",
-        help="deliver by priority, then in order within a priority (MSGDLVSQ(PRIORITY); the default)",
-    )
-    seq.add_argument(
-        "--fifo",
-        dest="sequence",
-        action="store_const",
-        const="FIFO",
-        help="deliver in arrival order whatever the priority (MSGDLVSQ(FIFO))",
-    )
-    d.add_argument(
-        "--default-priority",
-        type=number(int, 0, 9, hint="pass a priority from 0 to 9"),
-        metavar="N",
-        help="priority of messages put without one (DEFPRTY; default 0)",
-    )
-    d.add_argument(
-        "--persistent",
-        action="store_true",
-        help="messages put without a persistence are persistent: they survive the command and a restart "
-        "(DEFPSIST(YES); default: not persistent, as in MQ)",
-    )
-    d.add_argument(
-        "--max-depth",
-        type=number(int, 0, 999_999_999, hint="pass 0 to 999999999 messages"),
-        metavar="N",
-        help="most messages the queue holds (MAXDEPTH; default 999999999)",
-    )
-    d.add_argument(
-        "--max-msg-length",
-        type=number(int, 0, 100 * 1024 * 1024, hint="pass 0 to 104857600 bytes"),
-        metavar="N",
-        help="longest message in bytes (MAXMSGL; default 4194304)",
-    )
+    _attribute_options(d, alter=False)
     d.add_argument(
         "--replace",
         action="store_true",
         help="if the queue exists, replace its definition, as MQ's DEFINE ... REPLACE: attributes not "
         "given take their defaults again; its messages stay",
-    )
-    d.add_argument(
-        "--usage",
-        choices=("normal", "xmitq"),
-        help="xmitq: a transmission queue, which a sender channel serves (USAGE(XMITQ); docs/channels.md)",
     )
     remote = d.add_argument_group("a remote queue instead (DEFINE QREMOTE, docs/channels.md)")
     remote.add_argument("--remote-qmgr", metavar="QMGR", help="the queue manager that holds the queue (RQMNAME)")
@@ -666,6 +723,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     remote.add_argument("--xmitq", metavar="QUEUE", help="the transmission queue to it (XMITQ; default: resolved)")
     d.set_defaults(func=_run("sweepq define", _define))
+
+    a = command(
+        "alter",
+        "change a queue's attributes; those not given stay (MQ's ALTER QLOCAL)",
+        "Change the attributes given of a local queue; the others keep their values, and its messages\n"
+        "stay. Prints the queue's attributes.",
+        "  sweepq alter ORDERS --data-dir ./q --max-depth 50000 --memory-policy block\n"
+        "  sweepq alter ORDERS --server unix://$PWD/q/sweepq.sock --put disabled",
+    )
+    a.add_argument("queue", type=queue_name, metavar="QUEUE", help=queue_help)
+    _attribute_options(a, alter=True)
+    a.set_defaults(func=_run("sweepq alter", _alter))
+
+    x = command(
+        "delete",
+        "delete a local queue (MQ's DELETE QLOCAL)",
+        "Delete a local queue. As MQ, it is refused while the queue has open handles or uncommitted work,\n"
+        "and while it holds messages unless --purge is given (MQRC_Q_NOT_EMPTY, 2055).",
+        "  sweepq delete OLD --data-dir ./q\n  sweepq delete OLD --data-dir ./q --purge",
+    )
+    x.add_argument("queue", type=queue_name, metavar="QUEUE", help=queue_help)
+    x.add_argument("--purge", action="store_true", help="discard the messages it holds (PURGE; default: refuse)")
+    x.set_defaults(func=_run("sweepq delete", _delete))
+
+    c = command(
+        "clear",
+        "remove every message of a queue, keeping the queue (MQ's CLEAR QLOCAL)",
+        "Remove every committed message of a local queue, swept ones too; its definition stays. As MQ, it\n"
+        "is refused while an application has the queue open for input or output (MQRC_OBJECT_IN_USE, 2042).\n"
+        "Messages are removed in units of work of 1000, so an interrupted clear leaves the rest.",
+        "  sweepq clear ORDERS --data-dir ./q\n"
+        "  sweepq clear ORDERS --server tcp://127.0.0.1:1414 --token-file q/sweepq.token",
+    )
+    c.add_argument("queue", type=queue_name, metavar="QUEUE", help=queue_help)
+    c.set_defaults(func=_run("sweepq clear", _clear))
 
     p = command(
         "put",

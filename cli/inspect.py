@@ -16,6 +16,7 @@ from sweepq.engine.manager import STATS_FILE
 from sweepq.engine.queue import QueueAttributes
 
 from .data import MQ_NAMES
+from .serve import add_server_options
 
 # The attributes `sweepq inspect` always shows, by their MQ names (as DISPLAY QLOCAL shows them).
 _MAIN = ("delivery_sequence", "default_priority", "default_persistence", "max_depth", "max_msg_length")
@@ -209,5 +210,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("path", nargs="?", help="the data directory (QueueManager.open(path)), or give --data-dir")
     i.add_argument("--data-dir", metavar="DIR", help="the data directory, as for define, put, get and browse")
     i.add_argument("--json", action="store_true", help="print as JSON")
-    i.add_argument("--server", metavar="URL", help="instead: a running server's queues and connections (sweepq status)")
+    add_server_options(i)  # instead: a running server's queues and connections (sweepq status)
     i.set_defaults(func=_inspect)

@@ -325,9 +325,21 @@ COMMANDS: list[Register] = [
 ]
 
 
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's, through the package metadata)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("sweepq")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``sweepq`` parser with every command of :data:`COMMANDS`."""
     p = Parser(prog="sweepq", description=DESCRIPTION)
+    p.add_argument("--version", action="version", version=f"sweepq {version()}", help="print sweepq's version")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for register in COMMANDS:
         register(sub)

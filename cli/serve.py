@@ -22,6 +22,8 @@ import sys
 import threading
 import time
 
+from .args import Usage as _Usage
+
 SOCKET_FILE = "sweepq.sock"
 
 
@@ -70,16 +72,27 @@ def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
+        given = given_token(args.token, args.token_file, "SWEEPQ_TOKEN", "--token-file")
+    except _Usage as e:
+        return _fail(prog, str(e), 2)
+    try:
         from sweepq.sweeper import SweepPolicy
 
-        qm = QueueManager.open(path, sync=args.sync, sweep_policy=SweepPolicy(interval=args.sweep_interval))
+        qm = QueueManager.open(
+            path,
+            sync=args.sync,
+            sweep_policy=SweepPolicy(interval=args.sweep_interval),
+            memory_budget=args.memory_budget,
+        )
     except MQError as e:
         return _fail(prog, str(e))
     try:
-        token = args.token or os.environ.get("SWEEPQ_TOKEN") or auth.token_file(os.path.join(path, auth.TOKEN_FILE))
+        token = given or auth.token_file(os.path.join(path, auth.TOKEN_FILE))
         admin_token = os.environ.get("SWEEPQ_ADMIN_TOKEN") or auth.token_file(os.path.join(path, auth.ADMIN_TOKEN_FILE))
         for what in qm.recovery.damaged if qm.recovery else ():
             logging.getLogger("sweepq.net").warning("recovery: %s", what)
+        if args.memory_policy is not None:
+            _set_memory_policy(qm, args.memory_policy)
         server = qm.serve(
             os.path.join(path, SOCKET_FILE),
             tcp=args.tcp,
@@ -87,6 +100,7 @@ def _serve(args: argparse.Namespace) -> int:
             admin_token=admin_token,
             tls=tls,
             metrics=args.metrics,
+            console=args.console,
             max_connections=args.max_connections,
             max_handles=args.max_handles,
         )
@@ -96,6 +110,21 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"sweepq serve: started channel(s) {', '.join(started)}", file=sys.stderr, flush=True)
         if server.metrics_url:
             print(f"sweepq serve: metrics on {server.metrics_url}", file=sys.stderr, flush=True)
+        if server.console_url:
+            where = os.path.join(path, auth.TOKEN_FILE) if not given else "the token given"
+            print(
+                f"sweepq serve: console on {server.console_url} (open it with ?token=TOKEN, {where}; "
+                f"actions need the admin token, {os.path.join(path, auth.ADMIN_TOKEN_FILE)})",
+                file=sys.stderr,
+                flush=True,
+            )
+        if qm.budget is not None:
+            print(
+                f"sweepq serve: memory budget {qm.budget.budget / 1e6:,.1f} MB; queues' policies: "
+                + ", ".join(f"{k} {v}" for k, v in sorted(_policies(qm).items())),
+                file=sys.stderr,
+                flush=True,
+            )
         while not stop.wait(0.5):
             pass
         print("sweepq serve: stopping: no new connections; backing out every unit of work", file=sys.stderr)
@@ -107,16 +136,64 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remote(args: argparse.Namespace):
-    """A RemoteQueueManager for ``--server`` (or the data directory's socket), with the tokens
-    given, in the environment, or beside a Unix socket."""
+def _set_memory_policy(qm, policy: str) -> None:
+    """``serve --memory-policy``: every local queue's memory_policy becomes ``policy`` (an
+    ALTER of each, kept in the data directory, as ``sweepq alter QUEUE --memory-policy``)."""
+    from sweepq.engine import MemoryPolicy
+
+    wanted = MemoryPolicy[policy.upper()]
+    for name in qm.queue_names():
+        q = qm.queue_named(name)
+        if q is not None and q.attrs.memory_policy != wanted:
+            qm.alter_queue(name, memory_policy=wanted)
+
+
+def _policies(qm) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name in qm.queue_names():
+        q = qm.queue_named(name)
+        if q is not None:
+            out[q.attrs.memory_policy.name.lower()] = out.get(q.attrs.memory_policy.name.lower(), 0) + 1
+    return out
+
+
+def given_token(value: str | None, path: str | None, env: str, option: str) -> str | None:
+    """A token given on the command line (``value``), in a file (``path``) or in the
+    environment variable ``env``, in that order; None when none is given.
+
+    :raises _Usage: the file cannot be read or is empty."""
+    if value:
+        return value
+    if path is not None:
+        from sweepq.net import auth
+
+        token = auth.read_token(path)
+        if token is None:
+            raise _Usage(f"argument {option}: cannot read a token from {path}")
+        return token
+    return os.environ.get(env) or None
+
+
+def remote(args: argparse.Namespace):
+    """A RemoteQueueManager for ``--server`` (or the data directory's socket). The tokens, the
+    same way for every command (add_server_options): ``--token`` / ``--token-file`` /
+    $SWEEPQ_TOKEN, ``--admin-token`` / ``--admin-token-file`` / $SWEEPQ_ADMIN_TOKEN, else
+    the files beside a Unix socket; ``--cafile`` checks a tls:// server's certificate.
+
+    :raises _Usage: a token file cannot be read; a --cafile that is not there."""
     from sweepq.net import RemoteQueueManager, auth
 
     url = args.server or "unix://" + os.path.abspath(os.path.join(args.data_dir, SOCKET_FILE))
     near_token, near_admin = auth.beside_socket(url)
-    token = getattr(args, "token", None) or os.environ.get("SWEEPQ_TOKEN") or near_token
-    admin = os.environ.get("SWEEPQ_ADMIN_TOKEN") or near_admin
-    return RemoteQueueManager(url, token, admin, client="sweepq cli")
+    get = getattr
+    token = given_token(get(args, "token", None), get(args, "token_file", None), "SWEEPQ_TOKEN", "--token-file")
+    admin = given_token(
+        get(args, "admin_token", None), get(args, "admin_token_file", None), "SWEEPQ_ADMIN_TOKEN", "--admin-token-file"
+    )
+    cafile = get(args, "cafile", None)
+    if cafile is not None and not os.path.isfile(cafile):
+        raise _Usage(f"argument --cafile: {cafile} is not a file; pass the CA certificates (PEM) of the server")
+    return RemoteQueueManager(url, token or near_token, admin or near_admin, client="sweepq cli", cafile=cafile)
 
 
 def _age(seconds: float) -> str:
@@ -151,15 +228,79 @@ def render_status(st: dict) -> str:
     return "\n".join(lines)
 
 
+def _rate(now: dict, before: dict | None, key: str, seconds: float) -> str:
+    if before is None or seconds <= 0:
+        return "-"
+    return f"{(now[key] - before[key]) / seconds:+,.0f}"
+
+
+def render_watch(st: dict, before: dict | None, seconds: float) -> str:
+    """One frame of ``sweepq status --watch``: each queue's depth, in memory, swept and their
+    rates per second since the frame ``before`` (``seconds`` ago; "-" for the first)."""
+    prev = {q["name"]: q for q in before["queues"]} if before else {}
+    calls = sum(c["calls"] for c in st["connections"])
+    calls_before = sum(c["calls"] for c in before["connections"]) if before else None
+    rate = f"{(calls - calls_before) / seconds:,.0f} calls/s" if calls_before is not None and seconds > 0 else ""
+    head = f"queue manager {st['qm']}: {len(st['connections'])} connection(s) {rate}".rstrip()
+    lines = [head, f"  {'queue':<32} {'depth':>10} {'/s':>8} {'in memory':>10} {'swept':>10} {'/s':>8}"]
+    for q in st["queues"]:
+        p = prev.get(q["name"])
+        lines.append(
+            f"  {q['name']:<32} {q['depth']:>10,} {_rate(q, p, 'depth', seconds):>8} {q['in_memory']:>10,} "
+            f"{q['swept']:>10,} {_rate(q, p, 'swept', seconds):>8}"
+        )
+    return "\n".join(lines)
+
+
+def _watch(remote, args: argparse.Namespace) -> int:
+    """``status --watch``: a frame every --interval seconds (a live table on a terminal, one
+    frame after another otherwise) until --count frames, or Ctrl-C, which ends it with 0."""
+    before, t_before = None, 0.0
+    frames = 0
+    live = None
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.live import Live
+
+        live = Live(console=Console(), auto_refresh=False, transient=False)
+        live.start()
+    try:
+        while True:
+            st, t = remote.status(), time.monotonic()
+            text = render_watch(st, before, t - t_before)
+            if live is not None:
+                from rich.text import Text
+
+                live.update(Text(text), refresh=True)
+            else:
+                print(text + "\n", flush=True)
+            before, t_before = st, t
+            frames += 1
+            if args.count is not None and frames >= args.count:
+                return 0
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0  # Ctrl-C is how a watch ends
+    finally:
+        if live is not None:
+            live.stop()
+
+
 def _status(args: argparse.Namespace) -> int:
     from sweepq.engine import MQError
 
     prog = "sweepq status"
     if args.server is None and args.data_dir is None:
         return _fail(prog, "give --server URL or --data-dir DIR (see 'sweepq status --help')", 2)
+    if not getattr(args, "watch", False) and (getattr(args, "count", None) is not None):
+        return _fail(prog, "--count counts the frames of --watch: pass --watch too", 2)
     try:
-        with _remote(args) as remote:
-            st = remote.status()
+        with remote(args) as server:
+            if getattr(args, "watch", False):
+                return _watch(server, args)
+            st = server.status()
+    except _Usage as e:
+        return _fail(prog, str(e), 2)
     except MQError as e:
         return _fail(prog, str(e))
     try:
@@ -172,12 +313,13 @@ def _status(args: argparse.Namespace) -> int:
 def inspect_server(args: argparse.Namespace) -> int:
     """``sweepq inspect --server URL``: a running server's view (its status)."""
     args.data_dir = None
+    args.watch, args.count = False, None
     return _status(args)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``serve`` and ``status`` to the ``sweepq`` subparsers."""
-    from .args import number
+    from .args import memory_size, number
 
     s = sub.add_parser(
         "serve",
@@ -193,10 +335,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--data-dir", required=True, metavar="DIR", help="the data directory (created 0700 if missing)")
     s.add_argument("--tcp", metavar="HOST:PORT", help="also listen on TCP (127.0.0.1 unless a host is named)")
-    s.add_argument("--token", help="the token TCP clients must present (default: DIR/sweepq.token, made if missing)")
+    s.add_argument(
+        "--token",
+        help="the token TCP clients must present (default: $SWEEPQ_TOKEN, else DIR/sweepq.token, made if missing)",
+    )
+    s.add_argument("--token-file", metavar="FILE", help="read --token from FILE")
     s.add_argument("--tls-cert", metavar="FILE", help="TLS on the TCP port: the server's certificate (PEM)")
     s.add_argument("--tls-key", metavar="FILE", help="TLS on the TCP port: its private key (PEM)")
     s.add_argument("--metrics", metavar="HOST:PORT", help="Prometheus text metrics over HTTP at /metrics")
+    s.add_argument(
+        "--console",
+        metavar="HOST:PORT",
+        help="the web console (docs/console.md) over HTTP, HTTPS with --tls-cert; it needs the token, its "
+        "actions the admin token",
+    )
+    s.add_argument(
+        "--memory-budget",
+        type=memory_size,
+        default=0,
+        metavar="SIZE",
+        help="bound what the queues and the store hold in memory: 100MB, 512MiB or bytes; beyond it the sweeper "
+        "sweeps beyond its rule (QueueManager(memory_budget=)); 0: none",
+    )
+    s.add_argument(
+        "--memory-policy",
+        choices=("page", "block", "fail"),
+        help="set every queue's memory_policy (kept in the data directory): what a put does once the budget is "
+        "reached: page writes new messages out, block waits for room, fail refuses (2071) (default: each "
+        "queue's own, page unless altered)",
+    )
     s.add_argument("--sync", choices=("commit", "os", "none"), default="commit", help="the queue manager's sync option")
     s.add_argument(
         "--sweep-interval",
@@ -226,19 +393,53 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a running server's queues and connections (MQ's DISPLAY QSTATUS and DISPLAY CONN)",
         description="Ask a running server for every queue (depth, messages in memory, swept, handles open for\n"
         "input and output) and every connection (where from, process id, handles, its unit of work).",
-        epilog="examples:\n  sweepq status --data-dir ./q\n  sweepq status --server tcp://127.0.0.1:1414 --json",
+        epilog="examples:\n  sweepq status --data-dir ./q\n  sweepq status --server tcp://127.0.0.1:1414 --json\n"
+        "  sweepq status --data-dir ./q --watch --interval 1",
     )
     add_server_options(t)
     t.add_argument("--data-dir", metavar="DIR", help="the server's data directory (its socket DIR/sweepq.sock)")
-    t.add_argument("--json", action="store_true", help="print as JSON")
+    out = t.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print as JSON")
+    out.add_argument(
+        "--watch",
+        action="store_true",
+        help="a live table of depths, in memory, swept and their rates, every --interval seconds; Ctrl-C ends it",
+    )
+    t.add_argument(
+        "--interval",
+        type=number(float, 0.05, 3600, hint="pass seconds, e.g. 2"),
+        default=2.0,
+        metavar="SECONDS",
+        help="seconds between the frames of --watch",
+    )
+    t.add_argument(
+        "--count",
+        type=number(int, 1, hint="pass how many frames, at least 1"),
+        metavar="N",
+        help="with --watch: stop after N frames (default: until Ctrl-C)",
+    )
     t.set_defaults(func=_status)
 
 
-def add_server_options(p: argparse.ArgumentParser) -> None:
-    """``--server URL`` and ``--token`` (also read from SWEEPQ_TOKEN)."""
-    p.add_argument(
+def add_server_options(p: argparse.ArgumentParser, where=None) -> None:
+    """The options of every command that reaches a server, the same everywhere: ``--server``
+    (into the group ``where`` when given, e.g. exclusive with --data-dir), ``--token`` /
+    ``--token-file`` (else $SWEEPQ_TOKEN), ``--admin-token`` / ``--admin-token-file`` (else
+    $SWEEPQ_ADMIN_TOKEN), both else read beside a Unix socket, and ``--cafile``."""
+    (where or p).add_argument(
         "--server",
         metavar="URL",
-        help="a running server: unix:///DIR/sweepq.sock, tcp://HOST:PORT or tls://HOST:PORT",
+        help="a running 'sweepq serve': unix:///DIR/sweepq.sock, tcp://HOST:PORT or tls://HOST:PORT",
     )
-    p.add_argument("--token", help="the server's token for TCP (default: $SWEEPQ_TOKEN, or beside a Unix socket)")
+    g = p.add_argument_group("reaching a server (--server)")
+    g.add_argument("--token", help="the server's token for TCP (default: $SWEEPQ_TOKEN, or beside a Unix socket)")
+    g.add_argument("--token-file", metavar="FILE", help="read the token from FILE (the server's DIR/sweepq.token)")
+    g.add_argument(
+        "--admin-token", help="the admin token, for changes (default: $SWEEPQ_ADMIN_TOKEN, or beside a Unix socket)"
+    )
+    g.add_argument("--admin-token-file", metavar="FILE", help="read the admin token from FILE (DIR/sweepq.admin-token)")
+    g.add_argument(
+        "--cafile",
+        metavar="FILE",
+        help="CA certificates (PEM) to check a tls:// server's certificate (default: the system's)",
+    )

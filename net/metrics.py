@@ -9,13 +9,20 @@ Series: ``sweepq_queue_depth``, ``sweepq_queue_in_memory``, ``sweepq_queue_swept
 ``sweepq_queue_memory_bytes``, ``sweepq_queue_open_input``, ``sweepq_queue_open_output``
 (label ``queue``); ``sweepq_connections``, ``sweepq_connections_refused_total``,
 ``sweepq_uncommitted`` (label ``connection``); ``sweepq_store_memory_bytes`` (label ``kind``);
-``sweepq_sweeps_total`` and ``sweepq_messages_swept_total`` (label ``queue``).
+``sweepq_sweeps_total``, ``sweepq_messages_swept_total``, ``sweepq_unsweeps_total``,
+``sweepq_messages_unswept_total`` and ``sweepq_queue_blob_bytes`` (label ``queue``);
+``sweepq_memory_budget_bytes`` (0: none), ``sweepq_memory_counted_bytes`` (what the budget
+counts) and ``sweepq_resident_memory_bytes`` (the process's RSS). docs/grafana-dashboard.json
+is a Grafana dashboard of these series (tests/test_console.py checks that each one it uses is
+exported).
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
+import psutil
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -60,12 +67,29 @@ class _Collector:
         yield m
         sweeps = CounterMetricFamily("sweepq_sweeps", "sweeps done", labels=["queue"])
         moved = CounterMetricFamily("sweepq_messages_swept", "messages moved into blobs", labels=["queue"])
+        unsweeps = CounterMetricFamily("sweepq_unsweeps", "blobs brought back into memory", labels=["queue"])
+        back = CounterMetricFamily("sweepq_messages_unswept", "messages brought back from blobs", labels=["queue"])
+        blob_bytes = GaugeMetricFamily("sweepq_queue_blob_bytes", "compressed bytes in blobs now", labels=["queue"])
         for name, s in self.server.qm.stats().items():
             if name != "*":
                 sweeps.add_metric([name], s.sweeps)
                 moved.add_metric([name], s.total_msgs_swept)
-        yield sweeps
-        yield moved
+                unsweeps.add_metric([name], s.unsweeps)
+                back.add_metric([name], s.msgs_unswept)
+                blob_bytes.add_metric([name], s.bytes_swept_compressed)
+        yield from (sweeps, moved, unsweeps, back, blob_bytes)
+        use = self.server.qm.memory_use()
+        yield GaugeMetricFamily("sweepq_memory_budget_bytes", "the memory budget (0: none)", value=use.budget)
+        yield GaugeMetricFamily(
+            "sweepq_memory_counted_bytes", "what the memory budget counts: messages and the store", value=use.total
+        )
+        yield GaugeMetricFamily(
+            "sweepq_resident_memory_bytes", "the server process's resident memory", value=self.rss()
+        )
+
+    @staticmethod
+    def rss() -> int:
+        return psutil.Process(os.getpid()).memory_info().rss
 
 
 class Metrics:

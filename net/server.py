@@ -108,7 +108,10 @@ class Server:
     ``token``: what a TCP client must present (None with ``tcp``: a new one, in ``token``).
     ``admin_token``: what administration needs (None: no administration over connections).
     ``tls``: an ``ssl.SSLContext`` with the server's certificate, for TCP. ``metrics``:
-    "HOST:PORT" or a port for Prometheus text on HTTP (net/metrics.py). ``log``: where the
+    "HOST:PORT" or a port for Prometheus text on HTTP (net/metrics.py). ``console``:
+    "HOST:PORT" for the web console (net/console/, docs/console.md), a snapshot pushed to its
+    pages every ``console_interval`` seconds; it needs the token, so a server with a console
+    always has one. ``log``: where the
     one line per connection event goes (the ``sweepq.net`` logger by default).
     """
 
@@ -122,6 +125,8 @@ class Server:
         admin_token: str | None = None,
         tls: ssl.SSLContext | None = None,
         metrics: str | int | None = None,
+        console: str | int | tuple | None = None,
+        console_interval: float = 0.5,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_handles: int = DEFAULT_MAX_HANDLES,
         max_frame: int | None = None,
@@ -141,7 +146,7 @@ class Server:
         self.qm = qm
         self.unix_path = os.fspath(unix_path) if unix_path is not None else None
         self.tcp = parse_tcp(tcp) if tcp is not None else None
-        self.token = token if token is not None or tcp is None else auth.new_token()
+        self.token = token if token is not None or (tcp is None and console is None) else auth.new_token()
         self.admin_token = admin_token
         self.tls = tls
         self.metrics_address = metrics
@@ -162,6 +167,11 @@ class Server:
         self._listeners: list[_Listener] = []
         self._threads: list[threading.Thread] = []
         self._metrics = None
+        self._console = None
+        if console is not None:  # checked here, so that a bad address fails before listening
+            from .console import Console
+
+            self._console = Console(self, console, console_interval)
         self.closed = False
 
     # -- starting and stopping ----------------------------------------------------------------
@@ -192,6 +202,12 @@ class Server:
             from .metrics import start_metrics
 
             self._metrics = start_metrics(self, self.metrics_address)
+        if self._console is not None:
+            try:
+                self._console.start()
+            except MQError:
+                self.close()
+                raise
         self.log.info("serving queue manager %s on %s", self.qm.name, ", ".join(self.urls))
         return self
 
@@ -212,6 +228,11 @@ class Server:
     @property
     def metrics_url(self) -> str | None:
         return None if self._metrics is None else self._metrics.url
+
+    @property
+    def console_url(self) -> str | None:
+        """Where the web console is (``http://HOST:PORT/``, https with TLS), or None."""
+        return self._console.url if self._console is not None and self._console.url else None
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop accepting, end every connection (each backs out its unit of work and closes its
@@ -238,6 +259,8 @@ class Server:
             s.ended.wait(max(0.0, limit - time.monotonic()))
         if self._metrics is not None:
             self._metrics.close()
+        if self._console is not None:
+            self._console.close()
         with contextlib.suppress(ValueError):
             self.qm._servers.remove(self)
         self.log.info("stopped serving queue manager %s", self.qm.name)

@@ -5,11 +5,12 @@ never reaches into a queue's lists."""
 from .clock import Clock, ManualClock, SystemClock
 from .cycle import QueueDecision, Sweeper, SweepReport
 from .policy import SweepPolicy, buffer_size, decide, should_sweep, to_sweep
-from .stats import ABORT_REASONS, SweepStats
+from .stats import ABORT_REASONS, LastDecision, SweepStats
 
 __all__ = [
     "ABORT_REASONS",
     "Clock",
+    "LastDecision",
     "ManualClock",
     "QueueDecision",
     "SweepPolicy",

@@ -36,6 +36,7 @@ from sweepq.blobstore import MEMORY_HELD, BlobInfo, Store
 from .clock import Clock, SystemClock
 from .policy import ADAPTIVE_STATE, SweepPolicy, budget_order, decide_adaptive, over_budget
 from .runs import record_ends
+from .stats import LastDecision
 
 log = logging.getLogger("sweepq.sweeper")
 
@@ -171,6 +172,9 @@ class Sweeper:
         self.after_write = after_write
         self.duty = duty
         self.reports: list[SweepReport] = []  # the most recent cycles, newest last
+        # Each queue's most recent decision (a cycle's, or a relief's that swept it): what the
+        # console shows as the rule at work. Replaced whole, so readers need no lock.
+        self.last: dict[str, LastDecision] = {}
         self.errors: list[BaseException] = []
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -205,7 +209,7 @@ class Sweeper:
             decisions = [self._apply_rule(q, c, paced) for q, c in zip(queues, counts, strict=True)]
             if self.policy.memory_budget > 0:
                 decisions = self._apply_budget(queues, counts, decisions, paced)
-            return self._report(decisions, t0)
+            return self._report(decisions, t0, relief=False)
 
     def relieve(self, paced: bool = False) -> SweepReport:
         """Between intervals, when the memory budget's high mark was crossed: sweep beyond the
@@ -221,11 +225,20 @@ class Sweeper:
             if budget is not None:
                 need = budget.use().total - budget.low
                 decisions = self._sweep_beyond(queues, counts, decisions, need, paced)
-            return self._report(decisions, t0)
+            return self._report(decisions, t0, relief=True)
 
-    def _report(self, decisions: list[QueueDecision], t0: float) -> SweepReport:
+    def _report(self, decisions: list[QueueDecision], t0: float, relief: bool) -> SweepReport:
         report = SweepReport(self.clock.now(), tuple(decisions), time.perf_counter() - t0)
         self.reports = [*self.reports[-99:], report]
+        p = self.policy
+        last = dict(self.last) if relief else {}  # a cycle covers every queue: those gone are dropped
+        for d in decisions:
+            if relief and d.keep is None:
+                continue  # a relief applies no rule: the cycle's decision stands
+            last[d.queue] = LastDecision.of(
+                report.at, d.y, d.x, d.keep, d.msgs_swept, d.aborts, d.budget, p.factor, p.extra
+            )
+        self.last = last
         if self.budget is not None:
             self.budget.refresh()  # counts again; gives memory back once enough has gone
         with self._cond:

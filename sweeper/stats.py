@@ -8,6 +8,11 @@ from dataclasses import dataclass, field, fields
 
 ABORT_REASONS = ("removed", "gotten", "locked", "batch_changed", "moved", "store_error")
 
+SWEPT = "swept"  # LastDecision.outcome: messages moved into blobs
+NOT_SWEPT = "not swept"  # the rule did not pick the queue (y <= factor * x)
+NOTHING_TO_SWEEP = "nothing to sweep"  # picked, but every message beyond the buffer was unsweepable
+ABORTED = "aborted"  # picked, and every run it chose was aborted (LastDecision.aborts says why)
+
 
 @dataclass
 class SweepCounters:
@@ -74,6 +79,52 @@ class SweepStats:
             else:
                 kw[f.name] = sum(vals)
         return SweepStats(**kw)
+
+
+@dataclass(frozen=True)
+class LastDecision:
+    """The sweeper's most recent decision for one queue, as an operator reads the seed's rule:
+    at clock time ``at`` the queue held ``y`` messages in memory and served ``x`` in the
+    interval; it is swept when y > ``threshold`` (factor * x), keeping ``buffer`` (x + extra).
+    ``outcome`` is one of SWEPT, NOT_SWEPT, NOTHING_TO_SWEEP, ABORTED; ``swept`` the messages
+    moved; ``aborts`` the runs given up, by reason (ABORT_REASONS); ``budget``: swept (also)
+    beyond the rule because memory was over the budget. The console and ``sweepq status``
+    show it; the sweeper keeps one per queue (sweeper/cycle.py ``Sweeper.last``)."""
+
+    at: float
+    y: int
+    x: int
+    threshold: int
+    buffer: int
+    outcome: str
+    swept: int = 0
+    aborts: dict = field(default_factory=dict)
+    budget: bool = False
+
+    @staticmethod
+    def of(
+        at: float, y: int, x: int, keep: int | None, moved: int, aborts: dict, budget: bool, factor: int, extra: int
+    ) -> LastDecision:
+        """The record of one decision (``keep`` None: the rule did not pick the queue)."""
+        if keep is None:
+            outcome = NOT_SWEPT
+        elif moved:
+            outcome = SWEPT
+        else:
+            outcome = ABORTED if aborts else NOTHING_TO_SWEEP
+        return LastDecision(at, y, x, factor * x, x + extra, outcome, moved, dict(aborts), budget)
+
+    def says(self) -> str:
+        """The decision in words: "swept 120", "not swept (y 8 <= 10)", "aborted (gotten 1)"."""
+        why = ", ".join(f"{r} {n}" for r, n in self.aborts.items() if n)
+        if self.outcome == SWEPT:
+            extra = " for the memory budget" if self.budget else ""
+            return f"swept {self.swept:,}{extra}" + (f" ({why} aborted)" if why else "")
+        if self.outcome == NOT_SWEPT:
+            return f"not swept (y {self.y:,} <= {self.threshold:,})"
+        if self.outcome == ABORTED:
+            return f"aborted ({why})"
+        return "nothing to sweep beyond the buffer"
 
 
 def percentile(values: Collection[float], q: float) -> float:

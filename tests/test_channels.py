@@ -332,7 +332,7 @@ def test_three_queue_managers_in_three_processes_over_loopback_tcp(tmp_path):
     try:
         p3, port3 = serve("QM3")
         procs.append(p3)
-        tok = ["--token-file"]
+        tok = ["--partner-token-file"]
         cli(
             "channel",
             "define",

@@ -94,7 +94,7 @@ def _levels(*busy: int) -> list[Level]:
     """Busy loads around tiny runs (no burners: the figures are what the table shows)."""
     out = []
     for n in busy:
-        runs = {key: run_child(_small(sweep=key == "with", budget=1), lambda s: None) for key in ("with", "without")}
+        runs = {key: run_child(_small(sweep=key == "with", budget=16_384), lambda s: None) for key in ("with", "without")}
         out.append(Level(n, runs, BusyLoad(n, 1.5 * n, 2.0), 0.5 + n))
     return out
 
