@@ -770,3 +770,40 @@ def test_chains_whose_records_damage_took_are_set_again_from_the_change_log(tmp_
         assert any("set again from the change log" in line for line in qm.recovery.damaged), qm.recovery.damaged
         got, errors = drain(qm)
     assert not errors and got == [b"m%03d" % i for i in range(30)]
+
+
+_GETS_FLUSHED_THEN_KILLED = """
+import os, signal, sys
+from sweepq.engine import GMO, OO, QueueManager
+qm = QueueManager.open(sys.argv[1], sweeper=False, sync="os")
+conn = qm.connect()
+h = conn.open("Q", OO.INPUT_SHARED)
+for _ in range(10):
+    for _ in range(10):
+        h.get(GMO.SYNCPOINT)
+    conn.commit()
+qm.blob_store().flush()  # the removals in a table file of their own
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_table_file_of_removals_set_aside_brings_no_consumed_message_back(tmp_path):
+    """Issue 24 item 4: a killed store whose table file of removals was lost (a repair set
+    it aside, or a cut manifest let RocksDB delete it) delivered the messages consumed since
+    the last open again: the checkpoint written at that open still listed them live. The
+    change log has the removals: they stay consumed."""
+    from sweepq.blobstore.rocksfiles import read_manifest
+
+    d = tmp_path / "d"
+    persistent_queue(d, [b"m%03d" % i for i in range(300)])
+    out = subprocess.run([sys.executable, "-c", _GETS_FLUSHED_THEN_KILLED, str(d)], timeout=120)
+    assert out.returncode == -9
+    m = read_manifest(str(d))
+    messages = next(cf for cf, name in m.families.items() if name == "messages")
+    (d / f"{max(m.tables[messages]):06d}.sst").unlink()  # the newest: the removals
+    with pytest.raises(MQError):
+        QueueManager.open(d, sweeper=False)
+    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+        consumed_again = qm.recovery.consumed_again
+        got, errors = drain(qm)
+    assert not errors and got == [b"m%03d" % i for i in range(100, 300)] and consumed_again == 100
