@@ -293,23 +293,13 @@ class BlobStore:
         complete = not ch.continued and ch.problem is None
         return Since(ch.written, ch.moved, frozenset(ch.unlinked), frozenset(ch.removed), ch.marks, lost, complete)
 
-    def _note(
-        self,
-        horizon: int,
-        puts: Sequence[tuple[bytes, bytes]] = (),
-        deletes: Sequence[bytes] = (),
-        moved: tuple[Sequence[int], Sequence[bytes]] = ((), ()),
-        marks: Sequence[tuple[int, int, bytes | None]] = (),
-        dropped: bytes | None = None,
-        unlinked: Sequence[int] = (),
-        chains: Sequence[tuple[bytes, str, Sequence[int]]] = (),
-    ) -> None:
-        """Add a write that returned to the change log (blobstore/changes.py); one that grew
-        past its limit starts again once the store flushed what it covers to its files."""
+    def _note(self, horizon: int, *puts_and_deletes, **operations) -> None:
+        """Add a write that returned to the change log (``changes.write``'s operations); one
+        that grew past its limit starts again once the store flushed what it covers."""
         kv = self._kv
         if kv is None:
             return
-        rec = changes.write(horizon, puts, deletes, moved, marks, dropped, unlinked, chains)
+        rec = changes.write(horizon, *puts_and_deletes, **operations)
         kv.append_log(changes.NAME, rec)
         self._log_bytes += len(rec)
         if self._log_bytes > changes.LIMIT:

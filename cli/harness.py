@@ -60,6 +60,17 @@ def report_verdict(verdict, replay: str, work: str, remove: bool) -> int:
     return 0 if verdict.ok else 1
 
 
+def _begin(command: str, args: argparse.Namespace, quick_kills: int) -> tuple[int, str, bool] | None:
+    """A harness run's kills, its directory and whether it made that directory; None after
+    saying that ``--data-dir`` holds something. A SIGTERM from now on ends the run as Ctrl-C
+    does (the children killed first)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    work, made = _empty_work_dir(command, args.data_dir)
+    if work is None:
+        return None
+    return args.kills or (quick_kills if args.quick else CRASH_KILLS), work, made
+
+
 def _empty_work_dir(command: str, work: str | None) -> tuple[str | None, bool]:
     """The directory a run keeps its store and logs in (a new temporary one when ``work`` is
     None: then True), or None after saying on stderr that ``work`` holds something."""
@@ -79,11 +90,10 @@ def _crashtest(args: argparse.Namespace) -> int:
     from sweepq.bench.crash.driver import run_crashtest
     from sweepq.bench.crash.trials import corruption_trial
 
-    signal.signal(signal.SIGTERM, _interrupt)  # a terminated driver kills its worker first
-    kills = args.kills or (CRASH_QUICK_KILLS if args.quick else CRASH_KILLS)
-    work, made = _empty_work_dir("crashtest", args.data_dir)
-    if work is None:
+    begun = _begin("crashtest", args, CRASH_QUICK_KILLS)
+    if begun is None:
         return 2
+    kills, work, made = begun
     if args.corrupt:
         print(f"sweepq crashtest: one worker's backlog, then {args.corrupt}, seed {args.seed}, in {work}", flush=True)
         with keeps_work_on_interrupt("crashtest", work):
@@ -162,8 +172,10 @@ def _crash_options(p: argparse.ArgumentParser) -> None:
 def _crashtest_server(args: argparse.Namespace) -> int:
     from sweepq.bench.crash_server import run_server_crashtest
 
-    kills = args.kills or (SERVER_QUICK_KILLS if args.quick else CRASH_KILLS)
-    work = args.data_dir or tempfile.mkdtemp(prefix="sweepq-crash-server-")
+    begun = _begin("crashtest-server", args, SERVER_QUICK_KILLS)
+    if begun is None:
+        return 2
+    kills, work, made = begun
     print(f"sweepq crashtest-server: {kills:,} server kills, seed {args.seed}, in {work}", flush=True)
 
     def progress(i: int, plan, problem: str) -> None:
@@ -173,17 +185,16 @@ def _crashtest_server(args: argparse.Namespace) -> int:
     with keeps_work_on_interrupt("crashtest-server", work):
         verdict = run_server_crashtest(work, kills, args.seed, args.sync, args.interval, args.quick, progress)
     replay = f"sweepq crashtest-server --kills {kills} --seed {args.seed}" + (" --quick" if args.quick else "")
-    return report_verdict(verdict, replay, work, remove=args.data_dir is None)
+    return report_verdict(verdict, replay, work, remove=made)
 
 
 def _crashtest_channel(args: argparse.Namespace) -> int:
     from sweepq.bench.crash_channel import run_channel_crashtest
 
-    signal.signal(signal.SIGTERM, _interrupt)  # a terminated driver ends its children first
-    kills = args.kills or (CHANNEL_QUICK_KILLS if args.quick else CRASH_KILLS)
-    work, made = _empty_work_dir("crashtest-channel", args.data_dir)
-    if work is None:
+    begun = _begin("crashtest-channel", args, CHANNEL_QUICK_KILLS)
+    if begun is None:
         return 2
+    kills, work, made = begun
     print(f"sweepq crashtest-channel: {kills:,} kills of QM1 or QM2, seed {args.seed}, in {work}", flush=True)
 
     def progress(i: int, plan, problem: str) -> None:
