@@ -62,6 +62,7 @@ class Storage:
         self._wal = wal
         self._repair = repair
         self.repaired: list[str] = []  # files a repair moved to lost/
+        self.repair_ran = False  # the open needed repair=True (what a missing file held is lost)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         if path is not None:
@@ -93,6 +94,7 @@ class Storage:
                     "(to lost/) and recovers every message the other files hold"
                 ) from e
         self.repaired = BlobStore.repair(self.path)  # type: ignore[arg-type]  # opened with a path
+        self.repair_ran = True
         return BlobStore(self.path, wal=self._wal, **self.store_options)
 
     @property

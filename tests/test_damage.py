@@ -808,3 +808,39 @@ def test_a_table_file_of_removals_set_aside_brings_no_consumed_message_back(tmp_
         consumed_again = qm.recovery.consumed_again
         got, errors = drain(qm)
     assert not errors and got == [b"m%03d" % i for i in range(100, 300)] and consumed_again == 100
+
+
+_PUTS_FLUSHED_THEN_KILLED = """
+import os, signal, sys
+from sweepq.engine import OO, QueueManager
+qm = QueueManager.open(sys.argv[1], sweeper=False, sync="os")
+h = qm.connect().open("Q", OO.OUTPUT)
+ids = [h.put(b"n%03d" % i).msg_id for i in range(20)]
+qm.blob_store().flush()  # the puts in a table file of their own
+h.put(b"later")
+qm.blob_store().flush()  # a later one: the store still reaches every number it wrote
+print(" ".join(i.hex() for i in ids), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_deleted_table_file_of_a_killed_store_is_reported_and_its_messages_named(tmp_path):
+    """Found by the extended damage fuzz (seed 2026, trial 569 of its last run): a table file
+    deleted from a killed store; repair rebuilt the store without it, moving nothing to
+    lost/, and the open said nothing of the messages it held. A repair is damage: the open
+    says so, and names by MsgId the records the change log shows written since the last open."""
+    from sweepq.blobstore.rocksfiles import read_manifest
+
+    d = tmp_path / "d"
+    persistent_queue(d, [b"m%03d" % i for i in range(100)])
+    out = subprocess.run([sys.executable, "-c", _PUTS_FLUSHED_THEN_KILLED, str(d)], capture_output=True, timeout=120)
+    assert out.returncode == -9
+    put = {bytes.fromhex(h.decode()) for h in out.stdout.split()}
+    m = read_manifest(str(d))
+    messages = next(cf for cf, name in m.families.items() if name == "messages")
+    (d / f"{sorted(m.tables[messages])[-2]:06d}.sst").unlink()  # the one of the 20 puts
+    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+        said, named = qm.recovery.damaged, set(qm.recovery.damaged_msg_ids)
+        got, errors = drain(qm)
+    assert said and not errors and got == [*(b"m%03d" % i for i in range(100)), b"later"]
+    assert named == put  # every message the deleted file alone held, by MsgId

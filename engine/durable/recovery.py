@@ -496,12 +496,12 @@ class _Recovery:
         """The MsgIds, by queue and lane, of messages that should have come back and did not:
         those the checkpoint lists in memory, and those written since (the change log).
 
-        One that the change log shows removed was consumed. Otherwise it was lost when the
+        One that the change log shows removed, or moved into a blob that came back or was
+        deleted since, was consumed (see :meth:`SinceCheckpoint.consumed`). Otherwise it was lost when the
         checkpoint was written at a clean close (nothing happened after it), or when there is
         evidence that writes were lost (:attr:`lost_writes`); without it, it was consumed
         since the checkpoint: a process killed between the store's write of a removal and
         the change log's record of it leaves no other trace."""
-        removed = self.since.removed
         out: dict[tuple[str, int], list[bytes]] = {}
         listed: set[tuple[str, int, int]] = set()
         if self.ledger is not None:
@@ -511,7 +511,8 @@ class _Recovery:
                 prefix = queue_prefix(qname)
                 for seq, mid in zip(seqs[gone].tolist(), compress(ids, gone.tolist()), strict=True):
                     listed.add((qname, lane, seq))
-                    if message_key_at(prefix, lane, seq) not in removed and (closed or self.lost_writes):
+                    key = message_key_at(prefix, lane, seq)
+                    if (closed or self.lost_writes) and not self.since.consumed(key, self.loaded):
                         out.setdefault((qname, lane), []).append(mid)
         if not self.lost_writes:
             return out
@@ -542,7 +543,13 @@ def recover(qm: QueueManager, ledger: Ledger | None = None) -> RecoveryReport:
     t0 = time.perf_counter()
     report = RecoveryReport()
     store = qm._storage.store()
-    run = _Recovery(store, ledger, report, repaired=bool(qm._storage.repaired))
+    storage = qm._storage
+    run = _Recovery(store, ledger, report, repaired=storage.repair_ran)
+    if storage.repair_ran and not storage.repaired:
+        report.damaged.append(
+            "repair=True rebuilt the store from the files it found, none of them unreadable: what a missing file "
+            "held is lost (named below when sweepq's records know it)"
+        )
     try:
         definitions = store.objects()
     except StoreError as e:

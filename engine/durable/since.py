@@ -64,24 +64,29 @@ class SinceCheckpoint:
         self, found: Callable[[str, int], set[int]], loaded: set[int], skip: set[tuple[str, int, int]]
     ) -> dict[tuple[str, int], list[bytes]]:
         """The MsgIds, by queue and lane, of records written since that did not come back:
-        not among the arrival numbers ``found(queue, lane)``, not in ``skip``, not moved
-        into a blob that came back (``loaded``) or that was deleted since (its live records
-        went back to their keys then)."""
+        not among the arrival numbers ``found(queue, lane)``, not in ``skip``, not
+        :meth:`consumed`."""
         out: dict[tuple[str, int], list[bytes]] = {}
         for key, head in self.written.items():
             try:
                 queue, lane, seq = key_parts(key)
             except Exception:
                 continue  # not a message key
-            if (queue, lane, seq) in skip or seq in found(queue, lane):
-                continue
-            homes = self.since.moved.get(key)
-            if homes and any(b in loaded or b in self.since.unlinked for b in homes):
+            if (queue, lane, seq) in skip or seq in found(queue, lane) or self.consumed(key, loaded):
                 continue
             mid = msg_id_in(head[4:])
             if mid:
                 out.setdefault((queue, lane), []).append(mid)
         return out
+
+    def consumed(self, key: bytes, loaded: set[int]) -> bool:
+        """Whether the message of ``key``, gone from the store, was consumed since: its record
+        removed, or moved into a blob that came back (``loaded``: then its position there is
+        marked removed) or that was deleted since (once nothing live was left in it)."""
+        if key in self.removed:
+            return True
+        homes = self.since.moved.get(key, ())
+        return any(b in loaded or b in self.since.unlinked for b in homes)
 
     def highest_seq(self) -> int:
         """The highest arrival number of a record written or removed since (never drawn again)."""
