@@ -293,12 +293,13 @@ class _Child:
         self.proc: subprocess.Popen | None = None
         self.tail: crash_driver.Tail | None = None
         self.plan: Plan | None = None
+        self.log = ""  # the event log of its current life
         self.started: list[subprocess.Popen] = []  # its lives not yet reaped
 
     def start(self, life: int, seed: int, plan: Plan | None = None, produce: bool = True) -> None:
         """Start life ``life``; ``plan`` is how it will end (a kill point is the child's own)."""
         self.plan = plan
-        log = os.path.join(self.work, "logs", f"{self.role}-{life:05d}.log")
+        log = self.log = os.path.join(self.work, "logs", f"{self.role}-{life:05d}.log")
         cmd = [sys.executable, "-m", "sweepq.bench.crash_channel", self.role, *self.common]
         cmd += ["--data-dir", os.path.join(self.work, self.role), "--log", log, "--seed", str(seed)]
         kill_at = f"{plan.point}:{plan.k}" if plan is not None and plan.point else ""
@@ -386,15 +387,28 @@ def _one_kill(child: _Child, lives: Iterator[int], seed: int, classes: Counter, 
     if plan.point:
         try:
             child.proc.wait(0.5 if quick else 2.0)
-            classes[plan.kind] += 1
         except subprocess.TimeoutExpired:
             classes[f"{plan.kind} not reached: at random"] += 1
+        else:  # counted as landed only on the child's own word: its last event is the kill at that point
+            landed = child.proc.returncode == -signal.SIGKILL and _last_event(child.log) == f"K {plan.point}"
+            classes[plan.kind if landed else f"{plan.kind} not reached: exited {child.proc.returncode}"] += 1
     else:
         time.sleep(plan.delay)
         classes[plan.kind] += 1
     child.kill()
     child.start(next(lives), seed, then)
     return child.wait_ready()
+
+
+def _last_event(log_path: str) -> str:
+    """The last complete line of a child's event log ("" when there is none)."""
+    try:
+        with open(log_path, "rb") as f:
+            lines = f.read().split(b"\n")
+    except FileNotFoundError:
+        return ""
+    complete = lines[:-1]  # what follows the last newline was cut by the kill
+    return complete[-1].decode(errors="replace") if complete else ""
 
 
 def _deliver_the_rest(

@@ -8,7 +8,7 @@ decompressor objects as unsafe to share; a shared ``ZstdCompressionDict`` is uns
 because the decompression form of a dictionary is built lazily, on first use, by whichever
 decompressor gets there first, with the GIL released (``ensure_ddict`` in its
 ``c-ext/compressiondict.c``): two threads racing there both build one and one of the two is
-lost (the stress test in tests/test_codec_threads.py measures the leak). A buffer given to
+lost (the stress test in tests/test_codec.py measures the leak). A buffer given to
 ``decompress`` is the immutable ``bytes`` read from the store (or a read-only view of them),
 so no other thread can free or change it while the C code runs without the GIL.
 

@@ -21,9 +21,11 @@ directory keeps other users out meanwhile.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import struct
+import threading
 import zlib
 
 from rocksdict import Options, Rdict
@@ -188,18 +190,70 @@ def private_by_default(path: str) -> bool:
         return False
 
 
+# -- who has the directory ----------------------------------------------------------------------
+#
+# RocksDB takes its LOCK only after it has renamed the info log (LOG -> LOG.old.*) and rewritten
+# rocksdict's config, and sweepq mends the write-ahead logs before either: an open that is then
+# refused has already changed the directory of the queue manager that holds it. So a directory
+# is *claimed* first, touching nothing: refused when this process has it open (a set of paths),
+# or when another process holds RocksDB's lock on its LOCK file (probed with a lock of our own,
+# given back at once; POSIX drops a process's locks on a file when it closes any descriptor of
+# it, which is why the probe runs only when this process holds none).
+
+_CLAIMED: set[str] = set()
+_CLAIM_LOCK = threading.Lock()
+
+
+def claim(path: str) -> str:
+    """Claim the data directory ``path`` for this process before anything in it is touched;
+    returns the key to :func:`release`. :raises KVError: a queue manager has it open here or
+    in another process (nothing in the directory was changed)."""
+    key = os.path.realpath(path)
+    with _CLAIM_LOCK:
+        if key in _CLAIMED or _locked_elsewhere(key):
+            where = "in this process" if key in _CLAIMED else "in another process"
+            raise KVError(f"cannot open the store at {path}: another queue manager ({where}) has it open")
+        _CLAIMED.add(key)
+    return key
+
+
+def release(key: str) -> None:
+    with _CLAIM_LOCK:
+        _CLAIMED.discard(key)
+
+
+def _locked_elsewhere(path: str) -> bool:
+    try:
+        fd = os.open(os.path.join(path, "LOCK"), os.O_RDWR | os.O_CLOEXEC)
+    except OSError:  # no LOCK yet (a new store), or not ours to open: RocksDB will say
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # gives the probe's lock back
+    return False
+
+
 def repair(path: str) -> list[str]:
     """RocksDB's repair: rebuild the manifest from the files that can be read; table files
     that cannot (a truncated table) are moved to ``lost/``. Returns their names. (The logs,
     turned into table files, and the old manifest go to ``lost/`` too, but nothing is lost
-    with them: they are not named.) :raises KVError: the repair itself failed."""
+    with them: they are not named.) :raises KVError: the repair itself failed, or the store
+    is open (:func:`claim`)."""
     lost = os.path.join(path, "lost")
-    before = set(os.listdir(lost)) if os.path.isdir(lost) else set()
+    key = claim(path)
     try:
+        before = set(os.listdir(lost)) if os.path.isdir(lost) else set()
         mend_logs(path)  # RocksDB's repair reads the logs too (and would loop on a bad header)
         Rdict.repair(path, Options(raw_mode=True))
+    except KVError:
+        raise
     except Exception as e:
         raise KVError(f"repairing the store at {path} failed: {e}") from e
+    finally:
+        release(key)
     after = set(os.listdir(lost)) if os.path.isdir(lost) else set()
     make_private(path)
     return sorted(n for n in after - before if n.endswith(".sst"))

@@ -57,7 +57,16 @@ from rocksdict import (
 )
 
 from . import guard, heal
-from .files import SideLog, check_manifest, make_private, mend_logs, read_side_file, write_side_file
+from .files import (
+    SideLog,
+    check_manifest,
+    claim,
+    make_private,
+    mend_logs,
+    read_side_file,
+    release,
+    write_side_file,
+)
 from .kv import (
     CF_BLOBS,
     CF_MANIFESTS,
@@ -221,6 +230,7 @@ class RocksKV:
         self._events: list[str] = []
         self._unproven: dict[str, tuple[list, list]] = {}  # family -> what its last rebuild could not prove
         self._wanted: dict[str, set[bytes]] = {}  # family -> keys a caller wants probed at its rebuild
+        self._claim = None if read_only else claim(path)  # before anything in the directory is touched
         self._shadow = _shadow_of(path) if read_only else None
         self._db: Rdict | None = None
         self._closed = False
@@ -711,6 +721,11 @@ class RocksKV:
             del db
 
     def _drop_shadow(self) -> None:
+        """Give back what the open took of the directory: the shadow of a read-only open, the
+        claim of a read-write one (net of the database itself, closed by then)."""
+        if self._claim is not None:
+            release(self._claim)
+            self._claim = None
         if self._shadow is not None:
             shutil.rmtree(self._shadow, ignore_errors=True)
             self._shadow = None

@@ -40,8 +40,9 @@ _DEFINE_OPTIONS = (
 )
 
 
-def _act(target, action: str, name: str | None, **kw):
-    """An administration action on a data directory's queue manager or a running server."""
+def _act(target, action: str, name: str | None, /, **kw):
+    """An administration action on a data directory's queue manager or a running server
+    (``kw`` its arguments: ``resolve`` takes one named ``action``, hence positional-only)."""
     from sweepq.net.channels import dq_admin
 
     if hasattr(target, "dq_admin"):  # a RemoteQueueManager: over the connection

@@ -55,8 +55,18 @@ def _serve(args: argparse.Namespace) -> int:
         return _fail(prog, f"argument --data-dir: {path} is not a directory", 2)
     if (args.tls_cert is None) != (args.tls_key is None):
         return _fail(prog, "give --tls-cert and --tls-key together", 2)
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)  # the socket's permissions are the access control: nobody else gets in
+    if args.frame_memory is not None:
+        from sweepq.engine.sizes import parse_size
+
+        try:
+            args.frame_memory = parse_size(args.frame_memory, "--frame-memory", minimum=1024 * 1024)
+        except MQError as e:
+            return _fail(prog, f"argument --frame-memory: {e.text}", 2)
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        os.chmod(path, 0o700)  # the socket's permissions are the access control: nobody else gets in
+    except OSError as e:
+        return _fail(prog, f"cannot use {path} as the data directory: {e.strerror or e}")
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s sweepq serve: %(message)s", stream=sys.stderr, force=True
     )
@@ -103,6 +113,9 @@ def _serve(args: argparse.Namespace) -> int:
             console=args.console,
             max_connections=args.max_connections,
             max_handles=args.max_handles,
+            max_handshakes=args.max_handshakes,
+            hello_timeout=args.handshake_timeout,
+            frame_memory=args.frame_memory,
         )
         print(f"sweepq serve: listening on {' and '.join(server.urls)}", file=sys.stderr, flush=True)
         started = qm.channels.resume()  # every sender channel not stopped (docs/channels.md)
@@ -340,7 +353,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the token TCP clients must present (default: $SWEEPQ_TOKEN, else DIR/sweepq.token, made if missing)",
     )
     s.add_argument("--token-file", metavar="FILE", help="read --token from FILE")
-    s.add_argument("--tls-cert", metavar="FILE", help="TLS on the TCP port: the server's certificate (PEM)")
+    s.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        help="TLS on the TCP port: the server's certificate (PEM); the Unix socket stays plain",
+    )
     s.add_argument("--tls-key", metavar="FILE", help="TLS on the TCP port: its private key (PEM)")
     s.add_argument("--metrics", metavar="HOST:PORT", help="Prometheus text metrics over HTTP at /metrics")
     s.add_argument(
@@ -372,19 +389,44 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="the sweeper's interval in seconds",
     )
+    limits = (
+        # (option, default, what N counts, help)
+        (
+            "--max-connections",
+            4096,
+            "connections",
+            "connections held at once (counted after their handshake); "
+            "more are refused with MQRC_MAX_CONNS_LIMIT_REACHED (2025)",
+        ),
+        (
+            "--max-handles",
+            1024,
+            "handles",
+            "handles per connection; more are refused with MQRC_HANDLE_NOT_AVAILABLE (2017)",
+        ),
+        (
+            "--max-handshakes",
+            1024,
+            "connections",
+            "connections still in their handshake, apart from --max-connections; one more closes the oldest",
+        ),
+    )
+    for option, default, what, help_ in limits:
+        kind = number(int, 1, 1_000_000, hint=f"pass a number of {what}")
+        s.add_argument(option, type=kind, default=default, metavar="N", help=help_)
     s.add_argument(
-        "--max-connections",
-        type=number(int, 1, 1_000_000, hint="pass a number of connections"),
-        default=4096,
-        metavar="N",
-        help="connections held at once; more are refused with MQRC_MAX_CONNS_LIMIT_REACHED (2025)",
+        "--handshake-timeout",
+        type=number(float, 0, 3600, low_open=True, hint="pass seconds, e.g. 10"),
+        default=10.0,
+        metavar="SECONDS",
+        help="a connection's whole handshake (TLS, then HELLO) must be done within SECONDS of its accept",
     )
     s.add_argument(
-        "--max-handles",
-        type=number(int, 1, 1_000_000, hint="pass a number of handles"),
-        default=1024,
-        metavar="N",
-        help="handles per connection; more are refused with MQRC_HANDLE_NOT_AVAILABLE (2017)",
+        "--frame-memory",
+        default=None,
+        metavar="SIZE",
+        help="memory for large frames in flight, for the whole server (e.g. 256MiB; default twice the "
+        "largest frame); past it a frame waits, then is dropped with MQRC_STORAGE_NOT_AVAILABLE (2071)",
     )
     s.set_defaults(func=_serve)
 

@@ -4,7 +4,7 @@ Two things satisfy them: the in-process :class:`~sweepq.engine.Connection` and
 :class:`~sweepq.engine.Handle` (MQ's bindings mode), and the client connection of
 ``sweepq.client.connect(url)`` (``sweepq.net``, MQ's client mode), which makes the same calls
 on a queue manager in another process. Code written against :class:`QueueConnection` runs
-unchanged on either; the behaviour tests run over both (tests/test_net_behaviour.py).
+unchanged on either; the behaviour tests run over both (tests/net_client_mode.py).
 
 :class:`QueueAdmin` is the administration a :class:`~sweepq.engine.QueueManager` offers in
 process and a client offers over a connection with administration authority (``sweepq

@@ -155,7 +155,7 @@ class Reason(enum.IntEnum):
     Q_MGR_NOT_AVAILABLE = 2059
     OBJECT_ALREADY_EXISTS = 2100
     INCONSISTENT_PERSISTENCE = 2185
-    # Groups and segments (engine/groups.py, docs/semantics.md §6).
+    # Groups and segments (engine/groups/, docs/semantics.md §6).
     INCOMPLETE_GROUP = 2241
     INCOMPLETE_MSG = 2242
     INCONSISTENT_UOW = 2245

@@ -20,7 +20,7 @@ from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
 from . import checks, extensions
-from .budget import MIN_BUDGET, MemoryBudget, MemoryUse, give_back, store_options_within
+from .budget import MIN_BUDGET, MemoryBudget, MemoryUse, check_counts, give_back, store_options_within
 from .connection import Connection
 from .constants import Reason
 from .distributed import Distributed
@@ -62,7 +62,11 @@ class QueueManager:
     engine/sizes.py; 0: none; a non-zero budget under 16 KiB is refused) makes the sweeper
     sweep beyond its rule while the messages in memory and the store's own memory are over it:
     the queues with the most sweepable bytes first, each keeping its x + extra buffer
-    (``SweepPolicy.memory_budget``).
+    (``SweepPolicy.memory_budget``), and each queue's ``memory_policy`` acts on puts near it.
+    ``budget_counts`` says what the budget counts: ``"held"`` (default), the messages in
+    memory and the store's memtables and cache; ``"resident"``, the process's resident memory
+    above its baseline when the queue manager opened, what the OS and a container's limit see
+    (engine/budget.py, docs/sweeper.md "The memory budget").
     ``sweep_policy.rule="adaptive"`` selects the rule that does not re-sweep what came back.
 
     ``store`` puts the queues' blobs in a given :class:`~sweepq.blobstore.Store` instead (a
@@ -103,6 +107,7 @@ class QueueManager:
         trace_path: str | os.PathLike | None = None,
         store: Store | None = None,
         memory_budget: int | str = 0,
+        budget_counts: str = "held",
         sync: str = "commit",
         durable: bool | None = None,
         repair: bool = False,
@@ -111,6 +116,7 @@ class QueueManager:
             name, sweeper, sweep_duty, sweep_policy, readahead_low_water, max_uncommitted, backout_handling
         )
         memory_budget = _check_arguments_of_memory_and_disk(max_msg_length, memory_budget, sync, durable, repair)
+        budget_counts = check_counts(budget_counts, memory_budget)
         durable = path is not None if durable is None else durable
         sweep_policy = sweep_policy or SweepPolicy()
         if memory_budget:
@@ -138,7 +144,7 @@ class QueueManager:
 
             self.recorder = TraceRecorder(trace_path, self.clock)
         if memory_budget:
-            store_options = store_options_within(memory_budget, store_options)
+            store_options = store_options_within(memory_budget, store_options, budget_counts)
         self._storage = Storage(path, store_options, store, wal=sync != "none", repair=repair)
         self.journal: Journal | None = Journal(self._storage.store, sync) if durable else None
         self.recovery: RecoveryReport | None = None
@@ -160,14 +166,20 @@ class QueueManager:
         self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
         self.budget: MemoryBudget | None = None
         if memory_budget:
-            self._start_budget(memory_budget, store_options)
+            self._start_budget(memory_budget, store_options, budget_counts)
         if sweeper:
             self.sweeper.start()
 
-    def _start_budget(self, memory_budget: int, store_options: dict | None) -> None:
+    def _start_budget(self, memory_budget: int, store_options: dict | None, counts: str) -> None:
         """The memory budget (engine/budget.py) over every queue recovered so far; queues
-        defined later get it from define_queue. Pages are at most the store's blob size."""
-        self.budget = MemoryBudget(memory_budget, self.sweepables, self.store_memory, self.sweeper, self.clock)
+        defined later get it from define_queue. Pages are at most the store's blob size.
+        ``counts``: what it counts (``budget_counts``). A private store opens at its first
+        write: until then the budget reserves the limits it will open with."""
+        opts = store_options or {}
+        unopened = 0 if self._storage.opened else opts["write_buffer_bytes"] + opts["block_cache_bytes"]
+        self.budget = MemoryBudget(
+            memory_budget, self.sweepables, self.store_memory, self.sweeper, self.clock, counts, unopened
+        )
         blob_bytes = (store_options or {}).get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES)
         page_bytes = self.budget.page_bytes = self.budget.page_size(blob_bytes)
         self.sweeper.budget = self.budget

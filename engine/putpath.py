@@ -275,8 +275,8 @@ def place(
             f"{q.name!r} is a temporary dynamic queue: it takes no persistent messages (put them not persistent)",
         )
     budget = q.budget
-    if budget is not None and budget.paging:
-        budget.before_put(q)  # the queue's memory policy: page, block (then 2071) or fail (2071)
+    if budget is not None and (budget.paging or len(payloads) != 1 or len(payloads[0]) > budget.room):
+        budget.before_put(q, payloads)  # the queue's memory policy: page, block (then 2071) or fail (2071)
     lane_i = q.default_priority if q.fifo else priority
     put_us = int(qm.clock.wall() * 1_000_000)
     k = len(payloads)

@@ -4,10 +4,15 @@
   data directory that is 0700), so only its owner connects; a connection on it needs no token.
 * TCP needs the server's token: a client that does not present it is refused with
   MQRC_NOT_AUTHORIZED (2035) and a log line, at once.
-* Administration (define, alter, delete) needs the admin token on every transport. Without
-  one configured, no connection may administer.
+* Administration (define, alter, delete; channel and remote queue changes; a channel's
+  sequence number reset) needs the admin token on every transport (net/protocol.py
+  ``AUTHORITY`` lists who may send each request). Without one configured, no connection may
+  administer.
 
-Tokens are compared in constant time. :func:`token_file` keeps a token in a file created
+A token is text: a presented value that is not (another type, or a str that UTF-8 cannot
+carry, such as one holding a lone surrogate) matches nothing, so it is refused with 2035
+like any wrong token; a server is never configured with one (PARM_VALUE_ERROR). Tokens are
+compared in constant time. :func:`token_file` keeps a token in a file created
 0600 (read back on the next start), as ``sweepq serve`` does in its data directory.
 """
 
@@ -17,7 +22,7 @@ import hmac
 import os
 import secrets
 
-from sweepq.engine import MQError
+from sweepq.engine import MQError, Reason
 
 TOKEN_FILE = "sweepq.token"
 ADMIN_TOKEN_FILE = "sweepq.admin-token"
@@ -54,7 +59,26 @@ def read_token(path: str) -> str | None:
 
 
 def matches(given: object, expected: str | None) -> bool:
-    return expected is not None and isinstance(given, str) and hmac.compare_digest(given.encode(), expected.encode())
+    """Whether ``given`` is the token ``expected`` (never when either is not text)."""
+    if expected is None or not isinstance(given, str):
+        return False
+    try:
+        return hmac.compare_digest(given.encode(), expected.encode())
+    except UnicodeEncodeError:  # a lone surrogate: no token holds one
+        return False
+
+
+def check_configured(token: object, what: str) -> None:
+    """:raises MQError: PARM_VALUE_ERROR for a server token that is not text (None: none)."""
+    if token is None:
+        return
+    ok = isinstance(token, str) and token != ""
+    try:
+        ok = ok and bool(token.encode())  # type: ignore[union-attr]
+    except UnicodeEncodeError:
+        ok = False
+    if not ok:
+        raise MQError(Reason.PARM_VALUE_ERROR, f"{what} must be non-empty text (UTF-8), e.g. auth.new_token()")
 
 
 def beside_socket(url: str) -> tuple[str | None, str | None]:

@@ -324,8 +324,9 @@ class RemoteQueueManager:
 
     # -- distributed queuing (docs/channels.md): the same calls as a QueueManager's ------------
 
-    def dq_admin(self, action: str, name: str | None, **kw):
-        """A channel or remote queue administration action (net/channels/admin.py ``ACTIONS``)."""
+    def dq_admin(self, action: str, name: str | None, /, **kw):
+        """A channel or remote queue administration action (net/channels/admin.py ``ACTIONS``);
+        ``kw`` are its arguments (``resolve`` takes one named ``action``)."""
         return self._admin.request(P.DQ_ADMIN, [action, name, kw])
 
     def define_channel(self, name: str, **attributes) -> dict:

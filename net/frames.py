@@ -1,9 +1,19 @@
 """Reading and writing frames (net/protocol.py) on a blocking socket: the server's sessions
 and the thread client share it.
 
-A frame's length is checked against ``max_frame`` from its header, before any memory is set
-aside for its body. Waiting for the *next* frame has no time limit (an idle connection may
-stay idle); once part of a frame has arrived, the rest must come within ``partial_timeout``
+A frame's length is checked against ``max_frame`` from its header, and **memory for its body
+follows the bytes that arrive**: a body that fits the connection's own read buffer is read
+there; a longer one grows a buffer of its own as its bytes come in, never ahead of them, so
+a header that claims the largest frame costs nothing until the bytes are sent. On the
+server, what such a buffer holds is taken from a :class:`FrameMemory`, the one bound for
+the whole server (at most :data:`GROW` ahead of the bytes); when it is spent, the connection
+waits (``wait`` seconds) for another's frame to be done, and then reads the rest of the
+frame into its read buffer, dropping it, and the call fails with
+MQRC_STORAGE_NOT_AVAILABLE (2071) saying why (:class:`FrameRefused`): the connection goes
+on, and memory stays bounded. Per connection the bound is ``max_frame``.
+
+Waiting for the *next* frame has no time limit (an idle connection may stay idle); once part
+of a frame has arrived, each read of the rest must bring bytes within ``partial_timeout``
 seconds, so a peer that sends half a frame and stops costs one closed connection.
 
 Not thread-safe: one reader and one writer at a time (the session or client holds it).
@@ -13,25 +23,92 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
+import time
 
 from .protocol import HEADER, HEADER_LEN, VERSION, ProtocolError
 
 CLIENT_BUFFER = 256 * 1024  # a client reads batches of messages
 SERVER_BUFFER = 16 * 1024  # a server holds one per connection, most of them idle: larger frames
-# are read into a buffer of their own (read_big)
+# are read into a buffer of their own, which grows as their bytes arrive
+GROW = 256 * 1024  # how far ahead of the bytes that came a large frame takes frame memory (fewer takes)
 
 
 class Closed(Exception):
     """The peer closed the connection (between frames or in the middle of one)."""
 
 
+class FrameRefused(ProtocolError):
+    """A frame was read and dropped: the server's memory for frames was in use for longer than
+    the wait. ``op`` is the request's op; the connection stays usable (the session answers
+    the request with MQRC_STORAGE_NOT_AVAILABLE, 2071)."""
+
+    def __init__(self, op: int, size: int, text: str):
+        super().__init__(text)
+        self.op = op
+        self.size = size
+
+
+class FrameMemory:
+    """The bytes the server's connections may hold at once for frame bodies longer than their
+    read buffers (``limit``), taken as the bytes arrive and given back when the frame has been
+    handled. A connection that finds it spent waits up to ``wait`` seconds for some to come
+    back. Thread-safe: every session takes from the one instance."""
+
+    def __init__(self, limit: int, wait: float = 10.0):
+        self.limit = limit
+        self.wait = wait
+        self.used = 0
+        self.peak = 0
+        self.refused = 0
+        self.waiting = 0  # connections waiting for some to come back
+        self._cond = threading.Condition()
+
+    def take(self, n: int, own: int) -> bool:
+        """Take ``n`` more bytes for a frame that holds ``own`` already; False when they did not
+        come within the wait (or never can: the frame alone would be over the limit)."""
+        with self._cond:
+            if own + n > self.limit:
+                self.refused += 1
+                return False
+            deadline = None
+            while self.used + n > self.limit:
+                now = time.monotonic()
+                deadline = deadline or now + self.wait
+                if now >= deadline:
+                    self.refused += 1
+                    return False
+                self.waiting += 1
+                try:
+                    self._cond.wait(deadline - now)
+                finally:
+                    self.waiting -= 1
+            self.used += n
+            self.peak = max(self.peak, self.used)
+            return True
+
+    def give(self, n: int) -> None:
+        if n:
+            with self._cond:
+                self.used -= n
+                self._cond.notify_all()
+
+
 class FrameSocket:
     def __init__(
-        self, sock: socket.socket, max_frame: int, partial_timeout: float | None = 30.0, buffer: int = CLIENT_BUFFER
+        self,
+        sock: socket.socket,
+        max_frame: int,
+        partial_timeout: float | None = 30.0,
+        buffer: int = CLIENT_BUFFER,
+        memory: FrameMemory | None = None,
     ):
         self.sock = sock
         self.max_frame = max_frame
         self.partial_timeout = partial_timeout
+        self.memory = memory
+        self._held = 0  # bytes of ``memory`` the last large frame took
+        self.receiving = 0  # the length of the large frame being read now (``sweepq status``)
         self._buf = bytearray(buffer)
         self._view = memoryview(self._buf)
         self._start = 0
@@ -48,32 +125,45 @@ class FrameSocket:
         pending = getattr(self.sock, "pending", None)
         return self._end > self._start or bool(pending and pending())
 
+    def release(self) -> None:
+        """Give back what the last large frame took of the server's frame memory (its body is
+        no longer referenced). The next :meth:`read` does it too."""
+        if self._held and self.memory is not None:
+            self.memory.give(self._held)
+        self._held = 0
+
+    def _recv_into(self, view: memoryview, partial: bool) -> int:
+        """Read into ``view``; within ``partial_timeout`` when part of a frame has come."""
+        if partial and self.partial_timeout is not None and self._timeout is None:
+            self.sock.settimeout(self.partial_timeout)
+            try:
+                got = self.sock.recv_into(view)
+            except TimeoutError:
+                raise ProtocolError(f"half a frame, then nothing for {self.partial_timeout:g} s") from None
+            finally:
+                self.sock.settimeout(None)
+        else:
+            got = self.sock.recv_into(view)
+        if not got:
+            raise Closed("the peer closed the connection" + (" in the middle of a frame" if partial else ""))
+        return got
+
     def _recv(self, partial: bool) -> None:
         """Read more bytes after ``_end`` (compacting first when the buffer's tail is full)."""
         if self._end == len(self._buf):
             n = self._end - self._start
             self._buf[:n] = self._buf[self._start : self._end]
             self._start, self._end = 0, n
-        if partial and self.partial_timeout is not None and self._timeout is None:
-            self.sock.settimeout(self.partial_timeout)
-            try:
-                got = self.sock.recv_into(self._view[self._end :])
-            except TimeoutError:
-                raise ProtocolError(f"half a frame, then nothing for {self.partial_timeout:g} s") from None
-            finally:
-                self.sock.settimeout(None)
-        else:
-            got = self.sock.recv_into(self._view[self._end :])
-        if not got:
-            raise Closed("the peer closed the connection" + (" in the middle of a frame" if partial else ""))
-        self._end += got
+        self._end += self._recv_into(self._view[self._end :], partial)
 
     def read(self) -> tuple[int, memoryview | bytearray]:
         """The next frame: ``(op, body)``. ``body`` is valid until the next call.
 
         :raises Closed: the peer closed the connection.
+        :raises FrameRefused: a large frame read and dropped for want of frame memory.
         :raises ProtocolError: a frame that breaks the protocol (too long, wrong version,
             or half a frame and silence)."""
+        self.release()
         while self._end - self._start < HEADER_LEN:
             self._recv(self._end > self._start)
         n, version, op = HEADER.unpack_from(self._buf, self._start)
@@ -83,7 +173,7 @@ class FrameSocket:
             raise ProtocolError(f"a frame of {n:,} bytes, over the limit of {self.max_frame:,}")
         total = HEADER_LEN + n
         if total > len(self._buf):
-            return op, self._read_big(n)
+            return op, self._read_big(op, n)
         while self._end - self._start < total:
             if self._start + total > len(self._buf):  # make room: the frame fits once compacted
                 have = self._end - self._start
@@ -96,32 +186,50 @@ class FrameSocket:
             self._start = self._end = 0
         return op, body
 
-    def _read_big(self, n: int) -> bytearray:
-        """A body longer than the buffer, read into a bytearray of its own size."""
-        out = bytearray(n)
-        have = min(self._end - self._start - HEADER_LEN, n)
-        out[:have] = self._buf[self._start + HEADER_LEN : self._start + HEADER_LEN + have]
+    def _read_big(self, op: int, n: int) -> bytearray:
+        """A body longer than the read buffer: a bytearray that grows as its bytes arrive,
+        each step taken from the server's frame memory once the bytes are here (at most
+        :data:`GROW` ahead of them), so a header alone takes nothing."""
+        body = bytearray(self._view[self._start + HEADER_LEN : self._end])  # came with the header
         self._start = self._end = 0
-        view = memoryview(out)
-        while have < n:
-            if self.partial_timeout is not None and self._timeout is None:
-                self.sock.settimeout(self.partial_timeout)
-            try:
-                got = self.sock.recv_into(view[have:])
-            except TimeoutError:
-                raise ProtocolError(f"half a frame, then nothing for {self.partial_timeout:g} s") from None
-            finally:
-                if self.partial_timeout is not None and self._timeout is None:
-                    self.sock.settimeout(None)
-            if not got:
-                raise Closed("the peer closed the connection in the middle of a frame")
-            have += got
-        return out
+        self.receiving = n
+        try:
+            while len(body) < n:
+                got = self._recv_into(self._view[: min(n - len(body), len(self._buf))], True)
+                have = len(body) + got
+                if self.memory is not None and have > self._held:
+                    more = min(n, have + GROW) - self._held
+                    if not self.memory.take(more, self._held):
+                        return self._refuse(op, n, have)
+                    self._held += more
+                body += self._view[:got]
+        finally:
+            self.receiving = 0
+        return body
+
+    def _refuse(self, op: int, n: int, have: int):
+        """Read the rest of the frame into the read buffer, dropping it, then say why."""
+        self.release()
+        left = n - have
+        while left:
+            left -= self._recv_into(self._view[: min(left, len(self._buf))], True)
+        m = self.memory
+        if n > m.limit:
+            why = f"this frame of {n:,} bytes is larger than the server's memory for large frames ({m.limit:,} bytes)"
+            raise FrameRefused(op, n, f"{why}: it was read and dropped; the server's frame_memory must be raised")
+        raise FrameRefused(
+            op,
+            n,
+            f"the server's memory for large frames ({m.limit:,} bytes) was in use by other connections for "
+            f"{m.wait:g} s: this frame of {n:,} bytes was read and dropped; try again",
+        )
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
     def close(self) -> None:
+        """Close the socket (any thread may: a read under way then fails). What the last large
+        frame took of the frame memory is given back by the reading thread (:meth:`release`)."""
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()

@@ -8,7 +8,9 @@ in one process never share series.
 Series: ``sweepq_queue_depth``, ``sweepq_queue_in_memory``, ``sweepq_queue_swept``,
 ``sweepq_queue_memory_bytes``, ``sweepq_queue_open_input``, ``sweepq_queue_open_output``
 (label ``queue``); ``sweepq_connections``, ``sweepq_connections_refused_total``,
-``sweepq_uncommitted`` (label ``connection``); ``sweepq_store_memory_bytes`` (label ``kind``);
+``sweepq_handshakes``, ``sweepq_handshakes_dropped_total``, ``sweepq_frame_memory_bytes``,
+``sweepq_frames_refused_total``, ``sweepq_uncommitted`` (label ``connection``);
+``sweepq_store_memory_bytes`` (label ``kind``);
 ``sweepq_sweeps_total``, ``sweepq_messages_swept_total``, ``sweepq_unsweeps_total``,
 ``sweepq_messages_unswept_total`` and ``sweepq_queue_blob_bytes`` (label ``queue``);
 ``sweepq_memory_budget_bytes`` (0: none), ``sweepq_memory_counted_bytes`` (what the budget
@@ -54,6 +56,19 @@ class _Collector:
         yield GaugeMetricFamily("sweepq_connections", "client connections open", value=len(status["connections"]))
         yield CounterMetricFamily(
             "sweepq_connections_refused", "connections refused at the limit", value=status["refused"]
+        )
+        yield GaugeMetricFamily("sweepq_handshakes", "connections in their handshake", value=status["handshakes"])
+        yield CounterMetricFamily(
+            "sweepq_handshakes_dropped",
+            "connections closed before they finished their handshake (its deadline, or the oldest at the limit)",
+            value=status["dropped"],
+        )
+        fm = status["frame_memory"]
+        yield GaugeMetricFamily("sweepq_frame_memory_bytes", "memory held by large frames in flight", value=fm["used"])
+        yield CounterMetricFamily(
+            "sweepq_frames_refused",
+            "large frames read and dropped for want of frame memory (2071)",
+            value=fm["refused"],
         )
         u = GaugeMetricFamily(
             "sweepq_uncommitted", "operations in each connection's unit of work", labels=["connection"]

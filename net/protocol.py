@@ -62,8 +62,52 @@ DQ_ADMIN = 23  # channel and remote queue administration (the mutating actions n
 OK = 0
 ERROR = 255
 
-OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int) and k not in ("VERSION",)}
-ADMIN_OPS = frozenset((DEFINE, ALTER, DELETE, DEFINE_MODEL))  # need administration authority
+OP_NAMES = {
+    v: k
+    for k, v in dict(globals()).items()
+    if k.isupper() and isinstance(v, int) and 0 <= v <= 255 and k not in ("VERSION", "HEADER_LEN")
+}
+
+# Who may send each request: the one table the server checks (net/session.py), and the one
+# tests/test_authorization.py sends every request from, with every kind of credential.
+HANDSHAKE = "handshake"  # HELLO carries the credentials (net/server.py ``authorize``)
+CONNECTED = "connected"  # any connection the server admitted
+ADMIN = "admin"  # a connection that presented the admin token
+PER_ACTION = "per action"  # DQ_ADMIN: each action says (net/channels/admin.py ``ACTIONS``)
+ADMIN_TO_RESET = "admin to reset"  # CHL_START: administration when it changes the receiver's sequence number
+AUTHORITY = {
+    HELLO: HANDSHAKE,
+    OPEN: CONNECTED,
+    CLOSE: CONNECTED,
+    PUT: CONNECTED,
+    PUT_MANY: CONNECTED,
+    GET: CONNECTED,
+    GET_MANY: CONNECTED,
+    COMMIT: CONNECTED,
+    BACKOUT: CONNECTED,
+    UNCOMMITTED: CONNECTED,
+    INQUIRE: CONNECTED,
+    CANCEL: CONNECTED,
+    DEFINE: ADMIN,
+    ALTER: ADMIN,
+    DELETE: ADMIN,
+    NAMES: CONNECTED,
+    DEFINE_MODEL: ADMIN,
+    STATUS: CONNECTED,
+    BYE: CONNECTED,
+    CHL_START: ADMIN_TO_RESET,
+    CHL_BATCH: CONNECTED,
+    CHL_HEARTBEAT: CONNECTED,
+    DQ_ADMIN: PER_ACTION,
+}
+REQUESTS = tuple(AUTHORITY)
+ADMIN_OPS = frozenset(op for op, who in AUTHORITY.items() if who == ADMIN)  # need administration authority
+
+
+def not_authorized(what: str) -> MQError:
+    """MQRC_NOT_AUTHORIZED (2035) for a request that needs administration authority."""
+    return MQError(Reason.NOT_AUTHORIZED, f"{what} needs the server's admin token; connect with admin_token=...")
+
 
 _EXT_OPAQUE = 1  # a value of a type MessagePack lacks: its type name
 _EXT_BIGINT = 2  # an int beyond 64 bits: its decimal text

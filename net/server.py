@@ -1,20 +1,27 @@
 """The server: serves one queue manager to client connections (``sweepq serve``, ``qm.serve()``).
 
-Transport: threads with the standard library's ``socketserver`` — one thread per connection,
-each running a :class:`~sweepq.net.session.Session` that calls the engine as an in-process
-application on that thread would. Why threads rather than an event loop: every engine call
-may block by design (a WAIT, a commit that waits for its fsync under ``sync="commit"``, a
-get that reads a blob back), and the engine's group commit gathers concurrent committers;
-on a thread of its own each client's call blocks only that client, with no hop to an
-executor on the hot path. An idle connection costs its thread's stack (mostly untouched
-virtual memory) and a 16 KiB read buffer (figures: docs/clients.md).
+Transport: one thread (the *door*, net/handshake.py) accepts on every listener and runs every
+handshake with a selector; a connection the server admits after its HELLO gets a thread of
+its own, running a :class:`~sweepq.net.session.Session` that calls the engine as an
+in-process application on that thread would. Why threads for sessions rather than an event
+loop: every engine call may block by design (a WAIT, a commit that waits for its fsync under
+``sync="commit"``, a get that reads a blob back), and the engine's group commit gathers
+concurrent committers; on a thread of its own each client's call blocks only that client,
+with no hop to an executor on the hot path. An idle connection costs its thread's stack
+(mostly untouched virtual memory) and a 16 KiB read buffer (figures: docs/clients.md).
 
-Listeners: a Unix socket (created 0600; its permissions are the access control) and, when
-asked, TCP (127.0.0.1 unless a host is named; the token required; TLS with an
-``ssl.SSLContext``). Limits, each checked before the memory it guards is taken: connections
-(``max_connections``, checked before a thread is started: MQRC_MAX_CONNS_LIMIT_REACHED 2025),
-handles per connection (``max_handles``: 2017), frame size (``max_frame``, from the header,
-before the body is read; 64 KiB before the handshake).
+Listeners: a Unix socket (created 0600; its permissions are the access control; always
+plain) and, when asked, TCP (127.0.0.1 unless a host is named; the token required; TLS when
+given an ``ssl.SSLContext``). Limits, each checked before the memory it guards is taken
+(docs/clients.md "Limits"): connections in their handshake (``max_handshakes``, the oldest
+closed first; the whole handshake within ``hello_timeout``), admitted connections
+(``max_connections``, checked after the HELLO, before a thread is started:
+MQRC_MAX_CONNS_LIMIT_REACHED 2025), handles per connection (``max_handles``: 2017), frame
+size (``max_frame``, from the header; 64 KiB before the handshake) and the memory of large
+frames in flight, server-wide (``frame_memory``, net/frames.py: 2071).
+
+Who may do what is decided here (:meth:`Server.authorize`) and in net/session.py from the
+table in net/protocol.py (``AUTHORITY``).
 
 Thread safety: ``status``, ``close`` and ``urls`` may be called from any thread.
 """
@@ -26,20 +33,22 @@ import itertools
 import logging
 import os
 import socket
-import socketserver
 import ssl
 import threading
 import time
 
 from sweepq.engine import MQError, QueueManager, Reason
+from sweepq.engine.sizes import parse_size
 
 from . import auth
 from . import protocol as P
-from .frames import SERVER_BUFFER, FrameSocket
+from .frames import SERVER_BUFFER, FrameMemory, FrameSocket
+from .handshake import Handshakes
 from .session import Session
 
 DEFAULT_MAX_CONNECTIONS = 4096
 DEFAULT_MAX_HANDLES = 1024
+DEFAULT_MAX_HANDSHAKES = 1024
 
 
 def parse_tcp(spec: str | int | tuple) -> tuple[str, int]:
@@ -65,41 +74,6 @@ def parse_tcp(spec: str | int | tuple) -> tuple[str, int]:
     return host or "127.0.0.1", port
 
 
-class _Listener(socketserver.ThreadingMixIn, socketserver.BaseServer):
-    """One listening socket whose connections become sessions of ``owner``."""
-
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self, owner: Server, sock: socket.socket, transport: str):
-        super().__init__(sock.getsockname(), None)
-        self.socket = sock
-        self.owner = owner
-        self.transport = transport
-
-    def fileno(self) -> int:
-        return self.socket.fileno()
-
-    def get_request(self):
-        return self.socket.accept()
-
-    def verify_request(self, request, client_address) -> bool:
-        return self.owner.admit(request, self.transport)
-
-    def finish_request(self, request, client_address) -> None:
-        self.owner.run_session(request, client_address, self.transport)
-
-    def shutdown_request(self, request) -> None:
-        with contextlib.suppress(OSError):
-            request.close()
-
-    def handle_error(self, request, client_address) -> None:
-        self.owner.log.exception("connection from %s failed", client_address)
-
-    def server_close(self) -> None:
-        self.socket.close()
-
-
 class Server:
     """Serves ``qm`` (see the module docstring). ``start()`` listens; ``close()`` stops
     accepting, ends every connection (backing out its unit of work) and waits for them.
@@ -107,12 +81,14 @@ class Server:
     ``unix_path``: the Unix socket (None: none). ``tcp``: "HOST:PORT" (None: none).
     ``token``: what a TCP client must present (None with ``tcp``: a new one, in ``token``).
     ``admin_token``: what administration needs (None: no administration over connections).
-    ``tls``: an ``ssl.SSLContext`` with the server's certificate, for TCP. ``metrics``:
-    "HOST:PORT" or a port for Prometheus text on HTTP (net/metrics.py). ``console``:
-    "HOST:PORT" for the web console (net/console/, docs/console.md), a snapshot pushed to its
-    pages every ``console_interval`` seconds; it needs the token, so a server with a console
-    always has one. ``log``: where the
-    one line per connection event goes (the ``sweepq.net`` logger by default).
+    ``tls``: an ``ssl.SSLContext`` with the server's certificate, for TCP (the Unix socket
+    stays plain). ``metrics``: "HOST:PORT" or a port for Prometheus text on HTTP
+    (net/metrics.py). ``console``: "HOST:PORT" for the web console (net/console/,
+    docs/console.md), a snapshot pushed to its pages every ``console_interval`` seconds; it
+    needs the token, so a server with a console always has one. ``log``: where the one line
+    per connection event goes (the ``sweepq.net`` logger by default). The limits: the module
+    docstring; ``frame_memory`` None is twice the largest frame, and at least 64 MiB; a
+    connection that finds it spent waits ``frame_memory_wait`` seconds.
     """
 
     def __init__(
@@ -129,7 +105,10 @@ class Server:
         console_interval: float = 0.5,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_handles: int = DEFAULT_MAX_HANDLES,
+        max_handshakes: int = DEFAULT_MAX_HANDSHAKES,
         max_frame: int | None = None,
+        frame_memory: int | str | None = None,
+        frame_memory_wait: float = 10.0,
         wait_slice: float = 0.5,
         cancel_slice: float = 0.05,
         hello_timeout: float = 10.0,
@@ -140,9 +119,15 @@ class Server:
             raise MQError(Reason.PARM_VALUE_ERROR, "give a Unix socket path, tcp='HOST:PORT', or both")
         if tls is not None and not isinstance(tls, ssl.SSLContext):
             raise MQError(Reason.PARM_VALUE_ERROR, "tls must be an ssl.SSLContext holding the server's certificate")
-        for value, what in ((max_connections, "max_connections"), (max_handles, "max_handles")):
+        for value, what in (
+            (max_connections, "max_connections"),
+            (max_handles, "max_handles"),
+            (max_handshakes, "max_handshakes"),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise MQError(Reason.PARM_VALUE_ERROR, f"{what} must be a positive int")
+        for value, what in ((token, "token"), (admin_token, "admin_token")):
+            auth.check_configured(value, what)
         self.qm = qm
         self.unix_path = os.fspath(unix_path) if unix_path is not None else None
         self.tcp = parse_tcp(tcp) if tcp is not None else None
@@ -152,7 +137,10 @@ class Server:
         self.metrics_address = metrics
         self.max_connections = max_connections
         self.max_handles = max_handles
+        self.max_handshakes = max_handshakes
         self.max_frame = max_frame or max(qm.max_msg_length, 16 * 1024 * 1024) + 1024 * 1024
+        limit = 0 if frame_memory is None else parse_size(frame_memory, "frame_memory", minimum=1)
+        self.frame_memory = FrameMemory(limit or max(2 * self.max_frame, 64 * 2**20), frame_memory_wait)
         self.wait_slice = wait_slice
         self.cancel_slice = cancel_slice
         self.hello_timeout = hello_timeout
@@ -163,9 +151,8 @@ class Server:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._sessions: dict[int, Session] = {}
-        self._admitted = 0
-        self._listeners: list[_Listener] = []
-        self._threads: list[threading.Thread] = []
+        self._admitted = 0  # sessions, and threads being started for them
+        self._door: Handshakes | None = None
         self._metrics = None
         self._console = None
         if console is not None:  # checked here, so that a bad address fails before listening
@@ -177,27 +164,31 @@ class Server:
     # -- starting and stopping ----------------------------------------------------------------
 
     def start(self) -> Server:
-        """Listen (in background threads) and return self.
+        """Listen (in a background thread) and return self.
 
         :raises MQError: RESOURCE_PROBLEM (2102) when an address is taken or not allowed."""
+        listeners: list[tuple[socket.socket, str]] = []
         try:
             if self.unix_path is not None:
-                self._listeners.append(_Listener(self, _unix_socket(self.unix_path), "unix"))
+                listeners.append((_unix_socket(self.unix_path), "unix"))
             if self.tcp is not None:
-                sock = socket.create_server(self.tcp, reuse_port=False)
+                sock = socket.create_server(self.tcp, reuse_port=False, backlog=1024)
                 self.tcp = sock.getsockname()[:2]
-                self._listeners.append(_Listener(self, sock, "tls" if self.tls else "tcp"))
+                listeners.append((sock, "tls" if self.tls else "tcp"))
         except OSError as e:
-            self.close()
+            for sock, _ in listeners:
+                sock.close()
+            if listeners and listeners[0][1] == "unix":
+                with contextlib.suppress(OSError):
+                    os.unlink(self.unix_path)
+            self.closed = True
+            with contextlib.suppress(ValueError):
+                self.qm._servers.remove(self)
             raise MQError(
                 Reason.RESOURCE_PROBLEM, f"cannot listen: {e.strerror or e} ({e.filename or self.tcp})"
             ) from e
-        for lst in self._listeners:
-            t = threading.Thread(
-                target=lst.serve_forever, args=(0.05,), name=f"sweepq-listen-{lst.transport}", daemon=True
-            )
-            t.start()
-            self._threads.append(t)
+        self._door = Handshakes(self, listeners)
+        self._door.start()
         if self.metrics_address is not None:
             from .metrics import start_metrics
 
@@ -240,13 +231,11 @@ class Server:
         if self.closed:
             return
         self.closed = True
-        for lst in self._listeners:
-            if self._threads:  # serve_forever runs: shutdown() waits for it to stop
-                lst.shutdown()
-            lst.server_close()
-        if self.unix_path is not None and self._listeners:
-            with contextlib.suppress(OSError):
-                os.unlink(self.unix_path)
+        if self._door is not None:
+            self._door.close()
+            if self.unix_path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.unix_path)
         with self._lock:
             sessions = list(self._sessions.values())
         for s in sessions:
@@ -273,62 +262,66 @@ class Server:
 
     # -- connections ---------------------------------------------------------------------------
 
-    def admit(self, sock: socket.socket, transport: str) -> bool:
-        """Whether a new connection may have a thread (the connection limit, checked first)."""
+    def welcome(self, sock: socket.socket, transport: str, peer: str, hello: dict) -> None:
+        """A connection's HELLO has come (on the door's thread, net/handshake.py): refuse it
+        (2035, then 2025 at the connection limit) with one small reply, or admit it and start
+        its session's thread. Never blocks: the socket is still non-blocking here."""
+        try:
+            admin = self.authorize(transport, hello.get("token"), hello.get("admin_token"))
+        except MQError as e:
+            self.log.warning("refused %s %s: %s", transport, peer, e)
+            _reply_and_close(sock, P.error(e))
+            return
+        if self.closed:  # stopping: nothing more is admitted, and nothing was refused at a limit
+            _reply_and_close(sock, P.error(MQError(Reason.CONNECTION_BROKEN, "the server is stopping")))
+            return
         with self._lock:
-            if self._admitted < self.max_connections and not self.closed:
+            admitted = self._admitted < self.max_connections
+            if admitted:
                 self._admitted += 1
-                return True
-            self.refused += 1
-        self.log.warning("refused %s connection: %d connections open, the limit", transport, self.max_connections)
-        if transport != "tls":  # a TLS client could not read a plain frame
+            else:
+                self.refused += 1
+        if not admitted:
+            self.log.warning("refused %s %s: %d connections open, the limit", transport, peer, self.max_connections)
             err = MQError(
                 Reason.MAX_CONNS_LIMIT_REACHED, f"the server holds {self.max_connections} connections, its limit"
             )
-            with contextlib.suppress(OSError):
-                sock.settimeout(0.05)  # bounded: this runs on the accepting thread
-                sock.sendall(P.error(err))
-                sock.shutdown(socket.SHUT_WR)
-                sock.recv(P.HELLO_MAX_FRAME)  # the client's hello, read so that closing sends no reset
-        return False
-
-    def run_session(self, sock: socket.socket, address, transport: str) -> None:
-        """The body of a connection's thread."""
-        peer = "local" if transport == "unix" else f"{address[0]}:{address[1]}"
+            _reply_and_close(sock, P.error(err))
+            return
+        sock.setblocking(True)
+        t = threading.Thread(target=self.run_session, args=(sock, transport, peer, hello, admin), daemon=True)
         try:
-            if self.tls is not None:
-                sock.settimeout(self.hello_timeout)
-                sock = self.tls.wrap_socket(sock, server_side=True)
-                sock.settimeout(None)
-        except (OSError, ssl.SSLError) as e:
-            self.log.warning("refused %s %s: TLS handshake failed (%s)", transport, peer, e)
-            sock.close()
+            t.start()
+        except RuntimeError as e:  # the system has no thread to give
             with self._lock:
                 self._admitted -= 1
-            return
-        session = Session(
-            self,
-            FrameSocket(sock, P.HELLO_MAX_FRAME, self.partial_timeout, SERVER_BUFFER),
-            next(self._ids),
-            peer,
-            transport,
-        )
+            self.log.warning("refused %s %s: no thread for it (%s)", transport, peer, e)
+            err = MQError(Reason.RESOURCE_PROBLEM, "the server cannot start a thread for this connection now")
+            _reply_and_close(sock, P.error(err))
+
+    def run_session(self, sock: socket.socket, transport: str, peer: str, hello: dict, admin: bool) -> None:
+        """The body of an admitted connection's thread."""
+        fs = FrameSocket(sock, self.max_frame, self.partial_timeout, SERVER_BUFFER, self.frame_memory)
+        session = Session(self, fs, next(self._ids), peer, transport)
         threading.current_thread().name = f"sweepq-session-{session.id}"
         with self._lock:
             self._sessions[session.id] = session
-        session.run()
+        session.run(hello, admin)
 
     def forget(self, session: Session) -> None:
         with self._lock:
             if self._sessions.pop(session.id, None) is not None:
                 self._admitted -= 1
 
-    def authorize(self, session: Session, token: object, admin_token: object) -> bool:
-        """Whether the connection may administer; MQError 2035 when it may not connect."""
-        admin = auth.matches(admin_token, self.admin_token)
-        if admin_token is not None and not admin:
+    def authorize(self, transport: str, token: object, admin_token: object) -> bool:
+        """Whether a connection that presented these tokens may administer; MQError 2035 when it
+        may not connect. The admin token admits on every transport and may come in either
+        field (a sender channel's ``token`` may be its partner's admin token,
+        docs/channels.md "Security"); the token admits on TCP; a Unix socket needs none."""
+        admin = auth.matches(admin_token, self.admin_token) or auth.matches(token, self.admin_token)
+        if admin_token is not None and not auth.matches(admin_token, self.admin_token):
             raise MQError(Reason.NOT_AUTHORIZED, "wrong admin token")
-        if session.transport == "unix" or admin or auth.matches(token, self.token):
+        if transport == "unix" or admin or auth.matches(token, self.token):
             return admin
         raise MQError(
             Reason.NOT_AUTHORIZED,
@@ -339,7 +332,9 @@ class Server:
 
     def status(self) -> dict:
         """DISPLAY QSTATUS and DISPLAY CONN: every queue with its depth, messages in memory,
-        swept, handles open for input and output; every connection with its unit of work."""
+        swept, handles open for input and output; every connection with its unit of work;
+        the connections refused at the limit, those in their handshake and those dropped
+        before finishing one; the memory of large frames in flight."""
         queues = []
         for name in self.qm.queue_names():
             try:
@@ -370,10 +365,12 @@ class Server:
                 "handles": len(s.handles),
                 "uncommitted": _uncommitted(s),
                 "calls": s.calls,
-                "state": s.state,
+                "state": f"receiving {s.fs.receiving:,} bytes" if s.fs.receiving else s.state,
             }
             for s in sessions
         ]
+        handshakes, dropped = self._door.counts() if self._door is not None else (0, 0)
+        fm = self.frame_memory
         return {
             "qm": self.qm.name,
             "urls": self.urls,
@@ -381,8 +378,25 @@ class Server:
             "queues": queues,
             "connections": conns,
             "refused": self.refused,
+            "handshakes": handshakes,
+            "dropped": dropped,
+            "frame_memory": {"limit": fm.limit, "used": fm.used, "peak": fm.peak, "refused": fm.refused},
             "store_memory": {k: int(v) for k, v in self.qm.store_memory().items()},
         }
+
+
+def _reply_and_close(sock: socket.socket, frame: bytes) -> None:
+    """Send a refusal (a small frame: the socket's buffer takes it) and close, never blocking.
+    What the client sent after its HELLO is read and dropped first: closing a socket with
+    unread bytes sends a reset, which can destroy the refusal before the client reads it."""
+    with contextlib.suppress(OSError):
+        sock.send(frame)
+        sock.shutdown(socket.SHUT_WR)
+        for _ in range(16):
+            if not sock.recv(65536):
+                break
+    with contextlib.suppress(OSError):
+        sock.close()
 
 
 def _uncommitted(session: Session) -> int:

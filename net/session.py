@@ -30,7 +30,7 @@ from sweepq.engine.record import data_offset
 from . import protocol as P
 from .channels.admin import dq_admin
 from .channels.receiver import channel_ops
-from .frames import Closed, FrameSocket
+from .frames import Closed, FrameRefused, FrameSocket
 
 if TYPE_CHECKING:
     from .server import Server
@@ -105,11 +105,13 @@ class Session:
 
     # -- the thread -------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self, hello: dict, admin: bool) -> None:
+        """Serve the connection until it ends; ``hello`` is its handshake, which the server
+        has checked (net/handshake.py, net/server.py ``welcome``), ``admin`` its authority."""
         why = "closed by the client"
         try:
-            if self._hello():
-                why = self._loop()
+            self._welcome(hello, admin)
+            why = self._loop()
         except Closed as e:
             why = str(e)
         except P.ProtocolError as e:
@@ -119,33 +121,13 @@ class Session:
         finally:
             self._end(why)
 
-    def _hello(self) -> bool:
-        """The handshake: the first frame must be HELLO, within the server's hello timeout."""
-        fs = self.fs
-        fs.sock.settimeout(self.server.hello_timeout)
-        fs.set_blocking_timeout()
-        try:
-            op, body = fs.read()
-        except TimeoutError:
-            raise P.ProtocolError(f"no handshake within {self.server.hello_timeout:g} s") from None
-        if op != P.HELLO:
-            raise P.ProtocolError(f"the first frame must be HELLO, not op {op}")
-        hello = P.unpack(body)
-        if not isinstance(hello, dict):
-            raise P.ProtocolError("a HELLO that is not a map")
-        try:
-            self.admin = self.server.authorize(self, hello.get("token"), hello.get("admin_token"))
-        except MQError as e:
-            self.server.log.warning("refused %s %s: %s", self.transport, self.peer, e)
-            fs.send(P.error(e))
-            return False
-        self.pid = hello.get("pid") if isinstance(hello.get("pid"), int) else 0
+    def _welcome(self, hello: dict, admin: bool) -> None:
+        """The reply to HELLO: who this server is, its limits, this connection's authority."""
+        self.admin = admin
+        self.pid = hello.get("pid") if type(hello.get("pid")) is int else 0
         self.client = str(hello.get("client", ""))[:100]
         if hello.get("cancel"):
             self.slice_s = self.server.cancel_slice
-        fs.sock.settimeout(None)
-        fs.set_blocking_timeout()
-        fs.max_frame = self.server.max_frame
         self.conn = self.qm.connect()
         self.state = "idle"
         reply = {
@@ -157,7 +139,7 @@ class Session:
             "max_handles": self.server.max_handles,
             "admin": self.admin,
         }
-        fs.send(P.ok(reply))
+        self.fs.send(P.ok(reply))
         self.server.log.info(
             "connect #%d %s %s pid=%s client=%s%s",
             self.id,
@@ -167,34 +149,36 @@ class Session:
             self.client or "-",
             " admin" if self.admin else "",
         )
-        return True
 
     def _loop(self) -> str:
         fs, handlers, send, unpack, ok = self.fs, self._handlers, self.fs.send, P.unpack, P.ok
         admin_ops = P.ADMIN_OPS
         while True:
-            op, body = fs.read()
+            try:
+                op, body = fs.read()
+            except FrameRefused as e:  # read and dropped: the call fails, the connection goes on
+                self.server.log.warning("refused a frame of %d bytes from #%d: %s", e.size, self.id, e)
+                send(P.error(MQError(Reason.STORAGE_NOT_AVAILABLE, str(e))))
+                continue
             if op == P.CANCEL:
                 continue  # late: the get it meant has replied already
-            if op == P.BYE:  # disconnect before the reply: the client's next call sees it done
+            if op == P.BYE:  # disconnect before the reply: the client's next call sees it done,
                 self._release()
+                self.server.forget(self)  # and its next connect finds the slot free
                 send(P.ok(None))
                 return "disconnected by the client"
             entry = handlers.get(op)
             if entry is None:
                 raise P.ProtocolError(f"unknown op {op}")
             args = unpack(body)
+            body = None  # a large frame's memory goes back to the server at the next read
             if type(args) is not list or len(args) != entry[0]:
                 raise P.ProtocolError(f"op {P.OP_NAMES.get(op, op)} takes a list of {entry[0]} arguments")
             self.calls += 1
             self.state = _STATE[op]
             try:
                 if op in admin_ops and not self.admin:
-                    raise MQError(
-                        Reason.NOT_AUTHORIZED,
-                        "administration (define, alter, delete) needs the server's admin token; connect with "
-                        "admin_token=...",
-                    )
+                    raise P.not_authorized(f"administration ({P.OP_NAMES[op].lower()})")
                 reply = ok(entry[1](*args))
             except MQError as e:
                 if e.reason == Reason.NOT_AUTHORIZED:
@@ -224,6 +208,7 @@ class Session:
         if self.channel is not None:  # after the backout: only then may another sender start it
             self.channel.end()
         self.fs.close()
+        self.fs.release()
         self.server.forget(self)
         if self.state != "handshake":
             extra = f"; backed out {self.backed_out} uncommitted operation(s)" if self.backed_out else ""

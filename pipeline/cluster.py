@@ -149,8 +149,8 @@ class LocalCluster:
             try:
                 if self.state().get("aliveworkers", 0) >= self.workers:
                     return
-            except OSError:
-                pass  # the master's UI is not up yet
+            except (OSError, ValueError):
+                pass  # the master's UI is not up yet (no answer, or an empty page while it starts)
             if time.monotonic() > deadline:
                 raise ClusterError(
                     f"{self.workers} workers did not register in {timeout:.0f} s: {self.log_tail('master')}"

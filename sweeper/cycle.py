@@ -223,7 +223,7 @@ class Sweeper:
             counts = [q.sweep_counts(reset=False) for q in queues]
             decisions = [QueueDecision(q.name, c.y, c.x, None) for q, c in zip(queues, counts, strict=True)]
             if budget is not None:
-                need = budget.use().total - budget.low
+                need = budget.need()
                 decisions = self._sweep_beyond(queues, counts, decisions, need, paced)
             return self._report(decisions, t0, relief=True)
 
@@ -317,7 +317,14 @@ class Sweeper:
         moved = blobs = 0
         aborts: dict[str, int] = {}
         try:
-            for target in plan.targets:
+            targets = plan.targets
+            for k, target in enumerate(targets):
+                # The plan lets go of each target as it is taken: a target keeps its records
+                # (snapshotted to write them), and a plan holding every target to the end kept
+                # a whole lane's records alive after their messages were linked and no longer
+                # counted by the memory budget (twice the budget resident, under producers
+                # that refilled what the count said was free).
+                targets[k] = None
                 if self._stopping:
                     break  # stop() asked: leave the rest in memory, nothing is half done
                 t0 = time.perf_counter()
@@ -415,7 +422,7 @@ class Sweeper:
                     else:
                         report = self.relieve(paced=True)
                     budget = self.budget
-                    if report.msgs_swept and budget is not None and budget.last_total > budget.high:
+                    if report.msgs_swept and budget is not None and budget.reserved > budget.high:
                         self._poked = True  # still over the high mark and sweeping helps: again
                 except Exception as e:  # keep sweeping; the error is kept for inspection
                     log.exception("sweep cycle failed")

@@ -9,17 +9,10 @@ import time
 from sweepq.engine import QueueManager, Usage
 from sweepq.engine.constants import ChannelType
 
+from helpers import wait_until  # the channel tests import it from here too
+
 # Intervals short enough for tests (seconds; MQ's defaults are minutes).
 FAST = {"heartbeat": 1.0, "short_retry": 200, "short_interval": 0.05, "long_retry": 5, "long_interval": 0.2}
-
-
-def wait_until(predicate, timeout: float = 30.0, what: str = "the condition") -> None:
-    """Poll ``predicate`` (channels are threads and sockets: their progress is real time)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout} s")
-        time.sleep(0.01)
 
 
 def receiving(qm: QueueManager, channel: str, **serve) -> object:
@@ -66,17 +59,34 @@ def running(qm: QueueManager, channel: str) -> bool:
     return status(qm, channel)["status"] == "RUNNING"
 
 
-def drain_all(qm: QueueManager, queue: str, n: int, timeout: float = 30.0) -> list:
-    """Get ``n`` messages from ``queue`` as they arrive (then check nothing more comes)."""
-    from sweepq.engine import GMO, OO, MQError
+def sent(qm: QueueManager, channel: str = "TO.QM2") -> bool:
+    """The sender ``channel`` of ``qm`` has committed every batch it sent (its transmission
+    queue is empty and nothing is in doubt), so its partner will receive nothing more from it.
+    The receiver commits a batch before the sender does: the sender's queue empties after."""
+    st = status(qm, channel)
+    return st["xmit_depth"] == 0 and not st["indoubt"]
+
+
+def drain_all(qm: QueueManager, queue: str, n: int, settled, timeout: float = 30.0) -> list:
+    """Get ``n`` messages from ``queue`` as they arrive; then, once ``settled()`` says nothing
+    more can arrive (``sent`` of every sender on the way), every message still there: each is
+    a duplicate, returned with the rest for the caller's count to find."""
+    from sweepq.engine import GMO, OO, MQError, Reason
 
     h = qm.connect().open(queue, OO.INPUT_SHARED)
     out = []
     deadline = time.monotonic() + timeout
-    while len(out) < n and time.monotonic() < deadline:
+    while len(out) < n:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(out)} of {n} messages arrived on {queue} within {timeout} s")
         with contextlib.suppress(MQError):
             out.append(h.get(GMO.WAIT, 200))
-    with contextlib.suppress(MQError):
-        out.append(h.get(GMO.WAIT, 100))  # one more would be a duplicate
+    wait_until(settled, timeout, "the senders' last commit")
+    while True:
+        try:
+            out.append(h.get())
+        except MQError as e:
+            assert e.reason == Reason.NO_MSG_AVAILABLE, e
+            break
     h.close()
     return out

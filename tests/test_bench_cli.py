@@ -9,14 +9,40 @@ import sys
 
 import pytest
 
-from sweepq.bench.suite import SCENARIOS, BenchOptions, _peers, steps
+from sweepq.bench.suite import QUICK, SCENARIOS, BenchOptions, _peers, steps
+
+# Sizes below --quick's for what only costs time here (this file checks the output's shape, not
+# its figures): those docs/cli.md's examples run each scenario with. --quick still shrinks the
+# rest (the backlog among them), which test_every_scenario_reports checks.
+SMALLER = {
+    "--rounds": "1",
+    "--messages": "500",
+    "--persistent-messages": "50",
+    "--durable-messages": "50",
+    "--durable-sync-messages": "10",
+    "--durable-producers": "2",
+    "--durable-rounds": "1",
+    "--recovery-messages": "1000",
+    "--retrieval-depth": "500",
+    "--browse-messages": "1000",
+    "--sweep-messages": "1000",
+    "--memory-messages": "2000",
+    "--gc-messages": "2000",
+    "--replay-events-m": "0.01",
+    "--replay-file-events-m": "0.01",
+    "--clients-concurrent": "2",
+    "--clients-held": "10",
+    "--channel-messages": "200",
+    "--channel-down-seconds": "0.5",
+}
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("bench")
+    smaller = [arg for pair in SMALLER.items() for arg in pair]
     out = subprocess.run(
-        [sys.executable, "-m", "sweepq.cli", "bench", "--quick", "--json", "--out", str(out_dir)],
+        [sys.executable, "-m", "sweepq.cli", "bench", "--quick", *smaller, "--json", "--out", str(out_dir)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -30,7 +56,10 @@ def test_every_scenario_reports(quick_run):
     doc = json.loads(out.stdout)
     assert doc == json.loads((out_dir / "bench.json").read_text())
     assert set(doc["figures"]) == set(SCENARIOS)
-    assert doc["options"]["quick"] is False or doc["options"]["backlog"] == 20_000
+    opts = doc["options"]
+    assert opts["quick"] is True and opts["backlog"] == QUICK["backlog"] == 20_000  # --quick shrank it
+    for flag, value in SMALLER.items():  # what the user set wins over --quick
+        assert str(opts[flag[2:].replace("-", "_")]).removesuffix(".0") == value, flag
     f = doc["figures"]
     for kind in f["throughput"].values():
         assert set(kind) == {"queue.Queue", "deque+lock", "sweepq"}

@@ -7,7 +7,7 @@ tokens and TLS; administration over a connection."""
 from __future__ import annotations
 
 import pytest
-from channel_env import FAST, drain_all, pair, receiving, running, sending, status, wait_until
+from channel_env import FAST, drain_all, pair, receiving, running, sending, sent, status, wait_until
 
 from sweepq.engine import MD, OO, MQError, Persistence, QueueManager, Reason
 from sweepq.engine.distributed import DeadLetter
@@ -28,14 +28,16 @@ def test_remote_puts_arrive_once_in_order_per_priority():
         items = [(b"%d:%03d" % (i % 4, i), MD(priority=i % 4, persistence=P if i % 3 else NP)) for i in range(400)]
         ids = put_all(qm1, "TARGET", items)
         qm1.channels.start("TO.QM2")
-        got = drain_all(qm2, "Q", 400)
+        got = drain_all(qm2, "Q", 400, lambda: sent(qm1))
         assert len(got) == 400 and {m.msg_id for m in got} == set(ids)  # once each, MsgIds kept
         for p in range(4):
             mine = [m.data for m in got if m.priority == p]
             persistent = [d for d in mine if int(d[2:]) % 3]
             assert persistent == sorted(persistent, key=lambda d: int(d[2:]))  # in order per priority
+        # The sender counts a batch once its commit returns, just after its queue empties.
+        wait_until(lambda: status(qm1, "TO.QM2")["messages"] == 400, what="the sender counting its last batch")
         st = status(qm1, "TO.QM2")
-        assert st["status"] == "RUNNING" and st["messages"] == 400 and st["seq"] == 400 and st["xmit_depth"] == 0
+        assert st["status"] == "RUNNING" and st["seq"] == 400 and st["xmit_depth"] == 0
         assert status(qm2, "TO.QM2")["seq"] == 400 and not st["indoubt"]
 
 
@@ -50,7 +52,7 @@ def test_a_message_that_cannot_be_put_goes_to_the_dead_letter_queue_with_its_rea
         put_all(qm1, "R.SHUT", [(b"inhibited", None)])
         mid = put_all(qm1, "GONE", [(b"nowhere", MD(persistence=P, correl_id=b"C7"))])[0]
         qm1.channels.start("TO.QM2")
-        dead = drain_all(qm2, "DLQ", 3)
+        dead = drain_all(qm2, "DLQ", 3, lambda: sent(qm1))
         why = {DeadLetter.parse(m.data).data: DeadLetter.parse(m.data) for m in dead}
         assert sorted(why) == [b"inhibited", b"nowhere", b"too many"]
         assert why[b"nowhere"].reason == Reason.UNKNOWN_OBJECT_NAME == 2085
@@ -74,16 +76,47 @@ def test_without_a_dead_letter_queue_the_channel_stops_and_keeps_the_batch():
         assert qm2.inquire_queue("Q").current_depth == 0  # the batch was backed out, all of it
         qm2.alter_qmgr(dead_letter_queue="DLQ")
         qm1.channels.start("TO.QM2")
-        assert [m.data for m in drain_all(qm2, "Q", 1)] == [b"ok"]
-        assert [DeadLetter.parse(m.data).reason for m in drain_all(qm2, "DLQ", 1)] == [2085]
+        assert [m.data for m in drain_all(qm2, "Q", 1, lambda: sent(qm1))] == [b"ok"]
+        assert [DeadLetter.parse(m.data).reason for m in drain_all(qm2, "DLQ", 1, lambda: sent(qm1))] == [2085]
+
+
+def test_a_start_while_the_stopped_agent_is_still_ending_starts_a_new_one(monkeypatch):
+    """STOPPED is shown as soon as the agent decides to stop, before it has dropped its link
+    and its batch: a START then is not lost to the agent that is ending (it was, under load)."""
+    import threading
+
+    from sweepq.net.channels.sender import Sender
+
+    gate, ending = threading.Event(), threading.Event()
+    real = Sender._release_pending
+
+    def held(self):  # the ending agent's last steps wait for the test
+        if not gate.is_set():
+            ending.set()
+            gate.wait(30)
+        return real(self)
+
+    monkeypatch.setattr(Sender, "_release_pending", held)
+    with pair() as (qm1, qm2, _):
+        qm2.alter_qmgr(dead_letter_queue="")
+        qm1.define_remote_queue("GONE", remote_queue="NO.SUCH.Q", remote_qmgr="QM2")
+        put_all(qm1, "GONE", [(b"nowhere", MD(persistence=P))])
+        qm1.channels.start("TO.QM2")
+        assert ending.wait(30), "the channel did not stop"
+        assert status(qm1, "TO.QM2")["status"] == "STOPPED"
+        qm2.alter_qmgr(dead_letter_queue="DLQ")
+        threading.Timer(0.2, gate.set).start()  # the old agent ends a little later
+        qm1.channels.start("TO.QM2")
+        assert [DeadLetter.parse(m.data).reason for m in drain_all(qm2, "DLQ", 1, lambda: sent(qm1))] == [2085]
 
 
 def test_batches_hold_batch_size_messages_and_wait_batch_interval_for_more():
     with pair(batch_size=10) as (qm1, qm2, _):
         put_all(qm1, "TARGET", [(b"%d" % i, MD(persistence=P)) for i in range(35)])
         qm1.channels.start("TO.QM2")
-        assert len(drain_all(qm2, "Q", 35)) == 35
-        wait_until(lambda: status(qm1, "TO.QM2")["seq"] == 35)
+        assert len(drain_all(qm2, "Q", 35, lambda: sent(qm1))) == 35
+        wait_until(lambda: status(qm1, "TO.QM2")["batches"] >= 4, what="the sender counting its last batch")
+        assert status(qm1, "TO.QM2")["seq"] == 35
         assert status(qm1, "TO.QM2")["batches"] == status(qm2, "TO.QM2")["batches"] == 4  # 10 + 10 + 10 + 5
     with pair(batch_size=5, batch_interval=3000) as (qm1, qm2, _):
         qm1.channels.start("TO.QM2")
@@ -91,7 +124,7 @@ def test_batches_hold_batch_size_messages_and_wait_batch_interval_for_more():
         h = qm1.connect().open("TARGET", OO.OUTPUT)
         for i in range(5):  # one by one: without the interval the first would go alone
             h.put(b"%d" % i)
-        assert len(drain_all(qm2, "Q", 5)) == 5
+        assert len(drain_all(qm2, "Q", 5, lambda: sent(qm1))) == 5
         assert status(qm2, "TO.QM2")["batches"] == 1 and status(qm2, "TO.QM2")["messages"] == 5
 
 
@@ -111,7 +144,7 @@ def test_a_route_through_two_hops():
         ids = [h.put(b"%d" % i, MD(priority=i % 2, persistence=P)).msg_id for i in range(60)]
         qm1.channels.start("QM1.QM2")
         qm2.channels.start("QM2.QM3")
-        got = drain_all(qm3, "FINAL", 60)
+        got = drain_all(qm3, "FINAL", 60, lambda: sent(qm1, "QM1.QM2") and sent(qm2, "QM2.QM3"))
         assert [m.msg_id for m in got if m.priority == 1] == [i for k, i in enumerate(ids) if k % 2]
         assert len(got) == 60 and qm2.inquire_queue("QM3").current_depth == 0
 
@@ -129,7 +162,7 @@ def test_a_failure_between_the_two_commits_is_resolved_by_the_receivers_luwid(mo
         monkeypatch.setattr(SenderSync, "commit", commit_fails_once)
         put_all(qm1, "TARGET", [(b"%d" % i, MD(persistence=P)) for i in range(20)])
         qm1.channels.start("TO.QM2")
-        got = drain_all(qm2, "Q", 20)
+        got = drain_all(qm2, "Q", 20, lambda: sent(qm1))
         assert sorted(int(m.data) for m in got) == list(range(20))  # once: the in-doubt batch was not sent again
         wait_until(lambda: status(qm1, "TO.QM2")["seq"] == 20 and status(qm1, "TO.QM2")["xmit_depth"] == 0)
         assert failed and not status(qm1, "TO.QM2")["indoubt"]
@@ -144,7 +177,7 @@ def test_a_batch_in_doubt_is_resolved_by_hand_while_the_channel_is_stopped(monke
         monkeypatch.setattr(SenderSync, "commit", never)
         put_all(qm1, "TARGET", [(b"x", MD(persistence=P))])
         qm1.channels.start("TO.QM2")
-        assert len(drain_all(qm2, "Q", 1)) == 1  # the receiver committed it
+        assert len(drain_all(qm2, "Q", 1, lambda: status(qm1, "TO.QM2")["indoubt"])) == 1  # the receiver committed it
         wait_until(lambda: status(qm1, "TO.QM2")["indoubt"])
         with pytest.raises(MQError) as ei:
             qm1.channels.resolve("TO.QM2", "commit")
@@ -162,17 +195,39 @@ def test_a_batch_in_doubt_is_resolved_by_hand_while_the_channel_is_stopped(monke
             qm1.channels.resolve("TO.QM2", "maybe")
 
 
-def test_a_sequence_number_mismatch_stops_the_channel_until_it_is_reset(tmp_path):
+def test_a_sequence_number_mismatch_stops_the_channel_until_both_ends_are_reset(tmp_path):
     with pair(qm1_options={"path": tmp_path / "qm1"}) as (qm1, qm2, _):  # a sender with state of its own
         qm2.channels.reset("TO.QM2", 7)  # the receiver thinks 7 messages came
         put_all(qm1, "TARGET", [(b"a", MD(persistence=P))])
         qm1.channels.start("TO.QM2")
         wait_until(lambda: status(qm1, "TO.QM2")["status"] == "STOPPED")
         assert "sequence number mismatch" in status(qm1, "TO.QM2")["why"]
-        qm1.channels.reset("TO.QM2", 0)  # the sender's word: the receiver takes it at the start
+        qm1.channels.reset("TO.QM2", 0)  # the sender's word; its token is not the partner's admin token
         qm1.channels.start("TO.QM2")
-        assert [m.data for m in drain_all(qm2, "Q", 1)] == [b"a"]
+        wait_until(lambda: "refused this sender's sequence number reset" in status(qm1, "TO.QM2").get("why", ""))
+        assert status(qm1, "TO.QM2")["status"] == "STOPPED" and status(qm2, "TO.QM2")["seq"] == 7  # untouched
+        qm2.channels.reset("TO.QM2", 0)  # the receiver's administrator agrees
+        qm1.channels.start("TO.QM2")
+        assert [m.data for m in drain_all(qm2, "Q", 1, lambda: sent(qm1))] == [b"a"]
         wait_until(lambda: status(qm2, "TO.QM2")["seq"] == 1)
+
+
+def test_a_sender_holding_the_partner_s_admin_token_resets_the_receiver_too(tmp_path):
+    with (
+        QueueManager("QM2", sweeper=False) as qm2,
+        QueueManager("QM1", sweeper=False, path=tmp_path / "qm1") as qm1,
+    ):
+        qm2.define_queue("Q")
+        server = receiving(qm2, "TO.QM2", admin_token="ADM")
+        sending(qm1, "TO.QM2", server, "QM2")
+        qm1.alter_channel("TO.QM2", token="ADM")  # the partner's admin token: it may reset the receiver
+        qm1.define_remote_queue("TARGET", remote_queue="Q", remote_qmgr="QM2")
+        qm2.channels.reset("TO.QM2", 7)
+        qm1.channels.reset("TO.QM2", 0)
+        put_all(qm1, "TARGET", [(b"a", MD(persistence=P))])
+        qm1.channels.start("TO.QM2")
+        assert [m.data for m in drain_all(qm2, "Q", 1, lambda: sent(qm1))] == [b"a"]
+        wait_until(lambda: status(qm2, "TO.QM2")["seq"] == 1 and status(qm1, "TO.QM2")["seq"] == 1)
 
 
 def test_a_sender_retries_until_its_partner_is_there_and_stops_when_retries_run_out():
@@ -188,7 +243,7 @@ def test_a_sender_retries_until_its_partner_is_there_and_stops_when_retries_run_
         qm1.channels.start("TO.QM2")
         wait_until(lambda: status(qm1, "TO.QM2")["status"] == "RETRYING")
         qm2.serve(None, tcp=f"127.0.0.1:{port}", token=server.token)
-        assert [m.data for m in drain_all(qm2, "Q", 1)] == [b"late"]
+        assert [m.data for m in drain_all(qm2, "Q", 1, lambda: sent(qm1))] == [b"late"]
 
 
 def test_an_idle_channel_heartbeats_then_ends_and_a_message_starts_it_again():
@@ -199,7 +254,7 @@ def test_an_idle_channel_heartbeats_then_ends_and_a_message_starts_it_again():
         wait_until(lambda: status(qm1, "TO.QM2")["status"] == "INACTIVE", what="the disconnect interval")
         assert status(qm2, "TO.QM2")["status"] == "INACTIVE"  # the receiver's session ended too
         put_all(qm1, "TARGET", [(b"wake", None)])
-        assert [m.data for m in drain_all(qm2, "Q", 1)] == [b"wake"]
+        assert [m.data for m in drain_all(qm2, "Q", 1, lambda: sent(qm1))] == [b"wake"]
 
 
 def test_a_stopped_channel_stays_stopped_across_a_restart(tmp_path):
@@ -251,7 +306,7 @@ def test_a_channel_over_tls(tmp_path):
         qm1.define_remote_queue("TARGET", remote_queue="Q", remote_qmgr="QM2")
         put_all(qm1, "TARGET", [(b"secret", MD(persistence=P))])
         qm1.channels.start("TO.QM2")
-        assert [m.data for m in drain_all(qm2, "Q", 1)] == [b"secret"]
+        assert [m.data for m in drain_all(qm2, "Q", 1, lambda: sent(qm1))] == [b"secret"]
 
 
 def test_channels_are_administered_over_a_connection_with_the_admin_token():
@@ -293,7 +348,7 @@ def test_normal_speed_carries_nonpersistent_messages_in_the_batch():
     with pair(np_speed="NORMAL") as (qm1, qm2, _):
         put_all(qm1, "TARGET", [(b"%d" % i, MD(persistence=NP)) for i in range(30)])
         qm1.channels.start("TO.QM2")
-        assert sorted(int(m.data) for m in drain_all(qm2, "Q", 30)) == list(range(30))
+        assert sorted(int(m.data) for m in drain_all(qm2, "Q", 30, lambda: sent(qm1))) == list(range(30))
         assert FAST["short_interval"] < 1
 
 

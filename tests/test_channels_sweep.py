@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from channel_env import drain_all, pair, wait_until
+from channel_env import drain_all, pair, sent, wait_until
 
 from sweepq.engine import MD, OO, Persistence, QueueManager, Usage
 from sweepq.net.channels.receiver import Receiver
@@ -71,7 +71,7 @@ def test_an_active_batch_stays_in_memory_and_the_rest_of_the_transmission_queue_
         assert in_memory_and_batched(q, slots)  # the batch of an active channel is never swept
         assert sum(lane.swept for lane in q.lanes) == 395
         gate.set()
-        got = drain_all(qm2, "Q", 500)
+        got = drain_all(qm2, "Q", 500, lambda: sent(qm1))
         assert [m.msg_id for m in got] == ids  # drained from the chain in order, each once
         wait_until(lambda: qm1.inquire_queue("QM2").current_depth == 0, what="the sender's last commit")
 
@@ -99,7 +99,7 @@ def test_a_batch_assigned_while_the_sweep_writes_its_blobs_aborts_it_as_batch_ch
         assert qm1.blob_store().pending() == []
         assert in_memory_and_batched(q, batched_slots(q))
         gate.set()
-        assert [m.msg_id for m in drain_all(qm2, "Q", 100)] == ids
+        assert [m.msg_id for m in drain_all(qm2, "Q", 100, lambda: sent(qm1))] == ids
 
 
 def test_a_channels_batch_gets_are_its_queues_service_rate():
@@ -108,7 +108,7 @@ def test_a_channels_batch_gets_are_its_queues_service_rate():
         put_to_target(qm1, 130)
         qm1.queue_named("QM2").take_obtained()
         qm1.channels.start("TO.QM2")
-        assert len(drain_all(qm2, "Q", 130)) == 130
+        assert len(drain_all(qm2, "Q", 130, lambda: sent(qm1))) == 130
         wait_until(lambda: qm1.inquire_queue("QM2").current_depth == 0, what="the sender's last commit")
         assert qm1.sweeper.run_once().decision("QM2").x == 130
 

@@ -25,12 +25,6 @@ from sweepq.cli import build_parser
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "cli.md"
 NESTED = ("trace", "channel")  # commands whose first argument is an action with a parser of its own
-# `sweepq channel resolve` passes its --commit/--backout as a keyword that collides with a
-# parameter of cli/channel.py's _act: a bug another branch fixes (issue 24). Until that lands,
-# the examples that meet it are expected to fail with exactly this text, and nothing else.
-RESOLVE_BUG = (
-    "got multiple values for argument 'action'"  # commands whose first argument is an action with a parser of its own
-)
 
 
 @dataclass
@@ -164,7 +158,7 @@ def _certificates(where: Path) -> None:
     ca.cert_pem.write_to_path(str(where / "ca.pem"))
 
 
-@pytest.mark.slow
+@pytest.mark.long  # 102 commands in order, demos, benches and a Spark job among them: minutes
 def test_every_example_runs_as_written(tmp_path):
     _certificates(tmp_path)
     text = DOC.read_text()
@@ -174,7 +168,6 @@ def test_every_example_runs_as_written(tmp_path):
     env.pop("SWEEPQ_ADMIN_TOKEN", None)
     background: list[tuple[Example, subprocess.Popen, Path]] = []
     timings: list[tuple[float, int]] = []
-    pending: list[str] = []
     try:
         for e in examples():
             cmd = re.sub(r"127\.0\.0\.1:(\d{4})\b", lambda m: "127.0.0.1:" + ports[m.group(1)], e.command)
@@ -198,9 +191,6 @@ def test_every_example_runs_as_written(tmp_path):
             )
             timings.append((time.monotonic() - t0, e.line))
             assert "Traceback" not in run.stderr, f"{where}:\n{run.stderr}"
-            if e.path == ("channel", "resolve") and RESOLVE_BUG in run.stderr:
-                pending.append(where)
-                continue
             errors = [line for line in e.output if ": error: " in line]
             said = re.search(r"# exits (\d+)", e.command)  # a failure the page announces
             if said:
@@ -223,8 +213,6 @@ def test_every_example_runs_as_written(tmp_path):
                 code = "killed"
             assert code == 0, f"docs/cli.md:{e.line}: sweepq serve ended {code}: {log.read_text()[-2000:]}"
     print("slowest examples:", sorted(timings, reverse=True)[:8])
-    if pending:
-        pytest.xfail(f"the resolve bug of cli/channel.py ({RESOLVE_BUG}): {pending}")
 
 
 def _commands_reaching_a_server() -> list[tuple[str, ...]]:
@@ -286,6 +274,4 @@ def test_every_command_that_reaches_a_server_takes_every_server_option(path, tmp
         code = main([*path, *args, *options])
         err = capsys.readouterr().err
     assert "Traceback" not in err
-    if path == ("channel", "resolve") and code == 1 and RESOLVE_BUG in err:
-        pytest.xfail(f"the resolve bug of cli/channel.py ({RESOLVE_BUG})")
     assert code == 0, err

@@ -12,13 +12,16 @@ killed).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +34,7 @@ from sweepq.sweeper.replay import METRICS, replay
 from sweepq.sweeper.traces import generate, write
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.long  # three JVMs and two jobs: a minute and more of both cores
 
 
 def without_system_java(tmp: Path) -> dict:
@@ -70,8 +73,8 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def trace_file(tmp_path_factory):
-    # Enough events that the replay map's tasks run for seconds while an executor is killed.
-    t = generate("many-queues", seconds=60, rate=300, queues=60, size=150, priorities=True, seed=21)
+    # 60 queues, so that the map has more tasks than the cluster has cores.
+    t = generate("many-queues", seconds=20, rate=300, queues=60, size=150, priorities=True, seed=21)
     path = tmp_path_factory.mktemp("traces") / "t.parquet"
     write(t, path, row_group=5000)
     local = replay(t, SweepPolicy(), record_header=HEAD_LEN, per_interval=True)
@@ -126,36 +129,91 @@ def test_the_docs_spark_submit_line_runs_against_the_cluster(cluster, trace_file
     assert overall["master"] == cluster.url
 
 
+def _executor_ids(pids: list[int]) -> dict[str, int]:
+    """Spark's executor id of each executor process (its ``--executor-id`` argument)."""
+    import psutil
+
+    out = {}
+    for pid in pids:
+        cmd = psutil.Process(pid).cmdline()
+        out[cmd[cmd.index("--executor-id") + 1]] = pid
+    return out
+
+
+def _busy_executors(ui: str) -> list[str]:
+    """The ids of the executors that run a task now, from the driver's web UI; none while the
+    UI does not answer (on a loaded machine it can take seconds: the caller asks again)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{ui}/api/v1/applications", timeout=30) as r:
+            (app,) = json.load(r)
+        with urllib.request.urlopen(f"{ui}/api/v1/applications/{app['id']}/executors", timeout=30) as r:
+            return [e["id"] for e in json.load(r) if e["id"] != "driver" and e["activeTasks"] > 0]
+    except OSError:
+        return []
+
+
 def test_an_executor_killed_mid_job_still_gives_the_same_results(cluster, trace_file, tmp_path):
-    """``sweepq pipeline --master spark://...``, and SIGKILL one executor while the replay map
-    runs: Spark runs its tasks again elsewhere (their writes replace whole files), and the
-    report equals the local kernel's; or the job fails with one clear line and leaves no
-    report. Never a partial report."""
+    """``sweepq pipeline --master spark://...``, and SIGKILL one executor while it runs a task
+    of the replay map: Spark runs its tasks again elsewhere (their writes replace whole files),
+    and the report equals the local kernel's; or the job fails with one clear line and leaves
+    no report. Never a partial report.
+
+    The map's tasks take a fraction of a second, so the executors are frozen (SIGSTOP) before
+    the map starts: its tasks reach them and cannot finish. The driver's UI says which executor
+    holds a task (``--ui``; the progress lines give its address); that one is killed and the
+    other thawed."""
     path, local = trace_file
-    p = _pipeline(cluster, path, tmp_path / "out", "--buckets", "6")
+    p = _pipeline(cluster, path, tmp_path / "out", "--buckets", "6", "--ui")
     lines: list[str] = []
+    frozen: list[int] = []
     killed: list[int] = []
+    failed: list[str] = []
 
     def watch():
+        try:
+            follow()
+        except BaseException:
+            failed.append(traceback.format_exc())
+            for pid in frozen:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+            for _ in p.stderr:  # keep draining, so that the job never blocks on its stderr
+                pass
+
+    def follow():
         for line in p.stderr:
             lines.append(line)
-            if line.startswith("replay: ") and "work units" in line and not killed:
-                time.sleep(0.3)  # the map's tasks are running now
-                deadline = time.monotonic() + 10
-                while not killed and time.monotonic() < deadline and p.poll() is None:
-                    pids = cluster.executor_pids()
-                    if pids:
-                        os.kill(pids[0], 9)
-                        killed.append(pids[0])
-                    else:
-                        time.sleep(0.05)
+            if line.startswith("replay: ") and "work units" in line and not frozen:
+                frozen.extend(cluster.executor_pids())
+                for pid in frozen:
+                    os.kill(pid, signal.SIGSTOP)
+            elif frozen and not killed and "Spark UI " in line:
+                ui = line.split("Spark UI ")[1].split(")")[0]
+                ids = _executor_ids(frozen)
+                busy: list[str] = []
+                deadline = time.monotonic() + 300  # a guard: the tasks wait for as long as it takes
+                while not busy and time.monotonic() < deadline:
+                    busy = [i for i in _busy_executors(ui) if i in ids]
+                    time.sleep(0.1)
+                if busy:
+                    os.kill(ids[busy[0]], signal.SIGKILL)
+                    killed.append(ids[busy[0]])
+                for pid in frozen:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGCONT)
 
     reader = threading.Thread(target=watch, daemon=True)  # the only reader of stderr
     reader.start()
     out = p.stdout.read()
     p.wait(timeout=600)
     reader.join(timeout=10)
-    assert killed, "no executor was found during the map: " + "".join(lines[-30:])
+    for pid in frozen:  # whatever happened, no executor of the shared cluster stays frozen
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    assert not failed, failed[0]
+    assert frozen and killed, "no executor ran a task of the map: " + "".join(lines[-30:])
     report = tmp_path / "out" / "overall.json"
     if p.returncode == 0:
         np.testing.assert_array_equal(_metrics(tmp_path / "out"), local.intervals.reshape(-1, len(METRICS)))

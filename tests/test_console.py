@@ -15,6 +15,7 @@ import time
 import pytest
 from console_env import ADMIN, TOKEN, console, login_cookie, request
 
+from sweepq.blobstore import MemoryStore
 from sweepq.engine import GMO, OO, MQError, QueueManager, Reason
 from sweepq.net.console import actions
 from sweepq.sweeper import LastDecision, ManualClock
@@ -191,7 +192,9 @@ def test_the_snapshot_shows_the_memory_budget_and_its_policy():
         snap = snapshot(server.console_url)
         assert snap["budget"]["budget"] == 0 and snap["budget"]["acting"].startswith("no memory budget")
         assert snap["budget"]["rss"] > 10_000_000
-    with QueueManager(sweeper=False, memory_budget="1MB") as qm:
+    # A MemoryStore: RocksDB's memtables may take 1 MiB (their floor), which a 1 MB budget
+    # reserves for them (engine/budget.py), so no FAIL put would fit.
+    with QueueManager(sweeper=False, memory_budget="1MB", store=MemoryStore()) as qm:
         from net_env import short_dir
 
         qm.define_queue("Q", memory_policy=2)

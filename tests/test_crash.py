@@ -264,7 +264,7 @@ def test_ids_round_trip_through_msg_ids_payloads_and_error_texts():
 # -- the quick form: real processes, real kills ------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_quick_form_50_kill_points(tmp_path):
     """CI's form of §6: 50 SIGKILLs of a worker in commits, sweeps, unsweeps and recovery,
     restarts on the same directory, a final drain; 0 lost, 0 duplicated, order kept."""

@@ -21,7 +21,7 @@ from sweepq.bench import damage
 from sweepq.cli import main
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_quick_form():
     """One round of every (state, file kind, damage) and a plain kill, in a process of its
     own: a trial stuck inside RocksDB fails the test by its timeout (and the command's own

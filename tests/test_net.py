@@ -23,7 +23,7 @@ from sweepq.net import RemoteQueueManager, Server, auth
 from sweepq.net import client as net_client
 from sweepq.net import protocol as P
 
-from helpers import IO, drain
+from helpers import IO, drain, wait_until
 
 
 def reason_of(fn) -> int:
@@ -123,10 +123,7 @@ def test_the_unit_of_work_lives_in_the_server_and_a_broken_connection_backs_it_o
         assert qm.inquire_queue("Q").current_depth == 2 and conn.uncommitted == 2
         conn._fs.sock.shutdown(socket.SHUT_RDWR)  # the network fails
         assert reason_of(lambda: h.put(b"x")) == Reason.CONNECTION_BROKEN
-        for _ in range(200):
-            if not server.status()["connections"]:
-                break
-            time.sleep(0.01)
+        wait_until(lambda: not server.status()["connections"], what="the server ending the broken connection")
         with qm.connect() as c:
             m = c.open("Q", IO).get()
             assert (m.data, m.backout_count) == (b"kept", 1)
@@ -323,11 +320,7 @@ def test_a_thousand_connections_opened_and_dropped():
         socks = [raw(server.url) for _ in range(1000)]
         for s in socks:
             s.close()
-        for _ in range(500):
-            if len(server.status()["connections"]) == 1:
-                break
-            time.sleep(0.02)
-        assert len(server.status()["connections"]) == 1
+        wait_until(lambda: len(server.status()["connections"]) == 1, what="the server closing 1,000 sockets")
         gh.put(b"still here")
         assert gh.get().data == b"still here"
 
@@ -390,11 +383,7 @@ def test_request_reply_with_a_temporary_dynamic_queue_over_clients():
         again = requester.open("SYSTEM.DEFAULT.MODEL.QUEUE", OO.INPUT_EXCLUSIVE)
         assert again.name != name
         requester._fs.sock.shutdown(socket.SHUT_RDWR)  # the connection breaks
-        for _ in range(200):
-            if again.name not in qm.queue_names():
-                break
-            time.sleep(0.01)
-        assert again.name not in qm.queue_names()
+        wait_until(lambda: again.name not in qm.queue_names(), what="the dynamic queue deleted with its connection")
 
 
 def test_model_queues_in_process():

@@ -34,28 +34,102 @@ def test_ci_runs_the_readme_test_command():
     assert _readme_commands()[1] in ci.splitlines()
 
 
-LAYERS = {
-    # folder: imports it must not make (cli > bench > pipeline > net > engine > sweeper >
-    # blobstore, docs/design.md; only blobstore imports rocksdict and zstandard, only
-    # pipeline pyspark; nothing imports the command line, test_nothing_below_... below)
-    "blobstore": r"sweepq\.(engine|sweeper|bench|pipeline|net)|pyspark",
-    "sweeper": r"sweepq\.(engine|bench|pipeline|net)|pyspark|rocksdict|zstandard",
-    # engine/ finds the services net/ builds for it by entry point (engine/extensions.py).
-    "engine": r"sweepq\.(bench|pipeline|net)|pyspark|rocksdict|zstandard",
-    "net": r"sweepq\.(bench|pipeline)|pyspark|rocksdict|zstandard",
-    "pipeline": r"sweepq\.(bench|net)|rocksdict|zstandard",
-    "bench": r"pyspark|rocksdict|zstandard",
-    "cli": r"pyspark|rocksdict|zstandard",
+LONG_FORM = ".venv/bin/python -m pytest -q -n auto -m long"
+
+
+def test_the_long_form_is_documented_run_by_ci_within_a_bound_and_not_empty():
+    """The README's command leaves out the tests marked long; the README says how to run them,
+    CI runs them after it under a timeout, and there are some (pytest -m long selecting nothing
+    would exit 5)."""
+    assert '-m "not long"' in _readme_commands()[1]
+    assert f"`{LONG_FORM}`" in " ".join((ROOT / "README.md").read_text().split())
+    assert any(
+        re.fullmatch(rf"timeout \d+ {re.escape(LONG_FORM)}", line)
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+    )
+    marked = [p.name for p in (ROOT / "tests").glob("test_*.py") if "@pytest.mark.long\n" in p.read_text()]
+    assert marked, "no test is marked long"
+
+
+# The layers, from the top (docs/design.md#layers): each folder, the layers it may import, and
+# the libraries that only it imports. The one statement of the rule: every folder's imports are
+# checked against it, and so are the layer tables of docs/design.md and docs/layout.md. A new
+# layer is a new row here (test_every_package_folder_is_a_layer says so).
+LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "cli": (("bench", "pipeline", "net", "engine", "sweeper", "blobstore"), ()),
+    "bench": (("pipeline", "net", "engine", "sweeper", "blobstore"), ()),
+    "pipeline": (("engine", "sweeper", "blobstore"), ("pyspark",)),
+    "net": (("engine",), ()),
+    "engine": (("sweeper", "blobstore"), ()),
+    "sweeper": (("blobstore",), ()),
+    "blobstore": ((), ("rocksdict", "zstandard")),
 }
 
 
-@pytest.mark.parametrize("folder", sorted(LAYERS))
+def _forbidden(folder: str) -> re.Pattern:
+    """The imports ``folder`` must not make: every other layer it may not import, and every
+    library another layer owns."""
+    may, _ = LAYERS[folder]
+    layers = [other for other in LAYERS if other != folder and other not in may]
+    libs = [lib for other, (_, owned) in LAYERS.items() if other != folder for lib in owned]
+    names = [rf"sweepq\.{name}\b" for name in layers] + [rf"{lib}\b" for lib in libs]
+    return re.compile(rf"^\s*(from|import)\s+({'|'.join(names)})", re.M)
+
+
+def test_every_package_folder_is_a_layer():
+    folders = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(LAYERS), "a folder of the root is a layer: give it a row in LAYERS and docs/design.md"
+
+
+@pytest.mark.parametrize("folder", list(LAYERS))
 def test_layers_import_downwards_only(folder):
-    bad = re.compile(rf"^\s*(from|import)\s+({LAYERS[folder]})", re.M)
+    bad = _forbidden(folder)
     files = list((ROOT / folder).rglob("*.py"))
-    assert files or folder == "net", f"{folder}/ holds no module"
+    assert files, f"{folder}/ holds no module"
     offenders = [str(p.relative_to(ROOT)) for p in files if bad.search(p.read_text())]
-    assert not offenders, f"{folder}/ reaches the wrong way (docs/design.md): {offenders}"
+    assert not offenders, f"{folder}/ reaches the wrong way (docs/design.md#layers): {offenders}"
+
+
+def test_the_forbidden_imports_are_found():
+    assert _forbidden("engine").search("from sweepq.net import Server")
+    assert _forbidden("sweeper").search("    import rocksdict")
+    assert _forbidden("pipeline").search("from sweepq.net.client import connect")
+    assert not _forbidden("pipeline").search("from sweepq.engine.record import HEAD_LEN")
+    assert not _forbidden("engine").search("from sweepq.engineering import x")  # a name, not a prefix
+
+
+def _table_rows(page: str, section: str) -> list[list[str]]:
+    """The cells of the rows of the table under the heading ``section`` of docs/``page``."""
+    text = (ROOT / "docs" / page).read_text()
+    start = re.search(rf"^#+ {section}$", text, re.M).end()
+    end = text.find("\n## ", start)
+    rows = [line for line in text[start : end if end > 0 else None].splitlines() if line.startswith("| `")]
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
+
+
+def test_the_design_pages_layer_table_is_this_one():
+    rows = _table_rows("design.md", "Layers")
+    assert [r[0] for r in rows] == [f"`{folder}/`" for folder in LAYERS], "rows: the layers from the top"
+    for (folder, (may, libs)), (_, package, _, imports) in zip(LAYERS.items(), rows, strict=True):
+        assert package == f"`sweepq.{folder}`"
+        named = re.findall(r"`([\w.]+)`", imports)
+        assert [n for n in named if n in LAYERS] == list(may), f"{folder}: may import {may}"
+        assert [n for n in named if n not in LAYERS] == list(libs), f"{folder}: the only importer of {libs}"
+
+
+def test_the_layout_pages_table_has_a_row_per_layer_in_the_same_order():
+    rows = _table_rows("layout.md", "Project layout")
+    assert [r[0] for r in rows] == [f"`{folder}/`" for folder in LAYERS] + ["`tests/`"]
+
+
+def test_the_layout_page_names_every_module():
+    """A new module gets its words in docs/layout.md (by its file name, as the page names them)."""
+    text = (ROOT / "docs" / "layout.md").read_text()
+    modules = [
+        p for folder in LAYERS for p in (ROOT / folder).rglob("*.py") if p.name not in ("__init__.py", "__main__.py")
+    ]
+    missing = sorted(str(p.relative_to(ROOT)) for p in modules if f"`{p.name}`" not in text)
+    assert not missing, f"docs/layout.md does not say what these hold: {missing}"
 
 
 def test_ruff_is_clean():

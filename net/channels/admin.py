@@ -66,10 +66,7 @@ def dq_admin(qm: QueueManager, admin: bool, action: object, name: object, kw: di
         raise MQError(Reason.PARM_VALUE_ERROR, f"unknown channel action {action!r}; known: {', '.join(ACTIONS)}")
     needs_admin, run = entry
     if needs_admin and not admin:
-        raise MQError(
-            Reason.NOT_AUTHORIZED,
-            f"{action} needs the server's admin token; connect with admin_token=...",
-        )
+        raise P.not_authorized(f"channel action {action!r}")
     return run(qm, name, kw)
 
 
@@ -81,7 +78,8 @@ class RemoteChannels:
     def __init__(self, request: Callable):
         self._request = request
 
-    def _do(self, action: str, name, **kw):
+    def _do(self, action: str, name, /, **kw):
+        # positional-only: ``resolve`` passes a keyword named ``action`` of its own
         return self._request(P.DQ_ADMIN, [action, name, kw])
 
     def start(self, name: str) -> dict:

@@ -18,7 +18,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from sweepq.engine import MQError, Reason
-from sweepq.engine.constants import ChannelType
+from sweepq.engine.constants import ChannelStatus, ChannelType
 
 from .sender import Sender, status_of
 
@@ -51,6 +51,10 @@ class Channels:
         if self._type(name) == ChannelType.SENDER:
             with self._lock:
                 s = self._senders.get(name)
+                if s is not None and s.alive and s.state == ChannelStatus.STOPPED:
+                    # Stopped, and still ending (its link, its batch, its connection): this START
+                    # is for a new agent. Taken for a running one, it would be lost.
+                    s.thread.join(60)
                 if s is None or not s.alive:
                     s = self._senders[name] = Sender(self.qm, name, self.log)
                     s.start()

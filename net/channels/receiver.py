@@ -109,6 +109,12 @@ class Receiver:
                 raise MQError(Reason.CHANNEL_NOT_AVAILABLE, f"channel {self.name!r} of {self.qm.name!r} is stopped")
             if sync.active:
                 raise MQError(Reason.CHANNEL_IN_USE, f"channel {self.name!r} of {self.qm.name!r} is in use")
+            reset = reset and seq != sync.seq  # a reset to the number it has changes nothing: anyone may
+            if reset and not self.session.admin:
+                raise P.not_authorized(
+                    f"resetting channel {self.name!r}'s sequence number on {self.qm.name!r} (the sender's "
+                    f"{seq} against the receiver's {sync.seq})"
+                )
             sync.active = True
             self.sync = sync
         self.qm.channels.attach(self)

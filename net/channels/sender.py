@@ -27,7 +27,8 @@ a message comes). A partner that cannot be reached is tried again ``short_retry`
 ``short_interval`` seconds, then ``long_retry`` times every ``long_interval`` (RETRYING), then
 the channel stops. What retrying cannot mend stops it at once (STOPPED, with why): a
 sequence number mismatch, a receiver that stopped the batch (no dead-letter queue), an
-unknown channel at the partner, a refused token.
+unknown channel at the partner, a refused token, a reset the partner refused (a sequence
+number reset reaches the receiver only with the partner's admin token as the channel's token).
 
 Waits are on the queue manager's clock, in slices of :data:`SLICE` so that ``stop`` is heard.
 """
@@ -215,6 +216,13 @@ class Sender:
         except MQError as e:
             if e.reason == Reason.UNKNOWN_CHANNEL_NAME:
                 raise _Stop(e.text) from None
+            if e.reason == Reason.NOT_AUTHORIZED:  # a reset the partner's admin token did not come with
+                raise _Stop(
+                    f"the partner at {d.conname} refused this sender's sequence number reset (MQRC_NOT_AUTHORIZED "
+                    f"2035: the admin token changes a receiver's sequence number): reset its receiver "
+                    f"on its side too (sweepq channel reset {self.name} --seq {sync.seq}), or give this channel "
+                    "the partner's admin token as its token, then start it again"
+                ) from None
             raise _Retry(e.text) from None
         self.partner = str(reply.get("qm", ""))
         try:
