@@ -28,6 +28,9 @@ Scenarios:
 * ``clients``: client connections against redis-py on a local redis-server (bench/clients.py).
 * ``channel``: a channel between two processes against one served queue manager
   (bench/channels.py).
+* ``queue``: ``sweepq.Queue`` / ``sweepq.AsyncQueue`` against ``queue.Queue``,
+  ``asyncio.Queue`` and the persistent queues a Python user picks instead, and a backlog of ten
+  times a memory budget (bench/queues.py).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ SCENARIOS = (
     "replay",
     "clients",
     "channel",
+    "queue",
 )
 
 
@@ -96,6 +100,10 @@ class BenchOptions:
     channel_light_rate: float = 200.0  # msgs/s of the latency run (channel)
     channel_down_seconds: float = 60.0  # how long QM2 is down (channel)
     channel_down_rate: float = 10_000.0  # msgs/s QM1 puts meanwhile (channel)
+    queue_messages: int = 30_000  # put+get pairs per round, in memory and asyncio (queue)
+    queue_persistent_messages: int = 1_000  # items put then got per round, path= and its peers (queue)
+    queue_budget: int = 50_000_000  # the memory budget of the backlog, bytes (queue)
+    queue_backlog_factor: float = 10.0  # the backlog, in budgets (queue)
     quick: bool = False
 
 
@@ -128,6 +136,9 @@ QUICK = {
     "channel_messages": 2_000,
     "channel_down_seconds": 4.0,
     "channel_down_rate": 5_000.0,
+    "queue_messages": 3_000,
+    "queue_persistent_messages": 200,
+    "queue_budget": 2_000_000,
 }
 
 
@@ -781,6 +792,12 @@ def channel(o: BenchOptions, report: Report, step) -> dict:
     return run_channel(o, report, step)
 
 
+def queue(o: BenchOptions, report: Report, step) -> dict:
+    from .queues import run as run_queue
+
+    return run_queue(o, report, step)
+
+
 RUNNERS = {
     "throughput": throughput,
     "batch": batch,
@@ -794,6 +811,7 @@ RUNNERS = {
     "replay": replay,
     "clients": clients,
     "channel": channel,
+    "queue": queue,
 }
 
 
@@ -815,6 +833,7 @@ def steps(name: str, o: BenchOptions) -> int:
         "replay": 3,
         "clients": 2 * o.rounds + 3,
         "channel": 2 * o.rounds + 3,
+        "queue": 4 * o.rounds + 7,
     }[name]
 
 

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from .args import Parser, number, output_dir
+from .args import Parser, memory_size, number, output_dir
 from .channel import register as register_channel_command
 from .data import register as register_data_commands
 from .harness import register as register_harness_commands
@@ -312,6 +312,17 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--channel-light-rate", type=pos_float, default=200.0, help="msgs/s of the latency run (channel)")
     b.add_argument("--channel-down-seconds", type=pos_float, default=60.0, help="seconds QM2 is down (channel)")
     b.add_argument("--channel-down-rate", type=pos_float, default=10_000.0, help="msgs/s put meanwhile (channel)")
+    # sweepq.Queue and sweepq.AsyncQueue against what they replace (bench/queues.py).
+    b.add_argument("--queue-messages", type=pos_int, default=30_000, help="put+get pairs per round (queue)")
+    b.add_argument(
+        "--queue-persistent-messages", type=pos_int, default=1_000, help="items per round, path= and peers (queue)"
+    )
+    b.add_argument(
+        "--queue-budget", type=memory_size, default=50_000_000, help="the backlog's memory budget: 50MB, 64MiB (queue)"
+    )
+    b.add_argument(
+        "--queue-backlog", dest="queue_backlog_factor", type=pos_float, default=10.0, help="backlog, in budgets (queue)"
+    )
     b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
     b.add_argument("--create-durable-dir", action="store_true", help="create --durable-dir if it does not exist")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")

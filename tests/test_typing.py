@@ -44,8 +44,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_each_package_ships_its_py_typed_marker(built: Path) -> None:
     # PEP 561: without it mypy treats every import of sweepq.engine as untyped (Any). `sweepq`
-    # is a namespace package (no __init__.py) that also holds modules (sweepq.client): the
-    # root has a marker, and so has each layer, as PEP 561 asks of a namespace's subpackages.
+    # is the repository root (its __init__.py exports Queue and AsyncQueue) and each layer a
+    # subpackage of it: the root has a marker, and so has each layer.
     unmarked = [p for p in PACKAGE_DIRS if not (built / Path(*p.split(".")) / "py.typed").is_file()]
     assert not unmarked, f"add an empty py.typed to their folders: {unmarked}"
 

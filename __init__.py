@@ -1,0 +1,32 @@
+"""sweepq: an embedded message queue engine with IBM MQ semantics and a slow queue sweeper.
+
+``from sweepq import Queue, AsyncQueue``: the standard library's ``queue.Queue`` and
+``asyncio.Queue``, with persistence, a memory bound and other processes (sweepq.queues).
+The MQ API is ``sweepq.engine``; the clients of a served queue manager are ``sweepq.client``
+and ``sweepq.aio``.
+
+pyproject.toml maps the ``sweepq`` package to the repository root, whose folders are its
+layers (docs/design.md). The two names above are imported when first used (PEP 562), so that
+``import sweepq.engine`` loads neither the clients (net/) nor the layer above them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sweepq.queues import AsyncQueue, Queue
+
+__all__ = ["AsyncQueue", "Queue"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        import sweepq.queues
+
+        return getattr(sweepq.queues, name)
+    raise AttributeError(f"module 'sweepq' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

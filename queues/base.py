@@ -1,0 +1,224 @@
+"""What ``Queue`` and ``AsyncQueue`` have in common: the
+constructor and its options, the queue's name, size and limit, ``repr``, decoding an item,
+and closing. Each subclass adds the calls of the standard library class it mirrors.
+"""
+
+from __future__ import annotations
+
+import weakref
+from types import GenericAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from sweepq.engine import MD, MQError, Persistence, Reason
+
+from . import arguments
+from .errors import map_error
+from .serializers import codec
+from .site import Core, open_core, site_for
+
+if TYPE_CHECKING:
+    import os
+
+    from .serializers import Serializer
+
+T = TypeVar("T")
+
+POLL = 0.05  # seconds between two looks at a full queue that nothing in this process will wake
+FULL = (Reason.Q_FULL, Reason.STORAGE_NOT_AVAILABLE)  # what a put to a full queue is refused with
+
+
+def descriptors(persistent: bool) -> list[MD]:
+    """The descriptor of a put at each priority 0..9, made once."""
+    p = Persistence.PERSISTENT if persistent else Persistence.NOT_PERSISTENT
+    return [MD(priority=n, persistence=p) for n in range(10)]
+
+
+class QueueBase(Generic[T]):
+    """A queue of a sweepq queue manager, as the standard library's queues are built on.
+
+    ``maxsize`` is the standard library's (0 or less: unbounded); the queue's MQ depth limit
+    (MAXDEPTH) enforces it, so on a data directory or a server it holds for every user of the
+    queue, and with at-least-once delivery an item counts against it until ``task_done()``.
+
+    Items go in and out through ``serializer``: ``"pickle"`` (the default: any picklable
+    object), ``"json"``, ``"msgpack"``, ``"bytes"`` (the item is the message, nothing
+    encoded) or an object with ``dumps`` and ``loads``; what a get returns is a copy of what
+    was put.
+
+    Keyword-only options, each optional:
+
+    * ``name``: the queue's name in its queue manager (``"QUEUE"``): several queues share a
+      data directory or a server by name.
+    * ``path``: a data directory. Items are kept there: they survive ``close()``, a restart
+      and a kill -9 of the process (``sync="os"``, the default: every put and get is written
+      to the OS before it returns) or a power loss too (``sync="commit"``: synced to disk
+      first). One queue manager per data directory and process: queues of one directory
+      share it.
+    * ``memory_budget``: a size (``"100MB"``, ``"512MiB"`` or bytes, at least 16 KiB) that
+      the items in memory and the store's own memory stay within: the backlog beyond it is
+      swept into compressed blobs on disk and brought back, in order, as gets reach it.
+      ``memory_policy`` says what a put does once the budget itself is reached: ``"page"``
+      (the default: the producer writes the backlog out itself), ``"block"`` (the put waits
+      for room, as on a full queue) or ``"fail"`` (the queue counts as full at once).
+      ``budget_counts`` says what the budget bounds: ``"resident"`` (the default: the
+      process's resident memory above what it was when the queue opened, what ``top`` and a
+      container's limit see) or ``"held"`` (only what the queue and its store hold: faster,
+      but the allocator's slack is not bounded). Counting resident memory counts the whole
+      process: give one queue manager (one in-memory queue, or one data directory) the budget.
+    * ``url``: a served queue manager (``sweepq serve``; ``unix:///path/sweepq.sock``,
+      ``tcp://host:port``) that many processes share; ``token`` / ``admin_token`` as
+      ``sweepq.client.connect`` takes them, else ``$SWEEPQ_TOKEN`` /
+      ``$SWEEPQ_ADMIN_TOKEN``, else read from beside a Unix socket. Defining a missing queue
+      or setting ``maxsize`` needs the admin token.
+    * ``delivery``: ``"at-most-once"`` (the default: a get removes the item for good, so a
+      crash after ``get()`` and before the item is handled loses it, and nothing is ever
+      delivered twice) or ``"at-least-once"`` (a get holds the item in a unit of work until
+      ``task_done()`` commits it: after a crash, or ``close()``, an item not yet done is back
+      on the queue, in its place, to be delivered again).
+
+    Every bad argument is a ``TypeError`` or ``ValueError`` raised by the call given it.
+    Use the queue as a context manager, or call ``close``; one that is garbage-collected
+    or left at exit is closed then.
+    """
+
+    __class_getitem__: ClassVar[Any] = classmethod(GenericAlias)  # Queue[int], as the standard library's
+    _label: ClassVar[str] = "Queue"
+
+    def __init__(
+        self,
+        maxsize: float = 0,
+        *,
+        name: str = "QUEUE",
+        serializer: str | Serializer = "pickle",
+        path: str | os.PathLike[str] | None = None,
+        memory_budget: int | str | None = None,
+        memory_policy: str = "page",
+        url: str | None = None,
+        delivery: str = "at-most-once",
+        sync: str | None = None,
+        token: str | None = None,
+        admin_token: str | None = None,
+        budget_counts: str | None = None,
+    ) -> None:
+        size = arguments.maxsize(maxsize)
+        w = arguments.where(
+            name, path, url, memory_budget, memory_policy, delivery, sync, token, admin_token, budget_counts
+        )
+        self._codec = codec(serializer)
+        key, make, options = site_for(w)
+        self._core: Core = open_core(key, make, w.name, size, w.policy, options)
+        self._once = w.delivery == "at-least-once"
+        self._mds = descriptors(self._core.site.persistent)
+        # A put without a descriptor is the engine's fastest: used where the queue's default
+        # persistence is the one wanted.
+        self._md: MD | None = None if self._core.default_persistence else MD(persistence=self._mds[0].persistence)
+        self._closed = False
+        self._closer = weakref.finalize(self, self._core.release, True)
+
+    # -- what it is ------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The queue's name in its queue manager."""
+        return self._core.name
+
+    @property
+    def maxsize(self) -> float:
+        """The most items the queue holds (0: no limit); settable, as ``queue.Queue``'s is."""
+        return self._core.maxsize
+
+    @maxsize.setter
+    def maxsize(self, value: float) -> None:
+        self._check_open()
+        self._core.set_maxsize(arguments.maxsize(value))
+
+    def __repr__(self) -> str:
+        core = self._core
+        if self._closed or core.closed:
+            return f"<sweepq.{self._label} {core.name!r} closed, {core.site.where}>"
+        try:
+            depth = f"depth={self.qsize()}"
+        except Exception:  # a server gone: repr still answers
+            depth = "depth=?"
+        size = f" maxsize={core.maxsize}" if core.maxsize > 0 else ""
+        return f"<sweepq.{self._label} {core.name!r} {depth}{size} {core.site.where}>"
+
+    # -- sizes -------------------------------------------------------------------------------
+
+    def qsize(self) -> int:
+        """Items on the queue now, not counting those got and not yet done (at-least-once).
+        Another thread or process may change it at once."""
+        self._check_open()
+        core = self._core
+        return max(0, core.depth() - len(core.pending))
+
+    def empty(self) -> bool:
+        """``qsize() == 0``."""
+        return self.qsize() == 0
+
+    def full(self) -> bool:
+        """``0 < maxsize <= qsize()``."""
+        m = self._core.maxsize
+        return 0 < m <= self.qsize()
+
+    # -- what the subclasses share -----------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise self._closed_error()
+
+    def _closed_error(self) -> ValueError:
+        return ValueError(f"queue {self._core.name!r} {self._core.site.where} is closed")
+
+    def _store(self, data: bytes, md: MD | None) -> MQError | None:
+        """One put through a pooled connection: None when made, or the refusal of a full
+        queue (MAXDEPTH 2053, the memory budget 2071). The task is counted first, so that a
+        get and ``task_done()`` of the item in another thread never find the count behind.
+
+        :raises: what ``map_error`` (queues/errors.py) maps any other refusal to."""
+        core = self._core
+        core.putting()
+        try:
+            pair = core.take()
+            try:
+                pair[1].put(data, md)
+                return None
+            finally:
+                core.give(pair)
+        except MQError as e:
+            core.put_failed()
+            if e.reason not in FULL:
+                raise map_error(e, f"put to queue {core.name!r} {core.site.where}", core.closed) from None
+            return e
+        except BaseException:
+            core.put_failed()
+            raise
+
+    def _full_text(self, e: MQError) -> str:
+        core = self._core
+        if e.reason == Reason.Q_FULL:
+            return f"queue {core.name!r} is full: maxsize {core.maxsize}"
+        policy = core.policy.name.lower()
+        return (
+            f"queue {core.name!r}: the memory budget {core.site.where} is full (memory_policy={policy!r}); "
+            "get items, raise memory_budget=, or use memory_policy='page'"
+        )
+
+    def _decode(self, data: bytes) -> T:
+        try:
+            return self._codec.decode(data)
+        except Exception as e:
+            raise ValueError(
+                f"an item of queue {self._core.name!r} is not {self._codec.name} data ({e}); it was put by "
+                "something else: read it with the serializer it was written with (e.g. serializer='bytes')"
+            ) from e
+
+    def close(self) -> None:
+        """Close the queue: its connections end (with ``delivery="at-least-once"`` the items
+        got and not yet done go back on the queue, in place) and, the last queue of its queue
+        manager in this process, the queue manager (a data directory is then released). Items
+        of a persistent queue stay; an in-memory queue's are gone. Calls after it raise
+        ``ValueError``; closing twice does nothing."""
+        self._closed = True
+        if self._closer.detach() is not None:
+            self._core.release()

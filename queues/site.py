@@ -1,0 +1,486 @@
+"""Where a queue lives, and what the queue objects of one process share about it.
+
+A ``Site`` is one queue manager seen from this process: a private in-memory one (each
+``Queue()`` without ``path=`` or ``url=`` has its own), the one of a data directory
+(``path=``; opened once per process however many queues use it, closed with the last), or a
+served one (``url=``). A ``Core`` is one queue of a site, shared by every
+``Queue`` and ``AsyncQueue`` of this process that names it: its
+connections, the count of unfinished tasks, the gets waiting for ``task_done()``
+(at-least-once) and the asyncio waiters to wake.
+
+Connections serve one call at a time (engine/connection.py), so a core keeps a pool of
+(connection, handle) pairs: a call takes one, and gives it back when it returns; a get waiting
+in ``GMO.WAIT`` holds its own. A get made at-least-once keeps its pair, whose unit of work
+holds the message, until ``task_done()`` commits it.
+
+Thread safety: every method may be called from any thread. ``Core.mutex`` guards the counters
+and conditions (never held across a call to the queue manager); the pool is a list whose
+``pop`` and ``append`` are atomic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import threading
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from sweepq.engine import OO, MemoryPolicy, MQError, Persistence, Reason
+
+from .errors import map_error
+
+if TYPE_CHECKING:
+    from .arguments import Where
+
+MAX_DEPTH = 999_999_999  # the engine's MAXDEPTH limit: "unbounded"
+MAX_ITEM = 100 * 1024 * 1024  # the engine's largest message (MAXMSGL)
+_OPEN = OO.OUTPUT | OO.INPUT_SHARED
+
+Pair = tuple[Any, Any]  # (connection, handle): the engine's or a client's
+
+
+def max_depth(maxsize: float) -> int:
+    """The queue's MAXDEPTH for ``maxsize``: unbounded at 0 or less, as ``queue.Queue`` reads
+    it; a fraction rounds up, as ``qsize() >= maxsize`` does."""
+    if maxsize <= 0:
+        return MAX_DEPTH
+    return min(MAX_DEPTH, math.ceil(maxsize))
+
+
+class Site:
+    """One queue manager and the cores of its queues opened in this process.
+
+    ``admin`` is the queue manager's administration (a ``QueueManager``,
+    or a ``RemoteQueueManager``), ``connect`` makes a connection to it,
+    ``where`` says where it lives (for ``repr``). ``persistent``: the queues it defines keep
+    their items on disk."""
+
+    def __init__(
+        self,
+        admin: Any,
+        connect: Callable[[], Any],
+        where: str,
+        persistent: bool,
+        remote: bool,
+        budget: bool,
+    ):
+        self.admin = admin
+        self.connect = connect
+        self.where = where
+        self.persistent = persistent
+        self.remote = remote
+        self.budget = budget  # a memory budget: gets may read blobs back from the disk
+        self.cores: dict[str, Core] = {}
+        self.users = 0
+        self.closed = False
+        self.on_close: Callable[[], None] = lambda: None
+        self.options: tuple = ()  # what a second opener of a data directory must ask for too
+        self.aconnect: Callable[[], Awaitable[Any]] | None = None  # a served one's asyncio connection
+
+    def close(self) -> None:
+        """Close the queue manager (a client's administration connection); once."""
+        if self.closed:
+            return
+        self.closed = True
+        self.on_close()
+        try:
+            self.admin.close()
+        except MQError as e:
+            raise map_error(e, f"closing the queue manager {self.where}") from None
+
+
+_sites: dict[tuple, Site] = {}
+_sites_lock = threading.RLock()  # re-entrant: a queue garbage-collected while another opens closes then
+
+
+def open_core(
+    site_key: tuple,
+    make_site: Callable[[], Site],
+    name: str,
+    maxsize: float,
+    policy: MemoryPolicy,
+    options: tuple = (),
+) -> Core:
+    """The core of queue ``name`` on the site ``site_key`` (made by ``make_site`` when this
+    process has none open), defined there if missing, its MAXDEPTH set from ``maxsize``; one
+    more user of both. :raises: what ``map_error`` maps the engine's refusal to."""
+    with _sites_lock:
+        site = _sites.get(site_key)
+        if site is None:
+            site = make_site()
+            site.options = options
+            if site_key[0] != "memory":  # a private in-memory manager is nobody else's
+                _sites[site_key] = site
+                site.on_close = lambda: _forget(site_key)
+        elif site.options != options:
+            raise ValueError(
+                f"the queue manager {site.where} is open in this process with other options "
+                f"({', '.join(map(str, site.options))}); open it with the same"
+            )
+        site.users += 1
+        try:
+            core = site.cores.get(name)
+            if core is None:
+                core = Core(site, name, maxsize, policy)
+                site.cores[name] = core
+            elif maxsize != core.maxsize:
+                core.set_maxsize(maxsize)
+            core.users += 1
+        except BaseException:
+            site.users -= 1
+            if not site.users:
+                with contextlib.suppress(Exception):
+                    site.close()
+            raise
+    return core
+
+
+def _forget(key: tuple) -> None:
+    _sites.pop(key, None)
+
+
+class Core:
+    """One queue of a site, as every queue object of this process on it shares it (see the
+    module docstring)."""
+
+    def __init__(self, site: Site, name: str, maxsize: float, policy: MemoryPolicy):
+        self.site = site
+        self.name = name
+        self.users = 0
+        self.closed = False
+        self.mutex = threading.Lock()
+        self.not_full = threading.Condition(self.mutex)  # a get made room (or the poll slice ended)
+        self.all_tasks_done = threading.Condition(self.mutex)
+        self.unfinished_tasks = 0
+        self.gets = 0  # gets so far: a putter that saw the queue full waits only if none came since
+        self.waiting_putters = 0
+        # At-least-once gets awaiting task_done(): (thread, the function that commits the get).
+        self.pending: deque[tuple[int, Callable[[], None]]] = deque()
+        self.done_gets = 0  # task_done() calls on a served queue's gets (its join rule)
+        self.pool: list[Pair] = []
+        self.pairs: list[Pair] = []
+        # The AsyncQueues to tell of puts and gets, as weak references in a tuple: read on every
+        # put and get, rebuilt only when one comes or goes.
+        self.async_refs: tuple[weakref.ref[Any], ...] = ()
+        self._watching = threading.RLock()
+        self.maxsize = maxsize
+        self.policy = policy
+        self.default_persistence = True  # puts without a descriptor have the persistence wanted
+        self._define(maxsize, policy)
+        if not site.remote:
+            self.unfinished_tasks = self.depth()  # what a data directory still holds is unfinished
+
+    # -- the queue's definition --------------------------------------------------------------
+
+    def _define(self, maxsize: float, policy: MemoryPolicy) -> None:
+        """Define the queue where it is missing; set its MAXDEPTH from ``maxsize`` (on a served
+        queue only when ``maxsize`` is given: every process's default must not unbound it)."""
+        site = self.site
+        persistence = Persistence.PERSISTENT if site.persistent else Persistence.NOT_PERSISTENT
+        attrs: dict[str, object] = {"max_depth": max_depth(maxsize)}
+        if not site.remote:
+            attrs.update(memory_policy=policy, memory_wait_ms=0, default_persistence=persistence)
+        try:
+            try:
+                info = site.admin.inquire_queue(self.name)
+            except MQError as e:
+                if e.reason != Reason.UNKNOWN_OBJECT_NAME:
+                    raise
+                attrs["default_persistence"] = persistence
+                site.admin.define_queue(self.name, max_msg_length=MAX_ITEM, **attrs)
+                return
+            a = info.attributes
+            # A put without a descriptor takes the queue's persistence (and is the engine's
+            # fastest); a served queue defined otherwise gets an explicit descriptor instead.
+            self.default_persistence = a.default_persistence == persistence
+            if site.remote and maxsize <= 0:
+                return
+            changes = {k: v for k, v in attrs.items() if getattr(a, k) != v}
+            if a.max_msg_length < MAX_ITEM:
+                changes["max_msg_length"] = MAX_ITEM
+            if changes:
+                site.admin.alter_queue(self.name, **changes)
+        except MQError as e:
+            raise map_error(e, f"queue {self.name!r} {site.where}") from None
+
+    def set_maxsize(self, maxsize: float) -> None:
+        """``q.maxsize = n``: the queue's MAXDEPTH becomes ``n`` (what is queued stays)."""
+        try:
+            self.site.admin.alter_queue(self.name, max_depth=max_depth(maxsize))
+        except MQError as e:
+            raise map_error(e, f"setting maxsize of queue {self.name!r} {self.site.where}") from None
+        self.maxsize = maxsize
+        with self.not_full:
+            self.not_full.notify_all()  # a larger maxsize lets waiting puts go
+
+    def recount_memory(self) -> None:
+        """Count the memory budget again now (a put refused by it looks again after gets
+        have made room, which the budget itself counts only every so many bytes)."""
+        budget = getattr(self.site.admin, "budget", None)
+        if budget is not None:
+            budget.refresh()
+
+    def depth(self) -> int:
+        """Messages on the queue, got at-least-once and not yet done included (CURDEPTH)."""
+        try:
+            return int(self.site.admin.inquire_queue(self.name).current_depth)
+        except MQError as e:
+            raise map_error(e, f"queue {self.name!r} {self.site.where}") from None
+
+    # -- connections -------------------------------------------------------------------------
+
+    def take(self) -> Pair:
+        """A (connection, handle) pair for one call: an idle one, or a new one."""
+        try:
+            return self.pool.pop()
+        except IndexError:
+            pass
+        if self.closed:
+            raise ValueError(f"queue {self.name!r} is closed")
+        try:
+            conn = self.site.connect()
+            try:
+                h = conn.open(self.name, _OPEN)
+            except BaseException:
+                conn.disconnect()
+                raise
+        except MQError as e:
+            raise map_error(e, f"queue {self.name!r} {self.site.where}") from None
+        pair = (conn, h)
+        self.pairs.append(pair)
+        return pair
+
+    def give(self, pair: Pair) -> None:
+        self.pool.append(pair)
+
+    def watch(self, waiter: Any) -> None:
+        """Tell ``waiter`` (an AsyncQueue) of puts, gets and tasks done, while it lives."""
+        with self._watching:
+            self.async_refs = (*self.async_refs, weakref.ref(waiter, self._unwatch))
+
+    def _unwatch(self, ref: weakref.ref[Any]) -> None:
+        with self._watching:  # re-entrant: the collector may call this inside watch()
+            self.async_refs = tuple(r for r in self.async_refs if r is not ref)
+
+    # -- waking ------------------------------------------------------------------------------
+
+    def got(self) -> None:
+        """A get took an item: wake a put waiting for room, here and in every AsyncQueue."""
+        with self.mutex:
+            self.gets += 1
+            if self.waiting_putters:
+                self.not_full.notify()
+        for ref in self.async_refs:
+            w = ref()
+            if w is not None:
+                w.wake_putter()
+
+    def putting(self) -> None:
+        """A put is about to be made: one more unfinished task, counted first so that a get
+        and task_done() of the item in another thread never find the count behind."""
+        with self.mutex:
+            self.unfinished_tasks += 1
+
+    def put_failed(self) -> None:
+        """The put counted by ``putting`` did not happen."""
+        with self.mutex:
+            self.unfinished_tasks -= 1
+            if self.unfinished_tasks == 0:
+                self.all_tasks_done.notify_all()
+
+    def put_done(self) -> None:
+        """An item was put: wake an asyncio getter."""
+        for ref in self.async_refs:
+            w = ref()
+            if w is not None:
+                w.wake_getter()
+
+    def wait_for_room(self, gets_seen: int, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for a get, unless one came since ``gets_seen``."""
+        with self.not_full:
+            self.waiting_putters += 1
+            try:
+                if self.gets == gets_seen:
+                    self.not_full.wait(timeout)
+            finally:
+                self.waiting_putters -= 1
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    def hold(self, pair: Pair) -> None:
+        """An at-least-once get: its pair's unit of work holds the item until task_done()
+        commits it, in the thread that calls it."""
+
+        def commit() -> None:
+            try:
+                pair[0].commit()
+            finally:
+                self.give(pair)
+
+        self.hold_with(commit)
+
+    def hold_with(self, done: Callable[[], None]) -> None:
+        """An at-least-once get whose ``done()`` task_done() calls (an AsyncQueue's schedules
+        the commit off the event loop)."""
+        self.pending.append((threading.get_ident(), done))
+
+    def task_done(self) -> None:
+        """Count one task done (``queue.Queue.task_done``); commit the oldest at-least-once get
+        of this thread (of any thread when this one has none).
+
+        :raises ValueError: called more times than there were items."""
+        with self.mutex:
+            if self.site.remote:  # items may come from other processes: gets here bound the calls
+                if self.done_gets >= self.gets:
+                    raise ValueError("task_done() called too many times")
+                self.done_gets += 1
+                self.unfinished_tasks -= 1  # below 0 in a process that gets what others put
+            else:
+                if self.unfinished_tasks <= 0:
+                    raise ValueError("task_done() called too many times")
+                self.unfinished_tasks -= 1
+            done = self._pending_of(threading.get_ident())
+        if done is not None:
+            try:
+                done()
+            except MQError as e:
+                raise map_error(e, f"task_done() on queue {self.name!r} {self.site.where}", self.closed) from None
+        with self.mutex:
+            if self.site.remote or self.unfinished_tasks == 0:
+                self.all_tasks_done.notify_all()
+        for ref in self.async_refs:
+            w = ref()
+            if w is not None:
+                w.wake_joiners()
+
+    def _pending_of(self, ident: int) -> Callable[[], None] | None:
+        pending = self.pending
+        if not pending:
+            return None
+        for i, (who, done) in enumerate(pending):
+            if who == ident:
+                del pending[i]
+                return done
+        return pending.popleft()[1]
+
+    def finished(self) -> bool:
+        """Whether join() may return: every task done here; on a served queue, every item put
+        and every item got here done, and the queue itself empty (a depth that counts every
+        process's at-least-once gets not yet done)."""
+        if not self.site.remote:
+            return self.unfinished_tasks == 0
+        # Each item put here must be done too: the server takes an item out of the depth
+        # before its get returns here, so depth and gets alone can both look finished.
+        return self.unfinished_tasks <= 0 and self.done_gets >= self.gets and self.depth() == 0
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def release(self, quietly: bool = False) -> None:
+        """One user fewer: the last closes every connection (at-least-once gets not done go
+        back to the queue, in place) and, the last of its site, the queue manager.
+        ``quietly``: a queue garbage-collected or left at exit, whose close nobody can see
+        fail (a data directory's log keeps every write made all the same)."""
+        with _sites_lock:
+            self.users -= 1
+            site = self.site
+            site.users -= 1
+            last_here = self.users == 0
+            last_site = site.users == 0
+            if last_here:
+                self.closed = True
+                site.cores.pop(self.name, None)
+        if last_here:
+            self._disconnect()
+        if last_site:
+            try:
+                site.close()
+            except Exception:
+                if not quietly:
+                    raise
+
+    def _disconnect(self) -> None:
+        for conn, _ in self.pairs:
+            abort = getattr(conn, "abort", None)
+            with contextlib.suppress(Exception):
+                if abort is not None and (conn, _) not in self.pool:
+                    abort()  # a client's call blocked in a wait ends now
+                conn.disconnect()
+        self.pool.clear()
+        self.pending.clear()
+        self.pairs.clear()
+
+
+# -- the three kinds of site --------------------------------------------------------------------
+
+
+def site_for(w: Where) -> tuple[tuple, Callable[[], Site], tuple]:
+    """(key, factory, options) of the site ``w`` names: a private in-memory queue manager,
+    a data directory's (one per process), or a served one's (one per URL)."""
+    if w.url is not None:
+        return ("url", w.url, w.token, w.admin_token), lambda: _remote_site(w), ()
+    if w.path is None:
+        return ("memory", object()), lambda: _local_site(w, "in memory"), ()
+    path = os.path.realpath(w.path)
+    options = (f"memory_budget={w.memory_budget}", f"sync={w.sync!r}", f"budget_counts={w.budget_counts!r}")
+    return ("path", path), lambda: _local_site(w, f"at {path}"), options
+
+
+def _local_site(w: Where, where: str) -> Site:
+    from sweepq.engine import QueueManager
+
+    if w.path is not None:
+        parent = os.path.dirname(os.path.abspath(w.path))
+        if os.path.exists(w.path) and not os.path.isdir(w.path):
+            raise NotADirectoryError(f"path={w.path!r} is a file: give a directory for the queue's data")
+        if not os.path.isdir(parent):
+            raise FileNotFoundError(f"path={w.path!r}: its parent directory {parent!r} does not exist")
+    try:
+        qm = QueueManager(
+            path=w.path,
+            sweeper=w.path is not None or bool(w.memory_budget),
+            memory_budget=w.memory_budget,
+            budget_counts=w.budget_counts if w.memory_budget else "held",
+            sync=w.sync,
+            max_msg_length=MAX_ITEM,
+        )
+    except MQError as e:
+        raise map_error(e, f"opening the queue manager {where}") from None
+    return Site(
+        admin=qm,
+        connect=qm.connect,
+        where=where,
+        persistent=w.path is not None,
+        remote=False,
+        budget=bool(w.memory_budget),
+    )
+
+
+def _remote_site(w: Where) -> Site:
+    from sweepq.net import RemoteQueueManager, auth
+    from sweepq.net import connect as client_connect
+
+    url = w.url
+    assert url is not None
+    near_token, near_admin = auth.beside_socket(url)
+    token = w.token or os.environ.get("SWEEPQ_TOKEN") or near_token
+    admin_token = w.admin_token or os.environ.get("SWEEPQ_ADMIN_TOKEN") or near_admin
+    try:
+        admin = RemoteQueueManager(url, token, admin_token, client="sweepq.Queue")
+    except MQError as e:
+        raise map_error(e, f"connecting to {url}") from None
+
+    def connect() -> Any:
+        return client_connect(url, token, client="sweepq.Queue")
+
+    async def aconnect() -> Any:
+        from sweepq.net.aio import connect as aio_connect
+
+        return await aio_connect(url, token, client="sweepq.AsyncQueue")
+
+    site = Site(admin=admin, connect=connect, where=f"on {url}", persistent=True, remote=True, budget=False)
+    site.aconnect = aconnect
+    return site

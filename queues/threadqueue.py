@@ -1,0 +1,167 @@
+"""``sweepq.Queue``: ``queue.Queue`` for threads, on a queue of a sweepq queue manager.
+
+The same constructor, methods and exceptions as the standard library's, so that changing the
+import is the whole migration; underneath, each item is a message on an MQ queue, which is
+what the keyword-only options (queues/base.py) add: persistence, a memory bound, other
+processes, priorities, at-least-once delivery.
+"""
+
+from __future__ import annotations
+
+import queue as stdqueue
+import time
+from typing import ClassVar
+
+from sweepq.engine import GMO, MD, MemoryPolicy, MQError, Reason
+
+from . import arguments
+from .base import POLL, QueueBase, T
+from .errors import map_error
+
+_EMPTY = Reason.NO_MSG_AVAILABLE
+
+
+class Queue(QueueBase[T]):
+    """A FIFO queue for threads: ``queue.Queue``, its items kept by a sweepq queue manager.
+
+    ``Queue(maxsize=0)`` behaves as ``queue.Queue(maxsize)``: ``put``, ``get``,
+    ``put_nowait``, ``get_nowait``, ``qsize``, ``empty``, ``full``, ``task_done``, ``join``,
+    raising ``queue.Full`` and ``queue.Empty`` (the standard library's own classes), and it is
+    thread-safe as ``queue.Queue`` is. The keyword-only options (``name``, ``serializer``,
+    ``path``, ``memory_budget``, ``memory_policy``, ``url``, ``delivery``, ``sync``,
+    ``token``, ``admin_token``) are ``QueueBase``'s.
+    """
+
+    _label: ClassVar[str] = "Queue"
+
+    @property
+    def unfinished_tasks(self) -> int:
+        """Items put and not yet marked done with ``task_done`` (``queue.Queue``'s)."""
+        return self._core.unfinished_tasks
+
+    # -- put ---------------------------------------------------------------------------------
+
+    def put(self, item: T, block: bool = True, timeout: float | None = None, *, priority: int | None = None) -> None:
+        """Put ``item`` on the queue (``queue.Queue.put``).
+
+        A full queue (``maxsize``; a memory budget reached with ``memory_policy="block"``)
+        makes the put wait, up to ``timeout`` seconds when given, for room; with ``block``
+        false, or when the wait ends, it raises ``queue.Full``. ``priority`` (0 to 9) puts it
+        ahead of every item of a lower priority; items of one priority stay in put order.
+
+        :raises queue.Full: no room (at once for ``memory_policy="fail"``).
+        :raises TypeError: the serializer cannot encode ``item``.
+        :raises ValueError: a negative ``timeout``, a priority outside 0..9, an item over
+            100 MiB encoded, or the queue closed."""
+        md = self._md if priority is None else self._mds[arguments.priority(priority)]
+        if block and timeout is not None:
+            timeout = arguments.timeout(timeout)
+        if self._closed:
+            raise self._closed_error()
+        data = self._codec.encode(item)
+        full = self._store(data, md)
+        if full is not None:
+            self._put_when_room(data, md, block, timeout, full)
+        self._core.put_done()
+
+    def _put_when_room(self, data: bytes, md: MD | None, block: bool, timeout: float | None, full: MQError) -> None:
+        """The put found the queue full: wait for a get here (or the poll slice: a get in
+        another process, memory swept out) and try again, until ``timeout``."""
+        core = self._core
+        if not block or (full.reason == Reason.STORAGE_NOT_AVAILABLE and core.policy == MemoryPolicy.FAIL):
+            raise stdqueue.Full(self._full_text(full))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            seen = core.gets
+            remaining = POLL if deadline is None else min(POLL, deadline - time.monotonic())
+            if remaining <= 0:
+                raise stdqueue.Full(self._full_text(full))
+            core.wait_for_room(seen, remaining)
+            if full.reason == Reason.STORAGE_NOT_AVAILABLE:
+                core.recount_memory()
+            again = self._store(data, md)
+            if again is None:
+                return
+            full = again
+
+    def put_nowait(self, item: T, *, priority: int | None = None) -> None:
+        """``put(item, block=False)``: ``queue.Full`` at once when there is no room."""
+        self.put(item, False, priority=priority)
+
+    # -- get ---------------------------------------------------------------------------------
+
+    def get(self, block: bool = True, timeout: float | None = None) -> T:
+        """Remove and return the next item (``queue.Queue.get``): the oldest of the highest
+        priority. With ``block`` (the default) wait for one, up to ``timeout`` seconds when
+        given; the wait happens in the queue manager (for ``url=``, in the server), so an item
+        put by any thread or process wakes it.
+
+        With ``delivery="at-least-once"`` the item stays held for this queue until
+        ``task_done``: a crash or ``close`` before then puts it back.
+
+        :raises queue.Empty: nothing came. :raises ValueError: a negative ``timeout``, or the
+            queue closed."""
+        core = self._core
+        if self._closed:
+            raise self._closed_error()
+        opts: int
+        if block:
+            opts = GMO.WAIT
+            wait = -1 if timeout is None else arguments.wait_ms(arguments.timeout(timeout))
+        else:
+            opts, wait = 0, -1
+        if self._once:
+            opts |= GMO.SYNCPOINT
+        pair = core.take()
+        try:
+            m = pair[1].get(opts, wait)
+        except MQError as e:
+            core.give(pair)
+            if e.reason == _EMPTY:
+                raise stdqueue.Empty from None
+            raise map_error(e, f"get from queue {core.name!r} {core.site.where}", core.closed) from None
+        except BaseException:
+            core.give(pair)
+            raise
+        if self._once:
+            core.hold(pair)
+        else:
+            core.give(pair)
+        core.got()
+        return self._decode(m.data)
+
+    def get_nowait(self) -> T:
+        """``get(block=False)``: ``queue.Empty`` at once when there is no item."""
+        return self.get(False)
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    def task_done(self) -> None:
+        """Say that an item got earlier is handled (``queue.Queue.task_done``); with
+        ``delivery="at-least-once"`` this is what removes it for good (the oldest item this
+        thread got and has not marked done, or, when it has none, the oldest of any thread).
+
+        :raises ValueError: called more times than there were items."""
+        self._core.task_done()
+
+    def join(self) -> None:
+        """Block until every item put has been got and marked done (``queue.Queue.join``).
+        On a served queue (``url=``): until this queue's gets are all done and the queue is
+        empty for every process."""
+        core = self._core
+        if not core.site.remote:
+            with core.all_tasks_done:
+                while core.unfinished_tasks:
+                    core.all_tasks_done.wait()
+            return
+        delay = 0.001
+        while not core.finished():
+            with core.all_tasks_done:
+                core.all_tasks_done.wait(delay)
+            delay = min(POLL, delay * 2)
+
+    def __enter__(self) -> Queue[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
