@@ -1,14 +1,14 @@
 """The kill -9 harness of a channel (issue 20 §4): two processes joined by loopback TCP.
 
 **QM1** (``python -m sweepq.bench.crash_channel qm1``) opens its data directory (the sweeper at
-a short interval, small blobs: :func:`crash.open_manager`), has the transmission queue QM2,
+a short interval, small blobs: :func:`crash_worker.open_manager`), has the transmission queue QM2,
 the remote queue TARGET (Q on QM2) and the sender channel QM1.QM2, and a producer thread
 that puts persistent messages to TARGET in units of work of 1-6 messages at priorities 0, 4
 and 9 (sometimes backed out), logging each unit of work before the put (``U id:prio ...``),
 before the commit (``C+``) and after it (``C``). **QM2** (``... qm2``) serves the receiver on
 127.0.0.1 with the harness's token and has a consumer thread that gets from Q under
 syncpoint and logs what it got (``G id ...``) before the commit (``C+``) and after it (``C``).
-Every line is one ``os.write`` on an O_APPEND file (:class:`crash.EventLog`): a SIGKILL keeps
+Every line is one ``os.write`` on an O_APPEND file (:class:`crash_worker.EventLog`): a SIGKILL keeps
 each line written before it.
 
 The driver keeps both running and, ``kills`` times, SIGKILLs one of them (from the seed: at
@@ -40,18 +40,18 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from . import crash, crash_server
-from .crash_server import report_verdict
+from .crash import driver as crash_driver
+from .crash import verdict as crash_verdict
+from .crash import worker as crash_worker
 
 CHANNEL = "QM1.QM2"
-PRIORITIES = crash.PRIORITIES
+PRIORITIES = crash_worker.PRIORITIES
 SIZE = 200  # bytes of a message's payload
 DEPTH_CAP = 3000  # QM1's producer waits while its transmission queue holds this many
 SELF_POINTS = {
@@ -74,7 +74,7 @@ def _kill_at(spec: str) -> tuple[str, int]:
 class _SelfKill:
     """SIGKILL this process at the ``k``-th pass of ``point`` (nothing when ``point`` is "")."""
 
-    def __init__(self, spec: str, log: crash.EventLog):
+    def __init__(self, spec: str, log: crash_worker.EventLog):
         self.point, self.k = _kill_at(spec)
         self.log = log
         self.passes: Counter = Counter()
@@ -91,7 +91,7 @@ class _SelfKill:
 
 
 def _open(args: argparse.Namespace, name: str):
-    qm, _ = crash.open_manager(args.data_dir, args.sync, args.interval, name=name)
+    qm, _ = crash_worker.open_manager(args.data_dir, args.sync, args.interval, name=name)
     return qm
 
 
@@ -106,7 +106,7 @@ def qm1_main(args: argparse.Namespace) -> int:
     from sweepq.engine.distributed.sync import SenderSync
 
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    log = crash.EventLog(args.log)
+    log = crash_worker.EventLog(args.log)
     log.emit("S", args.run, os.getpid())
     killer = _SelfKill(args.kill_at, log)
     commit, begin = SenderSync.commit, SenderSync.begin
@@ -144,7 +144,7 @@ def qm1_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _produce(qm, log: crash.EventLog, args: argparse.Namespace, stopping: threading.Event) -> None:
+def _produce(qm, log: crash_worker.EventLog, args: argparse.Namespace, stopping: threading.Event) -> None:
     from sweepq.engine import MD, OO, PMO
 
     rng = random.Random(f"{args.seed}:{args.run}")
@@ -162,7 +162,11 @@ def _produce(qm, log: crash.EventLog, args: argparse.Namespace, stopping: thread
             msgs.append((f"{args.run}.{n}", rng.choice(PRIORITIES)))
         log.emit("U", *(f"{i}:{p}" for i, p in msgs))
         for ident, prio in msgs:
-            h.put(crash.payload(ident, prio, SIZE), MD(priority=prio, msg_id=crash.msg_id(ident)), PMO.SYNCPOINT)
+            h.put(
+                crash_worker.payload(ident, prio, SIZE),
+                MD(priority=prio, msg_id=crash_worker.msg_id(ident)),
+                PMO.SYNCPOINT,
+            )
         if rng.random() < 0.1:
             conn.backout()
             log.emit("B")
@@ -190,7 +194,7 @@ def qm2_main(args: argparse.Namespace) -> int:
     from sweepq.net.channels.receiver import Receiver
 
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    log = crash.EventLog(args.log)
+    log = crash_worker.EventLog(args.log)
     log.emit("S", args.run, os.getpid())
     killer = _SelfKill(args.kill_at, log)
     real = Receiver.batch
@@ -222,7 +226,7 @@ def qm2_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _consume(qm, log: crash.EventLog, args: argparse.Namespace, stopping: threading.Event) -> None:
+def _consume(qm, log: crash_worker.EventLog, args: argparse.Namespace, stopping: threading.Event) -> None:
     from sweepq.engine import GMO, OO, MQError, Reason
 
     rng = random.Random(f"{args.seed}:{args.run}:get")
@@ -249,7 +253,7 @@ def _consume(qm, log: crash.EventLog, args: argparse.Namespace, stopping: thread
 
 def _seen(m) -> str:
     """``id:priority`` of a message got, ``!id:priority`` when its payload is damaged."""
-    ident, intact = crash.check_payload(bytes(m.data))
+    ident, intact = crash_worker.check_payload(bytes(m.data))
     return f"{'' if intact else '!'}{ident}:{m.priority}"
 
 
@@ -287,7 +291,7 @@ class _Child:
     def __init__(self, role: str, work: str, common: list[str]):
         self.role, self.work, self.common = role, work, common
         self.proc: subprocess.Popen | None = None
-        self.tail: crash._Tail | None = None
+        self.tail: crash_driver.Tail | None = None
         self.plan: Plan | None = None
         self.log = ""  # the event log of its current life
         self.started: list[subprocess.Popen] = []  # its lives not yet reaped
@@ -300,8 +304,8 @@ class _Child:
         cmd += ["--data-dir", os.path.join(self.work, self.role), "--log", log, "--seed", str(seed)]
         kill_at = f"{plan.point}:{plan.k}" if plan is not None and plan.point else ""
         cmd += ["--run", str(life), "--kill-at", kill_at] + ([] if produce else ["--no-produce"])
-        self.proc = crash.start_child(cmd, log[:-4] + ".err", self.started)
-        self.tail = crash._Tail(log)
+        self.proc = crash_driver.start_child(cmd, log[:-4] + ".err", self.started)
+        self.tail = crash_driver.Tail(log)
 
     def wait_ready(self, timeout: float = 60.0) -> str:
         deadline = time.monotonic() + timeout
@@ -317,7 +321,7 @@ class _Child:
         return f"{self.role} was not ready within {timeout:.0f} s"
 
     def kill(self) -> None:
-        crash.kill_children(self.started)
+        crash_driver.kill_children(self.started)
         self.started.clear()
 
     def running(self) -> bool:
@@ -335,10 +339,10 @@ def run_channel_crashtest(
     kills: int,
     seed: int = 1,
     sync: str = "commit",
-    interval: float = crash.DEFAULT_INTERVAL,
+    interval: float = crash_worker.DEFAULT_INTERVAL,
     quick: bool = False,
     progress: Callable[[int, Plan, str], None] | None = None,
-) -> crash.Verdict:
+) -> crash_verdict.Verdict:
     """``kills`` SIGKILLs of QM1 or QM2 under load, the final delivery and drain, the verdict.
     The children are killed whatever ends this call (KeyboardInterrupt included)."""
     rng = random.Random(seed)
@@ -437,7 +441,7 @@ def _drain(data_dir: str, log_path: str, sync: str) -> str:
     its dead-letter queue. Returns why it could not, or ""."""
     from sweepq.engine import GMO, OO, MQError, QueueManager
 
-    log = crash.EventLog(log_path)
+    log = crash_worker.EventLog(log_path)
     try:
         qm = QueueManager.open(data_dir, sync=sync, sweeper=False)
     except MQError as e:
@@ -473,9 +477,9 @@ def _order_key(ident: str) -> tuple[int, int]:
     return int(run), int(n)
 
 
-def judge(log_dir: str) -> crash.Verdict:
+def judge(log_dir: str) -> crash_verdict.Verdict:
     """The verdict of a harness directory, from its logs alone (see the module docstring)."""
-    v = crash.Verdict()
+    v = crash_verdict.Verdict()
     fate: dict[str, str] = {}  # put: committed | maybe | aborted
     prio: dict[str, int] = {}
     for lines in _lines(log_dir, "qm1-"):
@@ -522,7 +526,7 @@ def _parse_seen(s: str) -> tuple[str, int, bool]:
     return ident, int(p), damaged
 
 
-def _count(v: crash.Verdict, fate: dict[str, str], prio: dict[str, int], gets: list) -> None:
+def _count(v: crash_verdict.Verdict, fate: dict[str, str], prio: dict[str, int], gets: list) -> None:
     later: Counter = Counter(g[0] for g in gets)
     consumed: Counter = Counter()
     by_priority: dict[int, list[str]] = defaultdict(list)
@@ -558,52 +562,6 @@ def _count(v: crash.Verdict, fate: dict[str, str], prio: dict[str, int], gets: l
                 v.violations["reordered"].append(f"priority {p}: {b} after {a}")
 
 
-# -- the command line ---------------------------------------------------------------------------------
-
-
-def _command(args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGTERM, crash._interrupt)  # a terminated driver ends its children first
-    kills = args.kills or (QUICK_KILLS if args.quick else DEFAULT_KILLS)
-    made = args.data_dir is None
-    work = tempfile.mkdtemp(prefix="sweepq-crash-channel-") if made else args.data_dir
-    if not made and os.path.exists(work) and (not os.path.isdir(work) or os.listdir(work)):
-        print(f"sweepq crashtest-channel: error: {work} is not an empty directory", file=sys.stderr)
-        return 2
-    print(f"sweepq crashtest-channel: {kills:,} kills of QM1 or QM2, seed {args.seed}, in {work}", flush=True)
-
-    def progress(i: int, plan: Plan, problem: str) -> None:
-        if i % 25 == 0 or problem or i == kills:
-            print(f"kill {i}/{kills}: {plan.describe()} {problem}", flush=True)
-
-    with crash.keeps_work_on_interrupt("crashtest-channel", work):  # both children are killed first
-        verdict = run_channel_crashtest(work, kills, args.seed, args.sync, args.interval, args.quick, progress)
-    replay = f"sweepq crashtest-channel --kills {kills} --seed {args.seed}" + (" --quick" if args.quick else "")
-    return report_verdict(verdict, replay, work, remove=made)
-
-
-def _options(p: argparse.ArgumentParser) -> None:
-    crash_server._options(p, "kills of QM1 or QM2", QUICK_KILLS)
-
-
-def register_crash_channel_command(sub) -> None:
-    """Add ``crashtest-channel`` to the ``sweepq`` subparsers."""
-    from sweepq.pipeline.args import HelpFormatter
-
-    c = sub.add_parser(
-        "crashtest-channel",
-        help="the kill -9 harness of a channel: SIGKILL the sender or the receiver, restart, verify",
-        description="QM1 puts persistent messages under syncpoint to a remote queue; its sender channel "
-        "sends them over loopback TCP to QM2, where a consumer gets them. Either process is SIGKILLed at "
-        "random moments (during a batch, between the two commits, during a sweep) and restarted, N times; "
-        "then everything is delivered and judged from the logs: every committed message exactly once, in "
-        "order per priority. Exits 1 on any violation; Ctrl-C stops both processes and says where the "
-        "logs are.",
-        formatter_class=HelpFormatter,
-    )
-    _options(c)
-    c.set_defaults(func=_command)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     from sweepq.pipeline.args import HelpFormatter, Parser, number
 
@@ -616,15 +574,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         s.add_argument("--conname", required=True)
         s.add_argument("--token", required=True)
         s.add_argument("--sync", default="commit")
-        s.add_argument("--interval", type=float, default=crash.DEFAULT_INTERVAL)
+        s.add_argument("--interval", type=float, default=crash_worker.DEFAULT_INTERVAL)
         s.add_argument("--seed", type=number(int, 0), default=1)
         s.add_argument("--run", type=number(int, 1), default=1)
         s.add_argument("--kill-at", default="")
         s.add_argument("--no-produce", dest="produce", action="store_false")
         s.set_defaults(func=func)
-    r = sub.add_parser("run", help="the harness, as 'sweepq crashtest-channel'")
-    _options(r)
-    r.set_defaults(func=_command)
     args = p.parse_args(argv)
     return args.func(args)
 

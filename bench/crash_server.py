@@ -1,10 +1,10 @@
 """The kill -9 harness in server mode (issue 19 §6): SIGKILL of a *server* under load.
 
-The pieces are bench/crash.py's — the worker's workload and event log, the final drain and
+The pieces are bench/crash/'s — the worker's workload and event log, the final drain and
 the verdict — put together another way: a **server** process (``python -m
 sweepq.bench.crash_server serve``) opens the harness's data directory (the sweeper at a short
-interval, small blobs: :func:`crash.open_manager`) and serves it on a Unix socket; a **client
-worker** process runs :class:`crash.Worker` through a client connection and logs every call
+interval, small blobs: :func:`crash_worker.open_manager`) and serves it on a Unix socket; a **client
+worker** process runs :class:`crash_worker.Worker` through a client connection and logs every call
 as a worker does. The driver SIGKILLs the server at a moment chosen from the seed (at random,
 or right after the worker logs its k-th commit), the worker's next call meets
 MQRC_CONNECTION_BROKEN (2009) and the worker exits at once without logging that call's
@@ -14,8 +14,8 @@ Finally the directory is drained in process and judged from the logs: every put 
 saw committed is consumed exactly once, nothing backed out comes back, order per producer
 and priority holds.
 
-``python -m sweepq.bench.crash_server run --kills N [--quick] [--seed S]`` (``sweepq
-crashtest-server``); the CI form is tests/test_net_crash.py.
+``sweepq crashtest-server --kills N [--quick] [--seed S]`` (cli/harness.py); the CI form is
+tests/test_net_crash.py.
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 
-from . import crash
+from .crash import driver as crash_driver
+from .crash import verdict as crash_verdict
+from .crash import worker as crash_worker
 
 SOCKET = "server.sock"
 QUICK_KILLS = 8
@@ -43,8 +43,8 @@ QUICK_KILLS = 8
 def serve_main(args: argparse.Namespace) -> int:
     """The server process: open the store, define the harness queues, serve until killed."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})  # for sigwait, in every thread
-    qm, _ = crash.open_manager(args.data_dir, args.sync, args.interval)
-    crash.define_queues(qm)
+    qm, _ = crash_worker.open_manager(args.data_dir, args.sync, args.interval)
+    crash_worker.define_queues(qm)
     qm.serve(os.path.join(args.data_dir, SOCKET))
     signal.sigwait([signal.SIGTERM, signal.SIGINT])
     qm.close()
@@ -79,17 +79,17 @@ class _DieOnBroken:
 
 
 def client_main(args: argparse.Namespace) -> int:
-    """The client worker: crash.Worker's workload through a client connection."""
+    """The client worker: crash_worker.Worker's workload through a client connection."""
     from sweepq.net import RemoteQueueManager
 
-    log = crash.EventLog(args.log)
+    log = crash_worker.EventLog(args.log)
     rng = random.Random(f"{args.seed}:{args.run}")
     log.emit("S", args.run, os.getpid(), args.seed)
     try:
         remote = RemoteQueueManager("unix://" + os.path.join(args.data_dir, SOCKET), client=f"crash run {args.run}")
     except Exception:
         os._exit(3)
-    w = crash.Worker(_DieOnBroken(remote), log, args.run, rng, None)
+    w = crash_worker.Worker(_DieOnBroken(remote), log, args.run, rng, None)
     log.emit("R", f"sync={args.sync}", "hooks=off")
     w.run_forever(args.max_ops)
     return 0
@@ -98,11 +98,11 @@ def client_main(args: argparse.Namespace) -> int:
 # -- the driver ---------------------------------------------------------------------------------
 
 
-def choose_plan(rng: random.Random, quick: bool) -> crash.KillPlan:
+def choose_plan(rng: random.Random, quick: bool) -> crash_driver.KillPlan:
     """When the server dies: at random while the worker runs, or right after its k-th commit."""
     if rng.random() < 0.5:
-        return crash.KillPlan("delay", delay=rng.uniform(0.0, 0.5 if quick else 1.5))
-    return crash.KillPlan("marker", marker="C+", k=rng.randint(1, 30), delay=rng.choice((0, 0.0005, 0.002)))
+        return crash_driver.KillPlan("delay", delay=rng.uniform(0.0, 0.5 if quick else 1.5))
+    return crash_driver.KillPlan("marker", marker="C+", k=rng.randint(1, 30), delay=rng.choice((0, 0.0005, 0.002)))
 
 
 def _wait_for_socket(path: str, proc: subprocess.Popen, timeout: float) -> str:
@@ -123,21 +123,23 @@ def _wait_for_socket(path: str, proc: subprocess.Popen, timeout: float) -> str:
     return f"the server did not listen within {timeout:.0f} s"
 
 
-def run_once(store: str, log_dir: str, seed: int, run: int, plan: crash.KillPlan, sync: str, interval: float) -> str:
+def run_once(
+    store: str, log_dir: str, seed: int, run: int, plan: crash_driver.KillPlan, sync: str, interval: float
+) -> str:
     """One server life: start it, start a client worker, SIGKILL the server as ``plan`` says,
     let the worker end. Returns a harness problem or ""."""
     py = sys.executable
     common = ["--data-dir", store, "--sync", sync, "--interval", str(interval)]
     started: list[subprocess.Popen] = []
     try:
-        server = crash.start_child(
+        server = crash_driver.start_child(
             [py, "-m", "sweepq.bench.crash_server", "serve", *common], os.path.join(log_dir, "server.err"), started
         )
         problem = _wait_for_socket(os.path.join(store, SOCKET), server, 60.0)
         if problem:
             return problem
         log = os.path.join(log_dir, f"run-{run:05d}.log")
-        worker = crash.start_child(
+        worker = crash_driver.start_child(
             [
                 py,
                 "-m",
@@ -154,7 +156,7 @@ def run_once(store: str, log_dir: str, seed: int, run: int, plan: crash.KillPlan
             log[:-4] + ".err",
             started,
         )
-        tail, ready_at = crash._Tail(log), None
+        tail, ready_at = crash_driver.Tail(log), None
         while worker.poll() is None:
             tail.poll()
             now = time.monotonic()
@@ -167,13 +169,13 @@ def run_once(store: str, log_dir: str, seed: int, run: int, plan: crash.KillPlan
                     time.sleep(plan.delay)
                     break
             time.sleep(0.0005)
-        crash.kill_children(started[:1])  # the server: the worker meets 2009 and exits by itself
+        crash_driver.kill_children(started[:1])  # the server: the worker meets 2009 and exits by itself
         worker.wait(30)
         return "" if worker.returncode in (3, -signal.SIGKILL) else f"the worker exited with {worker.returncode}"
     except subprocess.TimeoutExpired:
         return "the worker did not end after the server died"
     finally:
-        crash.kill_children(started)
+        crash_driver.kill_children(started)
 
 
 def run_server_crashtest(
@@ -181,11 +183,11 @@ def run_server_crashtest(
     kills: int,
     seed: int = 1,
     sync: str = "commit",
-    interval: float = crash.DEFAULT_INTERVAL,
+    interval: float = crash_worker.DEFAULT_INTERVAL,
     quick: bool = False,
-    progress: Callable[[int, crash.KillPlan, str], None] | None = None,
-) -> crash.Verdict:
-    """``kills`` server lives ended by SIGKILL, then the final drain and crash.py's verdict."""
+    progress: Callable[[int, crash_driver.KillPlan, str], None] | None = None,
+) -> crash_verdict.Verdict:
+    """``kills`` server lives ended by SIGKILL, then the final drain and bench/crash/verdict.py's verdict."""
     rng = random.Random(seed)
     store, log_dir = os.path.join(work_dir, "store"), os.path.join(work_dir, "logs")
     os.makedirs(log_dir, exist_ok=True)
@@ -198,69 +200,13 @@ def run_server_crashtest(
             problems.append(f"run {i} ({plan.describe()}): {problem}")
         if progress is not None:
             progress(i, plan, problem)
-    why = crash.drain(store, os.path.join(log_dir, "drain.log"), sync)
-    verdict = crash.judge(crash.parse_logs(crash.read_run_logs(log_dir)))
+    why = crash_worker.drain(store, os.path.join(log_dir, "drain.log"), sync)
+    verdict = crash_verdict.judge(crash_verdict.parse_logs(crash_verdict.read_run_logs(log_dir)))
     verdict.seed, verdict.kills, verdict.seconds = seed, kills, time.monotonic() - t0
     if why:
         verdict.violations["final open failed"].append(why)
     verdict.violations["worker failed"].extend(problems)
     return verdict
-
-
-def _command(args: argparse.Namespace) -> int:
-    kills = args.kills or (QUICK_KILLS if args.quick else crash.DEFAULT_KILLS)
-    work = args.data_dir or tempfile.mkdtemp(prefix="sweepq-crash-server-")
-    print(f"sweepq crashtest-server: {kills:,} server kills, seed {args.seed}, in {work}", flush=True)
-
-    def progress(i: int, plan: crash.KillPlan, problem: str) -> None:
-        if i % 25 == 0 or problem or i == kills:
-            print(f"kill {i}/{kills}: {plan.describe()} {problem}", flush=True)
-
-    with crash.keeps_work_on_interrupt("crashtest-server", work):
-        verdict = run_server_crashtest(work, kills, args.seed, args.sync, args.interval, args.quick, progress)
-    replay = f"sweepq crashtest-server --kills {kills} --seed {args.seed}" + (" --quick" if args.quick else "")
-    return report_verdict(verdict, replay, work, remove=args.data_dir is None)
-
-
-def report_verdict(verdict: crash.Verdict, replay: str, work: str, remove: bool) -> int:
-    """Print the verdict; remove ``work`` when it passed and ``remove``, else say where it is.
-    Returns the command's exit status (1: a violation). bench/crash_channel.py shares it."""
-    print(verdict.render(replay))
-    if verdict.ok and remove:
-        shutil.rmtree(work, ignore_errors=True)
-    else:
-        print(f"  logs and store kept in {work}")
-    return 0 if verdict.ok else 1
-
-
-def _options(p: argparse.ArgumentParser, kills: str = "server kills", quick: int = QUICK_KILLS) -> None:
-    """The harness's options (``kills`` says what is killed; ``quick``: the --quick kills).
-    bench/crash_channel.py shares them."""
-    from sweepq.pipeline.args import number
-
-    p.add_argument("--kills", type=number(int, 1), default=None, help=f"{kills} (default 1000; --quick: {quick})")
-    p.add_argument("--quick", action="store_true", help="the CI form: short lives, a few kills")
-    p.add_argument("--seed", type=number(int, 0), default=1, help="seed of every random choice")
-    p.add_argument("--data-dir", default=None, help="a new directory for the store and logs (default: temporary)")
-    p.add_argument("--sync", choices=("commit", "os"), default="commit", help="the queue manager's sync option")
-    p.add_argument("--interval", type=number(float, 0, low_open=True), default=crash.DEFAULT_INTERVAL, help="sweeps")
-
-
-def register_crash_server_command(sub) -> None:
-    """Add ``crashtest-server`` to the ``sweepq`` subparsers."""
-    from sweepq.pipeline.args import HelpFormatter
-
-    c = sub.add_parser(
-        "crashtest-server",
-        help="the kill -9 harness in server mode: SIGKILL a server under a client's load, restart, verify",
-        description="A client worker puts and gets persistent messages through 'sweepq serve'-like server; "
-        "the server is SIGKILLed at random moments and after commits and restarted on the same directory, N "
-        "times; then the directory is drained and judged from the worker's logs: every committed message "
-        "exactly once, in order per priority. Exits 1 on any violation.",
-        formatter_class=HelpFormatter,
-    )
-    _options(c)
-    c.set_defaults(func=_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -272,16 +218,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         s = sub.add_parser(name)
         s.add_argument("--data-dir", required=True)
         s.add_argument("--sync", default="commit")
-        s.add_argument("--interval", type=float, default=crash.DEFAULT_INTERVAL)
+        s.add_argument("--interval", type=float, default=crash_worker.DEFAULT_INTERVAL)
         if name == "client":
             s.add_argument("--log", required=True)
             s.add_argument("--seed", type=number(int, 0), default=1)
             s.add_argument("--run", type=number(int, 1), default=1)
             s.add_argument("--max-ops", type=number(int, 0), default=0)
         s.set_defaults(func=func)
-    r = sub.add_parser("run", help="the harness, as 'sweepq crashtest-server'")
-    _options(r)
-    r.set_defaults(func=_command)
     args = p.parse_args(argv)
     return args.func(args)
 

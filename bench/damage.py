@@ -1,50 +1,71 @@
-"""``sweepq damagetest``: the damage fuzz (issue 16, item 4; docs/damage.md).
+"""``sweepq damagetest``: the damage fuzz (issue 16 item 4, issue 24; docs/damage.md).
 
-Each trial builds a data directory with real traffic (persistent messages on two queues at
-three priorities, units of work, sweeps into blobs, gets from memory and from blobs), then
-damages one file of it chosen at random, *any* file (table files, write-ahead logs, the
-manifest, CURRENT, OPTIONS, RocksDB's own logs, sweepq's checkpoint and statistics), by
-flipping 1 to 3 bits or cutting it short, either between two opens or while a queue
-manager has it open and goes on working. Then it opens the directory (with
-``repair=True`` when the plain open refuses, as the refusal advises), drains every queue,
-and judges:
+A trial damages one file of a data directory that real traffic built (persistent messages
+on two queues at three priorities, units of work committed and backed out, sweeps into
+blobs, gets from memory and from blobs, flushes into table files), then opens it (with
+``repair=True`` when the plain open refuses, as the refusal advises), drains every queue
+and judges. Every file kind, every damage, every state of the directory:
 
-* **no wrong data**: every message delivered is one that was put, byte for byte (each
-  payload carries its id and a hash of itself);
-* **no consumed message again**: no message whose get returned (or whose unit of work
-  committed) is delivered again, and none twice in the drain;
-* **usable**: the queue manager opens (with repair when asked) and puts and gets work.
+* file kinds (:data:`FILE_KINDS`): the manifest, ``CURRENT``, ``OPTIONS``, the
+  write-ahead logs (``*.log``), the table files (``*.sst``), sweepq's own files
+  (``sweepq-*``: the checkpoint, the change log, the record of the manifest, the
+  statistics), RocksDB's others (``IDENTITY``, its info logs);
+* damages (:data:`DAMAGES`): cut short at a random length, a 4 KiB page zeroed (the whole
+  file when smaller), 1 to 3 bits flipped, deleted;
+* states (:data:`STATES`): ``closed`` (the queue manager closed cleanly), ``killed`` (a
+  process working on it killed with SIGKILL at a random point, in a unit of work or between
+  two), ``open`` (damaged while a queue manager has it open and goes on working, then
+  closes); and ``plain`` kills: killed, not damaged at all.
 
-Messages may be lost (damage destroys data): the fuzz counts them, and how many of them
-the queue manager named (by MsgId, in ``recovery.damaged_msg_ids`` or a 2101).
+Every combination comes round in turn (:data:`COMBOS`: the quick form is one round), the
+closed and killed ones on copies of a few shared directories (one build serves
+:data:`PER_BASE` trials); everything random comes from ``random.Random(f"{seed}:{trial}")``.
 
-Everything random comes from ``random.Random(f"{seed}:{trial}")``: a seed replays a trial.
+The verdict of a trial, by class (a trial may fall in several):
+
+* **wrong data** (violation): a message delivered that was never put, or with a payload
+  that is not the one put (each carries its id and a hash of itself);
+* **consumed back** (violation): a message whose get was committed is delivered again;
+* **twice** (violation): a message delivered twice in the drain;
+* **silent loss** (violation): committed messages neither consumed nor delivered, and the
+  open reported nothing at all (no damage line, no 2101);
+* **unusable** (violation): the queue manager does not open with ``repair=True``, or a
+  put and a get fail after the drain;
+* **false loss** (violation): a message named lost (``recovery.damaged_msg_ids``, or a 2101
+  naming it) that was consumed or is delivered; after a plain kill, any message named;
+* **named loss**: messages lost and named by MsgId; **reported loss**: lost, the damage
+  reported, but these messages not named (what nothing could name: docs/damage.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import faulthandler
-import json
 import os
 import random
 import shutil
+import signal
+import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from .crash import check_payload, ident_of, ids_in_error, msg_id, payload
+from .crash.worker import EventLog, check_payload, ident_of, ids_in_error, msg_id, payload
 
 QUEUES = ("DMG.A", "DMG.B")
 PRIORITIES = (0, 4, 9)
-QUICK_TRIALS = 60
+FILE_KINDS = ("MANIFEST", "CURRENT", "OPTIONS", "log", "sst", "sweepq", "other")
+DAMAGES = ("cut", "zero", "flip", "delete")
+STATES = ("closed", "killed", "open")
+# Every (state, file kind, damage) in the order trials take them, then one plain kill.
+COMBOS = [(s, k, d) for k in FILE_KINDS for d in DAMAGES for s in STATES] + [("plain", "none", "none")]
+QUICK_TRIALS = len(COMBOS)
 DEFAULT_TRIALS = 1000
-PHASES = ("between opens", "while open")
-KINDS = ("flip", "truncate")
+PER_BASE = 7  # closed or killed trials that share one built directory (each on a copy)
+VIOLATIONS = ("wrong data", "consumed back", "twice", "silent loss", "unusable", "false loss")
+TRIAL_SECONDS = 300  # a trial that takes longer is stuck (inside RocksDB, where it cannot be stopped)
 
 
 @dataclass
@@ -52,17 +73,30 @@ class Trial:
     """One trial's plan and what came of it."""
 
     number: int
-    phase: str
-    kind: str
-    target: str = ""  # the file damaged, by kind (sst, log, MANIFEST, ...)
+    state: str
+    kind: str  # the kind of file damaged (FILE_KINDS), "none" for a plain kill
+    damage: str
+    target: str = ""  # the file damaged
     what: str = ""
     opened: str = "plainly"  # plainly | with repair
     put: int = 0
     consumed: int = 0
     delivered: int = 0
     lost: int = 0
-    named: int = 0
+    named: int = 0  # of the lost, named by MsgId
+    reported: bool = False  # the open or a get reported damage
     violations: list[str] = field(default_factory=list)
+
+    def violation(self, cls: str, text: str) -> None:
+        self.violations.append(f"{cls}: {text}")
+
+    def classes(self) -> set[str]:
+        out = {v.split(":", 1)[0] for v in self.violations}
+        if self.lost and self.named:
+            out.add("named loss")
+        if self.lost > self.named and "silent loss" not in out:
+            out.add("reported loss")
+        return out
 
 
 @dataclass
@@ -77,29 +111,47 @@ class Verdict:
     def ok(self) -> bool:
         return not any(t.violations for t in self.trials)
 
+    def as_json(self, replay: str = "") -> dict:
+        """Every trial, as ``sweepq damagetest --json`` prints it."""
+        return {
+            "ok": self.ok,
+            "seed": self.seed,
+            "seconds": self.seconds,
+            "trials": [asdict(t) for t in self.trials],
+            "replay": replay,
+        }
+
+    def table(self, by: Callable[[Trial], str]) -> list[str]:
+        """Trials per group (``by``) and class, as text rows."""
+        cols = [*VIOLATIONS, "named loss", "reported loss", "repair"]
+        groups = sorted({by(t) for t in self.trials})
+        rows = ["  " + " | ".join(["", "trials", *cols])]
+        for g in [*groups, "all"]:
+            ts = [t for t in self.trials if g == "all" or by(t) == g]
+            n = Counter(c for t in ts for c in t.classes())
+            n["repair"] = sum(t.opened == "with repair" for t in ts)
+            rows.append("  " + " | ".join([g, str(len(ts)), *(str(n[c]) for c in cols)]))
+        return rows
+
     def render(self, replay: str = "") -> str:
         n = len(self.trials)
-        by = Counter((t.target, t.kind) for t in self.trials)
-        repaired = Counter(t.target for t in self.trials if t.opened == "with repair")
         lost = sum(t.lost for t in self.trials)
         named = sum(t.named for t in self.trials)
-        bad = [v for t in self.trials for v in t.violations]
         lines = [
             f"damage fuzz: {'PASS' if self.ok else 'FAIL'} (seed {self.seed}): {n} trials in {self.seconds:.0f} s",
             f"  messages put {sum(t.put for t in self.trials):,}; consumed {sum(t.consumed for t in self.trials):,}; "
-            f"delivered after the damage {sum(t.delivered for t in self.trials):,}",
-            f"  wrong data delivered: {sum('wrong data' in v for v in bad)}; consumed messages delivered again: "
-            f"{sum('consumed' in v for v in bad)}; delivered twice: {sum('twice' in v for v in bad)}; "
-            f"unusable after repair: {sum('unusable' in v for v in bad)}",
-            f"  opens that needed repair=True: {sum(repaired.values())} ("
-            + ", ".join(f"{f} {c}" for f, c in sorted(repaired.items()))
-            + f"); messages lost to damage: {lost:,} ({named:,} of them named by MsgId)",
-            "  trials by file and damage: " + ", ".join(f"{f} {k} {c}" for (f, k), c in sorted(by.items())),
-            "  by phase: " + ", ".join(f"{p} {c}" for p, c in sorted(Counter(t.phase for t in self.trials).items())),
+            f"delivered after the damage {sum(t.delivered for t in self.trials):,}; lost to damage {lost:,} "
+            f"({named:,} of them named by MsgId)",
+            "  trials with each outcome, by file kind:",
+            *self.table(lambda t: t.kind),
+            "  by state of the directory:",
+            *self.table(lambda t: t.state),
+            "  by damage:",
+            *self.table(lambda t: t.damage),
         ]
         for t in self.trials:
             for v in t.violations[:3]:
-                lines.append(f"  trial {t.number} ({t.phase}, {t.kind} {t.what}): {v}")
+                lines.append(f"  trial {t.number} ({t.state}, {t.damage} {t.what}): {v[:300]}")
         if replay:
             lines.append(f"  replay: {replay}")
         return "\n".join(lines)
@@ -109,14 +161,34 @@ class Verdict:
 
 
 class Traffic:
-    """Puts and gets on :data:`QUEUES`, remembering what was put and what was consumed."""
+    """Puts and gets on :data:`QUEUES`, remembering what was put and what was consumed.
 
-    def __init__(self, rng: random.Random, run: int):
+    ``put`` and ``consumed`` are what returned (a put's call or its commit; a get's commit);
+    ``maybe_put`` and ``maybe_consumed`` what a kill may have cut in the middle. ``log``
+    (an EventLog) receives every event as it happens, for a process that is killed;
+    ``die_at`` kills this process at that pass of a kill point."""
+
+    def __init__(self, rng: random.Random, run: int, log: EventLog | None = None, die_at: int = 0):
         self.rng = rng
         self.run = run
         self.n = 0
         self.put: set[str] = set()
         self.consumed: set[str] = set()
+        self.maybe_put: set[str] = set()
+        self.maybe_consumed: set[str] = set()
+        self.log = log
+        self.die_at = die_at
+        self.passes = 0
+
+    def _event(self, kind: str, ids: list[str]) -> None:
+        if self.log is not None:
+            self.log.emit(kind, *ids)
+
+    def _point(self) -> None:
+        """A kill point: between two calls, or inside a unit of work before or after its commit."""
+        self.passes += 1
+        if self.die_at and self.passes == self.die_at:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def work(self, qm, steps: int) -> None:
         from sweepq.engine import GMO, MD, OO, PMO, MQError, Reason
@@ -128,37 +200,52 @@ class Traffic:
             for _ in range(steps):
                 q = hs[rng.choice(QUEUES)]
                 r = rng.random()
+                self._point()
                 if r < 0.55:
                     uow = rng.random() < 0.4
                     batch = [self._next() for _ in range(rng.randint(1, 8))]
+                    self._event("P+", batch)
                     for ident in batch:
                         prio = rng.choice(PRIORITIES)
+                        self.maybe_put.add(ident)
                         q.put(
                             payload(ident, prio, rng.randint(40, 900)),
                             MD(msg_id=msg_id(ident), priority=prio),
                             PMO.SYNCPOINT if uow else PMO.NONE,
                         )
+                        if not uow:
+                            self._event("P=", [ident])
+                            self.put.add(ident)
                     if uow:
+                        self._point()
                         conn.commit()
-                    self.put.update(batch)
+                        self._event("P=", batch)
+                        self.put.update(batch)
+                    self.maybe_put -= set(batch)
                 elif r < 0.9:
-                    uow = rng.random() < 0.5
                     got = []
                     for _ in range(rng.randint(1, 6)):
                         try:
-                            got.append(q.get(GMO.SYNCPOINT if uow else GMO.NONE))
+                            got.append(check_payload(q.get(GMO.SYNCPOINT).data)[0])
                         except MQError as e:
                             if e.reason not in (Reason.NO_MSG_AVAILABLE, Reason.OBJECT_DAMAGED):
                                 raise
                             break
-                    if uow and rng.random() < 0.2:
+                    got = [i for i in got if i]
+                    self._point()
+                    if rng.random() < 0.2:
                         conn.backout()
                         continue
-                    if uow:
-                        conn.commit()
-                    self.consumed.update(i for i in (check_payload(m.data)[0] for m in got) if i)
+                    self._event("G+", got)
+                    self.maybe_consumed.update(got)
+                    conn.commit()
+                    self._event("G=", got)
+                    self.consumed.update(got)
+                    self.maybe_consumed -= set(got)
                 else:
                     qm.sweeper.run_once()
+                    if rng.random() < 0.3:
+                        qm.blob_store().flush()  # a table file, and a manifest edit
         finally:
             with contextlib.suppress(Exception):
                 conn.disconnect()
@@ -166,6 +253,27 @@ class Traffic:
     def _next(self) -> str:
         self.n += 1
         return f"{self.run}.{self.n}"
+
+    @classmethod
+    def from_log(cls, path: str) -> Traffic:
+        """What a killed process's event log says it did."""
+        t = cls(random.Random(0), 0)
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            for line in f:
+                if not line.endswith("\n"):
+                    break  # cut by the kill
+                kind, *ids = line.split()
+                if kind == "P+":
+                    t.maybe_put.update(ids)
+                elif kind == "P=":
+                    t.put.update(ids)
+                    t.maybe_put.difference_update(ids)
+                elif kind == "G+":
+                    t.maybe_consumed.update(ids)
+                elif kind == "G=":
+                    t.consumed.update(ids)
+                    t.maybe_consumed.difference_update(ids)
+        return t
 
 
 def _open(path: str, repair: bool = False):
@@ -191,74 +299,159 @@ def _define(qm) -> None:
             qm.define_queue(q, default_persistence=Persistence.PERSISTENT, max_depth=10**6)
 
 
+def build(path: str, rng: random.Random, run: int = 1) -> Traffic:
+    """Real traffic on a new data directory ``path``, in two opens; closed cleanly."""
+    traffic = Traffic(rng, run)
+    for steps in (rng.randint(30, 90), rng.randint(20, 70)):
+        qm = _open(path)
+        _define(qm)
+        traffic.work(qm, steps)
+        qm.close()
+    return traffic
+
+
+_KILLED = """
+import random, sys
+from sweepq.bench import damage
+from sweepq.bench.crash.worker import EventLog
+path, seed, log, die_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+rng = random.Random(seed)
+qm = damage._open(path)
+damage._define(qm)
+t = damage.Traffic(rng, 2, EventLog(log), die_at)
+t.work(qm, 400)
+"""
+
+
+def build_killed(path: str, rng: random.Random) -> Traffic:
+    """Real traffic on a new data directory ``path``: an open closed cleanly, then a process
+    that works on it killed with SIGKILL at a random point (its event log says what it did)."""
+    traffic = Traffic(rng, 1)
+    qm = _open(path)
+    _define(qm)
+    traffic.work(qm, rng.randint(20, 60))
+    qm.close()
+    log = path + ".events"
+    args = [sys.executable, "-c", _KILLED, path, str(rng.random()), log, str(rng.randint(20, 300))]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=TRIAL_SECONDS)
+    if out.returncode != -signal.SIGKILL:
+        raise RuntimeError(f"the killed worker exited with {out.returncode}: {out.stderr[-1500:]}")
+    killed = Traffic.from_log(log)
+    os.remove(log)
+    traffic.put |= killed.put
+    traffic.maybe_put |= killed.maybe_put
+    traffic.consumed |= killed.consumed
+    traffic.maybe_consumed |= killed.maybe_consumed
+    return traffic
+
+
 # -- damage -----------------------------------------------------------------------------------------
 
 
 def file_kind(name: str) -> str:
-    """A data directory's file by what it is (the fuzz's figures count by these)."""
+    """A data directory's file by the kind the fuzz counts (:data:`FILE_KINDS`)."""
     for suffix, kind in ((".sst", "sst"), (".log", "log")):
         if name.endswith(suffix) and name[: -len(suffix)].isdigit():
             return kind
-    for prefix in ("MANIFEST", "OPTIONS", "CURRENT", "IDENTITY", "LOCK", "LOG", "sweepq-checkpoint", "sweepq-stats"):
+    for prefix in ("MANIFEST", "OPTIONS", "CURRENT"):
         if name.startswith(prefix):
-            return prefix.split(".")[0]
-    return "other"
+            return prefix
+    return "sweepq" if name.startswith("sweepq-") else "other"
 
 
-def damage(path: str, rng: random.Random, kind: str) -> tuple[str, str]:
-    """Flip 1-3 bits in, or cut short, one file of ``path`` chosen at random (any file with
-    bytes in it). Returns (its kind, what was done)."""
-    names = sorted(n for n in os.listdir(path) if os.path.isfile(os.path.join(path, n)))
-    names = [n for n in names if os.path.getsize(os.path.join(path, n)) > 0] or names
-    name = rng.choice(names)
+def damage(path: str, rng: random.Random, kind: str, how: str) -> tuple[str, str]:
+    """Damage one file of kind ``kind`` in ``path`` (any file with bytes in it, when there is
+    none of that kind) as ``how`` says (:data:`DAMAGES`). Returns (the file, what was done)."""
+    names = sorted(n for n in os.listdir(path) if os.path.isfile(os.path.join(path, n)) and n != "LOCK")
+    pool = [n for n in names if file_kind(n) == kind] or [n for n in names if os.path.getsize(os.path.join(path, n))]
+    name = rng.choice(pool or names)
     full = os.path.join(path, name)
     size = os.path.getsize(full)
+    if how == "delete":
+        os.remove(full)
+        return name, f"{name}: deleted ({size} bytes)"
     if size == 0:
-        return file_kind(name), f"{name}: empty, left as it is"
+        return name, f"{name}: empty, left as it is"
     with open(full, "r+b") as f:
-        if kind == "truncate":
+        if how == "cut":
             cut = rng.randrange(size)
             f.truncate(cut)
-            return file_kind(name), f"{name}: cut to {cut} of {size} bytes"
+            return name, f"{name}: cut to {cut} of {size} bytes"
+        if how == "zero":
+            page = rng.randrange(max(size // 4096, 1)) * 4096 if size > 4096 else 0
+            n = min(4096, size - page)
+            f.seek(page)
+            f.write(bytes(n))
+            return name, f"{name}: bytes {page}..{page + n} of {size} zeroed"
         offsets = sorted(rng.randrange(size) for _ in range(rng.randint(1, 3)))
         for off in offsets:
             f.seek(off)
             b = f.read(1)[0]
             f.seek(off)
             f.write(bytes([b ^ (1 << rng.randrange(8))]))
-    return file_kind(name), f"{name}: bits flipped at {offsets} of {size} bytes"
+    return name, f"{name}: bits flipped at {offsets} of {size} bytes"
 
 
 # -- one trial ------------------------------------------------------------------------------------------
 
 
+def _base(work: str, seed: int, number: int) -> tuple[str, Traffic]:
+    """The directory that trial ``number`` (closed, killed or a plain kill) copies: built
+    once for :data:`PER_BASE` trials of its state in its round of :data:`COMBOS`."""
+    state = COMBOS[(number - 1) % len(COMBOS)][0]
+    state = "killed" if state == "plain" else state
+    at = (number - 1) % len(COMBOS)
+    nth = sum(s == state for s, _k, _d in COMBOS[:at])  # this trial's place among its state's
+    path = os.path.join(work, f"base-{state}-{(number - 1) // len(COMBOS)}-{nth // PER_BASE}")
+    traffic = _BASES.get(path)
+    if traffic is None:
+        rng = random.Random(f"{seed}:{path[len(work) :]}")
+        traffic = _BASES[path] = build_killed(path, rng) if state == "killed" else build(path, rng)
+    return path, traffic
+
+
+_BASES: dict[str, Traffic] = {}  # built directories of the running fuzz, by path
+
+
 def run_trial(work: str, seed: int, number: int) -> Trial:
-    """Build, damage and judge one data directory (see the module docstring)."""
+    """One trial (see the module docstring): the combination :data:`COMBOS` gives ``number``."""
+    state, kind, how = COMBOS[(number - 1) % len(COMBOS)]
+    rng = random.Random(f"{seed}:{number}")
+    t = Trial(number, state, kind, how)
+    path = os.path.join(work, f"trial-{number:05d}")
+    if state == "open":
+        traffic = _damaged_while_open(path, rng, t)
+    else:
+        base, traffic = _base(work, seed, number)
+        shutil.copytree(base, path)
+        if state == "plain":
+            t.what = "killed, not damaged"
+        else:
+            t.target, t.what = damage(path, rng, kind, how)
+    t.put, t.consumed = len(traffic.put), len(traffic.consumed)
+    _judge(path, traffic, t)
+    shutil.rmtree(path, ignore_errors=True)
+    return t
+
+
+def _damaged_while_open(path: str, rng: random.Random, t: Trial) -> Traffic:
+    from sweepq.blobstore import StoreError
     from sweepq.engine import MQError
 
-    rng = random.Random(f"{seed}:{number}")
-    t = Trial(number, rng.choice(PHASES), rng.choice(KINDS))
-    path = os.path.join(work, f"trial-{number:05d}")
     traffic = Traffic(rng, 1)
     qm = _open(path)
     _define(qm)
     traffic.work(qm, rng.randint(40, 120))
     qm.blob_store().flush()
     traffic.work(qm, rng.randint(10, 60))
-    if t.phase == "while open":
-        t.target, t.what = damage(path, rng, t.kind)
-        with contextlib.suppress(MQError):
-            traffic.work(qm, rng.randint(5, 40))
-            qm.blob_store().flush()
-            traffic.work(qm, rng.randint(5, 20))
+    t.target, t.what = damage(path, rng, t.kind, t.damage)
+    with contextlib.suppress(MQError, StoreError):
+        traffic.work(qm, rng.randint(5, 40))
+        qm.blob_store().flush()
+        traffic.work(qm, rng.randint(5, 20))
     with contextlib.suppress(MQError):
         qm.close()
-    if t.phase == "between opens":
-        t.target, t.what = damage(path, rng, t.kind)
-    t.put, t.consumed = len(traffic.put), len(traffic.consumed)
-    _judge(path, traffic, t)
-    shutil.rmtree(path, ignore_errors=True)
-    return t
+    return traffic
 
 
 def _judge(path: str, traffic: Traffic, t: Trial) -> None:
@@ -271,9 +464,10 @@ def _judge(path: str, traffic: Traffic, t: Trial) -> None:
         try:
             qm = _open(path, repair=True)
         except MQError as e:
-            t.violations.append(f"unusable after repair=True: {' '.join(str(e).split())[:300]}")
+            t.violation("unusable", f"the open with repair=True failed: {' '.join(str(e).split())[:300]}")
             return
     named = {i for i in (ident_of(bytes(m)) for m in qm.recovery.damaged_msg_ids) if i}
+    t.reported = bool(qm.recovery.damaged)
     seen: Counter[str] = Counter()
     try:
         _define(qm)
@@ -290,120 +484,68 @@ def _judge(path: str, traffic: Traffic, t: Trial) -> None:
                         errors += 1
                         if e.reason == Reason.OBJECT_DAMAGED:
                             named.update(ids_in_error(e))
+                            t.reported = True
                         continue
                     ident, intact = check_payload(m.data)
-                    if not intact or ident not in traffic.put:
-                        t.violations.append(f"wrong data delivered on {q}: {bytes(m.data[:40])!r}")
+                    if not intact or ident not in traffic.put | traffic.maybe_put:
+                        t.violation("wrong data", f"on {q}: {bytes(m.data[:40])!r}")
                         continue
                     seen[ident] += 1
-            # usable: a put and a get work
-            h = conn.open(QUEUES[0], OO.OUTPUT | OO.INPUT_SHARED)
+            h = conn.open(QUEUES[0], OO.OUTPUT | OO.INPUT_SHARED)  # usable: a put and a get work
             h.put(b"after the damage")
             if h.get().data != b"after the damage":
-                t.violations.append("unusable after repair=True: a put did not come back")
+                t.violation("unusable", "a put did not come back")
+        t.reported = t.reported or bool(qm.damage())
     except MQError as e:
-        t.violations.append(f"unusable after repair=True: {' '.join(str(e).split())[:300]}")
+        t.violation("unusable", f"{' '.join(str(e).split())[:300]}")
     finally:
         with contextlib.suppress(MQError):
             qm.close()
     again = sorted(set(seen) & traffic.consumed)
     if again:
-        t.violations.append(f"consumed messages delivered again: {len(again)} ({', '.join(again[:5])})")
+        t.violation("consumed back", f"{len(again)} ({', '.join(again[:5])})")
     twice = [i for i, c in seen.items() if c > 1]
     if twice:
-        t.violations.append(f"delivered twice: {len(twice)} ({', '.join(twice[:5])})")
-    live = traffic.put - traffic.consumed
+        t.violation("twice", f"{len(twice)} ({', '.join(twice[:5])})")
     t.delivered = len(seen)
-    lost = live - set(seen)
-    t.lost = len(lost)
-    t.named = len(lost & named)
+    lost = traffic.put - traffic.consumed - traffic.maybe_consumed - set(seen)
+    t.lost, t.named = len(lost), len(lost & named)
+    if lost and not t.reported:
+        t.violation(
+            "silent loss", f"{len(lost)} committed message(s) lost, nothing reported ({', '.join(sorted(lost)[:5])})"
+        )
+    false = named & (traffic.consumed | set(seen)) if t.state != "plain" else named
+    if false:
+        t.violation("false loss", f"{len(false)} named lost but consumed or delivered ({', '.join(sorted(false)[:5])})")
+    if t.state == "plain" and lost:
+        t.violation("silent loss" if not t.reported else "false loss", f"a plain kill lost {len(lost)} message(s)")
 
 
 def run_fuzz(work: str, trials: int, seed: int, progress: Callable[[int, Trial], None] | None = None) -> Verdict:
     """``trials`` trials in ``work`` (each in a directory of its own, removed after it)."""
     t0 = time.monotonic()
     verdict = Verdict(seed)
-    for k in range(1, trials + 1):
-        trial = run_trial(work, seed, k)
-        verdict.trials.append(trial)
-        if progress is not None:
-            progress(k, trial)
+    _BASES.clear()
+    try:
+        for k in range(1, trials + 1):
+            trial = run_trial(work, seed, k)
+            verdict.trials.append(trial)
+            if progress is not None:
+                progress(k, trial)
+    finally:
+        for path in _BASES:
+            shutil.rmtree(path, ignore_errors=True)
+        _BASES.clear()
     verdict.seconds = time.monotonic() - t0
     return verdict
 
 
-# -- the command line ------------------------------------------------------------------------------------
-
-
-TRIAL_SECONDS = 300  # a trial that takes longer is stuck (inside RocksDB, where it cannot be stopped)
-
-
-def _watchdog() -> None:
+def arm_watchdog() -> None:
     """(Re)arm the watchdog: a trial stuck longer than :data:`TRIAL_SECONDS` ends the process
     with every thread's stack on stderr (its directory kept), instead of hanging for ever."""
     with contextlib.suppress(AttributeError, OSError, ValueError):  # no real stderr: no watchdog
         faulthandler.dump_traceback_later(TRIAL_SECONDS, exit=True, file=sys.__stderr__)
 
 
-def _damagetest_command(args: argparse.Namespace) -> int:
-    trials = args.trials or (QUICK_TRIALS if args.quick else DEFAULT_TRIALS)
-    work = tempfile.mkdtemp(prefix="sweepq-damage-")
-    say = (lambda *a, **k: print(*a, **k, file=sys.stderr)) if args.json else print
-    say(f"sweepq damagetest: {trials} trials, seed {args.seed}, in {work}", flush=True)
-
-    def progress(k: int, t: Trial) -> None:
-        _watchdog()
-        if k % 25 == 0 or t.violations:
-            flag = f"  ! {t.violations[0][:120]}" if t.violations else ""
-            say(f"  trial {k}/{trials}: {t.phase}, {t.kind} {t.target}{flag}", flush=True)
-
-    _watchdog()
-    try:
-        verdict = run_fuzz(work, trials, args.seed, progress)
-    except KeyboardInterrupt:
-        print(f"sweepq damagetest: interrupted; the trial directories are in {work}", file=sys.stderr)
-        return 130
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-    replay = f"sweepq damagetest --trials {trials} --seed {args.seed}"
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "ok": verdict.ok,
-                    "seed": verdict.seed,
-                    "seconds": verdict.seconds,
-                    "trials": [asdict(t) for t in verdict.trials],
-                    "replay": replay,
-                }
-            )
-        )
-    else:
-        print(verdict.render(replay))
-    shutil.rmtree(work, ignore_errors=True)
-    return 0 if verdict.ok else 1
-
-
-def register_damage_command(sub) -> None:
-    """Add ``damagetest`` to the ``sweepq`` subparsers ``sub``."""
-    from sweepq.pipeline.args import HelpFormatter, number
-
-    c = sub.add_parser(
-        "damagetest",
-        help="the damage fuzz: flip bits in and cut the files of data directories, verify nothing wrong comes back",
-        description="Build a data directory with real traffic, damage one of its files at random (bit flips or "
-        "a cut, between opens or while open), open it (with repair=True when refused), drain it, and verify: no "
-        "wrong data delivered, no consumed message delivered again, the queue manager usable. Repeats with "
-        "fresh directories. Exits 1 on any violation.",
-        formatter_class=HelpFormatter,
-    )
-    c.add_argument(
-        "--trials",
-        type=number(int, 1),
-        default=None,
-        help=f"trials (default {DEFAULT_TRIALS}; --quick: {QUICK_TRIALS})",
-    )
-    c.add_argument("--quick", action="store_true", help=f"the CI form: {QUICK_TRIALS} trials")
-    c.add_argument("--seed", type=number(int, 0), default=1, help="seed of every random choice; replays a run")
-    c.add_argument("--json", action="store_true", help="print every trial as JSON (progress goes to stderr)")
-    c.set_defaults(func=_damagetest_command)
+def disarm_watchdog() -> None:
+    faulthandler.cancel_dump_traceback_later()

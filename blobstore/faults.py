@@ -21,6 +21,7 @@ from .protocol import (
     DamageLog,
     Salvage,
     Salvaging,
+    Since,
     Store,
     StoreDamageError,
     StoreError,
@@ -237,3 +238,7 @@ class FaultyStore:
     def blob_horizon(self) -> int:
         inner: Checkpointing = self.inner  # type: ignore[assignment]
         return inner.blob_horizon()
+
+    def since_checkpoint(self) -> Since:
+        inner: Checkpointing = self.inner  # type: ignore[assignment]
+        return inner.since_checkpoint()

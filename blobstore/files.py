@@ -1,8 +1,14 @@
-"""The data directory's own files: side records beside the database, its privacy, repair.
+"""The data directory's own files: side records and side logs beside the database, its
+privacy, repair.
 
 *Side records* (``sweepq-<name>``, e.g. the engine's checkpoint of live messages) are small,
 checksummed and replaced atomically (write, fsync, rename, fsync the directory), and live
 outside RocksDB so that damage to its files cannot take them too.
+
+*Side logs* (:class:`SideLog`, e.g. the change log, blobstore/changes.py) are appended to,
+one checksummed record per ``os.write`` on an O_APPEND file, never synced: a process killed
+at any moment leaves every record written before (the kernel holds them), which is what
+they are for; they start afresh, atomically and durably, with one record.
 
 Privacy: the directory is 0700 and every file in it 0600, whatever the process's umask,
 which is never touched (every thread of the host process shares it). On Linux a default
@@ -25,6 +31,7 @@ import zlib
 from rocksdict import Options, Rdict
 
 from .kv import KVCorruption, KVError
+from .rocksfiles import current_manifest, first_bad_header
 
 SIDE_PREFIX = "sweepq-"
 _SIDE_MAGIC = b"SQS1"
@@ -52,9 +59,10 @@ def read_side_file(path: str, name: str) -> bytes | None:
     return data
 
 
-def write_side_file(path: str, name: str, data: bytes) -> None:
+def write_side_file(path: str, name: str, data: bytes, raw: bytes | None = None) -> None:
     """Replace the side record ``name`` atomically and durably (write, fsync, rename, fsync
-    the directory), private to its owner whatever the umask. :raises KVError: not replaced."""
+    the directory), private to its owner whatever the umask (``raw``: these bytes as they
+    are, not a side record). :raises KVError: not replaced."""
     full = os.path.join(path, SIDE_PREFIX + name)
     tmp = full + ".tmp"
     try:
@@ -62,7 +70,7 @@ def write_side_file(path: str, name: str, data: bytes) -> None:
             os.unlink(tmp)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
-            os.write(fd, _SIDE_HEAD.pack(_SIDE_MAGIC, zlib.crc32(data), len(data)) + data)
+            os.write(fd, raw if raw is not None else _SIDE_HEAD.pack(_SIDE_MAGIC, zlib.crc32(data), len(data)) + data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -76,6 +84,75 @@ def write_side_file(path: str, name: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise KVError(f"writing {full} failed: {e}") from e
+
+
+_LOG_MAGIC = b"SQG1"
+_LOG_HEAD = struct.Struct("<II")  # length of the record, crc32 of it
+
+
+class SideLog:
+    """One side log of a data directory (see the module docstring). Thread-safe: a record is
+    one ``os.write`` of an O_APPEND file, which the kernel never interleaves with another."""
+
+    def __init__(self, path: str, name: str):
+        self.path = os.path.join(path, SIDE_PREFIX + name)
+        self._fd: int | None = None
+        self.failed: str | None = None  # why an append failed (appends then stop until start)
+
+    def read(self) -> tuple[list[bytes], str | None]:
+        """Every whole record, in order, and why reading stopped before the end (None: it
+        did not; a record the file ends inside is a cut tail, not damage). No file: ([], None)."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return [], None
+        except OSError as e:
+            return [], f"{self.path} cannot be read ({e})"
+        if data[:4] != _LOG_MAGIC:
+            return [], f"{self.path} is damaged at byte 0 (not a side log)"
+        out: list[bytes] = []
+        pos = 4
+        while pos + _LOG_HEAD.size <= len(data):
+            n, crc = _LOG_HEAD.unpack_from(data, pos)
+            body = data[pos + _LOG_HEAD.size : pos + _LOG_HEAD.size + n]
+            if len(body) < n:
+                return out, None  # cut inside its last record
+            if n == 0 or zlib.crc32(body) != crc:
+                return out, f"{self.path} is damaged at byte {pos} (a record fails its checksum)"
+            out.append(body)
+            pos += _LOG_HEAD.size + n
+        return out, None
+
+    def start(self, record: bytes) -> None:
+        """Replace the log with one holding only ``record``, atomically and durably.
+        :raises KVError: not replaced (the old log stands)."""
+        dirname, name = os.path.split(self.path)
+        write_side_file(dirname, name[len(SIDE_PREFIX) :], b"", raw=_LOG_MAGIC + _frame(record))
+        self.close()
+        self.failed = None
+
+    def append(self, record: bytes) -> None:
+        """Add ``record`` at the end. Never raises: a log that cannot be written says why in
+        :attr:`failed` and takes nothing more until :meth:`start`."""
+        if self.failed is not None:
+            return
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+            os.write(self._fd, _frame(record))
+        except OSError as e:
+            self.failed = f"appending to {self.path} failed ({e})"
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _frame(record: bytes) -> bytes:
+    return _LOG_HEAD.pack(len(record), zlib.crc32(record)) + record
 
 
 def make_private(path: str) -> None:
@@ -160,9 +237,11 @@ def _locked_elsewhere(path: str) -> bool:
 
 
 def repair(path: str) -> list[str]:
-    """RocksDB's repair: rebuild the manifest from the files that can be read; files that
-    cannot (a truncated table, a damaged log) are moved to ``lost/``. Returns their names.
-    :raises KVError: the repair itself failed, or the store is open (:func:`claim`)."""
+    """RocksDB's repair: rebuild the manifest from the files that can be read; table files
+    that cannot (a truncated table) are moved to ``lost/``. Returns their names. (The logs,
+    turned into table files, and the old manifest go to ``lost/`` too, but nothing is lost
+    with them: they are not named.) :raises KVError: the repair itself failed, or the store
+    is open (:func:`claim`)."""
     lost = os.path.join(path, "lost")
     key = claim(path)
     try:
@@ -177,62 +256,16 @@ def repair(path: str) -> list[str]:
         release(key)
     after = set(os.listdir(lost)) if os.path.isdir(lost) else set()
     make_private(path)
-    return sorted(after - before)
+    return sorted(n for n in after - before if n.endswith(".sst"))
 
 
-def exists_as_store(path: str) -> bool:
-    return os.path.isdir(path) and "CURRENT" in os.listdir(path)
-
-
-# -- RocksDB's log-format files, checked before RocksDB reads them --------------------------------
-#
-# The write-ahead logs (``NNNNNN.log``) and the manifest (named by ``CURRENT``) are sequences
-# of records in 32 KiB blocks, each record behind a 7-byte header: crc32c (4), length (2),
-# type (1). RocksDB's reader loops for ever (open, repair and listing the families alike)
-# on a header whose type byte says "recycled log" in a log that is not recycled, which one
-# flipped bit makes (found by the damage fuzz). So every header is checked here first, and
-# RocksDB never reads a file with one it cannot take.
-
-_LOG_BLOCK = 32768
-_LOG_HEADER = struct.Struct("<IHB")
-_LOG_TYPES = (1, 2, 3, 4)  # full, first, middle, last (sweepq's logs are never recycled)
-
-
-def first_bad_header(path: str) -> int | None:
-    """The offset of the first record header of the log-format file ``path`` that RocksDB's
-    reader must not be given (an unknown type, a length past its block), or None. A zero
-    header ends the scan (preallocated space). Checksums are left to RocksDB."""
-    with open(path, "rb") as f:
-        data = f.read()
-    pos, n = 0, len(data)
-    while pos + _LOG_HEADER.size <= n:
-        left = _LOG_BLOCK - pos % _LOG_BLOCK
-        if left < _LOG_HEADER.size:  # a block's tail too short for a header is padding
-            pos += left
-            continue
-        crc, length, kind = _LOG_HEADER.unpack_from(data, pos)
-        if kind == 0 and length == 0 and crc == 0:
-            return None
-        if kind not in _LOG_TYPES or _LOG_HEADER.size + length > left:
-            return pos
-        pos += _LOG_HEADER.size + length
-    return None
-
-
-def manifest_of(path: str) -> str | None:
-    """The manifest ``CURRENT`` names in the data directory ``path`` (None: none readable)."""
-    try:
-        with open(os.path.join(path, "CURRENT"), "rb") as f:
-            name = f.read().decode("ascii", "replace").strip()
-    except OSError:
-        return None
-    full = os.path.join(path, name)
-    return full if name.startswith("MANIFEST-") and "/" not in name and os.path.isfile(full) else None
+# -- RocksDB's log-format files, checked before RocksDB reads them (blobstore/rocksfiles.py) ---------
 
 
 def check_manifest(path: str) -> None:
     """:raises KVCorruption: the manifest of ``path`` has a record header RocksDB cannot read."""
-    manifest = manifest_of(path)
+    name = current_manifest(path)
+    manifest = os.path.join(path, name) if name else None
     at = first_bad_header(manifest) if manifest else None
     if at is not None:
         raise KVCorruption(

@@ -83,8 +83,9 @@ class KV(Protocol):
         healed (rebuilt without what cannot be proven) when the store can write."""
         ...
 
-    def write(self, ops: Sequence[Op]) -> None:
-        """Apply ``ops`` atomically (all or none). :raises KVError: nothing was written."""
+    def write(self, ops: Sequence[Op]) -> int:
+        """Apply ``ops`` atomically (all or none); return the horizon after them (see
+        :meth:`horizon`). :raises KVError: nothing was written."""
         ...
 
     def sync(self) -> None:
@@ -97,6 +98,31 @@ class KV(Protocol):
 
     def write_side(self, name: str, data: bytes) -> None:
         """Replace a side record atomically and durably. :raises KVError: not replaced."""
+        ...
+
+    def read_log(self, name: str) -> tuple[list[bytes], str | None]:
+        """A side log's whole records, and why reading stopped before its end (None: it did not)."""
+        ...
+
+    def start_log(self, name: str, record: bytes) -> None:
+        """Replace a side log with one holding ``record``, atomically and durably.
+        :raises KVError: not replaced."""
+        ...
+
+    def append_log(self, name: str, record: bytes) -> str | None:
+        """Append ``record`` to a side log; never raises: returns why the log takes no more
+        records (until it starts again), or None."""
+        ...
+
+    def horizon(self) -> int:
+        """Every write made so far has a number at most this (RocksDB's last sequence number)."""
+        ...
+
+    def files(self) -> dict:
+        """Sync, then say what the store's files are now (JSON-able), for the caller to keep
+        apart from them and give back at the next open (``known``): an open then recognises
+        the damage that would let it destroy data, or that lost writes (blobstore/guard.py).
+        :raises KVError: the sync failed."""
         ...
 
     def unproven(self, cf: str, prefix: bytes = b"") -> bool:
@@ -135,7 +161,7 @@ class MemoryKV:
     is what a killed process would leave (the tests' crash)."""
 
     def __init__(self) -> None:
-        self._cfs: dict[str, dict[bytes, bytes]] = {cf: {} for cf in (*CFS, "side")}
+        self._cfs: dict[str, dict[bytes, bytes]] = {cf: {} for cf in (*CFS, "side", "logs")}
         self._lock = threading.Lock()
 
     def get(self, cf: str, key: bytes) -> bytes | None:
@@ -148,13 +174,17 @@ class MemoryKV:
     def salvage(self, cf: str, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> tuple[list, list, list]:
         return self.items(cf, prefix), [], []  # dicts hold no damage of their own
 
-    def write(self, ops: Sequence[Op]) -> None:
+    def write(self, ops: Sequence[Op]) -> int:
         with self._lock:
             for cf, key, value in ops:
                 if value is None:
                     self._cfs[cf].pop(key, None)
                 else:
                     self._cfs[cf][key] = bytes(value)
+            meta = self._cfs["side"]
+            horizon = int(meta.get(b"\0horizon", b"0")) + len(ops)
+            meta[b"\0horizon"] = str(horizon).encode()
+        return horizon
 
     def sync(self) -> None:
         pass
@@ -165,6 +195,26 @@ class MemoryKV:
     def write_side(self, name: str, data: bytes) -> None:
         with self._lock:
             self._cfs.setdefault("side", {})[name.encode()] = bytes(data)
+
+    def read_log(self, name: str) -> tuple[list[bytes], str | None]:
+        raw = self._cfs.setdefault("logs", {}).get(name.encode())
+        return (list(_unjoin(raw)) if raw else []), None
+
+    def start_log(self, name: str, record: bytes) -> None:
+        with self._lock:
+            self._cfs.setdefault("logs", {})[name.encode()] = _joined(record)
+
+    def append_log(self, name: str, record: bytes) -> str | None:
+        with self._lock:
+            logs = self._cfs.setdefault("logs", {})
+            logs[name.encode()] = logs.get(name.encode(), b"") + _joined(record)
+        return None
+
+    def horizon(self) -> int:
+        return int(self._cfs["side"].get(b"\0horizon", b"0"))
+
+    def files(self) -> dict:
+        return {"horizon": self.horizon()}  # no files
 
     def unproven(self, cf: str, prefix: bytes = b"") -> bool:
         return False
@@ -189,4 +239,16 @@ class MemoryKV:
         return {"dict_bytes": held, "held_bytes": 0}
 
     def close(self) -> None:
-        self._cfs = {cf: {} for cf in (*CFS, "side")}
+        self._cfs = {cf: {} for cf in (*CFS, "side", "logs")}
+
+
+def _joined(record: bytes) -> bytes:
+    return len(record).to_bytes(4, "little") + record
+
+
+def _unjoin(raw: bytes):
+    pos = 0
+    while pos < len(raw):
+        n = int.from_bytes(raw[pos : pos + 4], "little")
+        yield raw[pos + 4 : pos + 4 + n]
+        pos += 4 + n

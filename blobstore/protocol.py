@@ -89,6 +89,29 @@ class Salvage:
     gaps: list[tuple[bytes, bytes]] = field(default_factory=list)
 
 
+@dataclass
+class Since:
+    """What changed in the message records since the last checkpoint, as the store's own
+    record of the changes has them when it opened (:meth:`Checkpointing.since_checkpoint`).
+
+    ``written``: keys whose record was written and not removed since, each with the first
+    bytes of its record (to name it if damage took it); ``moved``: of those, the ones a link
+    moved into a blob, with the blobs that link wrote (one of them holds it); ``unlinked``:
+    blobs deleted; ``removed``: keys whose last change was a delete for good; ``marks``: the
+    last value written (None: cleared) of each mark (blob id, position). ``lost_writes``:
+    the store found, at open, that writes it had made are lost (a log cut or gone, a table
+    file set aside, a damaged family rebuilt): a record that is missing may be one of them.
+    ``complete``: the record reaches back to the checkpoint."""
+
+    written: dict[bytes, bytes] = field(default_factory=dict)
+    moved: dict[bytes, tuple[int, ...]] = field(default_factory=dict)
+    unlinked: frozenset[int] = frozenset()
+    removed: frozenset[bytes] = frozenset()
+    marks: dict[tuple[int, int], bytes | None] = field(default_factory=dict)
+    lost_writes: bool = False
+    complete: bool = False
+
+
 class Capability(enum.Flag):
     """Optional protocols a store implements, besides :class:`Store`."""
 
@@ -262,4 +285,10 @@ class Checkpointing(Protocol):
 
     def blob_horizon(self) -> int:
         """Every blob this store has ever written has a smaller id. Thread-safe."""
+        ...
+
+    def since_checkpoint(self) -> Since:
+        """What changed in the message records between the last checkpoint and this open
+        (see :class:`Since`); the next :meth:`write_checkpoint` starts the record again.
+        Never raises. Thread-safe."""
         ...

@@ -56,11 +56,11 @@ from rocksdict import (
     WriteOptions,
 )
 
-from . import heal
+from . import guard, heal
 from .files import (
+    SideLog,
     check_manifest,
     claim,
-    first_bad_header,
     make_private,
     mend_logs,
     read_side_file,
@@ -80,6 +80,7 @@ from .kv import (
     Listener,
     Op,
 )
+from .rocksfiles import first_bad_header
 
 # The store options that are RocksDB's (the rest are the blob store's own).
 ROCKSDB_OPTIONS = frozenset({"write_buffer_bytes", "block_cache_bytes"})
@@ -193,7 +194,11 @@ class RocksKV:
 
     ``sync`` makes every write durable (fsync) before it returns; ``wal=False`` writes no
     log (see the module docstring). ``read_only`` opens for inspection beside nothing
-    else. Failures while open: see the module docstring."""
+    else. ``known``: what the caller recorded of the directory's files (:meth:`files`, at its
+    last checkpoint; the horizon raised to the last write it knows of): an open that would
+    destroy data, or that cannot reach that horizon, is told by it (blobstore/guard.py).
+    Failures while open: see
+    the module docstring."""
 
     def __init__(
         self,
@@ -204,8 +209,10 @@ class RocksKV:
         read_only: bool = False,
         write_buffer_bytes: int = DEFAULT_WRITE_BUFFER_BYTES,
         block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
+        known: dict | None = None,
     ):
         self.path = path
+        self._known = known
         self._cache = Cache(block_cache_bytes)
         self.write_buffer_bytes = write_buffer_bytes
         self.block_cache_bytes = block_cache_bytes
@@ -229,6 +236,7 @@ class RocksKV:
         self._closed = False
         self._cf: dict = {}
         self._h: dict = {}
+        self._logs: dict[str, SideLog] = {}
         try:
             self._open()
         except KVError:
@@ -256,7 +264,8 @@ class RocksKV:
                     f"a write-ahead log of {self.path} is damaged: open it with a queue manager", self.path
                 )
         else:
-            self._events += mend_logs(self.path)
+            lost = guard.before_open(self.path, self._known)  # first: a refused open changes nothing
+            self._events += mend_logs(self.path) + lost
         existing = (
             {n for n in Rdict.list_cf(where, Options(raw_mode=True)) if n != "default"} if _is_db(where) else set()
         )
@@ -522,9 +531,9 @@ class RocksKV:
             )
         return heal.collect(heal.prove(self._cf[cf], prefix, probes))
 
-    def write(self, ops: Sequence[Op]) -> None:
+    def write(self, ops: Sequence[Op]) -> int:
         try:
-            self._write(ops)
+            return self._write(ops)
         except KVError as first:
             if self._broken is None or self._closed:
                 raise
@@ -535,13 +544,13 @@ class RocksKV:
                 self._recover()
             except KVError:
                 raise first from None
-            self._write(ops)
+            return self._write(ops)
 
-    def _write(self, ops: Sequence[Op]) -> None:
+    def _write(self, ops: Sequence[Op]) -> int:
         self._enter()  # written out, not through _call: the hot path of every durable put and get
         try:
             self._apply(ops)
-            return
+            return self._db.latest_sequence_number()  # type: ignore[union-attr]  # open inside the gate
         except Exception as e:
             err = self._failed(e, f"write to {self.path} failed", True)
         finally:
@@ -578,13 +587,14 @@ class RocksKV:
             )
 
     def flush(self) -> None:
-        """Write the memtables to table files (tests use it to reach the files)."""
-        self._enter()
-        try:
+        """Write the memtables to table files (tests use it to reach the files; the change log
+        starts again after it). :raises KVError: it failed (damage heals at the next call)."""
+
+        def work() -> None:
             for cf in self._cf.values():
                 cf.flush()
-        finally:
-            self._gate.leave()
+
+        self._call(work, lambda: f"flushing {self.path} failed", True)
 
     def compact(self) -> None:
         """Compact every family now (tests use it to make RocksDB rewrite its tables).
@@ -604,6 +614,41 @@ class RocksKV:
         if self._read_only:
             raise KVError(f"the store at {self.path} is open read-only")
         write_side_file(self.path, name, data)
+
+    def horizon(self) -> int:
+        self._enter()
+        try:
+            h = self._db.latest_sequence_number()  # type: ignore[union-attr]  # open inside the gate
+        finally:
+            self._gate.leave()
+        return h
+
+    def files(self) -> dict:
+        """What blobstore/guard.py checks at the next open (``known``): the manifest now, and
+        the horizon reached, the log synced first. :raises KVError: the sync failed."""
+        h = self.horizon()
+        self.sync()
+        return guard.files(self.path, h, self._wal)
+
+    def _log(self, name: str) -> SideLog:
+        log = self._logs.get(name)
+        if log is None:
+            log = self._logs.setdefault(name, SideLog(self.path, name))
+        return log
+
+    def read_log(self, name: str) -> tuple[list[bytes], str | None]:
+        return self._log(name).read()
+
+    def start_log(self, name: str, record: bytes) -> None:
+        if self._read_only:
+            raise KVError(f"the store at {self.path} is open read-only")
+        self._log(name).start(record)
+
+    def append_log(self, name: str, record: bytes) -> str | None:
+        log = self._logs.get(name) or self._log(name)
+        if not self._read_only:
+            log.append(record)
+        return log.failed
 
     def unproven(self, cf: str, prefix: bytes = b"") -> bool:
         damaged, gaps = self._unproven.get(cf, ((), ()))
@@ -654,6 +699,8 @@ class RocksKV:
                 self._release()
             finally:
                 self._drop_shadow()
+                for log in self._logs.values():
+                    log.close()
                 if not self._read_only:
                     make_private(self.path)
         if broken is not None:

@@ -35,9 +35,10 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from . import changes
 from . import format as fmt
 from .codec import DEFAULT_LEVEL, MIN_SAMPLE_BYTES, Codec, train, zstd_error
-from .files import SIDE_PREFIX
+from .files import SIDE_PREFIX, SideLog
 from .files import repair as kv_repair
 from .kv import (
     CF_BLOBS,
@@ -63,6 +64,7 @@ from .protocol import (
     BlobInfo,
     Capability,
     Salvage,
+    Since,
     StoreDamageError,
     StoreError,
 )
@@ -151,8 +153,12 @@ class BlobStore:
         self._temporary = False
         self._events: list[str] = []  # damage this store found and dealt with (DamageLog)
         self._listeners: list[Callable[[list[str]], None]] = []
+        self._wal = wal
+        self._since = Since()
+        self._log_bytes = 0  # appended to the change log since it started (it starts again past LIMIT)
         if kv is None:
             self._check_directory(read_only)
+            logged = changes.replay(*SideLog(self.path, changes.NAME).read())
             try:
                 kv = RocksKV(
                     self.path,
@@ -161,12 +167,16 @@ class BlobStore:
                     read_only=read_only,
                     write_buffer_bytes=write_buffer_bytes,
                     block_cache_bytes=block_cache_bytes,
+                    known=changes.known(logged),
                 )
             except KVError as e:
                 raise _store_error(e) from e
         self._kv: KV | None = kv
         try:
-            self._load(read_only, clear)
+            opened_at = kv.horizon()  # before any write of this store's
+            logged = changes.replay(*kv.read_log(changes.NAME))
+            self._load(read_only, clear, logged.chains)
+            self._since = self._changes_since_checkpoint(logged, opened_at)
         except BaseException:
             # A store that cannot be loaded (a format it cannot read, a failing disk) must
             # not keep the database open: its lock would refuse the next open in this
@@ -177,10 +187,11 @@ class BlobStore:
             raise
         kv.listen(self._restore)
 
-    def _load(self, read_only: bool, clear: bool) -> None:
+    def _load(self, read_only: bool, clear: bool, logged_chains: dict[bytes, list[int]] | None = None) -> None:
         """Read what the store keeps in memory (format, chains, dictionaries, marks) and
         delete the pending blobs of an interrupted sweep. Damage met here is set right as
-        far as it can be (:meth:`_proven`) and written to the damage log."""
+        far as it can be (:meth:`_proven`, :meth:`_chains_again`) and written to the damage
+        log. ``logged_chains``: what the change log says the chains hold."""
         stored = self._get(CF_META, b"format")
         if stored is None:
             if read_only:
@@ -198,6 +209,10 @@ class BlobStore:
         if clear and not read_only:
             self._clear()
             self._write([(CF_META, b"format", _U32.pack(STORE_FORMAT))])
+            with contextlib.suppress(KVError):  # what it said of the records cleared is void
+                kv = self._open_kv()
+                kv.start_log(changes.NAME, changes.start(self._wal, kv.files(), {}))
+            logged_chains = None
         damaged_before = len(self._events)
         self._chains: dict[bytes, list[int]] = {
             k: list(struct.unpack(f"<{len(v) // 8}Q", v)) for k, v in self._proven(CF_CHAINS) if len(v) % 8 == 0
@@ -227,6 +242,8 @@ class BlobStore:
         self._next_id = max([_U64.unpack(stored_next)[0] if stored_next else 1, *(m + 1 for m in manifests)])
         if read_only:
             return
+        if logged_chains:
+            self._chains_again(logged_chains, set(manifests))
         linked = {b for ids in self._chains.values() for b in ids}
         stale = [b for b in manifests if b not in linked]
         if stale and not chains_whole:
@@ -236,6 +253,62 @@ class BlobStore:
             )
         elif stale:
             self.delete_pending(stale)
+
+    def _chains_again(self, logged: dict[bytes, list[int]], blobs: set[int]) -> None:
+        """Set again the chains that damage took links from (a chain record lost, a link in
+        the part of a log that damage took), from the change log: every blob it shows linked
+        and that is still there, in its order. A chain that holds a blob the log shows taken
+        out (the unlink was lost) is left as it is: the records that blob held went back to
+        their keys in the write that was lost, so the blob is the only home they have."""
+        ops: list[Op] = []
+        for name, ids in logged.items():
+            want = [b for b in ids if b in blobs]
+            have = self._chains.get(name, [])
+            if want != have and set(have) <= set(want):
+                ops.append((CF_CHAINS, name, struct.pack(f"<{len(want)}Q", *want)))
+        if not ops:
+            return
+        try:
+            self._write(ops)
+        except StoreError as e:
+            self._events.append(f"setting again the chains damage took links from failed ({e})")
+            return
+        for _cf, name, value in ops:
+            self._chains[name] = list(struct.unpack(f"<{len(value) // 8}Q", value))  # type: ignore[arg-type]
+        self._events.append(f"{len(ops)} chain(s) of blobs had lost links to damage; set again from the change log")
+
+    def _changes_since_checkpoint(self, ch: changes.Changes, opened_at: int) -> Since:
+        """What the change log (blobstore/changes.py) says changed since the checkpoint, and
+        whether writes were lost: the open found damage, or the log shows a write that the
+        store no longer reaches (a write-ahead log cut or deleted)."""
+        lost = bool(self.damage_log())
+        if ch.wal and ch.horizon > opened_at and not lost:  # (RocksDB's files say so too: blobstore/guard.py)
+            lost = True
+            self._events.append(
+                f"the store lost writes it had made: it opened at write {opened_at}, but write {ch.horizon} had "
+                "been made (sweepq's change log says so): a write-ahead log was cut short or deleted"
+            )
+        if ch.problem:
+            self._events.append(f"the change log is damaged ({ch.problem}); what it held after the damage is unknown")
+        complete = not ch.continued and ch.problem is None
+        return Since(ch.written, ch.moved, frozenset(ch.unlinked), frozenset(ch.removed), ch.marks, lost, complete)
+
+    def _note(self, horizon: int, *puts_and_deletes, **operations) -> None:
+        """Add a write that returned to the change log (``changes.write``'s operations); one
+        that grew past its limit starts again once the store flushed what it covers."""
+        kv = self._kv
+        if kv is None:
+            return
+        rec = changes.write(horizon, *puts_and_deletes, **operations)
+        kv.append_log(changes.NAME, rec)
+        self._log_bytes += len(rec)
+        if self._log_bytes > changes.LIMIT:
+            with self._lock:
+                if self._log_bytes > changes.LIMIT:
+                    self._log_bytes = 0
+                    with contextlib.suppress(KVError):
+                        kv.flush()
+                        kv.start_log(changes.NAME, changes.start(self._wal, kv.files(), self.chains(), continued=True))
 
     def _proven(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Every pair of ``cf`` under ``prefix``; past damage, those that can still be proven
@@ -297,11 +370,22 @@ class BlobStore:
             raise _store_error(e) from e
 
     def write_checkpoint(self, data: bytes) -> None:
-        """Replace the checkpoint atomically and durably. :raises StoreError: not replaced."""
+        """Replace the checkpoint atomically and durably, then start the change log again
+        (what it held is in the checkpoint now; every write it covers is synced first).
+        :raises StoreError: not replaced."""
+        kv = self._open_kv()
         try:
-            self._open_kv().write_side(CHECKPOINT, data)
+            kv.write_side(CHECKPOINT, data)
         except KVError as e:
             raise _store_error(e) from e
+        with contextlib.suppress(KVError):  # the old log stands: it only covers more
+            with self._lock:  # no link meanwhile: the chains and the log start together
+                kv.start_log(changes.NAME, changes.start(self._wal, kv.files(), self.chains()))
+            self._log_bytes = 0
+
+    def since_checkpoint(self) -> Since:
+        """What changed since the last checkpoint, as the change log had it at open (Checkpointing)."""
+        return self._since
 
     def blob_horizon(self) -> int:
         """Every blob written so far has a smaller id (Checkpointing)."""
@@ -349,6 +433,13 @@ class BlobStore:
         if not os.path.isdir(self.path):
             raise StoreError(f"{self.path} is not a directory")
         entries = os.listdir(self.path)
+        if entries and "CURRENT" not in entries and _holds_a_database(entries):
+            # RocksDB would take the directory for a new database, and delete every table file.
+            raise StoreDamageError(
+                f"the store at {self.path} is damaged: its CURRENT file is missing (the table files and logs are "
+                "there)",
+                os.path.join(self.path, "CURRENT"),
+            )
         if entries and "CURRENT" not in entries and not _only_store_files(entries):
             raise StoreError(f"{self.path} is not a sweepq store (it holds other files); choose an empty directory")
         if "CURRENT" in entries:
@@ -384,9 +475,10 @@ class BlobStore:
         except KVError as e:
             raise _store_error(e) from e
 
-    def _write(self, ops: list[Op]) -> None:
+    def _write(self, ops: list[Op]) -> int:
+        """Apply ``ops`` atomically; return the horizon after them (the change log's)."""
         try:
-            self._open_kv().write(ops)
+            return self._open_kv().write(ops)
         except KVError as e:
             raise _store_error(e) from e
 
@@ -479,8 +571,9 @@ class BlobStore:
             ids = [*blob_ids, *ids] if at_head else [*ids, *blob_ids]
             ops: list[Op] = [(CF_CHAINS, chain, struct.pack(f"<{len(ids)}Q", *ids))]
             ops += [(CF_MESSAGES, k, None) for k in moved]
-            self._write(ops)
+            horizon = self._write(ops)
             self._chains[chain] = ids
+        self._note(horizon, moved=(blob_ids, moved), chains=[(chain, "head" if at_head else "tail", blob_ids)])
 
     def unlink(self, chain: bytes, blob_id: int, restore: Sequence[tuple[bytes, bytes]] = ()) -> None:
         """Take ``blob_id`` out of ``chain`` and delete it (with its marks), writing the
@@ -504,13 +597,14 @@ class BlobStore:
             if delete:
                 ops += self._delete_blob_ops(blob_id)
             ops += [(CF_MESSAGES, k, v) for k, v in restore]
-            self._write(ops)
+            horizon = self._write(ops)
             if delete:
                 self._forget_blobs([blob_id])
             if ids:
                 self._chains[chain] = ids
             else:
                 self._chains.pop(chain, None)
+        self._note(horizon, puts=restore, unlinked=[blob_id] if delete else (), chains=[(chain, "out", [blob_id])])
 
     # -- durable records outside blobs, marks, objects --------------------------------------
 
@@ -531,15 +625,16 @@ class BlobStore:
         if not ops:
             return
         if not marks:
-            self._write(ops)  # RocksDB orders concurrent writes itself; no bookkeeping here
-            return
-        with self._lock:
-            self._write(ops)
-            for blob_id, pos, value in marks:
-                if value is None:
-                    self._marked.get(blob_id, set()).discard(pos)
-                else:
-                    self._marked.setdefault(blob_id, set()).add(pos)
+            horizon = self._write(ops)  # RocksDB orders concurrent writes itself; no bookkeeping here
+        else:
+            with self._lock:
+                horizon = self._write(ops)
+                for blob_id, pos, value in marks:
+                    if value is None:
+                        self._marked.get(blob_id, set()).discard(pos)
+                    else:
+                        self._marked.setdefault(blob_id, set()).add(pos)
+        self._note(horizon, puts, deletes, marks=marks)
 
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Every (key, record) whose key starts with ``prefix``, in key order.
@@ -573,7 +668,7 @@ class BlobStore:
                 ops.append((CF_QUARANTINE, CF_MESSAGES.encode() + b"\0" + key, value))
             ops.append((CF_MESSAGES, key, None))
         if ops:
-            self._write(ops)
+            self._note(self._write(ops), deletes=keys)
 
     def marks(self, blob_id: int) -> dict[int, bytes]:
         """The marks on the records of one blob: position -> value; past damage, those that
@@ -608,10 +703,12 @@ class BlobStore:
                 for b in ids:
                     ops += self._delete_blob_ops(b)
                 dropped += ids
-            self._write(ops)
+            horizon = self._write(ops)
             self._forget_blobs(dropped)
             for chain in drop_chains:
                 self._chains.pop(chain, None)
+        if drop_messages is not None or drop_chains:
+            self._note(horizon, dropped=drop_messages, unlinked=dropped, chains=[(c, "drop", ()) for c in drop_chains])
 
     def sync(self) -> None:
         """Make every write so far survive a power loss (one fsync of the log; the GIL is
@@ -630,9 +727,10 @@ class BlobStore:
             ops: list[Op] = [(CF_CHAINS, chain, None)]
             for b in ids:
                 ops += self._delete_blob_ops(b)
-            self._write(ops)
+            horizon = self._write(ops)
             self._forget_blobs(ids)
             self._chains.pop(chain, None)
+        self._note(horizon, unlinked=ids, chains=[(chain, "drop", ())])
 
     def _delete_blob_ops(self, blob_id: int) -> list[Op]:
         """The writes that delete a blob, and its dictionary if it was the last user
@@ -803,8 +901,13 @@ class BlobStore:
     # -- lifetime ---------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write what is buffered in memory to the store's files (inspection and tests)."""
-        self._open_kv().flush()
+        """Write what is buffered in memory to the store's files (inspection and tests).
+
+        :raises StoreError: it failed (damage is set right at the next call)."""
+        try:
+            self._open_kv().flush()
+        except KVError as e:
+            raise _store_error(e) from e
 
     def compact(self) -> None:
         """Make RocksDB rewrite every table now (tests: damage after a compaction).
@@ -858,6 +961,12 @@ def _store_error(e: KVError) -> StoreError:
     if isinstance(e, KVCorruption):
         return StoreDamageError(str(e), e.where)
     return StoreError(str(e))
+
+
+def _holds_a_database(entries: list[str]) -> bool:
+    """Whether a directory holds a database's own files (a manifest, tables, logs, sweepq's
+    checkpoint): then it is a store, whatever else is missing."""
+    return any(n.startswith(("MANIFEST-", SIDE_PREFIX + CHECKPOINT)) or n.endswith((".sst", ".log")) for n in entries)
 
 
 def _only_store_files(entries: list[str]) -> bool:

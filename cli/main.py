@@ -14,14 +14,10 @@ import os
 import sys
 from collections.abc import Callable
 
-from sweepq.bench.crash import register_crash_command
-from sweepq.bench.crash_channel import register_crash_channel_command
-from sweepq.bench.crash_server import register_crash_server_command
-from sweepq.bench.damage import register_damage_command
-
 from .args import Parser, memory_size, number, output_dir
 from .channel import register as register_channel_command
 from .data import register as register_data_commands
+from .harness import register as register_harness_commands
 from .inspect import register as register_inspect_command
 from .replay import pipeline_command as _pipeline
 from .replay import register as register_replay_commands
@@ -347,10 +343,7 @@ COMMANDS: list[Register] = [
     register_serve_commands,  # serve, status: cli/serve.py
     register_channel_command,  # channel: cli/channel.py
     register_inspect_command,  # inspect: cli/inspect.py
-    register_crash_command,  # crashtest: bench/crash.py
-    register_damage_command,  # damagetest: bench/damage.py
-    register_crash_server_command,  # crashtest-server: bench/crash_server.py
-    register_crash_channel_command,  # crashtest-channel: bench/crash_channel.py
+    register_harness_commands,  # crashtest, damagetest, crashtest-server, crashtest-channel: cli/harness.py
 ]
 
 

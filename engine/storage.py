@@ -62,6 +62,7 @@ class Storage:
         self._wal = wal
         self._repair = repair
         self.repaired: list[str] = []  # files a repair moved to lost/
+        self.repair_ran = False  # the open needed repair=True (what a missing file held is lost)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         if path is not None:
@@ -88,11 +89,12 @@ class Storage:
         except StoreDamageError as e:
             if not self._repair:
                 raise StoreError(
-                    f"{e}. A file of the store is damaged beyond reading (a truncated table file?); "
-                    "open it with repair=True (sweepq ... --repair) to move the unreadable files aside "
-                    "(to lost/) and recover every message the other files hold"
+                    f"{e}. Open it with repair=True (sweepq ... --repair), which rebuilds "
+                    "what RocksDB needs from every file that can be read, moves the unreadable ones aside "
+                    "(to lost/) and recovers every message the other files hold"
                 ) from e
         self.repaired = BlobStore.repair(self.path)  # type: ignore[arg-type]  # opened with a path
+        self.repair_ran = True
         return BlobStore(self.path, wal=self._wal, **self.store_options)
 
     @property

@@ -25,7 +25,7 @@ from sweepq.blobstore import (
     StoreError,
 )
 from sweepq.blobstore import format as fmt
-from sweepq.blobstore.kv import CF_META
+from sweepq.blobstore.kv import CF_META, MemoryKV
 from sweepq.blobstore.rocks import RocksKV
 from sweepq.blobstore.store import STORE_FORMAT
 from sweepq.sweeper.runs import record_ends
@@ -495,6 +495,37 @@ def test_write_checkpoint(store):
     store.write_checkpoint(b"first")
     store.write_checkpoint(b"second")
     assert store.checkpoint() == b"second"
+
+
+@pytest.mark.parametrize("kind", ["rocksdb", "memory"])
+def test_since_checkpoint(kind, tmp_path):
+    """What changed in the message records since the last checkpoint, as the store reopened
+    (after a close, or on what a killed process left) has it: the last write of each key with
+    the first bytes of its record, the keys removed for good, the marks; a checkpoint starts
+    the record again."""
+    kv = MemoryKV()
+
+    def reopen(old=None):
+        if kind == "memory":
+            return MemoryStore(kv=kv)  # the dicts as a killed process left them
+        if old is not None:
+            old.close()
+        return BlobStore(tmp_path / "s")
+
+    s = reopen()
+    assert s.since_checkpoint().written == {} and not s.since_checkpoint().removed
+    s.write_checkpoint(b"c")
+    s.write_messages(puts=[(b"Q\0a", b"v" * 100), (b"Q\0b", b"w")], marks=[(7, 1, b"R")])
+    s.write_messages(deletes=[b"Q\0b"])
+    s = reopen(s)
+    since = s.since_checkpoint()
+    assert since.written == {b"Q\0a": b"v" * 64} and since.removed == {b"Q\0b"}
+    assert since.marks == {(7, 1): b"R"} and since.complete and not since.lost_writes
+    s.write_checkpoint(b"d")
+    s = reopen(s)
+    assert s.since_checkpoint().written == {} and not s.since_checkpoint().removed
+    if kind == "rocksdb":
+        s.close()
 
 
 def test_blob_horizon(store):

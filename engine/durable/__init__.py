@@ -11,6 +11,8 @@ What this subpackage owns (docs/design.md "Units of work and durability"):
 * ``recovery.py`` — rebuilding every queue and lane in order at open, damage named;
 * ``ledger.py`` — the checkpoint of live messages, which recognises a consumed message that
   damage brought back, and names a live one that damage took;
+* ``since.py`` — what the store's change log says changed since that checkpoint, which does
+  the same for what happened after it;
 * ``rewrite.py`` — writing again from memory what the store lost to damage while open.
 
 A persistent message has exactly one durable home at any moment: its own record (while it

@@ -18,9 +18,11 @@ clean close: nothing happened after it). At the next open, a message
 older than the checkpoint that it does not list as live, in memory or in a blob of its lane
 (an own record may be a blob position brought back since: any blob range of the lane covers
 it), was consumed: recovery reports it and keeps it dead. A listed message that does not
-come back was lost to damage, and is named by its MsgId. What happened after the
-checkpoint (newer arrival numbers and blob ids) is trusted as the store has it, so a stale
-checkpoint (a crash before close) only recognises less, never rejects a live message. The
+come back was lost to damage, and is named by its MsgId, when the checkpoint was written at
+a clean close or the open found damage; otherwise (a crash since) it was consumed after the
+checkpoint. What happened after the checkpoint is the store's change log's to say
+(since.py); without it, newer arrival numbers and blob ids are trusted as the store has
+them, so a stale checkpoint only recognises less, never rejects a live message. The
 keys of the messages it lists also tell a damaged store where to look one by one when a
 scan must step over damage (blobstore/heal.py).
 """

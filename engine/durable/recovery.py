@@ -53,9 +53,11 @@ from ..errors import MQError
 from ..queue import QueueAttributes, check_name
 from .layout import (
     MARK_REMOVED,
+    backout_mark,
     decode_definition,
     decode_value,
     encode_definition,
+    encode_value,
     is_queue_object,
     key_parts,
     mark_backout,
@@ -63,6 +65,7 @@ from .layout import (
     queue_prefix,
 )
 from .ledger import Ledger
+from .since import SinceCheckpoint, msg_id_in
 
 if TYPE_CHECKING:
     from ..manager import QueueManager
@@ -108,15 +111,25 @@ class _Lane:
 
 
 class _Recovery:
-    """One open's recovery: the store, what the checkpoint says, and the report."""
+    """One open's recovery: the store, what the checkpoint says, what changed since it (the
+    store's change log), and the report.
 
-    def __init__(self, store: Store, ledger: Ledger | None, report: RecoveryReport):
+    ``lost_writes`` is the evidence that damage took writes the store had made: the store
+    found it at open (a log cut or gone, a table file set aside by repair, a family rebuilt),
+    or recovery did (a damaged record or blob, a consumed message brought back). Without it,
+    a message that the checkpoint lists but that is gone was consumed since the checkpoint,
+    not lost (a plain kill -9 after gets: issue 24 item 3)."""
+
+    def __init__(self, store: Store, ledger: Ledger | None, report: RecoveryReport, repaired: bool = False):
         self.store = store
         self.ledger = ledger
         self.report = report
+        self.since = SinceCheckpoint(store)
+        self.lost_writes = self.since.since.lost_writes or repaired
         self.quarantine: list[bytes] = []  # message keys to move aside
         self.marks: list[tuple[int, int, bytes | None]] = []  # removal marks to write
         self.found: dict[tuple[str, int], np.ndarray] = {}  # arrival numbers recovered, by queue and lane
+        self.loaded: set[int] = set()  # the blobs of every chain (damaged ones too)
         self.bad: list[tuple[bytes, bytes, str]] = []  # the queue's damaged records: (key, bytes, what)
 
     def damage(self, line: str, msg_id: bytes | None = None) -> None:
@@ -140,10 +153,37 @@ class _Recovery:
             self._proven(q, pairs[lo : lo + CHUNK], lanes, seqs)
         for ln, parts in zip(lanes, seqs, strict=True):
             ln.seqs = np.concatenate(parts) if parts else _NO_SEQS
-        if self.ledger is not None:
+        if self.ledger is not None or self.since.removed:
             for p, ln in enumerate(lanes):
                 self._drop_consumed(q, p, ln)
+        if self.since.written:
+            self._backouts_again(q, lanes)
         return lanes
+
+    def _backouts_again(self, q: LocalQueue, lanes: list[_Lane]) -> None:
+        """Raise again, in memory and durably, the backout counts the change log has and the
+        store lost (the record written with the raised count was in the part of a log that
+        damage took): a backout count never goes back."""
+        written, raised = self.since.written, []
+        for ln in lanes:
+            for k, key in enumerate(ln.keys):
+                head = written.get(key)
+                if head is None or len(head) < 4 + record.OFF_BACKOUT + 2:
+                    continue
+                count = record.backout_of(head[4:])
+                if count > record.backout_of(ln.recs[k]):
+                    ln.recs[k] = record.with_backout(ln.recs[k], count)
+                    raised.append((key, encode_value(ln.recs[k])))
+        if raised:
+            try:
+                self.store.write_messages(puts=raised)
+            except StoreError as e:
+                self.damage(f"queue {q.name!r}: writing raised backout counts again failed ({e})")
+            self.lost_writes = True
+            self.damage(
+                f"queue {q.name!r}: {len(raised)} raised backout count(s) were lost to damage; raised again from "
+                "the change log"
+            )
 
     def _proven(
         self, q: LocalQueue, pairs: list[tuple[bytes, bytes]], lanes: list[_Lane], seqs: list[list[np.ndarray]]
@@ -201,6 +241,7 @@ class _Recovery:
                 f"the messages of queue {q.name!r} are damaged ({e}) and this store cannot read past damage",
             ) from e
         salvaging: Salvaging = self.store  # type: ignore[assignment]  # declared by Capability.SALVAGE
+        self.lost_writes = True
         try:
             salvage = salvaging.salvage_messages(q.key_prefix, self._probes())
         except StoreError as e2:
@@ -214,15 +255,18 @@ class _Recovery:
         return salvage.pairs
 
     def _probes(self) -> list[bytes]:
-        """The keys of every message the checkpoint lists in memory: read one by one where a
-        scan of damaged records must step over a range."""
-        if self.ledger is None:
-            return []
-        return [
-            message_key_at(queue_prefix(name), lane, int(seq))
-            for (name, lane), (seqs, _ids) in self.ledger.records.items()
-            for seq in seqs
-        ]
+        """The keys of every message the checkpoint lists in memory, and of every record written
+        since: read one by one where a scan of damaged records must step over a range."""
+        listed = (
+            [
+                message_key_at(queue_prefix(name), lane, int(seq))
+                for (name, lane), (seqs, _ids) in self.ledger.records.items()
+                for seq in seqs
+            ]
+            if self.ledger is not None
+            else []
+        )
+        return [*listed, *self.since.written]
 
     def _named(self, q: LocalQueue, key: bytes, rec: bytes, what: str) -> None:
         """A damaged record of ``q``: named once its blobs are loaded (:meth:`name_bad`)."""
@@ -231,6 +275,7 @@ class _Recovery:
     def _bad(self, q: LocalQueue, key: bytes, rec: bytes, what: str) -> None:
         self._named(q, key, rec, what)
         self.quarantine.append(key)
+        self.lost_writes = True
 
     def name_bad(self, q: LocalQueue) -> None:
         """Name the queue's damaged records: lost messages by MsgId, unless a blob of the
@@ -243,7 +288,7 @@ class _Recovery:
             if whole_key and seq in self._held(q.name, key[plen], held):
                 self.damage(f"queue {q.name!r} lane {lane} message number {seq}: {what}; its blob holds it whole")
                 continue
-            mid = _msg_id_of_damaged(rec)
+            mid = msg_id_in(rec)
             named = f" MsgId {mid.hex()}" if mid else ""
             self.damage(f"queue {q.name!r} lane {lane} message number {seq}{named}: {what}, left out", mid)
         self.bad = []
@@ -256,14 +301,23 @@ class _Recovery:
         return held[lane]
 
     def _drop_consumed(self, q: LocalQueue, lane: int, ln: _Lane) -> None:
+        """Keep dead the records of consumed messages that damage brought back: consumed
+        before the checkpoint (it does not list them), or since (the change log has the
+        removal that the store lost)."""
         if not ln.recs:
             return
         seqs = ln.seqs
-        dead = self.ledger.consumed_records(q.name, lane, seqs)  # type: ignore[union-attr]  # only with a ledger
+        dead = (
+            self.ledger.consumed_records(q.name, lane, seqs) if self.ledger is not None else np.zeros(len(seqs), bool)
+        )
+        removed = self.since.removed
+        if removed:
+            dead |= np.fromiter((k in removed for k in ln.keys), bool, len(ln.keys))
         if not dead.any():
             return
         n = int(dead.sum())
         self.report.consumed_again += n
+        self.lost_writes = True
         self.damage(
             f"queue {q.name!r} lane {lane}: {n} message(s) already consumed came back from damage "
             f"(numbers {', '.join(str(int(s)) for s in seqs[dead][:SHOWN])}); kept dead"
@@ -277,7 +331,7 @@ class _Recovery:
     # -- blobs --------------------------------------------------------------------------------
 
     def _load_blob(
-        self, q: LocalQueue, chain: bytes, blob_id: int, own: np.ndarray
+        self, q: LocalQueue, lane: int, chain: bytes, blob_id: int, own: np.ndarray
     ) -> tuple[SweptBlob | None, int, np.ndarray]:
         """A chain's blob as a :class:`SweptBlob` (None: deleted, or unusable), its highest
         seq and the arrival numbers it holds live. Positions the checkpoint shows consumed,
@@ -293,6 +347,7 @@ class _Recovery:
             marks = store.marks(blob_id)
         except BlobCorruptError as e:
             self.damage(f"queue {q.name!r}: {e}")
+            self.lost_writes = True
             return _placeholder(blob_id, ids)
         except StoreError as e:
             raise MQError(Reason.RESOURCE_PROBLEM, f"reading blob {blob_id} of queue {q.name!r} failed: {e}") from e
@@ -308,6 +363,8 @@ class _Recovery:
         starts = np.cumsum(lens) - lens
         flags = np.frombuffer(b"".join(records), dtype=np.uint8)[starts + record.OFF_FLAGS]
         alive = (flags & record.PERSISTENT) != 0
+        self._marks_again(q, blob_id, marks)
+        self._blob_backouts_again(q, lane, blob_id, seqs, records, marks)
         bumps = {}
         for pos, mark in marks.items():
             if pos >= len(alive):
@@ -319,7 +376,7 @@ class _Recovery:
                 rec = records[pos]
                 if count is not None and count > record.backout_of(rec):
                     bumps[pos] = count - record.backout_of(rec)
-        self._drop_dead_positions(q, blob_id, alive, seqs, own)
+        self._drop_dead_positions(q, lane, blob_id, alive, seqs, own)
         if not alive.any():
             try:
                 store.unlink(chain, blob_id)
@@ -335,20 +392,69 @@ class _Recovery:
         blob.bumps = bumps or None
         return blob, seq, seqs[alive]
 
-    def _drop_dead_positions(
-        self, q: LocalQueue, blob_id: int, alive: np.ndarray, seqs: np.ndarray, own: np.ndarray
+    def _blob_backouts_again(
+        self, q: LocalQueue, lane: int, blob_id: int, seqs: np.ndarray, records: list[bytes], marks: dict[int, bytes]
     ) -> None:
-        """Flag removed, durably, the alive positions that are consumed or held twice."""
+        """Set, in ``marks`` and durably, a backout mark on each position of the blob whose
+        record the change log shows written with a higher count since (the record left the
+        blob and was backed out; damage took both writes): a backout count never goes back."""
+        raised = self.since.raised_backouts(q.name, lane)
+        if not raised:
+            return
+        lost = []
+        for pos in np.flatnonzero(np.isin(seqs, np.fromiter(raised, np.uint64, len(raised)))).tolist():
+            count = raised[int(seqs[pos])]
+            have = max(record.backout_of(records[pos]), mark_backout(marks.get(pos, b"")) or 0)
+            if count > have and marks.get(pos) != MARK_REMOVED:
+                marks[pos] = backout_mark(count)
+                lost.append((blob_id, pos, marks[pos]))
+        if lost:
+            self.marks += lost
+            self.lost_writes = True
+            self.damage(
+                f"queue {q.name!r}: {len(lost)} raised backout count(s) of messages in blob {blob_id} were lost to "
+                "damage; raised again from the change log"
+            )
+
+    def _marks_again(self, q: LocalQueue, blob_id: int, marks: dict[int, bytes]) -> None:
+        """Set again, in ``marks`` and durably, the marks of the blob that the change log has
+        and the store lost (a removal or a raised backout count that damage took)."""
+        logged = self.since.marks(blob_id)
+        if not logged:
+            return
+        lost = {pos: v for pos, v in logged.items() if marks.get(pos) != v}
+        if not lost:
+            return
+        marks.update(lost)
+        self.marks += [(blob_id, pos, v) for pos, v in lost.items()]
+        removals = sum(v == MARK_REMOVED for v in lost.values())
+        self.report.consumed_again += removals
+        self.lost_writes = True
+        self.damage(
+            f"queue {q.name!r}: {len(lost)} mark(s) of blob {blob_id} were lost to damage ({removals} of them "
+            "removals of consumed messages); set again from the change log"
+        )
+
+    def _drop_dead_positions(
+        self, q: LocalQueue, lane: int, blob_id: int, alive: np.ndarray, seqs: np.ndarray, own: np.ndarray
+    ) -> None:
+        """Flag removed, durably, the alive positions that are consumed or held twice:
+        consumed before the checkpoint (it shows them dead), or since, after the blob came
+        back into memory (the change log has the removal of their record, and damage took
+        both that and the write that took the blob out of its chain)."""
         dead = np.zeros(len(alive), bool)
         if self.ledger is not None:
             dead = self.ledger.consumed_positions(blob_id, alive)
-            if dead.any():
-                n = int(dead.sum())
-                self.report.consumed_again += n
-                self.damage(
-                    f"queue {q.name!r}: {n} message(s) of blob {blob_id} already consumed came back from damage; "
-                    "kept dead"
-                )
+        removed = self.since.removed_seqs(q.name, lane)
+        if len(removed):
+            dead |= alive & _in_ascending(seqs, removed)
+        if dead.any():
+            n = int(dead.sum())
+            self.report.consumed_again += n
+            self.lost_writes = True
+            self.damage(
+                f"queue {q.name!r}: {n} message(s) of blob {blob_id} already consumed came back from damage; kept dead"
+            )
         twice = alive & ~dead & _in_ascending(seqs, own)
         if twice.any():
             self.damage(
@@ -378,16 +484,48 @@ class _Recovery:
             self.damage(
                 f"writing what recovery decided about damaged records failed ({e}); the next open decides again"
             )
-        if self.ledger is None:
-            return
         named = set(self.report.damaged_msg_ids)
-        for (qname, lane), (seqs, ids) in self.ledger.records.items():
-            gone = ~np.isin(seqs, self.found.get((qname, lane), _NO_SEQS))
-            lost = [i for i in compress(ids, gone.tolist()) if i not in named]
+        for (qname, lane), gone in sorted(self._gone().items()):
+            lost = [i for i in gone if i not in named]
             if lost:
                 self.report.damaged_msg_ids += lost
                 shown = ", ".join(i.hex() for i in lost[:SHOWN]) + (" ..." if len(lost) > SHOWN else "")
                 self.damage(f"queue {qname!r} lane {lane}: {len(lost)} message(s) were lost to damage: MsgId {shown}")
+
+    def _gone(self) -> dict[tuple[str, int], list[bytes]]:
+        """The MsgIds, by queue and lane, of messages that should have come back and did not:
+        those the checkpoint lists in memory, and those written since (the change log).
+
+        One that the change log shows removed, or moved into a blob that came back or was
+        deleted since, was consumed (see :meth:`SinceCheckpoint.consumed`). Otherwise it was lost when the
+        checkpoint was written at a clean close (nothing happened after it), or when there is
+        evidence that writes were lost (:attr:`lost_writes`); without it, it was consumed
+        since the checkpoint: a process killed between the store's write of a removal and
+        the change log's record of it leaves no other trace."""
+        out: dict[tuple[str, int], list[bytes]] = {}
+        listed: set[tuple[str, int, int]] = set()
+        if self.ledger is not None:
+            closed = self.ledger.closed
+            for (qname, lane), (seqs, ids) in self.ledger.records.items():
+                gone = ~np.isin(seqs, self.found.get((qname, lane), _NO_SEQS))
+                prefix = queue_prefix(qname)
+                for seq, mid in zip(seqs[gone].tolist(), compress(ids, gone.tolist()), strict=True):
+                    listed.add((qname, lane, seq))
+                    key = message_key_at(prefix, lane, seq)
+                    if (closed or self.lost_writes) and not self.since.consumed(key, self.loaded):
+                        out.setdefault((qname, lane), []).append(mid)
+        if not self.lost_writes:
+            return out
+        held: dict[tuple[str, int], set[int]] = {}
+
+        def found(queue: str, lane: int) -> set[int]:
+            if (queue, lane) not in held:
+                held[queue, lane] = set(self.found.get((queue, lane), _NO_SEQS).tolist())
+            return held[queue, lane]
+
+        for at, mids in self.since.gone(found, self.loaded, listed).items():
+            out.setdefault(at, []).extend(mids)
+        return out
 
 
 def _seq(key: bytes) -> int | str:
@@ -405,7 +543,13 @@ def recover(qm: QueueManager, ledger: Ledger | None = None) -> RecoveryReport:
     t0 = time.perf_counter()
     report = RecoveryReport()
     store = qm._storage.store()
-    run = _Recovery(store, ledger, report)
+    storage = qm._storage
+    run = _Recovery(store, ledger, report, repaired=storage.repair_ran)
+    if storage.repair_ran and not storage.repaired:
+        report.damaged.append(
+            "repair=True rebuilt the store from the files it found, none of them unreadable: what a missing file "
+            "held is lost (named below when sweepq's records know it)"
+        )
     try:
         definitions = store.objects()
     except StoreError as e:
@@ -420,22 +564,25 @@ def recover(qm: QueueManager, ledger: Ledger | None = None) -> RecoveryReport:
             queues[name] = QueueAttributes(**decode_definition(value)).validated()
         except (MQError, TypeError, ValueError) as e:
             report.damaged.append(f"queue {name!r}: its definition cannot be read ({e})")
-    for name in _orphans(store, ledger, set(queues)):
+    for name in _orphans(store, ledger, run.since, set(queues)):
         queues[name] = _define_again(store, name, report)
     for name, attrs in sorted(queues.items()):
         q = qm._new_queue(name, attrs)
         max_seq = max(max_seq, _load_queue(q, run))
         report.queues += 1
     run.finish()
+    max_seq = max(max_seq, run.since.highest_seq())  # a number the change log has is never drawn again
     report.next_seq = max(max_seq + 1, ledger.next_seq if ledger is not None else 1)
     report.seconds = time.perf_counter() - t0
     return report
 
 
-def _orphans(store: Store, ledger: Ledger | None, defined: set[str]) -> list[str]:
+def _orphans(store: Store, ledger: Ledger | None, since: SinceCheckpoint, defined: set[str]) -> list[str]:
     """Queues that hold messages but whose definition damage took: named by the chains of
-    their swept messages and by the checkpoint's list of messages in memory."""
+    their swept messages, by the checkpoint's list of messages in memory and by the records
+    written since it."""
     held = {name for name, _lane in ledger.records} if ledger is not None else set()
+    held |= since.queues()
     held |= {chain.rsplit(b"/", 1)[0].decode(errors="replace") for chain in store.chains()}
     out = []
     for name in sorted(held - defined):
@@ -476,7 +623,8 @@ def _load_queue(q: LocalQueue, run: _Recovery) -> int:
         blobs = []
         found = [own.seqs]
         for blob_id in run.store.chain(chain_name):
-            blob, seq, held = run._load_blob(q, chain_name, blob_id, own.seqs)
+            run.loaded.add(blob_id)
+            blob, seq, held = run._load_blob(q, lane.priority, chain_name, blob_id, own.seqs)
             max_seq = max(max_seq, seq)
             found.append(held)
             if blob is not None:
@@ -523,14 +671,6 @@ def _in_ascending(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
         return np.zeros(len(values), bool)
     at = np.minimum(np.searchsorted(ascending, values), len(ascending) - 1)
     return ascending[at] == values
-
-
-def _msg_id_of_damaged(rec: bytes) -> bytes | None:
-    """The MsgId a damaged record still shows, when its header looks whole: a durable record
-    carries its MsgId itself (record.pin_msg_id)."""
-    if len(rec) >= record.HEAD_LEN + 24 and rec[record.OFF_FLAGS] & record.HAS_MSG_ID and rec[0] >= 45:
-        return bytes(rec[record.HEAD_LEN : record.HEAD_LEN + 24])
-    return None
 
 
 def _placeholder(blob_id: int, ids: list[bytes]) -> tuple[SweptBlob | None, int, np.ndarray]:

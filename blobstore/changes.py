@@ -1,0 +1,235 @@
+"""The change log: every change to the message records since the last checkpoint, kept
+outside RocksDB (a side log, ``sweepq-changes``, blobstore/files.py).
+
+Why. A consumed message leaves the store by a delete (or a removal mark on its blob
+position) written to RocksDB's write-ahead log. Damage can take that write away (a log cut
+short, a bit flipped in it, the log deleted), and the record would come back as if it had
+never been consumed; the checkpoint of live messages (engine/durable/ledger.py) recognises
+only what was consumed *before* it. A record of every removal in a second file, written
+right after the store's write returned, survives damage to the first: recovery makes such
+a removal again (docs/damage.md). The same log keeps the key and the first bytes of every
+record written since the checkpoint (so a record that damage took can be named), and the
+store's *horizon* after each write (RocksDB's sequence number: a store that opens below a
+horizon it had reached has lost writes, whatever file took them).
+
+What. One record per store write that touches message records or marks: the horizon after
+it, then its operations, each a kind byte and its fields:
+
+* ``P`` key, head: a record written under ``key`` (``head``: its first :data:`HEAD` bytes);
+* ``D`` key: a record deleted for good (consumed, quarantined);
+* ``M`` key, blob ids: a record moved into one of these blobs (a sweep's link: not a removal);
+* ``U`` blob id: a blob deleted (the records it still held went back to their keys, ``P``);
+* ``K`` blob id, position, value: a mark set (or cleared, without a value);
+* ``X`` prefix: every record under ``prefix`` deleted (a queue deleted);
+* ``L`` chain, at head, blob ids: blobs linked into a chain; ``R`` chain, blob id: a blob
+  taken out of its chain; ``Z`` chain: a chain dropped.
+
+A ``H`` record starts the log (at each checkpoint): whether the store writes a log at all
+(without one a crash loses writes by design, and nothing here calls that damage), what its
+files were then (the manifest's name and length, the horizon: blobstore/guard.py checks
+them before the next open), and its chains: with the chain operations since, they say what
+every chain should hold, when damage took the chain records (blobstore/store.py). The log
+is never synced: it is for a process killed at any moment, or damage to one file; after a
+power loss it may lack its last records, which only makes it know less.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+NAME = "changes"
+HEAD = 64  # bytes of each record written that the log keeps (enough for an engine record's MsgId)
+LIMIT = 64 << 20  # a log this long starts again (after the store flushed what it covers)
+
+_U16 = struct.Struct("<H")
+_U64 = struct.Struct("<Q")
+_MARK = struct.Struct("<QIB")  # blob id, position, has a value
+
+
+def start(wal: bool, files: dict, chains: dict[bytes, list[int]], continued: bool = False) -> bytes:
+    """The record a log starts with: ``files``, the key-value store's (KV.files); ``chains``,
+    every chain's blob ids; ``continued``: it goes on from a log that grew too long, not from
+    a checkpoint."""
+    head = {"wal": wal, "continued": continued, "files": files, "chains": {k.hex(): v for k, v in chains.items()}}
+    return b"H" + json.dumps(head).encode()
+
+
+def write(
+    horizon: int,
+    puts: Sequence[tuple[bytes, bytes]] = (),
+    deletes: Sequence[bytes] = (),
+    moved: tuple[Sequence[int], Sequence[bytes]] = ((), ()),
+    marks: Sequence[tuple[int, int, bytes | None]] = (),
+    dropped: bytes | None = None,
+    unlinked: Sequence[int] = (),
+    chains: Sequence[tuple[bytes, str, Sequence[int]]] = (),
+) -> bytes:
+    """The record of one store write (see the module docstring); ``moved``: (the blobs a link
+    wrote, the keys of the records they took); ``chains``: each (a chain, "head" / "tail" (a
+    link), "out" (blobs taken out) or "drop", the blob ids)."""
+    parts = [b"W" + _U64.pack(horizon)]  # the hot paths (one put, one delete) stay short
+    for key, value in puts:
+        head = value[:HEAD]
+        parts.append(b"P" + _U16.pack(len(key)) + key + _U16.pack(len(head)) + head)
+    for key in deletes:
+        parts.append(b"D" + _U16.pack(len(key)) + key)
+    if chains or unlinked or moved[1] or marks or dropped is not None:
+        _rare(parts, moved, marks, dropped, unlinked, chains)
+    return b"".join(parts)
+
+
+def _rare(
+    parts: list[bytes],
+    moved: tuple[Sequence[int], Sequence[bytes]],
+    marks: Sequence[tuple[int, int, bytes | None]],
+    dropped: bytes | None,
+    unlinked: Sequence[int],
+    chains: Sequence[tuple[bytes, str, Sequence[int]]],
+) -> None:
+    """The operations of :func:`write` other than puts and deletes, added to ``parts``."""
+    for name, how, ids in chains:
+        if how == "drop":
+            parts.append(b"Z" + _U16.pack(len(name)) + name)
+        elif how == "out":
+            parts += [b"R" + _U16.pack(len(name)) + name + _U64.pack(b) for b in ids]
+        else:
+            parts.append(b"L" + _U16.pack(len(name)) + name + bytes([how == "head"]) + _U16.pack(len(ids)))
+            parts += [_U64.pack(b) for b in ids]
+    parts += [b"U" + _U64.pack(blob_id) for blob_id in unlinked]
+    blobs, keys = moved
+    if keys:
+        homes = _U16.pack(len(blobs)) + b"".join(map(_U64.pack, blobs))
+        parts += [b"M" + _U16.pack(len(key)) + key + homes for key in keys]
+    for blob_id, pos, mark in marks:
+        parts.append(b"K" + _MARK.pack(blob_id, pos, mark is not None))
+        if mark is not None:
+            parts.append(_U16.pack(len(mark)) + mark)
+    if dropped is not None:
+        parts.append(b"X" + _U16.pack(len(dropped)) + dropped)
+
+
+@dataclass
+class Changes:
+    """What a change log says happened since it started: each key's last state, each
+    mark's last value, the highest horizon a write reached."""
+
+    wal: bool = True
+    continued: bool = False  # it does not reach back to the checkpoint (it grew too long)
+    files: dict = field(default_factory=dict)  # the store's files when it started (KV.files)
+    chains: dict[bytes, list[int]] | None = None  # every chain's blob ids now (None: unknown)
+    written: dict[bytes, bytes] = field(default_factory=dict)  # key -> head: last written (or moved)
+    moved: dict[bytes, tuple[int, ...]] = field(default_factory=dict)  # key -> the blobs one of which took it
+    unlinked: set[int] = field(default_factory=set)  # blobs deleted
+    removed: set[bytes] = field(default_factory=set)  # last deleted for good
+    marks: dict[tuple[int, int], bytes | None] = field(default_factory=dict)
+    horizon: int = 0
+    problem: str | None = None  # why the log could not be read to its end
+
+
+def known(ch: Changes) -> dict:
+    """What the key-value store should check at open (``known``, blobstore/guard.py): its
+    files when the log started, the horizon raised to the last write the log has."""
+    return {**ch.files, "wal": ch.wal, "horizon": max(int(ch.files.get("horizon", 0)), ch.horizon)}
+
+
+def replay(records: list[bytes], problem: str | None = None) -> Changes:
+    """The :class:`Changes` of a log's records (a record that does not decode ends it)."""
+    out = Changes(problem=problem)
+    for at, rec in enumerate(records):
+        try:
+            _apply(out, rec)
+        except (struct.error, ValueError, IndexError, KeyError, TypeError, AttributeError) as e:
+            out.problem = out.problem or f"record {at} of the change log does not decode ({e})"
+            break
+    return out
+
+
+def _apply(out: Changes, rec: bytes) -> None:
+    kind = rec[:1]
+    if kind == b"H":
+        head = json.loads(rec[1:])
+        out.wal, out.continued, out.files = (
+            bool(head.get("wal", True)),
+            bool(head.get("continued")),
+            head.get("files", {}),
+        )
+        chains = head.get("chains")
+        out.chains = {bytes.fromhex(k): list(v) for k, v in chains.items()} if chains is not None else None
+        return
+    if kind != b"W":
+        raise ValueError(f"kind {kind!r}")
+    out.horizon = max(out.horizon, _U64.unpack_from(rec, 1)[0])
+    pos, n = 9, len(rec)
+    while pos < n:
+        op = rec[pos : pos + 1]
+        pos += 1
+        if op == b"U":
+            out.unlinked.add(_U64.unpack_from(rec, pos)[0])
+            pos += 8
+            continue
+        if op in (b"L", b"R", b"Z"):
+            pos = _chain_op(out, op, rec, pos)
+            continue
+        if op == b"K":
+            blob_id, at, has = _MARK.unpack_from(rec, pos)
+            pos += _MARK.size
+            value = None
+            if has:
+                value, pos = _field(rec, pos)
+            out.marks[blob_id, at] = value
+            continue
+        key, pos = _field(rec, pos)
+        if op == b"P":
+            head, pos = _field(rec, pos)
+            out.written[key] = head
+            out.moved.pop(key, None)
+            out.removed.discard(key)
+        elif op == b"D":
+            out.written.pop(key, None)
+            out.moved.pop(key, None)
+            out.removed.add(key)
+        elif op == b"M":
+            (count,) = _U16.unpack_from(rec, pos)
+            out.moved[key] = struct.unpack_from(f"<{count}Q", rec, pos + 2)
+            pos += 2 + 8 * count
+        elif op == b"X":
+            for k in [k for k in out.written if k.startswith(key)]:
+                del out.written[k]
+                out.moved.pop(k, None)
+                out.removed.add(k)
+        else:
+            raise ValueError(f"operation {op!r}")
+
+
+def _chain_op(out: Changes, op: bytes, rec: bytes, pos: int) -> int:
+    name, pos = _field(rec, pos)
+    chains = out.chains if out.chains is not None else {}
+    if op == b"Z":
+        chains.pop(name, None)
+    elif op == b"R":
+        (blob_id,) = _U64.unpack_from(rec, pos)
+        pos += 8
+        chains[name] = [b for b in chains.get(name, []) if b != blob_id]
+        if not chains[name]:
+            del chains[name]
+    else:
+        at_head = rec[pos] == 1
+        (count,) = _U16.unpack_from(rec, pos + 1)
+        ids = list(struct.unpack_from(f"<{count}Q", rec, pos + 3))
+        pos += 3 + 8 * count
+        have = chains.get(name, [])
+        chains[name] = [*ids, *have] if at_head else [*have, *ids]
+    if out.chains is not None:  # known only from a start record on
+        out.chains = chains
+    return pos
+
+
+def _field(rec: bytes, pos: int) -> tuple[bytes, int]:
+    (n,) = _U16.unpack_from(rec, pos)
+    end = pos + 2 + n
+    if end > len(rec):
+        raise ValueError("a field runs past its record")
+    return rec[pos + 2 : end], end
