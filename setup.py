@@ -7,6 +7,7 @@ when it is imported).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import sys
@@ -45,9 +46,17 @@ def extensions() -> list[Extension]:
     link = include / "sweepq"
     if not link.exists():
         link.symlink_to(ROOT, target_is_directory=True)
-    exts = [Extension(m, [source(m)], optional=True) for m in compiled_modules()]
-    return cythonize(
+    modules = compiled_modules()
+    exts = [Extension(m, [source(m)], optional=True) for m in modules]
+    # Cython's own check of what changed reads cimports from .pyx and .pxd files, not a pure-mode
+    # .py's `cython.cimports`: a changed .pxd could leave another module's C built against the
+    # old one (an ImportError at run time). So any change to any compiled source rebuilds all.
+    stamp = ROOT / "build" / "cython" / "SOURCES"
+    digest = sources_digest(modules)
+    force = not stamp.exists() or stamp.read_text() != digest
+    built = cythonize(
         exts,
+        force=force,
         include_path=[str(include)],
         build_dir=str(ROOT / "build" / "cython"),
         compiler_directives={
@@ -61,6 +70,18 @@ def extensions() -> list[Extension]:
         },
         quiet=True,
     )
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(digest)
+    return built
+
+
+def sources_digest(modules: list[str]) -> str:
+    """One digest of every compiled module's .py and every .pxd of the engine."""
+    paths = sorted({ROOT / source(m) for m in modules} | set((ROOT / "engine").rglob("*.pxd")))
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 setup(ext_modules=extensions())
