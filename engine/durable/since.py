@@ -2,7 +2,7 @@
 recovery needs: message records by queue, lane and arrival number.
 
 The checkpoint (ledger.py) says which messages were live when it was written; the change
-log (blobstore/changes.py, ``Store.since_checkpoint``) says what every write of message
+log (blobstore/changes.py, ``BlobStore.since_checkpoint``) says what every write of message
 records did after it, each write recorded right after the store returned it and kept apart
 from the store's files. When damage takes writes from the store (a log cut or deleted, a
 table file set aside), the change log still has them: recovery (recovery.py) keeps dead
