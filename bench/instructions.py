@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 _CHILD = r"""
 import sys
@@ -99,9 +100,13 @@ def count(which: str, n: int) -> int:
         return int(m.group(1))
 
 
-def per_op(which: str, n: int) -> float:
-    """Instructions per operation: (2n ops - n ops) / n."""
-    return (count(which, 2 * n) - count(which, n)) / n
+def per_op(which: str, n: int, progress: Callable[[], object] = lambda: None) -> float:
+    """Instructions per operation: (2n ops - n ops) / n; ``progress`` is called after each child."""
+    twice = count(which, 2 * n)
+    progress()
+    once = count(which, n)
+    progress()
+    return (twice - once) / n
 
 
 def measure(scenarios: list[str], n: int = 50_000) -> dict[str, dict[str, float]]:

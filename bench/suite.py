@@ -31,12 +31,16 @@ Scenarios:
 * ``queue``: ``sweepq.Queue`` / ``sweepq.AsyncQueue`` against ``queue.Queue``,
   ``asyncio.Queue`` and the persistent queues a Python user picks instead, and a backlog of ten
   times a memory budget (bench/queues.py).
+* ``instructions``: instructions per put+get pair and per message of ``put_many`` /
+  ``get_many``, counted by valgrind's callgrind (bench/instructions.py), beside ``queue.Queue``;
+  skipped with a notice where valgrind is absent.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,6 +62,7 @@ SCENARIOS = (
     "clients",
     "channel",
     "queue",
+    "instructions",
 )
 
 
@@ -104,6 +109,7 @@ class BenchOptions:
     queue_persistent_messages: int = 1_000  # items put then got per round, path= and its peers (queue)
     queue_budget: int = 50_000_000  # the memory budget of the backlog, bytes (queue)
     queue_backlog_factor: float = 10.0  # the backlog, in budgets (queue)
+    instructions_n: int = 50_000  # operations per measured child under callgrind (instructions)
     quick: bool = False
 
 
@@ -139,6 +145,7 @@ QUICK = {
     "queue_messages": 3_000,
     "queue_persistent_messages": 200,
     "queue_budget": 2_000_000,
+    "instructions_n": 20_000,  # below this, the warm-up's one-off allocations show in the difference
 }
 
 
@@ -798,6 +805,33 @@ def queue(o: BenchOptions, report: Report, step) -> dict:
     return run_queue(o, report, step)
 
 
+INSTRUCTION_SCENARIOS = ("pair", "batch")
+
+
+def instructions(o: BenchOptions, report: Report, step) -> dict:
+    """Instructions per operation under callgrind (bench/instructions.py): the hot path's
+    figure that the machine's load does not move, beside ``queue.Queue`` in the same run."""
+    from . import instructions as ins
+
+    if shutil.which("valgrind") is None:
+        report.notice("instructions: skipped, valgrind is not on the PATH (Debian: apt-get install valgrind)")
+        return {"skipped": "valgrind is not on the PATH"}
+    out = {}
+    for name in INSTRUCTION_SCENARIOS:
+        mine, base = ins.SCENARIOS[name]
+        a = ins.per_op(mine, o.instructions_n, progress=step)
+        b = ins.per_op(base, o.instructions_n, progress=step)
+        out[name] = {"sweepq": a, "queue_Queue": b, "ratio": b / a}
+        what = "put+get pair" if name == "pair" else "put_many/get_many x100, per message"
+        report.row(
+            "instructions",
+            f"{what}, 100 B, one thread (callgrind, n={o.instructions_n:,})",
+            f"{a:,.0f} instr/op",
+            f"{b / a:.2f} x queue.Queue ({b:,.0f} instr/op)",
+        )
+    return out
+
+
 RUNNERS = {
     "throughput": throughput,
     "batch": batch,
@@ -812,6 +846,7 @@ RUNNERS = {
     "clients": clients,
     "channel": channel,
     "queue": queue,
+    "instructions": instructions,
 }
 
 
@@ -834,6 +869,7 @@ def steps(name: str, o: BenchOptions) -> int:
         "clients": 2 * o.rounds + 3,
         "channel": 2 * o.rounds + 3,
         "queue": 4 * o.rounds + 7,
+        "instructions": 4 * len(INSTRUCTION_SCENARIOS),
     }[name]
 
 

@@ -260,6 +260,12 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--size", type=pos_int, default=1024, help="payload bytes (throughput, batch, persistent)")
     b.add_argument("--rounds", type=pos_int, default=15, help="interleaved rounds, best kept")
     b.add_argument("--batch", type=pos_int, default=100, help="messages per put_many / get_many")
+    b.add_argument(
+        "--instructions-n",
+        type=number(int, 100, hint="pass at least 100 operations"),
+        default=50_000,
+        help="operations per child process counted under callgrind (instructions)",
+    )
     b.add_argument("--persistent-messages", type=pos_int, default=2_000, help="messages per round (persistent)")
     b.add_argument("--memory-messages", type=pos_int, default=1_000_000, help="messages (memory, in memory)")
     b.add_argument("--memory-payload", type=pos_int, default=100, help="payload bytes (memory)")
