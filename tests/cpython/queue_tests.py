@@ -50,7 +50,6 @@ class threading_helper:  # the two calls of test.support.threading_helper used b
 
 QUEUE_SIZE = 5
 
-
 def qfull(q):
     return q.maxsize > 0 and q.qsize() == q.maxsize
 
@@ -77,6 +76,7 @@ class _TriggerThread(threading.Thread):
 
 
 class BlockingTestMixin:
+
     def do_blocking_test(self, block_func, block_args, trigger_func, trigger_args):
         thread = _TriggerThread(trigger_func, trigger_args)
         thread.start()
@@ -84,15 +84,15 @@ class BlockingTestMixin:
             self.result = block_func(*block_args)
             # If block_func returned before our thread made the call, we failed!
             if not thread.startedEvent.is_set():
-                self.fail("blocking function %r appeared not to block" % block_func)
+                self.fail("blocking function %r appeared not to block" %
+                          block_func)
             return self.result
         finally:
-            threading_helper.join_thread(thread)  # make sure the thread terminates
+            threading_helper.join_thread(thread) # make sure the thread terminates
 
     # Call this instead if block_func is supposed to raise an exception.
-    def do_exceptional_blocking_test(
-        self, block_func, block_args, trigger_func, trigger_args, expected_exception_class
-    ):
+    def do_exceptional_blocking_test(self,block_func, block_args, trigger_func,
+                                   trigger_args, expected_exception_class):
         thread = _TriggerThread(trigger_func, trigger_args)
         thread.start()
         try:
@@ -101,9 +101,10 @@ class BlockingTestMixin:
             except expected_exception_class:
                 raise
             else:
-                self.fail("expected exception of kind %r" % expected_exception_class)
+                self.fail("expected exception of kind %r" %
+                                 expected_exception_class)
         finally:
-            threading_helper.join_thread(thread)  # make sure the thread terminates
+            threading_helper.join_thread(thread) # make sure the thread terminates
             if not thread.startedEvent.is_set():
                 self.fail("trigger thread ended but event never set")
 
@@ -122,10 +123,13 @@ class BaseQueueTestMixin(BlockingTestMixin):
         q.put(111)
         q.put(333)
         q.put(222)
-        target_order = dict(Queue=[111, 333, 222], LifoQueue=[222, 333, 111], PriorityQueue=[111, 222, 333])
+        target_order = dict(Queue = [111, 333, 222],
+                            LifoQueue = [222, 333, 111],
+                            PriorityQueue = [111, 222, 333])
         actual_order = [q.get(), q.get(), q.get()]
-        self.assertEqual(actual_order, target_order[q.__class__.__name__], "Didn't seem to queue the correct data!")
-        for i in range(QUEUE_SIZE - 1):
+        self.assertEqual(actual_order, target_order[q.__class__.__name__],
+                         "Didn't seem to queue the correct data!")
+        for i in range(QUEUE_SIZE-1):
             q.put(i)
             self.assertTrue(q.qsize(), "Queue should not be empty")
         self.assertTrue(not qfull(q), "Queue should not be full")
@@ -163,8 +167,9 @@ class BaseQueueTestMixin(BlockingTestMixin):
         except self.queue.Empty:
             pass
         # Test a blocking get
-        self.do_blocking_test(q.get, (), q.put, ("empty",))
-        self.do_blocking_test(q.get, (True, 10), q.put, ("empty",))
+        self.do_blocking_test(q.get, (), q.put, ('empty',))
+        self.do_blocking_test(q.get, (True, 10), q.put, ('empty',))
+
 
     def worker(self, q):
         while True:
@@ -179,17 +184,18 @@ class BaseQueueTestMixin(BlockingTestMixin):
     def queue_join_test(self, q):
         self.cum = 0
         threads = []
-        for i in (0, 1):
+        for i in (0,1):
             thread = threading.Thread(target=self.worker, args=(q,))
             thread.start()
             threads.append(thread)
         for i in range(100):
             q.put(i)
         q.join()
-        self.assertEqual(self.cum, sum(range(100)), "q.join() did not block until all tasks were done")
-        for i in (0, 1):
-            q.put(-1)  # instruct the threads to close
-        q.join()  # verify that you can join twice
+        self.assertEqual(self.cum, sum(range(100)),
+                         "q.join() did not block until all tasks were done")
+        for i in (0,1):
+            q.put(-1)         # instruct the threads to close
+        q.join()                # verify that you can join twice
         for thread in threads:
             thread.join()
 
@@ -251,12 +257,13 @@ class BaseQueueTestMixin(BlockingTestMixin):
         with self.assertRaises(self.queue.Full):
             q.put_nowait(4)
         self.assertEqual(q.qsize(), 3)
-        q.maxsize = 2  # shrink the queue
+        q.maxsize = 2                       # shrink the queue
         with self.assertRaises(self.queue.Full):
             q.put_nowait(4)
 
 
 class BaseSimpleQueueTest:
+
     def setUp(self):
         self.q = self.type2test()
 
@@ -312,22 +319,20 @@ class BaseSimpleQueueTest:
         rnd = random.Random(42)
 
         exceptions = []
-
         def log_exceptions(f):
             def wrapper(*args, **kwargs):
                 try:
                     f(*args, **kwargs)
                 except BaseException as e:
                     exceptions.append(e)
-
             return wrapper
 
-        feeders = [
-            threading.Thread(target=log_exceptions(feed_func), args=(q, seq, rnd, sentinel)) for i in range(n_threads)
-        ]
-        consumers = [
-            threading.Thread(target=log_exceptions(consume_func), args=(q, results, sentinel)) for i in range(n_threads)
-        ]
+        feeders = [threading.Thread(target=log_exceptions(feed_func),
+                                    args=(q, seq, rnd, sentinel))
+                   for i in range(n_threads)]
+        consumers = [threading.Thread(target=log_exceptions(consume_func),
+                                      args=(q, results, sentinel))
+                     for i in range(n_threads)]
 
         with threading_helper.start_threads(feeders + consumers):
             pass
@@ -406,7 +411,8 @@ class BaseSimpleQueueTest:
         N = 50
         q = self.q
         inputs = list(range(10000))
-        results = self.run_threads(N, q, inputs, self.feed, self.consume_nonblock)
+        results = self.run_threads(N, q, inputs,
+                                   self.feed, self.consume_nonblock)
 
         self.assertEqual(sorted(results), inputs)
 
@@ -415,7 +421,8 @@ class BaseSimpleQueueTest:
         N = 50
         q = self.q
         inputs = list(range(1000))
-        results = self.run_threads(N, q, inputs, self.feed, self.consume_timeout)
+        results = self.run_threads(N, q, inputs,
+                                   self.feed, self.consume_timeout)
 
         self.assertEqual(sorted(results), inputs)
 
