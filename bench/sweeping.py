@@ -58,7 +58,7 @@ def rates(messages: int = 100_000, size: int = 100, freeze: bool = False) -> dic
     try:
         qm.define_queue("R")
         _fill(qm, "R", messages, size)
-        q = qm._queue("R")
+        q = qm.internal.queue("R")
         raw = q.mem_bytes
         records = q.lanes.records(q.lanes[0])
         ids = [r[5:13] * 3 for r in records]
@@ -115,7 +115,7 @@ def lock_holds(run_sizes: tuple[int, ...] = (1_000, 10_000, 100_000), size: int 
         try:
             qm.define_queue("L")
             _fill(qm, "L", n + 5, size)
-            q = qm._queue("L")
+            q = qm.internal.queue("L")
             q.tier.counters.lock_seconds.clear()
             qm.sweeper.run_once()
             holds = sorted(q.tier.counters.lock_seconds)
@@ -150,7 +150,7 @@ def drain_latency(messages: int = 100_000, per_blob: int = 500, size: int = 100)
         _fill(qm, "STEADY", messages, size)
         _fill(qm, "SWEPT", messages, size)
         qm.sweeper.run_once()
-        q = qm._queue("SWEPT")
+        q = qm.internal.queue("SWEPT")
         blobs = sum(len(lane.chain) for lane in q.lanes)
         steady = qm.connect().open("STEADY", IO)
         swept = qm.connect().open("SWEPT", IO)

@@ -41,7 +41,7 @@ def test_engine_sweep(benchmark, qm, size):
     payloads = [_payload(size, i) for i in range(N + 5)]
 
     def refill():
-        q = qm._queue("S")
+        q = qm.internal.queue("S")
         q.unsweep_all()  # bring anything swept back, so every round starts in memory
         while q.depth:
             h.get()

@@ -78,7 +78,7 @@ class Connection:
             if err:
                 raise options_error(err)
             sel = compile_selector(selector)
-            q, route = self.qm._route(name, qmgr)
+            q, route = self.qm.internal.route(name, qmgr)
             if route is not None and opts & (INPUT_OPTS | OO.BROWSE):
                 raise MQError(
                     Reason.OPTION_NOT_VALID_FOR_TYPE,
@@ -101,7 +101,7 @@ class Connection:
         exclusive = bool(h.options & OO.INPUT_EXCLUSIVE)
         q.close_counted(s.can_get, s.can_put, exclusive, lambda: browse.release_locked(q, s.cursor))
         self._handles.discard(h)
-        self.qm._dynamic.handle_closed(q)  # a temporary dynamic queue goes with its last handle
+        self.qm.internal.dynamic.handle_closed(q)  # a temporary dynamic queue goes with its last handle
         return groups.closed(s)
 
     # -- unit of work --------------------------------------------------------------------
@@ -149,7 +149,7 @@ class Connection:
                 self.close_handle(h)
         self.uow.backout(application_requested=False)
         self._closed = True
-        self.qm._forget(self)
+        self.qm.internal.forget_connection(self)
 
     def __enter__(self) -> Connection:
         return self

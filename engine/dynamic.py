@@ -81,7 +81,7 @@ class DynamicQueues:
             name = pattern[:-1] + suffix
             if name not in self._qm.queue_names():
                 break
-        q = self._qm._new_queue(name, replace(attrs), durable=False)
+        q = self._qm.internal.new_queue(name, replace(attrs), durable=False)
         q.temporary = True
         with self._lock:
             self.temporary.add(name)
@@ -95,4 +95,4 @@ class DynamicQueues:
             return
         with self._lock:
             self.temporary.discard(q.name)
-        self._qm._forget_queue(q)
+        self._qm.internal.forget_queue(q)

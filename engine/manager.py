@@ -6,6 +6,7 @@ message does (put, get, commit) takes only the locks of the queues it touches.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -29,6 +30,7 @@ from .durable.recovery import RecoveryReport, recover
 from .durable.rewrite import rewrite
 from .dynamic import DEFAULT_DYNAMIC_NAME, DynamicQueues
 from .errors import MQError
+from .internals import ManagerInternals, Service
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
 from .sequence import Arrivals
@@ -37,6 +39,7 @@ from .storage import Storage
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from contextlib import AbstractContextManager
 
     from .distributed import ChannelDefinition, QmgrAttributes, RemoteQueue, Route
 
@@ -132,8 +135,9 @@ class QueueManager:
         self._queues: dict[str, LocalQueue] = {}
         self._defs = threading.Lock()
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self.internal: ManagerInternals = _Internals(self)  # for the engine's own modules: internals.py
         self._dynamic = DynamicQueues(self)  # model queues and temporary dynamic queues
-        self._servers: list = []  # listeners started by serve(), stopped first by close()
+        self._servers: list[Service] = []  # listeners started by serve(), stopped first by close()
         self._channels: Any = None  # the channel agents (net/channels/), once asked for: see channels
         # Distributed queuing: the queue manager's own attributes (its name), remote queues,
         # channels and their sync state (engine/distributed/).
@@ -531,8 +535,68 @@ class QueueManager:
         and uses only this public API."""
         self._check_open()
         server = extensions.service("server")(self, unix_path=path, **options).start()
-        self._servers.append(server)
+        self.internal.attach(server)
         return server
+
+
+class _Internals:
+    """:class:`~sweepq.engine.internals.ManagerInternals` of one queue manager: the one
+    place outside its own methods that reads its private state."""
+
+    __slots__ = ("_qm",)
+
+    def __init__(self, qm: QueueManager):
+        self._qm = qm
+
+    @property
+    def definitions(self) -> AbstractContextManager[object]:
+        return self._qm._defs
+
+    @property
+    def storage(self) -> Storage:
+        return self._qm._storage
+
+    def store(self) -> Store:
+        return self._qm._storage.store()
+
+    @property
+    def dynamic(self) -> DynamicQueues:
+        return self._qm._dynamic
+
+    def queues(self) -> list[LocalQueue]:
+        return list(self._qm._queues.values())
+
+    def queue(self, name: str) -> LocalQueue:
+        return self._qm._queue(name)
+
+    def route(self, name: str, qmgr: str) -> tuple[LocalQueue, Route | None]:
+        return self._qm._route(name, qmgr)
+
+    def new_queue(self, name: str, attrs: QueueAttributes, durable: bool = True) -> LocalQueue:
+        return self._qm._new_queue(name, attrs, durable)
+
+    def forget_queue(self, q: LocalQueue) -> None:
+        self._qm._forget_queue(q)
+
+    def forget_connection(self, conn: Connection) -> None:
+        self._qm._forget(conn)
+
+    def save_object(
+        self,
+        key: bytes,
+        value: bytes | None,
+        what: str,
+        drop_messages: bytes | None = None,
+        drop_chains: Sequence[bytes] = (),
+    ) -> None:
+        self._qm._save_object(key, value, what, drop_messages, drop_chains)
+
+    def attach(self, service: Service) -> None:
+        self._qm._servers.append(service)
+
+    def detach(self, service: Service) -> None:
+        with contextlib.suppress(ValueError):
+            self._qm._servers.remove(service)
 
 
 def _attrs(base: QueueAttributes, changes: dict) -> QueueAttributes:

@@ -182,8 +182,7 @@ class Server:
                 with contextlib.suppress(OSError):
                     os.unlink(self.unix_path)
             self.closed = True
-            with contextlib.suppress(ValueError):
-                self.qm._servers.remove(self)
+            self.qm.internal.detach(self)
             raise MQError(
                 Reason.RESOURCE_PROBLEM, f"cannot listen: {e.strerror or e} ({e.filename or self.tcp})"
             ) from e
@@ -250,8 +249,7 @@ class Server:
             self._metrics.close()
         if self._console is not None:
             self._console.close()
-        with contextlib.suppress(ValueError):
-            self.qm._servers.remove(self)
+        self.qm.internal.detach(self)
         self.log.info("stopped serving queue manager %s", self.qm.name)
 
     def __enter__(self) -> Server:

@@ -187,7 +187,7 @@ class Worker:
 
             sweeper.after_write = after_write
             for name in QUEUES:
-                self._wrap_queue(self.qm._queue(name))
+                self._wrap_queue(self.qm.internal.queue(name))
             return True
         except AttributeError:
             return False
@@ -384,7 +384,7 @@ def drain(data_dir: str, log_path: str, sync: str = "commit", repair: bool = Fal
         log.close()
         return f"{type(e).__name__}: {' '.join(str(e).split())}"
     if repair:
-        log.emit("RP", *getattr(qm._storage, "repaired", ["?"]))  # the files it moved to lost/
+        log.emit("RP", *getattr(qm.internal.storage, "repaired", ["?"]))  # the files it moved to lost/
     named = [i for i in (ident_of(bytes(m)) for m in getattr(qm.recovery, "damaged_msg_ids", ())) if i]
     if named:  # damaged records the open named by MsgId (qm.recovery): reported, not lost
         for q in QUEUES:

@@ -58,7 +58,7 @@ class Distributed:
         return self.attrs.default_xmit_queue
 
     def is_local(self, name: str) -> bool:
-        return self.qm.queue_named(name) is not None or self.qm._dynamic.is_model(name)
+        return self.qm.queue_named(name) is not None or self.qm.internal.dynamic.is_model(name)
 
     def is_xmitq(self, name: str) -> bool | None:
         q = self.qm.queue_named(name)
@@ -81,7 +81,7 @@ class Distributed:
         if value is None:
             self.attrs = QmgrAttributes(name if name is not None else "QM1").validated()
             if store is not None:
-                self.qm._save_object(QMGR_KEY, objects.encode(self.attrs), "the queue manager's name")
+                self.qm.internal.save_object(QMGR_KEY, objects.encode(self.attrs), "the queue manager's name")
             return
         self.attrs = objects.decode(QmgrAttributes, value)
         if name is not None and name != self.attrs.name:
@@ -148,8 +148,8 @@ class Distributed:
         if "name" in changes:
             raise MQError(Reason.PARM_VALUE_ERROR, "a queue manager's name is fixed when it is created")
         attrs = objects.changed(self.attrs, changes, "queue manager attribute")
-        with self.qm._defs:
-            self.qm._save_object(QMGR_KEY, objects.encode(attrs), "the queue manager's attributes")
+        with self.qm.internal.definitions:
+            self.qm.internal.save_object(QMGR_KEY, objects.encode(attrs), "the queue manager's attributes")
             self.attrs = attrs
         return attrs
 
@@ -160,19 +160,19 @@ class Distributed:
             PARM_VALUE_ERROR (3229); RESOURCE_PROBLEM (2102)."""
         check_name(name)
         r = objects.changed(RemoteQueue(), attributes, "remote queue attribute")
-        with self.qm._defs:
+        with self.qm.internal.definitions:
             if self.is_local(name) or name in self.remotes:
                 raise MQError(Reason.OBJECT_ALREADY_EXISTS, f"queue {name!r} is already defined")
-            self.qm._save_object(REMOTE_PREFIX + name.encode(), objects.encode(r), f"remote queue {name!r}")
+            self.qm.internal.save_object(REMOTE_PREFIX + name.encode(), objects.encode(r), f"remote queue {name!r}")
             self.remotes[name] = r
         return r
 
     def delete_remote_queue(self, name: str) -> None:
         """DELETE QREMOTE. :raises MQError: UNKNOWN_OBJECT_NAME (2085); RESOURCE_PROBLEM (2102)."""
-        with self.qm._defs:
+        with self.qm.internal.definitions:
             if name not in self.remotes:
                 raise MQError(Reason.UNKNOWN_OBJECT_NAME, f"no remote queue named {name!r}")
-            self.qm._save_object(REMOTE_PREFIX + name.encode(), None, f"remote queue {name!r}")
+            self.qm.internal.save_object(REMOTE_PREFIX + name.encode(), None, f"remote queue {name!r}")
             del self.remotes[name]
 
     def define_channel(self, name: str, **attributes) -> ChannelDefinition:
@@ -182,10 +182,10 @@ class Distributed:
             attribute; RESOURCE_PROBLEM (2102)."""
         objects.object_name(name, "channel name", MAX_CHANNEL_NAME)
         d = objects.changed(ChannelDefinition(), attributes, "channel attribute")
-        with self.qm._defs:
+        with self.qm.internal.definitions:
             if name in self.channels:
                 raise MQError(Reason.OBJECT_ALREADY_EXISTS, f"channel {name!r} is already defined")
-            self.qm._save_object(CHANNEL_PREFIX + name.encode(), objects.encode(d), f"channel {name!r}")
+            self.qm.internal.save_object(CHANNEL_PREFIX + name.encode(), objects.encode(d), f"channel {name!r}")
             self.channels[name] = d
             self.syncs[name] = _new_sync(name, d, self.qm.journal)
         return d
@@ -195,14 +195,14 @@ class Distributed:
 
         :raises MQError: CHANNEL_NOT_FOUND (4032), PARM_VALUE_ERROR (3229), CHANNEL_INDOUBT
             (4025) for a new transmission queue while a batch is in doubt on the old one."""
-        with self.qm._defs:
+        with self.qm.internal.definitions:
             old = self.channel(name)
             d = objects.changed(old, changes, "channel attribute")
             if d.type != old.type:
                 raise MQError(Reason.PARM_VALUE_ERROR, f"channel {name!r} is a {old.type}; its type cannot change")
             if d.xmit_queue != old.xmit_queue and getattr(self.syncs[name], "indoubt", None) is not None:
                 raise MQError(Reason.CHANNEL_INDOUBT, f"channel {name!r} has a batch in doubt on {old.xmit_queue!r}")
-            self.qm._save_object(CHANNEL_PREFIX + name.encode(), objects.encode(d), f"channel {name!r}")
+            self.qm.internal.save_object(CHANNEL_PREFIX + name.encode(), objects.encode(d), f"channel {name!r}")
             self.channels[name] = d
         return d
 
@@ -211,7 +211,7 @@ class Distributed:
 
         :raises MQError: CHANNEL_NOT_FOUND (4032), CHANNEL_IN_USE (4031) while it runs,
             CHANNEL_INDOUBT (4025) while a batch is in doubt; RESOURCE_PROBLEM (2102)."""
-        with self.qm._defs:
+        with self.qm.internal.definitions:
             self.channel(name)
             sync = self.syncs[name]
             with sync.lock:
@@ -219,11 +219,11 @@ class Distributed:
                     raise MQError(Reason.CHANNEL_IN_USE, f"channel {name!r} is running; stop it first")
                 if getattr(sync, "indoubt", None) is not None:
                     raise MQError(Reason.CHANNEL_INDOUBT, f"channel {name!r} has a batch in doubt; resolve it first")
-                self.qm._save_object(CHANNEL_PREFIX + name.encode(), None, f"channel {name!r}")
+                self.qm.internal.save_object(CHANNEL_PREFIX + name.encode(), None, f"channel {name!r}")
                 del self.channels[name], self.syncs[name]
                 if self.qm.journal is not None:
                     with contextlib.suppress(StoreError):  # a record left behind is dropped at the next open
-                        self.qm._storage.store().write_messages((), [sync_key(name)])
+                        self.qm.internal.store().write_messages((), [sync_key(name)])
 
     def channel(self, name: str) -> ChannelDefinition:
         """:raises MQError: CHANNEL_NOT_FOUND (4032)."""

@@ -100,7 +100,7 @@ def snapshot(qm: QueueManager, next_seq: int, blob_horizon: int, closed: bool) -
     and at close once every connection is gone: ``closed``); each queue's image is taken
     under its lock in one step (LocalQueue.durable_image) and encoded without it."""
     lanes, blobs = [], []
-    for q in list(qm._queues.values()):
+    for q in qm.internal.queues():
         name = q.name.encode()
         for priority, recs, chain in q.durable_image():
             if recs:
@@ -172,7 +172,7 @@ def read(store: Store, damaged: list[str]) -> Ledger | None:
 def write(qm: QueueManager, next_seq: int, closed: bool) -> str | None:
     """Write ``qm``'s checkpoint now (see :func:`snapshot` for when). Returns why it could
     not be written, or None; the previous checkpoint then stands (it only recognises less)."""
-    store = qm._storage.store()
+    store = qm.internal.store()
     if Capability.CHECKPOINT not in store.capabilities:
         return None
     keeper: Checkpointing = store  # type: ignore[assignment]

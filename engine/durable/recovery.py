@@ -542,8 +542,8 @@ def recover(qm: QueueManager, ledger: Ledger | None = None) -> RecoveryReport:
     :raises MQError: RESOURCE_PROBLEM (2102) when the store cannot be read at all."""
     t0 = time.perf_counter()
     report = RecoveryReport()
-    store = qm._storage.store()
-    storage = qm._storage
+    store = qm.internal.store()
+    storage = qm.internal.storage
     run = _Recovery(store, ledger, report, repaired=storage.repair_ran)
     if storage.repair_ran and not storage.repaired:
         report.damaged.append(
@@ -567,7 +567,7 @@ def recover(qm: QueueManager, ledger: Ledger | None = None) -> RecoveryReport:
     for name in _orphans(store, ledger, run.since, set(queues)):
         queues[name] = _define_again(store, name, report)
     for name, attrs in sorted(queues.items()):
-        q = qm._new_queue(name, attrs)
+        q = qm.internal.new_queue(name, attrs)
         max_seq = max(max_seq, _load_queue(q, run))
         report.queues += 1
     run.finish()

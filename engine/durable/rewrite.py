@@ -33,15 +33,15 @@ def rewrite(qm: QueueManager, families: list[str], log: list[str]) -> None:
     """Write again what ``qm`` holds in memory of ``families`` ("messages", "marks",
     "objects"); what fails is appended to ``log``. Never raises (it runs on the store's
     thread, after the store healed)."""
-    store = qm._storage.store()
+    store = qm.internal.store()
     if "objects" in families:
-        with qm._defs:  # no definition changes meanwhile
-            for q in list(qm._queues.values()):
+        with qm.internal.definitions:  # no definition changes meanwhile
+            for q in qm.internal.queues():
                 try:
                     store.put_object(q.name.encode(), encode_definition(asdict(q.attrs)))
                 except StoreError as e:
                     log.append(f"queue {q.name!r}: writing its definition again after damage failed ({e})")
-    for q in list(qm._queues.values()):
+    for q in qm.internal.queues():
         try:
             q.durable_image(partial(_write, store, q.key_prefix, families))
         except StoreError as e:
