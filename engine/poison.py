@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 from . import record
 from .core.flags import UNCOMMITTED
-from .durable.journal import Batch as DurableBatch
-from .durable.journal import Journal
+from .durable.journal import Journal, StoreChanges
 from .errors import MQError
 
 if TYPE_CHECKING:
@@ -71,7 +70,7 @@ def _place(qm, q: LocalQueue, boq: LocalQueue, ref: Ref, rec: bytes, sync: bool)
         moved = record.rehome(rec, qm.next_seq(), qm.ident)
         lane_i = boq.default_priority if boq.fifo else moved[record.OFF_PRIORITY]
         if not sync and boq.journal is not None and rec[record.OFF_FLAGS] & record.PERSISTENT:
-            batch = DurableBatch()
+            batch = StoreChanges()
             Journal.add_put(batch, boq, lane_i, moved)
             Journal.add_removal(batch, q, ref)
             try:

@@ -77,7 +77,7 @@ from .core.lanes import Lane, LaneSet
 from .core.lock import CHECKS, assert_held, new_lock
 from .core.ref import Ref
 from .core.swept import Need
-from .durable.journal import Batch, Journal
+from .durable.journal import Journal, StoreChanges
 from .durable.layout import queue_prefix
 from .errors import MQError
 from .matching import Match
@@ -625,7 +625,7 @@ class LocalQueue:
         self.must_hold("hiding a run")
         self.lanes.hide_run(refs)
 
-    def restore_locked(self, ref: Ref, backout: bool, batch: Batch | None = None) -> None:
+    def restore_locked(self, ref: Ref, backout: bool, batch: StoreChanges | None = None) -> None:
         """Backout of a get: the message reappears in its place, its backout count raised.
         With ``batch``, the change that hardens a persistent message's new count is added
         to it (the caller writes it)."""
@@ -666,7 +666,7 @@ class LocalQueue:
         with self.mutex:
             refs = self.batches.get(batch_id, [])
             if self.journal is not None and (harden or (confirmed and refs)):
-                b = Batch()
+                b = StoreChanges()
                 for ref in refs if confirmed else ():
                     Journal.add_removal(b, self, ref)
                 b.puts += harden

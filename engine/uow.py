@@ -18,7 +18,7 @@ from contextlib import ExitStack, suppress
 
 from .constants import Reason
 from .core.ref import Ref
-from .durable.journal import Batch, Journal
+from .durable.journal import Journal, StoreChanges
 from .errors import MQError
 from .queue import LocalQueue
 
@@ -84,7 +84,7 @@ class UnitOfWork:
             return self._commit_staged()
         journal = ops[0][1].journal if staged is None else staged[0]  # one manager, one journal
         failed = None
-        batch = Batch()
+        batch = StoreChanges()
         self.ops, self.skip, self.staged = [], None, None
         with _locks(ops):
             if journal is not None:
@@ -126,7 +126,7 @@ class UnitOfWork:
         if staged is None:
             return Reason.NONE
         journal, key, value = staged
-        b = Batch()
+        b = StoreChanges()
         b.puts.append((key, value))
         try:
             journal.write(b, "commit")
@@ -143,7 +143,7 @@ class UnitOfWork:
         self.ops, self.skip = [], None
         keep = skip if application_requested else None
         journal = ops[0][1].journal
-        batch = Batch() if journal is not None else None
+        batch = StoreChanges() if journal is not None else None
         with _locks(ops):
             for op in ops:
                 if op is keep:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..constants import Reason
-from ..durable.journal import Batch as Writes
+from ..durable.journal import StoreChanges
 from ..durable.layout import decode_value, encode_value
 from ..errors import MQError
 
@@ -98,7 +98,7 @@ class ChannelSync:
         :raises MQError: RESOURCE_PROBLEM (2102) when the write or that sync fails."""
         if self.journal is None:
             return
-        w = Writes()
+        w = StoreChanges()
         w.puts.append((self.key, value))
         self.journal.write(w, f"hardening channel {self.name!r}")
         if wait and not self.journal.wait():

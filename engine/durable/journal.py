@@ -56,7 +56,7 @@ SYNC_ATTEMPTS = 3
 COMMIT_DELAY = 0.0005
 
 
-class Batch:
+class StoreChanges:
     """The store changes of one step: records to write, keys to delete, blob marks."""
 
     __slots__ = ("deletes", "marks", "puts")
@@ -191,11 +191,11 @@ class Journal:
         return [message_key(prefix, lane, r) for r in recs if r[OFF_FLAGS] & PERSISTENT]
 
     @staticmethod
-    def add_put(batch: Batch, q: LocalQueue, lane: int, rec: bytes) -> None:
+    def add_put(batch: StoreChanges, q: LocalQueue, lane: int, rec: bytes) -> None:
         batch.puts += Journal.homes(q.key_prefix, lane, [rec])
 
     @staticmethod
-    def add_removal(batch: Batch, q: LocalQueue, ref: Ref) -> None:
+    def add_removal(batch: StoreChanges, q: LocalQueue, ref: Ref) -> None:
         """The change that takes the message ``ref`` off the queue for good (mutex held): its
         own record deleted, or its position in its blob marked removed."""
         rec = q.lanes.record(ref)
@@ -211,7 +211,7 @@ class Journal:
             batch.marks.append((blob_id, pos, MARK_REMOVED))
 
     @staticmethod
-    def add_backout(batch: Batch, q: LocalQueue, ref: Ref, rec: bytes) -> None:
+    def add_backout(batch: StoreChanges, q: LocalQueue, ref: Ref, rec: bytes) -> None:
         """The change that hardens the raised backout count of ``rec`` (now restored at ``ref``)."""
         if not rec[OFF_FLAGS] & PERSISTENT:
             return
@@ -226,7 +226,7 @@ class Journal:
 
     # -- writing (mutex held) --------------------------------------------------------------------
 
-    def write(self, batch: Batch, what: str) -> None:
+    def write(self, batch: StoreChanges, what: str) -> None:
         """Write ``batch`` atomically. :raises MQError: RESOURCE_PROBLEM (2102) when the store
         failed; nothing was written and the caller changes nothing in memory."""
         if not batch:
@@ -245,7 +245,7 @@ class Journal:
 
     def remove(self, q: LocalQueue, refs: list) -> None:
         """Delete the records of messages about to leave the queue (mutex held)."""
-        b = Batch()
+        b = StoreChanges()
         for ref in refs:
             Journal.add_removal(b, q, ref)
         self.write(b, f"getting from {q.name!r}")
