@@ -78,3 +78,46 @@ def test_the_serve_session_runs_as_written(tmp_path):
         server.send_signal(signal.SIGINT)  # Ctrl-C reaches bash's foreground job: the server
         out, _ = server.communicate(timeout=60)
     assert server.returncode == 0 and "the store is closed" in out, out
+
+
+def test_the_console_section_runs_as_written(tmp_path):
+    """The console section's server starts with its page, the page answers with the token it
+    prints, and the shell's `status --watch --count 3` shows the queue manager; run as the
+    README writes them but for the port (127.0.0.1:8080 may be taken here)."""
+    import re
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    serve, watch = _bash_blocks("Watching it")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert "127.0.0.1:8080" in serve
+    serve = serve.replace("127.0.0.1:8080", f"127.0.0.1:{port}")
+    (tmp_path / ".venv").symlink_to(sys.prefix)
+    server = subprocess.Popen(
+        ["bash", "-c", serve], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        seen: list[str] = []
+        while not any("console on" in line for line in seen):
+            assert time.monotonic() < deadline and server.poll() is None, seen
+            seen.append(server.stdout.readline())
+        url = re.search(r"console on (http://\S+)", "".join(seen))
+        assert url, seen
+        token = (tmp_path / "q" / "sweepq.token").read_text().strip()
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())  # keeps the session cookie
+        with browser.open(f"{url.group(1)}?token={token}", timeout=30) as page:
+            assert page.status == 200 and b"sweepq" in page.read()
+        done = subprocess.run(["bash", "-c", watch], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.count("queue manager QM1:") == 3, done.stdout  # redrawn three times
+    finally:
+        server.send_signal(signal.SIGINT)
+        out, _ = server.communicate(timeout=60)
+    assert server.returncode == 0, out
