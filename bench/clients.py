@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 WORKER = r"""
 import json, sys, threading, time
@@ -174,7 +175,7 @@ def _pairs(o, report, step, sq: _Sweepq, rd: _Redis) -> dict:
 
         return run
 
-    single = {"sweepq in process": pairs_of(lh), "sweepq client (unix socket)": pairs_of(h)}
+    single = {"sweepq in process": pairs_of(lh), "sweepq client (unix socket)": metered(pairs_of(h), sq.proc.pid)}
     batched = {"sweepq in process": batches_of(lh), "sweepq client (unix socket)": batches_of(h)}
     if rd.proc is not None:
         r = rd.client
@@ -195,9 +196,9 @@ def _pairs(o, report, step, sq: _Sweepq, rd: _Redis) -> dict:
                     p.lpop("bench")
                 p.execute()
 
-        single["redis-py (unix socket)"] = redis_pairs
+        single["redis-py (unix socket)"] = metered(redis_pairs, rd.proc.pid)
         batched["redis-py pipelined (unix socket)"] = redis_batches
-    out = {}
+    out: dict = {}
     for name, contenders, ops in (("pairs", single, n), ("batched", batched, n // batch * batch)):
         res = interleaved(contenders, ops, o.rounds, progress=lambda _: step())
         out[name] = {k: v.rate for k, v in res.items()}
@@ -215,7 +216,43 @@ def _pairs(o, report, step, sq: _Sweepq, rd: _Redis) -> dict:
             if name.startswith("sweepq client") and base is not None:
                 ratio += f" (goal >= 1.0 x: {'met' if rate >= base else 'missed'})"
             report.row("clients", f"{label}: {name}", f"{rate / 1e3:.1f} k pairs/s", ratio)
+    cpu = {name: run.cpu_per_request(n) for name, run in single.items() if isinstance(run, _Metered)}
+    out["server_cpu_us_per_request"] = cpu
+    mine, theirs = cpu.get("sweepq client (unix socket)"), cpu.get("redis-py (unix socket)")
+    for name, us in cpu.items():
+        ratio = "" if theirs is None else f"{us / theirs:.2f} x redis-server"
+        if name.startswith("sweepq") and theirs is not None and mine is not None:
+            ratio += f" (goal <= 1.0 x: {'met' if mine <= theirs else 'missed'})"
+        who = "sweepq serve" if name.startswith("sweepq") else "redis-server"
+        report.row("clients", f"{who}'s CPU per request (a put or a get), {what}", f"{us:.1f} us", ratio)
     return out
+
+
+class _Metered:
+    """A contender's run that adds the CPU time its server process spent meanwhile."""
+
+    def __init__(self, run: Callable[[], None], pid: int):
+        import psutil
+
+        self.run, self.proc, self.cpu, self.runs = run, psutil.Process(pid), 0.0, 0
+
+    def _cpu(self) -> float:
+        t = self.proc.cpu_times()
+        return t.user + t.system
+
+    def __call__(self) -> None:
+        t0 = self._cpu()
+        self.run()
+        self.cpu += self._cpu() - t0
+        self.runs += 1
+
+    def cpu_per_request(self, pairs: int) -> float:
+        """Microseconds of the server's CPU per request (a pair is two) over every run."""
+        return self.cpu / max(1, self.runs * 2 * pairs) * 1e6
+
+
+def metered(run: Callable[[], None], pid: int) -> _Metered:
+    return _Metered(run, pid)
 
 
 def _concurrent(o, report, step, sq: _Sweepq, rd: _Redis) -> dict:
