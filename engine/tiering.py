@@ -38,7 +38,7 @@ from .constants import Reason
 from .core.lanes import Lane, LaneSet
 from .core.lock import CHECKS, assert_held
 from .core.ref import Ref
-from .core.swept import Need, SweptBlob, build_index, msg_ids
+from .core.swept import REMOVED, Need, SweptBlob, build_index, msg_ids
 from .errors import MQError
 from .record import Identity
 
@@ -369,12 +369,19 @@ class QueueTier:
             ) from e
 
     def damaged(self, blob: SweptBlob, e: BlobCorruptError) -> MQError:
+        """The 2101 of a damaged blob, naming the messages it took with it: the positions not
+        REMOVED. The store's manifest names every record the blob was written with, in order;
+        one already consumed (taken by a get by id, or removed before a restart) is not lost,
+        and naming it would have an operator send it again (a false loss)."""
         held = "" if e.ids else f"; from the in-memory index: {blob.describe()}"
+        ids = list(e.ids)
+        if len(ids) == blob.count:
+            ids = [i for pos, i in enumerate(ids) if blob.flag(pos) != REMOVED]
         return MQError(
             Reason.OBJECT_DAMAGED,
             f"queue {self.name!r}: {e}{held}. The blob left the queue; its other messages flow on "
             "(every MsgId it held is in the error's msg_ids)",
-            msg_ids=list(e.ids),
+            msg_ids=ids,
         )
 
     def run_cleanup(self) -> None:
