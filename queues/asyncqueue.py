@@ -194,8 +194,7 @@ class AsyncQueue(QueueBase[T]):
                 if self._core.policy == MemoryPolicy.FAIL:
                     raise asyncio.QueueFull(self._full_text(full))
                 await self._wait(self._putters, lambda: False, POLL)
-                self._core.recount_memory()
-                continue
+                continue  # the budget counts again before it refuses (engine/budget.py)
             await self._wait(self._putters, lambda: not self.full(), POLL if self._remote else None)
         self._core.put_done()
 

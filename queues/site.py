@@ -217,13 +217,6 @@ class Core:
         with self.not_full:
             self.not_full.notify_all()  # a larger maxsize lets waiting puts go
 
-    def recount_memory(self) -> None:
-        """Count the memory budget again now (a put refused by it looks again after gets
-        have made room, which the budget itself counts only every so many bytes)."""
-        budget = getattr(self.site.admin, "budget", None)
-        if budget is not None:
-            budget.refresh()
-
     def depth(self) -> int:
         """Messages on the queue, got at-least-once and not yet done included (CURDEPTH)."""
         try:

@@ -77,9 +77,7 @@ class Queue(QueueBase[T]):
             if remaining <= 0:
                 raise stdqueue.Full(self._full_text(full))
             core.wait_for_room(seen, remaining)
-            if full.reason == Reason.STORAGE_NOT_AVAILABLE:
-                core.recount_memory()
-            again = self._store(data, md)
+            again = self._store(data, md)  # the budget counts again before it refuses (engine/budget.py)
             if again is None:
                 return
             full = again
