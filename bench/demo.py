@@ -564,7 +564,10 @@ class _Child:
         self.cfg = cfg
         self.result: dict | None = None
         argv = [sys.executable, "-m", "sweepq.bench.demo", json.dumps(asdict(cfg)), store_dir, str(os.getpid())]
-        self.proc = children.start(argv, RUN_KIND, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # One glibc arena for the run (engine/budget.py, one_arena): set before the child starts,
+        # since numpy's threads take arenas at import and glibc then ignores a later mallopt.
+        env = {**os.environ, "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "1")}
+        self.proc = children.start(argv, RUN_KIND, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.err: list[str] = []
         self._threads = [
             threading.Thread(target=self._read, args=(on_sample,), daemon=True),

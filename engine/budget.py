@@ -459,7 +459,13 @@ def one_arena() -> bool:
     a sweep's buffers into another's), and the demo's workload with a 24 MB budget peaked at
     1.21 x budget + baseline with its eight threads' arenas, 1.10 x with two, 1.05 x with
     one. Under the GIL, Python threads seldom allocate at the same moment: two full-speed
-    producers put as fast with one arena."""
+    producers put as fast with one arena.
+
+    glibc fixes its arena limit the first time a thread needs an arena of its own, so this
+    call only works in a process where no other thread has allocated yet; numpy's threads
+    (imported with the engine) usually have. A process that wants its resident budget to
+    hold starts with ``MALLOC_ARENA_MAX=1`` in its environment: ``sweepq demo`` sets it for
+    its runs (docs/sweeper.md)."""
     libc = _glibc()
     if libc is None or "MALLOC_ARENA_MAX" in os.environ:
         return False
