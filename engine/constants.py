@@ -275,18 +275,25 @@ class IndexType(enum.IntEnum):
 
 
 class Persistence(enum.IntEnum):
+    """MQPER_*: whether a message survives a restart of its queue manager (AS_Q_DEF: the
+    queue's ``default_persistence``)."""
+
     NOT_PERSISTENT = 0
     PERSISTENT = 1
     AS_Q_DEF = 2
 
 
 class GroupStatus(enum.StrEnum):
+    """MQGS_*: where a got message stands in its group (a message's ``group_status``)."""
+
     NOT_IN_GROUP = " "
     MSG_IN_GROUP = "G"
     LAST_MSG_IN_GROUP = "L"
 
 
 class SegmentStatus(enum.StrEnum):
+    """MQSS_*: whether a got message is a segment, and its group's last one."""
+
     NOT_A_SEGMENT = " "
     SEGMENT = "S"
     LAST_SEGMENT = "L"

@@ -14,7 +14,6 @@ held, or at recovery, before any connection exists).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
@@ -75,16 +74,10 @@ class ManagerInternals(Protocol):
 
     def forget_connection(self, conn: Connection) -> None: ...
 
-    def save_object(
-        self,
-        key: bytes,
-        value: bytes | None,
-        what: str,
-        drop_messages: bytes | None = None,
-        drop_chains: Sequence[bytes] = (),
-    ) -> None:
+    def save_object(self, key: bytes, value: bytes | None, what: str) -> None:
         """Make an object's definition durable before it takes effect (``value`` None:
-        deleted). :raises MQError: RESOURCE_PROBLEM (2102): nothing changed."""
+        deleted; ``what`` names it in the error). :raises MQError: RESOURCE_PROBLEM (2102):
+        nothing changed."""
         ...
 
     def attach(self, service: Service) -> None:

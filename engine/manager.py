@@ -20,11 +20,11 @@ from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
 from . import checks, extensions
-from .budget import MIN_BUDGET, MemoryBudget, MemoryUse, check_counts, give_back, store_options_within
+from .budget import MemoryBudget, MemoryUse, give_back, store_options_within
 from .connection import Connection
 from .constants import Reason
 from .distributed import Distributed
-from .durable import SYNC_POLICIES, Journal, ledger
+from .durable import Journal, ledger
 from .durable.layout import encode_definition, queue_prefix
 from .durable.recovery import RecoveryReport, recover
 from .durable.rewrite import rewrite
@@ -34,7 +34,7 @@ from .internals import ManagerInternals, Service
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
 from .sequence import Arrivals
-from .sizes import parse_size
+from .settings import MAX_MSG_LENGTH, DurabilitySettings, MemorySettings, MessageSettings, SweeperSettings, chosen
 from .storage import Storage
 
 if TYPE_CHECKING:
@@ -49,48 +49,48 @@ _ATTR_NAMES = frozenset(f.name for f in fields(QueueAttributes))
 class QueueManager:
     """An in-process queue manager.
 
+    Its settings come in four groups (engine/settings.py), each checked when it is made:
+    ``sweeping=SweeperSettings(...)`` (the slow queue sweeper: on or off, its rule, its duty,
+    read-ahead), ``durability=DurabilitySettings(...)`` (data directory or store, durable,
+    sync, repair, store options), ``memory=MemorySettings(...)`` (the memory budget and what it
+    counts) and ``messages=MessageSettings(...)`` (MAXMSGL, MAXUMSGS, backout handling). Every
+    field also has a keyword argument, the short form (``sweeper=``, ``sweep_policy=``,
+    ``sweep_duty=``, ``readahead_low_water=``; ``path=``, ``durable=``, ``sync=``, ``repair=``,
+    ``store_options=``, ``store=``; ``memory_budget=``, ``budget_counts=``;
+    ``max_msg_length=``, ``max_uncommitted=``, ``backout_handling=``), which builds the same
+    group; a group is given one way or the other, not both. The fields' docstrings say what
+    each setting does.
+
     ``path`` is the data directory of the blob store that swept messages go to (None: a
-    private temporary store, removed at close). ``sweeper`` starts the slow queue sweeper
-    on a background thread, every ``sweep_policy.interval`` seconds of ``clock`` time;
-    ``sweep_policy`` holds the rule's factor and buffer extra (seed 003: 2 and 5).
-    ``sweep_duty`` is the share of the time the background sweeper's own Python work may
-    take while it sweeps (it pauses between pieces of work), so that under the GIL the
-    application keeps the rest.
-    ``store_options`` go to :class:`~sweepq.blobstore.BlobStore` (``level``,
-    ``max_blob_bytes``, ``max_blob_records``, ``sync``, ``dictionaries``).
-    ``readahead_low_water``: when a swept lane's in-memory messages fall below it, the next
-    blobs (that many messages' worth) are read in the background.
+    private temporary store, removed at close); ``store`` puts the queues' blobs in a given
+    :class:`~sweepq.blobstore.Store` instead. The sweeper runs on a background thread every
+    ``sweep_policy.interval`` seconds of ``clock`` time; ``sweep_policy`` holds the rule's
+    factor and buffer extra (seed 003: 2 and 5; ``rule="adaptive"`` does not re-sweep what
+    came back).
 
-    ``memory_budget`` (a size: bytes, or a string such as ``"100MB"`` or ``"512MiB"``,
-    engine/sizes.py; 0: none; a non-zero budget under 16 KiB is refused) makes the sweeper
-    sweep beyond its rule while the messages in memory and the store's own memory are over it:
-    the queues with the most sweepable bytes first, each keeping its x + extra buffer
-    (``SweepPolicy.memory_budget``), and each queue's ``memory_policy`` acts on puts near it.
-    ``budget_counts`` says what the budget counts: ``"held"`` (default), the messages in
-    memory and the store's memtables and cache; ``"resident"``, the process's resident memory
-    above its baseline when the queue manager opened, what the OS and a container's limit see
-    (engine/budget.py, docs/sweeper.md "The memory budget").
-    ``sweep_policy.rule="adaptive"`` selects the rule that does not re-sweep what came back.
+    ``memory_budget`` (0: none) makes the sweeper sweep beyond its rule while the messages in
+    memory and the store's own memory are over it: the queues with the most sweepable bytes
+    first, each keeping its x + extra buffer (``SweepPolicy.memory_budget``), and each queue's
+    ``memory_policy`` acts on puts near it (engine/budget.py, docs/sweeper.md "The memory
+    budget").
 
-    ``store`` puts the queues' blobs in a given :class:`~sweepq.blobstore.Store` instead (a
-    ``MemoryStore`` keeps them off the disk; tests inject a ``FaultyStore``).
-
-    Durability (``durable``; default: on with a data directory ``path``, off otherwise):
-    queue definitions and persistent messages are kept in the store and come back, in
-    order and with their backout counts, when a queue manager opens it again (engine/durable).
-    ``sync`` says when a durable change is safe: ``"commit"`` (default: on disk before put,
-    get or commit returns, so a power loss loses nothing that returned; concurrent commits
-    share one fsync), ``"os"`` (in the log, so a crash of the process loses nothing that
-    returned), ``"none"`` (no log). Non-persistent messages are never written for
+    Durability (default: on with a data directory, off otherwise): queue definitions and
+    persistent messages are kept in the store and come back, in order and with their backout
+    counts, when a queue manager opens it again (engine/durable). ``sync`` says when a
+    durable change is safe: ``"commit"`` (default: on disk before put, get or commit returns;
+    concurrent commits share one fsync), ``"os"`` (in the log: a crash of the process loses
+    nothing that returned), ``"none"`` (no log). Non-persistent messages are never written for
     durability and do not survive a restart, as in MQ. ``recovery`` reports what the open
     found.
 
-    ``clock`` drives WAIT intervals, put times and the sweep cycle (inject a
-    ``ManualClock`` in tests). ``max_uncommitted`` is MAXUMSGS (2024 beyond it).
-    ``backout_handling`` makes gets move a message whose backout count reached its queue's
-    ``backout_threshold`` to the queue's ``backout_requeue_q`` (off by default, as in MQ).
-    ``max_msg_length`` is the manager's MAXMSGL (2031 beyond it). ``trace_path``
-    records every successful put and get to a Parquet trace there, for ``sweepq replay``.
+    ``name``: the queue manager's name (None: the data directory's, or QM1). ``clock``
+    drives WAIT intervals, put times and the sweep cycle (inject a ``ManualClock`` in tests).
+    ``trace_path`` records every successful put and get to a Parquet trace there, for
+    ``sweepq replay``.
+
+    :raises MQError: Q_MGR_NAME_ERROR (2058) for a name that is not a str; PARM_VALUE_ERROR
+        (3229) naming the first wrong setting; RESOURCE_PROBLEM (2102) when the data
+        directory cannot be opened.
     """
 
     def __init__(
@@ -106,7 +106,7 @@ class QueueManager:
         readahead_low_water: int = 4096,
         max_uncommitted: int = 10_000,
         backout_handling: bool = False,
-        max_msg_length: int = 100 * 1024 * 1024,
+        max_msg_length: int = MAX_MSG_LENGTH,
         trace_path: str | os.PathLike | None = None,
         store: Store | None = None,
         memory_budget: int | str = 0,
@@ -114,20 +114,42 @@ class QueueManager:
         sync: str = "commit",
         durable: bool | None = None,
         repair: bool = False,
+        sweeping: SweeperSettings | None = None,
+        durability: DurabilitySettings | None = None,
+        memory: MemorySettings | None = None,
+        messages: MessageSettings | None = None,
     ):
-        _check_arguments(
-            name, sweeper, sweep_duty, sweep_policy, readahead_low_water, max_uncommitted, backout_handling
+        # Everything is checked before anything is made: each group checks itself (settings.py).
+        if name is not None and not isinstance(name, str):  # None: the data directory's, or QM1
+            raise MQError(Reason.Q_MGR_NAME_ERROR, "the queue manager name must be a str")
+        policy = SweepPolicy() if sweep_policy is None else sweep_policy
+        sweeping = chosen(sweeping, SweeperSettings(sweeper, policy, sweep_duty, readahead_low_water), "sweeping")
+        durability = chosen(
+            durability, DurabilitySettings(path, durable, sync, repair, store_options, store), "durability"
         )
-        memory_budget = _check_arguments_of_memory_and_disk(max_msg_length, memory_budget, sync, durable, repair)
-        budget_counts = check_counts(budget_counts, memory_budget)
-        durable = path is not None if durable is None else durable
-        sweep_policy = sweep_policy or SweepPolicy()
-        if memory_budget:
-            sweep_policy = replace(sweep_policy, memory_budget=memory_budget)
+        memory = chosen(memory, MemorySettings(memory_budget, budget_counts), "memory")
+        messages = chosen(messages, MessageSettings(max_msg_length, max_uncommitted, backout_handling), "messages")
+        self._start(name, clock, trace_path, sweeping, durability, memory, messages)
+
+    def _start(
+        self,
+        name: str | None,
+        clock: Clock | None,
+        trace_path: str | os.PathLike | None,
+        sweeping: SweeperSettings,
+        durability: DurabilitySettings,
+        memory: MemorySettings,
+        messages: MessageSettings,
+    ) -> None:
+        """Make the queue manager of checked settings, in the order each part needs: the
+        registries, the store, the queues and messages recovered from it, then the sweeper
+        and the memory budget over what was recovered (its first count includes them)."""
+        budget = memory.limit
         self.clock: Clock = clock or SystemClock()
-        self.max_uncommitted = max_uncommitted
-        self.backout_handling = backout_handling
-        self.max_msg_length = max_msg_length
+        self.max_uncommitted = messages.max_uncommitted
+        self.backout_handling = messages.backout_handling
+        self.max_msg_length = messages.max_msg_length
+        self.readahead_low_water = sweeping.readahead_low_water
         # Message instance numbers (engine/sequence.py): tokens, arrival order. The put path
         # draws them with sequence.next (next_seq, for the callers that take a function).
         self.sequence = Arrivals(1)
@@ -143,16 +165,21 @@ class QueueManager:
         # channels and their sync state (engine/distributed/).
         self.distributed = Distributed(self)
         self.closed = False
-        self.readahead_low_water = readahead_low_water
+        # Started after recovery (_start_budget), over every queue recovered: the queues that
+        # recovery defines get it there, the ones defined later in _new_queue.
+        self.budget: MemoryBudget | None = None
         self.recorder = None
         if trace_path is not None:
             from .recorder import TraceRecorder
 
             self.recorder = TraceRecorder(trace_path, self.clock)
-        if memory_budget:
-            store_options = store_options_within(memory_budget, store_options, budget_counts)
-        self._storage = Storage(path, store_options, store, wal=sync != "none", repair=repair)
-        self.journal: Journal | None = Journal(self._storage.store, sync) if durable else None
+        store_options = durability.store_options
+        if budget:
+            store_options = store_options_within(budget, store_options, memory.counts)
+        self._storage = Storage(
+            durability.path, store_options, durability.store, wal=durability.sync != "none", repair=durability.repair
+        )
+        self.journal: Journal | None = Journal(self._storage.store, durability.sync) if durability.keeps else None
         self.recovery: RecoveryReport | None = None
         self._damage: list[str] = []  # what rewriting records after damage could not do
         try:
@@ -169,11 +196,11 @@ class QueueManager:
             except BaseException:
                 self._storage.abandon()
                 raise
-        self.sweeper = Sweeper(self, sweep_policy, self.clock, duty=sweep_duty)
-        self.budget: MemoryBudget | None = None
-        if memory_budget:
-            self._start_budget(memory_budget, store_options, budget_counts)
-        if sweeper:
+        policy = replace(sweeping.policy, memory_budget=budget) if budget else sweeping.policy
+        self.sweeper = Sweeper(self, policy, self.clock, duty=sweeping.duty)
+        if budget:
+            self._start_budget(budget, store_options, memory.counts)
+        if sweeping.run:
             self.sweeper.start()
 
     def _start_budget(self, memory_budget: int, store_options: dict | None, counts: str) -> None:
@@ -231,8 +258,14 @@ class QueueManager:
         """A queue manager on the data directory ``path`` (created if missing; its parent must
         exist): every queue definition and persistent message stored there comes back.
 
+        ``durability=DurabilitySettings(...)`` may come with it: ``path`` is put in it.
+
         :raises MQError: RESOURCE_PROBLEM (2102) with what to do when ``path`` is a file, not
             a sweepq store, of a newer format, or open in another queue manager."""
+        durability = options.get("durability")
+        if isinstance(durability, DurabilitySettings):
+            options["durability"] = replace(durability, path=path)
+            return cls(**options)
         return cls(path=path, **options)
 
     # -- the sweeper's view (sweeper.cycle.SweepSource) ---------------------------------------
@@ -352,9 +385,8 @@ class QueueManager:
         journal = self.journal if durable else None
         q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, journal, self.clock)
         q.tier.readahead_low = self.readahead_low_water
-        budget = getattr(self, "budget", None)  # None while recovery defines the queues
-        if budget is not None:
-            q.budget, q.page_bytes = budget, budget.page_bytes
+        if self.budget is not None:
+            q.budget, q.page_bytes = self.budget, self.budget.page_bytes
         self._queues[name] = q
         return q
 
@@ -581,15 +613,8 @@ class _Internals:
     def forget_connection(self, conn: Connection) -> None:
         self._qm._forget(conn)
 
-    def save_object(
-        self,
-        key: bytes,
-        value: bytes | None,
-        what: str,
-        drop_messages: bytes | None = None,
-        drop_chains: Sequence[bytes] = (),
-    ) -> None:
-        self._qm._save_object(key, value, what, drop_messages, drop_chains)
+    def save_object(self, key: bytes, value: bytes | None, what: str) -> None:
+        self._qm._save_object(key, value, what)
 
     def attach(self, service: Service) -> None:
         self._qm._servers.append(service)
@@ -625,45 +650,3 @@ def _write_stats(path: str, stats: dict[str, SweepStats]) -> str | None:
     except OSError as e:
         return f"writing {full} failed ({e})"
     return None
-
-
-def _check_arguments(
-    name: object,
-    sweeper: object,
-    sweep_duty: object,
-    sweep_policy: object,
-    readahead_low_water: object,
-    max_uncommitted: object,
-    backout_handling: object,
-) -> None:
-    """QueueManager's arguments about names, the sweeper and units of work, checked before
-    anything is made.
-
-    :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong one."""
-    if name is not None and not isinstance(name, str):  # None: the data directory's, or QM1
-        raise MQError(Reason.Q_MGR_NAME_ERROR, "the queue manager name must be a str")
-    checks.boolean(sweeper, "sweeper")
-    if isinstance(sweep_duty, bool) or not isinstance(sweep_duty, int | float) or not 0 < sweep_duty <= 1:
-        raise MQError(Reason.PARM_VALUE_ERROR, f"sweep_duty {sweep_duty!r}: a share of the time in (0, 1]")
-    if sweep_policy is not None and not isinstance(sweep_policy, SweepPolicy):
-        raise MQError(Reason.PARM_VALUE_ERROR, "sweep_policy must be a SweepPolicy")
-    checks.integer(readahead_low_water, "readahead_low_water", Reason.PARM_VALUE_ERROR, 0)
-    checks.integer(max_uncommitted, "max_uncommitted", Reason.PARM_VALUE_ERROR, 1)
-    checks.boolean(backout_handling, "backout_handling")
-
-
-def _check_arguments_of_memory_and_disk(
-    max_msg_length: object, memory_budget: object, sync: object, durable: object, repair: object
-) -> int:
-    """QueueManager's arguments about sizes, the memory budget and the data directory;
-    returns the memory budget in bytes.
-
-    :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong one."""
-    checks.integer(max_msg_length, "max_msg_length", Reason.PARM_VALUE_ERROR, 0, 100 * 1024 * 1024)
-    budget = parse_size(memory_budget, "memory_budget", MIN_BUDGET, " (0: no budget)")
-    if not isinstance(sync, str) or sync not in SYNC_POLICIES:
-        raise MQError(Reason.PARM_VALUE_ERROR, f"sync={sync!r}: use one of {', '.join(SYNC_POLICIES)}")
-    if durable is not None:
-        checks.boolean(durable, "durable")
-    checks.boolean(repair, "repair")
-    return budget

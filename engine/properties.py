@@ -28,8 +28,7 @@ from collections.abc import Mapping
 
 from .constants import Reason
 from .errors import MQError
-from .selector.fields import reserved_prefix
-from .selector.lexer import is_identifier
+from .identifiers import is_identifier, reserved_prefix
 
 MAX_NAME = 4095
 

@@ -12,7 +12,7 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from sweepq.blobstore import STORE_OPTIONS, BlobStore, Store, StoreDamageError, StoreError
+from sweepq.blobstore import BlobStore, Store, StoreDamageError, StoreError
 
 from .constants import Reason
 from .errors import MQError
@@ -22,10 +22,10 @@ class Storage:
     """One queue manager's store (``path`` None: a private temporary one, removed at close;
     ``store``: a given :class:`~sweepq.blobstore.Store`, e.g. a MemoryStore) and its pool.
 
-    Thread-safe: :meth:`store` opens at most once whoever calls it first.
+    Thread-safe: :meth:`store` opens at most once whoever calls it first. Its arguments are
+    those of a :class:`~sweepq.engine.settings.DurabilitySettings`, checked there.
 
-    :raises MQError: PARM_VALUE_ERROR for an unknown or ill-typed store option;
-        RESOURCE_PROBLEM when the data directory cannot be opened.
+    :raises MQError: RESOURCE_PROBLEM when the data directory cannot be opened.
     """
 
     def __init__(
@@ -36,25 +36,6 @@ class Storage:
         wal: bool = True,
         repair: bool = False,
     ):
-        if store_options is not None and not isinstance(store_options, dict):
-            raise MQError(Reason.PARM_VALUE_ERROR, "store_options must be a dict of store settings")
-        unknown = set(store_options or {}) - STORE_OPTIONS
-        if unknown:
-            raise MQError(
-                Reason.PARM_VALUE_ERROR,
-                f"unknown store option(s) {sorted(unknown)}; known: {sorted(STORE_OPTIONS)}",
-            )
-        if store is not None and not isinstance(store, Store):
-            raise MQError(
-                Reason.PARM_VALUE_ERROR,
-                f"store must be a sweepq.blobstore.Store (BlobStore, MemoryStore, ...), not {type(store).__name__}",
-            )
-        if path is not None and not (isinstance(path, str | os.PathLike) and isinstance(os.fspath(path), str)):
-            raise MQError(
-                Reason.PARM_VALUE_ERROR, f"the data directory must be a path (a str or os.PathLike), not {path!r}"
-            )
-        if path is not None and store is not None:
-            raise MQError(Reason.PARM_VALUE_ERROR, "give a data directory (path) or a store, not both")
         self.path = os.fspath(path) if path is not None else None
         self.store_options = dict(store_options or {})
         self._store: Store | None = store

@@ -83,10 +83,8 @@ class SlotIndex:
 
     def discard(self, slot: int, rec: bytes) -> None:
         k = self.key(rec)
-        if k is None:
-            return
         m = self.map
-        cur = m.get(k)
+        cur = m.get(k)  # a record without a key (None) was never added: None is no key of the map
         if cur is None:
             return
         if type(cur) is int:

@@ -169,8 +169,7 @@ class Journal:
     """
 
     def __init__(self, store: Callable[[], Store], sync: str = "commit"):
-        if sync not in SYNC_POLICIES:
-            raise MQError(Reason.PARM_VALUE_ERROR, f"sync={sync!r}: use one of {', '.join(SYNC_POLICIES)}")
+        # ``sync`` is one of SYNC_POLICIES: a queue manager's DurabilitySettings checked it.
         self._store = store
         self.policy = sync
         self.group = GroupSync(lambda: self._store().sync()) if sync == "commit" else None

@@ -25,8 +25,9 @@ from collections.abc import Mapping
 from .. import properties, record
 from ..constants import Reason
 from ..errors import MQError
+from ..identifiers import reserved_prefix
 from . import evaluate as _ev
-from .fields import DESCRIPTOR, reserved_prefix
+from .fields import DESCRIPTOR
 from .lexer import syntax_error
 from .parser import parse
 

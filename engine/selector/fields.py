@@ -74,8 +74,3 @@ DESCRIPTOR: dict[str, Getter] = {
     "JMSXGroupID": lambda rec, _i: _jms_id(_group(rec)[0], GROUPID_NONE),
     "JMSXGroupSeq": lambda rec, _i: _group(rec)[1],
 }
-
-
-def reserved_prefix(name: str) -> bool:
-    """Names that belong to the descriptor or to JMS, never to application properties."""
-    return name.startswith("JMS") or name in ("Root", "Body") or name.startswith(("Root.", "Body."))

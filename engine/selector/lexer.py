@@ -2,10 +2,11 @@
 
 It owns the lexical rules of docs/semantics.md §10: keywords (case-insensitive), Java
 identifiers (case-sensitive, with ``.`` between parts so that ``Root.MQMD.Priority`` is
-one identifier), string literals in single quotes (``''`` is a quote; double quotes are
-refused), exact numerics (decimal, ``0x`` hexadecimal, octal with a leading 0, optional
-``L``), approximate numerics and the operators. Every error is
-``MQError(SELECTOR_SYNTAX_ERROR)`` naming the 1-based character position.
+one identifier; engine/identifiers.py holds their rules), string literals in single quotes
+(``''`` is a quote; double quotes are refused), exact numerics (decimal, ``0x``
+hexadecimal, octal with a leading 0, optional ``L``), approximate numerics and the
+operators. Every error is ``MQError(SELECTOR_SYNTAX_ERROR)`` naming the 1-based character
+position.
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ from typing import Any
 
 from ..constants import Reason
 from ..errors import MQError
-
-KEYWORDS = frozenset({"NOT", "AND", "OR", "BETWEEN", "LIKE", "IN", "IS", "NULL", "TRUE", "FALSE", "ESCAPE"})
-RESERVED = KEYWORDS  # what an identifier (and so a property name) may not be, in any case
+from ..identifiers import KEYWORDS, is_ident_part, is_ident_start
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -67,25 +66,6 @@ def syntax_error(text: str, pos: int, message: str) -> MQError:
         Reason.SELECTOR_SYNTAX_ERROR,
         f"selector syntax error at character {pos + 1}: {message} (selector: {shown!r})",
     )
-
-
-def is_ident_start(ch: str) -> bool:
-    """Java's Character.isJavaIdentifierStart, near enough: a letter, ``_`` or ``$``."""
-    return ch.isalpha() or ch == "_" or ch == "$"
-
-
-def is_ident_part(ch: str) -> bool:
-    return ch.isalnum() or ch == "_" or ch == "$"
-
-
-def is_identifier(name: str) -> bool:
-    """A selector identifier: Java identifiers joined by single dots, not a reserved word."""
-    if not name or name.upper() in RESERVED:
-        return False
-    for part in name.split("."):
-        if not part or not is_ident_start(part[0]) or not all(map(is_ident_part, part[1:])):
-            return False
-    return True
 
 
 def tokenize(text: str) -> list[Token]:

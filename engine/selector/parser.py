@@ -34,6 +34,7 @@ numbers; ``myBytes = 0x0AFC23`` is a byte string.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .lexer import END, FLOAT, HEX, IDENT, INT, INT64_MAX, KEYWORD, OP, STRING, Token, syntax_error, tokenize
@@ -203,17 +204,17 @@ class _Parser:
         return node
 
     def or_expr(self) -> Node:
-        node = self.and_expr()
-        while self.at_kw("OR"):
-            t = self.take()
-            node = Logic("OR", self.condition(node), self.condition(self.and_expr()), t.pos)
-        return node
+        return self.logic("OR", self.and_expr)
 
     def and_expr(self) -> Node:
-        node = self.not_expr()
-        while self.at_kw("AND"):
+        return self.logic("AND", self.not_expr)
+
+    def logic(self, op: str, operand: Callable[[], Node]) -> Node:
+        """A run of ``operand``s joined by ``op`` (AND or OR), left to right, each a condition."""
+        node = operand()
+        while self.at_kw(op):
             t = self.take()
-            node = Logic("AND", self.condition(node), self.condition(self.not_expr()), t.pos)
+            node = Logic(op, self.condition(node), self.condition(operand()), t.pos)
         return node
 
     def not_expr(self) -> Node:
@@ -337,19 +338,19 @@ class _Parser:
         return _like_regex(self.text, t.pos, pattern, escape)
 
     def sum(self) -> Node:
-        node = self.product()
-        while self.tok.kind == OP and self.tok.value in ("+", "-"):
-            t = self.take()
-            what = "operand of " + t.value
-            node = Arith(t.value, self.numeric(node, what), self.numeric(self.product(), what), t.pos)
-        return node
+        return self.arith(("+", "-"), self.product)
 
     def product(self) -> Node:
-        node = self.unary()
-        while self.tok.kind == OP and self.tok.value in ("*", "/"):
+        return self.arith(("*", "/"), self.unary)
+
+    def arith(self, ops: tuple[str, str], operand: Callable[[], Node]) -> Node:
+        """A run of ``operand``s joined by the operators ``ops`` of one precedence, left to
+        right, each numeric."""
+        node = operand()
+        while self.tok.kind == OP and self.tok.value in ops:
             t = self.take()
             what = "operand of " + t.value
-            node = Arith(t.value, self.numeric(node, what), self.numeric(self.unary(), what), t.pos)
+            node = Arith(t.value, self.numeric(node, what), self.numeric(operand(), what), t.pos)
         return node
 
     def unary(self) -> Node:
@@ -379,15 +380,12 @@ class _Parser:
         if k == INT:
             self.take()
             return self.int_lit(t.value, t.pos)
-        if k == FLOAT:
+        if k in (FLOAT, STRING):
             self.take()
-            return Lit(t.value, NUM, t.pos)
+            return Lit(t.value, NUM if k == FLOAT else STR, t.pos)
         if k == HEX:
             self.take()
             return Hex(t.value, t.pos)
-        if k == STRING:
-            self.take()
-            return Lit(t.value, STR, t.pos)
         if k == IDENT:
             self.take()
             return Ident(t.value, t.pos)

@@ -1,0 +1,191 @@
+"""A queue manager's settings, in groups: the sweeper's, durability's, memory's and the
+limits on messages and units of work.
+
+Each group is a frozen dataclass that checks itself once, when it is made, with MQ's reason
+code (PARM_VALUE_ERROR, 3229, naming the wrong field): a group that exists is valid.
+``QueueManager(sweeping=SweeperSettings(...), durability=..., memory=..., messages=...)`` takes
+them whole; its keyword arguments (``sweep_duty=``, ``sync=``, ``memory_budget=``, ...) are the
+short form and build the same groups (:func:`chosen`), so each check has one place.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from sweepq.blobstore import STORE_OPTIONS, Store
+from sweepq.sweeper import SweepPolicy
+
+from . import checks
+from .budget import COUNTS, MIN_BUDGET
+from .constants import Reason
+from .durable import SYNC_POLICIES
+from .errors import MQError
+from .sizes import parse_size
+
+MAX_MSG_LENGTH = 100 * 1024 * 1024  # MQ's largest MAXMSGL
+
+
+@dataclass(frozen=True)
+class SweeperSettings:
+    """The slow queue sweeper's settings (docs/sweeper.md).
+
+    ``run``: start the sweeper on a background thread, every ``policy.interval`` seconds
+    (short form ``sweeper=``); off, sweeps happen only when called (``qm.sweeper.run_once()``).
+    ``policy``: the rule (the seed's by default; short form ``sweep_policy=``).
+    ``duty``: the share of the time the background sweeper's own Python work may take while it
+    sweeps, so that under the GIL the application keeps the rest (``sweep_duty=``).
+    ``readahead_low_water``: when a swept lane's in-memory messages fall below it, the next
+    blobs (that many messages' worth) are read in the background.
+
+    :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong field."""
+
+    run: bool = True
+    policy: SweepPolicy = field(default_factory=SweepPolicy)
+    duty: float = 0.1
+    readahead_low_water: int = 4096
+
+    def __post_init__(self) -> None:
+        checks.boolean(self.run, "sweeper (SweeperSettings.run)")
+        if not isinstance(self.policy, SweepPolicy):
+            raise MQError(Reason.PARM_VALUE_ERROR, "sweep_policy (SweeperSettings.policy) must be a SweepPolicy")
+        duty = self.duty
+        if isinstance(duty, bool) or not isinstance(duty, int | float) or not 0 < duty <= 1:
+            raise MQError(
+                Reason.PARM_VALUE_ERROR, f"sweep_duty (SweeperSettings.duty) {duty!r}: a share of the time in (0, 1]"
+            )
+        checks.integer(self.readahead_low_water, "readahead_low_water", Reason.PARM_VALUE_ERROR, 0)
+
+
+@dataclass(frozen=True)
+class DurabilitySettings:
+    """Where the queues' blobs go and what survives a restart (docs/durability.md).
+
+    ``path``: the data directory (None: a private temporary store, removed at close), or
+    ``store``: a given :class:`~sweepq.blobstore.Store` (a ``MemoryStore`` keeps blobs off the
+    disk; tests inject a ``FaultyStore``), not both. ``durable``: queue definitions and
+    persistent messages are kept and come back at the next open (None: on with a ``path``,
+    off otherwise; see :attr:`keeps`). ``sync``: when a durable change is safe, ``"commit"``
+    (on disk before the call returns), ``"os"`` (in the log) or ``"none"`` (no log).
+    ``repair``: open a damaged data directory by setting the damaged files aside.
+    ``store_options`` go to :class:`~sweepq.blobstore.BlobStore` (``level``,
+    ``max_blob_bytes``, ``max_blob_records``, ``sync``, ``dictionaries``).
+
+    :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong field."""
+
+    path: str | os.PathLike | None = None
+    durable: bool | None = None
+    sync: str = "commit"
+    repair: bool = False
+    store_options: dict | None = None
+    store: Store | None = None
+
+    def __post_init__(self) -> None:
+        path, store, options = self.path, self.store, self.store_options
+        if path is not None and not (isinstance(path, str | os.PathLike) and isinstance(os.fspath(path), str)):
+            raise MQError(
+                Reason.PARM_VALUE_ERROR, f"the data directory must be a path (a str or os.PathLike), not {path!r}"
+            )
+        if store is not None and not isinstance(store, Store):
+            raise MQError(
+                Reason.PARM_VALUE_ERROR,
+                f"store must be a sweepq.blobstore.Store (BlobStore, MemoryStore, ...), not {type(store).__name__}",
+            )
+        if path is not None and store is not None:
+            raise MQError(Reason.PARM_VALUE_ERROR, "give a data directory (path) or a store, not both")
+        if not isinstance(self.sync, str) or self.sync not in SYNC_POLICIES:
+            raise MQError(Reason.PARM_VALUE_ERROR, f"sync={self.sync!r}: use one of {', '.join(SYNC_POLICIES)}")
+        if self.durable is not None:
+            checks.boolean(self.durable, "durable")
+        checks.boolean(self.repair, "repair")
+        if options is not None and not isinstance(options, dict):
+            raise MQError(Reason.PARM_VALUE_ERROR, "store_options must be a dict of store settings")
+        unknown = set(options or {}) - STORE_OPTIONS
+        if unknown:
+            raise MQError(
+                Reason.PARM_VALUE_ERROR,
+                f"unknown store option(s) {sorted(unknown)}; known: {sorted(STORE_OPTIONS)}",
+            )
+
+    @property
+    def keeps(self) -> bool:
+        """Whether definitions and persistent messages are written for durability."""
+        return self.path is not None if self.durable is None else self.durable
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """The memory budget (engine/budget.py, docs/sweeper.md "The memory budget").
+
+    ``budget``: a size, bytes or a string such as ``"100MB"`` or ``"512MiB"`` (engine/sizes.py),
+    kept as bytes; 0: none; a non-zero budget under 16 KiB is refused (short form
+    ``memory_budget=``). ``counts``: what it counts, ``"held"`` (the messages in memory and the
+    store's memtables and cache) or ``"resident"`` (the process's resident memory above its
+    baseline when the queue manager opened; needs a budget) (``budget_counts=``).
+
+    :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong field."""
+
+    budget: int | str = 0
+    counts: str = "held"
+
+    def __post_init__(self) -> None:
+        budget = parse_size(self.budget, "memory_budget", MIN_BUDGET, " (0: no budget)")
+        object.__setattr__(self, "budget", budget)  # bytes from here on
+        if self.counts not in COUNTS:
+            raise MQError(
+                Reason.PARM_VALUE_ERROR,
+                f"budget_counts must be 'held' (what the queues and the store hold) or 'resident' (the process's "
+                f"resident memory above its baseline), not {self.counts!r:.40}",
+            )
+        if self.counts == "resident" and not budget:
+            raise MQError(Reason.PARM_VALUE_ERROR, "budget_counts='resident' needs a memory_budget, e.g. '100MB'")
+
+    @property
+    def limit(self) -> int:
+        """The budget in bytes (0: none)."""
+        return int(self.budget)
+
+
+@dataclass(frozen=True)
+class MessageSettings:
+    """What one message and one unit of work may be, and what a get does with a message
+    backed out too often.
+
+    ``max_msg_length``: the manager's MAXMSGL (a longer put fails with 2031).
+    ``max_uncommitted``: MAXUMSGS, messages in one unit of work (2024 beyond it).
+    ``backout_handling``: gets move a message whose backout count reached its queue's
+    ``backout_threshold`` to the queue's ``backout_requeue_q`` (off by default, as in MQ).
+
+    :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong field."""
+
+    max_msg_length: int = MAX_MSG_LENGTH
+    max_uncommitted: int = 10_000
+    backout_handling: bool = False
+
+    def __post_init__(self) -> None:
+        checks.integer(self.max_msg_length, "max_msg_length", Reason.PARM_VALUE_ERROR, 0, MAX_MSG_LENGTH)
+        checks.integer(self.max_uncommitted, "max_uncommitted", Reason.PARM_VALUE_ERROR, 1)
+        checks.boolean(self.backout_handling, "backout_handling")
+
+
+Group = TypeVar("Group", SweeperSettings, DurabilitySettings, MemorySettings, MessageSettings)
+
+
+def chosen(given: object, short: Group, keyword: str) -> Group:
+    """The group a queue manager uses: ``given`` as ``keyword=``, else ``short``, the one its
+    short-form keyword arguments made. Both at once would leave one silently unused, so a
+    group given with any of its keywords changed from their defaults is refused.
+
+    :raises MQError: PARM_VALUE_ERROR (3229)."""
+    if given is None:
+        return short
+    kind = type(short)
+    if not isinstance(given, kind):
+        raise MQError(Reason.PARM_VALUE_ERROR, f"{keyword}= must be a {kind.__name__}, not {type(given).__name__}")
+    if short != kind():
+        raise MQError(
+            Reason.PARM_VALUE_ERROR,
+            f"give {kind.__name__}'s settings either as {keyword}= or as keyword arguments, not both",
+        )
+    return given
