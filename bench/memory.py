@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 
@@ -126,11 +127,15 @@ def budget_bound(policy: str, budget: int, per_producer: int, counts: str = "res
     and its ratio to budget + baseline (the baseline: the budget's own when it counts resident
     memory, else the resident memory at open), what the budget counted at most and how many
     samples were over it, the puts made and refused."""
+    # One glibc arena, as docs/sweeper.md tells a process whose resident budget must hold
+    # (engine/budget.py, one_arena: set before the process starts, or glibc ignores it).
+    env = {**os.environ, "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "1")}
     out = subprocess.run(
         [sys.executable, "-c", _BOUND_CHILD, policy, str(budget), counts, str(per_producer), str(size)],
         check=True,
         capture_output=True,
         text=True,
+        env=env,
     )
     fig = json.loads(out.stdout)
     fig.update(policy=policy, budget=budget, counts=counts, size=size)

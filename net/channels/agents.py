@@ -22,6 +22,8 @@ from sweepq.engine.constants import ChannelStatus, ChannelType
 
 from .sender import Sender, status_of
 
+STOPPING_WAIT = 30.0  # seconds a channel that stopped itself may take to let go (it takes ms)
+
 if TYPE_CHECKING:
     from sweepq.engine import QueueManager
 
@@ -131,6 +133,10 @@ class Channels:
         """:raises MQError: CHANNEL_IN_USE (4031) while an agent runs the channel (retrying too)."""
         with self._lock:
             sender = self._senders.get(name)
+        if sender is not None and sender.alive and sender.state == ChannelStatus.STOPPED:
+            # It stopped itself and shows STOPPED while it lets go of its link and its batch:
+            # a reset or resolve that saw STOPPED waits for that instead of failing with 4031.
+            sender.thread.join(STOPPING_WAIT)
         if (sender is not None and sender.alive) or self.qm.distributed.sync(name).active:
             raise MQError(Reason.CHANNEL_IN_USE, f"channel {name!r} is running; stop it first")
 
