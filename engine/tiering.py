@@ -75,6 +75,13 @@ class Target:
         return self._records
 
     @property
+    def nbytes(self) -> int:
+        """The bytes of the run's records, without snapshotting them if not done yet."""
+        if self._records is None:
+            return self.lanes.run_bytes(self.slots)
+        return sum(map(len, self._records))
+
+    @property
     def ids(self) -> list[bytes]:
         if self._ids is None:
             self._ids = msg_ids(self.records, self.ident)
@@ -139,6 +146,7 @@ class QueueTier:
         kept, moved = [0] * n, [0] * n
         choose_runs(sweepable, [len(r) for r in rears], rear_limits, keep, kept, moved)
         targets: list[Target] = []
+        mean = lanes.mem_bytes / lanes.count if lanes.count else 0.0  # pieces of about a MiB
         for lane in reversed(lanes.lanes):
             p = lane.priority
             chain = self.chain_name(lane)
@@ -154,10 +162,10 @@ class QueueTier:
                     run = []  # only the stretch after an unsweepable message can move
             # Pieces linked at the chain's head tail-first keep the run's order, and the
             # sweeper can pause between pieces.
-            for lo, hi in reversed(pieces(len(run))):
+            for lo, hi in reversed(pieces(len(run), mean)):
                 targets.append(Target(lanes, lane, chain, True, run[lo:hi], self.ident))
             rear = rears[p][: moved[p]]
-            for lo, hi in pieces(len(rear)):  # head piece first, each linked at the tail
+            for lo, hi in pieces(len(rear), mean):  # head piece first, each linked at the tail
                 targets.append(Target(lanes, lane, chain, False, rear[lo:hi], self.ident))
         return targets
 

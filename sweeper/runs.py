@@ -39,6 +39,10 @@ __all__ = [
 ]
 
 TARGET_MAX = 16_384  # messages per piece: the sweeper's unit of work between pauses
+# Bytes per piece, at most: a piece's records are copied out of memory to be written while
+# the originals stay until it is linked, so a piece is what a sweep adds to memory for a
+# while (16,384 messages of 1 KiB was 16 MB: more than a small budget's whole room).
+TARGET_BYTES = 1 << 20
 
 
 def choose_runs(front, rear, rear_limit, keep, kept, moved) -> None:
@@ -102,6 +106,8 @@ def record_ends(records, max_bytes: int, max_records: int) -> list[int]:
     return blob_ends(np.fromiter(map(len, records), np.int64, len(records)), max_bytes, max_records)
 
 
-def pieces(n: int) -> list[tuple[int, int]]:
-    """``[0, n)`` cut into pieces of at most TARGET_MAX, in order."""
-    return [(lo, min(lo + TARGET_MAX, n)) for lo in range(0, n, TARGET_MAX)]
+def pieces(n: int, mean_bytes: float = 0.0) -> list[tuple[int, int]]:
+    """``[0, n)`` cut into pieces, in order: at most TARGET_MAX messages, and about
+    TARGET_BYTES when the messages average ``mean_bytes`` (0: count only)."""
+    most = TARGET_MAX if mean_bytes <= 0 else max(1, min(TARGET_MAX, int(TARGET_BYTES // mean_bytes)))
+    return [(lo, min(lo + most, n)) for lo in range(0, n, most)]

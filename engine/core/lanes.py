@@ -203,7 +203,8 @@ class LaneSet:
     @property
     def held_bytes(self) -> int:
         """Bytes this core holds for its messages in memory: the arena's blocks and the slot
-        arrays (what the memory budget counts of a queue, engine/budget.py)."""
+        arrays. The memory budget counts records and a per-message cost instead
+        (engine/budget.py): a 256 KiB block is coarse against budgets of a few hundred KB."""
         return self.arena.held + 15 * len(self.nxt)  # nxt, prv 4 each, st 2, loc 4, hi 1
 
     def _grow(self, need: int) -> None:
@@ -853,6 +854,17 @@ class LaneSet:
         meanwhile gives ``b""``, which fails :meth:`verify_run`."""
         st = self.st
         return [b"" if st[i] & REMOVED else self._rec(i) for i in slots]
+
+    def run_bytes(self, slots: Sequence[int]) -> int:
+        """The bytes of a run's records, read without the lock and without copying them (what
+        a sweep would move: the budget asks it of every queue at each wake, and copying every
+        record in memory to count them doubled memory for a moment)."""
+        st, arena = self.st, self.arena
+        total = 0
+        for i in slots:
+            if not st[i] & REMOVED:
+                total += arena.length(self._loc(i))
+        return total
 
     def verify_run(self, lane: Lane, slots: Sequence[int], recs: Sequence[bytes], at_head: bool) -> str | None:
         """Why the run cannot move into its blob now (lock held), or None: every message
