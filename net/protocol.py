@@ -208,12 +208,15 @@ def _sendable(value: object, depth: int) -> object:
     return _default(value)
 
 
+_unpackb = msgpack.unpackb
+
+
 def unpack(body) -> object:
     """The value of a frame's body.
 
     :raises ProtocolError: when the body is not one well-formed MessagePack value."""
     try:
-        return msgpack.unpackb(body, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+        return _unpackb(body, ext_hook=_ext_hook, raw=False, strict_map_key=False)
     except ProtocolError:
         raise
     except Exception as e:  # ExtraData, FormatError, StackError, ValueError, UnicodeDecodeError, ...

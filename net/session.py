@@ -266,12 +266,14 @@ class Session:
         rs = self._handle(hid).put_many(datas, P.md_from_wire(md), options)
         return [rs[0].reason if rs else 0, [_header(r.record) for r in rs]]
 
-    def _get(self, hid, options, wait_interval, *rest):
+    def _get(self, hid, options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token):
         h = self.handles.get(hid) if type(hid) is int else None
         if h is None:
             h = self._handle(hid)
         if type(options) is int and not options & _WAIT:  # no wait: the usual get, straight through
-            return message_to_wire(h.get(options, wait_interval, *rest))
+            m = h.get(options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token)
+            return message_to_wire(m)
+        rest = (buffer_length, match, msg_id, correl_id, group, seq, offset, token)
         if _waits(options, wait_interval):
             return message_to_wire(self._waiting(lambda ms: h.get(options, ms, *rest), wait_interval))
         return message_to_wire(h.get(options, wait_interval, *rest))
