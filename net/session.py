@@ -259,8 +259,7 @@ class Session:
     def _put(self, hid, data, md, options):
         h = self.handles.get(hid) if type(hid) is int else None
         r = (h or self._handle(hid)).put(data, None if md is None else P.md_from_wire(md), options)
-        rec = r.record
-        return [r.reason, rec[: rec[0] or data_offset(rec)]]
+        return [r.reason, _header(r.record)]
 
     def _put_many(self, hid, datas, md, options):
         rs = self._handle(hid).put_many(datas, P.md_from_wire(md), options)
