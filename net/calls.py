@@ -275,10 +275,14 @@ class UnitOfWork:
 
 
 def put_sync(options: object) -> bool:
+    if type(options) is int:  # the usual case, without the three calls below
+        return options & _PUT_SYNC != 0
     return isinstance(options, int) and bool(int(options) & _PUT_SYNC)
 
 
 def get_sync(options: object) -> bool:
+    if type(options) is int:
+        return options & _GET_SYNC != 0
     return isinstance(options, int) and bool(int(options) & _GET_SYNC)
 
 

@@ -32,8 +32,6 @@ from .channels.admin import RemoteChannels
 from .frames import Closed, FrameSocket
 
 CONNECT_TIMEOUT = 10.0
-_HEADER = P.HEADER.pack
-_VERSION = P.VERSION
 _OK = P.OK
 
 
@@ -78,6 +76,7 @@ class ClientConnection:
         self._closed = False
         self._why = ""
         self._fs: FrameSocket | None = None
+        self._frame = P.Framer().frame  # the connection's packer (used under the lock)
         self._fs = self._connect()
 
     # -- the wire -------------------------------------------------------------------------
@@ -123,8 +122,7 @@ class ClientConnection:
             if fs is None:
                 fs = self._revive()
             try:
-                body = P.pack(args)
-                fs.sock.sendall(_HEADER(len(body), _VERSION, op) + body)
+                fs.sock.sendall(self._frame(op, args))
                 rop, body = fs.read()
             except (OSError, Closed, P.ProtocolError) as e:
                 raise self._broke(e) from None

@@ -163,7 +163,25 @@ class FrameSocket:
         :raises FrameRefused: a large frame read and dropped for want of frame memory.
         :raises ProtocolError: a frame that breaks the protocol (too long, wrong version,
             or half a frame and silence)."""
-        self.release()
+        if self._held:
+            self.release()
+        if self._start == self._end:
+            # Nothing buffered, the usual state between calls: one read at the buffer's start
+            # (waiting for a next frame has no time limit), and when it brought the whole
+            # frame, as it does for every small one, the frame is returned from here.
+            got = self.sock.recv_into(self._buf)
+            if not got:
+                raise Closed("the peer closed the connection")
+            self._start, self._end = 0, got
+            if got >= HEADER_LEN:
+                n, version, op = HEADER.unpack_from(self._buf)
+                total = HEADER_LEN + n
+                if total <= got and version == VERSION and n <= self.max_frame:
+                    if total == got:
+                        self._end = 0
+                    else:
+                        self._start = total
+                    return op, self._view[HEADER_LEN:total]
         while self._end - self._start < HEADER_LEN:
             self._recv(self._end > self._start)
         n, version, op = HEADER.unpack_from(self._buf, self._start)

@@ -151,16 +151,38 @@ def _ext_hook(code: int, data: bytes) -> object:
     raise ProtocolError(f"unknown extension type {code}")
 
 
-def pack(value: object) -> bytes:
-    """MessagePack of ``value``; what MessagePack lacks travels as described above."""
-    try:
-        return _packb(value, default=_default)
-    except (OverflowError, ValueError, TypeError):  # a big int (packb does not call default for
-        # those), or a value that cannot be packed at all (a list that contains itself)
-        return _packb(_sendable(value, 0), default=_default)
+KEEP_BUFFER = 64 * 1024  # a connection's packer keeps a buffer this large between calls
 
 
-_packb = msgpack.packb
+class Framer:
+    """Packs the frames of one connection with one MessagePack packer kept between calls:
+    ``msgpack.packb`` makes a packer per call, and that (its 256 KiB buffer taken and given
+    back) was two thirds of packing a small request or reply. After a body larger than
+    :data:`KEEP_BUFFER` the packer is replaced, so an idle connection never holds the buffer
+    its largest frame grew. Not thread-safe: one per connection, used by its one writer."""
+
+    __slots__ = ("_packb",)
+
+    def __init__(self) -> None:
+        self._packb = msgpack.Packer(default=_default, buf_size=4096).pack
+
+    def frame(self, op: int, value: object) -> bytes:
+        """The frame of ``op`` whose body is ``value``, packed as described above."""
+        try:
+            body = self._packb(value)
+        except (OverflowError, ValueError, TypeError):  # a big int (the packer does not call
+            # default for those), or a value that cannot be packed at all (a list that
+            # contains itself); the packer is empty again after a failure
+            body = self._packb(_sendable(value, 0))
+        if len(body) > KEEP_BUFFER:
+            self._packb = msgpack.Packer(default=_default, buf_size=4096).pack
+        return HEADER.pack(len(body), VERSION, op) + body
+
+    def ok(self, result: object) -> bytes:
+        return self.frame(OK, result)
+
+    def error(self, e: MQError) -> bytes:
+        return self.frame(ERROR, [int(e.reason), int(e.completion_code), e.text, e.msg_ids])
 
 
 def _sendable(value: object, depth: int) -> object:
@@ -186,12 +208,15 @@ def _sendable(value: object, depth: int) -> object:
     return _default(value)
 
 
+_unpackb = msgpack.unpackb
+
+
 def unpack(body) -> object:
     """The value of a frame's body.
 
     :raises ProtocolError: when the body is not one well-formed MessagePack value."""
     try:
-        return msgpack.unpackb(body, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+        return _unpackb(body, ext_hook=_ext_hook, raw=False, strict_map_key=False)
     except ProtocolError:
         raise
     except Exception as e:  # ExtraData, FormatError, StackError, ValueError, UnicodeDecodeError, ...
@@ -203,17 +228,15 @@ def frame(op: int, body: bytes = b"") -> bytes:
 
 
 def request(op: int, args: object) -> bytes:
-    body = pack(args)
-    return HEADER.pack(len(body), VERSION, op) + body
+    return Framer().frame(op, args)
 
 
 def ok(result: object) -> bytes:
-    body = pack(result)
-    return HEADER.pack(len(body), VERSION, OK) + body
+    return Framer().ok(result)
 
 
 def error(e: MQError) -> bytes:
-    return frame(ERROR, pack([int(e.reason), int(e.completion_code), e.text, e.msg_ids]))
+    return Framer().error(e)
 
 
 def raise_error(body: object) -> None:

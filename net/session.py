@@ -102,6 +102,10 @@ class Session:
         }
         self.channel = None  # a receiving channel's agent, once a sender started one (net/channels/)
         self._handlers.update(channel_ops(self))
+        # op -> (argument count, call, the state `sweepq status` shows, administration only?)
+        self._handlers = {
+            op: (argc, call, _STATE[op], op in P.ADMIN_OPS) for op, (argc, call) in self._handlers.items()
+        }
 
     # -- the thread -------------------------------------------------------------------------
 
@@ -151,46 +155,51 @@ class Session:
         )
 
     def _loop(self) -> str:
-        fs, handlers, send, unpack, ok = self.fs, self._handlers, self.fs.send, P.unpack, P.ok
-        admin_ops = P.ADMIN_OPS
+        # The hot path of every request, so written flat: one read (net/frames.py returns a
+        # small frame from its single recv), one dict lookup, the call, one send; the reply
+        # is packed by this connection's own packer (net/protocol.py Framer).
+        fs, handlers, unpack = self.fs, self._handlers, P.unpack
+        framer = P.Framer()
+        read, send, frame, ok, error, OK = fs.read, fs.sock.sendall, framer.frame, framer.ok, framer.error, P.OK
         while True:
             try:
-                op, body = fs.read()
+                op, body = read()
             except FrameRefused as e:  # read and dropped: the call fails, the connection goes on
                 self.server.log.warning("refused a frame of %d bytes from #%d: %s", e.size, self.id, e)
-                send(P.error(MQError(Reason.STORAGE_NOT_AVAILABLE, str(e))))
+                send(error(MQError(Reason.STORAGE_NOT_AVAILABLE, str(e))))
                 continue
-            if op == P.CANCEL:
-                continue  # late: the get it meant has replied already
-            if op == P.BYE:  # disconnect before the reply: the client's next call sees it done,
-                self._release()
-                self.server.forget(self)  # and its next connect finds the slot free
-                send(P.ok(None))
-                return "disconnected by the client"
             entry = handlers.get(op)
             if entry is None:
+                if op == P.CANCEL:
+                    continue  # late: the get it meant has replied already
+                if op == P.BYE:  # disconnect before the reply: the client's next call sees it done,
+                    self._release()
+                    self.server.forget(self)  # and its next connect finds the slot free
+                    send(ok(None))
+                    return "disconnected by the client"
                 raise P.ProtocolError(f"unknown op {op}")
             args = unpack(body)
             body = None  # a large frame's memory goes back to the server at the next read
-            if type(args) is not list or len(args) != entry[0]:
-                raise P.ProtocolError(f"op {P.OP_NAMES.get(op, op)} takes a list of {entry[0]} arguments")
+            argc, call, state, admin_only = entry
+            if type(args) is not list or len(args) != argc:
+                raise P.ProtocolError(f"op {P.OP_NAMES.get(op, op)} takes a list of {argc} arguments")
             self.calls += 1
-            self.state = _STATE[op]
+            self.state = state
             try:
-                if op in admin_ops and not self.admin:
-                    raise P.not_authorized(f"administration ({P.OP_NAMES[op].lower()})")
-                reply = ok(entry[1](*args))
+                if admin_only and not self.admin:
+                    raise P.not_authorized(f"administration ({state})")
+                reply = frame(OK, call(*args))
             except MQError as e:
                 if e.reason == Reason.NOT_AUTHORIZED:
                     self.server.log.warning("refused #%d %s: %s", self.id, P.OP_NAMES[op], e)
-                reply = P.error(e)
+                reply = error(e)
             except _Cancelled:
-                reply = P.error(MQError(_NO_MSG, "the waiting get was cancelled; nothing was taken"))
+                reply = error(MQError(_NO_MSG, "the waiting get was cancelled; nothing was taken"))
             except (Closed, P.ProtocolError):
                 raise
             except Exception as e:  # a server bug: this call fails, the connection and the server go on
                 self.server.log.error("#%d %s failed: %s", self.id, P.OP_NAMES[op], traceback.format_exc())
-                reply = P.error(MQError(Reason.UNEXPECTED_ERROR, f"the server failed: {type(e).__name__}: {e}"))
+                reply = error(MQError(Reason.UNEXPECTED_ERROR, f"the server failed: {type(e).__name__}: {e}"))
             self.state = "idle"
             send(reply)
 
@@ -256,8 +265,14 @@ class Session:
         rs = self._handle(hid).put_many(datas, P.md_from_wire(md), options)
         return [rs[0].reason if rs else 0, [_header(r.record) for r in rs]]
 
-    def _get(self, hid, options, wait_interval, *rest):
-        h = self._handle(hid)
+    def _get(self, hid, options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token):
+        h = self.handles.get(hid) if type(hid) is int else None
+        if h is None:
+            h = self._handle(hid)
+        if type(options) is int and not options & _WAIT:  # no wait: the usual get, straight through
+            m = h.get(options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token)
+            return message_to_wire(m)
+        rest = (buffer_length, match, msg_id, correl_id, group, seq, offset, token)
         if _waits(options, wait_interval):
             return message_to_wire(self._waiting(lambda ms: h.get(options, ms, *rest), wait_interval))
         return message_to_wire(h.get(options, wait_interval, *rest))

@@ -313,6 +313,29 @@ def test_hostile_frames_close_that_connection_only_and_nothing_queued_is_lost():
         assert [m.data for m in gh.get_many(10)] == [b"%d" % i for i in range(10)]
 
 
+def test_a_connection_s_packer_frames_every_value_as_a_fresh_one_and_drops_a_grown_buffer():
+    """net/protocol.py Framer: one packer per connection, kept between calls; a failed pack
+    (a big int, a value that contains itself) leaves nothing behind for the next frame, and a
+    body over KEEP_BUFFER replaces the packer so an idle connection does not keep its buffer."""
+    loop: list = []
+    loop.append(loop)
+    values = [[1, b"x" * 100, None, 0], [2**70, "a"], [loop], {"k": [1.5, True]}, ["\ud800"], [b"y" * 10]]
+    kept = P.Framer()
+    for op, value in enumerate(values, 1):
+        framed = kept.frame(op, value)
+        assert framed == P.Framer().frame(op, value)
+        n, version, got_op = P.HEADER.unpack_from(framed)
+        assert (n, version, got_op) == (len(framed) - P.HEADER_LEN, P.VERSION, op)
+    assert P.unpack(kept.frame(P.OK, [2**70])[P.HEADER_LEN :]) == [2**70]
+    packer = kept._packb
+    kept.frame(P.OK, b"z" * P.KEEP_BUFFER)  # a body a few bytes over the limit (its bin header)
+    assert kept._packb is not packer
+    packer = kept._packb
+    kept.frame(P.OK, b"z" * 1000)
+    assert kept._packb is packer
+    assert P.unpack(kept.frame(P.OK, [b"after"])[P.HEADER_LEN :]) == [b"after"]
+
+
 def test_a_thousand_connections_opened_and_dropped():
     with served() as (_qm, server):
         good = net_client.connect(server.url)
