@@ -362,6 +362,10 @@ class LaneSet:
         self._check("loading a lane")
         assert not lane.mem and not lane.chain, f"lane {lane.priority} loaded twice"
         state = lane.priority
+        if len(front) + len(rear):
+            # The slots at once: growing a quarter at a time would copy the arrays ~50 times
+            # for a million records (most of a reopen's time in the core).
+            self._grow(len(front) + len(rear))
         for rec in front:
             self._append(lane, lane.front, rec, state)
         for blob in blobs:

@@ -38,8 +38,8 @@ import numpy as np
 
 from sweepq.blobstore import Capability, Checkpointing, Store, StoreError
 
-from .. import record
 from ..core.swept import REMOVED
+from .packed import seqs_and_msg_ids
 
 if TYPE_CHECKING:
     from ..manager import QueueManager
@@ -66,14 +66,16 @@ class Ledger:
     next_seq: int
     blob_horizon: int
     closed: bool = False
-    records: dict[tuple[str, int], tuple[np.ndarray, list[bytes]]] = field(default_factory=dict)
+    # (queue, lane) -> its persistent messages in memory: arrival numbers (ascending, u64)
+    # and their MsgIds (a V24 array: .tolist() gives bytes)
+    records: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     blobs: dict[int, BlobEntry] = field(default_factory=dict)
 
     def consumed_records(self, queue: str, lane: int, seqs: np.ndarray) -> np.ndarray:
         """Which of these arrival numbers of own records of (``queue``, ``lane``) were
         consumed before the checkpoint (a bool per number)."""
         old = seqs < self.next_seq
-        listed, _ids = self.records.get((queue, lane), (np.zeros(0, np.uint64), []))
+        listed = self.records[queue, lane][0] if (queue, lane) in self.records else np.zeros(0, np.uint64)
         dead = old & ~np.isin(seqs, listed)
         ranges = [(b.seq_min, b.seq_max) for b in self.blobs.values() if b.queue == queue and b.lane == lane]
         if ranges:
@@ -104,9 +106,8 @@ def snapshot(qm: QueueManager, next_seq: int, blob_horizon: int, closed: bool) -
         name = q.name.encode()
         for priority, recs, chain in q.durable_image():
             if recs:
-                seqs = np.fromiter((record.seq_of(r) for r in recs), np.uint64, len(recs))
-                ids = b"".join(qm.ident.msg_id(r) for r in recs)
-                lanes.append(_LANE.pack(len(name), priority, len(recs)) + name + seqs.tobytes() + ids)
+                seqs, ids = seqs_and_msg_ids(recs, qm.ident)
+                lanes.append(_LANE.pack(len(name), priority, len(recs)) + name + seqs.tobytes() + ids.tobytes())
             for blob_id, seq_min, seq_max, count, flags in chain:
                 bits = np.packbits(flags != REMOVED).tobytes()
                 head = _BLOB.pack(blob_id, len(name), priority, seq_min, seq_max, count)
@@ -130,12 +131,14 @@ def parse(data: bytes) -> Ledger:
             pos += _LANE.size
             name = raw[pos : pos + nlen].decode()
             pos += nlen
-            seqs = np.frombuffer(raw, np.uint64, count, pos).copy()
+            seqs = np.frombuffer(raw, "<u8", count, pos).astype(np.uint64)
             pos += 8 * count
-            ids = [raw[pos + 24 * k : pos + 24 * k + 24] for k in range(count)]
+            ids = np.frombuffer(raw, "V24", count, pos)
             pos += 24 * count
-            order = np.argsort(seqs, kind="stable")
-            out.records[name, lane] = (seqs[order], [ids[k] for k in order])
+            if count > 1 and not (seqs[1:] > seqs[:-1]).all():  # written in order: sorted already
+                order = np.argsort(seqs, kind="stable")
+                seqs, ids = seqs[order], ids[order]
+            out.records[name, lane] = (seqs, ids)
         for _ in range(n_blobs):
             blob_id, nlen, lane, lo, hi, count = _BLOB.unpack_from(raw, pos)
             pos += _BLOB.size

@@ -1,0 +1,52 @@
+"""Many records at once: joined into one numpy buffer, their header fields read in bulk.
+
+Recovery and the checkpoint handle a whole backlog (a million records) in one go; one
+Python call per record and field would be most of a reopen's time (issue 23). These
+functions read the fields of engine/record.py's header for every record with a few numpy
+operations instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .. import record
+
+CHUNK = 4096  # records joined at once: the joined copy stays in the CPU's cache (4 MiB for 1 KiB records)
+
+
+def joined(items: Sequence[bytes], pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``items`` joined into one byte array, with where each starts and its length; ``pad``
+    zero bytes after the last, so that the first ``pad`` bytes of any item can be read
+    whatever its length (what a short one lacks reads as garbage: check its length)."""
+    lens = np.fromiter(map(len, items), np.int64, len(items))
+    buf = np.frombuffer(b"".join([*items, bytes(pad)]), np.uint8)  # one copy, the padding with it
+    return buf, np.cumsum(lens) - lens, lens
+
+
+def gather(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """The ``width`` bytes at each of ``starts`` in ``buf``, one row each (contiguous, to view
+    as a number). ``buf`` must hold ``width`` bytes from every start (see :func:`joined`)."""
+    return sliding_window_view(buf, width)[starts]
+
+
+def seqs_and_msg_ids(recs: Sequence[bytes], ident: record.Identity) -> tuple[np.ndarray, np.ndarray]:
+    """The arrival numbers (u64) and MsgIds (24 bytes each, a ``V24`` array) of ``recs``:
+    Identity.msg_id for every record at once (a record's own MsgId, else the one made of its
+    number)."""
+    n = len(recs)
+    seqs = np.empty(n, "<u8")
+    ids = np.empty((n, 24), np.uint8)
+    ids[:, :16] = np.frombuffer(ident.msg_id(bytes(record.HEAD_LEN))[:16], np.uint8)  # made of number 0
+    for lo in range(0, n, CHUNK):
+        buf, starts, _lens = joined(recs[lo : lo + CHUNK], record.HEAD_LEN + 24)
+        seq_rows = gather(buf, starts + record.OFF_SEQ, 8)
+        hi = lo + len(starts)
+        seqs[lo:hi] = seq_rows.view("<u8").ravel()
+        ids[lo:hi, 16:] = seq_rows[:, ::-1]  # then the number, big endian
+        own = np.flatnonzero(buf[starts + record.OFF_FLAGS] & record.HAS_MSG_ID)
+        ids[lo + own] = gather(buf, starts[own] + record.HEAD_LEN, 24)
+    return seqs, ids.view("V24").ravel()
