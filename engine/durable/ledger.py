@@ -39,7 +39,7 @@ import numpy as np
 from sweepq.blobstore import Capability, Checkpointing, Store, StoreError
 
 from ..core.swept import REMOVED
-from .packed import seqs_and_msg_ids
+from .packed import HEADS, seqs_and_msg_ids
 
 if TYPE_CHECKING:
     from ..manager import QueueManager
@@ -104,10 +104,10 @@ def snapshot(qm: QueueManager, next_seq: int, blob_horizon: int, closed: bool) -
     lanes, blobs = [], []
     for q in qm.internal.queues():
         name = q.name.encode()
-        for priority, recs, chain in q.durable_image():
-            if recs:
-                seqs, ids = seqs_and_msg_ids(recs, qm.ident)
-                lanes.append(_LANE.pack(len(name), priority, len(recs)) + name + seqs.tobytes() + ids.tobytes())
+        for priority, (heads, n), chain in q.durable_image(heads=HEADS):  # type: ignore[misc]  # heads: (bytes, n)
+            if n:
+                seqs, ids = seqs_and_msg_ids(heads, n, qm.ident)
+                lanes.append(_LANE.pack(len(name), priority, n) + name + seqs.tobytes() + ids.tobytes())
             for blob_id, seq_min, seq_max, count, flags in chain:
                 bits = np.packbits(flags != REMOVED).tobytes()
                 head = _BLOB.pack(blob_id, len(name), priority, seq_min, seq_max, count)

@@ -15,6 +15,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import record
 
+HEADS = record.HEAD_LEN + 24  # a record's bytes up to the end of its own MsgId, if it has one
 CHUNK = 4096  # records joined at once: the joined copy stays in the CPU's cache (4 MiB for 1 KiB records)
 
 
@@ -33,20 +34,17 @@ def gather(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     return sliding_window_view(buf, width)[starts]
 
 
-def seqs_and_msg_ids(recs: Sequence[bytes], ident: record.Identity) -> tuple[np.ndarray, np.ndarray]:
-    """The arrival numbers (u64) and MsgIds (24 bytes each, a ``V24`` array) of ``recs``:
+def seqs_and_msg_ids(heads: bytes, n: int, ident: record.Identity) -> tuple[np.ndarray, np.ndarray]:
+    """The arrival numbers (u64) and MsgIds (24 bytes each, a ``V24`` array) of ``n`` records
+    given by their first :data:`HEADS` bytes back to back (LaneSet.persistent_heads):
     Identity.msg_id for every record at once (a record's own MsgId, else the one made of its
     number)."""
-    n = len(recs)
-    seqs = np.empty(n, "<u8")
+    rows = np.frombuffer(heads, np.uint8).reshape(n, HEADS)
+    seq_rows = rows[:, record.OFF_SEQ : record.OFF_SEQ + 8]
+    seqs = np.ascontiguousarray(seq_rows).view("<u8").ravel()
     ids = np.empty((n, 24), np.uint8)
     ids[:, :16] = np.frombuffer(ident.msg_id(bytes(record.HEAD_LEN))[:16], np.uint8)  # made of number 0
-    for lo in range(0, n, CHUNK):
-        buf, starts, _lens = joined(recs[lo : lo + CHUNK], record.HEAD_LEN + 24)
-        seq_rows = gather(buf, starts + record.OFF_SEQ, 8)
-        hi = lo + len(starts)
-        seqs[lo:hi] = seq_rows.view("<u8").ravel()
-        ids[lo:hi, 16:] = seq_rows[:, ::-1]  # then the number, big endian
-        own = np.flatnonzero(buf[starts + record.OFF_FLAGS] & record.HAS_MSG_ID)
-        ids[lo + own] = gather(buf, starts[own] + record.HEAD_LEN, 24)
+    ids[:, 16:] = seq_rows[:, ::-1]  # then the number, big endian
+    own = (rows[:, record.OFF_FLAGS] & record.HAS_MSG_ID) != 0
+    ids[own] = rows[own, record.HEAD_LEN : HEADS]
     return seqs, ids.view("V24").ravel()

@@ -76,6 +76,7 @@ SHOWN = 20  # damaged or lost messages named one by one in the report; the rest 
 _VALUE_MIN = 4 + record.OFF_SEQ + 8  # a value that holds a crc and a record up to its seq
 _AFTER_CRC = itemgetter(slice(4, None))  # the record in a value
 _KEY, _VALUE = itemgetter(0), itemgetter(1)
+_FLAGS = itemgetter(record.OFF_FLAGS)  # a record's flags byte
 _NO_SEQS = np.zeros(0, np.uint64)
 
 
@@ -362,8 +363,10 @@ class _Recovery:
         seq = int(seqs.max()) if len(records) else 0
         # Which records survive: persistent, and not marked removed (numpy over the headers).
         lens = np.fromiter(map(len, records), dtype=np.int64, count=len(records))
-        starts = np.cumsum(lens) - lens
-        flags = np.frombuffer(b"".join(records), dtype=np.uint8)[starts + record.OFF_FLAGS]
+        if lens.min(initial=record.HEAD_LEN) > record.OFF_FLAGS:  # no join: one byte each
+            flags = np.fromiter(map(_FLAGS, records), dtype=np.uint8, count=len(records))
+        else:  # a record too short to have flags (never written so) is not persistent
+            flags = np.array([r[record.OFF_FLAGS] if len(r) > record.OFF_FLAGS else 0 for r in records], np.uint8)
         alive = (flags & record.PERSISTENT) != 0
         self._marks_again(q, blob_id, marks)
         self._blob_backouts_again(q, lane, blob_id, seqs, records, marks)
