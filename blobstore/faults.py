@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .protocol import (
     BlobCorruptError,
@@ -154,6 +154,10 @@ class FaultyStore:
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         self._tick("messages")
         return self.inner.messages(prefix)
+
+    def message_chunks(self, prefix: bytes = b"", size: int = 4096) -> Iterator[list[tuple[bytes, bytes]]]:
+        self._tick("messages")  # the same reads as messages(): the same faults
+        yield from self.inner.message_chunks(prefix, size)
 
     def marks(self, blob_id: int) -> dict[int, bytes]:
         self._tick("marks", blob_id)

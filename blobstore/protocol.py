@@ -25,7 +25,7 @@ the small protocols below a store also implements (:class:`Salvaging`, :class:`D
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -171,6 +171,12 @@ class Store(Protocol):
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Message records under ``prefix`` in key order. :raises StoreDamageError: a
         checksum failed (see :class:`Salvaging`). :raises StoreError. Thread-safe."""
+        ...
+
+    def message_chunks(self, prefix: bytes = b"", size: int = 4096) -> Iterator[list[tuple[bytes, bytes]]]:
+        """:meth:`messages` in lists of at most ``size`` pairs, each read when it is taken.
+        :raises StoreDamageError: as :meth:`messages`, possibly after some lists were given.
+        :raises StoreError. Thread-safe."""
         ...
 
     def marks(self, blob_id: int) -> dict[int, bytes]:

@@ -32,8 +32,9 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 from . import changes
 from . import format as fmt
@@ -642,10 +643,23 @@ class BlobStore:
         :raises StoreDamageError: a checksum failed, or a rebuild of the records after
             damage left some under ``prefix`` that it could not prove: read them with
             :meth:`salvage_messages`. :raises StoreError: unreadable. Thread-safe."""
-        pairs = self._items(CF_MESSAGES, prefix)
+        return list(chain.from_iterable(self.message_chunks(prefix, 1 << 20)))
+
+    def message_chunks(self, prefix: bytes = b"", size: int = 4096) -> Iterator[list[tuple[bytes, bytes]]]:
+        """:meth:`messages` in lists of at most ``size`` pairs, each read when it is taken: a
+        reader of a backlog that drops each list before taking the next never holds it all.
+
+        :raises StoreDamageError: as :meth:`messages`, possibly after some lists were given
+            (the caller drops what it made of them). :raises StoreError. Thread-safe."""
+        kv = self._open_kv()
+        if kv.unproven(CF_MESSAGES, prefix):
+            raise StoreDamageError(f"message records under {prefix!r} were lost to damage", "messages")
+        try:
+            yield from kv.chunks(CF_MESSAGES, prefix, size)
+        except KVError as e:
+            raise _store_error(e) from e
         if self._open_kv().unproven(CF_MESSAGES, prefix):
             raise StoreDamageError(f"message records under {prefix!r} were lost to damage", "messages")
-        return pairs
 
     def salvage_messages(self, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> Salvage:
         """After :meth:`messages` found damage (Salvaging): the records under ``prefix`` that

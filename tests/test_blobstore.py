@@ -388,6 +388,19 @@ def test_messages(store):
     assert [k for k, _ in store.messages()] == [b"Q\x00\x00", b"Q\x00\x01", b"R\x00\x00"]
 
 
+def test_message_chunks(store):
+    keys = [b"Q\x00\x00" + bytes([i]) for i in range(5)]
+    store.write_messages(puts=[(k, b"v%d" % i) for i, k in enumerate(keys)] + [(b"R\x00\x00", b"z")])
+    chunks = list(store.message_chunks(b"Q\x00", 2))
+    assert [len(c) for c in chunks] == [2, 2, 1]  # in key order, at most two pairs each
+    assert [p for c in chunks for p in c] == store.messages(b"Q\x00") == [(k, b"v%d" % i) for i, k in enumerate(keys)]
+    assert list(store.message_chunks(b"S\x00", 2)) == []
+    faulty = store if isinstance(store, FaultyStore) else FaultyStore(store)
+    faulty.fail("messages")  # the same reads as messages(): the same faults
+    with pytest.raises(StoreError, match="injected"):
+        next(faulty.message_chunks(b"Q\x00", 2))
+
+
 def test_marks(store):
     b = write(store, b"Q/0", recs(10), ids(10))[0].blob_id
     assert store.marks(b) == {}
