@@ -19,6 +19,7 @@ from .protocol import (
     Capability,
     Checkpointing,
     DamageLog,
+    Frame,
     Salvage,
     Salvaging,
     Since,
@@ -188,6 +189,10 @@ class FaultyStore:
     def read(self, blob_id: int, owner: bytes | None = None, check: int | None = None) -> list[bytes]:
         self._tick("read", blob_id)
         return self.inner.read(blob_id, owner, check)
+
+    def read_frame(self, blob_id: int, owner: bytes | None = None, check: int | None = None) -> Frame:
+        self._tick("read", blob_id)  # the same read as read(): the same faults
+        return self.inner.read_frame(blob_id, owner, check)
 
     def manifest(self, blob_id: int) -> tuple[bytes, list[bytes]]:
         self._tick("manifest", blob_id)

@@ -89,6 +89,18 @@ class Salvage:
     gaps: list[tuple[bytes, bytes]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Frame:
+    """A blob's records as stored (:meth:`Store.read_frame`): ``data`` holds the u32 length
+    (little endian) of each of its ``count`` records, then the records back to back, the
+    lengths proven to add up; ``check`` is the crc32 of the record ids it was written with
+    (what a read verifies, as :attr:`BlobInfo.check`)."""
+
+    data: bytes
+    count: int
+    check: int
+
+
 @dataclass
 class Since:
     """What changed in the message records since the last checkpoint, as the store's own
@@ -213,6 +225,11 @@ class Store(Protocol):
 
         :raises BlobCorruptError: damaged, missing or not the blob expected (names what it
             held). :raises StoreError: the read failed (transient). Thread-safe."""
+        ...
+
+    def read_frame(self, blob_id: int, owner: bytes | None = None, check: int | None = None) -> Frame:
+        """:meth:`read`, its records left as stored, back to back: for a reader of every blob
+        at once (a reopen), which makes no bytes object per record. Raises as :meth:`read`."""
         ...
 
     def manifest(self, blob_id: int) -> tuple[bytes, list[bytes]]:

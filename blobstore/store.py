@@ -64,6 +64,7 @@ from .protocol import (
     BlobCorruptError,
     BlobInfo,
     Capability,
+    Frame,
     Salvage,
     Since,
     StoreDamageError,
@@ -781,6 +782,21 @@ class BlobStore:
         :raises BlobCorruptError: the blob is damaged, missing or not the one expected; it
             names what the blob held. :raises StoreError: the read itself failed (transient).
         """
+        return self._read(blob_id, owner, check, fmt.unframe)
+
+    def read_frame(self, blob_id: int, owner: bytes | None = None, check: int | None = None) -> Frame:
+        """See :meth:`Store.read_frame`."""
+
+        def framed(raw: bytes, count: int) -> tuple[bytes, int]:
+            fmt.check_frame(raw, count)
+            return raw, count
+
+        (raw, count), head = self._read(blob_id, owner, check, framed, True)
+        return Frame(raw, count, head.ids_crc)
+
+    def _read(self, blob_id: int, owner: bytes | None, check: int | None, unframe, with_head: bool = False):
+        """A blob's frame made into what ``unframe(raw, count)`` returns (with the header when
+        ``with_head``), everything verified; raises as :meth:`read`."""
         t0 = time.perf_counter()
         try:
             value = self._open_kv().get(CF_BLOBS, _U64.pack(blob_id))
@@ -796,13 +812,13 @@ class BlobStore:
                 raw = self.codec.decompress(body, head.raw_len, head.dict_id)
             else:
                 raw = bytes(body)
-            records = fmt.unframe(raw, head.count)
+            records = unframe(raw, head.count)
         except Exception as e:  # FormatError, a missing dictionary (KeyError), zstd's ZstdError
             raise self._corrupt(blob_id, str(e)) from e
         self.stats.blobs_read += 1
         self.stats.bytes_compressed_read += len(value)
         self.stats.seconds_reading += time.perf_counter() - t0
-        return records
+        return (records, head) if with_head else records
 
     def manifest(self, blob_id: int) -> tuple[bytes, list[bytes]]:
         """(owner, record ids) of a blob, from its separately stored manifest; (b"?", []) when

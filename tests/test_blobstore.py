@@ -18,6 +18,7 @@ from sweepq.blobstore import (
     Checkpointing,
     DamageLog,
     FaultyStore,
+    Frame,
     MemoryStore,
     Salvage,
     Salvaging,
@@ -399,6 +400,20 @@ def test_message_chunks(store):
     faulty.fail("messages")  # the same reads as messages(): the same faults
     with pytest.raises(StoreError, match="injected"):
         next(faulty.message_chunks(b"Q\x00", 2))
+
+
+def test_read_frame(store):
+    records = recs(7)
+    info = write(store, b"Q/0", records, ids(7))[0]
+    frame = store.read_frame(info.blob_id, b"Q/0", info.check)
+    assert isinstance(frame, Frame) and frame.count == 7 and frame.check == info.check
+    lengths = struct.unpack_from("<7I", frame.data)
+    assert list(lengths) == [len(r) for r in records] and frame.data[28:] == b"".join(records)
+    with pytest.raises(BlobCorruptError):  # verified as read() is
+        store.read_frame(info.blob_id, b"Q/1")
+    for cut in (frame.data[:-1], frame.data + b"x", frame.data[:20]):  # a table that does not add up
+        with pytest.raises(fmt.FormatError):
+            fmt.check_frame(cut, 7)
 
 
 def test_marks(store):

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from sweepq.blobstore import Frame
+
 from .. import record
 
 HEADS = record.HEAD_LEN + 24  # a record's bytes up to the end of its own MsgId, if it has one
@@ -48,3 +50,35 @@ def seqs_and_msg_ids(heads: bytes, n: int, ident: record.Identity) -> tuple[np.n
     own = (rows[:, record.OFF_FLAGS] & record.HAS_MSG_ID) != 0
     ids[own] = rows[own, record.HEAD_LEN : HEADS]
     return seqs, ids.view("V24").ravel()
+
+
+class Framed:
+    """A blob's records as read (blobstore ``Frame``), left back to back: each one's start
+    and length, its header fields for all at once, and a record on demand (``framed[i]``)."""
+
+    def __init__(self, frame: Frame):
+        n = frame.count
+        self.check = frame.check  # the crc32 of the blob's record ids (a later read verifies it)
+        self.data = frame.data
+        self.lens = np.frombuffer(frame.data, "<u4", n).astype(np.int64)
+        self.starts = 4 * n + np.cumsum(self.lens) - self.lens
+        self.buf = np.frombuffer(frame.data + bytes(HEADS), np.uint8)  # the first HEADS bytes of any record
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i: int) -> bytes:
+        start = int(self.starts[i])
+        return self.data[start : start + int(self.lens[i])]
+
+    def byte(self, offset: int) -> np.ndarray:
+        """The byte at ``offset`` of every record (garbage for a record shorter: check ``lens``)."""
+        return self.buf[self.starts + offset]
+
+    def own_msg_ids(self) -> tuple[bytes, np.ndarray]:
+        """The MsgIds the records carry themselves (record.HAS_MSG_ID), back to back, 24 zero
+        bytes for each that carries none; and which carry one."""
+        has = (self.byte(record.OFF_FLAGS) & record.HAS_MSG_ID != 0) & (self.lens >= HEADS)
+        rows = gather(self.buf, self.starts + record.HEAD_LEN, 24)
+        rows[~has] = 0
+        return rows.tobytes(), has

@@ -48,7 +48,7 @@ from sweepq.blobstore.format import ids_check
 
 from .. import record
 from ..constants import Reason
-from ..core.swept import REMOVED, SweptBlob, _hash_rows, build_index
+from ..core.swept import REMOVED, SweptBlob, _hash_rows, index_of
 from ..errors import MQError
 from ..queue import QueueAttributes, check_name
 from .layout import (
@@ -65,7 +65,7 @@ from .layout import (
     queue_prefix,
 )
 from .ledger import Ledger
-from .packed import CHUNK, gather, joined
+from .packed import CHUNK, Framed, gather, joined
 from .since import SinceCheckpoint, msg_id_in
 
 if TYPE_CHECKING:
@@ -76,7 +76,6 @@ SHOWN = 20  # damaged or lost messages named one by one in the report; the rest 
 _VALUE_MIN = 4 + record.OFF_SEQ + 8  # a value that holds a crc and a record up to its seq
 _AFTER_CRC = itemgetter(slice(4, None))  # the record in a value
 _KEY, _VALUE = itemgetter(0), itemgetter(1)
-_FLAGS = itemgetter(record.OFF_FLAGS)  # a record's flags byte
 _NO_SEQS = np.zeros(0, np.uint64)
 
 
@@ -350,32 +349,26 @@ class _Recovery:
         which loses them), are flagged removed."""
         store = self.store
         try:
-            _owner, ids = store.manifest(blob_id)
-        except StoreError:
-            ids = []
-        try:
-            records = store.read(blob_id, chain, None)
+            records = Framed(store.read_frame(blob_id, chain, None))
             marks = store.marks(blob_id)
         except BlobCorruptError as e:
             self.damage(f"queue {q.name!r}: {e}")
             self.lost_writes = True
-            return _placeholder(blob_id, ids)
+            return _placeholder(blob_id, self._manifest_ids(blob_id))
         except StoreError as e:
             raise MQError(Reason.RESOURCE_PROBLEM, f"reading blob {blob_id} of queue {q.name!r} failed: {e}") from e
-        check: int | None = ids_check(ids)
-        if len(ids) != len(records):
-            ids = [b"\0" * 24] * len(records)  # an unreadable manifest: ids serve only the index
-            check = None
-        index = build_index(records, ids)
+        # Which records survive: persistent, and not marked removed (numpy over the headers).
+        lens = records.lens
+        alive = (records.byte(record.OFF_FLAGS) & record.PERSISTENT != 0) & (lens >= record.HEAD_LEN)
+        # The index hashes the MsgIds of the messages that can be got: a durable record carries
+        # its own (record.pin_msg_id), so the blob's manifest is read only for one that does not.
+        ids, has = records.own_msg_ids()
+        if (alive & ~has).any():
+            listed = self._manifest_ids(blob_id)
+            ids = b"".join(listed) if len(listed) == len(records) else ids  # unreadable: ids serve the index only
+        index = index_of(records.buf, records.starts, ids, records.__getitem__)
         seqs = index[3]
         seq = int(seqs.max()) if len(records) else 0
-        # Which records survive: persistent, and not marked removed (numpy over the headers).
-        lens = np.fromiter(map(len, records), dtype=np.int64, count=len(records))
-        if lens.min(initial=record.HEAD_LEN) > record.OFF_FLAGS:  # no join: one byte each
-            flags = np.fromiter(map(_FLAGS, records), dtype=np.uint8, count=len(records))
-        else:  # a record too short to have flags (never written so) is not persistent
-            flags = np.array([r[record.OFF_FLAGS] if len(r) > record.OFF_FLAGS else 0 for r in records], np.uint8)
-        alive = (flags & record.PERSISTENT) != 0
         self._marks_again(q, blob_id, marks)
         self._blob_backouts_again(q, lane, blob_id, seqs, records, marks)
         bumps = {}
@@ -397,7 +390,7 @@ class _Recovery:
             except StoreError:
                 pass  # nothing live in it: the next open finds it empty again
             return None, seq, _NO_SEQS
-        blob = SweptBlob(blob_id, int(lens[alive].sum()), 0, check, index)
+        blob = SweptBlob(blob_id, int(lens[alive].sum()), 0, records.check, index)
         dead = np.flatnonzero(~alive)
         if len(dead):
             blob.flags[dead] = REMOVED
@@ -405,8 +398,15 @@ class _Recovery:
         blob.bumps = bumps or None
         return blob, seq, seqs[alive]
 
+    def _manifest_ids(self, blob_id: int) -> list[bytes]:
+        """The record ids a blob's manifest lists ([] when it cannot be read)."""
+        try:
+            return self.store.manifest(blob_id)[1]
+        except StoreError:
+            return []
+
     def _blob_backouts_again(
-        self, q: LocalQueue, lane: int, blob_id: int, seqs: np.ndarray, records: list[bytes], marks: dict[int, bytes]
+        self, q: LocalQueue, lane: int, blob_id: int, seqs: np.ndarray, records: Framed, marks: dict[int, bytes]
     ) -> None:
         """Set, in ``marks`` and durably, a backout mark on each position of the blob whose
         record the change log shows written with a higher count since (the record left the
