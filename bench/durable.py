@@ -490,14 +490,13 @@ def build_recovery_dir(path: str, n: int, batch: int = 1000) -> dict:
 # Where an open spends its time: (label, file, function) whose cumulative time is reported.
 _PHASES = (
     ("open the RocksDB store", "store.py", "__init__"),
-    ("scan the message records (store.messages)", "store.py", "messages"),
-    ("decode and crc-check each record", "layout.py", "decode_value"),
-    ("split each key (queue, lane, seq)", "layout.py", "key_parts"),
-    ("append each record to its lane", "lane.py", "append"),
-    ("extend the lanes in bulk", "lane.py", "extend"),
+    ("read the checkpoint", "ledger.py", "read"),
+    ("scan and check the message records (records)", "recovery.py", "records"),
+    ("  of which: check each chunk (crc, key, flags)", "recovery.py", "_proven"),
     ("load the blobs (read, marks, index)", "recovery.py", "_load_blob"),
-    ("  of which: read and unframe the blobs", "store.py", "read"),
-    ("  of which: index the swept records", "swept.py", "build_index"),
+    ("  of which: read the blobs' frames", "store.py", "read_frame"),
+    ("  of which: index the swept records", "swept.py", "index_of"),
+    ("write the checkpoint", "ledger.py", "write"),
 )
 
 

@@ -86,7 +86,8 @@ def test_recovery_checks_order_and_reports(tmp_path):
     prof = r["profile"]
     assert {"function", "calls", "tottime", "cumtime", "share"} <= set(prof["top"][0])
     assert prof["seconds"] > 0 and prof["phases"]["load the blobs (read, marks, index)"]["seconds"] > 0
-    assert prof["phases"]["scan the message records (store.messages)"]["share"] > 0
+    assert prof["phases"]["scan and check the message records (records)"]["share"] > 0
+    assert prof["phases"]["write the checkpoint"]["seconds"] > 0
     assert list(tmp_path.iterdir()) == []  # the build directory is removed
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -104,7 +104,8 @@ def snapshot(qm: QueueManager, next_seq: int, blob_horizon: int, closed: bool) -
     lanes, blobs = [], []
     for q in qm.internal.queues():
         name = q.name.encode()
-        for priority, (heads, n), chain in q.durable_image(heads=HEADS):  # type: ignore[misc]  # heads: (bytes, n)
+        for priority, recs, chain in q.durable_image(heads=HEADS):
+            heads, n = cast("tuple[bytes, int]", recs)  # asked for heads: (their bytes, their count)
             if n:
                 seqs, ids = seqs_and_msg_ids(heads, n, qm.ident)
                 lanes.append(_LANE.pack(len(name), priority, n) + name + seqs.tobytes() + ids.tobytes())
