@@ -47,7 +47,7 @@ from dataclasses import dataclass
 GOAL_CRASH_SAFE_VS_PERSIST_QUEUE = 10.0
 GOAL_POWER_SAFE_VS_FLOOR = 0.8
 GOAL_PRODUCERS_VS_ONE = 5.0
-GOAL_RECOVERY_SECONDS = 2.0
+GOAL_RECOVERY_SECONDS = 1.0  # issue 23 (issue 10 §7 asked for 2 s)
 
 
 @dataclass
@@ -545,12 +545,13 @@ def time_recovery(path: str, n: int, profile: str = "auto", check: bool = True) 
 
     from sweepq.engine import MQError, QueueManager
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     qm = QueueManager.open(path, sweeper=False)
     seconds = time.perf_counter() - t0
     rep = qm.recovery
     out: dict = {
         "open_seconds": seconds,
+        "open_cpu_seconds": time.process_time() - c0,  # what the open cost, whatever the machine's load
         "recovery": {
             k: getattr(rep, k)
             for k in ("seconds", "queues", "messages", "in_memory", "swept", "blobs", "blobs_deleted", "damaged")
