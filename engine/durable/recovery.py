@@ -27,8 +27,10 @@ Damage is detected, named and never delivered as data (docs/damage.md):
   shows live that did not come back is named as lost, by MsgId;
 * a message found in two homes (its own record and a blob) is kept once, in the blob.
 
-Recovery reads every blob once (to learn which of its records are persistent); that is
-most of its time for a deep swept backlog.
+Recovery reads every blob once (to learn which of its records are persistent), as one frame
+indexed in place (no object per record); the records in memory are checked chunk by chunk
+as the store's scan reads them. For a million messages half swept, the scan is most of its
+time (docs/performance.md "Reopening a million messages").
 """
 
 from __future__ import annotations
