@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .protocol import (
     BlobCorruptError,
@@ -19,6 +19,7 @@ from .protocol import (
     Capability,
     Checkpointing,
     DamageLog,
+    Frame,
     Salvage,
     Salvaging,
     Since,
@@ -155,6 +156,10 @@ class FaultyStore:
         self._tick("messages")
         return self.inner.messages(prefix)
 
+    def message_chunks(self, prefix: bytes = b"", size: int = 4096) -> Iterator[list[tuple[bytes, bytes]]]:
+        self._tick("messages")  # the same reads as messages(): the same faults
+        yield from self.inner.message_chunks(prefix, size)
+
     def marks(self, blob_id: int) -> dict[int, bytes]:
         self._tick("marks", blob_id)
         return self.inner.marks(blob_id)
@@ -184,6 +189,10 @@ class FaultyStore:
     def read(self, blob_id: int, owner: bytes | None = None, check: int | None = None) -> list[bytes]:
         self._tick("read", blob_id)
         return self.inner.read(blob_id, owner, check)
+
+    def read_frame(self, blob_id: int, owner: bytes | None = None, check: int | None = None) -> Frame:
+        self._tick("read", blob_id)  # the same read as read(): the same faults
+        return self.inner.read_frame(blob_id, owner, check)
 
     def manifest(self, blob_id: int) -> tuple[bytes, list[bytes]]:
         self._tick("manifest", blob_id)

@@ -32,7 +32,9 @@ cannot execute anything.
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
+from array import array
 from dataclasses import dataclass
 
 MAGIC = b"SQB2"
@@ -85,6 +87,16 @@ def unframe(raw: bytes, count: int) -> list[bytes]:
     if pos != len(raw):
         raise FormatError(f"frame holds {len(raw)} bytes but its table accounts for {pos}")
     return out
+
+
+def check_frame(raw: bytes, count: int) -> None:
+    """:raises FormatError: the frame's table does not account for its bytes exactly (what
+    :func:`unframe` checks, without making the records)."""
+    lengths = array("I", raw[: 4 * count])
+    if sys.byteorder != "little":
+        lengths.byteswap()
+    if len(lengths) != count or 4 * count + sum(lengths) != len(raw):
+        raise FormatError(f"frame holds {len(raw)} bytes but its table does not account for them")
 
 
 def pack(codec: int, blob_id: int, owner: bytes, ids_crc: int, dict_id: int, count: int, raw_len: int, body) -> bytes:

@@ -30,7 +30,7 @@ atomically.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 CF_BLOBS = "blobs"
@@ -74,6 +74,12 @@ class KV(Protocol):
     def items(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Every pair of ``cf`` whose key starts with ``prefix``, in key order.
         :raises KVCorruption: a checksum failed on the way."""
+        ...
+
+    def chunks(self, cf: str, prefix: bytes, size: int) -> Iterator[list[tuple[bytes, bytes]]]:
+        """:meth:`items` in lists of at most ``size`` pairs, each read when it is taken (a
+        caller that drops each list before the next never holds them all). The scan's checks
+        run to its end: :raises KVCorruption: possibly after some lists were given."""
         ...
 
     def salvage(self, cf: str, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> tuple[list, list, list]:
@@ -170,6 +176,11 @@ class MemoryKV:
     def items(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         with self._lock:
             return sorted((k, v) for k, v in self._cfs[cf].items() if k.startswith(prefix))
+
+    def chunks(self, cf: str, prefix: bytes, size: int) -> Iterator[list[tuple[bytes, bytes]]]:
+        items = self.items(cf, prefix)
+        for lo in range(0, len(items), size):
+            yield items[lo : lo + size]
 
     def salvage(self, cf: str, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> tuple[list, list, list]:
         return self.items(cf, prefix), [], []  # dicts hold no damage of their own

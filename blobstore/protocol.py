@@ -25,7 +25,7 @@ the small protocols below a store also implements (:class:`Salvaging`, :class:`D
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -87,6 +87,18 @@ class Salvage:
     pairs: list[tuple[bytes, bytes]] = field(default_factory=list)
     damaged: list[tuple[bytes, bytes | None]] = field(default_factory=list)  # (key, None)
     gaps: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A blob's records as stored (:meth:`Store.read_frame`): ``data`` holds the u32 length
+    (little endian) of each of its ``count`` records, then the records back to back, the
+    lengths proven to add up; ``check`` is the crc32 of the record ids it was written with
+    (what a read verifies, as :attr:`BlobInfo.check`)."""
+
+    data: bytes
+    count: int
+    check: int
 
 
 @dataclass
@@ -173,6 +185,12 @@ class Store(Protocol):
         checksum failed (see :class:`Salvaging`). :raises StoreError. Thread-safe."""
         ...
 
+    def message_chunks(self, prefix: bytes = b"", size: int = 4096) -> Iterator[list[tuple[bytes, bytes]]]:
+        """:meth:`messages` in lists of at most ``size`` pairs, each read when it is taken.
+        :raises StoreDamageError: as :meth:`messages`, possibly after some lists were given.
+        :raises StoreError. Thread-safe."""
+        ...
+
     def marks(self, blob_id: int) -> dict[int, bytes]:
         """A blob's marks by position. :raises StoreError: unreadable. Thread-safe."""
         ...
@@ -207,6 +225,11 @@ class Store(Protocol):
 
         :raises BlobCorruptError: damaged, missing or not the blob expected (names what it
             held). :raises StoreError: the read failed (transient). Thread-safe."""
+        ...
+
+    def read_frame(self, blob_id: int, owner: bytes | None = None, check: int | None = None) -> Frame:
+        """:meth:`read`, its records left as stored, back to back: for a reader of every blob
+        at once (a reopen), which makes no bytes object per record. Raises as :meth:`read`."""
         ...
 
     def manifest(self, blob_id: int) -> tuple[bytes, list[bytes]]:

@@ -40,7 +40,8 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from itertools import chain, islice
 
 from rocksdict import (
     AccessType,
@@ -491,7 +492,30 @@ class RocksKV:
     def items(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         return self._call(lambda: self._items(cf, prefix), lambda: f"scanning {cf} failed", False)
 
+    def chunks(self, cf: str, prefix: bytes, size: int) -> Iterator[list[tuple[bytes, bytes]]]:
+        self._enter()  # left when the scan ends or its taker drops it (the generator's close)
+        try:
+            scan = self._scan(cf, prefix, size)
+            while True:
+                err = None
+                try:
+                    part = next(scan, None)
+                except Exception as e:
+                    err = self._failed(e, f"scanning {cf} failed", False)
+                if err is not None:
+                    # Raised outside the handler, as _call does: the RocksDB error's traceback
+                    # would keep the scan's iterators, and with them the database, open.
+                    raise err
+                if part is None:
+                    return
+                yield part
+        finally:
+            self._gate.leave()
+
     def _items(self, cf: str, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        return list(chain.from_iterable(self._scan(cf, prefix, 1 << 20)))
+
+    def _scan(self, cf: str, prefix: bytes, size: int) -> Iterator[list[tuple[bytes, bytes]]]:
         # rocksdict's items() is the fast scan, but it ends silently at a damaged block: a
         # checked iterator then looks just past the last key it gave, where its status
         # says whether the scan really ended or was cut short.
@@ -499,16 +523,19 @@ class RocksKV:
         ro = ReadOptions()
         if upper is not None:  # RocksDB stops at the bound itself: no prefix test per key here
             ro.set_iterate_upper_bound(upper)
-        out = list(self._cf[cf].items(from_key=prefix, read_opt=ro))
+        items = self._cf[cf].items(from_key=prefix, read_opt=ro)
+        last = None
+        while part := list(islice(items, size)):
+            last = part[-1][0]
+            yield part
         it = self._cf[cf].iter(ro)
-        if not out:
+        if last is None:
             it.seek(prefix)
         else:
-            it.seek(out[-1][0])
+            it.seek(last)
             if it.valid():
                 it.next()
         it.status()
-        return out
 
     def salvage(self, cf: str, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> tuple[list, list, list]:
         """See :meth:`KV.salvage`. A writable store rebuilds the family first (once per

@@ -32,8 +32,9 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 from . import changes
 from . import format as fmt
@@ -63,6 +64,7 @@ from .protocol import (
     BlobCorruptError,
     BlobInfo,
     Capability,
+    Frame,
     Salvage,
     Since,
     StoreDamageError,
@@ -642,10 +644,23 @@ class BlobStore:
         :raises StoreDamageError: a checksum failed, or a rebuild of the records after
             damage left some under ``prefix`` that it could not prove: read them with
             :meth:`salvage_messages`. :raises StoreError: unreadable. Thread-safe."""
-        pairs = self._items(CF_MESSAGES, prefix)
+        return list(chain.from_iterable(self.message_chunks(prefix, 1 << 20)))
+
+    def message_chunks(self, prefix: bytes = b"", size: int = 4096) -> Iterator[list[tuple[bytes, bytes]]]:
+        """:meth:`messages` in lists of at most ``size`` pairs, each read when it is taken: a
+        reader of a backlog that drops each list before taking the next never holds it all.
+
+        :raises StoreDamageError: as :meth:`messages`, possibly after some lists were given
+            (the caller drops what it made of them). :raises StoreError. Thread-safe."""
+        kv = self._open_kv()
+        if kv.unproven(CF_MESSAGES, prefix):
+            raise StoreDamageError(f"message records under {prefix!r} were lost to damage", "messages")
+        try:
+            yield from kv.chunks(CF_MESSAGES, prefix, size)
+        except KVError as e:
+            raise _store_error(e) from e
         if self._open_kv().unproven(CF_MESSAGES, prefix):
             raise StoreDamageError(f"message records under {prefix!r} were lost to damage", "messages")
-        return pairs
 
     def salvage_messages(self, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> Salvage:
         """After :meth:`messages` found damage (Salvaging): the records under ``prefix`` that
@@ -767,6 +782,21 @@ class BlobStore:
         :raises BlobCorruptError: the blob is damaged, missing or not the one expected; it
             names what the blob held. :raises StoreError: the read itself failed (transient).
         """
+        return self._read(blob_id, owner, check, fmt.unframe)
+
+    def read_frame(self, blob_id: int, owner: bytes | None = None, check: int | None = None) -> Frame:
+        """See :meth:`Store.read_frame`."""
+
+        def framed(raw: bytes, count: int) -> tuple[bytes, int]:
+            fmt.check_frame(raw, count)
+            return raw, count
+
+        (raw, count), head = self._read(blob_id, owner, check, framed, True)
+        return Frame(raw, count, head.ids_crc)
+
+    def _read(self, blob_id: int, owner: bytes | None, check: int | None, unframe, with_head: bool = False):
+        """A blob's frame made into what ``unframe(raw, count)`` returns (with the header when
+        ``with_head``), everything verified; raises as :meth:`read`."""
         t0 = time.perf_counter()
         try:
             value = self._open_kv().get(CF_BLOBS, _U64.pack(blob_id))
@@ -782,13 +812,13 @@ class BlobStore:
                 raw = self.codec.decompress(body, head.raw_len, head.dict_id)
             else:
                 raw = bytes(body)
-            records = fmt.unframe(raw, head.count)
+            records = unframe(raw, head.count)
         except Exception as e:  # FormatError, a missing dictionary (KeyError), zstd's ZstdError
             raise self._corrupt(blob_id, str(e)) from e
         self.stats.blobs_read += 1
         self.stats.bytes_compressed_read += len(value)
         self.stats.seconds_reading += time.perf_counter() - t0
-        return records
+        return (records, head) if with_head else records
 
     def manifest(self, blob_id: int) -> tuple[bytes, list[bytes]]:
         """(owner, record ids) of a blob, from its separately stored manifest; (b"?", []) when

@@ -18,6 +18,7 @@ from sweepq.blobstore import (
     Checkpointing,
     DamageLog,
     FaultyStore,
+    Frame,
     MemoryStore,
     Salvage,
     Salvaging,
@@ -386,6 +387,33 @@ def test_messages(store):
     store.write_messages(puts=[(b"Q\x00\x01", b"x"), (b"Q\x00\x00", b"y"), (b"R\x00\x00", b"z")])
     assert store.messages(b"Q\x00") == [(b"Q\x00\x00", b"y"), (b"Q\x00\x01", b"x")]
     assert [k for k, _ in store.messages()] == [b"Q\x00\x00", b"Q\x00\x01", b"R\x00\x00"]
+
+
+def test_message_chunks(store):
+    keys = [b"Q\x00\x00" + bytes([i]) for i in range(5)]
+    store.write_messages(puts=[(k, b"v%d" % i) for i, k in enumerate(keys)] + [(b"R\x00\x00", b"z")])
+    chunks = list(store.message_chunks(b"Q\x00", 2))
+    assert [len(c) for c in chunks] == [2, 2, 1]  # in key order, at most two pairs each
+    assert [p for c in chunks for p in c] == store.messages(b"Q\x00") == [(k, b"v%d" % i) for i, k in enumerate(keys)]
+    assert list(store.message_chunks(b"S\x00", 2)) == []
+    faulty = store if isinstance(store, FaultyStore) else FaultyStore(store)
+    faulty.fail("messages")  # the same reads as messages(): the same faults
+    with pytest.raises(StoreError, match="injected"):
+        next(faulty.message_chunks(b"Q\x00", 2))
+
+
+def test_read_frame(store):
+    records = recs(7)
+    info = write(store, b"Q/0", records, ids(7))[0]
+    frame = store.read_frame(info.blob_id, b"Q/0", info.check)
+    assert isinstance(frame, Frame) and frame.count == 7 and frame.check == info.check
+    lengths = struct.unpack_from("<7I", frame.data)
+    assert list(lengths) == [len(r) for r in records] and frame.data[28:] == b"".join(records)
+    with pytest.raises(BlobCorruptError):  # verified as read() is
+        store.read_frame(info.blob_id, b"Q/1")
+    for cut in (frame.data[:-1], frame.data + b"x", frame.data[:20]):  # a table that does not add up
+        with pytest.raises(fmt.FormatError):
+            fmt.check_frame(cut, 7)
 
 
 def test_marks(store):

@@ -544,8 +544,9 @@ def test_damage_in_the_log_is_reported_and_what_comes_back_is_a_clean_prefix(tmp
 @pytest.mark.parametrize("method", ["objects", "messages", "marks", "read", "manifest"])
 def test_a_store_failure_while_recovering_is_an_mqerror_at_open_or_a_named_loss(method):
     """Every store call recovery makes, failing once at open: the open raises MQError 2102
-    (nothing is half-loaded, the next open works), or, for a blob's manifest, the open goes
-    on without the names it would have given."""
+    (nothing is half-loaded, the next open works). A blob's manifest is read only for a blob
+    whose records do not carry their MsgIds or that is damaged (to name what it held): a
+    reopen of whole blobs of durable records never reads one, so its failure costs nothing."""
     kv = MemoryKV()
     qm = manager(kv)
     qm.define_queue("Q", default_persistence=P)
@@ -563,7 +564,7 @@ def test_a_store_failure_while_recovering_is_an_mqerror_at_open_or_a_named_loss(
         assert e.reason == Reason.RESOURCE_PROBLEM and method != "manifest"
         store.heal()
         after = manager(None, store)
-    assert store.failures[method] == 1
+    assert store.failures[method] == (method != "manifest")
     assert [d for d, _, _ in contents(after)] == [b"m%02d" % i for i in range(12)]
 
 

@@ -26,6 +26,8 @@ cdef class Arena:
     cpdef Py_ssize_t length(self, Py_ssize_t loc) except -1
     @cython.locals(size=Py_ssize_t, off=Py_ssize_t, n=Py_ssize_t)
     cpdef bytes read(self, Py_ssize_t loc)
+    @cython.locals(size=Py_ssize_t, off=Py_ssize_t, n=Py_ssize_t)
+    cpdef head(self, Py_ssize_t loc, bytearray out, Py_ssize_t at, Py_ssize_t width)
     @cython.locals(at=Py_ssize_t)
     cpdef int byte(self, Py_ssize_t loc, Py_ssize_t k) except -1
     @cython.locals(at=Py_ssize_t)

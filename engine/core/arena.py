@@ -230,6 +230,18 @@ class Arena:
             return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(blk) + off, n)
         return bytes(blk[off : off + n])  # type: ignore[index]
 
+    def head(self, loc: int, out: bytearray, at: int, width: int) -> None:
+        """Copy the first ``width`` bytes of the record at ``loc`` (all of it when shorter)
+        into ``out`` at ``at`` (a checkpoint reads a whole lane so, engine/core/lanes.py)."""
+        blk = self.blocks[loc >> _PAGE_SHIFT]
+        size = self._size(loc)
+        off = (loc & _OFF_MASK) + (size & 7)
+        n = min(size >> 3, width)
+        if cython.compiled:
+            memcpy(PyByteArray_AS_STRING(out) + at, PyByteArray_AS_STRING(blk) + off, n)
+        else:
+            out[at : at + n] = blk[off : off + n]  # type: ignore[index]
+
     def byte(self, loc: int, k: int) -> int:
         """The ``k``-th byte of the record at ``loc`` (a header field, without a copy)."""
         blk = self.blocks[loc >> _PAGE_SHIFT]

@@ -118,3 +118,5 @@ cdef class LaneSet:
     cpdef settle(self, Lane lane)
     @cython.locals(loc=Py_ssize_t, new=Py_ssize_t)
     cdef _compact(self)
+    @cython.locals(at=Py_ssize_t, i=Py_ssize_t, s=int, sentinel=Py_ssize_t)
+    cpdef tuple persistent_heads(self, Lane lane, Py_ssize_t width)

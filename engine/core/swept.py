@@ -19,6 +19,7 @@ Only the core (engine/core/) changes a blob's flags, ``live``, ``held`` and ``bu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -83,10 +84,19 @@ def build_index(records: list[bytes], ids: list[bytes]) -> Index:
     only the rare records that carry a CorrelId or a group are visited one by one.
     """
     n = len(records)
-    h_msg = _hash_rows(b"".join(ids), n)
     lens = np.fromiter(map(len, records), dtype=np.int64, count=n)
     starts = np.cumsum(lens) - lens
     buf = np.frombuffer(b"".join(records), dtype=np.uint8)
+    return index_of(buf, starts, b"".join(ids), records.__getitem__)
+
+
+def index_of(buf: np.ndarray, starts: np.ndarray, ids: bytes, record_at: Callable[[int], bytes]) -> Index:
+    """:func:`build_index` of records already back to back in ``buf`` (each at its start in
+    ``starts``; a reopen reads blobs so, blobstore Frame), their ids back to back in ``ids``
+    (24 bytes each); ``record_at(i)`` gives the i-th record, asked only for the rare ones
+    that carry a CorrelId or a group."""
+    n = len(starts)
+    h_msg = _hash_rows(ids, n)
     flags = buf[starts + record.OFF_FLAGS]
     seq_bytes = buf[starts[:, None] + np.arange(record.OFF_SEQ, record.OFF_SEQ + 8)]
     seqs = np.ascontiguousarray(seq_bytes).view("<u8").reshape(n)
@@ -96,13 +106,14 @@ def build_index(records: list[bytes], ids: list[bytes]) -> Index:
     if with_correl:
         h_cor = np.full(n, _H_CORREL_NONE, np.uint16)
         for i in with_correl:
-            h_cor[i] = hash16(record.correl_id(records[i]))
+            h_cor[i] = hash16(record.correl_id(record_at(i)))
     with_group = np.flatnonzero(flags & record.HAS_GROUP).tolist()
     if with_group:
         h_grp = np.full(n, _H_GROUP_NONE, np.uint16)
         for i in with_group:
-            off = record._sections(records[i])[2]
-            h_grp[i] = hash16(records[i][off : off + 24])
+            rec = record_at(i)
+            off = record._sections(rec)[2]
+            h_grp[i] = hash16(rec[off : off + 24])
     return h_msg, h_cor, h_grp, seqs
 
 

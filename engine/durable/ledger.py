@@ -32,14 +32,14 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from sweepq.blobstore import Capability, Checkpointing, Store, StoreError
 
-from .. import record
 from ..core.swept import REMOVED
+from .packed import HEADS, seqs_and_msg_ids
 
 if TYPE_CHECKING:
     from ..manager import QueueManager
@@ -66,14 +66,16 @@ class Ledger:
     next_seq: int
     blob_horizon: int
     closed: bool = False
-    records: dict[tuple[str, int], tuple[np.ndarray, list[bytes]]] = field(default_factory=dict)
+    # (queue, lane) -> its persistent messages in memory: arrival numbers (ascending, u64)
+    # and their MsgIds (a V24 array: .tolist() gives bytes)
+    records: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     blobs: dict[int, BlobEntry] = field(default_factory=dict)
 
     def consumed_records(self, queue: str, lane: int, seqs: np.ndarray) -> np.ndarray:
         """Which of these arrival numbers of own records of (``queue``, ``lane``) were
         consumed before the checkpoint (a bool per number)."""
         old = seqs < self.next_seq
-        listed, _ids = self.records.get((queue, lane), (np.zeros(0, np.uint64), []))
+        listed = self.records[queue, lane][0] if (queue, lane) in self.records else np.zeros(0, np.uint64)
         dead = old & ~np.isin(seqs, listed)
         ranges = [(b.seq_min, b.seq_max) for b in self.blobs.values() if b.queue == queue and b.lane == lane]
         if ranges:
@@ -99,21 +101,27 @@ def snapshot(qm: QueueManager, next_seq: int, blob_horizon: int, closed: bool) -
     """The checkpoint of ``qm`` now. Called when no unit of work is open (after recovery,
     and at close once every connection is gone: ``closed``); each queue's image is taken
     under its lock in one step (LocalQueue.durable_image) and encoded without it."""
-    lanes, blobs = [], []
+    lanes: list = []  # each lane's entry in parts: its head, then its arrays as they are (no copy)
+    blobs = []
+    n_lanes = 0
     for q in qm.internal.queues():
         name = q.name.encode()
-        for priority, recs, chain in q.durable_image():
-            if recs:
-                seqs = np.fromiter((record.seq_of(r) for r in recs), np.uint64, len(recs))
-                ids = b"".join(qm.ident.msg_id(r) for r in recs)
-                lanes.append(_LANE.pack(len(name), priority, len(recs)) + name + seqs.tobytes() + ids)
+        for priority, recs, chain in q.durable_image(heads=HEADS):
+            heads, n = cast("tuple[bytes, int]", recs)  # asked for heads: (their bytes, their count)
+            if n:
+                seqs, ids = seqs_and_msg_ids(heads, n, qm.ident)
+                lanes += [_LANE.pack(len(name), priority, n) + name, seqs, ids]
+                n_lanes += 1
             for blob_id, seq_min, seq_max, count, flags in chain:
                 bits = np.packbits(flags != REMOVED).tobytes()
                 head = _BLOB.pack(blob_id, len(name), priority, seq_min, seq_max, count)
                 blobs.append(head + name + bits)
-    head = _HEAD.pack(MAGIC, next_seq, blob_horizon, len(lanes), len(blobs), closed)
-    body = head + b"".join(lanes) + b"".join(blobs)
-    return zlib.compress(body, 1)
+    # Compressed part by part: the body (16 MB for a million messages) is never joined.
+    z = zlib.compressobj(1)
+    parts = [z.compress(_HEAD.pack(MAGIC, next_seq, blob_horizon, n_lanes, len(blobs), closed))]
+    parts += map(z.compress, lanes)
+    parts += [z.compress(b"".join(blobs)), z.flush()]
+    return b"".join(parts)
 
 
 def parse(data: bytes) -> Ledger:
@@ -130,12 +138,14 @@ def parse(data: bytes) -> Ledger:
             pos += _LANE.size
             name = raw[pos : pos + nlen].decode()
             pos += nlen
-            seqs = np.frombuffer(raw, np.uint64, count, pos).copy()
+            seqs = np.frombuffer(raw, "<u8", count, pos).astype(np.uint64)
             pos += 8 * count
-            ids = [raw[pos + 24 * k : pos + 24 * k + 24] for k in range(count)]
+            ids = np.frombuffer(raw, "V24", count, pos)
             pos += 24 * count
-            order = np.argsort(seqs, kind="stable")
-            out.records[name, lane] = (seqs[order], [ids[k] for k in order])
+            if count > 1 and not (seqs[1:] > seqs[:-1]).all():  # written in order: sorted already
+                order = np.argsort(seqs, kind="stable")
+                seqs, ids = seqs[order], ids[order]
+            out.records[name, lane] = (seqs, ids)
         for _ in range(n_blobs):
             blob_id, nlen, lane, lo, hi, count = _BLOB.unpack_from(raw, pos)
             pos += _BLOB.size

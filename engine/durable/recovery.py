@@ -27,8 +27,10 @@ Damage is detected, named and never delivered as data (docs/damage.md):
   shows live that did not come back is named as lost, by MsgId;
 * a message found in two homes (its own record and a blob) is kept once, in the blob.
 
-Recovery reads every blob once (to learn which of its records are persistent); that is
-most of its time for a deep swept backlog.
+Recovery reads every blob once (to learn which of its records are persistent), as one frame
+indexed in place (no object per record); the records in memory are checked chunk by chunk
+as the store's scan reads them. For a million messages half swept, the scan is most of its
+time (docs/performance.md "Reopening a million messages").
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from sweepq.blobstore.format import ids_check
 
 from .. import record
 from ..constants import Reason
-from ..core.swept import REMOVED, SweptBlob, _hash_rows, build_index
+from ..core.swept import REMOVED, SweptBlob, _hash_rows, index_of
 from ..errors import MQError
 from ..queue import QueueAttributes, check_name
 from .layout import (
@@ -65,6 +67,7 @@ from .layout import (
     queue_prefix,
 )
 from .ledger import Ledger
+from .packed import CHUNK, Framed, gather, joined
 from .since import SinceCheckpoint, msg_id_in
 
 if TYPE_CHECKING:
@@ -72,9 +75,9 @@ if TYPE_CHECKING:
     from ..queue import LocalQueue
 
 SHOWN = 20  # damaged or lost messages named one by one in the report; the rest are counted
-CHUNK = 4096  # own records checked at once: the joined copy stays in the CPU's cache (4 MiB for 1 KiB messages)
 _VALUE_MIN = 4 + record.OFF_SEQ + 8  # a value that holds a crc and a record up to its seq
 _AFTER_CRC = itemgetter(slice(4, None))  # the record in a value
+_KEY, _VALUE = itemgetter(0), itemgetter(1)
 _NO_SEQS = np.zeros(0, np.uint64)
 
 
@@ -141,16 +144,24 @@ class _Recovery:
 
     def records(self, q: LocalQueue) -> list[_Lane]:
         """The queue's own records by lane, every one proven: its crc, its key, and not consumed."""
-        try:
-            pairs = self.store.messages(q.key_prefix)
-        except StoreDamageError as e:
-            pairs = self._salvage(q, e)
-        except StoreError as e:
-            raise MQError(Reason.RESOURCE_PROBLEM, f"reading the messages of queue {q.name!r} failed: {e}") from e
         lanes = [_Lane() for _ in q.lanes]
         seqs: list[list[np.ndarray]] = [[] for _ in q.lanes]
-        for lo in range(0, len(pairs), CHUNK):
-            self._proven(q, pairs[lo : lo + CHUNK], lanes, seqs)
+        bad, quarantined = len(self.bad), len(self.quarantine)
+        try:
+            # Checked chunk by chunk as the scan reads them, each dropped before the next: the
+            # next chunk's records reuse its memory (a fifth of the time of holding them all).
+            for chunk in self.store.message_chunks(q.key_prefix, CHUNK):
+                self._proven(q, chunk, lanes, seqs)
+        except StoreDamageError as e:
+            # What the chunks before the damage gave is read again, with the rest of what can be proven.
+            lanes = [_Lane() for _ in q.lanes]
+            seqs = [[] for _ in q.lanes]
+            del self.bad[bad:], self.quarantine[quarantined:]
+            pairs = self._salvage(q, e)
+            for lo in range(0, len(pairs), CHUNK):
+                self._proven(q, pairs[lo : lo + CHUNK], lanes, seqs)
+        except StoreError as e:
+            raise MQError(Reason.RESOURCE_PROBLEM, f"reading the messages of queue {q.name!r} failed: {e}") from e
         for ln, parts in zip(lanes, seqs, strict=True):
             ln.seqs = np.concatenate(parts) if parts else _NO_SEQS
         if self.ledger is not None or self.since.removed:
@@ -192,13 +203,14 @@ class _Recovery:
         numbers into ``seqs``), in key order. The checks run over the whole chunk at once (numpy
         over the joined keys and values); only a pair that fails one goes through
         :meth:`_reject`, which names what is wrong with it."""
-        keys, values = zip(*pairs, strict=True) if pairs else ((), ())
+        keys = list(map(_KEY, pairs))  # not zip(*pairs): unpacking a chunk as arguments costs 4x
+        values = list(map(_VALUE, pairs))
         recs = list(map(_AFTER_CRC, values))
         plen = len(q.key_prefix)
-        vals, vstart, vlen = _joined(values, _VALUE_MIN)
-        kbuf, kstart, klen = _joined(keys, plen + 9)
-        stored = _gather(vals, vstart, 4).view("<u4").ravel()
-        seq = _gather(vals, vstart + 4 + record.OFF_SEQ, 8).view("<u8").ravel()
+        vals, vstart, vlen = joined(values, _VALUE_MIN)
+        kbuf, kstart, klen = joined(keys, plen + 9)
+        stored = gather(vals, vstart, 4).view("<u4").ravel()
+        seq = gather(vals, vstart + 4 + record.OFF_SEQ, 8).view("<u8").ravel()
         flags = vals[vstart + 4 + record.OFF_FLAGS]
         lane = kbuf[kstart + plen]
         ok = (
@@ -206,7 +218,7 @@ class _Recovery:
             & (stored == np.fromiter(map(zlib.crc32, recs), np.uint32, len(recs)))
             & (klen == plen + 9)
             & (lane < len(lanes))
-            & (_gather(kbuf, kstart + plen + 1, 8).view(">u8").ravel() == seq)
+            & (gather(kbuf, kstart + plen + 1, 8).view(">u8").ravel() == seq)
             & (flags & record.PERSISTENT != 0)
         )
         for i in np.flatnonzero(~ok).tolist():
@@ -339,30 +351,26 @@ class _Recovery:
         which loses them), are flagged removed."""
         store = self.store
         try:
-            _owner, ids = store.manifest(blob_id)
-        except StoreError:
-            ids = []
-        try:
-            records = store.read(blob_id, chain, None)
+            records = Framed(store.read_frame(blob_id, chain, None))
             marks = store.marks(blob_id)
         except BlobCorruptError as e:
             self.damage(f"queue {q.name!r}: {e}")
             self.lost_writes = True
-            return _placeholder(blob_id, ids)
+            return _placeholder(blob_id, self._manifest_ids(blob_id))
         except StoreError as e:
             raise MQError(Reason.RESOURCE_PROBLEM, f"reading blob {blob_id} of queue {q.name!r} failed: {e}") from e
-        check: int | None = ids_check(ids)
-        if len(ids) != len(records):
-            ids = [b"\0" * 24] * len(records)  # an unreadable manifest: ids serve only the index
-            check = None
-        index = build_index(records, ids)
+        # Which records survive: persistent, and not marked removed (numpy over the headers).
+        lens = records.lens
+        alive = (records.byte(record.OFF_FLAGS) & record.PERSISTENT != 0) & (lens >= record.HEAD_LEN)
+        # The index hashes the MsgIds of the messages that can be got: a durable record carries
+        # its own (record.pin_msg_id), so the blob's manifest is read only for one that does not.
+        ids, has = records.own_msg_ids()
+        if (alive & ~has).any():
+            listed = self._manifest_ids(blob_id)
+            ids = b"".join(listed) if len(listed) == len(records) else ids  # unreadable: ids serve the index only
+        index = index_of(records.buf, records.starts, ids, records.__getitem__)
         seqs = index[3]
         seq = int(seqs.max()) if len(records) else 0
-        # Which records survive: persistent, and not marked removed (numpy over the headers).
-        lens = np.fromiter(map(len, records), dtype=np.int64, count=len(records))
-        starts = np.cumsum(lens) - lens
-        flags = np.frombuffer(b"".join(records), dtype=np.uint8)[starts + record.OFF_FLAGS]
-        alive = (flags & record.PERSISTENT) != 0
         self._marks_again(q, blob_id, marks)
         self._blob_backouts_again(q, lane, blob_id, seqs, records, marks)
         bumps = {}
@@ -384,7 +392,7 @@ class _Recovery:
             except StoreError:
                 pass  # nothing live in it: the next open finds it empty again
             return None, seq, _NO_SEQS
-        blob = SweptBlob(blob_id, int(lens[alive].sum()), 0, check, index)
+        blob = SweptBlob(blob_id, int(lens[alive].sum()), 0, records.check, index)
         dead = np.flatnonzero(~alive)
         if len(dead):
             blob.flags[dead] = REMOVED
@@ -392,8 +400,15 @@ class _Recovery:
         blob.bumps = bumps or None
         return blob, seq, seqs[alive]
 
+    def _manifest_ids(self, blob_id: int) -> list[bytes]:
+        """The record ids a blob's manifest lists ([] when it cannot be read)."""
+        try:
+            return self.store.manifest(blob_id)[1]
+        except StoreError:
+            return []
+
     def _blob_backouts_again(
-        self, q: LocalQueue, lane: int, blob_id: int, seqs: np.ndarray, records: list[bytes], marks: dict[int, bytes]
+        self, q: LocalQueue, lane: int, blob_id: int, seqs: np.ndarray, records: Framed, marks: dict[int, bytes]
     ) -> None:
         """Set, in ``marks`` and durably, a backout mark on each position of the blob whose
         record the change log shows written with a higher count since (the record left the
@@ -509,7 +524,7 @@ class _Recovery:
             for (qname, lane), (seqs, ids) in self.ledger.records.items():
                 gone = ~np.isin(seqs, self.found.get((qname, lane), _NO_SEQS))
                 prefix = queue_prefix(qname)
-                for seq, mid in zip(seqs[gone].tolist(), compress(ids, gone.tolist()), strict=True):
+                for seq, mid in zip(seqs[gone].tolist(), ids[gone].tolist(), strict=True):
                     listed.add((qname, lane, seq))
                     key = message_key_at(prefix, lane, seq)
                     if (closed or self.lost_writes) and not self.since.consumed(key, self.loaded):
@@ -647,21 +662,6 @@ def _load_queue(q: LocalQueue, run: _Recovery) -> int:
     report.messages += sum(lane.swept for lane in q.lanes)
     run.name_bad(q)
     return max_seq
-
-
-def _joined(items: tuple[bytes, ...], pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``items`` joined into one byte array, with where each starts and its length; ``pad``
-    zero bytes after the last, so that the first ``pad`` bytes of any item can be read
-    whatever its length (what a short one lacks reads as garbage: check its length)."""
-    lens = np.fromiter(map(len, items), np.int64, len(items))
-    buf = np.frombuffer(b"".join(items) + bytes(pad), np.uint8)
-    return buf, np.cumsum(lens) - lens, lens
-
-
-def _gather(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
-    """The ``width`` bytes at each of ``starts`` in ``buf``, one row each (contiguous, to view
-    as a number)."""
-    return buf[starts[:, None] + np.arange(width)]
 
 
 def _in_ascending(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
