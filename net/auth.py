@@ -29,7 +29,10 @@ ADMIN_TOKEN_FILE = "sweepq.admin-token"
 
 
 def new_token() -> str:
-    return secrets.token_urlsafe(32)
+    """256 random bits as 64 hex digits: safe in a shell, a URL and an argument. (URL-safe
+    base64 begins with ``-`` one time in 64, and ``--token "$(cat FILE)"`` then read the
+    token as an option: the docs' own example failed in CI that way.)"""
+    return secrets.token_hex(32)
 
 
 def token_file(path: str) -> str:

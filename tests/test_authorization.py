@@ -370,3 +370,15 @@ def test_a_refused_channel_reset_leaves_the_receiver_as_it_was_and_says_so_in_th
     _sessions_over(server)
     assert _sync(qm, "IN.CH").seq == 4
     assert "refused" in caplog.text and "sequence number" in caplog.text
+
+
+def test_a_new_token_is_safe_as_a_command_line_argument():
+    """URL-safe base64 began with "-" one time in 64, and `--token "$(cat FILE)"` then took
+    the token for an option (docs/cli.md's example failed in CI that way)."""
+    import re
+
+    from sweepq.net import auth
+
+    tokens = {auth.new_token() for _ in range(2000)}
+    assert len(tokens) == 2000
+    assert all(re.fullmatch(r"[0-9a-f]{64}", t) for t in tokens)
