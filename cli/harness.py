@@ -19,7 +19,8 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from sweepq.bench.crash.driver import DEFAULT_KILLS as CRASH_KILLS
 from sweepq.bench.crash.driver import QUICK_KILLS as CRASH_QUICK_KILLS
@@ -169,6 +170,16 @@ def _crash_options(p: argparse.ArgumentParser) -> None:
 # -- crashtest-server and crashtest-channel ------------------------------------------------------------
 
 
+def _kill_progress(kills: int) -> Callable[[int, Any, str], None]:
+    """The progress line of a kill harness: every 25th kill, each problem, and the last."""
+
+    def progress(i: int, plan: Any, problem: str) -> None:
+        if i % 25 == 0 or problem or i == kills:
+            print(f"kill {i}/{kills}: {plan.describe()} {problem}", flush=True)
+
+    return progress
+
+
 def _crashtest_server(args: argparse.Namespace) -> int:
     from sweepq.bench.crash_server import run_server_crashtest
 
@@ -178,10 +189,7 @@ def _crashtest_server(args: argparse.Namespace) -> int:
     kills, work, made = begun
     print(f"sweepq crashtest-server: {kills:,} server kills, seed {args.seed}, in {work}", flush=True)
 
-    def progress(i: int, plan, problem: str) -> None:
-        if i % 25 == 0 or problem or i == kills:
-            print(f"kill {i}/{kills}: {plan.describe()} {problem}", flush=True)
-
+    progress = _kill_progress(kills)
     with keeps_work_on_interrupt("crashtest-server", work):
         verdict = run_server_crashtest(work, kills, args.seed, args.sync, args.interval, args.quick, progress)
     replay = f"sweepq crashtest-server --kills {kills} --seed {args.seed}" + (" --quick" if args.quick else "")
@@ -197,10 +205,7 @@ def _crashtest_channel(args: argparse.Namespace) -> int:
     kills, work, made = begun
     print(f"sweepq crashtest-channel: {kills:,} kills of QM1 or QM2, seed {args.seed}, in {work}", flush=True)
 
-    def progress(i: int, plan, problem: str) -> None:
-        if i % 25 == 0 or problem or i == kills:
-            print(f"kill {i}/{kills}: {plan.describe()} {problem}", flush=True)
-
+    progress = _kill_progress(kills)
     with keeps_work_on_interrupt("crashtest-channel", work):  # both children are killed first
         verdict = run_channel_crashtest(work, kills, args.seed, args.sync, args.interval, args.quick, progress)
     replay = f"sweepq crashtest-channel --kills {kills} --seed {args.seed}" + (" --quick" if args.quick else "")
