@@ -11,8 +11,8 @@ The promises (docs/clients.md "Limits"), each kept here:
 
 * **a deadline for the whole handshake**: TLS and HELLO complete within ``hello_timeout``
   seconds of the accept, however the bytes trickle in (one byte a second gains nothing);
-  past it the connection is closed. Time is the queue manager's clock (``qm.clock``), so a
-  test drives it with a ManualClock;
+  past it the connection is closed. Time is the server's ``clock`` (the real one unless a
+  test gives a ManualClock), never the queue manager's, whose virtual time may run fast;
 * **at most ``max_handshakes`` connections in their handshake**: one more closes the oldest
   of them (it has had the longest to finish), so slow or silent clients never keep a
   legitimate one out: it finishes in a few milliseconds, long before it is the oldest. Bytes
@@ -72,7 +72,7 @@ class Handshakes:
 
     def __init__(self, server: Server, listeners: list[tuple[socket.socket, str]]):
         self.server = server
-        self.clock = server.qm.clock
+        self.clock = server.clock
         self.log = server.log
         self._sel = selectors.DefaultSelector()
         self._listeners = [_Listener(s, t) for s, t in listeners]

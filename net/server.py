@@ -39,6 +39,7 @@ import time
 
 from sweepq.engine import MQError, QueueManager, Reason
 from sweepq.engine.sizes import parse_size
+from sweepq.sweeper.clock import Clock, SystemClock
 
 from . import auth
 from . import protocol as P
@@ -88,7 +89,11 @@ class Server:
     needs the token, so a server with a console always has one. ``log``: where the one line
     per connection event goes (the ``sweepq.net`` logger by default). The limits: the module
     docstring; ``frame_memory`` None is twice the largest frame, and at least 64 MiB; a
-    connection that finds it spent waits ``frame_memory_wait`` seconds.
+    connection that finds it spent waits ``frame_memory_wait`` seconds. ``clock``: the
+    clock of the handshake deadline (``hello_timeout``), the real one by default. Not the
+    queue manager's: a simulation that runs ``qm.clock`` fast (a ManualClock advanced by a
+    sweeper loop) must not close connections whose HELLO is on its way; a test of the
+    deadline passes its own ManualClock here.
     """
 
     def __init__(
@@ -113,6 +118,7 @@ class Server:
         cancel_slice: float = 0.05,
         hello_timeout: float = 10.0,
         partial_timeout: float = 30.0,
+        clock: Clock | None = None,
         log: logging.Logger | None = None,
     ):
         if unix_path is None and tcp is None:
@@ -145,6 +151,7 @@ class Server:
         self.cancel_slice = cancel_slice
         self.hello_timeout = hello_timeout
         self.partial_timeout = partial_timeout
+        self.clock = clock or SystemClock()
         self.log = log or logging.getLogger("sweepq.net")
         self.started = time.time()
         self.refused = 0

@@ -2,8 +2,8 @@
 clients (good bytes sent one at a time), silent ones, many of them; greedy ones (headers
 claiming the largest frame, many connections), per connection and for the whole server.
 
-Time is injected where the server keeps it: the handshake's deadline is on the queue
-manager's clock (a ManualClock here), and a test waits for the door's next turn, never for
+Time is injected where the server keeps it: the handshake's deadline is on the
+server's own clock (a ManualClock here), and a test waits for the door's next turn, never for
 the wall clock. The frame-memory wait is real time, made short (0.2 s) where it must elapse.
 """
 
@@ -29,11 +29,11 @@ IO = OO.OUTPUT | OO.INPUT_SHARED
 
 @contextlib.contextmanager
 def served(clock=None, **options):
-    """(queue manager with queue Q on ``clock``, its server on a Unix socket and loopback TCP
-    with the token "T")."""
-    with QueueManager(sweeper=False, clock=clock) as qm:
+    """(queue manager with queue Q, its server on a Unix socket and loopback TCP with the token
+    "T", its handshake deadlines on ``clock``)."""
+    with QueueManager(sweeper=False) as qm:
         qm.define_queue("Q")
-        server = qm.serve(os.path.join(short_dir(), "s.sock"), tcp=":0", token="T", **options)
+        server = qm.serve(os.path.join(short_dir(), "s.sock"), tcp=":0", token="T", clock=clock, **options)
         yield qm, server
 
 
@@ -106,6 +106,26 @@ def test_the_whole_handshake_has_a_deadline_however_its_bytes_trickle_in():
         assert server.status()["dropped"] == 1 and handshakes(server) == 0
         with net_client.connect(tcp_url(server), "T") as c:  # the door is open to everyone else
             c.open("Q", IO).put(b"in")
+
+
+def test_the_queue_managers_virtual_time_does_not_run_the_handshake_deadline():
+    """A simulation runs ``qm.clock`` fast (a sweeper loop advancing a ManualClock): a
+    connection whose HELLO is on its way is not closed for it. The deadline is the server's
+    clock (the real one here), not the queue manager's."""
+    qm_clock = ManualClock()
+    with QueueManager(sweeper=False, clock=qm_clock) as qm:
+        qm.define_queue("Q")
+        server = qm.serve(os.path.join(short_dir(), "s.sock"), tcp=":0", token="T", hello_timeout=10.0)
+        s = raw_tcp(server)
+        wait_for(lambda: handshakes(server) == 1, "the door taking the connection")
+        qm_clock.advance(3600.0)  # an hour of virtual time before the HELLO comes
+        next_turns(server)
+        assert not closed(s) and handshakes(server) == 1
+        s.close()
+        with net_client.connect(server.url) as c:
+            h = c.open("Q", IO)
+            h.put(b"in")
+            assert h.get().data == b"in"
 
 
 def test_a_tls_client_that_never_says_hello_is_closed_at_the_same_deadline():
