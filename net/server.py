@@ -36,10 +36,10 @@ import socket
 import ssl
 import threading
 import time
+from typing import Protocol
 
 from sweepq.engine import MQError, QueueManager, Reason
 from sweepq.engine.sizes import parse_size
-from sweepq.sweeper.clock import Clock, SystemClock
 
 from . import auth
 from . import protocol as P
@@ -73,6 +73,18 @@ def parse_tcp(spec: str | int | tuple) -> tuple[str, int]:
     if not isinstance(host, str) or not 0 <= port <= 65535:
         raise MQError(Reason.PARM_VALUE_ERROR, f"tcp={spec!r}: give HOST:PORT, e.g. 127.0.0.1:1414 (or :1414)")
     return host or "127.0.0.1", port
+
+
+class Clock(Protocol):
+    """What the server reads of a clock: monotonic seconds (sweepq.sweeper's clocks fit)."""
+
+    def now(self) -> float: ...
+
+
+class _Monotonic:
+    """The real clock."""
+
+    now = staticmethod(time.monotonic)
 
 
 class Server:
@@ -151,7 +163,7 @@ class Server:
         self.cancel_slice = cancel_slice
         self.hello_timeout = hello_timeout
         self.partial_timeout = partial_timeout
-        self.clock = clock or SystemClock()
+        self.clock = clock or _Monotonic()
         self.log = log or logging.getLogger("sweepq.net")
         self.started = time.time()
         self.refused = 0
