@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .constants import OO, Reason
 from .errors import MQError
-from .matching import MATCH_DEFAULT, Match, MatchArgs, build_match, match_for_get
+from .matching import MATCH_DEFAULT, Match, MatchArgs, match_for_get
 
 if TYPE_CHECKING:
     from . import groups
@@ -71,7 +71,8 @@ class HandleState:
         self.uow = conn.uow
         self.queue = queue
         self.selector = selector
-        self.match: Match | None = build_match(self.qm.ident, 0, None, None, None, None, None, None, selector)
+        no_ids = (None, None, None, None, None, None)
+        self.match: Match | None = match_for_get(self.qm.ident, 0, 0, *no_ids, selector, always=True)
         self.can_get = bool(input_mode)
         self.can_browse = bool(options & OO.BROWSE)
         self.can_put = bool(options & OO.OUTPUT)

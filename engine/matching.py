@@ -93,8 +93,12 @@ _MATCH_OFFSET = int(MO.MATCH_OFFSET)
 _MATCH_MSG_TOKEN = int(MO.MATCH_MSG_TOKEN)
 
 
-def build_match(
+_WAIT = 1  # GMO.WAIT
+
+
+def match_for_get(
     ident: record.Identity,
+    opts: int,
     match_options: int,
     msg_id: bytes | None,
     correl_id: bytes | None,
@@ -103,14 +107,32 @@ def build_match(
     offset: int | None,
     msg_token: bytes | None,
     selector: Selector | None = None,
+    always: bool = False,
 ) -> Match | None:
-    """Turn a get's match options and field values, and the handle's compiled selector
-    (None: no selection), into a :class:`Match`, or None for any message."""
+    """The Match a get, browse or group call asks for with its match arguments and the
+    handle's compiled ``selector`` (None: no selection), or None when they select nothing
+    (MatchOptions left at their default and no id given), unless ``always`` (a browse or a
+    handle with a selector; None is still returned when nothing narrows). One place for the
+    argument rules the get, browse and group paths share: MATCH_MSG_TOKEN with GMO.WAIT is
+    2331.
+
+    :raises MQError: MATCH_OPTIONS_ERROR (2247), MSG_TOKEN_ERROR (2331), or the field's reason."""
+    if (
+        not always
+        and match_options == MATCH_DEFAULT
+        and msg_id is None
+        and correl_id is None
+        and msg_token is None
+        and group_id is None
+    ):
+        return None
     # Plain ints from here: IntFlag arithmetic costs a microsecond a test on this hot path.
     if type(match_options) is int and 0 <= match_options <= _FLAGS_MAX:
         mo = match_options
     else:
         mo = int(checks.flags(match_options, "match options", Reason.MATCH_OPTIONS_ERROR))
+    if mo & _MATCH_MSG_TOKEN and opts & _WAIT:
+        raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
     if mo & ~_MO_KNOWN:
         raise MQError(
             Reason.MATCH_OPTIONS_ERROR,
@@ -155,40 +177,3 @@ def build_match(
         m = m or Match(ident)
         m.selector = selector
     return m
-
-
-_WAIT = 1  # GMO.WAIT
-
-
-def match_for_get(
-    ident: record.Identity,
-    opts: int,
-    match_options: int,
-    msg_id: bytes | None,
-    correl_id: bytes | None,
-    group_id: bytes | None,
-    msg_seq_number: int | None,
-    offset: int | None,
-    msg_token: bytes | None,
-    selector: Selector | None = None,
-    always: bool = False,
-) -> Match | None:
-    """The Match a get, browse or group call asks for with its match arguments, or None when
-    they select nothing (MatchOptions left at their default and no id given), unless
-    ``always`` (a browse with a selector). One place for the argument rules the get, browse
-    and group paths share: MATCH_MSG_TOKEN with GMO.WAIT is 2331.
-
-    :raises MQError: MATCH_OPTIONS_ERROR (2247), MSG_TOKEN_ERROR (2331), or the field's reason."""
-    if (
-        not always
-        and match_options == MATCH_DEFAULT
-        and msg_id is None
-        and correl_id is None
-        and msg_token is None
-        and group_id is None
-    ):
-        return None
-    mo = checks.flags(match_options, "match options", Reason.MATCH_OPTIONS_ERROR)
-    if mo & _MATCH_MSG_TOKEN and opts & _WAIT:
-        raise MQError(Reason.MSG_TOKEN_ERROR, "MATCH_MSG_TOKEN cannot be combined with GMO.WAIT")
-    return build_match(ident, mo, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token, selector)
