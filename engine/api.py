@@ -17,15 +17,51 @@ did wrong; a client adds MQRC_CONNECTION_BROKEN (2009) when the server went away
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, Protocol, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
 from .constants import GMO, MO, OO, PMO, Reason
+from .matching import MATCH_DEFAULT
 from .message import Message, PutResult
 from .queue import QueueInfo
 from .record import MD
 
 if TYPE_CHECKING:
     from .browse import Status
+
+
+class GetCall(Protocol):
+    """MQGET's signature, written once: the type of every handle's ``get`` (the in-process
+    :class:`~sweepq.engine.Handle`, whose implementation ``Handle._get`` takes these
+    parameters with these defaults, tests/test_get_signature.py holding them equal; and the
+    client's, which binds its arguments by that implementation's signature).
+
+    A get returns a Message, except ``get(GMO.UNLOCK)``, a call of its own that returns a
+    :class:`~sweepq.engine.browse.Status` (only NO_SYNCPOINT may accompany it; the literal
+    is what picks the first form). The parameters are positional-or-keyword, not keyword-only,
+    on purpose: CPython fills missing keyword-only defaults by dict lookups, which cost
+    ~170 ns on every get."""
+
+    @overload
+    def __call__(self, options: Literal[GMO.UNLOCK]) -> Status: ...  # type: ignore[overload-overlap]
+
+    @overload
+    def __call__(
+        self,
+        options: GMO | int = 0,
+        wait_interval: int = -1,
+        buffer_length: int | None = None,
+        match: MO | int = MATCH_DEFAULT,
+        msg_id: bytes | None = None,
+        correl_id: bytes | None = None,
+        group_id: bytes | None = None,
+        msg_seq_number: int | None = None,
+        offset: int | None = None,
+        msg_token: bytes | None = None,
+    ) -> Message: ...
+
+    def __call__(self, *args: Any, **named: Any) -> Message | Status:
+        """(Stands for the overloads at run time: ``typing.get_overloads`` finds them by it.)"""
+        ...
 
 
 @runtime_checkable
@@ -41,38 +77,9 @@ class QueueHandle(Protocol):
 
     def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]: ...
 
-    @overload
-    def get(  # type: ignore[overload-overlap]
-        self,
-        options: Literal[GMO.UNLOCK],
-        wait_interval: int = -1,
-        buffer_length: int | None = None,
-        match: MO | int = ...,
-        msg_id: bytes | None = None,
-        correl_id: bytes | None = None,
-        group_id: bytes | None = None,
-        msg_seq_number: int | None = None,
-        offset: int | None = None,
-        msg_token: bytes | None = None,
-    ) -> Status:
-        """GMO.UNLOCK: a status with ``reason`` and ``completion_code``, no message."""
-        ...
-
-    @overload
-    def get(
-        self,
-        options: GMO | int = 0,
-        wait_interval: int = -1,
-        buffer_length: int | None = None,
-        match: MO | int = ...,
-        msg_id: bytes | None = None,
-        correl_id: bytes | None = None,
-        group_id: bytes | None = None,
-        msg_seq_number: int | None = None,
-        offset: int | None = None,
-        msg_token: bytes | None = None,
-    ) -> Message:
-        """A message."""
+    @property
+    def get(self) -> GetCall:
+        """MQGET: a Message; ``get(GMO.UNLOCK)`` a Status (:class:`GetCall`)."""
         ...
 
     def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]: ...

@@ -8,6 +8,8 @@ from .queue cimport LocalQueue
 cdef object _FLAGS_MAX
 cdef int _CURSOR_ANY, _GROUP_GMO, _MARK_SKIP, _PMO_LOGICAL
 
+cdef int _take_turn(list token) except -1
+
 @cython.final
 cdef class Handle:
     cdef public HandleState _s

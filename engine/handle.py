@@ -16,7 +16,7 @@ never share any lock but the queues' own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, cast
 
 from . import browse, checks, getpath, groups, putpath
 from .constants import GMO, MO, OO, PMO, Reason, Usage
@@ -28,6 +28,7 @@ from .options import check_get
 from .record import MD
 
 if TYPE_CHECKING:
+    from .api import GetCall
     from .browse import Status
     from .connection import Batch, Connection
 
@@ -99,10 +100,7 @@ class Handle:
         the queue and a later sync hardens it: do not put it again).
         """
         token = self._token
-        try:
-            token.pop()  # the connection's one call at a time (2219)
-        except IndexError:
-            raise _in_progress() from None
+        _take_turn(token)
         try:
             s = self._s
             if s.closed:
@@ -140,43 +138,7 @@ class Handle:
 
     # -- get -----------------------------------------------------------------------------
 
-    if TYPE_CHECKING:
-        # For type checkers only: a get returns a Message, except GMO.UNLOCK, a call of its
-        # own that returns a Status (only NO_SYNCPOINT may accompany it, and the usual call
-        # is ``get(GMO.UNLOCK)``: the literal is what picks the first form).
-        @overload
-        def get(  # type: ignore[overload-overlap]
-            self,
-            options: Literal[GMO.UNLOCK],
-            wait_interval: int = -1,
-            buffer_length: int | None = None,
-            match: MO | int = MATCH_DEFAULT,
-            msg_id: bytes | None = None,
-            correl_id: bytes | None = None,
-            group_id: bytes | None = None,
-            msg_seq_number: int | None = None,
-            offset: int | None = None,
-            msg_token: bytes | None = None,
-        ) -> Status: ...
-
-        @overload
-        def get(
-            self,
-            options: GMO | int = 0,
-            wait_interval: int = -1,
-            buffer_length: int | None = None,
-            match: MO | int = MATCH_DEFAULT,
-            msg_id: bytes | None = None,
-            correl_id: bytes | None = None,
-            group_id: bytes | None = None,
-            msg_seq_number: int | None = None,
-            offset: int | None = None,
-            msg_token: bytes | None = None,
-        ) -> Message: ...
-
-    # Parameters are positional-or-keyword, not keyword-only, on purpose: CPython fills
-    # missing keyword-only defaults by dict lookups, which cost ~170 ns on every get.
-    def get(
+    def _get(
         self,
         options: GMO | int = 0,
         wait_interval: int = -1,
@@ -205,10 +167,7 @@ class Handle:
         warning NO_MSG_LOCKED (2209) when nothing was locked.
         """
         token = self._token
-        try:
-            token.pop()  # the connection's one call at a time (2219)
-        except IndexError:
-            raise _in_progress() from None
+        _take_turn(token)
         try:
             s = self._s
             if type(options) is int and 0 <= options <= _FLAGS_MAX:
@@ -243,6 +202,10 @@ class Handle:
             return getpath.get(s, opts, wait_interval, buffer_length, m)
         finally:
             token.append(True)
+
+    # What type checkers see of get: engine/api.py's GetCall (a Message, or a Status for
+    # GMO.UNLOCK), the signature written once; at run time the function above.
+    get = cast("GetCall", _get)
 
     def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]:
         """MQGET of up to ``max_messages`` messages in one call: one lock per run, one validation.
@@ -329,8 +292,8 @@ def _route_special(
 
 class _Call:
     """The connection's one-call-at-a-time rule as a context manager: the call takes the
-    connection's one token (an atomic ``list.pop``) and gives it back when it ends; a call
-    that finds no token fails with 2219. The hot paths (put, get) write it out."""
+    connection's one token (:func:`_take_turn`) and gives it back when it ends. The hot paths
+    (put, get) take it and give it back themselves: a context manager costs two calls more."""
 
     __slots__ = ("token",)
 
@@ -338,13 +301,20 @@ class _Call:
         self.token = token
 
     def __enter__(self) -> None:
-        try:
-            self.token.pop()
-        except IndexError:
-            raise _in_progress() from None
+        _take_turn(self.token)
 
     def __exit__(self, *exc: object) -> None:
         self.token.append(True)
+
+
+def _take_turn(token: list) -> int:
+    """Take the connection's one token (an atomic ``list.pop``), or fail with 2219: the one
+    call at a time of a connection. The caller gives it back (``token.append(True)``)."""
+    try:
+        token.pop()
+    except IndexError:
+        raise _in_progress() from None
+    return 0
 
 
 def _in_progress() -> MQError:

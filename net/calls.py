@@ -7,15 +7,17 @@ Pure functions and small state objects: no I/O here.
 
 from __future__ import annotations
 
+import inspect
 import os
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
-from sweepq.engine import GMO, MD, MO, OO, PMO, Message, MQError, PutResult, Reason
+from sweepq.engine import GMO, MD, OO, PMO, Message, MQError, PutResult, Reason
 from sweepq.engine.browse import Status
-from sweepq.engine.matching import MATCH_DEFAULT
+from sweepq.engine.handle import Handle
 from sweepq.engine.record import Identity, data_of
 
 from . import protocol as P
@@ -150,8 +152,35 @@ def put_many(hid: int, datas, md, options) -> tuple:
     return P.PUT_MANY, [hid, datas, md, options], put_sync(options), put_results
 
 
-def get(hid: int, options, *rest) -> tuple:
-    return P.GET, [hid, options, *rest], get_sync(options), message
+def get(hid: int, args: tuple, named: dict) -> tuple:
+    """A get's request: its arguments bound by the engine's own signature (``bind_get``)."""
+    wire = bind_get(args, named)
+    return P.GET, [hid, *wire], get_sync(wire[0]), message
+
+
+# The parameters of a get, read from the one implementation (engine/handle.py ``Handle._get``;
+# engine/api.py ``GetCall`` is its type): the request carries all ten, in this order.
+_GET_SIGNATURE = inspect.signature(Handle._get)
+_GET_NAMES = tuple(_GET_SIGNATURE.parameters)[1:]  # after self
+_GET_DEFAULTS = tuple(p.default for p in _GET_SIGNATURE.parameters.values())[1:]
+_GET_INDEX = {name: i for i, name in enumerate(_GET_NAMES)}
+
+
+def bind_get(args: tuple, named: dict) -> list:
+    """The ten arguments of ``get(*args, **named)`` in order, defaults filled in: what
+    Python's binding of ``Handle._get`` gives, with its TypeErrors, without its cost."""
+    n = len(args)
+    if n > len(_GET_NAMES):
+        raise TypeError(f"get() takes at most {len(_GET_NAMES)} arguments ({n} given)")
+    wire = [*args, *_GET_DEFAULTS[n:]]
+    for name, value in named.items():
+        i = _GET_INDEX.get(name, -1)
+        if i < 0:
+            raise TypeError(f"get() got an unexpected keyword argument {name!r}")
+        if i < n:
+            raise TypeError(f"get() got multiple values for argument {name!r}")
+        wire[i] = value
+    return wire
 
 
 def get_many(hid: int, max_messages, options, wait_interval) -> tuple:
@@ -184,22 +213,11 @@ class HandleCalls:
         """MQPUT of a batch in one round trip: a list of PutResult."""
         return self._do(put_many(self._hid, datas, md, options))
 
-    def get(
-        self,
-        options: GMO | int = 0,
-        wait_interval: int = -1,
-        buffer_length: int | None = None,
-        match: MO | int = MATCH_DEFAULT,
-        msg_id: bytes | None = None,
-        correl_id: bytes | None = None,
-        group_id: bytes | None = None,
-        msg_seq_number: int | None = None,
-        offset: int | None = None,
-        msg_token: bytes | None = None,
-    ):
+    def get(self, *args: Any, **named: Any) -> Any:
         """MQGET (see :meth:`sweepq.engine.Handle.get`): a Message, or a Status for UNLOCK."""
-        args = (wait_interval, buffer_length, match, msg_id, correl_id, group_id, msg_seq_number, offset, msg_token)
-        return self._do(get(self._hid, options, *args))
+        return self._do(get(self._hid, args, named))
+
+    get.__signature__ = _GET_SIGNATURE  # type: ignore[attr-defined]  # help() shows the engine's
 
     def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1):
         """MQGET of up to ``max_messages`` in one round trip: a list of Message."""

@@ -23,6 +23,7 @@ import contextlib
 import socket
 import ssl
 import threading
+from typing import TYPE_CHECKING, cast
 
 from sweepq.engine import OO, MQError, QueueInfo, Reason
 
@@ -30,6 +31,9 @@ from . import calls as C
 from . import protocol as P
 from .channels.admin import RemoteChannels
 from .frames import Closed, FrameSocket
+
+if TYPE_CHECKING:
+    from sweepq.engine.api import GetCall
 
 CONNECT_TIMEOUT = 10.0
 _OK = P.OK
@@ -365,6 +369,9 @@ class ClientHandle(C.HandleCalls):
     (put, put_many, get, get_many: net/calls.py ``HandleCalls``), each one round trip."""
 
     __slots__ = ("_closed", "_conn", "_hid", "_ident", "_open_args", "name", "options")
+
+    # What type checkers see of get: engine/api.py's GetCall, as for the in-process Handle.
+    get = cast("GetCall", C.HandleCalls.get)
 
     def __init__(self, conn: ClientConnection, name, options, selector):
         self._conn = conn
