@@ -22,7 +22,9 @@ import os
 import random
 import re
 import signal
+import threading
 from collections import Counter
+from typing import NoReturn
 
 QUEUES = ("CRASH.A", "CRASH.B")
 PRIORITIES = (0, 4, 9)
@@ -95,13 +97,27 @@ class EventLog:
     """An append-only log of one process: one line per event, one ``os.write`` per line.
 
     Lines of a few dozen bytes written with O_APPEND are never torn or reordered between the
-    worker's threads, and the kernel keeps them when the process is killed."""
+    worker's threads, and the kernel keeps them when the process is killed. Each line is
+    written under the log's lock, so that :meth:`last` can end the process with its line the
+    last one: another thread's line cannot come between them."""
 
     def __init__(self, path: str | os.PathLike):
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.lock = threading.Lock()
 
     def emit(self, *fields: object) -> None:
-        os.write(self.fd, (" ".join(str(f) for f in fields) + "\n").encode())
+        line = (" ".join(str(f) for f in fields) + "\n").encode()
+        with self.lock:
+            os.write(self.fd, line)
+
+    def last(self, *fields: object) -> NoReturn:
+        """Write this line, then SIGKILL this process, holding the lock throughout: no other
+        thread writes after it (a kill at a chosen point says so as the log's last line)."""
+        line = (" ".join(str(f) for f in fields) + "\n").encode()
+        self.lock.acquire()  # never released: the process ends here
+        os.write(self.fd, line)
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("SIGKILL did not end the process")  # pragma: no cover
 
     def close(self) -> None:
         os.close(self.fd)
@@ -168,8 +184,7 @@ class Worker:
         """Pass kill point ``name``: SIGKILL this process if it is the one ``--kill-at`` chose."""
         self.passed[name] += 1
         if self.kill_at and self.kill_at[0] == name and self.passed[name] == self.kill_at[1]:
-            self.log.emit("K", name)
-            os.kill(os.getpid(), signal.SIGKILL)
+            self.log.last("K", name)
 
     def install_hooks(self) -> bool:
         """Log sweeps and unsweeps (markers for the driver and the verdict) and place the kill
