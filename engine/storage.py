@@ -13,6 +13,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from sweepq.blobstore import BlobStore, Store, StoreDamageError, StoreError
+from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS
 
 from .constants import Reason
 from .errors import MQError
@@ -77,6 +78,15 @@ class Storage:
         self.repaired = BlobStore.repair(self.path)  # type: ignore[arg-type]  # opened with a path
         self.repair_ran = True
         return BlobStore(self.path, wal=self._wal, **self.store_options)
+
+    def blob_limits(self) -> tuple[int, int]:
+        """(max_blob_bytes, max_blob_records) of the store's blobs, without opening it: how a
+        sweep cuts its runs into pieces of whole blobs."""
+        s = self._store
+        if s is not None:
+            return s.max_blob_bytes, s.max_blob_records
+        o = self.store_options
+        return o.get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES), o.get("max_blob_records", DEFAULT_MAX_BLOB_RECORDS)
 
     @property
     def opened(self) -> bool:

@@ -146,7 +146,7 @@ class QueueTier:
         kept, moved = [0] * n, [0] * n
         choose_runs(sweepable, [len(r) for r in rears], rear_limits, keep, kept, moved)
         targets: list[Target] = []
-        mean = lanes.mem_bytes / lanes.count if lanes.count else 0.0  # pieces of about a MiB
+        limits = self.storage.blob_limits()  # pieces of whole blobs, about a MiB each
         for lane in reversed(lanes.lanes):
             p = lane.priority
             chain = self.chain_name(lane)
@@ -162,10 +162,10 @@ class QueueTier:
                     run = []  # only the stretch after an unsweepable message can move
             # Pieces linked at the chain's head tail-first keep the run's order, and the
             # sweeper can pause between pieces.
-            for lo, hi in reversed(pieces(len(run), mean)):
+            for lo, hi in reversed(pieces(lanes.run_sizes(run), *limits)):
                 targets.append(Target(lanes, lane, chain, True, run[lo:hi], self.ident))
             rear = rears[p][: moved[p]]
-            for lo, hi in pieces(len(rear), mean):  # head piece first, each linked at the tail
+            for lo, hi in pieces(lanes.run_sizes(rear), *limits):  # head piece first, each linked at the tail
                 targets.append(Target(lanes, lane, chain, False, rear[lo:hi], self.ident))
         return targets
 

@@ -17,7 +17,9 @@ blob start, and every engine operation is index arithmetic:
   ``keep`` front messages in get order across lanes; the rest of each front list and the
   whole of each rear list move (:func:`sweepq.sweeper.runs.choose_runs`, the engine's own run
   selection), cut by :func:`sweepq.sweeper.runs.cut_run` (compiled in here), the very
-  function that cuts the live engine's runs into pieces and bounded blobs.
+  function that cuts the live engine's runs into bounded blobs (the engine cuts a run into
+  pieces of whole blobs of about 1 MiB first, :func:`sweepq.sweeper.runs.pieces`, each
+  piece's blobs cut_run's from its start; here a piece is TARGET_MAX records).
 
 Record sizes count what the engine counts: payload plus the record header (``record_header``,
 the engine's HEAD_LEN, passed by the caller; plus the blob store's framing inside a blob,

@@ -13,11 +13,14 @@ list moves to the head of the lane's chain, and the sweepable stretch at the hea
 list (at most its limit) moves to the chain's tail.
 
 A run is the records ``[lo, hi)`` of an array whose sizes are given by prefix sums
-(``size(j) = prefix[j + 1] - prefix[j]``). It is cut into *pieces* of at most
-:data:`TARGET_MAX` records (the sweeper pauses between pieces) and each piece into *blobs* of
-at most ``max_records`` records and ``max_bytes`` framed bytes (a record costs its size plus
+(``size(j) = prefix[j + 1] - prefix[j]``). It is cut into *blobs* of at most ``max_records``
+records and ``max_bytes`` framed bytes (a record costs its size plus
 :data:`~sweepq.blobstore.format.FRAME_BYTES` inside a blob), with at least one record per
-blob, so one oversized record still makes one blob. A blob never crosses a piece boundary.
+blob, so one oversized record still makes one blob. The live sweeper first cuts a run into
+*pieces* of whole blobs (:func:`pieces`: at most :data:`TARGET_MAX` records and about
+:data:`TARGET_BYTES`; it pauses between pieces), then each piece into those blobs. A blob
+never crosses a piece boundary; :func:`cut_run` also restarts at every :data:`TARGET_MAX`
+records (the replay kernel's pieces, by count only).
 """
 
 from __future__ import annotations
@@ -106,8 +109,27 @@ def record_ends(records, max_bytes: int, max_records: int) -> list[int]:
     return blob_ends(np.fromiter(map(len, records), np.int64, len(records)), max_bytes, max_records)
 
 
-def pieces(n: int, mean_bytes: float = 0.0) -> list[tuple[int, int]]:
-    """``[0, n)`` cut into pieces, in order: at most TARGET_MAX messages, and about
-    TARGET_BYTES when the messages average ``mean_bytes`` (0: count only)."""
-    most = TARGET_MAX if mean_bytes <= 0 else max(1, min(TARGET_MAX, int(TARGET_BYTES // mean_bytes)))
-    return [(lo, min(lo + most, n)) for lo in range(0, n, most)]
+def pieces(sizes, max_bytes: int, max_records: int) -> list[tuple[int, int]]:
+    """A run of records of the given sizes cut into pieces, in order: each whole blobs as
+    :func:`cut_run` cuts them from the piece's start (so a piece's own cut, which the
+    sweeper makes of its copied records, ends in a full blob, not a part-filled one), at
+    most :data:`TARGET_MAX` records and about :data:`TARGET_BYTES` (at least one blob)."""
+    sizes = np.asarray(sizes, np.int64)
+    n = len(sizes)
+    prefix = np.zeros(n + 1, np.int64)
+    np.cumsum(sizes, out=prefix[1:])
+    ends = np.empty(min(n, TARGET_MAX) + 1, np.int64)
+    out = []
+    lo = 0
+    while lo < n:
+        # Cut only as far as a piece can reach: the records within TARGET_BYTES of ``lo`` and
+        # one more (the greedy cut of a window is the whole run's for every blob that ends
+        # before the window's last record), so a run of large records costs no more than one
+        # cut of the run.
+        reach = int(np.searchsorted(prefix, prefix[lo] + TARGET_BYTES, side="right"))
+        k = cut_run(prefix, lo, min(n, lo + TARGET_MAX, reach), max_bytes, max_records, ends)
+        whole = int(np.searchsorted(prefix[ends[:k]] - prefix[lo], TARGET_BYTES, side="right"))
+        hi = int(ends[max(whole, 1) - 1])
+        out.append((lo, hi))
+        lo = hi
+    return out

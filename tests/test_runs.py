@@ -3,13 +3,14 @@ replay kernel (compiled), checked here against the plain greedy cut it stands fo
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from sweepq.sweeper.runs import TARGET_MAX, cut_run
+from sweepq.sweeper.runs import TARGET_BYTES, TARGET_MAX, blob_ends, cut_run, pieces
 
 
 def greedy(prefix, lo, hi, max_bytes, max_records):
@@ -93,3 +94,30 @@ def test_choose_runs_is_the_get_order_buffer_interpreted_and_compiled(seed):
     kept, moved = [0] * 10, [0] * 10  # the engine passes lists
     choose_runs(front.tolist(), rear.tolist(), limit.tolist(), keep, kept, moved)
     assert (kept, moved) == want
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_run_is_cut_into_pieces_of_whole_blobs_of_about_a_mebibyte(seed):
+    """Each piece is the first whole blobs of the greedy cut from its start (the sweeper cuts
+    a piece's copied records again: the same blobs, so no piece ends in a part-filled one),
+    as many as stay within TARGET_BYTES (at least one) and TARGET_MAX records."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60_000))
+    sizes = rng.integers(1, int(rng.choice([50, 300, 5000, 300_000])), n)
+    prefix = np.zeros(n + 1, np.int64)
+    np.cumsum(sizes, out=prefix[1:])
+    max_bytes, max_records = int(rng.choice([4096, 262_144])), int(rng.choice([16, 1024]))
+    cut = pieces(sizes, max_bytes, max_records)
+    assert cut[0][0] == 0 and cut[-1][1] == n
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(cut))
+    for lo, hi in cut:
+        own = [lo + e for e in blob_ends(sizes[lo:hi], max_bytes, max_records)]
+        # the greedy cut from the piece's start, over the records a piece can reach (within
+        # TARGET_BYTES, and one more: every blob that ends before that record is the run's)
+        reach = int(np.searchsorted(prefix, prefix[lo] + TARGET_BYTES, side="right"))
+        from_here = greedy(prefix, lo, min(n, lo + TARGET_MAX, reach), max_bytes, max_records)
+        assert own == from_here[: len(own)] and own[-1] == hi
+        assert hi - lo <= TARGET_MAX
+        assert len(own) == 1 or prefix[hi] - prefix[lo] <= TARGET_BYTES
+        if len(from_here) > len(own):  # one blob more would have passed the target
+            assert prefix[from_here[len(own)]] - prefix[lo] > TARGET_BYTES

@@ -872,6 +872,16 @@ class LaneSet:
                 total += arena.length(self._loc(i))
         return total
 
+    def run_sizes(self, slots: Sequence[int]) -> list[int]:
+        """The length of each of a run's records (0 for one taken meanwhile), read without the
+        lock and without copying them: how a sweep cuts the run into pieces of whole blobs."""
+        st, arena = self.st, self.arena
+        out = [0] * len(slots)
+        for k, i in enumerate(slots):
+            if not st[i] & REMOVED:
+                out[k] = arena.length(self._loc(i))
+        return out
+
     def verify_run(self, lane: Lane, slots: Sequence[int], recs: Sequence[bytes], at_head: bool) -> str | None:
         """Why the run cannot move into its blob now (lock held), or None: every message
         still available with the record that was written (a backout since raised its count),
