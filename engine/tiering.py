@@ -30,6 +30,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from sweepq.blobstore import BlobCorruptError, BlobInfo, Store, StoreError
 from sweepq.sweeper.runs import choose_runs, pieces
 from sweepq.sweeper.stats import SweepCounters
@@ -56,15 +58,18 @@ class Target:
     this work happens piece by piece, between the paced sweeper's pauses. ``slots`` are the
     core's names for the run's messages, handed back to it to verify and detach."""
 
-    __slots__ = ("_ids", "_records", "at_head", "chain", "ident", "lane", "lanes", "slots")
+    __slots__ = ("_ids", "_records", "at_head", "chain", "ident", "lane", "lanes", "nbytes", "slots")
 
-    def __init__(self, lanes: LaneSet, lane: Lane, chain: bytes, at_head: bool, slots: list[int], ident: Identity):
+    def __init__(
+        self, lanes: LaneSet, lane: Lane, chain: bytes, at_head: bool, slots: list[int], ident: Identity, nbytes: int
+    ):
         self.lanes = lanes
         self.lane = lane
         self.chain = chain
         self.at_head = at_head
         self.slots = slots
         self.ident = ident
+        self.nbytes = nbytes  # the bytes of its records when it was chosen (counted in place)
         self._records: list[bytes] | None = None
         self._ids: list[bytes] | None = None
 
@@ -73,13 +78,6 @@ class Target:
         if self._records is None:
             self._records = self.lanes.snapshot(self.slots)  # without the lock
         return self._records
-
-    @property
-    def nbytes(self) -> int:
-        """The bytes of the run's records, without snapshotting them if not done yet."""
-        if self._records is None:
-            return self.lanes.run_bytes(self.slots)
-        return sum(map(len, self._records))
 
     @property
     def ids(self) -> list[bytes]:
@@ -162,11 +160,13 @@ class QueueTier:
                     run = []  # only the stretch after an unsweepable message can move
             # Pieces linked at the chain's head tail-first keep the run's order, and the
             # sweeper can pause between pieces.
-            for lo, hi in reversed(pieces(lanes.run_sizes(run), *limits)):
-                targets.append(Target(lanes, lane, chain, True, run[lo:hi], self.ident))
+            sizes = np.asarray(lanes.run_sizes(run))
+            for lo, hi in reversed(pieces(sizes, *limits)):
+                targets.append(Target(lanes, lane, chain, True, run[lo:hi], self.ident, int(sizes[lo:hi].sum())))
             rear = rears[p][: moved[p]]
-            for lo, hi in pieces(lanes.run_sizes(rear), *limits):  # head piece first, each linked at the tail
-                targets.append(Target(lanes, lane, chain, False, rear[lo:hi], self.ident))
+            sizes = np.asarray(lanes.run_sizes(rear))
+            for lo, hi in pieces(sizes, *limits):  # head piece first, each linked at the tail
+                targets.append(Target(lanes, lane, chain, False, rear[lo:hi], self.ident, int(sizes[lo:hi].sum())))
         return targets
 
     def link(

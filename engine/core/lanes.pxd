@@ -105,10 +105,8 @@ cdef class LaneSet:
     cpdef bint sweepable(self, Py_ssize_t slot) except -1
     @cython.locals(i=Py_ssize_t)
     cpdef list snapshot(self, object slots)
-    @cython.locals(total=Py_ssize_t, i=Py_ssize_t)
-    cpdef Py_ssize_t run_bytes(self, object slots) except -1
     @cython.locals(k=Py_ssize_t, i=Py_ssize_t)
-    cpdef list run_sizes(self, object slots)
+    cpdef object run_sizes(self, object slots)
     @cython.locals(prev=Py_ssize_t, i=Py_ssize_t, s=int, loc=Py_ssize_t)
     cpdef object verify_run(self, Lane lane, object slots, object recs, bint at_head)
     cpdef Py_ssize_t detach_to(self, Lane lane, object slots, object blob, bint at_head) except -1

@@ -861,22 +861,13 @@ class LaneSet:
         st = self.st
         return [b"" if st[i] & REMOVED else self._rec(i) for i in slots]
 
-    def run_bytes(self, slots: Sequence[int]) -> int:
-        """The bytes of a run's records, read without the lock and without copying them (what
-        a sweep would move: the budget asks it of every queue at each wake, and copying every
-        record in memory to count them doubled memory for a moment)."""
-        st, arena = self.st, self.arena
-        total = 0
-        for i in slots:
-            if not st[i] & REMOVED:
-                total += arena.length(self._loc(i))
-        return total
-
-    def run_sizes(self, slots: Sequence[int]) -> list[int]:
+    def run_sizes(self, slots: Sequence[int]) -> array:
         """The length of each of a run's records (0 for one taken meanwhile), read without the
-        lock and without copying them: how a sweep cuts the run into pieces of whole blobs."""
+        lock and without copying them (8 bytes a message): how a sweep cuts the run into
+        pieces of whole blobs, and what the budget counts a sweep would move (copying the
+        records to count them doubled memory for a moment)."""
         st, arena = self.st, self.arena
-        out = [0] * len(slots)
+        out = array("q", bytes(8 * len(slots)))
         for k, i in enumerate(slots):
             if not st[i] & REMOVED:
                 out[k] = arena.length(self._loc(i))
