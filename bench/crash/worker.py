@@ -106,14 +106,14 @@ class EventLog:
         self.lock = threading.Lock()
 
     def emit(self, *fields: object) -> None:
-        line = (" ".join(str(f) for f in fields) + "\n").encode()
+        line = _line(fields)
         with self.lock:
             os.write(self.fd, line)
 
     def last(self, *fields: object) -> NoReturn:
         """Write this line, then SIGKILL this process, holding the lock throughout: no other
         thread writes after it (a kill at a chosen point says so as the log's last line)."""
-        line = (" ".join(str(f) for f in fields) + "\n").encode()
+        line = _line(fields)
         self.lock.acquire()  # never released: the process ends here
         os.write(self.fd, line)
         os.kill(os.getpid(), signal.SIGKILL)
@@ -121,6 +121,11 @@ class EventLog:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def _line(fields: tuple) -> bytes:
+    """One log line: the fields separated by spaces."""
+    return (" ".join(str(f) for f in fields) + "\n").encode()
 
 
 # -- the worker -------------------------------------------------------------------------------
