@@ -144,6 +144,8 @@ class Server:
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise MQError(Reason.PARM_VALUE_ERROR, f"{what} must be a positive int")
+        if clock is not None and not callable(getattr(clock, "now", None)):
+            raise MQError(Reason.PARM_VALUE_ERROR, f"clock={clock!r}: give an object whose now() is monotonic seconds")
         for value, what in ((token, "token"), (admin_token, "admin_token")):
             auth.check_configured(value, what)
         self.qm = qm

@@ -370,6 +370,8 @@ def test_limits_on_connections_and_handles():
 def test_a_server_needs_an_address_and_refuses_a_taken_socket():
     with served() as (qm, server):
         assert reason_of(lambda: Server(qm)) == Reason.PARM_VALUE_ERROR
+        for clock in (5, "now", object()):  # the handshake deadline's clock needs a now()
+            assert reason_of(lambda clock=clock: Server(qm, tcp=":0", clock=clock)) == Reason.PARM_VALUE_ERROR
         assert reason_of(lambda: qm.serve(server.unix_path)) == Reason.RESOURCE_PROBLEM
         assert reason_of(lambda: net_client.connect("http://x")) == Reason.PARM_VALUE_ERROR
     assert reason_of(lambda: net_client.connect(server.url)) == Reason.HOST_NOT_AVAILABLE
