@@ -15,7 +15,11 @@ Scenarios, each beside its baseline in the same run:
 * ``pair``: a put and a get of 100 bytes on one queue, one thread: sweepq, and
   ``queue.Queue`` holding the same bytes object;
 * ``batch``: ``put_many`` then ``get_many`` of 100 messages of 100 bytes, per message, and
-  ``queue.Queue`` doing the same one by one.
+  ``queue.Queue`` doing the same one by one;
+* ``Queue``: ``sweepq.Queue()`` (in memory, the default serializer) put and get of a small
+  dict, ``{"order": 1, "item": "widget"}``, beside ``queue.Queue`` doing the same;
+* ``Queue bytes``: ``sweepq.Queue(serializer="bytes")`` put and get of 100 bytes, beside
+  ``queue.Queue``.
 """
 
 from __future__ import annotations
@@ -34,9 +38,15 @@ _CHILD = r"""
 import sys
 which, n = sys.argv[1], int(sys.argv[2])
 data = b"x" * 100
+if which.endswith("dict"):
+    data = {"order": 1, "item": "widget"}
 if which.startswith("queue.Queue"):
     import queue
     q = queue.Queue()
+    put, get = q.put, q.get
+elif which.startswith("sweepq.Queue"):
+    from sweepq import Queue
+    q = Queue(serializer="bytes") if which.startswith("sweepq.Queue bytes") else Queue()
     put, get = q.put, q.get
 else:
     from sweepq.engine import OO, QueueManager
@@ -70,6 +80,8 @@ run(n)
 SCENARIOS = {
     "pair": ("sweepq put+get", "queue.Queue put+get"),
     "batch": ("sweepq batch", "queue.Queue batch"),
+    "Queue": ("sweepq.Queue put+get dict", "queue.Queue put+get dict"),
+    "Queue bytes": ("sweepq.Queue bytes put+get", "queue.Queue put+get"),
 }
 
 

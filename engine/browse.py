@@ -429,7 +429,7 @@ def _browse(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, buffer_length
             wait = getpath.Wait(s, wait_interval, m, BROWSER)
     with q.mutex:
         ref = getpath.obtain_locked(q, find, wait, " beyond the cursor", reader(q, cur))
-        msg = getpath.deliver(s, q.record_locked(ref), buffer_length, opts)
+        msg = getpath.deliver(s, q.record_locked(ref), buffer_length, opts, ref)
         if msg.reason == _TRUNCATED_FAILED:
             if first:
                 cur.reset()  # before the highest-priority message; a lock stays
@@ -486,7 +486,7 @@ def _browse_under_cursor(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, 
     handle's lock is released (unless the call ends with 2080)."""
     with q.mutex:
         ref = under_cursor_locked(s, q, cur)
-        msg = getpath.deliver(s, q.record_locked(ref), buffer_length, opts)
+        msg = getpath.deliver(s, q.record_locked(ref), buffer_length, opts, ref)
         if msg.reason != _TRUNCATED_FAILED:
             if opts & _LOCK:
                 lock_locked(q, cur, ref)
@@ -501,7 +501,7 @@ def _get_under_cursor(s: HandleState, q: LocalQueue, cur: Cursor, opts: int, buf
     with q.mutex:
         ref = under_cursor_locked(s, q, cur)
         rec = q.record_locked(ref)
-        msg = getpath.deliver(s, rec, buffer_length, opts)
+        msg = getpath.deliver(s, rec, buffer_length, opts, ref)
         if msg.reason == _TRUNCATED_FAILED:
             return msg
         joins = getpath.in_uow(opts, rec)

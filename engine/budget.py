@@ -70,7 +70,7 @@ from .errors import MQError
 from .record import HEAD_LEN as _HEAD_LEN
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable
 
     from sweepq.sweeper import Sweeper
     from sweepq.sweeper.clock import Clock
@@ -324,14 +324,15 @@ class MemoryBudget:
 
     # -- the put side ------------------------------------------------------------------------
 
-    def before_put(self, q: LocalQueue, payloads: Sequence[bytes]) -> None:
-        """A put to ``q`` of ``payloads`` from ``PAGE_AT`` on, or larger than ``room`` (no
+    def before_put(self, q: LocalQueue, size: int, count: int) -> None:
+        """A put to ``q`` of ``count`` messages of ``size`` bytes in all (payloads, or an
+        item's estimate: engine/putpath.py) from ``PAGE_AT`` on, or larger than ``room`` (no
         queue lock held): its policy. PAGE starts paging; BLOCK and FAIL admit the put only
         if what is reserved and its bytes stay within the budget, and reserve them.
 
         :raises MQError: STORAGE_NOT_AVAILABLE (2071) for FAIL, or BLOCK after its wait,
             when the put does not fit."""
-        nbytes = sum(map(len, payloads)) + len(payloads) * (PER_MESSAGE + _HEAD_LEN)
+        nbytes = size + count * (PER_MESSAGE + _HEAD_LEN)
         if not self.paging and nbytes <= self.room:
             return
         policy = q.attrs.memory_policy
@@ -340,13 +341,23 @@ class MemoryBudget:
             return
         if self._fits(nbytes):
             return
-        self.refresh()  # the count lags by what was put since: count before refusing
+        self._recount(nbytes)
         if self._fits(nbytes):
             return
         if policy == MemoryPolicy.FAIL:
             self.counts["refused"] += 1
             raise self._full(q, "memory_policy=FAIL")
         self._wait_for_room(q, nbytes)
+
+    def _recount(self, nbytes: int) -> None:
+        """Count again before a put of ``nbytes`` is refused (the count lags by what was put
+        since). Counting resident memory, when it would still not fit, the allocator gives
+        back what it keeps first: items a get freed (kept as objects, they leave no record
+        bytes for :meth:`after_get` to see) stay resident in glibc's heap until a trim."""
+        self.refresh()
+        if self.counts_resident and self.reserved + self.unchecked + nbytes > self.budget and give_back():
+            self.counts["trims"] += 1
+            self.refresh()
 
     def _fits(self, nbytes: int) -> bool:
         """Whether a put of ``nbytes`` fits; if so it is reserved at once (counted as put), so
@@ -367,7 +378,7 @@ class MemoryBudget:
                 while True:
                     self._room.release()
                     try:
-                        self.refresh()
+                        self._recount(nbytes)
                     finally:
                         self._room.acquire()
                     if self._fits(nbytes):

@@ -8,11 +8,11 @@ from .message cimport Message
 from .queue cimport LocalQueue
 
 cdef int _SYNC, _SYNC_IF_PERSISTENT, _WAIT, _ACCEPT_TRUNCATED, _MARK_SKIP, _FLAGS, _HLEN
-cdef int _HAS_EXPIRY, _HAS_GROUP, _PERSISTENT, _TRUNCATED_FAILED, _TRUNCATED_ACCEPTED, _OUTCOME_PENDING
+cdef int _HAS_EXPIRY, _HAS_GROUP, _HAS_ITEM, _PERSISTENT, _TRUNCATED_FAILED, _TRUNCATED_ACCEPTED, _OUTCOME_PENDING
 
 cpdef bint in_uow(int opts, bytes rec) except -1
 @cython.locals(h=Py_ssize_t, m=Message)
-cpdef Message deliver(HandleState s, bytes rec, object buffer_length, int opts)
+cpdef Message deliver(HandleState s, bytes rec, object buffer_length, int opts, Ref ref=*)
 cpdef bint take_one_locked(LocalQueue q, Ref ref, bytes rec, bint joins, bint journaled=*) except -1
 @cython.locals(reason=int)
 cpdef int finish(HandleState s, LocalQueue q, object refs, bint joins, bint durable, bint mark_skip=*) except -1

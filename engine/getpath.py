@@ -69,6 +69,7 @@ _FLAGS = record.OFF_FLAGS
 _HLEN = record.OFF_HLEN
 _HAS_EXPIRY = record.HAS_EXPIRY
 _HAS_GROUP = record.HAS_GROUP
+_HAS_ITEM = record.HAS_ITEM
 _PERSISTENT = record.PERSISTENT
 _TRUNCATED_FAILED = int(Reason.TRUNCATED_MSG_FAILED)
 _TRUNCATED_ACCEPTED = int(Reason.TRUNCATED_MSG_ACCEPTED)
@@ -247,12 +248,13 @@ def discard_expired_locked(q: LocalQueue, refs, recs) -> bool:
 # -- deliver ----------------------------------------------------------------------------------------
 
 
-def deliver(s: HandleState, rec: bytes, buffer_length: int | None, opts: int) -> Message:
+def deliver(s: HandleState, rec: bytes, buffer_length: int | None, opts: int, ref: Ref | None = None) -> Message:
     """The message a call returns for ``rec`` in a buffer of ``buffer_length`` bytes (None:
     any length): the whole data, or the prefix that fits with the warning
     TRUNCATED_MSG_ACCEPTED (2079, with ACCEPT_TRUNCATED_MSG) or TRUNCATED_MSG_FAILED (2080:
     the caller then takes nothing and moves no cursor). Its remaining expiry is measured
-    from now."""
+    from now. An item's record (HAS_ITEM) brings its item, read from ``ref``, the message's
+    name (queue lock held, before a take lets go of it)."""
     h = rec[_HLEN] or record.data_offset(rec)  # 0: a header over 255 bytes (properties)
     m = Message.__new__(Message)
     m._rec = rec
@@ -265,6 +267,9 @@ def deliver(s: HandleState, rec: bytes, buffer_length: int | None, opts: int) ->
         m.reason = 0
     if rec[_FLAGS] & _HAS_EXPIRY:
         m._now_us = int(s.wall() * 1_000_000)
+    if rec[_FLAGS] & _HAS_ITEM:
+        assert ref is not None, "an item is delivered from its ref"
+        m.item = s.queue.item_locked(ref)
     return m
 
 
@@ -348,17 +353,19 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
     cur = s.cursor
     plain = m is None and (cur is None or cur.lk_seq < 0)  # the hot path: the queue's own search
     find = None if plain else _finder(s, q, m)
-    wait = Wait(s, wait_interval, m) if opts & _WAIT else None
+    wait = None  # made when the call must wait, not on every get that finds a message at once
     mutex = q.mutex
     while True:
         mutex.take()
         try:
             ref = q.find_locked() if find is None else find()
             if type(ref) is not Ref or q.lanes.flags(ref) & _HAS_EXPIRY:  # else: a message, found
+                if wait is None and opts & _WAIT:
+                    wait = Wait(s, wait_interval, m)
                 ref = obtain_locked(q, find or _finder(s, q, m), wait, "", None, ref)
             rec = q.record_locked(ref)
             if not (q.poison_limit and poison.due(s, q, rec)):
-                msg = deliver(s, rec, buffer_length, opts)
+                msg = deliver(s, rec, buffer_length, opts, ref)
                 if msg.reason == _TRUNCATED_FAILED:
                     return msg
                 joins = bool(opts) and in_uow(opts, rec)
@@ -434,6 +441,7 @@ def get_many(s: HandleState, max_messages: int, opts: int, wait_interval: int) -
                 joins = bool(opts) and in_uow(opts, recs[0])
                 if run and opts & _SYNC_IF_PERSISTENT and any(in_uow(opts, r) != joins for r in recs):
                     refs, recs, run = refs[:1], recs[:1], False  # mixed persistence: one by one
+                items = _items_locked(q, refs, recs)  # before the take lets go of them
                 durable = take_locked(q, refs, recs, joins, run)
         except MQError as e:
             if out or e.reason == Reason.NO_MSG_AVAILABLE:
@@ -441,11 +449,23 @@ def get_many(s: HandleState, max_messages: int, opts: int, wait_interval: int) -
             raise
         pending = finish(s, q, refs, joins, durable)
         batch = messages(recs, s.ident)
+        if items is not None:
+            for msg, item in zip(batch, items, strict=True):
+                if item is not _UNSET:
+                    msg.item = item
         if pending:
             for msg in batch:
                 msg.reason = pending
         out += batch
     return out
+
+
+def _items_locked(q: LocalQueue, refs, recs) -> list | None:
+    """The items of the messages among ``refs`` whose records have HAS_ITEM (``_UNSET``
+    for the others), or None when none has."""
+    if not any(r[_FLAGS] & _HAS_ITEM for r in recs):
+        return None
+    return [q.item_locked(ref) if rec[_FLAGS] & _HAS_ITEM else _UNSET for ref, rec in zip(refs, recs, strict=True)]
 
 
 def _runs(q: LocalQueue, limit: int) -> Callable:

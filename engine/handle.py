@@ -15,16 +15,17 @@ never share any lock but the queues' own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
 from . import browse, checks, getpath, groups, putpath
-from .constants import GMO, MO, OO, PMO, Reason, Usage
+from .constants import GMO, MAX_PRIORITY, MO, OO, PMO, Reason, Usage
 from .errors import MQError, options_error
 from .handlestate import HandleState
 from .matching import MATCH_DEFAULT, MatchArgs, match_for_get
 from .message import Message, PutResult
 from .options import check_get
+from .putpath import check_target
 from .record import MD
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ _CURSOR_ANY = int(
 _GROUP_GMO = groups.GROUP_GMO  # LOGICAL_ORDER, COMPLETE_MSG, ALL_*_AVAILABLE
 _MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
 _PMO_LOGICAL = int(PMO.LOGICAL_ORDER)
+_MAX_PRIORITY = MAX_PRIORITY
 
 
 class Handle:
@@ -116,6 +118,47 @@ class Handle:
             return putpath.put(s, data, md, opts)
         finally:
             token.append(True)
+
+    def keep_items(self, encode: Callable[[object], bytes]) -> None:
+        """Let this queue take items (:meth:`put_item`): Python objects kept as they are while
+        they are in memory; ``encode(item) -> bytes`` makes the bytes a sweep writes to a blob,
+        from which a get then returns a message with ``data`` (``sweepq.Queue``'s serializer).
+        Its queue manager's other users see an item's message with empty ``data``."""
+        if not callable(encode):
+            raise MQError(Reason.PARM_VALUE_ERROR, f"encode must be callable, not {type(encode).__name__}")
+        with _Call(self._token):
+            check_target(self._s).keep_items(encode)
+
+    def put_item(self, item: object, priority: int = -1) -> None:
+        """Put ``item``, a Python object kept as it is while in memory (a get returns the very
+        object: ``Message.has_item`` and ``Message.item``), not persistent, outside any unit
+        of work, at ``priority`` (0..9; -1: the queue's default). What ``sweepq.Queue`` puts
+        in memory; the queue must take items (:meth:`keep_items`, else Q_TYPE_ERROR 2057).
+
+        :raises MQError: PRIORITY_ERROR (2050) for a priority outside -1..9; the put path's
+            reasons (2039, 2051, 2053, 2071)."""
+        token = self._token
+        _take_turn(token)
+        try:
+            if type(priority) is not int or not -1 <= priority <= _MAX_PRIORITY:
+                checks.integer(priority, "priority", Reason.PRIORITY_ERROR, -1, _MAX_PRIORITY)
+            putpath.put_items(self._s, (item,), priority)
+        finally:
+            token.append(True)
+
+    def put_items(self, items: Sequence[object], priority: int = -1) -> None:
+        """:meth:`put_item` of many items in one call, in order, all or none (MAXDEPTH 2053
+        refuses the whole batch): one lock, one check.
+
+        :raises MQError: PARM_VALUE_ERROR (3229) when ``items`` is not a list or tuple; what
+            :meth:`put_item` raises."""
+        if not isinstance(items, list | tuple):
+            raise MQError(
+                Reason.PARM_VALUE_ERROR, f"put_items takes a list or tuple of items, not {type(items).__name__}"
+            )
+        with _Call(self._token):
+            checks.integer(priority, "priority", Reason.PRIORITY_ERROR, -1, _MAX_PRIORITY)
+            putpath.put_items(self._s, items, priority)
 
     def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]:
         """MQPUT of many messages in one call: one lock, one validation of ``md`` and ``options``.

@@ -18,7 +18,7 @@ cdef class PutResult:
 @cython.freelist(64)
 @cython.final
 cdef class Message:
-    cdef public object _ident, _now_us
+    cdef public object _ident, _now_us, item
     cdef public bytes _rec, data
     cdef public int reason
 

@@ -113,12 +113,13 @@ class Message:
     still on the queue; get it again with a larger ``buffer_length``).
     """
 
-    __slots__ = ("_ident", "_now_us", "_rec", "data", "reason")
+    __slots__ = ("_ident", "_now_us", "_rec", "data", "item", "reason")
     _ident: Identity
     _rec: bytes
     reason: int
     _now_us: int | None
     data: bytes
+    item: object  # set only when has_item
 
     completion_code = _Views.completion_code
     record = _Views.record
@@ -136,6 +137,14 @@ class Message:
         the message has no expiry: a client connection carries it so that ``md.expiry`` reads
         the same on both sides."""
         return getattr(self, "_now_us", None)
+
+    @property
+    def has_item(self) -> bool:
+        """Whether the message's payload is an item, the object ``sweepq.Queue`` put, kept as
+        it is while in memory: it is then ``item`` (the very object), and ``data`` is empty
+        (engine/record.py HAS_ITEM). A message that was swept comes back as bytes: the item's
+        encoding, in ``data``."""
+        return bool(self._rec[record.OFF_FLAGS] & record.HAS_ITEM)
 
     @property
     def data_length(self) -> int:

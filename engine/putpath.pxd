@@ -12,6 +12,9 @@ cdef int _PMO_SYNC, _PMO_NEW_MSG_ID, _PMO_NEW_CORREL_ID, _HEAD_LEN, _OUTCOME_PEN
 @cython.locals(q=LocalQueue, n=Py_ssize_t, res=PutResult, syncpoint=int)
 cpdef object put(HandleState s, object data, object md, int opts)
 
+@cython.locals(q=LocalQueue)
+cpdef put_items(HandleState s, object items, int priority)
+
 @cython.locals(longest=Py_ssize_t, q=LocalQueue, reason=int)
 cpdef list put_many(HandleState s, object datas, object md, int opts)
 
@@ -19,6 +22,7 @@ cpdef list put_many(HandleState s, object datas, object md, int opts)
 cpdef list _records(HandleState s, object payloads, object extra, int priority, bint persistent, long long put_us,
                     object pieces)
 
-@cython.locals(lane_i=int, k=Py_ssize_t, durable=bint, reason=int, put_us=cython.longlong, now=double)
+@cython.locals(lane_i=int, k=Py_ssize_t, durable=bint, reason=int, put_us=cython.longlong, now=double,
+               held=Py_ssize_t, sequence=Arrivals)
 cpdef tuple place(HandleState s, LocalQueue q, object payloads, object extra, int priority, bint persistent,
-                  int syncpoint, object pieces=*)
+                  int syncpoint, object pieces=*, object items=*)

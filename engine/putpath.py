@@ -21,6 +21,7 @@ records' group fields and call :func:`place`), and the poison-message requeue
 from __future__ import annotations
 
 from collections.abc import Sequence
+from sys import getsizeof
 from typing import TYPE_CHECKING
 
 from . import checks, properties, record
@@ -213,6 +214,23 @@ def put_many(s: HandleState, datas: Sequence[bytes], md: MD | None, opts: int) -
     return put_results(recs, s.ident, reason or pending)
 
 
+def put_items(s: HandleState, items: Sequence, priority: int) -> None:
+    """The put of ``sweepq.Queue`` in memory, all or none: each of ``items`` is kept as the
+    object it is (engine/core/lanes.py, "Items"), not persistent, outside any unit of work,
+    at ``priority`` (0..9; -1: the queue's default). Handle.put_item(s) checked the arguments.
+
+    :raises MQError: what :func:`check_target` raises; Q_TYPE_ERROR (2057) when the queue
+        takes no items (see :meth:`LocalQueue.keep_items`); what :func:`place` raises."""
+    q = s.queue
+    if s.closed or not s.can_put or q.inhibit_put:
+        check_target(s)  # raises what is wrong
+    if not q.keeps_items or s.xmit is not None:
+        raise MQError(Reason.Q_TYPE_ERROR, f"{q.name!r} takes MQ messages (bytes), not items: put data with put()")
+    if items:
+        payloads = (b"",) if len(items) == 1 else (b"",) * len(items)
+        place(s, q, payloads, None, q.default_priority if priority < 0 else priority, False, 0, None, items)
+
+
 # ``extra`` of :func:`place` for records a channel received (:func:`put_record`).
 RECEIVED: dict = {}
 
@@ -254,13 +272,15 @@ def place(
     persistent: bool,
     syncpoint: int,
     pieces: Sequence | None = None,
+    items: tuple | None = None,
 ) -> tuple[list[bytes], int]:
     """Build the records of ``payloads`` and put them on ``q`` in one step, all or none.
 
     ``extra`` holds the optional record fields (engine/record.encode), or is
     :data:`RECEIVED` (each payload is a whole record a channel received); ``pieces``, when
     given, a group tuple per payload (engine/groups/: segments get their own MsgIds, the
-    first keeps ``extra``'s). Returns (the records, OUTCOME_PENDING when the sync of a
+    first keeps ``extra``'s); ``items``, when given, the items a put of
+    :func:`put_items` keeps (each payload is ``b""``). Returns (the records, OUTCOME_PENDING when the sync of a
     persistent put failed, else 0).
 
     Under a memory budget (engine/budget.py) the queue's policy applies first when the
@@ -277,8 +297,13 @@ def place(
             f"{q.name!r} is a temporary dynamic queue: it takes no persistent messages (put them not persistent)",
         )
     budget = q.budget
-    if budget is not None and (budget.paging or len(payloads) != 1 or len(payloads[0]) > budget.room):
-        budget.before_put(q, payloads)  # the queue's memory policy: page, block (then 2071) or fail (2071)
+    held = 0
+    if budget is not None:
+        # What the put adds to memory: its payloads, or an item's own size (shallow: what
+        # sys.getsizeof sees; resident memory, which a budget on items counts, sees the rest).
+        held = sum(map(len, payloads)) if items is None else sum(map(getsizeof, items))
+        if budget.paging or len(payloads) != 1 or held > budget.room:
+            budget.before_put(q, held, len(payloads))  # the queue's memory policy: page, block or fail (2071)
     lane_i = q.default_priority if q.fifo else priority
     now = s.wall()
     put_us = int(now * 1_000_000)
@@ -288,7 +313,10 @@ def place(
     try:
         if q.depth + k > q.max_depth:
             raise _full(q, k)
-        if extra is None and pieces is None and k == 1:  # the put hot path: a record with no option
+        if items is not None:
+            sequence = s.sequence
+            recs = [record.item_head(sequence.next(), put_us, priority) for _ in items]
+        elif extra is None and pieces is None and k == 1:  # the put hot path: a record with no option
             recs = [record.plain(s.sequence.next(), put_us, priority, persistent, payloads[0])]
         else:
             recs = _records(s, payloads, extra, priority, persistent, put_us, pieces)
@@ -300,7 +328,7 @@ def place(
             recs = [record.pin_msg_id(r, qm.ident) for r in recs]
             if not syncpoint:
                 q.journal.put(q, lane_i, recs)  # type: ignore[union-attr]  # one write, before any joins the lane (2102)
-        refs = q.insert_locked(recs, lane_i, (lane_i | UNCOMMITTED) if syncpoint else lane_i, bool(syncpoint))
+        refs = q.insert_locked(recs, lane_i, (lane_i | UNCOMMITTED) if syncpoint else lane_i, bool(syncpoint), items)
     finally:
         mutex.give()
     reason = 0
@@ -315,7 +343,7 @@ def place(
         for data in payloads:
             recorder.put(q.name, len(data), priority, persistent)
     if budget is not None:
-        budget.after_put(q, sum(map(len, recs)))
+        budget.after_put(q, sum(map(len, recs)) + (0 if items is None else held))
     return recs, reason
 
 

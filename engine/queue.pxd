@@ -17,7 +17,7 @@ cdef class LocalQueue:
     cdef public QueueLock mutex
     cdef public bytes key_prefix
     cdef public bint backout_handling, open_exclusive, deleted, temporary, paging, fifo
-    cdef public bint default_persistent, inhibit_get, inhibit_put
+    cdef public bint default_persistent, inhibit_get, inhibit_put, keeps_items
     cdef public Py_ssize_t id, depth, obtained, expired, open_input, open_output, open_handles
     cdef public Py_ssize_t batched, checked_bytes, paged, page_bytes, max_depth, max_msg_length
     cdef public Py_ssize_t poison_limit
@@ -28,7 +28,8 @@ cdef class LocalQueue:
 
     cpdef must_hold(self, str what)
     @cython.locals(out=list)
-    cpdef list insert_locked(self, object recs, int lane_i, int state, bint refs=*)
+    cpdef list insert_locked(self, object recs, int lane_i, int state, bint refs=*, object items=*)
+    cpdef object item_locked(self, Ref ref)
     @cython.locals(ls=LaneSet, ref=Ref, lane=Lane)
     cpdef object find_locked(self, object match=*)
     cpdef object find_run_locked(self, Py_ssize_t limit)

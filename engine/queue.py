@@ -286,6 +286,7 @@ class LocalQueue:
         self.groups_started: dict = {}  # engine/groups/: groups a get has started to take
         self.sweep_lock = threading.Lock()  # one sweep of this queue at a time (sweep_begin)
         self.temporary = False  # a temporary dynamic queue (engine/dynamic.py): no persistent puts
+        self.keeps_items = False  # takes items (keep_items): sweepq.Queue's objects
         # The memory budget (engine/budget.py): the manager's, or None; paging (policy PAGE
         # over the budget) and the bytes put since the last page-out, which happens at a
         # page's worth (page_bytes, set by the budget).
@@ -501,13 +502,16 @@ class LocalQueue:
 
     # -- under the lock: placing and finding ---------------------------------------------
 
-    def insert_locked(self, recs: Sequence[bytes], lane_i: int, state: int, refs: bool = False) -> list[Ref] | None:
+    def insert_locked(
+        self, recs: Sequence[bytes], lane_i: int, state: int, refs: bool = False, items: Sequence | None = None
+    ) -> list[Ref] | None:
         """Append ``recs`` after the last message of lane ``lane_i`` with ``state`` (the lane
         index and UNCOMMITTED or not); return their refs when ``refs`` (a unit of work holds
-        them). Waiters are woken for the ones that are available at once. The caller checked
-        MAXDEPTH and wrote the journal."""
+        them). ``items``: their payloads, kept as objects (:meth:`keep_items`). Waiters are
+        woken for the ones that are available at once. The caller checked MAXDEPTH and wrote
+        the journal."""
         self.must_hold("placing messages")
-        out = self.lanes.add(self.lane_list[lane_i], recs, state, refs)
+        out = self.lanes.add(self.lane_list[lane_i], recs, state, refs, items)
         self.depth += len(recs)
         if self.waiters and state < AVAILABLE_BELOW:
             for rec in recs:
@@ -515,6 +519,17 @@ class LocalQueue:
                     break
                 self.wake_for_locked(rec)
         return out
+
+    def item_locked(self, ref: Ref) -> object:
+        """The item of the in-memory message ``ref`` names (its record has HAS_ITEM)."""
+        return self.lanes.item(ref)
+
+    def keep_items(self, encode: Callable[[object], bytes]) -> None:
+        """The queue takes items (engine/core/lanes.py, "Items"); ``encode`` turns one into
+        the bytes a sweep writes to its blob."""
+        with self.mutex:
+            self.lanes.encode = encode
+            self.keeps_items = True
 
     def find_locked(self, match: Match | None = None) -> Ref | Need | None:
         """The first available message in get order that ``match`` accepts (None: any).

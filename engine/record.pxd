@@ -1,9 +1,11 @@
 # Types of engine/record.py for its compiled form (Cython pure-Python mode).
 cimport cython
 
-cdef int _HEAD_LEN, _PERSISTENT, _OFF_SEQ
+cdef int _HEAD_LEN, _PERSISTENT, _OFF_SEQ, _HAS_ITEM
 
 @cython.locals(n=Py_ssize_t)
 cpdef bytes tail(bytes rec, Py_ssize_t start)
-@cython.locals(flags=int, n=Py_ssize_t, p=cython.p_uchar, v=cython.ulonglong, w=cython.ulonglong, k=int)
 cpdef bytes plain(unsigned long long seq, long long put_us, int priority, bint persistent, bytes payload)
+cpdef bytes item_head(unsigned long long seq, long long put_us, int priority)
+@cython.locals(n=Py_ssize_t, p=cython.p_uchar, v=cython.ulonglong, w=cython.ulonglong, k=int)
+cdef bytes _plain(unsigned long long seq, long long put_us, int priority, int flags, bytes payload)

@@ -11,7 +11,7 @@ Layout (little endian)::
                          than 255 bytes (large properties): see data_offset()
     1   u8   priority    0..9, as the application put it (the lane may differ in FIFO)
     2   u8   flags       PERSISTENT | HAS_MSG_ID | HAS_CORREL_ID | HAS_GROUP | HAS_EXPIRY
-                         | HAS_PROPS
+                         | HAS_PROPS | HAS_REPLY | HAS_ITEM
     3   u16  backout     backout count (saturates at 65535)
     5   u64  seq         message instance number, unique in a queue manager run; gives the
                          MsgToken, the generated MsgId and the arrival order
@@ -23,6 +23,11 @@ Layout (little endian)::
         [u8 n, n bytes, u8 m, m bytes]   only if HAS_REPLY: ReplyToQ and ReplyToQMgr (ASCII)
         [u32 n, n bytes] only if HAS_PROPS: message properties (engine/properties.py)
     hlen payload
+
+A record with HAS_ITEM has no payload of its own: its message is a Python object that the
+queue core keeps beside it (engine/core/lanes.py, "Items"), put by ``sweepq.Queue``. Such a
+record never leaves memory: a sweep writes :func:`with_payload` of it and the item's
+encoding instead, without the flag.
 
 A record without properties is exactly what it was before properties existed; one with
 them keeps ``rec[0]`` as the payload offset whenever the header fits in 255 bytes, so
@@ -66,6 +71,7 @@ HAS_GROUP = 0x08
 HAS_EXPIRY = 0x10
 HAS_PROPS = 0x20
 HAS_REPLY = 0x40  # MD.reply_to_q / reply_to_q_mgr (request/reply, docs/clients.md)
+HAS_ITEM = 0x80  # the payload is an object the core keeps beside the record (see above)
 MAX_REPLY_NAME = 48  # MQ_Q_NAME_LENGTH and MQ_Q_MGR_NAME_LENGTH
 _U32 = struct.Struct("<I")
 
@@ -76,7 +82,7 @@ OFF_BACKOUT = 3
 OFF_SEQ = 5
 # The compiled form's C copies of the constants its hot function uses (record.pxd types them;
 # the public names stay Python objects that other modules import).
-_HEAD_LEN, _PERSISTENT, _OFF_SEQ = HEAD_LEN, PERSISTENT, OFF_SEQ
+_HEAD_LEN, _PERSISTENT, _OFF_SEQ, _HAS_ITEM = HEAD_LEN, PERSISTENT, OFF_SEQ, HAS_ITEM
 
 
 @dataclass
@@ -156,7 +162,16 @@ def plain(seq: int, put_us: int, priority: int, persistent: bool, payload: bytes
     """The record of a message with no optional section (no MsgId, CorrelId, group, expiry,
     reply-to or properties): what a put with no descriptor makes, :func:`encode` written out
     for the put hot path (compiled, one allocation and two copies)."""
-    flags = _PERSISTENT if persistent else 0
+    return _plain(seq, put_us, priority, _PERSISTENT if persistent else 0, payload)
+
+
+def item_head(seq: int, put_us: int, priority: int) -> bytes:
+    """The record of a message whose payload is an item the core keeps (HAS_ITEM): a plain,
+    non-persistent header and no payload."""
+    return _plain(seq, put_us, priority, _HAS_ITEM, b"")
+
+
+def _plain(seq: int, put_us: int, priority: int, flags: int, payload: bytes) -> bytes:
     if cython.compiled:
         n = len(payload)
         out = PyBytes_FromStringAndSize(cython.NULL, _HEAD_LEN + n)
@@ -171,9 +186,17 @@ def plain(seq: int, put_us: int, priority: int, persistent: bool, payload: bytes
         for k in range(8):  # little endian, as HEAD packs them
             p[_OFF_SEQ + k] = (v >> (8 * k)) & 0xFF
             p[_OFF_SEQ + 8 + k] = (w >> (8 * k)) & 0xFF
-        memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(payload), n)
+        if n:
+            memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(payload), n)
         return out
     return HEAD.pack(_HEAD_LEN, priority, flags, 0, seq, put_us) + payload
+
+
+def with_payload(rec: bytes, data: bytes) -> bytes:
+    """The record of an item (HAS_ITEM) as it leaves memory: the same header without the
+    flag, and ``data``, the item's encoding, as its payload."""
+    assert rec[OFF_FLAGS] & HAS_ITEM and rec[OFF_HLEN] == len(rec), "not an item's record"
+    return rec[:OFF_FLAGS] + bytes((rec[OFF_FLAGS] & ~HAS_ITEM,)) + rec[OFF_FLAGS + 1 :] + data
 
 
 def tail(rec: bytes, start: int) -> bytes:

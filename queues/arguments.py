@@ -67,6 +67,15 @@ def priority(value: object) -> int:
     return value
 
 
+def count(value: object, what: str) -> int:
+    """A positive number of items (``get_many``'s ``max_items``)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} must be an int of at least 1, not {_name_of(value)}")
+    if value < 1:
+        raise ValueError(f"{what} must be at least 1, not {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class Where:
     """Where a queue lives and how it behaves, as the constructor's keywords said."""

@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from sweepq.engine import GMO, MD, OO, MemoryPolicy, MQError, Reason
@@ -97,9 +97,10 @@ class AsyncQueue(QueueBase[T]):
 
         :raises asyncio.QueueFull: no room. :raises TypeError: the serializer cannot encode
             ``item``. :raises ValueError: a priority outside 0..9, or the queue closed."""
-        md = self._md if priority is None else self._mds[arguments.priority(priority)]
+        if priority is not None:
+            priority = arguments.priority(priority)
         self._check_open()
-        full = self._store(self._codec.encode(item), md)
+        full = self._store(self._payload(item), priority)
         if full is not None:
             raise asyncio.QueueFull(self._full_text(full))
         self._core.put_done()
@@ -109,13 +110,13 @@ class AsyncQueue(QueueBase[T]):
 
         :raises asyncio.QueueEmpty: there is none. :raises ValueError: the queue closed."""
         self._check_open()
-        data = self._fetch(None)
-        if data is None:
+        m = self._fetch(None)
+        if m is None:
             raise asyncio.QueueEmpty
         self._core.got()
-        return self._decode(data)
+        return self._item(m)
 
-    def _fetch(self, cancelled: _Cancelled | None) -> bytes | None:
+    def _fetch(self, cancelled: _Cancelled | None) -> Any:
         """One get without waiting; None when the queue is empty. ``cancelled``: the executor
         form, which gets under a unit of work and backs it out if its caller was cancelled
         meanwhile (the item stays in its place)."""
@@ -134,7 +135,7 @@ class AsyncQueue(QueueBase[T]):
             if self._once:
                 core.hold_with(self._committer(pair))
                 held = True
-            return m.data
+            return m
         except MQError as e:
             if e.reason == _EMPTY:
                 return None
@@ -178,16 +179,33 @@ class AsyncQueue(QueueBase[T]):
 
         :raises TypeError: the serializer cannot encode ``item``. :raises ValueError: a
             priority outside 0..9, or the queue closed."""
-        md = self._md if priority is None else self._mds[arguments.priority(priority)]
+        if priority is not None:
+            priority = arguments.priority(priority)
         self._check_open()
-        data = self._codec.encode(item)
+        await self._put_payloads((self._payload(item),), priority)
+
+    async def put_many(self, items: Iterable[T], *, priority: int | None = None) -> None:
+        """Put every item of ``items``, in order, in one call of the queue manager: all or
+        none, waiting for room for all of them as :meth:`put` waits for one.
+
+        :raises TypeError: ``items`` is not iterable, or the serializer cannot encode one
+            (nothing is put then). :raises ValueError: as :meth:`put`."""
+        batch = list(items)
+        if priority is not None:
+            priority = arguments.priority(priority)
+        self._check_open()
+        if batch:
+            await self._put_payloads(batch if self._items else [self._codec.encode(x) for x in batch], priority)
+
+    async def _put_payloads(self, payloads: Sequence[object], priority: int | None) -> None:
+        """Put ``payloads`` (from :meth:`_payload`), all or none, waiting for room."""
         while True:
             if self._remote:
-                full = await self._store_remote(data, md)
+                full = await self._store_remote(payloads, self._md if priority is None else self._mds[priority])
             elif self._offload:
-                full = await self._in_executor(self._store, data, md)
+                full = await self._in_executor(self._store_many, payloads, priority)
             else:
-                full = self._store(data, md)
+                full = self._store_many(payloads, priority)
             if full is None:
                 break
             if full.reason == Reason.STORAGE_NOT_AVAILABLE:
@@ -201,13 +219,45 @@ class AsyncQueue(QueueBase[T]):
     async def get(self) -> T:
         """Remove and return an item, waiting for one (``asyncio.Queue.get``)."""
         self._check_open()
-        data: bytes | None = await self._get_remote() if self._remote else None
-        while data is None:
-            data = await self._fetch_in_executor() if self._offload else self._fetch(None)
-            if data is None:
+        m = await self._get_remote() if self._remote else None
+        while m is None:
+            m = await self._fetch_in_executor() if self._offload else self._fetch(None)
+            if m is None:
                 await self._wait(self._getters, lambda: self.qsize() > 0, None)
         self._core.got()
-        return self._decode(data)
+        return self._item(m)
+
+    async def get_many(self, max_items: int) -> list[T]:
+        """Remove and return up to ``max_items`` items, waiting for the first one, in the order
+        single gets would return them: in memory one call of the queue manager, elsewhere one
+        :meth:`get` and then what :meth:`get_nowait` finds.
+
+        :raises TypeError / ValueError: ``max_items`` not an int of at least 1; the queue closed."""
+        n = arguments.count(max_items, "max_items")
+        self._check_open()
+        if self._once or self._remote or self._offload:
+            out = [await self.get()]
+            while len(out) < n:
+                try:
+                    out.append(self.get_nowait())
+                except asyncio.QueueEmpty:
+                    break
+            return out
+        core = self._core
+        while True:
+            pair = core.take()
+            try:
+                ms = pair[1].get_many(n)
+            except MQError as e:
+                raise map_error(e, f"get from queue {core.name!r} {core.site.where}", core.closed) from None
+            finally:
+                core.give(pair)
+            if ms:
+                break
+            await self._wait(self._getters, lambda: self.qsize() > 0, None)
+        core.got(len(ms))
+        item = self._item
+        return [item(m) for m in ms]
 
     async def _in_executor(self, fn: Callable[..., MQError | None], *args: Any) -> MQError | None:
         """A put, ``fn(*args)``, in the loop's executor; a cancel while it runs waits for it
@@ -220,17 +270,17 @@ class AsyncQueue(QueueBase[T]):
                 raise
             return None  # put before the cancel reached it: done, not to be repeated
 
-    async def _fetch_in_executor(self) -> bytes | None:
+    async def _fetch_in_executor(self) -> Any:
         cancelled = _Cancelled()
         fut = self._get_loop().run_in_executor(None, self._fetch, cancelled)
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
             cancelled.set = True
-            data = await fut  # the call ends soon: it backs out unless it had committed
-            if data is None:
+            m = await fut  # the call ends soon: it backs out unless it had committed
+            if m is None:
                 raise
-            return data  # taken before the cancel reached it: delivered, not dropped
+            return m  # taken before the cancel reached it: delivered, not dropped
 
     async def _wait(
         self, waiters: deque[asyncio.Future[None]], ready: Callable[[], bool], timeout: float | None
@@ -308,11 +358,14 @@ class AsyncQueue(QueueBase[T]):
         except MQError as e:
             raise map_error(e, f"queue {core.name!r} {core.site.where}", core.closed) from None
 
-    async def _store_remote(self, data: bytes, md: MD | None) -> MQError | None:
+    async def _store_remote(self, datas: Sequence[Any], md: MD | None) -> MQError | None:
         core = self._core
         pair = await self._apair()
         try:
-            await pair[1].put(data, md)
+            if len(datas) == 1:
+                await pair[1].put(datas[0], md)
+            else:
+                await pair[1].put_many(datas, md)
             return None
         except MQError as e:
             if e.reason not in FULL:
@@ -321,7 +374,7 @@ class AsyncQueue(QueueBase[T]):
         finally:
             self._apool.append(pair)
 
-    async def _get_remote(self) -> bytes:
+    async def _get_remote(self) -> Any:
         core = self._core
         pair = await self._apair()
         opts = GMO.WAIT | (GMO.SYNCPOINT if self._once else 0)
@@ -336,7 +389,7 @@ class AsyncQueue(QueueBase[T]):
             core.hold_with(lambda: self._track(asyncio.ensure_future(self._acommit(pair))))
         else:
             self._apool.append(pair)
-        return m.data
+        return m
 
     async def _acommit(self, pair: tuple[Any, Any]) -> None:
         try:

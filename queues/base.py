@@ -18,6 +18,7 @@ from .site import Core, open_core, site_for
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import Sequence
 
     from .serializers import Serializer
 
@@ -40,10 +41,13 @@ class QueueBase(Generic[T]):
     (MAXDEPTH) enforces it, so on a data directory or a server it holds for every user of the
     queue, and with at-least-once delivery an item counts against it until ``task_done()``.
 
-    Items go in and out through ``serializer``: ``"pickle"`` (the default: any picklable
-    object), ``"json"``, ``"msgpack"``, ``"bytes"`` (the item is the message, nothing
-    encoded) or an object with ``dumps`` and ``loads``; what a get returns is a copy of what
-    was put.
+    In memory (no ``path=`` or ``url=``) a queue keeps each item as the object it is, as
+    ``queue.Queue`` does: a get returns the very object that was put. Items leave the process
+    through ``serializer``: ``"pickle"`` (the default: any picklable object), ``"json"``,
+    ``"msgpack"``, ``"bytes"`` (the item is the message, nothing encoded) or an object with
+    ``dumps`` and ``loads`` — every item at its put on a data directory (``path=``) or a
+    served queue manager (``url=``), and under a ``memory_budget`` only the items the sweeper
+    moves to disk, when it moves them; what a get returns of those is an equal copy.
 
     Keyword-only options, each optional:
 
@@ -107,6 +111,13 @@ class QueueBase(Generic[T]):
         self._codec = codec(serializer)
         key, make, options = site_for(w)
         self._core: Core = open_core(key, make, w.name, size, w.policy, options)
+        # In memory: items kept as objects (engine/core/lanes.py, "Items"), encoded only when
+        # swept. Not under a budget that counts what the queue holds: an object's size is not
+        # known before it is encoded, and only resident memory sees it.
+        site = self._core.site
+        self._items = not (site.persistent or site.remote or (site.budget and w.budget_counts == "held"))
+        if self._items:
+            self._core.keep_items(self._codec.encode)
         self._once = w.delivery == "at-least-once"
         self._mds = descriptors(self._core.site.persistent)
         # A put without a descriptor is the engine's fastest: used where the queue's default
@@ -170,28 +181,51 @@ class QueueBase(Generic[T]):
     def _closed_error(self) -> ValueError:
         return ValueError(f"queue {self._core.name!r} {self._core.site.where} is closed")
 
-    def _store(self, data: bytes, md: MD | None) -> MQError | None:
-        """One put through a pooled connection: None when made, or the refusal of a full
+    def _payload(self, item: T) -> object:
+        """What a put hands the queue manager for ``item``: the item itself in memory, else
+        its encoding. :raises TypeError: the serializer cannot encode it."""
+        return item if self._items else self._codec.encode(item)
+
+    def _store(self, payload: object, priority: int | None) -> MQError | None:
+        """One put of ``payload`` (from :meth:`_payload`) at ``priority`` (None: the queue's
+        default) through a pooled connection: None when made, or the refusal of a full
         queue (MAXDEPTH 2053, the memory budget 2071). The task is counted first, so that a
         get and ``task_done()`` of the item in another thread never find the count behind.
 
         :raises: what ``map_error`` (queues/errors.py) maps any other refusal to."""
+        return self._store_many((payload,), priority)
+
+    def _store_many(self, payloads: Sequence[object], priority: int | None) -> MQError | None:
+        """:meth:`_store` of several payloads in one call of the queue manager, all or none."""
         core = self._core
-        core.putting()
+        n = len(payloads)
+        core.putting(n)
         try:
             pair = core.take()
             try:
-                pair[1].put(data, md)
+                h = pair[1]
+                if self._items:
+                    p = -1 if priority is None else priority
+                    if n == 1:
+                        h.put_item(payloads[0], p)
+                    else:
+                        h.put_items(payloads, p)
+                else:
+                    md = self._md if priority is None else self._mds[priority]
+                    if n == 1:
+                        h.put(payloads[0], md)
+                    else:
+                        h.put_many(payloads, md)
                 return None
             finally:
                 core.give(pair)
         except MQError as e:
-            core.put_failed()
+            core.put_failed(n)
             if e.reason not in FULL:
                 raise map_error(e, f"put to queue {core.name!r} {core.site.where}", core.closed) from None
             return e
         except BaseException:
-            core.put_failed()
+            core.put_failed(n)
             raise
 
     def _full_text(self, e: MQError) -> str:
@@ -203,6 +237,13 @@ class QueueBase(Generic[T]):
             f"queue {core.name!r}: the memory budget {core.site.where} is full (memory_policy={policy!r}); "
             "get items, raise memory_budget=, or use memory_policy='page'"
         )
+
+    def _item(self, m: Any) -> T:
+        """The item a got message holds: the object itself while it was in memory, else
+        decoded from its data (swept, on a data directory, or served)."""
+        if self._items and m.has_item:
+            return m.item  # type: ignore[no-any-return]
+        return self._decode(m.data)
 
     def _decode(self, data: bytes) -> T:
         try:

@@ -250,6 +250,17 @@ class Core:
     def give(self, pair: Pair) -> None:
         self.pool.append(pair)
 
+    def keep_items(self, encode: Callable[[Any], bytes]) -> None:
+        """The queue keeps items as objects (an in-memory site's: engine/core/lanes.py,
+        "Items"); ``encode`` makes the bytes of one the sweeper moves to disk."""
+        pair = self.take()
+        try:
+            pair[1].keep_items(encode)
+        except MQError as e:
+            raise map_error(e, f"queue {self.name!r} {self.site.where}") from None
+        finally:
+            self.give(pair)
+
     def watch(self, waiter: Any) -> None:
         """Tell ``waiter`` (an AsyncQueue) of puts, gets and tasks done, while it lives."""
         with self._watching:
@@ -261,10 +272,10 @@ class Core:
 
     # -- waking ------------------------------------------------------------------------------
 
-    def got(self) -> None:
-        """A get took an item: wake a put waiting for room, here and in every AsyncQueue."""
+    def got(self, n: int = 1) -> None:
+        """A get took ``n`` items: wake a put waiting for room, here and in every AsyncQueue."""
         with self.mutex:
-            self.gets += 1
+            self.gets += n
             if self.waiting_putters:
                 self.not_full.notify()
         for ref in self.async_refs:
@@ -272,16 +283,17 @@ class Core:
             if w is not None:
                 w.wake_putter()
 
-    def putting(self) -> None:
-        """A put is about to be made: one more unfinished task, counted first so that a get
-        and task_done() of the item in another thread never find the count behind."""
+    def putting(self, n: int = 1) -> None:
+        """A put of ``n`` items is about to be made: as many more unfinished tasks, counted
+        first so that a get and task_done() of an item in another thread never find the count
+        behind."""
         with self.mutex:
-            self.unfinished_tasks += 1
+            self.unfinished_tasks += n
 
-    def put_failed(self) -> None:
-        """The put counted by ``putting`` did not happen."""
+    def put_failed(self, n: int = 1) -> None:
+        """The put counted by ``putting(n)`` did not happen."""
         with self.mutex:
-            self.unfinished_tasks -= 1
+            self.unfinished_tasks -= n
             if self.unfinished_tasks == 0:
                 self.all_tasks_done.notify_all()
 

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import queue as stdqueue
 import time
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
-from sweepq.engine import GMO, MD, MemoryPolicy, MQError, Reason
+from sweepq.engine import GMO, MemoryPolicy, MQError, Reason
 
 from . import arguments
 from .base import POLL, QueueBase, T
 from .errors import map_error
 
-_EMPTY = Reason.NO_MSG_AVAILABLE
+_EMPTY = int(Reason.NO_MSG_AVAILABLE)  # plain ints: an enum member's lookup costs on every call
+_WAIT = int(GMO.WAIT)
+_SYNCPOINT = int(GMO.SYNCPOINT)
 
 
 class Queue(QueueBase[T]):
@@ -53,18 +56,46 @@ class Queue(QueueBase[T]):
         :raises TypeError: the serializer cannot encode ``item``.
         :raises ValueError: a negative ``timeout``, a priority outside 0..9, an item over
             100 MiB encoded, or the queue closed."""
-        md = self._md if priority is None else self._mds[arguments.priority(priority)]
+        if priority is not None:
+            priority = arguments.priority(priority)
         if block and timeout is not None:
             timeout = arguments.timeout(timeout)
         if self._closed:
             raise self._closed_error()
-        data = self._codec.encode(item)
-        full = self._store(data, md)
+        payload = item if self._items else self._codec.encode(item)
+        full = self._store_many((payload,), priority)
         if full is not None:
-            self._put_when_room(data, md, block, timeout, full)
+            self._put_when_room((payload,), priority, block, timeout, full)
         self._core.put_done()
 
-    def _put_when_room(self, data: bytes, md: MD | None, block: bool, timeout: float | None, full: MQError) -> None:
+    def put_many(
+        self, items: Iterable[T], block: bool = True, timeout: float | None = None, *, priority: int | None = None
+    ) -> None:
+        """Put every item of ``items``, in order, in one call of the queue manager: all or none.
+        A queue without room for all of them waits as :meth:`put` does, then raises
+        ``queue.Full`` with none put. Items count one task each.
+
+        :raises queue.Full: no room for all of them. :raises TypeError: ``items`` is not
+            iterable, or the serializer cannot encode one (nothing is put then).
+        :raises ValueError: as :meth:`put`."""
+        batch = list(items)
+        if priority is not None:
+            priority = arguments.priority(priority)
+        if block and timeout is not None:
+            timeout = arguments.timeout(timeout)
+        if self._closed:
+            raise self._closed_error()
+        if not batch:
+            return
+        payloads = batch if self._items else [self._codec.encode(x) for x in batch]
+        full = self._store_many(payloads, priority)
+        if full is not None:
+            self._put_when_room(payloads, priority, block, timeout, full)
+        self._core.put_done()
+
+    def _put_when_room(
+        self, payloads: Sequence[object], priority: int | None, block: bool, timeout: float | None, full: MQError
+    ) -> None:
         """The put found the queue full: wait for a get here (or the poll slice: a get in
         another process, memory swept out) and try again, until ``timeout``."""
         core = self._core
@@ -77,7 +108,7 @@ class Queue(QueueBase[T]):
             if remaining <= 0:
                 raise stdqueue.Full(self._full_text(full))
             core.wait_for_room(seen, remaining)
-            again = self._store(data, md)  # the budget counts again before it refuses (engine/budget.py)
+            again = self._store_many(payloads, priority)  # the budget counts again before it refuses (engine/budget.py)
             if again is None:
                 return
             full = again
@@ -102,17 +133,18 @@ class Queue(QueueBase[T]):
         core = self._core
         if self._closed:
             raise self._closed_error()
-        opts: int
-        if block:
-            opts = GMO.WAIT
-            wait = -1 if timeout is None else arguments.wait_ms(arguments.timeout(timeout))
-        else:
-            opts, wait = 0, -1
-        if self._once:
-            opts |= GMO.SYNCPOINT
+        wait = -1
+        if block and timeout is not None:
+            wait = arguments.wait_ms(arguments.timeout(timeout))
+        opts = _SYNCPOINT if self._once else 0
         pair = core.take()
         try:
-            m = pair[1].get(opts, wait)
+            try:
+                m = pair[1].get(opts)  # an item there is taken without building a wait
+            except MQError as e:
+                if e.reason != _EMPTY or not block:
+                    raise
+                m = pair[1].get(opts | _WAIT, wait)
         except MQError as e:
             core.give(pair)
             if e.reason == _EMPTY:
@@ -126,7 +158,45 @@ class Queue(QueueBase[T]):
         else:
             core.give(pair)
         core.got()
-        return self._decode(m.data)
+        return self._item(m)
+
+    def get_many(self, max_items: int, block: bool = True, timeout: float | None = None) -> list[T]:
+        """Remove and return up to ``max_items`` items in one call of the queue manager, in
+        the order single gets would return them. With ``block`` (the default) wait, up to
+        ``timeout`` seconds when given, for the first one; then take what is there, up to
+        ``max_items``, without waiting more. Each item is a task (``task_done``).
+
+        :raises queue.Empty: nothing came. :raises TypeError / ValueError: ``max_items`` not
+            an int of at least 1; a negative ``timeout``; the queue closed."""
+        n = arguments.count(max_items, "max_items")
+        if self._once:  # each item is held in a unit of work until its own task_done()
+            out = [self.get(block, timeout)]
+            while len(out) < n:
+                try:
+                    out.append(self.get(False))
+                except stdqueue.Empty:
+                    break
+            return out
+        core = self._core
+        if self._closed:
+            raise self._closed_error()
+        wait = -1
+        if block and timeout is not None:
+            wait = arguments.wait_ms(arguments.timeout(timeout))
+        pair = core.take()
+        try:
+            ms = pair[1].get_many(n)
+            if not ms and block:
+                ms = pair[1].get_many(n, _WAIT, wait)
+        except MQError as e:
+            raise map_error(e, f"get from queue {core.name!r} {core.site.where}", core.closed) from None
+        finally:
+            core.give(pair)
+        if not ms:
+            raise stdqueue.Empty
+        core.got(len(ms))
+        item = self._item
+        return [item(m) for m in ms]
 
     def get_nowait(self) -> T:
         """``get(block=False)``: ``queue.Empty`` at once when there is no item."""

@@ -18,15 +18,27 @@ new queue manager recovers from the copy and replaces the old one. The model the
 its uncommitted puts and restores its uncommitted gets (a crash backs out), and every
 later step must agree with it: nothing committed lost, nothing duplicated, order and
 backout counts kept.
+
+The first two machines also put *items* (engine/core/lanes.py, "Items": Python objects the
+queues keep as they are): a get returns the very object while it is in memory, and an equal
+copy (its pickle, in ``data``) once a sweep moved it, in the model's order either way.
 """
 
 from __future__ import annotations
 
 import itertools
+import pickle
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from sweepq.blobstore import FaultyStore, MemoryStore
 from sweepq.blobstore.kv import MemoryKV
@@ -40,8 +52,8 @@ GROUPS = (b"g1", b"g2")
 
 
 class Entry:
-    def __init__(self, data: bytes, lane: int, committed: bool, correl: bytes | None, group=None):
-        self.data = data
+    def __init__(self, data: object, lane: int, committed: bool, correl: bytes | None, group=None):
+        self.data = data  # bytes, or an item (a tuple) put with put_item
         self.lane = lane
         self.committed = committed
         self.gotten = False
@@ -77,6 +89,9 @@ class EngineVsModel(RuleBasedStateMachine):
         self.counter = itertools.count()
         for i in range(NCONN):
             self._connect(i)
+        if not self.durable:  # items are never persistent
+            for q in QUEUES:
+                self.handles[0][q].keep_items(pickle.dumps)
 
     def _manager(self) -> QueueManager:
         return QueueManager(
@@ -136,6 +151,29 @@ class EngineVsModel(RuleBasedStateMachine):
         self.model[q].append(e)
         if sync:
             self.uow[i].append(("put", q, e))
+
+    @precondition(lambda self: not self.durable)
+    @rule(i=st.integers(0, NCONN - 1), q=st.sampled_from(QUEUES), prios=st.lists(st.integers(0, 9), max_size=6))
+    def put_items(self, i, q, prios):
+        """Items: objects kept as they are, one call each or a batch at one priority."""
+        h = self.handles[i][q]
+        if len(prios) == 1:
+            item = ("item", next(self.counter))
+            h.put_item(item, prios[0])
+            self.model[q].append(Entry(item, 3 if q == "FIFO" else prios[0], committed=True, correl=None))
+            return
+        items = [("item", next(self.counter)) for _ in prios]
+        h.put_items(items, prios[0] if prios else -1)
+        lane = 3 if q == "FIFO" else (prios[0] if prios else 0)
+        self.model[q].extend(Entry(item, lane, committed=True, correl=None) for item in items)
+
+    @staticmethod
+    def _same(m, e) -> bool:
+        """Whether message ``m`` is entry ``e``: its data, or its item (the object itself in
+        memory, an equal copy after a sweep)."""
+        if type(e.data) is bytes:
+            return not m.has_item and m.data == e.data
+        return m.item is e.data if m.has_item else pickle.loads(m.data) == e.data
 
     @rule(
         i=st.integers(0, NCONN - 1),
@@ -230,7 +268,7 @@ class EngineVsModel(RuleBasedStateMachine):
         assert not (mark and self.skip[i] is not None), "second mark was accepted"
         assert candidates, f"engine returned {m.data}, model expected nothing"
         e = candidates[0]
-        assert m.data == e.data
+        assert self._same(m, e), (m.data, e.data)
         assert m.backout_count == e.backout
         if sync:
             e.gotten = True
@@ -274,7 +312,7 @@ class EngineVsModel(RuleBasedStateMachine):
         # Fewer than asked only when the model has no more, or (faulty store) a read failed.
         assert len(msgs) == min(n, len(candidates)) or (self.faulty and len(msgs) < n)
         for m, e in zip(msgs, candidates, strict=False):
-            assert (m.data, m.backout_count) == (e.data, e.backout)
+            assert self._same(m, e) and m.backout_count == e.backout, (m.data, e.data)
             if sync:
                 e.gotten = True
                 self.uow[i].append(("get", q, e))

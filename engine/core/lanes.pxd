@@ -6,7 +6,7 @@ from .arena cimport Arena
 from .ref cimport Ref
 
 cdef int LANE_MASK, UNCOMMITTED, GOTTEN, LOCKED, BATCHED, REMOVED, HIDDEN, AVAILABLE_BELOW
-cdef int N_LANES, SENTINELS, _INITIAL, _SHRINK_ABOVE, _OFF_FLAGS, _OFF_BACKOUT, _PERSISTENT, _BACK
+cdef int N_LANES, SENTINELS, _INITIAL, _SHRINK_ABOVE, _OFF_FLAGS, _OFF_BACKOUT, _PERSISTENT, _HAS_ITEM, _BACK
 cdef Py_ssize_t _LOW32, _HI_UNIT
 cdef bint CHECKS
 cdef bytes _TOP
@@ -17,8 +17,8 @@ cdef class Lane:
     cdef public object chain
 
 cdef class LaneSet:
-    cdef public object mutex, index
-    cdef public list lanes, deferred, emptied
+    cdef public object mutex, index, encode
+    cdef public list lanes, deferred, emptied, items
     cdef public Arena arena
     cdef public int mask
     cdef public Py_ssize_t mem_bytes, free_head
@@ -45,6 +45,7 @@ cdef class LaneSet:
 
     @cython.locals(slot=Py_ssize_t)
     cpdef bytes record(self, Ref ref)
+    cpdef object item(self, Ref ref)
     @cython.locals(slot=Py_ssize_t)
     cpdef Lane lane_of(self, Ref ref)
     @cython.locals(slot=Py_ssize_t)
@@ -55,8 +56,8 @@ cdef class LaneSet:
     cpdef bint visible(self, Ref ref, object lk_seq=*) except -1
     cdef Ref _hit(self, Lane lane, object blob, Py_ssize_t pos, bytes rec)
 
-    @cython.locals(s=int, slot=Py_ssize_t)
-    cpdef list add(self, Lane lane, object recs, int state, bint refs=*)
+    @cython.locals(s=int, slot=Py_ssize_t, k=Py_ssize_t)
+    cpdef list add(self, Lane lane, object recs, int state, bint refs=*, object items=*)
     @cython.locals(i=Py_ssize_t, last=Py_ssize_t)
     cdef Py_ssize_t _append(self, Lane lane, int s, bytes rec, int state) except -1
 
@@ -103,8 +104,9 @@ cdef class LaneSet:
     @cython.locals(cap=Py_ssize_t, ok=Py_ssize_t, i=Py_ssize_t, limit=Py_ssize_t, lane=Lane)
     cpdef tuple sweep_walk(self, object rear_limits)
     cpdef bint sweepable(self, Py_ssize_t slot) except -1
-    @cython.locals(i=Py_ssize_t)
+    @cython.locals(i=Py_ssize_t, k=Py_ssize_t, items=list)
     cpdef list snapshot(self, object slots)
+    cdef bytes _encoded(self, bytes rec, object item)
     @cython.locals(k=Py_ssize_t, i=Py_ssize_t)
     cpdef object run_sizes(self, object slots)
     @cython.locals(prev=Py_ssize_t, i=Py_ssize_t, s=int, loc=Py_ssize_t)

@@ -23,11 +23,21 @@ by :class:`~sweepq.engine.core.ref.Ref` and never reads the arrays below.
   ``hi``, whose bit 0 says the message came back from a blob).
 
 The record itself (engine/record.py) is a few bytes in one of the arena's shared blocks. So
-a queued message is no Python object at all: a backlog of millions costs no collection
+a queued message is no Python object at all (but an item, below): a backlog of millions costs no collection
 pauses and no allocator header per message, and a blob that comes back is spliced in bulk.
 Slots 0..19 are the sentinels of the 20 circular lists (lane p: front 2p, rear 2p+1). Free
 slots form a stack linked through their own ``nxt`` (``free_head``, -1 when empty), reused
 last-in first-out, so the free list costs no array; a free slot's state is REMOVED.
+
+**Items**: a message put by ``sweepq.Queue`` in memory may be a Python object, the *item*,
+which the core keeps as it is (``get`` returns the very object that was put, as
+``queue.Queue``'s does): ``items[slot]`` holds it beside a record with the HAS_ITEM flag and
+no payload (engine/record.py). ``items`` is None until a queue's first item (a queue of MQ
+messages pays nothing), then a list as long as the slot arrays. An item never leaves
+memory as an object: :meth:`LaneSet.snapshot`, the sweep's copy of a run, writes the item's
+encoding (``encode``, the queue's serializer, set by whoever puts items) into the record in
+its place, so what a blob holds, and what comes back from it, is bytes; the slot's
+reference goes when the slot is freed.
 
 **The lock**: every method here is called with the owning queue's lock held (the rule is
 written once, in engine/queue.py), except :meth:`LaneSet.sweep_walk` and
@@ -96,6 +106,7 @@ _SHRINK_ABOVE = 1 << 16  # an emptied queue gives back arrays larger than this
 _OFF_FLAGS = record.OFF_FLAGS
 _OFF_BACKOUT = record.OFF_BACKOUT
 _PERSISTENT = record.PERSISTENT
+_HAS_ITEM = record.HAS_ITEM
 _BACK = 1  # hi[slot] bit 0: the message came back from a blob
 _LOW32 = 0xFFFFFFFF
 _HI_UNIT = 1 << 32  # what one unit of hi[slot] >> 1 adds to a location
@@ -141,9 +152,11 @@ class LaneSet:
         "arena",
         "deferred",
         "emptied",
+        "encode",
         "free_head",
         "hi",
         "index",
+        "items",
         "lanes",
         "loc",
         "mask",
@@ -168,6 +181,8 @@ class LaneSet:
         # Blobs whose last message a take removed: they left their chain here, and the tier
         # unlinks them in the store (engine/tiering.py unlink_emptied_locked), emptying this.
         self.emptied: list[tuple[Lane, SweptBlob]] = []
+        self.items: list[object] | None = None  # see "Items" in the module docstring
+        self.encode: Callable[[object], bytes] | None = None
         self._reset(_INITIAL)
 
     def _reset(self, n: int) -> None:
@@ -184,6 +199,8 @@ class LaneSet:
         self.st = st
         self.loc = array("I", bytes(4 * n))
         self.hi = bytearray(n)
+        if self.items is not None:
+            self.items = [None] * n
         self.free_head = SENTINELS if n > SENTINELS else -1
 
     def __getitem__(self, priority: int) -> Lane:
@@ -225,6 +242,8 @@ class LaneSet:
         memoryview(loc)[:old] = memoryview(self.loc)
         hi = bytearray(n)
         hi[:old] = self.hi
+        if self.items is not None:
+            self.items = self.items + [None] * (n - old)  # a new list too, as the arrays
         self.nxt, self.prv, self.st, self.loc, self.hi, self.free_head = nxt, prv, st, loc, hi, old
 
     def _check(self, what: str) -> None:
@@ -258,6 +277,8 @@ class LaneSet:
         loc = (self.hi[i] >> 1) * _HI_UNIT | self.loc[i]
         if self.index is not None:
             self.index.discard(i, self.arena.read(loc))
+        if self.items is not None:
+            self.items[i] = None
         return self.arena.free(loc)
 
     def _release(self, i: int) -> None:
@@ -275,6 +296,11 @@ class LaneSet:
         """The record of the message ``ref`` names."""
         slot = ref.slot
         return self._rec(slot) if slot >= 0 else ref.rec
+
+    def item(self, ref: Ref) -> object:
+        """The item of the in-memory message ``ref`` names, whose record has HAS_ITEM."""
+        assert ref.slot >= 0 and self.items is not None, "an item is only in memory"
+        return self.items[ref.slot]
 
     def lane_of(self, ref: Ref) -> Lane:
         """The lane that holds the message ``ref`` names."""
@@ -319,18 +345,27 @@ class LaneSet:
 
     # -- placing ------------------------------------------------------------------------------------
 
-    def add(self, lane: Lane, recs: Sequence[bytes], state: int, refs: bool = False) -> list[Ref] | None:
+    def add(
+        self, lane: Lane, recs: Sequence[bytes], state: int, refs: bool = False, items: Sequence | None = None
+    ) -> list[Ref] | None:
         """Put ``recs`` after the last message of ``lane`` (front or rear list, invariant 1/2)
-        with ``state`` (lane index and flags). Returns their refs when ``refs`` (a unit of work
-        holds them), else None. The put hot path."""
+        with ``state`` (lane index and flags). ``items``, when given, are their payloads,
+        kept as objects (each record has HAS_ITEM and no payload: "Items" above). Returns
+        their refs when ``refs`` (a unit of work holds them), else None. The put hot path."""
         self._check("placing a message")
         s = lane.rear if (lane.chain or lane.sweeping) else lane.front
+        if items is not None and self.items is None:
+            self.items = [None] * len(self.nxt)
         if len(recs) == 1:
             slot = self._append(lane, s, recs[0], state)
+            if items is not None:
+                self.items[slot] = items[0]  # type: ignore[index]  # made above
             return [Ref.at(slot)] if refs else None
         out: list[Ref] | None = [] if refs else None
-        for rec in recs:
+        for k, rec in enumerate(recs):
             slot = self._append(lane, s, rec, state)
+            if items is not None:
+                self.items[slot] = items[k]  # type: ignore[index]  # made above
             if out is not None:
                 out.append(Ref.at(slot))
         return out
@@ -857,9 +892,28 @@ class LaneSet:
 
     def snapshot(self, slots: Sequence[int]) -> list[bytes]:
         """The records of a run the walk chose, read without the lock: a slot emptied
-        meanwhile gives ``b""``, which fails :meth:`verify_run`."""
+        meanwhile gives ``b""``, which fails :meth:`verify_run`. An item's record comes with
+        the item's encoding as its payload (engine/record.py ``with_payload``): what the
+        blob will hold. An item ``encode`` cannot encode also gives ``b""``: that run stays
+        in memory."""
         st = self.st
-        return [b"" if st[i] & REMOVED else self._rec(i) for i in slots]
+        out = [b"" if st[i] & REMOVED else self._rec(i) for i in slots]
+        items = self.items
+        if items is not None:
+            for k, rec in enumerate(out):
+                if rec and rec[_OFF_FLAGS] & _HAS_ITEM:
+                    out[k] = self._encoded(rec, items[slots[k]])
+        return out
+
+    def _encoded(self, rec: bytes, item: object) -> bytes:
+        """``rec`` (an item's) with the item's encoding as its payload, or ``b""``."""
+        encode = self.encode
+        if encode is None:
+            return b""
+        try:
+            return record.with_payload(rec, encode(item))
+        except Exception:
+            return b""
 
     def run_sizes(self, slots: Sequence[int]) -> array:
         """The length of each of a run's records (0 for one taken meanwhile), read without the
@@ -1054,7 +1108,7 @@ class LaneSet:
         order = [(s, list(self._walk(s))) for lane in self.lanes for s in (lane.front, lane.rear)]
         if any(st[i] & (BATCHED | LOCKED) for _, slots in order for i in slots):
             return False  # a batch or a browse lock holds these slot numbers
-        old_st, old_loc, old_hi = st, self.loc, self.hi
+        old_st, old_loc, old_hi, old_items = st, self.loc, self.hi, self.items
         self._reset(max(_INITIAL, 1 << (2 * count + SENTINELS).bit_length()))
         j = SENTINELS
         for s, slots in order:
@@ -1063,6 +1117,8 @@ class LaneSet:
                 self.st[j] = old_st[i]
                 self.loc[j] = old_loc[i]
                 self.hi[j] = old_hi[i]
+                if old_items is not None:
+                    self.items[j] = old_items[i]  # type: ignore[index]  # _reset made it with the arrays
                 self.prv[j] = prev
                 self.nxt[prev] = j
                 prev = j

@@ -102,7 +102,7 @@ def _get(s: HandleState, opts: int, wait_interval, buffer_length, match_args: Ma
         joins = getpath.in_uow(opts, recs[0])
         reason = _uow_rule(pos, recs[0], joins, bool(logical)) or reason
         rec = reassembled(recs)
-        msg = getpath.deliver(s, rec, buffer_length, opts)
+        msg = getpath.deliver(s, rec, buffer_length, opts, refs[0])
         if msg.reason == _TRUNCATED_FAILED:
             return msg
         durable = getpath.take_locked(q, refs, recs, joins)
@@ -181,7 +181,7 @@ def browse(s: HandleState, opts: int, wait_interval, buffer_length, match_args: 
         found = getpath.obtain_locked(q, find, wait, " in this order", _pinning(q, pinned))
         check_match(um, found.recs[0], pos, opts)
         rec = reassembled(found.recs)
-        msg = getpath.deliver(s, rec, buffer_length, opts)
+        msg = getpath.deliver(s, rec, buffer_length, opts, found.refs[0])
         if msg.reason == _TRUNCATED_FAILED:
             if opts & _BROWSE_FIRST:
                 cur.reset()  # before the highest-priority message
@@ -244,7 +244,7 @@ def _complete_under_cursor(s: HandleState, opts: int, buffer_length) -> Message:
     with q.mutex:
         found = _whole_under_cursor_locked(s, q, cur, opts, pinned)
         refs, recs = found.refs, found.recs
-        msg = getpath.deliver(s, reassembled(recs), buffer_length, opts)
+        msg = getpath.deliver(s, reassembled(recs), buffer_length, opts, refs[0])
         if msg.reason == _TRUNCATED_FAILED:
             return msg
         if destructive:
