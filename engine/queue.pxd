@@ -18,7 +18,7 @@ cdef class LocalQueue:
     cdef public bytes key_prefix
     cdef public bint backout_handling, open_exclusive, deleted, temporary, paging, fifo
     cdef public bint default_persistent, inhibit_get, inhibit_put, keeps_items
-    cdef public Py_ssize_t id, depth, obtained, expired, open_input, open_output, open_handles
+    cdef public Py_ssize_t id, depth, puts, obtained, expired, open_input, open_output, open_handles
     cdef public Py_ssize_t batched, checked_bytes, paged, page_bytes, max_depth, max_msg_length
     cdef public Py_ssize_t poison_limit
     cdef public int default_priority

@@ -44,6 +44,9 @@ Counters kept exact under the lock (the sweeper reads them through :meth:`LocalQ
   (CurrentQDepth);
 * ``Lane.ready`` — committed, not-gotten messages in memory (y);
 * ``obtained`` — destructive gets since the last :meth:`LocalQueue.take_obtained` (x);
+* ``puts`` — messages placed since the queue was made in this process, counted in the step
+  that places them, so a get can never see a message before it is counted (what
+  ``sweepq.Queue`` counts its unfinished tasks from);
 * ``lanes.mem_bytes`` — bytes of the records held in memory.
 """
 
@@ -273,6 +276,7 @@ class LocalQueue:
         self.lanes = LaneSet(self.mutex)  # the queue core (engine/core/)
         self.lane_list = self.lanes.lanes  # by priority, for the hot paths
         self.depth = 0
+        self.puts = 0  # messages placed since the queue was made here (MQ's MSGSIN): never reset
         self.obtained = 0
         self.expired = 0
         self.waiters: list[Waiter] = []
@@ -513,6 +517,7 @@ class LocalQueue:
         self.must_hold("placing messages")
         out = self.lanes.add(self.lane_list[lane_i], recs, state, refs, items)
         self.depth += len(recs)
+        self.puts += len(recs)
         if self.waiters and state < AVAILABLE_BELOW:
             for rec in recs:
                 if not self.waiters:

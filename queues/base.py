@@ -199,7 +199,9 @@ class QueueBase(Generic[T]):
         """:meth:`_store` of several payloads in one call of the queue manager, all or none."""
         core = self._core
         n = len(payloads)
-        core.putting(n)
+        counted = core.counts_puts
+        if counted:  # a served queue's; a local one's engine counts its puts (queues/site.py)
+            core.putting(n)
         try:
             pair = core.take()
             try:
@@ -220,12 +222,14 @@ class QueueBase(Generic[T]):
             finally:
                 core.give(pair)
         except MQError as e:
-            core.put_failed(n)
+            if counted:
+                core.put_failed(n)
             if e.reason not in FULL:
                 raise map_error(e, f"put to queue {core.name!r} {core.site.where}", core.closed) from None
             return e
         except BaseException:
-            core.put_failed(n)
+            if counted:
+                core.put_failed(n)
             raise
 
     def _full_text(self, e: MQError) -> str:

@@ -13,9 +13,14 @@ Connections serve one call at a time (engine/connection.py), so a core keeps a p
 in ``GMO.WAIT`` holds its own. A get made at-least-once keeps its pair, whose unit of work
 holds the message, until ``task_done()`` commits it.
 
-Thread safety: every method may be called from any thread. ``Core.mutex`` guards the counters
-and conditions (never held across a call to the queue manager); the pool is a list whose
-``pop`` and ``append`` are atomic.
+Thread safety: every method may be called from any thread. ``Core.mutex`` guards the
+conditions and the counts of a served queue (never held across a call to the queue manager);
+the pool is a list whose ``pop`` and ``append`` are atomic. A queue of this process's own
+queue manager takes no lock of its own to count a put or a get: its unfinished tasks are the
+puts the engine counted (``LocalQueue.puts``, in the step that places a message, so a get
+never sees an item before it is counted) less the ``task_done()`` calls, and its count of
+gets is only a "something changed" mark for a waiting putter, which a lost update leaves
+changed all the same.
 """
 
 from __future__ import annotations
@@ -155,7 +160,10 @@ class Core:
         self.mutex = threading.Lock()
         self.not_full = threading.Condition(self.mutex)  # a get made room (or the poll slice ended)
         self.all_tasks_done = threading.Condition(self.mutex)
-        self.unfinished_tasks = 0
+        self._unfinished = 0  # a served queue's unfinished tasks; a local one's at open
+        self._done = 0  # a local queue's task_done() calls
+        self._engine_queue: Any = None  # a local queue's engine queue (LocalQueue): its puts
+        self._puts_at_open = 0
         self.gets = 0  # gets so far: a putter that saw the queue full waits only if none came since
         self.waiting_putters = 0
         # At-least-once gets awaiting task_done(): (thread, the function that commits the get).
@@ -171,8 +179,23 @@ class Core:
         self.policy = policy
         self.default_persistence = True  # puts without a descriptor have the persistence wanted
         self._define(maxsize, policy)
+        self.counts_puts = site.remote  # only a served queue's puts are counted here (module docstring)
         if not site.remote:
-            self.unfinished_tasks = self.depth()  # what a data directory still holds is unfinished
+            pair = self.take()
+            self.give(pair)
+            self._engine_queue = pair[1].queue
+            self._puts_at_open = self._engine_queue.puts
+            self._unfinished = self.depth()  # what a data directory still holds is unfinished
+
+    @property
+    def unfinished_tasks(self) -> int:
+        """Items put and not yet done (``queue.Queue.unfinished_tasks``): on a served queue
+        those put here less the tasks done here (below 0 in a process that gets what others
+        put); on a local one, what it held at open and every put since, less the tasks done."""
+        q = self._engine_queue
+        if q is None:
+            return self._unfinished
+        return self._unfinished + q.puts - self._puts_at_open - self._done
 
     # -- the queue's definition --------------------------------------------------------------
 
@@ -274,10 +297,16 @@ class Core:
 
     def got(self, n: int = 1) -> None:
         """A get took ``n`` items: wake a put waiting for room, here and in every AsyncQueue."""
-        with self.mutex:
-            self.gets += n
+        if self.counts_puts:  # a served queue's gets bound its task_done() calls: exact
+            with self.mutex:
+                self.gets += n
+                if self.waiting_putters:
+                    self.not_full.notify()
+        else:
+            self.gets += n  # a mark (module docstring); a putter counts itself waiting first
             if self.waiting_putters:
-                self.not_full.notify()
+                with self.mutex:
+                    self.not_full.notify()
         for ref in self.async_refs:
             w = ref()
             if w is not None:
@@ -288,13 +317,13 @@ class Core:
         first so that a get and task_done() of an item in another thread never find the count
         behind."""
         with self.mutex:
-            self.unfinished_tasks += n
+            self._unfinished += n
 
     def put_failed(self, n: int = 1) -> None:
         """The put counted by ``putting(n)`` did not happen."""
         with self.mutex:
-            self.unfinished_tasks -= n
-            if self.unfinished_tasks == 0:
+            self._unfinished -= n
+            if self._unfinished == 0:
                 self.all_tasks_done.notify_all()
 
     def put_done(self) -> None:
@@ -343,11 +372,11 @@ class Core:
                 if self.done_gets >= self.gets:
                     raise ValueError("task_done() called too many times")
                 self.done_gets += 1
-                self.unfinished_tasks -= 1  # below 0 in a process that gets what others put
+                self._unfinished -= 1  # below 0 in a process that gets what others put
             else:
                 if self.unfinished_tasks <= 0:
                     raise ValueError("task_done() called too many times")
-                self.unfinished_tasks -= 1
+                self._done += 1
             done = self._pending_of(threading.get_ident())
         if done is not None:
             try:
