@@ -358,7 +358,7 @@ class _Recovery:
         except BlobCorruptError as e:
             self.damage(f"queue {q.name!r}: {e}")
             self.lost_writes = True
-            return _placeholder(blob_id, self._manifest_ids(blob_id))
+            return self._placeholder(q, lane, blob_id)
         except StoreError as e:
             raise MQError(Reason.RESOURCE_PROBLEM, f"reading blob {blob_id} of queue {q.name!r} failed: {e}") from e
         # Which records survive: persistent, and not marked removed (numpy over the headers).
@@ -402,6 +402,36 @@ class _Recovery:
             blob.live -= len(dead)
         blob.bumps = bumps or None
         return blob, seq, seqs[alive]
+
+    def _placeholder(self, q: LocalQueue, lane: int, blob_id: int) -> tuple[SweptBlob | None, int, np.ndarray]:
+        """A damaged blob as a placeholder (:func:`_placeholder`) whose consumed positions
+        are flagged removed: marked removed in the store or in the change log, or shown dead
+        by the checkpoint. The 2101 of the get that reaches it names only the others (a
+        consumed message named lost would be sent again: a false loss); nothing left: None."""
+        ids = self._manifest_ids(blob_id)
+        blob, seq, held = _placeholder(blob_id, ids)
+        if blob is None:
+            return blob, seq, held
+        try:
+            marks = self.store.marks(blob_id)
+        except StoreError:
+            marks = {}
+        marks.update(self.since.marks(blob_id))
+        alive = np.ones(len(ids), bool)
+        alive[[p for p, m in marks.items() if m == MARK_REMOVED and p < len(ids)]] = False
+        if self.ledger is not None:
+            alive &= ~self.ledger.consumed_positions(blob_id, alive)
+        seqs = _seqs_of(ids)  # 0 where not known
+        removed = self.since.removed_seqs(q.name, lane)
+        if len(removed):
+            alive &= ~((seqs > 0) & _in_ascending(seqs, removed))
+        if not alive.any():
+            return None, seq, _NO_SEQS
+        dead = np.flatnonzero(~alive)
+        if len(dead):
+            blob.flags[dead] = REMOVED
+            blob.live -= len(dead)
+        return blob, seq, held[np.isin(held, seqs[alive])]
 
     def _manifest_ids(self, blob_id: int) -> list[bytes]:
         """The record ids a blob's manifest lists ([] when it cannot be read)."""
@@ -718,12 +748,18 @@ def _placeholder(blob_id: int, ids: list[bytes]) -> tuple[SweptBlob | None, int,
     if not ids:
         return None, 0, _NO_SEQS
     n = len(ids)
-    seqs = np.array([int.from_bytes(i[16:], "big") if i[:4] == b"SWQ " else 0 for i in ids], "<u8")
+    seqs = _seqs_of(ids)
     index = (_hash_rows(b"".join(ids), n), None, None, seqs)
     blob = SweptBlob(blob_id, 0, 0, ids_check(ids), index)
     if not seqs.all():
         blob.seq_min = blob.seq_max = 0  # unknown: see _place_placeholders
     return blob, int(seqs.max()) if n else 0, seqs[seqs > 0]
+
+
+def _seqs_of(ids: list[bytes]) -> np.ndarray:
+    """The arrival numbers of the messages of a blob's manifest, where their MsgIds tell them
+    (a persistent message's generated MsgId ends in its number: record.Identity), else 0."""
+    return np.array([int.from_bytes(i[16:], "big") if i[:4] == b"SWQ " else 0 for i in ids], "<u8")
 
 
 def _place_placeholders(blobs: list[SweptBlob]) -> None:
