@@ -1004,3 +1004,19 @@ def test_a_blob_damaged_on_disk_names_only_the_messages_it_took_not_those_consum
     assert ei.value.reason == Reason.OBJECT_DAMAGED
     assert set(ei.value.msg_ids) | named == {puts[i].msg_id for i in range(15, 25) if i != 17}
     assert got == [b"%02d" % i for i in range(25, 40)] and not errors
+
+
+def test_writing_again_after_damage_when_the_store_cannot_be_had_says_so_and_returns():
+    """rewrite() runs on the store's thread after RocksDB healed a family; when the queue
+    manager closed meanwhile the store cannot be had, and its MQError ended the thread with a
+    traceback (the damage fuzz's 'open' trials, twice in 1000). It never raises: it says so."""
+    from types import SimpleNamespace
+
+    from sweepq.engine.durable.rewrite import rewrite
+
+    def store():
+        raise MQError(Reason.RESOURCE_PROBLEM, "another queue manager (in this process) has it open")
+
+    log: list[str] = []
+    rewrite(SimpleNamespace(internal=SimpleNamespace(store=store)), ["messages", "marks"], log)  # type: ignore[arg-type]
+    assert len(log) == 1 and "cannot be had" in log[0]
