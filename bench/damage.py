@@ -1,8 +1,10 @@
 """``sweepq damagetest``: the damage fuzz (issue 16 item 4, issue 24; docs/damage.md).
 
 A trial damages one file of a data directory that real traffic built (persistent messages
-on two queues at three priorities, units of work committed and backed out, sweeps into
-blobs, gets from memory and from blobs, flushes into table files), then opens it (with
+on two queues at three priorities, some in groups, units of work committed and backed out,
+sweeps into blobs, gets in delivery order and gets of chosen messages by MsgId, CorrelId and
+GroupId under syncpoint, from memory and out of the middle of blobs, also in the session
+that is killed, flushes into table files), then opens it (with
 ``repair=True`` when the plain open refuses, as the refusal advises), drains every queue
 and judges. Every file kind, every damage, every state of the directory:
 
@@ -27,6 +29,8 @@ The verdict of a trial, by class (a trial may fall in several):
   that is not the one put (each carries its id and a hash of itself);
 * **consumed back** (violation): a message whose get was committed is delivered again;
 * **twice** (violation): a message delivered twice in the drain;
+* **out of order** (violation): within a queue and a priority, the drain delivers a message
+  before one put earlier (FIFO, also after repair);
 * **silent loss** (violation): committed messages neither consumed nor delivered, and the
   open reported nothing at all (no damage line, no 2101);
 * **unusable** (violation): the queue manager does not open with ``repair=True``, or a
@@ -41,6 +45,8 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import itertools
+import json
 import os
 import random
 import shutil
@@ -52,6 +58,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from sweepq.engine import GMO, GROUPID_NONE, MD, MF, MO, OO, PMO, MQError, Reason
+
 from .crash.worker import EventLog, check_payload, ident_of, ids_in_error, msg_id, payload
 
 QUEUES = ("DMG.A", "DMG.B")
@@ -62,9 +70,17 @@ STATES = ("closed", "killed", "open")
 # Every (state, file kind, damage) in the order trials take them, then one plain kill.
 COMBOS = [(s, k, d) for k in FILE_KINDS for d in DAMAGES for s in STATES] + [("plain", "none", "none")]
 QUICK_TRIALS = len(COMBOS)
+# The trials of the first round that the test suite runs (tests/test_damage_fuzz.py, ~25 s):
+# the closed and killed directories with a write-ahead log, a table file or sweepq's own file
+# damaged every way, and the plain kill: where consumed messages came back (issue 32 item 3).
+SUITE_TRIALS = [
+    k + 1
+    for k, (s, kind, _d) in enumerate(COMBOS)
+    if (s in ("closed", "killed") and kind in ("log", "sst", "sweepq")) or s == "plain"
+]
 DEFAULT_TRIALS = 1000
 PER_BASE = 7  # closed or killed trials that share one built directory (each on a copy)
-VIOLATIONS = ("wrong data", "consumed back", "twice", "silent loss", "unusable", "false loss")
+VIOLATIONS = ("wrong data", "consumed back", "twice", "out of order", "silent loss", "unusable", "false loss")
 TRIAL_SECONDS = 300  # a trial that takes longer is stuck (inside RocksDB, where it cannot be stopped)
 
 
@@ -81,6 +97,8 @@ class Trial:
     opened: str = "plainly"  # plainly | with repair
     put: int = 0
     consumed: int = 0
+    by_id: int = 0  # of the consumed, got by MsgId, CorrelId or GroupId (under syncpoint, committed)
+    by_id_killed: int = 0  # of those, in the session that was killed
     delivered: int = 0
     lost: int = 0
     named: int = 0  # of the lost, named by MsgId
@@ -139,7 +157,9 @@ class Verdict:
         named = sum(t.named for t in self.trials)
         lines = [
             f"damage fuzz: {'PASS' if self.ok else 'FAIL'} (seed {self.seed}): {n} trials in {self.seconds:.0f} s",
-            f"  messages put {sum(t.put for t in self.trials):,}; consumed {sum(t.consumed for t in self.trials):,}; "
+            f"  messages put {sum(t.put for t in self.trials):,}; consumed {sum(t.consumed for t in self.trials):,} "
+            f"({sum(t.by_id for t in self.trials):,} got by MsgId, CorrelId or GroupId, "
+            f"{sum(t.by_id_killed for t in self.trials):,} of them in a session that was killed); "
             f"delivered after the damage {sum(t.delivered for t in self.trials):,}; lost to damage {lost:,} "
             f"({named:,} of them named by MsgId)",
             "  trials with each outcome, by file kind:",
@@ -164,9 +184,11 @@ class Traffic:
     """Puts and gets on :data:`QUEUES`, remembering what was put and what was consumed.
 
     ``put`` and ``consumed`` are what returned (a put's call or its commit; a get's commit);
-    ``maybe_put`` and ``maybe_consumed`` what a kill may have cut in the middle. ``log``
-    (an EventLog) receives every event as it happens, for a process that is killed;
-    ``die_at`` kills this process at that pass of a kill point."""
+    ``maybe_put`` and ``maybe_consumed`` what a kill may have cut in the middle. ``live``
+    maps each committed message not consumed to (its queue, CorrelId, GroupId): what a get
+    by MsgId, CorrelId or GroupId selects it by. ``log`` (an EventLog) receives every event
+    as it happens, for a process that is killed; ``die_at`` kills this process at that pass
+    of a kill point."""
 
     def __init__(self, rng: random.Random, run: int, log: EventLog | None = None, die_at: int = 0):
         self.rng = rng
@@ -174,8 +196,11 @@ class Traffic:
         self.n = 0
         self.put: set[str] = set()
         self.consumed: set[str] = set()
+        self.by_id: set[str] = set()  # of the consumed, those got by MsgId, CorrelId or GroupId
         self.maybe_put: set[str] = set()
         self.maybe_consumed: set[str] = set()
+        self.live: dict[str, tuple[str, bytes, bytes]] = {}
+        self.by_id_killed = 0  # of by_id, consumed in a session that was killed (build_killed)
         self.log = log
         self.die_at = die_at
         self.passes = 0
@@ -191,47 +216,22 @@ class Traffic:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def work(self, qm, steps: int) -> None:
-        from sweepq.engine import GMO, MD, OO, PMO, MQError, Reason
-
+        """``steps`` operations: puts (alone, in a unit of work, or a group in one), gets in
+        delivery order and gets of chosen messages (by MsgId, CorrelId or GroupId), each
+        unit of work committed or backed out, sweeps and flushes."""
         conn = qm.connect()
         hs = {q: conn.open(q, OO.OUTPUT | OO.INPUT_SHARED) for q in QUEUES}
         rng = self.rng
         try:
             for _ in range(steps):
-                q = hs[rng.choice(QUEUES)]
+                q = rng.choice(QUEUES)
                 r = rng.random()
                 self._point()
-                if r < 0.55:
-                    uow = rng.random() < 0.4
-                    batch = [self._next() for _ in range(rng.randint(1, 8))]
-                    self._event("P+", batch)
-                    for ident in batch:
-                        prio = rng.choice(PRIORITIES)
-                        self.maybe_put.add(ident)
-                        q.put(
-                            payload(ident, prio, rng.randint(40, 900)),
-                            MD(msg_id=msg_id(ident), priority=prio),
-                            PMO.SYNCPOINT if uow else PMO.NONE,
-                        )
-                        if not uow:
-                            self._event("P=", [ident])
-                            self.put.add(ident)
-                    if uow:
-                        self._point()
-                        conn.commit()
-                        self._event("P=", batch)
-                        self.put.update(batch)
-                    self.maybe_put -= set(batch)
+                if r < 0.5:
+                    self._puts(conn, q, hs[q])
                 elif r < 0.9:
-                    got = []
-                    for _ in range(rng.randint(1, 6)):
-                        try:
-                            got.append(check_payload(q.get(GMO.SYNCPOINT).data)[0])
-                        except MQError as e:
-                            if e.reason not in (Reason.NO_MSG_AVAILABLE, Reason.OBJECT_DAMAGED):
-                                raise
-                            break
-                    got = [i for i in got if i]
+                    chosen = r >= 0.68
+                    got = self._chosen_gets(hs) if chosen else self._gets(hs[q])
                     self._point()
                     if rng.random() < 0.2:
                         conn.backout()
@@ -239,9 +239,13 @@ class Traffic:
                     self._event("G+", got)
                     self.maybe_consumed.update(got)
                     conn.commit()
-                    self._event("G=", got)
+                    self._event("GI=" if chosen else "G=", got)
                     self.consumed.update(got)
+                    if chosen:
+                        self.by_id.update(got)
                     self.maybe_consumed -= set(got)
+                    for ident in got:
+                        self.live.pop(ident, None)
                 else:
                     qm.sweeper.run_once()
                     if rng.random() < 0.3:
@@ -250,9 +254,77 @@ class Traffic:
             with contextlib.suppress(Exception):
                 conn.disconnect()
 
+    def _puts(self, conn, q: str, h) -> None:
+        """A batch of 1 to 8 puts, alone or in a unit of work; a batch in a unit of work may
+        be a group (its own GroupId, MSG_IN_GROUP then LAST_MSG_IN_GROUP). Every message has
+        a CorrelId shared with a few neighbours."""
+        rng = self.rng
+        uow = rng.random() < 0.4
+        batch = [self._next() for _ in range(rng.randint(1, 8))]
+        gid = msg_id(batch[0]).replace(b"CR", b"GR", 1) if uow and rng.random() < 0.4 else GROUPID_NONE
+        self._event("P+", batch)
+        for k, ident in enumerate(batch):
+            prio = rng.choice(PRIORITIES)
+            cid = correl_id(ident)
+            md = MD(msg_id=msg_id(ident), correl_id=cid, priority=prio)
+            if gid != GROUPID_NONE:
+                md.group_id, md.msg_seq_number = gid, k + 1
+                md.msg_flags = int(MF.LAST_MSG_IN_GROUP if k == len(batch) - 1 else MF.MSG_IN_GROUP)
+            self.maybe_put.add(ident)
+            h.put(payload(ident, prio, rng.randint(40, 900)), md, PMO.SYNCPOINT if uow else PMO.NONE)
+            if not uow:
+                self._event("P=", [ident])
+                self.put.add(ident)
+                self.live[ident] = (q, cid, gid)
+        if uow:
+            self._point()
+            conn.commit()
+            self._event("P=", batch)
+            self.put.update(batch)
+            self.live.update((i, (q, correl_id(i), gid)) for i in batch)
+        self.maybe_put -= set(batch)
+
+    def _gets(self, h) -> list[str]:
+        """1 to 6 gets in delivery order, under syncpoint: the ids got."""
+        got = []
+        for _ in range(self.rng.randint(1, 6)):
+            m = _get_or_none(h)
+            if m is not None:
+                got.append(check_payload(m.data)[0])
+        return [i for i in got if i]
+
+    def _chosen_gets(self, hs: dict) -> list[str]:
+        """1 to 4 gets under syncpoint of messages chosen among the live ones, anywhere in
+        their queue (in memory or swept into a blob): by MsgId, by CorrelId (the first of
+        the messages that share it) or by GroupId (the first of its group). The ids got."""
+        rng = self.rng
+        got: list[str] = []
+        pool = sorted(self.live)
+        for ident in rng.sample(pool, min(len(pool), rng.randint(1, 4))):
+            q, cid, gid = self.live[ident]
+            how = rng.choice(("msg_id", "correl_id", "group_id") if gid != GROUPID_NONE else ("msg_id", "correl_id"))
+            if how == "msg_id":
+                m = _get_or_none(hs[q], match=MO.MATCH_MSG_ID, msg_id=msg_id(ident))
+            elif how == "correl_id":
+                m = _get_or_none(hs[q], match=MO.MATCH_CORREL_ID, correl_id=cid)
+            else:
+                m = _get_or_none(hs[q], match=MO.MATCH_GROUP_ID, group_id=gid)
+            if m is not None:
+                got.append(check_payload(m.data)[0])
+        return [i for i in got if i]
+
     def _next(self) -> str:
         self.n += 1
         return f"{self.run}.{self.n}"
+
+    def save_live(self, path: str) -> None:
+        """Write :attr:`live` for a process that goes on with this traffic (:meth:`load_live`)."""
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({i: [q, c.hex(), g.hex()] for i, (q, c, g) in self.live.items()}, f)
+
+    def load_live(self, path: str) -> None:
+        with open(path, encoding="utf-8") as f:
+            self.live = {i: (q, bytes.fromhex(c), bytes.fromhex(g)) for i, (q, c, g) in json.load(f).items()}
 
     @classmethod
     def from_log(cls, path: str) -> Traffic:
@@ -270,10 +342,30 @@ class Traffic:
                     t.maybe_put.difference_update(ids)
                 elif kind == "G+":
                     t.maybe_consumed.update(ids)
-                elif kind == "G=":
+                elif kind in ("G=", "GI="):
                     t.consumed.update(ids)
                     t.maybe_consumed.difference_update(ids)
+                    if kind == "GI=":
+                        t.by_id.update(ids)
         return t
+
+
+def correl_id(ident: str) -> bytes:
+    """The CorrelId of message ``ident``: shared by the messages of its run whose counters
+    differ only in the last digit, so that a get by CorrelId takes the first of several."""
+    run, n = ident.split(".")
+    return f"CO{int(run):06d}.{int(n) // 10:09d}".encode().ljust(24, b"\0")
+
+
+def _get_or_none(h, **match):
+    """A get under syncpoint (selecting by ``match``, the get's keywords); None when there is
+    no such message or it was lost to damage (2033, 2101)."""
+    try:
+        return h.get(GMO.SYNCPOINT, **match)
+    except MQError as e:
+        if e.reason not in (Reason.NO_MSG_AVAILABLE, Reason.OBJECT_DAMAGED):
+            raise
+        return None
 
 
 def _open(path: str, repair: bool = False):
@@ -319,28 +411,34 @@ rng = random.Random(seed)
 qm = damage._open(path)
 damage._define(qm)
 t = damage.Traffic(rng, 2, EventLog(log), die_at)
+t.load_live(log + ".live")
 t.work(qm, 400)
 """
 
 
 def build_killed(path: str, rng: random.Random) -> Traffic:
     """Real traffic on a new data directory ``path``: an open closed cleanly, then a process
-    that works on it killed with SIGKILL at a random point (its event log says what it did)."""
+    that works on it (its gets by MsgId, CorrelId and GroupId choose among the messages of
+    both) killed with SIGKILL at a random point (its event log says what it did)."""
     traffic = Traffic(rng, 1)
     qm = _open(path)
     _define(qm)
     traffic.work(qm, rng.randint(20, 60))
     qm.close()
     log = path + ".events"
+    traffic.save_live(log + ".live")
     args = [sys.executable, "-c", _KILLED, path, str(rng.random()), log, str(rng.randint(20, 300))]
     out = subprocess.run(args, capture_output=True, text=True, timeout=TRIAL_SECONDS)
     if out.returncode != -signal.SIGKILL:
         raise RuntimeError(f"the killed worker exited with {out.returncode}: {out.stderr[-1500:]}")
     killed = Traffic.from_log(log)
     os.remove(log)
+    os.remove(log + ".live")
     traffic.put |= killed.put
     traffic.maybe_put |= killed.maybe_put
     traffic.consumed |= killed.consumed
+    traffic.by_id |= killed.by_id
+    traffic.by_id_killed = len(killed.by_id)
     traffic.maybe_consumed |= killed.maybe_consumed
     return traffic
 
@@ -429,6 +527,7 @@ def run_trial(work: str, seed: int, number: int) -> Trial:
         else:
             t.target, t.what = damage(path, rng, kind, how)
     t.put, t.consumed = len(traffic.put), len(traffic.consumed)
+    t.by_id, t.by_id_killed = len(traffic.by_id), traffic.by_id_killed
     _judge(path, traffic, t)
     shutil.rmtree(path, ignore_errors=True)
     return t
@@ -469,6 +568,7 @@ def _judge(path: str, traffic: Traffic, t: Trial) -> None:
     named = {i for i in (ident_of(bytes(m)) for m in qm.recovery.damaged_msg_ids) if i}
     t.reported = bool(qm.recovery.damaged)
     seen: Counter[str] = Counter()
+    order: dict[tuple[str, int], list[str]] = {}  # (queue, priority) -> the ids in the order delivered
     try:
         _define(qm)
         with qm.connect() as conn:
@@ -491,6 +591,7 @@ def _judge(path: str, traffic: Traffic, t: Trial) -> None:
                         t.violation("wrong data", f"on {q}: {bytes(m.data[:40])!r}")
                         continue
                     seen[ident] += 1
+                    order.setdefault((q, m.md.priority), []).append(ident)
             h = conn.open(QUEUES[0], OO.OUTPUT | OO.INPUT_SHARED)  # usable: a put and a get work
             h.put(b"after the damage")
             if h.get().data != b"after the damage":
@@ -507,6 +608,14 @@ def _judge(path: str, traffic: Traffic, t: Trial) -> None:
     twice = [i for i, c in seen.items() if c > 1]
     if twice:
         t.violation("twice", f"{len(twice)} ({', '.join(twice[:5])})")
+    for (q, prio), ids in order.items():
+        orders = [_put_order(i) for i in ids]
+        latest = list(itertools.accumulate(orders, max))  # the latest put delivered so far
+        late = [ids[k] for k in range(1, len(ids)) if orders[k] < latest[k - 1]]
+        if late:
+            t.violation(
+                "out of order", f"{len(late)} on {q} priority {prio} delivered after later puts ({', '.join(late[:5])})"
+            )
     t.delivered = len(seen)
     lost = traffic.put - traffic.consumed - traffic.maybe_consumed - set(seen)
     t.lost, t.named = len(lost), len(lost & named)
@@ -521,13 +630,27 @@ def _judge(path: str, traffic: Traffic, t: Trial) -> None:
         t.violation("silent loss" if not t.reported else "false loss", f"a plain kill lost {len(lost)} message(s)")
 
 
-def run_fuzz(work: str, trials: int, seed: int, progress: Callable[[int, Trial], None] | None = None) -> Verdict:
-    """``trials`` trials in ``work`` (each in a directory of its own, removed after it)."""
+def _put_order(ident: str) -> tuple[int, int]:
+    """Where message ``ident`` ("run.counter") was put among all: runs follow each other, and
+    a run puts its counters in order (one call at a time)."""
+    run, n = ident.split(".")
+    return int(run), int(n)
+
+
+def run_fuzz(
+    work: str,
+    trials: int,
+    seed: int,
+    progress: Callable[[int, Trial], None] | None = None,
+    numbers: list[int] | None = None,
+) -> Verdict:
+    """``trials`` trials in ``work`` (each in a directory of its own, removed after it);
+    ``numbers``: these trials instead (e.g. :data:`SUITE_TRIALS`)."""
     t0 = time.monotonic()
     verdict = Verdict(seed)
     _BASES.clear()
     try:
-        for k in range(1, trials + 1):
+        for k in numbers or range(1, trials + 1):
             trial = run_trial(work, seed, k)
             verdict.trials.append(trial)
             if progress is not None:

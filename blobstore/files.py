@@ -21,6 +21,7 @@ directory keeps other users out meanwhile.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import shutil
@@ -193,33 +194,85 @@ def private_by_default(path: str) -> bool:
 # -- who has the directory ----------------------------------------------------------------------
 #
 # RocksDB takes its LOCK only after it has renamed the info log (LOG -> LOG.old.*) and rewritten
-# rocksdict's config, and sweepq mends the write-ahead logs before either: an open that is then
-# refused has already changed the directory of the queue manager that holds it. So a directory
-# is *claimed* first, touching nothing: refused when this process has it open (a set of paths),
-# or when another process holds RocksDB's lock on its LOCK file (probed with a lock of our own,
-# given back at once; POSIX drops a process's locks on a file when it closes any descriptor of
-# it, which is why the probe runs only when this process holds none).
+# rocksdict's config, and sweepq mends the write-ahead logs and judges the directory (is it a
+# store, is it damaged) before either: an open that is then refused has already changed the
+# directory of the queue manager that holds it, or judged a directory another process is
+# creating (a new store's first files, CURRENT not yet written, look like damage). So a
+# directory is *claimed* first, before anything in it is read or touched: refused when this
+# process has it (a set of paths), when another process has claimed it (an flock on its LOCK
+# file, held until the store is closed, across RocksDB's own reopens), or when another process
+# holds RocksDB's lock on LOCK without a claim (probed with a lock of our own, given back at
+# once; POSIX drops a process's locks on a file when it closes any descriptor of it, which is
+# why the probe runs only when this process holds none). The flock and RocksDB's lock (fcntl)
+# are separate on Linux; the claim's descriptor is closed only after the database is.
 
-_CLAIMED: set[str] = set()
+
+@dataclasses.dataclass
+class _Claim:
+    fd: int | None  # holds the flock on LOCK; None when LOCK could not be opened (RocksDB will say)
+    created: bool  # the claim created LOCK (nothing of a store was there)
+
+
+_CLAIMED: dict[str, _Claim] = {}
 _CLAIM_LOCK = threading.Lock()
 
 
 def claim(path: str) -> str:
-    """Claim the data directory ``path`` for this process before anything in it is touched;
-    returns the key to :func:`release`. :raises KVError: a queue manager has it open here or
-    in another process (nothing in the directory was changed)."""
+    """Claim the data directory ``path`` for this process before anything in it is read or
+    touched (but LOCK, created empty if missing); returns the key to :func:`release`.
+    :raises KVError: a queue manager has it open, or is opening it, here or in another
+    process (nothing in the directory was changed)."""
     key = os.path.realpath(path)
     with _CLAIM_LOCK:
-        if key in _CLAIMED or _locked_elsewhere(key):
-            where = "in this process" if key in _CLAIMED else "in another process"
-            raise KVError(f"cannot open the store at {path}: another queue manager ({where}) has it open")
-        _CLAIMED.add(key)
+        if key in _CLAIMED:
+            raise KVError(f"cannot open the store at {path}: another queue manager (in this process) has it open")
+        held = _hold(key)
+        if held is None or _locked_elsewhere(key):
+            if held is not None:
+                _let_go(key, held, untouched=True)
+            raise KVError(f"cannot open the store at {path}: another queue manager (in another process) has it open")
+        _CLAIMED[key] = held
     return key
 
 
-def release(key: str) -> None:
+def release(key: str, untouched: bool = False) -> None:
+    """Give the claim ``key`` back (after the database is closed). ``untouched``: the open
+    was refused before it wrote anything, so a LOCK file the claim created is removed too."""
     with _CLAIM_LOCK:
-        _CLAIMED.discard(key)
+        held = _CLAIMED.pop(key, None)
+        if held is not None:
+            _let_go(key, held, untouched)
+
+
+def _hold(path: str) -> _Claim | None:
+    """The flock on ``path``'s LOCK file, or None when another process holds it."""
+    lock = os.path.join(path, "LOCK")
+    created = True
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        created = False
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:  # not ours to open: RocksDB will say
+            return _Claim(None, False)
+    except OSError:  # no directory (RocksDB creates it), or not ours to write: RocksDB will say
+        return _Claim(None, False)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)  # this process holds no lock on LOCK (it has no claim on it)
+        return None
+    return _Claim(fd, created)
+
+
+def _let_go(path: str, held: _Claim, untouched: bool) -> None:
+    if held.fd is None:
+        return
+    if untouched and held.created:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(path, "LOCK"))  # before the flock goes: no one else holds this file
+    os.close(held.fd)
 
 
 def _locked_elsewhere(path: str) -> bool:

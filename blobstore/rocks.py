@@ -198,8 +198,9 @@ class RocksKV:
     else. ``known``: what the caller recorded of the directory's files (:meth:`files`, at its
     last checkpoint; the horizon raised to the last write it knows of): an open that would
     destroy data, or that cannot reach that horizon, is told by it (blobstore/guard.py).
-    Failures while open: see
-    the module docstring."""
+    ``claimed``: the caller's claim of the directory (:func:`~sweepq.blobstore.files.claim`),
+    taken before it judged the directory, given back at close; without it the open claims.
+    Failures while open: see the module docstring."""
 
     def __init__(
         self,
@@ -211,6 +212,7 @@ class RocksKV:
         write_buffer_bytes: int = DEFAULT_WRITE_BUFFER_BYTES,
         block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
         known: dict | None = None,
+        claimed: str | None = None,
     ):
         self.path = path
         self._known = known
@@ -231,7 +233,8 @@ class RocksKV:
         self._events: list[str] = []
         self._unproven: dict[str, tuple[list, list]] = {}  # family -> what its last rebuild could not prove
         self._wanted: dict[str, set[bytes]] = {}  # family -> keys a caller wants probed at its rebuild
-        self._claim = None if read_only else claim(path)  # before anything in the directory is touched
+        # Before anything in the directory is touched (``claimed``: the caller's, taken before it judged the directory).
+        self._claim = None if read_only else claimed or claim(path)
         self._shadow = _shadow_of(path) if read_only else None
         self._db: Rdict | None = None
         self._closed = False

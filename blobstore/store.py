@@ -39,7 +39,7 @@ from itertools import chain
 from . import changes
 from . import format as fmt
 from .codec import DEFAULT_LEVEL, MIN_SAMPLE_BYTES, Codec, train, zstd_error
-from .files import SIDE_PREFIX, SideLog
+from .files import SIDE_PREFIX, SideLog, claim, release
 from .files import repair as kv_repair
 from .kv import (
     CF_BLOBS,
@@ -159,8 +159,18 @@ class BlobStore:
         self._since = Since()
         self._log_bytes = 0  # appended to the change log since it started (it starts again past LIMIT)
         if kv is None:
-            self._check_directory(read_only)
-            logged = changes.replay(*SideLog(self.path, changes.NAME).read())
+            self._make_directory(read_only)
+            try:  # claimed before it is judged: a directory another opener is creating is in use, not damaged
+                claimed = None if read_only else claim(self.path)
+            except KVError as e:
+                raise _store_error(e) from e
+            try:
+                self._check_directory(read_only)
+                logged = changes.replay(*SideLog(self.path, changes.NAME).read())
+            except BaseException:
+                if claimed is not None:
+                    release(claimed, untouched=True)
+                raise
             try:
                 kv = RocksKV(
                     self.path,
@@ -170,6 +180,7 @@ class BlobStore:
                     write_buffer_bytes=write_buffer_bytes,
                     block_cache_bytes=block_cache_bytes,
                     known=changes.known(logged),
+                    claimed=claimed,
                 )
             except KVError as e:
                 raise _store_error(e) from e
@@ -415,7 +426,9 @@ class BlobStore:
         weakref.finalize(store, shutil.rmtree, path, True)
         return store
 
-    def _check_directory(self, read_only: bool) -> None:
+    def _make_directory(self, read_only: bool) -> None:
+        """Create the store's directory when it does not exist (another opener may create it
+        at the same time); refuse a path that cannot be one."""
         if os.path.islink(self.path) and not os.path.exists(self.path):
             raise StoreError(
                 f"{self.path} is a symbolic link to {os.readlink(self.path)}, which does not exist; "
@@ -429,11 +442,16 @@ class BlobStore:
                 raise StoreError(f"the parent directory {parent} does not exist; create it first (a typo in the path?)")
             try:
                 os.mkdir(self.path, 0o700)
+            except FileExistsError:
+                pass  # another opener made it: the claim tells which of the two goes on
             except OSError as e:
                 raise StoreError(f"cannot create the store directory {self.path}: {e}") from e
-            return
         if not os.path.isdir(self.path):
             raise StoreError(f"{self.path} is not a directory")
+
+    def _check_directory(self, read_only: bool) -> None:
+        """Refuse a directory that is not a store, or one RocksDB would take for a new
+        database over a store's files (``CURRENT`` missing). Only under the claim."""
         entries = os.listdir(self.path)
         if entries and "CURRENT" not in entries and _holds_a_database(entries):
             # RocksDB would take the directory for a new database, and delete every table file.

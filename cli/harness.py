@@ -281,11 +281,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "damagetest",
         help="the damage fuzz: cut, zero, flip and delete every kind of file of data directories, verify "
         "nothing wrong comes back",
-        description="Build data directories with real traffic (closed cleanly, killed with SIGKILL, or open), "
+        description="Build data directories with real traffic (closed cleanly, killed with SIGKILL, or open; gets "
+        "in delivery order and by MsgId, CorrelId and GroupId under syncpoint, also in the killed session), "
         "damage one file of each kind in turn (the manifest, CURRENT, OPTIONS, the logs, the table files, "
         "sweepq's own files: cut short, a page zeroed, bits flipped, deleted), open it (with repair=True when "
-        "refused), drain it, and verify: no wrong data, no consumed message back, none twice, no loss without a "
-        "report, none named lost that was not, the queue manager usable. Exits 1 on any violation.",
+        "refused), drain it, and verify: no wrong data, no consumed message back, none twice, FIFO kept, no loss "
+        "without a report, none named lost that was not, the queue manager usable. Exits 1 on any violation.",
         formatter_class=HelpFormatter,
     )
     d.add_argument(

@@ -46,6 +46,22 @@ def test_quick_form():
     assert sum(t["consumed"] for t in trials) > 1000 and sum(t["delivered"] for t in trials) > 1000
 
 
+def test_the_suite_form_consumes_by_id_in_killed_sessions_and_finds_nothing(tmp_path):
+    """Issue 32 item 3: the trials whose directories lost writes a killed or closed store had
+    made (a write-ahead log, a table file or sweepq's own file cut, zeroed, flipped or
+    deleted), with the workload that gets messages by MsgId, CorrelId and GroupId under
+    syncpoint and commits them in the session that is killed: no consumed message back, none
+    named lost, FIFO kept (its quick form, every combination, runs as a long test above)."""
+    v = damage.run_fuzz(str(tmp_path), 0, seed=20261124, numbers=damage.SUITE_TRIALS)
+    bad = [(t.number, t.what, t.violations) for t in v.trials if t.violations]
+    assert v.ok and not bad, bad
+    killed = [t for t in v.trials if t.state == "killed"]
+    assert sum(t.by_id_killed for t in killed) > 50  # the killed sessions did consume by id
+    assert {t.kind for t in v.trials} == {"log", "sst", "sweepq", "none"}
+    assert {t.damage for t in killed} == set(damage.DAMAGES)
+    assert any(t.opened == "with repair" for t in v.trials)
+
+
 def _trial_of(state: str, kind: str, how: str) -> int:
     return damage.COMBOS.index((state, kind, how)) + 1
 

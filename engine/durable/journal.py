@@ -196,7 +196,9 @@ class Journal:
     @staticmethod
     def add_removal(batch: StoreChanges, q: LocalQueue, ref: Ref) -> None:
         """The change that takes the message ``ref`` off the queue for good (mutex held): its
-        own record deleted, or its position in its blob marked removed."""
+        own record deleted, or its position in its blob marked removed and its own key
+        deleted too (it holds nothing: the change log then names the message consumed, which a
+        mark alone cannot when damage takes the blob, its link and the mark: issue 32)."""
         rec = q.lanes.record(ref)
         if not rec[OFF_FLAGS] & PERSISTENT:
             return
@@ -204,9 +206,8 @@ class Journal:
         if home is None:
             return  # its blob was found damaged: nothing of it to change
         lane, blob_id, pos = home
-        if blob_id < 0:
-            batch.deletes.append(message_key(q.key_prefix, lane, rec))
-        else:
+        batch.deletes.append(message_key(q.key_prefix, lane, rec))
+        if blob_id >= 0:
             batch.marks.append((blob_id, pos, MARK_REMOVED))
 
     @staticmethod

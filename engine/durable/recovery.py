@@ -134,6 +134,8 @@ class _Recovery:
         self.found: dict[tuple[str, int], np.ndarray] = {}  # arrival numbers recovered, by queue and lane
         self.loaded: set[int] = set()  # the blobs of every chain (damaged ones too)
         self.bad: list[tuple[bytes, bytes, str]] = []  # the queue's damaged records: (key, bytes, what)
+        self.in_blobs: list[np.ndarray] = []  # the arrival numbers of the blobs of the lane being loaded
+        self.deletes: list[bytes] = []  # own records of messages a blob holds (keep_in_blobs)
 
     def damage(self, line: str, msg_id: bytes | None = None) -> None:
         if msg_id:
@@ -343,12 +345,12 @@ class _Recovery:
     # -- blobs --------------------------------------------------------------------------------
 
     def _load_blob(
-        self, q: LocalQueue, lane: int, chain: bytes, blob_id: int, own: np.ndarray
+        self, q: LocalQueue, lane: int, chain: bytes, blob_id: int
     ) -> tuple[SweptBlob | None, int, np.ndarray]:
         """A chain's blob as a :class:`SweptBlob` (None: deleted, or unusable), its highest
-        seq and the arrival numbers it holds live. Positions the checkpoint shows consumed,
-        and messages that also have their own record (``own``, ascending arrival numbers,
-        which loses them), are flagged removed."""
+        seq and the arrival numbers it holds live. Positions the checkpoint or the change log
+        show consumed are flagged removed. The arrival numbers of every position of a blob
+        that could be read go to :attr:`in_blobs` (:meth:`keep_in_blobs`)."""
         store = self.store
         try:
             records = Framed(store.read_frame(blob_id, chain, None))
@@ -356,7 +358,7 @@ class _Recovery:
         except BlobCorruptError as e:
             self.damage(f"queue {q.name!r}: {e}")
             self.lost_writes = True
-            return _placeholder(blob_id, self._manifest_ids(blob_id))
+            return self._placeholder(q, lane, blob_id)
         except StoreError as e:
             raise MQError(Reason.RESOURCE_PROBLEM, f"reading blob {blob_id} of queue {q.name!r} failed: {e}") from e
         # Which records survive: persistent, and not marked removed (numpy over the headers).
@@ -370,6 +372,7 @@ class _Recovery:
             ids = b"".join(listed) if len(listed) == len(records) else ids  # unreadable: ids serve the index only
         index = index_of(records.buf, records.starts, ids, records.__getitem__)
         seqs = index[3]
+        self.in_blobs.append(seqs)
         seq = int(seqs.max()) if len(records) else 0
         self._marks_again(q, blob_id, marks)
         self._blob_backouts_again(q, lane, blob_id, seqs, records, marks)
@@ -384,7 +387,7 @@ class _Recovery:
                 rec = records[pos]
                 if count is not None and count > record.backout_of(rec):
                     bumps[pos] = count - record.backout_of(rec)
-        self._drop_dead_positions(q, lane, blob_id, alive, seqs, own)
+        self._drop_dead_positions(q, lane, blob_id, alive, seqs)
         if not alive.any():
             try:
                 store.unlink(chain, blob_id)
@@ -399,6 +402,36 @@ class _Recovery:
             blob.live -= len(dead)
         blob.bumps = bumps or None
         return blob, seq, seqs[alive]
+
+    def _placeholder(self, q: LocalQueue, lane: int, blob_id: int) -> tuple[SweptBlob | None, int, np.ndarray]:
+        """A damaged blob as a placeholder (:func:`_placeholder`) whose consumed positions
+        are flagged removed: marked removed in the store or in the change log, or shown dead
+        by the checkpoint. The 2101 of the get that reaches it names only the others (a
+        consumed message named lost would be sent again: a false loss); nothing left: None."""
+        ids = self._manifest_ids(blob_id)
+        blob, seq, held = _placeholder(blob_id, ids)
+        if blob is None:
+            return blob, seq, held
+        try:
+            marks = self.store.marks(blob_id)
+        except StoreError:
+            marks = {}
+        marks.update(self.since.marks(blob_id))
+        alive = np.ones(len(ids), bool)
+        alive[[p for p, m in marks.items() if m == MARK_REMOVED and p < len(ids)]] = False
+        if self.ledger is not None:
+            alive &= ~self.ledger.consumed_positions(blob_id, alive)
+        seqs = _seqs_of(ids)  # 0 where not known
+        removed = self.since.removed_seqs(q.name, lane)
+        if len(removed):
+            alive &= ~((seqs > 0) & _in_ascending(seqs, removed))
+        if not alive.any():
+            return None, seq, _NO_SEQS
+        dead = np.flatnonzero(~alive)
+        if len(dead):
+            blob.flags[dead] = REMOVED
+            blob.live -= len(dead)
+        return blob, seq, held[np.isin(held, seqs[alive])]
 
     def _manifest_ids(self, blob_id: int) -> list[bytes]:
         """The record ids a blob's manifest lists ([] when it cannot be read)."""
@@ -437,7 +470,7 @@ class _Recovery:
         logged = self.since.marks(blob_id)
         if not logged:
             return
-        lost = {pos: v for pos, v in logged.items() if marks.get(pos) != v}
+        lost = {pos: v for pos, v in logged.items() if _says_more(v, marks.get(pos))}
         if not lost:
             return
         marks.update(lost)
@@ -450,13 +483,11 @@ class _Recovery:
             "removals of consumed messages); set again from the change log"
         )
 
-    def _drop_dead_positions(
-        self, q: LocalQueue, lane: int, blob_id: int, alive: np.ndarray, seqs: np.ndarray, own: np.ndarray
-    ) -> None:
-        """Flag removed, durably, the alive positions that are consumed or held twice:
-        consumed before the checkpoint (it shows them dead), or since, after the blob came
-        back into memory (the change log has the removal of their record, and damage took
-        both that and the write that took the blob out of its chain)."""
+    def _drop_dead_positions(self, q: LocalQueue, lane: int, blob_id: int, alive: np.ndarray, seqs: np.ndarray) -> None:
+        """Flag removed, durably, the alive positions that are consumed: consumed before the
+        checkpoint (it shows them dead), or since, after the blob came back into memory (the
+        change log has the removal of their record, and damage took both that and the write
+        that took the blob out of its chain)."""
         dead = np.zeros(len(alive), bool)
         if self.ledger is not None:
             dead = self.ledger.consumed_positions(blob_id, alive)
@@ -470,16 +501,36 @@ class _Recovery:
             self.damage(
                 f"queue {q.name!r}: {n} message(s) of blob {blob_id} already consumed came back from damage; kept dead"
             )
-        twice = alive & ~dead & _in_ascending(seqs, own)
-        if twice.any():
-            self.damage(
-                f"queue {q.name!r}: {int(twice.sum())} message(s) of blob {blob_id} also had a record of their own "
-                "(damage took the delete that moved them); kept once, in the blob"
-            )
-        dead |= twice
         if dead.any():
             alive &= ~dead
-            self.marks += [(blob_id, int(p), MARK_REMOVED) for p in np.flatnonzero(dead & ~twice)]
+            self.marks += [(blob_id, int(p), MARK_REMOVED) for p in np.flatnonzero(dead)]
+
+    def keep_in_blobs(self, q: LocalQueue, lane: int, own: _Lane, live: np.ndarray) -> None:
+        """Drop from ``own`` (and, durably, from the store) the records of messages a blob of
+        the lane holds too (the arrival numbers in :attr:`in_blobs`; ``live``: those of its
+        positions still live): damage took the delete of the sweep that moved them. The
+        message stays once, in its blob, where the sweep put it (its place in FIFO order;
+        kept as its own record it went to the rear of the lane); one whose blob position is
+        removed was consumed, and stays dead."""
+        held = np.unique(np.concatenate(self.in_blobs)) if self.in_blobs else _NO_SEQS
+        self.in_blobs = []
+        if not len(own.seqs) or not len(held):
+            return
+        both = _in_ascending(own.seqs, held)
+        if not both.any():
+            return
+        consumed = int((both & ~_in_ascending(own.seqs, np.unique(live))).sum())
+        self.report.consumed_again += consumed
+        self.deletes += compress(own.keys, both.tolist())
+        self.damage(
+            f"queue {q.name!r} lane {lane}: {int(both.sum())} message(s) had a record of their own besides their "
+            f"place in a blob (damage took the delete that moved them); kept once, in the blob"
+            + (f" ({consumed} of them consumed there: kept dead)" if consumed else "")
+        )
+        keep = (~both).tolist()
+        own.keys = list(compress(own.keys, keep))
+        own.recs = list(compress(own.recs, keep))
+        own.seqs = own.seqs[~both]
 
     # -- after every queue ----------------------------------------------------------------------
 
@@ -488,8 +539,8 @@ class _Recovery:
         checkpoint shows live that did not come back."""
         store = self.store
         try:
-            if self.marks:
-                store.write_messages(marks=self.marks)
+            if self.marks or self.deletes:
+                store.write_messages(deletes=self.deletes, marks=self.marks)
             if self.quarantine and Capability.SALVAGE in store.capabilities:
                 salvaging: Salvaging = store  # type: ignore[assignment]
                 salvaging.quarantine_messages(self.quarantine)
@@ -636,15 +687,16 @@ def _load_queue(q: LocalQueue, run: _Recovery) -> int:
             max_seq = max(max_seq, int(own.seqs[-1]))
         chain_name = q.tier.chain_name(lane)
         blobs = []
-        found = [own.seqs]
+        found = []
         for blob_id in run.store.chain(chain_name):
             run.loaded.add(blob_id)
-            blob, seq, held = run._load_blob(q, lane.priority, chain_name, blob_id, own.seqs)
+            blob, seq, held = run._load_blob(q, lane.priority, chain_name, blob_id)
             max_seq = max(max_seq, seq)
             found.append(held)
             if blob is not None:
                 blobs.append(blob)
-        run.found[q.name, lane.priority] = np.concatenate(found)
+        run.keep_in_blobs(q, lane.priority, own, np.concatenate(found) if found else _NO_SEQS)
+        run.found[q.name, lane.priority] = np.concatenate([own.seqs, *found])
         _place_placeholders(blobs)
         first = blobs[0].seq_min if blobs and blobs[0].seq_min else None
         # Records older than the first blob are the front list, the rest the rear list.
@@ -662,6 +714,19 @@ def _load_queue(q: LocalQueue, run: _Recovery) -> int:
     report.messages += sum(lane.swept for lane in q.lanes)
     run.name_bad(q)
     return max_seq
+
+
+def _says_more(logged: bytes, stored: bytes | None) -> bool:
+    """Whether a mark the change log has says more than the store's mark of the position: a
+    removal the store lacks, or a higher backout count. A removal is final and a count never
+    goes back, so a store that says more is newer, not damaged: a change log read only up to
+    damage in it has an older mark for the position (which, written over a removal, brought
+    the consumed message back)."""
+    if stored == MARK_REMOVED or logged == stored:
+        return False
+    if logged == MARK_REMOVED:
+        return True
+    return (mark_backout(logged) or 0) > (mark_backout(stored or b"") or 0)
 
 
 def _in_ascending(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
@@ -683,12 +748,18 @@ def _placeholder(blob_id: int, ids: list[bytes]) -> tuple[SweptBlob | None, int,
     if not ids:
         return None, 0, _NO_SEQS
     n = len(ids)
-    seqs = np.array([int.from_bytes(i[16:], "big") if i[:4] == b"SWQ " else 0 for i in ids], "<u8")
+    seqs = _seqs_of(ids)
     index = (_hash_rows(b"".join(ids), n), None, None, seqs)
     blob = SweptBlob(blob_id, 0, 0, ids_check(ids), index)
     if not seqs.all():
         blob.seq_min = blob.seq_max = 0  # unknown: see _place_placeholders
     return blob, int(seqs.max()) if n else 0, seqs[seqs > 0]
+
+
+def _seqs_of(ids: list[bytes]) -> np.ndarray:
+    """The arrival numbers of the messages of a blob's manifest, where their MsgIds tell them
+    (a persistent message's generated MsgId ends in its number: record.Identity), else 0."""
+    return np.array([int.from_bytes(i[16:], "big") if i[:4] == b"SWQ " else 0 for i in ids], "<u8")
 
 
 def _place_placeholders(blobs: list[SweptBlob]) -> None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from sweepq.blobstore import Store, StoreError
 
 from ..core.swept import REMOVED
+from ..errors import MQError
 from .journal import Journal
 from .layout import MARK_REMOVED, encode_definition
 
@@ -33,7 +34,11 @@ def rewrite(qm: QueueManager, families: list[str], log: list[str]) -> None:
     """Write again what ``qm`` holds in memory of ``families`` ("messages", "marks",
     "objects"); what fails is appended to ``log``. Never raises (it runs on the store's
     thread, after the store healed)."""
-    store = qm.internal.store()
+    try:
+        store = qm.internal.store()
+    except MQError as e:  # the queue manager closed meanwhile: its next open recovers from the store
+        log.append(f"writing records again after damage failed: the store cannot be had ({e})")
+        return
     if "objects" in families:
         with qm.internal.definitions:  # no definition changes meanwhile
             for q in qm.internal.queues():
