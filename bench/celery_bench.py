@@ -1,0 +1,227 @@
+"""``sweepq bench celery``: Celery through sweepq against Celery through Redis, in one run.
+
+* **Tasks per second**: a real ``celery worker`` (``-P threads -c 4``) on each broker, the
+  bench process publishing ``celery_tasks`` tasks with one producer; the figure is from the
+  first publish to the last task run (each task appends one byte to a file; the run is over
+  when the file holds them all). Results are ignored (no result backend), so the broker
+  alone is measured.
+* **A backlog with no worker**: ``celery_backlog`` tasks published, then each broker's peak
+  resident memory (the kernel's high-water mark, VmHWM): ``sweepq serve --memory-budget``
+  (100 MB by default) against ``redis-server``, which holds the whole backlog in RAM.
+
+The brokers: ``sweepq serve`` on a temporary data directory's Unix socket, and
+``redis-server`` on a Unix socket with no persistence (bench/clients.py), skipped with a
+notice when absent. Messages are transient (``task_default_delivery_mode="transient"``) on
+both, as Redis without persistence keeps them: on sweepq they are non-persistent messages,
+swept to disk under the budget. The same Celery, Kombu and task messages on both.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+APP = """
+import os
+from celery import Celery
+
+app = Celery("benchtasks", broker=os.environ["SQ_BROKER"])
+app.conf.update(task_ignore_result=True, worker_hijack_root_logger=False)
+DONE = os.environ["SQ_DONE"]
+
+
+@app.task(ignore_result=True)
+def tick(i):
+    fd = os.open(DONE, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, b"x")
+    finally:
+        os.close(fd)
+"""
+
+
+def _app(broker: str):
+    from celery import Celery
+
+    app = Celery("bench", broker=broker, set_as_current=False)
+    app.conf.update(task_ignore_result=True, task_default_delivery_mode="transient")
+    return app
+
+
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident memory so far, bytes (VmHWM)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class _Worker:
+    """``celery worker`` on ``broker`` in a session of its own, ended with its children."""
+
+    def __init__(self, where: str, broker: str):
+        self.done = os.path.join(where, "done")
+        open(self.done, "wb").close()
+        with open(os.path.join(where, "benchtasks.py"), "w") as f:
+            f.write(APP)
+        env = {**os.environ, "SQ_BROKER": broker, "SQ_DONE": self.done, "PYTHONPATH": where}
+        self.log = os.path.join(where, "worker.log")
+        cmd = ["timeout", "-s", "KILL", "3600", sys.executable, "-m", "celery", "-A", "benchtasks", "worker"]
+        cmd += ["-P", "threads", "-c", "4", "-l", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(cmd, cwd=where, env=env, stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + 180
+        while " ready." not in self._text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError(f"celery worker did not start: {self._text()[-2000:]}")
+            time.sleep(0.05)
+
+    def _text(self) -> str:
+        with open(self.log, errors="replace") as f:
+            return f.read()
+
+    def ran(self) -> int:
+        return os.path.getsize(self.done)
+
+    def wait_for(self, n: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.ran() < n:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"celery worker ran {self.ran()} of {n} tasks: {self._text()[-2000:]}")
+            time.sleep(0.005)
+
+    def close(self) -> None:
+        import signal
+
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(60)
+
+
+def _publish(app, n: int, step=None) -> float:
+    """Publish ``n`` tasks with one producer; the seconds it took."""
+    t0 = time.perf_counter()
+    with app.producer_or_acquire() as producer:
+        for i in range(n):
+            app.send_task("benchtasks.tick", args=[i], producer=producer)
+            if step is not None and i % 100_000 == 99_999:
+                step()
+    return time.perf_counter() - t0
+
+
+def _tasks_per_second(broker: str, n: int) -> float:
+    with tempfile.TemporaryDirectory(prefix="sqc") as where:
+        worker = _Worker(where, broker)
+        try:
+            app = _app(broker)
+            _publish(app, 200)  # warm: connections, declarations
+            worker.wait_for(200, 300)
+            t0 = time.perf_counter()
+            _publish(app, n)
+            worker.wait_for(200 + n, 3600)
+            return n / (time.perf_counter() - t0)
+        finally:
+            worker.close()
+
+
+class _Sweepq:
+    """``sweepq serve --memory-budget B`` on a temporary data directory (its Unix socket)."""
+
+    def __init__(self, where: str, budget: int):
+        from sweepq.net import client
+
+        self.data = os.path.join(where, "q")
+        sock = os.path.join(self.data, "sweepq.sock")
+        self.broker = "sweepq+unix://" + sock
+        cmd = [sys.executable, "-m", "sweepq", "serve", "--data-dir", self.data, "--memory-budget", f"{budget}B"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(1200):
+            try:
+                client.connect("unix://" + sock, timeout=1.0).disconnect()
+                return
+            except Exception:
+                time.sleep(0.05)
+        self.close()
+        raise RuntimeError("sweepq serve did not start")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(120)
+
+
+def celery(o, report, step) -> dict:
+    """The scenario (see the module docstring)."""
+    try:
+        import celery as _celery  # noqa: F401
+    except ImportError:
+        report.notice("celery: skipped, Celery is not installed (pip install 'sweepq[celery]')")
+        return {"skipped": "celery is not installed"}
+    from .clients import _Redis
+
+    out: dict = {}
+    with tempfile.TemporaryDirectory(prefix="sqb") as where:
+        rd = _Redis(where)
+        if rd.proc is None:
+            report.notice(f"celery: {rd.why}")
+        else:
+            report.notice(f"celery: Redis {rd.version} (redis-server on a Unix socket, no persistence)")
+        brokers: list[tuple[str, str, int]] = []
+        sq = _Sweepq(os.path.join(where, "s1"), o.celery_budget)
+        try:
+            brokers.append(("sweepq", sq.broker, sq.proc.pid))
+            if rd.proc is not None:
+                brokers.append(("redis", "redis+socket://" + rd.path, rd.proc.pid))
+            rates = {}
+            for name, broker, _ in brokers:
+                rates[name] = _tasks_per_second(broker, o.celery_tasks)
+                step()
+        finally:
+            sq.close()
+        base = rates.get("redis")
+        for name, rate in rates.items():
+            ratio = "" if base is None else f"{rate / base:.2f} x Redis"
+            report.row(
+                "celery",
+                f"tasks/s, {o.celery_tasks:,} tasks, a worker -P threads -c 4 ({name})",
+                f"{rate:,.0f}/s",
+                ratio,
+            )
+        out["tasks_per_s"] = rates
+        # The backlog: a fresh broker each, so that its peak is the backlog's.
+        if rd.proc is not None:
+            rd.close()
+            rd = _Redis(os.path.join(where))
+        peaks, seconds = {}, {}
+        sq = _Sweepq(os.path.join(where, "s2"), o.celery_budget)
+        try:
+            targets = [("sweepq", sq.broker, sq.proc.pid)]
+            if rd.proc is not None:
+                targets.append(("redis", "redis+socket://" + rd.path, rd.proc.pid))
+            for name, broker, pid in targets:
+                seconds[name] = _publish(_app(broker), o.celery_backlog, step)
+                peaks[name] = _peak_rss(pid)
+        finally:
+            sq.close()
+            rd.close()
+        for name, peak in peaks.items():
+            budget = f" under --memory-budget {o.celery_budget / 1e6:.0f}MB" if name == "sweepq" else ""
+            ratio = "" if "redis" not in peaks else f"{peak / peaks['redis']:.2f} x redis-server"
+            report.row(
+                "celery",
+                f"peak RSS of the broker, {o.celery_backlog:,} tasks waiting{budget} ({name}; published at "
+                f"{o.celery_backlog / seconds[name]:,.0f}/s)",
+                f"{peak / 2**20:,.0f} MiB",
+                ratio,
+            )
+        out["backlog_peak_rss"] = peaks
+        out["backlog_publish_seconds"] = seconds
+    return out
+
+
+def steps(o) -> int:
+    return 2 + 2 * (o.celery_backlog // 100_000)
