@@ -135,19 +135,24 @@ class _Sweepq:
     def __init__(self, where: str, budget: int):
         from sweepq.net import client
 
+        os.makedirs(where, exist_ok=True)
         self.data = os.path.join(where, "q")
         sock = os.path.join(self.data, "sweepq.sock")
         self.broker = "sweepq+unix://" + sock
         cmd = [sys.executable, "-m", "sweepq", "serve", "--data-dir", self.data, "--memory-budget", f"{budget}B"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(1200):
+        self.log = self.data.rstrip("/") + ".log"
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self.proc.poll() is None:
             try:
                 client.connect("unix://" + sock, timeout=1.0).disconnect()
                 return
             except Exception:
                 time.sleep(0.05)
         self.close()
-        raise RuntimeError("sweepq serve did not start")
+        with open(self.log, errors="replace") as f:
+            raise RuntimeError(f"sweepq serve did not start: {f.read()[-2000:]}")
 
     def close(self) -> None:
         self.proc.terminate()

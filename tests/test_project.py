@@ -238,3 +238,5 @@ def test_a_regular_install_holds_every_module(tmp_path):
     want |= {f"sweepq/{p.name}" for p in ROOT.glob("*.py")}
     missing = sorted(want - names)
     assert not missing, f"not in the wheel: {missing[:10]}"
+    # The Kombu alias's start-up line (build-backend/, broker/alias.py), beside the package.
+    assert "sweepq-kombu.pth" in names
