@@ -11,10 +11,10 @@ The fully qualified form needs nothing at all: ``transport="sweepq.broker.transp
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import sys
 from types import ModuleType
+from typing import Any
 
 ALIAS = "sweepq"
 TARGET = "sweepq.broker.transport:Transport"
@@ -34,10 +34,12 @@ def _registered(module: ModuleType) -> None:
         aliases.setdefault(ALIAS, TARGET)
 
 
-class _Loader(importlib.abc.Loader):
+# The finder and loader are duck-typed (no importlib.abc): this module is imported at every
+# start of Python, and importlib.abc costs more than the rest of it.
+class _Loader:
     """Kombu's own loader of ``kombu.transport``, then the alias."""
 
-    def __init__(self, inner: importlib.abc.Loader):
+    def __init__(self, inner: Any):
         self.inner = inner
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
@@ -48,7 +50,7 @@ class _Loader(importlib.abc.Loader):
         _registered(module)
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
     """Finds nothing itself: wraps the spec the other finders give ``kombu.transport``."""
 
     def find_spec(self, fullname, path, target=None):
