@@ -205,3 +205,41 @@ def test_a_consumer_killed_with_sigkill_has_its_message_backed_out_by_the_server
         assert m.payload == "task" and m.delivery_info.get("redelivered") is True
         m.ack()
         q.close()
+
+
+def test_over_tcp_the_token_comes_from_the_url_and_a_wrong_one_fails_at_connect():
+    with QueueManager(sweeper=False) as qm:
+        server = qm.serve(tcp="127.0.0.1:0", token="tok", admin_token="adm")
+        tcp = next(u for u in server.urls if u.startswith("tcp://"))
+        good = tcp.replace("tcp://", "sweepq+tcp://:tok@") + "?admin_token=adm"
+        with Connection(good) as conn:
+            q = conn.SimpleQueue("jobs")
+            q.put("over tcp")
+            m = q.get(timeout=5)
+            assert m.payload == "over tcp"
+            m.ack()
+            q.close()
+        with Connection(tcp.replace("tcp://", "sweepq+tcp://:wrong@")) as conn, pytest.raises(MQError) as e:
+            conn.connect()
+        assert e.value.reason == Reason.NOT_AUTHORIZED
+
+
+def test_a_data_directory_in_process_keeps_persistent_messages_across_a_reopen(tmp_path):
+    from sweepq.broker.site import close_local
+
+    url = f"sweepq+dir://{tmp_path / 'data'}"
+    with Connection(url) as conn:
+        q = conn.SimpleQueue("jobs")
+        q.put("durable", delivery_mode=2)
+        q.put("transient", delivery_mode=1)
+        q.close()
+    close_local()  # as at the process's exit
+    with Connection(url) as conn:
+        q = conn.SimpleQueue("jobs")
+        m = q.get(timeout=5)
+        assert m.payload == "durable"
+        m.ack()
+        with pytest.raises(q.Empty):
+            q.get(block=False)
+        q.close()
+    close_local()
