@@ -166,66 +166,66 @@ def celery(o, report, step) -> dict:
     except ImportError:
         report.notice("celery: skipped, Celery is not installed (pip install 'sweepq[celery]')")
         return {"skipped": "celery is not installed"}
+    with tempfile.TemporaryDirectory(prefix="sqb") as where:
+        rates = _measure(where, "rates", o, report, lambda brokers: _rates(o, brokers, step))
+        peaks, seconds = _measure(where, "backlog", o, None, lambda brokers: _backlog(o, brokers, step))
+    base = rates.get("redis")
+    for name, rate in rates.items():
+        ratio = "" if base is None else f"{rate / base:.2f} x Redis"
+        what = f"tasks/s, {o.celery_tasks:,} tasks, a worker -P threads -c 4 ({name})"
+        report.row("celery", what, f"{rate:,.0f}/s", ratio)
+    for name, peak in peaks.items():
+        budget = f" under --memory-budget {o.celery_budget / 1e6:.0f}MB" if name == "sweepq" else ""
+        ratio = "" if "redis" not in peaks else f"{peak / peaks['redis']:.2f} x redis-server"
+        what = f"peak RSS of the broker, {o.celery_backlog:,} tasks waiting{budget} ({name}; published at "
+        report.row("celery", what + f"{o.celery_backlog / seconds[name]:,.0f}/s)", f"{peak / 2**20:,.0f} MiB", ratio)
+    return {"tasks_per_s": rates, "backlog_peak_rss": peaks, "backlog_publish_seconds": seconds}
+
+
+def _measure(where: str, what: str, o, report, run):
+    """``run(brokers)`` on a fresh ``sweepq serve`` and, when there is one, a fresh
+    ``redis-server`` (brokers: (name, broker URL, server pid)); both stopped however it ends."""
     from .clients import _Redis
 
-    out: dict = {}
-    with tempfile.TemporaryDirectory(prefix="sqb") as where:
-        rd = _Redis(where)
-        if rd.proc is None:
-            report.notice(f"celery: {rd.why}")
-        else:
-            report.notice(f"celery: Redis {rd.version} (redis-server on a Unix socket, no persistence)")
-        brokers: list[tuple[str, str, int]] = []
-        sq = _Sweepq(os.path.join(where, "s1"), o.celery_budget)
+    here = os.path.join(where, what)
+    rd = _Redis(_mkdir(here))
+    try:
+        if report is not None:
+            version = f"Redis {rd.version} (redis-server on a Unix socket, no persistence)"
+            report.notice(f"celery: {rd.why or version}")
+        sq = _Sweepq(os.path.join(here, "s"), o.celery_budget)
         try:
-            brokers.append(("sweepq", sq.broker, sq.proc.pid))
+            brokers = [("sweepq", sq.broker, sq.proc.pid)]
             if rd.proc is not None:
                 brokers.append(("redis", "redis+socket://" + rd.path, rd.proc.pid))
-            rates = {}
-            for name, broker, _ in brokers:
-                rates[name] = _tasks_per_second(broker, o.celery_tasks)
-                step()
+            return run(brokers)
         finally:
             sq.close()
-        base = rates.get("redis")
-        for name, rate in rates.items():
-            ratio = "" if base is None else f"{rate / base:.2f} x Redis"
-            report.row(
-                "celery",
-                f"tasks/s, {o.celery_tasks:,} tasks, a worker -P threads -c 4 ({name})",
-                f"{rate:,.0f}/s",
-                ratio,
-            )
-        out["tasks_per_s"] = rates
-        # The backlog: a fresh broker each, so that its peak is the backlog's.
-        if rd.proc is not None:
-            rd.close()
-            rd = _Redis(os.path.join(where))
-        peaks, seconds = {}, {}
-        sq = _Sweepq(os.path.join(where, "s2"), o.celery_budget)
-        try:
-            targets = [("sweepq", sq.broker, sq.proc.pid)]
-            if rd.proc is not None:
-                targets.append(("redis", "redis+socket://" + rd.path, rd.proc.pid))
-            for name, broker, pid in targets:
-                seconds[name] = _publish(_app(broker), o.celery_backlog, step)
-                peaks[name] = _peak_rss(pid)
-        finally:
-            sq.close()
-            rd.close()
-        for name, peak in peaks.items():
-            budget = f" under --memory-budget {o.celery_budget / 1e6:.0f}MB" if name == "sweepq" else ""
-            ratio = "" if "redis" not in peaks else f"{peak / peaks['redis']:.2f} x redis-server"
-            report.row(
-                "celery",
-                f"peak RSS of the broker, {o.celery_backlog:,} tasks waiting{budget} ({name}; published at "
-                f"{o.celery_backlog / seconds[name]:,.0f}/s)",
-                f"{peak / 2**20:,.0f} MiB",
-                ratio,
-            )
-        out["backlog_peak_rss"] = peaks
-        out["backlog_publish_seconds"] = seconds
-    return out
+    finally:
+        rd.close()
+
+
+def _mkdir(path: str) -> str:
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _rates(o, brokers, step) -> dict:
+    rates = {}
+    for name, broker, _ in brokers:
+        rates[name] = _tasks_per_second(broker, o.celery_tasks)
+        step()
+    return rates
+
+
+def _backlog(o, brokers, step) -> tuple[dict, dict]:
+    """Each broker's peak resident memory once the backlog is published (a fresh broker each,
+    so that its peak is the backlog's), and the seconds the publishing took."""
+    peaks, seconds = {}, {}
+    for name, broker, pid in brokers:
+        seconds[name] = _publish(_app(broker), o.celery_backlog, step)
+        peaks[name] = _peak_rss(pid)
+    return peaks, seconds
 
 
 def steps(o) -> int:
