@@ -112,6 +112,7 @@ class Channel(virtual.Channel):
         self._idle: list[_Holder] = []
         self._held: dict[Any, _Holder] = {}
         self._no_ack: set[str] = set()
+        self._auto_delete: set[str] = set()  # declared auto_delete here: deleted when this channel closes
         self._settling = threading.Lock()
 
     # -- connections ---------------------------------------------------------------------
@@ -153,6 +154,11 @@ class Channel(virtual.Channel):
         self._idle.append(holder)
 
     # -- Kombu's virtual channel ---------------------------------------------------------
+
+    def queue_bind(self, queue: str, exchange: str | None = None, routing_key: str = "", *a: Any, **k: Any) -> None:
+        if not exchange:  # the default exchange routes by queue name: no binding to share (Celery's rpc://)
+            return
+        super().queue_bind(queue, exchange, routing_key, *a, **k)
 
     def basic_consume(self, queue: str, no_ack: bool, *args: Any, **kwargs: Any) -> Any:
         if no_ack:
@@ -234,7 +240,9 @@ class Channel(virtual.Channel):
     def get_table(self, exchange: str) -> list:
         return self.connection.bindings.table(exchange)
 
-    def _new_queue(self, queue: str, **kwargs: Any) -> None:
+    def _new_queue(self, queue: str, auto_delete: bool = False, **kwargs: Any) -> None:
+        if auto_delete:
+            self._auto_delete.add(queue)
         self.connection.define(mq_name(queue), self.queue_attributes or {})
 
     def _has_queue(self, queue: str, **kwargs: Any) -> bool:
@@ -276,6 +284,10 @@ class Channel(virtual.Channel):
         self.connection.delete(name)
 
     def close(self) -> None:
+        if not self.closed and self.connection is not None:
+            for queue in self._auto_delete & set(self._active_queues):  # AMQP's auto_delete: its consumer goes
+                with contextlib.suppress(MQError, ConnectionError):
+                    self.queue_delete(queue)
         super().close()
         for tag in list(self._held):
             self._settle(tag, commit=False)

@@ -243,3 +243,19 @@ def test_a_data_directory_in_process_keeps_persistent_messages_across_a_reopen(t
             q.get(block=False)
         q.close()
     close_local()
+
+
+def test_an_auto_delete_queue_goes_with_its_consumers_channel_and_its_binding_with_it(served):
+    """As AMQP's auto_delete (Celery's worker pidbox and rpc:// reply queues): a clean close
+    leaves neither the MQ queue nor its binding behind for broadcasts to fill."""
+    url, admin, qm = served
+    fan = Exchange("bcast", type="fanout")
+    with Connection(url, transport_options={"admin_token": admin}) as conn:
+        channel = conn.channel()
+        q = Queue("node.pidbox", fan, auto_delete=True)(channel)
+        q.declare()
+        q.consume(callback=lambda body, message: None, no_ack=True)
+        assert "node.pidbox" in qm.queue_names()
+        channel.close()
+        assert "node.pidbox" not in qm.queue_names()
+        assert conn.default_channel.get_table("bcast") == []
