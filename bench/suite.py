@@ -31,6 +31,8 @@ Scenarios:
 * ``queue``: ``sweepq.Queue`` / ``sweepq.AsyncQueue`` against ``queue.Queue``,
   ``asyncio.Queue`` and the persistent queues a Python user picks instead, and a backlog of ten
   times a memory budget (bench/queues.py).
+* ``celery``: Celery's tasks per second through sweepq against Redis, and the broker's peak
+  resident memory under a backlog with no worker (bench/celery_bench.py).
 * ``instructions``: instructions per put+get pair and per message of ``put_many`` /
   ``get_many``, counted by valgrind's callgrind (bench/instructions.py), beside ``queue.Queue``;
   skipped with a notice where valgrind is absent.
@@ -62,6 +64,7 @@ SCENARIOS = (
     "clients",
     "channel",
     "queue",
+    "celery",
     "instructions",
 )
 
@@ -109,6 +112,9 @@ class BenchOptions:
     queue_persistent_messages: int = 1_000  # items put then got per round, path= and its peers (queue)
     queue_budget: int = 50_000_000  # the memory budget of the backlog, bytes (queue)
     queue_backlog_factor: float = 10.0  # the backlog, in budgets (queue)
+    celery_tasks: int = 20_000  # tasks through a worker, per broker (celery)
+    celery_backlog: int = 1_000_000  # tasks waiting with no worker (celery)
+    celery_budget: int = 100_000_000  # sweepq serve's memory budget under that backlog, bytes (celery)
     instructions_n: int = 50_000  # operations per measured child under callgrind (instructions)
     quick: bool = False
 
@@ -145,6 +151,8 @@ QUICK = {
     "queue_messages": 3_000,
     "queue_persistent_messages": 200,
     "queue_budget": 2_000_000,
+    "celery_tasks": 1_000,
+    "celery_backlog": 20_000,
     "instructions_n": 20_000,  # below this, the warm-up's one-off allocations show in the difference
 }
 
@@ -806,6 +814,12 @@ def queue(o: BenchOptions, report: Report, step) -> dict:
     return run_queue(o, report, step)
 
 
+def celery(o: BenchOptions, report: Report, step) -> dict:
+    from .celery_bench import celery as run_celery
+
+    return run_celery(o, report, step)
+
+
 INSTRUCTION_SCENARIOS = ("pair", "batch")
 
 
@@ -847,12 +861,14 @@ RUNNERS = {
     "clients": clients,
     "channel": channel,
     "queue": queue,
+    "celery": celery,
     "instructions": instructions,
 }
 
 
 def steps(name: str, o: BenchOptions) -> int:
     """How many times a scenario calls ``step``: the length of its progress bar."""
+    from .celery_bench import steps as celery_steps
     from .durable import POWER_SAFE_SPLIT
 
     return {
@@ -870,6 +886,7 @@ def steps(name: str, o: BenchOptions) -> int:
         "clients": 2 * o.rounds + 3,
         "channel": 2 * o.rounds + 3,
         "queue": 4 * o.rounds + 7,
+        "celery": celery_steps(o),
         "instructions": 4 * len(INSTRUCTION_SCENARIOS),
     }[name]
 

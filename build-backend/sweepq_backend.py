@@ -7,7 +7,10 @@ finds ``sweepq`` through a finder object, which type checkers never run, so mypy
 the editable wheel a ``.pth`` line naming a directory in ``build/`` whose one entry, ``sweepq``,
 is a plain path that Python and mypy both read, so an editable install is typed as an
 installed one is (tests/test_queue_readme.py runs mypy on the README's first program).
-Everything else is setuptools' build_meta, unchanged.
+Both wheels, the editable and the normal one, also get ``sweepq-kombu.pth``: a line that
+registers the ``sweepq`` alias of the Kombu transport at start-up (broker/alias.py), so that
+Celery's ``broker_url="sweepq+unix://..."`` works with no import of the user's own. Everything
+else is setuptools' build_meta, unchanged.
 
 That ``sweepq`` is a directory of links, one to each module and package folder of the root
 (what the wheel holds), not one link to the root: the root holds ``build/`` and ``.venv/``,
@@ -27,6 +30,20 @@ from setuptools import build_meta as _setuptools
 from setuptools.build_meta import *  # noqa: F403 - every other hook is setuptools' own
 
 PTH = "__editable__.sweepq-typed.pth"
+KOMBU_PTH = "sweepq-kombu.pth"
+# One line, run by site.py at start-up: cheap (no Kombu is imported), and silent if sweepq
+# cannot be imported (a broken install must not print at every start of Python).
+KOMBU_LINE = (
+    'import sys; exec("try:\\n from sweepq.broker.alias import install_hook\\n install_hook()\\n'
+    'except Exception:\\n pass")\n'
+)
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    """setuptools' wheel, plus the Kombu alias's ``.pth`` line (see above)."""
+    name = _setuptools.build_wheel(wheel_directory, config_settings, metadata_directory)
+    _add_to_wheel(os.path.join(wheel_directory, name), KOMBU_PTH, KOMBU_LINE.encode())
+    return name
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
@@ -36,6 +53,7 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
     typed = os.path.join(root, "build", "__editable_typed__")
     _link_farm(root, os.path.join(typed, "sweepq"))
     _add_to_wheel(os.path.join(wheel_directory, name), PTH, (typed + "\n").encode())
+    _add_to_wheel(os.path.join(wheel_directory, name), KOMBU_PTH, KOMBU_LINE.encode())
     return name
 
 

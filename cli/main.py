@@ -329,6 +329,15 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
     b.add_argument(
         "--queue-backlog", dest="queue_backlog_factor", type=pos_float, default=10.0, help="backlog, in budgets (queue)"
     )
+    # Celery through sweepq and through Redis (bench/celery_bench.py).
+    b.add_argument("--celery-tasks", type=pos_int, default=20_000, help="tasks through a worker, per broker (celery)")
+    b.add_argument("--celery-backlog", type=pos_int, default=1_000_000, help="tasks waiting with no worker (celery)")
+    b.add_argument(
+        "--celery-budget",
+        type=memory_size,
+        default=100_000_000,
+        help="sweepq serve's memory budget under the backlog: 100MB (celery)",
+    )
     b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
     b.add_argument("--create-durable-dir", action="store_true", help="create --durable-dir if it does not exist")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")

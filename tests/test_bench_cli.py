@@ -35,6 +35,8 @@ SMALLER = {
     "--clients-held": "10",
     "--channel-messages": "200",
     "--channel-down-seconds": "0.5",
+    "--celery-tasks": "100",
+    "--celery-backlog": "200",
     "--instructions-n": "100",
 }
 

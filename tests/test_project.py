@@ -56,9 +56,10 @@ def test_the_long_form_is_documented_run_by_ci_within_a_bound_and_not_empty():
 # checked against it, and so are the layer tables of docs/design.md and docs/layout.md. A new
 # layer is a new row here (test_every_package_folder_is_a_layer says so).
 LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "cli": (("bench", "pipeline", "queues", "net", "engine", "sweeper", "blobstore"), ()),
-    "bench": (("pipeline", "queues", "net", "engine", "sweeper", "blobstore"), ()),
+    "cli": (("bench", "pipeline", "broker", "queues", "net", "engine", "sweeper", "blobstore"), ()),
+    "bench": (("pipeline", "broker", "queues", "net", "engine", "sweeper", "blobstore"), ()),
     "pipeline": (("engine", "sweeper", "blobstore"), ("pyspark",)),
+    "broker": (("net", "engine"), ("kombu",)),
     "queues": (("net", "engine"), ()),
     "net": (("engine",), ()),
     "engine": (("sweeper", "blobstore"), ()),
@@ -231,9 +232,11 @@ def test_a_regular_install_holds_every_module(tmp_path):
 
     (wheel,) = tmp_path.glob("sweepq-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    layers = ("cli", "bench", "pipeline", "queues", "net", "engine", "sweeper", "blobstore")
+    layers = ("cli", "bench", "pipeline", "broker", "queues", "net", "engine", "sweeper", "blobstore")
     want = {f"sweepq/{p.relative_to(ROOT)}" for layer in layers for p in (ROOT / layer).rglob("*.py")}
     want = {w for w in want if "/__pycache__/" not in w}
     want |= {f"sweepq/{p.name}" for p in ROOT.glob("*.py")}
     missing = sorted(want - names)
     assert not missing, f"not in the wheel: {missing[:10]}"
+    # The Kombu alias's start-up line (build-backend/, broker/alias.py), beside the package.
+    assert "sweepq-kombu.pth" in names

@@ -1,0 +1,124 @@
+"""Celery on sweepq with real ``celery worker`` processes (docs/celery.md): thousands of
+tasks with results (Celery's ``rpc://`` result backend, over this same transport: no Redis);
+``celery inspect ping``; a worker killed with SIGKILL mid-task and its task run again, once,
+by another worker (``task_acks_late``); priorities; a backlog with no worker, then drained.
+
+The broker is ``sweepq serve`` in a process of its own (a data directory, a Unix socket;
+the transport reads the admin token from beside the socket). Workers run with
+``--without-gossip --without-mingle --without-heartbeat`` (no events), each in a session of
+its own under ``timeout``, killed with its children at the end of the test.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+
+import pytest
+
+pytest.importorskip("kombu")  # at collection: before pytest imports the root's __init__.py (the root is a package)
+pytest.importorskip("celery")
+
+from celery_env import CeleryHome
+from net_env import ServeProcess, short_dir
+
+from sweepq.net import client
+
+from helpers import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def home(tmp_path):
+    data = os.path.join(short_dir(), "q")
+    server = ServeProcess(data).start()
+    h = CeleryHome(tmp_path, "sweepq+" + server.url)
+    h.server_url = server.url
+    try:
+        yield h
+    finally:
+        h.close()
+        server.kill()
+
+
+def _depth(home, queue: str = "celery") -> int:
+    with client.connect(home.server_url) as conn:
+        return conn.inquire_queue(queue).current_depth
+
+
+def test_thousands_of_tasks_with_results_through_a_threaded_worker(home):
+    tasks = home.app()
+    home.worker("w1", "-P", "threads", "-c", "4")
+    results = [tasks.add.delay(i, i) for i in range(2000)]
+    assert [r.get(timeout=300) for r in results] == [2 * i for i in range(2000)]
+    assert _depth(home) == 0
+
+
+def test_celery_inspect_ping_answers_through_the_fanout_exchange(home):
+    home.worker("w1", "-P", "solo")
+    home.worker("w2", "-P", "solo")
+    out = home.celery("inspect", "ping", "-t", "10")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("pong") == 2, out.stdout
+
+
+def test_a_worker_killed_mid_task_has_its_task_run_again_once_by_another(home):
+    tasks = home.app()
+    first = home.worker("w1", "-P", "solo")
+    result = tasks.hold.delay("job")
+    wait_until(lambda: any(home.marks.glob("job.*.started")), timeout=120, what="the task's start")
+    first_pid = first.pid
+    assert [p.name for p in home.marks.glob("job.*.started")] == [f"job.{first_pid}.started"]
+    os.killpg(first.proc.pid, signal.SIGKILL)  # mid-task: the ack (late) never comes
+    first.proc.wait(30)
+    second = home.worker("w2", "-P", "solo")
+    second_pid = second.pid
+    wait_until(lambda: (home.marks / f"job.{second_pid}.started").exists(), timeout=120, what="the rerun")
+    (home.marks / "release").touch()
+    assert result.get(timeout=120) == second_pid
+    assert sorted(p.name for p in home.marks.glob("job.*.started")) == sorted(
+        [f"job.{first_pid}.started", f"job.{second_pid}.started"]
+    )
+    wait_until(lambda: _depth(home) == 0, timeout=60, what="the ack")
+
+
+def test_priorities_are_honoured_nine_first(home):
+    tasks = home.app()
+    priorities = [p for p in range(10) for _ in range(3)]
+    random.Random(7).shuffle(priorities)
+    results = [tasks.record.apply_async(args=[p], priority=p) for p in priorities]
+    assert _depth(home) == len(priorities)
+    home.worker("w1", "-P", "solo")
+    for r in results:
+        r.get(timeout=120)
+    order = [int(line) for line in (home.marks / "order.log").read_text().split()]
+    assert order == sorted(priorities, reverse=True)
+
+
+def _backlog_then_drain(home, n: int, drain_timeout: float) -> None:
+    tasks = home.app()
+    with tasks.app.producer_or_acquire() as producer:
+        for i in range(n):
+            tasks.noop.apply_async(args=[i], producer=producer)
+    assert _depth(home) == n
+    home.worker("w1", "-P", "threads", "-c", "4", "--prefetch-multiplier", "50")
+    wait_until(lambda: _depth(home) == 0, timeout=drain_timeout, what="the backlog's drain")
+    stats = tasks.app.control.inspect(timeout=10).stats()
+    (worker,) = stats.values()
+    wait_until(
+        lambda: tasks.app.control.inspect(timeout=10).stats()[next(iter(stats))]["total"].get("tasks.noop") == n,
+        timeout=120,
+        what=f"{n} tasks done",
+    )
+    assert worker["broker"]["transport"] == "sweepq"
+
+
+def test_a_backlog_with_no_worker_then_drained(home):
+    _backlog_then_drain(home, 5000, drain_timeout=600)
+
+
+@pytest.mark.long
+def test_a_backlog_of_a_million_tasks_then_drained(home):
+    _backlog_then_drain(home, 1_000_000, drain_timeout=7200)
