@@ -13,14 +13,15 @@ import os
 import sys
 import time
 
-from sweepq.pipeline.args import EXIT_USAGE, HelpFormatter, existing_path, number, one_line
+from sweepq.pipeline.args import EXIT_USAGE, HelpFormatter, Parser, existing_path, number, one_line
 
 DEFAULT_GRID = "interval=1,5;factor=1,2,4;extra=5,100;rule=seed,adaptive"
 PROG = "sweepq plan"
+SPARK_PROG = "sweepq pipeline plan"
 
 
-def _fail(message: str) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+def _fail(message: str, prog: str = PROG) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -165,45 +166,69 @@ def _goal(args: argparse.Namespace):
     return Goal(max_memory=args.max_memory, max_read_back=limit, read_back_share=share)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _grid(args: argparse.Namespace, trace, settings: list, progress) -> list:
+    """The outcomes: on this machine's threads, or with Spark for ``sweepq pipeline plan``."""
     from sweepq.engine.record import HEAD_LEN
-    from sweepq.sweeper.plan import Setting, choose, frontier
     from sweepq.sweeper.plan_run import run_grid
+
+    if getattr(args, "master", None) is None:
+        return run_grid(trace, settings, HEAD_LEN, workers=args.workers, progress=progress)
+    from sweepq.pipeline.plan import plan_on_spark
+    from sweepq.pipeline.session import spark_session
+
+    spark = spark_session(args.master, app="sweepq-plan")
+    try:
+        return plan_on_spark(spark, os.path.abspath(args.trace), settings, HEAD_LEN, args.buckets, trace=trace)
+    finally:
+        spark.stop()
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sweepq.sweeper.plan import Setting, choose, frontier
     from sweepq.sweeper.traces import TraceError
     from sweepq.sweeper.user_traces import read_any
+
+    prog = getattr(args, "prog", PROG)
+
+    def fail(message: str) -> int:  # this command's name in every message
+        return _fail(message, prog)
 
     try:
         settings = _settings(args)
         goal = _goal(args)
     except OSError as e:
-        return _fail(f"argument --grid-file: {e.strerror}: {args.grid_file}")
+        return fail(f"argument --grid-file: {e.strerror}: {args.grid_file}")
     except ValueError as e:
-        return _fail(f"argument {'--grid-file' if args.grid_file else '--grid'}: {e}")
+        return fail(f"argument {'--grid-file' if args.grid_file else '--grid'}: {e}")
     parent = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(parent):
-        return _fail(f"argument --out: directory {parent} does not exist; create it or choose another path")
+        return fail(f"argument --out: directory {parent} does not exist; create it or choose another path")
     t0 = time.perf_counter()
     try:
         trace = read_any(args.trace)
     except TraceError as e:
-        return _fail(f"argument TRACE: {e}")
+        return fail(f"argument TRACE: {e}")
     say = (lambda *a: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     say(
-        f"{PROG}: {len(trace):,} events on {len(trace.queues):,} queue(s) read in {time.perf_counter() - t0:.1f} s; "
-        f"replaying {len(settings)} settings on {args.workers} thread(s)"
+        f"{prog}: {len(trace):,} events on {len(trace.queues):,} queue(s) read in {time.perf_counter() - t0:.1f} s; "
+        + (
+            f"replaying {len(settings)} settings on Spark {args.master}"
+            if getattr(args, "master", None)
+            else f"replaying {len(settings)} settings on {args.workers} thread(s)"
+        )
     )
 
     def progress(done: int, total: int, o) -> None:
         say(
-            f"{PROG}: [{done}/{total}] {time.perf_counter() - t0:6.1f} s  peak {_mb(o.peak_memory_bytes)} MB  "
+            f"{prog}: [{done}/{total}] {time.perf_counter() - t0:6.1f} s  peak {_mb(o.peak_memory_bytes)} MB  "
             f"{o.setting.label()}"
         )
 
     t_grid = time.perf_counter()
     try:
-        outcomes = run_grid(trace, settings, HEAD_LEN, workers=args.workers, progress=progress)
+        outcomes = _grid(args, trace, settings, progress)
     except TraceError as e:
-        return _fail(f"argument TRACE: {e}")
+        return fail(f"argument TRACE: {e}")
     secs = time.perf_counter() - t_grid
     front = frontier(outcomes)
     default = settings.index(Setting())
@@ -289,19 +314,40 @@ def _read_back(text: str) -> str:
     return text
 
 
+DESCRIPTION = (
+    "Replay the sweep rule over TRACE once per setting of a grid (interval, factor, extra, "
+    "blob_bytes, blob_records, memory_budget, policy, rule) and find the Pareto frontier of peak memory, "
+    "disk traffic, unsweep waits and refused puts. Writes OUT/plan.json and OUT/plan.png. TRACE: a "
+    "trace (Parquet or CSV), an engine recording (trace_path=), or a CSV/Parquet of time, queue, size, op."
+)
+
+
 def register(sub) -> None:
     """Add ``plan`` to the ``sweepq`` subparsers ``sub``."""
     p = one_line(
         sub.add_parser(
             "plan",
             help="replay the sweep rule over a grid of settings; the frontier of memory against disk traffic",
-            description="Replay the sweep rule over TRACE once per setting of a grid (interval, factor, extra, "
-            "blob_bytes, blob_records, memory_budget, policy, rule) and find the Pareto frontier of peak memory, "
-            "disk traffic, unsweep waits and refused puts. Writes OUT/plan.json and OUT/plan.png. TRACE: a "
-            "trace (Parquet or CSV), an engine recording (trace_path=), or a CSV/Parquet of time, queue, size, op.",
+            description=DESCRIPTION,
             formatter_class=HelpFormatter,
         )
     )
+    _add_options(p)
+    p.set_defaults(func=_run)
+
+
+def pipeline_plan(argv: list[str]) -> int:
+    """``sweepq pipeline plan ARGV``: the same grid with Spark, settings x queues as the unit."""
+    p = Parser(prog=SPARK_PROG, description=DESCRIPTION + " Runs on Spark.", formatter_class=HelpFormatter)
+    _add_options(p)
+    p.add_argument("--master", default="local[*]", help="Spark master: local[N] or spark://host:port")
+    p.add_argument("--buckets", type=number(int, 1), default=8, help="buckets of queues: tasks per setting")
+    args = p.parse_args(argv)
+    args.prog = SPARK_PROG
+    return _run(args)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", metavar="TRACE", type=existing_path, help="trace file or directory")
     p.add_argument(
         "--grid",
@@ -320,4 +366,3 @@ def register(sub) -> None:
     p.add_argument("--workers", type=number(int, 1), default=os.cpu_count() or 1, help="settings replayed at once")
     p.add_argument("--json", action="store_true", help="print plan.json instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    p.set_defaults(func=_run)
