@@ -19,6 +19,7 @@ from .channel import register as register_channel_command
 from .data import register as register_data_commands
 from .harness import register as register_harness_commands
 from .inspect import register as register_inspect_command
+from .plan import register as register_plan_command
 from .replay import pipeline_command as _pipeline
 from .replay import register as register_replay_commands
 from .serve import register as register_serve_commands
@@ -354,6 +355,7 @@ COMMANDS: list[Register] = [
     register_demo_command,  # demo: here, the demo itself in bench/demo.py
     register_bench_command,  # bench: here, the scenarios in bench/suite.py
     register_replay_commands,  # trace, replay, pipeline: cli/replay.py
+    register_plan_command,  # plan: cli/plan.py
     register_data_commands,  # define, put, get, browse: cli/data.py
     register_serve_commands,  # serve, status: cli/serve.py
     register_channel_command,  # channel: cli/channel.py

@@ -177,7 +177,12 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def pipeline_command(args: argparse.Namespace) -> int:
-    """``sweepq pipeline ARGS``: the pipeline's own parser (pipeline/job.py) checks ``args.rest``."""
+    """``sweepq pipeline ARGS``: the pipeline's own parser (pipeline/job.py) checks ``args.rest``;
+    ``sweepq pipeline plan ...`` is the plan's grid on Spark (cli/plan.py)."""
+    if args.rest[:1] == ["plan"]:
+        from .plan import pipeline_plan
+
+        return pipeline_plan(args.rest[1:])
     try:
         from sweepq.pipeline.job import main as pipeline_main
     except ImportError as e:

@@ -76,9 +76,10 @@ _WAS_SWEPT = 2  # the record has been swept at least once
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep_run(lo, hi, prefix, marker, ends, max_bytes, max_records):
+def _sweep_run(lo, hi, prefix, marker, ends, max_bytes, max_records, swept_at, when):
     """Move slots [lo, hi) of one lane into blobs cut by runs.cut_run (the engine's cut); mark
-    each blob's start. Returns (blobs, re-swept records)."""
+    each blob's start, and note there the interval ``when`` whose end wrote it (an unsweep
+    measures how long its blob was stored from that). Returns (blobs, re-swept records)."""
     again = 0
     for j in range(lo, hi):
         if marker[j] & _WAS_SWEPT:
@@ -88,6 +89,7 @@ def _sweep_run(lo, hi, prefix, marker, ends, max_bytes, max_records):
     s = lo
     for b in range(nb):
         marker[s] |= _BLOB_START
+        swept_at[s] = when
         s = ends[b]
     return nb, again
 
@@ -106,7 +108,7 @@ def _choose(q, keep, ln, sel):
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records, sel):
+def _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records, sel, swept_at, when):
     """Sweep queue q keeping ``keep`` messages (the runs of :func:`_choose`): each front run
     to the chain's head, each rear run to its tail. Returns (blobs written, messages moved,
     of them swept before)."""
@@ -118,7 +120,7 @@ def _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records, sel)
         k = q * 10 + lane
         lo = ln[k, 0] + sel[3, lane]
         if ln[k, 1] > lo:
-            b, a = _sweep_run(lo, ln[k, 1], prefix, marker, ends, max_bytes, max_records)
+            b, a = _sweep_run(lo, ln[k, 1], prefix, marker, ends, max_bytes, max_records, swept_at, when)
             ln[k, 5] += b
             written += b
             moved += ln[k, 1] - lo
@@ -126,7 +128,7 @@ def _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records, sel)
             ln[k, 1] = lo
         hi = ln[k, 2] + sel[4, lane]
         if hi > ln[k, 2]:  # a rear list exists only behind a chain
-            b, a = _sweep_run(ln[k, 2], hi, prefix, marker, ends, max_bytes, max_records)
+            b, a = _sweep_run(ln[k, 2], hi, prefix, marker, ends, max_bytes, max_records, swept_at, when)
             ln[k, 5] += b
             written += b
             moved += hi - ln[k, 2]
@@ -148,14 +150,14 @@ def _beyond(q, keep, ln, prefix, sel):
 
 
 @numba.njit(cache=True, nogil=True)
-def _budget(budget, n_queues, extra, max_bytes, max_records, lanes, cycle, scratch):
+def _budget(budget, n_queues, extra, max_bytes, max_records, lanes, cycle, scratch, when):
     """The memory budget, modelled (the one place of its logic here): when the messages in
     memory exceed ``budget`` bytes after the rule's sweeps, sweep beyond the rule, the queues
     with the most sweepable bytes first (policy.budget_order), each keeping its x + extra
-    buffer, until they are back under it. ``lanes``: (ln, qs, prefix, marker, ends);
+    buffer, until they are back under it. ``lanes``: (ln, qs, prefix, marker, ends, swept_at);
     ``cycle``: this cycle's per-queue decision, blobs written, moved, re-swept, moved by the
     budget; ``scratch``: (sel, sweepable, chosen)."""
-    ln, qs, prefix, marker, ends = lanes
+    ln, qs, prefix, marker, ends, swept_at = lanes
     dec, wr, mv, ag, bm = cycle
     sel, sweepable, chosen = scratch
     total = 0
@@ -170,7 +172,9 @@ def _budget(budget, n_queues, extra, max_bytes, max_records, lanes, cycle, scrat
     n = _budget_order(sweepable, need, chosen)
     for j in range(n):
         q = chosen[j]
-        w, m, a = _sweep_queue(q, qs[q, 1] + extra, ln, prefix, marker, ends, max_bytes, max_records, sel)
+        w, m, a = _sweep_queue(
+            q, qs[q, 1] + extra, ln, prefix, marker, ends, max_bytes, max_records, sel, swept_at, when
+        )
         if dec[q] < 0:
             dec[q] = qs[q, 1] + extra
         wr[q] += w
@@ -200,10 +204,16 @@ def _replay(
     per_interval,
     rule,
     budget,
+    refuse,
 ):
     """The replay. Lane k's arrivals live in slots ``start[k] .. start[k] + lane_counts[k] - 1`` of
     one flat array, with one spare slot per lane so that ``prefix`` (record bytes summed from
-    the lane's start; prefix[start[k]] = 0) is filled as puts arrive: no layout pass."""
+    the lane's start; prefix[start[k]] = 0) is filled as puts arrive: no layout pass.
+
+    With a ``budget``, a put that arrives when the messages in memory and it would pass the
+    budget is counted (summary ``puts_over_budget``: what a BLOCK queue would hold back); with
+    ``refuse`` it is also not made (a FAIL queue's MQRC 2071), else it is made and the budget's
+    sweep at the interval's end models the rest."""
     nl = n_queues * 10
     start = np.zeros(nl + 1, np.int64)
     longest = 1
@@ -212,6 +222,7 @@ def _replay(
         longest = max(longest, lane_counts[k])
     prefix = np.zeros(start[nl], np.int64)
     marker = np.zeros(start[nl], np.int8)
+    swept_at = np.zeros(start[nl], np.int32)  # at a blob's first slot: the interval that wrote it
     ends = np.empty(longest + 1, np.int64)
     top = _TOP
     # Lane state, one row per lane so one cache line serves an event: head, front end, rear
@@ -222,8 +233,9 @@ def _replay(
     for k in range(nl):
         ln[k, 0] = ln[k, 1] = ln[k, 2] = ln[k, 3] = start[k]
     # Queue state: lane mask (bit l: lane l holds messages), x, gets on empty, blobs and bytes read.
-    # 5: messages in memory that came back from a blob (the adaptive rule's ``back``); 8
-    # columns make a row one 64-byte cache line.
+    # 5: messages in memory that came back from a blob (the adaptive rule's ``back``); 6 and 7:
+    # the sum and the longest of the times unswept blobs had been stored (us); 8 columns make
+    # a row one 64-byte cache line.
     qs = np.zeros((n_queues, 8), np.int64)
     astate = np.zeros((n_queues, ADAPTIVE_STATE), np.int64)
     ys = np.zeros(n_queues, np.int64)
@@ -243,6 +255,10 @@ def _replay(
     row = np.zeros(nm, np.int64)
     # Only the adaptive rule needs ``back``; the seed's rule skips its upkeep on every get.
     track_back = rule == ADAPTIVE
+    # Only a budget needs the running count of bytes in memory (put-time checks).
+    track_mem = budget > 0
+    mem_now = np.int64(0)
+    over = np.zeros(n_queues, np.int64)
     # Each interval's events, found once by binary search rather than by a time test per event.
     ends_t = np.searchsorted(time_us, t0 + (np.arange(n_intervals) + 1) * interval_us)
     i = 0
@@ -254,7 +270,15 @@ def _replay(
                 p = np.int64(prio[i])  # widened: an int8 shift would overflow when interpreted
                 k = q * 10 + p
                 s = ln[k, 3]
-                c = ln[k, 4] + np.int64(nbytes[i]) + rec_header  # the lane's bytes so far, in its row
+                rec = np.int64(nbytes[i]) + rec_header
+                if track_mem:
+                    if mem_now + rec > budget:
+                        over[q] += 1
+                        if refuse:
+                            i += 1
+                            continue
+                    mem_now += rec
+                c = ln[k, 4] + rec  # the lane's bytes so far, in its row
                 ln[k, 4] = c
                 prefix[s + 1] = c
                 ln[k, 3] = s + 1
@@ -274,7 +298,13 @@ def _replay(
                     while nxt < ln[k, 2] and (marker[nxt] & _BLOB_START) == 0:
                         nxt += 1
                     qs[q, 3] += 1
-                    qs[q, 4] += prefix[nxt] - prefix[ln[k, 1]]
+                    back = prefix[nxt] - prefix[ln[k, 1]]
+                    qs[q, 4] += back
+                    if track_mem:
+                        mem_now += back
+                    stored = time_us[i] - (t0 + (np.int64(swept_at[ln[k, 1]]) + 1) * interval_us)
+                    qs[q, 6] += stored
+                    qs[q, 7] = max(qs[q, 7], stored)
                     if track_back:
                         qs[q, 5] += nxt - ln[k, 1]
                     ln[k, 5] -= 1
@@ -283,6 +313,8 @@ def _replay(
                         ln[k, 1] = ln[k, 3]
                         ln[k, 2] = ln[k, 3]
                 h = ln[k, 0]
+                if track_mem:
+                    mem_now -= prefix[h + 1] - prefix[h]
                 if track_back and qs[q, 5] > 0 and marker[h] & _WAS_SWEPT:  # it had come back from a blob
                     qs[q, 5] -= 1
                 h += 1
@@ -311,13 +343,15 @@ def _replay(
             ag[q] = 0
             bm[q] = 0
             if keep >= 0:
-                wr[q], mv[q], ag[q] = _sweep_queue(q, keep, ln, prefix, marker, ends, max_bytes, max_records, sel)
+                wr[q], mv[q], ag[q] = _sweep_queue(
+                    q, keep, ln, prefix, marker, ends, max_bytes, max_records, sel, swept_at, cur
+                )
                 qs[q, 5] -= ag[q]
         if budget > 0:
-            lanes = (ln, qs, prefix, marker, ends)
-            _budget(
-                budget, n_queues, extra, max_bytes, max_records, lanes, (dec, wr, mv, ag, bm), (sel, sweepable, chosen)
-            )
+            lanes = (ln, qs, prefix, marker, ends, swept_at)
+            cycle = (dec, wr, mv, ag, bm)
+            _budget(budget, n_queues, extra, max_bytes, max_records, lanes, cycle, (sel, sweepable, chosen), cur)
+        mem_now = 0
         for q in range(n_queues):
             keep = dec[q]
             row[:] = 0
@@ -354,9 +388,13 @@ def _replay(
             summary[q, 6] += row[2]
             summary[q, 8] += row[13]
             summary[q, 9] += row[14]
+            mem_now += row[5]
     for q in range(n_queues):
         summary[q, 5] = lane_counts[q * 10 : q * 10 + 10].sum()
         summary[q, 7] = qs[q, 2]
+        summary[q, 10] = qs[q, 6]
+        summary[q, 11] = qs[q, 7]
+        summary[q, 12] = over[q]
     return out, totals, summary
 
 
@@ -371,6 +409,9 @@ SUMMARY = (
     "gets_empty",
     "msgs_swept",
     "msgs_reswept",
+    "stored_us",  # summed over unsweeps: how long each blob a get brought back had been stored
+    "stored_max_us",  # the longest of those
+    "puts_over_budget",  # puts that would have passed the memory budget (refused when the policy fails them)
 )
 
 
@@ -501,13 +542,16 @@ def replay(
     per_interval: bool = True,
     t0: int | None = None,
     n_intervals: int | None = None,
+    refuse: bool = False,
 ) -> ReplayResult:
     """Replay the sweep rule over ``trace``; intervals start at ``t0`` (default: the first
     event's time) and the last one ends after the last event.
 
     ``record_header`` is what the engine counts per message beyond its payload: its record
     header, ``sweepq.engine.record.HEAD_LEN``, which the callers above the engine pass (this
-    layer cannot import it, and does not copy it). Blob bounds default to the blob store's."""
+    layer cannot import it, and does not copy it). Blob bounds default to the blob store's.
+    ``refuse``: with a memory budget, a put that would pass it is not made (a FAIL queue);
+    else it is made and counted (summary ``puts_over_budget``)."""
     policy = policy or SweepPolicy()
     if max_blob_bytes < 1 or max_blob_records < 1:
         raise ValueError("max_blob_bytes and max_blob_records must be >= 1")
@@ -540,6 +584,7 @@ def replay(
         per_interval,
         RULES[policy.rule],
         policy.memory_budget,
+        refuse,
     )
     return ReplayResult(list(trace.queues), start, interval_us, out if per_interval else None, totals, summary)
 
