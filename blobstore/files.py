@@ -6,9 +6,10 @@ checksummed and replaced atomically (write, fsync, rename, fsync the directory),
 outside RocksDB so that damage to its files cannot take them too.
 
 *Side logs* (:class:`SideLog`, e.g. the change log, blobstore/changes.py) are appended to,
-one checksummed record per ``os.write`` on an O_APPEND file, never synced: a process killed
-at any moment leaves every record written before (the kernel holds them), which is what
-they are for; they start afresh, atomically and durably, with one record.
+one checksummed record per ``os.write`` on an O_APPEND file: a process killed at any moment
+leaves every record written before (the kernel holds them); :meth:`SideLog.sync` (called by
+the store's sync) makes them survive a power loss too. They start afresh, atomically and
+durably, with one record.
 
 Privacy: the directory is 0700 and every file in it 0600, whatever the process's umask,
 which is never touched (every thread of the host process shares it). On Linux a default
@@ -144,6 +145,18 @@ class SideLog:
             os.write(self._fd, _frame(record))
         except OSError as e:
             self.failed = f"appending to {self.path} failed ({e})"
+
+    def sync(self) -> None:
+        """Make every record appended so far survive a power loss (one fsync; the GIL is
+        released meanwhile). A log that takes no more records (:attr:`failed`) has nothing
+        to sync. :raises KVError: the fsync failed."""
+        fd = self._fd
+        if fd is None or self.failed is not None:
+            return
+        try:
+            os.fsync(fd)
+        except OSError as e:
+            raise KVError(f"syncing {self.path} failed ({e})") from e
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

@@ -3,8 +3,8 @@ error texts (blobstore/kv.py holds the families).
 
 Durability: a write is in the write-ahead log (the OS has it) when :meth:`RocksKV.write`
 returns, so it survives a crash of the process; :meth:`RocksKV.sync` makes every write
-made so far survive a power loss (one fsync of the log: group commit, see
-engine/durable/journal.py). ``wal=False`` writes no log at all (sync policy "none"):
+made so far survive a power loss (one fsync of the log, then one of the change log: group
+commit, see engine/durable/journal.py). ``wal=False`` writes no log at all (sync policy "none"):
 then a crash loses the writes since the last flush, and ``atomic_flush`` keeps what is
 left consistent across the column families.
 
@@ -608,13 +608,17 @@ class RocksKV:
 
     def sync(self) -> None:
         # rocksdict releases the GIL while the log is synced: other threads go on writing,
-        # and the next sync covers them all.
+        # and the next sync covers them all. The side logs (the change log) are synced after
+        # RocksDB's log, never before: a change log that survived a power loss with a horizon
+        # RocksDB's log did not reach would read as lost writes (blobstore/guard.py).
         if self._wal:
             self._call(
                 lambda: self._db.flush_wal(True),  # type: ignore[union-attr]  # open inside the gate
                 lambda: f"syncing the log of {self.path} failed",
                 True,
             )
+        for log in list(self._logs.values()):
+            log.sync()
 
     def flush(self) -> None:
         """Write the memtables to table files (tests use it to reach the files; the change log
