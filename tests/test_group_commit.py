@@ -199,15 +199,18 @@ def test_the_stores_sync_syncs_the_change_log_after_rocksdbs_log(tmp_path, monke
     sync fsyncs it (before, its appends were never synced)."""
     store = BlobStore(tmp_path / "d")
     synced: list[str] = []
-    real = os.fsync
 
-    def spy(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
+    def spy(real):
+        def sync(fd: int) -> None:
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real(fd)
+
+        return sync
 
     store.write_checkpoint(b"")  # the change log starts at a checkpoint
     store.write_messages([(b"k", b"v")])
-    monkeypatch.setattr(os, "fsync", spy)
+    monkeypatch.setattr(os, "fsync", spy(os.fsync))
+    monkeypatch.setattr(os, "fdatasync", spy(os.fdatasync))
     store.sync()
     monkeypatch.undo()
     store.close()
