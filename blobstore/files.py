@@ -100,6 +100,7 @@ class SideLog:
         self.path = os.path.join(path, SIDE_PREFIX + name)
         self._fd: int | None = None
         self.failed: str | None = None  # why an append failed (appends then stop until start)
+        self.unsynced = False  # records were appended since the last sync began
 
     def read(self) -> tuple[list[bytes], str | None]:
         """Every whole record, in order, and why reading stopped before the end (None: it
@@ -133,6 +134,7 @@ class SideLog:
         write_side_file(dirname, name[len(SIDE_PREFIX) :], b"", raw=_LOG_MAGIC + _frame(record))
         self.close()
         self.failed = None
+        self.unsynced = False  # the new log was written durably
 
     def append(self, record: bytes) -> None:
         """Add ``record`` at the end. Never raises: a log that cannot be written says why in
@@ -143,6 +145,7 @@ class SideLog:
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
             os.write(self._fd, _frame(record))
+            self.unsynced = True
         except OSError as e:
             self.failed = f"appending to {self.path} failed ({e})"
 
@@ -154,9 +157,11 @@ class SideLog:
         fd = self._fd
         if fd is None or self.failed is not None:
             return
+        self.unsynced = False  # before the sync: an append meanwhile is left to the next one
         try:
             os.fdatasync(fd)
         except OSError as e:
+            self.unsynced = True  # what it held is still owed: the retry must sync it
             raise KVError(f"syncing {self.path} failed ({e})") from e
 
     def close(self) -> None:
