@@ -29,7 +29,7 @@ A ``H`` record starts the log (at each checkpoint): whether the store writes a l
 files were then (the manifest's name and length, the horizon: blobstore/guard.py checks
 them before the next open), and its chains: with the chain operations since, they say what
 every chain should hold, when damage took the chain records (blobstore/store.py). The log
-is synced by the store's sync, after RocksDB's log: it is for a process killed at any
+is synced by the store's sync, with RocksDB's log: it is for a process killed at any
 moment, or damage to one file; after a power loss it may lack the records no sync covered
 (with the sync policy "commit" a sync covers every call that returned, engine/durable/
 journal.py), which only makes it know less.

@@ -194,7 +194,7 @@ def test_the_power_loss_layer_drops_what_no_sync_covered():
     assert "Q" not in after.queue_names() or drain(after, "Q") == []
 
 
-def test_the_stores_sync_syncs_the_change_log_after_rocksdbs_log(tmp_path, monkeypatch):
+def test_the_stores_sync_syncs_the_change_log_too(tmp_path, monkeypatch):
     """Under sync="commit" the change log's tail must survive a power loss too: the store's
     sync fsyncs it (before, its appends were never synced)."""
     store = BlobStore(tmp_path / "d")

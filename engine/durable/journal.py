@@ -20,7 +20,7 @@ The sync policy says when a returned call is durable:
 ``"commit"``  (default) a put outside a unit of work, a commit and a get outside one
               return only once the log is synced to disk: they survive a power loss.
               The writes are made unsynced under the lock; :class:`GroupSync` then syncs
-              the logs (RocksDB's, then the store's change log) once for every caller
+              the logs (RocksDB's and the store's change log) once for every caller
               waiting at that moment, without any lock (the GIL released meanwhile), so
               concurrent committers share fsyncs.
 ``"os"``      the log is written (to the OS) before the call returns: survives a crash of
