@@ -17,7 +17,8 @@ would pick instead, at the same guarantee, all measured in one run.
 * :func:`producers`: 1 and ``k`` producer threads (a connection each) putting persistent
   messages with ``sync="commit"``, outside syncpoint and under syncpoint with a commit per
   message; group commit (engine/durable/journal.py ``GroupSync``) should let ``k`` threads
-  share each fsync. Reports fsyncs per commit (``qm.journal.group.syncs``).
+  share each fsync. Reports syncs per commit (``qm.journal.group.syncs``; each syncs
+  RocksDB's log and the change log).
 * :func:`recovery`: a data directory with ``n`` persistent 100-200 B messages, half of them
   swept into blobs, then the time of ``QueueManager.open(path, sweeper=False)`` in a fresh
   process, what ``qm.recovery`` found, and a drain that checks every message comes back once,

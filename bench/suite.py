@@ -452,7 +452,7 @@ def durable(o: BenchOptions, report: Report, step) -> dict:
         )
         fig = f"{_rate(r['ops_per_s'])} synced ops"
         if "syncs_per_op" in r:
-            fig += f", {r['syncs_per_op']:.2f} fsyncs per op"
+            fig += f", {r['syncs_per_op']:.2f} syncs per op"
         if name.startswith("sweepq"):
             ratio += f" (goal >= {d.GOAL_POWER_SAFE_VS_FLOOR:g} x: {_met(r['ratio_vs_floor'] >= 0.8)})"
         report.row("durable", f"{what}: {name}", fig, ratio)
@@ -472,7 +472,7 @@ def durable(o: BenchOptions, report: Report, step) -> dict:
             report.row(
                 "durable",
                 f'{pr["messages"]:,} x {o.size} B, sync="commit", {how}: {p} producer thread{"s" if p > 1 else ""}',
-                f"{_rate(r['per_s'])}, {r['syncs_per_msg']:.2f} fsyncs per message",
+                f"{_rate(r['per_s'])}, {r['syncs_per_msg']:.2f} syncs per message",
                 ratio,
             )
 

@@ -29,8 +29,10 @@ A ``H`` record starts the log (at each checkpoint): whether the store writes a l
 files were then (the manifest's name and length, the horizon: blobstore/guard.py checks
 them before the next open), and its chains: with the chain operations since, they say what
 every chain should hold, when damage took the chain records (blobstore/store.py). The log
-is never synced: it is for a process killed at any moment, or damage to one file; after a
-power loss it may lack its last records, which only makes it know less.
+is synced by the store's sync, with RocksDB's log: it is for a process killed at any
+moment, or damage to one file; after a power loss it may lack the records no sync covered
+(with the sync policy "commit" a sync covers every call that returned, engine/durable/
+journal.py), which only makes it know less.
 """
 
 from __future__ import annotations
@@ -71,14 +73,34 @@ def write(
     wrote, the keys of the records they took); ``chains``: each (a chain, "head" / "tail" (a
     link), "out" (blobs taken out) or "drop", the blob ids)."""
     parts = [b"W" + _U64.pack(horizon)]  # the hot paths (one put, one delete) stay short
+    _ops(parts, puts, deletes)
+    if chains or unlinked or moved[1] or marks or dropped is not None:
+        _rare(parts, moved, marks, dropped, unlinked, chains)
+    return b"".join(parts)
+
+
+def write_group(
+    horizon: int,
+    writes: Sequence[tuple[Sequence[tuple[bytes, bytes]], Sequence[bytes], Sequence[tuple[int, int, bytes | None]]]],
+) -> bytes:
+    """The record of one store write made for a group of callers (blobstore/group.py): each
+    caller's (puts, deletes, marks) in the order they were written, so that a key deleted by
+    one and written again by a later one replays as written."""
+    parts = [b"W" + _U64.pack(horizon)]
+    for puts, deletes, marks in writes:
+        _ops(parts, puts, deletes)
+        if marks:
+            _rare(parts, ((), ()), marks, None, (), ())
+    return b"".join(parts)
+
+
+def _ops(parts: list[bytes], puts: Sequence[tuple[bytes, bytes]], deletes: Sequence[bytes]) -> None:
+    """The puts and deletes of :func:`write`, added to ``parts``."""
     for key, value in puts:
         head = value[:HEAD]
         parts.append(b"P" + _U16.pack(len(key)) + key + _U16.pack(len(head)) + head)
     for key in deletes:
         parts.append(b"D" + _U16.pack(len(key)) + key)
-    if chains or unlinked or moved[1] or marks or dropped is not None:
-        _rare(parts, moved, marks, dropped, unlinked, chains)
-    return b"".join(parts)
 
 
 def _rare(

@@ -4,6 +4,9 @@ It forwards every call to a real store unless a *fault plan* says that this call
 method fails. Tests use it to fail each call site of the engine and the sweeper in turn and
 to check the queues against a model afterwards; a failure is replayable because the plan
 counts calls deterministically (TigerBeetle's simulator is the model: inject, then check).
+
+:class:`PowerLossKV` is the power loss below it: a key-value store that keeps, beside what
+it holds, what a power loss would leave (only what a sync made durable).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 
+from .kv import MemoryKV
 from .protocol import (
     BlobCorruptError,
     BlobInfo,
@@ -251,3 +255,41 @@ class FaultyStore:
     def since_checkpoint(self) -> Since:
         inner: Checkpointing = self.inner  # type: ignore[assignment]
         return inner.since_checkpoint()
+
+
+class PowerLossKV(MemoryKV):
+    """The in-memory key-value store (blobstore/kv.py) with a power loss: what it holds now
+    is what a killed process would leave; :meth:`power_loss` is what a machine that lost
+    power would, i.e. the state at the last :meth:`sync`, plus the side records and log
+    starts written since (those are durable by themselves). Writes and log appends that no
+    sync covered are dropped. ``syncs`` counts the syncs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._durable = self._copy()
+        self.syncs = 0
+
+    def _copy(self) -> dict[str, dict[bytes, bytes]]:
+        return {cf: dict(d) for cf, d in self._cfs.items()}
+
+    def sync(self) -> None:
+        with self._lock:
+            self._durable = self._copy()
+            self.syncs += 1
+
+    def write_side(self, name: str, data: bytes) -> None:
+        super().write_side(name, data)
+        with self._lock:
+            self._durable.setdefault("side", {})[name.encode()] = bytes(data)
+
+    def start_log(self, name: str, record: bytes) -> None:
+        super().start_log(name, record)
+        with self._lock:
+            self._durable.setdefault("logs", {})[name.encode()] = self._cfs["logs"][name.encode()]
+
+    def power_loss(self) -> MemoryKV:
+        """What the store would hold after a power loss now (a store of its own)."""
+        after = MemoryKV()
+        with self._lock:
+            after._cfs = {cf: dict(d) for cf, d in self._durable.items()}
+        return after

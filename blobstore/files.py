@@ -6,9 +6,10 @@ checksummed and replaced atomically (write, fsync, rename, fsync the directory),
 outside RocksDB so that damage to its files cannot take them too.
 
 *Side logs* (:class:`SideLog`, e.g. the change log, blobstore/changes.py) are appended to,
-one checksummed record per ``os.write`` on an O_APPEND file, never synced: a process killed
-at any moment leaves every record written before (the kernel holds them), which is what
-they are for; they start afresh, atomically and durably, with one record.
+one checksummed record per ``os.write`` on an O_APPEND file: a process killed at any moment
+leaves every record written before (the kernel holds them); :meth:`SideLog.sync` (called by
+the store's sync) makes them survive a power loss too. They start afresh, atomically and
+durably, with one record.
 
 Privacy: the directory is 0700 and every file in it 0600, whatever the process's umask,
 which is never touched (every thread of the host process shares it). On Linux a default
@@ -99,6 +100,7 @@ class SideLog:
         self.path = os.path.join(path, SIDE_PREFIX + name)
         self._fd: int | None = None
         self.failed: str | None = None  # why an append failed (appends then stop until start)
+        self.unsynced = False  # records were appended since the last sync began
 
     def read(self) -> tuple[list[bytes], str | None]:
         """Every whole record, in order, and why reading stopped before the end (None: it
@@ -132,6 +134,7 @@ class SideLog:
         write_side_file(dirname, name[len(SIDE_PREFIX) :], b"", raw=_LOG_MAGIC + _frame(record))
         self.close()
         self.failed = None
+        self.unsynced = False  # the new log was written durably
 
     def append(self, record: bytes) -> None:
         """Add ``record`` at the end. Never raises: a log that cannot be written says why in
@@ -142,8 +145,24 @@ class SideLog:
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
             os.write(self._fd, _frame(record))
+            self.unsynced = True
         except OSError as e:
             self.failed = f"appending to {self.path} failed ({e})"
+
+    def sync(self) -> None:
+        """Make every record appended so far survive a power loss (one fdatasync, as RocksDB
+        syncs its own log: the data and the length, not the times; the GIL is released
+        meanwhile). A log that takes no more records (:attr:`failed`) has nothing to sync.
+        :raises KVError: the sync failed."""
+        fd = self._fd
+        if fd is None or self.failed is not None:
+            return
+        self.unsynced = False  # before the sync: an append meanwhile is left to the next one
+        try:
+            os.fdatasync(fd)
+        except OSError as e:
+            self.unsynced = True  # what it held is still owed: the retry must sync it
+            raise KVError(f"syncing {self.path} failed ({e})") from e
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

@@ -95,7 +95,8 @@ class KV(Protocol):
         ...
 
     def sync(self) -> None:
-        """Make every write so far durable against power loss. :raises KVError: it failed."""
+        """Make every write so far, and every record appended to a side log, durable against
+        power loss. :raises KVError: it failed."""
         ...
 
     def read_side(self, name: str) -> bytes | None:

@@ -41,6 +41,7 @@ from . import format as fmt
 from .codec import DEFAULT_LEVEL, MIN_SAMPLE_BYTES, Codec, train, zstd_error
 from .files import SIDE_PREFIX, SideLog, claim, release
 from .files import repair as kv_repair
+from .group import WriteGroup
 from .kv import (
     CF_BLOBS,
     CF_CHAINS,
@@ -88,6 +89,10 @@ CHECKPOINT = "checkpoint"  # the side record Checkpointing keeps
 
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct("<I")
+
+
+# One caller's write_messages: (puts, deletes, marks).
+MessageWrite = tuple[Sequence[tuple[bytes, bytes]], Sequence[bytes], Sequence[tuple[int, int, bytes | None]]]
 
 
 @dataclass
@@ -158,6 +163,7 @@ class BlobStore:
         self._wal = wal
         self._since = Since()
         self._log_bytes = 0  # appended to the change log since it started (it starts again past LIMIT)
+        self.group: WriteGroup[MessageWrite] = WriteGroup(self._write_group)  # write_messages' group commit
         if kv is None:
             self._make_directory(read_only)
             try:  # claimed before it is judged: a directory another opener is creating is in use, not damaged
@@ -309,10 +315,13 @@ class BlobStore:
     def _note(self, horizon: int, *puts_and_deletes, **operations) -> None:
         """Add a write that returned to the change log (``changes.write``'s operations); one
         that grew past its limit starts again once the store flushed what it covers."""
+        self._note_record(changes.write(horizon, *puts_and_deletes, **operations))
+
+    def _note_record(self, rec: bytes) -> None:
+        """Append ``rec`` (a record of :mod:`.changes`) to the change log (see :meth:`_note`)."""
         kv = self._kv
         if kv is None:
             return
-        rec = changes.write(horizon, *puts_and_deletes, **operations)
         kv.append_log(changes.NAME, rec)
         self._log_bytes += len(rec)
         if self._log_bytes > changes.LIMIT:
@@ -635,26 +644,43 @@ class BlobStore:
         marks: Sequence[tuple[int, int, bytes | None]] = (),
     ) -> None:
         """Write records under their keys, delete keys, and set (or clear, value None) marks
-        on records of blobs, in one atomic write.
+        on records of blobs, in one atomic write, and add it to the change log.
+
+        Group commit: callers writing at the same time share one RocksDB write and one
+        change-log record (:attr:`group`, blobstore/group.py); each returns once the write
+        holding its changes returned, so the OS has them, as if it had written alone.
 
         :raises StoreError: nothing was written. Thread-safe."""
-        ops: list[Op] = [(CF_MESSAGES, k, v) for k, v in puts]
-        ops += [(CF_MESSAGES, k, None) for k in deletes]
-        for blob_id, pos, value in marks:
-            ops.append((CF_MARKS, _U64.pack(blob_id) + _U32.pack(pos), value))
-        if not ops:
-            return
-        if not marks:
-            horizon = self._write(ops)  # RocksDB orders concurrent writes itself; no bookkeeping here
+        if puts or deletes or marks:
+            self.group.run((puts, deletes, marks))
+
+    def _write_group(self, writes: list[MessageWrite]) -> None:
+        """One atomic write of every caller's changes, in their order, and one change-log
+        record of it (the :class:`WriteGroup`'s ``write``: never two at once)."""
+        ops: list[Op] = []
+        marked = False
+        for puts, deletes, marks in writes:
+            ops += [(CF_MESSAGES, k, v) for k, v in puts]
+            ops += [(CF_MESSAGES, k, None) for k in deletes]
+            if marks:
+                marked = True
+                ops += [(CF_MARKS, _U64.pack(blob_id) + _U32.pack(pos), value) for blob_id, pos, value in marks]
+        if not marked:
+            horizon = self._write(ops)
         else:
-            with self._lock:
+            with self._lock:  # the marks known in memory change with the write, not between
                 horizon = self._write(ops)
-                for blob_id, pos, value in marks:
-                    if value is None:
-                        self._marked.get(blob_id, set()).discard(pos)
-                    else:
-                        self._marked.setdefault(blob_id, set()).add(pos)
-        self._note(horizon, puts, deletes, marks=marks)
+                for _puts, _deletes, marks in writes:
+                    for blob_id, pos, value in marks:
+                        if value is None:
+                            self._marked.get(blob_id, set()).discard(pos)
+                        else:
+                            self._marked.setdefault(blob_id, set()).add(pos)
+        if len(writes) == 1:
+            puts, deletes, marks = writes[0]
+            self._note_record(changes.write(horizon, puts, deletes, marks=marks))
+        else:
+            self._note_record(changes.write_group(horizon, writes))
 
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Every (key, record) whose key starts with ``prefix``, in key order.

@@ -20,10 +20,15 @@ The sync policy says when a returned call is durable:
 ``"commit"``  (default) a put outside a unit of work, a commit and a get outside one
               return only once the log is synced to disk: they survive a power loss.
               The writes are made unsynced under the lock; :class:`GroupSync` then syncs
-              the log once for every caller waiting at that moment, without any lock
-              (RocksDB releases the GIL meanwhile), so concurrent committers share fsyncs.
+              the logs (RocksDB's and the store's change log) once for every caller
+              waiting at that moment, without any lock (the GIL released meanwhile), so
+              concurrent committers share fsyncs.
 ``"os"``      the log is written (to the OS) before the call returns: survives a crash of
               the process, not of the machine.
+
+Under either, writers of other queues writing at the same time share one store write
+(the store's write group, blobstore/group.py): each still returns from its write only once
+that write returned, so every rule above holds as if it had written alone.
 ``"none"``    no log: a crash loses what was not yet flushed to table files (the rest is
               consistent, see blobstore/kv.py).
 

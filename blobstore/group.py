@@ -1,0 +1,92 @@
+"""Group commit of writes: callers that write at the same time share one write.
+
+RocksDB's write thread is the model (db/write_thread.cc, "leader/follower"): each caller
+joins a queue; the first one finding no write under way becomes the *leader*, takes every
+item queued so far (its own first among them, in the order they were handed in) and writes
+them with one call; the others (*followers*) sleep until the write holding their item
+returned, then return (or raise what it raised). Items handed in while a write runs wait for
+the next one, which their first caller to wake leads. A lone caller takes no turn and sleeps
+on nothing: it writes its own item at once.
+
+What a caller is promised does not change: it returns only after the write holding its item
+returned, so whatever that write makes durable (the OS has it; the caller syncs after) holds
+for it; a write that fails fails for every item it held, and being atomic it wrote none of
+them (so each caller may retry, or report that nothing changed).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+_PENDING = object()  # a follower's outcome before its group was written
+
+
+class _Waiter(Generic[T]):
+    __slots__ = ("item", "outcome")
+
+    def __init__(self, item: T):
+        self.item = item
+        self.outcome: object = _PENDING  # None (written) or the exception the write raised
+
+
+class WriteGroup(Generic[T]):
+    """Hands the items of concurrent callers of :meth:`run` to ``write`` in groups (see the
+    module docstring). ``write(items)`` gets them in the order their callers handed them in and
+    must write all of them or none. Thread-safe; ``write`` never runs twice at once.
+
+    ``writes`` counts the calls of ``write``, ``items`` the items they took: ``items / writes``
+    is the mean size of a group."""
+
+    def __init__(self, write: Callable[[list[T]], None]):
+        self._write = write
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[_Waiter[T]] = []
+        self._busy = False
+        self.writes = 0
+        self.items = 0
+
+    @property
+    def queued(self) -> int:
+        """Items waiting for the next write (what a test waits on)."""
+        return len(self._queue)
+
+    def run(self, item: T) -> None:
+        """Return once ``item`` is written. :raises: what ``write`` raised for its group."""
+        cond = self._cond
+        with cond:
+            if not self._busy and not self._queue:  # nobody writes or waits: write alone at once
+                self._busy = True
+                waiters: list[_Waiter[T]] = []
+                items = [item]
+            else:
+                me = _Waiter(item)
+                self._queue.append(me)
+                while self._busy and me.outcome is _PENDING:
+                    cond.wait()
+                if me.outcome is not _PENDING:  # a leader wrote it
+                    if me.outcome is None:
+                        return
+                    raise copy.copy(me.outcome)  # type: ignore[misc]  # an exception; a copy per follower
+                self._busy = True  # lead: every item queued so far, this one first among them
+                waiters, self._queue = self._queue, []
+                items = [w.item for w in waiters]
+        error: BaseException | None = None
+        try:
+            self._write(items)
+        except BaseException as e:
+            error = e
+        with cond:
+            self._busy = False
+            self.writes += 1
+            self.items += len(items)
+            for w in waiters:
+                w.outcome = error
+            if waiters or self._queue:
+                cond.notify_all()  # the followers written, and one queued since to lead next
+        if error is not None:
+            raise error

@@ -1,0 +1,245 @@
+"""Group commit (engine/durable/journal.py, blobstore/group.py): concurrent durable calls
+share one store write and one change-log record, and one sync; no returned call is lost to
+a kill or a power loss (the store's own fault layer drops what no sync covered)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from sweepq.blobstore import BlobStore, MemoryStore, changes
+from sweepq.blobstore.faults import PowerLossKV
+from sweepq.blobstore.group import WriteGroup
+from sweepq.blobstore.kv import KVError, MemoryKV
+from sweepq.engine import OO, MQError, Persistence, QueueManager, Reason
+from sweepq.sweeper import ManualClock
+
+P = Persistence.PERSISTENT
+IO = OO.INPUT_SHARED | OO.OUTPUT
+
+
+def manager(kv: MemoryKV, **kw) -> QueueManager:
+    return QueueManager(store=MemoryStore(kv=kv), durable=True, sweeper=False, clock=ManualClock(), **kw)
+
+
+def drain(qm: QueueManager, name: str) -> list[bytes]:
+    h = qm.connect().open(name, OO.INPUT_SHARED)
+    out = []
+    while True:
+        try:
+            out.append(h.get().data)
+        except MQError as e:
+            assert e.reason == Reason.NO_MSG_AVAILABLE
+            return out
+
+
+class GatedKV(MemoryKV):
+    """Counts its writes; an armed ``gate`` holds the next write until it is set (the others
+    queue up behind it meanwhile); ``fail_next`` makes the write after the held one fail."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+        self.gate: threading.Event | None = None
+        self.held = threading.Event()
+        self.fail_next = False
+
+    def write(self, ops):
+        self.writes += 1
+        gate, self.gate = self.gate, None
+        if gate is not None:
+            self.held.set()
+            assert gate.wait(30)
+        elif self.fail_next:
+            self.fail_next = False
+            raise KVError("injected: the group's write failed")
+        return super().write(ops)
+
+
+def _hold_then_queue(kv: GatedKV, store, handles, payload=b"m"):
+    """Each handle puts from a thread of its own: the first write is held until every other
+    put is queued behind it; returns the threads' outcomes (None, or the MQError)."""
+    gate = threading.Event()
+    kv.gate = gate
+    outcomes: dict[int, MQError | None] = {}
+
+    def put(i: int) -> None:
+        try:
+            handles[i].put(payload + b"%d" % i)
+            outcomes[i] = None
+        except MQError as e:
+            outcomes[i] = e
+
+    first = threading.Thread(target=put, args=(0,))
+    first.start()
+    assert kv.held.wait(30)
+    others = [threading.Thread(target=put, args=(i,)) for i in range(1, len(handles))]
+    for t in others:
+        t.start()
+    while store.group.queued < len(others):  # state, not time: every other put is queued
+        assert all(t.is_alive() for t in others)
+        threading.Event().wait(0.001)
+    gate.set()
+    for t in [first, *others]:
+        t.join(30)
+        assert not t.is_alive()
+    return outcomes
+
+
+@pytest.mark.parametrize("sync", ["os", "commit"])
+def test_puts_of_many_threads_share_one_store_write_and_one_change_log_record(sync):
+    n = 6
+    kv = GatedKV()
+    qm = manager(kv, sync=sync)
+    for i in range(n):
+        qm.define_queue(f"Q{i}", default_persistence=P)
+    handles = [qm.connect().open(f"Q{i}", IO) for i in range(n)]
+    store = qm._storage.store()
+    writes0, log0 = kv.writes, len(kv.read_log(changes.NAME)[0])
+    group0 = store.group.writes
+    outcomes = _hold_then_queue(kv, store, handles)
+    assert outcomes == dict.fromkeys(range(n))
+    # The held put alone, then the five queued behind it in one write and one record.
+    assert kv.writes - writes0 == 2 and store.group.writes - group0 == 2
+    assert len(kv.read_log(changes.NAME)[0]) - log0 == 2
+    after = manager(_crash(kv))
+    assert [drain(after, f"Q{i}") for i in range(n)] == [[b"m%d" % i] for i in range(n)]
+    assert not after._storage.store().since_checkpoint().lost_writes
+
+
+def test_a_group_whose_write_fails_fails_every_call_in_it_and_changes_nothing():
+    n = 5
+    kv = GatedKV()
+    qm = manager(kv, sync="os")
+    for i in range(n):
+        qm.define_queue(f"Q{i}", default_persistence=P)
+    handles = [qm.connect().open(f"Q{i}", IO) for i in range(n)]
+    kv.fail_next = True  # not the held write: the group's after it
+    # RocksKV retries a failed write once after a reopen; MemoryKV does not, so the group fails.
+    outcomes = _hold_then_queue(kv, qm._storage.store(), handles)
+    assert outcomes[0] is None
+    assert all(outcomes[i].reason == Reason.RESOURCE_PROBLEM for i in range(1, n))  # 2102: nothing changed
+    assert [qm.inquire_queue(f"Q{i}").current_depth for i in range(n)] == [1] + [0] * (n - 1)
+    for i in range(1, n):
+        handles[i].put(b"again")  # each may simply try again
+    after = manager(_crash(kv))
+    assert [drain(after, f"Q{i}") for i in range(n)] == [[b"m0"]] + [[b"again"]] * (n - 1)
+
+
+def _crash(kv: MemoryKV) -> MemoryKV:
+    """What a killed process leaves: the store as it stands."""
+    copy = MemoryKV()
+    copy._cfs = {cf: dict(d) for cf, d in kv._cfs.items()}
+    return copy
+
+
+def test_a_power_loss_keeps_every_call_that_returned_under_commit():
+    """Producers and consumers on two queues; a power loss in the middle (the fault layer keeps
+    only what a sync covered): every put that had returned is there unless some get took it,
+    and no get that had returned gives its message back."""
+    lossy = PowerLossKV()
+    qm = manager(lossy, sync="commit")
+    for q in ("A", "B"):
+        qm.define_queue(q, default_persistence=P)
+    put_done: list[bytes] = []
+    got: list[bytes] = []
+    enough = threading.Event()
+
+    def producer(q: str, t: int) -> None:
+        h = qm.connect().open(q, IO)
+        for k in range(60):
+            h.put(b"%s-%d-%d" % (q.encode(), t, k))
+            put_done.append(b"%s-%d-%d" % (q.encode(), t, k))
+            if len(put_done) >= 80:
+                enough.set()
+
+    def consumer(q: str) -> None:
+        h = qm.connect().open(q, IO)
+        for _ in range(50):
+            try:
+                got.append(h.get().data)
+            except MQError as e:
+                assert e.reason == Reason.NO_MSG_AVAILABLE
+
+    threads = [threading.Thread(target=producer, args=(q, t)) for q in ("A", "B") for t in range(2)]
+    threads += [threading.Thread(target=consumer, args=(q,)) for q in ("A", "B")]
+    for t in threads:
+        t.start()
+    assert enough.wait(60)
+    returned_puts, returned_gets = set(put_done), set(got)  # returned before the power went
+    after_loss = lossy.power_loss()
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive()
+    after = manager(after_loss)
+    recovered = set(drain(after, "A") + drain(after, "B"))
+    assert returned_puts - set(got) <= recovered  # every returned put not taken since is back
+    assert not returned_gets & recovered  # no returned get is undone
+
+
+def test_the_power_loss_layer_drops_what_no_sync_covered():
+    """The same layer under sync="os": returned puts are not synced, and a power loss takes
+    them (what the test above would see if the journal did not sync before returning)."""
+    lossy = PowerLossKV()
+    qm = manager(lossy, sync="os")
+    qm.define_queue("Q", default_persistence=P)
+    h = qm.connect().open("Q", IO)
+    for i in range(5):
+        h.put(b"m%d" % i)
+    assert lossy.syncs == 0
+    assert drain(manager(_crash(lossy)), "Q") == [b"m%d" % i for i in range(5)]  # a kill keeps them
+    after = manager(lossy.power_loss())
+    assert "Q" not in after.queue_names() or drain(after, "Q") == []
+
+
+def test_the_stores_sync_syncs_the_change_log_too(tmp_path, monkeypatch):
+    """Under sync="commit" the change log's tail must survive a power loss too: the store's
+    sync fsyncs it (before, its appends were never synced)."""
+    store = BlobStore(tmp_path / "d")
+    synced: list[str] = []
+
+    def spy(real):
+        def sync(fd: int) -> None:
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real(fd)
+
+        return sync
+
+    store.write_checkpoint(b"")  # the change log starts at a checkpoint
+    store.write_messages([(b"k", b"v")])
+    monkeypatch.setattr(os, "fsync", spy(os.fsync))
+    monkeypatch.setattr(os, "fdatasync", spy(os.fdatasync))
+    store.sync()
+    monkeypatch.undo()
+    store.close()
+    assert any(p.endswith("sweepq-" + changes.NAME) for p in synced)
+
+
+def test_a_group_record_replays_each_callers_changes_in_their_order():
+    """One caller deletes a key and a later one in the same group writes it again (or the
+    other way round): the change log says what the store holds."""
+    rec = changes.write_group(
+        7,
+        [((), [b"a"], ()), ([(b"a", b"again")], (), ()), ([(b"b", b"v")], (), ()), ((), [b"b"], [(3, 1, b"R")])],
+    )
+    ch = changes.replay([rec])
+    assert ch.horizon == 7 and ch.written == {b"a": b"again"} and ch.removed == {b"b"}
+    assert ch.marks == {(3, 1): b"R"}
+
+
+def test_a_lone_caller_writes_at_once_and_errors_reach_every_caller_of_their_group():
+    written: list[list[int]] = []
+    group: WriteGroup[int] = WriteGroup(written.append)
+    group.run(1)
+    group.run(2)
+    assert written == [[1], [2]] and group.writes == 2 and group.items == 2
+
+    def boom(items: list[int]) -> None:
+        raise KVError("no")
+
+    failing: WriteGroup[int] = WriteGroup(boom)
+    with pytest.raises(KVError):
+        failing.run(1)
+    assert failing.writes == 1
