@@ -28,6 +28,7 @@ from queue import Empty
 from typing import Any
 
 from kombu.transport import virtual
+
 from sweepq.engine import GMO, MD, OO, MQError, Persistence, Reason
 from sweepq.engine.api import QueueConnection, QueueHandle
 
