@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -20,7 +21,7 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 
 
-def _compiled() -> object:
+def _compiled() -> types.ModuleType:
     """engine/compiled.py, loaded without importing the package (which needs the built core):
     its MODULES, the list of sources and their digest are the ones an import checks."""
     spec = importlib.util.spec_from_file_location("_sweepq_compiled", ROOT / "engine" / "compiled.py")
