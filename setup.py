@@ -123,17 +123,19 @@ class BuildExt(build_ext):
     def build_extensions(self) -> None:
         if not self.extensions:
             return
-        why = None if self._compiler_works() else f"no working C compiler ({self.compiler.compiler_so[0]})"
-        built = None if why else cythonized(self.extensions)
+        if not self._compiler_works():
+            return self._interpreted(f"no working C compiler ({self.compiler.compiler_so[0]})")
+        built = cythonized(self.extensions)
         if built is None:
-            why = why or "Cython is missing"
-            print(f"sweepq: {why}: the engine's modules will run interpreted", file=sys.stderr)
-            return
+            return self._interpreted("Cython is missing")
         # Each extension keeps the object setuptools prepared (finalize_options' own attributes),
         # now with its C source, on which alone it depends (cythonized: the stamp decides).
         for ext in self.extensions:
             ext.sources, ext.depends = [built[ext.name]], []
-        super().build_extensions()
+        try:
+            super().build_extensions()
+        except Exception as e:  # CompileError, LinkError: all of the core or none (_interpreted)
+            return self._interpreted(f"compiling failed ({' '.join(str(e).split())[:300]})")
         # Beside the extensions where the import finds them: the tree for an editable install
         # (setuptools copies only the extensions back to it), else build_lib (into the wheel).
         where = ROOT / "engine" if self._editable() else Path(self.get_ext_fullpath("sweepq.engine.compiled")).parent
@@ -141,14 +143,33 @@ class BuildExt(build_ext):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(COMPILED.sources_digest(str(ROOT)) + "\n")
 
+    def _interpreted(self, why: str) -> None:
+        """No compiled core at all, said in one line: the compiled modules' C types are shared
+        (a .pxd cimports another's class), so one interpreted beside compiled ones fails at
+        import ("LocalQueue size changed"). Every extension this build or an earlier editable
+        one left, and the digest, are removed, and setuptools copies none to the tree."""
+        print(f"sweepq: {why}: the engine's modules will run interpreted", file=sys.stderr)
+        for ext in self.extensions:
+            in_tree, built = self._paths(ext)
+            for path in (built, in_tree) if self._editable() else (built,):
+                path.unlink(missing_ok=True)
+        for where in (ROOT / "engine", Path(self.get_ext_fullpath("sweepq.engine.compiled")).parent):
+            if self._editable() or where != ROOT / "engine":
+                (where / COMPILED.DIGEST_FILE).unlink(missing_ok=True)
+        self.extensions = []
+
+    def _paths(self, ext: Extension) -> tuple[Path, Path]:
+        """Where ``ext`` goes in the tree (an editable install) and in build_lib."""
+        in_tree = ROOT / self.get_ext_filename(ext.name).split(os.sep, 1)[1]  # sweepq/ is the root
+        return in_tree, Path(self.get_ext_fullpath(ext.name))
+
     def build_extension(self, ext: Extension) -> None:
         """setuptools' build of one extension, except in an editable install whose extension in
         the tree is newer than its C: then that one is taken as built. (An editable build
         compiles into a new temporary build_lib each time, where setuptools' own check finds
         nothing and compiles everything again: a second `pip install -e` of an unchanged core
         took minutes.)"""
-        in_tree = ROOT / self.get_ext_filename(ext.name).split(os.sep, 1)[1]  # sweepq/ is the root
-        built = Path(self.get_ext_fullpath(ext.name))
+        in_tree, built = self._paths(ext)
         fresh = in_tree.exists() and os.path.getmtime(in_tree) > os.path.getmtime(ext.sources[0])
         if self._editable() and fresh and built != in_tree:
             built.parent.mkdir(parents=True, exist_ok=True)
@@ -173,5 +194,6 @@ class BuildExt(build_ext):
 
 
 # Each compiled module from its own .py; build_ext turns them into C (BuildExt).
-EXTENSIONS = [Extension(m, [source(m)], optional=True) for m in COMPILED.MODULES]
+# Not optional one by one: a failure makes all of them interpreted (BuildExt._interpreted).
+EXTENSIONS = [Extension(m, [source(m)]) for m in COMPILED.MODULES]
 setup(ext_modules=EXTENSIONS, cmdclass={"build_ext": BuildExt})

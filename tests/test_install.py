@@ -167,7 +167,7 @@ def test_without_a_c_compiler_the_install_succeeds_and_the_pure_core_says_so_onc
     installed sweepq runs them interpreted, saying so in one line at import."""
     src = _copy(tmp_path)  # not the compiled build's: its build/ holds the extensions
     wheel, done, _ = _build(src, tmp_path / "dist", CC=str(tmp_path / "no-such-cc"))
-    said = [line for line in (done.stdout + done.stderr).splitlines() if "sweepq:" in line]
+    said = [line.strip() for line in (done.stdout + done.stderr).splitlines() if line.strip().startswith("sweepq:")]
     assert len(said) == 1 and "no working C compiler" in said[0], said or done.stderr[-3000:]
     assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]
     _install(venv, wheel, "--no-deps", "--force-reinstall")
