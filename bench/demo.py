@@ -705,11 +705,11 @@ def _budget_text(run: dict) -> str:
     held = budget_held(run)
     if held is None:
         return "-"
+    # Says what it measured, so that it reads the same under any row (resident or held).
+    verdict = "held" if held else "exceeded"
     if _resident(run):
-        ratio = run["peak_rss"] / rss_bound(run)
-        return f"held ({ratio:.2f} x)" if held else f"exceeded ({ratio:.2f} x budget + baseline)"
-    peak, budget = run["peak_budgeted"], run["config"]["budget"]
-    return "held" if held else f"exceeded ({peak / budget:.2f} x)"
+        return f"{verdict}: peak resident memory {run['peak_rss'] / rss_bound(run):.2f} x budget + baseline"
+    return f"{verdict}: peak of messages + RocksDB {run['peak_budgeted'] / run['config']['budget']:.2f} x budget"
 
 
 def _budget_label(run: dict) -> str:
@@ -746,8 +746,8 @@ _ROWS: list[tuple[str, Callable[[dict, Level], str | None]]] = [
     ("memory budget (what it counts)", lambda r, lv: _budget_label(r)),
     ("baseline (resident at open, not counted)", lambda r, lv: _mb(r["baseline"]) if rss_bound(r) else "-"),
     ("peak resident memory against budget + baseline", lambda r, lv: _against_bound(r)),
+    ("the budget", lambda r, lv: _budget_text(r)),
     ("peak of messages + RocksDB (held)", lambda r, lv: _mb(r["peak_held"])),
-    ("... the budget", lambda r, lv: _budget_text(r)),
     ("peak messages in memory", lambda r, lv: f"{r['peak_in_memory']:,}"),
     ("peak queue depth", lambda r, lv: f"{r['peak_depth']:,}"),
     ("messages swept", lambda r, lv: f"{r['msgs_swept']:,}"),
@@ -839,7 +839,9 @@ def _plot_level(axes, lv: Level) -> None:
         budget = _budget(w)
         axes[0].axhline(budget / MB, color="black", ls="-.", lw=1, label=f"memory budget ({_mb(budget)})")
     for ax in axes:
-        ax.axvline(w["fill_seconds"], color="grey", ls=":", lw=1, label="producers done; the consumer catches up")
+        # Each run's producers stop at their own time: a line each, in the run's colour.
+        for key, run in lv.runs.items():
+            ax.axvline(run["fill_seconds"], color=colours[key], ls=":", lw=1, label=f"producers done, {_MODES[key]}")
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize=7)
     beside = f"{lv.busy} spinning process{'es' if lv.busy != 1 else ''}" if lv.busy else "no spinning process"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 
@@ -24,6 +25,7 @@ __all__ = [
     "Formatter",
     "Parser",
     "Usage",
+    "address",
     "byte_size",
     "existing_path",
     "memory_size",
@@ -53,6 +55,10 @@ class Parser(_OneLineParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", Formatter)
         super().__init__(*args, **kwargs)
+        # A negative number with a unit ("-5MB") is a value the option's type refuses in its
+        # own words, not an unknown option ("expected one argument"); no option of sweepq's
+        # looks like a number.
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)\s*[A-Za-z]*$")
 
 
 def _shown(bound: float) -> str:
@@ -96,6 +102,20 @@ def memory_size(text: str) -> int:
         return parse_size(text, "memory budget", MIN_BUDGET)
     except MQError as e:
         raise argparse.ArgumentTypeError(e.text) from None
+
+
+def address(text: str) -> str:
+    """An argparse type: HOST:PORT, :PORT or PORT with a port in 0..65535 (the server's own
+    reading, net/server.py parse_tcp), so that a bad --tcp, --metrics or --console is said in
+    the option's terms, not the API's ``tcp=``."""
+    host, _, port = text.rpartition(":")
+    if not port.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT; pass e.g. 127.0.0.1:8080 or :8080")
+    if not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: port {int(port)} is outside 0..65535; pass e.g. {host or '127.0.0.1'}:8080"
+        )
+    return text
 
 
 def _name_rule(text: str) -> str | None:

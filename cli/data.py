@@ -28,11 +28,14 @@ import enum
 import fcntl
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
+from .advice import for_the_command_line
 from .args import EXIT_USAGE, number, queue_name, queue_name_rule
 from .args import Usage as _Usage
 from .serve import add_server_options
@@ -167,11 +170,12 @@ def _opened(path: str, prog: str, repair: bool = False, server: argparse.Namespa
 
 def _with_hint(e, args: argparse.Namespace) -> str:
     """The MQError's line, its advice said the command line's way for the reasons a user meets."""
-    text = str(e)
+    text = for_the_command_line(str(e), NAME=getattr(args, "name", None) or "NAME")
     if e.reason == 2085:  # UNKNOWN_OBJECT_NAME
         where = f"--data-dir {args.data_dir}" if args.data_dir else f"--server {args.server}"
         how = f"define it with: sweepq define {getattr(args, 'queue', 'QUEUE')} {where}"
-        return text.replace("define it with define_queue()", how) if "define_queue()" in text else f"{text}; {how}"
+        generic = "define it with: sweepq define QUEUE"  # advice.py's form, made exact here
+        return text.replace(generic, how) if generic in text else f"{text}; {how}"
     if e.reason == 2100:  # OBJECT_ALREADY_EXISTS
         return f"{text}; pass --replace to replace its definition (its messages stay)"
     if e.reason == 2055:  # Q_NOT_EMPTY
@@ -458,20 +462,31 @@ def _put(args: argparse.Namespace) -> int:
     ):
         handle = conn.open(args.queue, OO.OUTPUT)  # first, so that an unknown queue fails before any input
         options = PMO.SYNCPOINT if syncpoint else PMO.NO_SYNCPOINT
+        ctrl_c = _Deferred()
         try:
-            for data in messages:
-                r = handle.put(data, MD(**md), options)
-                put += 1
-                persistent += r.persistent
-                if args.verbose:
-                    print(r.msg_id.hex(), flush=True)
-                if every and put - committed == every:
+            with ctrl_c:
+                for data in messages:  # Ctrl-C while reading the input: nothing is half done
+                    with ctrl_c.deferred():  # a put and its count (and a commit) are one step
+                        r = handle.put(data, MD(**md), options)
+                        put += 1
+                        persistent += r.persistent
+                        if every and put - committed == every:
+                            conn.commit()
+                            committed, units = put, units + 1
+                    if args.verbose:
+                        print(r.msg_id.hex(), flush=True)
+                    progress.show(put, committed if syncpoint else None)
+                if syncpoint and put > committed:
                     conn.commit()
                     committed, units = put, units + 1
-                progress.show(put, committed if syncpoint else None)
-            if syncpoint and put > committed:
-                conn.commit()
-                committed, units = put, units + 1
+        except KeyboardInterrupt:
+            progress.done()
+            if syncpoint:
+                conn.backout()
+            on = f"{_plural(put)} put on {args.queue} ({persistent:,} persistent)"
+            kept = _undone(put, committed, units) if syncpoint else on
+            print(f"sweepq put: interrupted: {kept}", file=sys.stderr)
+            return 130  # 128 + SIGINT, as every interrupted command (cli/main.py EXIT_INTERRUPTED)
         except MQError as e:
             if syncpoint:
                 conn.backout()
@@ -491,6 +506,42 @@ def _put(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+class _Deferred:
+    """SIGINT (Ctrl-C) as KeyboardInterrupt, except inside a :meth:`deferred` step, which it
+    ends first: so an interrupted ``put`` knows exactly what it stored (a put done but not yet
+    counted would be a message more than it says). Outside the main thread, signals are left
+    as they are."""
+
+    def __init__(self) -> None:
+        self.inside = False
+        self.asked = False
+        self.old = None
+
+    def __enter__(self) -> _Deferred:
+        if threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.old is not None:
+            signal.signal(signal.SIGINT, self.old)
+
+    def _on_sigint(self, signum, frame) -> None:
+        self.asked = True
+        if not self.inside:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        self.inside = True
+        try:
+            yield
+        finally:
+            self.inside = False
+        if self.asked:
+            raise KeyboardInterrupt
 
 
 def _undone(put: int, committed: int, units: int) -> str:

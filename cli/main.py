@@ -37,14 +37,14 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 # -- demo -------------------------------------------------------------------------------------
 
 # What --quick changes, unless the user set it: a CI-sized run of a few seconds.
-DEMO_QUICK = {"messages": 60_000, "seconds": 3.0, "interval": 1.0, "budget": 32.0}
+DEMO_QUICK = {"messages": 60_000, "seconds": 3.0, "interval": 1.0, "budget": 32_000_000}
 _DEMO_SIZES = ("queues", "producers", "messages", "size", "seconds", "interval", "budget")
 
 
 def _demo(args: argparse.Namespace) -> int:
     if not output_dir("sweepq demo", args.out):
         return 2
-    from sweepq.bench.demo import MB, DemoConfig, run
+    from sweepq.bench.demo import DemoConfig, run
 
     values = {k: getattr(args, k) for k in _DEMO_SIZES}
     if args.quick:  # --quick changes the sizes the user did not set
@@ -60,7 +60,6 @@ def _demo(args: argparse.Namespace) -> int:
 
         sizes = {k: values[k] for k in ("messages", "size", "seconds", "interval")}
         return run_channel(ChannelDemo(**sizes), args.out)
-    values["budget"] = round(values["budget"] * MB)
     cfg = DemoConfig(
         **values,
         consumer_share=args.consumer_share,
@@ -74,11 +73,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _demo_default(name: str) -> object:
-    """The default of a demo option as the command line gives it (the budget in MB)."""
-    from sweepq.bench.demo import MB, DemoConfig
+    """The default of a demo option (the budget in bytes, as --budget reads a size)."""
+    from sweepq.bench.demo import DemoConfig
 
-    value = getattr(DemoConfig(), name)
-    return value / MB if name == "budget" else value
+    return getattr(DemoConfig(), name)
 
 
 def register_demo_command(sub: argparse._SubParsersAction) -> None:
@@ -103,7 +101,7 @@ examples:
   sweepq demo --busy 0 2           # quiet, then 2 busy: peak RSS with/without sweeping, both loads
   sweepq demo --quick --clients    # producers and consumer in processes of their own, as clients
   sweepq demo --quick --channel    # a sender queue manager whose partner is down, then the catch-up
-  sweepq demo --budget 150 --out results/""",
+  sweepq demo --budget 150MB --out results/""",
     )
     d.add_argument("--quick", action="store_true", help="a CI-sized run of a few seconds (sweep interval 1 s)")
     d.add_argument("--queues", type=number(int, 1, 1000, hint="pass 1 to 1000 queues"), default=3, help="queues")
@@ -145,12 +143,12 @@ examples:
     )
     d.add_argument(
         "--budget",
-        type=number(float, 0, 1_000_000, hint="pass megabytes (10^6 bytes), e.g. 100; 0: no budget"),
+        type=memory_size,
         default=_demo_default("budget"),
-        metavar="MB",
-        help="memory budget of the sweeping run in MB (10^6 bytes) (QueueManager(memory_budget=)): the "
-        "resident memory above the baseline, or with --budget-counts held the messages in memory and RocksDB's "
-        "memtables and cache, are to stay under it; 0: none; --quick: 32",
+        metavar="SIZE",
+        help="memory budget of the sweeping run, as serve --memory-budget reads it: 100MB, 512MiB or bytes "
+        "(QueueManager(memory_budget=)): the resident memory above the baseline, or with --budget-counts held "
+        "the messages in memory and RocksDB's memtables and cache, are to stay under it; 0: none; --quick: 32MB",
     )
     d.add_argument(
         "--budget-counts",

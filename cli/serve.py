@@ -22,13 +22,14 @@ import sys
 import threading
 import time
 
+from .advice import for_the_command_line
 from .args import Usage as _Usage
 
 SOCKET_FILE = "sweepq.sock"
 
 
 def _fail(prog: str, text: str, code: int = 1) -> int:
-    print(f"{prog}: error: {' '.join(text.split())}", file=sys.stderr)
+    print(f"{prog}: error: {' '.join(for_the_command_line(text).split())}", file=sys.stderr)
     return code
 
 
@@ -132,9 +133,12 @@ def _serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
         if qm.budget is not None:
+            from sweepq.engine.sizes import format_size
+
+            policies = ", ".join(f"{k} {v}" for k, v in sorted(_policies(qm).items()))
             print(
-                f"sweepq serve: memory budget {qm.budget.budget / 1e6:,.1f} MB; queues' policies: "
-                + ", ".join(f"{k} {v}" for k, v in sorted(_policies(qm).items())),
+                f"sweepq serve: memory budget {format_size(qm.budget.budget)}; "
+                + (f"queues' policies: {policies}" if policies else "no queue yet (a new queue's memory policy: page)"),
                 file=sys.stderr,
                 flush=True,
             )
@@ -247,13 +251,19 @@ def _rate(now: dict, before: dict | None, key: str, seconds: float) -> str:
     return f"{(now[key] - before[key]) / seconds:+,.0f}"
 
 
+def _calls_since(st: dict, before: dict) -> int:
+    """The calls made since the frame ``before``: by each connection in both frames, plus all of
+    a new one's. A connection gone since takes its count away from a sum of the frames, which
+    would be negative; its calls since ``before`` are unknown and not counted."""
+    then = {c["id"]: c["calls"] for c in before["connections"]}
+    return sum(max(0, c["calls"] - then.get(c["id"], 0)) for c in st["connections"])
+
+
 def render_watch(st: dict, before: dict | None, seconds: float) -> str:
     """One frame of ``sweepq status --watch``: each queue's depth, in memory, swept and their
     rates per second since the frame ``before`` (``seconds`` ago; "-" for the first)."""
     prev = {q["name"]: q for q in before["queues"]} if before else {}
-    calls = sum(c["calls"] for c in st["connections"])
-    calls_before = sum(c["calls"] for c in before["connections"]) if before else None
-    rate = f"{(calls - calls_before) / seconds:,.0f} calls/s" if calls_before is not None and seconds > 0 else ""
+    rate = f"{_calls_since(st, before) / seconds:,.0f} calls/s" if before is not None and seconds > 0 else ""
     head = f"queue manager {st['qm']}: {len(st['connections'])} connection(s) {rate}".rstrip()
     lines = [head, f"  {'queue':<32} {'depth':>10} {'/s':>8} {'in memory':>10} {'swept':>10} {'/s':>8}"]
     for q in st["queues"]:
@@ -267,7 +277,8 @@ def render_watch(st: dict, before: dict | None, seconds: float) -> str:
 
 def _watch(remote, args: argparse.Namespace) -> int:
     """``status --watch``: a frame every --interval seconds (a live table on a terminal, one
-    frame after another otherwise) until --count frames, or Ctrl-C, which ends it with 0."""
+    frame after another otherwise) until --count frames (exit 0), or Ctrl-C (exit 130, as for
+    every interrupted command: docs/cli.md's exit codes)."""
     before, t_before = None, 0.0
     frames = 0
     live = None
@@ -293,7 +304,7 @@ def _watch(remote, args: argparse.Namespace) -> int:
                 return 0
             time.sleep(args.interval)
     except KeyboardInterrupt:
-        return 0  # Ctrl-C is how a watch ends
+        return 130  # 128 + SIGINT, as every sweepq command interrupted (cli/main.py EXIT_INTERRUPTED)
     finally:
         if live is not None:
             live.stop()
@@ -332,7 +343,7 @@ def inspect_server(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``serve`` and ``status`` to the ``sweepq`` subparsers."""
-    from .args import memory_size, number
+    from .args import address, memory_size, number
 
     s = sub.add_parser(
         "serve",
@@ -347,7 +358,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "  sweepq serve --data-dir ./q --tcp 0.0.0.0:1414 --tls-cert cert.pem --tls-key key.pem",
     )
     s.add_argument("--data-dir", required=True, metavar="DIR", help="the data directory (created 0700 if missing)")
-    s.add_argument("--tcp", metavar="HOST:PORT", help="also listen on TCP (127.0.0.1 unless a host is named)")
+    s.add_argument(
+        "--tcp", type=address, metavar="HOST:PORT", help="also listen on TCP (127.0.0.1 unless a host is named)"
+    )
     s.add_argument(
         "--token",
         help="the token TCP clients must present (default: $SWEEPQ_TOKEN, else DIR/sweepq.token, made if missing)",
@@ -359,9 +372,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="TLS on the TCP port: the server's certificate (PEM); the Unix socket stays plain",
     )
     s.add_argument("--tls-key", metavar="FILE", help="TLS on the TCP port: its private key (PEM)")
-    s.add_argument("--metrics", metavar="HOST:PORT", help="Prometheus text metrics over HTTP at /metrics")
+    s.add_argument("--metrics", type=address, metavar="HOST:PORT", help="Prometheus text metrics over HTTP at /metrics")
     s.add_argument(
         "--console",
+        type=address,
         metavar="HOST:PORT",
         help="the web console (docs/console.md) over HTTP, HTTPS with --tls-cert; it needs the token, its "
         "actions the admin token",

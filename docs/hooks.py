@@ -40,3 +40,9 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     """Add the README as ``index.md`` (no such file exists under ``docs/``)."""
     files.append(File.generated(config, "index.md", content=home_page(README.read_text())))
     return files
+
+
+def on_page_markdown(markdown: str, **kwargs: object) -> str:
+    """A page's links to the README (``../README.md#using-it``, which a reader of the repository
+    can follow) lead to the home page on the site, which is that README."""
+    return markdown.replace("](../README.md", "](index.md")

@@ -13,6 +13,7 @@ every compiled module before any is imported.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import importlib.util
 import os
@@ -66,38 +67,70 @@ def running() -> bool:
     return not lanes.__file__.endswith(".py")
 
 
+DIGEST_FILE = "compiled-sources.sha256"
+"""The file, beside this module, in which setup.py's build writes :func:`sources_digest` of the
+sources it compiled (in the wheel with the extensions; in the tree for an editable install)."""
+
+
+def compiled_sources(root: str) -> list[str]:
+    """The files the compiled modules are built from, relative to the package's root ``root``
+    (the repository, or ``site-packages/sweepq``): each module's ``.py`` and every ``.pxd`` of
+    the engine (a module's C code also depends on the ``.pxd`` files it cimports)."""
+    found = {os.path.join(*name.split(".")[1:]) + ".py" for name in MODULES}
+    for folder, dirs, files in os.walk(os.path.join(root, "engine")):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        found.update(os.path.relpath(os.path.join(folder, f), root) for f in files if f.endswith(".pxd"))
+    return sorted(found)
+
+
+def sources_digest(root: str) -> str:
+    """One SHA-256 of the compiled modules' sources under ``root`` (:func:`compiled_sources`):
+    setup.py bakes it into a build, an import compares it with the installed sources'. File
+    contents and names only, never times: pip unpacks a wheel's files in any order."""
+    h = hashlib.sha256()
+    for rel in compiled_sources(root):
+        with open(os.path.join(root, rel), "rb") as f:
+            h.update(rel.replace(os.sep, "/").encode() + b"\0" + f.read() + b"\0")
+    return h.hexdigest()
+
+
 def stale() -> list[str]:
-    """The compiled modules whose extension is older than their ``.py`` or ``.pxd``: a tree
-    changed since it was built (run ``pip install -e .`` again), where the old code would
-    run. Empty when nothing is compiled."""
-    out = []
+    """The compiled modules built from other sources than the ``.py`` and ``.pxd`` files beside
+    them (a tree changed since it was built: run ``pip install -e .`` again), where the old code
+    would run; all of them when the build left no digest. Empty when nothing is compiled."""
+    built = []
     for name in MODULES:
         module = sys.modules.get(name) or importlib.import_module(name)
-        built = module.__file__ or ""
-        if built.endswith(".py"):
-            continue
-        base = os.path.join(os.path.dirname(built), name.rpartition(".")[2])
-        newest = max(os.path.getmtime(p) for p in (base + ".py", base + ".pxd") if os.path.exists(p))
-        if os.path.getmtime(built) < newest:
-            out.append(name)
-    return out
+        if not (module.__file__ or "").endswith(".py"):
+            built.append(name)
+    if not built:
+        return []
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        with open(os.path.join(here, DIGEST_FILE)) as f:
+            baked = f.read().strip()
+    except FileNotFoundError:
+        return built
+    return [] if baked == sources_digest(os.path.dirname(here)) else built
 
 
 def warn_if_interpreted() -> None:
-    """Say once that the interpreted form runs when it was not asked for, or that a compiled
-    module is older than its source."""
+    """Say once, in one line, that the interpreted form runs when it was not asked for, or that
+    a compiled module was built from other sources than those installed beside it."""
     old = stale()
     if old:
-        warnings.warn(
-            f"sweepq's compiled {', '.join(old)} is older than its source: run `pip install -e .` again",
-            RuntimeWarning,
-            stacklevel=3,
+        _one_line(
+            f"sweepq's compiled core ({len(old)} modules) was built from other sources than those "
+            "beside it: reinstall sweepq (`pip install -e .` in its source tree)"
         )
     if not PURE and not running():
-        warnings.warn(
+        _one_line(
             "sweepq runs its interpreted core, several times slower than the compiled one: it was "
-            "installed without building its extension modules (no C compiler? install one and run "
-            "`pip install -e .` again)",
-            RuntimeWarning,
-            stacklevel=3,
+            "installed without a C compiler (install one and reinstall sweepq to compile it)"
         )
+
+
+def _one_line(message: str) -> None:
+    """A RuntimeWarning printed as one line (no source line under it, as warnings.warn adds),
+    still an error under ``-W error``."""
+    warnings.warn_explicit(message, RuntimeWarning, filename="sweepq", lineno=0, module="sweepq")

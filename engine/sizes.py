@@ -51,7 +51,9 @@ def parse_size(value: object, what: str = "size", minimum: int = 0, hint: str = 
         non-zero and under ``minimum``."""
     n = _bytes(value, what)
     if n and n < minimum:
-        unit = f"; did you mean {n} MB? write '{n}MB' or '{n}MiB'" if n < 10**6 else ""
+        # Only a number without a unit was perhaps meant as megabytes: "1KB" was meant as 1 kB.
+        bare = not isinstance(value, str) or value.strip().isdigit()
+        unit = f"; did you mean {n} MB? write '{n}MB' or '{n}MiB'" if bare and n < 10**6 else ""
         least = format_size(minimum)
         raise MQError(Reason.PARM_VALUE_ERROR, f"{what} {n} bytes is too small (at least {least}){unit}{hint}")
     return n
@@ -63,6 +65,8 @@ def _bytes(value: object, what: str) -> int:
             raise MQError(Reason.PARM_VALUE_ERROR, f"{what} {value} is outside 0..{MAX_SIZE} bytes")
         return int(value)
     if isinstance(value, str):
+        if value.strip().startswith("-"):
+            raise MQError(Reason.PARM_VALUE_ERROR, f"{what} {value!r} is negative: pass 0 (none) or a size, e.g. 100MB")
         m = _SIZE.fullmatch(value)
         unit = m.group(2).lower() if m else None
         if m is None or unit not in UNITS:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import types
 
 EXIT_USAGE = 2
@@ -73,16 +72,19 @@ def existing_path(text: str) -> str:
     return text
 
 
-_SUFFIX = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12}
-
-
 def byte_size(text: str) -> int:
-    """An argparse type: bytes, as an integer or with a suffix (64MB, 1.5G; powers of 1000), >= 0."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
-    unit = _SUFFIX.get(m.group(2).lower()) if m else None
-    if unit is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size; pass bytes such as 500000000, 500MB or 2G")
-    return int(float(m.group(1)) * unit)
+    """An argparse type: bytes as engine/sizes.py reads every size of sweepq (500MB, 512MiB,
+    64KiB or an integer of bytes; M alone is MiB), so that --memory-budget means the same here
+    as for ``sweepq serve`` and ``QueueManager(memory_budget=)``."""
+    from sweepq.engine import MQError
+    from sweepq.engine.sizes import parse_size
+
+    try:
+        return parse_size(text, "size")
+    except MQError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size; pass bytes such as 500000000, 500MB or 512MiB"
+        ) from None
 
 
 def add_rule_options(p: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from numbers import Real
 
 from sweepq.engine import MemoryPolicy, MQError
+from sweepq.engine.budget import MIN_BUDGET
 from sweepq.engine.sizes import parse_size
 
 from .site import MAX_DEPTH
@@ -164,6 +165,8 @@ def _budget(value: object) -> int:
     if not isinstance(value, int | str) or isinstance(value, bool):
         raise TypeError(f"memory_budget must be a size such as '100MB' or an int of bytes, not {_name_of(value)}")
     try:
-        return parse_size(value, "memory_budget")  # its floor is the queue manager's check
+        # The queue manager's floor, checked here on the value as written: it gets bytes, and
+        # would ask whether "1KB" (1000 bytes) meant 1000 MB.
+        return parse_size(value, "memory_budget", MIN_BUDGET, hint=" (0: no budget)")
     except MQError as e:
         raise ValueError(e.text) from None

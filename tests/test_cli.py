@@ -111,8 +111,14 @@ BAD = [
     (["demo", "--busy", "-1"], "argument --busy", "pass 0 to 64 spinning processes"),
     (["demo", "--busy", "2", "x"], "argument --busy", "is not an integer"),
     (["demo", "--busy"], "argument --busy", "expected at least one argument"),
-    (["demo", "--budget", "-5"], "argument --budget", "pass megabytes (10^6 bytes)"),
-    (["demo", "--budget", "lots"], "argument --budget", "0: no budget"),
+    # --budget reads a size as serve --memory-budget does (engine/sizes.py): 100MB, 64KiB, bytes
+    (["demo", "--budget", "-5"], "argument --budget", "is negative: pass 0 (none) or a size, e.g. 100MB"),
+    (["demo", "--budget", "lots"], "argument --budget", "is not a size"),
+    (["demo", "--budget", "100"], "argument --budget", "did you mean 100 MB? write '100MB'"),
+    (["serve", "--data-dir", "d", "--memory-budget", "-5MB"], "argument --memory-budget", "is negative"),
+    (["serve", "--data-dir", "d", "--memory-budget", "1KB"], "argument --memory-budget", "1000 bytes is too small"),
+    (["serve", "--data-dir", "d", "--console", "127.0.0.1:99999"], "argument --console", "port 99999 is outside"),
+    (["serve", "--data-dir", "d", "--tcp", "localhost"], "argument --tcp", "is not HOST:PORT"),
     (["bench", "--messages", "0"], "argument --messages", "pass an integer >= 1"),
     (["bench", "throughput", "--messages", "0"], "argument --messages", "pass an integer >= 1"),
     (["bench", "--sweep-memory-messages", "0"], "argument --sweep-memory-messages", "pass an integer >= 1"),
@@ -135,6 +141,18 @@ def test_a_bad_value_is_one_line_and_exit_2(args, names, advice):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
     assert names in lines[0] and advice in lines[0], lines[0]
+
+
+def test_a_size_with_a_unit_is_not_second_guessed():
+    """ "1KB" was meant as 1 kB: the floor's error says so without asking whether MB was meant
+    (a bare number still gets that question: BAD above)."""
+    from sweepq.engine import MQError
+    from sweepq.engine.budget import MIN_BUDGET
+    from sweepq.engine.sizes import parse_size
+
+    with pytest.raises(MQError) as e:
+        parse_size("1KB", "memory_budget", MIN_BUDGET)
+    assert "too small" in e.value.text and "did you mean" not in e.value.text
 
 
 @pytest.mark.parametrize("command", ["demo", "bench"])

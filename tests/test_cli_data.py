@@ -363,3 +363,35 @@ def test_a_queue_name_is_what_the_engine_says_it_is(name):
         cli_ok = False
         assert f"{name!r} is not a queue name; pass 1..48 characters" in str(e)
     assert cli_ok == engine_ok
+
+
+@pytest.mark.parametrize("syncpoint", [False, True], ids=["no syncpoint", "commit every 100"])
+def test_ctrl_c_of_put_says_exactly_what_it_stored(tmp_path, syncpoint):
+    """Ctrl-C in the middle of a put from a pipe: exit 130 and one line with the final count,
+    which is what the queue holds (the progress line lags: 1,263 shown, 1,271 stored before)."""
+    import signal
+
+    from sweepq.engine import QueueManager
+
+    d = tmp_path / "q"
+    _ok(_sweepq("define", "ORDERS", "--data-dir", d, "--persistent"))
+    extra = ["--commit-every", "100"] if syncpoint else []
+    cmd = [sys.executable, "-m", "sweepq", "put", "ORDERS", "--data-dir", str(d), "-v", *extra]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(b"m\n" * 5000)
+        proc.stdin.flush()
+        for _ in range(250):  # -v: a line for each message put; the rest of the input is still coming
+            assert proc.stdout.readline()
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    lines = err.decode().strip().splitlines()
+    assert proc.returncode == 130 and len(lines) == 1, err
+    with QueueManager.open(d, sweeper=False) as qm:
+        depth = qm.inquire_queue("ORDERS").current_depth
+    if syncpoint:
+        assert f"sweepq put: interrupted: {depth:,} messages stay, committed in" in lines[0], (lines, depth)
+    else:
+        assert lines[0] == f"sweepq put: interrupted: {depth:,} messages put on ORDERS ({depth:,} persistent)"

@@ -88,7 +88,7 @@ def served():
         log = p.log()
         tcp = re.search(r"(tcp://127\.0\.0\.1:\d+)", log).group(1)
         console = re.search(r"console on (http://127\.0\.0\.1:\d+/)", log).group(1)
-        assert "memory budget 64.0 MB; queues' policies: fail 1" in log
+        assert "memory budget 64MB; queues' policies: fail 1" in log
         yield p, tcp, console
 
 
@@ -134,6 +134,10 @@ def test_alter_delete_clear_through_a_server_and_tokens_the_same_everywhere(serv
     # Changes need the admin token: by option or by file.
     line = one_line(capsys, 1, "delete", "Q", "--server", tcp, "--token", token)
     assert "MQRC_NOT_AUTHORIZED (2035)" in line
+    # Told the command line's way, not the client API's (connect with admin_token=...).
+    assert "--admin-token-file" in line and "admin_token=" not in line, line
+    line = one_line(capsys, 1, "status", "--server", tcp)  # TCP, no token given
+    assert "--token-file" in line and "connect(" not in line, line
     assert run(capsys, "define", "NEW", "--server", tcp, "--token", token, "--admin-token", admin)[0] == 0
     code, out, _ = run(capsys, "delete", "NEW", "--server", tcp, "--token", token, "--admin-token-file", admin_file)
     assert code == 0 and out.startswith("deleted queue NEW")
@@ -152,7 +156,7 @@ def test_status_watch_ends_after_count_frames(served, capsys):
     assert "--count counts the frames of --watch" in one_line(capsys, 2, "status", "--server", p.url, "--count", "2")
 
 
-def test_status_watch_ends_cleanly_on_ctrl_c(served):
+def test_status_watch_ends_on_ctrl_c_with_130(served):
     p, _tcp, _console = served
     cmd = [sys.executable, "-m", "sweepq", "status", "--server", p.url, "--watch", "--interval", "0.2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -160,7 +164,7 @@ def test_status_watch_ends_cleanly_on_ctrl_c(served):
     assert first.startswith("queue manager ")
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and err == "", err
+    assert proc.returncode == 130 and err == "", err  # 130: interrupted, as the help says
 
 
 def test_cafile_reaches_a_tls_server(tmp_path, capsys):
@@ -231,3 +235,47 @@ def test_channel_status_says_why_a_channel_retries():
     row = {"name": "C", "type": "SENDER", "status": "RETRYING", "seq": 0, "messages": 0, "batches": 0}
     text = render_status([{**row, "why": "cannot reach\n the partner"}])
     assert text.splitlines()[-1] == "    retrying: cannot reach the partner"  # one line (it raised before)
+
+
+def test_status_watch_counts_no_negative_rate_when_a_client_leaves():
+    """A connection gone between two frames took its calls out of the frames' sums: the rate
+    counts the calls of the connections in the later frame (-1,390 calls/s before)."""
+    from sweepq.cli.serve import render_watch
+
+    def frame(*conns):
+        return {"qm": "QM", "queues": [], "connections": [{"id": i, "calls": n} for i, n in conns]}
+
+    before = frame((1, 5000), (2, 100))
+    text = render_watch(frame((2, 130), (3, 20)), before, 1.0)  # 1 left; 2 made 30 calls; 3 is new with 20
+    assert text.splitlines()[0] == "queue manager QM: 2 connection(s) 50 calls/s"
+
+
+def test_an_unknown_channel_is_told_the_command_that_defines_it(capsys, tmp_path):
+    d = tmp_path / "d"
+    assert main(["define", "Q", "--data-dir", str(d)]) == 0
+    line = one_line(capsys, 1, "channel", "start", "NOPE", "--data-dir", d)
+    assert "sweepq channel define NOPE" in line and "define_channel()" not in line, line
+
+
+def test_serve_with_a_budget_and_no_queue_says_so(capsys):
+    """The budget line names the budget as sizes are written everywhere (64MB) and, with no
+    queue yet, says what a new queue's policy is, not "queues' policies: " and nothing."""
+    d = os.path.join(short_dir(), "q")
+    with ServeProcess(d, "--memory-budget", "5MB") as p:
+        deadline = time.monotonic() + 30
+        while "memory budget" not in p.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        line = next(line for line in p.log().splitlines() if "memory budget" in line)
+    assert line == "sweepq serve: memory budget 5MB; no queue yet (a new queue's memory policy: page)"
+
+
+def test_the_readme_says_what_serve_console_prints(served):
+    """The README's comment on `serve --console`: the page's URL and the file of its token (the
+    token itself is never printed)."""
+    p, _tcp, console = served
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    said = next(line for line in readme.splitlines() if "serve --data-dir ./q --console" in line)
+    assert "the file holding its token" in said
+    line = next(line for line in p.log().splitlines() if "console on" in line)
+    token = Path(p.data_dir, "sweepq.token").read_text().strip()
+    assert console in line and os.path.join(p.data_dir, "sweepq.token") in line and token not in line

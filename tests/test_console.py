@@ -382,6 +382,23 @@ def test_define_and_delete_say_what_went_wrong():
         assert r.status == 409 and r.json()["reason"] == Reason.Q_NOT_EMPTY
 
 
+def test_a_wrong_token_is_told_it_is_wrong_and_no_error_asks_for_python():
+    """A wrong token is not a missing one: the API says which. An unknown queue or channel is
+    told how to define it on the page or the command line, never with define_queue()."""
+    with console() as (_qm, server):
+        base = server.console_url
+        wrong = request(base + "api/snapshot", bearer="nope")
+        assert wrong.status == 401 and "that token is not this server's" in wrong.json()["error"]
+        missing = request(base + "api/snapshot")
+        assert missing.status == 401 and "the console needs the server's token" in missing.json()["error"]
+        r = request(base + "api/queues/NOPE/messages", bearer=TOKEN)
+        said = r.json()["error"]
+        assert r.json()["reason"] == Reason.UNKNOWN_OBJECT_NAME and "define_queue()" not in said
+        assert "the page's define form" in said
+        r = request(base + "api/channels/NOPE/start", "POST", bearer=ADMIN)
+        assert "define_channel()" not in r.json()["error"] and "sweepq channel define" in r.json()["error"], r.body
+
+
 # -- the sweeper's last decision ---------------------------------------------------------------
 
 

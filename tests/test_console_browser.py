@@ -104,14 +104,17 @@ def test_a_sweep_shows_when_a_queue_crosses_the_rule(page):
         open_console(page, server)
         assert cell(page, "BIG", "decision").inner_text() == "no cycle yet"
         qm.sweeper.run_once()  # the interval's end, driven by the test
-        expect(cell(page, "BIG", "decision")).to_have_text("swept 95")
+        expect(cell(page, "BIG", "decision")).to_have_text("last cycle: swept 95")
         big = {c: cell(page, "BIG", c).inner_text() for c in ("y", "x", "threshold", "buffer", "in-memory", "swept")}
         assert big == {"y": "100", "x": "0 (now 0)", "threshold": "0", "buffer": "5", "in-memory": "5", "swept": "95"}
         assert cell(page, "BIG", "decision").get_attribute("data-outcome") == "swept"
         small = cell(page, "SMALL", "decision").inner_text()
-        assert small == "not swept (y 4 <= 12)" and cell(page, "SMALL", "threshold").inner_text() == "12"
+        assert small == "last cycle: not swept (y 4 <= 12)" and cell(page, "SMALL", "threshold").inner_text() == "12"
         assert "blobs" in cell(page, "BIG", "blob-bytes").inner_text()
         expect(page.locator("#cycles")).to_have_text("1")
+        assert page.locator("#rule-says").inner_text() == "the rule above, as given"  # "rule seed" explained
+        # No client is connected (the test's connection ended): the table says so, not an empty table.
+        expect(page.locator("#connection-table tbody")).to_have_text("no client connected")
         assert page.locator("#sweep-chart canvas").count() == 1 and page.locator("#depth-chart canvas").count() == 1
 
 

@@ -170,7 +170,7 @@ def test_table_and_plot_without_the_comparison_run(tmp_path):
 def test_no_budget_is_no_verdict(tmp_path):
     s, md = _small_table(tmp_path, budget=0)
     assert s["budget_held"] is None and "| memory budget (what it counts) | - |" in md
-    assert "| ... the budget | - |" in md and "| peak resident memory against budget + baseline | - |" in md
+    assert "| the budget | - |" in md and "| peak resident memory against budget + baseline | - |" in md
 
 
 def _demo_processes(pid: int) -> list[psutil.Process]:
@@ -244,7 +244,7 @@ def test_a_budget_that_does_not_hold_fails_the_demo(tmp_path):
     """The quick form with a budget too small to hold (20 kB above the baseline: RocksDB's
     memtables alone take a megabyte): the demo says the budget FAILED, with the figures that
     show it, and exits 1 although every message arrived."""
-    proc, text, figures = _demo(tmp_path, "--quick", "--no-compare", "--budget", "0.02", "--messages", "20000")
+    proc, text, figures = _demo(tmp_path, "--quick", "--no-compare", "--budget", "20kB", "--messages", "20000")
     s = figures["levels"][0]["summary"]
     assert s["budget"] == 20_000 and s["budget_held"] is False
     assert s["peak_rss_with_sweeper"] > 1.15 * (s["budget"] + s["baseline_with_sweeper"])
@@ -385,3 +385,64 @@ def test_a_tethered_child_dies_with_its_parent_by_either_means(means):
         parent.kill()
         parent.wait()
         parent.stdout.close()
+
+
+def _fake_run(sweeping: bool, fill: float) -> dict:
+    sample = {
+        "t": 0.0,
+        "rss": 50 * MB,
+        "depth": 10,
+        "held": 5 * MB,
+        "in_memory": 5,
+        "swept_raw_bytes": 0,
+        "swept_bytes": 0,
+    }
+    return {
+        "sweeping": sweeping,
+        "config": {"budget": 100 * MB, "counts": "resident"},
+        "baseline": 40 * MB,
+        "peak_rss": 130 * MB,
+        "peak_budgeted": 80 * MB,
+        "samples": [sample, {**sample, "t": fill + 1}],
+        "fill_seconds": fill,
+    }
+
+
+def test_the_budget_verdict_says_what_it_measured_and_stands_under_that_row():
+    """ "held (0.93 x)" stood under "peak of messages + RocksDB (held)" but measured resident
+    memory against budget + baseline: the verdict now names its measure and follows it."""
+    from sweepq.bench.demo import _ROWS, _budget_text
+
+    w = _fake_run(True, 10.0)
+    assert _budget_text(w) == "held: peak resident memory 0.93 x budget + baseline"
+    held = {**w, "config": {"budget": 100 * MB, "counts": "held"}}
+    assert _budget_text(held) == "held: peak of messages + RocksDB 0.80 x budget"
+    labels = [label for label, _ in _ROWS]
+    assert labels[labels.index("the budget") - 1] == "peak resident memory against budget + baseline"
+
+
+def test_each_run_has_its_own_producers_done_line():
+    """The two runs' producers stop at different times: a line each, named for its run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sweepq.bench.demo import _plot_level
+
+    lv = Level(
+        busy=0,
+        runs={"with": _fake_run(True, 10.0), "without": _fake_run(False, 12.5)},
+        load=BusyLoad(0, 0.0, 0.0),
+        load_average=1.0,
+    )
+    fig, axes = plt.subplots(3, 1)
+    try:
+        _plot_level(axes, lv)
+        for ax in axes:
+            done = {
+                line.get_label(): line.get_xdata()[0] for line in ax.get_lines() if "producers done" in line.get_label()
+            }
+            assert done == {"producers done, with sweeper": 10.0, "producers done, without sweeping": 12.5}, done
+    finally:
+        plt.close(fig)

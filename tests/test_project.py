@@ -213,30 +213,28 @@ def test_readme_api_example_runs():
     exec(compile(block.group(1), "README.md", "exec"), {"print": lambda *a: None})
 
 
-def test_a_regular_install_holds_every_module(tmp_path):
-    """`pip install .` (not editable) builds a wheel from pyproject's package list: every module
-    of every layer must be in it (subpackages are not found on their own). Built from a clean
-    copy of the tree: a build/ directory left by an earlier build would hide what is missing."""
-    src = tmp_path / "src"
-    skip = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", ".hypothesis", "site")
-    shutil.copytree(ROOT, src, ignore=skip)
-    out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), "."],
-        cwd=src,
-        capture_output=True,
-        text=True,
-        timeout=900,  # a guard against a hang: the build compiles every module (4 min seen under load)
-    )
-    assert out.returncode == 0, out.stderr
-    import zipfile
+def test_the_readme_says_what_the_tests_need():
+    """Python 3.11, a C compiler, and the chromium the browser tests drive (.ci/run installs it):
+    a machine set up from the README alone runs the suite."""
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert "need Python 3.11 and a C compiler" in text
+    assert "Debian's `chromium` for the console's browser tests" in text
+    assert "apt-get install" in (ROOT / ".ci" / "run").read_text() and "chromium" in (ROOT / ".ci" / "run").read_text()
 
-    (wheel,) = tmp_path.glob("sweepq-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
-    layers = ("cli", "bench", "pipeline", "broker", "queues", "net", "engine", "sweeper", "blobstore")
-    want = {f"sweepq/{p.relative_to(ROOT)}" for layer in layers for p in (ROOT / layer).rglob("*.py")}
-    want = {w for w in want if "/__pycache__/" not in w}
-    want |= {f"sweepq/{p.name}" for p in ROOT.glob("*.py")}
-    missing = sorted(want - names)
-    assert not missing, f"not in the wheel: {missing[:10]}"
-    # The Kombu alias's start-up line (build-backend/, broker/alias.py), beside the package.
-    assert "sweepq-kombu.pth" in names
+
+_LINK = re.compile(r"\]\(([^)\s#]+)(#[^)\s]*)?\)")
+
+
+def test_a_docs_link_leads_to_a_file_of_the_repository():
+    """A reader of the repository follows docs/ links as files: a link to ``index.md`` (the
+    home page the site makes from the README, docs/hooks.py) leads nowhere there; the README's
+    own address does, and the site's hook turns it into the home page."""
+    bad = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for m in _LINK.finditer(page.read_text()):
+            target = m.group(1)
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not (page.parent / target).exists():
+                bad.append(f"{page.name}: {target}")
+    assert bad == []

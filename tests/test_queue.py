@@ -45,6 +45,12 @@ BAD_CONSTRUCTOR = [
     ({"url": 3}, TypeError, "url must be a str"),
     ({"url": "http://x"}, ValueError, "http://x"),
     ({"memory_budget": 100}, ValueError, "did you mean 100 MB"),
+    # A size with its unit is not second-guessed (it was asked "did you mean 1000 MB?")
+    (
+        {"memory_budget": "1KB"},
+        ValueError,
+        r"memory_budget 1000 bytes is too small \(at least 16KiB\) \(0: no budget\)$",
+    ),
     ({"memory_budget": "lots"}, ValueError, "is not a size"),
     ({"memory_budget": 1.5}, TypeError, "memory_budget must be a size"),
     ({"memory_budget": -1}, ValueError, "outside"),

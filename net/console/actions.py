@@ -56,6 +56,24 @@ def describe(m: Any, max_bytes: int | None = None) -> dict:
     return doc
 
 
+# The engine's Python advice (its error texts end with it) in the console's terms: the page's
+# user calls no Python.
+_ADVICE = (
+    ("define it with define_queue()", "define it with the page's define form (admin token) or POST /api/queues"),
+    (
+        "define it with define_channel()",
+        "define it with `sweepq channel define` (the console starts and stops channels, it does not define them)",
+    ),
+)
+
+
+def for_the_console(text: str) -> str:
+    """An MQError's text with the engine's Python advice said the console's way."""
+    for python, console in _ADVICE:
+        text = text.replace(python, console)
+    return text
+
+
 def browse(qm: Any, queue: str, count: int, max_bytes: int | None = None) -> list[dict]:
     """The first ``count`` messages of ``queue`` in delivery order, described, none removed
     (MQGET with BROWSE_FIRST, then BROWSE_NEXT).

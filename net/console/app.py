@@ -76,7 +76,7 @@ or its admin token.</p></main></body></html>"""
 
 def _error(e: MQError) -> web.Response:
     status = STATUS_OF.get(e.reason, 400)
-    body = {"error": str(e), "reason": int(e.reason), "reason_name": Reason(e.reason).name}
+    body = {"error": actions.for_the_console(str(e)), "reason": int(e.reason), "reason_name": Reason(e.reason).name}
     return web.json_response(body, status=status)
 
 
@@ -153,7 +153,9 @@ class ConsoleApp:
     async def _headers(self, request: web.Request, handler: Any) -> web.StreamResponse:
         path = request.path
         if path.startswith("/api/") and not self.may_read(request) and not self.is_admin(request):
-            resp: web.StreamResponse = _refused("the console needs the server's token: open it with ?token=TOKEN")
+            given = self._bearer(request) or request.cookies.get(COOKIE)  # a wrong token, not a missing one
+            why = "that token is not this server's" if given else "the console needs the server's token"
+            resp: web.StreamResponse = _refused(f"{why}: open it with ?token=TOKEN (DIR/sweepq.token)")
             resp.set_status(401)
         else:
             resp = await handler(request)

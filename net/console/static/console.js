@@ -177,6 +177,12 @@ function button(text, cls, onClick) {
   return b;
 }
 
+// What each rule of the sweeper (sweeper/policy.py RULES) does, beside its name.
+const RULE_SAYS = {
+  seed: "the rule above, as given",
+  adaptive: "the rule above, made not to sweep again a queue that drains a little slower than it fills",
+};
+
 const QUEUE_CELLS = ["depth", "in-memory", "swept", "mem-bytes", "blob-bytes", "x", "y", "threshold", "buffer",
   "decision", "policy"];
 
@@ -211,7 +217,8 @@ function renderQueues(snap) {
     set("y", r ? num(r.y) : "–");
     set("threshold", r ? num(r.threshold) : "–");
     set("buffer", r ? num(r.buffer) : "–");
-    set("decision", r ? r.says : "no cycle yet");
+    // The last cycle's decision alone: the swept column counts what earlier cycles moved.
+    set("decision", r ? `last cycle: ${r.says}` : "no cycle yet");
     tr.querySelector(".decision").dataset.outcome = r ? r.outcome : "";
     set("policy", q.memory_policy);
   }
@@ -268,6 +275,9 @@ function renderChannels(rows) {
 function renderConnections(snap) {
   const body = el("connection-table").tBodies[0];
   body.textContent = "";
+  if (!snap.connections.length) {
+    const tr = body.insertRow(); const td = cell(tr, "hint", "no client connected"); td.colSpan = 8;
+  }
   for (const c of snap.connections) {
     const tr = body.insertRow();
     cell(tr, "", `#${c.id}`); cell(tr, "", `${c.transport} ${c.peer}`); cell(tr, "n", c.pid);
@@ -340,6 +350,7 @@ function render(snap) {
   el("interval").textContent = snap.policy.interval;
   el("rule-name").textContent = snap.policy.rule;
   el("cycles").textContent = num(snap.sweeper.cycles);
+  el("rule-says").textContent = RULE_SAYS[snap.policy.rule] || "";
   renderQueues(snap);
   renderBudget(snap.budget);
   renderChannels(snap.channels);
