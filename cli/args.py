@@ -95,8 +95,7 @@ def memory_size(text: str) -> int:
     none), read by the engine's one size parser (engine/sizes.py), so that the command line
     and ``QueueManager(memory_budget=)`` accept and refuse the same."""
     from sweepq.engine import MQError
-    from sweepq.engine.budget import MIN_BUDGET
-    from sweepq.engine.sizes import parse_size
+    from sweepq.engine.sizes import MIN_BUDGET, parse_size
 
     try:
         return parse_size(text, "memory budget", MIN_BUDGET)

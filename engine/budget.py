@@ -80,7 +80,6 @@ if TYPE_CHECKING:
 HIGH = 0.8  # the sweeper is woken, and sweeps beyond its rule, above this share of the budget
 LOW = 0.6  # ... down to this share
 PAGE_AT = 0.9  # queues with memory_policy PAGE page from here (the slack of a count stays under 1)
-MIN_BUDGET = 16 * 1024  # a smaller budget holds no more than a few messages: refused as a likely missing unit
 PER_MESSAGE = 64  # bytes a queued message costs beyond its record: the bytes object, the lane arrays
 # Bytes a sweep takes for a while per message in memory (the slot numbers it walks, the runs'
 # lists, the MsgIds and frames it writes): 60 to 130 measured, 300,000 messages of 100 B and

@@ -18,11 +18,11 @@ from sweepq.blobstore import STORE_OPTIONS, Store
 from sweepq.sweeper import SweepPolicy
 
 from . import checks
-from .budget import COUNTS, MIN_BUDGET
+from .budget import COUNTS
 from .constants import Reason
 from .durable import SYNC_POLICIES
 from .errors import MQError
-from .sizes import parse_size
+from .sizes import MIN_BUDGET, parse_size
 
 MAX_MSG_LENGTH = 100 * 1024 * 1024  # MQ's largest MAXMSGL
 

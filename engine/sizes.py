@@ -20,6 +20,8 @@ import re
 from .constants import Reason
 from .errors import MQError
 
+MIN_BUDGET = 16 * 1024  # a smaller memory budget holds no more than a few messages: refused as a likely missing unit
+
 UNITS = {
     "": 1,
     "b": 1,

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from numbers import Real
 
 from sweepq.engine import MemoryPolicy, MQError
-from sweepq.engine.budget import MIN_BUDGET
-from sweepq.engine.sizes import parse_size
+from sweepq.engine.sizes import MIN_BUDGET, parse_size
 
 from .site import MAX_DEPTH
 

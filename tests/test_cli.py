@@ -147,8 +147,7 @@ def test_a_size_with_a_unit_is_not_second_guessed():
     """ "1KB" was meant as 1 kB: the floor's error says so without asking whether MB was meant
     (a bare number still gets that question: BAD above)."""
     from sweepq.engine import MQError
-    from sweepq.engine.budget import MIN_BUDGET
-    from sweepq.engine.sizes import parse_size
+    from sweepq.engine.sizes import MIN_BUDGET, parse_size
 
     with pytest.raises(MQError) as e:
         parse_size("1KB", "memory_budget", MIN_BUDGET)
