@@ -160,7 +160,9 @@ def test_a_request_done_once_is_remembered_across_a_kill_9():
 def test_queue_objects_work_again_after_the_server_is_killed(delivery):
     """The short form of the restart harness (bench/reconnect.py, ``sweepq crashtest-reconnect``):
     a producer and a consumer ``Queue(url=)`` through two kill -9s of the server: every item
-    delivered, none twice, the same objects (and a new one) working after."""
+    delivered, none twice (at-least-once: but an item held, got and not yet done, when the
+    server died, which it backed out: at most one a kill), the same objects (and a new one)
+    working after."""
     data = os.path.join(short_dir(), "d")
     srv = ServeProcess(data).start()
     try:
@@ -170,7 +172,7 @@ def test_queue_objects_work_again_after_the_server_is_killed(delivery):
         stop = threading.Event()
 
         def consume():
-            while not stop.is_set() or len(got) < 300:
+            while not stop.is_set() or len(set(got)) < 300:
                 try:
                     got.append(consumer.get(timeout=0.5))
                 except stdqueue.Empty:
@@ -187,7 +189,8 @@ def test_queue_objects_work_again_after_the_server_is_killed(delivery):
         stop.set()
         t.join(60)
         assert not t.is_alive()
-        assert sorted(got) == list(range(300))  # none lost, none twice
+        assert set(got) == set(range(300))  # none lost
+        assert len(got) - 300 <= (2 if delivery == "at-least-once" else 0)  # none twice but a held one
         fresh = Queue(url=srv.url, name="JOBS")  # a new object beside the open ones
         fresh.put("after")
         assert consumer.get(timeout=10) == "after"
@@ -237,3 +240,15 @@ def reason_of(call) -> int:
     except MQError as e:
         return e.reason
     raise AssertionError("no MQError")
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("delivery", ["at-most-once", "at-least-once"])
+def test_ten_kills_of_the_server_under_queue_producers_and_consumers(delivery):
+    """The long form: bench/reconnect.py, 10 kill -9s, two producers and two consumers."""
+    from sweepq.bench.reconnect import run
+
+    verdict = run(kills=10, delivery=delivery)
+    assert verdict["errors"] == [] and verdict["lost"] == 0 and verdict["phantom"] == 0, verdict
+    assert verdict["duplicated"] <= verdict["redelivery_bound"], verdict
+    assert len(verdict["recovered_s"]) == 10
