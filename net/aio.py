@@ -199,7 +199,9 @@ class AsyncConnection:
         for h in list(self._handles):
             try:
                 await h._reopen(self._exchange)
-            except MQError:  # its queue is gone (a temporary queue opened by name): the handle is closed
+            except MQError as e:  # its queue is gone (a temporary queue opened by name): the handle is closed
+                if e.reason in C.RETRY_CONNECT:  # the server went again: the handle stays, for the next try
+                    raise
                 h._closed = True
                 self._handles.discard(h)
 

@@ -230,7 +230,9 @@ class ClientConnection:
         for h in list(self._handles):
             try:
                 h._reopen(self._call)
-            except MQError:  # its queue is gone (a temporary queue opened by name): the handle is closed
+            except MQError as e:  # its queue is gone (a temporary queue opened by name): the handle is closed
+                if e.reason in C.RETRY_CONNECT:  # the server went again: the handle stays, for the next try
+                    raise
                 h._closed = True
                 self._handles.discard(h)
         return self._fs
