@@ -25,7 +25,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 from sweepq.engine import GMO, PMO, MQError, Reason
-from sweepq.engine.record import data_offset
+from sweepq.engine.record import data_offset, is_persistent
 
 from . import protocol as P
 from .channels.admin import dq_admin
@@ -375,7 +375,9 @@ class Session:
 
     def _op_once(self, pid: bytes, seq: int, op: int, args: list):
         """A put or get outside syncpoint, done under syncpoint and committed with its record
-        (when the connection holds no unit of work: else done as it came)."""
+        when a message it moved is persistent (a non-persistent one does not outlive the
+        server, nor need its record); when the connection holds no unit of work: else done
+        as it came."""
         at, sync, no_sync = _ONCE_SYNC[op]
         call = self._handlers[op][1]
         conn, journal = self.conn, self.server.once.journal
@@ -386,7 +388,8 @@ class Session:
         args[at] = (options & ~no_sync) | sync
         reply = call(*args)
         try:
-            conn.uow.harden(journal, once_key(pid), self.server.once.value(seq, reply))
+            if any(is_persistent(rec) for rec in _records(op, reply)):  # else it dies with the server anyway
+                conn.uow.harden(journal, once_key(pid), self.server.once.value(seq, reply))
             conn.commit()
         except BaseException:
             with contextlib.suppress(MQError):
@@ -419,6 +422,17 @@ class Session:
 
     def _dq_admin(self, action, name, arguments):
         return dq_admin(self.qm, self.admin, action, name, _attributes(arguments))
+
+
+def _records(op: int, reply) -> list:
+    """The message records (or headers) in the reply of a put or get done once."""
+    if op == P.PUT:
+        return [reply[1]]
+    if op == P.PUT_MANY:
+        return reply[1]
+    if op == P.GET:
+        return [reply[1]] if reply[0] == "m" else []
+    return reply  # GET_MANY
 
 
 def _waits(options, wait_interval) -> bool:
