@@ -116,6 +116,8 @@ def _serve(args: argparse.Namespace) -> int:
             max_handles=args.max_handles,
             max_handshakes=args.max_handshakes,
             hello_timeout=args.handshake_timeout,
+            frame_timeout=args.frame_timeout,
+            idle_timeout=args.idle_timeout,
             frame_memory=args.frame_memory,
         )
         print(f"sweepq serve: listening on {' and '.join(server.urls)}", file=sys.stderr, flush=True)
@@ -434,6 +436,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=10.0,
         metavar="SECONDS",
         help="a connection's whole handshake (TLS, then HELLO) must be done within SECONDS of its accept",
+    )
+    s.add_argument(
+        "--frame-timeout",
+        type=number(float, 0, 3600, low_open=True, hint="pass seconds, e.g. 30"),
+        default=30.0,
+        metavar="SECONDS",
+        help="after the handshake, each frame's bytes must all come within SECONDS of its first, however spread",
+    )
+    s.add_argument(
+        "--idle-timeout",
+        type=number(float, 0, 30 * 86400, low_open=True, hint="pass seconds, e.g. 600"),
+        default=None,
+        metavar="SECONDS",
+        help="close a connection idle between calls for SECONDS (a get waiting in the server is not idle; "
+        "default: no limit)",
     )
     s.add_argument(
         "--frame-memory",

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import ssl
+import time
 
 from sweepq.engine import OO, MQError, QueueInfo, Reason
 
@@ -36,15 +38,17 @@ async def connect(
     token: str | None = None,
     *,
     admin_token: str | None = None,
-    reconnect: bool = False,
+    reconnect: bool | float = False,
     tls: ssl.SSLContext | None = None,
     cafile: str | None = None,
     client: str | None = None,
     timeout: float = 10.0,
+    redeliver: bool = False,
 ) -> AsyncConnection:
     """MQCONN over the wire, for asyncio: the arguments and errors of
     :func:`sweepq.client.connect`."""
     conn = AsyncConnection(url, token, admin_token, reconnect, tls, cafile, client, timeout)
+    conn.redeliver = bool(redeliver)
     await conn._connect()
     return conn
 
@@ -58,6 +62,10 @@ class AsyncConnection:
         self._lock = asyncio.Lock()
         self._handles: set[AsyncHandle] = set()
         self._uow = C.UnitOfWork()
+        self._pid = os.urandom(16)  # this connection's producer id for requests done once (net/once.py)
+        self._seq = 0
+        self.redeliver = False  # connect(redeliver=True): a lost unit of work's commit returns 2003
+        self._breaks = 0  # breaks so far: tells a break from an error the server sent
         self._closed = False
         self._why = ""
         self._reader: asyncio.StreamReader | None = None
@@ -108,6 +116,7 @@ class AsyncConnection:
     def _broke(self, why: object) -> MQError:
         self._drop()
         self._why = str(why) or type(why).__name__
+        self._breaks += 1
         self._uow.broke()
         return C.broken(self.address, self._why, self.endpoint.reconnect)
 
@@ -122,15 +131,21 @@ class AsyncConnection:
                 await pending
         if self._writer is None:
             await self._revive()
-        self._writer.write(P.request(op, args))
-        reply = asyncio.ensure_future(self._read(self.server.max_frame))
+        breaks = self._breaks
         try:
-            rop, value = await asyncio.shield(reply)
-        except asyncio.CancelledError:
-            if not cancellable:
-                self._pending = reply
+            self._writer.write(P.request(op, args))
+            reply = asyncio.ensure_future(self._read(self.server.max_frame))
+            try:
+                rop, value = await asyncio.shield(reply)
+            except asyncio.CancelledError:
+                if not cancellable:
+                    self._pending = reply
+                    raise
+                rop, value = await self._cancel(reply)
+        except MQError:
+            if self._breaks == breaks or not self.endpoint.reconnect or self._closed:
                 raise
-            rop, value = await self._cancel(reply)
+            return await self._resume(op, args, cancellable)
         if rop == P.OK:
             return value
         P.raise_error(value)
@@ -149,16 +164,44 @@ class AsyncConnection:
             raise asyncio.CancelledError
         return rop, value
 
+    async def _resume(self, op: int, args: list, cancellable: bool):
+        """The request ``op`` met a break: connect again and send it again, or not
+        (net/calls.py ``after_break``)."""
+        try:
+            await self._revive()
+        except MQError as e:
+            if op == P.ONCE and e.reason == Reason.CONNECTION_BROKEN:
+                raise C.fate_unknown(self.address, self._why, self.endpoint.reconnect) from None
+            raise
+        if C.after_break(op, args, self._uow) == C.DONE:
+            return 0
+        return await self._exchange(op, args, cancellable)
+
     async def _revive(self) -> None:
+        """A new connection after a break, tried with backoff for up to ``reconnect``
+        seconds, with every handle reopened (2009 without ``reconnect``)."""
         if self._closed:
             raise C.disconnected()
-        if not self.endpoint.reconnect:
-            raise C.broken(self.address, self._why, False)
-        await self._connect()
+        bound = self.endpoint.reconnect
+        if not bound:
+            raise C.broken(self.address, self._why, 0)
+        deadline = time.monotonic() + bound
+        delay = C.FIRST_DELAY
+        while True:
+            try:
+                await self._connect()
+                break
+            except MQError as e:
+                if e.reason not in C.RETRY_CONNECT or time.monotonic() + delay > deadline:
+                    raise C.broken(self.address, self._why, bound) from None
+            await asyncio.sleep(delay)  # backoff between attempts, bounded by ``reconnect``
+            delay = C.backoff(delay)
         for h in list(self._handles):
             try:
                 await h._reopen(self._exchange)
-            except MQError:  # its queue is gone (a temporary queue opened by name): the handle is closed
+            except MQError as e:  # its queue is gone (a temporary queue opened by name): the handle is closed
+                if e.reason in C.RETRY_CONNECT:  # the server went again: the handle stays, for the next try
+                    raise
                 h._closed = True
                 self._handles.discard(h)
 
@@ -168,7 +211,11 @@ class AsyncConnection:
         uow = self._uow
         if uow.lost:
             uow.check(syncpoint)
-        value = await self._call(op, args, op == P.GET and C.waits(args[1]))
+        waits = op == P.GET and C.waits(args[1])
+        if self.endpoint.reconnect and C.once_op(op, args, syncpoint):
+            value = await self._call(P.ONCE, self._once(op, args), waits)
+        else:
+            value = await self._call(op, args, waits)
         if syncpoint:
             uow.open = True
         return decode(value, ident)
@@ -182,13 +229,32 @@ class AsyncConnection:
         self._handles.add(h)
         return h
 
+    def _once(self, op: int, args: list) -> list:
+        """ONCE's arguments for ``op`` (net/once.py), as the thread client's."""
+        self._seq += 1
+        return [self._pid, self._seq, False, op, args]
+
     async def commit(self) -> Reason:
         self._check()
-        lost = self._uow.commit_lost()
+        uow = self._uow
+        lost = uow.commit_lost()
         if lost is not None:
+            if self.redeliver:
+                return Reason.BACKED_OUT
             raise lost
-        reason = await self._call(P.COMMIT, [])
-        self._uow.ended()
+        try:
+            if self.endpoint.reconnect and uow.open:  # its fate must be known after a break
+                reason = await self._call(P.ONCE, self._once(P.COMMIT, []))
+            else:
+                reason = await self._call(P.COMMIT, [])
+        except MQError as e:
+            if e.reason != Reason.BACKED_OUT:
+                raise
+            uow.ended()
+            if self.redeliver:
+                return Reason.BACKED_OUT
+            raise
+        uow.ended()
         return Reason(reason or 0)
 
     async def backout(self) -> None:

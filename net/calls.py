@@ -8,6 +8,7 @@ Pure functions and small state objects: no I/O here.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import ssl
 from collections.abc import Sequence
@@ -25,6 +26,49 @@ from . import protocol as P
 _PUT_SYNC = int(PMO.SYNCPOINT)
 _GET_SYNC = int(GMO.SYNCPOINT | GMO.SYNCPOINT_IF_PERSISTENT)
 _WAIT = int(GMO.WAIT)
+_BROWSE = int(GMO.BROWSE_FIRST | GMO.BROWSE_NEXT | GMO.BROWSE_MSG_UNDER_CURSOR | GMO.LOCK | GMO.UNLOCK)
+
+RECONNECT = 30.0  # seconds a reconnecting client tries for (``reconnect=True``)
+FIRST_DELAY = 0.02  # the backoff between attempts: doubling from this ...
+MAX_DELAY = 1.0  # ... up to this
+# What a connect may meet while the server restarts: worth another attempt.
+RETRY_CONNECT = frozenset({Reason.HOST_NOT_AVAILABLE, Reason.CONNECTION_BROKEN, Reason.MAX_CONNS_LIMIT_REACHED})
+
+
+def reconnect_bound(value: object) -> float:
+    """Seconds a client tries to connect again after a break: ``True`` is :data:`RECONNECT`,
+    ``False`` or 0 none (the call fails fast with 2009).
+
+    :raises MQError: PARM_VALUE_ERROR (3229) for anything but a bool or seconds >= 0."""
+    if value is True:
+        return RECONNECT
+    if value is False or value is None:
+        return 0.0
+    if isinstance(value, int | float) and math.isfinite(value) and value >= 0:
+        return float(value)
+    raise MQError(Reason.PARM_VALUE_ERROR, f"reconnect={value!r}: give True, False or the seconds to try for (>= 0)")
+
+
+def url_reconnect(url: str, default: float = RECONNECT) -> float:
+    """The reconnect bound a URL names (``tcp://host:port?reconnect=5``; how
+    ``Queue(url=)`` is given one), else ``default``.
+
+    :raises MQError: PARM_VALUE_ERROR (3229) for a value that is not seconds >= 0."""
+    from urllib.parse import parse_qs
+
+    values = parse_qs(urlsplit(url).query).get("reconnect") if isinstance(url, str) else None
+    if not values:
+        return default
+    try:
+        seconds = float(values[-1])
+    except ValueError:
+        seconds = -1.0
+    return reconnect_bound(seconds)
+
+
+def backoff(delay: float) -> float:
+    """The wait after ``delay`` between two connect attempts."""
+    return min(MAX_DELAY, delay * 2)
 
 
 @dataclass(frozen=True)
@@ -72,7 +116,7 @@ class Endpoint:
     address: Address
     token: str | None
     admin_token: str | None
-    reconnect: bool
+    reconnect: float  # seconds to try to connect again after a break (0: never)
     tls: ssl.SSLContext | None
     client: str | None
     timeout: float
@@ -80,7 +124,8 @@ class Endpoint:
     @classmethod
     def of(cls, url, token, admin_token, reconnect, tls, cafile, client, timeout) -> Endpoint:
         address = Address.parse(url)
-        return cls(address, token, admin_token, bool(reconnect), tls_context(address, tls, cafile), client, timeout)
+        bound = reconnect_bound(reconnect)
+        return cls(address, token, admin_token, bound, tls_context(address, tls, cafile), client, timeout)
 
     def hello(self, cancel: bool) -> bytes:
         """The handshake frame: the tokens, who this is, and whether it may cancel a waiting get."""
@@ -119,13 +164,80 @@ def connect_error(address: Address, e: BaseException) -> MQError:
     )
 
 
-def broken(address: Address, why: object, reconnect: bool) -> MQError:
-    then = "the next call reconnects" if reconnect else "connect again, or connect with reconnect=True"
+def broken(address: Address, why: object, reconnect: float) -> MQError:
+    if reconnect:
+        then = f"it did not come back within reconnect={reconnect:g} s; the next call tries again"
+    else:
+        then = "connect again, or connect with reconnect=True"
     return MQError(
         Reason.CONNECTION_BROKEN,
         f"the connection to {address} broke ({why}): the server stopped or the network failed; any unit of "
         f"work it held was backed out in the server; {then}",
     )
+
+
+class FateUnknown(MQError):
+    """A put or get sent before its connection broke, whose reply never came, and which could
+    not be sent again within the reconnect bound: it may or may not have been done (reason
+    CONNECTION_BROKEN, 2009). Sent again on a connection made later, it is done at most once
+    (net/once.py) — but that is this object's producer id's, which a new connection lacks."""
+
+
+def fate_unknown(address: Address, why: object, reconnect: float) -> FateUnknown:
+    return FateUnknown(
+        Reason.CONNECTION_BROKEN,
+        f"the connection to {address} broke ({why}) before this call's reply came, and the server was not back "
+        f"within reconnect={reconnect:g} s: the call may or may not have been done",
+    )
+
+
+def lost_unit_of_work() -> MQError:
+    """A call under syncpoint that met a break while a unit of work was open."""
+    return MQError(
+        Reason.BACKED_OUT,
+        "the connection broke and was made again: the unit of work it held was backed out in the server; "
+        "call backout() (or commit(), which reports this) before new work under syncpoint",
+    )
+
+
+# What a reconnected client does with the request whose reply it never read.
+RESEND = 0  # send it again (as it is, or ONCE with ``again``): nothing of it was done twice
+DONE = 1  # nothing to do: the broken connection did it (a backout, a close)
+
+
+def after_break(op: int, args: list, uow: UnitOfWork) -> int:
+    """What to do with request ``op`` after a reconnect (see :data:`RESEND`, :data:`DONE`).
+
+    :raises MQError: BACKED_OUT (2003) for work under syncpoint in a unit of work the break
+        backed out (the caller holds a unit of work and must hear of it)."""
+    if op == P.ONCE:
+        args[2] = True  # again: the server answers from its record if it was done
+        return RESEND
+    if op in (P.BACKOUT, P.CLOSE, P.BYE):
+        return DONE
+    if uow.lost and op in _SYNC_AT and _sync(op, args):
+        raise lost_unit_of_work()
+    return RESEND
+
+
+_SYNC_AT = {P.PUT: (3, _PUT_SYNC), P.PUT_MANY: (3, _PUT_SYNC), P.GET: (1, _GET_SYNC), P.GET_MANY: (2, _GET_SYNC)}
+
+
+def _sync(op: int, args: list) -> bool:
+    at, bits = _SYNC_AT[op]
+    options = args[at]
+    return isinstance(options, int) and bool(int(options) & bits)
+
+
+def once_op(op: int, args: list, syncpoint: bool) -> bool:
+    """Whether a reconnecting client sends this handle call as ONCE: a put or a get that
+    takes a message, outside syncpoint (under syncpoint a break backs it out)."""
+    if syncpoint:
+        return False
+    if op in (P.GET, P.GET_MANY):
+        options = args[1 if op == P.GET else 2]
+        return isinstance(options, int) and not int(options) & _BROWSE
+    return op in (P.PUT, P.PUT_MANY)
 
 
 def disconnected() -> MQError:
@@ -274,11 +386,7 @@ class UnitOfWork:
 
     def check(self, syncpoint: bool) -> None:
         if self.lost and syncpoint:
-            raise MQError(
-                Reason.BACKED_OUT,
-                "the connection broke and was made again: the unit of work it held was backed out in the "
-                "server; call backout() (or commit(), which reports this) before new work under syncpoint",
-            )
+            raise lost_unit_of_work()
 
     def did(self, syncpoint: bool) -> None:
         if syncpoint:

@@ -6,11 +6,17 @@ reasons. Every call is one round trip; ``put_many`` and ``get_many`` move a batc
 
 MQ's client rules hold: the unit of work lives in the server, and a broken connection backs
 it out there; a WAIT runs in the server; browse cursors and locks belong to the server's
-handle and go when the connection does. A broken connection is MQRC_CONNECTION_BROKEN
-(2009) on the call that meets it and on every call after; with ``reconnect=True`` the next
-call connects again and reopens every handle (a temporary dynamic queue comes back as a new
-one, with a new name), and a unit of work that was open is reported as backed out (2003)
-rather than silently half done (net/calls.py ``UnitOfWork``).
+handle and go when the connection does. Without ``reconnect`` a broken connection is
+MQRC_CONNECTION_BROKEN (2009) on the call that meets it and on every call after. With
+``reconnect`` (True: 30 s, or the seconds to try for) the call that meets the break
+connects again, with backoff, reopens every handle (a temporary dynamic queue comes back as
+a new one, with a new name) and goes on: a put, a get and a commit outside a unit of work
+the server backed out are sent again as ONCE (net/once.py), so each is done exactly once; a
+call under syncpoint in a unit of work the break backed out is BACKED_OUT (2003), as is
+every such call and ``commit`` until ``commit`` or ``backout`` (net/calls.py
+``UnitOfWork``): work is never silently half done. A server not back within the bound is
+2009, or :class:`~sweepq.net.calls.FateUnknown` (2009 too) for a call that may or may not
+have been done.
 
 Thread safety: like an in-process connection, a connection and its handles belong to one
 thread at a time (a lock keeps two threads' frames apart, nothing more). Give each thread
@@ -20,9 +26,11 @@ its own connection.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import ssl
 import threading
+import time
 from typing import TYPE_CHECKING, cast
 
 from sweepq.engine import OO, MQError, QueueInfo, Reason
@@ -44,27 +52,34 @@ def connect(
     token: str | None = None,
     *,
     admin_token: str | None = None,
-    reconnect: bool = False,
+    reconnect: bool | float = False,
     tls: ssl.SSLContext | None = None,
     cafile: str | None = None,
     client: str | None = None,
     timeout: float = CONNECT_TIMEOUT,
     reply_timeout: float | None = None,
+    redeliver: bool = False,
 ) -> ClientConnection:
     """MQCONN over the wire: a connection to the server at ``url`` (``unix:///path``,
     ``tcp://host:port``, ``tls://host:port``).
 
     ``token``: the server's token (TCP). ``admin_token``: for define, alter and delete.
-    ``reconnect``: after a break, the next call connects again (see the module docstring).
+    ``reconnect``: after a break, connect again with backoff for up to this many seconds
+    (True: 30; False or 0: never, the call fails with 2009) and go on (the module docstring).
     ``tls`` / ``cafile``: how a ``tls://`` server's certificate is checked (the system's CAs
     by default). ``client``: a name the server's log and ``sweepq status`` show.
     ``timeout``: seconds to connect; ``reply_timeout``: seconds a reply may take before the
     connection counts as broken (None: no limit; a channel sets one, net/channels/).
+    ``redeliver``: ``commit`` of a unit of work that a break backed out returns
+    BACKED_OUT (2003) instead of raising it, for a consumer to whom its gets going back to
+    the queue, to be delivered again, is the answer (``sweepq.Queue`` at-least-once).
 
     :raises MQError: HOST_NOT_AVAILABLE (2538) when nothing answers at ``url``;
         NOT_AUTHORIZED (2035) for a missing or wrong token; MAX_CONNS_LIMIT_REACHED (2025)
         when the server is full; PARM_VALUE_ERROR (3229) for an address of another form."""
-    return ClientConnection(url, token, admin_token, reconnect, tls, cafile, client, timeout, reply_timeout)
+    conn = ClientConnection(url, token, admin_token, reconnect, tls, cafile, client, timeout, reply_timeout)
+    conn.redeliver = bool(redeliver)
+    return conn
 
 
 class ClientConnection:
@@ -77,6 +92,10 @@ class ClientConnection:
         self._lock = threading.RLock()
         self._handles: set[ClientHandle] = set()
         self._uow = C.UnitOfWork()
+        self._pid = os.urandom(16)  # this connection's producer id for requests done once (net/once.py)
+        self._seq = 0
+        self.redeliver = False  # connect(redeliver=True): a lost unit of work's commit returns 2003
+        self._aborted = False  # abort() ended it: a break it caused is not reconnected
         self._closed = False
         self._why = ""
         self._fs: FrameSocket | None = None
@@ -120,7 +139,8 @@ class ClientConnection:
 
     def _call(self, op: int, args: list):
         """One request and its reply: the result, or the MQError it carries. (The hot path of
-        every call, so written flat: the frame is built and read here.)"""
+        every call, so written flat: the frame is built and read here.) A break with
+        ``reconnect`` connects again and goes on as :func:`calls.after_break` says."""
         with self._lock:  # re-entrant: a reconnect reopens the handles from inside a call
             fs = self._fs
             if fs is None:
@@ -129,11 +149,26 @@ class ClientConnection:
                 fs.sock.sendall(self._frame(op, args))
                 rop, body = fs.read()
             except (OSError, Closed, P.ProtocolError) as e:
-                raise self._broke(e) from None
+                error = self._broke(e)
+                if not self.endpoint.reconnect or self._closed or self._aborted:
+                    raise error from None
+                return self._resume(op, args)
             value = P.unpack(body)
         if rop == _OK:
             return value
         P.raise_error(value)
+
+    def _resume(self, op: int, args: list):
+        """The request ``op`` met a break: connect again and send it again, or not."""
+        try:
+            self._revive()
+        except MQError as e:
+            if op == P.ONCE and e.reason == Reason.CONNECTION_BROKEN:
+                raise C.fate_unknown(self.address, self._why, self.endpoint.reconnect) from None
+            raise
+        if C.after_break(op, args, self._uow) == C.DONE:
+            return 0
+        return self._call(op, args)
 
     def request(self, op: int, args: list):
         """One request of the protocol (docs/protocol.md) and its reply's value: what a
@@ -150,7 +185,10 @@ class ClientConnection:
         uow = self._uow
         if uow.lost:
             uow.check(syncpoint)
-        value = self._call(op, args)
+        if self.endpoint.reconnect and C.once_op(op, args, syncpoint):
+            value = self._call(P.ONCE, self._once(op, args))
+        else:
+            value = self._call(op, args)
         if syncpoint:
             uow.open = True
         return decode(value, ident)
@@ -164,18 +202,37 @@ class ClientConnection:
         self._uow.broke()
         return C.broken(self.address, why, self.endpoint.reconnect)
 
+    def _once(self, op: int, args: list) -> list:
+        """ONCE's arguments for ``op`` (net/once.py): this connection's producer id, the next
+        sequence number, not again."""
+        self._seq += 1
+        return [self._pid, self._seq, False, op, args]
+
     def _revive(self) -> FrameSocket:
-        """The next call after a break: 2009 again, or (reconnect=True) a new connection with
-        every handle reopened."""
+        """The next call after a break: 2009 again, or (``reconnect``) a new connection, tried
+        with backoff for up to ``reconnect`` seconds, with every handle reopened."""
         if self._closed:
             raise C.disconnected()
-        if not self.endpoint.reconnect:
-            raise C.broken(self.address, self._why, False)
-        self._fs = self._connect()
+        bound = self.endpoint.reconnect
+        if not bound:
+            raise C.broken(self.address, self._why, 0)
+        deadline = time.monotonic() + bound
+        delay = C.FIRST_DELAY
+        while True:
+            try:
+                self._fs = self._connect()
+                break
+            except MQError as e:
+                if e.reason not in C.RETRY_CONNECT or time.monotonic() + delay > deadline:
+                    raise C.broken(self.address, self._why, bound) from None
+            time.sleep(delay)  # backoff between attempts, bounded by ``reconnect``
+            delay = C.backoff(delay)
         for h in list(self._handles):
             try:
                 h._reopen(self._call)
-            except MQError:  # its queue is gone (a temporary queue opened by name): the handle is closed
+            except MQError as e:  # its queue is gone (a temporary queue opened by name): the handle is closed
+                if e.reason in C.RETRY_CONNECT:  # the server went again: the handle stays, for the next try
+                    raise
                 h._closed = True
                 self._handles.discard(h)
         return self._fs
@@ -193,14 +250,29 @@ class ClientConnection:
     def commit(self) -> Reason:
         """MQCMIT; NONE, or the warning OUTCOME_PENDING (2124) as in process."""
         self._check()
-        lost = self._uow.commit_lost()
+        uow = self._uow
+        lost = uow.commit_lost()
         if lost is not None:
+            if self.redeliver:
+                return Reason.BACKED_OUT
             raise lost
-        reason = self._call(P.COMMIT, [])
-        self._uow.ended()
+        try:
+            if self.endpoint.reconnect and uow.open:  # its fate must be known after a break
+                reason = self._call(P.ONCE, self._once(P.COMMIT, []))
+            else:
+                reason = self._call(P.COMMIT, [])
+        except MQError as e:
+            if e.reason != Reason.BACKED_OUT:
+                raise
+            uow.ended()
+            if self.redeliver:
+                return Reason.BACKED_OUT
+            raise
+        uow.ended()
         return Reason(reason or 0)
 
     def backout(self) -> None:
+        """MQBACK (a unit of work a reconnect lost is forgotten: the server backed it out)."""
         self._check()
         if self._uow.lost:
             self._uow.ended()
@@ -234,7 +306,9 @@ class ClientConnection:
 
     def abort(self) -> None:
         """From another thread: close the socket at once, so that a call blocked on it fails
-        with CONNECTION_BROKEN (2009); nothing is sent (a channel being stopped)."""
+        with CONNECTION_BROKEN (2009), and is not reconnected; nothing is sent (a channel being
+        stopped, a queue object closing)."""
+        self._aborted = True
         fs = self._fs
         if fs is not None:
             fs.close()

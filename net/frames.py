@@ -12,9 +12,14 @@ frame into its read buffer, dropping it, and the call fails with
 MQRC_STORAGE_NOT_AVAILABLE (2071) saying why (:class:`FrameRefused`): the connection goes
 on, and memory stays bounded. Per connection the bound is ``max_frame``.
 
-Waiting for the *next* frame has no time limit (an idle connection may stay idle); once part
-of a frame has arrived, each read of the rest must bring bytes within ``partial_timeout``
-seconds, so a peer that sends half a frame and stops costs one closed connection.
+Waiting for the *next* frame has no time limit here (an idle connection may stay idle,
+unless the server's ``idle_timeout`` says otherwise); once part of a frame has arrived, each
+read of the rest must bring bytes within ``partial_timeout`` seconds, so a peer that sends
+half a frame and stops costs one closed connection. On the server (given a ``clock``) the
+socket also notes when a frame's first bytes came (``frame_since``) and when the last whole
+frame did (``active_at``): the server's door closes a connection whose frame takes longer
+than ``frame_timeout`` however its bytes are spread (one byte a second resets no deadline),
+and one idle for longer than ``idle_timeout`` (net/server.py ``reap``).
 
 Not thread-safe: one reader and one writer at a time (the session or client holds it).
 """
@@ -25,6 +30,7 @@ import contextlib
 import socket
 import threading
 import time
+from typing import Protocol
 
 from .protocol import HEADER, HEADER_LEN, VERSION, ProtocolError
 
@@ -94,7 +100,15 @@ class FrameMemory:
                 self._cond.notify_all()
 
 
+class Clock(Protocol):
+    """Monotonic seconds (net/server.py's clock)."""
+
+    def now(self) -> float: ...
+
+
 class FrameSocket:
+    """Frames on one socket (see the module docstring)."""
+
     def __init__(
         self,
         sock: socket.socket,
@@ -102,8 +116,12 @@ class FrameSocket:
         partial_timeout: float | None = 30.0,
         buffer: int = CLIENT_BUFFER,
         memory: FrameMemory | None = None,
+        clock: Clock | None = None,
     ):
         self.sock = sock
+        self.clock = clock
+        self.frame_since: float | None = None  # when the frame being read began to arrive (with a clock)
+        self.active_at = clock.now() if clock is not None else 0.0  # when the last whole frame came
         self.max_frame = max_frame
         self.partial_timeout = partial_timeout
         self.memory = memory
@@ -181,7 +199,21 @@ class FrameSocket:
                         self._end = 0
                     else:
                         self._start = total
+                    if self.clock is not None:
+                        self.active_at = self.clock.now()
                     return op, self._view[HEADER_LEN:total]
+        if self.clock is not None:
+            self.frame_since = self.clock.now()
+        try:
+            op, body = self._read_rest()
+        finally:
+            self.frame_since = None
+        if self.clock is not None:
+            self.active_at = self.clock.now()
+        return op, body
+
+    def _read_rest(self) -> tuple[int, memoryview | bytearray]:
+        """The frame whose first bytes (if any) are buffered: its header, then its body."""
         while self._end - self._start < HEADER_LEN:
             self._recv(self._end > self._start)
         n, version, op = HEADER.unpack_from(self._buf, self._start)

@@ -124,6 +124,7 @@ class Handshakes:
             for lst in ready:  # after the bytes that came: new connections never push out a HELLO that is here
                 self._accept(lst)
             self._expire()
+            self.server.reap()
             self.turns += 1
 
     def _accept(self, lst: _Listener) -> None:

@@ -58,6 +58,7 @@ CHL_START = 20
 CHL_BATCH = 21
 CHL_HEARTBEAT = 22
 DQ_ADMIN = 23  # channel and remote queue administration (the mutating actions need authority)
+ONCE = 24  # a put, get or commit done at most once however often it is sent (net/once.py)
 # Replies.
 OK = 0
 ERROR = 255
@@ -99,6 +100,7 @@ AUTHORITY = {
     CHL_BATCH: CONNECTED,
     CHL_HEARTBEAT: CONNECTED,
     DQ_ADMIN: PER_ACTION,
+    ONCE: CONNECTED,
 }
 REQUESTS = tuple(AUTHORITY)
 ADMIN_OPS = frozenset(op for op, who in AUTHORITY.items() if who == ADMIN)  # need administration authority

@@ -45,6 +45,7 @@ from . import auth
 from . import protocol as P
 from .frames import SERVER_BUFFER, FrameMemory, FrameSocket
 from .handshake import Handshakes
+from .once import OnceTable
 from .session import Session
 
 DEFAULT_MAX_CONNECTIONS = 4096
@@ -102,7 +103,8 @@ class Server:
     per connection event goes (the ``sweepq.net`` logger by default). The limits: the module
     docstring; ``frame_memory`` None is twice the largest frame, and at least 64 MiB; a
     connection that finds it spent waits ``frame_memory_wait`` seconds. ``clock``: the
-    clock of the handshake deadline (``hello_timeout``), the real one by default. Not the
+    clock of the deadlines (``hello_timeout``, ``frame_timeout``, ``idle_timeout``), the
+    real one by default. Not the
     queue manager's: a simulation that runs ``qm.clock`` fast (a ManualClock advanced by a
     sweeper loop) must not close connections whose HELLO is on its way; a test of the
     deadline passes its own ManualClock here.
@@ -130,6 +132,8 @@ class Server:
         cancel_slice: float = 0.05,
         hello_timeout: float = 10.0,
         partial_timeout: float = 30.0,
+        frame_timeout: float = 30.0,
+        idle_timeout: float | None = None,
         clock: Clock | None = None,
         log: logging.Logger | None = None,
     ):
@@ -144,6 +148,9 @@ class Server:
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise MQError(Reason.PARM_VALUE_ERROR, f"{what} must be a positive int")
+        for value, what in ((frame_timeout, "frame_timeout"), (idle_timeout, "idle_timeout")):
+            if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or not value > 0):
+                raise MQError(Reason.PARM_VALUE_ERROR, f"{what}={value!r}: give seconds > 0")
         if clock is not None and not callable(getattr(clock, "now", None)):
             raise MQError(Reason.PARM_VALUE_ERROR, f"clock={clock!r}: give an object whose now() is monotonic seconds")
         for value, what in ((token, "token"), (admin_token, "admin_token")):
@@ -165,8 +172,12 @@ class Server:
         self.cancel_slice = cancel_slice
         self.hello_timeout = hello_timeout
         self.partial_timeout = partial_timeout
+        self.frame_timeout = float(frame_timeout)
+        self.idle_timeout = None if idle_timeout is None else float(idle_timeout)
+        self.cut = 0  # connections closed for a slow frame or for being idle
         self.clock = clock or _Monotonic()
         self.log = log or logging.getLogger("sweepq.net")
+        self.once = OnceTable(qm, self.log)  # requests done once, across reconnects (net/once.py)
         self.started = time.time()
         self.refused = 0
         self._ids = itertools.count(1)
@@ -189,6 +200,7 @@ class Server:
 
         :raises MQError: RESOURCE_PROBLEM (2102) when an address is taken or not allowed."""
         listeners: list[tuple[socket.socket, str]] = []
+        self.once.load()
         try:
             if self.unix_path is not None:
                 listeners.append((_unix_socket(self.unix_path), "unix"))
@@ -320,12 +332,34 @@ class Server:
 
     def run_session(self, sock: socket.socket, transport: str, peer: str, hello: dict, admin: bool) -> None:
         """The body of an admitted connection's thread."""
-        fs = FrameSocket(sock, self.max_frame, self.partial_timeout, SERVER_BUFFER, self.frame_memory)
+        fs = FrameSocket(sock, self.max_frame, self.partial_timeout, SERVER_BUFFER, self.frame_memory, self.clock)
         session = Session(self, fs, next(self._ids), peer, transport)
         threading.current_thread().name = f"sweepq-session-{session.id}"
         with self._lock:
             self._sessions[session.id] = session
         session.run(hello, admin)
+
+    def reap(self) -> None:
+        """Close the connections past a deadline (on the door's thread, each of its turns): a
+        frame whose bytes have taken longer than ``frame_timeout`` since its first came, and
+        a connection idle between calls for longer than ``idle_timeout``. A get waiting in
+        the server is not idle."""
+        now = self.clock.now()
+        idle = self.idle_timeout
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for s in sessions:
+            fs = s.fs
+            since = fs.frame_since
+            if since is not None and now - since > self.frame_timeout:
+                why = f"a frame's bytes took longer than {self.frame_timeout:g} s (frame_timeout)"
+            elif idle is not None and since is None and s.state == "idle" and now - fs.active_at > idle:
+                why = f"idle for longer than {idle:g} s (idle_timeout)"
+            else:
+                continue
+            with self._lock:
+                self.cut += 1
+            s.cut(why)
 
     def forget(self, session: Session) -> None:
         with self._lock:

@@ -24,13 +24,14 @@ import time
 import traceback
 from typing import TYPE_CHECKING
 
-from sweepq.engine import GMO, MQError, Reason
-from sweepq.engine.record import data_offset
+from sweepq.engine import GMO, PMO, MQError, Reason
+from sweepq.engine.record import data_offset, is_persistent
 
 from . import protocol as P
 from .channels.admin import dq_admin
 from .channels.receiver import channel_ops
 from .frames import Closed, FrameRefused, FrameSocket
+from .once import check_producer, once_key
 
 if TYPE_CHECKING:
     from .server import Server
@@ -38,6 +39,13 @@ if TYPE_CHECKING:
 _WAIT = int(GMO.WAIT)
 _STATE = {op: name.lower() for op, name in P.OP_NAMES.items()}  # what `sweepq status` shows
 _NO_MSG = Reason.NO_MSG_AVAILABLE
+# What ONCE wraps, and the option bits that put each under syncpoint (and the bit that says not).
+_ONCE_SYNC = {
+    P.PUT: (3, int(PMO.SYNCPOINT), int(PMO.NO_SYNCPOINT)),
+    P.PUT_MANY: (3, int(PMO.SYNCPOINT), int(PMO.NO_SYNCPOINT)),
+    P.GET: (1, int(GMO.SYNCPOINT), int(GMO.NO_SYNCPOINT)),
+    P.GET_MANY: (2, int(GMO.SYNCPOINT), int(GMO.NO_SYNCPOINT)),
+}
 
 
 class _Cancelled(Exception):
@@ -78,9 +86,11 @@ class Session:
         self.conn = None
         self.backed_out = 0
         self.handles: dict = {}
+        self.producers: set[bytes] = set()  # producer ids this connection sent ONCE with
         self._next_hid = 1
         self.slice_s = server.wait_slice
         self.ended = threading.Event()
+        self._cut_why = ""  # why the server cut the connection (``cut``), for its log line
         self._handlers = {
             P.OPEN: (3, self._open),
             P.CLOSE: (1, self._close),
@@ -99,6 +109,7 @@ class Session:
             P.DEFINE_MODEL: (3, self._define_model),
             P.STATUS: (0, self.server.status),
             P.DQ_ADMIN: (3, self._dq_admin),
+            P.ONCE: (5, self._once),
         }
         self.channel = None  # a receiving channel's agent, once a sender started one (net/channels/)
         self._handlers.update(channel_ops(self))
@@ -174,6 +185,8 @@ class Session:
                     continue  # late: the get it meant has replied already
                 if op == P.BYE:  # disconnect before the reply: the client's next call sees it done,
                     self._release()
+                    for pid in self.producers:  # a client that said goodbye sends nothing again
+                        self.server.once.forget(pid)
                     self.server.forget(self)  # and its next connect finds the slot free
                     send(ok(None))
                     return "disconnected by the client"
@@ -213,6 +226,7 @@ class Session:
             conn.disconnect()
 
     def _end(self, why: str) -> None:
+        why = self._cut_why or why
         self._release()
         if self.channel is not None:  # after the backout: only then may another sender start it
             self.channel.end()
@@ -223,6 +237,11 @@ class Session:
             extra = f"; backed out {self.backed_out} uncommitted operation(s)" if self.backed_out else ""
             self.server.log.info("disconnect #%d (%s)%s", self.id, why, extra)
         self.ended.set()
+
+    def cut(self, why: str) -> None:
+        """From the door's thread: end a connection past a deadline (net/server.py ``reap``)."""
+        self._cut_why = why
+        self.fs.close()
 
     def stop(self) -> None:
         """From another thread (the server stopping): end the connection; the session's thread
@@ -318,6 +337,66 @@ class Session:
             raise _Cancelled
         raise P.ProtocolError(f"op {op} sent while a call was in progress (one call at a time)")
 
+    # -- requests done once (net/once.py) ---------------------------------------------------
+
+    def _once(self, pid, seq, again, op, args):
+        """``op(*args)`` done once for (``pid``, ``seq``): the reply it had when it was done
+        already; a commit sent ``again`` and not done was backed out with the broken
+        connection (2003)."""
+        pid = check_producer(pid, seq)
+        table = self.server.once
+        self.producers.add(pid)
+        with table.holding(pid) as last:
+            if last is not None and last[0] == seq:
+                return last[1]  # done before its reply was lost: the same reply, nothing done again
+            if last is not None and seq < last[0]:
+                raise MQError(Reason.PARM_VALUE_ERROR, f"ONCE sequence number {seq} is behind {last[0]}, done already")
+            if op == P.COMMIT:
+                reply = self._commit_once(pid, seq, bool(again))
+            elif op in _ONCE_SYNC and type(args) is list and len(args) == self._handlers[op][0]:
+                reply = self._op_once(pid, seq, op, args)
+            else:
+                raise MQError(
+                    Reason.PARM_VALUE_ERROR, f"ONCE wraps PUT, PUT_MANY, GET, GET_MANY or COMMIT, not op {op!r}"
+                )
+            table.remember(pid, seq, reply)
+            return reply
+
+    def _commit_once(self, pid: bytes, seq: int, again: bool):
+        conn, journal = self.conn, self.server.once.journal
+        if again and not conn.uncommitted:  # its connection broke first: the server backed the work out
+            raise MQError(
+                Reason.BACKED_OUT,
+                "the connection broke before this commit was done: the unit of work was backed out in the server",
+            )
+        if journal is not None:
+            conn.uow.harden(journal, once_key(pid), self.server.once.value(seq, 0))
+        return int(conn.commit() or 0)
+
+    def _op_once(self, pid: bytes, seq: int, op: int, args: list):
+        """A put or get outside syncpoint, done under syncpoint and committed with its record
+        when a message it moved is persistent (a non-persistent one does not outlive the
+        server, nor need its record); when the connection holds no unit of work: else done
+        as it came."""
+        at, sync, no_sync = _ONCE_SYNC[op]
+        call = self._handlers[op][1]
+        conn, journal = self.conn, self.server.once.journal
+        options = args[at]
+        if journal is None or conn.uncommitted or type(options) is not int or options & sync:
+            return call(*args)
+        args = list(args)
+        args[at] = (options & ~no_sync) | sync
+        reply = call(*args)
+        try:
+            if any(is_persistent(rec) for rec in _records(op, reply)):  # else it dies with the server anyway
+                conn.uow.harden(journal, once_key(pid), self.server.once.value(seq, reply))
+            conn.commit()
+        except BaseException:
+            with contextlib.suppress(MQError):
+                conn.backout()
+            raise
+        return reply
+
     # -- units of work and administration ---------------------------------------------------
 
     def _commit(self):
@@ -343,6 +422,17 @@ class Session:
 
     def _dq_admin(self, action, name, arguments):
         return dq_admin(self.qm, self.admin, action, name, _attributes(arguments))
+
+
+def _records(op: int, reply) -> list:
+    """The message records (or headers) in the reply of a put or get done once."""
+    if op == P.PUT:
+        return [reply[1]]
+    if op == P.PUT_MANY:
+        return reply[1]
+    if op == P.GET:
+        return [reply[1]] if reply[0] == "m" else []
+    return reply  # GET_MANY
 
 
 def _waits(options, wait_interval) -> bool:

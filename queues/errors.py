@@ -8,7 +8,9 @@ refuse is mapped here, once, with the MQ reason's text kept:
 * a bad argument the engine caught (2085 name, 3229 value, 2030 / 2031 an item too large):
   ``ValueError``;
 * no authority on a served queue manager (2035): ``PermissionError``;
-* a served queue manager gone or unreachable (2009, 2538, 2025): ``ConnectionError``;
+* a served queue manager gone or unreachable (2009, 2538, 2025): ``ConnectionError``; a put
+  or get under way when it went, not back within the reconnect bound, so that whether it was
+  done is unknown: :class:`OutcomeUnknownError`, a ``ConnectionError`` that says so;
 * the queue object closed under a call (2018, 2019, and 2009 of a closed queue manager):
   ``ValueError`` ("closed"), as a closed file and ``multiprocessing.Queue`` raise;
 * the store failing or damaged (2102, 2101): ``OSError``.
@@ -19,6 +21,13 @@ Anything else stays the ``MQError`` it is: its text says what to do.
 from __future__ import annotations
 
 from sweepq.engine import MQError, Reason
+
+
+class OutcomeUnknownError(ConnectionError):
+    """A put or get was under way when its served queue manager went away, and the server was
+    not back within the reconnect bound: the item may or may not have been put (or taken).
+    Every other ``ConnectionError`` means the call was not done."""
+
 
 _VALUE = {
     Reason.PARM_VALUE_ERROR,
@@ -45,7 +54,9 @@ def map_error(e: MQError, context: str, closed: bool = False) -> Exception:
     if e.reason == Reason.NOT_AUTHORIZED:
         return PermissionError(text)
     if e.reason in _CONNECTION:
-        return ConnectionError(text)
+        from sweepq.net.calls import FateUnknown  # only a served queue's errors: net loaded then
+
+        return OutcomeUnknownError(text) if isinstance(e, FateUnknown) else ConnectionError(text)
     if e.reason in _STORE:
         return OSError(text)
     return e

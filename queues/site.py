@@ -494,8 +494,15 @@ def _local_site(w: Where, where: str) -> Site:
 
 
 def _remote_site(w: Where) -> Site:
+    """A served queue manager's site. Every connection of it (the administration's and each
+    pair's) reconnects on its own after a break, for up to the URL's ``?reconnect=SECONDS``
+    (30 by default, 0 to fail fast), and goes on: a put or get under way is done once
+    (net/once.py), so a restart of the server is a pause, never a lost or doubled item; an
+    at-least-once get whose unit of work the break backed out went back to the queue, to be
+    delivered again, and its task_done() says nothing (``redeliver``)."""
     from sweepq.net import RemoteQueueManager, auth
     from sweepq.net import connect as client_connect
+    from sweepq.net.calls import url_reconnect
 
     url = w.url
     assert url is not None
@@ -503,17 +510,18 @@ def _remote_site(w: Where) -> Site:
     token = w.token or os.environ.get("SWEEPQ_TOKEN") or near_token
     admin_token = w.admin_token or os.environ.get("SWEEPQ_ADMIN_TOKEN") or near_admin
     try:
-        admin = RemoteQueueManager(url, token, admin_token, client="sweepq.Queue")
+        bound = url_reconnect(url)
+        admin = RemoteQueueManager(url, token, admin_token, client="sweepq.Queue", reconnect=bound)
     except MQError as e:
         raise map_error(e, f"connecting to {url}") from None
 
     def connect() -> Any:
-        return client_connect(url, token, client="sweepq.Queue")
+        return client_connect(url, token, client="sweepq.Queue", reconnect=bound, redeliver=True)
 
     async def aconnect() -> Any:
         from sweepq.net.aio import connect as aio_connect
 
-        return await aio_connect(url, token, client="sweepq.AsyncQueue")
+        return await aio_connect(url, token, client="sweepq.AsyncQueue", reconnect=bound, redeliver=True)
 
     site = Site(admin=admin, connect=connect, where=f"on {url}", persistent=True, remote=True, budget=False)
     site.aconnect = aconnect

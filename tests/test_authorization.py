@@ -224,6 +224,7 @@ ROWS: dict[str, Row] = {
     ),
     "DQ_ADMIN status": Row("anyone", lambda t: (P.DQ_ADMIN, ["status", None, {}])),
     "DQ_ADMIN objects": Row("anyone", lambda t: (P.DQ_ADMIN, ["objects", None, {}])),
+    "ONCE": Row("anyone", lambda t: (P.ONCE, [bytes(16), 1, False, *PUT_ONE]), setup=[OPEN_Q]),
 }
 
 # (transport, HELLO fields, what the server makes of it)

@@ -20,6 +20,8 @@ from sweepq.engine import GMO, OO, MQError, QueueManager, Reason
 from sweepq.net.console import actions
 from sweepq.sweeper import LastDecision, ManualClock
 
+from helpers import wait_until
+
 
 def put(qm, queue: str, n: int, data: bytes | None = None) -> None:
     conn = qm.connect()
@@ -479,3 +481,56 @@ def test_every_metric_the_grafana_dashboard_uses_is_exported():
     assert samples["sweepq_messages_unswept_total"].value > 0 and samples["sweepq_resident_memory_bytes"].value > 0
     labels = {k for e in exprs for k in re.findall(r"by \((\w+)\)", e)}
     assert labels <= {"queue", "kind"}
+
+
+# -- the console's port behind the client port's limits (issue 32, item 6) ---------------------
+
+
+def _console_socket(server) -> socket.socket:
+    host, port = server.console_url.split("//")[1].rstrip("/").rsplit(":", 1)
+    return socket.create_connection((host, int(port)))
+
+
+def _console_closed(s: socket.socket) -> bool:
+    s.setblocking(False)
+    try:
+        while True:
+            if not s.recv(65536):
+                return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        s.setblocking(True)
+
+
+def test_a_slow_request_head_on_the_console_port_is_cut_at_the_handshake_deadline():
+    clock = ManualClock()
+    with console(clock=clock, hello_timeout=10.0) as (_qm, server):
+        guard = server._console.guard
+        s = _console_socket(server)
+        wait_until(lambda: len(guard.open) == 1, 30, "the console taking the connection")
+        head = b"GET /api/snapshot HTTP/1.1\r\nHost: x\r\n"
+        for i, byte in enumerate(head):  # one byte a "second": every read brings something
+            s.send(bytes([byte]))
+            clock.advance(10.0 / (len(head) + 1))
+            assert not _console_closed(s), f"closed after {i + 1} bytes"
+        clock.advance(1.0)  # past 10 s from the accept, the head not yet whole
+        wait_until(lambda: guard.cut == 1, 30, "the slow connection cut")
+        wait_until(lambda: _console_closed(s), 30, "the socket closed")
+        assert request(server.console_url + "api/snapshot", bearer=TOKEN).status == 200  # others go on
+
+
+def test_the_console_port_holds_at_most_max_connections():
+    with console(max_connections=2) as (_qm, server):
+        guard = server._console.guard
+        held = [_console_socket(server) for _ in range(2)]
+        wait_until(lambda: len(guard.open) == 2, 30, "two connections held")
+        extra = _console_socket(server)
+        wait_until(lambda: _console_closed(extra), 30, "the third closed at its accept")
+        assert guard.refused == 1
+        for s in held:
+            s.close()
+        wait_until(lambda: not guard.open, 30, "the two gone")
+        assert request(server.console_url + "api/snapshot", bearer=TOKEN).status == 200

@@ -173,7 +173,7 @@ def test_a_dead_server_is_2009_on_the_next_call_and_reconnect_reports_a_lost_uni
         with RemoteQueueManager(srv.url, admin_token=auth.read_token(os.path.join(data, auth.ADMIN_TOKEN_FILE))) as r:
             r.define_queue("P", default_persistence=Persistence.PERSISTENT)
         plain = net_client.connect(srv.url)
-        conn = net_client.connect(srv.url, reconnect=True)
+        conn = net_client.connect(srv.url, reconnect=0.5)  # tries for half a second, then 2009
         h = conn.open("P", IO)
         h.put(b"committed")
         h.put(b"uncommitted", None, PMO.SYNCPOINT)

@@ -12,13 +12,14 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import threading
 import time
 
 import psutil
 import pytest
 from net_env import short_dir
 
-from sweepq.engine import OO, MQError, QueueManager, Reason
+from sweepq.engine import GMO, OO, MQError, QueueManager, Reason
 from sweepq.net import client as net_client
 from sweepq.net import protocol as P
 from sweepq.net.frames import GROW
@@ -82,6 +83,14 @@ def closed(s: socket.socket) -> bool:
         s.setblocking(True)
 
 
+def reason_of(call) -> int:
+    try:
+        call()
+    except MQError as e:
+        return e.reason
+    raise AssertionError("no MQError")
+
+
 def handshakes(server) -> int:
     return server.status()["handshakes"]
 
@@ -106,6 +115,73 @@ def test_the_whole_handshake_has_a_deadline_however_its_bytes_trickle_in():
         assert server.status()["dropped"] == 1 and handshakes(server) == 0
         with net_client.connect(tcp_url(server), "T") as c:  # the door is open to everyone else
             c.open("Q", IO).put(b"in")
+
+
+def _admitted(server, s: socket.socket) -> None:
+    """Say HELLO on ``s`` and read the server's OK: a session now serves it."""
+    s.sendall(HELLO)
+    header = s.recv(P.HEADER_LEN, socket.MSG_WAITALL)
+    n, _, op = P.HEADER.unpack(header)
+    s.recv(n, socket.MSG_WAITALL)
+    assert op == P.OK
+
+
+def test_a_frame_after_the_handshake_has_a_deadline_however_its_bytes_trickle_in():
+    """One byte a second after the handshake: every read brings something, yet the frame as
+    a whole must come within ``frame_timeout`` of its first byte (issue 32, item 6)."""
+    clock = ManualClock()
+    with served(clock, frame_timeout=10.0) as (_qm, server):
+        s = raw_tcp(server)
+        _admitted(server, s)
+        frame = P.request(P.NAMES, [])
+        for i, byte in enumerate(frame[:-1]):
+            s.send(bytes([byte]))
+            wait_for(lambda: any(x.fs.frame_since is not None for x in server._sessions.values()), "the bytes")
+            clock.advance(1.0)
+            next_turns(server)
+            assert not closed(s), f"closed after {i + 1} bytes, {i + 1} s: before its deadline"
+        clock.advance(9.5)  # 10.5 s since its first byte
+        next_turns(server)
+        assert closed(s)
+        assert server.cut == 1
+        with net_client.connect(tcp_url(server), "T") as c:  # everyone else goes on
+            c.open("Q", IO).put(b"in")
+
+
+def test_an_idle_connection_is_closed_after_the_idle_timeout_and_a_waiting_get_is_not_idle():
+    clock = ManualClock()
+    with served(clock, idle_timeout=60.0) as (qm, server):
+        idle = net_client.connect(tcp_url(server), "T")
+        waiter = net_client.connect(tcp_url(server), "T")
+        wh = waiter.open("Q", IO)
+        got = []
+        t = threading.Thread(target=lambda: got.append(wh.get(GMO.WAIT, wait_interval=-1).data))
+        t.start()
+        wait_for(lambda: any(x.state == "waiting" for x in server._sessions.values()), "the get waiting")
+        clock.advance(30.0)
+        next_turns(server)
+        idle.open("Q", IO)  # a call: active again
+        clock.advance(50.0)
+        next_turns(server)
+        assert server.cut == 0
+        clock.advance(20.0)  # 70 s since its last call
+        next_turns(server)
+        wait_for(lambda: server.cut == 1, "the idle connection cut")
+        assert reason_of(lambda: idle.queue_names()) == Reason.CONNECTION_BROKEN
+        with qm.connect() as c:
+            c.open("Q", IO).put(b"for the waiter")
+        t.join(30)
+        assert got == [b"for the waiter"]
+        waiter.disconnect()
+        idle.disconnect()
+
+
+def test_the_timeouts_are_checked():
+    with QueueManager(sweeper=False) as qm:
+        for bad in ({"frame_timeout": 0}, {"idle_timeout": -1}, {"idle_timeout": "1"}):
+            with pytest.raises(MQError) as e:
+                qm.serve(os.path.join(short_dir(), "s.sock"), **bad)
+            assert e.value.reason == Reason.PARM_VALUE_ERROR
 
 
 def test_the_queue_managers_virtual_time_does_not_run_the_handshake_deadline():

@@ -19,6 +19,14 @@ Who may do what (the server's own tokens, compared in constant time: net/auth.py
   request from another site has no effect.
 
 TLS: when the server has a certificate (``tls=``), the console is served over HTTPS with it.
+
+Limits: the console's port is behind the client port's (docs/clients.md "Limits"):
+:class:`Guard` admits at most ``max_connections`` at once (one more is closed at its
+accept), TLS must be done within ``hello_timeout``, and every request's head must arrive
+whole within ``hello_timeout`` of its first byte however slowly its bytes come (a page's
+event stream, once asked for, is not a request in progress); an idle connection goes after
+``idle_timeout`` when the server sets one. Time is the server's ``clock``, looked at every
+:data:`TICK`.
 """
 
 from __future__ import annotations
@@ -45,6 +53,8 @@ if TYPE_CHECKING:
     from ..server import Server
 
 COOKIE = "sweepq_console"
+TICK = 0.05  # seconds between two looks at the connections' deadlines (the door's own)
+HEAD_END = b"\r\n\r\n"  # the end of a request's head
 DEFAULT_INTERVAL = 0.5  # seconds between snapshots pushed to the pages
 KEEPALIVE = 15.0  # seconds of silence after which an event stream sends a comment
 MAX_BROWSE = 200  # messages one browse returns at most
@@ -353,6 +363,95 @@ def _plain(value: Any) -> Any:
     return value
 
 
+class Guard:
+    """The console's connections and their deadlines (the module docstring's Limits); touched
+    by the console's loop only."""
+
+    def __init__(self, server: Server):
+        self.server = server
+        self.open: set[Guarded] = set()
+        self.refused = 0  # closed at their accept: the console held max_connections
+        self.cut = 0  # closed for a slow request head or for being idle
+
+    def admit(self, conn: Guarded) -> bool:
+        if len(self.open) >= self.server.max_connections:
+            self.refused += 1
+            return False
+        self.open.add(conn)
+        return True
+
+    def check(self) -> None:
+        """Close the connections past a deadline."""
+        now = self.server.clock.now()
+        idle = self.server.idle_timeout
+        for conn in list(self.open):
+            since = conn.head_since
+            late = since is not None and now - since > self.server.hello_timeout
+            if late or (idle is not None and since is None and now - conn.active_at > idle and not conn.streaming):
+                self.cut += 1
+                conn.cut()
+
+    async def ticker(self) -> None:
+        while True:
+            await asyncio.sleep(TICK)
+            self.check()
+
+
+class Guarded(asyncio.Protocol):
+    """One console connection: aiohttp's protocol inside, with the bytes it is given watched
+    for the end of each request's head (the module docstring's Limits)."""
+
+    def __init__(self, inner: asyncio.Protocol, guard: Guard):
+        self.inner = inner
+        self.guard = guard
+        self.transport: asyncio.BaseTransport | None = None
+        self.admitted = False
+        self.head_since: float | None = guard.server.clock.now()  # the first request is due from the accept
+        self.active_at = self.head_since
+        self.streaming = False  # an event stream: long-lived by design, never idle
+        self._tail = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        if not self.guard.admit(self):
+            transport.close()
+            return
+        self.admitted = True
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        now = self.guard.server.clock.now()
+        if self.head_since is None:
+            self.head_since = now
+        seen = self._tail + data
+        if HEAD_END in seen:
+            self.head_since = None
+            self.active_at = now
+            self.streaming = b"/api/events" in seen
+            seen = seen[seen.rindex(HEAD_END) + len(HEAD_END) :]
+        self._tail = seen[-(len(HEAD_END) - 1) :] if seen else b""
+        self.inner.data_received(data)  # type: ignore[attr-defined]
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()  # type: ignore[attr-defined]
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.guard.open.discard(self)
+        if self.admitted:
+            self.inner.connection_lost(exc)
+
+    def cut(self) -> None:
+        self.guard.open.discard(self)
+        if self.transport is not None:
+            self.transport.close()
+
+
 class Console:
     """The console of one server, on its own thread and event loop: ``start()`` listens on
     ``address`` ("HOST:PORT", 127.0.0.1 unless a host is named; port 0 picks one) and returns
@@ -369,7 +468,10 @@ class Console:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.url = ""
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.AbstractServer | None = None
+        self.guard = Guard(server)
         self._ticker: asyncio.Task | None = None
+        self._guarding: asyncio.Task | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -403,20 +505,36 @@ class Console:
     async def _listen(self) -> None:
         runner = self._runner = web.AppRunner(self.state.app, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, ssl_context=self.server.tls)
-        await site.start()
-        host, port = runner.addresses[0][:2]
+        handler = runner.server
+        assert handler is not None
+        loop = asyncio.get_running_loop()
+        tls = self.server.tls
+        self._listener = await loop.create_server(
+            lambda: Guarded(handler(), self.guard),
+            self.host,
+            self.port,
+            ssl=tls,
+            ssl_handshake_timeout=self.server.hello_timeout if tls is not None else None,
+            backlog=1024,
+        )
+        host, port = self._listener.sockets[0].getsockname()[:2]
         self.port = port
         shown = f"[{host}]" if ":" in host else host
         self.url = f"{'https' if self.server.tls else 'http'}://{shown}:{port}/"
-        self._ticker = asyncio.get_running_loop().create_task(self.state.ticker())
+        self._ticker = loop.create_task(self.state.ticker())
+        self._guarding = loop.create_task(self.guard.ticker())
 
     async def _stop(self) -> None:
         self.state.end_streams()
-        if self._ticker is not None:
-            self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
+        for task in (self._ticker, self._guarding):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self._listener is not None:
+            self._listener.close()
+            for conn in list(self.guard.open):
+                conn.cut()
         if self._runner is not None:
             await self._runner.cleanup()
 
