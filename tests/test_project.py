@@ -215,6 +215,7 @@ def test_readme_api_example_runs():
     exec(compile(block.group(1), "README.md", "exec"), {"print": lambda *a: None})
 
 
+@pytest.mark.timeout(1200)  # the build compiles every module: minutes under load
 def test_a_regular_install_holds_every_module(tmp_path):
     """`pip install .` (not editable) builds a wheel from pyproject's package list: every module
     of every layer must be in it (subpackages are not found on their own). Built from a clean
