@@ -441,6 +441,7 @@ def producers(n: int, size: int, k: int, rounds: int, base: str | None = None, p
             "median_per_s": n / sorted(times[(kind, p)])[rounds // 2],
             "syncs_per_msg": syncs[(kind, p)] / (n * rounds),
             "ratio_vs_one": _paired(times[(kind, p)], times[(kind, 1)]),
+            "round_seconds": times[(kind, p)],
         }
     return out
 

@@ -181,6 +181,84 @@ class Report:
         return "\n".join(out)
 
 
+def run_info() -> dict:
+    """What a figure depends on besides the code: when, on what machine, under what load and
+    at which commit it was measured. Written into ``bench.json`` and above every table
+    ``--out`` writes, so that a doc quoting a table says which run it is."""
+    import datetime
+    import platform
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{os.cpu_count()} cores{', ' + model if model else ''}; {platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "commit": commit,
+        "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
+def heading(doc: dict) -> str:
+    """What a run's tables stand under: the command that wrote them, and the run's date,
+    commit, machine and load (at its start and its end)."""
+    info = doc.get("run", {})
+    return (
+        f"One run, `{doc['command']}`: {info.get('date', '?')}, commit {info.get('commit') or '?'}; "
+        f"{info.get('machine', '?')}; load average {info.get('load', '?')} at the start, "
+        f"{info.get('load_after', '?')} at the end."
+    )
+
+
+def tables(doc: dict) -> dict[str, str]:
+    """The Markdown files ``--out`` writes for a run (``doc``, as in ``bench.json``): ``bench.md``
+    (the heading, then every row), ``run.md`` (the heading alone) and one ``<scenario>.md`` a
+    scenario, with its own rows and the notices that name it. The docs quote these files as
+    they are, under ``run.md`` (tests/test_doc_figures.py), never a figure typed by hand."""
+    rows = [tuple(r) for r in doc["rows"]]
+    notices = list(doc.get("notices", []))
+    out = {
+        "bench.md": heading(doc) + "\n\n" + Report(rows=rows, notices=notices).markdown() + "\n",
+        "run.md": heading(doc) + "\n",
+    }
+    for name in doc["figures"]:
+        mine = [r for r in rows if r[0] == name]
+        said = [n for n in notices if n.startswith(name + ":")]
+        if mine or said:
+            out[f"{name}.md"] = Report(rows=mine, notices=said).markdown() + "\n"
+    return out
+
+
+def write_out(doc: dict, directory: str) -> list[str]:
+    """Write a run to ``directory``: ``bench.json`` (the figures, the options, the rows, the
+    notices and ``run``: date, machine, load, commit) and the Markdown of ``tables``. Returns
+    the paths written."""
+    os.makedirs(directory, exist_ok=True)
+    paths = [os.path.join(directory, "bench.json")]
+    with open(paths[0], "w") as f:
+        json.dump(doc, f, indent=2, default=str)
+        f.write("\n")
+    for name, text in tables(doc).items():
+        paths.append(os.path.join(directory, name))
+        with open(paths[-1], "w") as f:
+            f.write(text)
+    return paths
+
+
 def _rate(x: float) -> str:
     if x >= 1e6:
         return f"{x / 1e6:.2f} M/s"

@@ -220,23 +220,22 @@ def _bench(args: argparse.Namespace) -> int:
             if values.get(k, getattr(defaults, k)) == getattr(defaults, k):
                 values[k] = v
     opts = BenchOptions(**values)
+    from sweepq.bench.suite import run_info, write_out
+
+    info = run_info()
     figures, report = run(names, opts)
+    info["load_after"] = run_info()["load"]
     command = " ".join(["sweepq", *getattr(args, "argv", ["bench"])])
-    doc = {"command": command, "options": dataclasses.asdict(opts), "figures": figures, "rows": report.rows}
+    doc = {"command": command, "run": info, "options": dataclasses.asdict(opts), "figures": figures}
+    doc["rows"] = report.rows
     doc["notices"] = report.notices
-    table = report.markdown()
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "bench.json"), "w") as f:
-            json.dump(doc, f, indent=2, default=str)
-        with open(os.path.join(args.out, "bench.md"), "w") as f:
-            f.write(f"`{doc['command']}`\n\n{table}\n")
+    written = write_out(json.loads(json.dumps(doc, default=str)), args.out) if args.out else []
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
     else:
-        print(table)
-    if args.out:
-        print(f"wrote {os.path.join(args.out, 'bench.json')} and {os.path.join(args.out, 'bench.md')}", file=sys.stderr)
+        print(report.markdown())
+    if written:
+        print(f"wrote {', '.join(written)}", file=sys.stderr)
     return 0
 
 
@@ -250,7 +249,8 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
         help="benchmarks against the queues users pick instead, as ratios to baselines in the same run",
         description="Run benchmark scenarios. Figures are ratios against a baseline measured in the same\n"
         "run (interleaved rounds, best round each), because machines are shared and noisy. Prints a\n"
-        "Markdown table (or JSON with --json); --out writes both to a directory.\n\n"
+        "Markdown table (or JSON with --json); --out writes both to a directory, with a table a\n"
+        "scenario and run.md (the run's date, machine, load and commit) that the docs quote.\n\n"
         "scenarios: " + ", ".join(SCENARIOS),
     )
     b.add_argument("what", nargs="?", default="all", choices=[*SCENARIOS, "all"], help="the scenario to run")
@@ -340,7 +340,9 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--durable-dir", default=None, help="directory on the disk to measure (durable; default: TMPDIR)")
     b.add_argument("--create-durable-dir", action="store_true", help="create --durable-dir if it does not exist")
     b.add_argument("--json", action="store_true", help="print the figures as JSON instead of the table")
-    b.add_argument("--out", default=None, help="directory to write bench.json and bench.md to")
+    b.add_argument(
+        "--out", default=None, help="directory to write bench.json, bench.md, run.md and a SCENARIO.md each to"
+    )
     b.set_defaults(func=_bench)
 
 

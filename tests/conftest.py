@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 
 os.environ.setdefault("SWEEPQ_CHECKS", "1")
+
 
 import pytest
 from net_client_mode import pytest_generate_tests, transport  # noqa: F401 - behaviour tests over clients too
@@ -18,6 +20,15 @@ from sweepq.engine import QueueManager
 from sweepq.sweeper.clock import ManualClock
 
 from helpers import IO
+
+# The Ctrl-C tests send SIGINT to the processes they start. A suite started in the background
+# of a non-interactive shell (`cmd &`, nohup, CI) inherits SIGINT ignored, every child it
+# execs would inherit that too, ignore the signal and hang its test. A handled signal is reset
+# to its default across exec, so handling it here gives every child SIGINT's default, and
+# Python's own KeyboardInterrupt (tests/test_ctrl_c_env.py checks it under an ignored SIGINT).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ and the sanity of the figures are asserted, never a speed."""
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
@@ -14,6 +15,22 @@ from sweepq.bench.suite import SCENARIOS, BenchOptions, Report, durable, steps
 
 def _finite_positive(x) -> bool:
     return isinstance(x, float) and math.isfinite(x) and x > 0
+
+
+def _paired_by_hand(mine: list[float], base: list[float]) -> float:
+    """What a paired ratio is: the median over rounds of the baseline's round time over the
+    contender's round beside it (computed here apart from bench/durable.py's ``_paired``)."""
+    return statistics.median(b / m for m, b in zip(mine, base, strict=True))
+
+
+def test_paired_ratio_is_the_median_of_the_rounds_ratios():
+    """Rounds beside each other are compared, not best against best: the contender is twice
+    as fast in two rounds of three, slower in the third."""
+    assert d._paired([1.0, 1.0, 4.0], [2.0, 2.0, 2.0]) == 2.0
+    assert d._paired([1.0, 2.0], [3.0, 3.0]) == pytest.approx((1.5 + 3.0) / 2)  # even: the mean of the middle two
+    assert d._paired([2.0, 1.0], [1.0, 2.0]) == pytest.approx((0.5 + 2.0) / 2)  # paired by round, not by rank
+    with pytest.raises(ValueError):
+        d._paired([1.0], [1.0, 2.0])
 
 
 def test_sweepq_contender_is_persistent(tmp_path):
@@ -43,20 +60,30 @@ def test_crash_safe_reports_every_contender(tmp_path):
     for v in c.values():
         assert all(_finite_positive(v[k]) for k in ("pairs_per_s", "ops_per_s", "put_per_s", "get_per_s"))
         assert len(v["round_seconds"]) == 2
-    assert r["persist_queue_baseline"].startswith("persist-queue")
-    assert c[r["persist_queue_baseline"]]["ratio_vs_persist_queue"] == 1.0
-    assert _finite_positive(r["sweepq_vs_persist_queue"])
+    base = r["persist_queue_baseline"]
+    assert base.startswith("persist-queue")
+    assert base == max((k for k in c if k.startswith("persist-queue")), key=lambda k: c[k]["median_ops_per_s"])
+    for name, v in c.items():  # every row against the baseline's rounds, the baseline's own row included
+        want = _paired_by_hand(v["round_seconds"], c[base]["round_seconds"])
+        assert v["ratio_vs_persist_queue"] == pytest.approx(want), name
+        assert v["best_ratio_vs_persist_queue"] == pytest.approx(v["pairs_per_s"] / c[base]["pairs_per_s"]), name
+    want = _paired_by_hand(c['sweepq sync="os"']["round_seconds"], c[base]["round_seconds"])
+    assert _finite_positive(r["sweepq_vs_persist_queue"]) and r["sweepq_vs_persist_queue"] == pytest.approx(want)
 
 
 def test_power_safe_pairs_with_the_floor(tmp_path):
     r = d.power_safe(5, 1024, 3, base=str(tmp_path))
     c = r["contenders"]
-    assert c[d.FLOOR]["ratio_vs_floor"] == 1.0
+    floor = c[d.FLOOR]["round_seconds"]
     s = c['sweepq sync="commit"']
     assert all(_finite_positive(s[k]) for k in ("ratio_vs_floor", "all_rounds_ratio_vs_floor", "best_ratio_vs_floor"))
-    assert c[d.FLOOR]["all_rounds_ratio_vs_floor"] == 1.0
+    for name, v in c.items():  # each row from its own rounds beside the floor's
+        assert len(v["round_seconds"]) == 3, name
+        assert v["ratio_vs_floor"] == pytest.approx(_paired_by_hand(v["round_seconds"], floor)), name
+        assert v["all_rounds_ratio_vs_floor"] == pytest.approx(sum(floor) / sum(v["round_seconds"])), name
+        assert v["best_ratio_vs_floor"] == pytest.approx(v["ops_per_s"] / c[d.FLOOR]["ops_per_s"]), name
     assert s["syncs_per_op"] == pytest.approx(1.0)  # one producer: one fsync per put and per get
-    assert r["sweepq_vs_floor"] == s["ratio_vs_floor"]
+    assert r["sweepq_vs_floor"] == pytest.approx(_paired_by_hand(s["round_seconds"], floor))
 
 
 def test_sqlite_synchronous_is_read_back(tmp_path):
@@ -71,8 +98,11 @@ def test_producers_share_fsyncs(tmp_path):
     for key in ("put, 1 producer", "put, 4 producers", "put+commit, 1 producer", "put+commit, 4 producers"):
         assert _finite_positive(r[key]["per_s"]), key
         assert 0 < r[key]["syncs_per_msg"] <= 1.0, key
-    assert r["put, 1 producer"]["ratio_vs_one"] == 1.0
-    assert r["put, 1 producer"]["syncs_per_msg"] == 1.0
+    for kind in ("put", "put+commit"):  # 4 producers' rounds each against 1 producer's beside it
+        one, four = r[f"{kind}, 1 producer"], r[f"{kind}, 4 producers"]
+        assert len(four["round_seconds"]) == len(one["round_seconds"]) == 1
+        assert four["ratio_vs_one"] == pytest.approx(one["round_seconds"][0] / four["round_seconds"][0]), kind
+    assert r["put, 1 producer"]["syncs_per_msg"] == 1.0  # one producer shares its fsyncs with nobody
 
 
 def test_recovery_checks_order_and_reports(tmp_path):

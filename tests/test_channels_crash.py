@@ -10,6 +10,8 @@ import pytest
 
 from sweepq.bench.crash_channel import judge, run_channel_crashtest
 
+from helpers import reaped, wait_until
+
 
 @pytest.mark.long
 def test_kills_of_the_sender_and_the_receiver_lose_and_duplicate_nothing(tmp_path):
@@ -56,17 +58,16 @@ def test_ctrl_c_stops_both_queue_managers_and_says_where_the_logs_are(tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
     work = tmp_path / "w"
     cmd = [sys.executable, "-m", "sweepq", "crashtest-channel", "--kills", "1000", "--quick", "--data-dir", str(work)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     logs = work / "logs"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(logs.glob("*.log")) if logs.exists() else []) < 3:
-        time.sleep(0.05)  # the driver's own progress: both children started, a kill done
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    with reaped(proc):
+        # the driver's own progress: both children started, a kill done
+        wait_until(lambda: len(list(logs.glob("*.log")) if logs.exists() else []) >= 3, 60, "three logs")
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
     assert f"interrupted; the logs and store are kept in {work}" in out
     pids = [int(line.split()[2]) for p in logs.glob("*.log") for line in p.read_text().splitlines() if line[:2] == "S "]

@@ -10,6 +10,8 @@ import sys
 
 import psutil
 
+from helpers import reaped
+
 DEMO = [sys.executable, "-m", "sweepq", "demo", "--channel", "--quick", "--messages", "6000", "--seconds", "1.5"]
 
 
@@ -27,14 +29,15 @@ def test_the_partner_comes_back_and_every_message_arrives_once_swept_or_not(tmp_
 
 def test_ctrl_c_ends_both_queue_managers(tmp_path):
     proc = subprocess.Popen([*DEMO, "--out", str(tmp_path)], stdout=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        if "transmission queue" in line:  # QM1 runs
-            break
-    kids = psutil.Process(proc.pid).children(recursive=True)
-    assert kids
-    proc.send_signal(signal.SIGINT)
-    rest = proc.stdout.read()
-    assert proc.wait(60) == 130
+    with reaped(proc):
+        for line in proc.stdout:
+            if "transmission queue" in line:  # QM1 runs
+                break
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        assert kids
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130
     assert "interrupted" in rest and "stopped 1 QM1" in rest
     _gone, alive = psutil.wait_procs(kids, timeout=10)
     assert not alive

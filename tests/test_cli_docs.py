@@ -145,6 +145,42 @@ def test_every_command_and_option_is_on_the_page_and_every_option_there_exists()
 # -- running the page ---------------------------------------------------------------------------
 
 
+# What differs from run to run in a line the page shows: an elision (...), a message or
+# correlation id in hex, a time stamp. Everything else is printed as shown.
+_VARIES = re.compile(r"(\.\.\.|[0-9A-Fa-f]{16,}|\d{4}-\d\d-\d\dT[\d:.]+Z)")
+
+
+def not_printed(shown: list[str], printed: str) -> str | None:
+    """The first line of ``shown`` (what docs/cli.md prints under a command) that is not among
+    the ``printed`` lines in the same order, or None. Lines match whole, but for what
+    ``_VARIES`` names; a line of "..." alone stands for lines left out."""
+    lines = [line.strip() for line in printed.splitlines()]
+    at = 0
+    for want in shown:
+        want = want.strip()
+        if want in ("", "..."):
+            continue
+        parts = _VARIES.split(want)
+        pattern = re.compile(
+            "".join(".*" if p == "..." else "[0-9A-Za-z:.T-]+" if _VARIES.fullmatch(p) else re.escape(p) for p in parts)
+        )
+        found = next((i for i in range(at, len(lines)) if pattern.fullmatch(lines[i])), None)
+        if found is None:
+            return want
+        at = found + 1
+    return None
+
+
+def test_a_shown_output_is_matched_line_by_line_in_order():
+    printed = "message 1 on ORDERS\n  MsgId : X'53575120AB'\n  PutDateTime : 2026-12-02T03:01:17.822Z\ndone\n"
+    assert not_printed(["message 1 on ORDERS", "  PutDateTime : 2026-11-24T21:01:17.822Z", "..."], printed) is None
+    assert not_printed(["  MsgId : X'5357512074479211FBB6'"], "  MsgId : X'0011223344556677AA'") is None
+    assert not_printed(['{"queue": "Q", ..., "data": "x"}'], '{"queue": "Q", "n": 1, "data": "x"}') is None
+    assert not_printed(["done", "message 1 on ORDERS"], printed) == "message 1 on ORDERS"  # out of order
+    assert not_printed(["put 2 messages on Q"], "put 3 messages on Q") == "put 2 messages on Q"
+    assert not_printed(["got 3 messages"], "sweepq get: got 3 messages") == "got 3 messages"  # whole lines
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -159,6 +195,7 @@ def _certificates(where: Path) -> None:
 
 
 @pytest.mark.long  # 102 commands in order, demos, benches and a Spark job among them: minutes
+@pytest.mark.timeout(1800)
 def test_every_example_runs_as_written(tmp_path):
     _certificates(tmp_path)
     text = DOC.read_text()
@@ -180,7 +217,8 @@ def test_every_example_runs_as_written(tmp_path):
                     )
                 background.append((e, proc, log))
                 deadline = time.monotonic() + 60
-                while "listening on" not in log.read_text() or "console on" not in log.read_text() + "console on":
+                wanted = ["listening on", *(["console on"] if "--console" in cmd else [])]
+                while not all(w in log.read_text() for w in wanted):
                     assert proc.poll() is None, f"{where}: exited {proc.returncode}: {log.read_text()}"
                     assert time.monotonic() < deadline, f"{where}: not listening after 60 s"
                     time.sleep(0.05)
@@ -202,6 +240,8 @@ def test_every_example_runs_as_written(tmp_path):
                 assert run.returncode == 0, (
                     f"{where}: exit {run.returncode}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
                 )
+            missing = not_printed(e.output, run.stdout + run.stderr)
+            assert missing is None, f"{where}: the page shows {missing!r}; it printed:\n{run.stdout}{run.stderr}"
     finally:
         for e, proc, log in background:
             if proc.poll() is None:

@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from importlib.metadata import version
 from pathlib import Path
@@ -21,6 +20,8 @@ import pytest
 from net_env import ServeProcess, short_dir
 
 from sweepq.cli import main
+
+from helpers import reaped, wait_until
 
 COMMANDS_REACHING_A_SERVER = ("define", "alter", "delete", "clear", "put", "get", "browse", "status", "inspect")
 
@@ -82,9 +83,7 @@ def served():
     assert main(["define", "Q", "--data-dir", d]) == 0
     extra = ("--tcp", "127.0.0.1:0", "--console", "127.0.0.1:0", "--memory-budget", "64MB", "--memory-policy", "fail")
     with ServeProcess(d, *extra) as p:
-        deadline = time.monotonic() + 30
-        while "console on" not in p.log() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: "console on" in p.log(), 30, "the console's address in the server's log")
         log = p.log()
         tcp = re.search(r"(tcp://127\.0\.0\.1:\d+)", log).group(1)
         console = re.search(r"console on (http://127\.0\.0\.1:\d+/)", log).group(1)
@@ -160,10 +159,11 @@ def test_status_watch_ends_on_ctrl_c_with_130(served):
     p, _tcp, _console = served
     cmd = [sys.executable, "-m", "sweepq", "status", "--server", p.url, "--watch", "--interval", "0.2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    first = proc.stdout.readline()
-    assert first.startswith("queue manager ")
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=30)
+    with reaped(proc):
+        first = proc.stdout.readline()
+        assert first.startswith("queue manager ")
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and err == "", err  # 130: interrupted, as the help says
 
 
@@ -179,10 +179,8 @@ def test_cafile_reaches_a_tls_server(tmp_path, capsys):
     p = ServeProcess(d, "--tcp", "127.0.0.1:0", "--tls-cert", pem, "--tls-key", pem)
     p.start()  # it waits on the Unix socket, which stays plain with a certificate (TLS is for TCP)
     try:
-        deadline = time.monotonic() + 60
-        while "listening on" not in p.log() and time.monotonic() < deadline:
-            assert p.proc.poll() is None, p.log()
-            time.sleep(0.05)
+        wait_until(lambda: "listening on" in p.log() or p.proc.poll() is not None, 60, "the server listening")
+        assert p.proc.poll() is None, p.log()
         url = re.search(r"(tls://127\.0\.0\.1:\d+)", p.log()).group(1)
         token_file = os.path.join(d, "sweepq.token")
         code, out, _ = run(
@@ -262,9 +260,7 @@ def test_serve_with_a_budget_and_no_queue_says_so(capsys):
     queue yet, says what a new queue's policy is, not "queues' policies: " and nothing."""
     d = os.path.join(short_dir(), "q")
     with ServeProcess(d, "--memory-budget", "5MB") as p:
-        deadline = time.monotonic() + 30
-        while "memory budget" not in p.log() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: "memory budget" in p.log(), what="the budget's line in the log")
         line = next(line for line in p.log().splitlines() if "memory budget" in line)
     assert line == "sweepq serve: memory budget 5MB; no queue yet (a new queue's memory policy: page)"
 

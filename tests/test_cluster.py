@@ -34,7 +34,8 @@ from sweepq.sweeper.replay import METRICS, replay
 from sweepq.sweeper.traces import generate, write
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.long  # three JVMs and two jobs: a minute and more of both cores
+# three JVMs and two jobs: a minute and more of both cores (a job is bounded at 600 s)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(1200)]
 
 
 def without_system_java(tmp: Path) -> dict:

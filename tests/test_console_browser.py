@@ -7,8 +7,6 @@ and performs an admin action with the admin token while the server refuses it wi
 from __future__ import annotations
 
 import os
-import threading
-import time
 
 import pytest
 from console_env import ADMIN, TOKEN, console
@@ -68,29 +66,22 @@ def test_the_login_page_refuses_a_wrong_token_and_opens_with_the_right_one(page)
 
 
 def test_the_depth_changes_on_the_page_while_a_producer_runs(page):
+    """Each depth a producer reaches is pushed to the open page: the producer waits to see it
+    there before it goes on (state, not a pace), and the page never reloads."""
     with console() as (qm, server):
         open_console(page, server)
         assert cell(page, "ORDERS", "depth").inner_text() == "0"
-        seen: set[str] = set()
-        done = threading.Event()
-
-        def producer():
-            conn = qm.connect()
+        conn = qm.connect()
+        try:
             h = conn.open("ORDERS", OO.OUTPUT)
-            for i in range(40):
-                h.put(b"order %d" % i)
-                time.sleep(0.05)  # a producer at its own pace; the page is pushed what it does
+            for step in range(1, 6):
+                for i in range(8):
+                    h.put(b"order %d" % (8 * (step - 1) + i))
+                expect(cell(page, "ORDERS", "depth")).to_have_text(str(8 * step), timeout=30_000)
+        finally:
             conn.disconnect()
-            done.set()
-
-        threading.Thread(target=producer, daemon=True).start()
-        while not done.is_set() or cell(page, "ORDERS", "depth").inner_text() != "40":
-            seen.add(cell(page, "ORDERS", "depth").inner_text())
-            page.wait_for_timeout(30)
-        seen.add("40")
-        assert len(seen - {"0", "40"}) >= 3, f"the page showed only {sorted(seen)}: not live"
         applied = page.evaluate("window.sweepqApplied.length")
-        assert applied >= 10  # snapshots pushed, not a page reloaded
+        assert applied >= 5  # snapshots pushed, not a page reloaded
         assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
 
 

@@ -22,6 +22,7 @@ from sweepq.cli import main
 
 
 @pytest.mark.long
+@pytest.mark.timeout(1200)  # its run is bounded at 900 s itself
 def test_quick_form():
     """One round of every (state, file kind, damage) and a plain kill, in a process of its
     own: a trial stuck inside RocksDB fails the test by its timeout (and the command's own

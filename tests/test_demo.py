@@ -18,6 +18,8 @@ import pytest
 from sweepq.bench.busy import BusyLoad
 from sweepq.bench.demo import MB, DeliveryChecker, DemoConfig, Level, header, parse, run_child
 
+from helpers import reaped
+
 
 def _deliver(seqs, expected_count):
     c = DeliveryChecker()
@@ -322,12 +324,13 @@ def _gone(procs: list[psutil.Process], within: float = ENDS_WITHIN) -> list[psut
 )
 def test_an_interrupt_ends_every_process_and_says_what_is_left(tmp_path, to, signum, why):
     proc, procs = _start_demo(tmp_path)
-    if to == "group":
-        os.killpg(proc.pid, signum)  # what Ctrl-C in a terminal does
-    else:
-        os.kill(proc.pid, signum)
-    assert _gone(procs) == []
-    _, err = proc.communicate(timeout=30)
+    with reaped(proc, procs):
+        if to == "group":
+            os.killpg(proc.pid, signum)  # what Ctrl-C in a terminal does
+        else:
+            os.kill(proc.pid, signum)
+        assert _gone(procs) == []
+        _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     lines = err.strip().splitlines()
     assert lines[0].startswith(f"sweepq demo: interrupted ({why}): ended 2 run processes and 1 busy process"), err

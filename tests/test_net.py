@@ -12,7 +12,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from net_env import ServeProcess, served, short_dir
@@ -233,10 +232,8 @@ def test_tcp_is_loopback_by_default_and_needs_the_token(caplog):
         host, port = server.tcp
         assert host == "127.0.0.1"
         url = f"tcp://127.0.0.1:{port}"
-        for token in (None, "wrong"):
-            t0 = time.monotonic()
+        for token in (None, "wrong"):  # an answer (2035), not the client's timeout (a hang would be 2009)
             assert reason_of(lambda t=token: net_client.connect(url, t)) == Reason.NOT_AUTHORIZED
-            assert time.monotonic() - t0 < 5  # an answer, never a hang
         assert "refused tcp" in caplog.text and "wrong token" in caplog.text
         with net_client.connect(url, "s3cret") as conn:
             conn.open("Q", IO).put(b"over tcp")
@@ -356,14 +353,8 @@ def test_limits_on_connections_and_handles():
         a.open("Q", IO)
         assert reason_of(lambda: a.open("Q", IO)) == Reason.HANDLE_NOT_AVAILABLE
         b.disconnect()
-        for _ in range(200):
-            try:
-                net_client.connect(server.url).disconnect()
-                break
-            except MQError:
-                time.sleep(0.02)
-        else:
-            pytest.fail("a freed connection slot was not reused")
+        wait_until(lambda: len(server.status()["connections"]) == 1, what="the server seeing b's disconnect")
+        net_client.connect(server.url).disconnect()  # the freed slot is taken again
         a.disconnect()
 
 

@@ -12,7 +12,7 @@ from net_env import served, short_dir
 from sweepq import aio
 from sweepq.engine import GMO, MD, OO, PMO, MQError, QueueManager, Reason
 
-from helpers import IO
+from helpers import IO, task_parked
 
 
 def run(coro):
@@ -49,7 +49,7 @@ def test_a_cancelled_waiting_get_takes_nothing_and_the_connection_goes_on():
         async with await aio.connect(url) as conn:
             h = await conn.open("Q", IO)
             task = asyncio.create_task(h.get(GMO.WAIT | GMO.SYNCPOINT, wait_interval=60_000))
-            await asyncio.sleep(0.2)
+            await task_parked(task, "_call")  # its request sent, the server's answer awaited
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task

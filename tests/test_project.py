@@ -30,8 +30,11 @@ def test_readme_starts_with_exactly_two_setup_commands():
 
 
 def test_ci_runs_the_readme_test_command():
-    ci = (ROOT / ".ci" / "run").read_text()
-    assert _readme_commands()[1] in ci.splitlines()
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    at = ci.index(_readme_commands()[1])
+    # ... within a bound: the line is the script of a `timeout N bash` (a here-document)
+    assert re.fullmatch(r"timeout (--kill-after=\d+ )?\d+ bash -euo pipefail <<'README'", ci[at - 1]), ci[at - 1]
+    assert ci[at + 1] == "README"
 
 
 LONG_FORM = ".venv/bin/python -m pytest -q -n auto -m long"

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from types import GenericAlias
 
 import pytest
@@ -25,6 +24,8 @@ from net_env import ServeProcess, short_dir
 
 import sweepq
 from sweepq import AsyncQueue, Queue
+
+from helpers import reaped, task_parked, wait_parked
 
 CLASSES = [Queue, AsyncQueue]
 
@@ -370,22 +371,36 @@ def test_close_ends_a_blocked_get_with_value_error():
         except ValueError as e:
             errors.append(e)
 
-    t = threading.Thread(target=wait)
+    t = threading.Thread(target=wait, daemon=True)
     t.start()
-    time.sleep(0.2)  # the thread is inside its get (nothing to wait on but the call itself)
+    wait_parked(t, "get")  # blocked in its get: a close before the get began would prove nothing
     q.close()
     t.join(10)
     assert not t.is_alive() and errors and "closed" in str(errors[0])
 
 
 def test_ctrl_c_ends_a_blocked_get(tmp_path):
-    code = "from sweepq import Queue\nq = Queue(path='d')\nprint('waiting', flush=True)\nq.get()\n"
-    p = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert p.stdout.readline() == b"waiting\n"
-    time.sleep(0.2)
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=30)
+    # The child says it waits only once its main thread is parked in the get: at the get's line
+    # (12), in a threading wait (its own stack, read by a thread of its own; -u: unbuffered). So the SIGINT lands
+    # in the get, and the traceback names line 12; a SIGINT before the get would name another.
+    code = (
+        "import sys, threading, time\nfrom sweepq import Queue\nq = Queue(path='d')\n"
+        "main = threading.main_thread().ident\n"
+        "def parked():\n    while True:\n"
+        "        f = top = sys._current_frames()[main]\n"
+        "        while top.f_back: top = top.f_back\n"
+        "        if top.f_lineno == 12 and f.f_code.co_filename == threading.__file__: return print('waiting')\n"
+        "        time.sleep(0.005)\n"
+        "threading.Thread(target=parked, daemon=True).start()\n"
+        "q.get()\n"
+    )
+    p = subprocess.Popen([sys.executable, "-uc", code], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with reaped(p):
+        assert p.stdout.readline() == b"waiting\n"
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
     assert p.returncode != 0 and b"KeyboardInterrupt" in err, err
+    assert b'File "<string>", line 12, in <module>' in err, err  # interrupted in q.get(), not before it
     assert Queue(path=tmp_path / "d").qsize() == 0  # and the data directory opens again
 
 
@@ -398,8 +413,7 @@ async def _async_on_disk(path):
     await q.put("b", priority=9)
     assert q.full()
     waiting = asyncio.create_task(q.put("c"))
-    await asyncio.sleep(0.05)
-    assert not waiting.done()
+    await task_parked(waiting, "_wait")  # the put waits for room
     assert await q.get() == "b"
     q.task_done()
     await asyncio.wait_for(waiting, 5)
@@ -408,7 +422,7 @@ async def _async_on_disk(path):
     q.task_done()
     await asyncio.wait_for(q.join(), 5)  # the commits ran in the executor, and are done
     getter = asyncio.create_task(q.get())
-    await asyncio.sleep(0.05)
+    await task_parked(getter, "_wait")  # cancelled while it waits, not before it began
     getter.cancel()
     with pytest.raises(asyncio.CancelledError):
         await getter
@@ -429,7 +443,7 @@ def test_async_and_thread_queues_on_one_queue_wake_each_other(tmp_path):
         a = AsyncQueue(path=d)
         t = Queue(path=d)
         getter = asyncio.create_task(a.get())
-        await asyncio.sleep(0.05)
+        await task_parked(getter, "_wait")  # the thread's put must wake it, not find it not begun
         threading.Thread(target=t.put, args=("from a thread",)).start()
         return await asyncio.wait_for(getter, 10)
 
@@ -483,11 +497,11 @@ def test_a_wrong_admin_token_is_a_permission_error(server):
 async def _async_served(url):
     q = AsyncQueue(url=url, name="aio")
     getter = asyncio.create_task(q.get())  # waits in the server
-    await asyncio.sleep(0.1)
+    await task_parked(getter, "get")  # its request sent, its answer awaited
     await q.put({"n": 1})
     assert await asyncio.wait_for(getter, 10) == {"n": 1}
     cancelled = asyncio.create_task(q.get())
-    await asyncio.sleep(0.1)
+    await task_parked(cancelled, "get")
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         await cancelled

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from helpers import reaped
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 MAX_LINES = 250
@@ -75,8 +77,9 @@ def test_the_serve_session_runs_as_written(tmp_path):
         assert done.stdout.rstrip().endswith("b'order 1'"), done.stdout
         assert "put 2 messages on ORDERS" in done.stdout
     finally:
-        server.send_signal(signal.SIGINT)  # Ctrl-C reaches bash's foreground job: the server
-        out, _ = server.communicate(timeout=60)
+        with reaped(server):  # killed, with what it started, if the Ctrl-C did not end it
+            server.send_signal(signal.SIGINT)  # Ctrl-C reaches bash's foreground job: the server
+            out, _ = server.communicate(timeout=60)
     assert server.returncode == 0 and "the store is closed" in out, out
 
 
@@ -118,6 +121,7 @@ def test_the_console_section_runs_as_written(tmp_path):
         assert done.returncode == 0, done.stderr
         assert done.stdout.count("queue manager QM1:") == 3, done.stdout  # redrawn three times
     finally:
-        server.send_signal(signal.SIGINT)
-        out, _ = server.communicate(timeout=60)
+        with reaped(server):
+            server.send_signal(signal.SIGINT)
+            out, _ = server.communicate(timeout=60)
     assert server.returncode == 0, out

@@ -1,0 +1,82 @@
+"""Figures in the docs come from one committed bench run, never typed by hand.
+
+docs/figures/ is what `sweepq bench ... --out docs/figures` wrote: bench.json (the figures,
+the rows, the options, and the run's date, machine, load and commit), run.md (a line: the
+command, date, commit, machine and load) and one Markdown table a scenario (bench/suite.py
+``tables``). A page quotes a table between two markers:
+
+    <!-- figures: docs/figures/throughput.md -->
+    ...the file's text, as it is...
+    <!-- /figures -->
+
+and this file holds every such copy equal to its file, and every file equal to what the bench
+writes from the committed bench.json. A new run (its command is in run.md) changes the files;
+this test then names each page to copy them into.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from sweepq.bench.suite import SCENARIOS, BenchOptions, tables
+
+ROOT = Path(__file__).resolve().parents[1]
+FIGURES = ROOT / "docs" / "figures"
+BLOCK = re.compile(r"<!-- figures: (\S+) -->\n(.*?)<!-- /figures -->", re.S)
+# The pages whose figures come from the run, and the tables each must quote.
+PAGES = {
+    "docs/performance.md": {"docs/figures/run.md"}
+    | {f"docs/figures/{name}.md" for name in SCENARIOS if name not in ("queue", "clients", "channel")},
+    "docs/queue.md": {"docs/figures/run.md", "docs/figures/queue.md"},
+}
+
+
+def _run() -> dict:
+    return json.loads((FIGURES / "bench.json").read_text())
+
+
+def _blocks(page: str) -> list[tuple[str, str]]:
+    return BLOCK.findall((ROOT / page).read_text())
+
+
+def test_the_committed_run_is_whole_and_says_when_where_and_how():
+    run = _run()
+    assert run["command"].startswith("sweepq bench ") and run["command"].endswith(" --out docs/figures")
+    assert set(run["figures"]) == set(SCENARIOS)  # every scenario, in one run
+    assert set(run["options"]) == {f.name for f in dataclasses.fields(BenchOptions)}
+    assert {"date", "machine", "load", "load_after", "commit", "python"} <= set(run["run"])
+
+
+def test_each_table_is_what_the_bench_writes_from_the_committed_run():
+    written = tables(_run())
+    on_disk = {p.name: p.read_text() for p in FIGURES.glob("*.md")}
+    assert on_disk == written, "docs/figures/ differs from its bench.json: write the run again with --out"
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_a_page_quotes_its_tables_as_they_are(page):
+    blocks = _blocks(page)
+    assert {src for src, _ in blocks} >= PAGES[page], f"{page} does not quote every table it should"
+    for src, text in blocks:
+        assert (ROOT / src).is_file(), f"{page} quotes {src}, which is not there"
+        assert text == (ROOT / src).read_text(), f"{page}: its copy of {src} differs from the file: copy it again"
+
+
+def test_the_readme_quotes_no_figure_and_points_to_the_run():
+    """The README (250 lines at most) carries no copy: its comparison table names the bench
+    whose tables hold the figures, so none there can be older than the run."""
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("## Why sweepq") :].split("\n\n")[1]
+    assert table.startswith("| | what it gives |")
+    assert not re.search(r"\d[\d.,]* ?(x|MB|k/s|%)(\W|$)", table), "a figure typed into the README's table"
+    assert "docs/queue.md#figures" in table
+
+
+def test_the_blocks_are_found():
+    page = "a\n<!-- figures: docs/figures/x.md -->\n| t |\n<!-- /figures -->\nb\n"
+    assert BLOCK.findall(page) == [("docs/figures/x.md", "| t |\n")]
