@@ -898,7 +898,13 @@ def celery(o: BenchOptions, report: Report, step) -> dict:
     return run_celery(o, report, step)
 
 
-INSTRUCTION_SCENARIOS = ("pair", "batch")
+INSTRUCTION_SCENARIOS = ("pair", "batch", "Queue", "Queue bytes")
+_INSTRUCTION_ROWS = {  # what each scenario's row says it counted (bench/instructions.py)
+    "pair": "put+get pair, 100 B, one thread",
+    "batch": "put_many/get_many x100, per message, 100 B, one thread",
+    "Queue": "sweepq.Queue() put+get pair, a small dict kept as the object, one thread",
+    "Queue bytes": 'sweepq.Queue(serializer="bytes") put+get pair, 100 B, one thread',
+}
 
 
 def instructions(o: BenchOptions, report: Report, step) -> dict:
@@ -915,10 +921,9 @@ def instructions(o: BenchOptions, report: Report, step) -> dict:
         a = ins.per_op(mine, o.instructions_n, progress=step)
         b = ins.per_op(base, o.instructions_n, progress=step)
         out[name] = {"sweepq": a, "queue_Queue": b, "ratio": b / a}
-        what = "put+get pair" if name == "pair" else "put_many/get_many x100, per message"
         report.row(
             "instructions",
-            f"{what}, 100 B, one thread (callgrind, n={o.instructions_n:,})",
+            f"{_INSTRUCTION_ROWS[name]} (callgrind, n={o.instructions_n:,})",
             f"{a:,.0f} instr/op",
             f"{b / a:.2f} x queue.Queue ({b:,.0f} instr/op)",
         )

@@ -272,7 +272,7 @@ def place(
     persistent: bool,
     syncpoint: int,
     pieces: Sequence | None = None,
-    items: tuple | None = None,
+    items: Sequence | None = None,
 ) -> tuple[list[bytes], int]:
     """Build the records of ``payloads`` and put them on ``q`` in one step, all or none.
 

@@ -232,7 +232,8 @@ class AsyncQueue(QueueBase[T]):
         single gets would return them: in memory one call of the queue manager, elsewhere one
         :meth:`get` and then what :meth:`get_nowait` finds.
 
-        :raises TypeError / ValueError: ``max_items`` not an int of at least 1; the queue closed."""
+        :raises TypeError: ``max_items`` not an int. :raises ValueError: ``max_items`` below 1,
+            or the queue closed."""
         n = arguments.count(max_items, "max_items")
         self._check_open()
         if self._once or self._remote or self._offload:

@@ -246,7 +246,7 @@ class QueueBase(Generic[T]):
         """The item a got message holds: the object itself while it was in memory, else
         decoded from its data (swept, on a data directory, or served)."""
         if self._items and m.has_item:
-            return m.item  # type: ignore[no-any-return]
+            return m.item
         return self._decode(m.data)
 
     def _decode(self, data: bytes) -> T:

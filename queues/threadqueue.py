@@ -187,7 +187,7 @@ class Queue(QueueBase[T]):
         else:
             core.gets += 1  # Core.got's whole work when nobody waits (queues/site.py)
         if self._items and m.has_item:
-            return m.item  # type: ignore[no-any-return]
+            return m.item
         return self._decode(m.data)
 
     def get_many(self, max_items: int, block: bool = True, timeout: float | None = None) -> list[T]:
@@ -196,8 +196,8 @@ class Queue(QueueBase[T]):
         ``timeout`` seconds when given, for the first one; then take what is there, up to
         ``max_items``, without waiting more. Each item is a task (``task_done``).
 
-        :raises queue.Empty: nothing came. :raises TypeError / ValueError: ``max_items`` not
-            an int of at least 1; a negative ``timeout``; the queue closed."""
+        :raises queue.Empty: nothing came. :raises TypeError: ``max_items`` not an int.
+        :raises ValueError: ``max_items`` below 1, a negative ``timeout``, or the queue closed."""
         n = arguments.count(max_items, "max_items")
         if self._once:  # each item is held in a unit of work until its own task_done()
             out = [self.get(block, timeout)]

@@ -120,5 +120,9 @@ def test_a_backlog_with_no_worker_then_drained(home):
 
 
 @pytest.mark.long
-def test_a_backlog_of_a_million_tasks_then_drained(home):
-    _backlog_then_drain(home, 1_000_000, drain_timeout=7200)
+@pytest.mark.timeout(1500)
+def test_a_backlog_of_fifty_thousand_tasks_then_drained(home):
+    """The long form's backlog: as large as CI's bound allows at a worker's few hundred tasks a
+    second (a million takes about an hour to drain; ``sweepq bench celery`` measures a million
+    waiting, docs/celery.md)."""
+    _backlog_then_drain(home, 50_000, drain_timeout=1200)

@@ -119,7 +119,7 @@ def test_the_tables_show_every_busy_load_with_and_without_sweeping(tmp_path):
     # A budget of 16 KiB cannot hold: the table says so, for the sweeping runs only.
     assert budget_held(levels[0].runs["with"]) is False and budget_held(levels[0].runs["without"]) is None
     label = "0.0 MB (messages + RocksDB)"
-    assert f"| memory budget (what it counts) | {label} | - | {label} | - |" in md and "exceeded (" in md
+    assert f"| memory budget (what it counts) | {label} | - | {label} | - |" in md and "exceeded: " in md
     rss = peak_rss_table(levels).splitlines()
     assert rss[0].startswith("| busy processes | peak RSS with sweeper | budget + baseline | peak RSS without sweeping")
     assert [r.split("|")[1].strip() for r in rss[2:]] == ["0", "2"]
@@ -253,7 +253,7 @@ def test_a_budget_that_does_not_hold_fails_the_demo(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "memory budget FAILED: exceeded: peak resident memory" in text and "(within 1.15 x is held)" not in text
     assert "verified (with sweeper): all 20,000 messages arrived exactly once and in order" in text
-    assert "exceeded (" in (tmp_path / "demo.md").read_text()
+    assert "exceeded: " in (tmp_path / "demo.md").read_text()
 
 
 def test_a_budget_counting_what_is_held_is_checked_on_that_count(tmp_path):
@@ -261,7 +261,7 @@ def test_a_budget_counting_what_is_held_is_checked_on_that_count(tmp_path):
     and cache, and that is what the demo checks (every sample within the budget); resident
     memory is shown against budget + baseline, not judged."""
     proc, text, figures = _demo(
-        tmp_path, "--quick", "--no-compare", "--budget-counts", "held", "--budget", "8", "--messages", "20000"
+        tmp_path, "--quick", "--no-compare", "--budget-counts", "held", "--budget", "8MB", "--messages", "20000"
     )
     s = figures["levels"][0]["summary"]
     assert s["budget_counts"] == "held" and s["budget"] == 8 * MB

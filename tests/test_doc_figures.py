@@ -31,8 +31,9 @@ BLOCK = re.compile(r"<!-- figures: (\S+) -->\n(.*?)<!-- /figures -->", re.S)
 # The pages whose figures come from the run, and the tables each must quote.
 PAGES = {
     "docs/performance.md": {"docs/figures/run.md"}
-    | {f"docs/figures/{name}.md" for name in SCENARIOS if name not in ("queue", "clients", "channel")},
+    | {f"docs/figures/{name}.md" for name in SCENARIOS if name not in ("queue", "clients", "channel", "celery")},
     "docs/queue.md": {"docs/figures/run.md", "docs/figures/queue.md"},
+    "docs/celery.md": {"docs/figures/run.md", "docs/figures/celery.md"},
 }
 
 

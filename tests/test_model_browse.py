@@ -27,7 +27,8 @@ Q = st.sampled_from(QUEUES)
 
 
 def serial(e) -> int:
-    return int(e.data[1:])  # b"m<n>": the global put counter, so arrival order in a queue
+    # b"m<n>", or an item ("item", n): the global put counter, so arrival order in a queue
+    return int(e.data[1:]) if type(e.data) is bytes else e.data[1]
 
 
 class BrowseModel(EngineVsModel):
@@ -159,7 +160,7 @@ class BrowseModel(EngineVsModel):
             return
         assert cands, f"engine browsed {m.data}, model expected nothing"
         e = cands[0]
-        assert (m.data, m.backout_count) == (e.data, e.backout)
+        assert self._same(m, e) and m.backout_count == e.backout, (m.data, e.data)
         BrowseModel.seen["browse"] += 1
         BrowseModel.seen["browse, chain"] += self._swept(q)
         BrowseModel.seen["lock"] += bool(lock)
@@ -195,7 +196,7 @@ class BrowseModel(EngineVsModel):
             assert err.reason == Reason.NO_MSG_UNDER_CURSOR, err
             assert e is None, f"engine: 2034, model expected {e.data}"
             return
-        assert e is not None and m.data == e.data, m.data
+        assert e is not None and self._same(m, e), m.data
         if lock:
             self._lock(key, e)
         else:
@@ -211,7 +212,7 @@ class BrowseModel(EngineVsModel):
             assert e is None, f"engine: 2034, model expected {e.data}"
             BrowseModel.seen["2034"] += 1
             return
-        assert e is not None and (m.data, m.backout_count) == (e.data, e.backout)
+        assert e is not None and self._same(m, e) and m.backout_count == e.backout, (m.data, e.data)
         BrowseModel.seen["got under cursor"] += 1
         if self.locks.get(key) is e:
             self._release(key)
