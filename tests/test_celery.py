@@ -27,7 +27,7 @@ from sweepq.net import client
 
 from helpers import wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # real workers: minutes under load
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.long
+pytestmark = [pytest.mark.long, pytest.mark.timeout(1800)]  # each test may build a wheel: minutes
 
 BUILD_TIMEOUT = 1200  # a guard against a hang: the build compiles every module (4 min seen under load)
 SKIP = shutil.ignore_patterns(

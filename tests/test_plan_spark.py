@@ -61,6 +61,7 @@ def test_pipeline_plan_mistakes_are_one_line(tmp_path):
 
 
 @pytest.mark.long  # a master, two workers and a job: a minute and more of both cores
+@pytest.mark.timeout(1200)
 def test_pipeline_plan_on_the_standalone_cluster_equals_sweepq_plan(trace_file, tmp_path):
     from sweepq.pipeline.cluster import LocalCluster
 

@@ -243,6 +243,7 @@ def reason_of(call) -> int:
 
 
 @pytest.mark.long
+@pytest.mark.timeout(1200)  # ten restarts of a server with a data directory, each waited for
 @pytest.mark.parametrize("delivery", ["at-most-once", "at-least-once"])
 def test_ten_kills_of_the_server_under_queue_producers_and_consumers(delivery):
     """The long form: bench/reconnect.py, 10 kill -9s, two producers and two consumers."""
