@@ -83,11 +83,13 @@ def served():
     assert main(["define", "Q", "--data-dir", d]) == 0
     extra = ("--tcp", "127.0.0.1:0", "--console", "127.0.0.1:0", "--memory-budget", "64MB", "--memory-policy", "fail")
     with ServeProcess(d, *extra) as p:
-        wait_until(lambda: "console on" in p.log(), 30, "the console's address in the server's log")
+        budget = "memory budget 64MB; queues' policies: fail 1"
+        # The console's address and the budget's line are logged by different steps of the
+        # start, in either order: wait for both.
+        wait_until(lambda: "console on" in p.log() and budget in p.log(), 30, "the console's and budget's lines")
         log = p.log()
         tcp = re.search(r"(tcp://127\.0\.0\.1:\d+)", log).group(1)
         console = re.search(r"console on (http://127\.0\.0\.1:\d+/)", log).group(1)
-        assert "memory budget 64MB; queues' policies: fail 1" in log
         yield p, tcp, console
 
 
