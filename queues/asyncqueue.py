@@ -100,7 +100,7 @@ class AsyncQueue(QueueBase[T]):
         if priority is not None:
             priority = arguments.priority(priority)
         self._check_open()
-        full = self._store(self._payload(item), priority)
+        full = self._store_many((self._payload(item),), priority)
         if full is not None:
             raise asyncio.QueueFull(self._full_text(full))
         self._core.put_done()

@@ -186,17 +186,15 @@ class QueueBase(Generic[T]):
         its encoding. :raises TypeError: the serializer cannot encode it."""
         return item if self._items else self._codec.encode(item)
 
-    def _store(self, payload: object, priority: int | None) -> MQError | None:
-        """One put of ``payload`` (from :meth:`_payload`) at ``priority`` (None: the queue's
-        default) through a pooled connection: None when made, or the refusal of a full
-        queue (MAXDEPTH 2053, the memory budget 2071). The task is counted first, so that a
-        get and ``task_done()`` of the item in another thread never find the count behind.
+    def _store_many(self, payloads: Sequence[object], priority: int | None) -> MQError | None:
+        """One put of ``payloads`` (from :meth:`_payload`) at ``priority`` (None: the queue's
+        default) through a pooled connection, in one call of the queue manager, all or none:
+        None when made, or the refusal of a full queue (MAXDEPTH 2053, the memory budget
+        2071). A served queue's tasks are counted first, so that a get and ``task_done()`` of
+        an item in another thread never find the count behind (a local queue's engine counts
+        them as it places them: queues/site.py).
 
         :raises: what ``map_error`` (queues/errors.py) maps any other refusal to."""
-        return self._store_many((payload,), priority)
-
-    def _store_many(self, payloads: Sequence[object], priority: int | None) -> MQError | None:
-        """:meth:`_store` of several payloads in one call of the queue manager, all or none."""
         core = self._core
         n = len(payloads)
         counted = core.counts_puts

@@ -83,7 +83,7 @@ class Queue(QueueBase[T]):
                 if core.async_refs:
                     core.put_done()
                 return
-        payload = item if self._items else self._codec.encode(item)
+        payload = self._payload(item)
         full = self._store_many((payload,), priority)
         if full is not None:
             self._put_when_room((payload,), priority, block, timeout, full)
