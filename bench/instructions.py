@@ -19,7 +19,9 @@ Scenarios, each beside its baseline in the same run:
 * ``Queue``: ``sweepq.Queue()`` (in memory, the default serializer) put and get of a small
   dict, ``{"order": 1, "item": "widget"}``, beside ``queue.Queue`` doing the same;
 * ``Queue bytes``: ``sweepq.Queue(serializer="bytes")`` put and get of 100 bytes, beside
-  ``queue.Queue``.
+  ``queue.Queue``;
+* ``AsyncQueue``: ``await q.put(item)`` and ``await q.get()`` of the small dict in one
+  coroutine, ``sweepq.AsyncQueue()`` beside ``asyncio.Queue``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,15 @@ which, n = sys.argv[1], int(sys.argv[2])
 data = b"x" * 100
 if which.endswith("dict"):
     data = {"order": 1, "item": "widget"}
-if which.startswith("queue.Queue"):
+if which.startswith(("asyncio.Queue", "sweepq.AsyncQueue")):
+    import asyncio
+    if which.startswith("asyncio"):
+        q = asyncio.Queue()
+    else:
+        from sweepq import AsyncQueue
+        q = AsyncQueue()
+    put, get = q.put, q.get
+elif which.startswith("queue.Queue"):
     import queue
     q = queue.Queue()
     put, get = q.put, q.get
@@ -68,12 +78,23 @@ if which.endswith("batch"):
             for _ in range(k // 100):
                 put_many(block)
                 get_many(100)
+elif which.startswith(("asyncio.Queue", "sweepq.AsyncQueue")):
+    async def pairs(k):
+        for _ in range(k):
+            await put(data)
+            await get()
+    loop = asyncio.new_event_loop()
+    def run(k):
+        loop.run_until_complete(pairs(k))
 else:
     def run(k):
         for _ in range(k):
             put(data)
             get()
 run(2000)
+import gc
+gc.collect()
+gc.freeze()  # the start-up's objects out of every later collection (see count())
 run(n)
 """
 
@@ -82,11 +103,20 @@ SCENARIOS = {
     "batch": ("sweepq batch", "queue.Queue batch"),
     "Queue": ("sweepq.Queue put+get dict", "queue.Queue put+get dict"),
     "Queue bytes": ("sweepq.Queue bytes put+get", "queue.Queue put+get"),
+    "AsyncQueue": ("sweepq.AsyncQueue put+get dict", "asyncio.Queue put+get dict"),
 }
 
 
 def count(which: str, n: int) -> int:
-    """Instructions of a child process doing ``n`` operations of ``which`` (callgrind)."""
+    """Instructions of a child process doing ``n`` operations of ``which`` (callgrind).
+
+    Only the main thread's instructions count, where the operations run: a queue manager's
+    own threads (its sweeper's cycle) run by the wall clock, and under valgrind, fifty times
+    slower, how often they ran followed the machine's load. The child freezes its heap after
+    the warm-up (``gc.freeze``): a collection of the oldest
+    generation walks every object the imports made, several million instructions, and
+    whether the ``n`` run or the ``2 n`` run happens to trigger one more of them moved a
+    figure by up to a quarter; frozen, a collection walks only what the operations made."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cg.out")
         steady = ["setarch", "-R"] if shutil.which("setarch") else []
@@ -95,6 +125,7 @@ def count(which: str, n: int) -> int:
                 *steady,
                 "valgrind",
                 "--tool=callgrind",
+                "--separate-threads=yes",
                 f"--callgrind-out-file={out}",
                 sys.executable,
                 "-c",
@@ -106,7 +137,8 @@ def count(which: str, n: int) -> int:
             text=True,
             env={**os.environ, "PYTHONHASHSEED": "0"},  # the same dict layouts in every run
         )
-        m = re.search(r"Collected : (\d+)", proc.stderr)
+        main = out + "-01"  # the main thread's file: the operations run there
+        m = re.search(r"^totals: (\d+)", open(main).read(), re.M) if os.path.exists(main) else None
         if proc.returncode or m is None:
             raise RuntimeError(f"callgrind of {which!r} failed: {proc.stderr[-2000:]}")
         return int(m.group(1))
