@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 _CHILD = r"""
 import sys
@@ -138,7 +139,8 @@ def count(which: str, n: int) -> int:
             env={**os.environ, "PYTHONHASHSEED": "0"},  # the same dict layouts in every run
         )
         main = out + "-01"  # the main thread's file: the operations run there
-        m = re.search(r"^totals: (\d+)", open(main).read(), re.M) if os.path.exists(main) else None
+        text = Path(main).read_text() if os.path.exists(main) else ""
+        m = re.search(r"^totals: (\d+)", text, re.M)
         if proc.returncode or m is None:
             raise RuntimeError(f"callgrind of {which!r} failed: {proc.stderr[-2000:]}")
         return int(m.group(1))

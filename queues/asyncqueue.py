@@ -70,6 +70,10 @@ class AsyncQueue(QueueBase[T]):
         site = self._core.site
         self._remote = site.remote
         self._offload = not site.remote and (site.persistent or site.budget)
+        # In memory with items kept as objects: a put or get is one call of the queue manager
+        # on the loop's thread, the hot path of put() and get() (a refusal or an empty queue
+        # goes the general way).
+        self._inline = self._items and not self._offload and not self._remote
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = 0  # the loop's thread
         self._lock = threading.Lock()  # a waiter's check-then-wait against another thread's wake
@@ -181,7 +185,14 @@ class AsyncQueue(QueueBase[T]):
             priority outside 0..9, or the queue closed."""
         if priority is not None:
             priority = arguments.priority(priority)
-        self._check_open()
+        if self._closed:
+            raise self._closed_error()
+        if self._inline:
+            core = self._core
+            if core.put_item(item, -1 if priority is None else priority):  # else the general way below
+                if core.async_waiters:
+                    core.put_done()
+                return
         await self._put_payloads((self._payload(item),), priority)
 
     async def put_many(self, items: Iterable[T], *, priority: int | None = None) -> None:
@@ -218,7 +229,19 @@ class AsyncQueue(QueueBase[T]):
 
     async def get(self) -> T:
         """Remove and return an item, waiting for one (``asyncio.Queue.get``)."""
-        self._check_open()
+        if self._closed:
+            raise self._closed_error()
+        if self._inline and not self._once:
+            core = self._core
+            m = core.get_now()  # None: empty, and the general way below waits
+            if m is not None:
+                if core.waiting_putters or core.async_waiters:
+                    core.got()
+                else:
+                    core.gets += 1  # Core.got's whole work when nobody waits (queues/site.py)
+                if m.has_item:
+                    return m.item
+                return self._decode(m.data)
         m = await self._get_remote() if self._remote else None
         while m is None:
             m = await self._fetch_in_executor() if self._offload else self._fetch(None)
@@ -291,23 +314,28 @@ class AsyncQueue(QueueBase[T]):
         already; ``timeout``: also look again after that many seconds."""
         loop = self._get_loop()
         fut = loop.create_future()
-        with self._lock:
-            if ready():
-                return
-            waiters.append(fut)
-        timer = loop.call_later(timeout, _wake_one, fut) if timeout is not None else None
+        core = self._core
+        core.count_async_waiter(1)  # before the last look (Core.async_waiters)
         try:
-            await fut
-        except BaseException:
-            fut.cancel()
-            with contextlib.suppress(ValueError):  # a wake took it out already
-                waiters.remove(fut)
-            if not fut.cancelled() and ready():
-                _wakeup_next(waiters)
-            raise
+            with self._lock:
+                if ready():
+                    return
+                waiters.append(fut)
+            timer = loop.call_later(timeout, _wake_one, fut) if timeout is not None else None
+            try:
+                await fut
+            except BaseException:
+                fut.cancel()
+                with contextlib.suppress(ValueError):  # a wake took it out already
+                    waiters.remove(fut)
+                if not fut.cancelled() and ready():
+                    _wakeup_next(waiters)
+                raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
         finally:
-            if timer is not None:
-                timer.cancel()
+            core.count_async_waiter(-1)
 
     # what Core calls (queues/site.py), from any thread
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 MAX_DEPTH = 999_999_999  # the engine's MAXDEPTH limit: "unbounded"
 MAX_ITEM = 100 * 1024 * 1024  # the engine's largest message (MAXMSGL)
 _OPEN = OO.OUTPUT | OO.INPUT_SHARED
+_EMPTY = int(Reason.NO_MSG_AVAILABLE)  # a plain int: an enum member's lookup costs on every call
 
 Pair = tuple[Any, Any]  # (connection, handle): the engine's or a client's
 
@@ -174,6 +175,10 @@ class Core:
         # The AsyncQueues to tell of puts and gets, as weak references in a tuple: read on every
         # put and get, rebuilt only when one comes or goes.
         self.async_refs: tuple[weakref.ref[Any], ...] = ()
+        # Coroutines of those AsyncQueues waiting for a put or a get: a put or get in memory
+        # tells them only when there is one. A waiter counts itself before it looks at the
+        # queue a last time, so a put that read 0 here came before that look (it sees the item).
+        self.async_waiters = 0
         self._watching = threading.RLock()
         self.maxsize = maxsize
         self.policy = policy
@@ -273,6 +278,45 @@ class Core:
     def give(self, pair: Pair) -> None:
         self.pool.append(pair)
 
+    # The in-memory hot paths of the doors: one engine call on a pooled pair each (the pool's
+    # pop and append written out: a call of take() and give() was a tenth of a pair's cost).
+
+    def put_item(self, item: Any, priority: int) -> bool:
+        """Put ``item``, kept as the object it is, at ``priority`` (-1: the queue's default):
+        True when made; False when refused (full: the door's general way puts again and
+        waits, or says why). Only for a queue that keeps items (:meth:`keep_items`)."""
+        pool = self.pool
+        try:
+            pair = pool.pop()
+        except IndexError:
+            pair = self.take()
+        try:
+            pair[1].put_item(item, priority)
+            return True
+        except MQError:
+            return False
+        finally:
+            pool.append(pair)
+
+    def get_now(self) -> Any:
+        """Get the next message without waiting, outside any unit of work: the message, or
+        None when the queue is empty.
+
+        :raises: what ``map_error`` (queues/errors.py) maps any other refusal to."""
+        pool = self.pool
+        try:
+            pair = pool.pop()
+        except IndexError:
+            pair = self.take()
+        try:
+            return pair[1].get(0)
+        except MQError as e:
+            if e.reason == _EMPTY:
+                return None
+            raise map_error(e, f"get from queue {self.name!r} {self.site.where}", self.closed) from None
+        finally:
+            pool.append(pair)
+
     def keep_items(self, encode: Callable[[Any], bytes]) -> None:
         """The queue keeps items as objects (an in-memory site's: engine/core/lanes.py,
         "Items"); ``encode`` makes the bytes of one the sweeper moves to disk."""
@@ -288,6 +332,11 @@ class Core:
         """Tell ``waiter`` (an AsyncQueue) of puts, gets and tasks done, while it lives."""
         with self._watching:
             self.async_refs = (*self.async_refs, weakref.ref(waiter, self._unwatch))
+
+    def count_async_waiter(self, n: int) -> None:
+        """One more (``n`` = 1) or one fewer (-1) AsyncQueue coroutine waiting (any loop's)."""
+        with self._watching:
+            self.async_waiters += n
 
     def _unwatch(self, ref: weakref.ref[Any]) -> None:
         with self._watching:  # re-entrant: the collector may call this inside watch()

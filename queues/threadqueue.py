@@ -63,26 +63,13 @@ class Queue(QueueBase[T]):
         if self._closed:
             raise self._closed_error()
         core = self._core
-        if self._items:
-            # In memory, the hot path: one call of the engine, which counts the put itself
-            # (queues/site.py). A refusal goes the general way below, which puts again (a
-            # refused put placed nothing) and then waits, or says why.
-            pool = core.pool
-            try:
-                pair = pool.pop()
-            except IndexError:
-                pair = core.take()
-            try:
-                pair[1].put_item(item, -1 if priority is None else priority)
-                made = True
-            except MQError:
-                made = False
-            finally:
-                pool.append(pair)
-            if made:
-                if core.async_refs:
-                    core.put_done()
-                return
+        # In memory, the hot path: one call of the engine, which counts the put itself
+        # (queues/site.py). A refusal goes the general way below, which puts again (a refused
+        # put placed nothing) and then waits, or says why.
+        if self._items and core.put_item(item, -1 if priority is None else priority):
+            if core.async_waiters:
+                core.put_done()
+            return
         payload = self._payload(item)
         full = self._store_many((payload,), priority)
         if full is not None:

@@ -450,6 +450,24 @@ def test_async_and_thread_queues_on_one_queue_wake_each_other(tmp_path):
     assert asyncio.run(main()) == "from a thread"
 
 
+def test_an_in_memory_put_from_another_threads_loop_wakes_an_async_getter():
+    """AsyncQueue's in-memory put is one engine call that tells waiting coroutines only when
+    one waits (Core.async_waiters): a getter parked in one loop is woken by a put of the same
+    queue from a coroutine in another thread's loop, twice (the count went back down)."""
+
+    async def main():
+        a = AsyncQueue()
+        got = []
+        for text in ("first", "second"):
+            getter = asyncio.create_task(a.get())
+            await task_parked(getter, "_wait")
+            threading.Thread(target=asyncio.run, args=(a.put(text),)).start()
+            got.append(await asyncio.wait_for(getter, 10))
+        return got
+
+    assert asyncio.run(main()) == ["first", "second"]
+
+
 # -- a served queue manager ------------------------------------------------------------------------
 
 
