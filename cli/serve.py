@@ -94,6 +94,7 @@ def _serve(args: argparse.Namespace) -> int:
             sync=args.sync,
             sweep_policy=SweepPolicy(interval=args.sweep_interval),
             memory_budget=args.memory_budget,
+            budget_counts=args.budget_counts if args.memory_budget else None,
         )
     except MQError as e:
         return _fail(prog, str(e))
@@ -389,6 +390,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SIZE",
         help="bound what the queues and the store hold in memory: 100MB, 512MiB or bytes; beyond it the sweeper "
         "sweeps beyond its rule (QueueManager(memory_budget=)); 0: none",
+    )
+    s.add_argument(
+        "--budget-counts",
+        choices=("resident", "held"),
+        default="resident",
+        help="what --memory-budget counts (QueueManager(budget_counts=)): resident, the process's resident "
+        "memory above its baseline at start, what the OS and a container's limit see (the default, as for "
+        "Queue and the demo); held, the messages in memory and RocksDB's memtables and cache",
     )
     s.add_argument(
         "--memory-policy",

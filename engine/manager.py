@@ -110,7 +110,7 @@ class QueueManager:
         trace_path: str | os.PathLike | None = None,
         store: Store | None = None,
         memory_budget: int | str = 0,
-        budget_counts: str = "held",
+        budget_counts: str | None = None,
         sync: str = "commit",
         durable: bool | None = None,
         repair: bool = False,

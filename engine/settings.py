@@ -120,18 +120,24 @@ class MemorySettings:
 
     ``budget``: a size, bytes or a string such as ``"100MB"`` or ``"512MiB"`` (engine/sizes.py),
     kept as bytes; 0: none; a non-zero budget under 16 KiB is refused (short form
-    ``memory_budget=``). ``counts``: what it counts, ``"held"`` (the messages in memory and the
-    store's memtables and cache) or ``"resident"`` (the process's resident memory above its
-    baseline when the queue manager opened; needs a budget) (``budget_counts=``).
+    ``memory_budget=``). ``counts``: what it counts, ``"resident"`` (the default with a budget:
+    the process's resident memory above its baseline when the queue manager opened, what the
+    OS, a container's limit and the OOM killer see) or ``"held"`` (the messages in memory and
+    the store's memtables and cache) (``budget_counts=``). One default for every door
+    (``QueueManager``, ``Queue``, ``sweepq serve``, the demo): a budget bounds what the
+    process takes unless asked otherwise. Without a budget nothing is counted (``"held"``
+    is kept); ``"resident"`` asked for without one is refused.
 
     :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong field."""
 
     budget: int | str = 0
-    counts: str = "held"
+    counts: str | None = None
 
     def __post_init__(self) -> None:
         budget = parse_size(self.budget, "memory_budget", MIN_BUDGET, " (0: no budget)")
         object.__setattr__(self, "budget", budget)  # bytes from here on
+        if self.counts is None:
+            object.__setattr__(self, "counts", "resident" if budget else "held")
         if self.counts not in COUNTS:
             raise MQError(
                 Reason.PARM_VALUE_ERROR,

@@ -195,7 +195,7 @@ def test_the_snapshot_shows_the_memory_budget_and_its_policy():
         assert snap["budget"]["rss"] > 10_000_000
     # A MemoryStore: RocksDB's memtables may take 1 MiB (their floor), which a 1 MB budget
     # reserves for them (engine/budget.py), so no FAIL put would fit.
-    with QueueManager(sweeper=False, memory_budget="1MB", store=MemoryStore()) as qm:
+    with QueueManager(sweeper=False, memory_budget="1MB", budget_counts="held", store=MemoryStore()) as qm:
         from net_env import short_dir
 
         qm.define_queue("Q", memory_policy=2)

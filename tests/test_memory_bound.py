@@ -26,6 +26,7 @@ def manager(**kw) -> QueueManager:
         store=MemoryStore(max_blob_bytes=BLOB),
         store_options={"max_blob_bytes": BLOB},
         memory_budget=BUDGET,
+        budget_counts="held",  # exact counts under a manual clock; resident memory is bench/memory.py's
         **kw,
     )
 
