@@ -7,13 +7,18 @@ and ``self.queue`` the standard library's ``queue`` module, so ``queue.Full`` an
 ``queue.Empty`` are what it catches; in four forms: in memory, on a data directory
 (``path=``), under a memory budget so small that items are swept to disk, and on a served
 queue manager (``url=``, a ``sweepq serve`` started here). Its ``BaseSimpleQueueTest`` too (50
-producer and 50 consumer threads), in memory.
+producer and 50 consumer threads), in memory. The same mixin against :class:`sweepq.LifoQueue`
+and :class:`sweepq.PriorityQueue` (held in memory, their only form), as CPython runs it
+against ``queue``'s; and ``BaseSimpleQueueTest`` against :class:`sweepq.SimpleQueue` in the
+four forms, with the C ``SimpleQueue``'s ``test_reentrancy`` in memory.
 
 And the behaviour tests of ``Lib/test/test_asyncio/test_queues.py`` against
 :class:`sweepq.AsyncQueue`: the test functions, unchanged, see a module ``asyncio`` whose
 ``Queue`` is ``AsyncQueue``. Left out are only the tests that read ``asyncio.Queue``'s private
 attributes (``_getters``, ``_putters``, its format helper, ...), found by the names their code
-uses, and those of ``LifoQueue`` / ``PriorityQueue``, which sweepq does not mirror.
+uses. asyncio's ``LifoQueueTests``, ``PriorityQueueTests`` and their join tests run the same
+way, with its ``LifoQueue`` and ``PriorityQueue`` being :class:`sweepq.AsyncLifoQueue` and
+:class:`sweepq.AsyncPriorityQueue`.
 
 Both come from the interpreter's ``test`` package when it has one, else from the copies in
 tests/cpython/ (PSF licence, see their headers), which a test here holds to the original.
@@ -173,13 +178,31 @@ class TestSimpleQueueInMemory(cpython_queue.BaseSimpleQueueTest, unittest.TestCa
         super().setUp()
 
 
-class TestSimpleQueueOnADataDirectory(cpython_queue.BaseSimpleQueueTest, unittest.TestCase):
+class _SimpleForm(cpython_queue.BaseSimpleQueueTest):
+    """SimpleQueue where its items leave memory: test_references with an item pickle can name."""
+
     queue = stdqueue
-    test_references = TestManyThreadsInMemory.test_references  # an item pickle can name
+    test_references = TestManyThreadsInMemory.test_references
+    options: dict = {}
 
     def setUp(self):
-        self.type2test = _simple(path=os.path.join(short_dir(), "s"))
+        self.type2test = _simple(**self.options)
         super().setUp()
+
+
+class TestSimpleQueueOnADataDirectory(_SimpleForm, unittest.TestCase):
+    def setUp(self):
+        self.options = {"path": os.path.join(short_dir(), "s")}
+        super().setUp()
+
+
+class TestSimpleQueueUnderATinyMemoryBudget(_SimpleForm, unittest.TestCase):
+    options = {"memory_budget": "16KiB", "serializer": Padded}
+
+
+@pytest.mark.usefixtures("server")
+class TestSimpleQueueOnAServedQueueManager(_SimpleForm, unittest.TestCase):
+    pass
 
 
 # -- asyncio ----------------------------------------------------------------------------------
