@@ -71,10 +71,18 @@ class SimpleQueue(Generic[T]):
 
         :raises TypeError: the serializer cannot encode ``item``. :raises ValueError: an item
             over 100 MiB encoded, or the queue closed."""
-        if get_ident() in self._inside:
+        me = get_ident()
+        inside = self._inside
+        if me in inside:
             self._late.append(item)
             return
-        self._placing(self._queue.put, item)
+        inside.add(me)  # a put that re-enters this one is kept aside (see _placing)
+        try:
+            self._queue.put(item)
+            if self._late:
+                self._flush()
+        finally:
+            inside.discard(me)
 
     def put_nowait(self, item: T) -> None:
         """``put(item)``, for compatibility with ``Queue.put_nowait``."""
@@ -97,7 +105,8 @@ class SimpleQueue(Generic[T]):
         inside.add(me)
         try:
             place(what)
-            self._flush()
+            if self._late:
+                self._flush()
         finally:
             inside.discard(me)
 
@@ -115,12 +124,17 @@ class SimpleQueue(Generic[T]):
             return self._queue.get(block, timeout)
         inside.add(me)
         try:
-            self._flush()
-            if not block:
-                return self._queue.get(False)
+            if self._late:
+                self._flush()
+            try:
+                return self._queue.get(False)  # an item there is taken without a wait's set-up
+            except stdqueue.Empty:
+                if not block:
+                    raise
             return self._wait(timeout)
         finally:
-            self._flush()
+            if self._late:
+                self._flush()
             inside.discard(me)
 
     def _wait(self, timeout: float | None) -> T:

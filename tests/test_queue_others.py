@@ -242,3 +242,36 @@ def test_a_simple_queue_is_on_the_queue_manager(tmp_path):
     assert tiny._queue._core.site.admin.inquire_queue(tiny.name).swept > 50
     assert [tiny.get() for _ in range(200)] == [bytes([i % 256]) * 1024 for i in range(200)]
     tiny.close()
+
+
+def test_a_put_that_re_enters_a_put_or_get_of_a_simple_queue_is_placed_after_it_in_order(tmp_path):
+    """As the C queue.SimpleQueue's put is re-entrant (bpo-14976): here a serializer puts
+    from inside a put and inside a get (the way a __del__ or a signal handler may). Kept aside
+    and placed when the interrupted call ends, such a put never overtakes the put it
+    interrupted; from inside the queue manager's call it would otherwise wait on a lock its
+    own thread holds (CPython's test_reentrancy, in tests/test_queue_stdlib.py)."""
+    import pickle
+
+    inner: list[SimpleQueue[int]] = []
+
+    class Reenters:
+        @staticmethod
+        def dumps(item: int) -> bytes:
+            if item in (1, 2):
+                inner[0].put(item * 100)
+            return pickle.dumps(item)
+
+        @staticmethod
+        def loads(data: bytes) -> int:
+            item = pickle.loads(data)
+            if item == 3:
+                inner[0].put_many([301, 302])
+            return item
+
+    with SimpleQueue(path=tmp_path / "d", serializer=Reenters) as q:
+        inner.append(q)
+        q.put(1)
+        q.put_many([2, 3])
+        assert [q.get(timeout=10) for _ in range(4)] == [1, 100, 2, 3]  # put_many is one call: 200 after it
+        assert [q.get_nowait() for _ in range(3)] == [200, 301, 302]
+        assert q.empty()
