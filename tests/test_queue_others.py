@@ -275,3 +275,20 @@ def test_a_put_that_re_enters_a_put_or_get_of_a_simple_queue_is_placed_after_it_
         assert [q.get(timeout=10) for _ in range(4)] == [1, 100, 2, 3]  # put_many is one call: 200 after it
         assert [q.get_nowait() for _ in range(3)] == [200, 301, 302]
         assert q.empty()
+
+
+@pytest.mark.parametrize(("cls", "std"), MIRRORS, ids=lambda c: c.__module__ + "." + c.__name__)
+def test_every_call_of_the_standard_librarys_class_is_there_with_its_parameters(cls, std):
+    """Each public method of the standard library's class, with its parameters and defaults
+    (what a caller may pass it); a sweepq addition is keyword-only with a default."""
+    import inspect
+
+    names = [n for n in dir(std) if not n.startswith("_") and callable(getattr(std, n))]
+    assert names
+    for name in names:
+        ours = getattr(cls, name)
+        assert inspect.iscoroutinefunction(ours) == inspect.iscoroutinefunction(getattr(std, name)), name
+        theirs = [p for p in inspect.signature(getattr(std, name)).parameters.values() if p.name != "self"]
+        mine = [p for p in inspect.signature(ours).parameters.values() if p.name != "self"]
+        assert [(p.name, p.default) for p in mine[: len(theirs)]] == [(p.name, p.default) for p in theirs], name
+        assert all(p.kind == p.KEYWORD_ONLY and p.default is not p.empty for p in mine[len(theirs) :]), name
