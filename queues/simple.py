@@ -5,7 +5,8 @@ their ``_nowait`` forms, ``empty`` and ``qsize``. FIFO is what a queue manager's
 so this one is on the same engine path as ``Queue``, with its options (``path=``,
 ``memory_budget=``, ``url=``, ``serializer=``, ...). It is made of a ``Queue``, its
 collaborator, and each call is that ``Queue``'s: no code of the put and get paths is
-repeated here, and what this class adds is only the narrower API.
+repeated here. What this class adds is the narrower API, and puts that may re-enter a call of
+the queue in the same thread, as the C ``queue.SimpleQueue``'s may (``SimpleQueue.put``).
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from threading import get_ident
 from types import GenericAlias
-from typing import Any, ClassVar, Generic, Self
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from . import arguments
 from .base import POLL, T
 from .threadqueue import Queue
+
+R = TypeVar("R")
 
 
 class _Fifo(Queue[T]):
@@ -51,7 +54,7 @@ class SimpleQueue(Generic[T]):
         arguments.simple_only(options)
         self._queue: Queue[T] = _Fifo(0, **options)
         self._inside: set[int] = set()  # the threads in a call of this queue now
-        self._late: deque[T] = deque()  # puts made inside one of those calls, kept aside
+        self._late: dict[int, deque[T]] = {}  # each such thread's puts made inside its call, kept aside
 
     @property
     def name(self) -> str:
@@ -65,23 +68,23 @@ class SimpleQueue(Generic[T]):
         """Put ``item`` on the queue (``queue.SimpleQueue.put``; ``block`` and ``timeout``
         are ignored, as there: the class docstring says when a put may wait). Re-entrant,
         as the standard library's: a put made from a ``__del__`` or a signal handler that
-        runs inside a put or get of this queue in the same thread is kept aside and placed
-        when that call ends (the queue manager's lock is held there, and is not
-        re-entrant), in the order made.
+        runs inside a call of this queue in the same thread is kept aside and placed when
+        that call ends, in the order made (the queue manager's lock may be held there, and
+        it is not re-entrant).
 
         :raises TypeError: the serializer cannot encode ``item``. :raises ValueError: an item
             over 100 MiB encoded, or the queue closed."""
         me = get_ident()
         inside = self._inside
         if me in inside:
-            self._late.append(item)
+            self._late.setdefault(me, deque()).append(item)
             return
-        inside.add(me)  # a put that re-enters this one is kept aside (see _placing)
+        inside.add(me)
         try:
             self._queue.put(item)
-            if self._late:
-                self._flush()
         finally:
+            if me in self._late:
+                self._flush(me)
             inside.discard(me)
 
     def put_nowait(self, item: T) -> None:
@@ -92,23 +95,11 @@ class SimpleQueue(Generic[T]):
         """Put every item of ``items``, in order, in one call of the queue manager
         (``Queue.put_many``); re-entrant as :meth:`put` is."""
         batch = list(items)
-        if get_ident() in self._inside:
-            self._late.extend(batch)
-            return
-        self._placing(self._queue.put_many, batch)
-
-    def _placing(self, place: Callable[[Any], None], what: Any) -> None:
-        """``place(what)`` as a call of this thread (a put that re-enters it is kept aside),
-        then the puts kept aside placed."""
         me = get_ident()
-        inside = self._inside
-        inside.add(me)
-        try:
-            place(what)
-            if self._late:
-                self._flush()
-        finally:
-            inside.discard(me)
+        if me in self._inside:
+            self._late.setdefault(me, deque()).extend(batch)
+            return
+        self._call(self._queue.put_many, batch)
 
     def get(self, block: bool = True, timeout: float | None = None) -> T:
         """Remove and return the oldest item (``queue.SimpleQueue.get``), waiting for one, up
@@ -124,52 +115,84 @@ class SimpleQueue(Generic[T]):
             return self._queue.get(block, timeout)
         inside.add(me)
         try:
-            if self._late:
-                self._flush()
             try:
                 return self._queue.get(False)  # an item there is taken without a wait's set-up
             except stdqueue.Empty:
                 if not block:
                     raise
-            return self._wait(timeout)
+            return self._wait(me, timeout)
         finally:
-            if self._late:
-                self._flush()
+            if me in self._late:
+                self._flush(me)
             inside.discard(me)
-
-    def _wait(self, timeout: float | None) -> T:
-        """A get that waits, in slices of at most POLL seconds: a put kept aside during this
-        very call (see ``put``) is placed between two slices, so the get never waits for an
-        item that only it could place."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            slice_ = POLL if deadline is None else max(0.0, min(POLL, deadline - time.monotonic()))
-            try:
-                return self._queue.get(True, slice_)
-            except stdqueue.Empty:
-                if self._flush():
-                    continue
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-
-    def _flush(self) -> bool:
-        """Place the puts kept aside (``put``), in the order made; whether there were any."""
-        late = self._late
-        if not late:
-            return False
-        while late:
-            self._queue.put(late.popleft())
-        return True
 
     def get_nowait(self) -> T:
         """``get(block=False)``: ``queue.Empty`` at once when there is no item."""
         return self.get(False)
 
     def get_many(self, max_items: int, block: bool = True, timeout: float | None = None) -> list[T]:
-        """Remove and return up to ``max_items`` items in one call of the queue manager
-        (``Queue.get_many``)."""
-        self._flush()
-        return self._queue.get_many(max_items, block, timeout)
+        """Remove and return up to ``max_items`` items (``Queue.get_many``): in one call of
+        the queue manager when there are items; else the first waited for as :meth:`get`
+        waits, and then what is there.
+
+        :raises queue.Empty: nothing came. :raises TypeError: ``max_items`` not an int.
+        :raises ValueError: ``max_items`` below 1, a negative ``timeout``, or the queue
+            closed."""
+        n = arguments.count(max_items, "max_items")
+        if block and timeout is not None:
+            timeout = arguments.timeout(timeout)
+        return self._call(self._get_many, n, block, timeout)
+
+    def _get_many(self, n: int, block: bool, timeout: float | None) -> list[T]:
+        q = self._queue
+        try:
+            return q.get_many(n, False)
+        except stdqueue.Empty:
+            if not block:
+                raise
+        first = [self._wait(get_ident(), timeout)]
+        try:
+            return first + q.get_many(n - 1, False) if n > 1 else first
+        except stdqueue.Empty:
+            return first
+
+    def _call(self, fn: Callable[..., R], *args: Any) -> R:
+        """``fn(*args)`` as a call of this queue in this thread: a put that re-enters it is
+        kept aside, and placed when it ends."""
+        me = get_ident()
+        inside = self._inside
+        inside.add(me)
+        try:
+            return fn(*args)
+        finally:
+            if me in self._late:
+                self._flush(me)
+            inside.discard(me)
+
+    def _wait(self, me: int, timeout: float | None) -> T:
+        """A get that waits, in slices of at most POLL seconds: a put kept aside during this
+        very call (see ``put``) is placed between two slices, so the get never waits for an
+        item that only its own thread could place."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            slice_ = POLL if deadline is None else max(0.0, min(POLL, deadline - time.monotonic()))
+            try:
+                return self._queue.get(True, slice_)
+            except stdqueue.Empty:
+                if self._flush(me):
+                    continue
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    def _flush(self, me: int) -> bool:
+        """Place the puts thread ``me`` kept aside, in the order made (those its own
+        placing makes included); whether there were any."""
+        flushed = False
+        while (late := self._late.pop(me, None)) is not None:
+            flushed = True
+            for item in late:
+                self._queue.put(item)
+        return flushed
 
     def empty(self) -> bool:
         """``qsize() == 0``."""

@@ -236,6 +236,17 @@ def test_a_simple_queue_is_on_the_queue_manager(tmp_path):
             again.get_nowait()
         with pytest.raises(stdqueue.Empty):
             again.get(timeout=0.001)
+        with pytest.raises(stdqueue.Empty):
+            again.get_many(2, timeout=0.001)
+        with pytest.raises(stdqueue.Empty):
+            again.get_many(2, block=False)
+        with pytest.raises(ValueError, match="max_items must be at least 1"):
+            again.get_many(0)
+        putter = threading.Thread(target=again.put_many, args=(["d", "e"],))
+        putter.start()
+        got = again.get_many(3, timeout=30)  # waits for the first, then takes what is there
+        putter.join()
+        assert got == ["d", "e"]  # put_many places both at once
     tiny = SimpleQueue(memory_budget="16KiB", budget_counts="held", serializer="bytes")
     for i in range(200):
         tiny.put(bytes([i % 256]) * 1024)
