@@ -1,12 +1,14 @@
 """sweepq: an embedded message queue engine with IBM MQ semantics and a slow queue sweeper.
 
 ``from sweepq import Queue, AsyncQueue``: the standard library's ``queue.Queue`` and
-``asyncio.Queue``, with persistence, a memory bound and other processes (sweepq.queues).
+``asyncio.Queue``, with persistence, a memory bound and other processes (sweepq.queues);
+``SimpleQueue``, ``LifoQueue``, ``PriorityQueue``, ``AsyncLifoQueue`` and
+``AsyncPriorityQueue`` mirror the standard library's others.
 The MQ API is ``sweepq.engine``; the clients of a served queue manager are ``sweepq.client``
 and ``sweepq.aio``.
 
 pyproject.toml maps the ``sweepq`` package to the repository root, whose folders are its
-layers (docs/design.md). The two names above are imported when first used (PEP 562), so that
+layers (docs/design.md). The names above are imported when first used (PEP 562), so that
 ``import sweepq.engine`` loads neither the clients (net/) nor the layer above them.
 """
 
@@ -15,9 +17,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sweepq.queues import AsyncQueue, Queue
+    from sweepq.queues import (
+        AsyncLifoQueue,
+        AsyncPriorityQueue,
+        AsyncQueue,
+        LifoQueue,
+        PriorityQueue,
+        Queue,
+        SimpleQueue,
+    )
 
-__all__ = ["AsyncQueue", "Queue"]
+__all__ = ["AsyncLifoQueue", "AsyncPriorityQueue", "AsyncQueue", "LifoQueue", "PriorityQueue", "Queue", "SimpleQueue"]
 
 
 def __getattr__(name: str) -> Any:

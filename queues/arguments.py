@@ -169,3 +169,50 @@ def _budget(value: object) -> int:
         return parse_size(value, "memory_budget", MIN_BUDGET, hint=" (0: no budget)")
     except MQError as e:
         raise ValueError(e.text) from None
+
+
+# What to use instead of each option of ``Queue`` that a queue holding its items in this
+# process (queues/ordered.py) cannot take: each needs the queue manager.
+_ENGINE_OPTIONS = {
+    "path": "sweepq.Queue(path=...) keeps items on disk",
+    "url": "sweepq.Queue(url=...) shares a queue between processes",
+    "memory_budget": "sweepq.Queue(memory_budget=...) sweeps a backlog to disk",
+    "memory_policy": "it goes with memory_budget=, which only sweepq.Queue takes",
+    "budget_counts": "it goes with memory_budget=, which only sweepq.Queue takes",
+    "sync": "it goes with path=, which only sweepq.Queue takes",
+    "token": "it goes with url=, which only sweepq.Queue takes",
+    "admin_token": "it goes with url=, which only sweepq.Queue takes",
+    "serializer": "its items never leave this process, so nothing is serialized",
+    "delivery": "sweepq.Queue(delivery='at-least-once') holds a got item until task_done()",
+}
+
+
+def held_only(cls: str, options: dict[str, object]) -> None:
+    """``options``, the keywords beyond ``maxsize`` and ``name`` given to ``cls``, a queue that
+    holds its items in this process (``LifoQueue``, ``PriorityQueue`` and their asyncio
+    forms): there must be none. A keyword ``Queue`` takes says why it is not taken here and
+    what to use instead; any other is Python's own unexpected-keyword ``TypeError``."""
+    for key in options:
+        why = _ENGINE_OPTIONS.get(key)
+        if why is None:
+            raise TypeError(f"{cls}() got an unexpected keyword argument {key!r}")
+        raise TypeError(
+            f"{cls}() got an unexpected keyword argument {key!r}: a {cls} holds its items in this "
+            f"process, in an order the queue manager's FIFO lanes cannot keep; {why}"
+        )
+
+
+def simple_only(options: dict[str, object]) -> None:
+    """``SimpleQueue``'s keywords: ``Queue``'s, but no ``maxsize`` (it is unbounded, as
+    ``queue.SimpleQueue`` is) and no at-least-once delivery (it has no ``task_done()`` to end
+    one)."""
+    if "maxsize" in options:
+        raise TypeError(
+            "SimpleQueue() got an unexpected keyword argument 'maxsize': a SimpleQueue is unbounded, "
+            "as queue.SimpleQueue is; sweepq.Queue(maxsize) has a bound"
+        )
+    if options.get("delivery") == "at-least-once":
+        raise ValueError(
+            "delivery 'at-least-once' holds a got item until task_done(), which a SimpleQueue does not "
+            "have: use sweepq.Queue(delivery='at-least-once')"
+        )

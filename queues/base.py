@@ -18,7 +18,7 @@ from .site import Core, open_core, site_for
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from .serializers import Serializer
 
@@ -32,6 +32,19 @@ def descriptors(persistent: bool) -> list[MD]:
     """The descriptor of a put at each priority 0..9, made once."""
     p = Persistence.PERSISTENT if persistent else Persistence.NOT_PERSISTENT
     return [MD(priority=n, persistence=p) for n in range(10)]
+
+
+def describe(label: str, name: str, qsize: Callable[[], int], maxsize: float, where: str, closed: bool) -> str:
+    """The ``repr`` of every sweepq queue: its class, name, depth (``qsize()``), bound and
+    where it lives: ``<sweepq.Queue 'QUEUE' depth=2 maxsize=5 in memory>``."""
+    if closed:
+        return f"<sweepq.{label} {name!r} closed, {where}>"
+    try:
+        depth = f"depth={qsize()}"
+    except Exception:  # a server gone: repr still answers
+        depth = "depth=?"
+    size = f" maxsize={maxsize}" if maxsize > 0 else ""
+    return f"<sweepq.{label} {name!r} {depth}{size} {where}>"
 
 
 class QueueBase(Generic[T]):
@@ -145,14 +158,7 @@ class QueueBase(Generic[T]):
 
     def __repr__(self) -> str:
         core = self._core
-        if self._closed or core.closed:
-            return f"<sweepq.{self._label} {core.name!r} closed, {core.site.where}>"
-        try:
-            depth = f"depth={self.qsize()}"
-        except Exception:  # a server gone: repr still answers
-            depth = "depth=?"
-        size = f" maxsize={core.maxsize}" if core.maxsize > 0 else ""
-        return f"<sweepq.{self._label} {core.name!r} {depth}{size} {core.site.where}>"
+        return describe(self._label, core.name, self.qsize, core.maxsize, core.site.where, self._closed or core.closed)
 
     # -- sizes -------------------------------------------------------------------------------
 

@@ -7,13 +7,18 @@ and ``self.queue`` the standard library's ``queue`` module, so ``queue.Full`` an
 ``queue.Empty`` are what it catches; in four forms: in memory, on a data directory
 (``path=``), under a memory budget so small that items are swept to disk, and on a served
 queue manager (``url=``, a ``sweepq serve`` started here). Its ``BaseSimpleQueueTest`` too (50
-producer and 50 consumer threads), in memory.
+producer and 50 consumer threads), in memory. The same mixin against :class:`sweepq.LifoQueue`
+and :class:`sweepq.PriorityQueue` (held in memory, their only form), as CPython runs it
+against ``queue``'s; and ``BaseSimpleQueueTest`` against :class:`sweepq.SimpleQueue` in the
+four forms, with the C ``SimpleQueue``'s ``test_reentrancy`` in memory.
 
 And the behaviour tests of ``Lib/test/test_asyncio/test_queues.py`` against
 :class:`sweepq.AsyncQueue`: the test functions, unchanged, see a module ``asyncio`` whose
 ``Queue`` is ``AsyncQueue``. Left out are only the tests that read ``asyncio.Queue``'s private
 attributes (``_getters``, ``_putters``, its format helper, ...), found by the names their code
-uses, and those of ``LifoQueue`` / ``PriorityQueue``, which sweepq does not mirror.
+uses. asyncio's ``LifoQueueTests``, ``PriorityQueueTests`` and their join tests run the same
+way, with its ``LifoQueue`` and ``PriorityQueue`` being :class:`sweepq.AsyncLifoQueue` and
+:class:`sweepq.AsyncPriorityQueue`.
 
 Both come from the interpreter's ``test`` package when it has one, else from the copies in
 tests/cpython/ (PSF licence, see their headers), which a test here holds to the original.
@@ -33,7 +38,15 @@ import pytest
 from cpython import asyncio_queue_tests, queue_tests
 from net_env import ServeProcess, short_dir
 
-from sweepq import AsyncQueue, Queue
+from sweepq import (
+    AsyncLifoQueue,
+    AsyncPriorityQueue,
+    AsyncQueue,
+    LifoQueue,
+    PriorityQueue,
+    Queue,
+    SimpleQueue,
+)
 
 try:  # the interpreter's own copy, when it ships its test suite
     from test import test_queue as cpython_queue
@@ -45,22 +58,23 @@ except ImportError:  # Debian's python3 without python3-test, a slim image: the 
 _names = itertools.count()
 
 
-def _factory(**options):
-    """``type2test``: Queue(maxsize) with ``options``, each queue a new one (its own name)."""
+def _factory(cls=Queue, **options):
+    """``type2test``: ``cls(maxsize)`` with ``options``, each queue a new one (its own name)."""
 
     def make(maxsize=0):
-        return Queue(maxsize, name=f"Q{next(_names)}", **options)
+        return cls(maxsize, name=f"Q{next(_names)}", **options)
 
-    make.__name__ = "Queue"
+    make.__name__ = cls.__name__
     return make
 
 
 class _Form(cpython_queue.BaseQueueTestMixin):
     queue = stdqueue  # what the tests catch: queue.Full, queue.Empty
     options: dict = {}
+    cls: type = Queue
 
     def setUp(self):
-        self.type2test = _factory(**self.options)
+        self.type2test = _factory(self.cls, **self.options)
         super().setUp()
 
 
@@ -126,11 +140,78 @@ class TestManyThreadsInMemory(cpython_queue.BaseSimpleQueueTest, unittest.TestCa
             self.assertIsNone(wr())
 
 
+# -- LifoQueue, PriorityQueue, SimpleQueue ------------------------------------------------------
+# CPython runs BaseQueueTestMixin against queue.LifoQueue and queue.PriorityQueue (its
+# basic_queue_test checks each one's order by the class's name), and BaseSimpleQueueTest, with
+# CSimpleQueueTest's test_reentrancy, against queue.SimpleQueue: the same here.
+
+
+class TestLifoQueue(_Form, unittest.TestCase):
+    cls = LifoQueue
+
+
+class TestPriorityQueue(_Form, unittest.TestCase):
+    cls = PriorityQueue
+
+
+def _simple(**options):
+    """``type2test`` of BaseSimpleQueueTest: SimpleQueue() with ``options``, a new queue each."""
+
+    def make():
+        return SimpleQueue(name=f"S{next(_names)}", **options)
+
+    return make
+
+
+# test_reentrancy leaves objects whose __del__ puts to its queue; the collector frees them with
+# the queue, which its finalizer has closed by then, and the put says so (as it should).
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+class TestSimpleQueueInMemory(cpython_queue.BaseSimpleQueueTest, unittest.TestCase):
+    """In memory items are kept as objects: the original test_references (the queue drops
+    each item as it leaves) runs unchanged, with the local class pickle could not name."""
+
+    queue = stdqueue
+    test_reentrancy = cpython_queue.CSimpleQueueTest.test_reentrancy
+
+    def setUp(self):
+        self.type2test = _simple()
+        super().setUp()
+
+
+class _SimpleForm(cpython_queue.BaseSimpleQueueTest):
+    """SimpleQueue where its items leave memory: test_references with an item pickle can name."""
+
+    queue = stdqueue
+    test_references = TestManyThreadsInMemory.test_references
+    options: dict = {}
+
+    def setUp(self):
+        self.type2test = _simple(**self.options)
+        super().setUp()
+
+
+class TestSimpleQueueOnADataDirectory(_SimpleForm, unittest.TestCase):
+    def setUp(self):
+        self.options = {"path": os.path.join(short_dir(), "s")}
+        super().setUp()
+
+
+class TestSimpleQueueUnderATinyMemoryBudget(_SimpleForm, unittest.TestCase):
+    options = {"memory_budget": "16KiB", "serializer": Padded}
+
+
+@pytest.mark.usefixtures("server")
+class TestSimpleQueueOnAServedQueueManager(_SimpleForm, unittest.TestCase):
+    pass
+
+
 # -- asyncio ----------------------------------------------------------------------------------
 
 _ASYNCIO = types.ModuleType("asyncio", "asyncio, with Queue being sweepq.AsyncQueue")
 _ASYNCIO.__dict__.update({k: v for k, v in vars(asyncio).items() if not k.startswith("__")})
 _ASYNCIO.Queue = AsyncQueue
+_ASYNCIO.LifoQueue = AsyncLifoQueue
+_ASYNCIO.PriorityQueue = AsyncPriorityQueue
 # asyncio.Queue's own private names: a test that uses one inspects its insides, not behaviour.
 _PRIVATE = {n for n in [*vars(asyncio.Queue), *vars(asyncio.Queue())] if n.startswith("_") and not n.endswith("__")}
 
@@ -171,9 +252,19 @@ def _rebound(cls: type) -> type:
 AsyncQueueBasicTests = _rebound(cpython_asyncio.QueueBasicTests)
 AsyncQueueGetTests = _rebound(cpython_asyncio.QueueGetTests)
 AsyncQueuePutTests = _rebound(cpython_asyncio.QueuePutTests)
-AsyncQueueJoinTests = _rebound(
-    type("QueueJoinTests", (), {**vars(cpython_asyncio._QueueJoinTestMixin), "q_class": AsyncQueue})
-)
+
+
+def _join_tests(name, q_class):
+    """CPython's _QueueJoinTestMixin with ``q_class``: its own classes bind asyncio's at import."""
+    return _rebound(type(name, (), {**vars(cpython_asyncio._QueueJoinTestMixin), "q_class": q_class}))
+
+
+AsyncQueueJoinTests = _join_tests("QueueJoinTests", AsyncQueue)
+# asyncio's LifoQueue and PriorityQueue have their order test and the join tests in CPython.
+AsyncLifoQueueTests = _rebound(cpython_asyncio.LifoQueueTests)
+AsyncPriorityQueueTests = _rebound(cpython_asyncio.PriorityQueueTests)
+AsyncLifoQueueJoinTests = _join_tests("LifoQueueJoinTests", AsyncLifoQueue)
+AsyncPriorityQueueJoinTests = _join_tests("PriorityQueueJoinTests", AsyncPriorityQueue)
 
 
 def test_the_private_tests_left_out_are_those_that_read_insides():
@@ -223,8 +314,21 @@ def test_the_copies_in_tests_cpython_are_cpythons_own():
     import inspect
 
     copies = {
-        queue_tests: ["_TriggerThread", "BlockingTestMixin", "BaseQueueTestMixin", "BaseSimpleQueueTest"],
-        asyncio_queue_tests: ["QueueBasicTests", "QueueGetTests", "QueuePutTests", "_QueueJoinTestMixin"],
+        queue_tests: [
+            "_TriggerThread",
+            "BlockingTestMixin",
+            "BaseQueueTestMixin",
+            "BaseSimpleQueueTest",
+            "CSimpleQueueTest",
+        ],
+        asyncio_queue_tests: [
+            "QueueBasicTests",
+            "QueueGetTests",
+            "QueuePutTests",
+            "LifoQueueTests",
+            "PriorityQueueTests",
+            "_QueueJoinTestMixin",
+        ],
     }
     for copy, names in copies.items():
         original = cpython_queue if copy is queue_tests else cpython_asyncio

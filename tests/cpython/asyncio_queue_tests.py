@@ -441,6 +441,28 @@ class QueuePutTests(unittest.IsolatedAsyncioTestCase):
             await put_task
 
 
+class LifoQueueTests(unittest.IsolatedAsyncioTestCase):
+
+    async def test_order(self):
+        q = asyncio.LifoQueue()
+        for i in [1, 3, 2]:
+            await q.put(i)
+
+        items = [await q.get() for _ in range(3)]
+        self.assertEqual([2, 3, 1], items)
+
+
+class PriorityQueueTests(unittest.IsolatedAsyncioTestCase):
+
+    async def test_order(self):
+        q = asyncio.PriorityQueue()
+        for i in [1, 3, 2]:
+            await q.put(i)
+
+        items = [await q.get() for _ in range(3)]
+        self.assertEqual([1, 2, 3], items)
+
+
 class _QueueJoinTestMixin:
 
     q_class = None

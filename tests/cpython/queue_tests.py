@@ -48,6 +48,9 @@ class threading_helper:  # the two calls of test.support.threading_helper used b
                 threading_helper.join_thread(t)
 
 
+import queue as c_queue  # test.support.import_helper's fresh import of queue with its C _queue
+need_c_queue = unittest.skipUnless(c_queue, "No _queue module found")
+
 QUEUE_SIZE = 5
 
 def qfull(q):
@@ -440,3 +443,45 @@ class BaseSimpleQueueTest:
             wr = weakref.ref(q.get())
             gc_collect()  # For PyPy or other GCs.
             self.assertIsNone(wr())
+
+
+@need_c_queue
+class CSimpleQueueTest(BaseSimpleQueueTest, unittest.TestCase):
+
+    queue = c_queue
+
+    def setUp(self):
+        self.type2test = self.queue.SimpleQueue
+        super().setUp()
+
+    def test_is_default(self):
+        self.assertIs(self.type2test, self.queue.SimpleQueue)
+        self.assertIs(self.type2test, self.queue.SimpleQueue)
+
+    def test_reentrancy(self):
+        # bpo-14976: put() may be called reentrantly in an asynchronous
+        # callback.
+        q = self.q
+        gen = itertools.count()
+        N = 10000
+        results = []
+
+        # This test exploits the fact that __del__ in a reference cycle
+        # can be called any time the GC may run.
+
+        class Circular(object):
+            def __init__(self):
+                self.circular = self
+
+            def __del__(self):
+                q.put(next(gen))
+
+        while True:
+            o = Circular()
+            q.put(next(gen))
+            del o
+            results.append(q.get())
+            if results[-1] >= N:
+                break
+
+        self.assertEqual(results, list(range(N + 1)))
