@@ -46,6 +46,7 @@ from sweepq.sweeper.traces import (
     _Columns,
     _filesystem,
     _require,
+    all_booleans,
     bucket_of,
     parquet_files,
     row_groups,
@@ -150,7 +151,7 @@ def read_range(rng: dict, columns=COLUMNS):
     if rng["kind"] == "parquet":
         pf = pq.ParquetFile(fs.open_input_file(rng["path"]), read_dictionary=["queue", "op"])
         groups = list(range(*rng["row_groups"]))
-        if "persistent" in columns and _all_booleans(pf, groups):
+        if "persistent" in columns and all_booleans(pf, groups):
             columns = [c for c in columns if c != "persistent"]  # nothing to check, and not kept
         return pf.read_row_groups(groups, columns=list(columns), use_threads=False)
     start, end, header = _csv_bounds(fs, rng)
@@ -167,22 +168,6 @@ def read_range(rng: dict, columns=COLUMNS):
         raise TraceError(None, None, f"{rng['path']}: {str(e).splitlines()[0]}") from None
     _require(table.schema.names, rng["path"])
     return table.select(list(columns))
-
-
-def _all_booleans(pf, groups: list[int]) -> bool:
-    """Whether the footer proves ``persistent`` holds only true and false in these row groups
-    (a boolean column without nulls): then the reader need not decode it."""
-    import pyarrow as pa
-
-    schema = pf.schema_arrow
-    if "persistent" not in schema.names or not pa.types.is_boolean(schema.field("persistent").type):
-        return False
-    col = schema.names.index("persistent")
-    for g in groups:
-        st = pf.metadata.row_group(g).column(col).statistics
-        if st is None or not st.has_null_count or st.null_count:
-            return False
-    return True
 
 
 def first_row(rng: dict) -> int:

@@ -593,7 +593,11 @@ def warm_up() -> None:
     """Start numba and load the compiled checker and kernel from its cache, on a tiny trace.
 
     About half a second of fixed cost per process; ``sweepq replay`` runs it on a thread while
-    Arrow decodes the trace (which releases the GIL), so the two overlap."""
+    Arrow decodes the trace (which releases the GIL), so the two overlap. The reader's compiled
+    pass first (sweeper/trace_columns.py): the read needs it before the kernel."""
+    from . import trace_columns
+
+    trace_columns.warm_up()
     one = np.zeros(1, np.int64)
     t = Trace(
         one, one.astype(np.int32), one.astype(np.int8), one.astype(np.int32) + 1, one.astype(np.int8), one > 0, ["Q"]
