@@ -50,7 +50,6 @@ from sweepq.sweeper.traces import (
     bucket_of,
     parquet_files,
     row_groups,
-    sort_codes,
 )
 
 FORMAT = "sweepq-trace-by-queue"
@@ -389,7 +388,8 @@ def clear(directory: str) -> None:
 def read_parts(paths: list[str]) -> Trace:
     """A bucket's parts, in the order given (range order), as one checked Trace (see
     Trace.validate). A fault's row is its index in the bucket (:func:`input_row` maps it).
-    Local files are memory-mapped; others are read through pyarrow.fs."""
+    Local files are memory-mapped, and their columns (in the types the reader's compiled pass
+    takes, sweeper/trace_columns.py) are read from the map without a copy of their own."""
     import pyarrow as pa
 
     tables = []
@@ -397,33 +397,13 @@ def read_parts(paths: list[str]) -> Trace:
         fs, p = _filesystem(path)
         source = pa.memory_map(p) if "://" not in path or path.startswith("file://") else fs.open_input_file(p)
         tables.append(pa.ipc.open_file(source).read_all())
-    n = sum(t.num_rows for t in tables)
-    cols = {
-        c: np.empty(n, d)
-        for c, d in (("time_us", np.int64), ("op", np.int8), ("bytes", np.int32), ("priority", np.int8))
-    }
-    queue = np.empty(n, np.int32)
-    names: dict[str, int] = {}
+    cols = _Columns(sum(t.num_rows for t in tables), persistent=False)
     off = 0
     for t in tables:
-        m = t.num_rows
-        for c, arr in cols.items():
-            arr[off : off + m] = t.column(c).to_numpy()
-        qcol = t.column("queue").combine_chunks() if t.column("queue").num_chunks != 1 else t.column("queue").chunk(0)
-        table = np.array([names.setdefault(q, len(names)) for q in qcol.dictionary.to_pylist()], np.int32)
-        queue[off : off + m] = table[qcol.indices.to_numpy()] if m else queue[off:off]
-        off += m
-    sorted_names = sort_codes(queue, names)
-    trace = Trace(
-        cols["time_us"],
-        queue,
-        cols["op"],
-        cols["bytes"],
-        cols["priority"],
-        np.broadcast_to(np.False_, (n,)),
-        sorted_names,
-    )
-    return trace.validate()
+        for batch in t.to_batches():
+            cols.fill(batch, off)
+            off += batch.num_rows
+    return cols.trace()
 
 
 def input_row(layout: dict, unit: int, index: int) -> int:
