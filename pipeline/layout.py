@@ -52,6 +52,8 @@ from sweepq.sweeper.traces import (
     row_groups,
 )
 
+from . import arrow
+
 FORMAT = "sweepq-trace-by-queue"
 VERSION = 2
 PART = ".arrow"
@@ -288,14 +290,14 @@ def split(rng: dict, out: str, buckets: int) -> dict:
     fs, base = _filesystem(out)
     base = base.rstrip("/")
     schema = _schema()
-    names_arr = np.array(names, dtype=object)
     lo = 0
     for k in range(buckets):
         hi = lo + int(counts[k])
         if hi == lo:
             continue
-        queue = pa.DictionaryArray.from_arrays(pa.array(q[lo:hi]), pa.array(names_arr[queues_of[k]], pa.string()))
-        part = pa.Table.from_arrays([t[lo:hi], queue, o[lo:hi], b[lo:hi], p[lo:hi]], schema=schema)
+        queue = arrow.coded(q[lo:hi], [names[c] for c in queues_of[k].tolist()])
+        columns = [arrow.numbers(t[lo:hi]), queue, arrow.numbers(o[lo:hi]), arrow.numbers(b[lo:hi])]
+        part = pa.Table.from_arrays([*columns, arrow.numbers(p[lo:hi])], schema=schema)
         path = part_path(k, rng["index"])
         _write_atomically(fs, f"{base}/{path}", part)
         result["parts"].append([k, hi - lo, int(t[lo:hi].min()), int(t[lo:hi].max()), path])
