@@ -418,10 +418,11 @@ SUMMARY = (
 def _drop_stale_cache() -> None:
     """numba's on-disk cache of a function is keyed by its own file only: the kernel compiled
     with an older ``decide`` (policy.py) or ``cut_run`` (runs.py) would still load after they
-    change. So the kernel's cache is flushed whenever the source of those files changes."""
+    change. So the kernel's cache is flushed whenever the source of those files changes (and
+    the reader's compiled pass, whose PUT and GET come from traces.py)."""
     import hashlib
 
-    from . import policy, runs, traces
+    from . import policy, runs, trace_columns, traces
 
     digest = hashlib.sha1()
     for mod in (policy, runs, traces):
@@ -435,7 +436,7 @@ def _drop_stale_cache() -> None:
     except (OSError, AttributeError):
         pass
     try:
-        for fn in (_replay, _sweep_queue, _sweep_run, _beyond, _choose, _budget):
+        for fn in (_replay, _sweep_queue, _sweep_run, _beyond, _choose, _budget, trace_columns.convert):
             fn._cache.flush()
         with open(stamp, "w") as f:
             f.write(digest.hexdigest())

@@ -37,7 +37,8 @@ def view(arr: Any, dtype: Any) -> np.ndarray | None:
     if arr.null_count or arr.type != pa.from_numpy_dtype(dtype):
         return None
     size = np.dtype(dtype).itemsize
-    v = np.frombuffer(arr.buffers()[1], dtype, count=len(arr), offset=arr.offset * size)
+    data = arr.buffers()[1]  # None in an empty array, at times
+    v = np.empty(0, dtype) if data is None else np.frombuffer(data, dtype, count=len(arr), offset=arr.offset * size)
     v.flags.writeable = False  # whatever Arrow's buffer allows: one compiled form of convert, not two
     return v
 
@@ -48,6 +49,8 @@ def booleans(arr: Any) -> np.ndarray | None:
 
     if arr.null_count or not pa.types.is_boolean(arr.type):
         return None
+    if len(arr) == 0:
+        return np.zeros(0, bool)
     bits = np.frombuffer(arr.buffers()[1], np.uint8)
     return np.unpackbits(bits, bitorder="little")[arr.offset : arr.offset + len(arr)].astype(bool)
 

@@ -156,6 +156,10 @@ def test_views_are_of_arrow_buffers_at_their_offset():
     assert tc.view(arr, np.int32) is None
     bools = pa.array([True, False, True, True, False, True, False, False, True, True]).slice(5, 5)
     assert list(tc.booleans(bools)) == [True, False, False, True, True]
+    for empty in (pa.array([], pa.int64()), pa.array(np.zeros(0, np.int64)), arr.slice(4, 0)):
+        v = tc.view(empty, np.int64)
+        assert v is not None and len(v) == 0 and not v.flags.writeable
+    assert len(tc.booleans(pa.array([], pa.bool_()))) == 0
 
 
 def _convert_both(rows):
