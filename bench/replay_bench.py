@@ -245,7 +245,131 @@ def figures(directory: str, cluster: bool = True, log=print) -> dict:
     return out
 
 
-if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR | lanes]
+# Issue 35's trace: the figures' kind and seed, 21 s of it, 10,841,371 events.
+SPEED_TRACE = ["--kind", "many-queues", "--queues", "2000", "--rate", "80", "--seconds", "21", "--seed", "7"]
+# What a pipeline run and `sweepq replay` must agree on (every figure both report).
+SAME = (
+    "peak_memory_with_sweeper_bytes",
+    "peak_memory_without_sweeping_bytes",
+    "bytes_read_back",
+    "blobs_read_back",
+    "blobs_written",
+    "msgs_swept",
+    "msgs_reswept",
+    "sweeps",
+    "intervals",
+    "queues",
+)
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of this process's children that have ended."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def speed(directory: str, rounds: int = 3, baseline: str | None = None, log=print) -> dict:
+    """Issue 35's figures in one run, on the 10.8 M-event trace (``SPEED_TRACE``): ``sweepq
+    replay`` (events/s in the process, as it reports them, and with Python's start) and
+    ``sweepq pipeline`` on local[*] (the layout made, then reused: events/s after the JVM start,
+    each stage's time), ``rounds`` times each after one unrecorded round (numba compiles and
+    caches for each tree). With ``baseline`` (the root of another source
+    tree of sweepq, put first on PYTHONPATH) each run alternates with the same command run by
+    that tree, so both see the same load. Every run notes the load average before and after
+    it; every pipeline run's figures are compared with ``sweepq replay``'s (``same``)."""
+    import time
+
+    from .suite import run_info
+
+    os.makedirs(directory, exist_ok=True)
+    trace = os.path.join(directory, "t.parquet")
+    doc: dict = {"run": run_info(), "trace": ["sweepq", "trace", "generate", *SPEED_TRACE, "--out", "t.parquet"]}
+    if not os.path.exists(trace):
+        _sweepq("trace", "generate", *SPEED_TRACE, "--out", trace)
+    trees = {"this": None} if baseline is None else {"this": None, "baseline": os.path.abspath(baseline)}
+    doc["baseline"] = trees.get("baseline")
+    rows: list[dict] = []
+    expected = None
+    for r in range(-1, rounds):  # round -1 compiles and caches for each tree; it is not recorded
+        for tree, root in trees.items():
+            env = None if root is None else {**os.environ, "PYTHONPATH": root}
+            before = _load()
+            t0, cpu0 = time.perf_counter(), _children_cpu()
+            out, wall, _ = _sweepq("replay", trace, "--json", env=env)
+            row = {"what": "sweepq replay", "tree": tree, "round": r, "load_before": before, "load_after": _load()}
+            row.update(
+                cpu_s=round(_children_cpu() - cpu0, 3),  # under load, the figure that the load does not inflate
+                events=out["events"],
+                events_per_s=out["events_per_second"],
+                events_per_s_with_python_start=out["events"] / wall,
+                seconds=out["seconds"],
+                wall_s=round(time.perf_counter() - t0, 3),
+            )
+            if r >= 0:
+                rows.append(row)
+            log(f"{row}")
+            expected = expected or {k: out[k] for k in SAME}
+            for how in ("made", "reused"):
+                dest = os.path.join(directory, f"o_{tree}")
+                if how == "made":
+                    shutil.rmtree(dest, ignore_errors=True)
+                before = _load()
+                o, _, _ = _sweepq("pipeline", "--traces", trace, "--out", dest, env=env)
+                row = {"what": f"sweepq pipeline, local[*], layout {how}", "tree": tree, "round": r}
+                row.update(load_before=before, load_after=_load(), events=o["events"])
+                row.update(
+                    events_per_s=o["events_per_second"],
+                    events_per_s_with_jvm_start=o["events_per_second_with_jvm_start"],
+                    stage_seconds=o["stage_seconds"],
+                    task_cpu_seconds=o.get("task_cpu_seconds"),
+                    layout=o["layout"]["how"],
+                    same=all(o[k] == expected[k] for k in SAME),
+                )
+                if r >= 0:
+                    rows.append(row)
+                log(f"{row}")
+    doc["rows"] = rows
+    doc["run"]["load_after"] = _load()
+    return doc
+
+
+def speed_table(doc: dict) -> str:
+    """The Markdown table of a :func:`speed` run: one row per run, in the order they ran."""
+    out = [
+        f"One run of `python -m sweepq.bench.replay_bench speed` on `{' '.join(doc['trace'])}`: "
+        f"{doc['run']['date']}, commit {doc['run']['commit']}; {doc['run']['machine']}; "
+        f"load average {doc['run']['load']} at the start, {doc['run']['load_after']} at the end.",
+        "",
+        "| round | tree | run | M events/s | M events/s with the start | stages (s) | CPU (s) | load before -> after |",
+        "| ---: | --- | --- | ---: | ---: | --- | ---: | --- |",
+    ]
+    for r in doc["rows"]:
+        if r["what"] == "sweepq replay":
+            sec = r["seconds"]
+            start = f"{r['events_per_s_with_python_start'] / 1e6:.1f} (Python's)"
+            stages = f"read {sec['read']:.2f}, kernel {sec['kernel']:.2f}"
+            cpu = f"{r['cpu_s']:.2f}"
+        else:
+            st = r["stage_seconds"]
+            start = f"{r['events_per_s_with_jvm_start'] / 1e6:.1f} (the JVM's {st['spark_start']:.1f} s)"
+            stages = ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in st.items() if k != "spark_start")
+            stages += "" if r["same"] else "; FIGURES DIFFER from sweepq replay's"
+            tasks = r["task_cpu_seconds"]
+            cpu = f"tasks: {tasks['layout'] + tasks['replay']:.2f}"
+        out.append(
+            f"| {r['round'] + 1} | {r['tree']} | {r['what']} | {r['events_per_s'] / 1e6:.1f} | {start} | {stages} "
+            f"| {cpu} | {r['load_before']} -> {r['load_after']} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR | lanes | speed DIR]
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m sweepq.bench.replay_bench")
@@ -254,8 +378,23 @@ if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR |
     f.add_argument("directory", help="where the traces and outputs go (several hundred MB)")
     f.add_argument("--no-cluster", action="store_true", help="skip the standalone cluster")
     sub.add_parser("lanes", help="the kernel's speed as the number of queues grows")
+    sp = sub.add_parser("speed", help="issue 35's figures: replay and pipeline on the 10.8 M-event trace, in one run")
+    sp.add_argument("directory", help="where the trace and outputs go (about 300 MB)")
+    sp.add_argument("--rounds", type=int, default=3, help="runs of each command (and of the baseline's)")
+    sp.add_argument("--baseline", default=None, help="the root of another sweepq source tree to alternate with")
+    sp.add_argument("--out", default=None, help="directory to write run.json and speed.md to (what docs quote)")
     a = p.parse_args()
-    if a.what == "lanes":
+    if a.what == "speed":
+        doc = speed(a.directory, a.rounds, a.baseline, log=lambda s: print(s, file=sys.stderr, flush=True))
+        doc["command"] = "python -m sweepq.bench.replay_bench " + " ".join(sys.argv[1:])
+        if a.out:
+            os.makedirs(a.out, exist_ok=True)
+            with open(os.path.join(a.out, "run.json"), "w") as f:
+                json.dump(doc, f, indent=1)
+            with open(os.path.join(a.out, "speed.md"), "w") as f:
+                f.write(speed_table(doc))
+        print(speed_table(doc))
+    elif a.what == "lanes":
         for row in kernel_lanes():
             rate, ns = row["events_per_s"] / 1e6, row["ns_per_event"]
             print(f"{row['queues']:6d} queues: {rate:6.1f} M events/s ({ns:.1f} ns/event)")

@@ -46,11 +46,13 @@ from sweepq.sweeper.traces import (
     _Columns,
     _filesystem,
     _require,
+    all_booleans,
     bucket_of,
     parquet_files,
     row_groups,
-    sort_codes,
 )
+
+from . import arrow
 
 FORMAT = "sweepq-trace-by-queue"
 VERSION = 2
@@ -150,7 +152,7 @@ def read_range(rng: dict, columns=COLUMNS):
     if rng["kind"] == "parquet":
         pf = pq.ParquetFile(fs.open_input_file(rng["path"]), read_dictionary=["queue", "op"])
         groups = list(range(*rng["row_groups"]))
-        if "persistent" in columns and _all_booleans(pf, groups):
+        if "persistent" in columns and all_booleans(pf, groups):
             columns = [c for c in columns if c != "persistent"]  # nothing to check, and not kept
         return pf.read_row_groups(groups, columns=list(columns), use_threads=False)
     start, end, header = _csv_bounds(fs, rng)
@@ -167,22 +169,6 @@ def read_range(rng: dict, columns=COLUMNS):
         raise TraceError(None, None, f"{rng['path']}: {str(e).splitlines()[0]}") from None
     _require(table.schema.names, rng["path"])
     return table.select(list(columns))
-
-
-def _all_booleans(pf, groups: list[int]) -> bool:
-    """Whether the footer proves ``persistent`` holds only true and false in these row groups
-    (a boolean column without nulls): then the reader need not decode it."""
-    import pyarrow as pa
-
-    schema = pf.schema_arrow
-    if "persistent" not in schema.names or not pa.types.is_boolean(schema.field("persistent").type):
-        return False
-    col = schema.names.index("persistent")
-    for g in groups:
-        st = pf.metadata.row_group(g).column(col).statistics
-        if st is None or not st.has_null_count or st.null_count:
-            return False
-    return True
 
 
 def first_row(rng: dict) -> int:
@@ -304,14 +290,14 @@ def split(rng: dict, out: str, buckets: int) -> dict:
     fs, base = _filesystem(out)
     base = base.rstrip("/")
     schema = _schema()
-    names_arr = np.array(names, dtype=object)
     lo = 0
     for k in range(buckets):
         hi = lo + int(counts[k])
         if hi == lo:
             continue
-        queue = pa.DictionaryArray.from_arrays(pa.array(q[lo:hi]), pa.array(names_arr[queues_of[k]], pa.string()))
-        part = pa.Table.from_arrays([t[lo:hi], queue, o[lo:hi], b[lo:hi], p[lo:hi]], schema=schema)
+        queue = arrow.coded(q[lo:hi], [names[c] for c in queues_of[k].tolist()])
+        columns = [arrow.numbers(t[lo:hi]), queue, arrow.numbers(o[lo:hi]), arrow.numbers(b[lo:hi])]
+        part = pa.Table.from_arrays([*columns, arrow.numbers(p[lo:hi])], schema=schema)
         path = part_path(k, rng["index"])
         _write_atomically(fs, f"{base}/{path}", part)
         result["parts"].append([k, hi - lo, int(t[lo:hi].min()), int(t[lo:hi].max()), path])
@@ -404,7 +390,8 @@ def clear(directory: str) -> None:
 def read_parts(paths: list[str]) -> Trace:
     """A bucket's parts, in the order given (range order), as one checked Trace (see
     Trace.validate). A fault's row is its index in the bucket (:func:`input_row` maps it).
-    Local files are memory-mapped; others are read through pyarrow.fs."""
+    Local files are memory-mapped, and their columns (in the types the reader's compiled pass
+    takes, sweeper/trace_columns.py) are read from the map without a copy of their own."""
     import pyarrow as pa
 
     tables = []
@@ -412,33 +399,13 @@ def read_parts(paths: list[str]) -> Trace:
         fs, p = _filesystem(path)
         source = pa.memory_map(p) if "://" not in path or path.startswith("file://") else fs.open_input_file(p)
         tables.append(pa.ipc.open_file(source).read_all())
-    n = sum(t.num_rows for t in tables)
-    cols = {
-        c: np.empty(n, d)
-        for c, d in (("time_us", np.int64), ("op", np.int8), ("bytes", np.int32), ("priority", np.int8))
-    }
-    queue = np.empty(n, np.int32)
-    names: dict[str, int] = {}
+    cols = _Columns(sum(t.num_rows for t in tables), persistent=False)
     off = 0
     for t in tables:
-        m = t.num_rows
-        for c, arr in cols.items():
-            arr[off : off + m] = t.column(c).to_numpy()
-        qcol = t.column("queue").combine_chunks() if t.column("queue").num_chunks != 1 else t.column("queue").chunk(0)
-        table = np.array([names.setdefault(q, len(names)) for q in qcol.dictionary.to_pylist()], np.int32)
-        queue[off : off + m] = table[qcol.indices.to_numpy()] if m else queue[off:off]
-        off += m
-    sorted_names = sort_codes(queue, names)
-    trace = Trace(
-        cols["time_us"],
-        queue,
-        cols["op"],
-        cols["bytes"],
-        cols["priority"],
-        np.broadcast_to(np.False_, (n,)),
-        sorted_names,
-    )
-    return trace.validate()
+        for batch in t.to_batches():
+            cols.fill(batch, off)
+            off += batch.num_rows
+    return cols.trace()
 
 
 def input_row(layout: dict, unit: int, index: int) -> int:

@@ -19,6 +19,7 @@ from sweepq.sweeper import SweepPolicy
 from sweepq.sweeper.replay import METRICS, SUMMARY, replay
 from sweepq.sweeper.traces import TraceError, _filesystem, read_unit
 
+from . import arrow
 from .layout import PART, read_parts
 
 GRID_AXES = ("interval", "factor", "extra", "blob_bytes")
@@ -46,20 +47,16 @@ def read(parts: list[str]):
 
 
 def _metrics_table(r, queues: list[str]):
-    """Per (queue, interval) rows, queue as a dictionary column: no Python object per row."""
-    import pyarrow as pa
-
+    """Per (queue, interval) rows; the queue column built from its names, no Python object per row."""
     nq, n_int = r.intervals.shape[0], r.intervals.shape[1]
     cols = {
-        "queue": pa.DictionaryArray.from_arrays(
-            pa.array(np.repeat(np.arange(nq, dtype=np.int32), n_int)), pa.array(queues, pa.string())
-        ).cast(pa.string()),
-        "interval": pa.array(np.tile(np.arange(n_int, dtype=np.int32), nq)),
+        "queue": arrow.strings(queues, repeat=n_int),
+        "interval": np.tile(np.arange(n_int, dtype=np.int32), nq),
     }
     flat = r.intervals.reshape(nq * n_int, len(METRICS))
     for k, m in enumerate(METRICS):
-        cols[m] = pa.array(flat[:, k])
-    return pa.table(cols)
+        cols[m] = flat[:, k]
+    return arrow.table(cols)
 
 
 TOP = 30  # queues the report lists: those that save the most memory at their peak
@@ -98,7 +95,6 @@ def replay_unit(unit: dict, job: dict) -> dict:
     parts whole). Returns a small result that :func:`combine` merges: events, queues, its
     fault as [(unit, column, row in the unit, why)] or [], seconds, per-interval totals over
     the unit's queues (for each grid combination too) and the unit's top queues."""
-    import pyarrow as pa
 
     t_start, cpu_start = time.perf_counter(), time.process_time()
     name = f"part-{unit['index']:05d}.parquet"
@@ -136,7 +132,7 @@ def replay_unit(unit: dict, job: dict) -> dict:
     cols = _summary_rows(r, trace.queues)
     if len(trace.queues):
         _write(_metrics_table(r, trace.queues), os.path.join(job["out"], "metrics"), name)
-        _write(pa.table(cols), os.path.join(job["out"], "summary"), name)
+        _write(arrow.table(cols), os.path.join(job["out"], "summary"), name)
     grid_totals = []
     for g, (interval, factor, extra, blob_bytes, rule) in enumerate(job.get("grid") or []):
         p = SweepPolicy(factor=factor, extra=extra, interval=interval, rule=rule)
@@ -157,10 +153,10 @@ def replay_unit(unit: dict, job: dict) -> dict:
         grid_totals.append(totals)
         if len(trace.queues):
             nq = len(trace.queues)
-            per_queue = {"combo": pa.array(np.full(nq, g, np.int32)), "queue": pa.array(trace.queues, pa.string())}
-            per_queue.update({s: pa.array(rg.summary[:, k]) for k, s in enumerate(SUMMARY)})
+            per_queue = {"combo": np.full(nq, g, np.int32), "queue": list(trace.queues)}
+            per_queue.update({s: rg.summary[:, k] for k, s in enumerate(SUMMARY)})
             part = f"part-{unit['index']:05d}-{g:03d}.parquet"
-            _write(pa.table(per_queue), os.path.join(job["out"], "grid_queues"), part)
+            _write(arrow.table(per_queue), os.path.join(job["out"], "grid_queues"), part)
     totals = r.totals.copy()
     totals[:, 0] = np.sum(r.intervals[:, :, 0] >= 0, axis=0)  # queues swept in each interval
     result.update(

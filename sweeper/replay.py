@@ -418,10 +418,11 @@ SUMMARY = (
 def _drop_stale_cache() -> None:
     """numba's on-disk cache of a function is keyed by its own file only: the kernel compiled
     with an older ``decide`` (policy.py) or ``cut_run`` (runs.py) would still load after they
-    change. So the kernel's cache is flushed whenever the source of those files changes."""
+    change. So the kernel's cache is flushed whenever the source of those files changes (and
+    the reader's compiled pass, whose PUT and GET come from traces.py)."""
     import hashlib
 
-    from . import policy, runs, traces
+    from . import policy, runs, trace_columns, traces
 
     digest = hashlib.sha1()
     for mod in (policy, runs, traces):
@@ -435,7 +436,7 @@ def _drop_stale_cache() -> None:
     except (OSError, AttributeError):
         pass
     try:
-        for fn in (_replay, _sweep_queue, _sweep_run, _beyond, _choose, _budget):
+        for fn in (_replay, _sweep_queue, _sweep_run, _beyond, _choose, _budget, trace_columns.convert):
             fn._cache.flush()
         with open(stamp, "w") as f:
             f.write(digest.hexdigest())
@@ -593,7 +594,11 @@ def warm_up() -> None:
     """Start numba and load the compiled checker and kernel from its cache, on a tiny trace.
 
     About half a second of fixed cost per process; ``sweepq replay`` runs it on a thread while
-    Arrow decodes the trace (which releases the GIL), so the two overlap."""
+    Arrow decodes the trace (which releases the GIL), so the two overlap. The reader's compiled
+    pass first (sweeper/trace_columns.py): the read needs it before the kernel."""
+    from . import trace_columns
+
+    trace_columns.warm_up()
     one = np.zeros(1, np.int64)
     t = Trace(
         one, one.astype(np.int32), one.astype(np.int8), one.astype(np.int32) + 1, one.astype(np.int8), one > 0, ["Q"]

@@ -45,6 +45,7 @@ COLUMNS = ("time_us", "queue", "op", "bytes", "priority", "persistent")
 OPS = ("put", "get")
 PUT = 0
 GET = 1
+_OP_CODES = {"put": PUT, "get": GET}  # an op's word (any case) -> its code
 LAYOUT_FILE = "_sweepq_layout.json"
 BATCH_ROWS = 1 << 20
 
@@ -177,11 +178,16 @@ class Trace:
         if code != OK:
             raise fault(self, int(i), int(code), None if rows is None else int(rows[i]))
         if not in_order:
-            order = np.argsort(self.time_us, kind="stable")
-            for name in ("time_us", "queue", "op", "nbytes", "priority", "persistent"):
-                setattr(self, name, getattr(self, name)[order])
+            self._time_order()
         self.lane_counts = counts
         return self
+
+    def _time_order(self) -> None:
+        """Put rows that are in order per queue in time order: a stable sort, which changes
+        nothing any queue sees (the order rule)."""
+        order = np.argsort(self.time_us, kind="stable")
+        for name in ("time_us", "queue", "op", "nbytes", "priority", "persistent"):
+            setattr(self, name, getattr(self, name)[order])
 
     # -- conversions --------------------------------------------------------------------------
 
@@ -393,7 +399,11 @@ def _bools(arr, off: int) -> np.ndarray:
 
 
 class _Columns:
-    """The preallocated numpy columns a trace is read into, batch by batch (from any thread)."""
+    """The preallocated numpy columns a trace is read into, batch by batch (from any thread).
+
+    A batch in the types sweepq writes is converted and checked by one compiled pass
+    (sweeper/trace_columns.py) and :meth:`trace` then needs no pass of the checker's own; any
+    other batch by the general conversion here, and :meth:`trace` runs the checker."""
 
     def __init__(self, n: int, persistent: bool = True, rows: bool = False):
         self.n = n
@@ -411,6 +421,11 @@ class _Columns:
         self.pers = np.empty(n, bool) if persistent else np.broadcast_to(np.False_, (n,))
         self.names: dict[str, int] = {}  # queue name -> code, in order of first sight
         self.lock = threading.Lock()
+        # Each batch the compiled pass converted: (off, rows, its dictionary's codes, lanes,
+        # first and last time per dictionary entry, in time order); ``clean`` while every
+        # batch so far was one of them.
+        self.parts: list[tuple] = []
+        self.clean = True
 
     def fill(self, b, off: int) -> None:
         """Convert one record batch into rows [off, off + b.num_rows); a fault names the row
@@ -421,12 +436,61 @@ class _Columns:
         cols = dict(zip(b.schema.names, b.columns, strict=True))
         if self.rows is not None:
             self.rows[off : off + m] = _ints(cols["row"], "row", off, np.int64, -1)
+        if self._fill_compiled(cols, off, m):
+            return
+        self.clean = False
         try:
             self._fill(cols, off, m)
         except TraceError as e:
             if self.rows is None or e.row is None:
                 raise
             raise TraceError(e.column, int(self.rows[e.row]), e.why) from None
+
+    def _fill_compiled(self, cols: dict, off: int, m: int) -> bool:
+        """Convert and check one batch by the compiled pass when its columns are in the types
+        sweepq writes and it is clean; False (and the rows to be converted by :meth:`_fill`)
+        otherwise."""
+        import pyarrow as pa
+
+        from . import trace_columns as tc
+
+        if any(c not in cols for c in ("time_us", "queue", "op", "bytes", "priority")):
+            return False
+        o = cols["op"]
+        if pa.types.is_integer(o.type):
+            words, op = list(OPS), tc.view(o, np.int8)
+        else:
+            found = tc.strings(o)
+            words, op = (found[1], found[0]) if found is not None else ([], None)
+        queue = tc.strings(cols["queue"])
+        t = tc.view(cols["time_us"], np.int64)
+        nbytes = tc.view(cols["bytes"], np.int32)
+        prio = tc.view(cols["priority"], np.int8)
+        p = cols.get("persistent")
+        pers = tc.booleans(p) if p is not None else None
+        if queue is None or op is None or t is None or nbytes is None or prio is None:
+            return False
+        if (self.persistent and pers is None) or (p is not None and pers is None):
+            return False
+        codes, names = queue
+        qmap = np.full(len(names), -1, np.int32)
+        seen = np.flatnonzero(tc.used(codes, len(names))).tolist()
+        with self.lock:
+            for j in seen:
+                qmap[j] = self.names.setdefault(names[j], len(self.names))
+        omap = np.array([_OP_CODES.get(str(w).lower(), -1) for w in words], np.int8)
+        lanes = np.zeros(len(names) * 10, np.int64)
+        first = np.full(len(names), -1, np.int64)
+        last = np.full(len(names), -1, np.int64)
+        out = (self.time_us, self.queue, self.op, self.nbytes, self.prio)
+        clean, in_order = tc.convert(t, codes, qmap, op, omap, nbytes, prio, out, off, lanes, first, last)
+        if not clean:
+            return False
+        if self.persistent:
+            self.pers[off : off + m] = pers
+        with self.lock:
+            self.parts.append((off, m, qmap, lanes, first, last, in_order))
+        return True
 
     def _fill(self, cols: dict, off: int, m: int) -> None:
         import pyarrow as pa
@@ -442,7 +506,7 @@ class _Columns:
         if pa.types.is_integer(o.type):
             self.op[off : off + m] = _ints(o, "op", off, np.int8, -1)
         else:
-            self.op[off : off + m] = _codes(o, "op", off, {"put": PUT, "get": GET}, lower=True)
+            self.op[off : off + m] = _codes(o, "op", off, dict(_OP_CODES), lower=True)
         self.nbytes[off : off + m] = _ints(cols["bytes"], "bytes", off, np.int32, -1)
         self.prio[off : off + m] = _ints(cols["priority"], "priority", off, np.int8, -1)
         p = cols.get("persistent")  # absent: not kept, and the caller knows it holds only booleans
@@ -453,19 +517,52 @@ class _Columns:
 
     def trace(self) -> Trace:
         """The checked trace, queue codes in sorted name order (remapped in place)."""
+        if self.clean:
+            checked = self._checked()
+            if checked is not None:
+                return checked
         names = sort_codes(self.queue, self.names)
         trace = Trace(self.time_us, self.queue, self.op, self.nbytes, self.prio, self.pers, names)
         return trace.validate(rows=self.rows)
+
+    def _checked(self) -> Trace | None:
+        """The trace when every batch passed the compiled check and the order rule holds across
+        them (trace_columns.merge), with its lanes counted; else None (the checker decides)."""
+        from .trace_columns import merge
+
+        merged = merge(self.parts, len(self.names))
+        if merged is None:
+            return None
+        counts, in_order = merged
+        names, rank = _ranks(self.names)
+        if rank is not None:
+            _remap(self.queue, rank)
+            by_rank = np.empty_like(counts.reshape(-1, 10))
+            by_rank[rank] = counts.reshape(-1, 10)
+            counts = by_rank.reshape(-1)
+        trace = Trace(self.time_us, self.queue, self.op, self.nbytes, self.prio, self.pers, names, counts)
+        if not in_order:
+            trace._time_order()
+        return trace
+
+
+def _ranks(names: dict[str, int]) -> tuple[list[str], np.ndarray | None]:
+    """The sorted names of ``names`` (name -> code, in order of first sight) and each code's
+    place among them (None when the codes are in sorted order already)."""
+    order = sorted(names, key=names.__getitem__)
+    sorted_names = sorted(order)
+    if order == sorted_names:
+        return sorted_names, None
+    rank = {q: i for i, q in enumerate(sorted_names)}
+    return sorted_names, np.array([rank[q] for q in order], np.int32)
 
 
 def sort_codes(queue: np.ndarray, names: dict[str, int]) -> list[str]:
     """Renumber queue codes (``names``: name -> code, in order of first sight) in place so that
     code i is the i-th name in sorted order, the order a Trace keeps; return the sorted names."""
-    order = sorted(names, key=names.__getitem__)
-    sorted_names = sorted(order)
-    if order != sorted_names:
-        rank = {q: i for i, q in enumerate(sorted_names)}
-        _remap(queue, np.array([rank[q] for q in order], np.int32))
+    sorted_names, rank = _ranks(names)
+    if rank is not None:
+        _remap(queue, rank)
     return sorted_names
 
 
@@ -516,7 +613,10 @@ def _from_parquet(
     def work(unit) -> TraceError | None:
         f, rg, at = unit
         pf = pq.ParquetFile(fs.open_input_file(f), read_dictionary=["queue", "op"])
-        table = pf.read_row_group(rg, columns=wanted, use_threads=False)
+        columns = wanted
+        if not persistent and all_booleans(pf, [rg]):
+            columns = [c for c in wanted if c != "persistent"]  # nothing to check, and not kept
+        table = pf.read_row_group(rg, columns=columns, use_threads=False)
         try:
             for b in table.to_batches():
                 cols.fill(b, at)
@@ -537,6 +637,23 @@ def _from_parquet(
     if found:  # the first row at fault, whichever thread found it
         raise min(found, key=lambda e: -1 if e.row is None else e.row)
     return cols.trace()
+
+
+def all_booleans(pf, groups: list[int]) -> bool:
+    """Whether the footer of Parquet file ``pf`` proves ``persistent`` holds only true and false
+    in these row groups (a boolean column without nulls): then a reader that does not keep it
+    need not decode it."""
+    import pyarrow as pa
+
+    schema = pf.schema_arrow
+    if "persistent" not in schema.names or not pa.types.is_boolean(schema.field("persistent").type):
+        return False
+    col = schema.names.index("persistent")
+    for g in groups:
+        st = pf.metadata.row_group(g).column(col).statistics
+        if st is None or not st.has_null_count or st.null_count:
+            return False
+    return True
 
 
 @numba.njit(cache=True, nogil=True)

@@ -170,3 +170,22 @@ def test_a_retried_task_replaces_its_files_whole(trace, tmp_path):
     again = lay.split(r, out, 3)
     assert first["parts"] == again["parts"] and files(again) == before
     assert not [f for _, _, files in os.walk(out) for f in files if f.startswith(".tmp-")]
+
+
+def test_a_buckets_parts_are_read_by_the_compiled_pass_as_the_general_reader_reads_them(trace, tmp_path, monkeypatch):
+    from sweepq.sweeper import traces
+
+    path = str(tmp_path / "t.parquet")
+    write(trace, path, row_group=500)
+    out = str(tmp_path / "layout")
+    made = lay_out_here(path, out, 3, 4)
+    clean = []
+    trace_of = traces._Columns.trace
+    monkeypatch.setattr(traces._Columns, "trace", lambda self: (clean.append(self.clean), trace_of(self))[1])
+    fast = buckets_read_back(out, made)
+    assert len(clean) == 3 and all(clean)  # every part's batches took the compiled pass
+    monkeypatch.setattr(traces._Columns, "_fill_compiled", lambda *a: False)
+    for got, want in zip(fast, buckets_read_back(out, made), strict=True):
+        assert got.queues == want.queues
+        for f in ("time_us", "queue", "op", "nbytes", "priority", "lane_counts"):
+            np.testing.assert_array_equal(getattr(got, f), getattr(want, f))

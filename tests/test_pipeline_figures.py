@@ -1,0 +1,30 @@
+"""docs/pipeline.md's speed figures come from one committed run of ``python -m
+sweepq.bench.replay_bench speed ... --out docs/figures/pipeline`` (run.json), never typed by
+hand: the table file is what the bench writes from run.json, and the page quotes it as it is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sweepq.bench.replay_bench import speed_table
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "docs" / "figures" / "pipeline"
+QUOTE = "<!-- figures: docs/figures/pipeline/speed.md -->\n{}<!-- /figures -->"
+
+
+def test_the_table_is_what_the_bench_writes_from_the_committed_run():
+    doc = json.loads((RUN / "run.json").read_text())
+    assert doc["command"].startswith("python -m sweepq.bench.replay_bench speed ")
+    assert (RUN / "speed.md").read_text() == speed_table(doc)
+
+
+def test_every_pipeline_run_of_it_has_the_figures_of_sweepq_replay():
+    rows = json.loads((RUN / "run.json").read_text())["rows"]
+    assert all(r["same"] for r in rows if r["what"] != "sweepq replay")
+
+
+def test_docs_pipeline_quotes_the_table_as_it_is():
+    page = (ROOT / "docs" / "pipeline.md").read_text()
+    assert QUOTE.format((RUN / "speed.md").read_text()) in page
