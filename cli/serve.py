@@ -94,7 +94,7 @@ def _serve(args: argparse.Namespace) -> int:
             sync=args.sync,
             sweep_policy=SweepPolicy(interval=args.sweep_interval),
             memory_budget=args.memory_budget,
-            budget_counts=args.budget_counts if args.memory_budget else None,
+            budget_counts=args.budget_counts if args.memory_budget else "",
         )
     except MQError as e:
         return _fail(prog, str(e))

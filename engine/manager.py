@@ -110,7 +110,7 @@ class QueueManager:
         trace_path: str | os.PathLike | None = None,
         store: Store | None = None,
         memory_budget: int | str = 0,
-        budget_counts: str | None = None,
+        budget_counts: str = "",
         sync: str = "commit",
         durable: bool | None = None,
         repair: bool = False,

@@ -131,12 +131,12 @@ class MemorySettings:
     :raises MQError: PARM_VALUE_ERROR (3229) naming the first wrong field."""
 
     budget: int | str = 0
-    counts: str | None = None
+    counts: str = ""  # "": the default, resolved below
 
     def __post_init__(self) -> None:
         budget = parse_size(self.budget, "memory_budget", MIN_BUDGET, " (0: no budget)")
         object.__setattr__(self, "budget", budget)  # bytes from here on
-        if self.counts is None:
+        if self.counts == "":
             object.__setattr__(self, "counts", "resident" if budget else "held")
         if self.counts not in COUNTS:
             raise MQError(
