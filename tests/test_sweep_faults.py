@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from sweepq.blobstore import BlobStore, FaultyStore
-from sweepq.engine import GMO, MD, PMO, MQError, QueueManager, Reason, Usage
+from sweepq.engine import GMO, MD, OO, PMO, MQError, QueueManager, Reason, Usage
 from sweepq.engine.tiering import Target
 from sweepq.sweeper import ManualClock
 from sweepq.sweeper.runs import record_ends
@@ -129,6 +129,57 @@ def test_abort_moved_when_a_run_is_no_longer_contiguous(sqm):
     # failed verification, and everything from there on stayed in memory.
     assert (moved, reason) == (4, "moved")
     assert_intact(sqm, h, 20)
+
+
+class _ChangedAfterPrecheck:
+    """A queue's core whose ``precheck_run`` runs ``change`` right after it first passed a
+    run: the moment between the sweep's check without the lock and its hold."""
+
+    def __init__(self, lanes, change):
+        self._lanes, self._change, self.changed = lanes, change, []
+
+    def __getattr__(self, name):
+        return getattr(self._lanes, name)
+
+    def precheck_run(self, *args):
+        ok = self._lanes.precheck_run(*args)
+        if ok and not self.changed:
+            self.changed.append(self._change())
+        return ok
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda h, c, puts: h.get(msg_id=puts[37].msg_id), "removed"),
+        (lambda h, c, puts: h.get(GMO.SYNCPOINT, msg_id=puts[37].msg_id), "gotten"),
+        (lambda h, c, puts: h.get(GMO.BROWSE_FIRST | GMO.LOCK, msg_id=puts[37].msg_id), "locked"),
+    ],
+)
+def test_a_change_in_the_middle_of_a_run_after_its_lock_free_check_still_aborts(sqm, change, reason):
+    """The sweep checks each blob's run without the lock, and its hold takes that answer as
+    it is only when nothing in memory changed since the sweep's last hold (LaneSet.epoch): a
+    message of the middle of the run taken, hidden or locked between the check and the hold
+    must still abort the run, as it does when it happens while the blobs are written."""
+    c = sqm.connect()
+    h = c.open("Q", IO | OO.BROWSE)
+    puts = fill(h)
+    q = sqm._queue("Q")
+    lanes = q.tier.lanes
+    # The first blob linked holds 35..39 (a front run links from its tail): 37 is inside it.
+    q.tier.lanes = between = _ChangedAfterPrecheck(lanes, lambda: change(h, c, puts))
+    try:
+        d = sqm.sweeper.run_once().decision("Q")
+    finally:
+        q.tier.lanes = lanes
+    assert len(between.changed) == 1
+    assert d.aborts == {reason: 1} and d.msgs_swept == 0
+    assert sqm.blob_store().pending() == []
+    c.backout()
+    if reason == "locked":
+        h.get(GMO.UNLOCK)
+    left = [b"%02d" % i for i in range(40) if reason != "removed" or i != 37]
+    assert drain(sqm.connect().open("Q", IO)) == left
 
 
 @pytest.fixture

@@ -153,6 +153,7 @@ class LaneSet:
         "deferred",
         "emptied",
         "encode",
+        "epoch",
         "free_head",
         "hi",
         "index",
@@ -165,6 +166,7 @@ class LaneSet:
         "nxt",
         "prv",
         "st",
+        "sweep_epoch",
     )
 
     def __init__(self, mutex: object = None) -> None:
@@ -183,6 +185,12 @@ class LaneSet:
         self.emptied: list[tuple[Lane, SweptBlob]] = []
         self.items: list[object] | None = None  # see "Items" in the module docstring
         self.encode: Callable[[object], bytes] | None = None
+        # Changes to the messages in memory but appends at the end of a list (every take,
+        # hide, restore, lock, batch change, unlink, splice and move of a record), counted;
+        # ``sweep_epoch`` is the count at the end of the sweep's last hold of the lock. Equal,
+        # nothing a sweep's choice depends on changed since (verify_run's shortcut).
+        self.epoch = 0
+        self.sweep_epoch = -1
         self._reset(_INITIAL)
 
     def _reset(self, n: int) -> None:
@@ -202,6 +210,7 @@ class LaneSet:
         if self.items is not None:
             self.items = [None] * n
         self.free_head = SENTINELS if n > SENTINELS else -1
+        self.epoch += 1
 
     def __getitem__(self, priority: int) -> Lane:
         return self.lanes[priority]
@@ -683,6 +692,7 @@ class LaneSet:
         self.mem_bytes -= self._drop(i)
         st[i] = s | REMOVED
         self._release(i)
+        self.epoch += 1
         return lane
 
     def take_run(self, refs: Sequence[Ref]) -> Lane:
@@ -704,6 +714,7 @@ class LaneSet:
             assert not st[slot] & (GOTTEN | UNCOMMITTED | REMOVED), f"slot {slot} hidden but not available"
             st[slot] |= GOTTEN
             self.lanes[st[slot] & LANE_MASK].ready -= 1
+            self.epoch += 1
             return
         blob = ref.blob
         assert blob is not None and blob.flags[ref.pos] in (POS_LIVE, POS_LOCKED), "hidden but not live"
@@ -717,6 +728,7 @@ class LaneSet:
         for r in refs:
             st[r.slot] |= GOTTEN
         self.lanes[st[refs[0].slot] & LANE_MASK].ready -= len(refs)
+        self.epoch += 1
 
     def restore(self, ref: Ref, backout: bool) -> tuple[bytes, bool]:
         """Undo :meth:`hide` in place (a backout), the backout count raised when
@@ -735,6 +747,7 @@ class LaneSet:
                 arena.set_backout(loc, count + 1)
             st[slot] &= ~(GOTTEN | LOCKED)
             self.lanes[st[slot] & LANE_MASK].ready += 1
+            self.epoch += 1
             return self._rec(slot), True
         blob = ref.blob
         assert blob is not None
@@ -760,6 +773,7 @@ class LaneSet:
         assert st[slot] & UNCOMMITTED, f"slot {slot} committed but not uncommitted"
         st[slot] &= ~UNCOMMITTED
         self.lanes[st[slot] & LANE_MASK].ready += 1
+        self.epoch += 1
         return self._rec(slot)
 
     def lock(self, ref: Ref) -> None:
@@ -768,6 +782,7 @@ class LaneSet:
         self._check("locking a message")
         if ref.slot >= 0:
             self.st[ref.slot] |= LOCKED
+            self.epoch += 1
         else:
             blob = ref.blob
             assert blob is not None
@@ -780,6 +795,7 @@ class LaneSet:
         self._check("unlocking a message")
         if ref.slot >= 0:
             self.st[ref.slot] &= ~LOCKED
+            self.epoch += 1
             return self._rec(ref.slot)
         blob = ref.blob
         assert blob is not None
@@ -811,11 +827,13 @@ class LaneSet:
         but no get sees it and no sweep moves it (seed 003)."""
         self._check("assigning a message to a batch")
         self.st[ref.slot] |= BATCHED
+        self.epoch += 1
 
     def release(self, ref: Ref) -> bytes:
         """A released batch's message is available again where it stands; returns its record."""
         self._check("releasing a batched message")
         self.st[ref.slot] &= ~BATCHED
+        self.epoch += 1
         return self._rec(ref.slot)
 
     # -- the sweep (the walk without the lock; the rest with it) ----------------------------------
@@ -829,6 +847,7 @@ class LaneSet:
             lane.sweeping += 1
         self._defer += 1
         self.arena.defer()
+        self.sweep_epoch = self.epoch
         return [lane.mem for lane in self.lanes]
 
     def end_sweep(self) -> None:
@@ -927,14 +946,36 @@ class LaneSet:
                 out[k] = arena.length(self._loc(i))
         return out
 
-    def verify_run(self, lane: Lane, slots: Sequence[int], recs: Sequence[bytes], at_head: bool) -> str | None:
+    def precheck_run(self, lane: Lane, slots: Sequence[int], recs: Sequence[bytes], at_head: bool) -> bool:
+        """Whether :meth:`verify_run` would pass the run, read *without* the lock by the sweep
+        about to link it (the walk's rules of the module docstring make the read safe). Its
+        answer is only as good as the moment: :meth:`verify_run` takes it under the lock when
+        nothing changed since the sweep's last hold (``prechecked``)."""
+        return self._verify(lane, slots, recs, at_head) is None
+
+    def verify_run(
+        self, lane: Lane, slots: Sequence[int], recs: Sequence[bytes], at_head: bool, prechecked: bool = False
+    ) -> str | None:
         """Why the run cannot move into its blob now (lock held), or None: every message
         still available with the record that was written (a backout since raised its count),
         the run still contiguous, and still at the end of its list that it leaves from (its
         front's tail for a blob linked at the chain's head, its rear's head otherwise). The
         reasons are the sweep's abort reasons (seed 003: removed, gotten, locked,
-        batch_changed; moved)."""
+        batch_changed; moved).
+
+        ``prechecked``: :meth:`precheck_run` passed the run after the sweep's last hold of
+        the lock (its begin, or its last detach). When ``epoch`` has not moved since that
+        hold, no message in memory changed but by appends at the end of a list, which no
+        run depends on (while a sweep runs, appends go to the rear lists, behind a rear
+        run's head), so the precheck's answer stands and the hold is O(1); any change since
+        sends the run through the whole check again, here."""
         self._check("verifying a sweep")
+        if prechecked and self.epoch == self.sweep_epoch:
+            return None
+        return self._verify(lane, slots, recs, at_head)
+
+    def _verify(self, lane: Lane, slots: Sequence[int], recs: Sequence[bytes], at_head: bool) -> str | None:
+        """:meth:`verify_run`'s whole check, O(run)."""
         st, nxt, prv, arena = self.st, self.nxt, self.prv, self.arena
         prev = -1
         for i, rec in zip(slots, recs, strict=True):
@@ -965,6 +1006,7 @@ class LaneSet:
             lane.chain.appendleft(blob)
         else:
             lane.chain.append(blob)
+        self.sweep_epoch = self.epoch  # the end of this hold of the sweep: see verify_run
         return again
 
     def _detach(self, lane: Lane, slots: Sequence[int]) -> int:
@@ -991,6 +1033,7 @@ class LaneSet:
         lane.mem -= k
         lane.ready -= k
         self.mem_bytes -= nbytes
+        self.epoch += 1
         return again
 
     @staticmethod
@@ -1030,6 +1073,7 @@ class LaneSet:
                 ref = held.pop(positions[k])  # type: ignore[index]
                 ref.slot, ref.blob, ref.lane, ref.pos, ref.rec = i, None, None, -1, b""
         lane.back += len(live)
+        self.epoch += 1  # appended to the front list, where a front run must be the tail
         assert not held, f"blob {blob.blob_id}: a held position was neither gotten nor locked"
         blob.unswept = True
         if blob.prefetch is not None or blob.loaded is not None:
@@ -1079,6 +1123,7 @@ class LaneSet:
         nxt[last] = f
         prv[f] = last
         nxt[r] = prv[r] = r
+        self.epoch += 1
 
     # -- housekeeping (once an interval, the sweeper) -----------------------------------------------
 
@@ -1144,6 +1189,7 @@ class LaneSet:
                 new = arena.move(loc)
                 self.loc[i] = new & _LOW32
                 self.hi[i] = ((new >> 32) << 1) | (self.hi[i] & _BACK)
+                self.epoch += 1
 
     # -- reading --------------------------------------------------------------------------------------
 
