@@ -1,4 +1,4 @@
-"""The array helpers of recovery (engine/durable/recovery.py) against numpy's own answers:
+"""The array helpers of recovery and the checkpoint (engine/durable/packed.py) against numpy's own answers:
 they stand in for np.unique and np.isin where those cost a reopen most of its time."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sweepq.engine.durable.recovery import _ascending_unique, _in_ascending
+from sweepq.engine.durable.packed import ascending_unique, in_ascending
 
 
 @pytest.mark.parametrize(
@@ -22,14 +22,14 @@ from sweepq.engine.durable.recovery import _ascending_unique, _in_ascending
 )
 def test_ascending_unique_is_np_unique(values):
     a = np.array(values, np.uint64)
-    assert _ascending_unique(a).tolist() == np.unique(a).tolist()
+    assert ascending_unique(a).tolist() == np.unique(a).tolist()
 
 
 def test_ascending_unique_of_random_numbers():
     rng = np.random.default_rng(7)
     for _ in range(20):
         a = rng.integers(0, 50, rng.integers(0, 40)).astype(np.uint64)
-        assert _ascending_unique(a).tolist() == np.unique(a).tolist()
+        assert ascending_unique(a).tolist() == np.unique(a).tolist()
 
 
 def test_in_ascending_is_np_isin():
@@ -37,4 +37,4 @@ def test_in_ascending_is_np_isin():
     for _ in range(20):
         values = rng.integers(0, 60, 30).astype(np.uint64)
         ascending = np.unique(rng.integers(0, 60, rng.integers(0, 30))).astype(np.uint64)
-        assert _in_ascending(values, ascending).tolist() == np.isin(values, ascending).tolist()
+        assert in_ascending(values, ascending).tolist() == np.isin(values, ascending).tolist()
