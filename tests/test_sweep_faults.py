@@ -213,6 +213,23 @@ def test_failed_link_aborts_and_loses_nothing(fqm, faulty):
     assert_intact(fqm, h)
 
 
+def test_a_failed_link_blob_by_blob_keeps_what_was_linked_and_loses_nothing(fqm, faulty):
+    """A get of a buffer message while the blobs are written changes the queue (not the
+    run): each blob is verified in full under the lock, and the second link fails: the
+    first blob (35..39) stays linked, the rest of the run in memory."""
+    h = fqm.connect().open("Q", IO)
+    fill(h)
+    faulty.fail("link", at=2)
+    got = []
+    fqm.sweeper.after_write = lambda q, t: got.append(h.get().data)
+    d = fqm.sweeper.run_once().decision("Q")
+    fqm.sweeper.after_write = None
+    assert got == [b"00"] and faulty.failures["link"] == 1
+    assert d.aborts == {"store_error": 1} and d.msgs_swept == 5
+    assert fqm.blob_store().pending() == []
+    assert drain(h) == [b"%02d" % i for i in range(1, 40)]
+
+
 def test_failed_read_fails_the_get_and_a_retry_succeeds(fqm, faulty):
     h = fqm.connect().open("Q", IO)
     fqm._queue("Q").tier.readahead_low = 0  # no read-ahead: the get itself must read

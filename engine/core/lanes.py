@@ -40,16 +40,18 @@ its place, so what a blob holds, and what comes back from it, is bytes; the slot
 reference goes when the slot is freed.
 
 **The lock**: every method here is called with the owning queue's lock held (the rule is
-written once, in engine/queue.py), except :meth:`LaneSet.sweep_walk` and
-:meth:`LaneSet.snapshot`, the sweeper's walk. Those walk the lists without the lock, which
+written once, in engine/queue.py), except :meth:`LaneSet.sweep_walk`,
+:meth:`LaneSet.snapshot` and :meth:`LaneSet.precheck_run`, the sweeper's walk and its check
+of a run before it links it. Those walk the lists without the lock, which
 is safe because (1) a removed slot keeps its ``nxt`` / ``prv``, so a walk that holds one
 steps on to the live list, (2) while any sweep is in progress (:meth:`begin_sweep`) freed
 slots are not reused and the arena gives no block back, so a slot a walker holds cannot
 join another list under it and its record's bytes stay readable, and (3) the arrays grow
 into new arrays, never in place, so a walker's arrays stay whole. Every choice such a walk
-makes is verified again under the lock (:meth:`verify_run`) before anything moves. With
-lock checks on (engine/core/lock.py) the methods that change state assert that the calling
-thread holds the lock.
+makes is verified again under the lock (:meth:`verify_run`) before anything moves: in O(1)
+when ``epoch``, the count of every change but appends, has not moved since the check
+without the lock, else in full. With lock checks on (engine/core/lock.py) the methods that
+change state assert that the calling thread holds the lock.
 
 Invariants kept here (:meth:`LaneSet.check` asserts them all):
 
