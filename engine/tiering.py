@@ -233,7 +233,7 @@ class QueueTier:
                     store.link(target.chain, [info.blob_id], target.at_head, homes)
                 except Exception:
                     reason = "store_error"
-            if reason is None:
+            if reason is None and blob is not None:  # (blob is None: "removed" above)
                 again = lanes.detach_to(target.lane, slots, blob, target.at_head)
                 c = self.counters
                 c.msgs_reswept += again

@@ -150,6 +150,7 @@ def _pack_lane(name: bytes, lane: int, seqs: np.ndarray, ids: np.ndarray) -> lis
     own = np.ascontiguousarray(rows[:, 16:]).view(">u8").ravel() != seqs
     odd = np.flatnonzero(own).astype("<u4")
     steps = np.diff(seqs)
+    numbers: list[bytes | np.ndarray]
     if n > 1 and not (steps > 0).all():
         how, numbers = _SEQS_RAW, [seqs.astype("<u8")]
     else:
