@@ -18,7 +18,7 @@ cdef class Lane:
 
 cdef class LaneSet:
     cdef public object mutex, index, encode
-    cdef public list lanes, deferred, emptied, items
+    cdef public list lanes, deferred, spare, emptied, items
     cdef public Arena arena
     cdef public int mask
     cdef public Py_ssize_t mem_bytes, free_head, epoch, sweep_epoch
@@ -60,6 +60,8 @@ cdef class LaneSet:
     cpdef list add(self, Lane lane, object recs, int state, bint refs=*, object items=*)
     @cython.locals(i=Py_ssize_t, last=Py_ssize_t)
     cdef Py_ssize_t _append(self, Lane lane, int s, bytes rec, int state) except -1
+    @cython.locals(i=Py_ssize_t)
+    cdef Py_ssize_t _spare_slot(self) except -1
 
     @cython.locals(i=Py_ssize_t)
     cpdef Ref head(self)

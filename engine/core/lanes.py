@@ -167,6 +167,7 @@ class LaneSet:
         "mutex",
         "nxt",
         "prv",
+        "spare",
         "st",
         "sweep_epoch",
     )
@@ -182,6 +183,10 @@ class LaneSet:
         self.mem_bytes = 0
         self._defer = 0
         self.deferred: list[int] = []  # slots freed while a sweep runs: free once it ends
+        # Slots the ended sweeps freed, a list of them per sweep, handed over whole when the
+        # sweep ends (end_sweep: O(1), not a push per slot under the lock); appends take
+        # them once the free list is empty (_append).
+        self.spare: list[list[int]] = []
         # Blobs whose last message a take removed: they left their chain here, and the tier
         # unlinks them in the store (engine/tiering.py unlink_emptied_locked), emptying this.
         self.emptied: list[tuple[Lane, SweptBlob]] = []
@@ -212,6 +217,7 @@ class LaneSet:
         if self.items is not None:
             self.items = [None] * n
         self.free_head = SENTINELS if n > SENTINELS else -1
+        self.spare = []  # every slot not linked is on the free list now
         self.epoch += 1
 
     def __getitem__(self, priority: int) -> Lane:
@@ -385,8 +391,11 @@ class LaneSet:
         """Put ``rec`` at the end of the list of sentinel ``s`` of ``lane``; its slot."""
         i = self.free_head
         if i < 0:
-            self._grow(1)
-            i = self.free_head
+            if self.spare:
+                i = self._spare_slot()
+            else:
+                self._grow(1)
+                i = self.free_head
         self.free_head = self.nxt[i]
         self.st[i] = state
         self._place(i, rec)
@@ -402,6 +411,16 @@ class LaneSet:
         self.mem_bytes += len(rec)
         if not state & HIDDEN:
             lane.ready += 1
+        return i
+
+    def _spare_slot(self) -> int:
+        """A slot an ended sweep freed (:attr:`spare`), for an append: its ``nxt`` reads -1,
+        so that the free list stays empty behind it."""
+        spare = self.spare
+        i = spare[-1].pop()
+        if not spare[-1]:
+            spare.pop()
+        self.nxt[i] = -1
         return i
 
     def load(self, lane: Lane, front: Sequence[bytes], blobs: Sequence[SweptBlob], rear: Sequence[bytes]) -> None:
@@ -853,7 +872,9 @@ class LaneSet:
         return [lane.mem for lane in self.lanes]
 
     def end_sweep(self) -> None:
-        """The sweep ended: lanes settle, and slots and blocks freed meanwhile are let go."""
+        """The sweep ended: lanes settle, and slots and blocks freed meanwhile are let go: the
+        slots as one list (:attr:`spare`), in O(1) under the lock, not one by one (a sweep of
+        100,000 messages freed as many, 1.4 ms of pushes in the hold that ended it)."""
         self._check("ending a sweep")
         for lane in self.lanes:
             lane.sweeping -= 1
@@ -861,9 +882,8 @@ class LaneSet:
         self._defer -= 1
         self.arena.release()
         if not self._defer and self.deferred:
-            deferred, self.deferred = self.deferred, []
-            for i in deferred:
-                self._release(i)
+            self.spare.append(self.deferred)
+            self.deferred = []
 
     def start_paging(self) -> None:
         """The queue pages under its memory budget: new messages go to the rear lists."""
@@ -1279,6 +1299,9 @@ class LaneSet:
             self._check_chain(lane)
         assert mem_bytes == self.mem_bytes, f"mem_bytes {self.mem_bytes} but the records hold {mem_bytes}"
         free = list(self.deferred)
+        for part in self.spare:
+            assert part, "an empty list of spare slots"
+            free += part
         i = self.free_head
         while i >= 0 and len(free) <= cap:
             free.append(i)
