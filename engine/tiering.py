@@ -206,26 +206,35 @@ class QueueTier:
         self, target: Target, info: BlobInfo, lo: int, hi: int, recs: list[bytes], store: Store
     ) -> str | None:
         """Verify, link and detach one blob of ``target`` (its records ``lo:hi``); the abort
-        reason, or None."""
+        reason, or None.
+
+        Everything that can be done without the lock is: the blob's index and its in-memory
+        object, and the run's check (the core's ``precheck_run``), which the hold then takes
+        as it is when nothing in memory changed since the sweep's last hold (the core's
+        ``verify_run``: any change sends the run through the whole check under the lock). So
+        the hold is the store's link and the detach."""
+        lanes = self.lanes
+        slots = target.slots[lo:hi]
         # A slot a get emptied after the sweep chose it reads b"": the run is no longer on
         # the queue as chosen, and an empty record has no header to index.
         index = build_index(recs, target.ids[lo:hi]) if all(recs) else None  # without the lock
         # Persistent messages move their durable home into the blob in the same write.
         homes = [] if self.journal is None else self.journal.home_keys(self.key_prefix, target.lane.priority, recs)
         nbytes = sum(map(len, recs))
+        blob = None if index is None else SweptBlob(info.blob_id, nbytes, info.comp_len, info.check, index)
+        prechecked = blob is not None and lanes.precheck_run(target.lane, slots, recs, target.at_head)
         t0 = time.perf_counter()
         with self.mutex:
-            reason = self.lanes.verify_run(target.lane, target.slots[lo:hi], recs, target.at_head)
-            if reason is None and index is None:
+            reason = lanes.verify_run(target.lane, slots, recs, target.at_head, prechecked)
+            if reason is None and blob is None:
                 reason = "removed"
             if reason is None:
                 try:
                     store.link(target.chain, [info.blob_id], target.at_head, homes)
                 except Exception:
                     reason = "store_error"
-            if reason is None:
-                blob = SweptBlob(info.blob_id, nbytes, info.comp_len, info.check, index)  # type: ignore[arg-type]
-                again = self.lanes.detach_to(target.lane, target.slots[lo:hi], blob, target.at_head)
+            if reason is None and blob is not None:  # (blob is None: "removed" above)
+                again = lanes.detach_to(target.lane, slots, blob, target.at_head)
                 c = self.counters
                 c.msgs_reswept += again
                 c.blobs_written += 1

@@ -10,7 +10,7 @@ import pytest
 
 from sweepq.blobstore import BlobStore
 from sweepq.engine import GMO, MD, MQError, QueueManager, Reason, record
-from sweepq.engine.core.flags import AVAILABLE_BELOW
+from sweepq.engine.core.flags import AVAILABLE_BELOW, SENTINELS
 from sweepq.engine.core.lanes import LaneSet
 from sweepq.engine.core.lock import new_lock
 from sweepq.sweeper import ManualClock
@@ -140,6 +140,26 @@ def test_a_swept_queue_gives_its_arrays_back_and_keeps_its_order(qm, h):
     qm.sweeper.run_once()  # the next interval shrinks
     assert q.lanes.capacity < big // 100
     assert drain(h) == [b"hi"] + [b"%06d" % i for i in range(100_000)]
+
+
+def test_the_slots_a_sweep_freed_are_handed_over_whole_and_reused(qm, h):
+    """The end of a sweep hands the slots it freed over as one list (no push per slot in the
+    hold that ends it); puts then take them before the arrays grow, and every invariant of
+    the core holds throughout."""
+    h.put_many([b"%04d" % i for i in range(1_000)])
+    q = h.queue
+    big = q.lanes.capacity
+    d = qm.sweeper.run_once().decision(h.queue.name)  # keeps 5 in memory
+    assert d.msgs_swept == 995
+    assert [len(part) for part in q.lanes.spare] == [995] and not q.lanes.deferred
+    q.check()
+    room = big - SENTINELS - 5  # the free list's slots, then the sweep's
+    h.put_many([b"n%04d" % i for i in range(room)])
+    assert q.lanes.spare == [] and q.lanes.capacity == big  # every freed slot taken again
+    q.check()
+    h.put(b"last")
+    assert q.lanes.capacity > big  # then the arrays grow
+    assert drain(h) == [b"%04d" % i for i in range(1_000)] + [b"n%04d" % i for i in range(room)] + [b"last"]
 
 
 def test_no_shrink_while_a_unit_of_work_holds_a_slot(qm, conn, h):

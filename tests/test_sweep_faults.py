@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from sweepq.blobstore import BlobStore, FaultyStore
-from sweepq.engine import GMO, MD, PMO, MQError, QueueManager, Reason, Usage
+from sweepq.engine import GMO, MD, OO, PMO, MQError, QueueManager, Reason, Usage
 from sweepq.engine.tiering import Target
 from sweepq.sweeper import ManualClock
 from sweepq.sweeper.runs import record_ends
@@ -131,6 +131,57 @@ def test_abort_moved_when_a_run_is_no_longer_contiguous(sqm):
     assert_intact(sqm, h, 20)
 
 
+class _ChangedAfterPrecheck:
+    """A queue's core whose ``precheck_run`` runs ``change`` right after it first passed a
+    run: the moment between the sweep's check without the lock and its hold."""
+
+    def __init__(self, lanes, change):
+        self._lanes, self._change, self.changed = lanes, change, []
+
+    def __getattr__(self, name):
+        return getattr(self._lanes, name)
+
+    def precheck_run(self, *args):
+        ok = self._lanes.precheck_run(*args)
+        if ok and not self.changed:
+            self.changed.append(self._change())
+        return ok
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda h, c, puts: h.get(msg_id=puts[37].msg_id), "removed"),
+        (lambda h, c, puts: h.get(GMO.SYNCPOINT, msg_id=puts[37].msg_id), "gotten"),
+        (lambda h, c, puts: h.get(GMO.BROWSE_FIRST | GMO.LOCK, msg_id=puts[37].msg_id), "locked"),
+    ],
+)
+def test_a_change_in_the_middle_of_a_run_after_its_lock_free_check_still_aborts(sqm, change, reason):
+    """The sweep checks each blob's run without the lock, and its hold takes that answer as
+    it is only when nothing in memory changed since the sweep's last hold (LaneSet.epoch): a
+    message of the middle of the run taken, hidden or locked between the check and the hold
+    must still abort the run, as it does when it happens while the blobs are written."""
+    c = sqm.connect()
+    h = c.open("Q", IO | OO.BROWSE)
+    puts = fill(h)
+    q = sqm._queue("Q")
+    lanes = q.tier.lanes
+    # The first blob linked holds 35..39 (a front run links from its tail): 37 is inside it.
+    q.tier.lanes = between = _ChangedAfterPrecheck(lanes, lambda: change(h, c, puts))
+    try:
+        d = sqm.sweeper.run_once().decision("Q")
+    finally:
+        q.tier.lanes = lanes
+    assert len(between.changed) == 1
+    assert d.aborts == {reason: 1} and d.msgs_swept == 0
+    assert sqm.blob_store().pending() == []
+    c.backout()
+    if reason == "locked":
+        h.get(GMO.UNLOCK)
+    left = [b"%02d" % i for i in range(40) if reason != "removed" or i != 37]
+    assert drain(sqm.connect().open("Q", IO)) == left
+
+
 @pytest.fixture
 def faulty():
     return FaultyStore(BlobStore.temporary(max_blob_records=10))
@@ -160,6 +211,23 @@ def test_failed_link_aborts_and_loses_nothing(fqm, faulty):
     d = fqm.sweeper.run_once().decision("Q")
     assert d.aborts == {"store_error": 1}
     assert_intact(fqm, h)
+
+
+def test_a_failed_link_blob_by_blob_keeps_what_was_linked_and_loses_nothing(fqm, faulty):
+    """A get of a buffer message while the blobs are written changes the queue (not the
+    run): each blob is verified in full under the lock, and the second link fails: the
+    first blob (35..39) stays linked, the rest of the run in memory."""
+    h = fqm.connect().open("Q", IO)
+    fill(h)
+    faulty.fail("link", at=2)
+    got = []
+    fqm.sweeper.after_write = lambda q, t: got.append(h.get().data)
+    d = fqm.sweeper.run_once().decision("Q")
+    fqm.sweeper.after_write = None
+    assert got == [b"00"] and faulty.failures["link"] == 1
+    assert d.aborts == {"store_error": 1} and d.msgs_swept == 5
+    assert fqm.blob_store().pending() == []
+    assert drain(h) == [b"%02d" % i for i in range(1, 40)]
 
 
 def test_failed_read_fails_the_get_and_a_retry_succeeds(fqm, faulty):

@@ -18,10 +18,10 @@ cdef class Lane:
 
 cdef class LaneSet:
     cdef public object mutex, index, encode
-    cdef public list lanes, deferred, emptied, items
+    cdef public list lanes, deferred, spare, emptied, items
     cdef public Arena arena
     cdef public int mask
-    cdef public Py_ssize_t mem_bytes, free_head
+    cdef public Py_ssize_t mem_bytes, free_head, epoch, sweep_epoch
     cdef public int[::1] nxt, prv
     cdef public unsigned short[::1] st
     cdef public unsigned int[::1] loc
@@ -60,6 +60,8 @@ cdef class LaneSet:
     cpdef list add(self, Lane lane, object recs, int state, bint refs=*, object items=*)
     @cython.locals(i=Py_ssize_t, last=Py_ssize_t)
     cdef Py_ssize_t _append(self, Lane lane, int s, bytes rec, int state) except -1
+    @cython.locals(i=Py_ssize_t)
+    cdef Py_ssize_t _spare_slot(self) except -1
 
     @cython.locals(i=Py_ssize_t)
     cpdef Ref head(self)
@@ -109,8 +111,10 @@ cdef class LaneSet:
     cdef bytes _encoded(self, bytes rec, object item)
     @cython.locals(k=Py_ssize_t, i=Py_ssize_t)
     cpdef object run_sizes(self, object slots)
+    cpdef bint precheck_run(self, Lane lane, object slots, object recs, bint at_head) except -1
+    cpdef object verify_run(self, Lane lane, object slots, object recs, bint at_head, bint prechecked=*)
     @cython.locals(prev=Py_ssize_t, i=Py_ssize_t, s=int, loc=Py_ssize_t)
-    cpdef object verify_run(self, Lane lane, object slots, object recs, bint at_head)
+    cdef object _verify(self, Lane lane, object slots, object recs, bint at_head)
     cpdef Py_ssize_t detach_to(self, Lane lane, object slots, object blob, bint at_head) except -1
     @cython.locals(p=Py_ssize_t, n=Py_ssize_t, again=Py_ssize_t, nbytes=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t)
     cdef Py_ssize_t _detach(self, Lane lane, object slots) except -1

@@ -52,6 +52,25 @@ def seqs_and_msg_ids(heads: bytes, n: int, ident: record.Identity) -> tuple[np.n
     return seqs, ids.view("V24").ravel()
 
 
+def in_ascending(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
+    """Which of ``values`` are in the ascending array ``ascending`` (a bool each): a binary
+    search each, where np.isin would sort the (large) ``ascending`` again at every call."""
+    if not len(ascending):
+        return np.zeros(len(values), bool)
+    at = np.minimum(np.searchsorted(ascending, values), len(ascending) - 1)
+    return ascending[at] == values
+
+
+def ascending_unique(values: np.ndarray) -> np.ndarray:
+    """``values`` ascending, each once: np.unique's answer, without its cost where ``values``
+    is ascending already (a chain's arrival numbers are: one comparison per value). numpy 2.4's
+    np.unique hashes every value first: 0.5 s for a reopen's 500,000 swept numbers."""
+    if len(values) < 2 or (values[1:] > values[:-1]).all():
+        return values
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))]
+
+
 class Framed:
     """A blob's records as read (blobstore ``Frame``), left back to back: each one's start
     and length, its header fields for all at once, and a record on demand (``framed[i]``)."""

@@ -67,7 +67,7 @@ from .layout import (
     queue_prefix,
 )
 from .ledger import Ledger
-from .packed import CHUNK, Framed, gather, joined
+from .packed import CHUNK, Framed, ascending_unique, gather, in_ascending, joined
 from .since import SinceCheckpoint, msg_id_in
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ class _Recovery:
         )
         for i in np.flatnonzero(~ok).tolist():
             self._reject(q, keys[i], values[i], len(lanes))
-        for p in np.unique(lane[ok]).tolist():
+        for p in np.flatnonzero(np.bincount(lane[ok], minlength=len(lanes))).tolist():
             mine = ok & (lane == p)
             take = mine.tolist()
             lanes[p].keys += compress(keys, take)
@@ -424,7 +424,7 @@ class _Recovery:
         seqs = _seqs_of(ids)  # 0 where not known
         removed = self.since.removed_seqs(q.name, lane)
         if len(removed):
-            alive &= ~((seqs > 0) & _in_ascending(seqs, removed))
+            alive &= ~((seqs > 0) & in_ascending(seqs, removed))
         if not alive.any():
             return None, seq, _NO_SEQS
         dead = np.flatnonzero(~alive)
@@ -493,7 +493,7 @@ class _Recovery:
             dead = self.ledger.consumed_positions(blob_id, alive)
         removed = self.since.removed_seqs(q.name, lane)
         if len(removed):
-            dead |= alive & _in_ascending(seqs, removed)
+            dead |= alive & in_ascending(seqs, removed)
         if dead.any():
             n = int(dead.sum())
             self.report.consumed_again += n
@@ -512,14 +512,14 @@ class _Recovery:
         message stays once, in its blob, where the sweep put it (its place in FIFO order;
         kept as its own record it went to the rear of the lane); one whose blob position is
         removed was consumed, and stays dead."""
-        held = np.unique(np.concatenate(self.in_blobs)) if self.in_blobs else _NO_SEQS
+        held = ascending_unique(np.concatenate(self.in_blobs)) if self.in_blobs else _NO_SEQS
         self.in_blobs = []
         if not len(own.seqs) or not len(held):
             return
-        both = _in_ascending(own.seqs, held)
+        both = in_ascending(own.seqs, held)
         if not both.any():
             return
-        consumed = int((both & ~_in_ascending(own.seqs, np.unique(live))).sum())
+        consumed = int((both & ~in_ascending(own.seqs, ascending_unique(live))).sum())
         self.report.consumed_again += consumed
         self.deletes += compress(own.keys, both.tolist())
         self.damage(
@@ -727,15 +727,6 @@ def _says_more(logged: bytes, stored: bytes | None) -> bool:
     if logged == MARK_REMOVED:
         return True
     return (mark_backout(logged) or 0) > (mark_backout(stored or b"") or 0)
-
-
-def _in_ascending(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
-    """Which of ``values`` are in the ascending array ``ascending`` (a bool each): a binary
-    search each, where np.isin would sort the (large) ``ascending`` again at every call."""
-    if not len(ascending):
-        return np.zeros(len(values), bool)
-    at = np.minimum(np.searchsorted(ascending, values), len(ascending) - 1)
-    return ascending[at] == values
 
 
 def _placeholder(blob_id: int, ids: list[bytes]) -> tuple[SweptBlob | None, int, np.ndarray]:
