@@ -20,8 +20,9 @@
   route across processes: Celery's remote control (``celery inspect``) works.
 * Nothing blocks in the queue manager: an empty poll of every queue waits
   ``polling_interval`` (0.05 s unless the transport option says otherwise), as Kombu's other
-  virtual transports sleep, or less: until a message is settled, when the poll was empty
-  because the consumer's prefetch window was full.
+  virtual transports sleep, or less: until the consumer's prefetch window has room again,
+  when the poll was empty because it had too little. A window is topped up once half of it
+  is free (``batch_size`` at most), not at every acknowledgement.
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def _redelivered(m: Message) -> tuple[bytes, MD]:
     payload["redelivered"] = True
     payload.setdefault("properties", {}).setdefault("delivery_info", {})["redelivered"] = True
     md = m.md
-    return json.dumps(payload).encode(), MD(priority=md.priority, persistence=md.persistence, expiry=md.expiry)
+    expiry = md.expiry if md.expiry != 0 else 1  # -1: none; a tenth of a second at least
+    return json.dumps(payload).encode(), MD(priority=md.priority, persistence=md.persistence, expiry=expiry)
 
 
 class QoS(virtual.QoS):
@@ -124,10 +126,29 @@ class QoS(virtual.QoS):
     def ack(self, delivery_tag: Any) -> None:
         self.channel._settle(delivery_tag, commit=True)
         super().ack(delivery_tag)
+        self._room_made()
 
     def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
         self.channel._settle(delivery_tag, commit=not requeue)
         self._quick_ack(delivery_tag)
+        self._room_made()
+
+    def refill_at(self) -> int:
+        """The room the prefetch window needs before its consumer takes more: half the window,
+        ``batch_size`` at most, 1 with no window. Topped up at every acknowledgement, a
+        worker's window took its batches one or two messages at a time, a round trip each."""
+        p = self.prefetch_count
+        return max(1, min(self.channel.batch_size, p // 2)) if p else 1
+
+    def can_consume(self) -> bool:
+        """Kombu's: the window has room, here ``refill_at()`` at least."""
+        p = self.prefetch_count
+        return not p or p - (len(self._delivered) - len(self._dirty)) >= self.refill_at()
+
+    def _room_made(self) -> None:
+        transport = self.channel.connection
+        if transport is not None and self.can_consume():  # its consumer's empty poll waits for this
+            transport.settled.set()
 
     def restore_unacked(self) -> list:
         """Back out every unacknowledged message (they return in place, as MQ keeps them)."""
@@ -214,8 +235,6 @@ class Channel(virtual.Channel):
             if batch.acked:
                 raise _reached(e) from None
             return
-        finally:
-            self.connection.settled.set()  # a consumer whose prefetch window was full may take more
         self._idle.append(holder)
 
     # -- Kombu's virtual channel ---------------------------------------------------------
@@ -415,15 +434,15 @@ class Transport(virtual.Transport):
         self.bindings = Bindings(
             self.site.connect, lambda name: self.define(name, {}), options.get("bindings_ttl", 1.0)
         )
-        #: Set when a delivery's unit of work ends: a consumer whose prefetch window was full
-        #: has room again, so an empty poll waits for it rather than all of polling_interval.
+        #: Set when a consumer's prefetch window has room again (QoS.refill_at), so that an
+        #: empty poll waits for it rather than all of polling_interval.
         self.settled = threading.Event()
 
     def drain_events(self, connection: Any, timeout: float | None = None) -> None:
         """Kombu's virtual ``drain_events`` (deliver from the next channel that has a message,
-        waiting ``polling_interval`` between empty polls), the wait cut short when a message is
-        settled: with a worker's prefetch window full, the poll is empty until its pool takes
-        a task and acknowledges it, and sleeping all of the interval then would idle the pool."""
+        waiting ``polling_interval`` between empty polls), the wait cut short when a consumer's
+        prefetch window has room again: with a worker's window full, the poll is empty until
+        its pool acknowledges tasks, and sleeping all of the interval then would idle the pool."""
         start = time.monotonic()
         interval = self.polling_interval
         if timeout and interval and interval > timeout:

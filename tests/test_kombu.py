@@ -354,3 +354,23 @@ def test_a_wrong_batch_size_is_one_clear_error(size):
     with Connection(_memory_url(), transport_options={"batch_size": size}) as conn, pytest.raises(MQError) as e:
         conn.connect()
     assert e.value.reason == Reason.PARM_VALUE_ERROR and "batch_size" in str(e.value)
+
+
+def test_a_consumer_tops_its_prefetch_window_up_half_a_window_at_a_time():
+    """Not at every acknowledgement: a worker's window then took batches of one or two, a
+    round trip each."""
+    with Connection(_memory_url()) as conn:
+        q = Queue("jobs", Exchange("jobs"), routing_key="jobs")
+        producer = conn.Producer()
+        for i in range(10):
+            producer.publish(i, exchange=q.exchange, routing_key="jobs", declare=[q])
+        got: list = []
+        with _consume(conn, q, prefetch=4, got=got, ack=False) as consumer:
+            conn.drain_events(timeout=5)
+            assert len(got) == 4
+            got[0].ack()
+            assert not consumer.channel.qos.can_consume()  # a quarter of the window free
+            got[1].ack()
+            assert consumer.channel.qos.can_consume()
+            conn.drain_events(timeout=5)
+            assert [m.payload for m in got[4:]] == [4, 5]
