@@ -1,13 +1,16 @@
 """``sweepq bench celery``: Celery through sweepq against Celery through Redis, in one run.
 
-* **Tasks per second**: a real ``celery worker`` (``-P threads -c 4``) on each broker, the
-  bench process publishing ``celery_tasks`` tasks with one producer; the figure is from the
-  first publish to the last task run (each task appends one byte to a file; the run is over
-  when the file holds them all). Results are ignored (no result backend), so the broker
-  alone is measured.
+* **Tasks per second**: a real ``celery worker`` on each broker, in the configuration
+  docs/celery.md gives for throughput (``WORKER``: ``-P threads -c 4 --prefetch-multiplier
+  50 -l WARNING``), the bench process publishing ``celery_tasks`` tasks with one producer;
+  the figure is from the first publish to the last task run (each task appends one byte to a
+  file; the run is over when the file holds them all). Results are ignored (no result
+  backend), so the broker alone is measured.
 * **A backlog with no worker**: ``celery_backlog`` tasks published, then each broker's peak
   resident memory (the kernel's high-water mark, VmHWM): ``sweepq serve --memory-budget``
-  (100 MB by default) against ``redis-server``, which holds the whole backlog in RAM.
+  (100 MB by default) against ``redis-server``, which holds the whole backlog in RAM. Then a
+  worker (``WORKER``) started on the backlog drains it: tasks per second from its start to
+  the last task run, and the broker's peak resident memory through the drain too.
 
 The brokers: ``sweepq serve`` on a temporary data directory's Unix socket, and
 ``redis-server`` on a Unix socket with no persistence (bench/clients.py), skipped with a
@@ -24,13 +27,23 @@ import sys
 import tempfile
 import time
 
+#: The worker's options: docs/celery.md's configuration for throughput (no log line per task).
+WORKER = ("-P", "threads", "-c", "4", "--prefetch-multiplier", "50", "-l", "WARNING")
+
 APP = """
 import os
+import sys
 from celery import Celery
+from celery.signals import worker_ready
 
 app = Celery("benchtasks", broker=os.environ["SQ_BROKER"])
 app.conf.update(task_ignore_result=True, worker_hijack_root_logger=False)
 DONE = os.environ["SQ_DONE"]
+
+
+@worker_ready.connect
+def _say_ready(sender, **_):
+    print(f"{sender.hostname} ready.", file=sys.stderr, flush=True)  # at any log level
 
 
 @app.task(ignore_result=True)
@@ -71,7 +84,7 @@ class _Worker:
         env = {**os.environ, "SQ_BROKER": broker, "SQ_DONE": self.done, "PYTHONPATH": where}
         self.log = os.path.join(where, "worker.log")
         cmd = ["timeout", "-s", "KILL", "3600", sys.executable, "-m", "celery", "-A", "benchtasks", "worker"]
-        cmd += ["-P", "threads", "-c", "4", "-l", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+        cmd += [*WORKER, "--without-gossip", "--without-mingle", "--without-heartbeat"]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=where, env=env, stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + 180
@@ -168,18 +181,29 @@ def celery(o, report, step) -> dict:
         return {"skipped": "celery is not installed"}
     with tempfile.TemporaryDirectory(prefix="sqb") as where:
         rates = _measure(where, "rates", o, report, lambda brokers: _rates(o, brokers, step))
-        peaks, seconds = _measure(where, "backlog", o, None, lambda brokers: _backlog(o, brokers, step))
+        backlog = _measure(where, "backlog", o, None, lambda brokers: _backlog(o, brokers, step))
+    peaks, seconds, drains, drain_peaks = backlog
+    worker = "a worker " + " ".join(WORKER)
     base = rates.get("redis")
     for name, rate in rates.items():
         ratio = "" if base is None else f"{rate / base:.2f} x Redis"
-        what = f"tasks/s, {o.celery_tasks:,} tasks, a worker -P threads -c 4 ({name})"
-        report.row("celery", what, f"{rate:,.0f}/s", ratio)
+        report.row("celery", f"tasks/s, {o.celery_tasks:,} tasks, {worker} ({name})", f"{rate:,.0f}/s", ratio)
     for name, peak in peaks.items():
         budget = f" under --memory-budget {o.celery_budget / 1e6:.0f}MB" if name == "sweepq" else ""
         ratio = "" if "redis" not in peaks else f"{peak / peaks['redis']:.2f} x redis-server"
         what = f"peak RSS of the broker, {o.celery_backlog:,} tasks waiting{budget} ({name}; published at "
         report.row("celery", what + f"{o.celery_backlog / seconds[name]:,.0f}/s)", f"{peak / 2**20:,.0f} MiB", ratio)
-    return {"tasks_per_s": rates, "backlog_peak_rss": peaks, "backlog_publish_seconds": seconds}
+    for name, rate in drains.items():
+        ratio = "" if "redis" not in drains else f"{rate / drains['redis']:.2f} x Redis"
+        what = f"tasks/s, the {o.celery_backlog:,} tasks' drain by {worker} ({name}; the broker's peak RSS "
+        report.row("celery", what + f"through it {drain_peaks[name] / 2**20:,.0f} MiB)", f"{rate:,.0f}/s", ratio)
+    return {
+        "tasks_per_s": rates,
+        "backlog_peak_rss": peaks,
+        "backlog_publish_seconds": seconds,
+        "backlog_drain_tasks_per_s": drains,
+        "backlog_drain_peak_rss": drain_peaks,
+    }
 
 
 def _measure(where: str, what: str, o, report, run):
@@ -218,15 +242,32 @@ def _rates(o, brokers, step) -> dict:
     return rates
 
 
-def _backlog(o, brokers, step) -> tuple[dict, dict]:
+def _backlog(o, brokers, step) -> tuple[dict, dict, dict, dict]:
     """Each broker's peak resident memory once the backlog is published (a fresh broker each,
-    so that its peak is the backlog's), and the seconds the publishing took."""
-    peaks, seconds = {}, {}
+    so that its peak is the backlog's), the seconds the publishing took, the drain's tasks per
+    second and the broker's peak resident memory through the drain."""
+    peaks, seconds, drains, drain_peaks = {}, {}, {}, {}
     for name, broker, pid in brokers:
         seconds[name] = _publish(_app(broker), o.celery_backlog, step)
         peaks[name] = _peak_rss(pid)
-    return peaks, seconds
+        drains[name] = _drain(broker, o.celery_backlog)
+        drain_peaks[name] = _peak_rss(pid)
+        step()
+    return peaks, seconds, drains, drain_peaks
+
+
+def _drain(broker: str, n: int) -> float:
+    """A worker started on ``n`` tasks waiting: tasks per second, from its start (the time it
+    takes to start counts) to the last task run."""
+    with tempfile.TemporaryDirectory(prefix="sqd") as where:
+        t0 = time.perf_counter()
+        worker = _Worker(where, broker)
+        try:
+            worker.wait_for(n, 3600)
+            return n / (time.perf_counter() - t0)
+        finally:
+            worker.close()
 
 
 def steps(o) -> int:
-    return 2 + 2 * (o.celery_backlog // 100_000)
+    return 4 + 2 * (o.celery_backlog // 100_000)

@@ -31,8 +31,9 @@ Scenarios:
 * ``queue``: ``sweepq.Queue`` / ``sweepq.AsyncQueue`` against ``queue.Queue``,
   ``asyncio.Queue`` and the persistent queues a Python user picks instead, and a backlog of ten
   times a memory budget (bench/queues.py).
-* ``celery``: Celery's tasks per second through sweepq against Redis, and the broker's peak
-  resident memory under a backlog with no worker (bench/celery_bench.py).
+* ``celery``: Celery's tasks per second through sweepq against Redis, the broker's peak
+  resident memory under a backlog with no worker, and that backlog's drain by a worker
+  (bench/celery_bench.py).
 * ``instructions``: instructions per put+get pair and per message of ``put_many`` /
   ``get_many``, counted by valgrind's callgrind (bench/instructions.py), beside ``queue.Queue``;
   skipped with a notice where valgrind is absent.
@@ -113,7 +114,7 @@ class BenchOptions:
     queue_budget: int = 50_000_000  # the memory budget of the backlog, bytes (queue)
     queue_backlog_factor: float = 10.0  # the backlog, in budgets (queue)
     celery_tasks: int = 20_000  # tasks through a worker, per broker (celery)
-    celery_backlog: int = 1_000_000  # tasks waiting with no worker (celery)
+    celery_backlog: int = 1_000_000  # tasks waiting with no worker, then drained by one (celery)
     celery_budget: int = 100_000_000  # sweepq serve's memory budget under that backlog, bytes (celery)
     instructions_n: int = 50_000  # operations per measured child under callgrind (instructions)
     quick: bool = False

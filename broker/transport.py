@@ -4,18 +4,25 @@
 * A publish is an MQ put: Kombu's priority 0-9 is the MQ priority (9 first, as RabbitMQ
   orders them), delivery mode 2 a persistent message, a message's ``expires`` header (Celery's
   broadcasts) its MQ expiry.
-* A delivery is an MQ get under syncpoint on a connection of its own: each unacknowledged
-  message holds one connection's unit of work, so that messages are settled one by one, in
-  any order. ``ack`` commits it; ``reject`` commits (the message is dropped) or, with
-  ``requeue``, backs out (the message is back in its place, its backout count raised:
-  Kombu's ``redelivered``). A worker that dies has its connections broken, and the queue
-  manager backs their units of work out: with ``task_acks_late`` its tasks are delivered
-  again. Consumers with ``no_ack`` get outside syncpoint.
+* A delivery is a batch: one MQ get of up to the consumer's prefetch room (``batch_size`` at
+  most, 64 unless the transport option says otherwise) under syncpoint, on a connection of
+  its own, in one round trip; the batch's unit of work is committed once every message of
+  it is settled. ``ack`` settles a message; ``reject`` settles it (the message is dropped)
+  or, with ``requeue``, asks for it back: when no message of the batch was acknowledged the
+  batch is backed out (each back in its place, its backout count raised: Kombu's
+  ``redelivered``), otherwise a copy marked ``redelivered`` is put back under the batch's
+  unit of work, which then commits. A worker that dies has its connections broken, and the
+  queue manager backs their units of work out: with ``task_acks_late`` its tasks are
+  delivered again (a whole batch: those of it already acknowledged too, at least once).
+  ``basic_get`` takes one message, its own unit of work. Consumers with ``no_ack`` get
+  outside syncpoint.
 * Bindings are shared by every process (bindings.py), so direct, topic and fanout exchanges
   route across processes: Celery's remote control (``celery inspect``) works.
-* Nothing blocks in the queue manager: an empty poll of every queue sleeps
+* Nothing blocks in the queue manager: an empty poll of every queue waits
   ``polling_interval`` (0.05 s unless the transport option says otherwise), as Kombu's other
-  virtual transports do.
+  virtual transports sleep, or less: until the consumer's prefetch window has room again,
+  when the poll was empty because it had too little. A window is topped up once half of it
+  is free (``batch_size`` at most), not at every acknowledgement.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from typing import Any
 
 from kombu.transport import virtual
 
-from sweepq.engine import GMO, MD, OO, MQError, Persistence, Reason
+from sweepq.engine import GMO, MD, OO, PMO, Message, MQError, Persistence, Reason
 from sweepq.engine.api import QueueConnection, QueueHandle
 
 from .bindings import Bindings
@@ -49,29 +56,66 @@ def _reached(e: MQError) -> Exception:
 
 
 class _Holder:
-    """A connection and its open input handles, by MQ queue name."""
+    """A connection and its open handles, by MQ queue name and open options."""
 
     __slots__ = ("conn", "handles")
 
     def __init__(self, conn: QueueConnection):
         self.conn = conn
-        self.handles: dict[str, QueueHandle] = {}
+        self.handles: dict[tuple[str, OO], QueueHandle] = {}
 
     def handle(self, name: str, options: OO) -> QueueHandle:
-        h = self.handles.get(name)
+        h = self.handles.get((name, options))
         if h is None:
-            h = self.handles[name] = self.conn.open(name, options)
+            h = self.handles[name, options] = self.conn.open(name, options)
         return h
 
     def drop(self, name: str) -> None:
-        h = self.handles.pop(name, None)
-        if h is not None:
+        for key in [key for key in self.handles if key[0] == name]:
             with contextlib.suppress(MQError):
-                h.close()
+                self.handles.pop(key).close()
 
     def disconnect(self) -> None:
         with contextlib.suppress(MQError):
             self.conn.disconnect()
+
+
+class _Batch:
+    """The messages of one delivery, held in one connection's unit of work until each is
+    settled: acknowledged (``acked``) or asked back (``requeued``, their messages kept to put
+    back a copy). Settled from any thread (Kombu's acks come from a worker's pool threads)."""
+
+    __slots__ = ("acked", "holder", "lock", "messages", "pending", "queue", "requeued")
+
+    def __init__(self, holder: _Holder, queue: str, messages: dict[Any, Message]):
+        self.holder = holder
+        self.queue = queue
+        self.messages = messages  # delivery tag -> the MQ message
+        self.pending = set(messages)
+        self.acked = 0
+        self.requeued: list[Message] = []
+        self.lock = threading.Lock()
+
+    def settled(self, tag: Any, ack: bool) -> bool:
+        """Note ``tag`` settled; true when it was the batch's last (its unit of work to end)."""
+        with self.lock:
+            self.pending.discard(tag)
+            if ack:
+                self.acked += 1
+            else:
+                self.requeued.append(self.messages[tag])
+            return not self.pending
+
+
+def _redelivered(m: Message) -> tuple[bytes, MD]:
+    """A copy of ``m`` to put back, marked ``redelivered``, with its priority, persistence and
+    what remains of its expiry."""
+    payload = json.loads(m.data)
+    payload["redelivered"] = True
+    payload.setdefault("properties", {}).setdefault("delivery_info", {})["redelivered"] = True
+    md = m.md
+    expiry = md.expiry if md.expiry != 0 else 1  # -1: none; a tenth of a second at least
+    return json.dumps(payload).encode(), MD(priority=md.priority, persistence=md.persistence, expiry=expiry)
 
 
 class QoS(virtual.QoS):
@@ -82,10 +126,29 @@ class QoS(virtual.QoS):
     def ack(self, delivery_tag: Any) -> None:
         self.channel._settle(delivery_tag, commit=True)
         super().ack(delivery_tag)
+        self._room_made()
 
     def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
         self.channel._settle(delivery_tag, commit=not requeue)
         self._quick_ack(delivery_tag)
+        self._room_made()
+
+    def refill_at(self) -> int:
+        """The room the prefetch window needs before its consumer takes more: half the window,
+        ``batch_size`` at most, 1 with no window. Topped up at every acknowledgement, a
+        worker's window took its batches one or two messages at a time, a round trip each."""
+        p = self.prefetch_count
+        return max(1, min(self.channel.batch_size, p // 2)) if p else 1
+
+    def can_consume(self) -> bool:
+        """Kombu's: the window has room, here ``refill_at()`` at least."""
+        p = self.prefetch_count
+        return not p or p - (len(self._delivered) - len(self._dirty)) >= self.refill_at()
+
+    def _room_made(self) -> None:
+        transport = self.channel.connection
+        if transport is not None and self.can_consume():  # its consumer's empty poll waits for this
+            transport.settled.set()
 
     def restore_unacked(self) -> list:
         """Back out every unacknowledged message (they return in place, as MQ keeps them)."""
@@ -105,16 +168,24 @@ class Channel(virtual.Channel):
     #: Attributes a queue Kombu declares is defined with (e.g. ``{"memory_policy": ...}``).
     queue_attributes: dict | None = None
 
+    from_transport_options = (*from_transport_options, "batch_size")
+    #: The most messages one delivery takes under one unit of work (1: each its own).
+    batch_size: int = 64
+
     def __init__(self, connection: Transport, **kwargs: Any):
         super().__init__(connection, **kwargs)
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise MQError(
+                Reason.PARM_VALUE_ERROR,
+                f"transport option batch_size={self.batch_size!r}: give a whole number of messages, 1 or more",
+            )
         self.site: Site = connection.site
         self._main: _Holder | None = None
         self._outputs: dict[str, QueueHandle] = {}
         self._idle: list[_Holder] = []
-        self._held: dict[Any, _Holder] = {}
+        self._held: dict[Any, _Batch] = {}
         self._no_ack: set[str] = set()
         self._auto_delete: set[str] = set()  # declared auto_delete here: deleted when this channel closes
-        self._settling = threading.Lock()
 
     # -- connections ---------------------------------------------------------------------
 
@@ -138,18 +209,30 @@ class Channel(virtual.Channel):
                 raise _reached(e) from None
 
     def _settle(self, delivery_tag: Any, commit: bool) -> None:
-        """Commit or back out the unit of work that holds ``delivery_tag``'s message."""
-        holder = self._held.pop(delivery_tag, None)
-        if holder is None:  # a no-ack delivery, or settled already
+        """Settle ``delivery_tag``'s message: acknowledged (``commit``) or asked back. The last
+        of its batch ends the batch's unit of work (see the module docstring)."""
+        batch = self._held.pop(delivery_tag, None)
+        if batch is None:  # a no-ack delivery, or settled already
             return
+        if batch.settled(delivery_tag, commit):
+            self._end(batch)
+
+    def _end(self, batch: _Batch) -> None:
+        """Commit the batch's unit of work, with a copy of each message asked back put under
+        it; or back it all out when none was acknowledged."""
+        holder = batch.holder
         try:
-            if commit:
-                holder.conn.commit()
-            else:
+            if not batch.acked:
                 holder.conn.backout()
+            else:
+                if batch.requeued:
+                    out = holder.handle(mq_name(batch.queue), OO.OUTPUT)
+                    for m in batch.requeued:
+                        out.put(*_redelivered(m), PMO.SYNCPOINT)
+                holder.conn.commit()
         except MQError as e:
             holder.disconnect()  # its unit of work is backed out by the queue manager
-            if commit:
+            if batch.acked:
                 raise _reached(e) from None
             return
         self._idle.append(holder)
@@ -176,30 +259,61 @@ class Channel(virtual.Channel):
         return super().basic_get(queue, no_ack, **kwargs)
 
     def _get(self, queue: str, timeout: float | None = None) -> dict:
+        """One message (Kombu's ``basic_get``), its own unit of work."""
+        return self._take(queue, 1)[0]
+
+    def _get_and_deliver(self, queue: str, callback: Any) -> None:
+        """A batch from ``queue`` to the consumer's callback (Kombu's poll of one queue): as
+        many as its prefetch window has room for, ``batch_size`` at most."""
+        room = self.qos.can_consume_max_estimate() if queue not in self._no_ack else None
+        payloads = self._take(queue, min(room or self.batch_size, self.batch_size))
+        delivered = 0
+        try:
+            for payload in payloads:
+                callback(payload, queue)
+                delivered += 1
+        finally:
+            for payload in payloads[delivered + 1 :]:  # the callback failed: those after it go back
+                self._settle(payload["properties"]["delivery_tag"], commit=False)
+
+    def _take(self, queue: str, n: int) -> list[dict]:
+        """Up to ``n`` messages of ``queue`` in one get: Kombu's payloads, held in one unit of
+        work (a ``_Batch``) unless the queue is consumed with ``no_ack``.
+
+        :raises Empty: none is there (or the queue is gone)."""
         name = mq_name(queue)
         if queue in self._no_ack:
             holder, options = self.main, GMO.NO_SYNCPOINT
         else:
             holder, options = self._delivery_holder(), GMO.SYNCPOINT
         try:
-            m = holder.handle(name, OO.INPUT_SHARED).get(options)
+            got = holder.handle(name, OO.INPUT_SHARED).get_many(n, options)
         except MQError as e:
-            if holder is not self._main:
-                self._idle.append(holder)
-            if e.reason == Reason.NO_MSG_AVAILABLE:
-                raise Empty() from None
+            got = []
             if e.reason == Reason.UNKNOWN_OBJECT_NAME:  # deleted by another process
                 holder.drop(name)
-                raise Empty() from None
-            raise _reached(e) from None
-        payload = json.loads(m.data)
-        props = payload["properties"]
-        if m.backout_count:
-            props.setdefault("delivery_info", {})["redelivered"] = True
-            payload["redelivered"] = True
+            elif e.reason != Reason.NO_MSG_AVAILABLE:
+                if holder is not self._main:
+                    holder.disconnect()
+                raise _reached(e) from None
+        if not got:
+            if holder is not self._main:
+                self._idle.append(holder)
+            raise Empty()
+        payloads, held = [], {}
+        for m in got:
+            payload = json.loads(m.data)
+            props = payload["properties"]
+            if m.backout_count:
+                props.setdefault("delivery_info", {})["redelivered"] = True
+                payload["redelivered"] = True
+            payloads.append(payload)
+            held[props["delivery_tag"]] = m
         if holder is not self._main:
-            self._held[props["delivery_tag"]] = holder
-        return payload
+            batch = _Batch(holder, queue, held)
+            for tag in held:  # before any is delivered: an ack may come from another thread at once
+                self._held[tag] = batch
+        return payloads
 
     def _put(self, queue: str, message: dict, **kwargs: Any) -> None:
         name = mq_name(queue)
@@ -320,6 +434,29 @@ class Transport(virtual.Transport):
         self.bindings = Bindings(
             self.site.connect, lambda name: self.define(name, {}), options.get("bindings_ttl", 1.0)
         )
+        #: Set when a consumer's prefetch window has room again (QoS.refill_at), so that an
+        #: empty poll waits for it rather than all of polling_interval.
+        self.settled = threading.Event()
+
+    def drain_events(self, connection: Any, timeout: float | None = None) -> None:
+        """Kombu's virtual ``drain_events`` (deliver from the next channel that has a message,
+        waiting ``polling_interval`` between empty polls), the wait cut short when a consumer's
+        prefetch window has room again: with a worker's window full, the poll is empty until
+        its pool acknowledges tasks, and sleeping all of the interval then would idle the pool."""
+        start = time.monotonic()
+        interval = self.polling_interval
+        if timeout and interval and interval > timeout:
+            interval = timeout
+        while True:
+            self.settled.clear()
+            try:
+                self.cycle.get(self._deliver, timeout=timeout)
+                return
+            except Empty:
+                if timeout is not None and time.monotonic() - start >= timeout:
+                    raise TimeoutError() from None  # socket.timeout, as Kombu raises
+                if interval is not None:
+                    self.settled.wait(interval)
 
     def establish_connection(self) -> Transport:
         """Kombu's, and the queue manager reached now: a wrong URL or token fails at connect."""

@@ -330,7 +330,12 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
     )
     # Celery through sweepq and through Redis (bench/celery_bench.py).
     b.add_argument("--celery-tasks", type=pos_int, default=20_000, help="tasks through a worker, per broker (celery)")
-    b.add_argument("--celery-backlog", type=pos_int, default=1_000_000, help="tasks waiting with no worker (celery)")
+    b.add_argument(
+        "--celery-backlog",
+        type=pos_int,
+        default=1_000_000,
+        help="tasks waiting with no worker, then drained by one (celery)",
+    )
     b.add_argument(
         "--celery-budget",
         type=memory_size,

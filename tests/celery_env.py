@@ -16,10 +16,12 @@ from helpers import wait_until
 
 APP = '''
 import os
+import sys
 import time
 from pathlib import Path
 
 from celery import Celery
+from celery.signals import worker_ready
 
 app = Celery("tasks", broker=os.environ["SQ_BROKER"], backend="rpc://")
 app.conf.update(
@@ -29,6 +31,12 @@ app.conf.update(
     worker_hijack_root_logger=False,
 )
 MARKS = Path(os.environ["SQ_MARKS"])
+
+
+@worker_ready.connect
+def _say_ready(sender, **_):
+    """" ready." in the log at any level (Celery's own line is INFO's): the tests wait for it."""
+    print(f"{sender.hostname} ready.", file=sys.stderr, flush=True)
 
 
 @app.task
@@ -54,8 +62,13 @@ def hold(name):
 
 
 @app.task(ignore_result=True)
-def noop(i):
-    return None
+def mark(i):
+    """Append ``i`` (4 bytes) to marks/ran: every run counted, with no result backend."""
+    fd = os.open(MARKS / "ran", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, i.to_bytes(4, "little"))
+    finally:
+        os.close(fd)
 '''
 
 
@@ -84,8 +97,9 @@ class CeleryHome:
         cmd = [sys.executable, "-m", "celery", "-A", "tasks", *args]
         return subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout)
 
-    def worker(self, name: str, *options: str) -> Worker:
-        w = Worker(self, name, options)
+    def worker(self, name: str, *options: str, lifetime: int = 900) -> Worker:
+        """``celery worker`` with ``options``, killed after ``lifetime`` seconds at most."""
+        w = Worker(self, name, options, lifetime)
         self.workers.append(w)
         return w.start()
 
@@ -95,15 +109,16 @@ class CeleryHome:
 
 
 class Worker:
-    """``celery worker`` in a session of its own (its pool's children too), at most 900 s."""
+    """``celery worker`` in a session of its own (its pool's children too), at most
+    ``lifetime`` seconds."""
 
-    def __init__(self, home: CeleryHome, name: str, options: tuple[str, ...]):
-        self.home, self.name, self.options = home, name, options
+    def __init__(self, home: CeleryHome, name: str, options: tuple[str, ...], lifetime: int = 900):
+        self.home, self.name, self.options, self.lifetime = home, name, options, lifetime
         self.log = home.root / f"{name}.log"
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 120) -> Worker:
-        cmd = ["timeout", "-s", "KILL", "900", sys.executable, "-m", "celery", "-A", "tasks", "worker"]
+        cmd = ["timeout", "-s", "KILL", str(self.lifetime), sys.executable, "-m", "celery", "-A", "tasks", "worker"]
         cmd += ["-n", f"{self.name}@%h", "-l", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"]
         cmd += list(self.options)
         with open(self.log, "ab") as log:

@@ -259,3 +259,118 @@ def test_an_auto_delete_queue_goes_with_its_consumers_channel_and_its_binding_wi
         channel.close()
         assert "node.pidbox" not in qm.queue_names()
         assert conn.default_channel.get_table("bcast") == []
+
+
+def _consume(conn, queue: Queue, prefetch: int, got: list, ack: bool = True):
+    """A consumer of ``queue`` that records each message (acknowledged when ``ack``)."""
+
+    def on_message(body, message):
+        got.append(message)
+        if ack:
+            message.ack()
+
+    return conn.Consumer(queue, callbacks=[on_message], prefetch_count=prefetch)
+
+
+def test_a_consumer_takes_as_many_as_its_prefetch_window_has_room_for_in_one_delivery():
+    """One drain delivers a batch (one get of the queue manager), not one message: as many as
+    the prefetch window has room for."""
+    with Connection(_memory_url()) as conn:
+        q = Queue("jobs", Exchange("jobs"), routing_key="jobs")
+        producer = conn.Producer()
+        for i in range(12):
+            producer.publish(i, exchange=q.exchange, routing_key="jobs", declare=[q])
+        got: list = []
+        with _consume(conn, q, prefetch=5, got=got, ack=False):
+            conn.drain_events(timeout=5)
+            assert [m.payload for m in got] == [0, 1, 2, 3, 4]
+            for m in got:
+                m.ack()
+            conn.drain_events(timeout=5)
+            assert [m.payload for m in got[5:]] == [5, 6, 7, 8, 9]
+
+
+def test_a_batch_asked_back_whole_is_backed_out_in_place_and_one_acked_keeps_the_rest_out():
+    url = _memory_url()
+    with Connection(url) as conn:
+        q = Queue("jobs", Exchange("jobs"), routing_key="jobs")
+        producer = conn.Producer()
+        for i in range(4):
+            producer.publish(i, exchange=q.exchange, routing_key="jobs", declare=[q])
+        got: list = []
+        with _consume(conn, q, prefetch=2, got=got, ack=False):
+            conn.drain_events(timeout=5)
+            for m in got:
+                m.requeue()  # none acknowledged: the batch backed out, each in its place
+            conn.drain_events(timeout=5)
+            assert [m.payload for m in got[2:]] == [0, 1]
+            assert all(m.delivery_info.get("redelivered") for m in got[2:])
+            got[2].ack()
+            got[3].requeue()  # the other acknowledged: a copy put back, after those waiting
+            conn.drain_events(timeout=5)
+            got[4].ack(), got[5].ack()
+            conn.drain_events(timeout=5)
+            assert [m.payload for m in got[4:]] == [2, 3, 1]
+            assert got[6].delivery_info.get("redelivered") is True
+            got[6].ack()
+        left = conn.SimpleQueue("jobs")
+        with pytest.raises(left.Empty):
+            left.get(block=False)
+        left.close()
+
+
+def test_a_consumer_whose_prefetch_window_is_full_takes_more_once_one_is_acknowledged():
+    """The empty poll's wait ends when a message is settled (not after polling_interval: an
+    hour here, so without that the drain below would time out)."""
+    import threading
+
+    with Connection(_memory_url(), transport_options={"polling_interval": 3600}) as conn:
+        q = Queue("jobs", Exchange("jobs"), routing_key="jobs")
+        producer = conn.Producer()
+        for i in range(2):
+            producer.publish(i, exchange=q.exchange, routing_key="jobs", declare=[q])
+        got: list = []
+        with _consume(conn, q, prefetch=1, got=got, ack=False):
+            conn.drain_events(timeout=5)
+            assert len(got) == 1
+            settled = conn.transport.settled
+            waiting = threading.Event()
+            wait = settled.wait
+
+            def waits(timeout=None):
+                waiting.set()
+                return wait(timeout)
+
+            settled.wait = waits
+            acker = threading.Thread(target=lambda: waiting.wait(60) and got[0].ack())
+            acker.start()
+            conn.drain_events(timeout=120)
+            acker.join(60)
+            assert [m.payload for m in got] == [0, 1]
+
+
+@pytest.mark.parametrize("size", [0, -1, "8", 2.5, True])
+def test_a_wrong_batch_size_is_one_clear_error(size):
+    with Connection(_memory_url(), transport_options={"batch_size": size}) as conn, pytest.raises(MQError) as e:
+        conn.connect()
+    assert e.value.reason == Reason.PARM_VALUE_ERROR and "batch_size" in str(e.value)
+
+
+def test_a_consumer_tops_its_prefetch_window_up_half_a_window_at_a_time():
+    """Not at every acknowledgement: a worker's window then took batches of one or two, a
+    round trip each."""
+    with Connection(_memory_url()) as conn:
+        q = Queue("jobs", Exchange("jobs"), routing_key="jobs")
+        producer = conn.Producer()
+        for i in range(10):
+            producer.publish(i, exchange=q.exchange, routing_key="jobs", declare=[q])
+        got: list = []
+        with _consume(conn, q, prefetch=4, got=got, ack=False) as consumer:
+            conn.drain_events(timeout=5)
+            assert len(got) == 4
+            got[0].ack()
+            assert not consumer.channel.qos.can_consume()  # a quarter of the window free
+            got[1].ack()
+            assert consumer.channel.qos.can_consume()
+            conn.drain_events(timeout=5)
+            assert [m.payload for m in got[4:]] == [4, 5]
