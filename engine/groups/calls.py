@@ -17,6 +17,7 @@ from ..message import Message
 from ..queue import BROWSER
 from .position import IN_GROUP, SEGMENT, SEGMENTS, BrowseState, Position, fields, settle, state
 from .search import (
+    Eligible,
     check_match,
     eligible,
     locate_locked,
@@ -96,6 +97,9 @@ def _get(s: HandleState, opts: int, wait_interval, buffer_length, match_args: Ma
         wait = getpath.Wait(s, wait_interval, _wake(e, bool(opts & (_ALL_MSGS | _ALL_SEGS | _COMPLETE))), passes=True)
     with q.mutex:
         find = lambda: locate_locked(q, e, opts, pos, pinned)  # noqa: E731
+        cur = s.cursor
+        if cur is not None and cur.lk_seq >= 0 and not opts & (_LOGICAL | _ALL_MSGS | _ALL_SEGS | _COMPLETE):
+            find = _own_lock_first(q, cur, e, find)
         found = getpath.obtain_locked(q, find, wait, " that these group options allow", _pinning(q, pinned))
         refs, recs = found.refs, found.recs
         check_match(um, recs[0], pos, opts)
@@ -112,6 +116,22 @@ def _get(s: HandleState, opts: int, wait_interval, buffer_length, match_args: Ma
     pos.logical = bool(logical)
     msg.reason = msg.reason or reason or pending
     return msg
+
+
+def _own_lock_first(q, cur, e: Eligible, find):
+    """The finder of a get without group options by a handle that is in a group and holds a
+    browse lock: its locked message, invisible to the walk, is the one taken when it comes
+    first in get order, as on the plain get path (browse.prefer_lock_locked)."""
+
+    def first():
+        hit = find()
+        ref = hit.refs[0] if type(hit) is Found else hit
+        lk = cursors.prefer_lock_locked(q, cur, e, ref)
+        if lk is ref:
+            return hit
+        return Found([lk], [q.record_locked(lk)])
+
+    return first
 
 
 def _uow_rule(pos: Position, rec: bytes, joins: bool, logical: bool) -> int:
