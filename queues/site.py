@@ -356,10 +356,11 @@ class Core:
             if self.waiting_putters:
                 with self.mutex:
                     self.not_full.notify()
-        for ref in self.async_refs:
-            w = ref()
-            if w is not None:
-                w.wake_putter()
+        if self.async_waiters:  # none waits: nothing to tell (async_waiters above)
+            for ref in self.async_refs:
+                w = ref()
+                if w is not None:
+                    w.wake_putter()
 
     def putting(self, n: int = 1) -> None:
         """A put of ``n`` items is about to be made: as many more unfinished tasks, counted
@@ -377,10 +378,11 @@ class Core:
 
     def put_done(self) -> None:
         """An item was put: wake an asyncio getter."""
-        for ref in self.async_refs:
-            w = ref()
-            if w is not None:
-                w.wake_getter()
+        if self.async_waiters:  # none waits: nothing to tell (async_waiters above)
+            for ref in self.async_refs:
+                w = ref()
+                if w is not None:
+                    w.wake_getter()
 
     def wait_for_room(self, gets_seen: int, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for a get, unless one came since ``gets_seen``."""

@@ -169,7 +169,7 @@ class Queue(QueueBase[T]):
             core.hold(pair)
         else:
             pool.append(pair)
-        if core.counts_puts or core.waiting_putters or core.async_refs:
+        if core.counts_puts or core.waiting_putters or core.async_waiters:
             core.got()
         else:
             core.gets += 1  # Core.got's whole work when nobody waits (queues/site.py)
