@@ -99,7 +99,7 @@ def describe(path: str, as_json: bool = False) -> str:
             }
         pending = store.pending()
         queues = _queues(store)
-        dictionaries = {k.decode(errors="replace"): v for k, v in store._scope_dict.items()}
+        dictionaries = {k.decode(errors="replace"): v for k, v in store.dictionaries().items()}
     finally:
         store.close()
     stats = None

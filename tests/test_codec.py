@@ -113,7 +113,7 @@ def test_a_store_does_not_count_empty_records_as_samples():
     ends = [*range(64, 800, 64), 800]
     store.write_pending(b"Q/0", real, [i.to_bytes(24, "big") for i in range(800)], ends, scope=b"Q")
     assert store.stats.dictionaries_trained == 1
-    assert all(len(s) >= 8 for s in store._samples.get(b"Q", []))
+    assert all(len(s) >= 8 for s in store.dictionary_samples(b"Q"))
 
 
 def test_no_zstd_object_is_shared_between_threads():

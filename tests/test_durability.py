@@ -16,6 +16,7 @@ import pytest
 
 from sweepq.blobstore import BlobStore, FaultyStore, MemoryStore
 from sweepq.blobstore.kv import MemoryKV
+from sweepq.blobstore.rocks import RocksKV
 from sweepq.engine import (
     CC,
     GMO,
@@ -396,9 +397,9 @@ def test_a_failed_sync_is_reported_to_the_caller_as_a_warning():
 def test_a_store_of_a_newer_format_is_refused_at_open(tmp_path):
     with QueueManager.open(tmp_path / "d", sweeper=False):
         pass
-    s = BlobStore(tmp_path / "d")
-    s._write([("meta", b"format", struct.pack("<I", 99))])
-    s.close()
+    kv = RocksKV(str(tmp_path / "d"))  # a later sweepq's write, below the store
+    kv.write([("meta", b"format", struct.pack("<I", 99))])
+    kv.close()
     with pytest.raises(MQError) as ei:
         QueueManager.open(tmp_path / "d", sweeper=False)
     assert "newer" in str(ei.value) and "upgrade" in str(ei.value)

@@ -1,0 +1,61 @@
+"""The store's appender of the change log (blobstore/changes.py holds its records): one
+record after each write that touched message records, marks or chains returned, and the log
+started again at a checkpoint or once it grew past ``changes.LIMIT``.
+
+Invariant: a log starts with the chains as they are at that moment, under the store's lock,
+so no link lands between the chains it records and the first record after them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+
+from . import changes
+from .access import Access
+from .kv import KVError
+
+
+class ChangeLog:
+    """Appends to the change log of the store behind ``access``; ``lock``: the store's (no
+    link meanwhile), ``chains``: every chain's blob ids now, ``wal``: whether RocksDB logs."""
+
+    def __init__(self, access: Access, wal: bool, lock: threading.Lock, chains: Callable[[], dict[bytes, list[int]]]):
+        self._access = access
+        self._wal = wal
+        self._lock = lock
+        self._chains = chains
+        self._bytes = 0  # appended since the log started
+
+    def note(self, horizon: int, *puts_and_deletes, **operations) -> None:
+        """Add a write that returned (``changes.write``'s operations)."""
+        self.append(changes.write(horizon, *puts_and_deletes, **operations))
+
+    def append(self, rec: bytes) -> None:
+        """Append ``rec`` (a record of :mod:`.changes`); a log grown past its limit starts
+        again once the store flushed what it covers."""
+        kv = self._access.current()
+        if kv is None:
+            return
+        kv.append_log(changes.NAME, rec)
+        self._bytes += len(rec)
+        if self._bytes > changes.LIMIT:
+            with self._lock:
+                if self._bytes > changes.LIMIT:
+                    self._bytes = 0
+                    with contextlib.suppress(KVError):
+                        kv.flush()
+                        self._start(continued=True)
+
+    def restart(self) -> None:
+        """Start the log again after a checkpoint (what it held is in the checkpoint now); the
+        old log stands when this fails: it only covers more."""
+        with contextlib.suppress(KVError):
+            with self._lock:
+                self._start(continued=False)
+            self._bytes = 0
+
+    def _start(self, continued: bool) -> None:
+        kv = self._access.kv()
+        kv.start_log(changes.NAME, changes.start(self._wal, kv.files(), self._chains(), continued=continued))
