@@ -50,7 +50,8 @@ from .core.swept import Need, SweptBlob
 from .errors import MQError
 from .matching import Match, MatchArgs, match_for_get
 from .message import Message
-from .queue import BROWSER, LOCK_BROWSER, LocalQueue
+from .queue import LocalQueue
+from .waiting import BROWSER, LOCK_BROWSER
 
 if TYPE_CHECKING:
     from .handlestate import HandleState
@@ -301,8 +302,8 @@ def unlock_locked(q: LocalQueue, cur: Cursor) -> bool:
         return False
     rec = clear_lock_flag_locked(q, ref)
     cur.forget_lock()
-    if q.waiters:
-        q.wake_for_locked(rec)
+    if q.waiters.waiting:
+        q.waiters.wake_for_locked(rec)
     return True
 
 

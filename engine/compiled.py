@@ -29,6 +29,7 @@ MODULES = (
     "sweepq.engine.record",
     "sweepq.engine.sequence",
     "sweepq.engine.message",
+    "sweepq.engine.waiting",
     "sweepq.engine.queue",
     "sweepq.engine.handlestate",
     "sweepq.engine.handle",

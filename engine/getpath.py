@@ -13,7 +13,7 @@ what to do with it; everything else is here, once:
 ``obtain``   :func:`obtain_locked`, queue lock held: call the finder. A
              :class:`~sweepq.engine.core.swept.Need` (a blob must be read first) is read here
              without the lock, then the finder looks again; nothing found waits
-             (:class:`Wait`, MQ's waiter rules live in :meth:`LocalQueue.wait_locked`) or
+             (:class:`Wait`, MQ's waiter rules live in engine/waiting.py) or
              raises 2033; an expired message is discarded here, the one place expiry is
              enforced (docs/semantics.md §2.3).
 ``deliver``  :func:`deliver`: the data the caller's buffer holds and the truncation
@@ -49,7 +49,7 @@ from .core.ref import Ref
 from .core.swept import Need
 from .errors import MQError
 from .message import Message, messages
-from .queue import GETTER
+from .waiting import GETTER
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -57,7 +57,8 @@ if TYPE_CHECKING:
     from .connection import Batch
     from .handlestate import HandleState
     from .matching import Match
-    from .queue import LocalQueue, Waiter
+    from .queue import LocalQueue
+    from .waiting import Waiter
 
 _SYNC = int(GMO.SYNCPOINT)
 _SYNC_IF_PERSISTENT = int(GMO.SYNCPOINT_IF_PERSISTENT)
@@ -138,7 +139,7 @@ class Wait:
 
     ``wake`` is the waiter's predicate over new records (None: any message); ``kind`` is
     GETTER, BROWSER or LOCK_BROWSER and ``passes`` says whether a wake the call cannot use
-    is passed on (engine/queue.py :class:`~sweepq.engine.queue.Waiter`).
+    is passed on (engine/waiting.py :class:`~sweepq.engine.waiting.Waiter`).
     """
 
     __slots__ = ("deadline", "interval", "kind", "passes", "s", "waiter", "wake")
@@ -166,12 +167,12 @@ class Wait:
             self.deadline = None if self.interval < 0 else clock.now() + self.interval / 1000.0
         w = self.waiter
         if w is None:
-            w = self.waiter = q.new_waiter(self.wake, self.kind, self.passes)
+            w = self.waiter = q.waiters.new(self.wake, self.kind, self.passes)
         elif w.rec is not None:
-            q.pass_on_locked(w)
+            q.waiters.pass_on_locked(w)
         if self.deadline is not None and clock.now() >= self.deadline:
             return False
-        q.wait_locked(w, self.deadline)
+        q.waiters.wait_locked(w, self.deadline)
         if s.qm.closed:
             raise MQError(Reason.CONNECTION_BROKEN, "the queue manager was closed during the wait")
         if q.inhibit_get:

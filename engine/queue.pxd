@@ -5,6 +5,7 @@ cimport cython
 from .core.lanes cimport Lane, LaneSet
 from .core.lock cimport QueueLock
 from .core.ref cimport Ref
+from .waiting cimport Waiters
 
 cdef bint CHECKS
 cdef int AVAILABLE_BELOW
@@ -23,7 +24,8 @@ cdef class LocalQueue:
     cdef public Py_ssize_t poison_limit
     cdef public int default_priority
     cdef public LaneSet lanes
-    cdef public list lane_list, waiters
+    cdef public list lane_list
+    cdef public Waiters waiters
     cdef public dict batches, groups_started
 
     cpdef must_hold(self, str what)

@@ -28,10 +28,8 @@ the group bookkeeping.
   :meth:`LocalQueue.durable_image`), so that no get deletes a record between its being
   read and written again.
 
-Waiters (``wait_locked``): a getter blocked in a WAIT waits on its own ``Condition`` bound
-to ``mutex``, so that a new message wakes exactly the waiter MQ would pick
-(docs/semantics.md §3: one non-browse waiter, a specific-match waiter before a general one;
-every browser without LOCK).
+Waiters: the calls blocked in a WAIT, and whom a new message wakes, are a collaborator of
+the queue (:class:`~sweepq.engine.waiting.Waiters`, engine/waiting.py), run under this lock.
 
 A message is named by a :class:`~sweepq.engine.core.ref.Ref` (in memory, or inside a swept
 blob): what gets, units of work, batches and browse locks hold. The tier
@@ -86,6 +84,7 @@ from .errors import MQError
 from .matching import Match
 from .record import Identity
 from .tiering import Plan, QueueTier, Target
+from .waiting import Waiters
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -203,36 +202,6 @@ def check_name(name: str) -> str:
     return name
 
 
-GETTER = 0  # Waiter.kind: a destructive get (or a channel's batch)
-BROWSER = 1  # a browse without LOCK: every new message wakes every browser
-LOCK_BROWSER = 2  # a browse with LOCK: woken as a getter is
-
-
-class Waiter:
-    """One call blocked in a WAIT (engine/getpath.py :class:`~sweepq.engine.getpath.Wait`).
-
-    ``match`` is the predicate a new record must pass to wake it (None: any message);
-    ``kind`` is GETTER, BROWSER or LOCK_BROWSER (:meth:`LocalQueue.wake_for_locked` says
-    who wakes whom). ``passes``: the predicate admits records the call may then be unable
-    to take (a group's completeness rules, a LOCK browse's cursor), so a wake it cannot use
-    is passed on (:meth:`LocalQueue.pass_on_locked`). ``rec`` is the record that woke it
-    (None: woken by a timeout or a state change); ``offered`` the last record it was woken
-    for, so that a wake passed on never comes back to it.
-    """
-
-    __slots__ = ("cond", "kind", "match", "offered", "passes", "rec")
-
-    def __init__(
-        self, cond: threading.Condition, match: Callable[[bytes], bool] | None, kind: int = GETTER, passes: bool = False
-    ):
-        self.cond = cond
-        self.match = match
-        self.kind = kind
-        self.passes = passes
-        self.rec: bytes | None = None
-        self.offered: bytes | None = None
-
-
 _queue_ids = itertools.count(1)
 
 # The Match field that an index of each type answers (engine/matching.py).
@@ -279,7 +248,7 @@ class LocalQueue:
         self.puts = 0  # messages placed since the queue was made here (MQ's MSGSIN): never reset
         self.obtained = 0
         self.expired = 0
-        self.waiters: list[Waiter] = []
+        self.waiters = Waiters(self.mutex, self.clock)  # calls blocked in a WAIT (engine/waiting.py)
         self.open_input = 0
         self.open_output = 0
         self.open_exclusive = False
@@ -346,7 +315,7 @@ class LocalQueue:
         with self.mutex:
             self.apply_locked(attrs)
             if self.inhibit_get:
-                self.wake_all_locked()
+                self.waiters.wake_all_locked()
 
     def open_counted(self, opts: int, inp: int) -> None:
         """Count a new handle (MQOPEN): ``inp`` its input mode (0: none), ``opts`` its options.
@@ -425,7 +394,7 @@ class LocalQueue:
     def wake_all(self) -> None:
         """Wake every waiter to look at the queue's state again (the manager's close)."""
         with self.mutex:
-            self.wake_all_locked()
+            self.waiters.wake_all_locked()
 
     @property
     def mem_bytes(self) -> int:
@@ -518,11 +487,11 @@ class LocalQueue:
         out = self.lanes.add(self.lane_list[lane_i], recs, state, refs, items)
         self.depth += len(recs)
         self.puts += len(recs)
-        if self.waiters and state < AVAILABLE_BELOW:
+        if self.waiters.waiting and state < AVAILABLE_BELOW:
             for rec in recs:
-                if not self.waiters:
+                if not self.waiters.waiting:
                     break
-                self.wake_for_locked(rec)
+                self.waiters.wake_for_locked(rec)
         return out
 
     def item_locked(self, ref: Ref) -> object:
@@ -657,15 +626,15 @@ class LocalQueue:
         if backout and batch is not None:
             Journal.add_backout(batch, self, ref, rec)
         if not in_memory:
-            self.wake_all_locked()  # back in the chain: let every waiter look again
-        elif self.waiters:
-            self.wake_for_locked(rec)
+            self.waiters.wake_all_locked()  # back in the chain: let every waiter look again
+        elif self.waiters.waiting:
+            self.waiters.wake_for_locked(rec)
 
     def commit_put_locked(self, ref: Ref) -> None:
         self.must_hold("committing a put")
         rec = self.lanes.commit_put(ref)
-        if self.waiters:
-            self.wake_for_locked(rec)
+        if self.waiters.waiting:
+            self.waiters.wake_for_locked(rec)
 
     # -- under the lock: transmission batches (seed 003: never swept) ---------------------
 
@@ -700,8 +669,8 @@ class LocalQueue:
                 rec = self.lanes.release(ref)
                 if confirmed:
                     self.remove_locked(ref, durable=False)
-                elif self.waiters:
-                    self.wake_for_locked(rec)
+                elif self.waiters.waiting:
+                    self.waiters.wake_for_locked(rec)
         self.after_get()
 
     def batch_keys(self, batch_id: int) -> list[tuple[int, int]]:
@@ -725,72 +694,6 @@ class LocalQueue:
                     self.assign_locked(batch_id, ref)
                     recs.append(ls.record(ref))
             return recs
-
-    # -- under the lock: waiters ---------------------------------------------------------
-
-    def new_waiter(self, match: Callable[[bytes], bool] | None, kind: int = GETTER, passes: bool = False) -> Waiter:
-        """A waiter for one call (engine/getpath.py), its Condition bound to ``mutex``."""
-        return Waiter(threading.Condition(self.mutex), match, kind, passes)  # type: ignore[arg-type]
-
-    def wait_locked(self, w: Waiter, deadline: float | None) -> None:
-        """Wait until ``w`` is woken (a record for it, or a change of the queue's state) or
-        ``deadline`` (clock time; None: never) passes. The lock is released while waiting
-        and held again on return; the caller looks again and checks what may have changed."""
-        self.must_hold("waiting")
-        w.rec = None
-        self.waiters.append(w)
-        self.clock.wait(w.cond, deadline)
-        if w in self.waiters:
-            self.waiters.remove(w)
-        searched = getattr(w.match, "searched", None)
-        if searched:
-            searched.clear()  # a blob searched before may hold a message backed out since
-
-    def wake_for_locked(self, rec: bytes, passed_by: Waiter | None = None) -> None:
-        """A message became available: wake the one waiter MQ would choose for it.
-
-        A waiter for a particular message that this one matches goes first; otherwise the
-        longest-waiting general waiter (a LOCK browse counts as one). Every browse waiter
-        without LOCK is woken too. The woken waiter leaves the list, so the next new
-        message wakes someone else; a waiter that finds nothing re-registers.
-
-        ``passed_by``: the wake is passed on by that waiter, which could not use it: only
-        getters it was not offered to already are candidates (so a wake never circles), and
-        no browser is woken again."""
-        self.must_hold("waking a waiter")
-        waiters = self.waiters
-
-        def candidate(w: Waiter) -> bool:
-            return w.kind != BROWSER and (passed_by is None or (w.kind == GETTER and w.offered is not rec))
-
-        chosen = next((w for w in waiters if w.match is not None and candidate(w) and w.match(rec)), None)
-        if chosen is None:
-            chosen = next((w for w in waiters if w.match is None and candidate(w)), None)
-        if chosen is not None:
-            waiters.remove(chosen)
-            chosen.rec = chosen.offered = rec
-            chosen.cond.notify()
-        if passed_by is None:
-            browsers = [w for w in waiters if w.kind == BROWSER]
-            for w in browsers:  # every browse waiter looks again, each beyond its own cursor
-                waiters.remove(w)
-                w.cond.notify()
-
-    def pass_on_locked(self, w: Waiter) -> None:
-        """``w`` was woken for a record its call then could not take: offer that record to
-        the next waiter MQ would choose (only when ``w``'s predicate admits records its call
-        may not take: see :class:`Waiter`)."""
-        self.must_hold("passing a wake on")
-        rec, w.rec = w.rec, None
-        if rec is not None and w.passes and self.waiters:
-            self.wake_for_locked(rec, passed_by=w)
-
-    def wake_all_locked(self) -> None:
-        """Wake every waiter, so each re-checks the queue's state (inhibit, delete, close)."""
-        self.must_hold("waking every waiter")
-        for w in self.waiters:
-            w.cond.notify()
-        self.waiters.clear()
 
     # -- reading blobs (entry points: they take the lock themselves) ---------------------------
 

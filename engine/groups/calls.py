@@ -14,7 +14,7 @@ from ..core.swept import Need
 from ..errors import MQError, options_error
 from ..matching import Match, MatchArgs, match_for_get
 from ..message import Message
-from ..queue import BROWSER
+from ..waiting import BROWSER
 from .position import IN_GROUP, SEGMENT, SEGMENTS, BrowseState, Position, fields, settle, state
 from .search import (
     Eligible,
