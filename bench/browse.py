@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 
-from sweepq.engine import GMO, OO, MQError, QueueManager, Reason
+from sweepq.engine import GMO, OO, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.sweeper import ManualClock, SweepPolicy
 
 
@@ -36,7 +36,7 @@ def _browse_all(h) -> tuple[int, float]:
 
 def run(n: int) -> dict[str, float]:
     """Rates (messages per second) of one run on ``n`` messages."""
-    with QueueManager(clock=ManualClock(), sweeper=False, sweep_policy=SweepPolicy(extra=0)) as qm:
+    with QueueManager(clock=ManualClock(), sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=0))) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", OO.OUTPUT | OO.BROWSE | OO.INPUT_SHARED)
         data = b"x" * 100

@@ -49,10 +49,12 @@ def _payload(size: int) -> bytes:
 def receiver_main(data: str, sync: str, n: int) -> None:
     """QM2: the receiver served on loopback TCP, and a consumer of ``n`` messages on Q. Says
     its URL, then, after the last get, its time and every message's put-to-get latency."""
-    from sweepq.engine import GMO, OO, QueueManager
+    from sweepq.engine import GMO, OO, DurabilitySettings, QueueManager, SweeperSettings
     from sweepq.engine.constants import ChannelType
 
-    qm = QueueManager.open(data, name="QM2", sync=sync, sweeper=False)
+    qm = QueueManager.open(
+        data, name="QM2", sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync=sync)
+    )
     qm.define_queue("Q")
     qm.define_channel(CHANNEL, type=ChannelType.RECEIVER)
     server = qm.serve(None, tcp="127.0.0.1:0", token=TOKEN)
@@ -70,12 +72,14 @@ def sender_main(data: str, sync: str, n: int, url: str, mode: str, persistent: b
     """The first process: QM1 with its sender channel to ``url`` (``mode`` channel), or a
     client of QM2 at ``url`` (``mode`` served); puts ``n`` messages (at ``rate`` per second
     when > 0), says when it started, and stays until its stdin closes (the channel sends)."""
-    from sweepq.engine import MD, OO, Persistence, QueueManager, Usage
+    from sweepq.engine import MD, OO, DurabilitySettings, Persistence, QueueManager, SweeperSettings, Usage
 
     size = int(os.environ.get("SWEEPQ_BENCH_SIZE", "1024"))
     md = MD(persistence=Persistence.PERSISTENT if persistent else Persistence.NOT_PERSISTENT)
     if mode == "channel":
-        qm = QueueManager.open(data, name="QM1", sync=sync, sweeper=False)
+        qm = QueueManager.open(
+            data, name="QM1", sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync=sync)
+        )
         qm.define_queue("QM2", usage=Usage.TRANSMISSION)
         qm.define_remote_queue("TARGET", remote_queue="Q", remote_qmgr="QM2")
         qm.define_channel(CHANNEL, conname=url, xmit_queue="QM2", token=TOKEN, batch_size=50)
@@ -101,11 +105,13 @@ def down_main(data: str, rate: float, seconds: float, sweeper: bool, interval: f
     ``rate`` for ``seconds``, sampling its own resident memory; says the peak."""
     import psutil
 
-    from sweepq.engine import OO, QueueManager, Usage
+    from sweepq.engine import OO, QueueManager, SweeperSettings, Usage
     from sweepq.sweeper import SweepPolicy
 
     size = int(os.environ.get("SWEEPQ_BENCH_SIZE", "1024"))
-    qm = QueueManager.open(data, name="QM1", sweeper=sweeper, sweep_policy=SweepPolicy(interval=interval))
+    qm = QueueManager.open(
+        data, name="QM1", sweeping=SweeperSettings(run=sweeper, policy=SweepPolicy(interval=interval))
+    )
     qm.define_queue("QM2", usage=Usage.TRANSMISSION)
     qm.define_remote_queue("TARGET", remote_queue="Q", remote_qmgr="QM2")
     qm.define_channel(CHANNEL, conname="tcp://127.0.0.1:1", xmit_queue="QM2", short_retry=1_000_000)

@@ -163,7 +163,7 @@ def _cpu_seconds(pid: int) -> float:
 
 def _pairs(o, report, step, sq: _Sweepq, rd: _Redis) -> dict:
     from sweepq import client
-    from sweepq.engine import OO, QueueManager
+    from sweepq.engine import OO, QueueManager, SweeperSettings
 
     from .timing import interleaved
 
@@ -171,7 +171,7 @@ def _pairs(o, report, step, sq: _Sweepq, rd: _Redis) -> dict:
     batch = o.batch
     conn = client.connect(sq.url)
     h = conn.open("BENCH", OO.OUTPUT | OO.INPUT_SHARED)
-    local = QueueManager(sweeper=False)
+    local = QueueManager(sweeping=SweeperSettings(run=False))
     local.define_queue("B")
     lh = local.connect().open("B", OO.OUTPUT | OO.INPUT_SHARED)
 

@@ -220,11 +220,11 @@ def screenshot(path: str) -> None:
     """The page over a small scene, for docs/console.md."""
     from playwright.sync_api import sync_playwright
 
-    from sweepq.engine import OO, QueueManager
+    from sweepq.engine import OO, MemorySettings, QueueManager, SweeperSettings
     from sweepq.sweeper import ManualClock
 
     clock = ManualClock()
-    with QueueManager(sweeper=False, clock=clock, memory_budget="8MB") as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False), memory=MemorySettings(budget="8MB"), clock=clock) as qm:
         for q in ("ORDERS", "AUDIT", "REPLIES"):
             qm.define_queue(q)
         server = qm.serve(

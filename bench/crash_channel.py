@@ -90,7 +90,7 @@ class _SelfKill:
 
 
 def _open(args: argparse.Namespace, name: str):
-    qm, _ = crash_worker.open_manager(args.data_dir, args.sync, args.interval, name=name)
+    qm = crash_worker.open_manager(args.data_dir, args.sync, args.interval, name=name)
     return qm
 
 
@@ -438,11 +438,11 @@ def _deliver_the_rest(
 def _drain(data_dir: str, log_path: str, sync: str) -> str:
     """Get everything left on QM2's Q, logged as a consumer's committed gets; say what is on
     its dead-letter queue. Returns why it could not, or ""."""
-    from sweepq.engine import GMO, OO, MQError, QueueManager
+    from sweepq.engine import GMO, OO, DurabilitySettings, MQError, QueueManager, SweeperSettings
 
     log = crash_worker.EventLog(log_path)
     try:
-        qm = QueueManager.open(data_dir, sync=sync, sweeper=False)
+        qm = QueueManager.open(data_dir, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync=sync))
     except MQError as e:
         return str(e)
     try:

@@ -43,7 +43,7 @@ QUICK_KILLS = 8
 def serve_main(args: argparse.Namespace) -> int:
     """The server process: open the store, define the harness queues, serve until killed."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})  # for sigwait, in every thread
-    qm, _ = crash_worker.open_manager(args.data_dir, args.sync, args.interval)
+    qm = crash_worker.open_manager(args.data_dir, args.sync, args.interval)
     crash_worker.define_queues(qm)
     qm.serve(os.path.join(args.data_dir, SOCKET))
     signal.sigwait([signal.SIGTERM, signal.SIGINT])

@@ -369,17 +369,16 @@ def _get_or_none(h, **match):
 
 
 def _open(path: str, repair: bool = False):
-    from sweepq.engine import QueueManager
+    from sweepq.engine import DurabilitySettings, QueueManager, SweeperSettings
     from sweepq.sweeper import ManualClock
 
     return QueueManager.open(
         path,
-        sweeper=False,
+        sweeping=SweeperSettings(run=False, readahead_low_water=0),
+        durability=DurabilitySettings(
+            sync="os", repair=repair, store_options={"max_blob_records": 16, "write_buffer_bytes": 1 << 20}
+        ),
         clock=ManualClock(),
-        sync="os",
-        repair=repair,
-        readahead_low_water=0,
-        store_options={"max_blob_records": 16, "write_buffer_bytes": 1 << 20},
     )
 
 

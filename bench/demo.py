@@ -72,8 +72,8 @@ class DemoConfig:
     interval: float = DEFAULT_INTERVAL
     sample_every: float = 0.25
     seed: int = 1
-    budget: int = DEFAULT_BUDGET  # bytes (0: none): QueueManager(memory_budget=) of the sweeping run
-    counts: str = "resident"  # what the budget counts: QueueManager(budget_counts=), "resident" or "held"
+    budget: int = DEFAULT_BUDGET  # bytes (0: none): MemorySettings(budget=) of the sweeping run
+    counts: str = "resident"  # what the budget counts: MemorySettings(counts=), "resident" or "held"
     busy: int = 0  # spinning processes beside this run (bench/busy.py)
     policy: str = "page"  # the queues' memory_policy once the budget is reached (page, block, fail)
     sweep: bool = True
@@ -177,16 +177,14 @@ def _rocksdb_memory(qm) -> int:
 def queue_manager(cfg: DemoConfig):
     """The run's queue manager: the sweeper and the budget in the sweeping run, neither in
     the other (a run without sweeping has no budget to keep)."""
-    from sweepq.engine import QueueManager
+    from sweepq.engine import MemorySettings, QueueManager, SweeperSettings
     from sweepq.sweeper import SweepPolicy
 
     budget = cfg.budget if cfg.sweep else 0
     return QueueManager(
         "DEMO",
-        sweeper=cfg.sweep,
-        sweep_policy=SweepPolicy(interval=cfg.interval),
-        memory_budget=budget,
-        budget_counts=cfg.counts if budget else "held",
+        sweeping=SweeperSettings(run=cfg.sweep, policy=SweepPolicy(interval=cfg.interval)),
+        memory=MemorySettings(budget=budget, counts=cfg.counts if budget else "held"),
     )
 
 

@@ -53,10 +53,12 @@ def qm1_main(cfg: ChannelDemo, data: str, conname: str, sweeper: bool) -> None:
     transmission queue every 0.25 s until it is empty."""
     import psutil
 
-    from sweepq.engine import OO, QueueManager, Usage
+    from sweepq.engine import OO, QueueManager, SweeperSettings, Usage
     from sweepq.sweeper import SweepPolicy
 
-    qm = QueueManager.open(data, name="QM1", sweeper=sweeper, sweep_policy=SweepPolicy(interval=cfg.interval))
+    qm = QueueManager.open(
+        data, name="QM1", sweeping=SweeperSettings(run=sweeper, policy=SweepPolicy(interval=cfg.interval))
+    )
     qm.define_queue("QM2", usage=Usage.TRANSMISSION)
     qm.define_remote_queue("TARGET", remote_queue="Q", remote_qmgr="QM2")
     qm.define_channel(
@@ -95,10 +97,10 @@ def qm1_main(cfg: ChannelDemo, data: str, conname: str, sweeper: bool) -> None:
 def qm2_main(cfg: ChannelDemo, data: str, conname: str) -> None:
     """Serve the receiver on ``conname`` and get every message; report how many as they come
     and, at the end, what arrived twice, what is missing, and whether the order held."""
-    from sweepq.engine import GMO, OO, QueueManager
+    from sweepq.engine import GMO, OO, QueueManager, SweeperSettings
     from sweepq.engine.constants import ChannelType
 
-    qm = QueueManager.open(data, name="QM2", sweeper=False)
+    qm = QueueManager.open(data, name="QM2", sweeping=SweeperSettings(run=False))
     qm.define_queue("Q")
     qm.define_channel(CHANNEL, type=ChannelType.RECEIVER)
     qm.serve(None, tcp=conname.removeprefix("tcp://"), token=TOKEN)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import gc
 import time
 
-from sweepq.engine import OO, QueueManager
+from sweepq.engine import OO, QueueManager, SweeperSettings
 
 IO = OO.OUTPUT | OO.INPUT_SHARED
 
@@ -21,7 +21,7 @@ def drain_rates(messages: int = 200_000, size: int = 100, rounds: int = 3) -> di
     hits = misses = blobs = 0
     for _ in range(rounds):
         for kind in ("memory", "swept"):
-            with QueueManager(sweeper=False) as qm:
+            with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
                 qm.define_queue("D")
                 h = qm.connect().open("D", IO)
                 h.put_many([payloads[i & 1023] for i in range(messages)])

@@ -20,7 +20,7 @@ would pick instead, at the same guarantee, all measured in one run.
   share each fsync. Reports syncs per commit (``qm.journal.group.syncs``; each syncs
   RocksDB's log and the change log).
 * :func:`recovery`: a data directory with ``n`` persistent 100-200 B messages, half of them
-  swept into blobs, then the time of ``QueueManager.open(path, sweeper=False)`` in a fresh
+  swept into blobs, then the time of ``QueueManager.open(path)`` with the sweeper off in a fresh
   process, what ``qm.recovery`` found, and a drain that checks every message comes back once,
   in put order. With ``profile`` (or when it misses its goal) the open runs again under
   cProfile and the costliest functions are returned.
@@ -67,9 +67,9 @@ class Opened:
 
 
 def open_sweepq(path: str, sync: str) -> Opened:
-    from sweepq.engine import OO, Persistence, QueueManager
+    from sweepq.engine import OO, DurabilitySettings, Persistence, QueueManager, SweeperSettings
 
-    qm = QueueManager.open(path, sync=sync, sweeper=False)
+    qm = QueueManager.open(path, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync=sync))
     qm.define_queue("Q", default_persistence=Persistence.PERSISTENT)
     h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)
     get = h.get
@@ -353,9 +353,11 @@ class _Producers:
     """A sync="commit" queue manager with ``k`` connections, each putting from a thread of its own."""
 
     def __init__(self, path: str, k: int, commit: bool, max_depth: int):
-        from sweepq.engine import OO, Persistence, QueueManager
+        from sweepq.engine import OO, DurabilitySettings, Persistence, QueueManager, SweeperSettings
 
-        self.qm = QueueManager.open(path, sync="commit", sweeper=False)
+        self.qm = QueueManager.open(
+            path, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="commit")
+        )
         self.qm.define_queue("Q", default_persistence=Persistence.PERSISTENT, max_depth=max_depth)
         self.conns = [self.qm.connect() for _ in range(k)]
         self.handles = [c.open("Q", OO.OUTPUT) for c in self.conns]
@@ -468,13 +470,17 @@ def build_recovery_dir(path: str, n: int, batch: int = 1000) -> dict:
 
     ``sync="none"`` (no log, the table files are written at the clean close) and ``put_many``
     make the build quick; the open that is timed later is the same whatever wrote the files."""
-    from sweepq.engine import OO, Persistence, QueueManager
+    from sweepq.engine import OO, DurabilitySettings, Persistence, QueueManager, SweeperSettings
     from sweepq.sweeper import SweepPolicy
 
     t0 = time.perf_counter()
     keep = n - n // 2
     # No gets, so x = 0 and the rule keeps ``extra`` in memory (the head) and sweeps the rest.
-    qm = QueueManager.open(path, sync="none", sweeper=False, sweep_policy=SweepPolicy(extra=keep))
+    qm = QueueManager.open(
+        path,
+        sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=keep)),
+        durability=DurabilitySettings(sync="none"),
+    )
     try:
         qm.define_queue("Q", default_persistence=Persistence.PERSISTENT, max_depth=n + 1000)
         h = qm.connect().open("Q", OO.OUTPUT)
@@ -503,17 +509,17 @@ _PHASES = (
 
 
 def _profile_open(path: str, top: int = 15) -> dict:
-    """cProfile of one ``QueueManager.open(path, sweeper=False)``: the costliest functions by
+    """cProfile of one ``QueueManager.open(path)`` with the sweeper off: the costliest functions by
     own time (``top``), and the cumulative time of the open's phases (``phases``, shares of
     the whole open; under cProfile, whose overhead inflates the per-record work)."""
     import cProfile
     import pstats
 
-    from sweepq.engine import QueueManager
+    from sweepq.engine import QueueManager, SweeperSettings
 
     prof = cProfile.Profile()
     prof.enable()
-    qm = QueueManager.open(path, sweeper=False)
+    qm = QueueManager.open(path, sweeping=SweeperSettings(run=False))
     prof.disable()
     qm.close()
     st = pstats.Stats(prof)
@@ -539,16 +545,16 @@ def _profile_open(path: str, top: int = 15) -> dict:
 
 
 def time_recovery(path: str, n: int, profile: str = "auto", check: bool = True) -> dict:
-    """Time ``QueueManager.open(path, sweeper=False)`` (run in a fresh process), with what
+    """Time ``QueueManager.open(path)`` with the sweeper off (run in a fresh process), with what
     ``qm.recovery`` found; ``profile`` ("1", "0", "auto": when over the goal) reruns the open
     under cProfile; ``check`` then drains the queue and checks every message came back once,
     in put order (the drain deletes them: the directory is spent)."""
     import resource
 
-    from sweepq.engine import MQError, QueueManager
+    from sweepq.engine import DurabilitySettings, MQError, QueueManager, SweeperSettings
 
     t0, c0 = time.perf_counter(), time.process_time()
-    qm = QueueManager.open(path, sweeper=False)
+    qm = QueueManager.open(path, sweeping=SweeperSettings(run=False))
     seconds = time.perf_counter() - t0
     rep = qm.recovery
     out: dict = {
@@ -563,7 +569,7 @@ def time_recovery(path: str, n: int, profile: str = "auto", check: bool = True) 
     if profile == "1" or (profile == "auto" and seconds > GOAL_RECOVERY_SECONDS):
         qm.close()
         out["profile"] = _profile_open(path)
-        qm = QueueManager.open(path, sweeper=False, sync="os")
+        qm = QueueManager.open(path, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="os"))
     try:
         if check:
             from sweepq.engine import OO

@@ -60,8 +60,8 @@ elif which.startswith("sweepq.Queue"):
     q = Queue(serializer="bytes") if which.startswith("sweepq.Queue bytes") else Queue()
     put, get = q.put, q.get
 else:
-    from sweepq.engine import OO, QueueManager
-    qm = QueueManager(sweeper=False)
+    from sweepq.engine import OO, QueueManager, SweeperSettings
+    qm = QueueManager(sweeping=SweeperSettings(run=False))
     qm.define_queue("Q")
     h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)
     put, get, put_many, get_many = h.put, h.get, h.put_many, h.get_many

@@ -24,12 +24,12 @@ import sys
 _CHILD = r"""
 import gc, json, os, sys
 import psutil
-from sweepq.engine import OO, QueueManager
+from sweepq.engine import OO, QueueManager, SweeperSettings
 n, size = int(sys.argv[1]), int(sys.argv[2])
 payloads = [os.urandom(size) for _ in range(n)]
 # No sweeper: on a loaded machine the loop outlasts its 5 s interval, a sweep moves part of
 # the queue out, and the store's memory and the freed records raised the figure to 121-135 B.
-qm = QueueManager(sweeper=False); qm.define_queue("M")
+qm = QueueManager(sweeping=SweeperSettings(run=False)); qm.define_queue("M")
 h = qm.connect().open("M", OO.OUTPUT)
 h.put(b"warm-up"); gc.collect()
 proc = psutil.Process()
@@ -58,7 +58,7 @@ def resident_bytes_per_message(messages: int = 1_000_000, payload: int = 100) ->
 
 _BOUND_CHILD = r"""
 import json, os, sys, threading
-from sweepq.engine import OO, MemoryPolicy, MQError, QueueManager, Reason
+from sweepq.engine import OO, MemoryPolicy, MemorySettings, MQError, QueueManager, Reason
 from sweepq.engine.budget import peak_resident_bytes, resident_bytes
 from sweepq.sweeper import ManualClock
 policy, counts = sys.argv[1], sys.argv[3]
@@ -66,7 +66,7 @@ budget, per_producer, size = int(sys.argv[2]), int(sys.argv[4]), int(sys.argv[5]
 body = (os.urandom(max(1, size // 2)).hex().encode() * 2)[:size]  # compresses about 2:1
 # The clock stands still: the sweeper acts when the budget's high mark wakes it, and a BLOCK
 # put waits for room as long as it takes (no wall-clock interval decides anything).
-qm = QueueManager(clock=ManualClock(), memory_budget=budget, budget_counts=counts)
+qm = QueueManager(clock=ManualClock(), memory=MemorySettings(budget=budget, counts=counts))
 # Counting what is held, the budget has no baseline: the resident memory at open stands for it.
 baseline = qm.budget.baseline if counts == "resident" else resident_bytes()
 for name in ("A", "B"):
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "--counts",
         choices=("resident", "held"),
         default="resident",
-        help="what the budget counts (QueueManager(budget_counts=)); default resident",
+        help="what the budget counts (MemorySettings(counts=)); default resident",
     )
     args = ap.parse_args(argv)
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 
-from sweepq.engine import MD, OO, QueueManager
+from sweepq.engine import MD, OO, QueueManager, SweeperSettings
 from sweepq.engine.constants import IndexType
 from sweepq.sweeper import ManualClock, SweepPolicy
 
@@ -21,7 +21,7 @@ def _cid(i: int) -> bytes:
 
 
 def _queue(depth: int, index: bool, swept: bool) -> tuple[QueueManager, object]:
-    qm = QueueManager(clock=ManualClock(), sweeper=False, sweep_policy=SweepPolicy(extra=0))
+    qm = QueueManager(clock=ManualClock(), sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=0)))
     kind = IndexType.CORREL_ID if index else IndexType.NONE
     qm.define_queue("Q", index_type=kind, max_depth=depth * 2 + 10)
     h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)

@@ -561,7 +561,7 @@ def durable(o: BenchOptions, report: Report, step) -> dict:
     rec, b = rc["recovery"], rc["build"]
     report.row(
         "durable",
-        f"QueueManager.open(path, sweeper=False) of {o.recovery_messages:,} persistent 100-200 B messages, "
+        f"QueueManager.open(path) with the sweeper off of {o.recovery_messages:,} persistent 100-200 B messages, "
         f"{b['swept']:,} swept in {b['blobs']:,} blobs (fresh process)",
         f"{rc['open_seconds']:.2f} s ({rc['open_cpu_seconds']:.2f} s of CPU; qm.recovery: {rec['seconds']:.2f} s, "
         f"{rec['messages']:,} messages, "
@@ -648,11 +648,11 @@ def sweep(o: BenchOptions, report: Report, step) -> dict:
 
 _BACKLOG_CHILD = r"""
 import json, resource, sys, threading, time
-from sweepq.engine import OO, MQError, QueueManager
+from sweepq.engine import OO, MQError, QueueManager, SweeperSettings
 from sweepq.sweeper import SweepPolicy
 sweep, n, rate = sys.argv[1] == "1", int(sys.argv[2]), float(sys.argv[3])
 size, interval = int(sys.argv[4]), float(sys.argv[5])
-qm = QueueManager("BACKLOG", sweeper=sweep, sweep_policy=SweepPolicy(interval=interval))
+qm = QueueManager("BACKLOG", sweeping=SweeperSettings(run=sweep, policy=SweepPolicy(interval=interval)))
 qm.define_queue("Q", max_depth=10 * n + 1_000_000)
 c = qm.connect(); h = c.open("Q", OO.OUTPUT | OO.INPUT_SHARED)
 payload = b"m" * size
@@ -757,7 +757,7 @@ def memory(o: BenchOptions, report: Report, step) -> dict:
 
 _GC_CHILD = r"""
 import collections, gc, json, sys, time
-from sweepq.engine import OO, QueueManager
+from sweepq.engine import OO, QueueManager, SweeperSettings
 kind, n = sys.argv[1], int(sys.argv[2])
 payloads = [b"%08d" % i + b"p" * 92 for i in range(1000)]
 pauses = []; start = [0.0]
@@ -769,7 +769,7 @@ def cb(phase, info):
 if kind == "deque":
     d = collections.deque(); put = d.append; run_sweep = None
 else:
-    qm = QueueManager("GC", sweeper=False); qm.define_queue("Q", max_depth=n + 10)
+    qm = QueueManager("GC", sweeping=SweeperSettings(run=False)); qm.define_queue("Q", max_depth=n + 10)
     put = qm.connect().open("Q", OO.OUTPUT).put
     run_sweep = qm.sweeper.run_once if kind == "sweepq-sweeping" else None
 gc.collect(); gc.callbacks.append(cb)

@@ -22,7 +22,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from sweepq.engine import OO, QueueManager
+from sweepq.engine import OO, DurabilitySettings, QueueManager, SweeperSettings
 from sweepq.sweeper import ManualClock
 from sweepq.sweeper.runs import record_ends
 
@@ -37,7 +37,12 @@ def _payload(size: int, i: int) -> bytes:
 
 
 def _manager(**store) -> QueueManager:
-    return QueueManager("BENCH", clock=ManualClock(), sweeper=False, store_options=store or None)
+    return QueueManager(
+        "BENCH",
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options=store or None),
+    )
 
 
 def _fill(qm: QueueManager, name: str, n: int, size: int) -> None:

@@ -79,10 +79,10 @@ def recovery_dir(tmp_path_factory):
 
 def test_recovery_open(benchmark, recovery_dir):
     """Open (and close) a data directory of RECOVERY_N persistent messages, half of them swept."""
-    from sweepq.engine import QueueManager
+    from sweepq.engine import QueueManager, SweeperSettings
 
     def open_close():
-        qm = QueueManager.open(recovery_dir, sweeper=False)
+        qm = QueueManager.open(recovery_dir, sweeping=SweeperSettings(run=False))
         assert qm.recovery.messages == RECOVERY_N
         qm.close()
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from sweepq.engine import MQError, QueueInfo, QueueManager, Reason
+from sweepq.engine import MemorySettings, MQError, QueueInfo, QueueManager, Reason, SweeperSettings
 from sweepq.engine.api import QueueConnection
 from sweepq.net import client
 from sweepq.net.auth import ADMIN_TOKEN_FILE, read_token
@@ -131,9 +131,9 @@ def _local_site(scheme: str, where: str, query: dict[str, str], opts: dict[str, 
         qm = _local.get(key)
         if qm is None or qm.closed:
             if scheme == "dir":
-                qm = QueueManager(path=where, memory_budget=budget)
+                qm = QueueManager(path=where, memory=MemorySettings(budget=budget))
             else:
-                qm = QueueManager(where, memory_budget=budget, sweeper=False)
+                qm = QueueManager(where, sweeping=SweeperSettings(run=False), memory=MemorySettings(budget=budget))
             if not _local:
                 atexit.register(close_local)
             _local[key] = qm

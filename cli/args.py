@@ -93,7 +93,7 @@ def number(
 def memory_size(text: str) -> int:
     """An argparse type: a memory budget as a person writes it ("100MB", "512MiB", bytes; 0:
     none), read by the engine's one size parser (engine/sizes.py), so that the command line
-    and ``QueueManager(memory_budget=)`` accept and refuse the same."""
+    and ``MemorySettings(budget=)`` accept and refuse the same."""
     from sweepq.engine import MQError
     from sweepq.engine.sizes import MIN_BUDGET, parse_size
 

@@ -2,7 +2,7 @@
 sample programs amqsput, amqsget and amqsbcg: ``define``, ``put``, ``get`` and ``browse``.
 
 Each command opens the data directory ``--data-dir`` with ``QueueManager.open(path,
-sweeper=False)``, does its work and closes it, so the directory holds only what is durable:
+sweeping=SweeperSettings(run=False))``, does its work and closes it, so the directory holds only what is durable:
 queue definitions and committed persistent messages. A non-persistent message put by
 ``sweepq put`` is gone when the command ends (as in MQ at a restart); the command says so.
 
@@ -149,7 +149,7 @@ def _opened(path: str, prog: str, repair: bool = False, server: argparse.Namespa
     ``options`` go to ``QueueManager.open``. With ``server`` (the arguments of a command
     given --server), a running server's queue manager instead, reached with the arguments'
     tokens and --cafile (cli/serve.py ``remote``)."""
-    from sweepq.engine import QueueManager
+    from sweepq.engine import DurabilitySettings, QueueManager, SweeperSettings
 
     if server is not None and server.server is not None:
         from .serve import remote
@@ -158,7 +158,9 @@ def _opened(path: str, prog: str, repair: bool = False, server: argparse.Namespa
             yield qm
         return
     with _taking_turns(path, prog):
-        qm = QueueManager.open(path, sweeper=False, repair=repair, **options)
+        qm = QueueManager.open(
+            path, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=repair), **options
+        )
         try:
             report = getattr(qm, "recovery", None)
             for what in getattr(report, "damaged", None) or ():  # what the open could not bring back
@@ -442,7 +444,7 @@ class _Progress:
 
 
 def _put(args: argparse.Namespace) -> int:
-    from sweepq.engine import MD, OO, PMO, MQError
+    from sweepq.engine import MD, OO, PMO, MessageSettings, MQError
 
     _check_data_dir(args.data_dir, create=False)
     md = {
@@ -457,7 +459,9 @@ def _put(args: argparse.Namespace) -> int:
     put = persistent = committed = units = 0
     progress = _Progress("sweepq put")
     with (
-        _opened(args.data_dir, "sweepq put", args.repair, args, max_uncommitted=MAX_UNCOMMITTED) as qm,
+        _opened(
+            args.data_dir, "sweepq put", args.repair, args, messages=MessageSettings(max_uncommitted=MAX_UNCOMMITTED)
+        ) as qm,
         qm.connect() as conn,
     ):
         handle = conn.open(args.queue, OO.OUTPUT)  # first, so that an unknown queue fails before any input
@@ -739,7 +743,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             action="store_true",
             help="if a file of the directory is damaged beyond reading (a truncated table file), move it "
             "aside to DIR/lost/ and recover every message the other files hold (QueueManager.open(DIR, "
-            "repair=True)); what only that file held is reported and gone",
+            "durability=DurabilitySettings(repair=True))); what only that file held is reported and gone",
         )
         return p
 

@@ -147,14 +147,14 @@ examples:
         default=_demo_default("budget"),
         metavar="SIZE",
         help="memory budget of the sweeping run, as serve --memory-budget reads it: 100MB, 512MiB or bytes "
-        "(QueueManager(memory_budget=)): the resident memory above the baseline, or with --budget-counts held "
+        "(MemorySettings(budget=)): the resident memory above the baseline, or with --budget-counts held "
         "the messages in memory and RocksDB's memtables and cache, are to stay under it; 0: none; --quick: 32MB",
     )
     d.add_argument(
         "--budget-counts",
         choices=("resident", "held"),
         default="resident",
-        help="what the budget counts (QueueManager(budget_counts=)): resident, the process's resident memory "
+        help="what the budget counts (MemorySettings.counts): resident, the process's resident memory "
         "above its baseline at open, what the OS and a container's limit see (the demo checks peak RSS <= "
         "1.15 x budget + baseline); held, the messages in memory and RocksDB's memtables and cache (the demo "
         "checks that count against the budget)",

@@ -318,7 +318,8 @@ DESCRIPTION = (
     "Replay the sweep rule over TRACE once per setting of a grid (interval, factor, extra, "
     "blob_bytes, blob_records, memory_budget, policy, rule) and find the Pareto frontier of peak memory, "
     "disk traffic, unsweep waits and refused puts. Writes OUT/plan.json and OUT/plan.png. TRACE: a "
-    "trace (Parquet or CSV), an engine recording (trace_path=), or a CSV/Parquet of time, queue, size, op."
+    "trace (Parquet or CSV), an engine recording (SweeperSettings.trace_path), or a CSV/Parquet of time, "
+    "queue, size, op."
 )
 
 

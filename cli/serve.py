@@ -44,7 +44,7 @@ def _tls_context(cert: str | None, key: str | None):
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from sweepq.engine import MQError, QueueManager
+    from sweepq.engine import DurabilitySettings, MemorySettings, MQError, QueueManager, SweeperSettings
     from sweepq.net import auth
 
     prog = "sweepq serve"
@@ -91,10 +91,9 @@ def _serve(args: argparse.Namespace) -> int:
 
         qm = QueueManager.open(
             path,
-            sync=args.sync,
-            sweep_policy=SweepPolicy(interval=args.sweep_interval),
-            memory_budget=args.memory_budget,
-            budget_counts=args.budget_counts if args.memory_budget else "",
+            sweeping=SweeperSettings(policy=SweepPolicy(interval=args.sweep_interval)),
+            durability=DurabilitySettings(sync=args.sync),
+            memory=MemorySettings(budget=args.memory_budget, counts=args.budget_counts if args.memory_budget else ""),
         )
     except MQError as e:
         return _fail(prog, str(e))
@@ -389,13 +388,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=0,
         metavar="SIZE",
         help="bound what the queues and the store hold in memory: 100MB, 512MiB or bytes; beyond it the sweeper "
-        "sweeps beyond its rule (QueueManager(memory_budget=)); 0: none",
+        "sweeps beyond its rule (MemorySettings(budget=)); 0: none",
     )
     s.add_argument(
         "--budget-counts",
         choices=("resident", "held"),
         default="resident",
-        help="what --memory-budget counts (QueueManager(budget_counts=)): resident, the process's resident "
+        help="what --memory-budget counts (MemorySettings.counts): resident, the process's resident "
         "memory above its baseline at start, what the OS and a container's limit see (the default, as for "
         "Queue and the demo); held, the messages in memory and RocksDB's memtables and cache",
     )

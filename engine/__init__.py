@@ -41,6 +41,7 @@ from .message import Message, PutResult
 from .queue import QueueAttributes, QueueInfo
 from .record import MD
 from .selector import Selector, compile_selector
+from .settings import DurabilitySettings, MemorySettings, MessageSettings, SweeperSettings
 
 compiled.warn_if_interpreted()
 
@@ -59,13 +60,16 @@ __all__ = [
     "Batch",
     "Connection",
     "DeliverySequence",
+    "DurabilitySettings",
     "GroupStatus",
     "Handle",
     "IndexType",
     "MQError",
     "MemoryPolicy",
+    "MemorySettings",
     "MemoryUse",
     "Message",
+    "MessageSettings",
     "Persistence",
     "PutResult",
     "QueueAttributes",
@@ -74,6 +78,7 @@ __all__ = [
     "Reason",
     "SegmentStatus",
     "Selector",
+    "SweeperSettings",
     "Usage",
     "compile_selector",
 ]

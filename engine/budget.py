@@ -2,7 +2,7 @@
 "The memory budget").
 
 Without a budget sweepq does what seed 003 says and no more: the sweeper wakes every
-interval and sweeps the queues its rule targets. With ``QueueManager(memory_budget=N)``
+interval and sweeps the queues its rule targets. With ``MemorySettings(budget=N)``
 three things are added, in this order of force:
 
 1. **Sweeping beyond the rule.** When what is reserved (below) passes the *high mark*
@@ -86,7 +86,7 @@ PER_MESSAGE = 64  # bytes a queued message costs beyond its record: the bytes ob
 # 50,000 of 1 KiB. Resident memory pays it during every sweep: a resident budget reserves it.
 SWEEP_PER_MESSAGE = 128
 TRIM_AFTER = 16 * 1024 * 1024  # freed bytes after which the allocator is asked to give memory back
-COUNTS = ("held", "resident")  # what a budget counts: QueueManager(budget_counts=)
+COUNTS = ("held", "resident")  # what a budget counts: MemorySettings.counts
 
 
 def check_counts(counts: object, budget: int) -> str:

@@ -12,11 +12,11 @@ import os
 import threading
 import weakref
 from dataclasses import asdict, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sweepq.blobstore import Capability, DamageLog, Store, StoreError
 from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES
-from sweepq.sweeper import Sweeper, SweepPolicy, SweepStats
+from sweepq.sweeper import Sweeper, SweepStats
 from sweepq.sweeper.clock import Clock, SystemClock
 
 from . import checks, extensions
@@ -34,7 +34,7 @@ from .internals import ManagerInternals, Service
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .record import Identity
 from .sequence import Arrivals
-from .settings import MAX_MSG_LENGTH, DurabilitySettings, MemorySettings, MessageSettings, SweeperSettings, chosen
+from .settings import DurabilitySettings, MemorySettings, MessageSettings, SweeperSettings, check_place
 from .storage import Storage
 
 if TYPE_CHECKING:
@@ -44,53 +44,51 @@ if TYPE_CHECKING:
     from .distributed import ChannelDefinition, QmgrAttributes, RemoteQueue, Route
 
 _ATTR_NAMES = frozenset(f.name for f in fields(QueueAttributes))
+Group = TypeVar("Group", SweeperSettings, DurabilitySettings, MemorySettings, MessageSettings)
 
 
 class QueueManager:
     """An in-process queue manager.
 
-    Its settings come in four groups (engine/settings.py), each checked when it is made:
+    ``QueueManager(name=None, *, path=None, clock=None, store=None, sweeping=None,
+    durability=None, memory=None, messages=None)``: every setting has one spelling. Besides
+    the name, the clock and where the blobs go, the settings come in four groups
+    (engine/settings.py), each checked when it is made and each None for its defaults:
     ``sweeping=SweeperSettings(...)`` (the slow queue sweeper: on or off, its rule, its duty,
-    read-ahead), ``durability=DurabilitySettings(...)`` (data directory or store, durable,
-    sync, repair, store options), ``memory=MemorySettings(...)`` (the memory budget and what it
-    counts) and ``messages=MessageSettings(...)`` (MAXMSGL, MAXUMSGS, backout handling). Every
-    field also has a keyword argument, the short form (``sweeper=``, ``sweep_policy=``,
-    ``sweep_duty=``, ``readahead_low_water=``; ``path=``, ``durable=``, ``sync=``, ``repair=``,
-    ``store_options=``, ``store=``; ``memory_budget=``, ``budget_counts=``;
-    ``max_msg_length=``, ``max_uncommitted=``, ``backout_handling=``), which builds the same
-    group; a group is given one way or the other, not both. The fields' docstrings say what
-    each setting does.
+    read-ahead, a trace of the run), ``durability=DurabilitySettings(...)`` (durable, sync,
+    repair, store options), ``memory=MemorySettings(...)`` (the memory budget and what it
+    counts) and ``messages=MessageSettings(...)`` (MAXMSGL, MAXUMSGS, backout handling). The
+    fields' docstrings say what each setting does.
 
     ``path`` is the data directory of the blob store that swept messages go to (None: a
     private temporary store, removed at close); ``store`` puts the queues' blobs in a given
     :class:`~sweepq.blobstore.Store` instead. The sweeper runs on a background thread every
-    ``sweep_policy.interval`` seconds of ``clock`` time; ``sweep_policy`` holds the rule's
+    ``policy.interval`` seconds of ``clock`` time; the ``SweepPolicy`` holds the rule's
     factor and buffer extra (seed 003: 2 and 5; ``rule="adaptive"`` does not re-sweep what
     came back).
 
-    ``memory_budget`` (0: none) makes the sweeper sweep beyond its rule while the messages in
-    memory and the store's own memory are over it: the queues with the most sweepable bytes
-    first, each keeping its x + extra buffer (``SweepPolicy.memory_budget``), and each queue's
-    ``memory_policy`` acts on puts near it (engine/budget.py, docs/sweeper.md "The memory
-    budget").
+    A memory budget (``MemorySettings.budget``; 0: none) makes the sweeper sweep beyond its
+    rule while the messages in memory and the store's own memory are over it: the queues with
+    the most sweepable bytes first, each keeping its x + extra buffer
+    (``SweepPolicy.memory_budget``), and each queue's ``memory_policy`` acts on puts near it
+    (engine/budget.py, docs/sweeper.md "The memory budget").
 
     Durability (default: on with a data directory, off otherwise): queue definitions and
     persistent messages are kept in the store and come back, in order and with their backout
-    counts, when a queue manager opens it again (engine/durable). ``sync`` says when a
-    durable change is safe: ``"commit"`` (default: on disk before put, get or commit returns;
-    concurrent commits share one fsync), ``"os"`` (in the log: a crash of the process loses
-    nothing that returned), ``"none"`` (no log). Non-persistent messages are never written for
-    durability and do not survive a restart, as in MQ. ``recovery`` reports what the open
-    found.
+    counts, when a queue manager opens it again (engine/durable). ``DurabilitySettings.sync``
+    says when a durable change is safe: ``"commit"`` (default: on disk before put, get or
+    commit returns; concurrent commits share one fsync), ``"os"`` (in the log: a crash of the
+    process loses nothing that returned), ``"none"`` (no log). Non-persistent messages are
+    never written for durability and do not survive a restart, as in MQ. ``recovery`` reports
+    what the open found.
 
     ``name``: the queue manager's name (None: the data directory's, or QM1). ``clock``
     drives WAIT intervals, put times and the sweep cycle (inject a ``ManualClock`` in tests).
-    ``trace_path`` records every successful put and get to a Parquet trace there, for
-    ``sweepq replay``.
 
     :raises MQError: Q_MGR_NAME_ERROR (2058) for a name that is not a str; PARM_VALUE_ERROR
-        (3229) naming the first wrong setting; RESOURCE_PROBLEM (2102) when the data
-        directory cannot be opened.
+        (3229) naming the first wrong setting, or a group of the wrong kind; RESOURCE_PROBLEM
+        (2102) when the data directory cannot be opened.
+    :raises TypeError: for a keyword it does not take (as any Python call).
     """
 
     def __init__(
@@ -99,21 +97,7 @@ class QueueManager:
         *,
         path: str | os.PathLike | None = None,
         clock: Clock | None = None,
-        sweeper: bool = True,
-        sweep_policy: SweepPolicy | None = None,
-        sweep_duty: float = 0.1,
-        store_options: dict | None = None,
-        readahead_low_water: int = 4096,
-        max_uncommitted: int = 10_000,
-        backout_handling: bool = False,
-        max_msg_length: int = MAX_MSG_LENGTH,
-        trace_path: str | os.PathLike | None = None,
         store: Store | None = None,
-        memory_budget: int | str = 0,
-        budget_counts: str = "",
-        sync: str = "commit",
-        durable: bool | None = None,
-        repair: bool = False,
         sweeping: SweeperSettings | None = None,
         durability: DurabilitySettings | None = None,
         memory: MemorySettings | None = None,
@@ -122,20 +106,24 @@ class QueueManager:
         # Everything is checked before anything is made: each group checks itself (settings.py).
         if name is not None and not isinstance(name, str):  # None: the data directory's, or QM1
             raise MQError(Reason.Q_MGR_NAME_ERROR, "the queue manager name must be a str")
-        policy = SweepPolicy() if sweep_policy is None else sweep_policy
-        sweeping = chosen(sweeping, SweeperSettings(sweeper, policy, sweep_duty, readahead_low_water), "sweeping")
-        durability = chosen(
-            durability, DurabilitySettings(path, durable, sync, repair, store_options, store), "durability"
+        check_place(path, store)
+        self._start(
+            name,
+            clock,
+            path,
+            store,
+            _group(sweeping, SweeperSettings, "sweeping"),
+            _group(durability, DurabilitySettings, "durability"),
+            _group(memory, MemorySettings, "memory"),
+            _group(messages, MessageSettings, "messages"),
         )
-        memory = chosen(memory, MemorySettings(memory_budget, budget_counts), "memory")
-        messages = chosen(messages, MessageSettings(max_msg_length, max_uncommitted, backout_handling), "messages")
-        self._start(name, clock, trace_path, sweeping, durability, memory, messages)
 
     def _start(
         self,
         name: str | None,
         clock: Clock | None,
-        trace_path: str | os.PathLike | None,
+        path: str | os.PathLike | None,
+        store: Store | None,
         sweeping: SweeperSettings,
         durability: DurabilitySettings,
         memory: MemorySettings,
@@ -169,17 +157,16 @@ class QueueManager:
         # recovery defines get it there, the ones defined later in _new_queue.
         self.budget: MemoryBudget | None = None
         self.recorder = None
-        if trace_path is not None:
+        if sweeping.trace_path is not None:
             from .recorder import TraceRecorder
 
-            self.recorder = TraceRecorder(trace_path, self.clock)
+            self.recorder = TraceRecorder(sweeping.trace_path, self.clock)
         store_options = durability.store_options
         if budget:
             store_options = store_options_within(budget, store_options, memory.counts)
-        self._storage = Storage(
-            durability.path, store_options, durability.store, wal=durability.sync != "none", repair=durability.repair
-        )
-        self.journal: Journal | None = Journal(self._storage.store, durability.sync) if durability.keeps else None
+        self._storage = Storage(path, store_options, store, wal=durability.sync != "none", repair=durability.repair)
+        keeps = durability.keeps(on_disk=path is not None)
+        self.journal: Journal | None = Journal(self._storage.store, durability.sync) if keeps else None
         self.recovery: RecoveryReport | None = None
         self._damage: list[str] = []  # what rewriting records after damage could not do
         try:
@@ -256,16 +243,11 @@ class QueueManager:
     @classmethod
     def open(cls, path: str | os.PathLike, **options: Any) -> QueueManager:
         """A queue manager on the data directory ``path`` (created if missing; its parent must
-        exist): every queue definition and persistent message stored there comes back.
-
-        ``durability=DurabilitySettings(...)`` may come with it: ``path`` is put in it.
+        exist): every queue definition and persistent message stored there comes back. The
+        ``options`` are the constructor's other keywords (``name``, ``clock``, the groups).
 
         :raises MQError: RESOURCE_PROBLEM (2102) with what to do when ``path`` is a file, not
             a sweepq store, of a newer format, or open in another queue manager."""
-        durability = options.get("durability")
-        if isinstance(durability, DurabilitySettings):
-            options["durability"] = replace(durability, path=path)
-            return cls(**options)
         return cls(path=path, **options)
 
     # -- the sweeper's view (sweeper.cycle.SweepSource) ---------------------------------------
@@ -650,3 +632,14 @@ def _write_stats(path: str, stats: dict[str, SweepStats]) -> str | None:
     except OSError as e:
         return f"writing {full} failed ({e})"
     return None
+
+
+def _group(given: object, kind: type[Group], keyword: str) -> Group:
+    """``given`` as the queue manager's ``keyword=`` group, or the group's defaults for None.
+
+    :raises MQError: PARM_VALUE_ERROR (3229) for anything but a ``kind``."""
+    if given is None:
+        return kind()
+    if not isinstance(given, kind):
+        raise MQError(Reason.PARM_VALUE_ERROR, f"{keyword}= must be a {kind.__name__}, not {type(given).__name__}")
+    return given

@@ -1,6 +1,6 @@
 """Sizes as a person writes them: ``"100MB"``, ``"64KiB"``, ``"1.5 GB"``, or an int of bytes.
 
-One parser for the API (``QueueManager(memory_budget=...)``, ``sweepq.Queue(memory_budget=...)``)
+One parser for the API (``MemorySettings(budget=...)``, ``sweepq.Queue(memory_budget=...)``)
 and the command line (every ``--memory-budget``-like option), so a size means the same
 everywhere. Units follow the SI and IEC prefixes: ``kB``/``KB``, ``MB``, ``GB``, ``TB`` are
 powers of 1000, ``KiB``, ``MiB``, ``GiB``, ``TiB`` powers of 1024 (``K``, ``M``, ``G``, ``T``

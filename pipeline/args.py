@@ -75,7 +75,7 @@ def existing_path(text: str) -> str:
 def byte_size(text: str) -> int:
     """An argparse type: bytes as engine/sizes.py reads every size of sweepq (500MB, 512MiB,
     64KiB or an integer of bytes; M alone is MiB), so that --memory-budget means the same here
-    as for ``sweepq serve`` and ``QueueManager(memory_budget=)``."""
+    as for ``sweepq serve`` and ``MemorySettings(budget=)``."""
     from sweepq.engine import MQError
     from sweepq.engine.sizes import parse_size
 

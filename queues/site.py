@@ -515,7 +515,7 @@ def site_for(w: Where) -> tuple[tuple, Callable[[], Site], tuple]:
 
 
 def _local_site(w: Where, where: str) -> Site:
-    from sweepq.engine import QueueManager
+    from sweepq.engine import DurabilitySettings, MemorySettings, MessageSettings, QueueManager, SweeperSettings
 
     if w.path is not None:
         parent = os.path.dirname(os.path.abspath(w.path))
@@ -526,11 +526,10 @@ def _local_site(w: Where, where: str) -> Site:
     try:
         qm = QueueManager(
             path=w.path,
-            sweeper=w.path is not None or bool(w.memory_budget),
-            memory_budget=w.memory_budget,
-            budget_counts=w.budget_counts if w.memory_budget else "held",
-            sync=w.sync,
-            max_msg_length=MAX_ITEM,
+            sweeping=SweeperSettings(run=w.path is not None or bool(w.memory_budget)),
+            durability=DurabilitySettings(sync=w.sync),
+            memory=MemorySettings(budget=w.memory_budget, counts=w.budget_counts if w.memory_budget else "held"),
+            messages=MessageSettings(max_msg_length=MAX_ITEM),
         )
     except MQError as e:
         raise map_error(e, f"opening the queue manager {where}") from None

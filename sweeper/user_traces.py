@@ -1,5 +1,5 @@
 """Traces a user has, read for the replay and the plan: beside sweepq's own trace format
-(sweeper/traces.py, which the engine's recorder writes with ``trace_path=``), a CSV or Parquet
+(sweeper/traces.py, which the engine's recorder writes with ``SweeperSettings(trace_path=...)``), a CSV or Parquet
 file of just **time, queue, size, put/get**, as a log of production gives it.
 
 Column names accepted (first match wins; any case):

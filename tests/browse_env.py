@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
-from sweepq.engine import OO, DeliverySequence, MQError, QueueManager, Reason
+from sweepq.engine import OO, DeliverySequence, DurabilitySettings, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.sweeper import ManualClock, SweepPolicy
 
 BIO = OO.BROWSE | OO.INPUT_SHARED | OO.OUTPUT  # browse, get and put
@@ -50,9 +50,8 @@ def make_env(world: str):
     clock = ManualClock()
     with QueueManager(
         clock=clock,
-        sweeper=False,
-        sweep_policy=SweepPolicy(extra=0),
-        store_options={"max_blob_records": 3},
+        sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=0)),
+        durability=DurabilitySettings(store_options={"max_blob_records": 3}),
     ) as qm:
         qm.define_queue("Q")
         qm.define_queue("F", delivery_sequence=DeliverySequence.FIFO, default_priority=4)

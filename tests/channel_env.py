@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from sweepq.engine import QueueManager, Usage
+from sweepq.engine import QueueManager, SweeperSettings, Usage
 from sweepq.engine.constants import ChannelType
 
 from helpers import wait_until  # the channel tests import it from here too
@@ -36,8 +36,8 @@ def pair(qm1_options: dict | None = None, qm2_options: dict | None = None, **cha
     """QM1 -> QM2: QM2 with queue Q and a dead-letter queue DLQ serves the receiver of TO.QM2;
     QM1 has the transmission queue QM2, the remote queue TARGET (Q on QM2) and the sender
     TO.QM2 (not started: ``qm1.channels.start("TO.QM2")``)."""
-    qm2 = QueueManager("QM2", sweeper=False, **(qm2_options or {}))
-    qm1 = QueueManager("QM1", sweeper=False, **(qm1_options or {}))
+    qm2 = QueueManager("QM2", sweeping=SweeperSettings(run=False), **qm2_options or {})
+    qm1 = QueueManager("QM1", sweeping=SweeperSettings(run=False), **qm1_options or {})
     try:
         qm2.define_queue("Q")
         qm2.define_queue("DLQ")

@@ -14,7 +14,7 @@ import urllib.request
 
 from net_env import short_dir
 
-from sweepq.engine import QueueManager
+from sweepq.engine import QueueManager, SweeperSettings
 from sweepq.sweeper import ManualClock
 
 TOKEN = "read-token"
@@ -25,7 +25,7 @@ ADMIN = "admin-token"
 def console(queues=("ORDERS",), **serve):
     """(queue manager, its server with a console); ``serve`` options go to qm.serve()."""
     options = {"console": "127.0.0.1:0", "token": TOKEN, "admin_token": ADMIN, "console_interval": 0.1, **serve}
-    qm = QueueManager(sweeper=False, clock=ManualClock())
+    qm = QueueManager(sweeping=SweeperSettings(run=False), clock=ManualClock())
     try:
         for q in queues:
             qm.define_queue(q)

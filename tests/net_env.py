@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from sweepq.engine import MQError, QueueManager
+from sweepq.engine import MQError, QueueManager, SweeperSettings
 from sweepq.net import client as net_client
 
 
@@ -24,7 +24,7 @@ def short_dir() -> str:
 def served(**options):
     """(queue manager with queue Q, its server on a Unix socket); ``options`` go to serve()."""
     where = short_dir()
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         server = qm.serve(os.path.join(where, "s.sock"), **options)
         yield qm, server

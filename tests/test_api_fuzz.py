@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sweepq.engine import GMO, MD, MO, OO, PMO, DeliverySequence, MQError, QueueManager, Usage
+from sweepq.engine import GMO, MD, MO, OO, PMO, DeliverySequence, MQError, QueueManager, SweeperSettings, Usage
 from sweepq.sweeper import ManualClock
 
 ANYTHING = st.one_of(
@@ -51,7 +51,7 @@ def _either(valid, weird=ANYTHING):
 
 @pytest.fixture(scope="module")
 def qm():
-    with QueueManager(clock=ManualClock(), sweeper=False) as m:
+    with QueueManager(clock=ManualClock(), sweeping=SweeperSettings(run=False)) as m:
         m.define_queue("Q")
         yield m
 
@@ -218,7 +218,7 @@ def test_a_nan_wait_is_refused_at_once(qm):
 
 
 def test_a_closed_manager_refuses_administration():
-    m = QueueManager(sweeper=False)
+    m = QueueManager(sweeping=SweeperSettings(run=False))
     m.define_queue("X")
     m.close()
     for call in (lambda: m.define_queue("Y"), lambda: m.inquire_queue("X"), m.connect, lambda: m.delete_queue("X")):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pytest
 from net_env import short_dir
 
-from sweepq.engine import OO, MQError, QueueManager, Reason, Usage
+from sweepq.engine import OO, MQError, QueueManager, Reason, SweeperSettings, Usage
 from sweepq.engine.constants import ChannelType
 from sweepq.engine.matching import MATCH_DEFAULT
 from sweepq.net import protocol as P
@@ -259,7 +259,7 @@ def test_every_request_type_and_every_channel_action_has_a_row_that_agrees_with_
 
 @pytest.fixture(scope="module")
 def world():
-    with QueueManager("QMA", sweeper=False) as qm:
+    with QueueManager("QMA", sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         qm.define_queue("DLQ")
         qm.define_queue("XQ", usage=Usage.TRANSMISSION)

@@ -7,7 +7,19 @@ import threading
 
 import pytest
 
-from sweepq.engine import GMO, MD, OO, PMO, MQError, Persistence, QueueManager, Reason
+from sweepq.engine import (
+    GMO,
+    MD,
+    OO,
+    PMO,
+    DurabilitySettings,
+    MessageSettings,
+    MQError,
+    Persistence,
+    QueueManager,
+    Reason,
+    SweeperSettings,
+)
 from sweepq.sweeper import ManualClock
 
 from helpers import IO, drain
@@ -53,7 +65,7 @@ def test_put_many_under_syncpoint_is_one_unit_of_work(conn, h):
 
 
 def test_put_many_respects_max_uncommitted(clock):
-    with QueueManager(clock=clock, max_uncommitted=3) as qm:
+    with QueueManager(clock=clock, messages=MessageSettings(max_uncommitted=3)) as qm:
         qm.define_queue("Q")
         c = qm.connect()
         h = c.open("Q", IO)
@@ -78,7 +90,11 @@ def test_get_many_follows_priority_then_fifo_like_get(h):
 
 
 def test_get_many_equals_gets_across_swept_blobs():
-    with QueueManager(clock=ManualClock(), sweeper=False, store_options={"max_blob_records": 7}) as qm:
+    with QueueManager(
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": 7}),
+    ) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", IO)
         h.put_many([b"%03d" % i for i in range(200)])
@@ -158,7 +174,7 @@ def test_get_many_needs_input_and_allowed_gets(qm, conn):
 
 
 def test_get_many_on_a_poison_queue_moves_poison_like_get(clock):
-    with QueueManager(clock=clock, backout_handling=True) as qm:
+    with QueueManager(clock=clock, messages=MessageSettings(backout_handling=True)) as qm:
         qm.define_queue("BOQ")
         qm.define_queue("W", backout_threshold=1, backout_requeue_q="BOQ")
         c = qm.connect()

@@ -35,7 +35,7 @@ def test_paired_ratio_is_the_median_of_the_rounds_ratios():
 
 def test_sweepq_contender_is_persistent(tmp_path):
     """The sweepq rows measure persistent messages: what they put comes back after a reopen."""
-    from sweepq.engine import QueueManager
+    from sweepq.engine import QueueManager, SweeperSettings
 
     for sync in ("os", "commit"):
         path = str(tmp_path / sync)
@@ -44,7 +44,7 @@ def test_sweepq_contender_is_persistent(tmp_path):
             o.put(b"m%d" % i)
         assert o.get() == b"m0"
         o.close()
-        qm = QueueManager.open(path, sweeper=False)
+        qm = QueueManager.open(path, sweeping=SweeperSettings(run=False))
         try:
             assert qm.recovery.messages == 2
         finally:

@@ -670,11 +670,13 @@ def test_closed_handle_is_2019_for_browse(env):
 
 def test_a_failed_blob_read_is_2102_and_the_browse_can_be_retried():
     from sweepq.blobstore import FaultyStore, MemoryStore
-    from sweepq.engine import QueueManager
+    from sweepq.engine import QueueManager, SweeperSettings
     from sweepq.sweeper import ManualClock, SweepPolicy
 
     store = FaultyStore(MemoryStore(max_blob_records=3))
-    with QueueManager(clock=ManualClock(), sweeper=False, store=store, sweep_policy=SweepPolicy(extra=0)) as qm:
+    with QueueManager(
+        clock=ManualClock(), sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=0)), store=store
+    ) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", BIO)
         for i in range(9):
@@ -689,11 +691,13 @@ def test_a_failed_blob_read_is_2102_and_the_browse_can_be_retried():
 
 
 def test_a_damaged_blob_met_by_a_browse_is_2101_and_the_browse_goes_on_past_it():
-    from sweepq.engine import QueueManager
+    from sweepq.engine import DurabilitySettings, QueueManager, SweeperSettings
     from sweepq.sweeper import ManualClock, SweepPolicy
 
     with QueueManager(
-        clock=ManualClock(), sweeper=False, store_options={"max_blob_records": 3}, sweep_policy=SweepPolicy(extra=0)
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=0)),
+        durability=DurabilitySettings(store_options={"max_blob_records": 3}),
     ) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", BIO)

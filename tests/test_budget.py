@@ -4,7 +4,7 @@ tests/test_replay_fidelity.py holds the two to the same numbers)."""
 from __future__ import annotations
 
 from sweepq.blobstore import MemoryStore
-from sweepq.engine import MQError, QueueManager, Reason
+from sweepq.engine import MemorySettings, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.sweeper import ManualClock, SweepPolicy
 
 from helpers import IO, drain
@@ -23,7 +23,9 @@ def test_the_budget_sweeps_beyond_the_rule_keeping_the_buffer():
     # The sweep policy's budget alone (the rule the replay models), without the queue
     # manager's MemoryBudget: its puts would page from 90 % of it (tests/test_memory_bound.py).
     policy = SweepPolicy(memory_budget=1000)
-    with QueueManager(clock=ManualClock(), sweeper=False, store=MemoryStore(), sweep_policy=policy) as qm:
+    with QueueManager(
+        clock=ManualClock(), sweeping=SweeperSettings(run=False, policy=policy), store=MemoryStore()
+    ) as qm:
         qm.define_queue("Q")
         h, got = _fill(qm)
         d = qm.sweeper.run_once().decision("Q")
@@ -33,7 +35,7 @@ def test_the_budget_sweeps_beyond_the_rule_keeping_the_buffer():
 
 
 def test_no_budget_no_sweep_beyond_the_rule():
-    with QueueManager(clock=ManualClock(), sweeper=False, store=MemoryStore()) as qm:
+    with QueueManager(clock=ManualClock(), sweeping=SweeperSettings(run=False), store=MemoryStore()) as qm:
         qm.define_queue("Q")
         _fill(qm)
         d = qm.sweeper.run_once().decision("Q")
@@ -42,7 +44,9 @@ def test_no_budget_no_sweep_beyond_the_rule():
 
 def test_the_budget_counts_the_stores_own_memory(tmp_path):
     # Messages alone are under this budget; RocksDB's memtables put the total over it.
-    with QueueManager.open(tmp_path / "d", clock=ManualClock(), sweeper=False, memory_budget=100_000) as qm:
+    with QueueManager.open(
+        tmp_path / "d", clock=ManualClock(), sweeping=SweeperSettings(run=False), memory=MemorySettings(budget=100_000)
+    ) as qm:
         qm.define_queue("Q")
         qm.define_queue("BIG")
         big = qm.connect().open("BIG", IO)
@@ -70,7 +74,9 @@ def test_the_adaptive_rule_counts_no_re_sweeps_where_the_seeds_rule_does():
     for rule in ("seed", "adaptive"):
         policy = SweepPolicy(interval=1.0, rule=rule)
         with QueueManager(
-            clock=ManualClock(), sweeper=False, store=MemoryStore(max_blob_records=200), sweep_policy=policy
+            clock=ManualClock(),
+            sweeping=SweeperSettings(run=False, policy=policy),
+            store=MemoryStore(max_blob_records=200),
         ) as qm:
             qm.define_queue("Q")
             h = qm.connect().open("Q", IO)
@@ -92,7 +98,7 @@ def test_the_adaptive_rule_counts_no_re_sweeps_where_the_seeds_rule_does():
 def test_a_bad_budget_is_refused():
     for bad in (-1, 1.5, "1 parsec", None, 100):
         try:
-            QueueManager(sweeper=False, memory_budget=bad).close()
+            QueueManager(sweeping=SweeperSettings(run=False), memory=MemorySettings(budget=bad)).close()
         except MQError as e:
             assert e.reason == Reason.PARM_VALUE_ERROR
         else:

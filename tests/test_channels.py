@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from channel_env import FAST, drain_all, pair, receiving, running, sending, sent, status, wait_until
 
-from sweepq.engine import MD, OO, MQError, Persistence, QueueManager, Reason
+from sweepq.engine import MD, OO, MQError, Persistence, QueueManager, Reason, SweeperSettings
 from sweepq.engine.distributed import DeadLetter
 from sweepq.engine.distributed.sync import SenderSync
 from sweepq.net import RemoteQueueManager
@@ -130,9 +130,9 @@ def test_batches_hold_batch_size_messages_and_wait_batch_interval_for_more():
 
 def test_a_route_through_two_hops():
     with (
-        QueueManager("QM3", sweeper=False) as qm3,
-        QueueManager("QM2", sweeper=False) as qm2,
-        QueueManager("QM1", sweeper=False) as qm1,
+        QueueManager("QM3", sweeping=SweeperSettings(run=False)) as qm3,
+        QueueManager("QM2", sweeping=SweeperSettings(run=False)) as qm2,
+        QueueManager("QM1", sweeping=SweeperSettings(run=False)) as qm1,
     ):
         qm3.define_queue("FINAL")
         s3 = receiving(qm3, "QM2.QM3")
@@ -214,8 +214,8 @@ def test_a_sequence_number_mismatch_stops_the_channel_until_both_ends_are_reset(
 
 def test_a_sender_holding_the_partner_s_admin_token_resets_the_receiver_too(tmp_path):
     with (
-        QueueManager("QM2", sweeper=False) as qm2,
-        QueueManager("QM1", sweeper=False, path=tmp_path / "qm1") as qm1,
+        QueueManager("QM2", sweeping=SweeperSettings(run=False)) as qm2,
+        QueueManager("QM1", sweeping=SweeperSettings(run=False), path=tmp_path / "qm1") as qm1,
     ):
         qm2.define_queue("Q")
         server = receiving(qm2, "TO.QM2", admin_token="ADM")
@@ -262,7 +262,7 @@ def test_a_stopped_channel_stays_stopped_across_a_restart(tmp_path):
         qm1.channels.start("TO.QM2")
         wait_until(lambda: running(qm1, "TO.QM2"))
         qm1.channels.stop("TO.QM2")
-    with QueueManager.open(tmp_path / "qm1", sweeper=False) as again:
+    with QueueManager.open(tmp_path / "qm1", sweeping=SweeperSettings(run=False)) as again:
         assert status(again, "TO.QM2")["status"] == "STOPPED" and again.channels.resume() == []
 
 
@@ -274,7 +274,7 @@ def test_a_receiver_takes_one_sender_and_refuses_when_stopped():
         assert "is stopped" in status(qm1, "TO.QM2")["why"]
         qm2.channels.start("TO.QM2")
         wait_until(lambda: running(qm1, "TO.QM2"))
-        with QueueManager("QM1", sweeper=False) as twin:  # a second sender of the same name
+        with QueueManager("QM1", sweeping=SweeperSettings(run=False)) as twin:  # a second sender of the same name
             sending(twin, "TO.QM2", server, "QM2")
             twin.channels.start("TO.QM2")
             wait_until(lambda: status(twin, "TO.QM2")["status"] == "RETRYING")
@@ -298,7 +298,10 @@ def test_a_channel_over_tls(tmp_path):
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     cert.configure_cert(ctx)
     ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
-    with QueueManager("QM2", sweeper=False) as qm2, QueueManager("QM1", sweeper=False) as qm1:
+    with (
+        QueueManager("QM2", sweeping=SweeperSettings(run=False)) as qm2,
+        QueueManager("QM1", sweeping=SweeperSettings(run=False)) as qm1,
+    ):
         qm2.define_queue("Q")
         server = receiving(qm2, "TO.QM2", tls=ctx)
         assert server.urls[-1].startswith("tls://")

@@ -13,14 +13,14 @@ import threading
 import pytest
 from channel_env import drain_all, pair, sent, wait_until
 
-from sweepq.engine import MD, OO, Persistence, QueueManager, Usage
+from sweepq.engine import MD, OO, DurabilitySettings, Persistence, QueueManager, SweeperSettings, Usage
 from sweepq.net.channels.receiver import Receiver
 from sweepq.sweeper import ManualClock, SweepPolicy
 
 from helpers import IO
 
 P = Persistence.PERSISTENT
-SMALL_BLOBS = {"store_options": {"max_blob_records": 10}}
+SMALL_BLOBS = {"durability": DurabilitySettings(store_options={"max_blob_records": 10})}
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def test_a_channels_batch_gets_are_its_queues_service_rate():
 
 def test_batch_gets_and_application_gets_lead_the_clock_driven_cycle_to_the_same_sweep():
     clock = ManualClock()
-    with QueueManager(clock=clock, sweep_policy=SweepPolicy(interval=5), **SMALL_BLOBS) as qm:
+    with QueueManager(clock=clock, sweeping=SweeperSettings(policy=SweepPolicy(interval=5)), **SMALL_BLOBS) as qm:
         qm.define_queue("LOCAL")
         qm.define_queue("XMIT", usage=Usage.TRANSMISSION)
         app, xmit = qm.connect().open("LOCAL", IO), qm.connect().open("XMIT", IO)

@@ -178,9 +178,11 @@ def test_inspect_of_a_file_or_a_foreign_directory(tmp_path):
 
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     """`sweepq inspect DIR | head -1`: the pipe closes early; no BrokenPipeError traceback."""
-    from sweepq.engine import QueueManager
+    from sweepq.engine import DurabilitySettings, QueueManager, SweeperSettings
 
-    with QueueManager.open(tmp_path / "d", sweeper=False, sync="none") as qm:
+    with QueueManager.open(
+        tmp_path / "d", sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="none")
+    ) as qm:
         for i in range(1500):
             qm.define_queue(f"A.LONG.QUEUE.NAME.FOR.A.LONG.LISTING.{i:05d}")
     p = subprocess.Popen(

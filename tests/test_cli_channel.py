@@ -19,7 +19,7 @@ from channel_env import drain_all, pair, status, wait_until
 from net_env import ServeProcess, short_dir
 
 from sweepq.cli import main
-from sweepq.engine import MD, OO, MQError, Persistence, QueueManager, Reason
+from sweepq.engine import MD, OO, MQError, Persistence, QueueManager, Reason, SweeperSettings
 from sweepq.engine.distributed.sync import SenderSync
 from sweepq.net import RemoteQueueManager, auth
 from sweepq.net.channels import dq_admin
@@ -109,7 +109,7 @@ def definition(d: str, srv: ServeProcess | None) -> dict | None:
     if srv is not None:
         with RemoteQueueManager(srv.url) as r:
             return r.dq_admin("objects", None)["channels"].get("OUT")
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         return dq_admin(qm, False, "objects", None, {})["channels"].get("OUT")
 
 

@@ -254,10 +254,10 @@ def test_get_waits_for_a_put_from_another_process(tmp_path):
 
 
 def test_browse_shows_what_an_application_put(tmp_path):
-    from sweepq.engine import MD, OO, Persistence, QueueManager
+    from sweepq.engine import MD, OO, Persistence, QueueManager, SweeperSettings
 
     d = tmp_path / "q"
-    with QueueManager.open(d, sweeper=False) as qm, qm.connect() as conn:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm, qm.connect() as conn:
         qm.define_queue("APP", default_persistence=Persistence.PERSISTENT)
         props = {"colour": "red", "raw": b"\x01\x02"}
         conn.open("APP", OO.OUTPUT).put(b"hi", MD(priority=4, correl_id=b"c1", properties=props))
@@ -272,10 +272,10 @@ def test_a_damaged_directory_is_refused_and_repair_recovers_the_rest(tmp_path):
     files hold comes back and the damage is reported as a warning."""
     import os
 
-    from sweepq.engine import OO, Persistence, QueueManager
+    from sweepq.engine import OO, DurabilitySettings, Persistence, QueueManager, SweeperSettings
 
     d = tmp_path / "q"
-    with QueueManager.open(d, sweeper=False, sync="os") as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="os")) as qm:
         qm.define_queue("BIG", default_persistence=Persistence.PERSISTENT)
         qm.define_queue("KEEP", default_persistence=Persistence.PERSISTENT)
         h = qm.connect().open("BIG", OO.OUTPUT)
@@ -371,7 +371,7 @@ def test_ctrl_c_of_put_says_exactly_what_it_stored(tmp_path, syncpoint):
     which is what the queue holds (the progress line lags: 1,263 shown, 1,271 stored before)."""
     import signal
 
-    from sweepq.engine import QueueManager
+    from sweepq.engine import QueueManager, SweeperSettings
 
     d = tmp_path / "q"
     _ok(_sweepq("define", "ORDERS", "--data-dir", d, "--persistent"))
@@ -389,7 +389,7 @@ def test_ctrl_c_of_put_says_exactly_what_it_stored(tmp_path, syncpoint):
         proc.kill()
     lines = err.decode().strip().splitlines()
     assert proc.returncode == 130 and len(lines) == 1, err
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         depth = qm.inquire_queue("ORDERS").current_depth
     if syncpoint:
         assert f"sweepq put: interrupted: {depth:,} messages stay, committed in" in lines[0], (lines, depth)

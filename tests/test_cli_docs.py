@@ -268,7 +268,7 @@ def test_every_command_that_reaches_a_server_takes_every_server_option(path, tmp
     from net_env import short_dir
 
     from sweepq.cli import main
-    from sweepq.engine import QueueManager
+    from sweepq.engine import QueueManager, SweeperSettings
 
     trustme = pytest.importorskip("trustme")
     ca = trustme.CA()
@@ -294,7 +294,7 @@ def test_every_command_that_reaches_a_server_takes_every_server_option(path, tmp
         ("channel", "reset"): ["C", "--seq", "0"],
         ("channel", "resolve"): ["C", "--backout"],
     }.get(path, [])
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         for q in ("Q", "GONE"):
             qm.define_queue(q)
         qm.define_queue("XQ", usage=1)

@@ -48,10 +48,11 @@ def test_a_sweep_of_runs_got_meanwhile_does_not_crash_the_dictionary_trainer():
         """
         import os
         from sweepq.blobstore import MemoryStore
-        from sweepq.engine import QueueManager, OO
+        from sweepq.engine import QueueManager, OO, SweeperSettings
         from sweepq.sweeper import ManualClock
 
-        qm = QueueManager(sweeper=False, clock=ManualClock(), store=MemoryStore(), readahead_low_water=0)
+        off = SweeperSettings(run=False, readahead_low_water=0)
+        qm = QueueManager(clock=ManualClock(), store=MemoryStore(), sweeping=off)
         qm.define_queue("Q", max_depth=10**6)
         h = qm.connect().open("Q", OO.INPUT_SHARED | OO.OUTPUT)
         taker = qm.connect().open("Q", OO.INPUT_SHARED)
@@ -153,11 +154,11 @@ def test_many_threads_compress_and_decompress_with_dictionaries_while_sweeps_and
     out = run_child(
         """
         import os, random, threading, time
-        from sweepq.engine import QueueManager, MD, OO, MQError, Reason
+        from sweepq.engine import QueueManager, MD, OO, MQError, Reason, DurabilitySettings, SweeperSettings
         from sweepq.sweeper import SweepPolicy
 
-        qm = QueueManager(sweep_policy=SweepPolicy(interval=0.02), sweep_duty=1.0,
-                          store_options={"max_blob_records": 32}, readahead_low_water=64)
+        qm = QueueManager(sweeping=SweeperSettings(policy=SweepPolicy(interval=0.02), duty=1.0, readahead_low_water=64),
+                          durability=DurabilitySettings(store_options={"max_blob_records": 32}))
         names = [f"Q{i}" for i in range(6)]
         for n in names:
             qm.define_queue(n, max_depth=10**7)

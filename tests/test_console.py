@@ -15,7 +15,7 @@ import pytest
 from console_env import ADMIN, TOKEN, console, login_cookie, request
 
 from sweepq.blobstore import MemoryStore
-from sweepq.engine import GMO, OO, MQError, QueueManager, Reason
+from sweepq.engine import GMO, OO, MemorySettings, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.net.console import actions
 from sweepq.sweeper import LastDecision, ManualClock
 
@@ -135,7 +135,7 @@ def test_the_token_in_the_address_becomes_a_cookie_that_is_not_the_token():
 
 
 def test_a_unix_only_server_with_a_console_has_a_token_to_protect_it():
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         from net_env import short_dir
 
         server = qm.serve(short_dir() + "/s.sock", console=":0")
@@ -195,7 +195,9 @@ def test_the_snapshot_shows_the_memory_budget_and_its_policy():
         assert snap["budget"]["rss"] > 10_000_000
     # A MemoryStore: RocksDB's memtables may take 1 MiB (their floor), which a 1 MB budget
     # reserves for them (engine/budget.py), so no FAIL put would fit.
-    with QueueManager(sweeper=False, memory_budget="1MB", budget_counts="held", store=MemoryStore()) as qm:
+    with QueueManager(
+        sweeping=SweeperSettings(run=False), memory=MemorySettings(budget="1MB", counts="held"), store=MemoryStore()
+    ) as qm:
         from net_env import short_dir
 
         qm.define_queue("Q", memory_policy=2)
@@ -297,7 +299,7 @@ def test_closing_the_server_ends_open_streams_at_once():
 
 
 def test_console_addresses_and_intervals_are_checked():
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         from net_env import short_dir
 
         for bad in ("nowhere", "127.0.0.1:99999"):
@@ -418,7 +420,7 @@ def test_last_decision_outcomes_in_words():
 
 def test_the_sweeper_keeps_each_queues_last_decision_and_forgets_deleted_queues():
     clock = ManualClock()
-    with QueueManager(sweeper=False, clock=clock) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False), clock=clock) as qm:
         qm.define_queue("A")
         qm.define_queue("B")
         put(qm, "A", 50)
@@ -438,7 +440,7 @@ def test_an_aborted_sweep_is_recorded_with_its_reason():
         conn.open("A", OO.INPUT_AS_Q_DEF).get(GMO.NO_WAIT, msg_id=target.ids[-1])
         conn.disconnect()
 
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("A")
         put(qm, "A", 50)
         qm.sweeper.after_write = take_one
@@ -462,7 +464,7 @@ def test_every_metric_the_grafana_dashboard_uses_is_exported():
     exprs += [v["query"] for v in doc["templating"]["list"] if v["type"] == "query"]
     used = {name for e in exprs for name in re.findall(r"\bsweepq_[a-z_]+", e)}
     assert len(used) >= 15
-    with QueueManager(sweeper=False, memory_budget="64MB") as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False), memory=MemorySettings(budget="64MB")) as qm:
         from net_env import short_dir
 
         qm.define_queue("Q")

@@ -26,7 +26,7 @@ import pytest
 from test_durability import killed_writer
 
 from sweepq.blobstore import BlobStore, FaultyStore, MemoryStore
-from sweepq.engine import GMO, MD, OO, MQError, Persistence, QueueManager, Reason
+from sweepq.engine import GMO, MD, OO, DurabilitySettings, MQError, Persistence, QueueManager, Reason, SweeperSettings
 from sweepq.engine.durable.layout import encode_value
 from sweepq.sweeper import ManualClock
 
@@ -60,7 +60,7 @@ def drain(qm: QueueManager, name: str = "Q") -> tuple[list[bytes], list[MQError]
 def persistent_queue(d, datas: list[bytes]) -> list[bytes]:
     """A data directory ``d`` whose queue Q holds ``datas`` as persistent messages, closed;
     returns their MsgIds."""
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q", default_persistence=P)
         h = qm.connect().open("Q", IO)
         return [h.put(data).msg_id for data in datas]
@@ -86,7 +86,7 @@ def test_b1_damaged_records_never_come_back_as_wrong_data_after_a_compaction(tmp
     compaction rewrite the table; the next open delivers every message it has with exactly
     the data that was put (before the fix, the damaged records came back with wrong data)."""
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False, sync="os") as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="os")) as qm:
         qm.define_queue("Q", default_persistence=P)
         h = qm.connect().open("Q", OO.OUTPUT)
         for i in range(2000):
@@ -96,7 +96,7 @@ def test_b1_damaged_records_never_come_back_as_wrong_data_after_a_compaction(tmp
     rng = random.Random(1)
     size = table.stat().st_size
     flip(table, [rng.randrange(size // 10, size // 2) for _ in range(5)], bit=0x08)
-    with QueueManager.open(d, sweeper=False, sync="os") as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="os")) as qm:
         lost = qm.recovery.damaged_msg_ids
         assert 0 < len(lost) < 200 and qm.recovery.messages == 2000 - len(lost)
         assert any("lost to damage" in line and lost[0].hex() in line for line in qm.recovery.damaged)
@@ -107,7 +107,7 @@ def test_b1_damaged_records_never_come_back_as_wrong_data_after_a_compaction(tmp
         store = qm.blob_store()
         store.flush()
         store.compact()  # RocksDB rewrites the records table
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         rest, errors = drain(qm)
     got = first + rest
     assert not errors
@@ -122,7 +122,12 @@ def _swept_then_consumed(d) -> tuple[set[bytes], list[str]]:
     """64 persistent messages, the oldest swept into blobs (whose link deletes their own
     records), 40 consumed; the deletes of the link are in a table file of their own. Returns
     what was consumed and the new table files."""
-    with QueueManager.open(d, sweeper=False, clock=ManualClock(), store_options={"max_blob_records": 16}) as qm:
+    with QueueManager.open(
+        d,
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": 16}),
+        clock=ManualClock(),
+    ) as qm:
         qm.define_queue("Q", default_persistence=P)
         h = qm.connect().open("Q", IO)
         for i in range(64):
@@ -150,7 +155,7 @@ def test_b2_a_flipped_bit_in_a_delete_brings_no_consumed_message_back(tmp_path, 
     tables = [t for t in tables if b"SQB2" not in t.read_bytes()]  # not the blobs' table
     assert tables
     flip(tables[0], [offset])
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert qm.recovery.damaged  # detected and said
         got, errors = drain(qm)
     assert not consumed & set(got)
@@ -163,7 +168,7 @@ def test_b2_a_consumed_message_whose_delete_damage_took_is_recognised(tmp_path):
     into the store behind the queue manager's back. The checkpoint of the last close
     recognises them: reported, kept dead, never delivered, on this open and every later one."""
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q", default_persistence=P)
         conn = qm.connect()
         h = conn.open("Q", IO)
@@ -174,11 +179,11 @@ def test_b2_a_consumed_message_whose_delete_damage_took_is_recognised(tmp_path):
         conn.commit()
     with BlobStore(d) as store:  # the deletes of those 16 gets are "lost"
         store.write_messages(puts=old)
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert qm.recovery.consumed_again == 16
         assert any("already consumed came back" in line for line in qm.recovery.damaged)
         assert qm.inquire_queue("Q").current_depth == 14
-    with QueueManager.open(d, sweeper=False) as qm:  # and they stay dead
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:  # and they stay dead
         assert qm.recovery.consumed_again == 0
         got, errors = drain(qm)
     assert not gone & set(got) and len(got) == 14 and not errors
@@ -193,7 +198,7 @@ def test_b2_a_record_whose_key_is_damaged_is_named_and_quarantined(tmp_path):
         key, value = store.messages(b"Q\x00")[3]
         bad = key[:-1] + bytes([key[-1] ^ 0x40])
         store.write_messages(puts=[(bad, value)], deletes=[key])
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert any(ids[3].hex() in line and "damaged key" in line for line in qm.recovery.damaged)
         got, _ = drain(qm)
     assert got == [b"m%02d" % i for i in range(10) if i != 3]
@@ -211,7 +216,7 @@ def test_b1_a_record_cut_short_under_a_valid_checksum_is_named_not_a_crash(tmp_p
     with BlobStore(d) as store:
         key, value = store.messages(b"Q\x00")[3]
         store.write_messages(puts=[(key, encode_value(value[4 : 4 + keep]))])
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert any(f"too short to be a message ({keep} bytes)" in line for line in qm.recovery.damaged)
         got, _ = drain(qm)
     assert got == [b"m%02d" % i for i in range(10) if i != 3]
@@ -226,7 +231,11 @@ def _a_table_damaged_while_open(d, offsets: list[float]):
     """A queue manager on ``d`` (no block cache, so reads go to the files) with 2,000
     persistent messages on Q in one table file, which is then damaged at ``offsets``
     (shares of its size) while the manager has it open. Returns (manager, handle on Q)."""
-    qm = QueueManager.open(d, sweeper=False, sync="os", store_options={"block_cache_bytes": 0})
+    qm = QueueManager.open(
+        d,
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(sync="os", store_options={"block_cache_bytes": 0}),
+    )
     qm.define_queue("Q", default_persistence=P)
     h = qm.connect().open("Q", IO)
     for i in range(2000):
@@ -270,7 +279,7 @@ def test_b3_a_compaction_that_meets_damage_does_not_stop_the_queue_manager(tmp_p
         qm.close()
     got += rest
     assert sorted(number(m) for m in got) == list(range(2500)) and all(m == body(number(m)) for m in got)
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert qm.inquire_queue("Q").current_depth == 0
         assert qm.inquire_queue("R").current_depth == 20 - failures
 
@@ -289,7 +298,7 @@ def test_b3_records_lost_while_open_are_written_again_from_memory(tmp_path):
         h.put(body(2000))  # meets the broken database: the rebuild, then this put
     finally:
         qm.close()  # waits for the records to be written again
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         got, errors = drain(qm)
     assert not errors and [number(m) for m in got] == list(range(10, 2001))
 
@@ -298,7 +307,7 @@ def test_b3_records_lost_while_open_are_written_again_from_memory(tmp_path):
 
 _FULL_DISK = """
 import os, resource, signal, sys, time
-from sweepq.engine import QueueManager, OO, Persistence, MQError
+from sweepq.engine import QueueManager, OO, Persistence, MQError, DurabilitySettings, SweeperSettings
 from sweepq.blobstore.rocks import RETRY_SECONDS
 root, mode = sys.argv[1], sys.argv[2]
 d, filler = os.path.join(root, "d"), os.path.join(root, "filler")
@@ -327,7 +336,10 @@ else:  # a write error everywhere: no file may grow past a limit (EFBIG, not ENO
 
     def freed():
         resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
-opts = dict(sweeper=False, store_options={"write_buffer_bytes": 1 << 20})
+opts = dict(
+    sweeping=SweeperSettings(run=False),
+    durability=DurabilitySettings(store_options={"write_buffer_bytes": 1 << 20}),
+)
 qm = QueueManager.open(d, **opts)
 qm.define_queue("Q", default_persistence=Persistence.PERSISTENT)
 h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)
@@ -426,31 +438,31 @@ def test_b4_close_after_a_failure_releases_the_directory(tmp_path):
     """Whatever fails at close (here the statistics file cannot be written), the directory
     is released and the failure is an MQError."""
     d = tmp_path / "d"
-    qm = QueueManager.open(d, sweeper=False)
+    qm = QueueManager.open(d, sweeping=SweeperSettings(run=False))
     (d / "sweepq-stats.json").mkdir()  # a file that cannot be written
     with pytest.raises(MQError) as ei:
         qm.close()
     assert ei.value.reason == Reason.RESOURCE_PROBLEM and "sweepq-stats.json" in str(ei.value)
     (d / "sweepq-stats.json").rmdir()
-    QueueManager.open(d, sweeper=False).close()  # not refused as in use
+    QueueManager.open(d, sweeping=SweeperSettings(run=False)).close()  # not refused as in use
 
 
 def test_the_checkpoint_is_written_at_open_and_close_and_damage_to_it_is_said(tmp_path):
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q", default_persistence=P)
         qm.connect().open("Q", IO).put(b"x")
     side = d / "sweepq-checkpoint"
     assert side.exists() and (side.stat().st_mode & 0o777) == 0o600
     flip(side, [len(side.read_bytes()) - 1])
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert any("checkpoint" in line and "damaged" in line for line in qm.recovery.damaged)
         assert drain(qm)[0] == [b"x"]
 
 
 def test_a_damaged_store_that_cannot_open_offers_repair_and_repair_makes_it_usable(tmp_path):
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q", default_persistence=P)
         h = qm.connect().open("Q", IO)
         for i in range(300):
@@ -458,9 +470,9 @@ def test_a_damaged_store_that_cannot_open_offers_repair_and_repair_makes_it_usab
         qm.blob_store().flush()
     (d / "CURRENT").write_text("MANIFEST-999999\n")  # names a manifest that is not there
     with pytest.raises(MQError) as ei:
-        QueueManager.open(d, sweeper=False)
+        QueueManager.open(d, sweeping=SweeperSettings(run=False))
     assert "repair=True" in str(ei.value)
-    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
         got, errors = drain(qm)
         assert not errors and got == [body(i) for i in range(300)]
         qm.connect().open("Q", IO).put(b"works")
@@ -471,7 +483,7 @@ def test_a_write_that_meets_damage_is_2101_and_a_transient_failure_2102():
     set right is OBJECT_DAMAGED (trying again will not help before the next open), any other
     failure RESOURCE_PROBLEM (try again). Nothing changed either way."""
     store = FaultyStore(MemoryStore())
-    qm = QueueManager(store=store, durable=True, sweeper=False)
+    qm = QueueManager(store=store, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(durable=True))
     qm.define_queue("Q", default_persistence=P)
     h = qm.connect().open("Q", IO)
     store.fail("write_messages", corrupt=True)
@@ -490,7 +502,7 @@ def test_a_manifest_cut_short_offers_repair_and_repair_brings_every_family_back(
     """Found by the damage fuzz: a manifest cut before it names the families made the store
     look like "a RocksDB database but not a sweepq store", so repair was never offered."""
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q", default_persistence=P)
         h = qm.connect().open("Q", IO)
         for i in range(100):
@@ -498,19 +510,19 @@ def test_a_manifest_cut_short_offers_repair_and_repair_brings_every_family_back(
     manifest = next(p for p in d.iterdir() if p.name.startswith("MANIFEST-"))
     manifest.write_bytes(manifest.read_bytes()[:100])
     with pytest.raises(MQError) as ei:
-        QueueManager.open(d, sweeper=False)
+        QueueManager.open(d, sweeping=SweeperSettings(run=False))
     assert "repair=True" in str(ei.value)
-    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
         got, errors = drain(qm)
     assert not errors and got == [body(i) for i in range(100)]
 
 
 _OPEN_IN_A_CHILD = """
 import sys
-from sweepq.engine import QueueManager, OO, MQError
+from sweepq.engine import QueueManager, OO, MQError, DurabilitySettings, SweeperSettings
 path, repair = sys.argv[1], sys.argv[2] == "repair"
 try:
-    qm = QueueManager.open(path, sweeper=False, repair=repair)
+    qm = QueueManager.open(path, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=repair))
 except MQError as e:
     print("refused", "repair=True" in str(e))
     sys.exit(0)
@@ -577,7 +589,12 @@ def test_a_queue_whose_definition_damage_took_is_defined_again_with_its_messages
     the queue was orphaned. The chains and the checkpoint say which queues held messages:
     such a queue is defined again (default attributes), said so, and its messages come back."""
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False, clock=ManualClock(), store_options={"max_blob_records": 4}) as qm:
+    with QueueManager.open(
+        d,
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": 4}),
+        clock=ManualClock(),
+    ) as qm:
         qm.define_queue("ORDERS", default_persistence=P)
         h = qm.connect().open("ORDERS", IO)
         for i in range(30):
@@ -585,7 +602,7 @@ def test_a_queue_whose_definition_damage_took_is_defined_again_with_its_messages
         qm.sweeper.run_once()  # most of them into blobs: a chain names the queue too
     with BlobStore(d) as store:
         store.put_object(b"ORDERS", None)  # the definition gone, its messages left
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert any("ORDERS" in line and "defined again" in line for line in qm.recovery.damaged)
         got, errors = drain(qm, "ORDERS")
     assert not errors and got == [b"m%03d" % i for i in range(30)]
@@ -606,8 +623,8 @@ def test_rocksdb_is_never_asked_to_read_a_block_it_cannot_verify():
 
 _FLUSHING_WRITER = """
 import os, signal, sys
-from sweepq.engine import QueueManager, OO, Persistence
-qm = QueueManager.open(sys.argv[1], sweeper=False, sync="os")
+from sweepq.engine import QueueManager, OO, Persistence, DurabilitySettings, SweeperSettings
+qm = QueueManager.open(sys.argv[1], sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="os"))
 qm.define_queue("Q", default_persistence=Persistence.PERSISTENT, max_depth=10**6)
 h = qm.connect().open("Q", OO.OUTPUT)
 for k in range(5):
@@ -649,7 +666,7 @@ def _every_message_back(d, n: int = 500) -> None:
     the damage cost nothing, plainly with every message and the damage said."""
     tables = sorted(p.name for p in d.iterdir() if p.suffix == ".sst")
     try:
-        with QueueManager.open(d, sweeper=False) as qm:
+        with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
             said = qm.recovery.damaged
             got, errors = drain(qm)
         assert said and not errors and got == [b"m%03d" % i for i in range(n)], (said, len(got), errors[:1])
@@ -658,7 +675,7 @@ def _every_message_back(d, n: int = 500) -> None:
         text = " ".join(str(e).split())
         assert e.reason == Reason.RESOURCE_PROBLEM and "repair=True" in text and "damaged" in text, text
     assert sorted(p.name for p in d.iterdir() if p.suffix == ".sst") == tables  # the refused open deleted none
-    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
         got, errors = drain(qm)
     assert not errors and got == [b"m%03d" % i for i in range(n)]
 
@@ -702,7 +719,7 @@ def test_a_deleted_current_is_damage_that_repair_sets_right(tmp_path, end):
     five_flushes(d, end)
     (d / "CURRENT").unlink()
     with pytest.raises(MQError) as ei:
-        QueueManager.open(d, sweeper=False)
+        QueueManager.open(d, sweeping=SweeperSettings(run=False))
     text = " ".join(str(ei.value).split())
     assert "CURRENT" in text and "missing" in text and "repair=True" in text and "empty directory" not in text
     _every_message_back(d)
@@ -710,8 +727,8 @@ def test_a_deleted_current_is_damage_that_repair_sets_right(tmp_path, end):
 
 _GETS_AND_PUTS_THEN_KILLED = """
 import os, signal, sys
-from sweepq.engine import GMO, OO, QueueManager
-qm = QueueManager.open(sys.argv[1], sweeper=False, sync="os")
+from sweepq.engine import GMO, OO, QueueManager, DurabilitySettings, SweeperSettings
+qm = QueueManager.open(sys.argv[1], sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="os"))
 conn = qm.connect()
 h = conn.open("Q", OO.INPUT_SHARED | OO.OUTPUT)
 for _ in range(10):
@@ -739,7 +756,7 @@ def test_the_log_of_a_killed_store_lost_brings_no_consumed_message_back_and_name
             log.unlink()
         else:
             log.write_bytes(log.read_bytes()[:100])
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         said, named = qm.recovery.damaged, set(qm.recovery.damaged_msg_ids)
         got, errors = drain(qm)
     assert any("lost" in line for line in said), said
@@ -754,7 +771,12 @@ def test_chains_whose_records_damage_took_are_set_again_from_the_change_log(tmp_
     the leftover of an interrupted sweep (22 messages lost, nothing reported). The change log
     knows the chains at the checkpoint: they are set again, and every message comes back."""
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False, clock=ManualClock(), store_options={"max_blob_records": 4}) as qm:
+    with QueueManager.open(
+        d,
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": 4}),
+        clock=ManualClock(),
+    ) as qm:
         qm.define_queue("Q", default_persistence=P)
         h = qm.connect().open("Q", IO)
         for i in range(30):
@@ -767,7 +789,7 @@ def test_chains_whose_records_damage_took_are_set_again_from_the_change_log(tmp_
     chains = next(cf for cf, name in m.families.items() if name == "chains")
     for number in m.tables[chains]:
         (d / f"{number:06d}.sst").unlink()
-    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
         assert any("set again from the change log" in line for line in qm.recovery.damaged), qm.recovery.damaged
         got, errors = drain(qm)
     assert not errors and got == [b"m%03d" % i for i in range(30)]
@@ -775,8 +797,8 @@ def test_chains_whose_records_damage_took_are_set_again_from_the_change_log(tmp_
 
 _GETS_FLUSHED_THEN_KILLED = """
 import os, signal, sys
-from sweepq.engine import GMO, OO, QueueManager
-qm = QueueManager.open(sys.argv[1], sweeper=False, sync="os")
+from sweepq.engine import GMO, OO, QueueManager, DurabilitySettings, SweeperSettings
+qm = QueueManager.open(sys.argv[1], sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="os"))
 conn = qm.connect()
 h = conn.open("Q", OO.INPUT_SHARED)
 for _ in range(10):
@@ -803,8 +825,8 @@ def test_a_table_file_of_removals_set_aside_brings_no_consumed_message_back(tmp_
     messages = next(cf for cf, name in m.families.items() if name == "messages")
     (d / f"{max(m.tables[messages]):06d}.sst").unlink()  # the newest: the removals
     with pytest.raises(MQError):
-        QueueManager.open(d, sweeper=False)
-    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+        QueueManager.open(d, sweeping=SweeperSettings(run=False))
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
         consumed_again = qm.recovery.consumed_again
         got, errors = drain(qm)
     assert not errors and got == [b"m%03d" % i for i in range(100, 300)] and consumed_again == 100
@@ -812,8 +834,8 @@ def test_a_table_file_of_removals_set_aside_brings_no_consumed_message_back(tmp_
 
 _PUTS_FLUSHED_THEN_KILLED = """
 import os, signal, sys
-from sweepq.engine import OO, QueueManager
-qm = QueueManager.open(sys.argv[1], sweeper=False, sync="os")
+from sweepq.engine import OO, QueueManager, DurabilitySettings, SweeperSettings
+qm = QueueManager.open(sys.argv[1], sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="os"))
 h = qm.connect().open("Q", OO.OUTPUT)
 ids = [h.put(b"n%03d" % i).msg_id for i in range(20)]
 qm.blob_store().flush()  # the puts in a table file of their own
@@ -839,7 +861,7 @@ def test_a_deleted_table_file_of_a_killed_store_is_reported_and_its_messages_nam
     m = read_manifest(str(d))
     messages = next(cf for cf, name in m.families.items() if name == "messages")
     (d / f"{sorted(m.tables[messages])[-2]:06d}.sst").unlink()  # the one of the 20 puts
-    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
         said, named = qm.recovery.damaged, set(qm.recovery.damaged_msg_ids)
         got, errors = drain(qm)
     assert said and not errors and got == [*(b"m%03d" % i for i in range(100)), b"later"]
@@ -848,10 +870,13 @@ def test_a_deleted_table_file_of_a_killed_store_is_reported_and_its_messages_nam
 
 _SWEPT_GOT_BY_ID_THEN_KILLED = """
 import os, signal, sys
-from sweepq.engine import GMO, MO, OO, QueueManager
+from sweepq.engine import GMO, MO, OO, QueueManager, DurabilitySettings, SweeperSettings
 from sweepq.sweeper import ManualClock
 qm = QueueManager.open(
-    sys.argv[1], sweeper=False, sync="os", clock=ManualClock(), store_options={"max_blob_records": 4}
+    sys.argv[1],
+    clock=ManualClock(),
+    sweeping=SweeperSettings(run=False),
+    durability=DurabilitySettings(sync="os", store_options={"max_blob_records": 4}),
 )
 qm.blob_store().flush()  # every record in a table file: what follows is in the write-ahead log only
 conn = qm.connect()
@@ -883,7 +908,7 @@ def test_messages_got_by_msgid_out_of_a_blob_stay_consumed_when_the_log_is_lost(
             log.unlink()
         else:
             log.write_bytes(log.read_bytes()[:20])
-    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
         said, named = qm.recovery.damaged, set(qm.recovery.damaged_msg_ids)
         got, errors = drain(qm)
     assert any("lost" in line for line in said), said
@@ -903,7 +928,12 @@ def test_a_message_whose_sweep_delete_damage_took_stays_in_its_blob_in_fifo_orde
     from sweepq.engine import MO
 
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False, clock=ManualClock(), store_options={"max_blob_records": 64}) as qm:
+    with QueueManager.open(
+        d,
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": 64}),
+        clock=ManualClock(),
+    ) as qm:
         qm.define_queue("Q", default_persistence=P)
         conn = qm.connect()
         h = conn.open("Q", IO)
@@ -919,8 +949,8 @@ def test_a_message_whose_sweep_delete_damage_took_stays_in_its_blob_in_fifo_orde
     messages = next(cf for cf, name in m.families.items() if name == "messages")
     (d / f"{max(m.tables[messages]):06d}.sst").unlink()
     with pytest.raises(MQError):
-        QueueManager.open(d, sweeper=False)
-    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+        QueueManager.open(d, sweeping=SweeperSettings(run=False))
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
         said = qm.recovery.damaged
         got, errors = drain(qm)
     assert not errors and got == [b"m%03d" % i for i in range(40) if i != 10], said
@@ -929,10 +959,13 @@ def test_a_message_whose_sweep_delete_damage_took_stays_in_its_blob_in_fifo_orde
 
 _BACKED_OUT_THEN_CONSUMED_IN_A_BLOB_THEN_KILLED = """
 import os, signal, sys
-from sweepq.engine import GMO, MO, OO, QueueManager
+from sweepq.engine import GMO, MO, OO, QueueManager, DurabilitySettings, SweeperSettings
 from sweepq.sweeper import ManualClock
 qm = QueueManager.open(
-    sys.argv[1], sweeper=False, sync="os", clock=ManualClock(), store_options={"max_blob_records": 4}
+    sys.argv[1],
+    clock=ManualClock(),
+    sweeping=SweeperSettings(run=False),
+    durability=DurabilitySettings(sync="os", store_options={"max_blob_records": 4}),
 )
 conn = qm.connect()
 h = conn.open("Q", OO.INPUT_SHARED)
@@ -968,7 +1001,7 @@ def test_a_change_log_damaged_after_a_backout_mark_does_not_bring_the_consumed_m
     at = data.rindex(b"\x01\x01\x00R")  # a mark with a value (has, length 1), the removal: in the commit's record
     data[at + 3] ^= 0x10
     changes.write_bytes(bytes(data))
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         said, named = qm.recovery.damaged, set(qm.recovery.damaged_msg_ids)
         got, errors = drain(qm)
     assert any("change log is damaged" in line for line in said), said
@@ -983,7 +1016,12 @@ def test_a_blob_damaged_on_disk_names_only_the_messages_it_took_not_those_consum
     lists, also those consumed out of it by MsgId (their positions marked removed). The
     placeholder now flags them removed, as a readable blob's positions are."""
     opts = {"max_blob_records": 10}
-    with QueueManager.open(d := tmp_path / "d", clock=ManualClock(), sweeper=False, store_options=opts) as qm:
+    with QueueManager.open(
+        d := tmp_path / "d",
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options=opts),
+    ) as qm:
         qm.define_queue("Q", default_persistence=P)
         h = qm.connect().open("Q", IO)
         puts = [h.put(b"%02d" % i) for i in range(40)]
@@ -994,7 +1032,9 @@ def test_a_blob_damaged_on_disk_names_only_the_messages_it_took_not_those_consum
         value = bytearray(store.raw_blob(chain[1]))
         value[-3] ^= 0x01
         store.replace_raw_blob(chain[1], bytes(value))
-    with QueueManager.open(d, clock=ManualClock(), sweeper=False, store_options=opts) as qm:
+    with QueueManager.open(
+        d, clock=ManualClock(), sweeping=SweeperSettings(run=False), durability=DurabilitySettings(store_options=opts)
+    ) as qm:
         named = set(qm.recovery.damaged_msg_ids)
         h = qm.connect().open("Q", IO)
         assert [h.get().data for _ in range(15)] == [b"%02d" % i for i in range(15)]

@@ -8,12 +8,12 @@ import stat
 
 import pytest
 
-from sweepq.engine import OO, MQError, Persistence, QueueManager, Reason
+from sweepq.engine import OO, DurabilitySettings, MQError, Persistence, QueueManager, Reason, SweeperSettings
 
 
-def refused(path, **kw) -> str:
+def refused(path, **durability) -> str:
     with pytest.raises(MQError) as ei:
-        QueueManager.open(path, sweeper=False, **kw)
+        QueueManager.open(path, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(**durability))
     return str(ei.value)
 
 
@@ -34,7 +34,7 @@ def test_a_directory_of_other_files_is_refused(tmp_path):
 
 
 def test_a_second_manager_on_the_same_directory_is_refused(tmp_path):
-    with QueueManager.open(tmp_path / "d", sweeper=False):
+    with QueueManager.open(tmp_path / "d", sweeping=SweeperSettings(run=False)):
         assert "another queue manager" in refused(tmp_path / "d")
 
 
@@ -68,7 +68,11 @@ def test_every_file_a_queue_manager_creates_is_private_whatever_the_umask(tmp_pa
     d = tmp_path / "d"
     old = os.umask(umask)
     try:
-        qm = QueueManager.open(d, sweeper=False, sync="os", store_options={"write_buffer_bytes": 1 << 20})
+        qm = QueueManager.open(
+            d,
+            sweeping=SweeperSettings(run=False),
+            durability=DurabilitySettings(sync="os", store_options={"write_buffer_bytes": 1 << 20}),
+        )
         try:
             assert os.umask(umask) == umask  # never changed behind the process's back
             qm.define_queue("Q", default_persistence=Persistence.PERSISTENT)
@@ -108,14 +112,14 @@ def test_bench_refuses_a_durable_dir_that_does_not_exist_unless_told(tmp_path, c
 @pytest.mark.parametrize("bad", [123, 1.5, b"/tmp/d", ["d"], object()])
 def test_a_path_of_the_wrong_type_is_an_mqerror(bad):
     with pytest.raises(MQError) as ei:
-        QueueManager.open(bad, sweeper=False)
+        QueueManager.open(bad, sweeping=SweeperSettings(run=False))
     assert ei.value.reason == Reason.PARM_VALUE_ERROR and "path" in str(ei.value)
 
 
 @pytest.mark.parametrize("bad", ["/tmp/x", 42, object()])
 def test_a_store_that_is_not_a_store_is_refused(bad):
     with pytest.raises(MQError) as ei:
-        QueueManager(sweeper=False, store=bad)
+        QueueManager(sweeping=SweeperSettings(run=False), store=bad)
     assert "must be a sweepq.blobstore.Store" in str(ei.value)
 
 
@@ -128,8 +132,8 @@ def test_a_manager_in_another_process_is_refused_by_the_lock(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from sweepq.engine import QueueManager; "
-            f"qm = QueueManager.open({str(tmp_path / 'd')!r}, sweeper=False); "
+            "import sys; from sweepq.engine import QueueManager, SweeperSettings; "
+            f"qm = QueueManager.open({str(tmp_path / 'd')!r}, sweeping=SweeperSettings(run=False)); "
             "print('open', flush=True); sys.stdin.readline(); qm.close()",
         ],
         stdin=subprocess.PIPE,
@@ -142,5 +146,5 @@ def test_a_manager_in_another_process_is_refused_by_the_lock(tmp_path):
         assert "another queue manager" in text
     finally:
         holder.communicate("\n", timeout=60)
-    with QueueManager.open(tmp_path / "d", sweeper=False):  # free again once it closed
+    with QueueManager.open(tmp_path / "d", sweeping=SweeperSettings(run=False)):  # free again once it closed
         pass

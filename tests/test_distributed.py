@@ -10,7 +10,20 @@ import pytest
 
 from sweepq.blobstore import MemoryStore
 from sweepq.blobstore.kv import MemoryKV
-from sweepq.engine import GMO, MD, OO, MQError, Persistence, QueueManager, Reason, Usage, record
+from sweepq.engine import (
+    GMO,
+    MD,
+    OO,
+    DurabilitySettings,
+    MemorySettings,
+    MQError,
+    Persistence,
+    QueueManager,
+    Reason,
+    SweeperSettings,
+    Usage,
+    record,
+)
 from sweepq.engine.constants import ChannelType
 from sweepq.engine.distributed import DeadLetter, Transmission, dead_letter
 from sweepq.engine.distributed.sync import restore_batch
@@ -29,7 +42,13 @@ def reason(fn) -> int:
 
 
 def durable(kv: MemoryKV, **kw) -> QueueManager:
-    return QueueManager(store=MemoryStore(kv=kv), durable=True, sweeper=False, clock=ManualClock(), **kw)
+    return QueueManager(
+        store=MemoryStore(kv=kv),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(durable=True),
+        clock=ManualClock(),
+        **kw,
+    )
 
 
 def crashed(kv: MemoryKV) -> MemoryKV:
@@ -43,26 +62,29 @@ def crashed(kv: MemoryKV) -> MemoryKV:
 
 
 def test_the_name_is_kept_in_the_data_directory_and_carried_by_msg_ids(tmp_path):
-    with QueueManager.open(tmp_path / "d", name="EAST.HUB", sweeper=False) as qm:
+    with QueueManager.open(tmp_path / "d", name="EAST.HUB", sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         mid = qm.connect().open("Q", IO).put(b"x").msg_id
     assert mid[:4] == b"SWQ " and mid[4:12] == b"EAST.HUB"  # as MQ's "AMQ " + queue manager name
-    with QueueManager.open(tmp_path / "d", sweeper=False) as qm:
+    with QueueManager.open(tmp_path / "d", sweeping=SweeperSettings(run=False)) as qm:
         assert qm.name == "EAST.HUB"
         again = qm.connect().open("Q", IO).put(b"y").msg_id
         assert again[4:12] == b"EAST.HUB" and again != mid
-    assert reason(lambda: QueueManager.open(tmp_path / "d", name="WEST", sweeper=False)) == Reason.Q_MGR_NAME_ERROR
+    assert (
+        reason(lambda: QueueManager.open(tmp_path / "d", name="WEST", sweeping=SweeperSettings(run=False)))
+        == Reason.Q_MGR_NAME_ERROR
+    )
 
 
 @pytest.mark.parametrize("bad", ["", "a b", "x" * 49, 5])
 def test_a_bad_queue_manager_name_is_2058(bad):
-    assert reason(lambda: QueueManager(bad, sweeper=False)) == Reason.Q_MGR_NAME_ERROR
+    assert reason(lambda: QueueManager(bad, sweeping=SweeperSettings(run=False))) == Reason.Q_MGR_NAME_ERROR
 
 
 def test_runs_of_one_queue_manager_never_make_the_same_msg_id():
     ids = set()
     for _ in range(3):
-        with QueueManager("QM1", sweeper=False) as qm:
+        with QueueManager("QM1", sweeping=SweeperSettings(run=False)) as qm:
             qm.define_queue("Q")
             ids.add(qm.connect().open("Q", IO).put(b"x").msg_id)  # seq 1 in every run
     assert len(ids) == 3
@@ -73,7 +95,7 @@ def test_runs_of_one_queue_manager_never_make_the_same_msg_id():
 
 @pytest.fixture
 def qm():
-    with QueueManager("QM1", sweeper=False) as q:
+    with QueueManager("QM1", sweeping=SweeperSettings(run=False)) as q:
         q.define_queue("LOCAL")
         q.define_queue("QM2", usage=Usage.TRANSMISSION)
         q.define_queue("VIA.HUB", usage=Usage.TRANSMISSION)
@@ -329,7 +351,12 @@ def test_a_batch_in_doubt_backed_out_goes_again_in_place():
 def test_a_batch_in_doubt_is_never_paged_out_under_the_memory_budget():
     kv = MemoryKV()
     in_doubt_sender(kv)
-    qm = QueueManager(store=MemoryStore(kv=crashed(kv)), durable=True, sweeper=False, memory_budget=50_000)
+    qm = QueueManager(
+        store=MemoryStore(kv=crashed(kv)),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(durable=True),
+        memory=MemorySettings(budget=50_000),
+    )
     try:
         q = qm.queue_named("QM2")
         held = list(q.batches[qm.distributed.sync("TO.QM2").indoubt.batch.id])

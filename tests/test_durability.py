@@ -24,10 +24,13 @@ from sweepq.engine import (
     OO,
     PMO,
     DeliverySequence,
+    DurabilitySettings,
+    MessageSettings,
     MQError,
     Persistence,
     QueueManager,
     Reason,
+    SweeperSettings,
 )
 from sweepq.engine.durable import GroupSync
 from sweepq.sweeper import ManualClock
@@ -39,9 +42,15 @@ NP = Persistence.NOT_PERSISTENT
 BLOB = 4  # messages per blob: short runs cross many blob boundaries
 
 
-def manager(kv: MemoryKV, store=None, **kw) -> QueueManager:
+def manager(kv: MemoryKV, store=None, sync: str = "commit", messages: MessageSettings | None = None) -> QueueManager:
     store = store or MemoryStore(kv=kv, max_blob_records=BLOB)
-    return QueueManager(store=store, durable=True, sweeper=False, clock=ManualClock(), readahead_low_water=0, **kw)
+    return QueueManager(
+        store=store,
+        sweeping=SweeperSettings(run=False, readahead_low_water=0),
+        durability=DurabilitySettings(durable=True, sync=sync),
+        clock=ManualClock(),
+        messages=messages,
+    )
 
 
 def crash(kv: MemoryKV) -> MemoryKV:
@@ -66,7 +75,12 @@ def contents(qm: QueueManager, name: str = "Q") -> list[tuple[bytes, int, int]]:
 
 def test_definitions_and_persistent_messages_survive_a_restart_in_order(tmp_path):
     small = {"max_blob_records": BLOB}
-    with QueueManager.open(tmp_path / "d", sweeper=False, clock=ManualClock(), store_options=small) as qm:
+    with QueueManager.open(
+        tmp_path / "d",
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options=small),
+        clock=ManualClock(),
+    ) as qm:
         qm.define_queue("Q", default_persistence=P, max_depth=500, default_priority=4)
         qm.define_queue("F", delivery_sequence=DeliverySequence.FIFO, default_priority=2)
         h = qm.connect().open("Q", IO)
@@ -75,7 +89,7 @@ def test_definitions_and_persistent_messages_survive_a_restart_in_order(tmp_path
         qm.sweeper.run_once()  # most of them go to blobs
         assert qm.stats()["Q"].msgs_swept > 10
         h.put(b"late", MD(priority=1))  # behind the chain: the rear list
-    with QueueManager.open(tmp_path / "d", sweeper=False) as qm:
+    with QueueManager.open(tmp_path / "d", sweeping=SweeperSettings(run=False)) as qm:
         info = qm.inquire_queue("Q")
         assert (info.attributes.max_depth, info.attributes.default_priority) == (500, 4)
         assert qm.inquire_queue("F").attributes.delivery_sequence == DeliverySequence.FIFO
@@ -159,7 +173,12 @@ def test_each_message_has_one_durable_home_through_sweep_get_by_id_and_unsweep()
 
 def test_non_persistent_messages_cost_no_durable_write():
     store = FaultyStore(MemoryStore(max_blob_records=BLOB))
-    qm = QueueManager(store=store, durable=True, sweeper=False, clock=ManualClock())
+    qm = QueueManager(
+        store=store,
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(durable=True),
+        clock=ManualClock(),
+    )
     qm.define_queue("Q")  # a definition is durable: written and synced once
     base = dict(store.calls)
     c = qm.connect()
@@ -294,7 +313,7 @@ def test_a_failed_put_or_get_changes_nothing():
 
 def test_poison_requeue_moves_the_durable_record():
     kv = MemoryKV()
-    qm = manager(kv, backout_handling=True)
+    qm = manager(kv, messages=MessageSettings(backout_handling=True))
     qm.define_queue("BO", default_persistence=P)
     qm.define_queue("Q", default_persistence=P, backout_threshold=1, backout_requeue_q="BO")
     c = qm.connect()
@@ -325,28 +344,32 @@ def test_deleting_a_queue_deletes_what_it_held_durably():
 
 @pytest.mark.parametrize("sync", ["commit", "os", "none"])
 def test_every_sync_policy_keeps_messages_across_a_clean_restart(tmp_path, sync):
-    with QueueManager.open(tmp_path / "d", sweeper=False, sync=sync) as qm:
+    with QueueManager.open(
+        tmp_path / "d", sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync=sync)
+    ) as qm:
         qm.define_queue("Q", default_persistence=P)
         h = qm.connect().open("Q", IO)
         for i in range(5):
             h.put(b"m%d" % i)
         syncs = qm.journal.group.syncs if qm.journal.group else 0
     assert (syncs >= 5) == (sync == "commit")  # only "commit" syncs, once per returned put
-    with QueueManager.open(tmp_path / "d", sweeper=False, sync=sync) as qm:
+    with QueueManager.open(
+        tmp_path / "d", sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync=sync)
+    ) as qm:
         assert [d for d, _, _ in contents(qm)] == [b"m%d" % i for i in range(5)]
 
 
 @pytest.mark.parametrize("bad", ["always", "", None, 1, True])
 def test_a_bad_sync_policy_is_refused(bad):
     with pytest.raises(MQError) as ei:
-        QueueManager(sweeper=False, sync=bad)
+        QueueManager(sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync=bad))
     assert ei.value.reason == Reason.PARM_VALUE_ERROR and "commit" in str(ei.value)
 
 
 @pytest.mark.parametrize("bad", ["yes", 1, 0.0])
 def test_a_bad_durable_flag_is_refused(bad):
     with pytest.raises(MQError) as ei:
-        QueueManager(sweeper=False, durable=bad)
+        QueueManager(sweeping=SweeperSettings(run=False), durability=DurabilitySettings(durable=bad))
     assert ei.value.reason == Reason.PARM_VALUE_ERROR
 
 
@@ -395,18 +418,18 @@ def test_a_failed_sync_is_reported_to_the_caller_as_a_warning():
 
 
 def test_a_store_of_a_newer_format_is_refused_at_open(tmp_path):
-    with QueueManager.open(tmp_path / "d", sweeper=False):
+    with QueueManager.open(tmp_path / "d", sweeping=SweeperSettings(run=False)):
         pass
     kv = RocksKV(str(tmp_path / "d"))  # a later sweepq's write, below the store
     kv.write([("meta", b"format", struct.pack("<I", 99))])
     kv.close()
     with pytest.raises(MQError) as ei:
-        QueueManager.open(tmp_path / "d", sweeper=False)
+        QueueManager.open(tmp_path / "d", sweeping=SweeperSettings(run=False))
     assert "newer" in str(ei.value) and "upgrade" in str(ei.value)
 
 
 def test_inspection_opens_read_only_and_writes_nothing_into_the_directory(tmp_path):
-    with QueueManager.open(tmp_path / "d", sweeper=False) as qm:
+    with QueueManager.open(tmp_path / "d", sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q", default_persistence=P)
         qm.connect().open("Q", IO).put(b"x")
     os.remove(tmp_path / "d" / "rocksdict-config.json")
@@ -428,14 +451,14 @@ def _flip_a_bit_in_the_largest_table_file(path, where: float = 0.4) -> None:
 @pytest.mark.parametrize("where", [0.3, 0.6])
 def test_a_bit_flip_in_the_message_records_is_reported_and_the_rest_comes_back(tmp_path, where):
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False, sync="os") as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="os")) as qm:
         qm.define_queue("Q", default_persistence=P)
         h = qm.connect().open("Q", IO)
         for i in range(2000):
             h.put(b'{"n": %04d, "pad": "%s"}' % (i, b"x" * 200))
         qm._storage.store().flush()  # into a table file
     _flip_a_bit_in_the_largest_table_file(d, where)
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         report = qm.recovery
         got = [m for m, _, _ in contents(qm)]
     assert any("queue 'Q'" in line and "message number" in line for line in report.damaged)  # named
@@ -445,7 +468,7 @@ def test_a_bit_flip_in_the_message_records_is_reported_and_the_rest_comes_back(t
 
 def test_a_truncated_table_file_is_refused_then_repaired_on_request(tmp_path):
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False, sync="os") as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="os")) as qm:
         qm.define_queue("Q", default_persistence=P)
         qm.define_queue("KEEP", default_persistence=P)
         h = qm.connect().open("Q", IO)
@@ -459,9 +482,9 @@ def test_a_truncated_table_file_is_refused_then_repaired_on_request(tmp_path):
     data = (d / tables[-1]).read_bytes()
     (d / tables[-1]).write_bytes(data[: len(data) // 2])
     with pytest.raises(MQError) as ei:
-        QueueManager.open(d, sweeper=False)
+        QueueManager.open(d, sweeping=SweeperSettings(run=False))
     assert "repair=True" in str(ei.value)
-    with QueueManager.open(d, sweeper=False, repair=True) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
         assert any(tables[-1] in line and "lost/" in line for line in qm.recovery.damaged)
         assert [m for m, _, _ in contents(qm, "KEEP")] == [b"k%d" % i for i in range(5)]
     assert (d / "lost" / tables[-1]).exists()
@@ -471,7 +494,7 @@ def test_a_damaged_first_blob_keeps_the_lane_in_order_and_names_its_messages():
     """The first blob of a chain is damaged at recovery: its messages are named by the get
     that reaches it (2101), and the lane's records stay on their side of the chain."""
     kv = MemoryKV()
-    qm = manager(kv, sweep_policy=None)
+    qm = manager(kv)
     qm.define_queue("Q", default_persistence=P)
     h = qm.connect().open("Q", IO)
     for i in range(20):
@@ -503,8 +526,10 @@ def test_a_damaged_first_blob_keeps_the_lane_in_order_and_names_its_messages():
 
 _KILLED_WRITER = (
     "import os, sys\n"
-    "from sweepq.engine import QueueManager, OO, Persistence\n"
-    "qm = QueueManager.open(sys.argv[1], sweeper=False, sync='os')\n"
+    "from sweepq.engine import DurabilitySettings, QueueManager, OO, Persistence, SweeperSettings\n"
+    "qm = QueueManager.open(\n"
+    "    sys.argv[1], sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync='os')\n"
+    ")\n"
     "qm.define_queue('Q', default_persistence=Persistence.PERSISTENT)\n"
     "h = qm.connect().open('Q', OO.OUTPUT)\n"
     "for i in range(int(sys.argv[2])):\n"
@@ -536,7 +561,7 @@ def test_damage_in_the_log_is_reported_and_what_comes_back_is_a_clean_prefix(tmp
     data[len(data) // 2] ^= 0x40
     with open(log, "wb") as f:
         f.write(bytes(data))
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert any("write-ahead log was damaged" in line for line in qm.recovery.damaged)
         got = [m for m, _, _ in contents(qm)]
     assert 0 < len(got) < 200 and got == [b"m%03d" % i for i in range(len(got))]
@@ -572,21 +597,21 @@ def test_a_store_failure_while_recovering_is_an_mqerror_at_open_or_a_named_loss(
 @pytest.mark.parametrize("bad", ["yes", 1, None])
 def test_a_bad_repair_flag_is_refused(bad):
     with pytest.raises(MQError) as ei:
-        QueueManager(sweeper=False, repair=bad)
+        QueueManager(sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=bad))
     assert ei.value.reason == Reason.PARM_VALUE_ERROR
 
 
 @pytest.mark.parametrize("bad", ["CORREL_ID", 3, 1.0, None])
 def test_a_bad_index_type_is_refused(bad):
-    with QueueManager(sweeper=False) as qm, pytest.raises(MQError) as ei:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm, pytest.raises(MQError) as ei:
         qm.define_queue("Q", index_type=bad)
     assert ei.value.reason == Reason.PARM_VALUE_ERROR
 
 
 _GETS_THEN_KILLED = (
     "import os, signal, sys\n"
-    "from sweepq.engine import GMO, OO, QueueManager\n"
-    "qm = QueueManager.open(sys.argv[1], sweeper=False)\n"
+    "from sweepq.engine import GMO, OO, QueueManager, SweeperSettings\n"
+    "qm = QueueManager.open(sys.argv[1], sweeping=SweeperSettings(run=False))\n"
     "conn = qm.connect()\n"
     "h = conn.open('Q', OO.INPUT_SHARED)\n"
     "for _ in range(3):\n"
@@ -606,13 +631,13 @@ def test_a_plain_kill_after_gets_reports_no_message_lost(tmp_path):
     import sys
 
     d = tmp_path / "d"
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q", default_persistence=P)
         h = qm.connect().open("Q", IO)
         for i in range(10):
             h.put(b"m%d" % i)
     out = subprocess.run([sys.executable, "-c", _GETS_THEN_KILLED, str(d)], timeout=60)
     assert out.returncode == -signal.SIGKILL
-    with QueueManager.open(d, sweeper=False) as qm:
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
         assert [m for m, _, _ in contents(qm)] == [b"m%d" % i for i in range(3, 10)]

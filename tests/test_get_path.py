@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from sweepq.blobstore import MemoryStore
-from sweepq.engine import GMO, MD, MF, OO, PMO, MQError, QueueManager, Reason
+from sweepq.engine import GMO, MD, MF, OO, PMO, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.sweeper import ManualClock, SweepPolicy
 
 IO = OO.INPUT_SHARED | OO.OUTPUT | OO.BROWSE
@@ -20,7 +20,9 @@ def swept():
     """Q holds m00..m19, every one swept into three-message blobs (nothing in memory)."""
     store = MemoryStore(max_blob_records=3)
     qm = QueueManager(
-        store=store, clock=ManualClock(), sweeper=False, sweep_policy=SweepPolicy(extra=0), readahead_low_water=0
+        store=store,
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=0), readahead_low_water=0),
     )
     qm.define_queue("Q")
     h = qm.connect().open("Q", IO)
@@ -80,7 +82,7 @@ def test_one_call_at_a_time_per_connection():
     """A connection serves one call at a time, as MQ's does: another thread's call on it while
     a get waits fails at once with 2219 and changes nothing; other connections are free."""
     clock = ManualClock()
-    with QueueManager(clock=clock, sweeper=False) as qm:
+    with QueueManager(clock=clock, sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         conn = qm.connect()
         h = conn.open("Q", IO)
@@ -102,7 +104,7 @@ def test_one_call_at_a_time_per_connection():
 
 
 def test_closing_a_handle_twice_is_2019():
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", IO)
         assert h.close() == Reason.NONE
@@ -116,7 +118,7 @@ def test_a_group_waiter_passes_on_a_wake_it_cannot_use_to_a_plain_getter():
     """A get waiting for a complete group (ALL_MSGS_AVAILABLE) is woken by an item of an
     incomplete group that a plain getter could take; it passes the wake on, once."""
     clock = ManualClock()
-    with QueueManager(clock=clock, sweeper=False) as qm:
+    with QueueManager(clock=clock, sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         grouped = qm.connect().open("Q", IO)
         plain = qm.connect().open("Q", IO)

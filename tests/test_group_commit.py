@@ -13,15 +13,20 @@ from sweepq.blobstore import BlobStore, MemoryStore, changes
 from sweepq.blobstore.faults import PowerLossKV
 from sweepq.blobstore.group import WriteGroup
 from sweepq.blobstore.kv import KVError, MemoryKV
-from sweepq.engine import OO, MQError, Persistence, QueueManager, Reason
+from sweepq.engine import OO, DurabilitySettings, MQError, Persistence, QueueManager, Reason, SweeperSettings
 from sweepq.sweeper import ManualClock
 
 P = Persistence.PERSISTENT
 IO = OO.INPUT_SHARED | OO.OUTPUT
 
 
-def manager(kv: MemoryKV, **kw) -> QueueManager:
-    return QueueManager(store=MemoryStore(kv=kv), durable=True, sweeper=False, clock=ManualClock(), **kw)
+def manager(kv: MemoryKV, sync: str = "commit") -> QueueManager:
+    return QueueManager(
+        store=MemoryStore(kv=kv),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(durable=True, sync=sync),
+        clock=ManualClock(),
+    )
 
 
 def drain(qm: QueueManager, name: str) -> list[bytes]:

@@ -25,6 +25,7 @@ from sweepq.engine import (
     MO,
     OO,
     PMO,
+    DurabilitySettings,
     GroupStatus,
     IndexType,
     MQError,
@@ -32,6 +33,7 @@ from sweepq.engine import (
     QueueManager,
     Reason,
     SegmentStatus,
+    SweeperSettings,
 )
 from sweepq.sweeper import ManualClock, SweepPolicy
 
@@ -52,9 +54,8 @@ def reason_of(fn) -> Reason:
 def new_manager(**kw) -> QueueManager:
     return QueueManager(
         clock=ManualClock(),
-        sweeper=False,
-        store_options={"max_blob_records": 3},
-        sweep_policy=SweepPolicy(extra=0),
+        sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=0)),
+        durability=DurabilitySettings(store_options={"max_blob_records": 3}),
         **kw,
     )
 
@@ -354,11 +355,9 @@ def test_put_side_interrupted_by_a_backout_and_resumed(gqm, where, stop):
 def durable_manager(kv: MemoryKV) -> QueueManager:
     return QueueManager(
         store=MemoryStore(kv=kv, max_blob_records=3),
-        durable=True,
-        sweeper=False,
+        sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=0), readahead_low_water=0),
+        durability=DurabilitySettings(durable=True),
         clock=ManualClock(),
-        sweep_policy=SweepPolicy(extra=0),
-        readahead_low_water=0,
     )
 
 
@@ -1036,9 +1035,9 @@ def test_complete_msg_under_the_cursor_and_2246(gqm, where):
 def test_a_group_being_put_does_not_change_how_the_same_handle_gets():
     """Found by the browse model with group rules: after a put in a group, the handle's plain
     get went the group way and no longer saw the message its own browse had locked."""
-    from sweepq.engine import GMO, MD, MF, OO, QueueManager
+    from sweepq.engine import GMO, MD, MF, OO, QueueManager, SweeperSettings
 
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED | OO.BROWSE)
         for i in range(3):

@@ -14,7 +14,17 @@ import random
 
 import pytest
 
-from sweepq.engine import GMO, MD, MO, MQError, QueueManager, Reason
+from sweepq.engine import (
+    GMO,
+    MD,
+    MO,
+    DurabilitySettings,
+    MessageSettings,
+    MQError,
+    QueueManager,
+    Reason,
+    SweeperSettings,
+)
 from sweepq.engine.constants import IndexType
 from sweepq.sweeper import ManualClock, SweepPolicy
 
@@ -29,10 +39,9 @@ GROUPS = [b"g%d" % i for i in range(4)]
 def qm():
     with QueueManager(
         clock=ManualClock(),
-        sweeper=False,
-        store_options={"max_blob_records": 4},
-        sweep_policy=SweepPolicy(extra=0),
-        max_uncommitted=10_000,
+        sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=0)),
+        durability=DurabilitySettings(store_options={"max_blob_records": 4}),
+        messages=MessageSettings(max_uncommitted=10_000),
     ) as qm:
         yield qm
 
@@ -127,7 +136,9 @@ def test_front_chain_and_rear_candidates_come_in_get_order(kind):
     """The buffer keeps five in the front list, the chain holds the next, later puts go to the
     rear list: a get by the indexed value must walk them in exactly that order."""
     with QueueManager(
-        clock=ManualClock(), sweeper=False, store_options={"max_blob_records": 4}, sweep_policy=SweepPolicy(extra=5)
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=5)),
+        durability=DurabilitySettings(store_options={"max_blob_records": 4}),
     ) as qm:
         qm.define_queue("Q", index_type=kind)
         h = qm.connect().open("Q", IO)

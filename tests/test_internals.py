@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sweepq.engine import QueueManager
+from sweepq.engine import QueueManager, SweeperSettings
 from sweepq.engine.internals import ManagerInternals
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ def test_the_internal_interface_is_the_protocol_and_attaches_services():
         def close(self) -> None:
             closed.append(self)
 
-    qm = QueueManager(sweeper=False)
+    qm = QueueManager(sweeping=SweeperSettings(run=False))
     internal: ManagerInternals = qm.internal
     qm.define_queue("Q")
     assert [q.name for q in internal.queues()] == ["Q"] and internal.queue("Q").name == "Q"

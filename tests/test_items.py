@@ -14,7 +14,7 @@ import pickle
 import pytest
 
 from sweepq import AsyncQueue, Queue
-from sweepq.engine import GMO, OO, MQError, QueueManager, Reason
+from sweepq.engine import GMO, OO, DurabilitySettings, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.sweeper import ManualClock
 
 from helpers import IO
@@ -37,7 +37,11 @@ class Widget:
 
 @pytest.fixture
 def qm():
-    with QueueManager(clock=ManualClock(), sweeper=False, store_options={"max_blob_records": BLOB}) as qm:
+    with QueueManager(
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": BLOB}),
+    ) as qm:
         qm.define_queue("Q")
         yield qm
 

@@ -20,7 +20,7 @@ from kombu import Connection, Exchange, Queue  # noqa: E402
 
 from sweepq.broker.names import MAX_NAME, mq_name  # noqa: E402
 from sweepq.broker.site import site_of  # noqa: E402
-from sweepq.engine import MQError, QueueManager, Reason  # noqa: E402
+from sweepq.engine import MQError, QueueManager, Reason, SweeperSettings  # noqa: E402
 
 
 def _memory_url() -> str:
@@ -33,7 +33,7 @@ def served(tmp_path_factory):
     import tempfile
 
     where = tempfile.mkdtemp(prefix="sqk")
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         server = qm.serve(os.path.join(where, "s.sock"), admin_token="admin-secret")
         yield "sweepq+" + server.url, "admin-secret", qm
 
@@ -208,7 +208,7 @@ def test_a_consumer_killed_with_sigkill_has_its_message_backed_out_by_the_server
 
 
 def test_over_tcp_the_token_comes_from_the_url_and_a_wrong_one_fails_at_connect():
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         server = qm.serve(tcp="127.0.0.1:0", token="tok", admin_token="adm")
         tcp = next(u for u in server.urls if u.startswith("tcp://"))
         good = tcp.replace("tcp://", "sweepq+tcp://:tok@") + "?admin_token=adm"

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from sweepq.blobstore import BlobStore
-from sweepq.engine import GMO, MD, MQError, QueueManager, Reason, record
+from sweepq.engine import GMO, MD, DurabilitySettings, MQError, QueueManager, Reason, SweeperSettings, record
 from sweepq.engine.core.flags import AVAILABLE_BELOW, SENTINELS
 from sweepq.engine.core.lanes import LaneSet
 from sweepq.engine.core.lock import new_lock
@@ -71,7 +71,12 @@ def test_a_damaged_table_file_fails_one_get_with_2101_and_the_rest_flows(tmp_pat
     """Bits flipped in a RocksDB table file: the get that meets them reports OBJECT_DAMAGED
     naming the blob and its messages; the blob leaves the queue and lower lanes flow on."""
     opts = {"max_blob_records": 50, "block_cache_bytes": 0}
-    with QueueManager.open(tmp_path / "d", clock=ManualClock(), sweeper=False, store_options=opts) as qm:
+    with QueueManager.open(
+        tmp_path / "d",
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options=opts),
+    ) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", IO)
         puts = [h.put(os.urandom(2000), MD(priority=5)) for _ in range(300)]
@@ -110,7 +115,7 @@ def test_a_commit_whose_store_cleanup_fails_still_commits_everything():
     from sweepq.blobstore import FaultyStore, MemoryStore
 
     store = FaultyStore(MemoryStore(max_blob_records=5))
-    with QueueManager(clock=ManualClock(), sweeper=False, store=store) as qm:
+    with QueueManager(clock=ManualClock(), sweeping=SweeperSettings(run=False), store=store) as qm:
         qm.define_queue("Q")
         c = qm.connect()
         h = c.open("Q", IO)
@@ -174,7 +179,7 @@ def test_no_shrink_while_a_unit_of_work_holds_a_slot(qm, conn, h):
 
 @pytest.mark.parametrize("n", [1, 1024, 5000])
 def test_a_blob_comes_back_in_bulk_in_order(n):
-    with QueueManager(clock=ManualClock(), sweeper=False) as qm:
+    with QueueManager(clock=ManualClock(), sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", IO)
         h.put_many([b"%05d" % i for i in range(n + 5)])

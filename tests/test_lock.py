@@ -267,14 +267,19 @@ def test_durable_queue_browse_remove_under_cursor_and_a_lock_do_not_outlive_a_re
     recovery the locked message is there, unlocked."""
     from sweepq.blobstore import MemoryStore
     from sweepq.blobstore.kv import MemoryKV
-    from sweepq.engine import MD, QueueManager
+    from sweepq.engine import MD, DurabilitySettings, QueueManager, SweeperSettings
     from sweepq.sweeper import ManualClock
 
     kv = MemoryKV()
 
     def manager(kv):
         store = MemoryStore(kv=kv, max_blob_records=3)
-        return QueueManager(store=store, durable=True, sweeper=False, clock=ManualClock(), readahead_low_water=0)
+        return QueueManager(
+            store=store,
+            sweeping=SweeperSettings(run=False, readahead_low_water=0),
+            durability=DurabilitySettings(durable=True),
+            clock=ManualClock(),
+        )
 
     qm = manager(kv)
     qm.define_queue("Q")

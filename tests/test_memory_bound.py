@@ -9,7 +9,18 @@ import threading
 import pytest
 
 from sweepq.blobstore import MemoryStore
-from sweepq.engine import GMO, OO, MemoryPolicy, MQError, Persistence, QueueManager, Reason
+from sweepq.engine import (
+    GMO,
+    OO,
+    DurabilitySettings,
+    MemoryPolicy,
+    MemorySettings,
+    MQError,
+    Persistence,
+    QueueManager,
+    Reason,
+    SweeperSettings,
+)
 from sweepq.engine.budget import HIGH, LOW
 from sweepq.sweeper import ManualClock, SweepPolicy
 
@@ -19,15 +30,15 @@ BUDGET = 400 * KB
 BLOB = 16 * KB
 
 
-def manager(**kw) -> QueueManager:
-    kw.setdefault("sweeper", False)
+def manager(clock: ManualClock | None = None, sweeping: SweeperSettings | None = None) -> QueueManager:
     return QueueManager(
-        clock=kw.pop("clock", ManualClock()),
+        clock=clock or ManualClock(),
         store=MemoryStore(max_blob_bytes=BLOB),
-        store_options={"max_blob_bytes": BLOB},
-        memory_budget=BUDGET,
-        budget_counts="held",  # exact counts under a manual clock; resident memory is bench/memory.py's
-        **kw,
+        sweeping=sweeping or SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_bytes": BLOB}),
+        memory=MemorySettings(
+            budget=BUDGET, counts="held"
+        ),  # exact counts under a manual clock; resident memory is bench/memory.py's
     )
 
 
@@ -74,13 +85,20 @@ def test_page_keeps_the_bound_with_many_queues_paging_at_once():
 
 def test_paging_persistent_messages_survive_a_restart(tmp_path):
     opts = {"max_blob_bytes": BLOB}
-    with QueueManager.open(tmp_path / "d", sweeper=False, memory_budget=BUDGET, store_options=opts) as qm:
+    with QueueManager.open(
+        tmp_path / "d",
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options=opts),
+        memory=MemorySettings(budget=BUDGET),
+    ) as qm:
         qm.define_queue("Q", default_persistence=Persistence.PERSISTENT)
         h = qm.connect().open("Q", IO)
         for i in range(1500):
             h.put(b"%06d" % i + bytes(KB))
         assert qm.budget.counts["page_outs"] > 0
-    with QueueManager.open(tmp_path / "d", sweeper=False, store_options=opts) as qm:
+    with QueueManager.open(
+        tmp_path / "d", sweeping=SweeperSettings(run=False), durability=DurabilitySettings(store_options=opts)
+    ) as qm:
         h = qm.connect().open("Q", IO)
         assert [h.get().data[:6] for _ in range(1500)] == [b"%06d" % i for i in range(1500)]
 
@@ -158,7 +176,7 @@ def test_the_high_mark_wakes_the_sweeper_at_once_and_x_keeps_counting():
     which relieves memory down to the low mark beyond its rule; the service rate x it counts
     for the rule is not restarted by the relief."""
     clock = ManualClock()
-    with manager(clock=clock, sweeper=True, sweep_policy=SweepPolicy(interval=5.0)) as qm:
+    with manager(clock=clock, sweeping=SweeperSettings(policy=SweepPolicy(interval=5.0))) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", IO)
         for _ in range(30):
@@ -186,19 +204,19 @@ def test_the_pace_rises_with_the_pressure():
 
 def test_marks_and_policy_are_checked_and_kept(tmp_path):
     assert 0 < LOW < HIGH < 1
-    with QueueManager.open(tmp_path / "d", sweeper=False) as qm:
+    with QueueManager.open(tmp_path / "d", sweeping=SweeperSettings(run=False)) as qm:
         for bad in ({"memory_policy": 7}, {"memory_policy": "PAGE"}, {"memory_wait_ms": -1}):
             with pytest.raises(MQError) as ei:
                 qm.define_queue("BAD", **bad)
             assert ei.value.reason == Reason.PARM_VALUE_ERROR
         qm.define_queue("Q", memory_policy=MemoryPolicy.BLOCK, memory_wait_ms=1234)
-    with QueueManager.open(tmp_path / "d", sweeper=False) as qm:
+    with QueueManager.open(tmp_path / "d", sweeping=SweeperSettings(run=False)) as qm:
         a = qm.inquire_queue("Q").attributes
         assert a.memory_policy == MemoryPolicy.BLOCK and a.memory_wait_ms == 1234
 
 
 def test_memory_use_without_a_budget_counts_all_the_same():
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", IO)
         for _ in range(100):
@@ -210,9 +228,9 @@ def test_memory_use_without_a_budget_counts_all_the_same():
 
 _RSS_SCRIPT = """
 import os, psutil
-from sweepq.engine import OO, QueueManager
+from sweepq.engine import OO, MemorySettings, QueueManager, SweeperSettings
 rss = lambda: psutil.Process().memory_info().rss
-with QueueManager(memory_budget=2_000_000_000, sweeper=False) as qm:
+with QueueManager(sweeping=SweeperSettings(run=False), memory=MemorySettings(budget=2_000_000_000)) as qm:
     qm.define_queue("Q")
     h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)
     start = rss()

@@ -9,7 +9,7 @@ import gc
 import os
 import tracemalloc
 
-from sweepq.engine import OO, QueueManager
+from sweepq.engine import OO, QueueManager, SweeperSettings
 
 N = 50_000
 PAYLOAD = 100
@@ -18,7 +18,7 @@ PAYLOAD = 100
 def overhead_per_message(n: int = N) -> float:
     """Bytes held per queued message beyond its payload; the caller's bytes are dropped after
     the put, as a producer drops what it sent."""
-    qm = QueueManager(sweeper=False)
+    qm = QueueManager(sweeping=SweeperSettings(run=False))
     try:
         qm.define_queue("M")
         h = qm.connect().open("M", OO.OUTPUT | OO.INPUT_SHARED)

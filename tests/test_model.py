@@ -42,7 +42,22 @@ from hypothesis.stateful import (
 
 from sweepq.blobstore import FaultyStore, MemoryStore
 from sweepq.blobstore.kv import MemoryKV
-from sweepq.engine import GMO, MD, MF, MO, OO, PMO, DeliverySequence, MQError, Persistence, QueueManager, Reason
+from sweepq.engine import (
+    GMO,
+    MD,
+    MF,
+    MO,
+    OO,
+    PMO,
+    DeliverySequence,
+    DurabilitySettings,
+    MessageSettings,
+    MQError,
+    Persistence,
+    QueueManager,
+    Reason,
+    SweeperSettings,
+)
 from sweepq.sweeper import ManualClock, SweepPolicy
 
 QUEUES = ("PRIO", "FIFO")
@@ -96,12 +111,12 @@ class EngineVsModel(RuleBasedStateMachine):
     def _manager(self) -> QueueManager:
         return QueueManager(
             clock=self.clock,
-            sweeper=False,
-            max_uncommitted=1_000_000,
-            store_options=None if self.store is not None else {"max_blob_records": 3},
+            sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=1)),
+            durability=DurabilitySettings(
+                store_options=None if self.store is not None else {"max_blob_records": 3}, durable=self.durable
+            ),
+            messages=MessageSettings(max_uncommitted=1_000_000),
             store=self.store,
-            sweep_policy=SweepPolicy(extra=1),
-            durable=self.durable,
         )
 
     def teardown(self):

@@ -16,7 +16,7 @@ import threading
 import pytest
 from net_env import ServeProcess, served, short_dir
 
-from sweepq.engine import GMO, MD, OO, PMO, MQError, Persistence, QueueManager, Reason
+from sweepq.engine import GMO, MD, OO, PMO, MQError, Persistence, QueueManager, Reason, SweeperSettings
 from sweepq.engine.api import QueueAdmin, QueueConnection, QueueHandle
 from sweepq.net import RemoteQueueManager, Server, auth
 from sweepq.net import client as net_client
@@ -369,7 +369,7 @@ def test_a_server_needs_an_address_and_refuses_a_taken_socket():
 
 
 def test_closing_the_queue_manager_stops_its_server_and_backs_out_its_clients():
-    qm = QueueManager(sweeper=False)
+    qm = QueueManager(sweeping=SweeperSettings(run=False))
     qm.define_queue("Q")
     server = qm.serve(os.path.join(short_dir(), "s.sock"))
     conn = net_client.connect(server.url)
@@ -403,7 +403,7 @@ def test_request_reply_with_a_temporary_dynamic_queue_over_clients():
 
 
 def test_model_queues_in_process():
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         qm.define_model_queue("REPLY.MODEL", "REPLY.*", max_depth=5, default_priority=3)
         assert reason_of(lambda: qm.define_model_queue("REPLY.MODEL")) == Reason.OBJECT_ALREADY_EXISTS
         assert reason_of(lambda: qm.define_queue("REPLY.MODEL")) == Reason.OBJECT_ALREADY_EXISTS
@@ -426,7 +426,7 @@ def test_model_queues_in_process():
 
 
 def test_reply_to_fields_in_the_descriptor_and_in_selectors():
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         with qm.connect() as c:
             h = c.open("Q", IO)
@@ -449,7 +449,7 @@ def test_reply_to_fields_in_the_descriptor_and_in_selectors():
 def test_temporary_dynamic_queues_hold_nothing_durable(tmp_path):
     """As in MQ: a persistent put to a temporary dynamic queue is refused (2048), a
     non-persistent one is taken; the queue does not outlive its run."""
-    with QueueManager.open(tmp_path / "d", sweeper=False) as qm, qm.connect() as c:
+    with QueueManager.open(tmp_path / "d", sweeping=SweeperSettings(run=False)) as qm, qm.connect() as c:
         t = c.open("SYSTEM.DEFAULT.MODEL.QUEUE", OO.INPUT_EXCLUSIVE | OO.OUTPUT)
         with pytest.raises(MQError) as ei:
             t.put(b"p", MD(persistence=Persistence.PERSISTENT))
@@ -459,7 +459,7 @@ def test_temporary_dynamic_queues_hold_nothing_durable(tmp_path):
         t.put(b"n", MD(persistence=Persistence.NOT_PERSISTENT))
         assert qm.inquire_queue(t.name).current_depth == 1
         name = t.name
-    with QueueManager.open(tmp_path / "d", sweeper=False) as qm:
+    with QueueManager.open(tmp_path / "d", sweeping=SweeperSettings(run=False)) as qm:
         assert name not in qm.queue_names()
 
 

@@ -10,7 +10,7 @@ import pytest
 from net_env import served, short_dir
 
 from sweepq import aio
-from sweepq.engine import GMO, MD, OO, PMO, MQError, QueueManager, Reason
+from sweepq.engine import GMO, MD, OO, PMO, MQError, QueueManager, Reason, SweeperSettings
 
 from helpers import IO, task_parked
 
@@ -86,7 +86,7 @@ def test_a_waiting_get_does_not_block_the_event_loop_or_other_clients():
 
 def test_a_dead_server_is_2009_and_a_refused_connect_is_2538():
     async def body():
-        qm = QueueManager(sweeper=False)
+        qm = QueueManager(sweeping=SweeperSettings(run=False))
         qm.define_queue("Q")
         server = qm.serve(os.path.join(short_dir(), "s.sock"))
         conn = await aio.connect(server.url)

@@ -19,7 +19,7 @@ import psutil
 import pytest
 from net_env import short_dir
 
-from sweepq.engine import GMO, OO, MQError, QueueManager, Reason
+from sweepq.engine import GMO, OO, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.net import client as net_client
 from sweepq.net import protocol as P
 from sweepq.net.frames import GROW
@@ -32,7 +32,7 @@ IO = OO.OUTPUT | OO.INPUT_SHARED
 def served(clock=None, **options):
     """(queue manager with queue Q, its server on a Unix socket and loopback TCP with the token
     "T", its handshake deadlines on ``clock``)."""
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         server = qm.serve(os.path.join(short_dir(), "s.sock"), tcp=":0", token="T", clock=clock, **options)
         yield qm, server
@@ -177,7 +177,7 @@ def test_an_idle_connection_is_closed_after_the_idle_timeout_and_a_waiting_get_i
 
 
 def test_the_timeouts_are_checked():
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         for bad in ({"frame_timeout": 0}, {"idle_timeout": -1}, {"idle_timeout": "1"}):
             with pytest.raises(MQError) as e:
                 qm.serve(os.path.join(short_dir(), "s.sock"), **bad)
@@ -189,7 +189,7 @@ def test_the_queue_managers_virtual_time_does_not_run_the_handshake_deadline():
     connection whose HELLO is on its way is not closed for it. The deadline is the server's
     clock (the real one here), not the queue manager's."""
     qm_clock = ManualClock()
-    with QueueManager(sweeper=False, clock=qm_clock) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False), clock=qm_clock) as qm:
         qm.define_queue("Q")
         server = qm.serve(os.path.join(short_dir(), "s.sock"), tcp=":0", token="T", hello_timeout=10.0)
         s = raw_tcp(server)

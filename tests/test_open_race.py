@@ -21,7 +21,7 @@ ROUNDS = 12
 # happened; the winner keeps it open until the done file (so a loser cannot get it after it).
 _OPENER = r"""
 import os, sys, time
-from sweepq.engine import MQError, QueueManager
+from sweepq.engine import MQError, QueueManager, SweeperSettings
 work, me, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 open(os.path.join(work, f"ready-{me}"), "w").close()
 
@@ -32,7 +32,7 @@ def wait_for(name):
 for r in range(rounds):
     wait_for(f"go-{r}")
     try:
-        qm = QueueManager.open(os.path.join(work, f"d{r}"), sweeper=False)
+        qm = QueueManager.open(os.path.join(work, f"d{r}"), sweeping=SweeperSettings(run=False))
     except MQError as e:
         qm, said = None, f"refused {int(e.reason)} " + " ".join(str(e).split())
     else:

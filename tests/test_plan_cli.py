@@ -130,11 +130,11 @@ def test_a_log_missing_a_column_is_named(tmp_path):
 
 
 def test_the_engines_recording_plans_offline(tmp_path):
-    from sweepq.engine import GMO, MD, OO, QueueManager
+    from sweepq.engine import GMO, MD, OO, QueueManager, SweeperSettings
     from sweepq.sweeper import ManualClock
 
     clock = ManualClock()
-    with QueueManager(clock=clock, sweeper=False, trace_path=str(tmp_path / "run.parquet")) as qm:
+    with QueueManager(clock=clock, sweeping=SweeperSettings(run=False, trace_path=str(tmp_path / "run.parquet"))) as qm:
         qm.define_queue("ORDERS")
         h = qm.connect().open("ORDERS", OO.OUTPUT | OO.INPUT_SHARED)
         for i in range(300):

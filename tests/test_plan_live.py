@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from sweepq.blobstore import MemoryStore
-from sweepq.engine import GMO, MD, OO, MQError, QueueManager, Reason
+from sweepq.engine import GMO, MD, OO, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.engine.record import HEAD_LEN
 from sweepq.sweeper import ManualClock
 from sweepq.sweeper.plan import Setting, frontier, parse_grid
@@ -44,7 +44,9 @@ def run_live(trace: Trace, setting: Setting) -> tuple[list[dict[str, int]], list
     clock = ManualClock()
     bounds = {"max_blob_records": setting.blob_records, "max_blob_bytes": setting.blob_bytes, "dictionaries": False}
     decisions, memory = [], []
-    with QueueManager(clock=clock, sweeper=False, sweep_policy=policy, store=MemoryStore(**bounds)) as qm:
+    with QueueManager(
+        clock=clock, sweeping=SweeperSettings(run=False, policy=policy), store=MemoryStore(**bounds)
+    ) as qm:
         for q in trace.queues:
             qm.define_queue(q)
         conn = qm.connect()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from sweepq.engine import GMO, MQError, QueueManager, Reason
+from sweepq.engine import GMO, MessageSettings, MQError, QueueManager, Reason
 
 from helpers import IO, drain
 
 
 @pytest.fixture
 def pq(clock):
-    with QueueManager(clock=clock, backout_handling=True) as qm:
+    with QueueManager(clock=clock, messages=MessageSettings(backout_handling=True)) as qm:
         qm.define_queue("BOQ")
         qm.define_queue("WORK", backout_threshold=2, backout_requeue_q="BOQ")
         yield qm

@@ -178,7 +178,7 @@ def test_cli_without_command_prints_help():
 
 def test_cli_trace_replay_and_inspect(tmp_path, capsys):
     from sweepq.cli import main
-    from sweepq.engine import OO, QueueManager
+    from sweepq.engine import OO, QueueManager, SweeperSettings
 
     trace = tmp_path / "t.parquet"
     assert (
@@ -195,7 +195,7 @@ def test_cli_trace_replay_and_inspect(tmp_path, capsys):
     assert "row 1" in capsys.readouterr().err
 
     data = tmp_path / "data"
-    with QueueManager.open(data, sweeper=False) as qm:
+    with QueueManager.open(data, sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", OO.OUTPUT)
         for _ in range(50):

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from sweepq.engine import MD, OO, MQError, QueueManager, Reason, record
+from sweepq.engine import MD, OO, DurabilitySettings, MQError, QueueManager, Reason, SweeperSettings, record
 from sweepq.engine import properties as props_mod
 from sweepq.sweeper import ManualClock
 
@@ -46,7 +46,11 @@ def where(request):
 
 @pytest.fixture
 def sqm():
-    with QueueManager(clock=ManualClock(), sweeper=False, store_options={"max_blob_records": 10}) as qm:
+    with QueueManager(
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": 10}),
+    ) as qm:
         qm.define_queue("Q")
         yield qm
 
@@ -234,7 +238,12 @@ def test_persistent_properties_survive_a_crash_in_memory_and_swept():
 
     def manager(kv):
         store = MemoryStore(kv=kv, max_blob_records=4)
-        return QueueManager(store=store, durable=True, sweeper=False, clock=ManualClock(), readahead_low_water=0)
+        return QueueManager(
+            store=store,
+            sweeping=SweeperSettings(run=False, readahead_low_water=0),
+            durability=DurabilitySettings(durable=True),
+            clock=ManualClock(),
+        )
 
     kv = MemoryKV()
     qm = manager(kv)

@@ -10,10 +10,12 @@ from sweepq.engine import (
     MSGID_NONE,
     OO,
     PMO,
+    MessageSettings,
     MQError,
     Persistence,
     QueueManager,
     Reason,
+    SweeperSettings,
 )
 
 from helpers import IO
@@ -182,7 +184,7 @@ def test_expiry_counts_down_and_expired_messages_are_discarded(h, clock):
 
 def test_the_queue_managers_max_msg_length_holds_below_the_queues():
     """MAXMSGL of the manager below the queue's: the manager's limit applies (2031)."""
-    with QueueManager(sweeper=False, max_msg_length=100) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False), messages=MessageSettings(max_msg_length=100)) as qm:
         qm.define_queue("Q", max_msg_length=1000)
         h = qm.connect().open("Q", OO.OUTPUT)
         for put in (lambda: h.put(b"x" * 101), lambda: h.put_many([b"x", b"y" * 101])):

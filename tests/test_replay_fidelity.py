@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from sweepq.blobstore import MemoryStore
-from sweepq.engine import GMO, MD, OO, MQError, Persistence, QueueManager, Reason
+from sweepq.engine import GMO, MD, OO, DurabilitySettings, MQError, Persistence, QueueManager, Reason, SweeperSettings
 from sweepq.engine.record import HEAD_LEN
 from sweepq.sweeper import ManualClock, SweepPolicy
 from sweepq.sweeper.replay import M, replay
@@ -35,9 +35,8 @@ def run_engine(trace, policy, in_memory_store=False):
     out = {q: [] for q in trace.queues}
     with QueueManager(
         clock=clock,
-        sweeper=False,
-        sweep_policy=policy,
-        store_options=None if in_memory_store else bounds,
+        sweeping=SweeperSettings(run=False, policy=policy),
+        durability=DurabilitySettings(store_options=None if in_memory_store else bounds),
         store=MemoryStore(**bounds) if in_memory_store else None,
     ) as qm:
         for q in trace.queues:
@@ -158,10 +157,8 @@ def test_recorded_run_replays_to_the_same_counts(tmp_path):
     policy = SweepPolicy(interval=1.0)
     with QueueManager(
         clock=clock,
-        sweeper=False,
-        sweep_policy=policy,
-        trace_path=path,
-        store_options={"max_blob_records": BLOB_RECORDS, "max_blob_bytes": BLOB_BYTES},
+        sweeping=SweeperSettings(run=False, policy=policy, trace_path=path),
+        durability=DurabilitySettings(store_options={"max_blob_records": BLOB_RECORDS, "max_blob_bytes": BLOB_BYTES}),
     ) as qm:
         qm.define_queue("A")
         h = qm.connect().open("A", OO.OUTPUT | OO.INPUT_SHARED)

@@ -51,8 +51,8 @@ def test_the_engine_does_not_load_numba():
     start-up time and memory."""
     code = (
         "import sys\n"
-        "from sweepq.engine import OO, QueueManager\n"
-        "qm = QueueManager(sweeper=False); qm.define_queue('Q')\n"
+        "from sweepq.engine import OO, QueueManager, SweeperSettings\n"
+        "qm = QueueManager(sweeping=SweeperSettings(run=False)); qm.define_queue('Q')\n"
         "h = qm.connect().open('Q', OO.OUTPUT | OO.INPUT_SHARED)\n"
         "h.put_many([b'x' * 100] * 3000); qm.sweeper.run_once(); h.get_many(100)\n"
         "assert qm.stats()['Q'].msgs_swept > 0\n"

@@ -9,7 +9,22 @@ from __future__ import annotations
 
 import pytest
 
-from sweepq.engine import CC, GMO, MD, MF, MO, PMO, MQError, Persistence, QueueManager, Reason, SegmentStatus
+from sweepq.engine import (
+    CC,
+    GMO,
+    MD,
+    MF,
+    MO,
+    PMO,
+    DurabilitySettings,
+    MessageSettings,
+    MQError,
+    Persistence,
+    QueueManager,
+    Reason,
+    SegmentStatus,
+    SweeperSettings,
+)
 from sweepq.sweeper import ManualClock, SweepPolicy
 
 from helpers import IO
@@ -33,10 +48,9 @@ def where(request) -> str:
 def qm():
     with QueueManager(
         clock=ManualClock(),
-        sweeper=False,
-        store_options={"max_blob_records": 3},
-        sweep_policy=SweepPolicy(extra=0),
-        max_msg_length=64 * 1024,
+        sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=0)),
+        durability=DurabilitySettings(store_options={"max_blob_records": 3}),
+        messages=MessageSettings(max_msg_length=64 * 1024),
     ) as qm:
         qm.define_queue("Q")
         qm.define_queue("SMALL", max_msg_length=10)
@@ -358,7 +372,10 @@ def test_segments_survive_a_crash_and_reassemble():
 
     def manager(kv):
         return QueueManager(
-            store=MemoryStore(kv=kv, max_blob_records=3), durable=True, sweeper=False, clock=ManualClock()
+            store=MemoryStore(kv=kv, max_blob_records=3),
+            sweeping=SweeperSettings(run=False),
+            durability=DurabilitySettings(durable=True),
+            clock=ManualClock(),
         )
 
     kv = MemoryKV()

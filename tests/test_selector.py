@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweepq.engine import GMO, MD, MO, OO, MQError, QueueManager, Reason
+from sweepq.engine import GMO, MD, MO, OO, DurabilitySettings, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.engine.selector import Selector, compile_selector
 from sweepq.sweeper import ManualClock, SweepPolicy
 
@@ -374,7 +374,9 @@ def tier(request):
     each test below asserts the same behaviour over both."""
     swept = request.param == "swept"
     with QueueManager(
-        clock=ManualClock(), sweeper=False, sweep_policy=SweepPolicy(extra=0), store_options={"max_blob_records": 3}
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=0)),
+        durability=DurabilitySettings(store_options={"max_blob_records": 3}),
     ) as qm:
         qm.define_queue("Q")
         conn = qm.connect()
@@ -550,7 +552,11 @@ BLOB = 10
 
 @pytest.fixture
 def sqm():
-    with QueueManager(clock=ManualClock(), sweeper=False, store_options={"max_blob_records": BLOB}) as qm:
+    with QueueManager(
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": BLOB}),
+    ) as qm:
         qm.define_queue("Q")
         yield qm
 

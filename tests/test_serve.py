@@ -181,17 +181,21 @@ def test_a_second_server_on_the_same_data_directory_is_one_line_and_touches_noth
 
 
 def test_a_refused_open_in_the_same_process_touches_nothing_either(tmp_path):
-    from sweepq.engine import QueueManager
+    from sweepq.engine import DurabilitySettings, QueueManager, SweeperSettings
 
-    with QueueManager.open(tmp_path / "d", sweeper=False) as qm:
+    with QueueManager.open(tmp_path / "d", sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         before = snapshot(str(tmp_path / "d"))
         for repair in (False, True):
             with pytest.raises(MQError) as e:
-                QueueManager.open(tmp_path / "d", sweeper=False, repair=repair)
+                QueueManager.open(
+                    tmp_path / "d", sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=repair)
+                )
             assert e.value.reason == Reason.RESOURCE_PROBLEM and "in this process" in e.value.text
         assert snapshot(str(tmp_path / "d")) == before
-    with QueueManager.open(tmp_path / "d", sweeper=False) as again:  # the claim went with the close
+    with QueueManager.open(
+        tmp_path / "d", sweeping=SweeperSettings(run=False)
+    ) as again:  # the claim went with the close
         assert "Q" in again.queue_names()
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sweepq.engine import MQError, QueueManager, Reason
+from sweepq.engine import MemorySettings, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.engine.sizes import format_size, parse_size
 
 
@@ -38,15 +38,15 @@ def test_a_bad_size_is_one_line_with_its_reason(bad):
 
 def test_a_budget_too_small_to_mean_anything_suggests_the_unit():
     with pytest.raises(MQError) as e:
-        QueueManager(sweeper=False, memory_budget=100)
+        QueueManager(sweeping=SweeperSettings(run=False), memory=MemorySettings(budget=100))
     assert e.value.reason == Reason.PARM_VALUE_ERROR
     assert "100MB" in str(e.value) and "100MiB" in str(e.value)
 
 
 def test_the_queue_manager_takes_a_budget_as_a_size():
-    with QueueManager(sweeper=False, memory_budget="8MiB") as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False), memory=MemorySettings(budget="8MiB")) as qm:
         assert qm.budget is not None and qm.budget.budget == 8 * 2**20
-    with QueueManager(sweeper=False, memory_budget=0) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False), memory=MemorySettings(budget=0)) as qm:
         assert qm.budget is None
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 
 from sweepq.blobstore import FaultyStore, MemoryStore
-from sweepq.engine import GMO, MD, MQError, QueueManager, Reason
+from sweepq.engine import GMO, MD, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.sweeper import ManualClock
 
 from helpers import IO
@@ -40,7 +40,9 @@ def _retry(fn):
 def scenario(store: FaultyStore) -> tuple[list, dict]:
     """Run the scenario; return what the application saw, and the final state."""
     seen: list = []
-    with QueueManager(clock=ManualClock(), sweeper=False, store=store, readahead_low_water=0) as qm:
+    with QueueManager(
+        clock=ManualClock(), sweeping=SweeperSettings(run=False, readahead_low_water=0), store=store
+    ) as qm:
         qm.define_queue("Q")
         c = qm.connect()
         h = c.open("Q", IO)
@@ -135,7 +137,7 @@ def test_a_failure_that_persists_for_a_while_is_survived_too(method):
 
 def test_a_failed_delete_of_an_aborted_sweeps_blobs_is_retried_not_raised():
     store = FaultyStore(MemoryStore(max_blob_records=8))
-    with QueueManager(clock=ManualClock(), sweeper=False, store=store) as qm:
+    with QueueManager(clock=ManualClock(), sweeping=SweeperSettings(run=False), store=store) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", IO)
         for i in range(40):
@@ -154,7 +156,7 @@ def test_a_failed_delete_of_an_aborted_sweeps_blobs_is_retried_not_raised():
 
 def test_a_failed_drop_keeps_the_queue_defined():
     store = FaultyStore(MemoryStore(max_blob_records=8))
-    with QueueManager(clock=ManualClock(), sweeper=False, store=store) as qm:
+    with QueueManager(clock=ManualClock(), sweeping=SweeperSettings(run=False), store=store) as qm:
         qm.define_queue("Q")
         with qm.connect() as c:
             h = c.open("Q", IO)
@@ -174,7 +176,9 @@ def test_a_damaged_blob_costs_its_own_messages_only():
     """A read that finds damage (2101): that blob's messages are reported and gone; every
     other message still arrives once, in order."""
     store = FaultyStore(MemoryStore(max_blob_records=8))
-    with QueueManager(clock=ManualClock(), sweeper=False, store=store, readahead_low_water=0) as qm:
+    with QueueManager(
+        clock=ManualClock(), sweeping=SweeperSettings(run=False, readahead_low_water=0), store=store
+    ) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", IO)
         for i in range(40):

@@ -10,7 +10,19 @@ import threading
 
 import pytest
 
-from sweepq.engine import GMO, MD, MO, OO, PMO, MQError, QueueManager, Reason, Usage
+from sweepq.engine import (
+    GMO,
+    MD,
+    MO,
+    OO,
+    PMO,
+    DurabilitySettings,
+    MQError,
+    QueueManager,
+    Reason,
+    SweeperSettings,
+    Usage,
+)
 from sweepq.engine.core.ref import Ref
 from sweepq.sweeper import ManualClock
 
@@ -21,7 +33,11 @@ BLOB = 10  # messages per blob in these tests
 
 @pytest.fixture
 def sqm():
-    with QueueManager(clock=ManualClock(), sweeper=False, store_options={"max_blob_records": BLOB}) as qm:
+    with QueueManager(
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": BLOB}),
+    ) as qm:
         qm.define_queue("Q")
         yield qm
 
@@ -263,7 +279,7 @@ def test_transmission_batches_are_never_swept(sqm):
 
 
 def test_batch_on_a_normal_queue_is_refused(sqh=None):
-    with QueueManager(sweeper=False) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("N")
         h = qm.connect().open("N", IO)
         with pytest.raises(MQError) as ei:
@@ -273,7 +289,7 @@ def test_batch_on_a_normal_queue_is_refused(sqh=None):
 
 def test_background_sweeper_runs_every_interval_of_virtual_time():
     clock = ManualClock()
-    with QueueManager(clock=clock, store_options={"max_blob_records": BLOB}) as qm:
+    with QueueManager(clock=clock, durability=DurabilitySettings(store_options={"max_blob_records": BLOB})) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", IO)
         for i in range(30):
@@ -322,7 +338,7 @@ def test_browse_lock_state_aborts_verification(sqm, sh):
 
 
 def test_opened_with_path_keeps_store_there(tmp_path):
-    with QueueManager.open(tmp_path / "data", clock=ManualClock(), sweeper=False) as qm:
+    with QueueManager.open(tmp_path / "data", clock=ManualClock(), sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", OO.OUTPUT)
         for _i in range(20):
@@ -340,7 +356,9 @@ def test_the_rear_that_joins_behind_a_last_blob_of_held_messages_is_found():
     from sweepq.sweeper import SweepPolicy
 
     with QueueManager(
-        clock=ManualClock(), sweeper=False, sweep_policy=SweepPolicy(extra=1), store_options={"max_blob_records": 3}
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=1)),
+        durability=DurabilitySettings(store_options={"max_blob_records": 3}),
     ) as qm:
         qm.define_queue("F", delivery_sequence=DeliverySequence.FIFO, default_priority=3)
         c = qm.connect()

@@ -13,7 +13,19 @@ import threading
 import pytest
 
 from sweepq.blobstore import BlobStore, FaultyStore
-from sweepq.engine import GMO, MD, OO, PMO, MQError, QueueManager, Reason, Usage
+from sweepq.engine import (
+    GMO,
+    MD,
+    OO,
+    PMO,
+    DurabilitySettings,
+    MessageSettings,
+    MQError,
+    QueueManager,
+    Reason,
+    SweeperSettings,
+    Usage,
+)
 from sweepq.engine.tiering import Target
 from sweepq.sweeper import ManualClock
 from sweepq.sweeper.runs import record_ends
@@ -23,7 +35,11 @@ from helpers import IO, drain
 
 @pytest.fixture
 def sqm():
-    with QueueManager(clock=ManualClock(), sweeper=False, store_options={"max_blob_records": 10}) as qm:
+    with QueueManager(
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": 10}),
+    ) as qm:
         qm.define_queue("Q")
         yield qm
 
@@ -190,7 +206,7 @@ def faulty():
 @pytest.fixture
 def fqm(faulty):
     """A queue manager whose store is the fault-injecting one."""
-    with QueueManager(clock=ManualClock(), sweeper=False, store=faulty) as qm:
+    with QueueManager(clock=ManualClock(), sweeping=SweeperSettings(run=False), store=faulty) as qm:
         qm.define_queue("Q")
         yield qm
 
@@ -287,14 +303,24 @@ def test_a_damaged_blob_names_only_the_messages_it_took_not_those_consumed_befor
     """A false loss the damage fuzz saw once: a blob's 2101 named every record its manifest
     lists, also one consumed from it before the restart (its position REMOVED by its mark)."""
     opts = {"max_blob_records": 10}
-    with QueueManager(path=tmp_path, clock=ManualClock(), sweeper=False, store_options=opts) as qm:
+    with QueueManager(
+        path=tmp_path,
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options=opts),
+    ) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", IO)
         puts = [h.put(b"%02d" % i, MD(persistence=1)) for i in range(40)]
         qm.sweeper.run_once()
         chain = qm.blob_store().chain(b"Q/0")  # chain[1]: the blob of messages 15..24
         assert h.get(msg_id=puts[17].msg_id).data == b"17"  # consumed from the swept blob
-    with QueueManager(path=tmp_path, clock=ManualClock(), sweeper=False, store_options=opts) as qm:
+    with QueueManager(
+        path=tmp_path,
+        clock=ManualClock(),
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options=opts),
+    ) as qm:
         store = qm.blob_store()
         value = bytearray(store.raw_blob(chain[1]))
         value[-3] ^= 0x01
@@ -310,7 +336,9 @@ def test_a_damaged_blob_names_only_the_messages_it_took_not_those_consumed_befor
 
 def test_poison_move_of_a_swept_message(sqm):
     """A get that finds a message in a blob and moves it to the backout queue (hit path)."""
-    with QueueManager(clock=ManualClock(), sweeper=False, backout_handling=True) as qm:
+    with QueueManager(
+        clock=ManualClock(), sweeping=SweeperSettings(run=False), messages=MessageSettings(backout_handling=True)
+    ) as qm:
         qm.define_queue("BOQ")
         qm.define_queue("W", backout_threshold=1, backout_requeue_q="BOQ")
         c = qm.connect()
@@ -329,11 +357,13 @@ def _twelve_on_blobs_of_four():
     """(store, manager, handle, queue): 12 messages m00..m11 on Q, a store cutting blobs of 4 records,
     a sweep rule that keeps no extra, and no sweeper thread (the test drives the sweep)."""
     from sweepq.blobstore import MemoryStore
-    from sweepq.engine import OO, QueueManager
+    from sweepq.engine import OO, QueueManager, SweeperSettings
     from sweepq.sweeper import ManualClock, SweepPolicy
 
     store = MemoryStore(max_blob_records=4)
-    with QueueManager(clock=ManualClock(), sweeper=False, store=store, sweep_policy=SweepPolicy(extra=0)) as qm:
+    with QueueManager(
+        clock=ManualClock(), sweeping=SweeperSettings(run=False, policy=SweepPolicy(extra=0)), store=store
+    ) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED)
         for i in range(12):

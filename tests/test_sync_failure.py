@@ -16,7 +16,20 @@ import pytest
 
 from sweepq.blobstore import FaultyStore, MemoryStore
 from sweepq.blobstore.kv import MemoryKV
-from sweepq.engine import CC, GMO, MD, MF, OO, PMO, MQError, Persistence, QueueManager, Reason
+from sweepq.engine import (
+    CC,
+    GMO,
+    MD,
+    MF,
+    OO,
+    PMO,
+    DurabilitySettings,
+    MQError,
+    Persistence,
+    QueueManager,
+    Reason,
+    SweeperSettings,
+)
 from sweepq.sweeper import ManualClock
 
 P = Persistence.PERSISTENT
@@ -28,7 +41,12 @@ PENDING = Reason.OUTCOME_PENDING
 def env():
     kv = MemoryKV()
     store = FaultyStore(MemoryStore(kv=kv))
-    qm = QueueManager(store=store, durable=True, sweeper=False, clock=ManualClock(), sync="commit")
+    qm = QueueManager(
+        store=store,
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(durable=True, sync="commit"),
+        clock=ManualClock(),
+    )
     qm.define_queue("Q", default_persistence=P)
     conn = qm.connect()
     yield qm, store, conn, conn.open("Q", IO)

@@ -8,7 +8,7 @@ import random
 import struct
 import threading
 
-from sweepq.engine import GMO, MD, PMO, QueueManager
+from sweepq.engine import GMO, MD, PMO, DurabilitySettings, QueueManager, SweeperSettings
 
 from helpers import IO
 
@@ -89,7 +89,11 @@ def test_producers_consumers_and_a_sweeper_on_a_short_virtual_interval():
 
     clock = ManualClock()
     total = 40_000
-    with QueueManager(clock=clock, sweeper=False, store_options={"max_blob_records": 64}) as qm:
+    with QueueManager(
+        clock=clock,
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": 64}),
+    ) as qm:
         qm.define_queue("S")
         received: list[list[tuple[int, int, int]]] = [[], []]
         errors: list[BaseException] = []

@@ -82,10 +82,10 @@ def test_mypy_is_clean_on_the_public_api(built: Path, tmp_path: Path) -> None:
 MISUSE = """\
 from sweepq.blobstore import MemoryStore
 from sweepq.client import connect
-from sweepq.engine import GMO, MD, OO, Message, MQError, QueueManager, Reason
+from sweepq.engine import GMO, MD, OO, Message, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.engine.api import QueueAdmin, QueueConnection, QueueHandle
 
-with QueueManager(store=MemoryStore(), sweeper=False) as qm:
+with QueueManager(store=MemoryStore(), sweeping=SweeperSettings(run=False)) as qm:
     admin: QueueAdmin = qm
     qm.define_queue("Q", max_depth=10)
     with qm.connect() as conn:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweepq.engine import GMO, MD, PMO, MQError, QueueManager, Reason
+from sweepq.engine import GMO, MD, PMO, MessageSettings, MQError, QueueManager, Reason
 
 from helpers import IO, drain
 
@@ -109,7 +109,7 @@ def test_disconnect_backs_out(qm):
 
 
 def test_syncpoint_limit_2024(clock):
-    with QueueManager(clock=clock, max_uncommitted=3) as qm:
+    with QueueManager(clock=clock, messages=MessageSettings(max_uncommitted=3)) as qm:
         qm.define_queue("Q")
         c = qm.connect()
         h = c.open("Q", IO)

@@ -131,26 +131,17 @@ def _line(fields: tuple) -> bytes:
 # -- the worker -------------------------------------------------------------------------------
 
 
-def open_manager(path: str, sync: str, interval: float, **extra):
+def open_manager(
+    path: str, sync: str, interval: float, *, name: str | None = None, run: bool = True, repair: bool = False
+):
     """Open the queue manager on ``path`` with a short sweep interval and small blobs (so
-    sweeps and unsweeps happen in a run of a second). Returns (manager, sync honoured): an
-    engine without the ``sync`` option is opened without it."""
-    from sweepq.engine import QueueManager
+    sweeps and unsweeps happen in a run of a second); ``run``: the background sweeper on."""
+    from sweepq.engine import DurabilitySettings, QueueManager, SweeperSettings
     from sweepq.sweeper import SweepPolicy
 
-    opts = dict(
-        sweep_policy=SweepPolicy(interval=interval),
-        sweep_duty=0.5,
-        store_options={"max_blob_records": 64},
-        readahead_low_water=128,
-    )
-    opts.update(extra)
-    try:
-        return QueueManager.open(path, sync=sync, **opts), True
-    except TypeError as e:
-        if "sync" not in str(e):
-            raise
-        return QueueManager.open(path, **opts), False
+    sweeping = SweeperSettings(run=run, policy=SweepPolicy(interval=interval), duty=0.5, readahead_low_water=128)
+    durability = DurabilitySettings(sync=sync, repair=repair, store_options={"max_blob_records": 64})
+    return QueueManager.open(path, name=name, sweeping=sweeping, durability=durability)
 
 
 def define_queues(qm) -> None:
@@ -372,11 +363,11 @@ def worker_main(args: argparse.Namespace) -> int:
         point, n = args.kill_at.rsplit(":", 1)
         kill_at = (point, int(n))
     log.emit("S", args.run, os.getpid(), args.seed)
-    qm, honoured = open_manager(args.data_dir, args.sync, args.interval)
+    qm = open_manager(args.data_dir, args.sync, args.interval)
     define_queues(qm)
     w = Worker(qm, log, args.run, rng, kill_at)
     hooks = w.install_hooks()
-    log.emit("R", f"sync={args.sync if honoured else 'unsupported'}", f"hooks={'on' if hooks else 'off'}")
+    log.emit("R", f"sync={args.sync}", f"hooks={'on' if hooks else 'off'}")
     w.run_forever(args.max_ops, args.fill_only)
     w.conn.disconnect()
     qm.close()
@@ -397,7 +388,7 @@ def drain(data_dir: str, log_path: str, sync: str = "commit", repair: bool = Fal
     log = EventLog(log_path)
     log.emit("S", "drain", os.getpid(), 0)
     try:
-        qm, _ = open_manager(data_dir, sync, DEFAULT_INTERVAL, sweeper=False, **({"repair": True} if repair else {}))
+        qm = open_manager(data_dir, sync, DEFAULT_INTERVAL, run=False, repair=repair)
     except Exception as e:
         log.emit("OE", type(e).__name__)
         log.emit("Z")
