@@ -25,7 +25,7 @@ from .uow import UnitOfWork
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .manager import QueueManager
+    from .internals import Manager
     from .queue import LocalQueue
     from .record import Identity
 
@@ -37,7 +37,7 @@ class Connection:
     uncommitted work (MQ's implicit backout) and closes every handle.
     """
 
-    def __init__(self, qm: QueueManager):
+    def __init__(self, qm: Manager):
         self.qm = qm
         self.uow = UnitOfWork()
         # One call at a time (2219 otherwise): every call pops the one token and puts it

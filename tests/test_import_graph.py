@@ -66,7 +66,6 @@ ENGINE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # The circles that are left, each as its set of modules (issue 34: none).
 KNOWN_CIRCLES: set[frozenset[str]] = {
     frozenset({"core.lanes", "core.ref", "core.swept"}),
-    frozenset({"budget", "durable.journal", "queue", "tiering"}),
     frozenset(
         {
             "api",
@@ -75,11 +74,6 @@ KNOWN_CIRCLES: set[frozenset[str]] = {
             "distributed",
             "distributed.registry",
             "distributed.sync",
-            "durable",
-            "durable.ledger",
-            "durable.recovery",
-            "durable.rewrite",
-            "dynamic",
             "getpath",
             "groups",
             "groups.calls",
@@ -88,24 +82,14 @@ KNOWN_CIRCLES: set[frozenset[str]] = {
             "groups.search",
             "handle",
             "handlestate",
-            "internals",
-            "manager",
             "poison",
             "putpath",
-            "settings",
         }
     ),
 }
 
 # The imports that run up the layers, as (importer, imported) (issue 34: at most 5).
 KNOWN_UPWARD: set[tuple[str, str]] = {
-    ("connection", "manager"),
-    ("distributed.registry", "manager"),
-    ("durable.journal", "queue"),
-    ("durable.ledger", "manager"),
-    ("durable.recovery", "manager"),
-    ("durable.rewrite", "manager"),
-    ("dynamic", "manager"),
     ("getpath", "browse"),
     ("getpath", "connection"),
     ("getpath", "groups"),
@@ -113,9 +97,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     ("handlestate", "connection"),
     ("handlestate", "distributed"),
     ("handlestate", "groups"),
-    ("internals", "connection"),
-    ("internals", "distributed"),
-    ("internals", "dynamic"),
 }
 
 
