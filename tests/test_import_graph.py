@@ -42,10 +42,10 @@ ENGINE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("core", "core.*")),
     ("store", ("storage", "durable.layout", "durable.packed", "durable.since", "durable.journal")),
     ("queue", ("tiering", "queue", "budget", "uow")),
-    ("handle state", ("internals", "handlestate", "poison", "groups.position")),
-    ("paths", ("getpath", "putpath")),
+    ("handle state", ("internals", "api", "cursor", "handlestate", "poison", "groups.position")),
+    ("paths", ("batch", "getpath", "putpath")),
     ("calls", ("browse", "groups", "groups.calls", "groups.put", "groups.search")),
-    ("connection", ("handle", "connection", "api")),
+    ("connection", ("handle", "connection")),
     (
         "manager's parts",
         (
@@ -66,38 +66,10 @@ ENGINE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # The circles that are left, each as its set of modules (issue 34: none).
 KNOWN_CIRCLES: set[frozenset[str]] = {
     frozenset({"core.lanes", "core.ref", "core.swept"}),
-    frozenset(
-        {
-            "api",
-            "browse",
-            "connection",
-            "distributed",
-            "distributed.registry",
-            "distributed.sync",
-            "getpath",
-            "groups",
-            "groups.calls",
-            "groups.position",
-            "groups.put",
-            "groups.search",
-            "handle",
-            "handlestate",
-            "poison",
-            "putpath",
-        }
-    ),
 }
 
 # The imports that run up the layers, as (importer, imported) (issue 34: at most 5).
-KNOWN_UPWARD: set[tuple[str, str]] = {
-    ("getpath", "browse"),
-    ("getpath", "connection"),
-    ("getpath", "groups"),
-    ("handlestate", "browse"),
-    ("handlestate", "connection"),
-    ("handlestate", "distributed"),
-    ("handlestate", "groups"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 def _module(path: Path) -> str:
@@ -217,6 +189,7 @@ def test_the_engine_modules_import_each_other_without_a_circle():
 
 
 def test_imports_run_down_the_layers():
+    assert len(KNOWN_UPWARD) <= 5, "issue 34: at most 5 imports run up the layers"
     found = upward(import_graph())
     assert found == KNOWN_UPWARD, f"new: {sorted(found - KNOWN_UPWARD)}; gone: {sorted(KNOWN_UPWARD - found)}"
 
