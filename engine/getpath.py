@@ -503,7 +503,6 @@ def assign_batch(
     first message the batch stays open for more, until it holds ``max_messages``. With
     ``fast``, a non-persistent message is taken off the queue for good at once (MQ's
     NPMSPEED(FAST)): it travels with the batch but the batch does not hold it."""
-
     q = s.queue
     batch_id = Batch.next_id()
     gone: list[Ref] = []

@@ -232,6 +232,17 @@ class Waiter:
         self.offered: bytes | None = None
 
 
+_queue_ids = itertools.count(1)
+
+# The Match field that an index of each type answers (engine/matching.py).
+_INDEX_FIELD = {
+    IndexType.MSG_ID: "msg_id",
+    IndexType.CORREL_ID: "correl_id",
+    IndexType.GROUP_ID: "group_id",
+    IndexType.MSG_TOKEN: "seq",
+}
+
+
 class Budget(Protocol):
     """What the put and get paths use of the memory budget a queue is under (``LocalQueue.budget``;
     engine/budget.py's :class:`~sweepq.engine.budget.MemoryBudget`, which sits above this module),
@@ -249,17 +260,6 @@ class Budget(Protocol):
     def after_put(self, q: LocalQueue, nbytes: int) -> None: ...
 
     def after_get(self, q: LocalQueue) -> None: ...
-
-
-_queue_ids = itertools.count(1)
-
-# The Match field that an index of each type answers (engine/matching.py).
-_INDEX_FIELD = {
-    IndexType.MSG_ID: "msg_id",
-    IndexType.CORREL_ID: "correl_id",
-    IndexType.GROUP_ID: "group_id",
-    IndexType.MSG_TOKEN: "seq",
-}
 
 
 class LocalQueue:
