@@ -12,8 +12,9 @@ with QueueManager() as qm:
 """
 
 from . import compiled  # first: it decides which form of the compiled modules runs
+from .batch import Batch
 from .budget import MemoryUse
-from .connection import Batch, Connection
+from .connection import Connection
 from .constants import (
     CC,
     CORRELID_NONE,

@@ -26,7 +26,7 @@ from .queue import QueueInfo
 from .record import MD
 
 if TYPE_CHECKING:
-    from .browse import Status
+    from .cursor import Status
 
 
 class GetCall(Protocol):
@@ -36,7 +36,7 @@ class GetCall(Protocol):
     client's, which binds its arguments by that implementation's signature).
 
     A get returns a Message, except ``get(GMO.UNLOCK)``, a call of its own that returns a
-    :class:`~sweepq.engine.browse.Status` (only NO_SYNCPOINT may accompany it; the literal
+    :class:`~sweepq.engine.cursor.Status` (only NO_SYNCPOINT may accompany it; the literal
     is what picks the first form). The parameters are positional-or-keyword, not keyword-only,
     on purpose: CPython fills missing keyword-only defaults by dict lookups, which cost
     ~170 ns on every get."""

@@ -19,7 +19,7 @@ kept only to start the next walk near the cursor; the core checks each before us
 
 **Browse never unsweeps** (docs/design.md invariant 5): a swept message is read from its blob
 without the queue lock (as a get's :class:`~sweepq.engine.tiering.Need`), decoded for this
-cursor only and kept in a small per-cursor cache (:data:`CACHE_BLOBS` blobs); the chain and
+cursor only and kept in a small per-cursor cache (:data:`~sweepq.engine.cursor.CACHE_BLOBS` blobs); the chain and
 the tier's counters are left alone.
 
 Locks (§5.4): at most one message per handle, held by a ref (the core keeps it naming the
@@ -41,12 +41,13 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from . import getpath, record
-from .constants import CC, GMO, Reason
+from .constants import GMO, Reason
 from .core.flags import N_LANES
 from .core.ref import Ref
 from .core.swept import LIVE as POS_LIVE
 from .core.swept import LOCKED as POS_LOCKED
-from .core.swept import Need, SweptBlob
+from .core.swept import Need
+from .cursor import BEFORE_FIRST, Cursor, Status
 from .errors import MQError
 from .matching import Match, MatchArgs, match_for_get
 from .message import Message
@@ -55,9 +56,6 @@ from .waiting import BROWSER, LOCK_BROWSER
 
 if TYPE_CHECKING:
     from .handlestate import HandleState
-
-BEFORE_FIRST = N_LANES  # a cursor lane that sorts before every message
-CACHE_BLOBS = 2  # decoded blobs a cursor keeps for itself
 
 _BROWSE_FIRST = int(GMO.BROWSE_FIRST)
 _BROWSE_UNDER = int(GMO.BROWSE_MSG_UNDER_CURSOR)
@@ -70,89 +68,6 @@ _TRUNCATED_FAILED = int(Reason.TRUNCATED_MSG_FAILED)
 _seq_of = record.seq_of
 
 Found = tuple  # (ref, rec, lane index)
-
-
-class Status:
-    """The outcome of a get call that returns no message (GMO.UNLOCK).
-
-    ``reason`` is ``Reason.NONE`` or the warning ``Reason.NO_MSG_LOCKED`` (2209: nothing was
-    locked); warnings come back on the result, as on a :class:`~sweepq.engine.Message`."""
-
-    __slots__ = ("reason",)
-
-    def __init__(self, reason: int = 0):
-        self.reason = reason
-
-    @property
-    def completion_code(self) -> CC:
-        return CC.WARNING if self.reason else CC.OK
-
-    def __repr__(self) -> str:
-        return f"Status(reason={Reason(self.reason).name})"
-
-
-class Cursor:
-    """One handle's browse cursor and browse lock (see the module docstring).
-
-    Position: ``lane`` and ``seq`` (``BEFORE_FIRST`` and -1 before every message);
-    ``on_msg`` says whether the cursor stands on a message (a browse succeeded since the
-    open or the last reset), which [BROWSE_]MSG_UNDER_CURSOR need. Lock: ``lk_seq`` (-1:
-    none), its lane, and the ref that holds it (``lk_ref``).
-    """
-
-    __slots__ = (
-        "blob",
-        "blob_k",
-        "blob_pos",
-        "cache",
-        "hint",
-        "lane",
-        "lk_lane",
-        "lk_ref",
-        "lk_seq",
-        "on_msg",
-        "passed",
-        "seq",
-    )
-
-    def __init__(self) -> None:
-        self.cache: list[tuple[SweptBlob, list[bytes]]] = []
-        self.lk_seq = -1
-        self.lk_lane = -1
-        self.lk_ref: Ref | None = None
-        # Within one browse call: (lane, after, match, blob) when a walk of the lane's chain
-        # stopped to have ``blob`` read and every blob before it held nothing for it.
-        self.passed: tuple | None = None
-        self.reset()
-
-    def reset(self) -> None:
-        """Before the first message (MQOPEN's position, and BROWSE_FIRST's 2080)."""
-        self.lane = BEFORE_FIRST
-        self.seq = -1
-        self.on_msg = False
-        self.hint: Ref | None = None  # a message at or before the cursor, in memory
-        self.blob: SweptBlob | None = None
-        self.blob_k = -1  # its index in the chain when it was last seen
-        self.blob_pos = -1  # the position in it of the last message found there
-
-    def forget_lock(self) -> None:
-        self.lk_seq = self.lk_lane = -1
-        self.lk_ref = None
-
-    def remember(self, blob: SweptBlob, records: list[bytes]) -> None:
-        """Keep a blob's decoded records for this cursor (bounded: CACHE_BLOBS)."""
-        self.cache.append((blob, records))
-        if len(self.cache) > CACHE_BLOBS:
-            del self.cache[0]
-
-    def records(self, blob: SweptBlob) -> list[bytes] | None:
-        recs = blob.records()  # read (or read ahead) for gets already: no I/O
-        if recs is not None:
-            return recs
-        for b, recs in self.cache:
-            if b is blob:
-                return recs
-        return None
 
 
 # -- the walk (lock held) -------------------------------------------------------------------
@@ -523,3 +438,6 @@ def keep_position_locked(q: LocalQueue, cur: Cursor, ref) -> None:
     lane and seq), and its slot hint moves to the slot before, still at or before it."""
     if not ref.swept:
         cur.hint = q.lanes.before(ref)
+
+
+getpath.ABOVE.prefer_lock_locked = prefer_lock_locked  # the get path calls it without importing this module

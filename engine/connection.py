@@ -9,25 +9,20 @@ Queues are protected by their own locks (engine/queue.py, the lock rule).
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING
 
-from . import browse, checks, groups, record
+from . import browse, checks, groups
 from .constants import OO, Reason
 from .errors import MQError, options_error
 from .handle import Handle, _Call
 from .handlestate import HandleState
-from .message import Message
 from .options import INPUT_OPTS, check_open
 from .selector import compile_selector
 from .uow import UnitOfWork
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from .manager import QueueManager
+    from .internals import Manager
     from .queue import LocalQueue
-    from .record import Identity
 
 
 class Connection:
@@ -37,7 +32,7 @@ class Connection:
     uncommitted work (MQ's implicit backout) and closes every handle.
     """
 
-    def __init__(self, qm: QueueManager):
+    def __init__(self, qm: Manager):
         self.qm = qm
         self.uow = UnitOfWork()
         # One call at a time (2219 otherwise): every call pops the one token and puts it
@@ -175,65 +170,3 @@ def _input_mode(q: LocalQueue, opts: int) -> int:
     if inp == OO.INPUT_SHARED and not q.attrs.shareable:
         inp = int(OO.INPUT_EXCLUSIVE)
     return inp
-
-
-class Batch:
-    """Messages of a transmission queue assigned to one channel batch (seed 003), in get order.
-
-    The messages it holds stay on the queue, invisible to gets and never swept, until the
-    batch is confirmed (they leave) or released (they are available again, in place). A
-    non-persistent message a channel with NPMSPEED(FAST) took at assignment travels with the
-    batch (``records``, and its index in ``fast``) but has already left the queue: a failure
-    loses it and nothing brings it back, as in MQ.
-
-    ``confirm`` and ``release`` take ``harden``: records written under their keys in the same
-    atomic store write that deletes (or keeps) the batch's messages: the channel's
-    synchronisation record (engine/distributed/sync.py). Thread-safe per call; one of the two
-    ends a batch, once."""
-
-    _ids = itertools.count(1)
-
-    def __init__(
-        self,
-        queue: LocalQueue,
-        ident: Identity,
-        records: list[bytes],
-        batch_id: int,
-        fast: frozenset[int] = frozenset(),
-    ):
-        self.id = batch_id
-        self.queue = queue
-        self._ident = ident
-        self.records = records
-        self.fast = fast
-        self.held = len(records) - len(fast)
-        self._open = True
-
-    @classmethod
-    def next_id(cls) -> int:
-        return next(cls._ids)
-
-    @property
-    def messages(self) -> list[Message]:
-        return [Message.make(rec, self._ident, record.data_of(rec)) for rec in self.records]
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def confirm(self, harden: Sequence[tuple[bytes, bytes]] = ()) -> None:
-        """The batch arrived: its messages leave the queue, with ``harden`` in the same write.
-
-        :raises MQError: 2102 when the store write fails (the batch stays assigned: confirm
-            again)."""
-        self._end(True, harden)
-
-    def release(self, harden: Sequence[tuple[bytes, bytes]] = ()) -> None:
-        """The batch did not go: its messages are available again, in place; ``harden`` is
-        written first. :raises MQError: 2102 when that write fails (the batch stays assigned)."""
-        self._end(False, harden)
-
-    def _end(self, confirmed: bool, harden: Sequence[tuple[bytes, bytes]]) -> None:
-        if not self._open:
-            return
-        self.queue.end_batch(self.id, confirmed, harden)
-        self._open = False

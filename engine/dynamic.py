@@ -32,7 +32,7 @@ from .errors import MQError
 from .queue import MAX_NAME, QueueAttributes, check_name
 
 if TYPE_CHECKING:
-    from .manager import QueueManager
+    from .internals import Manager
     from .queue import LocalQueue
 
 DEFAULT_MODEL = "SYSTEM.DEFAULT.MODEL.QUEUE"
@@ -43,7 +43,7 @@ _SUFFIX = 16  # hex digits that replace the "*"
 class DynamicQueues:
     """The model queues of one queue manager and the temporary dynamic queues opened from them."""
 
-    def __init__(self, qm: QueueManager):
+    def __init__(self, qm: Manager):
         self._qm = qm
         self._lock = threading.Lock()
         self._counter = itertools.count(1)

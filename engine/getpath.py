@@ -43,6 +43,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import checks, poison, record
+from .batch import Batch
 from .constants import GMO, Reason
 from .core.found import Found
 from .core.ref import Ref
@@ -54,7 +55,7 @@ from .waiting import GETTER
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .connection import Batch
+    from .cursor import Cursor
     from .handlestate import HandleState
     from .matching import Match
     from .queue import LocalQueue
@@ -76,6 +77,23 @@ _TRUNCATED_FAILED = int(Reason.TRUNCATED_MSG_FAILED)
 _TRUNCATED_ACCEPTED = int(Reason.TRUNCATED_MSG_ACCEPTED)
 _OUTCOME_PENDING = int(Reason.OUTCOME_PENDING)
 _UNSET = object()
+
+
+class Above:
+    """The get path's two calls into modules above it, given by them as they load (engine/browse.py
+    and engine/groups/calls.py set them; engine/handle.py imports both, so they are set before
+    any handle exists), so that this module imports neither (docs/design.md, "The engine's
+    modules"): ``prefer_lock_locked``, a plain get by a handle that holds a browse lock takes
+    its locked message when it comes first, and ``group_moved``, a plain get of a message in a
+    group moves the handle's group position."""
+
+    __slots__ = ("group_moved", "prefer_lock_locked")
+
+    prefer_lock_locked: Callable[[LocalQueue, Cursor, Match | None, object], object]
+    group_moved: Callable[[HandleState, bytes, bool], None]
+
+
+ABOVE = Above()
 
 
 # -- check --------------------------------------------------------------------------------------
@@ -349,7 +367,7 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
     the caller made :func:`check_call`. A message whose backout count reached the queue's
     threshold moves to the backout requeue queue instead (engine/poison.py) and the get
     looks again. A handle that holds a browse lock may get its locked message
-    (:func:`~sweepq.engine.browse.prefer_lock_locked`)."""
+    (:func:`~sweepq.engine.browse.prefer_lock_locked`, given as ``ABOVE.prefer_lock_locked``)."""
     q = s.queue
     cur = s.cursor
     plain = m is None and (cur is None or cur.lk_seq < 0)  # the hot path: the queue's own search
@@ -390,8 +408,7 @@ def _finder(s: HandleState, q: LocalQueue, m: Match | None) -> Callable:
     locked message when it holds a browse lock."""
     cur = s.cursor
     if cur is not None and cur.lk_seq >= 0:
-        from .browse import prefer_lock_locked
-
+        prefer_lock_locked = ABOVE.prefer_lock_locked
         return lambda: prefer_lock_locked(q, cur, m, q.find_locked(m))
     if m is None:
         return q.find_locked
@@ -401,9 +418,7 @@ def _finder(s: HandleState, q: LocalQueue, m: Match | None) -> Callable:
 def _group_moved(s: HandleState, rec: bytes, joins: bool) -> None:
     """A plain get returned a record with a group section: the handle's get position moves
     (engine/groups/, the seed's get-side restart)."""
-    from . import groups
-
-    groups.after_get(s, rec, joins)
+    ABOVE.group_moved(s, rec, joins)
 
 
 def get_each(s: HandleState, max_messages: int, opts: int, wait_interval: int) -> list[Message]:
@@ -489,8 +504,6 @@ def assign_batch(
     first message the batch stays open for more, until it holds ``max_messages``. With
     ``fast``, a non-persistent message is taken off the queue for good at once (MQ's
     NPMSPEED(FAST)): it travels with the batch but the batch does not hold it."""
-    from .connection import Batch
-
     q = s.queue
     batch_id = Batch.next_id()
     gone: list[Ref] = []

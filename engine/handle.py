@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, cast
 from . import browse, checks, getpath, groups, putpath
 from .constants import GMO, MAX_PRIORITY, MO, OO, PMO, Reason, Usage
 from .errors import MQError, options_error
-from .handlestate import HandleState
+from .handlestate import HandleState, Owner
 from .matching import MATCH_DEFAULT, MatchArgs, match_for_get
 from .message import Message, PutResult
 from .options import check_get
@@ -30,8 +30,8 @@ from .record import MD
 
 if TYPE_CHECKING:
     from .api import GetCall
-    from .browse import Status
-    from .connection import Batch, Connection
+    from .batch import Batch
+    from .cursor import Status
 
 _FLAGS_MAX = checks.FLAGS_MAX
 _CURSOR_ANY = int(
@@ -63,7 +63,7 @@ class Handle:
         return self.queue.name
 
     @property
-    def connection(self) -> Connection:
+    def connection(self) -> Owner:
         """The connection this handle was opened on (its unit of work is the handle's)."""
         return self._s.conn
 
@@ -206,7 +206,7 @@ class Handle:
         Browse, cursor and lock options (BROWSE_FIRST / BROWSE_NEXT, [BROWSE_]MSG_UNDER_CURSOR,
         LOCK, UNLOCK) are served by engine/browse.py; group options (LOGICAL_ORDER,
         COMPLETE_MSG, ALL_*_AVAILABLE) by engine/groups/. ``GMO.UNLOCK`` returns a
-        :class:`~sweepq.engine.browse.Status` (no message): its ``reason`` is NONE, or the
+        :class:`~sweepq.engine.cursor.Status` (no message): its ``reason`` is NONE, or the
         warning NO_MSG_LOCKED (2209) when nothing was locked.
         """
         token = self._token

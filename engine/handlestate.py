@@ -2,24 +2,56 @@
 handle's calls work on: the put path (engine/putpath.py), the get path (engine/getpath.py),
 browse (engine/browse.py) and groups (engine/groups/). A module of its own, importing nothing
 of those, so that each of them (and their compiled forms, which need the type at import) can
-name it without an import circle.
+name it without an import circle. What it holds of the modules above it is typed by what
+sits below: the connection as :class:`Owner` (a protocol here), the queue manager as
+engine/internals.py's ``Manager``, the cursor (engine/cursor.py) and the group positions
+(engine/groups/position.py) by their own modules.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .api import QueueConnection
 from .constants import OO, Reason
 from .errors import MQError
 from .matching import MATCH_DEFAULT, Match, MatchArgs, match_for_get
 
 if TYPE_CHECKING:
-    from . import groups
-    from .browse import Cursor
-    from .connection import Connection
-    from .distributed import Route
+    from .cursor import Cursor
+    from .distributed.resolve import Route
+    from .groups.position import BrowseState, HandleGroups
+    from .internals import Manager
     from .queue import LocalQueue
     from .selector import Selector
+    from .uow import UnitOfWork
+
+
+class Owner(QueueConnection, Protocol):
+    """The connection that opened a handle, as the handle and the paths use it: the
+    connection API (engine/api.py) and the members below (engine/connection.py's
+    ``Connection``, which sits above this module)."""
+
+    @property
+    def qm(self) -> Manager: ...
+
+    @property
+    def uow(self) -> UnitOfWork:
+        """The connection's one unit of work, which its handles share."""
+        ...
+
+    @property
+    def token(self) -> list[bool]:
+        """The one-call-at-a-time token its handles' calls take (2219 otherwise)."""
+        ...
+
+    def check(self) -> None:
+        """:raises MQError: 2018 once disconnected, 2009 once the queue manager is closed."""
+        ...
+
+    def close_handle(self, h: Any) -> Reason:
+        """MQCLOSE of ``h`` (an engine/handle.py ``Handle``, above this module)."""
+        ...
 
 
 class HandleState:
@@ -58,7 +90,7 @@ class HandleState:
         "xmit",
     )
 
-    def __init__(self, conn: Connection, queue: LocalQueue, options: int, input_mode: int, selector: Selector | None):
+    def __init__(self, conn: Owner, queue: LocalQueue, options: int, input_mode: int, selector: Selector | None):
         self.conn = conn
         qm = self.qm = conn.qm
         # What the put and get paths read of the queue manager on every call, kept here (none
@@ -78,8 +110,8 @@ class HandleState:
         self.can_put = bool(options & OO.OUTPUT)
         self.closed = False
         self.cursor: Cursor | None = None
-        self.groups: groups.HandleGroups | None = None
-        self.gbrowse: groups.BrowseState | None = None
+        self.groups: HandleGroups | None = None
+        self.gbrowse: BrowseState | None = None
         self.xmit: Route | None = None
 
     def closed_error(self) -> MQError:

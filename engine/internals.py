@@ -10,6 +10,10 @@ Each member keeps the queue manager's rules: ``definitions`` is the lock that se
 definition changes (take it before a queue's lock, never under one); ``save_object`` makes a
 definition durable before it takes effect; ``new_queue`` registers a queue (definitions lock
 held, or at recovery, before any connection exists).
+
+The modules below engine/manager.py type a queue manager as :class:`Manager` (what they read
+of it, and ``internal``), never as ``QueueManager``: this module sits low in the engine's
+layers and names nothing above the queue (docs/design.md, "The engine's modules").
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from sweepq.blobstore import Store
+    from sweepq.sweeper.clock import Clock
 
-    from .connection import Connection
-    from .distributed import Route
-    from .dynamic import DynamicQueues
+    from .distributed.resolve import Route
+    from .durable.journal import Journal
     from .queue import LocalQueue, QueueAttributes
+    from .record import Identity
+    from .recorder import TraceRecorder
+    from .sequence import Arrivals
     from .storage import Storage
 
 
@@ -33,6 +40,17 @@ class Service(Protocol):
     before the sweeper and the store stop."""
 
     def close(self) -> None: ...
+
+
+class TemporaryQueues(Protocol):
+    """What the modules below engine/dynamic.py use of a queue manager's model and temporary
+    dynamic queues (``ManagerInternals.dynamic``, a :class:`~sweepq.engine.dynamic.DynamicQueues`)."""
+
+    def is_model(self, name: str) -> bool: ...
+
+    def handle_closed(self, q: LocalQueue) -> None:
+        """A handle on ``q`` closed: a temporary dynamic queue goes with its last handle."""
+        ...
 
 
 class ManagerInternals(Protocol):
@@ -51,7 +69,7 @@ class ManagerInternals(Protocol):
         ...
 
     @property
-    def dynamic(self) -> DynamicQueues: ...
+    def dynamic(self) -> TemporaryQueues: ...
 
     def queues(self) -> list[LocalQueue]:
         """The queues now, a snapshot (a queue defined or deleted meanwhile may be missed)."""
@@ -72,7 +90,9 @@ class ManagerInternals(Protocol):
         """Unregister a deleted temporary dynamic queue."""
         ...
 
-    def forget_connection(self, conn: Connection) -> None: ...
+    def forget_connection(self, conn: object) -> None:
+        """``conn`` (a Connection) disconnected: the queue manager's close no longer closes it."""
+        ...
 
     def save_object(self, key: bytes, value: bytes | None, what: str) -> None:
         """Make an object's definition durable before it takes effect (``value`` None:
@@ -87,3 +107,47 @@ class ManagerInternals(Protocol):
     def detach(self, service: Service) -> None:
         """``service`` closed by itself (a no-op when it was never attached)."""
         ...
+
+
+class Manager(Protocol):
+    """A queue manager as the engine's own modules below engine/manager.py see it (module
+    docstring): what they read of its public state, and :attr:`internal`. They type against
+    this, not against :class:`~sweepq.engine.manager.QueueManager`, so that no import runs up
+    to the manager (docs/design.md, "The engine's modules")."""
+
+    @property
+    def ident(self) -> Identity:
+        """How its messages' ids are made (the queue manager's name, the run's random part)."""
+        ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def sequence(self) -> Arrivals: ...
+
+    def next_seq(self) -> int:
+        """A new arrival number (``sequence.next``)."""
+        ...
+
+    @property
+    def max_msg_length(self) -> int: ...
+
+    @property
+    def max_uncommitted(self) -> int: ...
+
+    @property
+    def recorder(self) -> TraceRecorder | None: ...
+
+    @property
+    def journal(self) -> Journal | None: ...
+
+    def queue_names(self) -> list[str]: ...
+
+    def queue_named(self, name: str) -> LocalQueue | None: ...
+
+    @property
+    def internal(self) -> ManagerInternals: ...

@@ -592,8 +592,9 @@ class _Internals:
     def forget_queue(self, q: LocalQueue) -> None:
         self._qm._forget_queue(q)
 
-    def forget_connection(self, conn: Connection) -> None:
-        self._qm._forget(conn)
+    def forget_connection(self, conn: object) -> None:
+        if isinstance(conn, Connection):  # the protocol names no Connection (engine/internals.py)
+            self._qm._forget(conn)
 
     def save_object(self, key: bytes, value: bytes | None, what: str) -> None:
         self._qm._save_object(key, value, what)

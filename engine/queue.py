@@ -54,7 +54,7 @@ import itertools
 import threading
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sweepq.blobstore import BlobCorruptError
 from sweepq.sweeper.clock import Clock, SystemClock
@@ -93,7 +93,6 @@ if TYPE_CHECKING:
 
     from sweepq.blobstore import BlobInfo, Store
 
-    from .budget import MemoryBudget
     from .core.swept import SweptBlob
     from .storage import Storage
 
@@ -213,6 +212,25 @@ _INDEX_FIELD = {
 }
 
 
+class Budget(Protocol):
+    """What the put and get paths use of the memory budget a queue is under (``LocalQueue.budget``;
+    engine/budget.py's :class:`~sweepq.engine.budget.MemoryBudget`, which sits above this module),
+    no queue lock held: a put calls :meth:`before_put` while ``paging`` or when it holds more
+    than ``room`` bytes."""
+
+    @property
+    def paging(self) -> bool: ...
+
+    @property
+    def room(self) -> int: ...
+
+    def before_put(self, q: LocalQueue, size: int, count: int) -> None: ...
+
+    def after_put(self, q: LocalQueue, nbytes: int) -> None: ...
+
+    def after_get(self, q: LocalQueue) -> None: ...
+
+
 class LocalQueue:
     """One local queue. Its lanes run from priority 9 to 0 in get order.
 
@@ -263,7 +281,7 @@ class LocalQueue:
         # The memory budget (engine/budget.py): the manager's, or None; paging (policy PAGE
         # over the budget) and the bytes put since the last page-out, which happens at a
         # page's worth (page_bytes, set by the budget).
-        self.budget: MemoryBudget | None = None
+        self.budget: Budget | None = None
         self.checked_bytes = 0  # lanes.mem_bytes when the budget last counted
         self.paging = False
         self.paged = 0

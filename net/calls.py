@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sweepq.engine import GMO, MD, OO, PMO, Message, MQError, PutResult, Reason
-from sweepq.engine.browse import Status
+from sweepq.engine.cursor import Status
 from sweepq.engine.handle import Handle
 from sweepq.engine.record import Identity, data_of
 

@@ -11,7 +11,7 @@ import pytest
 from browse_env import BIO, WORLDS, browse_all, in_thread, make_env, reason_of
 
 from sweepq.engine import CC, GMO, MD, MO, OO, PMO, DeliverySequence, MQError, Reason
-from sweepq.engine.browse import CACHE_BLOBS
+from sweepq.engine.cursor import CACHE_BLOBS
 
 from helpers import drain
 

@@ -1,39 +1,80 @@
-"""The engine's modules import each other without a circle (issue 27): read from the code
-with ``ast``, counting the imports that run (not those under ``if TYPE_CHECKING:``, which
-exist for the type checker only).
+"""The engine's modules import each other without a circle, and down the engine's layers
+(issue 34): read from the code with ``ast`` (and the ``.pxd`` files' ``cimport`` lines),
+counting every import a reader must follow: at module level, inside a function, and under
+``if TYPE_CHECKING:``.
 
-At module level there is no circle at all, so a module can be read, and loaded, after the
-ones it imports. Imports inside a function run at its first call; the circles they close are
-listed here, by edge, so that a new one fails this test instead of going unnoticed.
+The engine's layers, lowest first, are written once, here (:data:`ENGINE_LAYERS`); docs/design.md
+("The engine's modules") shows the same table, and a test holds the two together.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parent.parent / "engine"
+ROOT = Path(__file__).resolve().parent.parent
+ENGINE = ROOT / "engine"
 
-# Imports inside a function that close a circle, as (importer, imported). getpath.py (the one
-# get path) calls into browse cursors, groups and the channel batch that themselves call the
-# get path; these three are where that circle is cut at load time.
-KNOWN_LAZY_CIRCLES = {
-    ("getpath", "browse"),
-    ("getpath", "connection"),
-    ("getpath", "groups"),
+# The engine's modules by layer, lowest first (docs/design.md, "The engine's modules"): a
+# module imports modules of its own layer or below. ``x.*`` is every module of the package x;
+# ``__init__`` is the package sweepq.engine itself.
+ENGINE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "base",
+        ("constants", "errors", "sizes", "options", "checks", "identifiers", "sequence", "recorder", "extensions"),
+    ),
+    (
+        "message",
+        (
+            "record",
+            "properties",
+            "message",
+            "selector",
+            "selector.*",
+            "matching",
+            "distributed.objects",
+            "distributed.resolve",
+            "distributed.headers",
+        ),
+    ),
+    ("core", ("core", "core.*")),
+    ("store", ("storage", "durable.layout", "durable.packed", "durable.since", "durable.journal")),
+    ("queue", ("waiting", "tiering", "queue", "budget", "uow")),
+    ("handle state", ("internals", "api", "cursor", "handlestate", "poison", "groups.position")),
+    ("paths", ("batch", "getpath", "putpath")),
+    ("calls", ("browse", "groups", "groups.calls", "groups.put", "groups.search")),
+    ("connection", ("handle", "connection")),
+    (
+        "manager's parts",
+        (
+            "dynamic",
+            "distributed",
+            "distributed.registry",
+            "distributed.sync",
+            "durable",
+            "durable.ledger",
+            "durable.recovery",
+            "durable.rewrite",
+            "settings",
+        ),
+    ),
+    ("manager", ("manager", "compiled", "__init__")),
+)
+
+# The circles that are left, each as its set of modules (issue 34: none).
+KNOWN_CIRCLES: set[frozenset[str]] = {
+    frozenset({"core.lanes", "core.ref", "core.swept"}),
 }
+
+# The imports that run up the layers, as (importer, imported) (issue 34: at most 5).
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 def _module(path: Path) -> str:
     parts = list(path.relative_to(ENGINE).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
 
 
 def _targets(module: str, package: bool, node: ast.Import | ast.ImportFrom, modules: set[str]) -> set[str]:
@@ -57,63 +98,118 @@ def _targets(module: str, package: bool, node: ast.Import | ast.ImportFrom, modu
     return {t for t in out if t in modules and t != module}
 
 
-def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """(module-level imports, imports inside functions) among the engine's modules."""
+_CIMPORT = re.compile(r"^from\s+(\.*)([\w.]*)\s+cimport\s+(.+)$", re.M)
+
+
+def _cimports(pxd: Path) -> list[ast.ImportFrom]:
+    """A ``.pxd``'s ``from X cimport a, b`` lines, as the imports they are."""
+    return [
+        ast.ImportFrom(module=name or None, names=[ast.alias(n.strip()) for n in names.split(",")], level=len(dots))
+        for dots, name, names in _CIMPORT.findall(pxd.read_text())
+    ]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every import among the engine's modules: importer -> the modules it imports, wherever
+    the import stands (module level, a function, ``if TYPE_CHECKING:``, a ``.pxd``)."""
     paths = {_module(p): p for p in ENGINE.rglob("*.py")}
     modules = set(paths)
-    top: dict[str, set[str]] = defaultdict(set)
-    lazy: dict[str, set[str]] = defaultdict(set)
+    graph: dict[str, set[str]] = defaultdict(set)
     for module, path in paths.items():
         package = path.name == "__init__.py"
-
-        def walk(body: list[ast.stmt], at_top: bool, module: str = module, package: bool = package) -> None:
-            for n in body:
-                if isinstance(n, ast.If) and _type_checking(n.test):
-                    walk(n.orelse, at_top)
-                    continue
-                if isinstance(n, ast.Import | ast.ImportFrom):
-                    (top if at_top else lazy)[module] |= _targets(module, package, n, modules)
-                    continue
-                inner = at_top and not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-                for field in ("body", "orelse", "finalbody", "handlers"):
-                    sub = getattr(n, field, None)
-                    if isinstance(sub, list):
-                        walk(sub, inner)
-
-        walk(ast.parse(path.read_text()).body, True)
-    return top, lazy
+        nodes = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Import | ast.ImportFrom)]
+        if path.with_suffix(".pxd").exists():
+            nodes += _cimports(path.with_suffix(".pxd"))
+        for n in nodes:
+            graph[module] |= _targets(module, package, n, modules)
+    return graph
 
 
-def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
-    seen, todo = set(), [start]
-    while todo:
-        m = todo.pop()
-        if m == goal:
-            return True
-        if m not in seen:
-            seen.add(m)
-            todo.extend(graph.get(m, ()))
-    return False
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[frozenset[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(frozenset(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
 
 
-def test_the_engine_modules_import_each_other_without_a_circle_at_load():
-    top, _ = import_graph()
-    circles = sorted((a, b) for a in top for b in top[a] if _reaches(top, b, a))
-    assert circles == [], f"module-level imports that close a circle: {circles}"
+def layer_of() -> dict[str, int]:
+    """Each engine module's layer (0: the lowest)."""
+    modules = {_module(p) for p in ENGINE.rglob("*.py")}
+    out: dict[str, int] = {}
+    for i, (_, entries) in enumerate(ENGINE_LAYERS):
+        for e in entries:
+            if e.endswith(".*"):
+                named = {m for m in modules if m.startswith(e[:-1])}
+            else:
+                named = {"" if e == "__init__" else e} & modules
+            for m in named:
+                assert m not in out, f"{m!r} is in two layers"
+                out[m] = i
+    return out
 
 
-def test_imports_inside_functions_close_only_the_known_circles():
-    top, lazy = import_graph()
-    both = {m: top.get(m, set()) | lazy.get(m, set()) for m in set(top) | set(lazy)}
-    closing = {(a, b) for a in lazy for b in lazy[a] if b not in top.get(a, ()) and _reaches(both, b, a)}
-    assert closing == KNOWN_LAZY_CIRCLES, f"new: {closing - KNOWN_LAZY_CIRCLES}; gone: {KNOWN_LAZY_CIRCLES - closing}"
+def upward(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    layer = layer_of()
+    return {(a, b) for a in graph for b in graph[a] if layer[b] > layer[a]}
+
+
+def test_every_engine_module_has_a_layer():
+    missing = {_module(p) for p in ENGINE.rglob("*.py")} - set(layer_of())
+    assert not missing, f"give these modules a layer in ENGINE_LAYERS and docs/design.md: {sorted(missing)}"
+
+
+def test_the_engine_modules_import_each_other_without_a_circle():
+    found = set(circles(import_graph()))
+    assert found == KNOWN_CIRCLES, f"new: {[sorted(c) for c in found - KNOWN_CIRCLES]}; gone: {KNOWN_CIRCLES - found}"
+
+
+def test_imports_run_down_the_layers():
+    assert len(KNOWN_UPWARD) <= 5, "issue 34: at most 5 imports run up the layers"
+    found = upward(import_graph())
+    assert found == KNOWN_UPWARD, f"new: {sorted(found - KNOWN_UPWARD)}; gone: {sorted(KNOWN_UPWARD - found)}"
+
+
+def test_the_design_pages_table_of_the_engines_layers_is_this_one():
+    text = (ROOT / "docs" / "design.md").read_text()
+    start = text.index("\n### The engine's modules\n")
+    rows = [line for line in text[start:].split("\n#")[1].splitlines() if re.match(r"\| \d", line)]
+    table = [(cells[1], re.findall(r"`([\w.*]*)`", cells[2])) for cells in (r.strip("|").split(" | ") for r in rows)]
+    assert table == [(name, list(entries)) for name, entries in ENGINE_LAYERS]
 
 
 def test_the_graph_sees_imports_of_every_form():
-    """The reading itself: relative, absolute, from a package, a sibling, and none under
-    TYPE_CHECKING (manager.py imports .distributed's types only for the checker)."""
-    top, lazy = import_graph()
-    assert {"connection", "distributed", "settings", "budget", "checks"} <= top["manager"]
-    assert "properties" in lazy["record"] and "properties" not in top["record"]
-    assert "identifiers" in top["properties"] and "selector" not in top["properties"]
-    assert "manager" not in top["connection"]  # typing only
+    """The reading itself: relative, absolute, from a package, a sibling, in a function,
+    under TYPE_CHECKING, and a .pxd's cimport."""
+    graph = import_graph()
+    assert {"connection", "distributed", "settings", "budget", "checks"} <= graph["manager"]
+    assert "properties" in graph["record"]  # inside a function
+    assert "identifiers" in graph["properties"] and "selector" not in graph["properties"]
+    assert "core.lanes" in graph["core.ref"]  # under TYPE_CHECKING
+    assert {"getpath", "putpath"} <= graph["handle"]
+    assert "core.arena" in graph["core.lanes"]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]

@@ -30,7 +30,7 @@ from .objects import MAX_CHANNEL_NAME, ChannelDefinition, QmgrAttributes, Remote
 from .sync import SYNC_PREFIX, ChannelSync, ReceiverSync, SenderSync, restore_batch, sync_key
 
 if TYPE_CHECKING:
-    from ..manager import QueueManager
+    from ..internals import Manager
 
 QMGR_KEY = b"\x00QMGR"
 REMOTE_PREFIX = b"\x00REMOTE\x00"
@@ -40,7 +40,7 @@ CHANNEL_PREFIX = b"\x00CHANNEL\x00"
 class Distributed:
     """See the module docstring."""
 
-    def __init__(self, qm: QueueManager):
+    def __init__(self, qm: Manager):
         self.qm = qm
         self.attrs = QmgrAttributes()
         self.remotes: dict[str, RemoteQueue] = {}

@@ -42,13 +42,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..batch import Batch
 from ..constants import Reason
 from ..durable.journal import StoreChanges
 from ..durable.layout import decode_value, encode_value
 from ..errors import MQError
 
 if TYPE_CHECKING:
-    from ..connection import Batch, Connection
+    from ..connection import Connection
     from ..durable.journal import Journal
     from ..queue import LocalQueue
 
@@ -261,8 +262,6 @@ def restore_batch(q: LocalQueue, keys: list[tuple[int, int]]) -> tuple[Batch, in
     """At open: assign the messages named by ``keys`` to a batch again (they were in doubt
     when the queue manager stopped), so that no get takes and no sweep moves them before
     the batch is resolved. Returns the batch and how many named messages were not found."""
-    from ..connection import Batch
-
     batch_id = Batch.next_id()
     recs = q.assign_keys(batch_id, keys)
     return Batch(q, q.ident, recs, batch_id), len(keys) - len(recs)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sweepq.blobstore import Store, StoreDamageError, StoreError
 
@@ -51,14 +51,28 @@ from ..record import OFF_FLAGS, PERSISTENT, backout_of
 from .layout import MARK_REMOVED, backout_mark, encode_value, message_key
 
 if TYPE_CHECKING:
+    from ..core.lanes import LaneSet
     from ..core.ref import Ref
-    from ..queue import LocalQueue
 
 SYNC_POLICIES = ("commit", "os", "none")
 SYNC_ATTEMPTS = 3
 # How long a sync waits for the committers the previous one released (only when it served
 # more than one): they are about to write again, and one fsync should cover them too.
 COMMIT_DELAY = 0.0005
+
+
+class Journaled(Protocol):
+    """What the journal reads of a queue (engine/queue.py's ``LocalQueue``, which sits above
+    this module): its name for errors, its key prefix and its lanes' records."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def key_prefix(self) -> bytes: ...
+
+    @property
+    def lanes(self) -> LaneSet: ...
 
 
 class StoreChanges:
@@ -195,11 +209,11 @@ class Journal:
         return [message_key(prefix, lane, r) for r in recs if r[OFF_FLAGS] & PERSISTENT]
 
     @staticmethod
-    def add_put(batch: StoreChanges, q: LocalQueue, lane: int, rec: bytes) -> None:
+    def add_put(batch: StoreChanges, q: Journaled, lane: int, rec: bytes) -> None:
         batch.puts += Journal.homes(q.key_prefix, lane, [rec])
 
     @staticmethod
-    def add_removal(batch: StoreChanges, q: LocalQueue, ref: Ref) -> None:
+    def add_removal(batch: StoreChanges, q: Journaled, ref: Ref) -> None:
         """The change that takes the message ``ref`` off the queue for good (mutex held): its
         own record deleted, or its position in its blob marked removed and its own key
         deleted too (it holds nothing: the change log then names the message consumed, which a
@@ -216,7 +230,7 @@ class Journal:
             batch.marks.append((blob_id, pos, MARK_REMOVED))
 
     @staticmethod
-    def add_backout(batch: StoreChanges, q: LocalQueue, ref: Ref, rec: bytes) -> None:
+    def add_backout(batch: StoreChanges, q: Journaled, ref: Ref, rec: bytes) -> None:
         """The change that hardens the raised backout count of ``rec`` (now restored at ``ref``)."""
         if not rec[OFF_FLAGS] & PERSISTENT:
             return
@@ -241,14 +255,14 @@ class Journal:
         except StoreError as e:
             raise _failed(e, what) from e
 
-    def put(self, q: LocalQueue, lane: int, recs: list[bytes]) -> None:
+    def put(self, q: Journaled, lane: int, recs: list[bytes]) -> None:
         """Write new persistent records before they join lane ``lane`` (mutex held)."""
         try:
             self._store().write_messages(Journal.homes(q.key_prefix, lane, recs))
         except StoreError as e:
             raise _failed(e, f"putting to {q.name!r}") from e
 
-    def remove(self, q: LocalQueue, refs: list) -> None:
+    def remove(self, q: Journaled, refs: list) -> None:
         """Delete the records of messages about to leave the queue (mutex held)."""
         b = StoreChanges()
         for ref in refs:

@@ -42,7 +42,7 @@ from ..core.swept import REMOVED
 from .packed import HEADS, in_ascending, seqs_and_msg_ids
 
 if TYPE_CHECKING:
-    from ..manager import QueueManager
+    from ..internals import Manager
 
 MAGIC = b"SQL2"
 MAGIC_1 = b"SQL1"  # the first format (a lane's arrays as they are), still read
@@ -108,7 +108,7 @@ class Ledger:
         return alive & ~entry.live
 
 
-def snapshot(qm: QueueManager, next_seq: int, blob_horizon: int, closed: bool) -> bytes:
+def snapshot(qm: Manager, next_seq: int, blob_horizon: int, closed: bool) -> bytes:
     """The checkpoint of ``qm`` now. Called when no unit of work is open (after recovery,
     and at close once every connection is gone: ``closed``); each queue's image is taken
     under its lock in one step (LocalQueue.durable_image) and encoded without it."""
@@ -265,7 +265,7 @@ def read(store: Store, damaged: list[str]) -> Ledger | None:
         return None
 
 
-def write(qm: QueueManager, next_seq: int, closed: bool) -> str | None:
+def write(qm: Manager, next_seq: int, closed: bool) -> str | None:
     """Write ``qm``'s checkpoint now (see :func:`snapshot` for when). Returns why it could
     not be written, or None; the previous checkpoint then stands (it only recognises less)."""
     store = qm.internal.store()

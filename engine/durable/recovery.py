@@ -71,7 +71,7 @@ from .packed import CHUNK, Framed, ascending_unique, gather, in_ascending, joine
 from .since import SinceCheckpoint, msg_id_in
 
 if TYPE_CHECKING:
-    from ..manager import QueueManager
+    from ..internals import Manager
     from ..queue import LocalQueue
 
 SHOWN = 20  # damaged or lost messages named one by one in the report; the rest are counted
@@ -601,7 +601,7 @@ def _seq(key: bytes) -> int | str:
         return "?"
 
 
-def recover(qm: QueueManager, ledger: Ledger | None = None) -> RecoveryReport:
+def recover(qm: Manager, ledger: Ledger | None = None) -> RecoveryReport:
     """Define every stored queue on ``qm`` and load its messages (before any connection),
     checking them against ``ledger``, the last checkpoint (None: there is none).
 

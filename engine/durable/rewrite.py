@@ -27,10 +27,10 @@ from .journal import Journal
 from .layout import MARK_REMOVED, encode_definition
 
 if TYPE_CHECKING:
-    from ..manager import QueueManager
+    from ..internals import Manager
 
 
-def rewrite(qm: QueueManager, families: list[str], log: list[str]) -> None:
+def rewrite(qm: Manager, families: list[str], log: list[str]) -> None:
     """Write again what ``qm`` holds in memory of ``families`` ("messages", "marks",
     "objects"); what fails is appended to ``log``. Never raises (it runs on the store's
     thread, after the store healed)."""

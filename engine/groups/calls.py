@@ -305,3 +305,6 @@ def _whole_under_cursor_locked(s: HandleState, q: LocalQueue, cur, opts: int, pi
         if e.reason != Reason.NO_MSG_AVAILABLE:
             raise
         raise cursors.nothing_under_cursor(q) from None
+
+
+getpath.ABOVE.group_moved = after_get  # the get path calls it without importing this module

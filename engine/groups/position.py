@@ -4,13 +4,10 @@ and browse positions of a handle (docs/semantics.md §6.2, §6.3, §5.5)."""
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .. import record
 from ..constants import GROUPID_NONE, MF, Reason
-
-if TYPE_CHECKING:
-    from ..handlestate import HandleState
 
 _GROUP = struct.Struct("<24sIII")
 IN_GROUP = int(MF.MSG_IN_GROUP | MF.LAST_MSG_IN_GROUP)
@@ -138,7 +135,14 @@ class BrowseState:
         self.anchor: tuple[int, int] | None = None
 
 
-def state(s: HandleState) -> HandleGroups:
+class Holder(Protocol):
+    """What the functions below use of a handle's state (engine/handlestate.py's
+    ``HandleState``, which holds a ``HandleGroups`` and so sits above this module)."""
+
+    groups: HandleGroups | None
+
+
+def state(s: Holder) -> HandleGroups:
     """The handle's group positions, made on first use."""
     g = s.groups
     if g is None:
@@ -146,7 +150,7 @@ def state(s: HandleState) -> HandleGroups:
     return g
 
 
-def settle(s: HandleState) -> None:
+def settle(s: Holder) -> None:
     """Drop the state once nothing is current: the handle's calls take the fast paths again."""
     g = s.groups
     if g is not None and g.idle():
@@ -158,7 +162,7 @@ def new_group_id(qm) -> bytes:
     return b"SWQG" + qm.ident.run_id + qm.next_seq().to_bytes(8, "big")
 
 
-def closed(s: HandleState) -> Reason:
+def closed(s: Holder) -> Reason:
     """MQCLOSE's warning: 2242 / 2241 when the handle leaves a logical message / group
     incomplete (put side first), else NONE."""
     g = s.groups
