@@ -72,6 +72,28 @@ SCENARIOS = (
     "instructions",
 )
 
+# What each scenario measures, one line each: `sweepq bench --help` lists them.
+ABOUT = {
+    "throughput": "in-memory put+get pairs and fill-then-drain against queue.Queue and collections.deque",
+    "batch": "put_many / get_many against single puts and gets",
+    "persistent": "the embedded persistent queues a Python user picks, beside sweepq's non-persistent queue",
+    "durable": "persistent messages at the peers' guarantee, group commit, recovery time",
+    "retrieval": "gets by CorrelId on a deep queue; browse and drain of a swept queue",
+    "sweep": "sweep and unsweep bandwidth, lock holds, a swept queue's drain",
+    "backlog": "consumers paused until a backlog waits, then drained while publishing goes on",
+    "memory": "resident bytes per message in memory and swept; the memory budget's bound: peak resident memory "
+    "against budget + baseline in a fill of --queue-backlog budgets of --queue-budget by two producers and its "
+    "drain by gets of 1, 100 and 5,000, through QueueManager and sweepq.Queue with objects, with and without "
+    "MALLOC_ARENA_MAX=1, each in a fresh process",
+    "gc": "the longest garbage-collector pause while a backlog builds",
+    "replay": "the numba replay kernel and `sweepq replay FILE`",
+    "clients": "client connections against redis-py",
+    "channel": "a channel between two processes against one served queue manager",
+    "queue": "sweepq.Queue / AsyncQueue against queue.Queue, asyncio.Queue and persistent queues",
+    "celery": "Celery's tasks through sweepq against Redis",
+    "instructions": "instructions per operation under callgrind, beside queue.Queue",
+}
+
 
 @dataclass
 class BenchOptions:
