@@ -1028,7 +1028,7 @@ def steps(name: str, o: BenchOptions) -> int:
         "retrieval": 2,
         "sweep": 8,
         "backlog": 2,
-        "memory": 3 + len(DRAIN_RUNS),
+        "memory": 3 + DRAIN_RUNS,
         "gc": 3,
         "replay": 3,
         "clients": 2 * o.rounds + 3,
