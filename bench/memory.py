@@ -11,6 +11,13 @@ with a memory budget, in a fresh subprocess, under one ``memory_policy``; the fi
 the peak resident memory (the kernel's high-water mark) against budget + baseline, and
 what the budget counted, sampled without pause. ``python -m sweepq.bench.memory`` prints
 them for every policy (docs/sweeper.md, "The memory budget").
+
+:func:`fill_and_drain`: the same bound in a fill and in the drain that follows it: two
+producers fill a backlog of ten budgets, then one consumer gets every item back with gets of
+one batch size, through a ``QueueManager`` or through ``sweepq.Queue`` with object items,
+with or without ``MALLOC_ARENA_MAX=1``; each phase's peak resident memory against budget +
+baseline, what was counted, and whether every item came back once, in order. ``sweepq bench
+memory`` runs it for every kind, batch size and arena setting (bench/suite.py).
 """
 
 from __future__ import annotations
@@ -118,6 +125,189 @@ qm.close()
 """
 
 POLICIES = ("PAGE", "BLOCK", "FAIL")
+
+
+# -- a fill, then a drain ---------------------------------------------------------------------
+
+# What the fill and the drain children share: the kernel's high-water mark, reset between the
+# two phases (writing 5 to /proc/self/clear_refs, Linux 4.0 and later) so that each phase has
+# its own peak, and a sampler of what the budget counts.
+_PHASES = r"""
+import json, os, sys, threading
+from sweepq.engine.budget import give_back, peak_resident_bytes, resident_bytes
+
+def reset_peak():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+class Sampler:
+    # What the budget counts, sampled every millisecond in a thread of its own.
+    def __init__(self, count, budget):
+        self.count, self.budget, self.seen = count, budget, []
+        self.done = threading.Event()
+        self.start()
+    def start(self):
+        self.done.clear()
+        self.thread = threading.Thread(target=self.run, daemon=True)  # never keeps a failed child alive
+        self.thread.start()
+    def run(self):
+        while not self.done.is_set():
+            self.seen.append(self.count())
+            self.done.wait(0.001)
+    def stop(self):
+        self.done.set(); self.thread.join()
+        seen, self.seen = self.seen, []
+        return {"peak_counted": max(seen, default=0), "samples": len(seen),
+                "samples_over": sum(c > self.budget for c in seen)}
+"""
+
+_DRAIN_CHILD = (
+    _PHASES
+    + r"""
+kind, budget, backlog, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+size = 1024
+per_producer = backlog // 2
+if kind == "manager":
+    from sweepq.engine import GMO, OO, QueueManager
+    from sweepq.engine.settings import MemorySettings
+    pad = (os.urandom(size // 2).hex().encode() * 2)[: size - 8]  # compresses about 2:1
+    # The sweeper on its wall clock, as a user runs it: it sweeps by its rule every interval,
+    # through the drain too, besides when the budget's high mark wakes it.
+    qm = QueueManager(memory=MemorySettings(budget=budget, counts="resident"))
+    baseline = qm.budget.baseline
+    names = ("A", "B")
+    for name in names:
+        qm.define_queue(name, max_depth=100_000_000)
+    count = lambda: qm.memory_use().total
+    def producer(name):
+        put = qm.connect().open(name, OO.OUTPUT).put
+        def run():
+            for i in range(per_producer // size):
+                put(i.to_bytes(8, "big") + pad)
+        return run
+    def drain(name):
+        h = qm.connect().open(name, OO.INPUT_SHARED)
+        if batch == 1:
+            def take():
+                try:
+                    return [h.get(options=GMO.NO_SYNCPOINT).data]
+                except Exception as e:
+                    if getattr(e, "reason", None) == 2033:
+                        return []
+                    raise
+        else:
+            def take():
+                return [m.data for m in h.get_many(batch, GMO.NO_SYNCPOINT)]
+        return take
+    key = lambda item: int.from_bytes(item[:8], "big")
+    close = qm.close
+else:
+    import queue
+    from sweepq import Queue
+    q = Queue(memory_budget=budget)
+    give_back()
+    baseline = resident_bytes()  # the Queue's budget is not public: its count is read as the OS sees it
+    names = ("A", "B")
+    count = lambda: max(0, resident_bytes() - baseline)
+    blob = os.urandom(size // 2).hex().encode()
+    def producer(name):
+        def run():
+            for i in range(per_producer // size):
+                if kind == "queue-dict":  # a small dict: about a KiB in memory with its strings
+                    q.put({"producer": name, "order": i, "item": "widget", "note": blob[: size // 2].decode()})
+                else:
+                    q.put((name, i, blob[: size - 64] + bytes(64)))
+        return run
+    def drain(name):
+        if name == "B":
+            return lambda: []  # one queue holds both producers' items
+        if batch == 1:
+            def take():
+                try:
+                    return [q.get_nowait()]
+                except queue.Empty:
+                    return []
+        else:
+            def take():
+                try:
+                    return q.get_many(batch, block=False)
+                except queue.Empty:
+                    return []
+        return take
+    close = q.close
+sampler = Sampler(count, budget)
+threads = [threading.Thread(target=producer(n)) for n in names]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+fill = {**sampler.stop(), "peak_rss": peak_resident_bytes()}
+reset = reset_peak()
+sampler.start()
+got, in_order, last = 0, True, {}
+for name in names:
+    take = drain(name)
+    while True:
+        items = take()
+        if not items:
+            break
+        for item in items:
+            if kind == "manager":
+                who, i = name, int.from_bytes(item[:8], "big")
+            elif kind == "queue-dict":
+                who, i = item["producer"], item["order"]
+            else:
+                who, i = item[0], item[1]
+            in_order = in_order and i == last.get(who, -1) + 1
+            last[who] = i
+            got += 1
+        del items
+drain_fig = {**sampler.stop(), "peak_rss": peak_resident_bytes() if reset else 0}
+expected = 2 * (per_producer // size)
+print(json.dumps({"baseline": baseline, "fill": fill, "drain": drain_fig, "items": expected, "got": got,
+                  "every_item_once_in_order": in_order and got == expected}))
+close()
+"""
+)
+
+DRAIN_KINDS = {
+    "manager": "QueueManager, 1 KiB messages",
+    "queue-dict": "sweepq.Queue, small dicts",
+    "queue-bytes": "sweepq.Queue, 1 KiB bytes in a tuple",
+}
+DRAIN_BATCHES = (1, 100, 5000)  # gets of one, and get_many of these
+DRAIN_RUNS = len(DRAIN_KINDS) * len(DRAIN_BATCHES) * 2  # each with and without MALLOC_ARENA_MAX=1
+GOAL_BOUND = 1.15  # peak resident memory <= 1.15 x (budget + baseline): issue 32 item 5, issue 30
+
+
+def fill_and_drain(kind: str, budget: int, backlog: int, batch: int, one_arena: bool) -> dict:
+    """Two producer threads fill ``backlog`` bytes of 1 KiB items into a memory budget of
+    ``budget`` bytes counting resident memory, then one thread drains every item with gets of
+    ``batch`` (1: ``get``; more: ``get_many``), in a fresh subprocess, with
+    ``MALLOC_ARENA_MAX=1`` or without it. ``kind``: a key of :data:`DRAIN_KINDS`. Returns each
+    phase's peak resident memory (the kernel's high-water mark, reset between them) and its
+    ratio to budget + baseline, what was counted at most and how many samples were over the
+    budget, and whether every item came back once, in order."""
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    if one_arena:
+        env["MALLOC_ARENA_MAX"] = "1"
+    out = subprocess.run(
+        [sys.executable, "-c", _DRAIN_CHILD, kind, str(budget), str(backlog), str(batch)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    fig = json.loads(out.stdout)
+    fig.update(kind=kind, budget=budget, backlog=backlog, batch=batch, one_arena=one_arena)
+    bound = budget + fig["baseline"]
+    for phase in ("fill", "drain"):
+        fig[phase]["ratio"] = fig[phase]["peak_rss"] / bound
+    return fig
 
 
 def budget_bound(policy: str, budget: int, per_producer: int, counts: str = "resident", size: int = 1024) -> dict:

@@ -22,7 +22,10 @@ Scenarios:
   (with read-ahead hits), pairs while another queue is swept.
 * ``backlog``: after RabbitMQ's published scenario, consumers paused until a backlog waits,
   then drained while publishing goes on; with and without sweeping, each in a subprocess.
-* ``memory``: resident bytes per in-memory message, bytes per swept message.
+* ``memory``: resident bytes per in-memory message, bytes per swept message, and the memory
+  budget's bound in a fill and its drain: peak resident memory against budget + baseline,
+  through a ``QueueManager`` and ``sweepq.Queue``, gets of 1, 100 and 5,000, with and
+  without ``MALLOC_ARENA_MAX=1`` (bench/memory.py).
 * ``gc``: the longest garbage-collector pause while a backlog builds.
 * ``replay``: the numba replay kernel (and, on request, the Spark pipeline).
 * ``clients``: client connections against redis-py on a local redis-server (bench/clients.py).
@@ -68,6 +71,28 @@ SCENARIOS = (
     "celery",
     "instructions",
 )
+
+# What each scenario measures, one line each: `sweepq bench --help` lists them.
+ABOUT = {
+    "throughput": "in-memory put+get pairs and fill-then-drain against queue.Queue and collections.deque",
+    "batch": "put_many / get_many against single puts and gets",
+    "persistent": "the embedded persistent queues a Python user picks, beside sweepq's non-persistent queue",
+    "durable": "persistent messages at the peers' guarantee, group commit, recovery time",
+    "retrieval": "gets by CorrelId on a deep queue; browse and drain of a swept queue",
+    "sweep": "sweep and unsweep bandwidth, lock holds, a swept queue's drain",
+    "backlog": "consumers paused until a backlog waits, then drained while publishing goes on",
+    "memory": "resident bytes per message in memory and swept; the memory budget's bound: peak resident memory "
+    "against budget + baseline in a fill of --queue-backlog budgets of --queue-budget by two producers and its "
+    "drain by gets of 1, 100 and 5,000, through QueueManager and sweepq.Queue with objects, with and without "
+    "MALLOC_ARENA_MAX=1, each in a fresh process",
+    "gc": "the longest garbage-collector pause while a backlog builds",
+    "replay": "the numba replay kernel and `sweepq replay FILE`",
+    "clients": "client connections against redis-py",
+    "channel": "a channel between two processes against one served queue manager",
+    "queue": "sweepq.Queue / AsyncQueue against queue.Queue, asyncio.Queue and persistent queues",
+    "celery": "Celery's tasks through sweepq against Redis",
+    "instructions": "instructions per operation under callgrind, beside queue.Queue",
+}
 
 
 @dataclass
@@ -752,7 +777,45 @@ def memory(o: BenchOptions, report: Report, step) -> dict:
             "",
         )
         step()
+    out["fill_and_drain"] = fill_and_drain_rows(o, report, step)
     return out
+
+
+def fill_and_drain_rows(o: BenchOptions, report: Report, step) -> list[dict]:
+    """The resident bound in a fill and in its drain (bench/memory.py ``fill_and_drain``):
+    a backlog of ``queue_backlog_factor`` times ``queue_budget`` by two producers, then got
+    back in gets of each of ``DRAIN_BATCHES``, through a ``QueueManager`` and through
+    ``sweepq.Queue`` with object items, each with and without ``MALLOC_ARENA_MAX=1``, each
+    in a fresh subprocess run one at a time."""
+    from sweepq.engine.sizes import format_size
+
+    from .memory import DRAIN_BATCHES, DRAIN_KINDS, GOAL_BOUND, fill_and_drain
+
+    backlog = int(o.queue_budget * o.queue_backlog_factor)
+    figs = []
+    for kind, label in DRAIN_KINDS.items():
+        for batch in DRAIN_BATCHES:
+            for arena in (False, True):
+                f = fill_and_drain(kind, o.queue_budget, backlog, batch, arena)
+                figs.append(f)
+                step()
+                fill, drain = f["fill"], f["drain"]
+                bound = f["budget"] + f["baseline"]
+                worst = max(fill["ratio"], drain["ratio"])
+                over = fill["samples_over"] + drain["samples_over"]
+                gets = "get" if batch == 1 else f"get_many({batch:,})"
+                report.row(
+                    "memory",
+                    f"{label}: {format_size(backlog)} ({o.queue_backlog_factor:g} x a {format_size(o.queue_budget)} "
+                    f"budget) by 2 producers, then {gets}; MALLOC_ARENA_MAX={'1' if arena else 'unset'}",
+                    f"peak RSS fill {fill['peak_rss'] / 1e6:.1f} MB, drain {drain['peak_rss'] / 1e6:.1f} MB; "
+                    f"budget + baseline {bound / 1e6:.1f} MB",
+                    f"fill {fill['ratio']:.2f} x, drain {drain['ratio']:.2f} x (goal <= {GOAL_BOUND:g} x: "
+                    f"{_met(worst <= GOAL_BOUND)}); count over the budget in {over} of "
+                    f"{fill['samples'] + drain['samples']} samples; "
+                    f"{'every item once, in order' if f['every_item_once_in_order'] else '**not every item once**'}",
+                )
+    return figs
 
 
 _GC_CHILD = r"""
@@ -954,6 +1017,7 @@ def steps(name: str, o: BenchOptions) -> int:
     """How many times a scenario calls ``step``: the length of its progress bar."""
     from .celery_bench import steps as celery_steps
     from .durable import POWER_SAFE_SPLIT
+    from .memory import DRAIN_RUNS
 
     return {
         "throughput": 2 * o.rounds,
@@ -964,7 +1028,7 @@ def steps(name: str, o: BenchOptions) -> int:
         "retrieval": 2,
         "sweep": 8,
         "backlog": 2,
-        "memory": 3,
+        "memory": 3 + DRAIN_RUNS,
         "gc": 3,
         "replay": 3,
         "clients": 2 * o.rounds + 3,

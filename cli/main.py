@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Callable
 
 from .args import Parser, memory_size, number, output_dir
@@ -240,7 +241,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def register_bench_command(sub: argparse._SubParsersAction) -> None:
-    from sweepq.bench.suite import SCENARIOS
+    from sweepq.bench.suite import ABOUT, SCENARIOS
 
     pos_int = number(int, 1)
     pos_float = number(float, 0, low_open=True)
@@ -251,7 +252,11 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
         "run (interleaved rounds, best round each), because machines are shared and noisy. Prints a\n"
         "Markdown table (or JSON with --json); --out writes both to a directory, with a table a\n"
         "scenario and run.md (the run's date, machine, load and commit) that the docs quote.\n\n"
-        "scenarios: " + ", ".join(SCENARIOS),
+        "scenarios:\n"
+        + "\n".join(
+            textwrap.fill(f"{name}: {ABOUT[name]}", 100, initial_indent="  ", subsequent_indent="    ")
+            for name in SCENARIOS
+        ),
     )
     b.add_argument("what", nargs="?", default="all", choices=[*SCENARIOS, "all"], help="the scenario to run")
     b.add_argument("--quick", action="store_true", help="CI-sized runs of every scenario (figures are noisier)")
@@ -323,10 +328,17 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
         "--queue-persistent-messages", type=pos_int, default=1_000, help="items per round, path= and peers (queue)"
     )
     b.add_argument(
-        "--queue-budget", type=memory_size, default=50_000_000, help="the backlog's memory budget: 50MB, 64MiB (queue)"
+        "--queue-budget",
+        type=memory_size,
+        default=50_000_000,
+        help="the backlog's memory budget: 50MB, 64MiB (queue, memory)",
     )
     b.add_argument(
-        "--queue-backlog", dest="queue_backlog_factor", type=pos_float, default=10.0, help="backlog, in budgets (queue)"
+        "--queue-backlog",
+        dest="queue_backlog_factor",
+        type=pos_float,
+        default=10.0,
+        help="backlog, in budgets (queue, memory)",
     )
     # Celery through sweepq and through Redis (bench/celery_bench.py).
     b.add_argument("--celery-tasks", type=pos_int, default=20_000, help="tasks through a worker, per broker (celery)")

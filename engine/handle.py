@@ -275,6 +275,8 @@ class Handle:
             getpath.check_call(s, opts, None, wait_interval)
             if opts & (getpath.SYNC_ANY):
                 max_messages = min(max_messages, s.qm.max_uncommitted - len(s.uow.ops))
+            if s.queue.budget is not None and max_messages > 1:  # what a batch holds fits the budget's room
+                max_messages = s.queue.budget.batch_limit(s.queue, max_messages)
             if s.queue.poison_limit or s.match is not None or (s.cursor is not None and s.cursor.lk_seq >= 0):
                 return getpath.get_each(s, max_messages, opts, wait_interval)
             return getpath.get_many(s, max_messages, opts, wait_interval)

@@ -21,10 +21,10 @@ records' group fields and call :func:`place`), and the poison-message requeue
 from __future__ import annotations
 
 from collections.abc import Sequence
-from sys import getsizeof
 from typing import TYPE_CHECKING
 
 from . import checks, properties, record
+from .budget import item_bytes
 from .constants import MAX_PRIORITY, MSGID_NONE, PMO, Persistence, Reason
 from .core.flags import UNCOMMITTED
 from .distributed.headers import transmission
@@ -299,9 +299,9 @@ def place(
     budget = q.budget
     held = 0
     if budget is not None:
-        # What the put adds to memory: its payloads, or an item's own size (shallow: what
-        # sys.getsizeof sees; resident memory, which a budget on items counts, sees the rest).
-        held = sum(map(len, payloads)) if items is None else sum(map(getsizeof, items))
+        # What the put adds to memory: its payloads, or an item's size with its members'
+        # (engine/budget.py item_bytes; resident memory, which a budget on items counts, sees the rest).
+        held = sum(map(len, payloads)) if items is None else sum(map(item_bytes, items))
         if budget.paging or len(payloads) != 1 or held > budget.room:
             budget.before_put(q, held, len(payloads))  # the queue's memory policy: page, block or fail (2071)
     lane_i = q.default_priority if q.fifo else priority
