@@ -63,7 +63,6 @@ import ctypes.util
 import os
 import threading
 from dataclasses import dataclass
-from sys import getsizeof
 from typing import TYPE_CHECKING, Literal
 
 from .constants import MemoryPolicy, Reason
@@ -137,34 +136,6 @@ def peak_resident_bytes() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-_CONTAINERS = (tuple, list, dict, set, frozenset)
-_SAMPLE = 16  # members of a container measured; a larger one is counted at their mean
-
-
-def item_bytes(item: object) -> int:
-    """What an item a queue keeps as an object (engine/putpath.py ``put_items``) adds to
-    memory, as the budget counts a put of it: its own size and, for a tuple, list, dict or
-    set, its members' (one level down; past ``_SAMPLE`` members, their mean times the length).
-
-    ``sys.getsizeof`` alone sees a container's slots, not what they hold: a tuple of a name,
-    a number and 1 KiB of bytes counted 64 bytes of its 1,200, so puts of such items went 17
-    times further than the count between two counts, and two producers took resident memory
-    to 1.3 x budget + baseline before the budget saw it (bench/memory.py ``fill_and_drain``)."""
-    size = getsizeof(item)
-    if type(item) in _CONTAINERS:
-        members = item.values() if type(item) is dict else item
-        n = len(item)  # type: ignore[arg-type]
-        seen = inside = 0
-        for m in members:  # type: ignore[attr-defined]
-            inside += getsizeof(m)
-            seen += 1
-            if seen == _SAMPLE:
-                break
-        if seen:
-            size += inside * n // seen
-    return size
 
 
 def store_options_within(budget: int, options: dict | None, counts: str = "held") -> dict:

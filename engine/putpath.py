@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from . import checks, properties, record
-from .budget import item_bytes
 from .constants import MAX_PRIORITY, MSGID_NONE, PMO, Persistence, Reason
 from .core.flags import UNCOMMITTED
 from .distributed.headers import transmission
@@ -33,6 +32,7 @@ from .getpath import check_room
 from .matching import _fixed
 from .message import PutResult, put_results
 from .options import check_put
+from .sizes import item_bytes
 
 if TYPE_CHECKING:
     from .handlestate import HandleState
@@ -300,7 +300,7 @@ def place(
     held = 0
     if budget is not None:
         # What the put adds to memory: its payloads, or an item's size with its members'
-        # (engine/budget.py item_bytes; resident memory, which a budget on items counts, sees the rest).
+        # (engine/sizes.py item_bytes; resident memory, which a budget on items counts, sees the rest).
         held = sum(map(len, payloads)) if items is None else sum(map(item_bytes, items))
         if budget.paging or len(payloads) != 1 or held > budget.room:
             budget.before_put(q, held, len(payloads))  # the queue's memory policy: page, block or fail (2071)

@@ -36,7 +36,6 @@ from sweepq.blobstore import BlobCorruptError, BlobInfo, Store, StoreError
 from sweepq.sweeper.runs import choose_runs, pieces
 from sweepq.sweeper.stats import SweepCounters
 
-from .budget import item_bytes
 from .constants import Reason
 from .core.lanes import Lane, LaneSet
 from .core.lock import CHECKS, assert_held
@@ -44,6 +43,7 @@ from .core.ref import Ref
 from .core.swept import REMOVED, Need, SweptBlob, build_index, msg_ids
 from .errors import MQError
 from .record import Identity
+from .sizes import item_bytes
 
 if TYPE_CHECKING:
     from .durable.journal import Journal
@@ -173,7 +173,7 @@ class QueueTier:
     def _sizes(self, slots: list[int]) -> np.ndarray:
         """What each message of a run weighs in memory, read without the lock: its record's
         length, and for an item kept as an object (a ``sweepq.Queue``'s) the item's estimate
-        (engine/budget.py ``item_bytes``), whose encoding the sweep makes when it copies the
+        (engine/sizes.py ``item_bytes``), whose encoding the sweep makes when it copies the
         piece. An item's record is its header alone: cut by those lengths, a piece of 1 KiB
         items held 26,000 of them, and their encodings, 30 MB, were made at once while the
         items were still held (two producers reached 1.3 x budget + baseline)."""

@@ -15,7 +15,7 @@ import pytest
 from sweepq.bench.memory import GOAL_BOUND, fill_and_drain
 from sweepq.blobstore import MemoryStore
 from sweepq.engine import OO, QueueManager
-from sweepq.engine.settings import MemorySettings
+from sweepq.engine.settings import DurabilitySettings, MemorySettings, SweeperSettings
 
 BUDGET = 24_000_000
 BACKLOG = 10 * BUDGET
@@ -49,9 +49,9 @@ def test_a_drain_of_a_swept_queue_counts_again_as_blobs_come_back():
     when that net change passed budget/256, i.e. seldom, and never asked the allocator to
     give back what the drain freed. It counts what moved, blobs brought back included."""
     qm = QueueManager(
-        sweeper=False,
+        sweeping=SweeperSettings(run=False),
         store=MemoryStore(max_blob_bytes=16 * 1024),
-        store_options={"max_blob_bytes": 16 * 1024},
+        durability=DurabilitySettings(store_options={"max_blob_bytes": 16 * 1024}),
         memory=MemorySettings(budget=400 * 1024, counts="held"),  # exact counts: no resident noise
     )
     with qm:
@@ -76,7 +76,7 @@ def test_get_many_takes_what_fits_in_a_resident_budgets_room():
     """Counting resident memory, what a batch returns is memory the budget counts: a
     get_many takes no more than fits between what is reserved and the budget (three times a
     record each), and the rest on the next call, in order."""
-    with QueueManager(sweeper=False, memory=MemorySettings(budget="16MB", counts="resident")) as qm:
+    with QueueManager(sweeping=SweeperSettings(run=False), memory=MemorySettings(budget="16MB", counts="resident")) as qm:
         qm.define_queue("Q", max_depth=100_000)
         h = qm.connect().open("Q", OO.INPUT_SHARED | OO.OUTPUT)
         for i in range(6000):  # 6 MB held: at most 10 MB of room, about 3,100 messages' worth
