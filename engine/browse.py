@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from . import getpath, record
 from .constants import CC, GMO, Reason
-from .core.flags import N_LANES
+from .core.flags import LOCKED, N_LANES
 from .core.ref import Ref
 from .core.swept import LIVE as POS_LIVE
 from .core.swept import LOCKED as POS_LOCKED
@@ -227,17 +227,7 @@ def in_chain_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | Non
 def in_lane_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> Ref | Need | None:
     """The first message of ``lane`` with seq > ``after`` (-1: from the start) that this
     handle sees and ``m`` accepts: front list, then the chain (in place), then rear list."""
-    ls = q.lanes
-    ref, through = ls.browse_front(lane, after, m, cur.lk_seq, cur.hint)
-    if ref is not None:
-        return ref
-    if not through:
-        return None  # the walk began in the rear list: the lane is done
-    if lane.chain:
-        hit = in_chain_locked(q, cur, lane, after, m)
-        if hit is not None:
-            return hit
-    return ls.browse_rear(lane, after, m, cur.lk_seq)
+    return q.lanes.browse(lane, after, m, cur.lk_seq, cur.hint, lambda: in_chain_locked(q, cur, lane, after, m))
 
 
 def found_locked(q: LocalQueue, ref: Ref) -> Found:
@@ -265,9 +255,9 @@ def at_locked(q: LocalQueue, cur: Cursor):
     if not cur.on_msg:
         return None
     ls = q.lanes
-    here = ls.at(cur.hint, cur.seq)
+    here, visible = ls.at(cur.hint, cur.seq, cur.lk_seq)
     if here is not None:
-        return here if ls.visible(here, cur.lk_seq) else None
+        return here if visible else None
     ref = in_lane_locked(q, cur, ls.lanes[cur.lane], cur.seq - 1, None)
     if ref is None or isinstance(ref, Need):
         return ref
@@ -290,7 +280,7 @@ def resolve_lock_locked(q: LocalQueue, cur: Cursor) -> Ref | None:
 
 
 def clear_lock_flag_locked(q: LocalQueue, ref: Ref) -> bytes:
-    return q.lanes.unlock(ref)
+    return q.lanes.unmark(ref, LOCKED)
 
 
 def unlock_locked(q: LocalQueue, cur: Cursor) -> bool:
@@ -313,7 +303,7 @@ def lock_locked(q: LocalQueue, cur: Cursor, ref) -> None:
     if cur.lk_seq == seq:
         return
     unlock_locked(q, cur)
-    q.lanes.lock(ref)
+    q.lanes.mark(ref, LOCKED)
     cur.lk_ref = ref
     cur.lk_seq = seq
     cur.lk_lane = lane_i

@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from sweepq.engine import GMO, MD, MO, OO, PMO, MQError, QueueManager, Reason, Usage
+from sweepq.engine.core.flags import LOCKED
 from sweepq.engine.core.ref import Ref
 from sweepq.sweeper import ManualClock
 
@@ -34,8 +35,8 @@ def sh(sqm):
 def lane_state(qm, name="Q", prio=0):
     q = qm._queue(name)
     lane = q.lanes[prio]
-    front = [r[r[0] :] for r in q.lanes.records(lane)]
-    rear = [r[r[0] :] for r in q.lanes.records(lane, rear=True)]
+    front = [r[r[0] :] for r in q.lanes._records(lane)]
+    rear = [r[r[0] :] for r in q.lanes._records(lane, rear=True)]
     return front, [b.blob_id for b in lane.chain], rear
 
 
@@ -313,7 +314,7 @@ def test_browse_lock_state_aborts_verification(sqm, sh):
 
     def lock_one(queue, target):
         with queue.mutex:
-            queue.lanes.lock(Ref(target.slots[-1]))
+            queue.lanes.mark(Ref(target.slots[-1]), LOCKED)
 
     sqm.sweeper.after_write = lock_one
     d = sqm.sweeper.run_once().decision("Q")
