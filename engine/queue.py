@@ -10,12 +10,32 @@ the group bookkeeping.
   one step; the get path (engine/getpath.py) and the put path (engine/putpath.py), around
   one find-and-take or one placement; the browse and group calls (engine/browse.py,
   engine/groups/) around one find through the get path's
-  :func:`~sweepq.engine.getpath.obtain_locked`; and two callers that must hold several queues'
-  locks at once, always taken in queue-id order (so no two threads deadlock): a commit or
-  backout (engine/uow.py), and the poison move (engine/poison.py). Nothing else takes it.
+  :func:`~sweepq.engine.getpath.obtain_locked`; the tier (engine/tiering.py), once per blob
+  a sweep links (:meth:`~sweepq.engine.tiering.QueueTier.link`: verify, link and detach in
+  one hold) and to count an aborted sweep; two callers that must hold several queues' locks
+  at once, always taken in queue-id order (so no two threads deadlock): a commit or backout
+  (engine/uow.py), and the poison move (engine/poison.py); and, outside the engine, the
+  sweep benchmark (bench/sweeping.py) reading a lane's records before it times a sweep.
+  Nothing else takes it: the manager, a connection, dynamic queues, a channel's sync state
+  and the checkpoint ask the queue.
 * **Who needs it**: a function or method whose name ends in ``_locked``, and every method of
-  the core (engine/core/lanes.py), is called with the lock held and never takes it; with
-  checks on, each asserts that the calling thread holds it.
+  the core (engine/core/lanes.py) but the three below, is called with the lock held and never
+  takes it; with checks on, each asserts that the calling thread holds it (the core's public
+  methods all do: tests/test_lock_rule.py holds that).
+* **The core's three that run without it** (:data:`sweepq.engine.core.lanes.UNLOCKED`), all
+  the sweep's, called by the tier between its holds so that a sweep of a long backlog never
+  holds the lock for long: :meth:`LaneSet.sweep_runs` (the walk of the lists that chooses
+  the runs, and the lengths of their records), :meth:`LaneSet.snapshot` (the copy of a
+  chosen run's records, and its items' encodings) and :meth:`LaneSet.precheck_run` (the
+  check of a run before the hold that moves it). They are safe because they only read, and
+  what they read stays whole while a sweep runs: (1) a removed slot keeps its links, so a
+  walk that holds one steps on to the live list; (2) while a sweep is in progress
+  (:meth:`LaneSet.sweeping`) freed slots are not reused and the arena gives no block back,
+  so a slot a walker holds cannot join another list under it and its record's bytes stay
+  readable; (3) the slot arrays grow into new arrays, never in place. What they return is
+  only a choice: :meth:`LaneSet.move_run` checks it again under the lock before anything
+  moves (in O(1) when the core's count of changes has not moved since the precheck, else
+  in full), and a slot emptied meanwhile reads as an empty record, which fails that check.
 * **No lock is held across a blob read, a sync, a sweep's compression or write, or a
   wait** (a waiter waits on a Condition bound to the lock, which releases it). The only
   store I/O under the lock is a write that must be ordered with the change it records,

@@ -172,7 +172,7 @@ class QueueTier:
         A front run is linked from its tail end (each blob at the chain's head), a rear run
         from its head end: an abort stops there, and what was linked is a contiguous end of
         the run, so order holds. Seed 003's verification is the core's
-        (:meth:`~sweepq.engine.core.lanes.LaneSet.verify_run`)."""
+        (:meth:`~sweepq.engine.core.lanes.LaneSet.move_run`)."""
         self.counters.write_seconds += write_seconds
         chunks = []
         lo = 0
@@ -202,7 +202,7 @@ class QueueTier:
         Everything that can be done without the lock is: the blob's index and its in-memory
         object, and the run's check (the core's ``precheck_run``), which the hold then takes
         as it is when nothing in memory changed since the sweep's last hold (the core's
-        ``verify_run``: any change sends the run through the whole check under the lock). So
+        ``move_run``: any change sends the run through the whole check under the lock). So
         the hold is the store's link and the detach."""
         lanes = self.lanes
         slots = target.slots[lo:hi]

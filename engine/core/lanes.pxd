@@ -37,7 +37,6 @@ cdef class LaneSet:
     cdef _reset(self, Py_ssize_t n)
     @cython.locals(old=Py_ssize_t, n=Py_ssize_t)
     cdef _grow(self, Py_ssize_t need)
-    cdef inline _check(self, str what)
     cdef inline Py_ssize_t _loc(self, Py_ssize_t i)
     cdef inline bytes _rec(self, Py_ssize_t i)
     @cython.locals(loc=Py_ssize_t)

@@ -39,19 +39,11 @@ encoding (``encode``, the queue's serializer, set by whoever puts items) into th
 its place, so what a blob holds, and what comes back from it, is bytes; the slot's
 reference goes when the slot is freed.
 
-**The lock**: every method here is called with the owning queue's lock held (the rule is
-written once, in engine/queue.py), except :meth:`LaneSet.sweep_walk`,
-:meth:`LaneSet.snapshot` and :meth:`LaneSet.precheck_run`, the sweeper's walk and its check
-of a run before it links it. Those walk the lists without the lock, which
-is safe because (1) a removed slot keeps its ``nxt`` / ``prv``, so a walk that holds one
-steps on to the live list, (2) while any sweep is in progress (:meth:`begin_sweep`) freed
-slots are not reused and the arena gives no block back, so a slot a walker holds cannot
-join another list under it and its record's bytes stay readable, and (3) the arrays grow
-into new arrays, never in place, so a walker's arrays stay whole. Every choice such a walk
-makes is verified again under the lock (:meth:`verify_run`) before anything moves: in O(1)
-when ``epoch``, the count of every change but appends, has not moved since the check
-without the lock, else in full. With lock checks on (engine/core/lock.py) the methods that
-change state assert that the calling thread holds the lock.
+**The lock**: every method here is called with the owning queue's lock held, but for the
+three of :data:`UNLOCKED`, the sweep's reads between its holds; the rule, and why those three
+are safe, is written once, in engine/queue.py. With lock checks on (engine/core/lock.py)
+every public method of :class:`LaneSet` but those three asserts that the calling thread holds
+the lock.
 
 Invariants kept here (:meth:`LaneSet.check` asserts them all):
 
@@ -114,6 +106,10 @@ _HAS_ITEM = record.HAS_ITEM
 _BACK = 1  # hi[slot] bit 0: the message came back from a blob
 _LOW32 = 0xFFFFFFFF
 _HI_UNIT = 1 << 32  # what one unit of hi[slot] >> 1 adds to a location
+UNLOCKED = ("sweep_runs", "snapshot", "precheck_run")
+"""The core's methods that run without the queue's lock (engine/queue.py, "The lock rule",
+says why that is safe); every other public method of :class:`LaneSet` asserts the lock with
+checks on."""
 _TOP = bytes(max(0, m.bit_length() - 1) for m in range(1 << N_LANES))  # the highest lane of a mask
 
 
@@ -199,7 +195,7 @@ class LaneSet:
         self._defer = 0
         self._deferred: list[int] = []  # slots freed while a sweep runs: free once it ends
         # Slots the ended sweeps freed, a list of them per sweep, handed over whole when the
-        # sweep ends (end_sweep: O(1), not a push per slot under the lock); appends take
+        # sweep ends (sweeping(False): O(1), not a push per slot under the lock); appends take
         # them once the free list is empty (_append).
         self._spare: list[list[int]] = []
         # Blobs whose last message a take removed: they left their chain here, and the tier
@@ -210,7 +206,7 @@ class LaneSet:
         # Changes to the messages in memory but appends at the end of a list (every take,
         # hide, restore, lock, batch change, unlink, splice and move of a record), counted;
         # ``sweep_epoch`` is the count at the end of the sweep's last hold of the lock. Equal,
-        # nothing a sweep's choice depends on changed since (verify_run's shortcut).
+        # nothing a sweep's choice depends on changed since (move_run's shortcut).
         self._epoch = 0
         self._sweep_epoch = -1
         self._reset(_INITIAL)
@@ -266,10 +262,6 @@ class LaneSet:
             self._items = self._items + [None] * (n - old)  # a new list too, as the arrays
         self._nxt, self._prv, self._st, self._low, self._hi, self._free_head = nxt, prv, st, loc, hi, old
 
-    def _check(self, what: str) -> None:
-        if CHECKS:
-            assert_held(self._mutex, what)
-
     # -- a slot's record ----------------------------------------------------------------------------
 
     def _loc(self, i: int) -> int:
@@ -314,16 +306,22 @@ class LaneSet:
 
     def record(self, ref: Ref) -> bytes:
         """The record of the message ``ref`` names."""
+        if CHECKS:
+            assert_held(self._mutex, "reading a record")
         slot = ref.slot
         return self._rec(slot) if slot >= 0 else ref.rec
 
     def item(self, ref: Ref) -> object:
         """The item of the in-memory message ``ref`` names, whose record has HAS_ITEM."""
+        if CHECKS:
+            assert_held(self._mutex, "reading an item")
         assert ref.slot >= 0 and self._items is not None, "an item is only in memory"
         return self._items[ref.slot]
 
     def lane_of(self, ref: Ref) -> Lane:
         """The lane that holds the message ``ref`` names."""
+        if CHECKS:
+            assert_held(self._mutex, "naming a lane")
         slot = ref.slot
         if slot >= 0:
             return self.lanes[self._st[slot] & LANE_MASK]
@@ -333,6 +331,8 @@ class LaneSet:
         """Where the message's durable record lives (engine/durable/journal.py): (its lane,
         -1, -1) for its own record, (its lane, blob id, position) inside a blob; None when its
         blob was found damaged since."""
+        if CHECKS:
+            assert_held(self._mutex, "naming a durable home")
         if ref.slot >= 0:
             return self._st[ref.slot] & LANE_MASK, -1, -1
         blob, lane = ref.blob, ref.lane
@@ -351,7 +351,8 @@ class LaneSet:
         with ``state`` (lane index and flags). ``items``, when given, are their payloads,
         kept as objects (each record has HAS_ITEM and no payload: "Items" above). Returns
         their refs when ``refs`` (a unit of work holds them), else None. The put hot path."""
-        self._check("placing a message")
+        if CHECKS:
+            assert_held(self._mutex, "placing a message")
         s = lane.rear if (lane.chain or lane.sweeping) else lane.front
         if items is not None and self._items is None:
             self._items = [None] * len(self._nxt)
@@ -409,7 +410,8 @@ class LaneSet:
         """A lane as recovery rebuilt it (engine/durable/recovery.py): ``front`` records, the
         chain of ``blobs`` (indexed in memory, left in the store), ``rear`` records. The lane
         must be empty."""
-        self._check("loading a lane")
+        if CHECKS:
+            assert_held(self._mutex, "loading a lane")
         assert not lane.mem and not lane.chain, f"lane {lane.priority} loaded twice"
         state = lane.priority
         if len(front) + len(rear):
@@ -432,6 +434,8 @@ class LaneSet:
     def head(self) -> Ref | None:
         """The first message of the highest non-empty lane's front list, if it is available:
         the get hot path (None: look further with :meth:`first` and the chains)."""
+        if CHECKS:
+            assert_held(self._mutex, "the get's head")
         i = self._head()
         return Ref.at(i) if i >= 0 else None
 
@@ -499,6 +503,8 @@ class LaneSet:
         accepts, of the highest lane that has any: (that lane's priority, their refs in
         arrival order); (-1, []) when none. The caller searches the chains of the lanes
         above, and this lane's chain when the first is behind it (LocalQueue.find_locked)."""
+        if CHECKS:
+            assert_held(self._mutex, "searching the index")
         st = self._st
         by_lane: dict[int, list[int]] = {}
         for i in self.index.slots(value):  # type: ignore[union-attr]  # called when the queue has an index
@@ -562,6 +568,8 @@ class LaneSet:
     def run_from(self, ref: Ref, limit: int) -> list[Ref]:
         """``ref`` (available, in memory) and the available messages that follow it in its
         list, at most ``limit``: a contiguous run that a batch get takes at once."""
+        if CHECKS:
+            assert_held(self._mutex, "finding a run")
         nxt, st = self._nxt, self._st
         run = [ref]
         j = nxt[ref.slot]
@@ -573,6 +581,8 @@ class LaneSet:
     def find_seqs(self, keys: set[tuple[int, int]]) -> dict[tuple[int, int], Ref]:
         """The available in-memory messages named by ``keys`` ((lane, arrival number)), in one
         walk of the lists: for the rare callers, e.g. a batch restored at open."""
+        if CHECKS:
+            assert_held(self._mutex, "finding messages")
         st = self._st
         found = {}
         for i in self._in_memory():
@@ -588,6 +598,8 @@ class LaneSet:
         Blobs this call already searched in full are skipped (``match.searched``): a search
         that must read more blobs than the decoded-blob cache holds (a selector makes every
         live message a candidate) would otherwise evict and re-read them for ever."""
+        if CHECKS:
+            assert_held(self._mutex, "searching a chain")
         searched = match.searched
         for blob in lane.chain:
             if blob in searched:
@@ -711,6 +723,8 @@ class LaneSet:
     def before(self, ref: Ref) -> Ref | None:
         """The message before ``ref`` (in memory) in its list, None at its start: a browse
         cursor's hint when the message under it leaves."""
+        if CHECKS:
+            assert_held(self._mutex, "moving a cursor")
         p = self._prv[ref.slot]
         return Ref.at(p) if p >= SENTINELS else None
 
@@ -849,7 +863,8 @@ class LaneSet:
         ``backout``; a browse lock its holder's get ended does not come back. Returns the
         message's record as it is now and whether it is in memory (False: back in its blob,
         or its blob was found damaged meanwhile)."""
-        self._check("restoring a message")
+        if CHECKS:
+            assert_held(self._mutex, "restoring a message")
         slot = ref.slot
         if slot >= 0:
             st = self._st
@@ -907,6 +922,8 @@ class LaneSet:
     def lock_is(self, ref: Ref, seq: int) -> bool:
         """Whether ``ref`` still names a message with arrival number ``seq`` that a browse
         lock holds (and no unit of work: a get under syncpoint ends the lock)."""
+        if CHECKS:
+            assert_held(self._mutex, "checking a browse lock")
         slot = ref.slot
         if slot >= 0:
             st = self._st
@@ -1027,7 +1044,7 @@ class LaneSet:
 
     def snapshot(self, slots: Sequence[int]) -> list[bytes]:
         """The records of a run the walk chose, read without the lock: a slot emptied
-        meanwhile gives ``b""``, which fails :meth:`verify_run`. An item's record comes with
+        meanwhile gives ``b""``, which fails :meth:`move_run`'s check. An item's record comes with
         the item's encoding as its payload (engine/record.py ``with_payload``): what the
         blob will hold. An item ``encode`` cannot encode also gives ``b""``: that run stays
         in memory."""
@@ -1174,7 +1191,8 @@ class LaneSet:
         lock holds comes back hidden or locked, and its ref moves to its new slot. When it
         was the last blob, the rear list joins the front. Returns the first available
         message from the first that came back to the end of the front list, or None."""
-        self._check("unsweeping")
+        if CHECKS:
+            assert_held(self._mutex, "unsweeping")
         assert lane.chain and lane.chain[0] is blob, "only the chain's first blob comes back"
         held = blob.held
         state = lane.priority
@@ -1214,7 +1232,8 @@ class LaneSet:
     def quarantine(self, lane: Lane, blob: SweptBlob) -> int:
         """A damaged blob leaves the chain (kept in the store for inspection); every other
         blob of the queue stays reachable. Returns the messages it took with it."""
-        self._check("quarantining a blob")
+        if CHECKS:
+            assert_held(self._mutex, "quarantining a blob")
         if blob not in lane.chain:
             return 0  # another get got here first
         lane.chain.remove(blob)
@@ -1257,7 +1276,8 @@ class LaneSet:
         memory, in order: it runs only when no ref holds a slot, that is with no message
         hidden (a unit of work holds it), batched or locked, and only when the arrays are
         over 8 times what is in memory."""
-        self._check("shrinking")
+        if CHECKS:
+            assert_held(self._mutex, "shrinking")
         if self._defer:
             return False
         self._arena.trim()
@@ -1321,7 +1341,8 @@ class LaneSet:
 
     def set_index(self, index: SlotIndex | None) -> None:
         """Install ``index`` (None: none), filled with every message in memory."""
-        self._check("indexing")
+        if CHECKS:
+            assert_held(self._mutex, "indexing")
         if index is not None:
             for i in self._in_memory():
                 index.add(i, self._rec(i))
@@ -1365,6 +1386,8 @@ class LaneSet:
 
     def any_hidden(self) -> bool:
         """Whether a unit of work holds any message (in memory, or in a blob)."""
+        if CHECKS:
+            assert_held(self._mutex, "looking for hidden messages")
         st = self._st
         return any(st[i] & HIDDEN for i in self._in_memory()) or any(
             (b.flags == POS_GOTTEN).any() for lane in self.lanes for b in lane.chain
@@ -1383,6 +1406,8 @@ class LaneSet:
         by refs that name it.
 
         :raises AssertionError: naming the first invariant broken."""
+        if CHECKS:
+            assert_held(self._mutex, "checking the core")
         nxt, prv, st = self._nxt, self._prv, self._st
         cap = len(nxt)
         assert len(prv) == len(st) == len(self._low) == len(self._hi) == cap, "arrays of different lengths"
