@@ -24,7 +24,7 @@ the tier's counters are left alone.
 
 Locks (§5.4): at most one message per handle, held by a ref (the core keeps it naming the
 message when its blob comes back) and flagged by the core (engine/core/lanes.py
-:meth:`~sweepq.engine.core.lanes.LaneSet.lock`), in memory or in its blob. It makes the message
+:meth:`~sweepq.engine.core.lanes.LaneSet.mark`), in memory or in its blob. It makes the message
 invisible to every other handle's gets and browses, and a locked message is never swept
 (the sweep's verification aborts with reason ``locked``). The lock is released by moving
 the cursor (a BROWSE_FIRST / BROWSE_NEXT that ends OK or with a warning other than 2080, or

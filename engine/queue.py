@@ -501,7 +501,7 @@ class LocalQueue:
         undamaged blobs as (blob id, lowest and highest arrival number, positions, a copy of
         their flags)). A checkpoint (engine/durable/ledger.py) encodes and writes it without
         the lock, and asks only for the records' first ``heads`` bytes (then a lane's records
-        are those bytes back to back and their count: LaneSet.persistent_heads); the rewrite
+        are those bytes back to back and their count: LaneSet.persistent); the rewrite
         after damage (engine/durable/rewrite.py) passes ``write``, called with the image while
         the lock is still held (a store write the rule names)."""
         with self.mutex:

@@ -859,7 +859,7 @@ class LaneSet:
         self._epoch += 1
 
     def restore(self, ref: Ref, backout: bool) -> tuple[bytes, bool]:
-        """Undo :meth:`hide` in place (a backout), the backout count raised when
+        """Undo :meth:`mark` GOTTEN in place (a backout), the backout count raised when
         ``backout``; a browse lock its holder's get ended does not come back. Returns the
         message's record as it is now and whether it is in memory (False: back in its blob,
         or its blob was found damaged meanwhile)."""
