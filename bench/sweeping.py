@@ -23,6 +23,7 @@ import tracemalloc
 from collections.abc import Callable
 
 from sweepq.engine import OO, DurabilitySettings, QueueManager, SweeperSettings
+from sweepq.engine.matching import Match
 from sweepq.sweeper import ManualClock
 from sweepq.sweeper.runs import record_ends
 
@@ -65,7 +66,8 @@ def rates(messages: int = 100_000, size: int = 100, freeze: bool = False) -> dic
         _fill(qm, "R", messages, size)
         q = qm.internal.queue("R")
         raw = q.mem_bytes
-        records = q.lanes.records(q.lanes[0])
+        with q.mutex:  # every message of lane 0, in memory: none is swept yet
+            records = [rec for _, rec in q.lanes.hits(q.lanes[0], Match(q.ident), {})]
         ids = [r[5:13] * 3 for r in records]
         qm.blob_store()  # opened before timing: the baseline's store is open too
         if freeze:

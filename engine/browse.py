@@ -24,7 +24,7 @@ the tier's counters are left alone.
 
 Locks (§5.4): at most one message per handle, held by a ref (the core keeps it naming the
 message when its blob comes back) and flagged by the core (engine/core/lanes.py
-:meth:`~sweepq.engine.core.lanes.LaneSet.lock`), in memory or in its blob. It makes the message
+:meth:`~sweepq.engine.core.lanes.LaneSet.mark`), in memory or in its blob. It makes the message
 invisible to every other handle's gets and browses, and a locked message is never swept
 (the sweep's verification aborts with reason ``locked``). The lock is released by moving
 the cursor (a BROWSE_FIRST / BROWSE_NEXT that ends OK or with a warning other than 2080, or
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from . import getpath, record
 from .constants import GMO, Reason
-from .core.flags import N_LANES
+from .core.flags import LOCKED, N_LANES
 from .core.ref import Ref
 from .core.swept import LIVE as POS_LIVE
 from .core.swept import LOCKED as POS_LOCKED
@@ -143,17 +143,7 @@ def in_chain_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | Non
 def in_lane_locked(q: LocalQueue, cur: Cursor, lane, after: int, m: Match | None) -> Ref | Need | None:
     """The first message of ``lane`` with seq > ``after`` (-1: from the start) that this
     handle sees and ``m`` accepts: front list, then the chain (in place), then rear list."""
-    ls = q.lanes
-    ref, through = ls.browse_front(lane, after, m, cur.lk_seq, cur.hint)
-    if ref is not None:
-        return ref
-    if not through:
-        return None  # the walk began in the rear list: the lane is done
-    if lane.chain:
-        hit = in_chain_locked(q, cur, lane, after, m)
-        if hit is not None:
-            return hit
-    return ls.browse_rear(lane, after, m, cur.lk_seq)
+    return q.lanes.browse(lane, after, m, cur.lk_seq, cur.hint, lambda: in_chain_locked(q, cur, lane, after, m))
 
 
 def found_locked(q: LocalQueue, ref: Ref) -> Found:
@@ -181,9 +171,9 @@ def at_locked(q: LocalQueue, cur: Cursor):
     if not cur.on_msg:
         return None
     ls = q.lanes
-    here = ls.at(cur.hint, cur.seq)
+    here, visible = ls.at(cur.hint, cur.seq, cur.lk_seq)
     if here is not None:
-        return here if ls.visible(here, cur.lk_seq) else None
+        return here if visible else None
     ref = in_lane_locked(q, cur, ls.lanes[cur.lane], cur.seq - 1, None)
     if ref is None or isinstance(ref, Need):
         return ref
@@ -206,7 +196,7 @@ def resolve_lock_locked(q: LocalQueue, cur: Cursor) -> Ref | None:
 
 
 def clear_lock_flag_locked(q: LocalQueue, ref: Ref) -> bytes:
-    return q.lanes.unlock(ref)
+    return q.lanes.unmark(ref, LOCKED)
 
 
 def unlock_locked(q: LocalQueue, cur: Cursor) -> bool:
@@ -229,7 +219,7 @@ def lock_locked(q: LocalQueue, cur: Cursor, ref) -> None:
     if cur.lk_seq == seq:
         return
     unlock_locked(q, cur)
-    q.lanes.lock(ref)
+    q.lanes.mark(ref, LOCKED)
     cur.lk_ref = ref
     cur.lk_seq = seq
     cur.lk_lane = lane_i

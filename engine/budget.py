@@ -260,7 +260,7 @@ class MemoryBudget:
         for q in self._queues():
             ls = q.lanes
             messages += ls.mem_bytes
-            count += ls.count
+            count += q.in_memory
             if q.paging:  # the rest of its page may fill before it is written out
                 pages += max(0, q.page_bytes - q.paged)
         mem = self._store_memory()

@@ -378,11 +378,11 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
         mutex.take()
         try:
             ref = q.find_locked() if find is None else find()
-            if type(ref) is not Ref or q.lanes.flags(ref) & _HAS_EXPIRY:  # else: a message, found
+            if type(ref) is not Ref or (rec := q.record_locked(ref))[_FLAGS] & _HAS_EXPIRY:  # else: found
                 if wait is None and opts & _WAIT:
                     wait = Wait(s, wait_interval, m)
                 ref = obtain_locked(q, find or _finder(s, q, m), wait, "", None, ref)
-            rec = q.record_locked(ref)
+                rec = q.record_locked(ref)
             if not (q.poison_limit and poison.due(s, q, rec)):
                 msg = deliver(s, rec, buffer_length, opts, ref)
                 if msg.reason == _TRUNCATED_FAILED:

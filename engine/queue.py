@@ -10,12 +10,32 @@ the group bookkeeping.
   one step; the get path (engine/getpath.py) and the put path (engine/putpath.py), around
   one find-and-take or one placement; the browse and group calls (engine/browse.py,
   engine/groups/) around one find through the get path's
-  :func:`~sweepq.engine.getpath.obtain_locked`; and two callers that must hold several queues'
-  locks at once, always taken in queue-id order (so no two threads deadlock): a commit or
-  backout (engine/uow.py), and the poison move (engine/poison.py). Nothing else takes it.
+  :func:`~sweepq.engine.getpath.obtain_locked`; the tier (engine/tiering.py), once per blob
+  a sweep links (:meth:`~sweepq.engine.tiering.QueueTier.link`: verify, link and detach in
+  one hold) and to count an aborted sweep; two callers that must hold several queues' locks
+  at once, always taken in queue-id order (so no two threads deadlock): a commit or backout
+  (engine/uow.py), and the poison move (engine/poison.py); and, outside the engine, the
+  sweep benchmark (bench/sweeping.py) reading a lane's records before it times a sweep.
+  Nothing else takes it: the manager, a connection, dynamic queues, a channel's sync state
+  and the checkpoint ask the queue.
 * **Who needs it**: a function or method whose name ends in ``_locked``, and every method of
-  the core (engine/core/lanes.py), is called with the lock held and never takes it; with
-  checks on, each asserts that the calling thread holds it.
+  the core (engine/core/lanes.py) but the three below, is called with the lock held and never
+  takes it; with checks on, each asserts that the calling thread holds it (the core's public
+  methods all do: tests/test_lock_rule.py holds that).
+* **The core's three that run without it** (:data:`sweepq.engine.core.lanes.UNLOCKED`), all
+  the sweep's, called by the tier between its holds so that a sweep of a long backlog never
+  holds the lock for long: :meth:`LaneSet.sweep_runs` (the walk of the lists that chooses
+  the runs, and the lengths of their records), :meth:`LaneSet.snapshot` (the copy of a
+  chosen run's records, and its items' encodings) and :meth:`LaneSet.precheck_run` (the
+  check of a run before the hold that moves it). They are safe because they only read, and
+  what they read stays whole while a sweep runs: (1) a removed slot keeps its links, so a
+  walk that holds one steps on to the live list; (2) while a sweep is in progress
+  (:meth:`LaneSet.sweeping`) freed slots are not reused and the arena gives no block back,
+  so a slot a walker holds cannot join another list under it and its record's bytes stay
+  readable; (3) the slot arrays grow into new arrays, never in place. What they return is
+  only a choice: :meth:`LaneSet.move_run` checks it again under the lock before anything
+  moves (in O(1) when the core's count of changes has not moved since the precheck, else
+  in full), and a slot emptied meanwhile reads as an empty record, which fails that check.
 * **No lock is held across a blob read, a sync, a sweep's compression or write, or a
   wait** (a waiter waits on a Condition bound to the lock, which releases it). The only
   store I/O under the lock is a write that must be ordered with the change it records,
@@ -71,7 +91,7 @@ from .constants import (
     Reason,
     Usage,
 )
-from .core.flags import AVAILABLE_BELOW
+from .core.flags import AVAILABLE_BELOW, BATCHED, GOTTEN, UNCOMMITTED
 from .core.found import Found
 from .core.index import SlotIndex
 from .core.lanes import Lane, LaneSet
@@ -82,7 +102,7 @@ from .durable.journal import Journal, StoreChanges
 from .durable.layout import queue_prefix
 from .errors import MQError
 from .matching import Match
-from .record import Identity
+from .record import Identity, seq_of
 from .tiering import Plan, QueueTier, Target
 from .waiting import Waiters
 
@@ -420,7 +440,7 @@ class LocalQueue:
 
     @property
     def in_memory(self) -> int:
-        return self.lanes.count
+        return sum(lane.mem for lane in self.lanes)
 
     @property
     def ready(self) -> int:
@@ -433,7 +453,7 @@ class LocalQueue:
                 name=self.name,
                 attributes=self.attrs,
                 current_depth=self.depth,
-                in_memory=self.lanes.count,
+                in_memory=sum(lane.mem for lane in self.lanes),
                 ready=sum(lane.ready for lane in self.lanes),
                 swept=sum(lane.swept for lane in self.lanes),
                 mem_bytes=self.lanes.mem_bytes,
@@ -468,14 +488,14 @@ class LocalQueue:
         undamaged blobs as (blob id, lowest and highest arrival number, positions, a copy of
         their flags)). A checkpoint (engine/durable/ledger.py) encodes and writes it without
         the lock, and asks only for the records' first ``heads`` bytes (then a lane's records
-        are those bytes back to back and their count: LaneSet.persistent_heads); the rewrite
+        are those bytes back to back and their count: LaneSet.persistent); the rewrite
         after damage (engine/durable/rewrite.py) passes ``write``, called with the image while
         the lock is still held (a store write the rule names)."""
         with self.mutex:
             image = [
                 (
                     lane.priority,
-                    self.lanes.persistent_heads(lane, heads) if heads else self.lanes.persistent_records(lane),
+                    self.lanes.persistent(lane, heads),
                     [(b.blob_id, b.seq_min, b.seq_max, b.count, b.flags.copy()) for b in lane.chain if not b.damaged],
                 )
                 for lane in self.lanes
@@ -520,7 +540,7 @@ class LocalQueue:
         """The queue takes items (engine/core/lanes.py, "Items"); ``encode`` turns one into
         the bytes a sweep writes to its blob."""
         with self.mutex:
-            self.lanes.encode = encode
+            self.lanes.set_encoder(encode)
             self.keeps_items = True
 
     def find_locked(self, match: Match | None = None) -> Ref | Need | None:
@@ -541,20 +561,7 @@ class LocalQueue:
             value = getattr(match, self.index_field)  # type: ignore[arg-type]  # set with lanes.index
             if value is not None:
                 return self._find_indexed_locked(match, value)
-        for lane in ls.lanes_down():
-            ref = ls.first(lane, False, match)
-            if ref is not None:
-                return ref
-            if lane.chain:
-                # Without a match: unsweep until something is available (or the chain is
-                # empty, when the rear list has joined the front). With one: search in place.
-                hit = self.tier.front_locked(lane) if match is None else ls.search_chain(lane, match)
-                if hit is not None:
-                    return hit
-            ref = ls.first(lane, True, match)
-            if ref is not None:
-                return ref
-        return None
+        return ls.find(match, self.tier.front_locked)
 
     def _find_indexed_locked(self, match: Match, value: object) -> Ref | Need | None:
         """:meth:`find_locked` for a match on the indexed field: the in-memory candidates come
@@ -574,7 +581,7 @@ class LocalQueue:
         if top < 0:
             return None
         lane = lanes[top]
-        if lane.chain and ls.seq(found[0]) > lane.chain[0].seq_min:
+        if lane.chain and seq_of(ls.record(found[0])) > lane.chain[0].seq_min:
             # The first candidate is behind the chain (rear list): the chain comes first.
             hit = ls.search_chain(lane, match)
             if hit is not None:
@@ -611,21 +618,23 @@ class LocalQueue:
         if lane is None:
             return  # its blob was found damaged: counted out then
         self.depth -= 1
-        if self.lanes.emptied:
-            self.tier.unlink_emptied_locked()  # the last message of a blob left it
+        emptied = self.lanes.take_emptied()
+        if emptied:
+            self.tier.unlink_emptied_locked(emptied)  # the last message of a blob left it
         if lane.chain and lane.ready + lane.ahead < self.tier.readahead_low:
             self.tier.readahead_locked(lane)
 
     def hide_locked(self, ref: Ref) -> None:
         """A get under syncpoint: the message stays in place, invisible, until commit/backout."""
         self.must_hold("hiding a message")
-        self.lanes.hide(ref)
+        self.lanes.mark(ref, GOTTEN)
 
     def remove_run_locked(self, refs: list[Ref]) -> None:
         """:meth:`remove_locked` of a run of available messages of one lane's list, in bulk (a
         batch get; the caller wrote the journal)."""
         self.must_hold("removing a run")
-        lane = self.lanes.take_run(refs)
+        lane = self.lanes.take(refs)
+        assert lane is not None  # a run is in memory
         self.depth -= len(refs)
         if lane.chain and lane.ready + lane.ahead < self.tier.readahead_low:
             self.tier.readahead_locked(lane)
@@ -633,7 +642,7 @@ class LocalQueue:
     def hide_run_locked(self, refs: list[Ref]) -> None:
         """:meth:`hide_locked` of a run of available messages of one lane's list."""
         self.must_hold("hiding a run")
-        self.lanes.hide_run(refs)
+        self.lanes.mark(refs, GOTTEN)
 
     def restore_locked(self, ref: Ref, backout: bool, batch: StoreChanges | None = None) -> None:
         """Backout of a get: the message reappears in its place, its backout count raised.
@@ -650,7 +659,7 @@ class LocalQueue:
 
     def commit_put_locked(self, ref: Ref) -> None:
         self.must_hold("committing a put")
-        rec = self.lanes.commit_put(ref)
+        rec = self.lanes.unmark(ref, UNCOMMITTED)
         if self.waiters.waiting:
             self.waiters.wake_for_locked(rec)
 
@@ -662,7 +671,7 @@ class LocalQueue:
         no get sees it and no sweep moves it (seed 003); it counts as obtained (a channel
         servicing the queue)."""
         self.must_hold("assigning a batch")
-        self.lanes.assign(ref)
+        self.lanes.mark(ref, BATCHED)
         self.batches.setdefault(batch_id, []).append(ref)
         self.batched += 1
         self.obtained += 1
@@ -684,7 +693,7 @@ class LocalQueue:
             refs = self.batches.pop(batch_id, [])
             self.batched -= len(refs)
             for ref in refs:
-                rec = self.lanes.release(ref)
+                rec = self.lanes.unmark(ref, BATCHED)
                 if confirmed:
                     self.remove_locked(ref, durable=False)
                 elif self.waiters.waiting:
@@ -696,7 +705,7 @@ class LocalQueue:
         sync record names (engine/distributed/sync.py)."""
         with self.mutex:
             ls = self.lanes
-            return [(ls.lane_of(r).priority, ls.seq(r)) for r in self.batches.get(batch_id, [])]
+            return [(ls.lane_of(r).priority, seq_of(ls.record(r))) for r in self.batches.get(batch_id, [])]
 
     def assign_keys(self, batch_id: int, keys: Sequence[tuple[int, int]]) -> list[bytes]:
         """At open: assign the available messages named by ``keys`` ((lane, arrival number),
@@ -810,7 +819,8 @@ class LocalQueue:
             with self.mutex:
                 if self.deleted:
                     return Plan([], begun=False)
-                limits = self.lanes.begin_sweep()
+                limits = self.lanes.sweeping(True)
+                assert limits is not None
             self.tier.lock_seconds(t0)
             return Plan(self.tier.choose(keep, limits))
         except BaseException:
@@ -821,7 +831,7 @@ class LocalQueue:
         try:
             if plan.begun:
                 with self.mutex:
-                    self.lanes.end_sweep()
+                    self.lanes.sweeping(False)
                     self.tier.counters.sweeps += count
         finally:
             self.sweep_lock.release()
@@ -854,14 +864,14 @@ class LocalQueue:
             if not self.paging:
                 self.paging = True
                 self.paged = 0
-                self.lanes.start_paging()
+                self.lanes.paging(True)
 
     def stop_paging(self) -> None:
         """Back under the budget's low mark: new messages take their usual place again."""
         with self.mutex:
             if self.paging:
                 self.paging = False
-                self.lanes.stop_paging()
+                self.lanes.paging(False)
 
     def page_due(self) -> bool:
         """A paging queue holds a blob's worth of new messages in its rear lists."""
@@ -873,7 +883,7 @@ class LocalQueue:
             chain_blobs = [b for lane in self.lanes for b in lane.chain]
             return SweepStats(
                 queue=self.name,
-                msgs_in_memory=self.lanes.count,
+                msgs_in_memory=sum(lane.mem for lane in self.lanes),
                 bytes_in_memory=self.lanes.mem_bytes,
                 msgs_swept=sum(lane.swept for lane in self.lanes),
                 bytes_swept_raw=sum(b.raw_bytes for b in chain_blobs),

@@ -43,7 +43,6 @@ from .core.ref import Ref
 from .core.swept import REMOVED, Need, SweptBlob, build_index, msg_ids
 from .errors import MQError
 from .record import Identity
-from .sizes import item_bytes
 
 if TYPE_CHECKING:
     from .durable.journal import Journal
@@ -140,48 +139,26 @@ class QueueTier:
         after the lane's share of the buffer. Rear lists: the longest all-sweepable stretch at
         the head, at most as many messages as the lane held when the sweep began."""
         lanes = self.lanes
-        fronts, rears, sweepable = lanes.sweep_walk(rear_limits)
         n = len(lanes.lanes)
-        kept, moved = [0] * n, [0] * n
-        choose_runs(sweepable, [len(r) for r in rears], rear_limits, keep, kept, moved)
+
+        def counts(sweepable: list[int], rear_lens: list[int]) -> tuple[list[int], list[int]]:
+            kept, moved = [0] * n, [0] * n
+            choose_runs(sweepable, rear_lens, rear_limits, keep, kept, moved)
+            return kept, moved
+
         targets: list[Target] = []
         limits = self.storage.blob_limits()  # pieces of whole blobs, about a MiB each
-        for lane in reversed(lanes.lanes):
-            p = lane.priority
+        for lane, run, run_sizes, rear, rear_sizes in lanes.sweep_runs(rear_limits, counts):
             chain = self.chain_name(lane)
-            run: list[int] = []
-            remaining = kept[p]
-            for i in fronts[p]:
-                if lanes.sweepable(i):
-                    if remaining:
-                        remaining -= 1
-                    else:
-                        run.append(i)
-                elif run:
-                    run = []  # only the stretch after an unsweepable message can move
             # Pieces linked at the chain's head tail-first keep the run's order, and the
             # sweeper can pause between pieces.
-            sizes = self._sizes(run)
+            sizes = np.asarray(run_sizes)
             for lo, hi in reversed(pieces(sizes, *limits)):
                 targets.append(Target(lanes, lane, chain, True, run[lo:hi], self.ident, int(sizes[lo:hi].sum())))
-            rear = rears[p][: moved[p]]
-            sizes = self._sizes(rear)
+            sizes = np.asarray(rear_sizes)
             for lo, hi in pieces(sizes, *limits):  # head piece first, each linked at the tail
                 targets.append(Target(lanes, lane, chain, False, rear[lo:hi], self.ident, int(sizes[lo:hi].sum())))
         return targets
-
-    def _sizes(self, slots: list[int]) -> np.ndarray:
-        """What each message of a run weighs in memory, read without the lock: its record's
-        length, and for an item kept as an object (a ``sweepq.Queue``'s) the item's estimate
-        (engine/sizes.py ``item_bytes``), whose encoding the sweep makes when it copies the
-        piece. An item's record is its header alone: cut by those lengths, a piece of 1 KiB
-        items held 26,000 of them, and their encodings, 30 MB, were made at once while the
-        items were still held (two producers reached 1.3 x budget + baseline)."""
-        sizes = np.asarray(self.lanes.run_sizes(slots))
-        items = self.lanes.items
-        if items is not None and len(slots):
-            sizes = sizes + np.fromiter((item_bytes(items[i]) for i in slots), np.int64, len(slots))
-        return sizes
 
     def link(
         self, target: Target, blobs: list[BlobInfo], store: Store, write_seconds: float = 0.0
@@ -195,7 +172,7 @@ class QueueTier:
         A front run is linked from its tail end (each blob at the chain's head), a rear run
         from its head end: an abort stops there, and what was linked is a contiguous end of
         the run, so order holds. Seed 003's verification is the core's
-        (:meth:`~sweepq.engine.core.lanes.LaneSet.verify_run`)."""
+        (:meth:`~sweepq.engine.core.lanes.LaneSet.move_run`)."""
         self.counters.write_seconds += write_seconds
         chunks = []
         lo = 0
@@ -225,7 +202,7 @@ class QueueTier:
         Everything that can be done without the lock is: the blob's index and its in-memory
         object, and the run's check (the core's ``precheck_run``), which the hold then takes
         as it is when nothing in memory changed since the sweep's last hold (the core's
-        ``verify_run``: any change sends the run through the whole check under the lock). So
+        ``move_run``: any change sends the run through the whole check under the lock). So
         the hold is the store's link and the detach."""
         lanes = self.lanes
         slots = target.slots[lo:hi]
@@ -237,18 +214,18 @@ class QueueTier:
         nbytes = sum(map(len, recs))
         blob = None if index is None else SweptBlob(info.blob_id, nbytes, info.comp_len, info.check, index)
         prechecked = blob is not None and lanes.precheck_run(target.lane, slots, recs, target.at_head)
+
+        def link() -> str | None:
+            try:
+                store.link(target.chain, [info.blob_id], target.at_head, homes)
+            except Exception:
+                return "store_error"
+            return None
+
         t0 = time.perf_counter()
         with self.mutex:
-            reason = lanes.verify_run(target.lane, slots, recs, target.at_head, prechecked)
-            if reason is None and blob is None:
-                reason = "removed"
+            reason, again = lanes.move_run(target.lane, slots, recs, blob, target.at_head, prechecked, link)
             if reason is None:
-                try:
-                    store.link(target.chain, [info.blob_id], target.at_head, homes)
-                except Exception:
-                    reason = "store_error"
-            if reason is None and blob is not None:  # (blob is None: "removed" above)
-                again = lanes.detach_to(target.lane, slots, blob, target.at_head)
                 c = self.counters
                 c.msgs_reswept += again
                 c.blobs_written += 1
@@ -295,7 +272,7 @@ class QueueTier:
         c = self.counters
         if blob.prefetch is not None or blob.loaded is not None:
             c.readahead_hits += blob.loaded is None  # loaded: a get read it itself
-        live, positions, nbytes = self.lanes.survivors(blob, records)
+        live, positions, nbytes = blob.survivors(records)
         unlinked = False
         if self.journal is not None:
             homes = self.journal.homes(self.key_prefix, lane.priority, live)
@@ -317,14 +294,12 @@ class QueueTier:
         c.bytes_unswept_raw += nbytes
         return ref
 
-    def unlink_emptied_locked(self) -> None:
-        """Blobs whose last message was taken left their chains (the core's ``emptied``):
-        unlink them in the store, owed until it succeeds."""
+    def unlink_emptied_locked(self, emptied: list[tuple[Lane, SweptBlob]]) -> None:
+        """Blobs whose last message was taken left their chains (the core's
+        ``take_emptied()``): unlink them in the store, owed until it succeeds."""
         self._held("unlinking emptied blobs")
-        emptied = self.lanes.emptied
         for lane, blob in emptied:
             self.cleanup.append(("unlink", self.chain_name(lane), blob.blob_id))
-        emptied.clear()
 
     def readahead_locked(self, lane: Lane) -> None:
         """When the front runs low, read the next blobs in the background: enough of them to
@@ -333,14 +308,8 @@ class QueueTier:
 
         Callers test ``lane.ready + lane.ahead < readahead_low`` first, so this runs once per
         blob boundary, not on every get."""
-        ahead = 0
-        for blob in lane.chain:
-            if blob.prefetch is None and blob.loaded is None:
-                blob.prefetch = self.storage.readahead(self.chain_name(lane), blob.blob_id, blob.check)
-            ahead += blob.live
-            if lane.ready + ahead >= self.readahead_low:
-                break
-        lane.ahead = ahead
+        chain = self.chain_name(lane)
+        lane.read_ahead(self.readahead_low, lambda blob: self.storage.readahead(chain, blob.blob_id, blob.check))
 
     def quarantine_locked(self, lane: Lane, blob: SweptBlob) -> int:
         """A damaged blob leaves the chain (kept in the store for inspection); every other
@@ -369,19 +338,19 @@ class QueueTier:
             except BlobCorruptError:
                 raise
             except Exception:  # a transient read-ahead failure: read again here
-                blob.prefetch = None
+                blob.reading(None)
                 records = None
         else:
             records = None
             self.counters.readahead_misses += 1
         if records is None:
             records = self.read(need)
-        blob.loaded = records
+        blob.keep(records)
         self._loaded.append(blob)
         while len(self._loaded) > LOADED_CACHE:
             old = self._loaded.popleft()
             if old is not blob:
-                old.loaded = None
+                old.keep(None)
 
     def read(self, need: Need) -> list[bytes]:
         """A blob's records from the store, verified (no lock; the chain is not changed).

@@ -51,7 +51,7 @@ def batched_slots(q) -> list:
 
 
 def in_memory_and_batched(q, refs: list) -> bool:
-    return all(q.lanes.batched(r) for r in refs)
+    return all(q.lanes._batched(r) for r in refs)
 
 
 def test_an_active_batch_stays_in_memory_and_the_rest_of_the_transmission_queue_is_swept(held_receiver):

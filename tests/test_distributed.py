@@ -329,7 +329,7 @@ def test_a_batch_in_doubt_comes_back_assigned_and_is_never_swept_or_got():
     x.connection.backout()
     q.take_obtained()
     qm.sweeper.run_once()  # y counts the 6 others only; the batch stays in memory
-    assert q.lanes[0].mem >= 4 and all(q.lanes.batched(r) for r in q.batches[sync.indoubt.batch.id])
+    assert q.lanes[0].mem >= 4 and all(q.lanes._batched(r) for r in q.batches[sync.indoubt.batch.id])
     sync.commit()  # resolved: the receiver had it
     assert q.batched == 0 and drain(x) == [b"m%d" % i for i in range(4, 10)]
     after = durable(crashed(kv))
@@ -365,7 +365,7 @@ def test_a_batch_in_doubt_is_never_paged_out_under_the_memory_budget():
             out.put(b"x" * 1000)  # over the budget: the queue pages its surplus out
         qm.sweeper.run_once()
         assert sum(lane.swept for lane in q.lanes) > 0
-        assert all(q.lanes.batched(r) for r in held)  # still in memory, still batched
+        assert all(q.lanes._batched(r) for r in held)  # still in memory, still batched
     finally:
         qm.close()
 
@@ -394,7 +394,7 @@ def test_restore_skips_what_is_no_longer_there(qm):
     x.put_many([b"a", b"b"])
     q = qm.queue_named("QM2")
     with q.mutex:
-        keys = [(0, record.seq_of(rec)) for _ref, rec in q.lanes.in_memory()]
+        keys = [(0, record.seq_of(rec)) for _ref, rec in q.lanes._messages()]
     batch, missing = restore_batch(q, [(0, 999_999), *keys])
     assert missing == 1 and batch.held == 2 and x.get_many(10) == []
     batch.release()

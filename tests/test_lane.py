@@ -35,7 +35,7 @@ def test_a_queued_message_is_no_object_the_garbage_collector_tracks(h):
     assert tracked < 100, f"{tracked} new tracked objects for 100,000 queued messages"
     lanes = h.queue.lanes
     # The records are in a few shared blocks, none of which a collection traverses.
-    assert len(lanes.arena.blocks) < 100 and not any(gc.is_tracked(b) for b in lanes.arena.blocks)
+    assert len(lanes._arena.blocks) < 100 and not any(gc.is_tracked(b) for b in lanes._arena.blocks)
 
 
 def test_links_stay_consistent_through_puts_gets_and_reuse():
@@ -49,22 +49,22 @@ def test_links_stay_consistent_through_puts_gets_and_reuse():
     again = ls.add(lane, more, 0, refs=True)  # reuses freed slots
     assert {r.slot for r in again} & {r.slot for r in refs[::3]}
     kept = [r for k, r in enumerate(first) if k % 3]
-    assert ls.records(lane) == kept + more
-    order = [ref.slot for ref, _ in ls.in_memory()]
+    assert ls._records(lane) == kept + more
+    order = [ref.slot for ref, _ in ls._messages()]
     # prev is the mirror of next everywhere.
-    assert all(ls.prv[ls.nxt[i]] == i for i in [lane.front, *order])
-    assert lane.mem == len(order) == lane.ready and ls.count == len(order)
-    assert all(ls.st[i] < AVAILABLE_BELOW for i in order)
+    assert all(ls._prv[ls._nxt[i]] == i for i in [lane.front, *order])
+    assert lane.mem == len(order) == lane.ready and sum(x.mem for x in ls.lanes) == len(order)
+    assert all(ls._st[i] < AVAILABLE_BELOW for i in order)
     ls.check()
 
 
 def test_an_emptied_queue_gives_its_arrays_back(qm, h):
     for _ in range(70_000):
         h.put(b"x")
-    big = h.queue.lanes.capacity
+    big = h.queue.lanes._capacity
     assert drain(h) == [b"x"] * 70_000
     qm.sweeper.run_once()  # once an interval, an empty queue's arrays shrink
-    assert h.queue.lanes.capacity < big
+    assert h.queue.lanes._capacity < big
 
 
 def test_a_damaged_table_file_fails_one_get_with_2101_and_the_rest_flows(tmp_path):
@@ -139,11 +139,11 @@ def test_a_swept_queue_gives_its_arrays_back_and_keeps_its_order(qm, h):
     h.put_many([b"%06d" % i for i in range(100_000)])
     h.put(b"hi", MD(priority=7))
     q = h.queue
-    big = q.lanes.capacity
+    big = q.lanes._capacity
     qm.sweeper.run_once()  # keeps 5 in memory
-    assert q.lanes.capacity == big  # the sweep itself does not renumber
+    assert q.lanes._capacity == big  # the sweep itself does not renumber
     qm.sweeper.run_once()  # the next interval shrinks
-    assert q.lanes.capacity < big // 100
+    assert q.lanes._capacity < big // 100
     assert drain(h) == [b"hi"] + [b"%06d" % i for i in range(100_000)]
 
 
@@ -153,17 +153,17 @@ def test_the_slots_a_sweep_freed_are_handed_over_whole_and_reused(qm, h):
     the core holds throughout."""
     h.put_many([b"%04d" % i for i in range(1_000)])
     q = h.queue
-    big = q.lanes.capacity
+    big = q.lanes._capacity
     d = qm.sweeper.run_once().decision(h.queue.name)  # keeps 5 in memory
     assert d.msgs_swept == 995
-    assert [len(part) for part in q.lanes.spare] == [995] and not q.lanes.deferred
+    assert [len(part) for part in q.lanes._spare] == [995] and not q.lanes._deferred
     q.check()
     room = big - SENTINELS - 5  # the free list's slots, then the sweep's
     h.put_many([b"n%04d" % i for i in range(room)])
-    assert q.lanes.spare == [] and q.lanes.capacity == big  # every freed slot taken again
+    assert q.lanes._spare == [] and q.lanes._capacity == big  # every freed slot taken again
     q.check()
     h.put(b"last")
-    assert q.lanes.capacity > big  # then the arrays grow
+    assert q.lanes._capacity > big  # then the arrays grow
     assert drain(h) == [b"%04d" % i for i in range(1_000)] + [b"n%04d" % i for i in range(room)] + [b"last"]
 
 
@@ -172,7 +172,7 @@ def test_no_shrink_while_a_unit_of_work_holds_a_slot(qm, conn, h):
     m = h.get(GMO.SYNCPOINT)
     qm.sweeper.run_once()
     qm.sweeper.run_once()
-    assert h.queue.lanes.capacity > 100_000  # the held slot pins the arrays
+    assert h.queue.lanes._capacity > 100_000  # the held slot pins the arrays
     conn.backout()
     assert h.get().data == m.data  # restored in place, found by its old slot
 
@@ -231,7 +231,7 @@ class LaneMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def hide_and_maybe_restore(self, data):
         _, e = data.draw(st.sampled_from([(p, e) for p, e in self._all() if e[2] < AVAILABLE_BELOW]))
-        self.ls.hide(e[0])
+        self.ls.mark(e[0], GOTTEN)
         e[2] |= GOTTEN
         if data.draw(st.booleans()):
             backout = data.draw(st.booleans())
@@ -243,13 +243,13 @@ class LaneMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def commit_put(self, data):
         _, e = data.draw(st.sampled_from([(p, e) for p, e in self._all() if e[2] & UNCOMMITTED]))
-        self.ls.commit_put(e[0])
+        self.ls.unmark(e[0], UNCOMMITTED)
         e[2] &= ~UNCOMMITTED
 
     @rule()
     def shrink(self):
         if self.ls.shrink():  # slots renumbered (no ref was held): read them back in order
-            now = [ref for ref, _ in self.ls.in_memory()]  # lanes 9..0, in order
+            now = [ref for ref, _ in self.ls._messages()]  # lanes 9..0, in order
             for p in range(9, -1, -1):
                 for e in self.model[p]:
                     e[0] = now.pop(0)
@@ -258,7 +258,7 @@ class LaneMachine(RuleBasedStateMachine):
     def holds(self):
         self.ls.check()
         for p, es in self.model.items():
-            assert self.ls.records(self.ls[p]) == [e[1] for e in es]
+            assert self.ls._records(self.ls[p]) == [e[1] for e in es]
 
 
 LaneMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)
@@ -268,19 +268,19 @@ TestLaneMachine = LaneMachine.TestCase
 @pytest.mark.parametrize(
     "damage",
     [
-        lambda ls, s: ls.prv.__setitem__(s[5], s[3]),  # a link that disagrees with its mirror
+        lambda ls, s: ls._prv.__setitem__(s[5], s[3]),  # a link that disagrees with its mirror
         lambda ls, s: setattr(ls[0], "ready", ls[0].ready + 1),  # a counter off by one
-        lambda ls, s: setattr(ls, "free_head", s[2]),  # linked slots also free
-        lambda ls, s: ls.st.__setitem__(ls.free_head, 0),  # a free slot not removed
-        lambda ls, s: ls.st.__setitem__(s[4], 3),  # a slot that names another lane
-        lambda ls, s: setattr(ls, "mem_bytes", ls.mem_bytes + 1),  # the bytes of the records
+        lambda ls, s: ls._nxt.__setitem__(ls._free_head, s[2]),  # linked slots also free
+        lambda ls, s: ls._st.__setitem__(ls._free_head, 0),  # a free slot not removed
+        lambda ls, s: ls._st.__setitem__(s[4], 3),  # a slot that names another lane
+        lambda ls, s: ls._low.__setitem__(s[6], ls._low[s[7]]),  # the bytes of the records
     ],
     ids=["link", "counter", "free-and-linked", "free-not-removed", "lane-bits", "bytes"],
 )
 def test_check_catches_a_broken_lane(damage):
     """LaneSet.check is not vacuous: each kind of damage is caught."""
     ls = held_core()
-    recs = [record.encode(i, 0, 0, False, b"r") for i in range(10)]
+    recs = [record.encode(i, 0, 0, False, b"r" * (i + 1)) for i in range(10)]  # lengths differ
     slots = [r.slot for r in ls.add(ls[0], recs, 0, refs=True)]
     ls.check()
     damage(ls, slots)

@@ -76,7 +76,9 @@ def test_get_many_takes_what_fits_in_a_resident_budgets_room():
     """Counting resident memory, what a batch returns is memory the budget counts: a
     get_many takes no more than fits between what is reserved and the budget (three times a
     record each), and the rest on the next call, in order."""
-    with QueueManager(sweeping=SweeperSettings(run=False), memory=MemorySettings(budget="16MB", counts="resident")) as qm:
+    with QueueManager(
+        sweeping=SweeperSettings(run=False), memory=MemorySettings(budget="16MB", counts="resident")
+    ) as qm:
         qm.define_queue("Q", max_depth=100_000)
         h = qm.connect().open("Q", OO.INPUT_SHARED | OO.OUTPUT)
         for i in range(6000):  # 6 MB held: at most 10 MB of room, about 3,100 messages' worth

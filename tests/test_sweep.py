@@ -23,6 +23,7 @@ from sweepq.engine import (
     SweeperSettings,
     Usage,
 )
+from sweepq.engine.core.flags import LOCKED
 from sweepq.engine.core.ref import Ref
 from sweepq.sweeper import ManualClock
 
@@ -50,8 +51,8 @@ def sh(sqm):
 def lane_state(qm, name="Q", prio=0):
     q = qm._queue(name)
     lane = q.lanes[prio]
-    front = [r[r[0] :] for r in q.lanes.records(lane)]
-    rear = [r[r[0] :] for r in q.lanes.records(lane, rear=True)]
+    front = [r[r[0] :] for r in q.lanes._records(lane)]
+    rear = [r[r[0] :] for r in q.lanes._records(lane, rear=True)]
     return front, [b.blob_id for b in lane.chain], rear
 
 
@@ -329,7 +330,7 @@ def test_browse_lock_state_aborts_verification(sqm, sh):
 
     def lock_one(queue, target):
         with queue.mutex:
-            queue.lanes.lock(Ref(target.slots[-1]))
+            queue.lanes.mark(Ref(target.slots[-1]), LOCKED)
 
     sqm.sweeper.after_write = lock_one
     d = sqm.sweeper.run_once().decision("Q")

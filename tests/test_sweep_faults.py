@@ -174,7 +174,7 @@ class _ChangedAfterPrecheck:
 )
 def test_a_change_in_the_middle_of_a_run_after_its_lock_free_check_still_aborts(sqm, change, reason):
     """The sweep checks each blob's run without the lock, and its hold takes that answer as
-    it is only when nothing in memory changed since the sweep's last hold (LaneSet.epoch): a
+    it is only when nothing in memory changed since the sweep's last hold (LaneSet._epoch): a
     message of the middle of the run taken, hidden or locked between the check and the hold
     must still abort the run, as it does when it happens while the blobs are written."""
     c = sqm.connect()

@@ -17,22 +17,26 @@ cdef class Lane:
     cdef public object chain
 
 cdef class LaneSet:
-    cdef public object mutex, index, encode
-    cdef public list lanes, deferred, spare, emptied, items
-    cdef public Arena arena
-    cdef public int mask
-    cdef public Py_ssize_t mem_bytes, free_head, epoch, sweep_epoch
-    cdef public int[::1] nxt, prv
-    cdef public unsigned short[::1] st
-    cdef public unsigned int[::1] loc
-    cdef public unsigned char[::1] hi
+    # The door (tests/test_core_door.py): read-only fields outside the core, the rest private.
+    cdef readonly object index
+    cdef readonly list lanes
+    cdef readonly Py_ssize_t mem_bytes
+    # Private; readonly only so that the core's own tests (tests/test_lane.py) may look inside.
+    cdef readonly object _mutex, _encode
+    cdef readonly list _deferred, _spare, _emptied, _items
+    cdef readonly Arena _arena
+    cdef readonly int _mask
+    cdef readonly Py_ssize_t _free_head, _epoch, _sweep_epoch
+    cdef readonly int[::1] _nxt, _prv
+    cdef readonly unsigned short[::1] _st
+    cdef readonly unsigned int[::1] _low
+    cdef readonly unsigned char[::1] _hi
     cdef Py_ssize_t _defer
 
     @cython.locals(i=Py_ssize_t)
     cdef _reset(self, Py_ssize_t n)
     @cython.locals(old=Py_ssize_t, n=Py_ssize_t)
     cdef _grow(self, Py_ssize_t need)
-    cdef inline _check(self, str what)
     cdef inline Py_ssize_t _loc(self, Py_ssize_t i)
     cdef inline bytes _rec(self, Py_ssize_t i)
     @cython.locals(loc=Py_ssize_t)
@@ -48,12 +52,6 @@ cdef class LaneSet:
     cpdef object item(self, Ref ref)
     @cython.locals(slot=Py_ssize_t)
     cpdef Lane lane_of(self, Ref ref)
-    @cython.locals(slot=Py_ssize_t)
-    cpdef object seq(self, Ref ref)
-    @cython.locals(slot=Py_ssize_t)
-    cpdef int flags(self, Ref ref) except -1
-    @cython.locals(slot=Py_ssize_t, s=int, f=int)
-    cpdef bint visible(self, Ref ref, object lk_seq=*) except -1
     cdef Ref _hit(self, Lane lane, object blob, Py_ssize_t pos, bytes rec)
 
     @cython.locals(s=int, slot=Py_ssize_t, k=Py_ssize_t)
@@ -68,61 +66,63 @@ cdef class LaneSet:
     @cython.locals(mask=int, i=Py_ssize_t, lane=Lane)
     cdef Py_ssize_t _head(self)
     @cython.locals(s=int, i=Py_ssize_t)
-    cpdef Ref first(self, Lane lane, bint rear, object match=*)
+    cdef Ref _first(self, Lane lane, bint rear, object match=*)
+    @cython.locals(ref=Ref)
+    cpdef object find(self, object match, object unsweep)
     @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
     cpdef list run_from(self, Ref ref, Py_ssize_t limit)
 
     @cython.locals(front=int, i=Py_ssize_t, h=Py_ssize_t, s=int, last=Py_ssize_t, found=Py_ssize_t, end=Py_ssize_t)
-    cpdef tuple browse_front(self, Lane lane, object after, object match, object lk_seq, Ref hint)
+    cdef tuple _browse_front(self, Lane lane, object after, object match, object lk_seq, Ref hint)
     @cython.locals(rear=int, last=Py_ssize_t, found=Py_ssize_t)
-    cpdef Ref browse_rear(self, Lane lane, object after, object match, object lk_seq)
+    cdef Ref _browse_rear(self, Lane lane, object after, object match, object lk_seq)
+    cpdef object browse(self, Lane lane, object after, object match, object lk_seq, Ref hint, object in_chain)
     @cython.locals(passed=bint, s=int, visible=bint)
     cdef (Py_ssize_t, Py_ssize_t) _scan(self, Py_ssize_t i, object after, object m, object lk_seq) except *
     @cython.locals(p=Py_ssize_t)
     cpdef Ref before(self, Ref ref)
-    @cython.locals(h=Py_ssize_t)
-    cpdef Ref at(self, Ref hint, object seq)
+    @cython.locals(h=Py_ssize_t, s=int)
+    cpdef tuple at(self, Ref hint, object seq, object lk_seq)
 
     @cython.locals(slot=Py_ssize_t)
-    cpdef Lane take(self, Ref ref)
+    cpdef Lane take(self, object ref)
+    cpdef list take_emptied(self)
     @cython.locals(s=int, lane=Lane, p=Py_ssize_t, n=Py_ssize_t)
     cdef Lane _remove(self, Py_ssize_t i)
-    cpdef Lane take_run(self, object refs)
+    cdef Lane _take_run(self, object refs)
     @cython.locals(slot=Py_ssize_t)
-    cpdef hide(self, Ref ref)
-    cpdef hide_run(self, object refs)
+    cpdef mark(self, object ref, int flag)
+    cdef _hide_run(self, object refs)
     @cython.locals(slot=Py_ssize_t, loc=Py_ssize_t, count=int)
     cpdef tuple restore(self, Ref ref, bint backout)
     @cython.locals(slot=Py_ssize_t)
-    cpdef bytes commit_put(self, Ref ref)
-    cpdef lock(self, Ref ref)
-    cpdef bytes unlock(self, Ref ref)
+    cpdef bytes unmark(self, Ref ref, int flag)
     @cython.locals(slot=Py_ssize_t)
     cpdef bint lock_is(self, Ref ref, object seq) except -1
-    cpdef bint batched(self, Ref ref) except -1
-    cpdef assign(self, Ref ref)
-    cpdef bytes release(self, Ref ref)
+    cpdef bint _batched(self, Ref ref) except -1
 
     @cython.locals(cap=Py_ssize_t, ok=Py_ssize_t, i=Py_ssize_t, limit=Py_ssize_t, lane=Lane)
-    cpdef tuple sweep_walk(self, object rear_limits)
-    cpdef bint sweepable(self, Py_ssize_t slot) except -1
+    cdef tuple _sweep_walk(self, object rear_limits)
+    cdef bint _sweepable(self, Py_ssize_t slot) except -1
+    @cython.locals(p=int, remaining=Py_ssize_t, i=Py_ssize_t, lane=Lane)
+    cpdef list sweep_runs(self, object rear_limits, object choose)
     @cython.locals(i=Py_ssize_t, k=Py_ssize_t, items=list)
     cpdef list snapshot(self, object slots)
     cdef bytes _encoded(self, bytes rec, object item)
     @cython.locals(k=Py_ssize_t, i=Py_ssize_t)
-    cpdef object run_sizes(self, object slots)
+    cdef object _run_sizes(self, object slots)
     cpdef bint precheck_run(self, Lane lane, object slots, object recs, bint at_head) except -1
-    cpdef object verify_run(self, Lane lane, object slots, object recs, bint at_head, bint prechecked=*)
+    cpdef tuple move_run(self, Lane lane, object slots, object recs, object blob, bint at_head, bint prechecked, object link)
     @cython.locals(prev=Py_ssize_t, i=Py_ssize_t, s=int, loc=Py_ssize_t)
     cdef object _verify(self, Lane lane, object slots, object recs, bint at_head)
-    cpdef Py_ssize_t detach_to(self, Lane lane, object slots, object blob, bint at_head) except -1
     @cython.locals(p=Py_ssize_t, n=Py_ssize_t, again=Py_ssize_t, nbytes=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t)
     cdef Py_ssize_t _detach(self, Lane lane, object slots) except -1
     @cython.locals(state=int, first=Py_ssize_t, s=int, f=int, i=Py_ssize_t, k=Py_ssize_t)
     cpdef Ref splice_blob(self, Lane lane, object blob, list live, object positions, Py_ssize_t nbytes)
     @cython.locals(r=int, first=Py_ssize_t, last=Py_ssize_t, f=int, tail=Py_ssize_t)
-    cpdef settle(self, Lane lane)
+    cdef _settle(self, Lane lane)
     @cython.locals(loc=Py_ssize_t, new=Py_ssize_t)
     cdef _compact(self)
     @cython.locals(at=Py_ssize_t, i=Py_ssize_t, s=int, sentinel=Py_ssize_t)
-    cpdef tuple persistent_heads(self, Lane lane, Py_ssize_t width)
+    cdef tuple _persistent_heads(self, Lane lane, Py_ssize_t width)
+    cpdef object persistent(self, Lane lane, Py_ssize_t width)

@@ -39,19 +39,11 @@ encoding (``encode``, the queue's serializer, set by whoever puts items) into th
 its place, so what a blob holds, and what comes back from it, is bytes; the slot's
 reference goes when the slot is freed.
 
-**The lock**: every method here is called with the owning queue's lock held (the rule is
-written once, in engine/queue.py), except :meth:`LaneSet.sweep_walk`,
-:meth:`LaneSet.snapshot` and :meth:`LaneSet.precheck_run`, the sweeper's walk and its check
-of a run before it links it. Those walk the lists without the lock, which
-is safe because (1) a removed slot keeps its ``nxt`` / ``prv``, so a walk that holds one
-steps on to the live list, (2) while any sweep is in progress (:meth:`begin_sweep`) freed
-slots are not reused and the arena gives no block back, so a slot a walker holds cannot
-join another list under it and its record's bytes stay readable, and (3) the arrays grow
-into new arrays, never in place, so a walker's arrays stay whole. Every choice such a walk
-makes is verified again under the lock (:meth:`verify_run`) before anything moves: in O(1)
-when ``epoch``, the count of every change but appends, has not moved since the check
-without the lock, else in full. With lock checks on (engine/core/lock.py) the methods that
-change state assert that the calling thread holds the lock.
+**The lock**: every method here is called with the owning queue's lock held, but for the
+three of :data:`UNLOCKED`, the sweep's reads between its holds; the rule, and why those three
+are safe, is written once, in engine/queue.py. With lock checks on (engine/core/lock.py)
+every public method of :class:`LaneSet` but those three asserts that the calling thread holds
+the lock.
 
 Invariants kept here (:meth:`LaneSet.check` asserts them all):
 
@@ -79,6 +71,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import record
+from ..sizes import item_bytes
 from .arena import Arena
 from .flags import (
     AVAILABLE_BELOW,
@@ -101,6 +94,8 @@ from .swept import REMOVED as POS_REMOVED
 from .swept import Need, SweptBlob
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from .index import SlotIndex
 
 _INITIAL = 256  # slots, sentinels included
@@ -112,6 +107,10 @@ _HAS_ITEM = record.HAS_ITEM
 _BACK = 1  # hi[slot] bit 0: the message came back from a blob
 _LOW32 = 0xFFFFFFFF
 _HI_UNIT = 1 << 32  # what one unit of hi[slot] >> 1 adds to a location
+UNLOCKED = ("sweep_runs", "snapshot", "precheck_run")
+"""The core's methods that run without the queue's lock (engine/queue.py, "The lock rule",
+says why that is safe); every other public method of :class:`LaneSet` asserts the lock with
+checks on."""
 _TOP = bytes(max(0, m.bit_length() - 1) for m in range(1 << N_LANES))  # the highest lane of a mask
 
 
@@ -123,8 +122,8 @@ class Lane:
     messages go to the rear list although the chain may be empty: a sweep of the queue in
     progress (one at a time), and the queue paging under its memory budget
     (engine/budget.py). A chain, or a non-zero ``sweeping``, sends new messages to the rear.
-    Everything here is read-only outside engine/core/, but for ``ahead`` (the read-ahead's
-    count, engine/tiering.py).
+    Everything here is read-only outside engine/core/ (``ahead``, the read-ahead's count, is
+    set by :meth:`read_ahead`).
     """
 
     __slots__ = ("ahead", "back", "bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping", "swept")
@@ -142,6 +141,19 @@ class Lane:
         self.ahead = 0  # messages in the leading blobs whose read has started (read-ahead)
         self.back = 0  # messages in memory that came back from a blob (the adaptive rule's)
 
+    def read_ahead(self, low: int, start: Callable[[SweptBlob], Future[list[bytes]]]) -> None:
+        """Start reading the chain's leading blobs in the background (``start(blob)``, the
+        tier's read), enough of them that ``ready`` and ``ahead`` together reach ``low``;
+        ``ahead`` becomes the messages of the blobs read or being read (lock held)."""
+        ahead = 0
+        for blob in self.chain:
+            if blob.prefetch is None and blob.loaded is None:
+                blob.reading(start(blob))
+            ahead += blob.live
+            if self.ready + ahead >= low:
+                break
+        self.ahead = ahead
+
 
 class LaneSet:
     """Every message of one queue, in ten lanes (priority 0..9): the queue core.
@@ -150,54 +162,54 @@ class LaneSet:
     the owning queue's lock, which the state-changing methods check with checks on."""
 
     __slots__ = (
+        "_arena",
         "_defer",
-        "arena",
-        "deferred",
-        "emptied",
-        "encode",
-        "epoch",
-        "free_head",
-        "hi",
+        "_deferred",
+        "_emptied",
+        "_encode",
+        "_epoch",
+        "_free_head",
+        "_hi",
+        "_items",
+        "_low",
+        "_mask",
+        "_mutex",
+        "_nxt",
+        "_prv",
+        "_spare",
+        "_st",
+        "_sweep_epoch",
         "index",
-        "items",
         "lanes",
-        "loc",
-        "mask",
         "mem_bytes",
-        "mutex",
-        "nxt",
-        "prv",
-        "spare",
-        "st",
-        "sweep_epoch",
     )
 
     def __init__(self, mutex: object = None) -> None:
-        self.mutex = mutex
+        self._mutex = mutex
         self.lanes = [Lane(p) for p in range(N_LANES)]
-        self.arena = Arena()
+        self._arena = Arena()
         # engine/core/index.py SlotIndex when the queue has an index type: every slot placed,
         # freed or renumbered here goes through it, so it stays exact.
         self.index: SlotIndex | None = None
-        self.mask = 0  # bit p: lane p may hold messages (set by append, cleared by its readers)
+        self._mask = 0  # bit p: lane p may hold messages (set by append, cleared by its readers)
         self.mem_bytes = 0
         self._defer = 0
-        self.deferred: list[int] = []  # slots freed while a sweep runs: free once it ends
+        self._deferred: list[int] = []  # slots freed while a sweep runs: free once it ends
         # Slots the ended sweeps freed, a list of them per sweep, handed over whole when the
-        # sweep ends (end_sweep: O(1), not a push per slot under the lock); appends take
+        # sweep ends (sweeping(False): O(1), not a push per slot under the lock); appends take
         # them once the free list is empty (_append).
-        self.spare: list[list[int]] = []
+        self._spare: list[list[int]] = []
         # Blobs whose last message a take removed: they left their chain here, and the tier
         # unlinks them in the store (engine/tiering.py unlink_emptied_locked), emptying this.
-        self.emptied: list[tuple[Lane, SweptBlob]] = []
-        self.items: list[object] | None = None  # see "Items" in the module docstring
-        self.encode: Callable[[object], bytes] | None = None
+        self._emptied: list[tuple[Lane, SweptBlob]] = []
+        self._items: list[object] | None = None  # see "Items" in the module docstring
+        self._encode: Callable[[object], bytes] | None = None
         # Changes to the messages in memory but appends at the end of a list (every take,
         # hide, restore, lock, batch change, unlink, splice and move of a record), counted;
         # ``sweep_epoch`` is the count at the end of the sweep's last hold of the lock. Equal,
-        # nothing a sweep's choice depends on changed since (verify_run's shortcut).
-        self.epoch = 0
-        self.sweep_epoch = -1
+        # nothing a sweep's choice depends on changed since (move_run's shortcut).
+        self._epoch = 0
+        self._sweep_epoch = -1
         self._reset(_INITIAL)
 
     def _reset(self, n: int) -> None:
@@ -206,19 +218,19 @@ class LaneSet:
         nxt[n - 1] = -1
         for i in range(SENTINELS):
             nxt[i] = i  # each sentinel links to itself: an empty list
-        self.nxt = nxt
-        self.prv = _ints(0, n)
+        self._nxt = nxt
+        self._prv = _ints(0, n)
         st = array("H", [REMOVED]) * n
         for i in range(SENTINELS):
             st[i] = 0
-        self.st = st
-        self.loc = array("I", bytes(4 * n))
-        self.hi = bytearray(n)
-        if self.items is not None:
-            self.items = [None] * n
-        self.free_head = SENTINELS if n > SENTINELS else -1
-        self.spare = []  # every slot not linked is on the free list now
-        self.epoch += 1
+        self._st = st
+        self._low = array("I", bytes(4 * n))
+        self._hi = bytearray(n)
+        if self._items is not None:
+            self._items = [None] * n
+        self._free_head = SENTINELS if n > SENTINELS else -1
+        self._spare = []  # every slot not linked is on the free list now
+        self._epoch += 1
 
     def __getitem__(self, priority: int) -> Lane:
         return self.lanes[priority]
@@ -227,135 +239,106 @@ class LaneSet:
         return iter(self.lanes)
 
     @property
-    def capacity(self) -> int:
-        """Slots the arrays hold now, sentinels included."""
-        return len(self.nxt)
-
-    @property
-    def count(self) -> int:
-        """Messages in memory (the sum of the lanes' ``mem``)."""
-        return sum(lane.mem for lane in self.lanes)
-
-    @property
-    def held_bytes(self) -> int:
-        """Bytes this core holds for its messages in memory: the arena's blocks and the slot
-        arrays. The memory budget counts records and a per-message cost instead
-        (engine/budget.py): a 256 KiB block is coarse against budgets of a few hundred KB."""
-        return self.arena.held + 15 * len(self.nxt)  # nxt, prv 4 each, st 2, loc 4, hi 1
+    def _capacity(self) -> int:
+        """Slots the arrays hold now, sentinels included (the core's tests look)."""
+        return len(self._nxt)
 
     def _grow(self, need: int) -> None:
         """At least ``need`` more free slots. The arrays grow by a quarter (amortised O(1)
         a slot, and little slack) into new arrays: a walker without the lock keeps whole ones."""
-        old = len(self.nxt)
+        old = len(self._nxt)
         n = max(old + need, old + old // 4)
         nxt = _ints(1, n + 1)  # the new slots, free, the lowest first
-        nxt[n - 1] = self.free_head
+        nxt[n - 1] = self._free_head
         prv = _ints(0, n)
-        memoryview(nxt)[:old] = memoryview(self.nxt)
-        memoryview(prv)[:old] = memoryview(self.prv)
+        memoryview(nxt)[:old] = memoryview(self._nxt)
+        memoryview(prv)[:old] = memoryview(self._prv)
         st = array("H", [REMOVED]) * n
-        memoryview(st)[:old] = memoryview(self.st)
+        memoryview(st)[:old] = memoryview(self._st)
         loc = array("I", bytes(4 * n))
-        memoryview(loc)[:old] = memoryview(self.loc)
+        memoryview(loc)[:old] = memoryview(self._low)
         hi = bytearray(n)
-        hi[:old] = self.hi
-        if self.items is not None:
-            self.items = self.items + [None] * (n - old)  # a new list too, as the arrays
-        self.nxt, self.prv, self.st, self.loc, self.hi, self.free_head = nxt, prv, st, loc, hi, old
-
-    def _check(self, what: str) -> None:
-        if CHECKS:
-            assert_held(self.mutex, what)
+        hi[:old] = self._hi
+        if self._items is not None:
+            self._items = self._items + [None] * (n - old)  # a new list too, as the arrays
+        self._nxt, self._prv, self._st, self._low, self._hi, self._free_head = nxt, prv, st, loc, hi, old
 
     # -- a slot's record ----------------------------------------------------------------------------
 
     def _loc(self, i: int) -> int:
-        return (self.hi[i] >> 1) * _HI_UNIT | self.loc[i]
+        return (self._hi[i] >> 1) * _HI_UNIT | self._low[i]
 
     def _rec(self, i: int) -> bytes:
         """A copy of slot ``i``'s record."""
-        return self.arena.read((self.hi[i] >> 1) * _HI_UNIT | self.loc[i])
+        return self._arena.read((self._hi[i] >> 1) * _HI_UNIT | self._low[i])
 
     def _place(self, i: int, rec: bytes) -> None:
         """Write ``rec`` to the arena as slot ``i``'s record."""
-        loc = self.arena.store(rec)
-        self.loc[i] = loc & _LOW32
-        self.hi[i] = ((loc >> 32) << 1) | (self.hi[i] & _BACK)
+        loc = self._arena.store(rec)
+        self._low[i] = loc & _LOW32
+        self._hi[i] = ((loc >> 32) << 1) | (self._hi[i] & _BACK)
 
     def _seq(self, i: int) -> int:
-        return self.arena.seq((self.hi[i] >> 1) * _HI_UNIT | self.loc[i])
+        return self._arena.seq((self._hi[i] >> 1) * _HI_UNIT | self._low[i])
 
     def _flags(self, i: int) -> int:
         """The record's flags byte (engine/record.py OFF_FLAGS), without a copy."""
-        return self.arena.byte((self.hi[i] >> 1) * _HI_UNIT | self.loc[i], _OFF_FLAGS)
+        return self._arena.byte((self._hi[i] >> 1) * _HI_UNIT | self._low[i], _OFF_FLAGS)
 
     def _drop(self, i: int) -> int:
         """Slot ``i``'s record leaves the arena (and the index); returns its length."""
-        loc = (self.hi[i] >> 1) * _HI_UNIT | self.loc[i]
+        loc = (self._hi[i] >> 1) * _HI_UNIT | self._low[i]
         if self.index is not None:
-            self.index.discard(i, self.arena.read(loc))
-        if self.items is not None:
-            self.items[i] = None
-        return self.arena.free(loc)
+            self.index.discard(i, self._arena.read(loc))
+        if self._items is not None:
+            self._items[i] = None
+        return self._arena.free(loc)
 
     def _release(self, i: int) -> None:
         """Slot ``i`` is free (or will be once the sweep in progress ends: a walker without
         the lock may hold it, and follows its ``nxt``, which the free list would change)."""
         if self._defer:
-            self.deferred.append(i)
+            self._deferred.append(i)
         else:
-            self.nxt[i] = self.free_head
-            self.free_head = i
+            self._nxt[i] = self._free_head
+            self._free_head = i
 
     # -- refs ---------------------------------------------------------------------------------------
 
     def record(self, ref: Ref) -> bytes:
         """The record of the message ``ref`` names."""
+        if CHECKS:
+            assert_held(self._mutex, "reading a record")
         slot = ref.slot
         return self._rec(slot) if slot >= 0 else ref.rec
 
     def item(self, ref: Ref) -> object:
         """The item of the in-memory message ``ref`` names, whose record has HAS_ITEM."""
-        assert ref.slot >= 0 and self.items is not None, "an item is only in memory"
-        return self.items[ref.slot]
+        if CHECKS:
+            assert_held(self._mutex, "reading an item")
+        assert ref.slot >= 0 and self._items is not None, "an item is only in memory"
+        return self._items[ref.slot]
 
     def lane_of(self, ref: Ref) -> Lane:
         """The lane that holds the message ``ref`` names."""
+        if CHECKS:
+            assert_held(self._mutex, "naming a lane")
         slot = ref.slot
         if slot >= 0:
-            return self.lanes[self.st[slot] & LANE_MASK]
+            return self.lanes[self._st[slot] & LANE_MASK]
         return ref.lane  # type: ignore[return-value]  # a ref into a blob always has its lane
-
-    def seq(self, ref: Ref) -> int:
-        """The message's arrival number (its MsgToken's, engine/record.py)."""
-        slot = ref.slot
-        return self._seq(slot) if slot >= 0 else record.seq_of(ref.rec)
-
-    def flags(self, ref: Ref) -> int:
-        """The flags byte of the message's record (engine/record.py OFF_FLAGS: persistent,
-        expiry, group, ...), without copying the record."""
-        slot = ref.slot
-        return self._flags(slot) if slot >= 0 else ref.rec[_OFF_FLAGS]
 
     def home(self, ref: Ref) -> tuple[int, int, int] | None:
         """Where the message's durable record lives (engine/durable/journal.py): (its lane,
         -1, -1) for its own record, (its lane, blob id, position) inside a blob; None when its
         blob was found damaged since."""
+        if CHECKS:
+            assert_held(self._mutex, "naming a durable home")
         if ref.slot >= 0:
-            return self.st[ref.slot] & LANE_MASK, -1, -1
+            return self._st[ref.slot] & LANE_MASK, -1, -1
         blob, lane = ref.blob, ref.lane
         assert blob is not None and lane is not None
         return None if blob.damaged else (lane.priority, blob.blob_id, ref.pos)
-
-    def visible(self, ref: Ref, lk_seq: int = -1) -> bool:
-        """Whether a get or browse of a handle whose browse lock is on ``lk_seq`` (-1: none)
-        sees the message: available, or locked by that very handle."""
-        slot = ref.slot
-        if slot >= 0:
-            s = self.st[slot]
-            return s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and self._seq(slot) == lk_seq)
-        f = ref.blob.flag(ref.pos)  # type: ignore[union-attr]
-        return f == POS_LIVE or (f == POS_LOCKED and record.seq_of(ref.rec) == lk_seq)
 
     def _hit(self, lane: Lane, blob: SweptBlob, pos: int, rec: bytes) -> Ref:
         return Ref(-1, lane, blob, pos, rec)
@@ -369,45 +352,46 @@ class LaneSet:
         with ``state`` (lane index and flags). ``items``, when given, are their payloads,
         kept as objects (each record has HAS_ITEM and no payload: "Items" above). Returns
         their refs when ``refs`` (a unit of work holds them), else None. The put hot path."""
-        self._check("placing a message")
+        if CHECKS:
+            assert_held(self._mutex, "placing a message")
         s = lane.rear if (lane.chain or lane.sweeping) else lane.front
-        if items is not None and self.items is None:
-            self.items = [None] * len(self.nxt)
+        if items is not None and self._items is None:
+            self._items = [None] * len(self._nxt)
         if len(recs) == 1:
             slot = self._append(lane, s, recs[0], state)
             if items is not None:
-                self.items[slot] = items[0]  # type: ignore[index]  # made above
+                self._items[slot] = items[0]  # type: ignore[index]  # made above
             return [Ref.at(slot)] if refs else None
         out: list[Ref] | None = [] if refs else None
         for k, rec in enumerate(recs):
             slot = self._append(lane, s, rec, state)
             if items is not None:
-                self.items[slot] = items[k]  # type: ignore[index]  # made above
+                self._items[slot] = items[k]  # type: ignore[index]  # made above
             if out is not None:
                 out.append(Ref.at(slot))
         return out
 
     def _append(self, lane: Lane, s: int, rec: bytes, state: int) -> int:
         """Put ``rec`` at the end of the list of sentinel ``s`` of ``lane``; its slot."""
-        i = self.free_head
+        i = self._free_head
         if i < 0:
-            if self.spare:
+            if self._spare:
                 i = self._spare_slot()
             else:
                 self._grow(1)
-                i = self.free_head
-        self.free_head = self.nxt[i]
-        self.st[i] = state
+                i = self._free_head
+        self._free_head = self._nxt[i]
+        self._st[i] = state
         self._place(i, rec)
         if self.index is not None:
             self.index.add(i, rec)
-        last = self.prv[s]
-        self.prv[i] = last
-        self.nxt[i] = s
-        self.nxt[last] = i
-        self.prv[s] = i
+        last = self._prv[s]
+        self._prv[i] = last
+        self._nxt[i] = s
+        self._nxt[last] = i
+        self._prv[s] = i
         lane.mem += 1
-        self.mask |= lane.bit
+        self._mask |= lane.bit
         self.mem_bytes += len(rec)
         if not state & HIDDEN:
             lane.ready += 1
@@ -416,18 +400,19 @@ class LaneSet:
     def _spare_slot(self) -> int:
         """A slot an ended sweep freed (:attr:`spare`), for an append: its ``nxt`` reads -1,
         so that the free list stays empty behind it."""
-        spare = self.spare
+        spare = self._spare
         i = spare[-1].pop()
         if not spare[-1]:
             spare.pop()
-        self.nxt[i] = -1
+        self._nxt[i] = -1
         return i
 
     def load(self, lane: Lane, front: Sequence[bytes], blobs: Sequence[SweptBlob], rear: Sequence[bytes]) -> None:
         """A lane as recovery rebuilt it (engine/durable/recovery.py): ``front`` records, the
         chain of ``blobs`` (indexed in memory, left in the store), ``rear`` records. The lane
         must be empty."""
-        self._check("loading a lane")
+        if CHECKS:
+            assert_held(self._mutex, "loading a lane")
         assert not lane.mem and not lane.chain, f"lane {lane.priority} loaded twice"
         state = lane.priority
         if len(front) + len(rear):
@@ -440,7 +425,7 @@ class LaneSet:
             lane.chain.append(blob)
             lane.swept += blob.live
         if blobs:
-            self.mask |= lane.bit  # gets look at this lane (appends set it for in-memory ones)
+            self._mask |= lane.bit  # gets look at this lane (appends set it for in-memory ones)
         s = lane.rear if lane.chain else lane.front
         for rec in rear:
             self._append(lane, s, rec, state)
@@ -450,23 +435,48 @@ class LaneSet:
     def head(self) -> Ref | None:
         """The first message of the highest non-empty lane's front list, if it is available:
         the get hot path (None: look further with :meth:`first` and the chains)."""
+        if CHECKS:
+            assert_held(self._mutex, "the get's head")
         i = self._head()
         return Ref.at(i) if i >= 0 else None
 
     def _head(self) -> int:
-        mask = self.mask
+        mask = self._mask
         if not mask:
             return -1
         lane: Lane = self.lanes[_TOP[mask]]
-        i = self.nxt[lane.front]
-        if i >= SENTINELS and self.st[i] < AVAILABLE_BELOW:
+        i = self._nxt[lane.front]
+        if i >= SENTINELS and self._st[i] < AVAILABLE_BELOW:
             return i
         return -1
 
-    def lanes_down(self) -> Iterator[Lane]:
+    def find(self, match, unsweep: Callable[[Lane], Ref | Need | None]) -> Ref | Need | None:
+        """The first available message in get order that ``match`` (a
+        :class:`~sweepq.engine.matching.Match`) accepts (None: any): lanes from the highest,
+        each its front list, then its chain, then its rear list. A chain is searched in place
+        with a match (:meth:`search_chain`); without one, ``unsweep(lane)`` (the tier) brings
+        it back until something is available, or the chain is empty (the rear list has then
+        joined the front). Either may give a :class:`Need`: a blob to read first. (The get
+        hot path asks :meth:`head` first.)"""
+        if CHECKS:
+            assert_held(self._mutex, "finding a message")
+        for lane in self._lanes_down():
+            ref = self._first(lane, False, match)
+            if ref is not None:
+                return ref
+            if lane.chain:
+                hit = unsweep(lane) if match is None else self.search_chain(lane, match)
+                if hit is not None:
+                    return hit
+            ref = self._first(lane, True, match)
+            if ref is not None:
+                return ref
+        return None
+
+    def _lanes_down(self) -> Iterator[Lane]:
         """The lanes that may hold messages, highest first (each may still be empty: a
         lane found empty with no chain leaves the mask here)."""
-        mask = self.mask
+        mask = self._mask
         lanes = self.lanes
         while mask:
             p = _TOP[mask]
@@ -475,13 +485,13 @@ class LaneSet:
             if lane.ready or lane.chain:
                 yield lane
             elif not lane.mem:
-                self.mask &= ~lane.bit
+                self._mask &= ~lane.bit
 
-    def first(self, lane: Lane, rear: bool, match: Callable[[bytes], bool] | None = None) -> Ref | None:
+    def _first(self, lane: Lane, rear: bool, match: Callable[[bytes], bool] | None = None) -> Ref | None:
         """The first available message of ``lane``'s front (or rear) list that ``match``
         accepts (None: any)."""
         s = lane.rear if rear else lane.front
-        nxt, st = self.nxt, self.st
+        nxt, st = self._nxt, self._st
         i = nxt[s]
         while i != s:
             if st[i] < AVAILABLE_BELOW and (match is None or match(self._rec(i))):
@@ -494,7 +504,9 @@ class LaneSet:
         accepts, of the highest lane that has any: (that lane's priority, their refs in
         arrival order); (-1, []) when none. The caller searches the chains of the lanes
         above, and this lane's chain when the first is behind it (LocalQueue.find_locked)."""
-        st = self.st
+        if CHECKS:
+            assert_held(self._mutex, "searching the index")
+        st = self._st
         by_lane: dict[int, list[int]] = {}
         for i in self.index.slots(value):  # type: ignore[union-attr]  # called when the queue has an index
             if st[i] < AVAILABLE_BELOW and match(self._rec(i)):
@@ -507,19 +519,43 @@ class LaneSet:
             found.sort(key=self._seq)
         return top, [Ref.at(i) for i in found]
 
-    def indexed_available(self, value: object) -> list[tuple[Ref, bytes]]:
+    def indexed_hits(self, value: object, match, pinned: dict) -> list[tuple[Ref, bytes] | Need]:
         """Every available in-memory message filed under ``value`` in the index, as (ref,
-        record), in no particular order (engine/groups/ sorts them)."""
-        st = self.st
-        return [(Ref.at(i), self._rec(i)) for i in self.index.slots(value) if st[i] < AVAILABLE_BELOW]  # type: ignore[union-attr]
+        record), in no particular order (engine/groups/ sorts them), then what ``match``
+        (which names ``value``) accepts in every chain, as :meth:`hits` finds it; a
+        :class:`Need` for a blob neither in memory nor in ``pinned``."""
+        if CHECKS:
+            assert_held(self._mutex, "searching the index")
+        st = self._st
+        found: list = [(Ref.at(i), self._rec(i)) for i in self.index.slots(value) if st[i] < AVAILABLE_BELOW]  # type: ignore[union-attr]
+        for lane in self.lanes:
+            if lane.chain:
+                found += self._chain_hits(lane, match, pinned)
+        return found
 
-    def available(
+    def hits(
+        self, lane: Lane, match, pinned: dict, after: Callable[[Ref, bytes], bool] | None = None
+    ) -> Iterator[tuple[Ref, bytes] | Need]:
+        """Every available message of ``lane`` that ``match`` (and ``after``, when given)
+        accepts, in get order (front list, chain, rear list), as (ref, record); the chain's
+        are found through the blobs' indexes without unsweeping, and a blob neither in
+        memory nor in ``pinned`` gives a :class:`Need` (and the end)."""
+        if CHECKS:
+            assert_held(self._mutex, "walking a lane")
+        yield from self._available(lane, False, match, after)
+        for hit in self._chain_hits(lane, match, pinned, after):
+            yield hit
+            if type(hit) is Need:
+                return
+        yield from self._available(lane, True, match, after)
+
+    def _available(
         self, lane: Lane, rear: bool, match: Callable[[bytes], bool], after: Callable[[Ref, bytes], bool] | None = None
     ) -> Iterator[tuple[Ref, bytes]]:
         """Every available message of ``lane``'s front (or rear) list that ``match`` (and
         ``after``, when given) accepts, in order, as (ref, record)."""
         s = lane.rear if rear else lane.front
-        nxt, st = self.nxt, self.st
+        nxt, st = self._nxt, self._st
         i = nxt[s]
         while i != s:
             if st[i] < AVAILABLE_BELOW:
@@ -533,7 +569,9 @@ class LaneSet:
     def run_from(self, ref: Ref, limit: int) -> list[Ref]:
         """``ref`` (available, in memory) and the available messages that follow it in its
         list, at most ``limit``: a contiguous run that a batch get takes at once."""
-        nxt, st = self.nxt, self.st
+        if CHECKS:
+            assert_held(self._mutex, "finding a run")
+        nxt, st = self._nxt, self._st
         run = [ref]
         j = nxt[ref.slot]
         while len(run) < limit and j >= SENTINELS and st[j] < AVAILABLE_BELOW:
@@ -544,7 +582,9 @@ class LaneSet:
     def find_seqs(self, keys: set[tuple[int, int]]) -> dict[tuple[int, int], Ref]:
         """The available in-memory messages named by ``keys`` ((lane, arrival number)), in one
         walk of the lists: for the rare callers, e.g. a batch restored at open."""
-        st = self.st
+        if CHECKS:
+            assert_held(self._mutex, "finding messages")
+        st = self._st
         found = {}
         for i in self._in_memory():
             key = (st[i] & LANE_MASK, self._seq(i))
@@ -559,6 +599,8 @@ class LaneSet:
         Blobs this call already searched in full are skipped (``match.searched``): a search
         that must read more blobs than the decoded-blob cache holds (a selector makes every
         live message a candidate) would otherwise evict and re-read them for ever."""
+        if CHECKS:
+            assert_held(self._mutex, "searching a chain")
         searched = match.searched
         for blob in lane.chain:
             if blob in searched:
@@ -576,7 +618,7 @@ class LaneSet:
             searched.add(blob)
         return None
 
-    def chain_hits(
+    def _chain_hits(
         self, lane: Lane, match, pinned: dict, after: Callable[[Ref, bytes], bool] | None = None
     ) -> Iterator[tuple[Ref, bytes] | Need]:
         """Every message of ``lane``'s chain that ``match`` (and ``after``) accepts, in order,
@@ -599,16 +641,40 @@ class LaneSet:
 
     # -- browsing (lock held) -----------------------------------------------------------------------
 
-    def browse_front(
+    def browse(
+        self,
+        lane: Lane,
+        after: int,
+        match: Callable[[bytes], bool] | None,
+        lk_seq: int,
+        hint: Ref | None,
+        in_chain: Callable[[], Ref | Need | None],
+    ) -> Ref | Need | None:
+        """A browse's walk of ``lane``: the first message with arrival number above ``after``
+        (-1: from the start) that a handle whose lock is on ``lk_seq`` sees and ``match``
+        accepts, in the front list, then the chain (``in_chain()``: the browse's own search
+        of it, which reads blobs in place, or a :class:`Need`), then the rear list.
+        ``hint``: a message of this lane at or before the cursor, to start near it (checked
+        before use). A walk that began in the rear list ends with it."""
+        if CHECKS:
+            assert_held(self._mutex, "browsing")
+        ref, through = self._browse_front(lane, after, match, lk_seq, hint)
+        if ref is not None:
+            return ref
+        if not through:
+            return None  # the walk began in the rear list: the lane is done
+        if lane.chain:
+            hit = in_chain()
+            if hit is not None:
+                return hit
+        return self._browse_rear(lane, after, match, lk_seq)
+
+    def _browse_front(
         self, lane: Lane, after: int, match: Callable[[bytes], bool] | None, lk_seq: int, hint: Ref | None
     ) -> tuple[Ref | None, bool]:
-        """A browse's walk of ``lane``'s front list: the first message with arrival number
-        above ``after`` (-1: from the start) that a handle whose lock is on ``lk_seq`` sees
-        and ``match`` accepts. ``hint``: a message of this lane at or before the cursor, to
-        start near it (checked before use). Returns (the message or None, whether the walk
-        went through the front list to its end: only then do the chain and the rear list
-        come next)."""
-        nxt, prv, st = self.nxt, self.prv, self.st
+        """:meth:`browse`'s walk of the front list: (the message or None, whether the walk went
+        through the front list to its end: only then do the chain and the rear list come next)."""
+        nxt, prv, st = self._nxt, self._prv, self._st
         front = lane.front
         i = -1
         if after >= 0:
@@ -627,20 +693,20 @@ class LaneSet:
             return Ref.at(found), False
         return None, end == front
 
-    def browse_rear(self, lane: Lane, after: int, match: Callable[[bytes], bool] | None, lk_seq: int) -> Ref | None:
-        """:meth:`browse_front` for the rear list (after the front list and the chain)."""
+    def _browse_rear(self, lane: Lane, after: int, match: Callable[[bytes], bool] | None, lk_seq: int) -> Ref | None:
+        """:meth:`browse`'s walk of the rear list (after the front list and the chain)."""
         rear = lane.rear
-        last = self.prv[rear]
+        last = self._prv[rear]
         if last == rear or self._seq(last) <= after:
             return None
-        found, _ = self._scan(self.nxt[rear], after, match, lk_seq)
+        found, _ = self._scan(self._nxt[rear], after, match, lk_seq)
         return Ref.at(found) if found >= 0 else None
 
     def _scan(self, i: int, after: int, m: Callable[[bytes], bool] | None, lk_seq: int) -> tuple[int, int]:
         """Walk one list from slot ``i``: the first slot with seq > ``after`` that a handle
         whose lock is on ``lk_seq`` sees and ``m`` accepts, and the sentinel where the walk
         ended (-1 if it found one)."""
-        st, nxt = self.st, self.nxt
+        st, nxt = self._st, self._nxt
         passed = after < 0
         while i >= SENTINELS:
             if not passed:
@@ -658,117 +724,160 @@ class LaneSet:
     def before(self, ref: Ref) -> Ref | None:
         """The message before ``ref`` (in memory) in its list, None at its start: a browse
         cursor's hint when the message under it leaves."""
-        p = self.prv[ref.slot]
+        if CHECKS:
+            assert_held(self._mutex, "moving a cursor")
+        p = self._prv[ref.slot]
         return Ref.at(p) if p >= SENTINELS else None
 
-    def at(self, hint: Ref | None, seq: int) -> Ref | None:
+    def at(self, hint: Ref | None, seq: int, lk_seq: int) -> tuple[Ref | None, bool]:
         """The in-memory message ``hint`` names if it is still there with arrival number
-        ``seq`` (a browse cursor's check of its message), else None."""
+        ``seq`` (a browse cursor's check of its message), else None; and whether a handle
+        whose browse lock is on ``lk_seq`` (-1: none) sees it: available, or locked by that
+        very handle."""
+        if CHECKS:
+            assert_held(self._mutex, "checking a cursor")
         h = hint.slot if hint is not None else -1
-        if SENTINELS <= h < len(self.st) and not self.st[h] & REMOVED and self._seq(h) == seq:
-            return Ref.at(h)
-        return None
+        st = self._st
+        if SENTINELS <= h < len(st) and not st[h] & REMOVED and self._seq(h) == seq:
+            s = st[h]
+            return Ref.at(h), s < AVAILABLE_BELOW or (s & ~LANE_MASK == LOCKED and seq == lk_seq)
+        return None, False
 
     # -- one message changes (lock held) ------------------------------------------------------------
 
-    def take(self, ref: Ref) -> Lane | None:
-        """Take the message off the queue for good; return its lane, or None when its blob
+    def take(self, ref: Ref | Sequence[Ref]) -> Lane | None:
+        """Take the message off the queue for good, or a run of available in-memory messages
+        of one list (from :meth:`run_from`) in bulk; return its lane, or None when its blob
         was found damaged since it was found (its messages were counted out then)."""
-        self._check("taking a message")
-        slot = ref.slot
+        if CHECKS:
+            assert_held(self._mutex, "taking a message")
+        if type(ref) is not Ref:
+            return self._take_run(ref)  # type: ignore[arg-type]
+        r: Ref = ref
+        slot = r.slot
         if slot >= 0:
             return self._remove(slot)
-        blob = ref.blob
+        blob = r.blob
         assert blob is not None
         if blob.damaged:
             return None
-        assert blob.flags[ref.pos] != POS_REMOVED, f"blob {blob.blob_id}: position {ref.pos} removed twice"
-        blob.flags[ref.pos] = POS_REMOVED
-        blob.held.pop(ref.pos, None)
+        assert blob.flags[r.pos] != POS_REMOVED, f"blob {blob.blob_id}: position {r.pos} removed twice"
+        blob.flags[r.pos] = POS_REMOVED
+        blob.held.pop(r.pos, None)
         blob.live -= 1
-        lane = ref.lane
+        lane = r.lane
         assert lane is not None
         lane.swept -= 1
         if not blob.live:
             lane.chain.remove(blob)
-            self.emptied.append((lane, blob))
-            self.settle(lane)
+            self._emptied.append((lane, blob))
+            self._settle(lane)
         return lane
 
+    def take_emptied(self) -> list[tuple[Lane, SweptBlob]]:
+        """The blobs whose last message a take removed since the last call (they left their
+        chains then), with their lanes: the tier unlinks them in the store
+        (engine/tiering.py unlink_emptied_locked). The core forgets them. Every get asks: with
+        none (nearly always), the one empty list, which the caller must not change."""
+        if CHECKS:
+            assert_held(self._mutex, "taking the emptied blobs")
+        emptied = self._emptied
+        if emptied:
+            self._emptied = []
+        return emptied
+
     def _remove(self, i: int) -> Lane:
-        st = self.st
+        st = self._st
         s = st[i]
         assert not s & REMOVED, f"slot {i} removed twice"
         lane = self.lanes[s & LANE_MASK]
-        p = self.prv[i]
-        n = self.nxt[i]
-        self.nxt[p] = n
-        self.prv[n] = p
+        p = self._prv[i]
+        n = self._nxt[i]
+        self._nxt[p] = n
+        self._prv[n] = p
         if not s & HIDDEN:
             lane.ready -= 1
         lane.mem -= 1
-        if self.hi[i] & _BACK:
-            self.hi[i] &= ~_BACK
+        if self._hi[i] & _BACK:
+            self._hi[i] &= ~_BACK
             lane.back -= 1
         self.mem_bytes -= self._drop(i)
         st[i] = s | REMOVED
         self._release(i)
-        self.epoch += 1
+        self._epoch += 1
         return lane
 
-    def take_run(self, refs: Sequence[Ref]) -> Lane:
-        """:meth:`take` of a run of available in-memory messages of one list (from
-        :meth:`run_from`), in bulk; returns their lane."""
-        self._check("taking a run")
+    def _take_run(self, refs: Sequence[Ref]) -> Lane:
+        """:meth:`take` of a run."""
         slots = [r.slot for r in refs]
-        lane = self.lanes[self.st[slots[0]] & LANE_MASK]
+        lane = self.lanes[self._st[slots[0]] & LANE_MASK]
         self._detach(lane, slots)
         return lane
 
-    def hide(self, ref: Ref) -> None:
-        """A get under syncpoint: the message keeps its place, invisible, until commit
-        (:meth:`take`) or backout (:meth:`restore`)."""
-        self._check("hiding a message")
-        slot = ref.slot
-        if slot >= 0:
-            st = self.st
-            assert not st[slot] & (GOTTEN | UNCOMMITTED | REMOVED), f"slot {slot} hidden but not available"
-            st[slot] |= GOTTEN
-            self.lanes[st[slot] & LANE_MASK].ready -= 1
-            self.epoch += 1
-            return
-        blob = ref.blob
-        assert blob is not None and blob.flags[ref.pos] in (POS_LIVE, POS_LOCKED), "hidden but not live"
-        blob.flags[ref.pos] = POS_GOTTEN
-        blob.held[ref.pos] = ref
+    def mark(self, ref: Ref | Sequence[Ref], flag: int) -> None:
+        """The message keeps its place, invisible, marked with ``flag`` (engine/core/flags.py):
 
-    def hide_run(self, refs: Sequence[Ref]) -> None:
-        """:meth:`hide` of a run of available in-memory messages of one list."""
-        self._check("hiding a run")
-        st = self.st
+        * GOTTEN — a get under syncpoint, until commit (:meth:`take`) or backout
+          (:meth:`restore`); ``ref`` may also be a run of available in-memory messages of
+          one list (from :meth:`run_from`);
+        * LOCKED — a browse lock: invisible to every other handle, never swept, until
+          :meth:`unmark`;
+        * BATCHED — assigned to a transmission batch (an available in-memory message): no
+          get sees it and no sweep moves it (seed 003), until :meth:`unmark`."""
+        if CHECKS:
+            assert_held(self._mutex, "marking a message")
+        if type(ref) is not Ref:
+            self._hide_run(ref)  # type: ignore[arg-type]
+            return
+        r: Ref = ref
+        slot = r.slot
+        if slot >= 0:
+            st = self._st
+            if flag == GOTTEN:
+                assert not st[slot] & (GOTTEN | UNCOMMITTED | REMOVED), f"slot {slot} hidden but not available"
+                st[slot] |= GOTTEN
+                self.lanes[st[slot] & LANE_MASK].ready -= 1
+            else:
+                assert flag in (LOCKED, BATCHED), f"no mark {flag:#x}"
+                st[slot] |= flag
+            self._epoch += 1
+            return
+        blob = r.blob
+        assert blob is not None and flag != BATCHED, "only a message in memory joins a batch"
+        if flag == GOTTEN:
+            assert blob.flags[r.pos] in (POS_LIVE, POS_LOCKED), "hidden but not live"
+            blob.flags[r.pos] = POS_GOTTEN
+        else:
+            blob.flags[r.pos] = POS_LOCKED
+        blob.held[r.pos] = r
+
+    def _hide_run(self, refs: Sequence[Ref]) -> None:
+        """:meth:`mark` GOTTEN of a run of available in-memory messages of one list."""
+        st = self._st
         for r in refs:
             st[r.slot] |= GOTTEN
         self.lanes[st[refs[0].slot] & LANE_MASK].ready -= len(refs)
-        self.epoch += 1
+        self._epoch += 1
 
     def restore(self, ref: Ref, backout: bool) -> tuple[bytes, bool]:
-        """Undo :meth:`hide` in place (a backout), the backout count raised when
+        """Undo :meth:`mark` GOTTEN in place (a backout), the backout count raised when
         ``backout``; a browse lock its holder's get ended does not come back. Returns the
         message's record as it is now and whether it is in memory (False: back in its blob,
         or its blob was found damaged meanwhile)."""
-        self._check("restoring a message")
+        if CHECKS:
+            assert_held(self._mutex, "restoring a message")
         slot = ref.slot
         if slot >= 0:
-            st = self.st
+            st = self._st
             assert st[slot] & GOTTEN and not st[slot] & REMOVED, f"slot {slot} restored but not hidden"
             if backout:  # in place: the record keeps its length, and the index's key stays
                 loc = self._loc(slot)
-                arena = self.arena
+                arena = self._arena
                 count = arena.byte(loc, _OFF_BACKOUT) | (arena.byte(loc, _OFF_BACKOUT + 1) << 8)
                 arena.set_backout(loc, count + 1)
             st[slot] &= ~(GOTTEN | LOCKED)
             self.lanes[st[slot] & LANE_MASK].ready += 1
-            self.epoch += 1
+            self._epoch += 1
             return self._rec(slot), True
         blob = ref.blob
         assert blob is not None
@@ -785,39 +894,26 @@ class LaneSet:
             ref.rec = rec
         return rec, False
 
-    def commit_put(self, ref: Ref) -> bytes:
-        """A put under syncpoint is committed: it becomes visible where it stands. Returns
-        its record."""
-        self._check("committing a put")
+    def unmark(self, ref: Ref, flag: int) -> bytes:
+        """The message is visible again where it stands; returns its record. ``flag``:
+        UNCOMMITTED — a put under syncpoint is committed; LOCKED — a browse lock ends;
+        BATCHED — a released batch's message (in memory) is available again. (GOTTEN ends
+        with :meth:`take` or :meth:`restore`.)"""
+        if CHECKS:
+            assert_held(self._mutex, "unmarking a message")
         slot = ref.slot
-        st = self.st
-        assert st[slot] & UNCOMMITTED, f"slot {slot} committed but not uncommitted"
-        st[slot] &= ~UNCOMMITTED
-        self.lanes[st[slot] & LANE_MASK].ready += 1
-        self.epoch += 1
-        return self._rec(slot)
-
-    def lock(self, ref: Ref) -> None:
-        """A browse lock: the message stays in place, invisible to every other handle, and
-        is never swept."""
-        self._check("locking a message")
-        if ref.slot >= 0:
-            self.st[ref.slot] |= LOCKED
-            self.epoch += 1
-        else:
-            blob = ref.blob
-            assert blob is not None
-            blob.flags[ref.pos] = POS_LOCKED
-            blob.held[ref.pos] = ref
-
-    def unlock(self, ref: Ref) -> bytes:
-        """The end of a browse lock: the message is available where it stands. Returns its
-        record."""
-        self._check("unlocking a message")
-        if ref.slot >= 0:
-            self.st[ref.slot] &= ~LOCKED
-            self.epoch += 1
-            return self._rec(ref.slot)
+        if slot >= 0:
+            st = self._st
+            if flag == UNCOMMITTED:
+                assert st[slot] & UNCOMMITTED, f"slot {slot} committed but not uncommitted"
+                st[slot] &= ~UNCOMMITTED
+                self.lanes[st[slot] & LANE_MASK].ready += 1
+            else:
+                assert flag in (LOCKED, BATCHED), f"no mark {flag:#x}"
+                st[slot] &= ~flag
+            self._epoch += 1
+            return self._rec(slot)
+        assert flag == LOCKED, "only a browse lock holds a message in a blob"
         blob = ref.blob
         assert blob is not None
         blob.flags[ref.pos] = POS_LIVE
@@ -827,9 +923,11 @@ class LaneSet:
     def lock_is(self, ref: Ref, seq: int) -> bool:
         """Whether ``ref`` still names a message with arrival number ``seq`` that a browse
         lock holds (and no unit of work: a get under syncpoint ends the lock)."""
+        if CHECKS:
+            assert_held(self._mutex, "checking a browse lock")
         slot = ref.slot
         if slot >= 0:
-            st = self.st
+            st = self._st
             return (
                 slot < len(st)
                 and not st[slot] & REMOVED
@@ -839,71 +937,85 @@ class LaneSet:
         blob = ref.blob
         return blob is not None and not blob.damaged and blob.flag(ref.pos) == POS_LOCKED
 
-    def batched(self, ref: Ref) -> bool:
-        """Whether the message is in memory and assigned to a batch."""
-        return ref.slot >= 0 and self.st[ref.slot] & (BATCHED | REMOVED) == BATCHED
-
-    def assign(self, ref: Ref) -> None:
-        """Assign the available in-memory message to a transmission batch: it stays in place
-        but no get sees it and no sweep moves it (seed 003)."""
-        self._check("assigning a message to a batch")
-        self.st[ref.slot] |= BATCHED
-        self.epoch += 1
-
-    def release(self, ref: Ref) -> bytes:
-        """A released batch's message is available again where it stands; returns its record."""
-        self._check("releasing a batched message")
-        self.st[ref.slot] &= ~BATCHED
-        self.epoch += 1
-        return self._rec(ref.slot)
+    def _batched(self, ref: Ref) -> bool:
+        """Whether the message is in memory and assigned to a batch (the core's tests ask)."""
+        return ref.slot >= 0 and self._st[ref.slot] & (BATCHED | REMOVED) == BATCHED
 
     # -- the sweep (the walk without the lock; the rest with it) ----------------------------------
 
-    def begin_sweep(self) -> list[int]:
-        """A sweep begins: every lane sends new messages to its rear list, and freed slots and
-        arena blocks are held back until :meth:`end_sweep`. Returns each lane's in-memory
-        count, which bounds its rear run."""
-        self._check("beginning a sweep")
-        for lane in self.lanes:
-            lane.sweeping += 1
-        self._defer += 1
-        self.arena.defer()
-        self.sweep_epoch = self.epoch
-        return [lane.mem for lane in self.lanes]
-
-    def end_sweep(self) -> None:
-        """The sweep ended: lanes settle, and slots and blocks freed meanwhile are let go: the
-        slots as one list (:attr:`spare`), in O(1) under the lock, not one by one (a sweep of
-        100,000 messages freed as many, 1.4 ms of pushes in the hold that ended it)."""
-        self._check("ending a sweep")
+    def sweeping(self, on: bool) -> list[int] | None:
+        """A sweep begins (``on``): every lane sends new messages to its rear list, and freed
+        slots and arena blocks are held back until it ends; returns each lane's in-memory
+        count, which bounds its rear run. It ends (not ``on``): lanes settle, and slots and
+        blocks freed meanwhile are let go, the slots as one list (``_spare``), in O(1) under
+        the lock, not one by one (a sweep of 100,000 messages freed as many, 1.4 ms of pushes
+        in the hold that ended it); returns None."""
+        if CHECKS:
+            assert_held(self._mutex, "beginning or ending a sweep")
+        if on:
+            for lane in self.lanes:
+                lane.sweeping += 1
+            self._defer += 1
+            self._arena.defer()
+            self._sweep_epoch = self._epoch
+            return [lane.mem for lane in self.lanes]
         for lane in self.lanes:
             lane.sweeping -= 1
-            self.settle(lane)
+            self._settle(lane)
         self._defer -= 1
-        self.arena.release()
-        if not self._defer and self.deferred:
-            self.spare.append(self.deferred)
-            self.deferred = []
+        self._arena.release()
+        if not self._defer and self._deferred:
+            self._spare.append(self._deferred)
+            self._deferred = []
+        return None
 
-    def start_paging(self) -> None:
-        """The queue pages under its memory budget: new messages go to the rear lists."""
-        self._check("paging")
+    def paging(self, on: bool) -> None:
+        """The queue pages under its memory budget (``on``): new messages go to the rear
+        lists; or paging ends, and they take their usual place again."""
+        if CHECKS:
+            assert_held(self._mutex, "paging")
         for lane in self.lanes:
-            lane.sweeping += 1
+            if on:
+                lane.sweeping += 1
+            else:
+                lane.sweeping -= 1
+                self._settle(lane)
 
-    def stop_paging(self) -> None:
-        """Paging ends: new messages take their usual place again."""
-        self._check("paging")
-        for lane in self.lanes:
-            lane.sweeping -= 1
-            self.settle(lane)
+    def sweep_runs(
+        self, rear_limits: Sequence[int], choose: Callable[[list[int], list[int]], tuple[list[int], list[int]]]
+    ) -> list[tuple[Lane, list[int], array, list[int], array]]:
+        """The runs a sweep may move, chosen *without the lock* (see the module docstring):
+        the walk (:meth:`_sweep_walk`) counts each lane's sweepable front messages and finds
+        its rear list's sweepable head (at most ``rear_limits[lane]``); ``choose(sweepable,
+        rear lengths)`` (the sweeper's rule, engine/tiering.py) says how many of each lane's
+        front to keep and how many of its rear head to move. Returns, per lane from the
+        highest, (lane, its front run: the all-sweepable stretch at the list's tail after the
+        kept ones, the lengths of its records, its rear run, the lengths of its records). Only
+        a choice: :meth:`move_run` verifies it under the lock."""
+        fronts, rears, sweepable = self._sweep_walk(rear_limits)
+        kept, moved = choose(sweepable, [len(r) for r in rears])
+        out = []
+        for lane in reversed(self.lanes):
+            p = lane.priority
+            run: list[int] = []
+            remaining = kept[p]
+            for i in fronts[p]:
+                if self._sweepable(i):
+                    if remaining:
+                        remaining -= 1
+                    else:
+                        run.append(i)
+                elif run:
+                    run = []  # only the stretch after an unsweepable message can move
+            rear = rears[p][: moved[p]]
+            out.append((lane, run, self._run_sizes(run), rear, self._run_sizes(rear)))
+        return out
 
-    def sweep_walk(self, rear_limits: Sequence[int]) -> tuple[list[list[int]], list[list[int]], list[int]]:
-        """The sweeper's walk, without the lock (see the module docstring): each lane's front
-        list (all of its slots), its rear list's sweepable head (at most
-        ``rear_limits[lane]``) and the number of sweepable messages of its front list.
-        What it returns is only a choice: :meth:`verify_run` checks it under the lock."""
-        nxt, st = self.nxt, self.st  # whole arrays: growth makes new ones
+    def _sweep_walk(self, rear_limits: Sequence[int]) -> tuple[list[list[int]], list[list[int]], list[int]]:
+        """The sweeper's walk, without the lock: each lane's front list (all of its slots),
+        its rear list's sweepable head (at most ``rear_limits[lane]``) and the number of
+        sweepable messages of its front list."""
+        nxt, st = self._nxt, self._st  # whole arrays: growth makes new ones
         cap = len(nxt)
         fronts = []
         sweepable = []
@@ -927,19 +1039,19 @@ class LaneSet:
             rears.append(rear)
         return fronts, rears, sweepable
 
-    def sweepable(self, slot: int) -> bool:
+    def _sweepable(self, slot: int) -> bool:
         """Whether a slot the walk found may move (available now; verified again later)."""
-        return self.st[slot] < AVAILABLE_BELOW
+        return self._st[slot] < AVAILABLE_BELOW
 
     def snapshot(self, slots: Sequence[int]) -> list[bytes]:
         """The records of a run the walk chose, read without the lock: a slot emptied
-        meanwhile gives ``b""``, which fails :meth:`verify_run`. An item's record comes with
+        meanwhile gives ``b""``, which fails :meth:`move_run`'s check. An item's record comes with
         the item's encoding as its payload (engine/record.py ``with_payload``): what the
         blob will hold. An item ``encode`` cannot encode also gives ``b""``: that run stays
         in memory."""
-        st = self.st
+        st = self._st
         out = [b"" if st[i] & REMOVED else self._rec(i) for i in slots]
-        items = self.items
+        items = self._items
         if items is not None:
             for k, rec in enumerate(out):
                 if rec and rec[_OFF_FLAGS] & _HAS_ITEM:
@@ -948,7 +1060,7 @@ class LaneSet:
 
     def _encoded(self, rec: bytes, item: object) -> bytes:
         """``rec`` (an item's) with the item's encoding as its payload, or ``b""``."""
-        encode = self.encode
+        encode = self._encode
         if encode is None:
             return b""
         try:
@@ -956,49 +1068,83 @@ class LaneSet:
         except Exception:
             return b""
 
-    def run_sizes(self, slots: Sequence[int]) -> array:
-        """The length of each of a run's records (0 for one taken meanwhile), read without the
-        lock and without copying them (8 bytes a message): how a sweep cuts the run into
-        pieces of whole blobs, and what the budget counts a sweep would move (copying the
-        records to count them doubled memory for a moment)."""
-        st, arena = self.st, self.arena
+    def _run_sizes(self, slots: Sequence[int]) -> array:
+        """What each message of a run weighs in memory (0 for one taken meanwhile), read
+        without the lock and without copying a record (8 bytes a message): how a sweep cuts
+        the run into pieces of whole blobs, and what the budget counts a sweep would move
+        (copying the records to count them doubled memory for a moment). A record's length,
+        and for an item kept as an object (``sweepq.Queue``'s) the item's estimate too
+        (engine/sizes.py ``item_bytes``), whose encoding the sweep makes as it copies the
+        piece: an item's record is its header alone, and cut by those lengths one piece of
+        1 KiB items held 26,000 of them, 30 MB encoded at once while the items were held."""
+        st, arena, items = self._st, self._arena, self._items
         out = array("q", bytes(8 * len(slots)))
         for k, i in enumerate(slots):
             if not st[i] & REMOVED:
                 out[k] = arena.length(self._loc(i))
+                if items is not None:
+                    out[k] += item_bytes(items[i])
         return out
 
     def precheck_run(self, lane: Lane, slots: Sequence[int], recs: Sequence[bytes], at_head: bool) -> bool:
-        """Whether :meth:`verify_run` would pass the run, read *without* the lock by the sweep
+        """Whether :meth:`move_run`'s check would pass the run, read *without* the lock by the sweep
         about to link it (the walk's rules of the module docstring make the read safe). Its
-        answer is only as good as the moment: :meth:`verify_run` takes it under the lock when
+        answer is only as good as the moment: :meth:`move_run` takes it under the lock when
         nothing changed since the sweep's last hold (``prechecked``)."""
         return self._verify(lane, slots, recs, at_head) is None
 
-    def verify_run(
-        self, lane: Lane, slots: Sequence[int], recs: Sequence[bytes], at_head: bool, prechecked: bool = False
-    ) -> str | None:
-        """Why the run cannot move into its blob now (lock held), or None: every message
-        still available with the record that was written (a backout since raised its count),
-        the run still contiguous, and still at the end of its list that it leaves from (its
-        front's tail for a blob linked at the chain's head, its rear's head otherwise). The
-        reasons are the sweep's abort reasons (seed 003: removed, gotten, locked,
-        batch_changed; moved).
+    def move_run(
+        self,
+        lane: Lane,
+        slots: Sequence[int],
+        recs: Sequence[bytes],
+        blob: SweptBlob | None,
+        at_head: bool,
+        prechecked: bool,
+        link: Callable[[], str | None],
+    ) -> tuple[str | None, int]:
+        """Move a run the sweep wrote into ``blob`` out of memory (lock held): verify it, then
+        ``link()`` (the store's write that links the blob into its chain, the move's commit
+        point; it returns an abort reason or None), then take the run off the lane and put
+        the blob in the chain, at its head or tail. Returns (why the run could not move, or
+        None; how many of its messages had come back from a blob before: the adaptive
+        rule's re-sweeps). ``blob`` None: its records could not be indexed (a slot emptied
+        after the choice), "removed" unless the check names another reason.
+
+        The check: every message still available with the record that was written (a
+        backout since raised its count), the run still contiguous, and still at the end of
+        its list that it leaves from (its front's tail for a blob linked at the chain's
+        head, its rear's head otherwise). The reasons are the sweep's abort reasons (seed
+        003: removed, gotten, locked, batch_changed; moved).
 
         ``prechecked``: :meth:`precheck_run` passed the run after the sweep's last hold of
-        the lock (its begin, or its last detach). When ``epoch`` has not moved since that
+        the lock (its begin, or its last move). When ``_epoch`` has not moved since that
         hold, no message in memory changed but by appends at the end of a list, which no
         run depends on (while a sweep runs, appends go to the rear lists, behind a rear
-        run's head), so the precheck's answer stands and the hold is O(1); any change since
+        run's head), so the precheck's answer stands and the check is O(1); any change since
         sends the run through the whole check again, here."""
-        self._check("verifying a sweep")
-        if prechecked and self.epoch == self.sweep_epoch:
-            return None
-        return self._verify(lane, slots, recs, at_head)
+        if CHECKS:
+            assert_held(self._mutex, "moving a swept run")
+        reason = None if prechecked and self._epoch == self._sweep_epoch else self._verify(lane, slots, recs, at_head)
+        if reason is None and blob is None:
+            reason = "removed"
+        if reason is None:
+            reason = link()
+        if reason is not None:
+            return reason, 0
+        assert blob is not None  # else "removed" above
+        again = self._detach(lane, slots)
+        lane.swept += len(slots)
+        if at_head:
+            lane.chain.appendleft(blob)
+        else:
+            lane.chain.append(blob)
+        self._sweep_epoch = self._epoch  # the end of this hold of the sweep: see above
+        return None, again
 
     def _verify(self, lane: Lane, slots: Sequence[int], recs: Sequence[bytes], at_head: bool) -> str | None:
-        """:meth:`verify_run`'s whole check, O(run)."""
-        st, nxt, prv, arena = self.st, self.nxt, self.prv, self.arena
+        """:meth:`move_run`'s whole check, O(run)."""
+        st, nxt, prv, arena = self._st, self._nxt, self._prv, self._arena
         prev = -1
         for i, rec in zip(slots, recs, strict=True):
             s = st[i]
@@ -1017,26 +1163,12 @@ class LaneSet:
             return None if nxt[slots[-1]] == lane.front else "moved"
         return None if prv[slots[0]] == lane.rear else "moved"
 
-    def detach_to(self, lane: Lane, slots: Sequence[int], blob: SweptBlob, at_head: bool) -> int:
-        """The verified run is in ``blob`` in the store: take it off the lane and put the
-        blob in the chain, at its head or tail. Returns how many of its messages had come
-        back from a blob before (the adaptive rule's re-sweeps)."""
-        self._check("detaching a swept run")
-        again = self._detach(lane, slots)
-        lane.swept += len(slots)
-        if at_head:
-            lane.chain.appendleft(blob)
-        else:
-            lane.chain.append(blob)
-        self.sweep_epoch = self.epoch  # the end of this hold of the sweep: see verify_run
-        return again
-
     def _detach(self, lane: Lane, slots: Sequence[int]) -> int:
         """Take a contiguous run of available messages off ``lane``; returns how many had come
         back from a blob."""
         assert slots, "an empty run"
-        st, hi = self.st, self.hi
-        nxt, prv = self.nxt, self.prv
+        st, hi = self._st, self._hi
+        nxt, prv = self._nxt, self._prv
         p = prv[slots[0]]
         n = nxt[slots[-1]]
         nxt[p] = n
@@ -1055,19 +1187,8 @@ class LaneSet:
         lane.mem -= k
         lane.ready -= k
         self.mem_bytes -= nbytes
-        self.epoch += 1
+        self._epoch += 1
         return again
-
-    @staticmethod
-    def survivors(blob: SweptBlob, records: list[bytes]) -> tuple[list[bytes], list[int] | None, int]:
-        """What of ``blob`` comes back when it is unswept: its live records (with the backout
-        counts raised while swept), their positions in the blob (None: all of them), and
-        their bytes. Pure: the caller writes what the store needs, then :meth:`splice_blob`."""
-        if blob.live == blob.count and not blob.bumps and not blob.flags.any():
-            return records, None, blob.raw_bytes
-        positions = [p for p, f in enumerate(blob.flags.tolist()) if f != POS_REMOVED]
-        live = [blob.record(records, p) for p in positions]
-        return live, positions, sum(map(len, live))
 
     def splice_blob(
         self, lane: Lane, blob: SweptBlob, live: list[bytes], positions: list[int] | None, nbytes: int
@@ -1077,7 +1198,8 @@ class LaneSet:
         lock holds comes back hidden or locked, and its ref moves to its new slot. When it
         was the last blob, the rear list joins the front. Returns the first available
         message from the first that came back to the end of the front list, or None."""
-        self._check("unsweeping")
+        if CHECKS:
+            assert_held(self._mutex, "unsweeping")
         assert lane.chain and lane.chain[0] is blob, "only the chain's first blob comes back"
         held = blob.held
         state = lane.priority
@@ -1088,14 +1210,14 @@ class LaneSet:
                 f = blob.flag(positions[k])  # type: ignore[index]  # positions are given with held ones
                 s = state | (GOTTEN if f == POS_GOTTEN else LOCKED if f == POS_LOCKED else 0)
             i = self._append(lane, lane.front, rec, s)
-            self.hi[i] |= _BACK
+            self._hi[i] |= _BACK
             if first < 0:
                 first = i
             if s != state:
                 ref = held.pop(positions[k])  # type: ignore[index]
                 ref.slot, ref.blob, ref.lane, ref.pos, ref.rec = i, None, None, -1, b""
         lane.back += len(live)
-        self.epoch += 1  # appended to the front list, where a front run must be the tail
+        self._epoch += 1  # appended to the front list, where a front run must be the tail
         assert not held, f"blob {blob.blob_id}: a held position was neither gotten nor locked"
         blob.unswept = True
         if blob.prefetch is not None or blob.loaded is not None:
@@ -1104,10 +1226,10 @@ class LaneSet:
         blob.prefetch = None
         lane.chain.popleft()
         lane.swept -= len(live)
-        self.settle(lane)  # the last blob back: the rear list joins the front
+        self._settle(lane)  # the last blob back: the rear list joins the front
         if first < 0:
             return None
-        st, nxt, i = self.st, self.nxt, first
+        st, nxt, i = self._st, self._nxt, first
         while i != lane.front:
             if st[i] < AVAILABLE_BELOW:
                 return Ref.at(i)
@@ -1117,22 +1239,23 @@ class LaneSet:
     def quarantine(self, lane: Lane, blob: SweptBlob) -> int:
         """A damaged blob leaves the chain (kept in the store for inspection); every other
         blob of the queue stays reachable. Returns the messages it took with it."""
-        self._check("quarantining a blob")
+        if CHECKS:
+            assert_held(self._mutex, "quarantining a blob")
         if blob not in lane.chain:
             return 0  # another get got here first
         lane.chain.remove(blob)
         lane.swept -= blob.live
         blob.damaged = True
         blob.held.clear()
-        self.settle(lane)
+        self._settle(lane)
         return blob.live
 
-    def settle(self, lane: Lane) -> None:
+    def _settle(self, lane: Lane) -> None:
         """Once the chain is empty and nothing sends messages to the rear (no sweep runs, the
         queue does not page), the rear list joins the front (invariant 1)."""
         if lane.chain or lane.sweeping:
             return
-        nxt, prv = self.nxt, self.prv
+        nxt, prv = self._nxt, self._prv
         r = lane.rear
         first = nxt[r]
         if first == r:
@@ -1145,7 +1268,7 @@ class LaneSet:
         nxt[last] = f
         prv[f] = last
         nxt[r] = prv[r] = r
-        self.epoch += 1
+        self._epoch += 1
 
     # -- housekeeping (once an interval, the sweeper) -----------------------------------------------
 
@@ -1160,39 +1283,40 @@ class LaneSet:
         memory, in order: it runs only when no ref holds a slot, that is with no message
         hidden (a unit of work holds it), batched or locked, and only when the arrays are
         over 8 times what is in memory."""
-        self._check("shrinking")
+        if CHECKS:
+            assert_held(self._mutex, "shrinking")
         if self._defer:
             return False
-        self.arena.trim()
+        self._arena.trim()
         self._compact()
-        count = self.count
-        cap = len(self.nxt)
+        count = sum(lane.mem for lane in self.lanes)
+        cap = len(self._nxt)
         if cap <= _SHRINK_ABOVE or count * 8 > cap:
             return False
         if any(lane.mem != lane.ready for lane in self.lanes):
             return False  # hidden messages: a unit of work holds their slots
-        st = self.st
+        st = self._st
         order = [(s, list(self._walk(s))) for lane in self.lanes for s in (lane.front, lane.rear)]
         if any(st[i] & (BATCHED | LOCKED) for _, slots in order for i in slots):
             return False  # a batch or a browse lock holds these slot numbers
-        old_st, old_loc, old_hi, old_items = st, self.loc, self.hi, self.items
+        old_st, old_loc, old_hi, old_items = st, self._low, self._hi, self._items
         self._reset(max(_INITIAL, 1 << (2 * count + SENTINELS).bit_length()))
         j = SENTINELS
         for s, slots in order:
             prev = s
             for i in slots:
-                self.st[j] = old_st[i]
-                self.loc[j] = old_loc[i]
-                self.hi[j] = old_hi[i]
+                self._st[j] = old_st[i]
+                self._low[j] = old_loc[i]
+                self._hi[j] = old_hi[i]
                 if old_items is not None:
-                    self.items[j] = old_items[i]  # type: ignore[index]  # _reset made it with the arrays
-                self.prv[j] = prev
-                self.nxt[prev] = j
+                    self._items[j] = old_items[i]  # type: ignore[index]  # _reset made it with the arrays
+                self._prv[j] = prev
+                self._nxt[prev] = j
                 prev = j
                 j += 1
-            self.nxt[prev] = s
-            self.prv[s] = prev
-        self.free_head = j if j < len(self.nxt) else -1  # the lowest slots are taken now
+            self._nxt[prev] = s
+            self._prv[s] = prev
+        self._free_head = j if j < len(self._nxt) else -1  # the lowest slots are taken now
         if self.index is not None:  # the slots were renumbered
             self.index.clear()
             for i in range(SENTINELS, j):
@@ -1202,22 +1326,30 @@ class LaneSet:
     def _compact(self) -> None:
         """Move the records of mostly-dead arena blocks to the current one, when over half of
         what the arena holds is dead (slots stay; only their locations change)."""
-        arena = self.arena
+        arena = self._arena
         if not arena.fragmented():
             return
         for i in self._in_memory():
             loc = self._loc(i)
             if arena.sparse(loc):
                 new = arena.move(loc)
-                self.loc[i] = new & _LOW32
-                self.hi[i] = ((new >> 32) << 1) | (self.hi[i] & _BACK)
-                self.epoch += 1
+                self._low[i] = new & _LOW32
+                self._hi[i] = ((new >> 32) << 1) | (self._hi[i] & _BACK)
+                self._epoch += 1
 
     # -- reading --------------------------------------------------------------------------------------
 
+    def set_encoder(self, encode: Callable[[object], bytes]) -> None:
+        """The queue takes items ("Items" in the module docstring): ``encode`` turns one into
+        the bytes a sweep writes to its blob."""
+        if CHECKS:
+            assert_held(self._mutex, "setting the encoder")
+        self._encode = encode
+
     def set_index(self, index: SlotIndex | None) -> None:
         """Install ``index`` (None: none), filled with every message in memory."""
-        self._check("indexing")
+        if CHECKS:
+            assert_held(self._mutex, "indexing")
         if index is not None:
             for i in self._in_memory():
                 index.add(i, self._rec(i))
@@ -1225,7 +1357,7 @@ class LaneSet:
 
     def _walk(self, sentinel: int) -> Iterator[int]:
         """The slots of one list in order (under the lock)."""
-        nxt = self.nxt
+        nxt = self._nxt
         i = nxt[sentinel]
         while i != sentinel:
             j = nxt[i]  # read first: the caller may remove i
@@ -1238,20 +1370,20 @@ class LaneSet:
             yield from self._walk(lane.front)
             yield from self._walk(lane.rear)
 
-    def records(self, lane: Lane, rear: bool = False) -> list[bytes]:
+    def _records(self, lane: Lane, rear: bool = False) -> list[bytes]:
         """The records of ``lane``'s front (or rear) list in order (inspection and tests)."""
         return [self._rec(i) for i in self._walk(lane.rear if rear else lane.front)]
 
-    def in_memory(self) -> Iterator[tuple[Ref, bytes]]:
+    def _messages(self) -> Iterator[tuple[Ref, bytes]]:
         """Every in-memory message in get order, as (ref, record): lanes 9..0, each front
         then rear."""
         for i in self._in_memory():
             yield Ref.at(i), self._rec(i)
 
-    def persistent_records(self, lane: Lane) -> list[bytes]:
+    def _persistent_records(self, lane: Lane) -> list[bytes]:
         """The persistent records of ``lane`` in memory, front list then rear list, but for
         uncommitted puts (those have no durable record yet): what a checkpoint lists."""
-        st = self.st
+        st = self._st
         return [
             self._rec(i)
             for sentinel in (lane.front, lane.rear)
@@ -1261,7 +1393,9 @@ class LaneSet:
 
     def any_hidden(self) -> bool:
         """Whether a unit of work holds any message (in memory, or in a blob)."""
-        st = self.st
+        if CHECKS:
+            assert_held(self._mutex, "looking for hidden messages")
+        st = self._st
         return any(st[i] & HIDDEN for i in self._in_memory()) or any(
             (b.flags == POS_GOTTEN).any() for lane in self.lanes for b in lane.chain
         )
@@ -1279,9 +1413,11 @@ class LaneSet:
         by refs that name it.
 
         :raises AssertionError: naming the first invariant broken."""
-        nxt, prv, st = self.nxt, self.prv, self.st
+        if CHECKS:
+            assert_held(self._mutex, "checking the core")
+        nxt, prv, st = self._nxt, self._prv, self._st
         cap = len(nxt)
-        assert len(prv) == len(st) == len(self.loc) == len(self.hi) == cap, "arrays of different lengths"
+        assert len(prv) == len(st) == len(self._low) == len(self._hi) == cap, "arrays of different lengths"
         linked: set[int] = set()
         mem_bytes = 0
         for lane in self.lanes:
@@ -1292,17 +1428,17 @@ class LaneSet:
             assert lane.mem == mem, f"lane {lane.priority}: mem {lane.mem} but {mem} linked"
             assert lane.ready == ready, f"lane {lane.priority}: ready {lane.ready} but {ready} visible"
             assert lane.back == back, f"lane {lane.priority}: back {lane.back} but {back} marked"
-            assert not mem or self.mask & lane.bit, f"lane {lane.priority} holds messages, its mask bit is clear"
+            assert not mem or self._mask & lane.bit, f"lane {lane.priority} holds messages, its mask bit is clear"
             assert lane.sweeping >= 0, f"lane {lane.priority}: sweeping {lane.sweeping}"
             if not lane.chain and not lane.sweeping:
                 assert nxt[lane.rear] == lane.rear, f"lane {lane.priority}: rear list without chain or sweep"
             self._check_chain(lane)
         assert mem_bytes == self.mem_bytes, f"mem_bytes {self.mem_bytes} but the records hold {mem_bytes}"
-        free = list(self.deferred)
-        for part in self.spare:
+        free = list(self._deferred)
+        for part in self._spare:
             assert part, "an empty list of spare slots"
             free += part
-        i = self.free_head
+        i = self._free_head
         while i >= 0 and len(free) <= cap:
             free.append(i)
             i = nxt[i]
@@ -1310,7 +1446,7 @@ class LaneSet:
         assert not linked & set(free), "a linked slot is also free"
         assert len(linked) + len(free) == cap - SENTINELS, "slots neither linked nor free"
         assert all(st[i] & REMOVED for i in free), "a free slot is not REMOVED"
-        arena = self.arena
+        arena = self._arena
         live = sum(arena.footprint(self._loc(i)) for i in linked)
         assert live == sum(arena.live), f"the arena holds {sum(arena.live)} live bytes, the slots' records {live}"
         if self.index is not None:
@@ -1324,7 +1460,7 @@ class LaneSet:
 
     def _check_list(self, lane: Lane, s: int, linked: set[int], counts: list[int]) -> int:
         """Walk one list, checking links and slots; add to ``counts``; return its bytes."""
-        nxt, prv, st = self.nxt, self.prv, self.st
+        nxt, prv, st = self._nxt, self._prv, self._st
         nbytes = 0
         i, prev = nxt[s], s
         steps = 0
@@ -1337,10 +1473,10 @@ class LaneSet:
             assert state & LANE_MASK == lane.priority, f"slot {i} in lane {lane.priority} says lane {state & 15}"
             assert not state & REMOVED and state <= 0x1FF, f"slot {i}: bad state {state:#x}"
             linked.add(i)
-            nbytes += self.arena.length(self._loc(i))
+            nbytes += self._arena.length(self._loc(i))
             counts[0] += 1
             counts[1] += not state & HIDDEN
-            counts[2] += self.hi[i] & _BACK
+            counts[2] += self._hi[i] & _BACK
             prev, i = i, nxt[i]
         assert prv[s] == prev, f"sentinel {s}: prv {prv[s]} but the list ends at {prev}"
         return nbytes
@@ -1369,20 +1505,30 @@ class LaneSet:
 
     # -- bulk reading (the checkpoint) ----------------------------------------------------------------
 
-    def persistent_heads(self, lane: Lane, width: int) -> tuple[bytes, int]:
-        """The first ``width`` bytes of each record :meth:`persistent_records` gives (zero-padded
+    def persistent(self, lane: Lane, width: int) -> list[bytes] | tuple[bytes, int]:
+        """The persistent records of ``lane`` in memory, front list then rear list, but for
+        uncommitted puts (those have no durable record yet): what a checkpoint lists. With
+        ``width`` 0, the records; else only their first ``width`` bytes (zero-padded where one
+        is shorter), back to back, and how many: what a checkpoint reads of a lane
+        (engine/durable/ledger.py), without a copy of every record."""
+        if CHECKS:
+            assert_held(self._mutex, "listing persistent records")
+        return self._persistent_heads(lane, width) if width else self._persistent_records(lane)
+
+    def _persistent_heads(self, lane: Lane, width: int) -> tuple[bytes, int]:
+        """The first ``width`` bytes of each record :meth:`_persistent_records` gives (zero-padded
         where one is shorter), back to back, and how many: what a checkpoint reads of a lane
         (engine/durable/ledger.py), without a copy of every record."""
         out = bytearray(width * lane.mem)
         at = 0
         for sentinel in (lane.front, lane.rear):
-            i = self.nxt[sentinel]
+            i = self._nxt[sentinel]
             while i != sentinel:
-                s = self.st[i]
+                s = self._st[i]
                 if not s & UNCOMMITTED and self._flags(i) & _PERSISTENT:
-                    self.arena.head((self.hi[i] >> 1) * _HI_UNIT | self.loc[i], out, at, width)
+                    self._arena.head((self._hi[i] >> 1) * _HI_UNIT | self._low[i], out, at, width)
                     at += width
-                i = self.nxt[i]
+                i = self._nxt[i]
         return bytes(memoryview(out)[:at]), at // width if width else 0
 
 

@@ -1,8 +1,8 @@
 """A queue's lock, and the check that the lock rule is kept (docs/design.md, "The lock rule").
 
-The rule is written once, in engine/queue.py. Every function that needs a queue's lock says
-so in its name (``*_locked``) or belongs to the core, whose every method needs it
-(engine/core/lanes.py says which few do not). Names alone do not stop a call without the
+The rule is written once, in engine/queue.py ("The lock rule"). Every function that needs a
+queue's lock says so in its name (``*_locked``) or belongs to the core, whose every method
+needs it but the three that rule names (engine/core/lanes.py ``UNLOCKED``). Names alone do not stop a call without the
 lock, so the rule is also *checked*: with checks on, a :class:`QueueLock` knows which thread
 holds it, and each function that needs it starts with ``assert_held(lock)``. A call made
 without the lock then fails a test at once, instead of racing in production.

@@ -14,7 +14,9 @@ record is read back. The refs that hold a position (GOTTEN or LOCKED) are kept i
 when the blob comes back, the core moves each of them to the message's new slot
 (engine/core/lanes.py :meth:`~sweepq.engine.core.lanes.LaneSet.splice_blob`).
 
-Only the core (engine/core/) changes a blob's flags, ``live``, ``held`` and ``bumps``.
+Only the core (engine/core/) writes a blob's fields: code outside it calls the methods here
+(:meth:`SweptBlob.recovered`, :meth:`SweptBlob.keep`, ...; tests/test_core_door.py holds
+that).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ _M2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _M3 = np.uint64(0x165667B19E3779F9)
 
 
-def _hash_rows(ids: bytes, n: int) -> np.ndarray:
+def hash_rows(ids: bytes, n: int) -> np.ndarray:
     """16-bit hashes of ``n`` 24-byte identifiers packed back to back (vectorised)."""
     w = np.frombuffer(ids, dtype="<u8").reshape(n, 3)
     with np.errstate(over="ignore"):
@@ -56,7 +58,7 @@ def _hash_rows(ids: bytes, n: int) -> np.ndarray:
 
 def hash16(value: bytes) -> int:
     """The 16-bit index hash of one 24-byte identifier (the same function, vectorised above)."""
-    return int(_hash_rows(value, 1)[0])
+    return int(hash_rows(value, 1)[0])
 
 
 _H_CORREL_NONE = hash16(CORRELID_NONE)
@@ -96,7 +98,7 @@ def index_of(buf: np.ndarray, starts: np.ndarray, ids: bytes, record_at: Callabl
     (24 bytes each); ``record_at(i)`` gives the i-th record, asked only for the rare ones
     that carry a CorrelId or a group."""
     n = len(starts)
-    h_msg = _hash_rows(ids, n)
+    h_msg = hash_rows(ids, n)
     flags = buf[starts + record.OFF_FLAGS]
     seq_bytes = buf[starts[:, None] + np.arange(record.OFF_SEQ, record.OFF_SEQ + 8)]
     seqs = np.ascontiguousarray(seq_bytes).view("<u8").reshape(n)
@@ -167,6 +169,68 @@ class SweptBlob:
         self.loaded: list[bytes] | None = None
         self.unswept = False
         self.damaged = False  # found damaged and taken out of the chain
+
+    @classmethod
+    def recovered(
+        cls,
+        blob_id: int,
+        raw_bytes: int,
+        check: int | None,
+        index: Index,
+        alive: np.ndarray,
+        bumps: dict[int, int] | None,
+    ) -> SweptBlob:
+        """A blob as recovery found it in the store (engine/durable/recovery.py): its
+        positions where ``alive`` is False already REMOVED, and ``bumps`` the backout counts
+        raised while it was swept (position -> count added)."""
+        blob = cls(blob_id, raw_bytes, 0, check, index)
+        blob.drop_dead(alive)
+        blob.bumps = bumps or None
+        return blob
+
+    @classmethod
+    def placeholder(cls, blob_id: int, ids: list[bytes], seqs: np.ndarray, check: int) -> SweptBlob:
+        """A damaged blob indexed from its manifest's record ids alone (recovery), whose
+        messages' arrival numbers are ``seqs`` (0 where not known). With any unknown its range
+        is 0..0 until :meth:`assume_seqs` places it."""
+        blob = cls(blob_id, 0, 0, check, (hash_rows(b"".join(ids), len(ids)), None, None, seqs))
+        if not seqs.all():
+            blob.seq_min = blob.seq_max = 0
+        return blob
+
+    def assume_seqs(self, seq: int) -> None:
+        """A placeholder whose arrival numbers are unknown takes ``seq`` as its range, so that
+        its lane's own records stay on the right side of it (recovery)."""
+        self.seq_min = self.seq_max = seq
+
+    def drop_dead(self, alive: np.ndarray) -> None:
+        """The positions where ``alive`` is False are REMOVED (recovery, before the blob joins
+        a chain: no ref holds any of them)."""
+        dead = np.flatnonzero(~alive)
+        if len(dead):
+            self.flags[dead] = REMOVED
+            self.live -= len(dead)
+
+    def reading(self, fut: Future[list[bytes]] | None) -> None:
+        """``fut`` reads the records ahead (engine/tiering.py); None: a read-ahead that failed
+        is forgotten, and the next get reads the blob itself."""
+        self.prefetch = fut
+
+    def keep(self, records: list[bytes] | None) -> None:
+        """The decoded records are kept while the blob is in the queue's cache of decoded
+        blobs (None: it left the cache)."""
+        self.loaded = records
+
+    def survivors(self, records: list[bytes]) -> tuple[list[bytes], list[int] | None, int]:
+        """What of this blob comes back when it is unswept: its live records (with the backout
+        counts raised while swept), their positions in the blob (None: all of them), and
+        their bytes. Pure: the caller writes what the store needs, then the core splices them
+        (LaneSet.splice_blob)."""
+        if self.live == self.count and not self.bumps and not self.flags.any():
+            return records, None, self.raw_bytes
+        positions = [p for p, f in enumerate(self.flags.tolist()) if f != REMOVED]
+        live = [self.record(records, p) for p in positions]
+        return live, positions, sum(map(len, live))
 
     def records(self) -> list[bytes] | None:
         """The decoded records if they are at hand (read, or read ahead successfully), else

@@ -38,7 +38,7 @@ def gather(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
 
 def seqs_and_msg_ids(heads: bytes, n: int, ident: record.Identity) -> tuple[np.ndarray, np.ndarray]:
     """The arrival numbers (u64) and MsgIds (24 bytes each, a ``V24`` array) of ``n`` records
-    given by their first :data:`HEADS` bytes back to back (LaneSet.persistent_heads):
+    given by their first :data:`HEADS` bytes back to back (LaneSet.persistent):
     Identity.msg_id for every record at once (a record's own MsgId, else the one made of its
     number)."""
     rows = np.frombuffer(heads, np.uint8).reshape(n, HEADS)

@@ -50,7 +50,7 @@ from sweepq.blobstore.format import ids_check
 
 from .. import record
 from ..constants import Reason
-from ..core.swept import REMOVED, SweptBlob, _hash_rows, index_of
+from ..core.swept import SweptBlob, index_of
 from ..errors import MQError
 from ..queue import QueueAttributes, check_name
 from .layout import (
@@ -395,12 +395,7 @@ class _Recovery:
             except StoreError:
                 pass  # nothing live in it: the next open finds it empty again
             return None, seq, _NO_SEQS
-        blob = SweptBlob(blob_id, int(lens[alive].sum()), 0, records.check, index)
-        dead = np.flatnonzero(~alive)
-        if len(dead):
-            blob.flags[dead] = REMOVED
-            blob.live -= len(dead)
-        blob.bumps = bumps or None
+        blob = SweptBlob.recovered(blob_id, int(lens[alive].sum()), records.check, index, alive, bumps)
         return blob, seq, seqs[alive]
 
     def _placeholder(self, q: LocalQueue, lane: int, blob_id: int) -> tuple[SweptBlob | None, int, np.ndarray]:
@@ -427,10 +422,7 @@ class _Recovery:
             alive &= ~((seqs > 0) & in_ascending(seqs, removed))
         if not alive.any():
             return None, seq, _NO_SEQS
-        dead = np.flatnonzero(~alive)
-        if len(dead):
-            blob.flags[dead] = REMOVED
-            blob.live -= len(dead)
+        blob.drop_dead(alive)
         return blob, seq, held[np.isin(held, seqs[alive])]
 
     def _manifest_ids(self, blob_id: int) -> list[bytes]:
@@ -740,10 +732,7 @@ def _placeholder(blob_id: int, ids: list[bytes]) -> tuple[SweptBlob | None, int,
         return None, 0, _NO_SEQS
     n = len(ids)
     seqs = _seqs_of(ids)
-    index = (_hash_rows(b"".join(ids), n), None, None, seqs)
-    blob = SweptBlob(blob_id, 0, 0, ids_check(ids), index)
-    if not seqs.all():
-        blob.seq_min = blob.seq_max = 0  # unknown: see _place_placeholders
+    blob = SweptBlob.placeholder(blob_id, ids, seqs, ids_check(ids))  # unknown numbers: _place_placeholders
     return blob, int(seqs.max()) if n else 0, seqs[seqs > 0]
 
 
@@ -762,4 +751,4 @@ def _place_placeholders(blobs: list[SweptBlob]) -> None:
             continue
         later = next((b.seq_min for b in blobs[k + 1 :] if b.seq_min), 0)
         earlier = next((b.seq_max for b in reversed(blobs[:k]) if b.seq_max), 0)
-        blob.seq_min = blob.seq_max = later or earlier
+        blob.assume_seqs(later or earlier)

@@ -123,12 +123,10 @@ def walk_locked(q: LocalQueue, m: Match, pinned: dict, after=None):
     for lane in reversed(ls.lanes):
         if not (lane.mem or lane.chain):
             continue
-        yield from ls.available(lane, False, m, after)
-        for hit in ls.chain_hits(lane, m, pinned, after):
+        for hit in ls.hits(lane, m, pinned, after):
             yield hit
             if type(hit) is Need:
                 return
-        yield from ls.available(lane, True, m, after)
 
 
 def pin(pinned: dict, need: Need) -> None:
@@ -157,10 +155,7 @@ def members_locked(q: LocalQueue, gid: bytes, pinned: dict, enough=None):
     ls = q.lanes
     index = ls.index
     if index is not None and index.kind == IndexType.GROUP_ID:
-        found: list = ls.indexed_available(gid)  # (ref, rec)s, and a Need
-        for lane in ls.lanes:
-            if lane.chain:
-                found += ls.chain_hits(lane, m, pinned)
+        found: list = ls.indexed_hits(gid, m, pinned)  # (ref, rec)s, and a Need
     else:
         found = walk_locked(q, m, pinned)
     out: dict[int, dict[int, tuple]] = {}
