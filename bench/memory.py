@@ -281,6 +281,17 @@ DRAIN_KINDS = {
 }
 DRAIN_BATCHES = (1, 100, 5000)  # gets of one, and get_many of these
 DRAIN_RUNS = len(DRAIN_KINDS) * len(DRAIN_BATCHES) * 2  # each with and without MALLOC_ARENA_MAX=1
+
+
+def drain_cases(quick: bool) -> list[tuple[str, int, bool]]:
+    """(kind, batch, one arena) of each fill and drain a run makes: all :data:`DRAIN_RUNS`,
+    or with ``quick`` the largest batch of each kind with glibc's arenas as they are (the
+    worst case of the full run, in a CI-sized run: each case is a fresh subprocess)."""
+    batches = DRAIN_BATCHES[-1:] if quick else DRAIN_BATCHES
+    arenas = (False,) if quick else (False, True)
+    return [(kind, batch, arena) for kind in DRAIN_KINDS for batch in batches for arena in arenas]
+
+
 GOAL_BOUND = 1.15  # peak resident memory <= 1.15 x (budget + baseline): issue 32 item 5, issue 30
 
 

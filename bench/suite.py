@@ -786,35 +786,34 @@ def fill_and_drain_rows(o: BenchOptions, report: Report, step) -> list[dict]:
     a backlog of ``queue_backlog_factor`` times ``queue_budget`` by two producers, then got
     back in gets of each of ``DRAIN_BATCHES``, through a ``QueueManager`` and through
     ``sweepq.Queue`` with object items, each with and without ``MALLOC_ARENA_MAX=1``, each
-    in a fresh subprocess run one at a time."""
+    in a fresh subprocess run one at a time (``--quick``: the cases of ``drain_cases``)."""
     from sweepq.engine.sizes import format_size
 
-    from .memory import DRAIN_BATCHES, DRAIN_KINDS, GOAL_BOUND, fill_and_drain
+    from .memory import DRAIN_KINDS, GOAL_BOUND, drain_cases, fill_and_drain
 
     backlog = int(o.queue_budget * o.queue_backlog_factor)
     figs = []
-    for kind, label in DRAIN_KINDS.items():
-        for batch in DRAIN_BATCHES:
-            for arena in (False, True):
-                f = fill_and_drain(kind, o.queue_budget, backlog, batch, arena)
-                figs.append(f)
-                step()
-                fill, drain = f["fill"], f["drain"]
-                bound = f["budget"] + f["baseline"]
-                worst = max(fill["ratio"], drain["ratio"])
-                over = fill["samples_over"] + drain["samples_over"]
-                gets = "get" if batch == 1 else f"get_many({batch:,})"
-                report.row(
-                    "memory",
-                    f"{label}: {format_size(backlog)} ({o.queue_backlog_factor:g} x a {format_size(o.queue_budget)} "
-                    f"budget) by 2 producers, then {gets}; MALLOC_ARENA_MAX={'1' if arena else 'unset'}",
-                    f"peak RSS fill {fill['peak_rss'] / 1e6:.1f} MB, drain {drain['peak_rss'] / 1e6:.1f} MB; "
-                    f"budget + baseline {bound / 1e6:.1f} MB",
-                    f"fill {fill['ratio']:.2f} x, drain {drain['ratio']:.2f} x (goal <= {GOAL_BOUND:g} x: "
-                    f"{_met(worst <= GOAL_BOUND)}); count over the budget in {over} of "
-                    f"{fill['samples'] + drain['samples']} samples; "
-                    f"{'every item once, in order' if f['every_item_once_in_order'] else '**not every item once**'}",
-                )
+    for kind, batch, arena in drain_cases(o.quick):
+        label = DRAIN_KINDS[kind]
+        f = fill_and_drain(kind, o.queue_budget, backlog, batch, arena)
+        figs.append(f)
+        step()
+        fill, drain = f["fill"], f["drain"]
+        bound = f["budget"] + f["baseline"]
+        worst = max(fill["ratio"], drain["ratio"])
+        over = fill["samples_over"] + drain["samples_over"]
+        gets = "get" if batch == 1 else f"get_many({batch:,})"
+        report.row(
+            "memory",
+            f"{label}: {format_size(backlog)} ({o.queue_backlog_factor:g} x a {format_size(o.queue_budget)} "
+            f"budget) by 2 producers, then {gets}; MALLOC_ARENA_MAX={'1' if arena else 'unset'}",
+            f"peak RSS fill {fill['peak_rss'] / 1e6:.1f} MB, drain {drain['peak_rss'] / 1e6:.1f} MB; "
+            f"budget + baseline {bound / 1e6:.1f} MB",
+            f"fill {fill['ratio']:.2f} x, drain {drain['ratio']:.2f} x (goal <= {GOAL_BOUND:g} x: "
+            f"{_met(worst <= GOAL_BOUND)}); count over the budget in {over} of "
+            f"{fill['samples'] + drain['samples']} samples; "
+            f"{'every item once, in order' if f['every_item_once_in_order'] else '**not every item once**'}",
+        )
     return figs
 
 
@@ -1017,7 +1016,7 @@ def steps(name: str, o: BenchOptions) -> int:
     """How many times a scenario calls ``step``: the length of its progress bar."""
     from .celery_bench import steps as celery_steps
     from .durable import POWER_SAFE_SPLIT
-    from .memory import DRAIN_RUNS
+    from .memory import drain_cases
 
     return {
         "throughput": 2 * o.rounds,
@@ -1028,7 +1027,7 @@ def steps(name: str, o: BenchOptions) -> int:
         "retrieval": 2,
         "sweep": 8,
         "backlog": 2,
-        "memory": 3 + DRAIN_RUNS,
+        "memory": 3 + len(drain_cases(o.quick)),
         "gc": 3,
         "replay": 3,
         "clients": 2 * o.rounds + 3,

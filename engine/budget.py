@@ -416,8 +416,8 @@ class MemoryBudget:
         returns up to what it is asked for."""
         if not self.counts_resident:
             return wanted
-        lanes = q.lanes
-        record = lanes.mem_bytes // lanes.count if lanes.count else 0
+        held = q.in_memory
+        record = q.mem_bytes // held if held else 0
         per = PER_MESSAGE + 3 * max(record, _HEAD_LEN)
         room = self.budget - self.reserved - self.unchecked
         return min(wanted, max(1, self.check_every // per, room // per))

@@ -236,7 +236,7 @@ class Budget(Protocol):
     """What the put and get paths use of the memory budget a queue is under (``LocalQueue.budget``;
     engine/budget.py's :class:`~sweepq.engine.budget.MemoryBudget`, which sits above this module),
     no queue lock held: a put calls :meth:`before_put` while ``paging`` or when it holds more
-    than ``room`` bytes."""
+    than ``room`` bytes; a ``get_many`` takes at most :meth:`batch_limit` messages at once."""
 
     @property
     def paging(self) -> bool: ...
@@ -249,6 +249,8 @@ class Budget(Protocol):
     def after_put(self, q: LocalQueue, nbytes: int) -> None: ...
 
     def after_get(self, q: LocalQueue) -> None: ...
+
+    def batch_limit(self, q: LocalQueue, wanted: int) -> int: ...
 
 
 class LocalQueue:

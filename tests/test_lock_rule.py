@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sweepq.engine import GMO, OO, QueueManager, record
+from sweepq.engine import GMO, OO, QueueManager, SweeperSettings, record
 from sweepq.engine.core.flags import GOTTEN
 from sweepq.engine.core.lanes import UNLOCKED, LaneSet
 from sweepq.engine.core.lock import CHECKS, new_lock
@@ -82,7 +82,7 @@ def test_a_core_call_without_the_lock_fails_under_checks():
 def test_the_unlocked_three_run_without_the_lock_during_a_sweep():
     """A sweep calls them between its holds (tiering.QueueTier.choose and link): with checks
     on, none of them asserts, and the sweep, the gets that follow and a browse all pass."""
-    qm = QueueManager(sweeper=True, clock=ManualClock())
+    qm = QueueManager(clock=ManualClock(), sweeping=SweeperSettings(run=True))
     try:
         qm.define_queue("Q")
         h = qm.connect().open("Q", OO.OUTPUT | OO.INPUT_SHARED | OO.BROWSE)

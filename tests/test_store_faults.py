@@ -107,7 +107,7 @@ def test_the_reference_run_touches_every_call_site():
     assert (b"a30", 1) in seen  # redelivered with its backout count raised
     # Every place the engine and the sweeper call the store, as this scenario reaches it.
     assert {"sweep"} <= sites["write_pending"]
-    assert {"_link_one"} <= sites["link"]  # QueueTier._link_one: the sweep's link, blob by blob
+    assert {"link"} <= sites["link"]  # QueueTier._link_one's link(), the core's move_run calls it per blob
     assert {"read"} <= sites["read"]  # QueueTier.read: every blob read of a get or browse
     assert {"run_cleanup"} <= sites["unlink"]
     assert calls["write_pending"] >= 3 and calls["link"] >= 8 and calls["read"] >= 8 and calls["unlink"] >= 8
