@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING
 from . import getpath, record
 from .constants import GMO, Reason
 from .core.flags import LOCKED, N_LANES
+from .core.lane import Need
 from .core.ref import Ref
 from .core.swept import LIVE as POS_LIVE
 from .core.swept import LOCKED as POS_LOCKED
-from .core.swept import Need
 from .cursor import BEFORE_FIRST, Cursor, Status
 from .errors import MQError
 from .matching import Match, MatchArgs, match_for_get

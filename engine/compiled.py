@@ -24,6 +24,7 @@ MODULES = (
     "sweepq.engine.core.lock",
     "sweepq.engine.core.arena",
     "sweepq.engine.core.ref",
+    "sweepq.engine.core.lane",
     "sweepq.engine.core.found",
     "sweepq.engine.core.lanes",
     "sweepq.engine.record",

@@ -11,7 +11,7 @@ what to do with it; everything else is here, once:
              get, or browse; gets are not inhibited; the buffer length and the wait
              interval are valid; the unit of work can take one more get: 2062, 2024).
 ``obtain``   :func:`obtain_locked`, queue lock held: call the finder. A
-             :class:`~sweepq.engine.core.swept.Need` (a blob must be read first) is read here
+             :class:`~sweepq.engine.core.lane.Need` (a blob must be read first) is read here
              without the lock, then the finder looks again; nothing found waits
              (:class:`Wait`, MQ's waiter rules live in engine/waiting.py) or
              raises 2033; an expired message is discarded here, the one place expiry is
@@ -27,7 +27,7 @@ what to do with it; everything else is here, once:
 A finder is any callable run with the queue lock held that returns a message (a
 :class:`~sweepq.engine.core.ref.Ref`, in memory or inside a swept blob), several messages at
 once (:class:`~sweepq.engine.core.found.Found`: a logical message's segments, a batch's run),
-a :class:`~sweepq.engine.core.swept.Need`, or None. The lock is released only inside
+a :class:`~sweepq.engine.core.lane.Need`, or None. The lock is released only inside
 :func:`obtain_locked` (reading a blob, waiting): a caller that holds it when that returns
 holds it on the same queue state the finder saw.
 
@@ -46,8 +46,8 @@ from . import checks, poison, record
 from .batch import Batch
 from .constants import GMO, Reason
 from .core.found import Found
+from .core.lane import Need
 from .core.ref import Ref
-from .core.swept import Need
 from .errors import MQError
 from .message import Message, messages
 from .waiting import GETTER

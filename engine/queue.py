@@ -94,10 +94,10 @@ from .constants import (
 from .core.flags import AVAILABLE_BELOW, BATCHED, GOTTEN, UNCOMMITTED
 from .core.found import Found
 from .core.index import SlotIndex
-from .core.lanes import Lane, LaneSet
+from .core.lane import Lane, Need
+from .core.lanes import LaneSet
 from .core.lock import CHECKS, assert_held, new_lock
 from .core.ref import Ref
-from .core.swept import Need
 from .durable.journal import Journal, StoreChanges
 from .durable.layout import queue_prefix
 from .errors import MQError

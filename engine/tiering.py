@@ -37,10 +37,11 @@ from sweepq.sweeper.runs import choose_runs, pieces
 from sweepq.sweeper.stats import SweepCounters
 
 from .constants import Reason
-from .core.lanes import Lane, LaneSet
+from .core.lane import Lane, Need
+from .core.lanes import LaneSet
 from .core.lock import CHECKS, assert_held
 from .core.ref import Ref
-from .core.swept import REMOVED, Need, SweptBlob, build_index, msg_ids
+from .core.swept import REMOVED, SweptBlob, build_index, msg_ids
 from .errors import MQError
 from .record import Identity
 

@@ -4,6 +4,8 @@
   type that owns a queue's lanes, its in-memory messages, its index and its chains of swept
   blobs, and offers every traversal the engine uses (first available, browse next, take,
   restore, splice, the sweeper's walk);
+* :mod:`~sweepq.engine.core.lane` — :class:`~sweepq.engine.core.lane.Lane`, one priority
+  level (its counters and chain), and :class:`~sweepq.engine.core.lane.Need`;
 * :mod:`~sweepq.engine.core.arena` — the records of in-memory messages, in shared byte blocks;
 * :mod:`~sweepq.engine.core.ref` — :class:`~sweepq.engine.core.ref.Ref`, the one name of a
   message (in memory or inside a swept blob) that code outside the core holds;

@@ -3,6 +3,7 @@
 import cython
 
 from .arena cimport Arena
+from .lane cimport Lane
 from .ref cimport Ref
 
 cdef int LANE_MASK, UNCOMMITTED, GOTTEN, LOCKED, BATCHED, REMOVED, HIDDEN, AVAILABLE_BELOW
@@ -10,11 +11,6 @@ cdef int N_LANES, SENTINELS, _INITIAL, _SHRINK_ABOVE, _OFF_FLAGS, _OFF_BACKOUT, 
 cdef Py_ssize_t _LOW32, _HI_UNIT
 cdef bint CHECKS
 cdef bytes _TOP
-
-cdef class Lane:
-    cdef public int priority, bit, front, rear, sweeping
-    cdef public Py_ssize_t ready, mem, swept, ahead, back
-    cdef public object chain
 
 cdef class LaneSet:
     # The door (tests/test_core_door.py): read-only fields outside the core, the rest private.

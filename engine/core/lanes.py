@@ -64,7 +64,6 @@ the interpreted form too and hold both to the same answers.
 from __future__ import annotations
 
 from array import array
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -85,17 +84,16 @@ from .flags import (
     SENTINELS,
     UNCOMMITTED,
 )
+from .lane import Lane, Need
 from .lock import CHECKS, assert_held
 from .ref import Ref
 from .swept import GOTTEN as POS_GOTTEN
 from .swept import LIVE as POS_LIVE
 from .swept import LOCKED as POS_LOCKED
 from .swept import REMOVED as POS_REMOVED
-from .swept import Need, SweptBlob
+from .swept import SweptBlob
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     from .index import SlotIndex
 
 _INITIAL = 256  # slots, sentinels included
@@ -112,47 +110,6 @@ UNLOCKED = ("sweep_runs", "snapshot", "precheck_run")
 says why that is safe); every other public method of :class:`LaneSet` asserts the lock with
 checks on."""
 _TOP = bytes(max(0, m.bit_length() - 1) for m in range(1 << N_LANES))  # the highest lane of a mask
-
-
-class Lane:
-    """One priority level: its counters, its chain of swept blobs and its list sentinels.
-
-    ``front`` and ``rear`` are the sentinel slots of its two lists. ``chain`` holds the
-    lane's swept blobs (engine/core/swept.py) in order; ``sweeping`` counts the reasons new
-    messages go to the rear list although the chain may be empty: a sweep of the queue in
-    progress (one at a time), and the queue paging under its memory budget
-    (engine/budget.py). A chain, or a non-zero ``sweeping``, sends new messages to the rear.
-    Everything here is read-only outside engine/core/ (``ahead``, the read-ahead's count, is
-    set by :meth:`read_ahead`).
-    """
-
-    __slots__ = ("ahead", "back", "bit", "chain", "front", "mem", "priority", "ready", "rear", "sweeping", "swept")
-
-    def __init__(self, priority: int):
-        self.priority = priority
-        self.bit = 1 << priority
-        self.front = 2 * priority
-        self.rear = 2 * priority + 1
-        self.chain: deque[SweptBlob] = deque()
-        self.sweeping = 0
-        self.ready = 0
-        self.mem = 0
-        self.swept = 0  # messages in the chain not yet removed
-        self.ahead = 0  # messages in the leading blobs whose read has started (read-ahead)
-        self.back = 0  # messages in memory that came back from a blob (the adaptive rule's)
-
-    def read_ahead(self, low: int, start: Callable[[SweptBlob], Future[list[bytes]]]) -> None:
-        """Start reading the chain's leading blobs in the background (``start(blob)``, the
-        tier's read), enough of them that ``ready`` and ``ahead`` together reach ``low``;
-        ``ahead`` becomes the messages of the blobs read or being read (lock held)."""
-        ahead = 0
-        for blob in self.chain:
-            if blob.prefetch is None and blob.loaded is None:
-                blob.reading(start(blob))
-            ahead += blob.live
-            if self.ready + ahead >= low:
-                break
-        self.ahead = ahead
 
 
 class LaneSet:
@@ -1214,8 +1171,7 @@ class LaneSet:
             if first < 0:
                 first = i
             if s != state:
-                ref = held.pop(positions[k])  # type: ignore[index]
-                ref.slot, ref.blob, ref.lane, ref.pos, ref.rec = i, None, None, -1, b""
+                held.pop(positions[k]).came_back(i)  # type: ignore[index]
         lane.back += len(live)
         self._epoch += 1  # appended to the front list, where a front run must be the tail
         assert not held, f"blob {blob.blob_id}: a held position was neither gotten nor locked"

@@ -10,3 +10,5 @@ cdef class Ref:
     @cython.locals(r=Ref)
     @staticmethod
     cdef Ref at(Py_ssize_t slot)
+
+    cpdef void came_back(self, Py_ssize_t slot)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .lanes import Lane
+    from .lane import Lane
     from .swept import SweptBlob
 
 
@@ -51,6 +51,15 @@ class Ref:
         r.pos = -1
         r.rec = b""
         return r
+
+    def came_back(self, slot: int) -> None:
+        """The message this ref held inside a blob is in memory again, at ``slot`` (the core's
+        :meth:`~sweepq.engine.core.lanes.LaneSet.splice_blob`)."""
+        self.slot = slot
+        self.lane = None
+        self.blob = None
+        self.pos = -1
+        self.rec = b""
 
     @property
     def swept(self) -> bool:

@@ -22,7 +22,7 @@ that).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -32,8 +32,20 @@ from ..constants import CORRELID_NONE, GROUPID_NONE
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from .lanes import Lane
-    from .ref import Ref
+
+class Holder(Protocol):
+    """A ref holding one of a blob's positions (engine/core/ref.py's :class:`Ref`): what the
+    core asks of it through the blob. A protocol, so that this module, below the ref's,
+    imports nothing above it."""
+
+    @property
+    def pos(self) -> int: ...
+
+    @property
+    def blob(self) -> SweptBlob | None: ...
+
+    def came_back(self, slot: int) -> None: ...
+
 
 LIVE = 0
 REMOVED = 1
@@ -164,7 +176,7 @@ class SweptBlob:
         self.seq_max = int(seqs.max()) if self.count else 0
         self.flags = np.zeros(self.count, np.uint8)
         self.bumps: dict[int, int] | None = None  # position -> backout count added while swept
-        self.held: dict[int, Ref] = {}  # position -> the ref holding it (GOTTEN or LOCKED)
+        self.held: dict[int, Holder] = {}  # position -> the ref holding it (GOTTEN or LOCKED)
         self.prefetch: Future[list[bytes]] | None = None
         self.loaded: list[bytes] | None = None
         self.unswept = False
@@ -289,15 +301,3 @@ class SweptBlob:
             f"{self.live} live message(s), instance numbers {self.seq_min}..{self.seq_max} "
             "(generated MsgIds end in these numbers, big endian)"
         )
-
-
-class Need:
-    """A call needs a blob's records that are not at hand: the caller reads them without the
-    queue's lock (engine/tiering.py :meth:`~sweepq.engine.tiering.QueueTier.load`, or a browse
-    cursor's own cache) and looks again."""
-
-    __slots__ = ("blob", "lane")
-
-    def __init__(self, lane: Lane, blob: SweptBlob):
-        self.lane = lane
-        self.blob = blob

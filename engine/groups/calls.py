@@ -10,7 +10,7 @@ from .. import browse as cursors
 from .. import getpath, record
 from ..constants import GMO, Reason
 from ..core.found import Found
-from ..core.swept import Need
+from ..core.lane import Need
 from ..errors import MQError, options_error
 from ..matching import Match, MatchArgs, match_for_get
 from ..message import Message

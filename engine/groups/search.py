@@ -2,7 +2,7 @@
 members and segments, and whether a group or logical message is complete
 (docs/semantics.md §5.1, §6.3). Swept messages are found in place through the blobs'
 GroupId hashes, never unswept; a blob not in memory is returned as a
-:class:`~sweepq.engine.core.swept.Need` (the get path reads it and the finder looks again;
+:class:`~sweepq.engine.core.lane.Need` (the get path reads it and the finder looks again;
 ``pinned`` keeps what was read for the rest of the call).
 
 Limits: the completeness checks of ALL_* / COMPLETE_MSG find a group's members through the
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from .. import record
 from ..constants import GMO, IndexType, Reason
 from ..core.found import Found
-from ..core.swept import Need
+from ..core.lane import Need
 from ..errors import MQError
 from ..matching import Match
 from .position import IN_GROUP, LAST_MSG, LAST_SEGMENT, MSG_IN_GROUP, SEGMENT, SEGMENTS, Position, fields, length
