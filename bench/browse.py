@@ -50,7 +50,7 @@ def run(n: int) -> dict[str, float]:
         info = qm.inquire_queue("Q")
         assert info.swept == n, info
         count, secs = _browse_all(h)
-        stats = qm.internal.queue("Q").sweep_stats()
+        stats = qm.internal.queue("Q").sweep.stats()
         assert count == n and stats.unsweeps == 0 and stats.msgs_swept == n
         swept = n / secs
         t = time.perf_counter()

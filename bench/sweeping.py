@@ -80,7 +80,7 @@ def rates(messages: int = 100_000, size: int = 100, freeze: bool = False) -> dic
         blobs = [b.blob_id for b in q.lanes[0].chain]
         # Unsweep: bring every blob back, under the lock, as gets do.
         t0 = time.perf_counter()
-        q.unsweep_all()
+        q.sweep.unsweep_all()
         unsweep_s = time.perf_counter() - t0
         # The raw limit on the same bytes: the store alone, same blob bounds, same records.
         store = qm.blob_store()

@@ -42,7 +42,7 @@ def test_engine_sweep(benchmark, qm, size):
 
     def refill():
         q = qm.internal.queue("S")
-        q.unsweep_all()  # bring anything swept back, so every round starts in memory
+        q.sweep.unsweep_all()  # bring anything swept back, so every round starts in memory
         while q.depth:
             h.get()
         for p in payloads:

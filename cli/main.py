@@ -241,7 +241,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def register_bench_command(sub: argparse._SubParsersAction) -> None:
-    from sweepq.bench.suite import ABOUT, SCENARIOS
+    from sweepq.bench.suite import ABOUT, INSTRUCTION_SCENARIOS, SCENARIOS
 
     pos_int = number(int, 1)
     pos_float = number(float, 0, low_open=True)
@@ -269,6 +269,23 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
         type=number(int, 100, hint="pass at least 100 operations"),
         default=50_000,
         help="operations per child process counted under callgrind (instructions)",
+    )
+
+    def rows(text: str) -> tuple[str, ...]:
+        names = tuple(n.strip() for n in text.split(",") if n.strip())
+        unknown = [n for n in names if n not in INSTRUCTION_SCENARIOS]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"{', '.join(map(repr, unknown)) or 'nothing'}: give rows among {', '.join(INSTRUCTION_SCENARIOS)}"
+            )
+        return names
+
+    b.add_argument(
+        "--instructions-rows",
+        type=rows,
+        default=(),
+        metavar="ROWS",
+        help=f"rows to count, comma-separated, among {', '.join(INSTRUCTION_SCENARIOS)} (instructions; default all)",
     )
     b.add_argument("--persistent-messages", type=pos_int, default=2_000, help="messages per round (persistent)")
     b.add_argument("--memory-messages", type=pos_int, default=1_000_000, help="messages (memory, in memory)")

@@ -77,5 +77,5 @@ class Batch:
     def _end(self, confirmed: bool, harden: Sequence[tuple[bytes, bytes]]) -> None:
         if not self._open:
             return
-        self.queue.end_batch(self.id, confirmed, harden)
+        self.queue.batches.end(self.id, confirmed, harden)
         self._open = False

@@ -261,8 +261,8 @@ class MemoryBudget:
             ls = q.lanes
             messages += ls.mem_bytes
             count += q.in_memory
-            if q.paging:  # the rest of its page may fill before it is written out
-                pages += max(0, q.page_bytes - q.paged)
+            if q.sweep.paging:  # the rest of its page may fill before it is written out
+                pages += max(0, q.sweep.page_bytes - q.sweep.paged)
         mem = self._store_memory()
         store = mem.get("memtable_bytes", 0) + mem.get("block_cache_bytes", 0)
         limits = mem.get("write_buffer_limit", 0) + mem.get("block_cache_limit", 0) if mem else self.unopened_limit
@@ -337,7 +337,7 @@ class MemoryBudget:
             return
         policy = q.attrs.memory_policy
         if policy == MemoryPolicy.PAGE:
-            q.start_paging()
+            q.sweep.start_paging()
             return
         if self._fits(nbytes):
             return
@@ -431,20 +431,21 @@ class MemoryBudget:
         # One count of unchecked bytes for all queues, not one per queue: with many queues
         # the per-queue counts added up to a lag of check_every times the queues.
         self.unchecked += nbytes
-        if q.paging:
-            q.paged += nbytes
+        paging = q.sweep
+        if paging.paging:
+            paging.paged += nbytes
         if self.unchecked >= self.check_every:
             q.checked_bytes = q.lanes.mem_bytes
             self.refresh()
-            if q.paging and self.reserved < self.low:
-                q.stop_paging()
+            if paging.paging and self.reserved < self.low:
+                paging.stop_paging()
         # The pages in waiting are reserved (_count), so a paging queue writes out a page at
         # a time even at the budget: writing every put out made a blob of each message,
         # which kept more resident memory than the message (a blob's index, RocksDB's keys).
-        if q.paging and q.page_due():
-            q.paged = 0
+        if paging.paging and paging.page_due():
+            paging.paged = 0
             self.counts["page_outs"] += 1
-            self.sweeper.page_out(q)  # type: ignore[union-attr]  # a budget with queues has one
+            self.sweeper.page_out(paging)  # type: ignore[union-attr]  # a budget with queues has one
 
     def _full(self, q: LocalQueue, why: str) -> MQError:
         what = "resident memory above the baseline" if self.counts_resident else "held"

@@ -525,7 +525,7 @@ def assign_batch(
                 fast_at.append(len(recs))
                 gone.append(ref)
             else:
-                q.assign_locked(batch_id, ref)
+                q.batches.assign_locked(batch_id, ref)
             recs.append(rec)
             if batch_interval and more is None:
                 more = Wait(s, batch_interval, None)

@@ -32,6 +32,7 @@ from .dynamic import DEFAULT_DYNAMIC_NAME, DynamicQueues
 from .errors import MQError
 from .internals import ManagerInternals, Service
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
+from .queuesweep import QueueSweep
 from .record import Identity
 from .sequence import Arrivals
 from .settings import DurabilitySettings, MemorySettings, MessageSettings, SweeperSettings, check_place
@@ -198,13 +199,13 @@ class QueueManager:
         opts = store_options or {}
         unopened = 0 if self._storage.opened else opts["write_buffer_bytes"] + opts["block_cache_bytes"]
         self.budget = MemoryBudget(
-            memory_budget, self.sweepables, self.store_memory, self.sweeper, self.clock, counts, unopened
+            memory_budget, self._swept_queues, self.store_memory, self.sweeper, self.clock, counts, unopened
         )
         blob_bytes = (store_options or {}).get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES)
         page_bytes = self.budget.page_bytes = self.budget.page_size(blob_bytes)
         self.sweeper.budget = self.budget
         for q in self._queues.values():
-            q.budget, q.page_bytes = self.budget, page_bytes
+            q.budget, q.sweep.page_bytes = self.budget, page_bytes
 
     def _recover(self) -> RecoveryReport:
         """Load the stored queues and messages, checked against the last checkpoint; say
@@ -252,9 +253,12 @@ class QueueManager:
 
     # -- the sweeper's view (sweeper.cycle.SweepSource) ---------------------------------------
 
-    def sweepables(self) -> list[LocalQueue]:
+    def _swept_queues(self) -> list[LocalQueue]:
         temporary = self._dynamic.temporary  # never swept: nothing of them outlives them
         return [q for q in self._queues.values() if q.name not in temporary]
+
+    def sweepables(self) -> list[QueueSweep]:
+        return [q.sweep for q in self._swept_queues()]
 
     def blob_store(self) -> Store:
         return self._storage.store()
@@ -262,7 +266,7 @@ class QueueManager:
     def stats(self) -> dict[str, SweepStats]:
         """Sweep statistics per queue, and their sum under the key ``"*"``. Still readable
         after :meth:`close`: they are then the final figures (also written beside the store)."""
-        per = {q.name: q.sweep_stats() for q in self.sweepables()}
+        per = {q.name: q.stats() for q in self.sweepables()}
         per["*"] = SweepStats.total(list(per.values()))
         return per
 
@@ -272,7 +276,7 @@ class QueueManager:
         memtables and block cache; ``budget`` is 0 without one. Thread-safe, lock-free."""
         if self.budget is not None:
             return self.budget.use()
-        return MemoryBudget(0, self.sweepables, self.store_memory, None, self.clock).use()
+        return MemoryBudget(0, self._swept_queues, self.store_memory, None, self.clock).use()
 
     def store_memory(self) -> dict[str, int]:
         """Bytes the blob store holds in memory (write buffers, read cache), by kind, with
@@ -368,7 +372,7 @@ class QueueManager:
         q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, journal, self.clock)
         q.tier.readahead_low = self.readahead_low_water
         if self.budget is not None:
-            q.budget, q.page_bytes = self.budget, self.budget.page_bytes
+            q.budget, q.sweep.page_bytes = self.budget, self.budget.page_bytes
         self._queues[name] = q
         return q
 

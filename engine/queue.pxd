@@ -2,7 +2,8 @@
 # one source; this file only declares what the C compiler needs.
 cimport cython
 
-from .core.lanes cimport Lane, LaneSet
+from .core.lane cimport Lane
+from .core.lanes cimport LaneSet
 from .core.lock cimport QueueLock
 from .core.ref cimport Ref
 from .waiting cimport Waiters
@@ -14,19 +15,19 @@ cdef int AVAILABLE_BELOW
 cdef class LocalQueue:
     cdef dict __dict__
     cdef public str name
-    cdef public object clock, journal, sweep_lock, budget, ident, tier, attrs, index_field, cleanup
+    cdef public object clock, journal, budget, ident, tier, attrs, index_field, cleanup, sweep, batches
     cdef public QueueLock mutex
     cdef public bytes key_prefix
-    cdef public bint backout_handling, open_exclusive, deleted, temporary, paging, fifo
+    cdef public bint backout_handling, open_exclusive, deleted, temporary, fifo
     cdef public bint default_persistent, inhibit_get, inhibit_put, keeps_items
     cdef public Py_ssize_t id, depth, puts, obtained, expired, open_input, open_output, open_handles
-    cdef public Py_ssize_t batched, checked_bytes, paged, page_bytes, max_depth, max_msg_length
+    cdef public Py_ssize_t checked_bytes, max_depth, max_msg_length
     cdef public Py_ssize_t poison_limit
     cdef public int default_priority
     cdef public LaneSet lanes
     cdef public list lane_list
     cdef public Waiters waiters
-    cdef public dict batches, groups_started
+    cdef public dict groups_started
 
     cpdef must_hold(self, str what)
     @cython.locals(out=list)

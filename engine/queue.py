@@ -52,11 +52,13 @@ Waiters: the calls blocked in a WAIT, and whom a new message wakes, are a collab
 the queue (:class:`~sweepq.engine.waiting.Waiters`, engine/waiting.py), run under this lock.
 
 A message is named by a :class:`~sweepq.engine.core.ref.Ref` (in memory, or inside a swept
-blob): what gets, units of work, batches and browse locks hold. The tier
-(engine/tiering.py) is a collaborator the queue calls for sweeping, unsweeping and reading
-blobs.
+blob): what gets, units of work, batches and browse locks hold. Three collaborators hold a
+job each: the tier (engine/tiering.py) sweeps, unsweeps and reads blobs; ``sweep``
+(engine/queuesweep.py) is the queue's side of the sweeper and of the budget's paging;
+``batches`` (engine/queuebatches.py) holds a channel's transmission batches.
 
-Counters kept exact under the lock (the sweeper reads them through :meth:`LocalQueue.sweep_counts`):
+Counters kept exact under the lock (the sweeper reads them through
+:meth:`~sweepq.engine.queuesweep.QueueSweep.sweep_counts`):
 
 * ``depth`` — every message on the queue, committed or not, in memory or swept
   (CurrentQDepth);
@@ -71,15 +73,11 @@ Counters kept exact under the lock (the sweeper reads them through :meth:`LocalQ
 from __future__ import annotations
 
 import itertools
-import threading
-import time
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from sweepq.blobstore import BlobCorruptError
 from sweepq.sweeper.clock import Clock, SystemClock
-from sweepq.sweeper.cycle import SweepCounts
-from sweepq.sweeper.stats import SweepStats, percentile
 
 from . import checks
 from .constants import (
@@ -91,7 +89,7 @@ from .constants import (
     Reason,
     Usage,
 )
-from .core.flags import AVAILABLE_BELOW, BATCHED, GOTTEN, UNCOMMITTED
+from .core.flags import AVAILABLE_BELOW, GOTTEN, UNCOMMITTED
 from .core.found import Found
 from .core.index import SlotIndex
 from .core.lane import Lane, Need
@@ -102,16 +100,16 @@ from .durable.journal import Journal, StoreChanges
 from .durable.layout import queue_prefix
 from .errors import MQError
 from .matching import Match
+from .queuebatches import QueueBatches
+from .queuesweep import QueueSweep
 from .record import Identity, seq_of
-from .tiering import Plan, QueueTier, Target
+from .tiering import QueueTier
 from .waiting import Waiters
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     import numpy as np
-
-    from sweepq.blobstore import BlobInfo, Store
 
     from .core.swept import SweptBlob
     from .storage import Storage
@@ -258,8 +256,7 @@ class LocalQueue:
 
     ``ident`` turns records into MsgIds and tokens; ``storage`` (the manager's) gives the
     blob store and the read-ahead pool to the queue's tier. The sweeper drives the queue
-    through :meth:`sweep_counts`, :meth:`sweep_begin`, :meth:`sweep_link`,
-    :meth:`sweep_abort` and :meth:`sweep_end` (sweeper.cycle.Sweepable). The lock rule is
+    through ``sweep`` (engine/queuesweep.py, a sweeper.cycle.Sweepable). The lock rule is
     the module docstring's.
     """
 
@@ -294,25 +291,19 @@ class LocalQueue:
         self.open_exclusive = False
         self.open_handles = 0
         self.deleted = False
-        self.batched = 0  # messages assigned to transmission batches
-        self.batches: dict[int, list[Ref]] = {}  # in memory: a batch is never swept
+        self.batches = QueueBatches(self)  # transmission batches (engine/queuebatches.py)
         self.groups_started: dict = {}  # engine/groups/: groups a get has started to take
-        self.sweep_lock = threading.Lock()  # one sweep of this queue at a time (sweep_begin)
         self.temporary = False  # a temporary dynamic queue (engine/dynamic.py): no persistent puts
         self.keeps_items = False  # takes items (keep_items): sweepq.Queue's objects
-        # The memory budget (engine/budget.py): the manager's, or None; paging (policy PAGE
-        # over the budget) and the bytes put since the last page-out, which happens at a
-        # page's worth (page_bytes, set by the budget).
+        # The memory budget (engine/budget.py): the manager's, or None.
         self.budget: Budget | None = None
         self.checked_bytes = 0  # lanes.mem_bytes when the budget last counted
-        self.paging = False
-        self.paged = 0
-        self.page_bytes = 256 * 1024
         self.ident = ident or Identity(bytes(12))
         self.tier = QueueTier(name, self.lanes, self.ident, storage, self.mutex)  # type: ignore[arg-type]
         self.tier.journal = journal
         self.tier.key_prefix = self.key_prefix
         self.cleanup = self.tier.cleanup  # the tier's owed store changes, tested on every get
+        self.sweep = QueueSweep(self)  # the sweeper's and the budget's side (engine/queuesweep.py)
         with self.mutex:
             self.apply_locked(attrs)
 
@@ -472,7 +463,7 @@ class LocalQueue:
             self.lanes.check()
             held = sum(lane.mem + lane.swept for lane in self.lanes)
             assert self.depth == held, f"{self.name}: depth {self.depth} but {held} messages held"
-            assert self.batched == sum(len(v) for v in self.batches.values()), f"{self.name}: batched count"
+            self.batches.check_locked()
 
     def take_obtained(self) -> int:
         """Return the destructive gets counted since the last call, and reset (sweeper x)."""
@@ -665,65 +656,6 @@ class LocalQueue:
         if self.waiters.waiting:
             self.waiters.wake_for_locked(rec)
 
-    # -- under the lock: transmission batches (seed 003: never swept) ---------------------
-
-    def assign_locked(self, batch_id: int, ref: Ref) -> None:
-        """Assign the available in-memory message ``ref`` to a channel's batch
-        (engine/getpath.py :func:`~sweepq.engine.getpath.assign_batch`): it stays in place but
-        no get sees it and no sweep moves it (seed 003); it counts as obtained (a channel
-        servicing the queue)."""
-        self.must_hold("assigning a batch")
-        self.lanes.mark(ref, BATCHED)
-        self.batches.setdefault(batch_id, []).append(ref)
-        self.batched += 1
-        self.obtained += 1
-
-    def end_batch(self, batch_id: int, confirmed: bool, harden: Sequence[tuple[bytes, bytes]] = ()) -> None:
-        """A confirmed batch leaves the queue; a released one becomes available again. The
-        records of a confirmed batch are deleted and ``harden`` (key, value) written in one
-        store write, before anything changes in memory.
-
-        :raises MQError: 2102 when that write fails; the batch is then still assigned."""
-        with self.mutex:
-            refs = self.batches.get(batch_id, [])
-            if self.journal is not None and (harden or (confirmed and refs)):
-                b = StoreChanges()
-                for ref in refs if confirmed else ():
-                    Journal.add_removal(b, self, ref)
-                b.puts += harden
-                self.journal.write(b, f"ending a batch of {self.name!r}")
-            refs = self.batches.pop(batch_id, [])
-            self.batched -= len(refs)
-            for ref in refs:
-                rec = self.lanes.unmark(ref, BATCHED)
-                if confirmed:
-                    self.remove_locked(ref, durable=False)
-                elif self.waiters.waiting:
-                    self.waiters.wake_for_locked(rec)
-        self.after_get()
-
-    def batch_keys(self, batch_id: int) -> list[tuple[int, int]]:
-        """(lane, arrival number) of each message batch ``batch_id`` holds: what a channel's
-        sync record names (engine/distributed/sync.py)."""
-        with self.mutex:
-            ls = self.lanes
-            return [(ls.lane_of(r).priority, seq_of(ls.record(r))) for r in self.batches.get(batch_id, [])]
-
-    def assign_keys(self, batch_id: int, keys: Sequence[tuple[int, int]]) -> list[bytes]:
-        """At open: assign the available messages named by ``keys`` ((lane, arrival number),
-        from :meth:`batch_keys`) to batch ``batch_id`` again; returns the records of those
-        found, in the order of ``keys``."""
-        with self.mutex:
-            ls = self.lanes
-            found = ls.find_seqs(set(keys))
-            recs = []
-            for key in keys:
-                ref = found.get(key)
-                if ref is not None:
-                    self.assign_locked(batch_id, ref)
-                    recs.append(ls.record(ref))
-            return recs
-
     # -- reading blobs (entry points: they take the lock themselves) ---------------------------
 
     def load(self, need: Need, keep: Callable[[SweptBlob, list[bytes]], object] | None = None) -> None:
@@ -748,163 +680,8 @@ class LocalQueue:
             tier.run_cleanup()
             raise tier.damaged(blob, e) from e
 
-    def unsweep_all(self) -> int:
-        """Bring every swept message back into memory, blob by blob as gets do (benchmarks, and
-        a queue about to be drained for good). Returns the blobs brought back.
-
-        :raises MQError: 2102 when a read fails (what came back so far stays), 2101 for a
-            damaged blob (it leaves the queue)."""
-        blobs = 0
-        while True:
-            need = None
-            with self.mutex:
-                for lane in self.lanes:
-                    while lane.chain and need is None:
-                        blob = lane.chain[0]
-                        records = blob.records()
-                        if records is None:
-                            need = Need(lane, blob)
-                        else:
-                            self.tier.unsweep_locked(lane, blob, records)
-                            blobs += 1
-            if need is None:
-                break
-            self.load(need)
-        self.after_get()
-        return blobs
-
     def after_get(self) -> None:
         """Store cleanups owed by the last change (blobs that came back or emptied), run
         without the lock; they never fail the caller."""
         if self.tier.cleanup:
             self.tier.run_cleanup()
-
-    # -- the sweeper protocol (sweeper.cycle.Sweepable) -------------------------------------------
-
-    def sweep_counts(self, reset: bool = True) -> SweepCounts:
-        """What the rule needs (sweeper.cycle.SweepCounts); x restarts from 0 for the next
-        interval unless ``reset`` is False."""
-        self.tier.run_cleanup()  # retry owed store changes once an interval
-        with self.mutex:
-            self.lanes.shrink()
-            lanes = self.lanes.lanes
-            y = sum(lane.ready for lane in lanes) - self.batched
-            x = self.obtained
-            if reset:
-                self.obtained = 0
-            back = sum(lane.back for lane in lanes)
-            swept = any(lane.chain for lane in lanes)
-            return SweepCounts(y, x, back, swept, self.lanes.mem_bytes)
-
-    def sweep_counts_bytes(self) -> int:
-        with self.mutex:
-            return self.lanes.mem_bytes
-
-    def sweepable_bytes(self, keep: int) -> int:
-        """What a sweep keeping ``keep`` would move: the runs are chosen as for a sweep (and
-        released at once), so the count is the protocol's, never what it forbids."""
-        plan = self.sweep_begin(keep)
-        try:
-            return sum(t.nbytes for t in plan.targets)  # counted in place: no record copied
-        finally:
-            self._end_sweep(plan, count=False)
-
-    def sweep_begin(self, keep: int) -> Plan:
-        """Mark the lanes sweeping under the lock (O(lanes)), then choose the runs without it.
-
-        One sweep of a queue at a time: this takes the queue's ``sweep_lock`` (waiting for a
-        sweep in progress, the cycle's or a producer's page-out) and :meth:`sweep_end`
-        releases it; the two are always paired."""
-        self.sweep_lock.acquire()
-        try:
-            t0 = time.perf_counter()
-            with self.mutex:
-                if self.deleted:
-                    return Plan([], begun=False)
-                limits = self.lanes.sweeping(True)
-                assert limits is not None
-            self.tier.lock_seconds(t0)
-            return Plan(self.tier.choose(keep, limits))
-        except BaseException:
-            self.sweep_lock.release()
-            raise
-
-    def _end_sweep(self, plan: Plan, count: bool) -> None:
-        try:
-            if plan.begun:
-                with self.mutex:
-                    self.lanes.sweeping(False)
-                    self.tier.counters.sweeps += count
-        finally:
-            self.sweep_lock.release()
-
-    def sweep_link(
-        self, plan: Plan, target: Target, blobs: list[BlobInfo], store: Store, write_seconds: float = 0.0
-    ) -> tuple[int, str | None]:
-        """Verify, link and detach ``target`` blob by blob (engine/tiering.py
-        :meth:`~sweepq.engine.tiering.QueueTier.link`, where the sweep's link and verify
-        live); return (messages moved, abort reason)."""
-        return self.tier.link(target, blobs, store, write_seconds)
-
-    def sweep_abort(self, plan: Plan, target: Target, reason: str) -> None:
-        with self.mutex:
-            self.tier.counters.aborts[reason] += 1
-
-    def sweep_end(self, plan: Plan) -> None:
-        self._end_sweep(plan, count=True)
-        self.tier.run_cleanup()
-
-    # -- the memory budget (engine/budget.py) --------------------------------------------------
-
-    def start_paging(self) -> None:
-        """The memory budget is reached and this queue's policy is PAGE: from now on its new
-        messages go to the rear lists, which the producers write out a blob's worth at a time
-        (:meth:`page_due`, sweeper.cycle.Sweeper.page_out)."""
-        if self.paging:
-            return
-        with self.mutex:
-            if not self.paging:
-                self.paging = True
-                self.paged = 0
-                self.lanes.paging(True)
-
-    def stop_paging(self) -> None:
-        """Back under the budget's low mark: new messages take their usual place again."""
-        with self.mutex:
-            if self.paging:
-                self.paging = False
-                self.lanes.paging(False)
-
-    def page_due(self) -> bool:
-        """A paging queue holds a blob's worth of new messages in its rear lists."""
-        return self.paged >= self.page_bytes
-
-    def sweep_stats(self) -> SweepStats:
-        with self.mutex:
-            c = self.tier.counters
-            chain_blobs = [b for lane in self.lanes for b in lane.chain]
-            return SweepStats(
-                queue=self.name,
-                msgs_in_memory=sum(lane.mem for lane in self.lanes),
-                bytes_in_memory=self.lanes.mem_bytes,
-                msgs_swept=sum(lane.swept for lane in self.lanes),
-                bytes_swept_raw=sum(b.raw_bytes for b in chain_blobs),
-                bytes_swept_compressed=sum(b.comp_len for b in chain_blobs),
-                blobs=len(chain_blobs),
-                sweeps=c.sweeps,
-                aborts=dict(c.aborts),
-                unsweeps=c.unsweeps,
-                msgs_unswept=c.msgs_unswept,
-                total_msgs_swept=c.msgs_swept,
-                total_bytes_swept_raw=c.bytes_swept_raw,
-                total_bytes_swept_compressed=c.bytes_swept_compressed,
-                bytes_unswept_raw=c.bytes_unswept_raw,
-                msgs_reswept=c.msgs_reswept,
-                readahead_hits=c.readahead_hits,
-                readahead_misses=c.readahead_misses,
-                damaged_blobs=c.damaged_blobs,
-                store_retries=c.store_retries,
-                lock_hold_p99_ms=percentile(c.lock_seconds, 0.99) * 1e3,
-                lock_hold_max_ms=max(c.lock_seconds, default=0.0) * 1e3,
-                write_seconds=c.write_seconds,
-            )

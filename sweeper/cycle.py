@@ -69,8 +69,13 @@ class SweepCounts(NamedTuple):
 class Sweepable(Protocol):
     """What a queue offers the sweeper. Each method takes the queue's lock itself, briefly."""
 
-    name: str
-    obtained: int  # messages obtained so far in this interval (x, read without the lock)
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def obtained(self) -> int:
+        """Messages obtained so far in this interval (x, read without the lock)."""
+        ...
 
     def sweep_counts(self, reset: bool = True) -> SweepCounts:
         """y, x and the rest of :class:`SweepCounts`; the call starts a new interval for x

@@ -36,7 +36,7 @@ class Env:
                 break
 
     def stats(self, name: str = "Q"):
-        return self.qm._queue(name).sweep_stats()
+        return self.qm._queue(name).sweep.stats()
 
     def in_memory(self, name: str = "Q") -> int:
         return self.qm.inquire_queue(name).in_memory

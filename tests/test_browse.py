@@ -687,7 +687,7 @@ def test_a_failed_blob_read_is_2102_and_the_browse_can_be_retried():
         assert reason_of(lambda: h.get(GMO.BROWSE_NEXT)) == Reason.RESOURCE_PROBLEM  # blob 2
         assert h.get(GMO.BROWSE_MSG_UNDER_CURSOR).data == b"2"  # nothing moved
         assert browse_all(h, first=False) == [b"%d" % i for i in range(3, 9)]
-        assert qm._queue("Q").sweep_stats().unsweeps == 0
+        assert qm._queue("Q").sweep.stats().unsweeps == 0
 
 
 def test_a_damaged_blob_met_by_a_browse_is_2101_and_the_browse_goes_on_past_it():

@@ -47,7 +47,7 @@ def put_to_target(qm1: QueueManager, n: int) -> list[bytes]:
 
 
 def batched_slots(q) -> list:
-    return [ref for refs in q.batches.values() for ref in refs]
+    return q.batches.refs()
 
 
 def in_memory_and_batched(q, refs: list) -> bool:
@@ -63,7 +63,7 @@ def test_an_active_batch_stays_in_memory_and_the_rest_of_the_transmission_queue_
         qm1.channels.start("TO.QM2")
         assert entered.wait(30), "the sender sent no batch"
         slots = batched_slots(q)
-        assert len(slots) == 50 and q.batched == 50
+        assert len(slots) == 50 and q.batches.count == 50
         d = qm1.sweeper.run_once().decision("QM2")
         # The batch counts in x (50 obtained) and not in y (450 others): y > 2x, keep x + 5.
         assert (d.y, d.x, d.keep) == (450, 50, 55)
@@ -84,7 +84,7 @@ def test_a_batch_assigned_while_the_sweep_writes_its_blobs_aborts_it_as_batch_ch
         q.take_obtained()
 
         def channel_starts_after_the_write(queue, target):
-            if queue is q and not entered.is_set():
+            if queue is q.sweep and not entered.is_set():
                 qm1.channels.start("TO.QM2")  # its first batch takes messages 0-49 of the run
                 assert entered.wait(30), "the sender sent no batch"
 

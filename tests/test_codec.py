@@ -57,7 +57,7 @@ def test_a_sweep_of_runs_got_meanwhile_does_not_crash_the_dictionary_trainer():
         h = qm.connect().open("Q", OO.INPUT_SHARED | OO.OUTPUT)
         taker = qm.connect().open("Q", OO.INPUT_SHARED)
         q = qm.queue_named("Q")
-        begin = q.sweep_begin
+        begin = q.sweep.sweep_begin
 
         def sweep_begin_then_take_it_all(keep):
             plan = begin(keep)  # the runs are chosen; their records are read after this
@@ -65,13 +65,13 @@ def test_a_sweep_of_runs_got_meanwhile_does_not_crash_the_dictionary_trainer():
                 taker.get()
             return plan
 
-        q.sweep_begin = sweep_begin_then_take_it_all  # the sweeper calls the queue's own
+        q.sweep.sweep_begin = sweep_begin_then_take_it_all  # the sweeper calls the queue's own
         for _ in range(14):  # sweeps of 100 messages, every one got meanwhile
             qm.sweeper.run_once()  # an interval without gets: the rule sweeps the next
             for i in range(100):
                 h.put(os.urandom(600))
             qm.sweeper.run_once()
-        del q.sweep_begin
+        del q.sweep.sweep_begin
         for _ in range(3):  # then real records, enough to train the queue's dictionary
             qm.sweeper.run_once()
             for i in range(200):

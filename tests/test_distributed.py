@@ -261,7 +261,7 @@ def test_batch_gets_count_in_x_exactly_as_application_gets(qm):
     app_q.take_obtained(), x_q.take_obtained()
     app.get_many(12)
     xq.assign_batch(12).confirm()
-    assert app_q.sweep_counts()[:2] == x_q.sweep_counts()[:2] == (18, 12)
+    assert app_q.sweep.sweep_counts()[:2] == x_q.sweep.sweep_counts()[:2] == (18, 12)
     app.get(GMO.SYNCPOINT)
     app.connection.backout()
     xq.assign_batch(1).release()  # a batch that goes back counts, as a backed-out get does
@@ -323,15 +323,15 @@ def test_a_batch_in_doubt_comes_back_assigned_and_is_never_swept_or_got():
     sync = qm.distributed.sync("TO.QM2")
     assert sync.indoubt is not None and sync.indoubt.batch.held == 4
     q = qm.queue_named("QM2")
-    assert q.batched == 4 and q.depth == 10
+    assert q.batches.count == 4 and q.depth == 10
     x = qm.connect().open("QM2", IO)
     assert [m.data for m in x.get_many(100, GMO.SYNCPOINT)] == [b"m%d" % i for i in range(4, 10)]
     x.connection.backout()
     q.take_obtained()
     qm.sweeper.run_once()  # y counts the 6 others only; the batch stays in memory
-    assert q.lanes[0].mem >= 4 and all(q.lanes._batched(r) for r in q.batches[sync.indoubt.batch.id])
+    assert q.lanes[0].mem >= 4 and all(q.lanes._batched(r) for r in q.batches.refs(sync.indoubt.batch.id))
     sync.commit()  # resolved: the receiver had it
-    assert q.batched == 0 and drain(x) == [b"m%d" % i for i in range(4, 10)]
+    assert q.batches.count == 0 and drain(x) == [b"m%d" % i for i in range(4, 10)]
     after = durable(crashed(kv))
     assert after.distributed.sync("TO.QM2").indoubt is None and after.distributed.sync("TO.QM2").seq == 4
     assert after.inquire_queue("QM2").current_depth == 0
@@ -359,7 +359,7 @@ def test_a_batch_in_doubt_is_never_paged_out_under_the_memory_budget():
     )
     try:
         q = qm.queue_named("QM2")
-        held = list(q.batches[qm.distributed.sync("TO.QM2").indoubt.batch.id])
+        held = q.batches.refs(qm.distributed.sync("TO.QM2").indoubt.batch.id)
         out = qm.connect().open("QM2", OO.OUTPUT)
         for _ in range(300):
             out.put(b"x" * 1000)  # over the budget: the queue pages its surplus out

@@ -7,7 +7,7 @@ What is resolved, and how:
 * a path under a folder of the repository (``engine/queue.py``, ``engine/durable/``,
   ``tests/test_codec.py``, ``engine/groups/*``), anywhere in a doc, a docstring or a comment:
   it must exist (a pattern must match a file);
-* a name in a code span of a doc (``LocalQueue.sweep_link``, ``sweepq.engine.getpath.obtain_locked``,
+* a name in a code span of a doc (``QueueSweep.sweep_link``, ``sweepq.engine.getpath.obtain_locked``,
   ``decide()``) or of a docstring (``QueueTier.unsweep_locked()``), and every name of a Sphinx
   role in a docstring (``:meth:`unsweep_locked```, ``:class:`~sweepq.engine.Connection```,
   ``:func:`prove```): a dotted name from ``sweepq`` must import; ``LocalQueue.mutex`` must
@@ -312,8 +312,8 @@ def test_every_path_and_name_the_code_mentions_exists():
     [
         ("see `engine/queue.py` and engine/durable/", []),
         ("see engine/groups.py", ["path engine/groups.py"]),
-        ("`LocalQueue.sweep_link` and `sweepq.engine.getpath.obtain_locked` and `decide()`", []),
-        ("`LocalQueue.sweep_linked` and `sweepq.engine.getpath.obtained`", None),
+        ("`QueueSweep.sweep_link` and `sweepq.engine.getpath.obtain_locked` and `decide()`", []),
+        ("`QueueSweep.sweep_linked` and `sweepq.engine.getpath.obtained`", None),
         ("`QueueTeir.check()`", None),
     ],
 )

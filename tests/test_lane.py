@@ -185,7 +185,7 @@ def test_a_blob_comes_back_in_bulk_in_order(n):
         h.put_many([b"%05d" % i for i in range(n + 5)])
         qm.sweeper.run_once()
         q = qm._queue("Q")
-        assert q.unsweep_all() >= 1
+        assert q.sweep.unsweep_all() >= 1
         assert qm.stats()["Q"].msgs_swept == 0
         assert drain(h) == [b"%05d" % i for i in range(n + 5)]
 

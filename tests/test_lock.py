@@ -198,7 +198,7 @@ def test_locked_message_is_never_swept_and_keeps_its_lock_across_unsweep(env):
         # Never moved: a front run is the stretch after the last unsweepable message.
         assert (info.in_memory, info.swept) == (5, 7)
     assert drain(other) == [b"%d" % i for i in range(12) if i != 4]  # unsweeps; 4 stays locked
-    assert q.sweep_stats().unsweeps > 0
+    assert q.sweep.stats().unsweeps > 0
     assert holder.get(GMO.BROWSE_MSG_UNDER_CURSOR).data == b"4"  # releases the lock
     assert drain(other) == [b"4"]
     h.put(b"x")
@@ -293,7 +293,7 @@ def test_durable_queue_browse_remove_under_cursor_and_a_lock_do_not_outlive_a_re
     b.get(GMO.BROWSE_FIRST)
     assert b.get(GMO.MSG_UNDER_CURSOR).data == b"0"
     assert b.get(GMO.BROWSE_NEXT | GMO.LOCK).data == b"1"
-    assert qm._queue("Q").sweep_stats().unsweeps == 0
+    assert qm._queue("Q").sweep.stats().unsweeps == 0
     copy = MemoryKV()
     copy._cfs = {cf: dict(d) for cf, d in kv._cfs.items()}  # a crash: the store as it stands
     qm2 = manager(copy)

@@ -65,7 +65,7 @@ def run_engine(trace, policy, in_memory_store=False):
             report = qm.sweeper.run_once()
             for q, queue in zip(trace.queues, qs, strict=True):
                 d = report.decision(q)
-                st = queue.sweep_stats()
+                st = queue.sweep.stats()
                 out[q].append(
                     {
                         "decision": -1 if d.keep is None else d.keep,
@@ -171,7 +171,7 @@ def test_recorded_run_replays_to_the_same_counts(tmp_path):
                     h.get()
             clock.advance(1.0 - 0.5)  # to the end of this one-second interval
             qm.sweeper.run_once()
-            swept.append(qm._queue("A").sweep_stats().msgs_swept)
+            swept.append(qm._queue("A").sweep.stats().msgs_swept)
     trace = read(path)
     assert len(trace) == 10 * (50 + 13)
     r = replay(trace, policy, record_header=HEAD_LEN, t0=0, max_blob_bytes=BLOB_BYTES, max_blob_records=BLOB_RECORDS)

@@ -270,7 +270,7 @@ def test_transmission_batches_are_never_swept(sqm):
     batch = h.assign_batch(20)
     assert [m.data for m in batch.messages] == [b"%02d" % i for i in range(20)]
     q = sqm._queue("XMIT")
-    y, x = q.sweep_counts()[:2]
+    y, x = q.sweep.sweep_counts()[:2]
     assert (y, x) == (20, 20)  # batched messages are not counted; the channel serviced 20
     q.obtained = 0
     sqm.sweeper.run_once()
@@ -329,8 +329,9 @@ def test_browse_lock_state_aborts_verification(sqm, sh):
     q = sqm._queue("Q")
 
     def lock_one(queue, target):
-        with queue.mutex:
-            queue.lanes.mark(Ref(target.slots[-1]), LOCKED)
+        assert queue is q.sweep  # the sweeper's hook gets the queue's Sweepable
+        with q.mutex:
+            q.lanes.mark(Ref(target.slots[-1]), LOCKED)
 
     sqm.sweeper.after_write = lock_one
     d = sqm.sweeper.run_once().decision("Q")

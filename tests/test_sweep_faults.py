@@ -132,15 +132,15 @@ def test_abort_moved_when_a_run_is_no_longer_contiguous(sqm):
     h = sqm.connect().open("Q", IO)
     fill(h, 20)
     q = sqm._queue("Q")
-    plan = q.sweep_begin(5)
+    plan = q.sweep.sweep_begin(5)
     target = plan.targets[0]
     # A run that skips a message in the middle is not a contiguous stretch of the list.
     broken = Target(q.lanes, target.lane, target.chain, True, target.slots[:3] + target.slots[4:], q.ident, 0)
     store = sqm.blob_store()
     ends = record_ends(broken.records, store.max_blob_bytes, store.max_blob_records)
     infos = store.write_pending(broken.chain, broken.records, broken.ids, ends)
-    moved, reason = q.sweep_link(plan, broken, infos, sqm.blob_store())
-    q.sweep_end(plan)
+    moved, reason = q.sweep.sweep_link(plan, broken, infos, sqm.blob_store())
+    q.sweep.sweep_end(plan)
     # Linked from the tail: the last blob (a true tail stretch) moved; the one with the gap
     # failed verification, and everything from there on stayed in memory.
     assert (moved, reason) == (4, "moved")
@@ -378,19 +378,19 @@ def test_a_run_emptied_before_its_records_are_read_aborts_as_removed():
     from sweepq.sweeper.runs import record_ends
 
     with _twelve_on_blobs_of_four() as (store, _, h, q):
-        plan = q.sweep_begin(0)
+        plan = q.sweep.sweep_begin(0)
         target = plan.targets[0]
         # Gets take the run's first blob's worth before its records are read.
         assert [h.get().data for _ in range(4)] == [b"m00", b"m01", b"m02", b"m03"]
         assert target.records[:4] == [b""] * 4
         ends = record_ends(target.records, store.max_blob_bytes, store.max_blob_records)
         written = store.write_pending(target.chain, target.records, target.ids, ends, b"Q")
-        moved, reason = q.sweep_link(plan, target, written, store)
-        q.sweep_end(plan)
+        moved, reason = q.sweep.sweep_link(plan, target, written, store)
+        q.sweep.sweep_end(plan)
         # A front run links from its tail end: the blobs after the emptied slot moved; the
         # one holding it aborted.
         assert (moved, reason) == (8, "removed")
-        assert store.pending() == [] and q.sweep_stats().aborts["removed"] == 1
+        assert store.pending() == [] and q.sweep.stats().aborts["removed"] == 1
         assert [h.get().data for _ in range(8)] == [b"m%02d" % i for i in range(4, 12)]
 
 
@@ -399,7 +399,7 @@ def test_the_sweeper_writes_no_blob_for_a_run_a_get_emptied():
     read; the sweeper aborts that run as 'removed' before writing anything (it used to write
     a blob of empty records and abort only at verification)."""
     with _twelve_on_blobs_of_four() as (store, qm, h, q):
-        begin = q.sweep_begin
+        begin = q.sweep.sweep_begin
 
         def begin_then_get(keep):
             plan = begin(keep)
@@ -407,7 +407,7 @@ def test_the_sweeper_writes_no_blob_for_a_run_a_get_emptied():
                 h.get()  # every chosen message leaves before its record is read
             return plan
 
-        q.sweep_begin = begin_then_get
+        q.sweep.sweep_begin = begin_then_get
         writes = []
         write = store.write_pending
         store.write_pending = lambda *a, **k: writes.append(a) or write(*a, **k)

@@ -204,8 +204,8 @@ class Worker:
             return False
 
     def _wrap_queue(self, q) -> None:
-        log, point, tier = self.log, self.point, q.tier
-        begin, end, link, load, splice = q.sweep_begin, q.sweep_end, q.sweep_link, tier.load, tier.unsweep_locked
+        log, point, tier, sw = self.log, self.point, q.tier, q.sweep
+        begin, end, link, load, splice = sw.sweep_begin, sw.sweep_end, sw.sweep_link, tier.load, tier.unsweep_locked
 
         def sweep_begin(*a, **k):
             log.emit("Wbegin", q.name)
@@ -237,7 +237,7 @@ class Worker:
             point("unsweep-splice")
             return out
 
-        q.sweep_begin, q.sweep_end, q.sweep_link = sweep_begin, sweep_end, sweep_link
+        sw.sweep_begin, sw.sweep_end, sw.sweep_link = sweep_begin, sweep_end, sweep_link
         tier.load, tier.unsweep_locked = tier_load, unsweep_locked
 
     # -- operations, each logged as started and as returned -----------------------------------

@@ -255,7 +255,7 @@ class ReceiverSync(ChannelSync):
 
 def batch_keys(batch: Batch) -> list[tuple[int, int]]:
     """(lane, arrival number) of each message ``batch`` holds on its queue."""
-    return batch.queue.batch_keys(batch.id)
+    return batch.queue.batches.keys(batch.id)
 
 
 def restore_batch(q: LocalQueue, keys: list[tuple[int, int]]) -> tuple[Batch, int]:
@@ -263,5 +263,5 @@ def restore_batch(q: LocalQueue, keys: list[tuple[int, int]]) -> tuple[Batch, in
     when the queue manager stopped), so that no get takes and no sweep moves them before
     the batch is resolved. Returns the batch and how many named messages were not found."""
     batch_id = Batch.next_id()
-    recs = q.assign_keys(batch_id, keys)
+    recs = q.batches.assign_keys(batch_id, keys)
     return Batch(q, q.ident, recs, batch_id), len(keys) - len(recs)
