@@ -8,8 +8,8 @@ them), with these definitions:
 - a get **consumes** a message when it returned outside syncpoint, or its unit of work's
   commit returned; the final drain consumes what it gets. A get in a unit of work whose
   commit started and did not return consumed it or not: the rest of the history decides
-  (a message got there that comes back later was not consumed), and the unit of work must
-  be all or nothing.
+  (a message got there that comes back later was not consumed; one named damaged shows
+  nothing either way), and the unit of work must be all or nothing.
 
 The invariants: every committed put is consumed exactly once (0 lost, 0 duplicated; a maybe
 put at most once); nothing aborted ever comes back; within one queue and priority the
@@ -286,10 +286,13 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
         gone = [g for g in u.gets if id(g) not in back]
         # A put that came back shows the commit applied; so do gets whose messages never came
         # back, unless others did: then a later cut get outside syncpoint may have taken
-        # those (the commit not applied), which the lost check below decides.
-        applied = any(h.gets.get(p) for p in u.puts) or (bool(gone) and not back)
+        # those (the commit not applied), which the lost check below decides. A message named
+        # damaged shows nothing either way: damage took it whether the commit's get had or not
+        # (its own put lost with the writes after the damage, and this commit with them).
+        taken = [g for g in gone if g.ident not in h.damaged]
+        applied = any(h.gets.get(p) for p in u.puts) or (bool(taken) and not back)
         if not applied:
-            held.update((g.ident, u) for g in gone)
+            held.update((g.ident, u) for g in taken)
         for p in u.puts:
             h.state[p] = "committed" if applied else "aborted"
             if applied:
