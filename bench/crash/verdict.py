@@ -272,7 +272,8 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
 
     ``allow_damaged``: a committed message that never came back is not lost when a get named
     it in an OBJECT_DAMAGED (2101) error (the corruption test); without it, any such report
-    after plain kills is itself a violation."""
+    after plain kills is itself a violation. Either way a consumed message named damaged is a
+    false loss (docs/damage.md: whoever sends again what was named lost delivers it twice)."""
     v = Verdict(kill_classes=h.kill_classes)
     viol = v.violations
     # 1. units of work whose commit did not return: applied when anything shows it (one of
@@ -320,6 +321,9 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
             elif cons and any(g.seq > cons[0].seq for g in gets):
                 later = next(g for g in gets if g.seq > cons[0].seq)
                 viol["duplicated"].append(f"{ident} came back in run {later.run} after run {cons[0].run} consumed it")
+            if cons and ident in h.damaged:
+                told = h.damaged[ident]
+                viol["false loss"].append(f"{ident} was consumed (run {cons[0].run}) and named damaged in run {told}")
             if not cons and (state == "committed" or gets):
                 if ident in h.damaged:
                     v.damaged_reported += 1
