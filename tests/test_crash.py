@@ -139,6 +139,28 @@ def test_a_commit_cut_by_the_kill_must_be_all_or_nothing():
     assert undone_get.count("partial unit of work") == 1, undone_get.render()
 
 
+def test_a_cut_commit_whose_got_messages_damage_took_is_judged_by_its_puts():
+    """CI's one failure of wal-bitflip-7 (issue 32 item 3): the kill came after a commit's
+    store write and before sweepq's change log recorded it; the flipped log lost every write
+    after the damage, the commit and the puts of the messages it got among them. Recovery
+    named those messages by MsgId (their puts are in the change log) and could not know the
+    commit's puts: the commit was undone whole. The verdict took the got messages that never
+    came back for gets that took effect, and called the commit half applied."""
+    cut = _flat(put("1.1", sync=False), put("1.2", sync=False), get("1.1"), get("1.2"), put("1.3"), put("1.4"))
+    run1 = _run(*cut, "C+")
+    named = ["G+ A 1", "GD A 1 1.1 1.2"]
+    undone = verdict(run1, drain=named, allow_damaged=True)
+    assert undone.ok and undone.maybe_applied == 0 and undone.damaged_reported == 2, undone.render()
+    applied = verdict(run1, drain=[*get("1.3"), *get("1.4")], allow_damaged=True)
+    assert applied.ok and applied.maybe_applied == 4, applied.render()
+    # Its puts back: it took effect, and a message it got that is named lost is a false loss.
+    both = verdict(run1, drain=[*named, *get("1.3"), *get("1.4")], allow_damaged=True)
+    assert both.count("false loss") == 2, both.render()
+    # A got message that neither came back nor was named still shows the commit took effect.
+    half = verdict(run1, drain=["G+ A 1", "GD A 1 1.1"], allow_damaged=True)
+    assert half.count("partial unit of work") == 1, half.render()
+
+
 def test_a_commit_that_failed_with_2003_was_backed_out():
     backed_out = _run(*_flat(put("1.1"), ["C+", "CE 2003", "B+", "B="]))
     assert verdict(backed_out).ok
@@ -231,6 +253,14 @@ def test_a_message_named_damaged_is_allowed_only_when_damage_is():
     assert verdict(run1, drain=drain, allow_damaged=True).ok
     v = verdict(run1, drain=drain)
     assert v.count("reported damaged") == 1 and v.damaged_reported == 1, v.render()
+
+
+def test_a_consumed_message_named_damaged_is_a_false_loss():
+    """docs/damage.md: a consumed message is never named lost (an operator who sends again
+    what the store says it lost would create duplicates), damage or not."""
+    run1 = _run(*_flat(put("1.1"), put("1.2"), COMMIT, get("1.1"), COMMIT))
+    v = verdict(run1, drain=[*get("1.2"), "G+ A 1", "GD A 1 1.1"], allow_damaged=True)
+    assert v.count("false loss") == 1 and "1.1 was consumed (run 1)" in v.violations["false loss"][0], v.render()
 
 
 def test_where_each_kill_landed_is_counted():

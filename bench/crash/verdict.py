@@ -8,8 +8,8 @@ them), with these definitions:
 - a get **consumes** a message when it returned outside syncpoint, or its unit of work's
   commit returned; the final drain consumes what it gets. A get in a unit of work whose
   commit started and did not return consumed it or not: the rest of the history decides
-  (a message got there that comes back later was not consumed), and the unit of work must
-  be all or nothing.
+  (a message got there that comes back later was not consumed; one named damaged shows
+  nothing either way), and the unit of work must be all or nothing.
 
 The invariants: every committed put is consumed exactly once (0 lost, 0 duplicated; a maybe
 put at most once); nothing aborted ever comes back; within one queue and priority the
@@ -272,7 +272,8 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
 
     ``allow_damaged``: a committed message that never came back is not lost when a get named
     it in an OBJECT_DAMAGED (2101) error (the corruption test); without it, any such report
-    after plain kills is itself a violation."""
+    after plain kills is itself a violation. Either way a consumed message named damaged is a
+    false loss (docs/damage.md: whoever sends again what was named lost delivers it twice)."""
     v = Verdict(kill_classes=h.kill_classes)
     viol = v.violations
     # 1. units of work whose commit did not return: applied when anything shows it (one of
@@ -286,10 +287,13 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
         gone = [g for g in u.gets if id(g) not in back]
         # A put that came back shows the commit applied; so do gets whose messages never came
         # back, unless others did: then a later cut get outside syncpoint may have taken
-        # those (the commit not applied), which the lost check below decides.
-        applied = any(h.gets.get(p) for p in u.puts) or (bool(gone) and not back)
+        # those (the commit not applied), which the lost check below decides. A message named
+        # damaged shows nothing either way: damage took it whether the commit's get had or not
+        # (its own put lost with the writes after the damage, and this commit with them).
+        taken = [g for g in gone if g.ident not in h.damaged]
+        applied = any(h.gets.get(p) for p in u.puts) or (bool(taken) and not back)
         if not applied:
-            held.update((g.ident, u) for g in gone)
+            held.update((g.ident, u) for g in taken)
         for p in u.puts:
             h.state[p] = "committed" if applied else "aborted"
             if applied:
@@ -317,6 +321,9 @@ def judge(h: History, allow_damaged: bool = False) -> Verdict:
             elif cons and any(g.seq > cons[0].seq for g in gets):
                 later = next(g for g in gets if g.seq > cons[0].seq)
                 viol["duplicated"].append(f"{ident} came back in run {later.run} after run {cons[0].run} consumed it")
+            if cons and ident in h.damaged:
+                told = h.damaged[ident]
+                viol["false loss"].append(f"{ident} was consumed (run {cons[0].run}) and named damaged in run {told}")
             if not cons and (state == "committed" or gets):
                 if ident in h.damaged:
                     v.damaged_reported += 1
