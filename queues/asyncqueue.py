@@ -41,6 +41,7 @@ from .base import FULL, POLL, QueueBase, T
 from .errors import map_error
 
 _EMPTY = Reason.NO_MSG_AVAILABLE
+_NONE = object()  # what Handle.take_item returns for an empty queue
 
 
 class _Cancelled:
@@ -80,6 +81,7 @@ class AsyncQueue(QueueBase[T]):
         # (engine/handle.py) and goes the general way too, on a pooled handle.
         self._inline = self._items and not self._offload and not self._remote
         self._fast = self._inline
+        self._fast_get = self._inline and not self._once  # an at-least-once get holds a unit of work
         self._own: Any = self._core.take() if self._inline else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = 0  # the loop's thread
@@ -239,20 +241,20 @@ class AsyncQueue(QueueBase[T]):
 
     async def get(self) -> T:
         """Remove and return an item, waiting for one (``asyncio.Queue.get``)."""
-        if self._fast and not self._once:
+        if self._fast_get:
             try:
-                m = self._own[1].get(0)
+                item = self._own[1].take_item(self._decode, _NONE)
             except MQError:
-                pass  # empty (or the handle busy, or a refusal): the general way below waits or says why
+                pass  # the handle busy, or a refusal: the general way below says why
             else:
-                core = self._core
-                if core.waiting_putters or core.async_waiters:
-                    core.got()
-                else:
-                    core.gets += 1  # Core.got's whole work when nobody waits (queues/site.py)
-                if m.has_item:
-                    return m.item
-                return self._decode(m.data)
+                if item is not _NONE:
+                    core = self._core
+                    if core.waiting_putters or core.async_waiters:
+                        core.got()
+                    else:
+                        core.gets += 1  # Core.got's whole work when nobody waits (queues/site.py)
+                    return item
+                # empty: the general way below waits
         elif self._closed:
             raise self._closed_error()
         m = await self._get_remote() if self._remote else None
@@ -476,7 +478,7 @@ class AsyncQueue(QueueBase[T]):
 
     def close(self) -> None:
         """``QueueBase.close``; this queue's own handle (the hot path's) goes back first."""
-        self._fast = False
+        self._fast = self._fast_get = False
         own, self._own = self._own, None
         if own is not None and not self._closed:
             self._core.give(own)
