@@ -83,6 +83,7 @@ class AsyncQueue(QueueBase[T]):
         self._fast = self._inline
         self._fast_get = self._inline and not self._once  # an at-least-once get holds a unit of work
         self._own: Any = self._core.take() if self._inline else None
+        self._handle: Any = self._own[1] if self._inline else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = 0  # the loop's thread
         self._lock = threading.Lock()  # a waiter's check-then-wait against another thread's wake
@@ -196,7 +197,7 @@ class AsyncQueue(QueueBase[T]):
             priority = arguments.priority(priority)
         if self._fast:
             try:
-                self._own[1].put_item(item, -1 if priority is None else priority)
+                self._handle.put_item(item, -1 if priority is None else priority)
             except MQError:
                 pass  # full (or the handle busy): the general way below puts again, waits or says why
             else:
@@ -243,7 +244,7 @@ class AsyncQueue(QueueBase[T]):
         """Remove and return an item, waiting for one (``asyncio.Queue.get``)."""
         if self._fast_get:
             try:
-                item = self._own[1].take_item(self._decode, _NONE)
+                item = self._handle.take_item(self._decode, _NONE)
             except MQError:
                 pass  # the handle busy, or a refusal: the general way below says why
             else:
@@ -257,6 +258,10 @@ class AsyncQueue(QueueBase[T]):
                 # empty: the general way below waits
         elif self._closed:
             raise self._closed_error()
+        return await self._get_waiting()
+
+    async def _get_waiting(self) -> T:
+        """:meth:`get`'s general way, apart so that the hot path's frame holds no closure."""
         m = await self._get_remote() if self._remote else None
         while m is None:
             m = await self._fetch_in_executor() if self._offload else self._fetch(None)
@@ -479,7 +484,7 @@ class AsyncQueue(QueueBase[T]):
     def close(self) -> None:
         """``QueueBase.close``; this queue's own handle (the hot path's) goes back first."""
         self._fast = self._fast_get = False
-        own, self._own = self._own, None
+        own, self._own, self._handle = self._own, None, None
         if own is not None and not self._closed:
             self._core.give(own)
         super().close()
