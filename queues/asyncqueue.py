@@ -82,8 +82,9 @@ class AsyncQueue(QueueBase[T]):
         self._inline = self._items and not self._offload and not self._remote
         self._fast = self._inline
         self._fast_get = self._inline and not self._once  # an at-least-once get holds a unit of work
-        self._own: Any = self._core.take() if self._inline else None
-        self._handle: Any = self._own[1] if self._inline else None
+        own = self._core.take() if self._inline else None
+        self._own: tuple[Any, Any] | None = own
+        self._handle: Any = None if own is None else own[1]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = 0  # the loop's thread
         self._lock = threading.Lock()  # a waiter's check-then-wait against another thread's wake
