@@ -403,6 +403,41 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
     return msg
 
 
+def take_item(s: HandleState, decode: Callable[[bytes], object], empty: object, whole: object) -> object:
+    """The hot case of :meth:`Handle.take_item` (which checked that the handle may get): the
+    next message of an in-memory queue taken under one lock, as :func:`get` with no options
+    takes it, without making a :class:`Message` for an item: the item itself (HAS_ITEM), or
+    ``decode(data)`` of a message that holds data, decoded without the lock; ``empty`` when no
+    message is available (:func:`get` raises NO_MSG_AVAILABLE, 2033, then).
+
+    Only when nothing about the message needs more than a take: anything else returns
+    ``whole`` at once, having changed nothing, and the caller makes the whole :func:`get` — a
+    selector or a browse lock on the handle, a poison threshold, a journal, a blob to read
+    back, an expiry or a group section on the message."""
+    q = s.queue
+    cur = s.cursor
+    if s.match is not None or (cur is not None and cur.lk_seq >= 0) or q.poison_limit or q.journal is not None:
+        return whole
+    mutex = q.mutex
+    mutex.take()
+    try:
+        ref = q.find_locked()
+        if type(ref) is not Ref:
+            return empty if ref is None else whole  # else a Need: a blob to read first
+        rec = q.record_locked(ref)
+        if rec[_FLAGS] & (_HAS_EXPIRY | _HAS_GROUP):
+            return whole
+        out = q.item_locked(ref) if rec[_FLAGS] & _HAS_ITEM else _UNSET
+        take_one_locked(q, ref, rec, False)
+    finally:
+        mutex.give()
+    if q.cleanup or s.recorder is not None or q.budget is not None:
+        finish(s, q, (ref,), False, False)
+    if out is _UNSET:
+        return decode(record.tail(rec, rec[_HLEN] or record.data_offset(rec)))
+    return out
+
+
 def _finder(s: HandleState, q: LocalQueue, m: Match | None) -> Callable:
     """The finder of a destructive get by ``m``: the queue's search, and the handle's own
     locked message when it holds a browse lock."""

@@ -5,7 +5,7 @@ from . cimport getpath, putpath
 from .handlestate cimport HandleState
 from .queue cimport LocalQueue
 
-cdef object _FLAGS_MAX
+cdef object _FLAGS_MAX, _WHOLE
 cdef int _CURSOR_ANY, _GROUP_GMO, _MARK_SKIP, _PMO_LOGICAL, _MAX_PRIORITY
 
 cdef int _take_turn(list token) except -1

@@ -41,6 +41,7 @@ _GROUP_GMO = groups.GROUP_GMO  # LOGICAL_ORDER, COMPLETE_MSG, ALL_*_AVAILABLE
 _MARK_SKIP = int(GMO.MARK_SKIP_BACKOUT)
 _PMO_LOGICAL = int(PMO.LOGICAL_ORDER)
 _MAX_PRIORITY = MAX_PRIORITY
+_WHOLE = object()  # Handle.take_item: not the hot case, get()'s whole path serves it
 
 
 class Handle:
@@ -245,6 +246,37 @@ class Handle:
             return getpath.get(s, opts, wait_interval, buffer_length, m)
         finally:
             token.append(True)
+
+    def take_item(self, decode: Callable[[bytes], object], empty: object = None) -> object:
+        """The get of ``sweepq``'s in-memory doors: the next message, without waiting and
+        outside any unit of work, as ``get()`` takes it, returned as what it holds: the very
+        object a :meth:`put_item` put, or ``decode(data)`` of a message that holds data (an
+        item swept and brought back, a put of bytes); ``empty`` when there is none, where
+        ``get()`` raises NO_MSG_AVAILABLE (2033). No :class:`Message` is made for an item:
+        the hot case takes one lock and nothing else (engine/getpath.py ``take_item``), and
+        any other case is ``get()``'s whole path.
+
+        :raises MQError: what ``get()`` raises, but 2033; what ``decode`` raises (the
+            message is taken then)."""
+        token = self._token
+        _take_turn(token)
+        try:
+            s = self._s
+            if s.closed or not s.can_get or s.queue.inhibit_get or s.groups is not None:
+                out = _WHOLE
+            else:
+                out = getpath.take_item(s, decode, empty, _WHOLE)
+        finally:
+            token.append(True)
+        if out is not _WHOLE:
+            return out
+        try:
+            m = self._get(0)
+        except MQError as e:
+            if e.reason == Reason.NO_MSG_AVAILABLE:
+                return empty
+            raise
+        return m.item if m.has_item else decode(m.data)  # type: ignore[union-attr]  # get(0) is a Message
 
     # What type checkers see of get: engine/api.py's GetCall (a Message, or a Status for
     # GMO.UNLOCK), the signature written once; at run time the function above.

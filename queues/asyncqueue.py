@@ -41,6 +41,7 @@ from .base import FULL, POLL, QueueBase, T
 from .errors import map_error
 
 _EMPTY = Reason.NO_MSG_AVAILABLE
+_NONE = object()  # what Handle.take_item returns for an empty queue
 
 
 class _Cancelled:
@@ -72,8 +73,18 @@ class AsyncQueue(QueueBase[T]):
         self._offload = not site.remote and (site.persistent or site.budget)
         # In memory with items kept as objects: a put or get is one call of the queue manager
         # on the loop's thread, the hot path of put() and get() (a refusal or an empty queue
-        # goes the general way).
+        # goes the general way). That call is made on a handle of this queue's own, taken once
+        # and kept while it is open (given back by close()), not one taken from the pool and
+        # given back around each call; ``_fast`` is the one test of the hot path (cleared by
+        # close()). A call of the handle made while another thread's is in progress (an
+        # AsyncQueue used from two loops at once) is refused before it changes anything
+        # (engine/handle.py) and goes the general way too, on a pooled handle.
         self._inline = self._items and not self._offload and not self._remote
+        self._fast = self._inline
+        self._fast_get = self._inline and not self._once  # an at-least-once get holds a unit of work
+        own = self._core.take() if self._inline else None
+        self._own: tuple[Any, Any] | None = own
+        self._handle: Any = None if own is None else own[1]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = 0  # the loop's thread
         self._lock = threading.Lock()  # a waiter's check-then-wait against another thread's wake
@@ -185,14 +196,17 @@ class AsyncQueue(QueueBase[T]):
             priority outside 0..9, or the queue closed."""
         if priority is not None:
             priority = arguments.priority(priority)
-        if self._closed:
-            raise self._closed_error()
-        if self._inline:
-            core = self._core
-            if core.put_item(item, -1 if priority is None else priority):  # else the general way below
-                if core.async_waiters:
-                    core.put_done()
+        if self._fast:
+            try:
+                self._handle.put_item(item, -1 if priority is None else priority)
+            except MQError:
+                pass  # full (or the handle busy): the general way below puts again, waits or says why
+            else:
+                if self._core.async_waiters:
+                    self._core.put_done()
                 return
+        elif self._closed:
+            raise self._closed_error()
         await self._put_payloads((self._payload(item),), priority)
 
     async def put_many(self, items: Iterable[T], *, priority: int | None = None) -> None:
@@ -229,19 +243,26 @@ class AsyncQueue(QueueBase[T]):
 
     async def get(self) -> T:
         """Remove and return an item, waiting for one (``asyncio.Queue.get``)."""
-        if self._closed:
+        if self._fast_get:
+            try:
+                item = self._handle.take_item(self._decode, _NONE)
+            except MQError:
+                pass  # the handle busy, or a refusal: the general way below says why
+            else:
+                if item is not _NONE:
+                    core = self._core
+                    if core.waiting_putters or core.async_waiters:
+                        core.got()
+                    else:
+                        core.gets += 1  # Core.got's whole work when nobody waits (queues/site.py)
+                    return item
+                # empty: the general way below waits
+        elif self._closed:
             raise self._closed_error()
-        if self._inline and not self._once:
-            core = self._core
-            m = core.get_now()  # None: empty, and the general way below waits
-            if m is not None:
-                if core.waiting_putters or core.async_waiters:
-                    core.got()
-                else:
-                    core.gets += 1  # Core.got's whole work when nobody waits (queues/site.py)
-                if m.has_item:
-                    return m.item
-                return self._decode(m.data)
+        return await self._get_waiting()
+
+    async def _get_waiting(self) -> T:
+        """:meth:`get`'s general way, apart so that the hot path's frame holds no closure."""
         m = await self._get_remote() if self._remote else None
         while m is None:
             m = await self._fetch_in_executor() if self._offload else self._fetch(None)
@@ -460,6 +481,14 @@ class AsyncQueue(QueueBase[T]):
             await fut
 
     # -- the end -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """``QueueBase.close``; this queue's own handle (the hot path's) goes back first."""
+        self._fast = self._fast_get = False
+        own, self._own, self._handle = self._own, None, None
+        if own is not None and not self._closed:
+            self._core.give(own)
+        super().close()
 
     async def aclose(self) -> None:
         """``close``, and the asyncio client's connections ended cleanly first (url=)."""

@@ -22,6 +22,7 @@ from .errors import map_error
 _EMPTY = int(Reason.NO_MSG_AVAILABLE)  # plain ints: an enum member's lookup costs on every call
 _WAIT = int(GMO.WAIT)
 _SYNCPOINT = int(GMO.SYNCPOINT)
+_NONE = object()  # what Handle.take_item returns for an empty queue
 
 
 class Queue(QueueBase[T]):
@@ -150,13 +151,24 @@ class Queue(QueueBase[T]):
             pair = pool.pop()
         except IndexError:
             pair = core.take()
+        h = pair[1]
+        m = None
         try:
-            try:
-                m = pair[1].get(opts)  # an item there is taken without building a wait
-            except MQError as e:
-                if e.reason != _EMPTY or not block:
-                    raise
-                m = pair[1].get(opts | _WAIT, wait)
+            if self._items and not self._once:
+                # In memory, at most once: the item itself, taken without a Message or a wait
+                # built (Handle.take_item); an empty queue waits in the engine's get.
+                item = h.take_item(self._decode, _NONE)
+                if item is _NONE:
+                    if not block:
+                        raise stdqueue.Empty
+                    m = h.get(_WAIT, wait)
+            else:
+                try:
+                    m = h.get(opts)  # an item there is taken without building a wait
+                except MQError as e:
+                    if e.reason != _EMPTY or not block:
+                        raise
+                    m = h.get(opts | _WAIT, wait)
         except MQError as e:
             pool.append(pair)
             if e.reason == _EMPTY:
@@ -173,6 +185,8 @@ class Queue(QueueBase[T]):
             core.got()
         else:
             core.gets += 1  # Core.got's whole work when nobody waits (queues/site.py)
+        if m is None:
+            return item
         if self._items and m.has_item:
             return m.item
         return self._decode(m.data)

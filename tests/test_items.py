@@ -14,7 +14,7 @@ import pickle
 import pytest
 
 from sweepq import AsyncQueue, Queue
-from sweepq.engine import GMO, OO, DurabilitySettings, MQError, QueueManager, Reason, SweeperSettings
+from sweepq.engine import GMO, MD, OO, DurabilitySettings, MQError, QueueManager, Reason, SweeperSettings
 from sweepq.sweeper import ManualClock
 
 from helpers import IO
@@ -130,6 +130,48 @@ def test_items_need_a_queue_that_keeps_them_and_a_valid_priority(qm):
     out = qm.connect().open("Q", OO.OUTPUT)
     out.put_item(3)  # the queue keeps items for every handle once one said so
     assert h.get().item == 3
+
+
+_NONE = object()
+
+
+def test_take_item_returns_items_swept_copies_and_says_empty_in_order(qm, h):
+    """Handle.take_item, the in-memory doors' get: the very object while in memory, the
+    decoded copy of a swept one, in the order get() gives, and its ``empty`` when there is
+    none (where get() raises 2033)."""
+    items = [Widget(i) for i in range(30)]
+    for item in items:
+        h.put_item(item)
+    qm.sweeper.run_once()  # 25 swept into blobs: take_item goes get()'s whole way for those
+    got = [h.take_item(pickle.loads, _NONE) for _ in items]
+    assert got == items
+    assert [g is item for g, item in zip(got, items, strict=True)].count(True) == 5
+    assert h.take_item(pickle.loads, _NONE) is _NONE
+    assert h.take_item(pickle.loads) is None  # the default empty
+
+
+def test_take_item_decodes_data_and_leaves_expired_messages_behind(qm, h):
+    out = qm.connect().open("Q", OO.OUTPUT)
+    out.put(pickle.dumps("data"))
+    out.put(pickle.dumps("gone"), MD(expiry=1))  # a tenth of a second
+    h.put_item("item")
+    assert h.take_item(pickle.loads, _NONE) == "data"
+    qm.clock.advance(1.0)
+    assert h.take_item(pickle.loads, _NONE) == "item"  # the expired one was discarded on the way
+    assert h.take_item(pickle.loads, _NONE) is _NONE
+
+
+def test_take_item_keeps_get_s_refusals(qm, h):
+    h.put_item(1)
+    qm.alter_queue("Q", inhibit_get=True)
+    with pytest.raises(MQError) as e:
+        h.take_item(pickle.loads, _NONE)
+    assert e.value.reason == Reason.GET_INHIBITED
+    qm.alter_queue("Q", inhibit_get=False)
+    h.close()
+    with pytest.raises(MQError) as e:
+        h.take_item(pickle.loads, _NONE)
+    assert e.value.reason == Reason.HOBJ_ERROR
 
 
 def test_queue_in_memory_returns_the_object_itself():

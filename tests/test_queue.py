@@ -468,6 +468,32 @@ def test_an_in_memory_put_from_another_threads_loop_wakes_an_async_getter():
     assert asyncio.run(main()) == ["first", "second"]
 
 
+def test_an_in_memory_async_queue_used_from_two_threads_loops_at_once_loses_nothing():
+    """AsyncQueue's in-memory put and get call the engine on a handle of the queue's own; two
+    threads' loops using one queue at once may find it busy (the engine refuses such a call
+    before it changes anything, 2219), and that call then goes the general way: every item
+    put comes back once."""
+    a: AsyncQueue[int] = AsyncQueue()
+    got: list[int] = []
+
+    async def work(base: int) -> None:
+        for i in range(base, base + 2000):
+            await a.put(i)
+            got.append(await a.get())
+
+    threads = [threading.Thread(target=asyncio.run, args=(work(k * 10_000),)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(got) == [*range(2000), *range(10_000, 12_000)]
+    a.close()
+    with pytest.raises(ValueError, match="closed"):
+        asyncio.run(a.put(1))
+    with pytest.raises(ValueError, match="closed"):
+        asyncio.run(a.get())
+
+
 # -- a served queue manager ------------------------------------------------------------------------
 
 
