@@ -200,11 +200,7 @@ KV_ALONE = "floor: a RocksDB log write + a change-log append per call (no store 
 
 def crash_safe_contenders() -> tuple[dict[str, Callable[[str], Opened]], list[str]]:
     """The process-crash-safe contenders (absent peers left out) and notices for what is missing."""
-    out: dict[str, Callable[[str], Opened]] = {
-        'sweepq sync="os"': lambda p: open_sweepq(p, "os"),
-        STORE_ALONE: _store_alone,
-        KV_ALONE: _kv_alone,
-    }
+    out: dict[str, Callable[[str], Opened]] = {'sweepq sync="os"': lambda p: open_sweepq(p, "os")}
     missing = []
     try:
         import persistqueue  # noqa: F401
@@ -221,6 +217,12 @@ def crash_safe_contenders() -> tuple[dict[str, Callable[[str], Opened]], list[st
     except ImportError:
         missing.append("diskcache")
     return out, missing
+
+
+def floor_contenders() -> dict[str, Callable[[str], Opened]]:
+    """sweepq's own floors under its crash-safe put and get (see the module docstring): rows
+    of :func:`crash_safe`, not peers (other benches take the peers alone)."""
+    return {STORE_ALONE: _store_alone, KV_ALONE: _kv_alone}
 
 
 def power_safe_contenders() -> dict[str, Callable[[str], Opened]]:
@@ -324,7 +326,7 @@ def crash_safe(n: int, size: int, rounds: int, base: str | None = None, progress
     paired (the median over rounds of its round time over the contender's round next to it),
     ``best_ratio_vs_persist_queue`` compares best rounds."""
     contenders, missing = crash_safe_contenders()
-    res = fill_drain_rounds(contenders, n, b"x" * size, rounds, base, progress)
+    res = fill_drain_rounds({**contenders, **floor_contenders()}, n, b"x" * size, rounds, base, progress)
     pq = [k for k in res if k.startswith("persist-queue")]
     out: dict = {"messages": n, "size": size, "rounds": rounds, "contenders": res, "missing": missing}
     if pq:
