@@ -522,10 +522,15 @@ class BlobStore:
             # A lone caller without marks (every durable put and get outside a unit of work):
             # no lock, and the change log's short record (issue 31).
             puts, deletes, _marks = writes[0]
-            horizon = self._access.write(_message_ops(puts, deletes))
-            self._log.append(changes.write(horizon, puts, deletes))
+            if not deletes and len(puts) == 1:  # a durable put
+                ops: list[Op] = [(CF_MESSAGES, *puts[0])]
+            elif not puts and len(deletes) == 1:  # a durable get
+                ops = [(CF_MESSAGES, deletes[0], None)]
+            else:
+                ops = _message_ops(puts, deletes)
+            self._log.append(changes.write(self._access.write(ops), puts, deletes))
             return
-        ops: list[Op] = []
+        ops = []
         marked = False
         for puts, deletes, marks in writes:
             ops += _message_ops(puts, deletes)
@@ -783,9 +788,6 @@ class MemoryStore(BlobStore):
 
 def _message_ops(puts: Sequence[tuple[bytes, bytes]], deletes: Sequence[bytes]) -> list[Op]:
     """The key-value operations of message records written (``puts``) and deleted."""
-    if len(puts) == 1 and not deletes:  # a durable put: no comprehension to run
-        key, value = puts[0]
-        return [(CF_MESSAGES, key, value)]
     ops: list[Op] = [(CF_MESSAGES, k, v) for k, v in puts]
     ops += [(CF_MESSAGES, k, None) for k in deletes]
     return ops
