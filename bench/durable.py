@@ -8,6 +8,10 @@ would pick instead, at the same guarantee, all measured in one run.
   OS, fsync only at checkpoints or never), persist-queue's file ``Queue`` (``autosave=True``:
   every put and get flushes its chunk and rewrites its info file; fsync only when a chunk of
   100 fills) and ``diskcache.Deque`` (its defaults: WAL, ``synchronous=NORMAL``).
+  Beside them two floors of sweepq's own (issue 31): its store alone
+  (``BlobStore.write_messages`` per put and get, no queue manager) and what every durable call
+  writes at least, one RocksDB log write and one change-log append (``RocksKV``, no store
+  layers): a row's distance to them is what its layers above cost.
 * :func:`power_safe`: the same where a returned call survives a *power loss*: sweepq
   ``sync="commit"`` against the machine's fsync floor (``os.write`` of 1 KiB then
   ``os.fsync``, per message, on a fresh file in the same directory) and the peers made
@@ -137,6 +141,63 @@ def _floor(path: str) -> Opened:
     return Opened(put, get, lambda: os.close(fd))
 
 
+def _fifo_of_records(write: Callable[[list, list], object], close: Callable[[], None]) -> Opened:
+    """Put and get over ``write(puts, deletes)`` of message records: a put writes the next
+    key, a get deletes the oldest (a queue's durable work without the queue)."""
+    keys: list[bytes] = []
+    values: dict[bytes, bytes] = {}
+    count = iter(range(1 << 62))
+    first = [0]
+
+    def put(data: bytes) -> None:
+        key = b"Q\0%016x" % next(count)
+        write([(key, data)], [])
+        keys.append(key)
+        values[key] = data
+
+    def get() -> bytes:
+        key = keys[first[0]]
+        first[0] += 1
+        write([], [key])
+        return values.pop(key)
+
+    return Opened(put, get, close)
+
+
+def _store_alone(path: str) -> Opened:
+    """The floor of the store's layers: sweepq's store alone (``BlobStore.write_messages``, a
+    record written per put and deleted per get, the change log started as a queue manager's
+    checkpoint starts it), no queue manager above it."""
+    from sweepq.blobstore import BlobStore
+
+    store = BlobStore(path)
+    store.write_checkpoint(b"")
+    return _fifo_of_records(lambda puts, deletes: store.write_messages(puts, deletes), store.close)
+
+
+def _kv_alone(path: str) -> Opened:
+    """The floor of what a durable call writes: per put (and per get) one RocksDB write to its
+    log (a put, or a delete) and one change-log record appended (blobstore/rocks.py, no store
+    layers): the two files each call is in when it returns, each written once."""
+    from sweepq.blobstore import changes
+    from sweepq.blobstore.kv import CF_MESSAGES
+    from sweepq.blobstore.rocks import RocksKV
+
+    os.makedirs(path)
+    kv = RocksKV(path)
+    kv.start_log(changes.NAME, changes.start(True, {}, {}))
+
+    def write(puts: list, deletes: list) -> None:
+        op = (CF_MESSAGES, *puts[0]) if puts else (CF_MESSAGES, deletes[0], None)
+        kv.append_log(changes.NAME, changes.write(kv.write([op]), puts, deletes))
+
+    return _fifo_of_records(write, kv.close)
+
+
+STORE_ALONE = "floor: sweepq's store alone (BlobStore.write_messages, no queue manager)"
+KV_ALONE = "floor: a RocksDB log write + a change-log append per call (no store layers)"
+
+
 def crash_safe_contenders() -> tuple[dict[str, Callable[[str], Opened]], list[str]]:
     """The process-crash-safe contenders (absent peers left out) and notices for what is missing."""
     out: dict[str, Callable[[str], Opened]] = {'sweepq sync="os"': lambda p: open_sweepq(p, "os")}
@@ -156,6 +217,12 @@ def crash_safe_contenders() -> tuple[dict[str, Callable[[str], Opened]], list[st
     except ImportError:
         missing.append("diskcache")
     return out, missing
+
+
+def floor_contenders() -> dict[str, Callable[[str], Opened]]:
+    """sweepq's own floors under its crash-safe put and get (see the module docstring): rows
+    of :func:`crash_safe`, not peers (other benches take the peers alone)."""
+    return {STORE_ALONE: _store_alone, KV_ALONE: _kv_alone}
 
 
 def power_safe_contenders() -> dict[str, Callable[[str], Opened]]:
@@ -259,7 +326,7 @@ def crash_safe(n: int, size: int, rounds: int, base: str | None = None, progress
     paired (the median over rounds of its round time over the contender's round next to it),
     ``best_ratio_vs_persist_queue`` compares best rounds."""
     contenders, missing = crash_safe_contenders()
-    res = fill_drain_rounds(contenders, n, b"x" * size, rounds, base, progress)
+    res = fill_drain_rounds({**contenders, **floor_contenders()}, n, b"x" * size, rounds, base, progress)
     pq = [k for k in res if k.startswith("persist-queue")]
     out: dict = {"messages": n, "size": size, "rounds": rounds, "contenders": res, "missing": missing}
     if pq:

@@ -58,8 +58,9 @@ class Access:
 
     def write(self, ops: list[Op]) -> int:
         """Apply ``ops`` atomically; return the horizon after them (the change log's)."""
+        kv = self._kv or self.kv()  # kv() only to say "closed": every durable put and get comes here
         try:
-            return self.kv().write(ops)
+            return kv.write(ops)
         except KVError as e:
             raise store_error(e) from e
 

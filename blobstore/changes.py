@@ -49,6 +49,7 @@ LIMIT = 64 << 20  # a log this long starts again (after the store flushed what i
 _U16 = struct.Struct("<H")
 _U64 = struct.Struct("<Q")
 _MARK = struct.Struct("<QIB")  # blob id, position, has a value
+_WRITE_OP = struct.Struct("<cQcH")  # "W", the horizon, then one operation's kind and key length
 
 
 def start(wal: bool, files: dict, chains: dict[bytes, list[int]], continued: bool = False) -> bytes:
@@ -72,7 +73,16 @@ def write(
     """The record of one store write (see the module docstring); ``moved``: (the blobs a link
     wrote, the keys of the records they took); ``chains``: each (a chain, "head" / "tail" (a
     link), "out" (blobs taken out) or "drop", the blob ids)."""
-    parts = [b"W" + _U64.pack(horizon)]  # the hot paths (one put, one delete) stay short
+    if not (chains or unlinked or moved[1] or marks or dropped is not None):
+        # The hot paths, a durable put or get: one pack and one join (issue 31).
+        if len(puts) == 1 and not deletes:
+            key, value = puts[0]
+            head = value[:HEAD]
+            return b"".join((_WRITE_OP.pack(b"W", horizon, b"P", len(key)), key, _U16.pack(len(head)), head))
+        if len(deletes) == 1 and not puts:
+            key = deletes[0]
+            return _WRITE_OP.pack(b"W", horizon, b"D", len(key)) + key
+    parts = [b"W" + _U64.pack(horizon)]
     _ops(parts, puts, deletes)
     if chains or unlinked or moved[1] or marks or dropped is not None:
         _rare(parts, moved, marks, dropped, unlinked, chains)

@@ -57,13 +57,18 @@ class WriteGroup(Generic[T]):
 
     def run(self, item: T) -> None:
         """Return once ``item`` is written. :raises: what ``write`` raised for its group."""
+        # The condition's own acquire and release (its lock's, in C) rather than ``with``:
+        # every durable put and get passes here, and a lone caller's way through is two
+        # acquisitions and the write (issue 31).
         cond = self._cond
-        with cond:
-            if not self._busy and not self._queue:  # nobody writes or waits: write alone at once
-                self._busy = True
-                waiters: list[_Waiter[T]] = []
-                items = [item]
-            else:
+        cond.acquire()
+        if not self._busy and not self._queue:  # nobody writes or waits: write alone at once
+            self._busy = True
+            cond.release()
+            waiters: list[_Waiter[T]] = []
+            items = [item]
+        else:
+            try:
                 me = _Waiter(item)
                 self._queue.append(me)
                 while self._busy and me.outcome is _PENDING:
@@ -75,18 +80,21 @@ class WriteGroup(Generic[T]):
                 self._busy = True  # lead: every item queued so far, this one first among them
                 waiters, self._queue = self._queue, []
                 items = [w.item for w in waiters]
+            finally:
+                cond.release()
         error: BaseException | None = None
         try:
             self._write(items)
         except BaseException as e:
             error = e
-        with cond:
-            self._busy = False
-            self.writes += 1
-            self.items += len(items)
-            for w in waiters:
-                w.outcome = error
-            if waiters or self._queue:
-                cond.notify_all()  # the followers written, and one queued since to lead next
+        cond.acquire()
+        self._busy = False
+        self.writes += 1
+        self.items += len(items)
+        for w in waiters:
+            w.outcome = error
+        if waiters or self._queue:
+            cond.notify_all()  # the followers written, and one queued since to lead next
+        cond.release()
         if error is not None:
             raise error

@@ -337,9 +337,13 @@ class RocksKV:
         self._gate.enter()
         if self._db is None:
             self._gate.leave()
-            raise KVError(
-                f"the store at {self.path} is closed" if self._closed else f"the store at {self.path} is unavailable"
-            )
+            raise self._unavailable()
+
+    def _unavailable(self) -> KVError:
+        """Why a call cannot reach the database: closed, or not reopened yet."""
+        return KVError(
+            f"the store at {self.path} is closed" if self._closed else f"the store at {self.path} is unavailable"
+        )
 
     def _failed(self, e: Exception, what: str, write: bool) -> KVError:
         """Classify a RocksDB failure; a failed write, or damage, breaks the database until
@@ -583,34 +587,40 @@ class RocksKV:
             return self._write(ops)
 
     def _write(self, ops: Sequence[Op]) -> int:
-        self._enter()  # written out, not through _call: the hot path of every durable put and get
+        # The hot path of every durable put and get: _enter and the apply written out here,
+        # so that a write that works calls nothing of Python's but the gate's two steps.
+        if self._broken is not None and not self._closed:
+            self._recover()
+        gate = self._gate
+        gate.enter()
+        db = self._db
+        if db is None:
+            gate.leave()
+            raise self._unavailable()
         try:
-            self._apply(ops)
-            return self._db.latest_sequence_number()  # type: ignore[union-attr]  # open inside the gate
+            if len(ops) == 1:
+                # One change (a durable put or get): a single put or delete is atomic by
+                # itself and skips building a WriteBatch.
+                cf, key, value = ops[0]
+                if value is None:
+                    self._cf[cf].delete(key, self._wopts)
+                else:
+                    self._cf[cf].put(key, value, self._wopts)
+            else:
+                wb = WriteBatch(raw_mode=True)
+                h = self._h
+                for cf, key, value in ops:
+                    if value is None:
+                        wb.delete(key, h[cf])
+                    else:
+                        wb.put(key, value, h[cf])
+                db.write(wb, self._wopts)
+            return db.latest_sequence_number()
         except Exception as e:
             err = self._failed(e, f"write to {self.path} failed", True)
         finally:
-            self._gate.leave()
+            gate.leave()
         raise err
-
-    def _apply(self, ops: Sequence[Op]) -> None:
-        if len(ops) == 1:
-            # One change (a durable put or get): a single put or delete is atomic by itself
-            # and skips building a WriteBatch.
-            cf, key, value = ops[0]
-            if value is None:
-                self._cf[cf].delete(key, self._wopts)
-            else:
-                self._cf[cf].put(key, value, self._wopts)
-            return
-        wb = WriteBatch(raw_mode=True)
-        h = self._h
-        for cf, key, value in ops:
-            if value is None:
-                wb.delete(key, h[cf])
-            else:
-                wb.put(key, value, h[cf])
-        self._db.write(wb, self._wopts)  # type: ignore[union-attr]  # open inside the gate
 
     def sync(self) -> None:
         # rocksdict releases the GIL while the log is synced: other threads go on writing,

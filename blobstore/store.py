@@ -518,11 +518,22 @@ class BlobStore:
     def _write_group(self, writes: list[MessageWrite]) -> None:
         """One atomic write of every caller's changes, in their order, and one change-log
         record of it (the :class:`WriteGroup`'s ``write``: never two at once)."""
-        ops: list[Op] = []
+        if len(writes) == 1 and not writes[0][2]:
+            # A lone caller without marks (every durable put and get outside a unit of work):
+            # no lock, and the change log's short record (issue 31).
+            puts, deletes, _marks = writes[0]
+            if not deletes and len(puts) == 1:  # a durable put
+                ops: list[Op] = [(CF_MESSAGES, *puts[0])]
+            elif not puts and len(deletes) == 1:  # a durable get
+                ops = [(CF_MESSAGES, deletes[0], None)]
+            else:
+                ops = _message_ops(puts, deletes)
+            self._log.append(changes.write(self._access.write(ops), puts, deletes))
+            return
+        ops = []
         marked = False
         for puts, deletes, marks in writes:
-            ops += [(CF_MESSAGES, k, v) for k, v in puts]
-            ops += [(CF_MESSAGES, k, None) for k in deletes]
+            ops += _message_ops(puts, deletes)
             if marks:
                 marked = True
                 ops += [(CF_MARKS, mark_key(blob_id, pos), value) for blob_id, pos, value in marks]
@@ -773,6 +784,13 @@ class MemoryStore(BlobStore):
         options.pop("wal", None)
         # ``kv``: the dicts of a store that was abandoned without close (a simulated crash).
         super().__init__(None, kv=kv if kv is not None else MemoryKV(), **options)
+
+
+def _message_ops(puts: Sequence[tuple[bytes, bytes]], deletes: Sequence[bytes]) -> list[Op]:
+    """The key-value operations of message records written (``puts``) and deleted."""
+    ops: list[Op] = [(CF_MESSAGES, k, v) for k, v in puts]
+    ops += [(CF_MESSAGES, k, None) for k in deletes]
+    return ops
 
 
 def _check_option(name: str, value, low: int) -> None:

@@ -54,7 +54,7 @@ def test_sweepq_contender_is_persistent(tmp_path):
 def test_crash_safe_reports_every_contender(tmp_path):
     r = d.crash_safe(20, 64, 2, base=str(tmp_path))
     c = r["contenders"]
-    assert 'sweepq sync="os"' in c
+    assert {'sweepq sync="os"', d.STORE_ALONE, d.KV_ALONE} <= set(c)  # sweepq beside its own floors
     pytest.importorskip("persistqueue")
     assert {"persist-queue SQLiteQueue, synchronous=NORMAL", "persist-queue Queue (file), autosave=True"} <= set(c)
     for v in c.values():

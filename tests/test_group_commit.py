@@ -248,3 +248,31 @@ def test_a_lone_caller_writes_at_once_and_errors_reach_every_caller_of_their_gro
     with pytest.raises(KVError):
         failing.run(1)
     assert failing.writes == 1
+
+
+@pytest.mark.parametrize(
+    "puts, deletes",
+    [([(b"q/0/1", b"v" * 100)], ()), ([(b"k", b"")], ()), ((), [b"q/0/1"]), ([(b"a", b"1")], [b"b"])],
+)
+def test_the_short_record_of_a_lone_put_or_delete_is_the_groups_encoding(puts, deletes):
+    """changes.write builds a durable put's or get's record in one pack (issue 31): the same
+    bytes as the general encoding a group's record uses, so a reader cannot tell them apart."""
+    assert changes.write(9, puts, deletes) == changes.write_group(9, [(puts, deletes, ())])
+    ch = changes.replay([changes.write(9, puts, deletes)])
+    assert ch.horizon == 9 and ch.written == {k: v[: changes.HEAD] for k, v in puts}
+    assert ch.removed == set(deletes)
+
+
+def test_a_lone_write_of_messages_is_one_store_write_and_one_change_log_record():
+    kv = GatedKV()
+    store = MemoryStore(kv=kv)
+    writes0, log0 = kv.writes, len(kv.read_log(changes.NAME)[0])
+    store.write_messages([(b"k1", b"one")])
+    store.write_messages((), [b"k1"])
+    store.write_messages([(b"k2", b"two")], [b"k3"])
+    assert kv.writes - writes0 == 3 and store.group.writes == 3
+    records = kv.read_log(changes.NAME)[0][log0:]
+    assert len(records) == 3
+    ch = changes.replay(records)
+    assert ch.written == {b"k2": b"two"} and ch.removed == {b"k1", b"k3"}
+    assert dict(store.messages()) == {b"k2": b"two"}
