@@ -48,10 +48,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# The goals of issue 10 §7.
-GOAL_CRASH_SAFE_VS_PERSIST_QUEUE = 10.0
+# The goals of issue 10 §7 (the crash-safe one as issue 31 set it again: 5 x SQLite OFF).
+GOAL_CRASH_SAFE_VS_PERSIST_QUEUE = 5.0
 GOAL_POWER_SAFE_VS_FLOOR = 0.8
-GOAL_PRODUCERS_VS_ONE = 5.0
+GOAL_PRODUCERS_VS_ONE = 8.0  # issue 31 (issue 10 asked for 5 x)
 GOAL_RECOVERY_SECONDS = 1.0  # issue 23 (issue 10 §7 asked for 2 s)
 
 
