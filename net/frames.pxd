@@ -2,7 +2,7 @@
 # source; this file only declares what the C compiler needs (engine/compiled.py).
 cimport cython
 
-cdef Py_ssize_t _HEAD, SMALL_BODY
+cdef Py_ssize_t _HEAD, _SMALL
 
 @cython.final
 cdef class FrameSocket:

@@ -112,11 +112,12 @@ class Clock(Protocol):
     def now(self) -> float: ...
 
 
-_HEAD = HEADER_LEN  # the header's length as a C integer in the compiled form (net/frames.pxd)
 SMALL_BODY = 4096
 """A frame body up to this long is returned as bytes of its own by the compiled form (one
 allocation and a copy, cheaper than a memoryview's slice); a longer one as a view of the read
 buffer in both forms."""
+_HEAD = HEADER_LEN  # the header's length and SMALL_BODY as C integers in the compiled form
+_SMALL = SMALL_BODY
 
 
 class FrameSocket:
@@ -225,7 +226,7 @@ class FrameSocket:
                         self._start = total
                     if self._idle_clock is not None:
                         self.active_at = self._idle_clock.now()
-                    if cython.compiled and n <= SMALL_BODY:
+                    if cython.compiled and n <= _SMALL:
                         return op, PyBytes_FromStringAndSize(cython.cast(cython.p_char, p) + _HEAD, n)
                     return op, self._view[_HEAD:total]
         if self.clock is not None:

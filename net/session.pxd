@@ -3,6 +3,7 @@
 cimport cython
 
 from .frames cimport FrameSocket
+from .protocol cimport Framer
 
 @cython.final
 cdef class Session:
@@ -29,5 +30,5 @@ cdef class Session:
     cdef public dict _handlers
     cdef public object channel
 
-    @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple, argc=Py_ssize_t)
+    @cython.locals(fs=FrameSocket, framer=Framer, handlers=dict, entry=tuple, argc=Py_ssize_t)
     cpdef str _loop(self)

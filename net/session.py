@@ -171,7 +171,7 @@ class Session:
         # is packed by this connection's own packer (net/protocol.py Framer).
         fs, handlers, unpack = self.fs, self._handlers, P.unpack
         framer = P.Framer()
-        send, frame, ok, error, OK = fs.sock.sendall, framer.frame, framer.ok, framer.error, P.OK
+        send, ok, error, OK = fs.sock.sendall, framer.ok, framer.error, P.OK
         while True:
             try:
                 op, body = fs.read()
@@ -201,7 +201,7 @@ class Session:
             try:
                 if admin_only and not self.admin:
                     raise P.not_authorized(f"administration ({state})")
-                reply = frame(OK, call(*args))
+                reply = framer.frame(OK, call(*args))
             except MQError as e:
                 if e.reason == Reason.NOT_AUTHORIZED:
                     self.server.log.warning("refused #%d %s: %s", self.id, P.OP_NAMES[op], e)
