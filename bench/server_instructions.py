@@ -7,8 +7,10 @@ count does not. Each server runs under callgrind; after a warm-up the client zer
 counters (``callgrind_control -z``), runs ``n`` pairs and has them dumped
 (``callgrind_control -d``): the dump's total over the ``2 n`` requests is the figure (every
 thread of the server, the kernel's work not included). Run it with
-``python -m sweepq.bench.server_instructions [--pairs N]``; it needs ``valgrind`` (and
-``redis-server`` with redis-py for the comparison) on the PATH.
+``python -m sweepq.bench.server_instructions [--pairs N] [--out DIR]``; it needs ``valgrind``
+(and ``redis-server`` with redis-py for the comparison) on the PATH. ``--out`` writes the run
+as ``sweepq bench --out`` does (bench/suite.py ``write_out``: bench.json and its tables), for
+the docs to quote.
 """
 
 from __future__ import annotations
@@ -119,17 +121,44 @@ def count(server: str, pairs: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sweepq.bench.server_instructions", description=__doc__.split("\n")[0])
     ap.add_argument("--pairs", type=int, default=5000, help="put+get pairs counted (default 5000)")
+    ap.add_argument("--out", help="write the run (bench.json and its Markdown tables) to this directory")
     o = ap.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("valgrind is not on the PATH", file=sys.stderr)
         return 2
+    from .suite import run_info, write_out
+
+    info = run_info()
+    what = f"user-space instructions per request, put+get pairs of {len(PAYLOAD)} B (callgrind, n={o.pairs:,})"
     mine = count("sweepq", o.pairs)
     print(f"sweepq serve: {mine:,.0f} instructions per request")
+    figures = {"sweepq serve": mine}
+    rows = []
+    theirs = None
     if shutil.which("redis-server") is None:
         print("redis-server is not on the PATH: no comparison")
-        return 0
-    theirs = count("redis", o.pairs)
-    print(f"redis-server: {theirs:,.0f} instructions per request ({mine / theirs:.2f} x)")
+    else:
+        theirs = count("redis", o.pairs)
+        figures["redis-server"] = theirs
+        print(f"redis-server: {theirs:,.0f} instructions per request ({mine / theirs:.2f} x)")
+    for name, n in figures.items():
+        ratio = "" if theirs is None else f"{n / theirs:.2f} x redis-server"
+        if name == "sweepq serve" and theirs is not None:
+            ratio += f" (goal <= 1.0 x: {'met' if n <= theirs else 'missed'})"
+        rows.append(("server_instructions", f"{what}: {name}", f"{n:,.0f} instr/request", ratio))
+    if o.out:
+        info["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        out = o.out.rstrip("/")
+        doc = {
+            "command": f"python -m sweepq.bench.server_instructions --pairs {o.pairs} --out {out}",
+            "figures": {"server_instructions": figures},
+            "options": {"pairs": o.pairs},
+            "rows": rows,
+            "notices": [],
+            "run": info,
+        }
+        for path in write_out(doc, out):
+            print(f"wrote {path}")
     return 0
 
 

@@ -1,6 +1,7 @@
-"""Which engine modules are compiled, and which form of them runs (docs/design.md, "The core").
+"""Which modules are compiled, and which form of them runs (docs/design.md, "The core").
 
-The hot modules of the engine are compiled with Cython when sweepq is installed (setup.py
+The hot modules of the engine, and the server's per-request path in net/, are compiled with
+Cython when sweepq is installed (setup.py
 builds :data:`MODULES`), each from its own ``.py`` with a ``.pxd`` beside it that adds C
 types: one source, two forms. Where the compiled form is missing (no C compiler at install
 time), the same source runs interpreted and a warning says so once. ``SWEEPQ_PURE=1`` in the
@@ -36,6 +37,12 @@ MODULES = (
     "sweepq.engine.handle",
     "sweepq.engine.putpath",
     "sweepq.engine.getpath",
+    # The server's per-request path (issue 31): the frames, their packing and the session loop.
+    # Named here, as strings only, so that one list, one build and one digest hold every
+    # compiled module (net/ imports the engine, never the other way: nothing here imports them).
+    "sweepq.net.protocol",
+    "sweepq.net.frames",
+    "sweepq.net.session",
 )
 """The modules setup.py compiles (the package's name, then the file's path in the tree)."""
 
@@ -77,11 +84,12 @@ sources it compiled (in the wheel with the extensions; in the tree for an editab
 def compiled_sources(root: str) -> list[str]:
     """The files the compiled modules are built from, relative to the package's root ``root``
     (the repository, or ``site-packages/sweepq``): each module's ``.py`` and every ``.pxd`` of
-    the engine (a module's C code also depends on the ``.pxd`` files it cimports)."""
+    the layers they are in (a module's C code also depends on the ``.pxd`` files it cimports)."""
     found = {os.path.join(*name.split(".")[1:]) + ".py" for name in MODULES}
-    for folder, dirs, files in os.walk(os.path.join(root, "engine")):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        found.update(os.path.relpath(os.path.join(folder, f), root) for f in files if f.endswith(".pxd"))
+    for layer in sorted({name.split(".")[1] for name in MODULES}):
+        for folder, dirs, files in os.walk(os.path.join(root, layer)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            found.update(os.path.relpath(os.path.join(folder, f), root) for f in files if f.endswith(".pxd"))
     return sorted(found)
 
 
@@ -99,10 +107,17 @@ def sources_digest(root: str) -> str:
 def stale() -> list[str]:
     """The compiled modules built from other sources than the ``.py`` and ``.pxd`` files beside
     them (a tree changed since it was built: run ``pip install -e .`` again), where the old code
-    would run; all of them when the build left no digest. Empty when nothing is compiled."""
+    would run; all of them when the build left no digest. Empty when nothing is compiled.
+    The engine's modules are imported to be looked at; a module of a layer above it only
+    when it was imported already (importing it here, inside the engine's own import, would
+    go up the layers)."""
     built = []
     for name in MODULES:
-        module = sys.modules.get(name) or importlib.import_module(name)
+        module = sys.modules.get(name)
+        if module is None:
+            if not name.startswith("sweepq.engine."):
+                continue
+            module = importlib.import_module(name)
         if not (module.__file__ or "").endswith(".py"):
             built.append(name)
     if not built:

@@ -32,7 +32,13 @@ import threading
 import time
 from typing import Protocol
 
+import cython
+
 from .protocol import HEADER, HEADER_LEN, VERSION, ProtocolError
+
+if cython.compiled:  # the C functions the compiled form calls (net/frames.pxd; engine/compiled.py)
+    from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
+    from cython.cimports.cpython.bytes import PyBytes_FromStringAndSize
 
 CLIENT_BUFFER = 256 * 1024  # a client reads batches of messages
 SERVER_BUFFER = 16 * 1024  # a server holds one per connection, most of them idle: larger frames
@@ -106,8 +112,18 @@ class Clock(Protocol):
     def now(self) -> float: ...
 
 
+SMALL_BODY = 4096
+"""A frame body up to this long is returned as bytes of its own by the compiled form (one
+allocation and a copy, cheaper than a memoryview's slice); a longer one as a view of the read
+buffer in both forms."""
+_HEAD = HEADER_LEN  # the header's length and SMALL_BODY as C integers in the compiled form
+_SMALL = SMALL_BODY
+
+
 class FrameSocket:
-    """Frames on one socket (see the module docstring)."""
+    """Frames on one socket (see the module docstring). ``idle``: whether ``active_at`` is kept
+    (with a clock): only a server with an ``idle_timeout`` reads it, and reading the clock after
+    each frame is a call per request."""
 
     def __init__(
         self,
@@ -117,11 +133,14 @@ class FrameSocket:
         buffer: int = CLIENT_BUFFER,
         memory: FrameMemory | None = None,
         clock: Clock | None = None,
+        idle: bool = True,
     ):
         self.sock = sock
         self.clock = clock
         self.frame_since: float | None = None  # when the frame being read began to arrive (with a clock)
         self.active_at = clock.now() if clock is not None else 0.0  # when the last whole frame came
+        self._idle_clock = clock if idle else None  # the clock active_at is read from, if kept
+        self._sock_recv_into = sock.recv_into  # the one call of every request's read, looked up once
         self.max_frame = max_frame
         self.partial_timeout = partial_timeout
         self.memory = memory
@@ -174,7 +193,7 @@ class FrameSocket:
             self._start, self._end = 0, n
         self._end += self._recv_into(self._view[self._end :], partial)
 
-    def read(self) -> tuple[int, memoryview | bytearray]:
+    def read(self) -> tuple[int, memoryview | bytearray | bytes]:
         """The next frame: ``(op, body)``. ``body`` is valid until the next call.
 
         :raises Closed: the peer closed the connection.
@@ -187,29 +206,37 @@ class FrameSocket:
             # Nothing buffered, the usual state between calls: one read at the buffer's start
             # (waiting for a next frame has no time limit), and when it brought the whole
             # frame, as it does for every small one, the frame is returned from here.
-            got = self.sock.recv_into(self._buf)
+            got = self._sock_recv_into(self._buf)
             if not got:
                 raise Closed("the peer closed the connection")
             self._start, self._end = 0, got
-            if got >= HEADER_LEN:
-                n, version, op = HEADER.unpack_from(self._buf)
-                total = HEADER_LEN + n
+            if got >= _HEAD:
+                if cython.compiled:  # the header read in place: no tuple, no call
+                    p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(self._buf))
+                    n = (cython.cast(cython.Py_ssize_t, p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3]
+                    version = p[4]
+                    op = p[5]
+                else:
+                    n, version, op = HEADER.unpack_from(self._buf)
+                total = _HEAD + n
                 if total <= got and version == VERSION and n <= self.max_frame:
                     if total == got:
                         self._end = 0
                     else:
                         self._start = total
-                    if self.clock is not None:
-                        self.active_at = self.clock.now()
-                    return op, self._view[HEADER_LEN:total]
+                    if self._idle_clock is not None:
+                        self.active_at = self._idle_clock.now()
+                    if cython.compiled and n <= _SMALL:
+                        return op, PyBytes_FromStringAndSize(cython.cast(cython.p_char, p) + _HEAD, n)
+                    return op, self._view[_HEAD:total]
         if self.clock is not None:
             self.frame_since = self.clock.now()
         try:
             op, body = self._read_rest()
         finally:
             self.frame_since = None
-        if self.clock is not None:
-            self.active_at = self.clock.now()
+        if self._idle_clock is not None:
+            self.active_at = self._idle_clock.now()
         return op, body
 
     def _read_rest(self) -> tuple[int, memoryview | bytearray]:

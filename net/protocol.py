@@ -24,9 +24,14 @@ import dataclasses
 import struct
 from functools import lru_cache
 
+import cython
 import msgpack
 
 from sweepq.engine import CC, MD, MQError, QueueAttributes, QueueInfo, Reason
+
+if cython.compiled:  # the C functions the compiled form calls (net/protocol.pxd; engine/compiled.py)
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.libc.string import memcpy
 
 VERSION = 1
 HEADER = struct.Struct(">IBB")  # body length, protocol version, op
@@ -176,9 +181,21 @@ class Framer:
             # default for those), or a value that cannot be packed at all (a list that
             # contains itself); the packer is empty again after a failure
             body = self._packb(_sendable(value, 0))
-        if len(body) > KEEP_BUFFER:
+        n = len(body)
+        if n > KEEP_BUFFER:
             self._packb = msgpack.Packer(default=_default, buf_size=4096).pack
-        return HEADER.pack(len(body), VERSION, op) + body
+        if cython.compiled:  # header and body in one allocation: no struct call, no concatenation
+            out = PyBytes_FromStringAndSize(cython.NULL, n + 6)
+            p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
+            p[0] = (n >> 24) & 255
+            p[1] = (n >> 16) & 255
+            p[2] = (n >> 8) & 255
+            p[3] = n & 255
+            p[4] = VERSION
+            p[5] = op
+            memcpy(p + 6, PyBytes_AS_STRING(body), n)
+            return out
+        return HEADER.pack(n, VERSION, op) + body
 
     def ok(self, result: object) -> bytes:
         return self.frame(OK, result)

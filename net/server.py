@@ -332,7 +332,15 @@ class Server:
 
     def run_session(self, sock: socket.socket, transport: str, peer: str, hello: dict, admin: bool) -> None:
         """The body of an admitted connection's thread."""
-        fs = FrameSocket(sock, self.max_frame, self.partial_timeout, SERVER_BUFFER, self.frame_memory, self.clock)
+        fs = FrameSocket(
+            sock,
+            self.max_frame,
+            self.partial_timeout,
+            SERVER_BUFFER,
+            self.frame_memory,
+            self.clock,
+            idle=self.idle_timeout is not None,
+        )
         session = Session(self, fs, next(self._ids), peer, transport)
         threading.current_thread().name = f"sweepq-session-{session.id}"
         with self._lock:

@@ -171,10 +171,10 @@ class Session:
         # is packed by this connection's own packer (net/protocol.py Framer).
         fs, handlers, unpack = self.fs, self._handlers, P.unpack
         framer = P.Framer()
-        read, send, frame, ok, error, OK = fs.read, fs.sock.sendall, framer.frame, framer.ok, framer.error, P.OK
+        send, ok, error, OK = fs.sock.sendall, framer.ok, framer.error, P.OK
         while True:
             try:
-                op, body = read()
+                op, body = fs.read()
             except FrameRefused as e:  # read and dropped: the call fails, the connection goes on
                 self.server.log.warning("refused a frame of %d bytes from #%d: %s", e.size, self.id, e)
                 send(error(MQError(Reason.STORAGE_NOT_AVAILABLE, str(e))))
@@ -201,7 +201,7 @@ class Session:
             try:
                 if admin_only and not self.admin:
                     raise P.not_authorized(f"administration ({state})")
-                reply = frame(OK, call(*args))
+                reply = framer.frame(OK, call(*args))
             except MQError as e:
                 if e.reason == Reason.NOT_AUTHORIZED:
                     self.server.log.warning("refused #%d %s: %s", self.id, P.OP_NAMES[op], e)

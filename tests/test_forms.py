@@ -39,6 +39,34 @@ def test_the_interpreted_form_passes_the_model_tests_too():
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
+# The server's per-request path is compiled too (net/frames.py, net/protocol.py, net/session.py):
+# frames read and refused, and requests done once across a lost reply and a reconnect.
+# (The kill -9 harnesses of tests/test_reconnect.py run in the compiled form only: minutes.)
+SERVED = ["tests/test_frames.py", "tests/test_reconnect.py", "-k", "not kill"]
+
+
+def test_every_listed_module_runs_compiled():
+    """Each module engine/compiled.py lists, the server's too, runs in its compiled form."""
+    import importlib
+
+    interpreted = [n for n in compiled.MODULES if importlib.import_module(n).__file__.endswith(".py")]
+    assert interpreted == []
+
+
+def test_the_interpreted_form_serves_the_same_frames_and_calls():
+    env = {**os.environ, "SWEEPQ_PURE": "1"}
+    probe = "import sweepq.net.session as s; assert s.__file__.endswith('.py')"
+    subprocess.run([sys.executable, "-c", probe], env=env, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SERVED],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
 def test_each_declaration_of_a_pxd_has_its_own_locals():
     """Two ``@cython.locals`` in a row apply to the one declaration below them and leave the
     one above untyped, silently (a function then runs with Python objects where C types were

@@ -1,0 +1,27 @@
+# Types of net/frames.py for its compiled form (Cython pure-Python mode): the .py is the one
+# source; this file only declares what the C compiler needs (engine/compiled.py).
+cimport cython
+
+cdef Py_ssize_t _HEAD, _SMALL
+
+@cython.final
+cdef class FrameSocket:
+    cdef public object sock
+    cdef public object clock
+    cdef public object frame_since
+    cdef public object active_at
+    cdef public Py_ssize_t max_frame
+    cdef public object partial_timeout
+    cdef public object memory
+    cdef public Py_ssize_t receiving
+    cdef Py_ssize_t _held
+    cdef bytearray _buf
+    cdef object _view
+    cdef Py_ssize_t _start
+    cdef Py_ssize_t _end
+    cdef object _timeout
+    cdef object _idle_clock
+    cdef object _sock_recv_into
+
+    @cython.locals(got=Py_ssize_t, n=Py_ssize_t, version=int, op=int, total=Py_ssize_t, p=cython.p_uchar)
+    cpdef tuple read(self)
