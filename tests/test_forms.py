@@ -26,11 +26,16 @@ def test_the_compiled_form_runs_and_is_built_from_these_sources():
 def test_the_interpreted_form_passes_the_model_tests_too():
     """The same sources, interpreted (SWEEPQ_PURE=1), against the same models: both forms must
     agree with them, step by step."""
-    env = {**os.environ, "SWEEPQ_PURE": "1", "SWEEPQ_CHECKS": "1"}
-    probe = "from sweepq.engine import compiled; assert not compiled.running()"
+    _interpreted("from sweepq.engine import compiled; assert not compiled.running()", MACHINES, SWEEPQ_CHECKS="1")
+
+
+def _interpreted(probe: str, tests: list[str], **extra: str) -> None:
+    """Run ``tests`` under SWEEPQ_PURE=1 (and ``extra`` in the environment), once ``probe``
+    shows that form runs."""
+    env = {**os.environ, "SWEEPQ_PURE": "1", **extra}
     subprocess.run([sys.executable, "-c", probe], env=env, check=True, cwd=ROOT)
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *MACHINES],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -54,17 +59,7 @@ def test_every_listed_module_runs_compiled():
 
 
 def test_the_interpreted_form_serves_the_same_frames_and_calls():
-    env = {**os.environ, "SWEEPQ_PURE": "1"}
-    probe = "import sweepq.net.session as s; assert s.__file__.endswith('.py')"
-    subprocess.run([sys.executable, "-c", probe], env=env, check=True, cwd=ROOT)
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SERVED],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    _interpreted("import sweepq.net.session as s; assert s.__file__.endswith('.py')", SERVED)
 
 
 def test_each_declaration_of_a_pxd_has_its_own_locals():
