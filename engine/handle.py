@@ -290,7 +290,10 @@ class Handle:
         truncation. Under GMO.SYNCPOINT (or SYNCPOINT_IF_PERSISTENT, per message) they join
         the unit of work, up to what it can still hold (max_uncommitted). With GMO.WAIT the
         call waits up to ``wait_interval`` ms for the first message only. Unlike get, an
-        empty result is not an error: it returns ``[]`` when nothing is available. Browse,
+        empty result is not an error: it returns ``[]`` when nothing is available. Under a
+        memory budget that counts resident memory, it takes only what fits in the budget's
+        room (engine/budget.py ``batch_limit``), so it may return fewer than are available;
+        at least one when any is. Browse,
         match and group options belong to get; they are refused here with 2046, as is
         MARK_SKIP_BACKOUT (one marked get per unit of work).
         """
