@@ -431,21 +431,21 @@ class MemoryBudget:
         # One count of unchecked bytes for all queues, not one per queue: with many queues
         # the per-queue counts added up to a lag of check_every times the queues.
         self.unchecked += nbytes
-        paging = q.sweep
-        if paging.paging:
-            paging.paged += nbytes
+        sweep = q.sweep  # the queue's paging (engine/queuesweep.py)
+        if sweep.paging:
+            sweep.paged += nbytes
         if self.unchecked >= self.check_every:
             q.checked_bytes = q.lanes.mem_bytes
             self.refresh()
-            if paging.paging and self.reserved < self.low:
-                paging.stop_paging()
+            if sweep.paging and self.reserved < self.low:
+                sweep.stop_paging()
         # The pages in waiting are reserved (_count), so a paging queue writes out a page at
         # a time even at the budget: writing every put out made a blob of each message,
         # which kept more resident memory than the message (a blob's index, RocksDB's keys).
-        if paging.paging and paging.page_due():
-            paging.paged = 0
+        if sweep.paging and sweep.page_due():
+            sweep.paged = 0
             self.counts["page_outs"] += 1
-            self.sweeper.page_out(paging)  # type: ignore[union-attr]  # a budget with queues has one
+            self.sweeper.page_out(sweep)  # type: ignore[union-attr]  # a budget with queues has one
 
     def _full(self, q: LocalQueue, why: str) -> MQError:
         what = "resident memory above the baseline" if self.counts_resident else "held"
