@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio += f" (goal <= 1.0 x: {'met' if n <= theirs else 'missed'})"
         rows.append(("server_instructions", f"{what}: {name}", f"{n:,.0f} instr/request", ratio))
     if o.out:
-        info["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        info["load_after"] = run_info()["load"]  # as sweepq bench --out says it
         out = o.out.rstrip("/")
         doc = {
             "command": f"python -m sweepq.bench.server_instructions --pairs {o.pairs} --out {out}",

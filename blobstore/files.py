@@ -144,7 +144,7 @@ class SideLog:
         try:
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
-            os.write(self._fd, _LOG_HEAD.pack(len(record), zlib.crc32(record)) + record)  # _frame, written out: hot
+            os.write(self._fd, _frame(record))
             self.unsynced = True
         except OSError as e:
             self.failed = f"appending to {self.path} failed ({e})"

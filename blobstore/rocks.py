@@ -587,16 +587,10 @@ class RocksKV:
             return self._write(ops)
 
     def _write(self, ops: Sequence[Op]) -> int:
-        # The hot path of every durable put and get: _enter and the apply written out here,
-        # so that a write that works calls nothing of Python's but the gate's two steps.
-        if self._broken is not None and not self._closed:
-            self._recover()
-        gate = self._gate
-        gate.enter()
-        db = self._db
-        if db is None:
-            gate.leave()
-            raise self._unavailable()
+        # The hot path of every durable put and get: the apply is written out here.
+        self._enter()
+        gate, db = self._gate, self._db
+        assert db is not None  # open inside the gate (_enter)
         try:
             if len(ops) == 1:
                 # One change (a durable put or get): a single put or delete is atomic by

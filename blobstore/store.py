@@ -522,15 +522,9 @@ class BlobStore:
             # A lone caller without marks (every durable put and get outside a unit of work):
             # no lock, and the change log's short record (issue 31).
             puts, deletes, _marks = writes[0]
-            if not deletes and len(puts) == 1:  # a durable put
-                ops: list[Op] = [(CF_MESSAGES, *puts[0])]
-            elif not puts and len(deletes) == 1:  # a durable get
-                ops = [(CF_MESSAGES, deletes[0], None)]
-            else:
-                ops = _message_ops(puts, deletes)
-            self._log.append(changes.write(self._access.write(ops), puts, deletes))
+            self._log.append(changes.write(self._access.write(_message_ops(puts, deletes)), puts, deletes))
             return
-        ops = []
+        ops: list[Op] = []
         marked = False
         for puts, deletes, marks in writes:
             ops += _message_ops(puts, deletes)
