@@ -217,6 +217,7 @@ class QueueSweep:
                 store_retries=c.store_retries,
                 lock_hold_p99_ms=percentile(c.lock_seconds, 0.99) * 1e3,
                 lock_hold_max_ms=max(c.lock_seconds, default=0.0) * 1e3,
+                lock_hold_cpu_p99_ms=percentile(c.lock_cpu_seconds, 0.99) * 1e3,
                 write_seconds=c.write_seconds,
             )
 

@@ -26,6 +26,7 @@ the store may hold garbage for a while but never misses a message.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -223,7 +224,10 @@ class QueueTier:
                 return "store_error"
             return None
 
-        t0 = time.perf_counter()
+        # A sweep is background work that holds the lock a foreground get or put waits for;
+        # it starts each hold on a fresh turn of the CPU and of the GIL (see yield_before_hold).
+        yield_before_hold()
+        t0, c0 = time.perf_counter(), time.thread_time()
         with self.mutex:
             reason, again = lanes.move_run(target.lane, slots, recs, blob, target.at_head, prechecked, link)
             if reason is None:
@@ -233,7 +237,7 @@ class QueueTier:
                 c.msgs_swept += hi - lo
                 c.bytes_swept_raw += nbytes
                 c.bytes_swept_compressed += info.comp_len
-        self.lock_seconds(t0)
+        self.lock_seconds(t0, c0)
         return reason
 
     def _drop_pending(self, blob_ids: list[int], store: Store) -> None:
@@ -412,5 +416,26 @@ class QueueTier:
             self.counters.store_retries += len(failed)
             cleanup.extend(failed)
 
-    def lock_seconds(self, t0: float) -> None:
-        self.counters.lock_seconds.append(time.perf_counter() - t0)
+    def lock_seconds(self, t0: float, cpu0: float | None = None) -> None:
+        """Count one hold of the queue's lock by a sweep that took it at ``perf_counter()``
+        ``t0`` (and, where the hold's own CPU time is measured, ``thread_time()`` ``cpu0``)."""
+        c = self.counters
+        c.lock_seconds.append(time.perf_counter() - t0)
+        if cpu0 is not None:
+            c.lock_cpu_seconds.append(time.thread_time() - cpu0)
+
+
+def yield_before_hold() -> None:
+    """Give up the CPU (and the GIL: ``os.sched_yield`` releases it) before a sweep takes a
+    queue's lock for one blob's link.
+
+    A sweep runs for many milliseconds between holds (encoding, compressing, writing blobs),
+    so it is the thread whose time slice is most likely spent when it takes the lock: on a
+    loaded machine the scheduler then preempts it *inside* the hold, and the gets and puts of
+    that queue wait a whole scheduler tick or more (4 ms with HZ=250) for a hold whose own
+    work is about 40 us. Likewise a thread asking for the GIL makes the sweeper drop it at the
+    next switch interval, wherever it is. Yielding first starts the hold on a fresh turn of
+    both. It costs one system call per blob (at most 1,024 messages), and on an idle machine
+    it returns at once. Measured by ``bench/sweeping.py lock_holds`` beside other work (docs/
+    performance.md, "A sweep's hold of the queue lock")."""
+    os.sched_yield()

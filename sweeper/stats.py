@@ -33,6 +33,8 @@ class SweepCounters:
     store_retries: int = 0  # store cleanups that failed and wait for another try
     aborts: dict = field(default_factory=lambda: dict.fromkeys(ABORT_REASONS, 0))
     lock_seconds: deque = field(default_factory=lambda: deque(maxlen=100_000))  # each hold by a sweep
+    # the CPU time of each blob's hold (lock_seconds less what the scheduler took from it)
+    lock_cpu_seconds: deque = field(default_factory=lambda: deque(maxlen=100_000))
     write_seconds: float = 0.0
 
 
@@ -62,6 +64,7 @@ class SweepStats:
     store_retries: int
     lock_hold_p99_ms: float
     lock_hold_max_ms: float
+    lock_hold_cpu_p99_ms: float  # the holds' own CPU time: the wall figure less preemption
     write_seconds: float
 
     @staticmethod
