@@ -50,6 +50,7 @@ DEFAULT_BUDGET = 100 * MB  # the sweeping run's memory budget
 # come, every budget/256 bytes, not at every allocation, so the peak between two counts and
 # the allocator's slack are seen late (issue 24's goal: 1.15).
 RESIDENT_TOLERANCE = 1.15
+DEMO_FILES = ("demo.png", "demo.md", "demo.json", "peak.md")  # what a run writes in --out, in that order
 PRIORITIES = (0, 4, 9)  # most messages are routine, a few urgent
 PRIORITY_WEIGHTS = (70, 25, 5)
 PUT_BATCH = 50  # the unit-of-work producer commits every PUT_BATCH puts
@@ -788,6 +789,12 @@ def _table(levels: Sequence[Level], title: str = TITLE):
     return t
 
 
+def levels_of(doc: dict) -> list[Level]:
+    """The levels a run's ``demo.json`` holds, as the run had them: its tables are made again
+    from them (``markdown``, ``peak_rss_table``), so a page that quotes them can be checked."""
+    return [Level(lv["busy"], lv["runs"], BusyLoad(**lv["busy_load"]), lv["load_average"]) for lv in doc["levels"]]
+
+
 def markdown(levels: Sequence[Level]) -> str:
     heads, rows = table_rows(levels)
     out = ["| " + " | ".join(heads) + " |", "|---|" + "--:|" * (len(heads) - 1)]
@@ -965,7 +972,11 @@ def _write_atomically(path: str, write: Callable[[str], None], written: list[str
 def _write_files(levels: list[Level], cfg: DemoConfig, out_dir: str, written: list[str]) -> dict[str, str]:
     os.makedirs(out_dir, exist_ok=True)
     paths = {k: os.path.join(out_dir, f"demo.{k}") for k in ("png", "md", "json")}
+    paths["peak"] = os.path.join(out_dir, "peak.md")
+    from .suite import run_info  # when, where, at which commit and under what load (as bench --out says)
+
     doc = {
+        "run": run_info(),
         "config": asdict(cfg),
         "mb": MB,
         "peak_rss": [
@@ -998,6 +1009,7 @@ def _write_files(levels: list[Level], cfg: DemoConfig, out_dir: str, written: li
     _write_atomically(paths["png"], lambda p: plot(levels, p), written)
     _write_atomically(paths["md"], text(markdown(levels) + "\n" + peak_rss_table(levels)), written)
     _write_atomically(paths["json"], text(json.dumps(doc, indent=1)), written)
+    _write_atomically(paths["peak"], text(peak_rss_table(levels)), written)  # the headline alone, for the README
     return paths
 
 
@@ -1072,7 +1084,7 @@ def _say_interrupted(ended: dict[str, int], work: str, out_dir: str, written: li
     ]
     if written:
         lines.append(f"  left in {out_dir}: {', '.join(os.path.basename(p) for p in written)} (complete files)")
-    missing = [n for n in ("demo.png", "demo.md", "demo.json") if os.path.join(out_dir, n) not in written]
+    missing = [n for n in DEMO_FILES if os.path.join(out_dir, n) not in written]
     if missing:
         lines.append(
             f"  not written: {', '.join(missing)} in {out_dir} (no partial files; any there are from an earlier run)"
@@ -1123,7 +1135,10 @@ def run(
     ok = _verify(say, levels)
     ok = _say_memory(say, levels) and ok
     say(f"plot: {os.path.abspath(paths['png'])}")
-    say(f"figures: {os.path.abspath(paths['json'])} (and the tables as Markdown: {os.path.abspath(paths['md'])})")
+    say(
+        f"figures: {os.path.abspath(paths['json'])} (and the tables as Markdown: {os.path.abspath(paths['md'])}; "
+        f"its last alone: {os.path.basename(paths['peak'])})"
+    )
     return 0 if ok else 1
 
 

@@ -89,7 +89,7 @@ Producers outpace a slow consumer on several queues (priorities, units of work);
 queue sweeper keeps memory bounded under a memory budget; then the consumer catches up and
 every message comes back. The same workload also runs without sweeping, in a subprocess of
 its own, at the same time. --busy runs spinning processes beside both. Shows live progress
-and a table, writes demo.png, demo.json and demo.md, verifies exactly-once delivery in
+and a table, writes demo.png, demo.json, demo.md and peak.md, verifies exactly-once delivery in
 order per producer, queue and priority, and exits 1 if it fails. About a minute on 2 cores
 (per busy load). MB = 10^6 bytes.
 
@@ -178,7 +178,11 @@ examples:
         "per value, one table for all (e.g. --busy 0 2; default: 0, nothing beside them)",
     )
     d.add_argument("--seed", type=number(int, 0, hint="pass a non-negative integer"), default=1, help="workload seed")
-    d.add_argument("--out", default="sweepq-demo", help="directory for demo.png, demo.json and demo.md")
+    d.add_argument(
+        "--out",
+        default="sweepq-demo",
+        help="directory for demo.png, demo.json, demo.md and peak.md (demo.md's last table alone)",
+    )
     d.add_argument("--no-compare", action="store_true", help="skip the run without sweeping")
     d.add_argument(
         "--clients",

@@ -15,6 +15,7 @@ import time
 import psutil
 import pytest
 
+from sweepq.bench import demo
 from sweepq.bench.busy import BusyLoad
 from sweepq.bench.demo import MB, DeliveryChecker, DemoConfig, Level, header, parse, run_child
 
@@ -240,6 +241,13 @@ def test_demo_quick_end_to_end_beside_a_busy_process(tmp_path):
     assert "| peak resident memory |" in md and "| busy processes beside the run | 1 | 1 |" in md
     assert f"| peak resident memory against budget + baseline | {s['peak_rss_with_sweeper'] / MB:,.1f} MB of" in md
     assert "| busy processes | peak RSS with sweeper | budget + baseline |" in md
+    # peak.md is demo.md's last table alone (the README quotes it), and both are what the
+    # run's demo.json makes again: a page quoting them can be checked against the run.
+    peak = (tmp_path / "peak.md").read_text()
+    assert md.endswith("\n" + peak) and peak.startswith("| busy processes |")
+    levels = demo.levels_of(figures)
+    assert md == demo.markdown(levels) + "\n" + demo.peak_rss_table(levels)
+    assert {"date", "commit", "load", "machine"} <= set(figures["run"])
 
 
 def test_a_budget_that_does_not_hold_fails_the_demo(tmp_path):
@@ -336,7 +344,7 @@ def test_an_interrupt_ends_every_process_and_says_what_is_left(tmp_path, to, sig
     assert lines[0].startswith(f"sweepq demo: interrupted ({why}): ended 2 run processes and 1 busy process"), err
     store = lines[1].split("(")[1].rstrip(")")
     assert lines[1].startswith("  removed: the runs' temporary blob stores") and not os.path.exists(store)
-    assert f"not written: demo.png, demo.md, demo.json in {tmp_path / 'out'}" in err
+    assert f"not written: demo.png, demo.md, demo.json, peak.md in {tmp_path / 'out'}" in err
     assert os.listdir(tmp_path / "out") == [] and os.listdir(tmp_path / "tmp") == []
     assert "Traceback" not in err
 

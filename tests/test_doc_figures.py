@@ -78,6 +78,27 @@ def test_the_readme_quotes_no_figure_and_points_to_the_run():
     assert "docs/queue.md#figures" in table
 
 
+DEMO = "docs/figures/demo"
+
+
+@pytest.mark.parametrize(("page", "table"), [("README.md", "peak.md"), ("docs/demo.md", "demo.md")])
+def test_the_demo_figures_are_quoted_from_the_committed_demo_run(page, table):
+    """The main job's figures (README, docs/demo.md) are a committed ``sweepq demo --out
+    docs/figures/demo`` run's tables, quoted as they are, and those tables are what the demo
+    makes from that run's demo.json: no figure of the demo typed by hand."""
+    from sweepq.bench import demo
+
+    doc = json.loads((ROOT / DEMO / "demo.json").read_text())
+    levels = demo.levels_of(doc)
+    made = {
+        "demo.md": demo.markdown(levels) + "\n" + demo.peak_rss_table(levels),
+        "peak.md": demo.peak_rss_table(levels),
+    }
+    assert (ROOT / DEMO / table).read_text() == made[table]
+    assert {"date", "commit", "load"} <= set(doc["run"])
+    assert (f"{DEMO}/{table}", made[table]) in _blocks(page), f"{page} does not quote {DEMO}/{table} as it is"
+
+
 def test_the_blocks_are_found():
     page = "a\n<!-- figures: docs/figures/x.md -->\n| t |\n<!-- /figures -->\nb\n"
     assert BLOCK.findall(page) == [("docs/figures/x.md", "| t |\n")]
