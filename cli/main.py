@@ -409,10 +409,22 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+class _Version(argparse.Action):
+    """``--version``: argparse's version action, with the version read when it is asked for
+    (importlib.metadata costs every other command's start-up more than the rest of a parser)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"sweepq {version()}")  # on stdout, as argparse's own version action prints it
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``sweepq`` parser with every command of :data:`COMMANDS`."""
     p = Parser(prog="sweepq", description=DESCRIPTION)
-    p.add_argument("--version", action="version", version=f"sweepq {version()}", help="print sweepq's version")
+    p.add_argument("--version", action=_Version, help="print sweepq's version")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for register in COMMANDS:
         register(sub)
