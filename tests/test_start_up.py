@@ -7,12 +7,16 @@ compiled module, not at ``import sweepq.engine``."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import subprocess
 import sys
 
 import pytest
+
+from sweepq.cli import build_parser, main
+from sweepq.cli.main import ALONE
 
 # Never imported to print a help: what `sweepq replay` itself needs (numba, numpy, Arrow), the
 # store's libraries, and the engine's queue, core and manager.
@@ -95,3 +99,22 @@ def test_the_compiled_core_is_checked_at_the_first_import_of_a_compiled_module(p
     at_import, said = json.loads(done.stdout.strip().splitlines()[-1])
     assert at_import == 0
     assert len(said) == (0 if says is None else 1) and (says is None or says in said[0]), said
+
+
+@pytest.mark.parametrize("command", sorted(ALONE))
+def test_a_command_built_alone_says_what_the_whole_parser_says(command, capsys):
+    """``sweepq replay`` builds its parser without the other commands' (cli/main.py ALONE):
+    its help and its usage errors are those of the whole parser."""
+    whole = build_parser()
+    subs = next(a for a in whole._actions if isinstance(a, argparse._SubParsersAction))
+    for argv, code in (([command, "--help"], 0), ([command, "--no-such-option"], 2)):
+        with pytest.raises(SystemExit) as alone:
+            main(argv)
+        said = capsys.readouterr()
+        with pytest.raises(SystemExit) as everything:
+            whole.parse_args(argv)
+        assert (alone.value.code, said) == (everything.value.code, capsys.readouterr())
+        assert alone.value.code == code
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert capsys.readouterr().out == subs.choices[command].format_help()
