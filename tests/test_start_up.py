@@ -18,10 +18,12 @@ import pytest
 from sweepq.cli import build_parser, main
 from sweepq.cli.main import ALONE
 
-# Never imported to print a help: what `sweepq replay` itself needs (numba, numpy, Arrow), the
-# store's libraries, and the engine's queue, core and manager.
-HEAVY = ("numba", "numpy", "pyarrow", "rocksdict", "zstandard", "sweepq.engine.core", "sweepq.engine.queue")
-HEAVY += ("sweepq.engine.manager", "sweepq.blobstore.store", "sweepq.sweeper.replay", "sweepq.sweeper.cycle")
+# Never imported by `sweepq replay`: the store's libraries, the engine's queue, core and
+# manager, and the sweeper's cycle.
+CORE = ("rocksdict", "zstandard", "sweepq.engine.core", "sweepq.engine.queue", "sweepq.engine.manager")
+CORE += ("sweepq.blobstore.store", "sweepq.sweeper.cycle")
+# Never imported to print a help: those, and what `sweepq replay` itself needs.
+HEAVY = ("numba", "numpy", "pyarrow", "sweepq.sweeper.replay", *CORE)
 
 _MODULES_AFTER = """
 import contextlib, io, json, sys
@@ -49,6 +51,19 @@ def test_a_help_loads_neither_the_engine_nor_numba(argv):
     loaded = _modules_after(argv)
     heavy = [m for m in loaded if m.startswith(HEAVY)]
     assert heavy == [], f"sweepq {' '.join(argv)} imported {heavy}"
+
+
+def test_a_replay_loads_neither_the_engines_core_nor_the_store(tmp_path):
+    """``sweepq replay TRACE`` imports numba, numpy and Arrow, and of the engine only the
+    record's header size: not its queue, core or manager, nor RocksDB."""
+    from sweepq.sweeper.traces import generate, write
+
+    path = str(tmp_path / "t.parquet")
+    write(generate("steady", seconds=2, rate=50, queues=2, seed=1), path)
+    loaded = _modules_after(["replay", path])
+    assert "numba" in loaded and "sweepq.sweeper.replay" in loaded
+    heavy = [m for m in loaded if m.startswith(CORE)]
+    assert heavy == [], f"sweepq replay imported {heavy}"
 
 
 @pytest.mark.parametrize("package", ["sweepq.engine", "sweepq.sweeper", "sweepq.blobstore"])
