@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from .settings import DurabilitySettings, MemorySettings, MessageSettings, SweeperSettings
 
 # Each module -> the public names it defines: the imports under TYPE_CHECKING, as data
-# (tests/test_lazy_imports.py holds them to __all__).
+# (tests/test_start_up.py holds them to __all__).
 _NAMES = {
     "batch": ("Batch",),
     "budget": ("MemoryUse",),
