@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from .crash import driver as crash_driver
 from .crash import verdict as crash_verdict
 from .crash import worker as crash_worker
+from .harness_sizes import CHANNEL_KILLS as DEFAULT_KILLS  # noqa: F401  (the names it always had)
+from .harness_sizes import CHANNEL_QUICK_KILLS as QUICK_KILLS  # noqa: F401
 
 CHANNEL = "QM1.QM2"
 PRIORITIES = crash_worker.PRIORITIES
@@ -58,8 +60,6 @@ SELF_POINTS = {
     "qm1": ("between-commits", "batch-begun", "sweep-write"),
     "qm2": ("receiver-commit", "sweep-write"),
 }
-DEFAULT_KILLS = 1000
-QUICK_KILLS = 50
 FAST = {"heartbeat": 1.0, "short_retry": 100_000, "short_interval": 0.02, "batch_size": 50}
 
 

@@ -62,14 +62,14 @@ from sweepq.engine import GMO, GROUPID_NONE, MD, MF, MO, OO, PMO, MQError, Reaso
 
 from .crash.worker import EventLog, check_payload, ident_of, ids_in_error, msg_id, payload
 
+# FILE_KINDS, DAMAGES, STATES and COMBOS (every combination in the order trials take them, then
+# one plain kill) live with the sizes the command line shows, as do the trial counts.
+from .harness_sizes import COMBOS, DAMAGES, FILE_KINDS, STATES  # noqa: F401  (damage.FILE_KINDS, ... as before)
+from .harness_sizes import DAMAGE_QUICK_TRIALS as QUICK_TRIALS  # noqa: F401
+from .harness_sizes import DAMAGE_TRIALS as DEFAULT_TRIALS  # noqa: F401
+
 QUEUES = ("DMG.A", "DMG.B")
 PRIORITIES = (0, 4, 9)
-FILE_KINDS = ("MANIFEST", "CURRENT", "OPTIONS", "log", "sst", "sweepq", "other")
-DAMAGES = ("cut", "zero", "flip", "delete")
-STATES = ("closed", "killed", "open")
-# Every (state, file kind, damage) in the order trials take them, then one plain kill.
-COMBOS = [(s, k, d) for k in FILE_KINDS for d in DAMAGES for s in STATES] + [("plain", "none", "none")]
-QUICK_TRIALS = len(COMBOS)
 # The trials of the first round that the test suite runs (tests/test_damage_fuzz.py, ~25 s):
 # the closed and killed directories with a write-ahead log, a table file or sweepq's own file
 # damaged every way, and the plain kill: where consumed messages came back (issue 32 item 3).
@@ -78,7 +78,6 @@ SUITE_TRIALS = [
     for k, (s, kind, _d) in enumerate(COMBOS)
     if (s in ("closed", "killed") and kind in ("log", "sst", "sweepq")) or s == "plain"
 ]
-DEFAULT_TRIALS = 1000
 PER_BASE = 7  # closed or killed trials that share one built directory (each on a copy)
 VIOLATIONS = ("wrong data", "consumed back", "twice", "out of order", "silent loss", "unusable", "false loss")
 TRIAL_SECONDS = 300  # a trial that takes longer is stuck (inside RocksDB, where it cannot be stopped)

@@ -37,6 +37,11 @@ import zlib
 from array import array
 from dataclasses import dataclass
 
+DEFAULT_MAX_BLOB_BYTES = 256 * 1024
+DEFAULT_MAX_BLOB_RECORDS = 1024  # bounds a sweep's lock hold (verify + detach are per record)
+# A blob's default bounds (a BlobStore's settings, store.py). Here, in a module that imports
+# no RocksDB, so that the replay and the command line read them without loading the store.
+
 MAGIC = b"SQB2"
 FORMAT_VERSION = 2
 CODEC_NONE = 0

@@ -46,6 +46,7 @@ from .dictionaries import Dictionaries
 from .directory import CHECKPOINT, check_directory, make_directory
 from .files import SideLog, claim, release
 from .files import repair as kv_repair
+from .format import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS
 from .group import WriteGroup
 from .kv import (
     CF_BLOBS,
@@ -80,9 +81,8 @@ from .rocks import ROCKSDB_OPTIONS, RocksKV
 from .stats import StoreStats
 
 STORE_FORMAT = 3  # 3: messages, marks and objects (durable queues); 2 held only swept blobs
-DEFAULT_MAX_BLOB_BYTES = 256 * 1024
-DEFAULT_MAX_BLOB_RECORDS = 1024  # bounds a sweep's lock hold (verify + detach are per record)
-# The caller cuts a run into blobs within these bounds (sweepq.sweeper.runs.cut_run: one
+# The default bounds of a blob (DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS) are format.py's,
+# imported here: the caller cuts a run into blobs within them (sweepq.sweeper.runs.cut_run: one
 # implementation for the engine and the replay kernel); the store keeps them as its settings.
 
 # Every option a BlobStore takes from a queue manager's ``store_options``.

@@ -121,7 +121,7 @@ def _name_rule(text: str) -> str | None:
     """None when ``text`` is a queue name by the engine's rule, else the rule in the engine's
     words (its error's text ends with it)."""
     from sweepq.engine import MQError
-    from sweepq.engine.queue import check_name
+    from sweepq.engine.checks import check_name
 
     try:
         check_name(text)
@@ -131,7 +131,7 @@ def _name_rule(text: str) -> str | None:
 
 
 def queue_name(text: str) -> str:
-    """An argparse type: a queue name by the engine's rule (``sweepq.engine.queue.check_name``),
+    """An argparse type: a queue name by the engine's rule (``sweepq.engine.checks.check_name``),
     so that the command line and the engine can never disagree on what a name is."""
     rule = _name_rule(text)
     if rule is not None:

@@ -22,14 +22,16 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sweepq.bench.crash.driver import DEFAULT_KILLS as CRASH_KILLS
-from sweepq.bench.crash.driver import QUICK_KILLS as CRASH_QUICK_KILLS
-from sweepq.bench.crash.trials import CORRUPTIONS
-from sweepq.bench.crash.worker import DEFAULT_INTERVAL as INTERVAL
-from sweepq.bench.crash_channel import QUICK_KILLS as CHANNEL_QUICK_KILLS
-from sweepq.bench.crash_server import QUICK_KILLS as SERVER_QUICK_KILLS
-from sweepq.bench.damage import DEFAULT_TRIALS as DAMAGE_TRIALS
-from sweepq.bench.damage import QUICK_TRIALS as DAMAGE_QUICK_TRIALS
+from sweepq.bench.harness_sizes import (
+    CHANNEL_QUICK_KILLS,
+    CORRUPTIONS,
+    CRASH_KILLS,
+    CRASH_QUICK_KILLS,
+    DAMAGE_QUICK_TRIALS,
+    DAMAGE_TRIALS,
+    SERVER_QUICK_KILLS,
+)
+from sweepq.bench.harness_sizes import CRASH_INTERVAL as INTERVAL
 
 from .args import HelpFormatter, number
 

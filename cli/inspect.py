@@ -1,4 +1,8 @@
-"""``sweepq inspect PATH``: what a data directory holds, without changing it."""
+"""``sweepq inspect PATH``: what a data directory holds, without changing it.
+
+The store and the engine are imported by the command when it runs, not with this module:
+every ``sweepq`` command builds its parser from here (cli/main.py), and none of the others
+needs them."""
 
 from __future__ import annotations
 
@@ -8,20 +12,17 @@ import enum
 import json
 import os
 import sys
-
-from sweepq.blobstore import BlobCorruptError, BlobStore, StoreError
-from sweepq.engine import record
-from sweepq.engine.durable.layout import MARK_REMOVED, decode_definition, decode_value, is_queue_object, queue_prefix
-from sweepq.engine.manager import STATS_FILE
-from sweepq.engine.queue import QueueAttributes
+from typing import TYPE_CHECKING
 
 from .data import MQ_NAMES
 from .serve import add_server_options
 
+if TYPE_CHECKING:
+    from sweepq.blobstore import BlobStore
+
 # The attributes `sweepq inspect` always shows, by their MQ names (as DISPLAY QLOCAL shows them).
 _MAIN = ("delivery_sequence", "default_priority", "default_persistence", "max_depth", "max_msg_length")
 _SHOWN = {k: MQ_NAMES[k] for k in _MAIN}
-_DEFAULTS = QueueAttributes()
 
 
 def _plain(value):
@@ -32,6 +33,17 @@ def _queues(store: BlobStore) -> dict[str, dict]:
     """Each stored queue definition with its persistent messages: those in records of their
     own, and those in the blobs of its chains that are persistent and not marked removed (the
     ones an open brings back; engine/durable/recovery.py)."""
+    from sweepq.blobstore import BlobCorruptError
+    from sweepq.engine import record
+    from sweepq.engine.durable.layout import (
+        MARK_REMOVED,
+        decode_definition,
+        decode_value,
+        is_queue_object,
+        queue_prefix,
+    )
+    from sweepq.engine.queue import QueueAttributes
+
     swept: dict[str, list[tuple[bytes, int]]] = {}
     for chain, ids in store.chains().items():  # chain names are b"QUEUE/priority"
         name = chain.decode(errors="replace").rpartition("/")[0]
@@ -76,14 +88,22 @@ def _queues(store: BlobStore) -> dict[str, dict]:
 
 def _attribute_text(attrs: dict) -> str:
     """The main attributes, then any other that is not its default, MQ-style."""
+    from sweepq.engine.queue import QueueAttributes
+
+    defaults = QueueAttributes()
     parts = [f"{mq}({attrs[k]})" for k, mq in _SHOWN.items()]
     for k, v in attrs.items():
-        if k not in _SHOWN and v != _plain(getattr(_DEFAULTS, k)):
+        if k not in _SHOWN and v != _plain(getattr(defaults, k)):
             parts.append(f"{k}={v}")
     return " ".join(parts)
 
 
 def describe(path: str, as_json: bool = False) -> str:
+    """The report of ``sweepq inspect``: queues, chains, pending blobs, dictionaries and the
+    statistics at the last close, as text or JSON; the store is opened read-only."""
+    from sweepq.blobstore import BlobStore, StoreError
+    from sweepq.engine.manager import STATS_FILE
+
     if not os.path.isdir(path):
         raise StoreError(f"{path} is not a directory")
     store = BlobStore(path, read_only=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import os
 import sys
@@ -16,14 +17,8 @@ import textwrap
 from collections.abc import Callable
 
 from .args import Parser, memory_size, number, output_dir
-from .channel import register as register_channel_command
-from .data import register as register_data_commands
-from .harness import register as register_harness_commands
-from .inspect import register as register_inspect_command
-from .plan import register as register_plan_command
 from .replay import pipeline_command as _pipeline
 from .replay import register as register_replay_commands
-from .serve import register as register_serve_commands
 
 DESCRIPTION = """\
 sweepq: an embedded tiered-storage message queue engine with IBM MQ semantics, whose slow
@@ -388,18 +383,34 @@ def register_bench_command(sub: argparse._SubParsersAction) -> None:
 
 Register = Callable[[argparse._SubParsersAction], None]
 
+
+def _from(module: str) -> Register:
+    """The ``register`` function of the command module ``sweepq.cli.<module>``, imported when a
+    parser with its commands is built (each command module imports what its help names)."""
+
+    def register(sub: argparse._SubParsersAction) -> None:
+        importlib.import_module(f"sweepq.cli.{module}").register(sub)
+
+    return register
+
+
 # Every command's registration, in the order `sweepq --help` lists them: one line each.
 COMMANDS: list[Register] = [
     register_demo_command,  # demo: here, the demo itself in bench/demo.py
     register_bench_command,  # bench: here, the scenarios in bench/suite.py
     register_replay_commands,  # trace, replay, pipeline: cli/replay.py
-    register_plan_command,  # plan: cli/plan.py
-    register_data_commands,  # define, put, get, browse: cli/data.py
-    register_serve_commands,  # serve, status: cli/serve.py
-    register_channel_command,  # channel: cli/channel.py
-    register_inspect_command,  # inspect: cli/inspect.py
-    register_harness_commands,  # crashtest, damagetest, crashtest-server, crashtest-channel: cli/harness.py
+    _from("plan"),  # plan: cli/plan.py
+    _from("data"),  # define, put, get, browse: cli/data.py
+    _from("serve"),  # serve, status: cli/serve.py
+    _from("channel"),  # channel: cli/channel.py
+    _from("inspect"),  # inspect: cli/inspect.py
+    _from("harness"),  # crashtest, damagetest, crashtest-server, crashtest-channel: cli/harness.py
 ]
+
+# The commands whose parser main() builds alone, without the others' (whose modules import
+# the harnesses, the demo and the bench for their helps): trace and replay, whose speed is
+# measured with Python's start (issue 35). Their help and errors are the same either way.
+ALONE = {"trace": register_replay_commands, "replay": register_replay_commands}
 
 
 def version() -> str:
@@ -413,12 +424,25 @@ def version() -> str:
         return "unknown (not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``sweepq`` parser with every command of :data:`COMMANDS`."""
+class _Version(argparse.Action):
+    """``--version``: argparse's version action, with the version read when it is asked for
+    (importlib.metadata costs every other command's start-up more than the rest of a parser)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"sweepq {version()}")  # on stdout, as argparse's own version action prints it
+        parser.exit()
+
+
+def build_parser(commands: list[Register] | None = None) -> argparse.ArgumentParser:
+    """The ``sweepq`` parser with the commands of ``commands`` (default: every one of
+    :data:`COMMANDS`)."""
     p = Parser(prog="sweepq", description=DESCRIPTION)
-    p.add_argument("--version", action="version", version=f"sweepq {version()}", help="print sweepq's version")
+    p.add_argument("--version", action=_Version, help="print sweepq's version")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for register in COMMANDS:
+    for register in COMMANDS if commands is None else commands:
         register(sub)
     return p
 
@@ -428,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["pipeline"]:  # its own parser (and --help) lives with the pipeline
         return _pipeline(argparse.Namespace(rest=argv[1:]))
-    parser = build_parser()
+    alone = ALONE.get(argv[0]) if argv else None
+    parser = build_parser(None if alone is None else [alone])
     if not argv:
         parser.print_help()
         return 2

@@ -63,3 +63,20 @@ def name(value: object, what: str = "queue name") -> str:
     if not isinstance(value, str):
         raise MQError(Reason.UNKNOWN_OBJECT_NAME, f"{what} must be a str, not {type(value).__name__}")
     return value
+
+
+MAX_NAME = 48
+"""The longest queue name, in characters (MQ's MQ_Q_NAME_LENGTH)."""
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/%")
+
+
+def check_name(name: str) -> str:
+    """``name`` when it is a queue name by MQ's rule (1..48 characters from A-Z a-z 0-9 . _ /
+    %), else an MQError (PARM_VALUE_ERROR) whose text ends with the rule. Here, in the engine's
+    lowest layer, so that the command line asks the same rule without importing the queue."""
+    if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME or set(name) - _NAME_CHARS:
+        raise MQError(
+            Reason.PARM_VALUE_ERROR,
+            f"queue name {name!r}: 1..{MAX_NAME} characters from A-Z a-z 0-9 . _ / %",
+        )
+    return name

@@ -8,13 +8,14 @@ time), the same source runs interpreted and a warning says so once. ``SWEEPQ_PUR
 environment runs the interpreted form on purpose: the test suite runs the model-based tests
 in both forms (tests/test_forms.py) and holds them to the same answers.
 
-This module is imported first by ``sweepq.engine``, so that its finder decides the form of
-every compiled module before any is imported.
+This module is imported first by ``sweepq.engine``, so that its finders decide the form of
+every compiled module before any is imported, and check it at the first import of one
+(:class:`_FirstUse`): the engine's package imports its modules lazily, and a command that
+uses none of them (``sweepq replay``) pays neither for them nor for the check.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
 import importlib.util
 import os
@@ -97,6 +98,8 @@ def sources_digest(root: str) -> str:
     """One SHA-256 of the compiled modules' sources under ``root`` (:func:`compiled_sources`):
     setup.py bakes it into a build, an import compares it with the installed sources'. File
     contents and names only, never times: pip unpacks a wheel's files in any order."""
+    import hashlib
+
     h = hashlib.sha256()
     for rel in compiled_sources(root):
         with open(os.path.join(root, rel), "rb") as f:
@@ -104,31 +107,36 @@ def sources_digest(root: str) -> str:
     return h.hexdigest()
 
 
+def built() -> list[str]:
+    """The modules of :data:`MODULES` whose compiled form an import runs: those with an
+    extension module beside their ``.py`` (the path finder takes it before the source), none
+    under SWEEPQ_PURE=1. Read from the files, so nothing is imported to be looked at."""
+    if PURE:
+        return []
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    suffixes = importlib.machinery.EXTENSION_SUFFIXES
+    found = []
+    for name in MODULES:
+        stem = os.path.join(root, *name.split(".")[1:])
+        if any(os.path.exists(stem + suffix) for suffix in suffixes):
+            found.append(name)
+    return found
+
+
 def stale() -> list[str]:
     """The compiled modules built from other sources than the ``.py`` and ``.pxd`` files beside
     them (a tree changed since it was built: run ``pip install -e .`` again), where the old code
-    would run; all of them when the build left no digest. Empty when nothing is compiled.
-    The engine's modules are imported to be looked at; a module of a layer above it only
-    when it was imported already (importing it here, inside the engine's own import, would
-    go up the layers)."""
-    built = []
-    for name in MODULES:
-        module = sys.modules.get(name)
-        if module is None:
-            if not name.startswith("sweepq.engine."):
-                continue
-            module = importlib.import_module(name)
-        if not (module.__file__ or "").endswith(".py"):
-            built.append(name)
-    if not built:
+    would run; all of them when the build left no digest. Empty when nothing is compiled."""
+    compiled = built()
+    if not compiled:
         return []
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         with open(os.path.join(here, DIGEST_FILE)) as f:
             baked = f.read().strip()
     except FileNotFoundError:
-        return built
-    return [] if baked == sources_digest(os.path.dirname(here)) else built
+        return compiled
+    return [] if baked == sources_digest(os.path.dirname(here)) else compiled
 
 
 def warn_if_interpreted() -> None:
@@ -140,11 +148,33 @@ def warn_if_interpreted() -> None:
             f"sweepq's compiled core ({len(old)} modules) was built from other sources than those "
             "beside it: reinstall sweepq (`pip install -e .` in its source tree)"
         )
-    if not PURE and not running():
+    if not PURE and "sweepq.engine.core.lanes" not in built():
         _one_line(
             "sweepq runs its interpreted core, several times slower than the compiled one: it was "
             "installed without a C compiler (install one and reinstall sweepq to compile it)"
         )
+
+
+# Duck-typed (no importlib.abc), as broker/alias.py's finder: importlib.abc costs more than
+# this module.
+class _FirstUse:
+    """A finder that finds nothing: at the first import of a module of :data:`MODULES` it runs
+    :func:`warn_if_interpreted` (which imports nothing), so the check costs a process nothing
+    until it uses the compiled core, and is said once. It stays on ``sys.meta_path`` (removing
+    itself while the import system walks that list would skip the finder after it)."""
+
+    checked = False
+
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if not cls.checked and fullname in MODULES:  # finders run under the import lock: once
+            cls.checked = True
+            warn_if_interpreted()
+        return None
+
+
+if _FirstUse not in sys.meta_path:
+    sys.meta_path.insert(0, _FirstUse)
 
 
 def _one_line(message: str) -> None:

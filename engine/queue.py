@@ -80,6 +80,7 @@ from sweepq.blobstore import BlobCorruptError
 from sweepq.sweeper.clock import Clock, SystemClock
 
 from . import checks
+from .checks import MAX_NAME, check_name  # noqa: F401  (the queue-name rule, imported from here too)
 from .constants import (
     OO,
     DeliverySequence,
@@ -117,9 +118,6 @@ if TYPE_CHECKING:
 # One lane of LocalQueue.durable_image: (priority, records, [(blob id, seq min, seq max, count, flags)]);
 # the records are (their first bytes back to back, their count) when the image is asked for heads.
 DurableLane = tuple[int, "list[bytes] | tuple[bytes, int]", list[tuple[int, int, int, int, "np.ndarray"]]]
-
-MAX_NAME = 48
-_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/%")
 
 
 @dataclass(frozen=True)
@@ -208,15 +206,6 @@ class QueueInfo:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def check_name(name: str) -> str:
-    if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME or set(name) - _NAME_CHARS:
-        raise MQError(
-            Reason.PARM_VALUE_ERROR,
-            f"queue name {name!r}: 1..{MAX_NAME} characters from A-Z a-z 0-9 . _ / %",
-        )
-    return name
 
 
 _queue_ids = itertools.count(1)

@@ -89,7 +89,7 @@ def byte_size(text: str) -> int:
 
 def add_rule_options(p: argparse.ArgumentParser) -> None:
     """The sweep rule's options, the same for ``sweepq replay`` and ``sweepq pipeline``."""
-    from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS
+    from sweepq.blobstore.format import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS
 
     pos_int, nonneg_int, pos_float = number(int, 1), number(int, 0), number(float, 0, low_open=True)
     p.add_argument("--interval", type=pos_float, default=5.0, help="sweep interval in seconds")

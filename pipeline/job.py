@@ -116,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--buckets",
         type=pos_int,
         default=None,
-        help="buckets of queues to lay a trace out in, one replay task each (default: 4 per core of the "
-        "master, or those of a layout reused)",
+        help="buckets of queues to lay a trace out in, one replay task each (default: a multiple of the "
+        "master's cores, each bucket of a few million events, pipeline/layout.py UNIT_EVENTS; a CSV: 4 per core; or "
+        "those of a layout reused)",
     )
     p.add_argument(
         "--layout",

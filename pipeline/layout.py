@@ -83,6 +83,34 @@ def fingerprint(path: str) -> dict:
 # -- planning: ranges ----------------------------------------------------------------------------
 
 
+# How much work a task is given by default: enough that Spark's cost per task (a round trip to
+# a Python worker: 0.1 to 0.2 s on this 2-core machine under load) is small beside it, not so
+# much that a task's memory grows. On the 10.8 M-event trace of docs/pipeline.md, alternating
+# in one Spark session at load 5: the replay of its layout took 1.26 to 2.33 s in 8 tasks (4 per
+# core) and 0.50 to 1.33 s in 2, for the same 0.3 s of CPU; the layout took 1.91 to 2.55 s in
+# 11 ranges (8 per core, cut at row groups), 0.98 to 1.99 s in 4 and 2.08 to 3.44 s in 2 (whose
+# larger batches cost 3 to 4 times the CPU).
+RANGE_ROWS = 4_000_000
+"""Rows of input per layout task (a Parquet range), at most about."""
+UNIT_EVENTS = 8_000_000
+"""Events per replay task (a bucket of queues), at most about."""
+
+
+def rows(path: str) -> int | None:
+    """The rows of a Parquet trace, from its footers; None for a CSV (unknown before reading)."""
+    if path.endswith(".csv"):
+        return None
+    fs, files = source_files(path)
+    return sum(n for _, _, n in row_groups(fs, files))
+
+
+def tasks_for(cores: int, work: int, per_task: int) -> int:
+    """Tasks to cut ``work`` rows into on ``cores``: a multiple of the cores (so that no wave
+    leaves a core idle), each of at most about ``per_task`` rows, at least one per core."""
+    cores = max(1, cores)
+    return cores * max(1, -(-work // (cores * per_task)))
+
+
 def plan(path: str, tasks: int, csv_min_bytes: int = 1 << 20) -> list[dict]:
     """Cut a trace into about ``tasks`` ranges of similar rows (Parquet: whole row groups of one
     file; CSV: byte ranges of at least ``csv_min_bytes``), in input order; each knows its first

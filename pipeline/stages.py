@@ -127,8 +127,10 @@ def arrow_layout(spark: SparkSession, path: str, out: str, buckets: int) -> dict
     :raises TraceError: a value that cannot be read (the first row at fault over all ranges)."""
     sc = spark.sparkContext
     t = time.perf_counter()
-    # Small ranges (a row group or two): more tasks to balance, and a worker reuses its memory.
-    ranges = lay.plan(path, 8 * sc.defaultParallelism)
+    # Ranges of a few million rows, a multiple of the cores (a CSV, whose rows are unknown before
+    # it is read: 8 per core, a worker reusing its memory from one to the next).
+    cores, n = sc.defaultParallelism, lay.rows(path)
+    ranges = lay.plan(path, 8 * cores if n is None else lay.tasks_for(cores, n, lay.RANGE_ROWS))
     lay.clear(out)
     sc.setJobDescription("sweepq layout (Arrow)")
     results = sc.parallelize(ranges, len(ranges)).map(lambda r: lay.split(r, out, buckets)).collect()
@@ -169,9 +171,16 @@ def lay_out(spark: SparkSession, path: str, directory: str, buckets: int | None,
     found = lay.reusable(directory, source, buckets)
     if found is not None:
         return directory, found, "reused"
-    made = SHUFFLES[shuffle](spark, path, directory, buckets or 4 * spark.sparkContext.defaultParallelism)
+    made = SHUFFLES[shuffle](spark, path, directory, buckets or default_buckets(spark, path))
     lay.write_manifest(directory, made)
     return directory, made, "made"
+
+
+def default_buckets(spark: SparkSession, path: str) -> int:
+    """The buckets a trace is laid out in unless told: replay tasks of at most about
+    ``UNIT_EVENTS`` events, a multiple of the cores (a CSV, whose rows are unknown: 4 per core)."""
+    cores, n = spark.sparkContext.defaultParallelism, lay.rows(path)
+    return 4 * cores if n is None else lay.tasks_for(cores, n, lay.UNIT_EVENTS)
 
 
 def units_of(directory: str, layout: dict) -> list[dict]:

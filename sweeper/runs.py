@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweepq.blobstore.format import FRAME_BYTES
-from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS
+from sweepq.blobstore.format import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS, FRAME_BYTES
 
 __all__ = [
     "DEFAULT_MAX_BLOB_BYTES",

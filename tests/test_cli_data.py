@@ -346,10 +346,10 @@ NAMES = ["Q", "a.b_c/d%e", "x" * 48, "x" * 49, "", "no spaces", "Ünïcode", "q-
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_queue_name_is_what_the_engine_says_it_is(name):
-    """The command line asks the engine's own rule (sweepq.engine.queue.check_name)."""
+    """The command line asks the engine's own rule (sweepq.engine.checks.check_name)."""
     from sweepq.cli.args import queue_name
     from sweepq.engine import MQError
-    from sweepq.engine.queue import check_name
+    from sweepq.engine.checks import check_name
 
     try:
         check_name(name)

@@ -189,3 +189,20 @@ def test_a_buckets_parts_are_read_by_the_compiled_pass_as_the_general_reader_rea
         assert got.queues == want.queues
         for f in ("time_us", "queue", "op", "nbytes", "priority", "lane_counts"):
             np.testing.assert_array_equal(getattr(got, f), getattr(want, f))
+
+
+def test_tasks_are_a_multiple_of_the_cores_each_of_a_bounded_size(trace, tmp_path):
+    """The default cut of work into tasks (pipeline/layout.py tasks_for): every wave fills the
+    cores, no task holds much more than its share, and a trace's rows come from its footers."""
+    assert lay.tasks_for(2, 10_841_371, 8_000_000) == 2
+    assert lay.tasks_for(2, 10_841_371, 4_000_000) == 4
+    assert lay.tasks_for(2, 49_631_342, 8_000_000) == 8
+    assert lay.tasks_for(3, 1, 8_000_000) == 3
+    assert lay.tasks_for(0, 0, 8_000_000) == 1
+    for cores, work, per in ((2, 10**7, 10**6), (4, 123_457, 1000), (1, 5, 2)):
+        n = lay.tasks_for(cores, work, per)
+        assert n % cores == 0 and -(-work // n) <= per * 1.5 + 1
+    path = str(tmp_path / "t.parquet")
+    write(trace, path)
+    assert lay.rows(path) == len(trace)
+    assert lay.rows(str(tmp_path / "t.csv")) is None

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 from sweepq.bench.children import interrupts_held
 
+from ..harness_sizes import CRASH_KILLS as DEFAULT_KILLS
+from ..harness_sizes import CRASH_QUICK_KILLS as QUICK_KILLS  # noqa: F401  (driver.QUICK_KILLS, as before)
 from .verdict import Verdict, judge, parse_logs, read_run_logs
 from .worker import DEFAULT_INTERVAL, SELF_POINTS, drain
 
-DEFAULT_KILLS = 1000
-QUICK_KILLS = 50
 # Log lines the driver can kill right after (the worker logs them as the thing begins).
 MARKERS = {"commit": "C+", "sweep": "Wwrite", "unsweep": "U<"}
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+from ..harness_sizes import CORRUPTIONS  # noqa: F401  (trials.CORRUPTIONS, as before)
 from .driver import KillPlan, run_worker_once
 from .verdict import Verdict, judge, parse_logs, read_run_logs
 from .worker import drain
@@ -54,9 +55,6 @@ def corrupt(store_dir: str, kind: str, rng: random.Random) -> str:
             f.seek(off)
             f.write(bytes([b[0] ^ (1 << rng.randrange(8))]))
     return f"{name}: flipped a bit at offsets {offsets} of {size} bytes"
-
-
-CORRUPTIONS = ("sst-bitflip", "sst-truncate", "wal-bitflip", "wal-truncate")
 
 
 def corruption_trial(work_dir: str, kind: str, seed: int = 1, sync: str = "commit") -> tuple[Verdict, str]:

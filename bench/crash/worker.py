@@ -26,9 +26,10 @@ import threading
 from collections import Counter
 from typing import NoReturn
 
+from ..harness_sizes import CRASH_INTERVAL as DEFAULT_INTERVAL
+
 QUEUES = ("CRASH.A", "CRASH.B")
 PRIORITIES = (0, 4, 9)
-DEFAULT_INTERVAL = 0.05
 DEPTH_CAP = 6000  # a worker drains once a queue holds this many messages (keeps restarts short)
 
 # Where a worker can kill itself (``--kill-at POINT:N``: at the N-th time it passes POINT).
