@@ -51,16 +51,34 @@ class _Loader:
 
 
 class _Finder:
-    """Finds nothing itself: wraps the spec the other finders give ``kombu.transport``."""
+    """Finds nothing itself: wraps the spec the finders after it give ``kombu.transport``
+    (the path's, an editable install's, any other), once; after that it answers nothing.
+
+    It stays on ``sys.meta_path``: the import system is walking that list when it asks, and a
+    finder that removed itself there would make the walk skip the finder behind it."""
+
+    def __init__(self) -> None:
+        self.done = False
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != _WATCHED:
+        if fullname != _WATCHED or self.done:
             return None
-        sys.meta_path.remove(self)  # once: the other finders answer, then we are gone
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        self.done = True
+        spec = None
+        for finder in _after(self):
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find is not None else None
+            if spec is not None:
+                break
         if spec is not None and spec.loader is not None:
             spec.loader = _Loader(spec.loader)
         return spec
+
+
+def _after(finder: _Finder) -> list[Any]:
+    """The finders behind ``finder`` on ``sys.meta_path`` (all of them if it is not there)."""
+    finders = list(sys.meta_path)
+    return finders[finders.index(finder) + 1 :] if finder in finders else finders
 
 
 def install_hook() -> None:

@@ -72,6 +72,49 @@ def test_the_alias_is_registered_in_a_fresh_interpreter_with_no_import_of_sweepq
     assert out.stdout.strip() == "sweepq.broker.transport"
 
 
+_FINDERS_AFTER_THE_ALIAS = """
+import importlib.machinery, sys, types
+import sweepq.broker.alias as alias
+
+alias._WATCHED = "watched_mod"  # stands for kombu.transport: served by a finder of no path
+
+
+class Source:
+    # serves watched_mod and later_mod from a string, as an editable install's finder does
+    asked = []
+
+    def find_spec(self, fullname, path, target=None):
+        self.asked.append(fullname)
+        if fullname in ("watched_mod", "later_mod"):
+            return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.TRANSPORT_ALIASES = {}
+
+
+sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, alias._Finder)]  # the .pth's, on kombu
+sys.meta_path.insert(0, Source())
+alias.install_hook()
+assert type(sys.meta_path[0]).__name__ == "_Finder", sys.meta_path
+import watched_mod, later_mod
+
+print(watched_mod.TRANSPORT_ALIASES, Source.asked)
+"""
+
+
+def test_the_alias_finder_wraps_any_finder_behind_it_and_skips_none():
+    """The hook's finder takes ``kombu.transport``'s spec from whichever finder behind it
+    gives one (an editable install's, not only the path's), and an import after it reaches
+    every finder: it once removed itself from ``sys.meta_path`` while the import system walked
+    that list, which made the walk skip the finder behind it."""
+    out = subprocess.run([sys.executable, "-c", _FINDERS_AFTER_THE_ALIAS], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "{'sweepq': 'sweepq.broker.transport:Transport'} ['watched_mod', 'later_mod']"
+
+
 def test_put_get_ack_in_process():
     with Connection(_memory_url()) as conn:
         q = conn.SimpleQueue("jobs")
