@@ -204,6 +204,12 @@ class _Recovery:
         (checked.py, compiled: one C loop); only a pair that fails one goes through
         :meth:`_reject`, which names what is wrong with it."""
         keys, recs, seq, lane, ok = check_chunk(pairs, len(q.key_prefix), len(lanes))
+        if len(lane) and ok.all() and (lane == lane[0]).all():  # the usual chunk: whole, of one lane
+            p = int(lane[0])
+            lanes[p].keys += keys
+            lanes[p].recs += recs
+            seqs[p].append(seq)
+            return
         for i in np.flatnonzero(~ok).tolist():
             self._reject(q, keys[i], pairs[i][1], len(lanes))
         for p in np.flatnonzero(np.bincount(lane[ok], minlength=len(lanes))).tolist():
