@@ -209,11 +209,13 @@ class QueueManager:
 
     def _recover(self) -> RecoveryReport:
         """Load the stored queues and messages, checked against the last checkpoint; say
-        what damage the open found; write the checkpoint anew; listen for damage found while
+        what damage the open found; write the checkpoint anew (a lane found as the last one
+        lists it is written as it was: ledger.snapshot); listen for damage found while
         open (the store rebuilds, this manager writes again what it holds in memory)."""
         store = self._storage.store()
         found: list[str] = []
-        report = recover(self, ledger.read(store, found))
+        last = ledger.read(store, found)
+        report = recover(self, last)
         if Capability.DAMAGE_LOG in store.capabilities:
             log: DamageLog = store  # type: ignore[assignment]  # declared by Capability.DAMAGE_LOG
             found += log.damage_log()
@@ -225,7 +227,7 @@ class QueueManager:
         report.damaged[:0] = found
         self.sequence = Arrivals(report.next_seq)
         self.next_seq = self.sequence.next
-        why = ledger.write(self, report.next_seq, closed=False)
+        why = ledger.write(self, report.next_seq, closed=False, last=last)
         if why:
             report.damaged.append(why)
         return report

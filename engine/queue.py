@@ -108,7 +108,7 @@ from .tiering import QueueTier
 from .waiting import Waiters
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     import numpy as np
 
@@ -116,8 +116,9 @@ if TYPE_CHECKING:
     from .storage import Storage
 
 # One lane of LocalQueue.durable_image: (priority, records, [(blob id, seq min, seq max, count, flags)]);
-# the records are (their first bytes back to back, their count) when the image is asked for heads.
-DurableLane = tuple[int, "list[bytes] | tuple[bytes, int]", list[tuple[int, int, int, int, "np.ndarray"]]]
+# the records are (their first bytes back to back, their count) when the image is asked for heads,
+# None for a lane it was asked to skip.
+DurableLane = tuple[int, "list[bytes] | tuple[bytes, int] | None", list[tuple[int, int, int, int, "np.ndarray"]]]
 
 
 @dataclass(frozen=True)
@@ -464,20 +465,24 @@ class LocalQueue:
         with self.mutex:
             return self.lanes.any_hidden()
 
-    def durable_image(self, write: Callable[[list], object] | None = None, heads: int = 0) -> list[DurableLane]:
+    def durable_image(
+        self, write: Callable[[list], object] | None = None, heads: int = 0, skip: Collection[int] = ()
+    ) -> list[DurableLane]:
         """What a durable queue holds now, taken under the lock in one step: per lane,
         (priority, its persistent committed records in memory in order, and its chain's
         undamaged blobs as (blob id, lowest and highest arrival number, positions, a copy of
         their flags)). A checkpoint (engine/durable/ledger.py) encodes and writes it without
         the lock, and asks only for the records' first ``heads`` bytes (then a lane's records
-        are those bytes back to back and their count: LaneSet.persistent); the rewrite
-        after damage (engine/durable/rewrite.py) passes ``write``, called with the image while
-        the lock is still held (a store write the rule names)."""
+        are those bytes back to back and their count: LaneSet.persistent), and not at all for
+        the lanes in ``skip`` (their records are None: the checkpoint at open writes those
+        lanes as the last one had them); the rewrite after damage
+        (engine/durable/rewrite.py) passes ``write``, called with the image while the lock is
+        still held (a store write the rule names)."""
         with self.mutex:
             image = [
                 (
                     lane.priority,
-                    self.lanes.persistent(lane, heads),
+                    None if lane.priority in skip else self.lanes.persistent(lane, heads),
                     [(b.blob_id, b.seq_min, b.seq_max, b.count, b.flags.copy()) for b in lane.chain if not b.damaged],
                 )
                 for lane in self.lanes

@@ -40,7 +40,7 @@ ENGINE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("core", ("core", "core.*")),
-    ("store", ("storage", "durable.layout", "durable.packed", "durable.since", "durable.journal")),
+    ("store", ("storage", "durable.layout", "durable.packed", "durable.checked", "durable.since", "durable.journal")),
     ("queue", ("waiting", "tiering", "queuebatches", "queuesweep", "queue", "budget", "uow")),
     ("handle state", ("internals", "api", "cursor", "handlestate", "poison", "groups.position")),
     ("paths", ("batch", "getpath", "putpath")),

@@ -86,3 +86,18 @@ def test_a_checkpoint_of_the_first_format_is_read():
     got = ledger.parse(data)
     assert got.records["Q", 0][0].tolist() == [2, 5, 6] and got.records["Q", 0][1].tolist() == ids
     assert got.blobs[9].live.tolist() == [True, False, True] and not got.closed
+
+
+def test_the_msg_ids_of_some_positions_are_those_of_the_whole_lane():
+    """A lane's MsgIds are made only for the positions asked for (ledger.PackedIds): the same
+    as those of the whole lane, wherever the odd ones and the runs fall."""
+    rng = np.random.default_rng(5)
+    seqs = np.sort(rng.choice(np.arange(1, 10_000), 400, replace=False)).astype(np.uint64)
+    ids = generated(RUN_A, seqs[:150]) + generated(RUN_B, seqs[150:300]) + generated(RUN_A, seqs[300:])
+    for k in rng.choice(400, 30, replace=False):
+        ids[k] = bytes(rng.integers(0, 256, 24, np.uint8))  # MsgIds of their own, anywhere
+    _, back = ledger.parse(entry(seqs.tolist(), ids)).records["Q", 4]
+    assert isinstance(back, ledger.PackedIds) and back.tolist() == ids
+    for _ in range(10):
+        mask = rng.random(400) < 0.1
+        assert back[mask].tolist() == [i for i, m in zip(ids, mask, strict=True) if m]

@@ -74,9 +74,24 @@ class Ledger:
     blob_horizon: int
     closed: bool = False
     # (queue, lane) -> its persistent messages in memory: arrival numbers (ascending, u64)
-    # and their MsgIds (a V24 array: .tolist() gives bytes)
-    records: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # and their MsgIds (a V24 array or a PackedIds, indexed alike: .tolist() gives bytes)
+    records: dict[tuple[str, int], tuple[np.ndarray, np.ndarray | PackedIds]] = field(default_factory=dict)
     blobs: dict[int, BlobEntry] = field(default_factory=dict)
+    # (queue, lane) -> the lane's entry as written (this format only), and the lanes the open
+    # found holding exactly the messages the entry lists (:meth:`keep`)
+    entries: dict[tuple[str, int], memoryview] = field(default_factory=dict)
+    unchanged: set[tuple[str, int]] = field(default_factory=set)
+
+    def keep(self, queue: str, lane: int, seqs: np.ndarray) -> None:
+        """Recovery's word that the lane's own records, as loaded, are the messages numbered
+        ``seqs`` (ascending): when those are the ones the entry lists, the checkpoint written
+        at this open writes the entry again as it is (:func:`snapshot`) instead of reading
+        every record's header back out of the queue. A message's MsgId never changes (its
+        arrival number is never drawn again), so the same numbers in the same lane are the
+        same MsgIds."""
+        listed = self.records.get((queue, lane))
+        if listed is not None and (queue, lane) in self.entries and np.array_equal(listed[0], seqs):
+            self.unchanged.add((queue, lane))
 
     def consumed_records(self, queue: str, lane: int, seqs: np.ndarray) -> np.ndarray:
         """Which of these arrival numbers (ascending) of own records of (``queue``, ``lane``)
@@ -108,16 +123,24 @@ class Ledger:
         return alive & ~entry.live
 
 
-def snapshot(qm: Manager, next_seq: int, blob_horizon: int, closed: bool) -> bytes:
+def snapshot(qm: Manager, next_seq: int, blob_horizon: int, closed: bool, last: Ledger | None = None) -> bytes:
     """The checkpoint of ``qm`` now. Called when no unit of work is open (after recovery,
     and at close once every connection is gone: ``closed``); each queue's image is taken
-    under its lock in one step (LocalQueue.durable_image) and encoded without it."""
+    under its lock in one step (LocalQueue.durable_image) and encoded without it. ``last``:
+    the checkpoint the open read, whose :attr:`Ledger.unchanged` lane entries are written
+    again as they are (only right before anything can change a lane: at open)."""
     lanes: list = []  # each lane's entry in parts: its head, then its arrays as they are (no copy)
     blobs = []
     n_lanes = 0
+    same = last.unchanged if last is not None else set()
     for q in qm.internal.queues():
         name = q.name.encode()
-        for priority, recs, chain in q.durable_image(heads=HEADS):
+        skip = {lane for queue, lane in same if queue == q.name}
+        for priority, recs, chain in q.durable_image(heads=HEADS, skip=skip):
+            if recs is None:  # a lane the open found as the last checkpoint lists it
+                lanes.append(cast("Ledger", last).entries[q.name, priority])
+                n_lanes += 1
+                recs = (b"", 0)
             heads, n = cast("tuple[bytes, int]", recs)  # asked for heads: (their bytes, their count)
             if n:
                 lanes += _pack_lane(name, priority, *seqs_and_msg_ids(heads, n, qm.ident))
@@ -161,7 +184,7 @@ def _pack_lane(name: bytes, lane: int, seqs: np.ndarray, ids: np.ndarray) -> lis
     return [head, *numbers, starts, np.ascontiguousarray(rows[starts, :16]), odd, np.ascontiguousarray(rows[odd, 16:])]
 
 
-def _unpack_lane(raw: bytes, pos: int) -> tuple[str, int, np.ndarray, np.ndarray, int]:
+def _unpack_lane(raw: bytes, pos: int) -> tuple[str, int, np.ndarray, PackedIds, int]:
     """The lane entry of :func:`_pack_lane` at ``pos`` of ``raw``: (queue, lane, arrival
     numbers, MsgIds as a ``V24`` array, where the next entry starts)."""
     nlen, lane, n, how, n_runs, n_odd = _LANE.unpack_from(raw, pos)
@@ -192,13 +215,37 @@ def _unpack_lane(raw: bytes, pos: int) -> tuple[str, int, np.ndarray, np.ndarray
     pos += 8 * n_odd
     if n and (not n_runs or starts[0] != 0 or (starts[1:] <= starts[:-1]).any() or starts[-1] >= n):
         raise ValueError(f"MsgId prefix runs out of order in lane {lane} of queue {name!r}")
-    if n_odd and int(odd.max()) >= n:
-        raise ValueError(f"a MsgId past the end of lane {lane} of queue {name!r}")
-    rows = np.empty((n, 24), np.uint8)
-    rows[:, :16] = np.repeat(prefixes, np.diff(np.append(starts, n)), axis=0)
-    rows[:, 16:] = seqs.astype(">u8").view(np.uint8).reshape(n, 8)
-    rows[odd, 16:] = tails
-    return name, lane, seqs, rows.view("V24").ravel(), pos
+    if n_odd and (int(odd.max()) >= n or (odd[1:] <= odd[:-1]).any()):
+        raise ValueError(f"a MsgId past the end of lane {lane} of queue {name!r}, or out of order")
+    return name, lane, seqs, PackedIds(seqs, starts, prefixes, odd, tails), pos
+
+
+class PackedIds:
+    """A lane's MsgIds as :func:`_pack_lane` keeps them (runs of prefixes, the odd tails),
+    made into 24-byte MsgIds only for the positions asked for: an open reads the MsgIds of
+    the listed messages that did not come back, usually none (making all of them, 12 MB for a
+    half-swept million, was a tenth of a reopen). Indexed like the ``V24`` array it stands for."""
+
+    def __init__(self, seqs: np.ndarray, starts: np.ndarray, prefixes: np.ndarray, odd: np.ndarray, tails: np.ndarray):
+        self._seqs, self._starts, self._prefixes, self._odd, self._tails = seqs, starts, prefixes, odd, tails
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    def __getitem__(self, which: np.ndarray | slice) -> np.ndarray:
+        """The MsgIds at ``which`` (a bool mask or positions), as a ``V24`` array."""
+        at = np.arange(len(self._seqs))[which]
+        rows = np.empty((len(at), 24), np.uint8)
+        rows[:, :16] = self._prefixes[np.searchsorted(self._starts, at, "right") - 1]
+        rows[:, 16:] = self._seqs[at].astype(">u8").view(np.uint8).reshape(len(at), 8)
+        odd = np.searchsorted(self._odd, at)  # the odd positions are ascending (np.flatnonzero)
+        mine = odd < len(self._odd)
+        mine[mine] = self._odd[odd[mine]] == at[mine]
+        rows[mine, 16:] = self._tails[odd[mine]]
+        return rows.view("V24").ravel()
+
+    def tolist(self) -> list[bytes]:
+        return self[slice(None)].tolist()
 
 
 def parse(data: bytes) -> Ledger:
@@ -210,15 +257,18 @@ def parse(data: bytes) -> Ledger:
             raise ValueError(f"bad magic {magic!r}")
         out = Ledger(next_seq, horizon, bool(closed))
         pos = _HEAD.size
+        ids: np.ndarray | PackedIds
         for _ in range(n_lanes):
             if magic == MAGIC:
+                start = pos
                 name, lane, seqs, ids, pos = _unpack_lane(raw, pos)
+                out.entries[name, lane] = memoryview(raw)[start:pos]
             else:
                 name, lane, seqs, ids, pos = _unpack_lane_1(raw, pos)
             count = len(seqs)
             if count > 1 and not (seqs[1:] > seqs[:-1]).all():  # written in order: sorted already
                 order = np.argsort(seqs, kind="stable")
-                seqs, ids = seqs[order], ids[order]
+                seqs, ids = seqs[order], ids[order]  # PackedIds made whole: a rare case
             out.records[name, lane] = (seqs, ids)
         for _ in range(n_blobs):
             blob_id, nlen, lane, lo, hi, count = _BLOB.unpack_from(raw, pos)
@@ -265,15 +315,16 @@ def read(store: Store, damaged: list[str]) -> Ledger | None:
         return None
 
 
-def write(qm: Manager, next_seq: int, closed: bool) -> str | None:
-    """Write ``qm``'s checkpoint now (see :func:`snapshot` for when). Returns why it could
-    not be written, or None; the previous checkpoint then stands (it only recognises less)."""
+def write(qm: Manager, next_seq: int, closed: bool, last: Ledger | None = None) -> str | None:
+    """Write ``qm``'s checkpoint now (see :func:`snapshot` for when, and for ``last``). Returns
+    why it could not be written, or None; the previous checkpoint then stands (it only
+    recognises less)."""
     store = qm.internal.store()
     if Capability.CHECKPOINT not in store.capabilities:
         return None
     keeper: Checkpointing = store  # type: ignore[assignment]
     try:
-        keeper.write_checkpoint(snapshot(qm, next_seq, keeper.blob_horizon(), closed))
+        keeper.write_checkpoint(snapshot(qm, next_seq, keeper.blob_horizon(), closed, last))
     except StoreError as e:
         return f"writing the checkpoint of live messages failed ({e}); the previous one stands"
     return None

@@ -29,18 +29,18 @@ Damage is detected, named and never delivered as data (docs/damage.md):
 
 Recovery reads every blob once (to learn which of its records are persistent), as one frame
 indexed in place (no object per record); the records in memory are checked chunk by chunk
-as the store's scan reads them. For a million messages half swept, the scan is most of its
-time (docs/performance.md "Reopening a million messages").
+as the store's scan reads them, each chunk in one compiled pass (checked.py). Each lane it
+finds holding exactly what the last checkpoint lists is told to the checkpoint
+(``Ledger.keep``), which the open then writes again as it was. For a million messages half
+swept, the scan is most of its time (docs/performance.md "Reopening a million messages").
 """
 
 from __future__ import annotations
 
 import bisect
 import time
-import zlib
 from dataclasses import asdict, dataclass, field
 from itertools import compress
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -53,6 +53,7 @@ from ..constants import Reason
 from ..core.swept import SweptBlob, index_of
 from ..errors import MQError
 from ..queue import QueueAttributes, check_name
+from .checked import VALUE_MIN, check_chunk
 from .layout import (
     MARK_REMOVED,
     backout_mark,
@@ -67,7 +68,7 @@ from .layout import (
     queue_prefix,
 )
 from .ledger import Ledger
-from .packed import CHUNK, Framed, ascending_unique, gather, in_ascending, joined
+from .packed import CHUNK, Framed, ascending_unique, in_ascending
 from .since import SinceCheckpoint, msg_id_in
 
 if TYPE_CHECKING:
@@ -75,9 +76,6 @@ if TYPE_CHECKING:
     from ..queue import LocalQueue
 
 SHOWN = 20  # damaged or lost messages named one by one in the report; the rest are counted
-_VALUE_MIN = 4 + record.OFF_SEQ + 8  # a value that holds a crc and a record up to its seq
-_AFTER_CRC = itemgetter(slice(4, None))  # the record in a value
-_KEY, _VALUE = itemgetter(0), itemgetter(1)
 _NO_SEQS = np.zeros(0, np.uint64)
 
 
@@ -202,29 +200,18 @@ class _Recovery:
         self, q: LocalQueue, pairs: list[tuple[bytes, bytes]], lanes: list[_Lane], seqs: list[list[np.ndarray]]
     ) -> None:
         """Sort a chunk of the queue's (key, value) pairs into ``lanes`` (with their arrival
-        numbers into ``seqs``), in key order. The checks run over the whole chunk at once (numpy
-        over the joined keys and values); only a pair that fails one goes through
+        numbers into ``seqs``), in key order. The checks run over the whole chunk at once
+        (checked.py, compiled: one C loop); only a pair that fails one goes through
         :meth:`_reject`, which names what is wrong with it."""
-        keys = list(map(_KEY, pairs))  # not zip(*pairs): unpacking a chunk as arguments costs 4x
-        values = list(map(_VALUE, pairs))
-        recs = list(map(_AFTER_CRC, values))
-        plen = len(q.key_prefix)
-        vals, vstart, vlen = joined(values, _VALUE_MIN)
-        kbuf, kstart, klen = joined(keys, plen + 9)
-        stored = gather(vals, vstart, 4).view("<u4").ravel()
-        seq = gather(vals, vstart + 4 + record.OFF_SEQ, 8).view("<u8").ravel()
-        flags = vals[vstart + 4 + record.OFF_FLAGS]
-        lane = kbuf[kstart + plen]
-        ok = (
-            (vlen >= _VALUE_MIN)
-            & (stored == np.fromiter(map(zlib.crc32, recs), np.uint32, len(recs)))
-            & (klen == plen + 9)
-            & (lane < len(lanes))
-            & (gather(kbuf, kstart + plen + 1, 8).view(">u8").ravel() == seq)
-            & (flags & record.PERSISTENT != 0)
-        )
+        keys, recs, seq, lane, ok = check_chunk(pairs, len(q.key_prefix), len(lanes))
+        if len(lane) and ok.all() and (lane == lane[0]).all():  # the usual chunk: whole, of one lane
+            p = int(lane[0])
+            lanes[p].keys += keys
+            lanes[p].recs += recs
+            seqs[p].append(seq)
+            return
         for i in np.flatnonzero(~ok).tolist():
-            self._reject(q, keys[i], values[i], len(lanes))
+            self._reject(q, keys[i], pairs[i][1], len(lanes))
         for p in np.flatnonzero(np.bincount(lane[ok], minlength=len(lanes))).tolist():
             mine = ok & (lane == p)
             take = mine.tolist()
@@ -240,7 +227,7 @@ class _Recovery:
         lane = key[plen] if len(key) == plen + 9 else -1
         if rec is None:
             self._bad(q, key, value[4:], "damaged record (its checksum fails)")
-        elif len(rec) < _VALUE_MIN - 4:
+        elif len(rec) < VALUE_MIN - 4:
             self._bad(q, key, rec, f"record too short to be a message ({len(rec)} bytes)")
         elif not 0 <= lane < n_lanes or record.seq_of(rec) != int.from_bytes(key[plen + 1 :], "big"):
             self._bad(q, key, rec, f"record under a damaged key (it holds message number {record.seq_of(rec)})")
@@ -688,6 +675,8 @@ def _load_queue(q: LocalQueue, run: _Recovery) -> int:
             if blob is not None:
                 blobs.append(blob)
         run.keep_in_blobs(q, lane.priority, own, np.concatenate(found) if found else _NO_SEQS)
+        if run.ledger is not None:
+            run.ledger.keep(q.name, lane.priority, own.seqs)  # own.seqs: what the lane loads
         run.found[q.name, lane.priority] = np.concatenate([own.seqs, *found])
         _place_placeholders(blobs)
         first = blobs[0].seq_min if blobs and blobs[0].seq_min else None

@@ -1,0 +1,15 @@
+# Types of engine/durable/checked.py for its compiled form (Cython pure-Python mode): the .py
+# is the one source; this file only declares what the C compiler needs.
+cimport cython
+
+cdef Py_ssize_t _VALUE_MIN, _OFF_SEQ, _OFF_FLAGS, _PERSISTENT
+cdef unsigned int[::1] _CRC
+
+@cython.locals(t=cython.p_uint, c=cython.uint, one=cython.uint, two=cython.uint)
+cdef unsigned int crc32(const unsigned char *p, Py_ssize_t n) noexcept
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t, vn=Py_ssize_t, kn=Py_ssize_t, keys=list, recs=list,
+               pair=tuple, key=bytes, value=bytes, vp=cython.p_uchar, kp=cython.p_uchar, s=cython.ulonglong,
+               ks=cython.ulonglong, lane=Py_ssize_t, stored=cython.uint,
+               sv=cython.ulonglong[::1], lv=cython.uchar[::1], ov=cython.uchar[::1])
+cpdef tuple check_chunk(list pairs, Py_ssize_t plen, Py_ssize_t n_lanes)
