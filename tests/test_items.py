@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import time
 
 import pytest
 
@@ -272,3 +273,49 @@ def test_async_put_many_and_get_many_keep_order_and_identity(tmp_path):
         await disk.aclose()
 
     asyncio.run(main())
+
+
+def test_an_item_s_put_time_is_its_queue_manager_s_clock(qm, h):
+    """put_item reads the put time (PutDate and PutTime) from the queue manager's clock: a
+    manual clock's time exactly (the compiled form reads the C library's clock only when the
+    manager's clock is the system's)."""
+    qm.clock.advance(12.5)
+    h.put_item("item")
+    m = h.get()
+    assert m.has_item and m.md.put_time == pytest.approx(qm.clock.wall(), abs=1e-6)
+
+
+def test_an_item_s_put_time_on_the_system_clock_is_now():
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
+        qm.define_queue("Q")
+        h = qm.connect().open("Q", IO)
+        h.keep_items(pickle.dumps)
+        before = time.time()
+        h.put_item("item")
+        after = time.time()
+        m = h.get()
+        assert before - 1e-6 <= m.md.put_time <= after + 1e-6
+
+
+def test_take_item_takes_items_in_get_order_across_priorities_and_messages(qm, h):
+    """The in-memory get's one step (the head's item) and get()'s way agree: priorities,
+    items beside messages of data, the head taken each time, empty after."""
+    out = qm.connect().open("Q", OO.OUTPUT)
+    h.put_item("low", 1)
+    out.put(pickle.dumps("data"), MD(priority=5))
+    h.put_item("high", 9)
+    h.put_item("high again", 9)
+    h.put_item("default")  # the queue's default priority, 0
+    got = [h.take_item(pickle.loads, _NONE) for _ in range(6)]
+    assert got == ["high", "high again", "data", "low", "default", _NONE]
+    assert qm.inquire_queue("Q").current_depth == 0
+
+
+def test_put_item_to_a_full_queue_is_refused_and_puts_nothing(qm, h):
+    qm.alter_queue("Q", max_depth=2)
+    h.put_item(1)
+    h.put_item(2)
+    with pytest.raises(MQError) as e:
+        h.put_item(3)
+    assert e.value.reason == Reason.Q_FULL
+    assert [h.take_item(pickle.loads, _NONE) for _ in range(3)] == [1, 2, _NONE]
