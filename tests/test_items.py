@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import threading
 import time
 
 import pytest
@@ -319,3 +320,23 @@ def test_put_item_to_a_full_queue_is_refused_and_puts_nothing(qm, h):
         h.put_item(3)
     assert e.value.reason == Reason.Q_FULL
     assert [h.take_item(pickle.loads, _NONE) for _ in range(3)] == [1, 2, _NONE]
+
+
+def test_a_queue_collected_in_a_thread_while_another_opens_one_is_released_later():
+    """A queue's finalizer may run in any thread the collector runs in, such as a sweeper
+    thread starting while the opener holds the sites' lock and waits for it: it must not wait
+    for that lock (a deadlock, seen in CPython's queue tests on a data directory); the next
+    open releases the queue instead."""
+    from sweepq.queues import site
+
+    q: Queue[int] = Queue()
+    core = q._core
+    finished = threading.Event()
+    with site._sites_lock:
+        t = threading.Thread(target=lambda: (q._closer(), finished.set()))
+        t.start()
+        assert finished.wait(30), "the finalizer waited for the sites' lock"
+        t.join()
+        assert not core.closed  # handed over, not yet released
+    Queue().close()  # the next open (and close) releases it
+    assert core.closed
