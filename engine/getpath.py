@@ -418,19 +418,28 @@ def take_item(s: HandleState, decode: Callable[[bytes], object], empty: object, 
     cur = s.cursor
     if s.match is not None or (cur is not None and cur.lk_seq >= 0) or q.poison_limit or q.journal is not None:
         return whole
+    ref: Ref | Need | None = None
     mutex = q.mutex
     mutex.take()
     try:
-        ref = q.find_locked()
-        if type(ref) is not Ref:
-            return empty if ref is None else whole  # else a Need: a blob to read first
-        rec = q.record_locked(ref)
-        if rec[_FLAGS] & (_HAS_EXPIRY | _HAS_GROUP):
-            return whole
-        out = q.item_locked(ref) if rec[_FLAGS] & _HAS_ITEM else _UNSET
-        take_one_locked(q, ref, rec, False)
+        # An item at the head, when nothing is counted after a take (a trace, a budget): taken
+        # in one step of the core, no Ref nor copy of its record made.
+        out = q.take_item_locked(_UNSET) if s.recorder is None and q.budget is None else _UNSET
+        if out is _UNSET:
+            ref = q.find_locked()
+            if type(ref) is not Ref:
+                return empty if ref is None else whole  # else a Need: a blob to read first
+            rec = q.record_locked(ref)
+            if rec[_FLAGS] & (_HAS_EXPIRY | _HAS_GROUP):
+                return whole
+            out = q.item_locked(ref) if rec[_FLAGS] & _HAS_ITEM else _UNSET
+            take_one_locked(q, ref, rec, False)
     finally:
         mutex.give()
+    if ref is None:  # the head's item
+        if q.cleanup:
+            q.after_get()  # the store's cleanups owed, as finish() does them
+        return out
     if q.cleanup or s.recorder is not None or q.budget is not None:
         finish(s, q, (ref,), False, False)
     if out is _UNSET:

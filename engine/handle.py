@@ -143,7 +143,7 @@ class Handle:
         try:
             if type(priority) is not int or not -1 <= priority <= _MAX_PRIORITY:
                 checks.integer(priority, "priority", Reason.PRIORITY_ERROR, -1, _MAX_PRIORITY)
-            putpath.put_items(self._s, (item,), priority)
+            putpath.put_item(self._s, item, priority)
         finally:
             token.append(True)
 

@@ -8,9 +8,15 @@ from .queue cimport LocalQueue
 from .sequence cimport Arrivals
 
 cdef int _PMO_SYNC, _PMO_NEW_MSG_ID, _PMO_NEW_CORREL_ID, _HEAD_LEN, _OUTCOME_PENDING, UNCOMMITTED
+cdef object _TIME
 
 @cython.locals(q=LocalQueue, n=Py_ssize_t, res=PutResult, syncpoint=int)
 cpdef object put(HandleState s, object data, object md, int opts)
+
+@cython.locals(q=LocalQueue, lane_i=int, put_us=cython.longlong)
+cpdef put_item(HandleState s, object item, int priority)
+
+cpdef long long wall_us(HandleState s) except? -1
 
 @cython.locals(q=LocalQueue)
 cpdef put_items(HandleState s, object items, int priority)

@@ -20,8 +20,11 @@ records' group fields and call :func:`place`), and the poison-message requeue
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import cython
 
 from . import checks, properties, record
 from .constants import MAX_PRIORITY, MSGID_NONE, PMO, Persistence, Reason
@@ -44,6 +47,10 @@ _PMO_NEW_MSG_ID = int(PMO.NEW_MSG_ID)
 _PMO_NEW_CORREL_ID = int(PMO.NEW_CORREL_ID)
 _HEAD_LEN = record.HEAD_LEN
 _OUTCOME_PENDING = int(Reason.OUTCOME_PENDING)
+_TIME = time.time  # the system clock's wall (sweeper/clock.py SystemClock.wall)
+
+if cython.compiled:  # the C library's clock, read without a Python call or float
+    from cython.cimports.posix.time import CLOCK_REALTIME, clock_gettime, timespec
 
 
 # -- check --------------------------------------------------------------------------------------
@@ -229,6 +236,47 @@ def put_items(s: HandleState, items: Sequence, priority: int) -> None:
     if items:
         payloads = (b"",) if len(items) == 1 else (b"",) * len(items)
         place(s, q, payloads, None, q.default_priority if priority < 0 else priority, False, 0, None, items)
+
+
+def put_item(s: HandleState, item: object, priority: int) -> None:
+    """:func:`put_items` of one item: the put of ``sweepq.Queue`` in memory, its hot path. A
+    queue under a memory budget, or a handle that records a trace, goes through
+    :func:`place`; otherwise the record is made and placed under the lock with nothing else
+    (no payload, no descriptor, no journal, no unit of work).
+
+    :raises MQError: what :func:`put_items` raises."""
+    q = s.queue
+    if s.closed or not s.can_put or q.inhibit_put:
+        check_target(s)  # raises what is wrong
+    if not q.keeps_items or s.xmit is not None:
+        raise MQError(Reason.Q_TYPE_ERROR, f"{q.name!r} takes MQ messages (bytes), not items: put data with put()")
+    if priority < 0:
+        priority = q.default_priority
+    if q.budget is not None or s.recorder is not None:
+        place(s, q, (b"",), None, priority, False, 0, None, (item,))
+        return
+    lane_i = q.default_priority if q.fifo else priority
+    put_us = wall_us(s)
+    mutex = q.mutex
+    mutex.take()
+    try:
+        if q.depth >= q.max_depth:
+            raise _full(q, 1)
+        q.insert_item_locked(record.item_head(s.sequence.next(), put_us, priority), lane_i, item)
+    finally:
+        mutex.give()
+
+
+def wall_us(s: HandleState) -> int:
+    """The put time, in microseconds since the epoch, from the queue manager's clock (a
+    record's PutDate and PutTime): read from the C library's clock when the manager's clock
+    is the system's (the same clock ``time.time`` reads), else from the clock."""
+    wall = s.wall
+    if cython.compiled and wall is _TIME:
+        ts = cython.declare(timespec)
+        clock_gettime(CLOCK_REALTIME, cython.address(ts))
+        return ts.tv_sec * 1_000_000 + ts.tv_nsec // 1000
+    return int(wall() * 1_000_000)
 
 
 # ``extra`` of :func:`place` for records a channel received (:func:`put_record`).

@@ -32,6 +32,8 @@ cdef class LocalQueue:
     cpdef must_hold(self, str what)
     @cython.locals(out=list)
     cpdef list insert_locked(self, object recs, int lane_i, int state, bint refs=*, object items=*)
+    cpdef insert_item_locked(self, bytes rec, int lane_i, object item)
+    cpdef object take_item_locked(self, object miss)
     cpdef object item_locked(self, Ref ref)
     @cython.locals(ls=LaneSet, ref=Ref, lane=Lane)
     cpdef object find_locked(self, object match=*)

@@ -519,6 +519,27 @@ class LocalQueue:
                 self.waiters.wake_for_locked(rec)
         return out
 
+    def insert_item_locked(self, rec: bytes, lane_i: int, item: object) -> None:
+        """:meth:`insert_locked` of one record with its item (``sweepq.Queue``'s put in
+        memory: engine/putpath.py ``put_item``), available at once, no refs kept."""
+        self.must_hold("placing an item")
+        self.lanes.add(self.lane_list[lane_i], (rec,), lane_i, False, (item,))
+        self.depth += 1
+        self.puts += 1
+        if self.waiters.waiting:
+            self.waiters.wake_for_locked(rec)
+
+    def take_item_locked(self, miss: object) -> object:
+        """The first message in get order taken for good and returned as its item, when it is
+        an item in memory that a get takes without more (LaneSet.head says which);
+        else ``miss``, nothing changed. Only for a queue without a journal (nothing to write)."""
+        self.must_hold("taking an item")
+        out = self.lanes.head(miss)
+        if out is not miss:
+            self.depth -= 1
+            self.obtained += 1
+        return out
+
     def item_locked(self, ref: Ref) -> object:
         """The item of the in-memory message ``ref`` names (its record has HAS_ITEM)."""
         return self.lanes.item(ref)
@@ -543,7 +564,7 @@ class LocalQueue:
         if match is None:
             ref = ls.head()  # the get hot path: the first message of the highest lane's front list
             if ref is not None:
-                return ref
+                return ref  # type: ignore[return-value]  # head() without a miss gives a Ref or None
         elif ls.index is not None:
             value = getattr(match, self.index_field)  # type: ignore[arg-type]  # set with lanes.index
             if value is not None:

@@ -13,7 +13,7 @@ from sweepq.engine import MD, MQError, Persistence, Reason
 
 from . import arguments
 from .errors import map_error
-from .serializers import codec
+from .serializers import Codec, codec
 from .site import Core, open_core, site_for
 
 if TYPE_CHECKING:
@@ -45,6 +45,23 @@ def describe(label: str, name: str, qsize: Callable[[], int], maxsize: float, wh
         depth = "depth=?"
     size = f" maxsize={maxsize}" if maxsize > 0 else ""
     return f"<sweepq.{label} {name!r} {depth}{size} {where}>"
+
+
+def decoder(c: Codec, queue: str) -> Callable[[bytes], Any]:
+    """``c.decode``, its failure said as a ``ValueError`` naming queue ``queue`` (data put
+    by something else than this serializer)."""
+    decode = c.decode
+
+    def decode_item(data: bytes) -> Any:
+        try:
+            return decode(data)
+        except Exception as e:
+            raise ValueError(
+                f"an item of queue {queue!r} is not {c.name} data ({e}); it was put by "
+                "something else: read it with the serializer it was written with (e.g. serializer='bytes')"
+            ) from e
+
+    return decode_item
 
 
 class QueueBase(Generic[T]):
@@ -124,6 +141,9 @@ class QueueBase(Generic[T]):
         self._codec = codec(serializer)
         key, make, options = site_for(w)
         self._core: Core = open_core(key, make, w.name, size, w.policy, options)
+        # What a get decodes an item's data with: a function made once, not a bound method made
+        # on every get (the in-memory gets hand it to the engine's take_item each time).
+        self._decode: Callable[[bytes], T] = decoder(self._codec, self._core.name)
         # In memory: items kept as objects (engine/core/lanes.py, "Items"), encoded only when
         # swept. Not under a budget that counts what the queue holds: an object's size is not
         # known before it is encoded, and only resident memory sees it.
@@ -252,15 +272,6 @@ class QueueBase(Generic[T]):
         if self._items and m.has_item:
             return m.item
         return self._decode(m.data)
-
-    def _decode(self, data: bytes) -> T:
-        try:
-            return self._codec.decode(data)
-        except Exception as e:
-            raise ValueError(
-                f"an item of queue {self._core.name!r} is not {self._codec.name} data ({e}); it was put by "
-                "something else: read it with the serializer it was written with (e.g. serializer='bytes')"
-            ) from e
 
     def close(self) -> None:
         """Close the queue: its connections end (with ``delivery="at-least-once"`` the items

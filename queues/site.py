@@ -101,6 +101,12 @@ class Site:
 
 _sites: dict[tuple, Site] = {}
 _sites_lock = threading.RLock()  # re-entrant: a queue garbage-collected while another opens closes then
+# Cores whose queue was garbage-collected (release(quietly=True), from weakref.finalize) while
+# another thread held _sites_lock: the collector runs finalizers in whatever thread it runs in,
+# e.g. a queue manager's sweeper thread starting while open_core, holding the lock, waits for it
+# to start; waiting for the lock there would never end. The next open_core or release, once
+# it lets go of the lock, releases them.
+_orphans: list[Core] = []
 
 
 def open_core(
@@ -142,7 +148,18 @@ def open_core(
                 with contextlib.suppress(Exception):
                     site.close()
             raise
+    _release_orphans()
     return core
+
+
+def _release_orphans() -> None:
+    """Release the cores of queues collected while another thread held ``_sites_lock``."""
+    while _orphans:
+        try:
+            core = _orphans.pop()
+        except IndexError:
+            return  # another thread took the last one
+        core.release(True)
 
 
 def _forget(key: tuple) -> None:
@@ -469,7 +486,10 @@ class Core:
         back to the queue, in place) and, the last of its site, the queue manager.
         ``quietly``: a queue garbage-collected or left at exit, whose close nobody can see
         fail (a data directory's log keeps every write made all the same)."""
-        with _sites_lock:
+        if not _sites_lock.acquire(blocking=not quietly):
+            _orphans.append(self)  # a finalizer in a thread other than the lock's holder (_orphans)
+            return
+        try:
             self.users -= 1
             site = self.site
             site.users -= 1
@@ -478,6 +498,8 @@ class Core:
             if last_here:
                 self.closed = True
                 site.cores.pop(self.name, None)
+        finally:
+            _sites_lock.release()
         if last_here:
             self._disconnect()
         if last_site:
@@ -486,6 +508,7 @@ class Core:
             except Exception:
                 if not quietly:
                     raise
+        _release_orphans()
 
     def _disconnect(self) -> None:
         for conn, _ in self.pairs:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import threading
+import time
 
 import pytest
 
@@ -272,3 +274,69 @@ def test_async_put_many_and_get_many_keep_order_and_identity(tmp_path):
         await disk.aclose()
 
     asyncio.run(main())
+
+
+def test_an_item_s_put_time_is_its_queue_manager_s_clock(qm, h):
+    """put_item reads the put time (PutDate and PutTime) from the queue manager's clock: a
+    manual clock's time exactly (the compiled form reads the C library's clock only when the
+    manager's clock is the system's)."""
+    qm.clock.advance(12.5)
+    h.put_item("item")
+    m = h.get()
+    assert m.has_item and m.md.put_time == pytest.approx(qm.clock.wall(), abs=1e-6)
+
+
+def test_an_item_s_put_time_on_the_system_clock_is_now():
+    with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
+        qm.define_queue("Q")
+        h = qm.connect().open("Q", IO)
+        h.keep_items(pickle.dumps)
+        before = time.time()
+        h.put_item("item")
+        after = time.time()
+        m = h.get()
+        assert before - 1e-6 <= m.md.put_time <= after + 1e-6
+
+
+def test_take_item_takes_items_in_get_order_across_priorities_and_messages(qm, h):
+    """The in-memory get's one step (the head's item) and get()'s way agree: priorities,
+    items beside messages of data, the head taken each time, empty after."""
+    out = qm.connect().open("Q", OO.OUTPUT)
+    h.put_item("low", 1)
+    out.put(pickle.dumps("data"), MD(priority=5))
+    h.put_item("high", 9)
+    h.put_item("high again", 9)
+    h.put_item("default")  # the queue's default priority, 0
+    got = [h.take_item(pickle.loads, _NONE) for _ in range(6)]
+    assert got == ["high", "high again", "data", "low", "default", _NONE]
+    assert qm.inquire_queue("Q").current_depth == 0
+
+
+def test_put_item_to_a_full_queue_is_refused_and_puts_nothing(qm, h):
+    qm.alter_queue("Q", max_depth=2)
+    h.put_item(1)
+    h.put_item(2)
+    with pytest.raises(MQError) as e:
+        h.put_item(3)
+    assert e.value.reason == Reason.Q_FULL
+    assert [h.take_item(pickle.loads, _NONE) for _ in range(3)] == [1, 2, _NONE]
+
+
+def test_a_queue_collected_in_a_thread_while_another_opens_one_is_released_later():
+    """A queue's finalizer may run in any thread the collector runs in, such as a sweeper
+    thread starting while the opener holds the sites' lock and waits for it: it must not wait
+    for that lock (a deadlock, seen in CPython's queue tests on a data directory); the next
+    open releases the queue instead."""
+    from sweepq.queues import site
+
+    q: Queue[int] = Queue()
+    core = q._core
+    finished = threading.Event()
+    with site._sites_lock:
+        t = threading.Thread(target=lambda: (q._closer(), finished.set()))
+        t.start()
+        assert finished.wait(30), "the finalizer waited for the sites' lock"
+        t.join()
+        assert not core.closed  # handed over, not yet released
+    Queue().close()  # the next open (and close) releases it
+    assert core.closed

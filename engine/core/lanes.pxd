@@ -8,6 +8,7 @@ from .ref cimport Ref
 
 cdef int LANE_MASK, UNCOMMITTED, GOTTEN, LOCKED, BATCHED, REMOVED, HIDDEN, AVAILABLE_BELOW
 cdef int N_LANES, SENTINELS, _INITIAL, _SHRINK_ABOVE, _OFF_FLAGS, _OFF_BACKOUT, _PERSISTENT, _HAS_ITEM, _BACK
+cdef int _ITEM_ONLY
 cdef Py_ssize_t _LOW32, _HI_UNIT
 cdef bint CHECKS
 cdef bytes _TOP
@@ -57,8 +58,8 @@ cdef class LaneSet:
     @cython.locals(i=Py_ssize_t)
     cdef Py_ssize_t _spare_slot(self) except -1
 
-    @cython.locals(i=Py_ssize_t)
-    cpdef Ref head(self)
+    @cython.locals(i=Py_ssize_t, lane=Lane)
+    cpdef object head(self, object miss=*)
     @cython.locals(mask=int, i=Py_ssize_t, lane=Lane)
     cdef Py_ssize_t _head(self)
     @cython.locals(s=int, i=Py_ssize_t)

@@ -102,6 +102,8 @@ _OFF_FLAGS = record.OFF_FLAGS
 _OFF_BACKOUT = record.OFF_BACKOUT
 _PERSISTENT = record.PERSISTENT
 _HAS_ITEM = record.HAS_ITEM
+# The flags head(miss) looks at: an item, and no section a get must read (expiry, group).
+_ITEM_ONLY = record.HAS_ITEM | record.HAS_EXPIRY | record.HAS_GROUP
 _BACK = 1  # hi[slot] bit 0: the message came back from a blob
 _LOW32 = 0xFFFFFFFF
 _HI_UNIT = 1 << 32  # what one unit of hi[slot] >> 1 adds to a location
@@ -389,13 +391,28 @@ class LaneSet:
 
     # -- finding (lock held) ------------------------------------------------------------------------
 
-    def head(self) -> Ref | None:
+    def head(self, miss: object = None) -> object:
         """The first message of the highest non-empty lane's front list, if it is available:
-        the get hot path (None: look further with :meth:`first` and the chains)."""
+        the get hot path. Without ``miss``: its Ref (None: look further with :meth:`find`).
+
+        With ``miss``, the get of ``sweepq.Queue`` in memory in one step (the calls a get of
+        an item makes, made together): when that message is an item (HAS_ITEM) with no expiry
+        or group section, in a lane with no chain (no readahead owed), it is taken off the
+        queue for good (as :meth:`take`) and its item returned, no Ref nor copy of its record
+        made; anything else returns ``miss``, having changed nothing."""
         if CHECKS:
             assert_held(self._mutex, "the get's head")
         i = self._head()
-        return Ref.at(i) if i >= 0 else None
+        if miss is None:
+            return Ref.at(i) if i >= 0 else None
+        if i < 0 or self._items is None:
+            return miss
+        lane: Lane = self.lanes[self._st[i] & LANE_MASK]
+        if lane.chain or self._flags(i) & _ITEM_ONLY != _HAS_ITEM:
+            return miss
+        item = self._items[i]
+        self._remove(i)
+        return item
 
     def _head(self) -> int:
         mask = self._mask
