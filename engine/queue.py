@@ -107,6 +107,7 @@ from .tiering import QueueTier
 from .waiting import Waiters
 
 if TYPE_CHECKING:
+    from array import array
     from collections.abc import Callable, Sequence
 
     import numpy as np
@@ -511,7 +512,8 @@ class LocalQueue:
     ) -> list[Ref] | None:
         """Append ``recs`` after the last message of lane ``lane_i`` with ``state`` (the lane
         index and UNCOMMITTED or not); return their refs when ``refs`` (a unit of work holds
-        them). ``items``: their payloads, kept as objects (:meth:`keep_items`). Waiters are
+        them). ``items``: their payloads, kept as objects (:meth:`keep_items`); ``recs`` may be
+        engine/record.py ``PlainRecords``, written from their fields (LaneSet.add). Waiters are
         woken for the ones that are available at once. The caller checked MAXDEPTH and wrote
         the journal."""
         self.must_hold("placing messages")
@@ -631,6 +633,22 @@ class LocalQueue:
         self.depth -= len(refs)
         if lane.chain and lane.ready + lane.ahead < self.tier.readahead_low:
             self.tier.readahead_locked(lane)
+
+    def take_run_locked(self, limit: int) -> tuple[bytearray, array, list | None, Lane] | None:
+        """A batch get's hot path: take the available messages at the head of the highest
+        lane's front list for good, at most ``limit`` of them, none with an expiry, as
+        LaneSet.take of a limit returns them; None when the head holds none (the caller finds
+        them the whole way). The caller checked that nothing is written of a take (no journal)."""
+        self.must_hold("taking a run")
+        got: tuple[bytearray, array, list | None, Lane] | None = self.lanes.take(limit)  # type: ignore[assignment]  # a limit's answer
+        if got is not None:
+            k = len(got[1])
+            self.depth -= k
+            self.obtained += k
+            lane = got[3]
+            if lane.chain and lane.ready + lane.ahead < self.tier.readahead_low:
+                self.tier.readahead_locked(lane)
+        return got
 
     def hide_run_locked(self, refs: list[Ref]) -> None:
         """:meth:`hide_locked` of a run of available messages of one lane's list."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cython
@@ -190,6 +191,30 @@ def _plain(seq: int, put_us: int, priority: int, flags: int, payload: bytes) -> 
             memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(payload), n)
         return out
     return HEAD.pack(_HEAD_LEN, priority, flags, 0, seq, put_us) + payload
+
+
+class PlainRecords:
+    """The records of a batch put of plain messages, which the queue's memory holds already
+    (written there from their fields: engine/core/arena.py ``store_plain``), made again only
+    when one is read (put_many's results, engine/message.py ``PutResults``): the ``k``-th is
+    ``plain(seqs[k], put_us, priority, persistent, payloads[k])``, equal to the queue's."""
+
+    __slots__ = ("payloads", "persistent", "priority", "put_us", "seqs")
+
+    def __init__(
+        self, seqs: Sequence[int], put_us: int, priority: int, persistent: bool, payloads: Sequence[bytes]
+    ) -> None:
+        self.seqs = seqs
+        self.put_us = put_us
+        self.priority = priority
+        self.persistent = persistent
+        self.payloads = payloads
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    def __getitem__(self, k: int) -> bytes:
+        return plain(self.seqs[k], self.put_us, self.priority, self.persistent, self.payloads[k])
 
 
 def with_payload(rec: bytes, data: bytes) -> bytes:
