@@ -516,7 +516,8 @@ class LocalQueue:
         engine/record.py ``PlainRecords``, written from their fields (LaneSet.add). Waiters are
         woken for the ones that are available at once. The caller checked MAXDEPTH and wrote
         the journal."""
-        self.must_hold("placing messages")
+        if CHECKS:  # the check only when checks are on: interpreted, a call per get or put costs
+            self.must_hold("placing messages")
         out = self.lanes.add(self.lane_list[lane_i], recs, state, refs, items)
         self.depth += len(recs)
         self.puts += len(recs)
@@ -546,7 +547,8 @@ class LocalQueue:
         chain is searched in place through its index, and nothing is brought back. Either
         may need a blob that is not in memory yet: then a :class:`Need` comes back, and the
         caller reads it without the lock and calls again."""
-        self.must_hold("finding a message")
+        if CHECKS:  # the check only when checks are on: interpreted, a call per get or put costs
+            self.must_hold("finding a message")
         ls = self.lanes
         if match is None:
             ref = ls.head()  # the get hot path: the first message of the highest lane's front list
@@ -606,7 +608,8 @@ class LocalQueue:
         (``durable``; False: the caller wrote it already, e.g. in a commit's one write).
 
         :raises MQError: RESOURCE_PROBLEM (2102) when that write fails; nothing changed."""
-        self.must_hold("removing a message")
+        if CHECKS:  # the check only when checks are on: interpreted, a call per get or put costs
+            self.must_hold("removing a message")
         if durable and self.journal is not None:
             self.journal.remove(self, [ref])
         lane = self.lanes.take(ref)

@@ -4,7 +4,6 @@ import cython
 
 cdef Py_ssize_t _PAGE_SHIFT, _PAGE, _OFF_MASK, _SEQ_AT, _BACKOUT_AT, _POOL, _HEAD_LEN
 
-cdef inline Py_ssize_t _lenlen(Py_ssize_t n)
 
 cdef class Arena:
     cdef public list blocks, spare, doomed, pool
@@ -14,7 +13,7 @@ cdef class Arena:
 
     @cython.locals(n=Py_ssize_t, loc=Py_ssize_t, at=Py_ssize_t)
     cpdef Py_ssize_t store(self, bytes rec) except -1
-    @cython.locals(n=Py_ssize_t, loc=Py_ssize_t, at=Py_ssize_t, p=cython.p_uchar, v=cython.ulonglong,
+    @cython.locals(n=Py_ssize_t, size=Py_ssize_t, loc=Py_ssize_t, at=Py_ssize_t, p=cython.p_uchar, v=cython.ulonglong,
                    w=cython.ulonglong, k=int)
     cpdef Py_ssize_t store_plain(self, unsigned long long seq, long long put_us, int priority, int flags,
                                  bytes payload) except -1

@@ -46,11 +46,6 @@ _PAGE_SHIFT, _PAGE, _OFF_MASK, _POOL, _SEQ_AT, _BACKOUT_AT = PAGE_SHIFT, PAGE, O
 _HEAD_LEN = HEAD_LEN
 
 
-def _lenlen(n: int) -> int:
-    """The bytes of the base-128 length written before a record of ``n`` bytes."""
-    return 1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4))
-
-
 class Arena:
     """The records of one queue (see the module docstring). Not thread-safe: its owner, the
     queue core, calls it with the queue's lock held, or reads it in a deferred sweep."""
@@ -80,7 +75,7 @@ class Arena:
         """Write ``rec`` and return its location."""
         n = len(rec)
         loc = self._reserve(n)
-        at = (loc & _OFF_MASK) + _lenlen(n)
+        at = (loc & _OFF_MASK) + (1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4)))
         blk = self.blocks[loc >> _PAGE_SHIFT]
         if cython.compiled:
             memcpy(cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk)) + at, PyBytes_AS_STRING(rec), n)
@@ -93,8 +88,9 @@ class Arena:
         (its header, then the payload) and return its location: the record is written here
         once, with no ``bytes`` of its own in between (a batch put's hot path)."""
         n = len(payload)
-        loc = self._reserve(_HEAD_LEN + n)
-        at = (loc & _OFF_MASK) + _lenlen(_HEAD_LEN + n)
+        size = _HEAD_LEN + n
+        loc = self._reserve(size)
+        at = (loc & _OFF_MASK) + (1 if size < 0x80 else (2 if size < 0x4000 else (3 if size < 0x200000 else 4)))
         blk = self.blocks[loc >> _PAGE_SHIFT]
         if cython.compiled:
             p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk)) + at
@@ -117,7 +113,7 @@ class Arena:
 
     def _reserve(self, n: int) -> int:
         """Room for a record of ``n`` bytes, its length written before it; its location."""
-        need = _lenlen(n) + n
+        need = (1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4))) + n
         if need > _PAGE:
             page = self._page(need)  # a block of its own
             off = 0

@@ -36,8 +36,8 @@ cdef class LaneSet:
     cdef _grow(self, Py_ssize_t need)
     cdef inline Py_ssize_t _loc(self, Py_ssize_t i)
     cdef inline bytes _rec(self, Py_ssize_t i)
+    @cython.locals(loc=Py_ssize_t)
     cdef inline _place(self, Py_ssize_t i, bytes rec)
-    cdef inline _set_loc(self, Py_ssize_t i, Py_ssize_t loc)
     cdef inline object _seq(self, Py_ssize_t i)
     cdef inline int _flags(self, Py_ssize_t i) except -1
     @cython.locals(loc=Py_ssize_t)
@@ -58,10 +58,8 @@ cdef class LaneSet:
     cdef _add_plain(self, Lane lane, int s, int state, object recs)
     @cython.locals(i=Py_ssize_t)
     cdef Py_ssize_t _append(self, Lane lane, int s, bytes rec, int state) except -1
-    @cython.locals(i=Py_ssize_t)
-    cdef inline Py_ssize_t _new_slot(self, int state) except -1
-    @cython.locals(last=Py_ssize_t)
-    cdef inline _link(self, Lane lane, int s, Py_ssize_t i, int state, Py_ssize_t n)
+    @cython.locals(i=Py_ssize_t, last=Py_ssize_t)
+    cdef inline Py_ssize_t _append_at(self, Lane lane, int s, Py_ssize_t loc, Py_ssize_t n, int state) except -1
     @cython.locals(i=Py_ssize_t)
     cdef Py_ssize_t _spare_slot(self) except -1
 

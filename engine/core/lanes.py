@@ -238,10 +238,7 @@ class LaneSet:
 
     def _place(self, i: int, rec: bytes) -> None:
         """Write ``rec`` to the arena as slot ``i``'s record."""
-        self._set_loc(i, self._arena.store(rec))
-
-    def _set_loc(self, i: int, loc: int) -> None:
-        """Slot ``i``'s record is at ``loc`` in the arena."""
+        loc = self._arena.store(rec)
         self._low[i] = loc & _LOW32
         self._hi[i] = ((loc >> 32) << 1) | (self._hi[i] & _BACK)
 
@@ -360,21 +357,20 @@ class LaneSet:
         priority = recs.priority
         flags = _PERSISTENT if recs.persistent else 0
         for k, payload in enumerate(recs.payloads):
-            i = self._new_slot(state)
-            self._set_loc(i, arena.store_plain(seqs[k], put_us, priority, flags, payload))
-            self._link(lane, s, i, state, _HEAD_LEN + len(payload))
+            self._append_at(
+                lane, s, arena.store_plain(seqs[k], put_us, priority, flags, payload), _HEAD_LEN + len(payload), state
+            )
 
     def _append(self, lane: Lane, s: int, rec: bytes, state: int) -> int:
         """Put ``rec`` at the end of the list of sentinel ``s`` of ``lane``; its slot."""
-        i = self._new_slot(state)
-        self._place(i, rec)
+        i = self._append_at(lane, s, self._arena.store(rec), len(rec), state)
         if self.index is not None:
             self.index.add(i, rec)
-        self._link(lane, s, i, state, len(rec))
         return i
 
-    def _new_slot(self, state: int) -> int:
-        """A free slot, off the free list, with ``state``."""
+    def _append_at(self, lane: Lane, s: int, loc: int, n: int, state: int) -> int:
+        """Put the record of ``n`` bytes at ``loc`` in the arena at the end of the list of
+        sentinel ``s`` of ``lane``, in a free slot, with ``state``; its slot."""
         i = self._free_head
         if i < 0:
             if self._spare:
@@ -384,11 +380,8 @@ class LaneSet:
                 i = self._free_head
         self._free_head = self._nxt[i]
         self._st[i] = state
-        return i
-
-    def _link(self, lane: Lane, s: int, i: int, state: int, n: int) -> None:
-        """Slot ``i``, holding a record of ``n`` bytes, joins the end of the list of sentinel
-        ``s`` of ``lane``."""
+        self._low[i] = loc & _LOW32
+        self._hi[i] = ((loc >> 32) << 1) | (self._hi[i] & _BACK)
         last = self._prv[s]
         self._prv[i] = last
         self._nxt[i] = s
@@ -399,6 +392,7 @@ class LaneSet:
         self.mem_bytes += n
         if not state & HIDDEN:
             lane.ready += 1
+        return i
 
     def _spare_slot(self) -> int:
         """A slot an ended sweep freed (:attr:`spare`), for an append: its ``nxt`` reads -1,
