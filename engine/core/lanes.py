@@ -71,6 +71,7 @@ import cython
 import numpy as np
 
 from .. import record
+from ..record import PlainRecords
 from ..sizes import item_bytes
 from .arena import Arena
 from .flags import (
@@ -98,7 +99,6 @@ if cython.compiled:  # the C function the compiled form calls
     from cython.cimports.cpython.bytearray import PyByteArray_FromStringAndSize
 
 if TYPE_CHECKING:
-    from ..record import PlainRecords
     from .index import SlotIndex
 
 _INITIAL = 256  # slots, sentinels included
@@ -327,7 +327,7 @@ class LaneSet:
         if CHECKS:
             assert_held(self._mutex, "placing a message")
         s = lane.rear if (lane.chain or lane.sweeping) else lane.front
-        if type(recs) is record.PlainRecords:
+        if type(recs) is not list and type(recs) is PlainRecords:  # a put's list: one pointer compare
             self._add_plain(lane, s, state, recs)
             return None
         if items is not None and self._items is None:
