@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_chec
 
 from .constants import GMO, MO, OO, PMO, Reason
 from .matching import MATCH_DEFAULT
-from .message import Message, PutResult
+from .message import Message, Messages, PutResult, PutResults
 from .queue import QueueInfo
 from .record import MD
 
@@ -75,14 +75,14 @@ class QueueHandle(Protocol):
 
     def put(self, data: bytes, md: MD | None = None, options: PMO | int = 0) -> PutResult: ...
 
-    def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]: ...
+    def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> PutResults: ...
 
     @property
     def get(self) -> GetCall:
         """MQGET: a Message; ``get(GMO.UNLOCK)`` a Status (:class:`GetCall`)."""
         ...
 
-    def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]: ...
+    def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> Messages: ...
 
     def close(self) -> Reason: ...
 

@@ -7,6 +7,7 @@ from .handlestate cimport HandleState
 from .message cimport Message
 from .queue cimport LocalQueue
 
+cdef bint CHECKS
 cdef int _SYNC, _SYNC_IF_PERSISTENT, _WAIT, _ACCEPT_TRUNCATED, _MARK_SKIP, _FLAGS, _HLEN
 cdef int _HAS_EXPIRY, _HAS_GROUP, _HAS_ITEM, _PERSISTENT, _TRUNCATED_FAILED, _TRUNCATED_ACCEPTED, _OUTCOME_PENDING
 

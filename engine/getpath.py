@@ -47,9 +47,10 @@ from .batch import Batch
 from .constants import GMO, Reason
 from .core.found import Found
 from .core.lane import Need
+from .core.lock import CHECKS
 from .core.ref import Ref
 from .errors import MQError
-from .message import Message, messages
+from .message import Message, Messages, messages, messages_of, messages_taken
 from .waiting import GETTER
 
 if TYPE_CHECKING:
@@ -302,7 +303,8 @@ def take_one_locked(q: LocalQueue, ref, rec: bytes, joins: bool, journaled: bool
     Returns whether a sync is owed (:func:`finish`).
 
     :raises MQError: RESOURCE_PROBLEM (2102) when the journal's write fails: nothing taken."""
-    q.must_hold("taking a message")
+    if CHECKS:  # the check only when checks are on: interpreted, a call per get costs
+        q.must_hold("taking a message")
     if joins:
         q.hide_locked(ref)
         q.obtained += 1
@@ -465,7 +467,7 @@ def _group_moved(s: HandleState, rec: bytes, joins: bool) -> None:
     ABOVE.group_moved(s, rec, joins)
 
 
-def get_each(s: HandleState, max_messages: int, opts: int, wait_interval: int) -> list[Message]:
+def get_each(s: HandleState, max_messages: int, opts: int, wait_interval: int) -> Messages:
     """get_many one :func:`get` at a time, when each message needs its own decision (the
     handle's selector, its browse lock, poison handling); the WAIT is for the first only."""
     out: list[Message] = []
@@ -479,21 +481,41 @@ def get_each(s: HandleState, max_messages: int, opts: int, wait_interval: int) -
             if out or e.reason == Reason.NO_MSG_AVAILABLE:
                 break  # what was taken is returned; the next call meets the error again
             raise
-    return out
+    return messages_of(out)
 
 
-def get_many(s: HandleState, max_messages: int, opts: int, wait_interval: int) -> list[Message]:
+def get_many(s: HandleState, max_messages: int, opts: int, wait_interval: int) -> Messages:
     """MQGET of up to ``max_messages`` messages in one call (Handle.get_many checked the
     arguments): a run of available messages is taken at once; the WAIT applies to the
-    first message only; an empty result is ``[]``. An error after some messages were taken
-    ends the call with those (the next call meets it again)."""
+    first message only; an empty result is empty. An error after some messages were taken
+    ends the call with those (the next call meets it again).
+
+    The hot case, a take outside any unit of work from a queue that writes nothing of it (no
+    journal): the run at the head of the queue is taken in one step, its records copied
+    once, back to back (LocalQueue.take_run_locked), and its messages made only when the
+    caller reads them (engine/message.py ``Messages``); anything else (nothing at the head,
+    an expiry, a blob to bring back) takes the whole way below."""
     q = s.queue
+    hot = not opts & SYNC_ANY and q.journal is None
     wait = Wait(s, wait_interval, None) if opts & _WAIT else None
-    out: list[Message] = []
-    while len(out) < max_messages:
+    parts: list = []
+    got = 0
+    while got < max_messages:
+        if hot:
+            q.mutex.take()
+            try:
+                taken = q.take_run_locked(max_messages - got)
+            finally:
+                q.mutex.give()
+            if taken is not None:
+                ends = taken[1]
+                pending = finish(s, q, ends, False, False)  # ``ends``: one per message taken
+                parts.append(messages_taken(taken[0], ends, taken[2], s.ident, pending))
+                got += len(ends)
+                continue
         try:
             with q.mutex:
-                found = obtain_locked(q, _runs(q, max_messages - len(out)), None if out else wait)
+                found = obtain_locked(q, _runs(q, max_messages - got), None if got else wait)
                 if type(found) is Found:
                     refs, recs, run = found.refs, found.recs, found.run
                 else:
@@ -504,7 +526,7 @@ def get_many(s: HandleState, max_messages: int, opts: int, wait_interval: int) -
                 items = _items_locked(q, refs, recs)  # before the take lets go of them
                 durable = take_locked(q, refs, recs, joins, run)
         except MQError as e:
-            if out or e.reason == Reason.NO_MSG_AVAILABLE:
+            if got or e.reason == Reason.NO_MSG_AVAILABLE:
                 break
             raise
         pending = finish(s, q, refs, joins, durable)
@@ -516,8 +538,11 @@ def get_many(s: HandleState, max_messages: int, opts: int, wait_interval: int) -
         if pending:
             for msg in batch:
                 msg.reason = pending
-        out += batch
-    return out
+        parts.append(batch)
+        got += len(batch)
+    if len(parts) == 1 and type(parts[0]) is Messages:
+        return parts[0]
+    return messages_of([m for part in parts for m in part])
 
 
 def _items_locked(q: LocalQueue, refs, recs) -> list | None:

@@ -23,7 +23,7 @@ from .constants import GMO, MAX_PRIORITY, MO, OO, PMO, Reason, Usage
 from .errors import MQError, options_error
 from .handlestate import HandleState, Owner
 from .matching import MATCH_DEFAULT, MatchArgs, match_for_get
-from .message import Message, PutResult
+from .message import Message, Messages, PutResult, PutResults
 from .options import check_get
 from .putpath import check_target
 from .record import MD
@@ -161,14 +161,15 @@ class Handle:
             checks.integer(priority, "priority", Reason.PRIORITY_ERROR, -1, _MAX_PRIORITY)
             putpath.put_items(self._s, items, priority)
 
-    def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> list[PutResult]:
+    def put_many(self, datas: Sequence[bytes], md: MD | None = None, options: PMO | int = 0) -> PutResults:
         """MQPUT of many messages in one call: one lock, one validation of ``md`` and ``options``.
 
         Every message gets the same descriptor fields (``md``), its own MsgId (generated unless
         ``md.msg_id`` is set) and its own MsgToken, in the order given. The batch is all or
         nothing: if the queue cannot take every message (MAXDEPTH, 2053) or the unit of work
         every put (2024), none is put. Under PMO.SYNCPOINT every message joins the unit of work.
-        Returns one PutResult per message, in order. Groups are put with :meth:`put`.
+        Returns one PutResult per message, in order, as a read-only sequence that makes them
+        when first read (engine/message.py ``PutResults``). Groups are put with :meth:`put`.
         """
         with _Call(self._token):
             s = self._s
@@ -282,7 +283,7 @@ class Handle:
     # GMO.UNLOCK), the signature written once; at run time the function above.
     get = cast("GetCall", _get)
 
-    def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> list[Message]:
+    def get_many(self, max_messages: int, options: GMO | int = 0, wait_interval: int = -1) -> Messages:
         """MQGET of up to ``max_messages`` messages in one call: one lock per run, one validation.
 
         The messages come in delivery order, exactly as that many gets would return them
@@ -290,7 +291,9 @@ class Handle:
         truncation. Under GMO.SYNCPOINT (or SYNCPOINT_IF_PERSISTENT, per message) they join
         the unit of work, up to what it can still hold (max_uncommitted). With GMO.WAIT the
         call waits up to ``wait_interval`` ms for the first message only. Unlike get, an
-        empty result is not an error: it returns ``[]`` when nothing is available. Under a
+        empty result is not an error: it returns an empty one (equal to ``[]``) when nothing is
+        available. The messages come as a read-only sequence that makes them when first read
+        (engine/message.py ``Messages``). Under a
         memory budget that counts resident memory, it takes only what fits in the budget's
         room (engine/budget.py ``batch_limit``), so it may return fewer than are available;
         at least one when any is. Browse,

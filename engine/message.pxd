@@ -26,3 +26,26 @@ cdef class Message:
 cpdef list put_results(object records, object ident, int reason=*)
 @cython.locals(m=Message)
 cpdef list messages(object records, object ident)
+
+cdef class _Lazy:
+    cdef list _list
+    cdef Py_ssize_t _n
+    cpdef list _made(self)
+
+@cython.final
+cdef class PutResults(_Lazy):
+    cdef object _ident, _recs
+    cdef int _reason
+
+@cython.final
+cdef class Messages(_Lazy):
+    cdef bytearray _buf
+    cdef object _ends, _items, _ident
+    cdef int _reason
+@cython.locals(r=PutResults)
+cpdef PutResults put_results_of(object records, object ident, int reason=*)
+@cython.locals(m=Messages)
+cpdef Messages messages_taken(bytearray buf, object ends, list items, object ident, int reason=*)
+@cython.locals(m=Messages)
+cpdef Messages messages_of(list made)
+cdef bytes _span(bytearray buf, Py_ssize_t start, Py_ssize_t end)

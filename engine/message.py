@@ -6,7 +6,14 @@ wants the data pays for no descriptor.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+import cython
+
+if cython.compiled:  # the C functions the compiled form calls
+    from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
+    from cython.cimports.cpython.bytes import PyBytes_FromStringAndSize
 
 from . import record
 from .constants import CC, MF, GroupStatus, Reason, SegmentStatus
@@ -189,7 +196,7 @@ class Message:
         return f"Message(priority={self.priority}, data_length={self.data_length}, reason={Reason(self.reason).name})"
 
 
-def put_results(records: list[bytes], ident: Identity, reason: int = 0) -> list[PutResult]:
+def put_results(records: Sequence[bytes], ident: Identity, reason: int = 0) -> list[PutResult]:
     """One result per record (put_many), built without a Python-level constructor."""
     out: list[PutResult] = []
     for rec in records:
@@ -212,3 +219,160 @@ def messages(records: list[bytes], ident: Identity) -> list[Message]:
         m.data = tail(rec, rec[0] or data_offset(rec))  # rec[0]: OFF_HLEN, 0 past 255 bytes
         out.append(m)
     return out
+
+
+class _Lazy:
+    """A list of results made on first use: the batch calls return one, so that a caller
+    that does not read its results (a producer that only puts, a drain that only counts)
+    pays for none of them. Its length is known at once; anything else makes every result,
+    once, and then it behaves as that list (index, slice, iteration, ``in``, ``==`` with a
+    list, ``+``). It is not a ``list`` (no append: it is the call's answer, read-only)."""
+
+    __slots__ = ("_list", "_n")
+    _list: list | None
+    _n: int
+
+    def _build(self) -> list:
+        raise NotImplementedError
+
+    def _made(self) -> list:
+        out = self._list
+        if out is None:
+            out = self._list = self._build()
+        return out
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int | slice) -> Any:
+        return self._made()[i]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._made())
+
+    def __reversed__(self) -> Iterator:
+        return reversed(self._made())
+
+    def __contains__(self, x: object) -> bool:
+        return x in self._made()
+
+    def __eq__(self, other: object) -> bool:
+        return self._made() == (other._made() if isinstance(other, _Lazy) else other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __add__(self, other: object) -> list:
+        return self._made() + (other._made() if isinstance(other, _Lazy) else other)  # type: ignore[operator]
+
+    def __radd__(self, other: object) -> list:
+        return other + self._made()  # type: ignore[operator]
+
+    def index(self, x: object) -> int:
+        return self._made().index(x)
+
+    def count(self, x: object) -> int:
+        return self._made().count(x)
+
+    def __repr__(self) -> str:
+        return repr(self._made())
+
+
+class PutResults(_Lazy):
+    """What put_many returns: one :class:`PutResult` per message, in order, made on first use
+    (:class:`_Lazy`) from the records put (``records[k]`` the ``k``-th message's; for a batch
+    of plain messages, engine/record.py ``PlainRecords``, which makes each again from its
+    fields, as the queue holds it)."""
+
+    __slots__ = ("_ident", "_reason", "_recs")
+    _ident: Identity
+    _reason: int
+    _recs: Sequence[bytes]
+
+    def _build(self) -> list:
+        return put_results(self._recs, self._ident, self._reason)
+
+
+class Messages(_Lazy):
+    """What get_many returns: one whole :class:`Message` per message taken, in delivery
+    order, made on first use (:class:`_Lazy`), from the records the take copied back to back
+    into one buffer (engine/core/lanes.py ``take_head_run``), or given made."""
+
+    __slots__ = ("_buf", "_ends", "_ident", "_items", "_reason")
+    _buf: bytearray | None
+    _ends: Sequence[int] | None
+    _items: list | None
+    _ident: Identity
+    _reason: int
+
+    @cython.locals(start=cython.Py_ssize_t, end=cython.Py_ssize_t, k=cython.Py_ssize_t, m=Message, rec=bytes)
+    def _build(self) -> list:
+        buf = self._buf
+        assert buf is not None, "made already"
+        ends = self._ends
+        items = self._items
+        out: list[Message] = []
+        start = 0
+        for k in range(self._n):
+            end = ends[k]  # type: ignore[index]
+            rec = _span(buf, start, end)
+            m = Message.__new__(Message)
+            m._rec = rec
+            m._ident = self._ident
+            m.reason = self._reason
+            m.data = tail(rec, rec[0] or data_offset(rec))  # rec[0]: OFF_HLEN, 0 past 255 bytes
+            if items is not None and rec[record.OFF_FLAGS] & record.HAS_ITEM:
+                m.item = items[k]
+            out.append(m)
+            start = end
+        self._buf = None  # the records live in the messages now
+        return out
+
+
+def put_results_of(records: Sequence[bytes], ident: Identity, reason: int = 0) -> PutResults:
+    """The results of the messages put as ``records`` (put_many), made on first use."""
+    r = PutResults.__new__(PutResults)
+    r._list = None
+    r._n = len(records)
+    r._recs = records
+    r._ident = ident
+    r._reason = reason
+    return r
+
+
+def messages_taken(
+    buf: bytearray, ends: Sequence[int], items: list | None, ident: Identity, reason: int = 0
+) -> Messages:
+    """The messages whose records are back to back in ``buf``, the ``k``-th ending at
+    ``ends[k]`` (get_many), made on first use; ``items[k]`` is the item of one whose record
+    has HAS_ITEM (``items`` None: none has); each with ``reason``."""
+    m = Messages.__new__(Messages)
+    m._list = None
+    m._n = len(ends)
+    m._buf = buf
+    m._ends = ends
+    m._items = items
+    m._ident = ident
+    m._reason = reason
+    return m
+
+
+def messages_of(made: list[Message]) -> Messages:
+    """:class:`Messages` of the messages ``made``, made already."""
+    m = Messages.__new__(Messages)
+    m._list = made
+    m._n = len(made)
+    m._buf = None
+    m._reason = 0
+    return m
+
+
+def _span(buf: bytearray, start: int, end: int) -> bytes:
+    """``bytes(buf[start:end])``: compiled, one allocation and one copy."""
+    if cython.compiled:
+        return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf) + start, end - start)
+    return bytes(buf[start:end])
+
+
+Sequence.register(PutResults)
+Sequence.register(Messages)

@@ -3,7 +3,7 @@ cimport cython
 
 from . cimport record
 from .handlestate cimport HandleState
-from .message cimport PutResult
+from .message cimport PutResult, PutResults
 from .queue cimport LocalQueue
 from .sequence cimport Arrivals
 
@@ -22,13 +22,14 @@ cpdef long long wall_us(HandleState s) except? -1
 cpdef put_items(HandleState s, object items, int priority)
 
 @cython.locals(longest=Py_ssize_t, q=LocalQueue, reason=int)
-cpdef list put_many(HandleState s, object datas, object md, int opts)
+cpdef PutResults put_many(HandleState s, object datas, object md, int opts)
 
 @cython.locals(sequence=Arrivals)
 cpdef list _records(HandleState s, object payloads, object extra, int priority, bint persistent, long long put_us,
                     object pieces)
 
 @cython.locals(lane_i=int, k=Py_ssize_t, durable=bint, reason=int, put_us=cython.longlong, now=double,
-               held=Py_ssize_t, sequence=Arrivals)
+               held=Py_ssize_t, sequence=Arrivals, numbers="unsigned long long[::1]", j=Py_ssize_t,
+               put_bytes=Py_ssize_t)
 cpdef tuple place(HandleState s, LocalQueue q, object payloads, object extra, int priority, bint persistent,
                   int syncpoint, object pieces=*, object items=*)

@@ -21,6 +21,7 @@ records' group fields and call :func:`place`), and the poison-message requeue
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,7 @@ from .distributed.headers import transmission
 from .errors import MQError, options_error
 from .getpath import check_room
 from .matching import _fixed
-from .message import PutResult, put_results
+from .message import PutResult, PutResults, put_results_of
 from .options import check_put
 from .sizes import item_bytes
 
@@ -193,14 +194,14 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
     return res
 
 
-def put_many(s: HandleState, datas: Sequence[bytes], md: MD | None, opts: int) -> list[PutResult]:
+def put_many(s: HandleState, datas: Sequence[bytes], md: MD | None, opts: int) -> PutResults:
     """MQPUT of many messages with one descriptor, all or none (Handle.put_many)."""
     q = check_target(s)
     if isinstance(datas, (bytes, bytearray, memoryview, str)) or not hasattr(datas, "__len__"):
         raise MQError(Reason.PARM_VALUE_ERROR, "put_many takes a list (or tuple) of messages, each bytes")
     datas = [d if type(d) is bytes else as_bytes(d) for d in datas]
     if not datas:
-        return []
+        return put_results_of(datas, s.ident)
     longest = 0
     for d in datas:
         if len(d) > longest:
@@ -218,7 +219,7 @@ def put_many(s: HandleState, datas: Sequence[bytes], md: MD | None, opts: int) -
             raise options_error("put_many cannot generate a CorrelId per message; put them one by one")
         extra, priority, persistent, reason = descriptor(s, md, opts)
     recs, pending = place(s, q, datas, extra, priority, persistent, syncpoint)
-    return put_results(recs, s.ident, reason or pending)
+    return put_results_of(recs, s.ident, reason or pending)
 
 
 def put_items(s: HandleState, items: Sequence, priority: int) -> None:
@@ -361,17 +362,32 @@ def place(
     try:
         if q.depth + k > q.max_depth:
             raise _full(q, k)
+        durable = persistent and q.journal is not None
+        xmit = s.xmit
+        plain_batch = False  # the records are PlainRecords, written from their fields
         if items is not None:
             sequence = s.sequence
             recs = [record.item_head(sequence.next(), put_us, priority) for _ in items]
         elif extra is None and pieces is None and k == 1:  # the put hot path: a record with no option
             recs = [record.plain(s.sequence.next(), put_us, priority, persistent, payloads[0])]
+        elif not (extra is not None or pieces is not None or xmit is not None or durable or syncpoint) and (
+            q.lanes.index is None
+        ):
+            # A batch of plain messages (put_many with no descriptor, outside a unit of work):
+            # each record written straight into the queue's memory from its fields, and made
+            # as bytes only when read (engine/record.py PlainRecords: a waiter's wake, the
+            # caller's results).
+            sequence = s.sequence
+            seqs = array("Q", bytes(8 * k))
+            numbers = seqs  # compiled: a typed view of the array's memory
+            for j in range(k):
+                numbers[j] = sequence.next()
+            recs = record.PlainRecords(seqs, put_us, priority, persistent, payloads)  # type: ignore[assignment]
+            plain_batch = True
         else:
             recs = _records(s, payloads, extra, priority, persistent, put_us, pieces)
-        xmit = s.xmit
         if xmit is not None:  # a remote queue: the message travels with a transmission header
             recs = [transmission(r, qm.ident, xmit.remote_queue, xmit.remote_qmgr) for r in recs]
-        durable = persistent and q.journal is not None
         if durable:
             recs = [record.pin_msg_id(r, qm.ident) for r in recs]
             if not syncpoint:
@@ -391,7 +407,8 @@ def place(
         for data in payloads:
             recorder.put(q.name, len(data), priority, persistent)
     if budget is not None:
-        budget.after_put(q, sum(map(len, recs)) + (0 if items is None else held))
+        put_bytes = k * _HEAD_LEN + held if plain_batch else sum(map(len, recs))
+        budget.after_put(q, put_bytes + (0 if items is None else held))
     return recs, reason
 
 

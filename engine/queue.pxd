@@ -38,6 +38,8 @@ cdef class LocalQueue:
     @cython.locals(ls=LaneSet, ref=Ref, lane=Lane)
     cpdef object find_locked(self, object match=*)
     cpdef object find_run_locked(self, Py_ssize_t limit)
+    @cython.locals(lane=Lane, k=Py_ssize_t)
+    cpdef tuple take_run_locked(self, Py_ssize_t limit)
     cpdef bytes record_locked(self, Ref ref)
     @cython.locals(lane=Lane)
     cpdef remove_locked(self, Ref ref, bint durable=*)

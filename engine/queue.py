@@ -108,6 +108,7 @@ from .tiering import QueueTier
 from .waiting import Waiters
 
 if TYPE_CHECKING:
+    from array import array
     from collections.abc import Callable, Collection, Sequence
 
     import numpy as np
@@ -505,10 +506,12 @@ class LocalQueue:
     ) -> list[Ref] | None:
         """Append ``recs`` after the last message of lane ``lane_i`` with ``state`` (the lane
         index and UNCOMMITTED or not); return their refs when ``refs`` (a unit of work holds
-        them). ``items``: their payloads, kept as objects (:meth:`keep_items`). Waiters are
+        them). ``items``: their payloads, kept as objects (:meth:`keep_items`); ``recs`` may be
+        engine/record.py ``PlainRecords``, written from their fields (LaneSet.add). Waiters are
         woken for the ones that are available at once. The caller checked MAXDEPTH and wrote
         the journal."""
-        self.must_hold("placing messages")
+        if CHECKS:  # the check only when checks are on: interpreted, a call per get or put costs
+            self.must_hold("placing messages")
         out = self.lanes.add(self.lane_list[lane_i], recs, state, refs, items)
         self.depth += len(recs)
         self.puts += len(recs)
@@ -559,7 +562,8 @@ class LocalQueue:
         chain is searched in place through its index, and nothing is brought back. Either
         may need a blob that is not in memory yet: then a :class:`Need` comes back, and the
         caller reads it without the lock and calls again."""
-        self.must_hold("finding a message")
+        if CHECKS:  # the check only when checks are on: interpreted, a call per get or put costs
+            self.must_hold("finding a message")
         ls = self.lanes
         if match is None:
             ref = ls.head()  # the get hot path: the first message of the highest lane's front list
@@ -619,7 +623,8 @@ class LocalQueue:
         (``durable``; False: the caller wrote it already, e.g. in a commit's one write).
 
         :raises MQError: RESOURCE_PROBLEM (2102) when that write fails; nothing changed."""
-        self.must_hold("removing a message")
+        if CHECKS:  # the check only when checks are on: interpreted, a call per get or put costs
+            self.must_hold("removing a message")
         if durable and self.journal is not None:
             self.journal.remove(self, [ref])
         lane = self.lanes.take(ref)
@@ -646,6 +651,22 @@ class LocalQueue:
         self.depth -= len(refs)
         if lane.chain and lane.ready + lane.ahead < self.tier.readahead_low:
             self.tier.readahead_locked(lane)
+
+    def take_run_locked(self, limit: int) -> tuple[bytearray, array, list | None, Lane] | None:
+        """A batch get's hot path: take the available messages at the head of the highest
+        lane's front list for good, at most ``limit`` of them, none with an expiry, as
+        LaneSet.take of a limit returns them; None when the head holds none (the caller finds
+        them the whole way). The caller checked that nothing is written of a take (no journal)."""
+        self.must_hold("taking a run")
+        got: tuple[bytearray, array, list | None, Lane] | None = self.lanes.take(limit)  # type: ignore[assignment]  # a limit's answer
+        if got is not None:
+            k = len(got[1])
+            self.depth -= k
+            self.obtained += k
+            lane = got[3]
+            if lane.chain and lane.ready + lane.ahead < self.tier.readahead_low:
+                self.tier.readahead_locked(lane)
+        return got
 
     def hide_run_locked(self, refs: list[Ref]) -> None:
         """:meth:`hide_locked` of a run of available messages of one lane's list."""

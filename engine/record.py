@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cython
@@ -162,6 +163,8 @@ def plain(seq: int, put_us: int, priority: int, persistent: bool, payload: bytes
     """The record of a message with no optional section (no MsgId, CorrelId, group, expiry,
     reply-to or properties): what a put with no descriptor makes, :func:`encode` written out
     for the put hot path (compiled, one allocation and two copies)."""
+    if not cython.compiled:  # interpreted, one call fewer
+        return HEAD.pack(_HEAD_LEN, priority, _PERSISTENT if persistent else 0, 0, seq, put_us) + payload
     return _plain(seq, put_us, priority, _PERSISTENT if persistent else 0, payload)
 
 
@@ -190,6 +193,30 @@ def _plain(seq: int, put_us: int, priority: int, flags: int, payload: bytes) -> 
             memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(payload), n)
         return out
     return HEAD.pack(_HEAD_LEN, priority, flags, 0, seq, put_us) + payload
+
+
+class PlainRecords:
+    """The records of a batch put of plain messages, which the queue's memory holds already
+    (written there from their fields: engine/core/arena.py ``store_plain``), made again only
+    when one is read (put_many's results, engine/message.py ``PutResults``): the ``k``-th is
+    ``plain(seqs[k], put_us, priority, persistent, payloads[k])``, equal to the queue's."""
+
+    __slots__ = ("payloads", "persistent", "priority", "put_us", "seqs")
+
+    def __init__(
+        self, seqs: Sequence[int], put_us: int, priority: int, persistent: bool, payloads: Sequence[bytes]
+    ) -> None:
+        self.seqs = seqs
+        self.put_us = put_us
+        self.priority = priority
+        self.persistent = persistent
+        self.payloads = payloads
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    def __getitem__(self, k: int) -> bytes:
+        return plain(self.seqs[k], self.put_us, self.priority, self.persistent, self.payloads[k])
 
 
 def with_payload(rec: bytes, data: bytes) -> bytes:

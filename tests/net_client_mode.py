@@ -52,6 +52,7 @@ IN_PROCESS_ONLY = {
     "test_browse_of_a_swept_queue_reads_blobs_into_a_bounded_cache": "reads HandleState.cursor",
     "test_records_without_properties_are_unchanged": "reads the whole record a put made (a client's put result "
     "holds the record's header)",
+    "test_a_batch_get_returns_the_items_kept_as_objects": "items are the in-process door's (Handle.keep_items)",
     "test_four_producers_four_consumers_exactly_once_and_ordered": "200,000 messages; its client form is "
     "tests/test_net_proof.py (processes through one server)",
 }

@@ -184,3 +184,71 @@ def test_get_many_on_a_poison_queue_moves_poison_like_get(clock):
         c.backout()  # a: backout count 1, over the threshold
         assert [m.data for m in h.get_many(5)] == [b"b"]
         assert c.open("BOQ", IO).get().data == b"a"
+
+
+# -- the batch's hot path (issue 30): records written from their fields, a run taken in one
+# step, results made when read. What it returns must be what the whole way returns.
+
+
+def test_put_many_results_read_as_the_list_of_results_they_stand_for(h):
+    datas = [b"%d" % i * (i + 1) for i in range(150)]  # records of 22..~500 bytes: 1- and 2-byte lengths
+    res = h.put_many(datas)
+    assert len(res) == 150 and bool(res)
+    made = list(res)
+    assert res[0] is made[0] and res[-1] is made[-1] and res[10:12] == made[10:12]
+    assert res == made and made == res and res + [None] == [*made, None] and [None] + res == [None, *made]  # noqa: RUF005
+    assert made[3] in res and res.index(made[3]) == 3 and res != made[1:]
+    got = h.get_many(150)
+    # Each result's record is the record the queue held, made again from its fields (over a
+    # client, a put's result holds its header only).
+    assert all(m.record.startswith(r.record) and len(r.record) >= 21 for r, m in zip(res, got, strict=True))
+    assert [r.msg_id for r in res] == [m.msg_id for m in got] and len({r.msg_id for r in res}) == 150
+    assert [m.data for m in got] == datas and all(r.reason == 0 and not r.persistent for r in res)
+
+
+def test_get_many_results_read_as_the_list_of_messages_they_stand_for(h):
+    h.put_many([b"a", b"bb", b"ccc"])
+    got = h.get_many(5)
+    assert len(got) == 3 and got[0] is got[0] and got[-1].data == b"ccc"
+    assert [m.data for m in got[1:]] == [b"bb", b"ccc"] and [m.data for m in reversed(got)] == [b"ccc", b"bb", b"a"]
+    assert got == list(got) and got.index(got[1]) == 1
+    assert [m.data_length for m in got] == [1, 2, 3] and got[0].md.priority == got[0].priority
+    empty = h.get_many(5)
+    assert empty == [] and not empty and len(empty) == 0 and list(empty) == []
+
+
+def test_a_batch_get_takes_the_same_messages_in_the_same_order_as_gets_do(qm, conn):
+    """Priorities, a message put alone, and a batch: get_many's runs across lanes and its
+    plain gets return exactly what gets one by one return."""
+    qm.define_queue("A")
+    qm.define_queue("B")
+    a, b = conn.open("A", IO), conn.open("B", IO)
+    for h in (a, b):
+        h.put_many([b"p1-%d" % i for i in range(40)], MD(priority=1))
+        h.put_many([b"p0-%d" % i for i in range(70)])
+        h.put(b"alone", MD(priority=7))
+        h.put_many([b"p7-%d" % i for i in range(30)], MD(priority=7))
+    one_by_one = [a.get().record for _ in range(141)]
+    batched = [m.record for m in b.get_many(60)] + [m.record for m in b.get_many(100)]
+    # The records differ in their arrival numbers and put times only.
+    assert [(r[1], r[21:]) for r in batched] == [(r[1], r[21:]) for r in one_by_one]
+
+
+def test_a_run_stops_before_a_message_with_an_expiry_and_the_expired_one_is_dropped(qm, clock, h):
+    h.put_many([b"a", b"b"])
+    h.put(b"short", MD(expiry=10))
+    h.put_many([b"c", b"d"])
+    clock.advance(2)
+    assert [m.data for m in h.get_many(10)] == [b"a", b"b", b"c", b"d"]
+    assert h.queue.expired == 1 and h.queue.depth == 0
+
+
+def test_a_batch_get_returns_the_items_kept_as_objects(h):
+    h.keep_items(lambda item: repr(item).encode())
+    first, second = {"order": 1}, [2]
+    h.put_item(first)
+    h.put(b"bytes")
+    h.put_items([second, None])
+    got = h.get_many(10)
+    assert [m.has_item for m in got] == [True, False, True, True]
+    assert got[0].item is first and got[1].data == b"bytes" and got[2].item is second and got[3].item is None

@@ -23,6 +23,7 @@ the only places they differ, and the tests run both forms.
 
 from __future__ import annotations
 
+import struct
 from array import array
 
 import cython
@@ -38,8 +39,11 @@ OFF_MASK = PAGE - 1
 POOL = 2  # emptied blocks kept for reuse
 SEQ_AT = 5  # engine/record.py OFF_SEQ
 BACKOUT_AT = 3  # engine/record.py OFF_BACKOUT
+HEAD_LEN = 21  # engine/record.py HEAD_LEN, the header :meth:`Arena.store_plain` writes
+_HEAD = struct.Struct("<BBBHQq")  # engine/record.py HEAD (the interpreted form packs with it)
 # The compiled form's C copies (arena.pxd types them; the names above stay Python objects).
 _PAGE_SHIFT, _PAGE, _OFF_MASK, _POOL, _SEQ_AT, _BACKOUT_AT = PAGE_SHIFT, PAGE, OFF_MASK, POOL, SEQ_AT, BACKOUT_AT
+_HEAD_LEN = HEAD_LEN
 
 
 class Arena:
@@ -70,8 +74,46 @@ class Arena:
     def store(self, rec: bytes) -> int:
         """Write ``rec`` and return its location."""
         n = len(rec)
-        h = 1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4))
-        need = h + n
+        loc = self._reserve(n)
+        at = (loc & _OFF_MASK) + (1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4)))
+        blk = self.blocks[loc >> _PAGE_SHIFT]
+        if cython.compiled:
+            memcpy(cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk)) + at, PyBytes_AS_STRING(rec), n)
+        else:
+            blk[at : at + n] = rec  # type: ignore[index]
+        return loc
+
+    def store_plain(self, seq: int, put_us: int, priority: int, flags: int, payload: bytes) -> int:
+        """Write the record engine/record.py ``plain`` makes of these fields and ``payload``
+        (its header, then the payload) and return its location: the record is written here
+        once, with no ``bytes`` of its own in between (a batch put's hot path)."""
+        n = len(payload)
+        size = _HEAD_LEN + n
+        loc = self._reserve(size)
+        at = (loc & _OFF_MASK) + (1 if size < 0x80 else (2 if size < 0x4000 else (3 if size < 0x200000 else 4)))
+        blk = self.blocks[loc >> _PAGE_SHIFT]
+        if cython.compiled:
+            p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk)) + at
+            p[0] = _HEAD_LEN
+            p[1] = priority
+            p[2] = flags
+            p[3] = 0
+            p[4] = 0
+            v = cython.cast(cython.ulonglong, seq)
+            w = cython.cast(cython.ulonglong, put_us)
+            for k in range(8):  # little endian, as engine/record.py HEAD packs them
+                p[_SEQ_AT + k] = (v >> (8 * k)) & 0xFF
+                p[_SEQ_AT + 8 + k] = (w >> (8 * k)) & 0xFF
+            if n:
+                memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(payload), n)
+        else:
+            _HEAD.pack_into(blk, at, _HEAD_LEN, priority, flags, 0, seq, put_us)  # type: ignore[arg-type]
+            blk[at + _HEAD_LEN : at + _HEAD_LEN + n] = payload  # type: ignore[index]
+        return loc
+
+    def _reserve(self, n: int) -> int:
+        """Room for a record of ``n`` bytes, its length written before it; its location."""
+        need = (1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4))) + n
         if need > _PAGE:
             page = self._page(need)  # a block of its own
             off = 0
@@ -92,7 +134,6 @@ class Arena:
                 v >>= 7
                 k += 1
             p[k] = v
-            memcpy(p + off + h, PyBytes_AS_STRING(rec), n)
         else:
             v = n
             k = off
@@ -101,7 +142,6 @@ class Arena:
                 v >>= 7
                 k += 1
             blk[k] = v  # type: ignore[index]
-            blk[off + h : off + need] = rec  # type: ignore[index]
         self.live[page] += need
         self.used[page] += need
         return (page << _PAGE_SHIFT) | off
@@ -230,9 +270,10 @@ class Arena:
             return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(blk) + off, n)
         return bytes(blk[off : off + n])  # type: ignore[index]
 
-    def head(self, loc: int, out: bytearray, at: int, width: int) -> None:
+    def head(self, loc: int, out: bytearray, at: int, width: int) -> int:
         """Copy the first ``width`` bytes of the record at ``loc`` (all of it when shorter)
-        into ``out`` at ``at`` (a checkpoint reads a whole lane so, engine/core/lanes.py)."""
+        into ``out`` at ``at`` and return how many (a checkpoint reads a whole lane so, and a
+        batch get its run's records, engine/core/lanes.py)."""
         blk = self.blocks[loc >> _PAGE_SHIFT]
         size = self._size(loc)
         off = (loc & _OFF_MASK) + (size & 7)
@@ -241,6 +282,7 @@ class Arena:
             memcpy(PyByteArray_AS_STRING(out) + at, PyByteArray_AS_STRING(blk) + off, n)
         else:
             out[at : at + n] = blk[off : off + n]  # type: ignore[index]
+        return n
 
     def byte(self, loc: int, k: int) -> int:
         """The ``k``-th byte of the record at ``loc`` (a header field, without a copy)."""

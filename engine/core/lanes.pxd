@@ -9,6 +9,7 @@ from .ref cimport Ref
 cdef int LANE_MASK, UNCOMMITTED, GOTTEN, LOCKED, BATCHED, REMOVED, HIDDEN, AVAILABLE_BELOW
 cdef int N_LANES, SENTINELS, _INITIAL, _SHRINK_ABOVE, _OFF_FLAGS, _OFF_BACKOUT, _PERSISTENT, _HAS_ITEM, _BACK
 cdef int _ITEM_ONLY
+cdef int _HAS_EXPIRY, _HEAD_LEN
 cdef Py_ssize_t _LOW32, _HI_UNIT
 cdef bint CHECKS
 cdef bytes _TOP
@@ -53,8 +54,13 @@ cdef class LaneSet:
 
     @cython.locals(s=int, slot=Py_ssize_t, k=Py_ssize_t)
     cpdef list add(self, Lane lane, object recs, int state, bint refs=*, object items=*)
-    @cython.locals(i=Py_ssize_t, last=Py_ssize_t)
+    @cython.locals(i=Py_ssize_t, k=Py_ssize_t, arena=Arena, seqs="unsigned long long[::1]", put_us=cython.longlong,
+                   priority=int, flags=int)
+    cdef _add_plain(self, Lane lane, int s, int state, object recs)
+    @cython.locals(i=Py_ssize_t)
     cdef Py_ssize_t _append(self, Lane lane, int s, bytes rec, int state) except -1
+    @cython.locals(i=Py_ssize_t, last=Py_ssize_t)
+    cdef inline Py_ssize_t _append_at(self, Lane lane, int s, Py_ssize_t loc, Py_ssize_t n, int state) except -1
     @cython.locals(i=Py_ssize_t)
     cdef Py_ssize_t _spare_slot(self) except -1
 
@@ -82,11 +88,16 @@ cdef class LaneSet:
     cpdef tuple at(self, Ref hint, object seq, object lk_seq)
 
     @cython.locals(slot=Py_ssize_t)
-    cpdef Lane take(self, object ref)
+    cpdef object take(self, object ref)
     cpdef list take_emptied(self)
     @cython.locals(s=int, lane=Lane, p=Py_ssize_t, n=Py_ssize_t)
     cdef Lane _remove(self, Py_ssize_t i)
+    @cython.locals(first=Py_ssize_t)
     cdef Lane _take_run(self, object refs)
+    @cython.locals(first=Py_ssize_t, k=Py_ssize_t, total=Py_ssize_t, i=Py_ssize_t, at=Py_ssize_t,
+                   size=Py_ssize_t, n=Py_ssize_t, arena=Arena, buf=bytearray, ends=object, view="unsigned int[::1]",
+                   items=list)
+    cdef tuple _take_head(self, Py_ssize_t limit)
     @cython.locals(slot=Py_ssize_t)
     cpdef mark(self, object ref, int flag)
     cdef _hide_run(self, object refs)
@@ -112,8 +123,8 @@ cdef class LaneSet:
     cpdef tuple move_run(self, Lane lane, object slots, object recs, object blob, bint at_head, bint prechecked, object link)
     @cython.locals(prev=Py_ssize_t, i=Py_ssize_t, s=int, loc=Py_ssize_t)
     cdef object _verify(self, Lane lane, object slots, object recs, bint at_head)
-    @cython.locals(p=Py_ssize_t, n=Py_ssize_t, again=Py_ssize_t, nbytes=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t)
-    cdef Py_ssize_t _detach(self, Lane lane, object slots) except -1
+    @cython.locals(p=Py_ssize_t, j=Py_ssize_t, again=Py_ssize_t, nbytes=Py_ssize_t, i=Py_ssize_t)
+    cdef Py_ssize_t _detach(self, Lane lane, Py_ssize_t first, Py_ssize_t k) except -1
     @cython.locals(state=int, first=Py_ssize_t, s=int, f=int, i=Py_ssize_t, k=Py_ssize_t)
     cpdef Ref splice_blob(self, Lane lane, object blob, list live, object positions, Py_ssize_t nbytes)
     @cython.locals(r=int, first=Py_ssize_t, last=Py_ssize_t, f=int, tail=Py_ssize_t)

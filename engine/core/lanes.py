@@ -67,9 +67,11 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import cython
 import numpy as np
 
 from .. import record
+from ..record import PlainRecords
 from ..sizes import item_bytes
 from .arena import Arena
 from .flags import (
@@ -93,6 +95,9 @@ from .swept import LOCKED as POS_LOCKED
 from .swept import REMOVED as POS_REMOVED
 from .swept import SweptBlob
 
+if cython.compiled:  # the C function the compiled form calls
+    from cython.cimports.cpython.bytearray import PyByteArray_FromStringAndSize
+
 if TYPE_CHECKING:
     from .index import SlotIndex
 
@@ -104,6 +109,8 @@ _PERSISTENT = record.PERSISTENT
 _HAS_ITEM = record.HAS_ITEM
 # The flags head(miss) looks at: an item, and no section a get must read (expiry, group).
 _ITEM_ONLY = record.HAS_ITEM | record.HAS_EXPIRY | record.HAS_GROUP
+_HAS_EXPIRY = record.HAS_EXPIRY
+_HEAD_LEN = record.HEAD_LEN
 _BACK = 1  # hi[slot] bit 0: the message came back from a blob
 _LOW32 = 0xFFFFFFFF
 _HI_UNIT = 1 << 32  # what one unit of hi[slot] >> 1 adds to a location
@@ -305,15 +312,26 @@ class LaneSet:
     # -- placing ------------------------------------------------------------------------------------
 
     def add(
-        self, lane: Lane, recs: Sequence[bytes], state: int, refs: bool = False, items: Sequence | None = None
+        self,
+        lane: Lane,
+        recs: Sequence[bytes] | PlainRecords,
+        state: int,
+        refs: bool = False,
+        items: Sequence | None = None,
     ) -> list[Ref] | None:
         """Put ``recs`` after the last message of ``lane`` (front or rear list, invariant 1/2)
         with ``state`` (lane index and flags). ``items``, when given, are their payloads,
         kept as objects (each record has HAS_ITEM and no payload: "Items" above). Returns
-        their refs when ``refs`` (a unit of work holds them), else None. The put hot path."""
+        their refs when ``refs`` (a unit of work holds them), else None. The put hot path.
+        ``recs`` may be engine/record.py ``PlainRecords`` (a batch put's plain messages, with
+        no refs, no items and no index): their records are then written straight into the
+        arena from their fields, never made as ``bytes``."""
         if CHECKS:
             assert_held(self._mutex, "placing a message")
         s = lane.rear if (lane.chain or lane.sweeping) else lane.front
+        if type(recs) is not list and type(recs) is PlainRecords:  # a put's list: one pointer compare
+            self._add_plain(lane, s, state, recs)
+            return None
         if items is not None and self._items is None:
             self._items = [None] * len(self._nxt)
         if len(recs) == 1:
@@ -322,7 +340,7 @@ class LaneSet:
                 self._items[slot] = items[0]  # type: ignore[index]  # made above
             return [Ref.at(slot)] if refs else None
         out: list[Ref] | None = [] if refs else None
-        for k, rec in enumerate(recs):
+        for k, rec in enumerate(recs):  # type: ignore[arg-type]  # bytes: PlainRecords went above
             slot = self._append(lane, s, rec, state)
             if items is not None:
                 self._items[slot] = items[k]  # type: ignore[index]  # made above
@@ -330,8 +348,31 @@ class LaneSet:
                 out.append(Ref.at(slot))
         return out
 
+    def _add_plain(self, lane: Lane, s: int, state: int, recs: PlainRecords) -> None:
+        """:meth:`add` of :class:`~sweepq.engine.record.PlainRecords`: each record written
+        straight into the arena from its fields (:meth:`Arena.store_plain`), the ``k``-th
+        payload with arrival number ``seqs[k]``. The queue has no index."""
+        assert self.index is None, "an indexed queue's records are added as bytes"
+        arena = self._arena
+        seqs = recs.seqs
+        put_us = recs.put_us
+        priority = recs.priority
+        flags = _PERSISTENT if recs.persistent else 0
+        for k, payload in enumerate(recs.payloads):
+            self._append_at(
+                lane, s, arena.store_plain(seqs[k], put_us, priority, flags, payload), _HEAD_LEN + len(payload), state
+            )
+
     def _append(self, lane: Lane, s: int, rec: bytes, state: int) -> int:
         """Put ``rec`` at the end of the list of sentinel ``s`` of ``lane``; its slot."""
+        i = self._append_at(lane, s, self._arena.store(rec), len(rec), state)
+        if self.index is not None:
+            self.index.add(i, rec)
+        return i
+
+    def _append_at(self, lane: Lane, s: int, loc: int, n: int, state: int) -> int:
+        """Put the record of ``n`` bytes at ``loc`` in the arena at the end of the list of
+        sentinel ``s`` of ``lane``, in a free slot, with ``state``; its slot."""
         i = self._free_head
         if i < 0:
             if self._spare:
@@ -341,9 +382,8 @@ class LaneSet:
                 i = self._free_head
         self._free_head = self._nxt[i]
         self._st[i] = state
-        self._place(i, rec)
-        if self.index is not None:
-            self.index.add(i, rec)
+        self._low[i] = loc & _LOW32
+        self._hi[i] = ((loc >> 32) << 1) | (self._hi[i] & _BACK)
         last = self._prv[s]
         self._prv[i] = last
         self._nxt[i] = s
@@ -351,7 +391,7 @@ class LaneSet:
         self._prv[s] = i
         lane.mem += 1
         self._mask |= lane.bit
-        self.mem_bytes += len(rec)
+        self.mem_bytes += n
         if not state & HIDDEN:
             lane.ready += 1
         return i
@@ -719,12 +759,17 @@ class LaneSet:
 
     # -- one message changes (lock held) ------------------------------------------------------------
 
-    def take(self, ref: Ref | Sequence[Ref]) -> Lane | None:
+    def take(self, ref: Ref | Sequence[Ref] | int) -> Lane | None:
         """Take the message off the queue for good, or a run of available in-memory messages
         of one list (from :meth:`run_from`) in bulk; return its lane, or None when its blob
-        was found damaged since it was found (its messages were counted out then)."""
+        was found damaged since it was found (its messages were counted out then).
+
+        ``ref`` an ``int``, a limit: the batch get's hot path, :meth:`_take_head` (the run at
+        the head of the queue, at most that many, copied out and taken in one step)."""
         if CHECKS:
             assert_held(self._mutex, "taking a message")
+        if type(ref) is int:
+            return self._take_head(ref)  # type: ignore[return-value]  # a limit's answer
         if type(ref) is not Ref:
             return self._take_run(ref)  # type: ignore[arg-type]
         r: Ref = ref
@@ -783,10 +828,61 @@ class LaneSet:
 
     def _take_run(self, refs: Sequence[Ref]) -> Lane:
         """:meth:`take` of a run."""
-        slots = [r.slot for r in refs]
-        lane = self.lanes[self._st[slots[0]] & LANE_MASK]
-        self._detach(lane, slots)
+        first = refs[0].slot
+        lane = self.lanes[self._st[first] & LANE_MASK]
+        self._detach(lane, first, len(refs))
         return lane
+
+    def _take_head(self, limit: int) -> tuple[bytearray, array, list | None, Lane] | None:
+        """:meth:`take` of ``limit``: take for good the run of available messages at the head
+        of the highest lane's front list (:meth:`head`), at most ``limit`` of them and none
+        with an expiry (the get path discards an expired message: such a one ends the run),
+        in one step. Returns (their records copied back to back into one ``bytearray``, where
+        each ends in it, their items in order with None for a record without HAS_ITEM, or None
+        when none has one, their lane); None when the head holds no such message, and the
+        caller looks the get path's whole way. A batch get's hot path: no ref and no ``bytes``
+        per message, each record copied once."""
+        first = self._head()
+        if first < 0:
+            return None
+        nxt, st, arena = self._nxt, self._st, self._arena
+        k = 0
+        total = 0
+        i = first
+        while k < limit and i >= SENTINELS and st[i] < AVAILABLE_BELOW:
+            total += arena.length(self._loc(i))
+            k += 1
+            i = nxt[i]
+        # Compiled, no zeroing: every byte up to the last end is written below.
+        buf = PyByteArray_FromStringAndSize(cython.NULL, total) if cython.compiled else bytearray(total)
+        ends = array("I", bytes(4 * k))
+        view = ends  # compiled: a typed view of the array's memory
+        items: list | None = None
+        at = 0
+        i = first
+        n = 0
+        while n < k:
+            size = arena.head(self._loc(i), buf, at, total)
+            if buf[at + _OFF_FLAGS] & _HAS_EXPIRY:
+                break  # the get path's expiry check takes it (the run ends before it)
+            if self._items is not None and buf[at + _OFF_FLAGS] & _HAS_ITEM:
+                if items is None:
+                    items = [None] * k
+                items[n] = self._items[i]
+            at += size
+            view[n] = at
+            n += 1
+            i = nxt[i]
+        if not n:
+            return None
+        if n < k:
+            ends = ends[:n]
+            k = n
+            if items is not None:
+                items = items[:n]
+        lane = self.lanes[st[first] & LANE_MASK]
+        self._detach(lane, first, k)
+        return buf, ends, items, lane
 
     def mark(self, ref: Ref | Sequence[Ref], flag: int) -> None:
         """The message keeps its place, invisible, marked with ``flag`` (engine/core/flags.py):
@@ -1107,7 +1203,7 @@ class LaneSet:
         if reason is not None:
             return reason, 0
         assert blob is not None  # else "removed" above
-        again = self._detach(lane, slots)
+        again = self._detach(lane, slots[0], len(slots))
         lane.swept += len(slots)
         if at_head:
             lane.chain.appendleft(blob)
@@ -1137,26 +1233,27 @@ class LaneSet:
             return None if nxt[slots[-1]] == lane.front else "moved"
         return None if prv[slots[0]] == lane.rear else "moved"
 
-    def _detach(self, lane: Lane, slots: Sequence[int]) -> int:
-        """Take a contiguous run of available messages off ``lane``; returns how many had come
-        back from a blob."""
-        assert slots, "an empty run"
+    def _detach(self, lane: Lane, first: int, k: int) -> int:
+        """Take the contiguous run of ``k`` available messages of ``lane`` from slot ``first``
+        on off its list; returns how many had come back from a blob."""
+        assert k > 0, "an empty run"
         st, hi = self._st, self._hi
         nxt, prv = self._nxt, self._prv
-        p = prv[slots[0]]
-        n = nxt[slots[-1]]
-        nxt[p] = n
-        prv[n] = p
+        p = prv[first]
+        i = first
         again = 0
         nbytes = 0
-        for i in slots:
+        for _ in range(k):
+            j = nxt[i]  # before the release, which may link i into the free list
             if hi[i] & _BACK:
                 hi[i] &= ~_BACK
                 again += 1
             nbytes += self._drop(i)
             st[i] |= REMOVED
             self._release(i)
-        k = len(slots)
+            i = j
+        nxt[p] = i
+        prv[i] = p
         lane.back -= again
         lane.mem -= k
         lane.ready -= k
