@@ -417,8 +417,8 @@ class QueueTier:
             cleanup.extend(failed)
 
     def lock_seconds(self, t0: float, cpu0: float | None = None) -> None:
-        """Count one hold of the queue's lock by a sweep that took it at ``perf_counter()``
-        ``t0`` (and, where the hold's own CPU time is measured, ``thread_time()`` ``cpu0``)."""
+        """Count one hold of the queue's lock by a sweep that took it at ``time.perf_counter()``
+        ``t0`` (and, where the hold's own CPU time is measured, ``time.thread_time()`` ``cpu0``)."""
         c = self.counters
         c.lock_seconds.append(time.perf_counter() - t0)
         if cpu0 is not None:
