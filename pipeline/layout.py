@@ -38,6 +38,7 @@ import uuid
 import numba
 import numpy as np
 
+from sweepq.sweeper import arrow
 from sweepq.sweeper.traces import (
     COLUMNS,
     LAYOUT_FILE,
@@ -51,8 +52,6 @@ from sweepq.sweeper.traces import (
     parquet_files,
     row_groups,
 )
-
-from . import arrow
 
 FORMAT = "sweepq-trace-by-queue"
 VERSION = 2

@@ -15,11 +15,10 @@ import time
 
 import numpy as np
 
-from sweepq.sweeper import SweepPolicy
+from sweepq.sweeper import SweepPolicy, arrow
 from sweepq.sweeper.replay import METRICS, SUMMARY, replay
 from sweepq.sweeper.traces import TraceError, _filesystem, read_unit
 
-from . import arrow
 from .layout import PART, read_parts
 
 GRID_AXES = ("interval", "factor", "extra", "blob_bytes")

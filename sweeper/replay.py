@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from . import arrow
 from .policy import ADAPTIVE, ADAPTIVE_STATE, RULES, SweepPolicy, budget_order, decide, decide_adaptive, over_budget
 from .runs import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS, choose_runs, cut_run
 from .traces import GET, PUT, Trace, TraceError, check_events, fault
@@ -476,18 +477,17 @@ class ReplayResult:
 
     def write(self, directory: str) -> None:
         """Totals per interval (``totals.parquet``) and the summary per queue (``queues.parquet``)."""
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
         os.makedirs(directory, exist_ok=True)
         n = len(self.totals)
-        cols = {"interval": pa.array(np.arange(n, dtype=np.int32))}
-        cols["start_s"] = pa.array((self.t0 + np.arange(n) * self.interval_us) / 1e6)
-        cols.update({m: pa.array(self.totals[:, M[m]]) for m in METRICS if m != "decision"})
-        pq.write_table(pa.table(cols), os.path.join(directory, "totals.parquet"))
-        q = {"queue": pa.array(self.queues, pa.string())}
-        q.update({s: pa.array(self.summary[:, i]) for i, s in enumerate(SUMMARY)})
-        pq.write_table(pa.table(q), os.path.join(directory, "queues.parquet"))
+        cols: dict = {"interval": np.arange(n, dtype=np.int32)}
+        cols["start_s"] = (self.t0 + np.arange(n) * self.interval_us) / 1e6
+        cols.update({m: self.totals[:, M[m]] for m in METRICS if m != "decision"})
+        pq.write_table(arrow.table(cols), os.path.join(directory, "totals.parquet"))
+        q: dict = {"queue": list(self.queues)}
+        q.update({s: self.summary[:, i] for i, s in enumerate(SUMMARY)})
+        pq.write_table(arrow.table(q), os.path.join(directory, "queues.parquet"))
 
 
 def overall_figures(totals: np.ndarray, queues: int, sweeps: int) -> dict:

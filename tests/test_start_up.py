@@ -64,16 +64,20 @@ def test_a_help_loads_neither_the_engine_nor_numba(argv):
 
 
 def test_a_replay_loads_neither_the_engines_core_nor_the_store(tmp_path):
-    """``sweepq replay TRACE`` imports numba, numpy and Arrow, and of the engine only the
-    record's header size: not its queue, core or manager, nor RocksDB."""
+    """``sweepq replay TRACE --out DIR`` imports numba, numpy and Arrow, and of the engine only
+    the record's header size: not its queue, core or manager, nor RocksDB; nor pandas, whose
+    import by a first ``pa.array`` was a sixth of a 10 M-event replay (sweeper/arrow.py)."""
+    import pyarrow.parquet as pq
+
     from sweepq.sweeper.traces import generate, write
 
     path = str(tmp_path / "t.parquet")
     write(generate("steady", seconds=2, rate=50, queues=2, seed=1), path)
-    loaded = _modules_after(["replay", path])
+    loaded = _modules_after(["replay", path, "--out", str(tmp_path / "m")])
     assert "numba" in loaded and "sweepq.sweeper.replay" in loaded
-    heavy = [m for m in loaded if m.startswith(CORE)]
+    heavy = [m for m in loaded if m.startswith((*CORE, "pandas"))]
     assert heavy == [], f"sweepq replay imported {heavy}"
+    assert pq.read_table(tmp_path / "m" / "queues.parquet").column("queue").to_pylist() == ["Q00000", "Q00001"]
 
 
 @pytest.mark.parametrize("package", ["sweepq.engine", "sweepq.sweeper", "sweepq.blobstore"])

@@ -1,4 +1,4 @@
-"""pipeline/arrow.py: the arrays it builds without pa.array equal pa.array's, and making them
+"""sweeper/arrow.py: the arrays it builds without pa.array equal pa.array's, and making them
 imports no pandas (the cost they exist to avoid, in every Spark worker)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sweepq.pipeline import arrow
+from sweepq.sweeper import arrow
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_coded_and_table():
 def test_no_pandas_is_imported():
     code = (
         "import sys, numpy as np\n"
-        "from sweepq.pipeline import arrow\n"
+        "from sweepq.sweeper import arrow\n"
         "arrow.table({'n': np.arange(3), 's': ['a', 'b', 'c'], 'q': arrow.coded(np.zeros(3, np.int32), ['Q'])})\n"
         "assert 'pandas' not in sys.modules, 'pandas was imported'\n"
     )
