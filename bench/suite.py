@@ -586,21 +586,24 @@ def durable(o: BenchOptions, report: Report, step) -> dict:
     # 4. Recovery.
     rc = d.recovery(o.recovery_messages, base, progress=step)
     out["recovery"] = rc
-    rec, b = rc["recovery"], rc["build"]
+    rec, b, opens = rc["recovery"], rc["build"], rc["opens"]
+    walls = " / ".join(f"{t['open_seconds']:.2f}" for t in opens)
+    cpus = " / ".join(f"{t['open_cpu_seconds']:.2f}" for t in opens)
+    worst = max(t["open_seconds"] for t in opens)
     report.row(
         "durable",
         f"QueueManager.open(path) with the sweeper off of {o.recovery_messages:,} persistent 100-200 B messages, "
-        f"{b['swept']:,} swept in {b['blobs']:,} blobs (fresh process)",
-        f"{rc['open_seconds']:.2f} s ({rc['open_cpu_seconds']:.2f} s of CPU; qm.recovery: {rec['seconds']:.2f} s, "
+        f"{b['swept']:,} swept in {b['blobs']:,} blobs ({len(opens)} fresh processes, one after the other)",
+        f"{walls} s ({cpus} s of CPU; the last one's qm.recovery: {rec['seconds']:.2f} s, "
         f"{rec['messages']:,} messages, "
         f"{rec['swept']:,} swept, {len(rec['damaged'])} damaged)",
-        f"goal <= {d.GOAL_RECOVERY_SECONDS:g} s: {_met(rc['open_seconds'] <= d.GOAL_RECOVERY_SECONDS)}",
+        f"goal <= {d.GOAL_RECOVERY_SECONDS:g} s in every one: {_met(worst <= d.GOAL_RECOVERY_SECONDS)}",
     )
     c = rc.get("check")
     if c:
         report.row(
             "durable",
-            "drain after that open, every message checked against its put order",
+            "drain after the last open, every message checked against its put order",
             f"{c['drained']:,} of {o.recovery_messages:,} back"
             + (", in put order" if c["in_put_order"] else f", first out of order: {c['first_out_of_order']}"),
             "",
@@ -1032,15 +1035,16 @@ RUNNERS = {
 def steps(name: str, o: BenchOptions) -> int:
     """How many times a scenario calls ``step``: the length of its progress bar."""
     from .celery_bench import steps as celery_steps
-    from .durable import POWER_SAFE_SPLIT
+    from .durable import POWER_SAFE_SPLIT, RECOVERY_OPENS
     from .memory import drain_cases
 
     return {
         "throughput": 2 * o.rounds,
         "batch": o.rounds,
         "persistent": o.rounds,
-        # crash-safe and producers: a step a round; power-safe: POWER_SAFE_SPLIT x the rounds; recovery: 2
-        "durable": (2 + POWER_SAFE_SPLIT) * o.durable_rounds + 2,
+        # crash-safe and producers: a step a round; power-safe: POWER_SAFE_SPLIT x the rounds;
+        # recovery: the build and each open
+        "durable": (2 + POWER_SAFE_SPLIT) * o.durable_rounds + 1 + RECOVERY_OPENS,
         "retrieval": 2,
         "sweep": 8,
         "backlog": 2,

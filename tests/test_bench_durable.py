@@ -113,12 +113,24 @@ def test_recovery_checks_order_and_reports(tmp_path):
     assert rec["damaged"] == []
     assert r["check"] == {**r["check"], "drained": 3_000, "in_put_order": True, "first_out_of_order": None}
     assert _finite_positive(r["open_seconds"]) and _finite_positive(r["open_cpu_seconds"])
+    assert len(r["opens"]) == d.RECOVERY_OPENS == 3  # the goal's three fresh-process opens, in one run
+    assert r["opens"][-1] == {"open_seconds": r["open_seconds"], "open_cpu_seconds": r["open_cpu_seconds"]}
+    assert all(_finite_positive(t["open_seconds"]) for t in r["opens"])
     prof = r["profile"]
     assert {"function", "calls", "tottime", "cumtime", "share"} <= set(prof["top"][0])
     assert prof["seconds"] > 0 and prof["phases"]["load the blobs (read, marks, index)"]["seconds"] > 0
     assert prof["phases"]["scan and check the message records (records)"]["share"] > 0
     assert prof["phases"]["write the checkpoint"]["seconds"] > 0
     assert list(tmp_path.iterdir()) == []  # the build directory is removed
+
+
+def test_recovery_opens_one_directory_as_often_as_asked_and_refuses_a_bad_count(tmp_path):
+    """The opens before the last leave the messages for it: the last still finds them all."""
+    r = d.recovery(200, base=str(tmp_path), profile="0", opens=2)
+    assert len(r["opens"]) == 2 and r["check"]["drained"] == 200 and r["check"]["in_put_order"]
+    for bad in (0, 21):
+        with pytest.raises(ValueError, match="fresh-process opens"):
+            d.recovery(200, base=str(tmp_path), opens=bad)
 
 
 def test_recovery_payloads_are_100_to_200_bytes_and_numbered():
