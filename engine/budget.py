@@ -412,13 +412,16 @@ class MemoryBudget:
         a ``sweepq.Queue`` makes its item of that copy too: three times the record, counted),
         and that is resident memory the budget counts: a drain by ``get_many(5000)`` of 1 KiB
         messages held 11 MB at once, and the count passed a 50 MB budget by up to 9 MB
-        (bench/memory.py ``fill_and_drain``). A batch cut short is not an error: ``get_many``
-        returns up to what it is asked for."""
+        (bench/memory.py ``fill_and_drain``). An item kept as an object adds what the last
+        one put weighed (``LocalQueue.item_weight``, engine/sizes.py ``item_bytes``): its
+        record is its header alone, so by the record a ``get_many(5000)`` of 1 KiB items took
+        all 5,000 whatever the room. A batch cut short is not an error: ``get_many`` returns
+        up to what it is asked for."""
         if not self.counts_resident:
             return wanted
         held = q.in_memory
         record = q.mem_bytes // held if held else 0
-        per = PER_MESSAGE + 3 * max(record, _HEAD_LEN)
+        per = PER_MESSAGE + 3 * max(record, _HEAD_LEN) + q.item_weight
         room = self.budget - self.reserved - self.unchecked
         return min(wanted, max(1, self.check_every // per, room // per))
 

@@ -351,6 +351,8 @@ def place(
         # What the put adds to memory: its payloads, or an item's size with its members'
         # (engine/sizes.py item_bytes; resident memory, which a budget on items counts, sees the rest).
         held = sum(map(len, payloads)) if items is None else sum(map(item_bytes, items))
+        if items is not None:  # what each item a get_many takes weighs (budget.batch_limit)
+            q.item_weight = held // len(items)
         if budget.paging or len(payloads) != 1 or held > budget.room:
             budget.before_put(q, held, len(payloads))  # the queue's memory policy: page, block or fail (2071)
     lane_i = q.default_priority if q.fifo else priority

@@ -289,6 +289,7 @@ class LocalQueue:
         # The memory budget (engine/budget.py): the manager's, or None.
         self.budget: Budget | None = None
         self.checked_bytes = 0  # lanes.mem_bytes when the budget last counted
+        self.item_weight = 0  # what the last item put weighed (sizes.item_bytes), under a budget
         self.ident = ident or Identity(bytes(12))
         self.tier = QueueTier(name, self.lanes, self.ident, storage, self.mutex)  # type: ignore[arg-type]
         self.tier.journal = journal

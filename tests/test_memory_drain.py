@@ -89,3 +89,28 @@ def test_get_many_takes_what_fits_in_a_resident_budgets_room():
         while batch := h.get_many(5000):
             got += [m.data[:6] for m in batch]
         assert got == [b"%06d" % i for i in range(6000)]
+
+
+def test_get_many_of_items_counts_what_each_item_weighs():
+    """A queue of items (``sweepq.Queue``'s objects) keeps each item's record as its header
+    alone, so by the record a get_many took a batch's worth of 4 KiB items as if each weighed
+    a few dozen bytes. It now counts the items' weight (the last put's, engine/sizes.py
+    ``item_bytes``): 8 MB of items held leave at most 8 MB of a 16 MB budget's room, under
+    2,000 of them, and the rest come on the next calls, in order, the very objects put."""
+    import pickle
+
+    with QueueManager(
+        sweeping=SweeperSettings(run=False), memory=MemorySettings(budget="16MB", counts="resident")
+    ) as qm:
+        qm.define_queue("Q", max_depth=100_000)
+        h = qm.connect().open("Q", OO.INPUT_SHARED | OO.OUTPUT)
+        h.keep_items(pickle.dumps)
+        items = [(i, bytes(4096)) for i in range(2000)]
+        for item in items:
+            h.put_item(item)
+        first = h.get_many(2000)
+        assert 0 < len(first) < 2000
+        got = [m.item for m in first]
+        while batch := h.get_many(2000):
+            got += [m.item for m in batch]
+        assert len(got) == 2000 and all(g is item for g, item in zip(got, items, strict=True))
