@@ -214,6 +214,7 @@ class MemoryBudget:
         self.waiting = 0  # puts waiting for room (BLOCK)
         self.unchecked = 0  # bytes put (or admitted) to any queue since the last count
         self.page_bytes = self.page_size(256 * 1024)  # a paging queue writes its rear lists out at this much
+        self.ahead_bytes = self.ahead_size(256 * 1024)  # what a swept queue reads ahead at most (manager sets it)
         self.last_total = 0  # what the budget counted last (MemoryUse.total)
         self.headroom = 0  # what memory may still take without a put (_count)
         self.reserved = 0  # last_total + headroom: what the marks and the policies compare
@@ -238,6 +239,12 @@ class MemoryBudget:
         """What is reserved is within ``check_every`` of the budget, as last counted: BLOCK and
         FAIL puts of more than the rest do not fit (the console shows it)."""
         return self.reserved + self.check_every > self.budget
+
+    def ahead_size(self, blob_bytes: int) -> int:
+        """How many bytes of records a swept queue reads ahead of its gets under this budget
+        (engine/tiering.py ``readahead_locked``): a 32nd of the budget, one blob's worth at
+        least. Read-ahead is memory no policy can refuse: a get must be served."""
+        return max(blob_bytes, self.budget // 32)
 
     def page_size(self, blob_bytes: int) -> int:
         """How much a paging queue lets its rear lists hold before it writes them out: a

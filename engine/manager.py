@@ -203,9 +203,11 @@ class QueueManager:
         )
         blob_bytes = (store_options or {}).get("max_blob_bytes", DEFAULT_MAX_BLOB_BYTES)
         page_bytes = self.budget.page_bytes = self.budget.page_size(blob_bytes)
+        self.budget.ahead_bytes = self.budget.ahead_size(blob_bytes)
         self.sweeper.budget = self.budget
         for q in self._queues.values():
             q.budget, q.sweep.page_bytes = self.budget, page_bytes
+            q.tier.readahead_bytes = self.budget.ahead_bytes
 
     def _recover(self) -> RecoveryReport:
         """Load the stored queues and messages, checked against the last checkpoint; say
@@ -372,9 +374,10 @@ class QueueManager:
         not ``durable`` (a temporary dynamic queue) writes nothing for durability."""
         journal = self.journal if durable else None
         q = LocalQueue(name, attrs, self.ident, self._storage, self.backout_handling, journal, self.clock)
-        q.tier.readahead_low = self.readahead_low_water
+        q.tier.readahead_low = q.tier.readahead_messages = self.readahead_low_water
         if self.budget is not None:
             q.budget, q.sweep.page_bytes = self.budget, self.budget.page_bytes
+            q.tier.readahead_bytes = self.budget.ahead_bytes
         self._queues[name] = q
         return q
 

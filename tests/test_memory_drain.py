@@ -14,7 +14,7 @@ import pytest
 
 from sweepq.bench.memory import GOAL_BOUND, fill_and_drain
 from sweepq.blobstore import MemoryStore
-from sweepq.engine import OO, QueueManager
+from sweepq.engine import OO, MQError, QueueManager
 from sweepq.engine.settings import DurabilitySettings, MemorySettings, SweeperSettings
 
 BUDGET = 24_000_000
@@ -114,3 +114,37 @@ def test_get_many_of_items_counts_what_each_item_weighs():
         while batch := h.get_many(2000):
             got += [m.item for m in batch]
         assert len(got) == 2000 and all(g is item for g, item in zip(got, items, strict=True))
+
+
+def test_under_a_budget_a_swept_queue_reads_ahead_no_more_than_a_32nd_of_it():
+    """Read-ahead is memory the budget cannot refuse (a get must be served): under a budget
+    the blobs read ahead of the gets hold a 32nd of it (a blob's worth at least), not the
+    setting's 4,096 messages; the drain still brings every message back, in order."""
+    qm = QueueManager(
+        sweeping=SweeperSettings(run=False),
+        store=MemoryStore(max_blob_bytes=16 * 1024),
+        durability=DurabilitySettings(store_options={"max_blob_bytes": 16 * 1024}),
+        memory=MemorySettings(budget="4MB", counts="held"),
+    )
+    with qm:
+        qm.define_queue("Q", max_depth=100_000)
+        h = qm.connect().open("Q", OO.INPUT_SHARED | OO.OUTPUT)
+        for i in range(8000):  # 8 MB into 4 MB: the queue pages
+            h.put(b"%06d" % i + bytes(1018))
+        assert qm.stats()["Q"].msgs_swept > 4096
+        storage = qm._storage
+        read = storage.readahead
+        ahead: list[int] = []
+        storage.readahead = lambda chain, blob_id, check: ahead.append(blob_id) or read(chain, blob_id, check)
+        got = []
+        while True:
+            try:
+                got.append(h.get().data[:6])
+            except MQError:
+                break
+            if len(got) == 1:
+                first = len(ahead)  # the blobs the first get had read ahead
+        assert got == [b"%06d" % i for i in range(8000)]
+        bound = qm.budget.ahead_bytes  # 131,072: a 32nd of 4 MB
+        assert bound == 4_000_000 // 32
+        assert 0 < first <= bound // (14 * 1024) + 1, first  # blobs of about 15 KB; 4,096 messages were ~270
