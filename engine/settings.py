@@ -37,7 +37,8 @@ class SweeperSettings:
     ``duty``: the share of the time the background sweeper's own Python work may take while it
     sweeps, so that under the GIL the application keeps the rest.
     ``readahead_low_water``: when a swept lane's in-memory messages fall below it, the next
-    blobs (that many messages' worth) are read in the background.
+    blobs (that many messages' worth; under a memory budget, no more than a 32nd of its
+    bytes) are read in the background.
     ``trace_path``: record every successful put and get to a Parquet trace there, the input
     ``sweepq replay`` and ``sweepq plan`` replay through other policies to choose these
     settings (docs/replay.md, docs/plan.md); None: no recording.
