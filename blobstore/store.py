@@ -45,7 +45,6 @@ from .codec import DEFAULT_LEVEL, Codec
 from .dictionaries import Dictionaries
 from .directory import CHECKPOINT, check_directory, make_directory
 from .files import SideLog, claim, release
-from .files import repair as kv_repair
 from .format import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS
 from .group import WriteGroup
 from .kv import (
@@ -77,6 +76,7 @@ from .protocol import (
     StoreError,
 )
 from .reading import BlobReader
+from .repairing import repair as kv_repair
 from .rocks import ROCKSDB_OPTIONS, RocksKV
 from .stats import StoreStats
 

@@ -25,6 +25,7 @@ import sys
 import pytest
 from test_durability import killed_writer
 
+from sweepq.bench.crash import trials
 from sweepq.blobstore import BlobStore, FaultyStore, MemoryStore
 from sweepq.engine import GMO, MD, OO, DurabilitySettings, MQError, Persistence, QueueManager, Reason, SweeperSettings
 from sweepq.engine.durable.layout import encode_value
@@ -763,6 +764,50 @@ def test_the_log_of_a_killed_store_lost_brings_no_consumed_message_back_and_name
     assert not set(ids[:100]) & named  # consumed: not named lost
     assert got[:200] == [b"m%03d" % i for i in range(100, 300)]  # nothing consumed back, the rest in order
     assert len(named) == 50 - (len(got) - 200) and not errors  # what the log alone held: back or named
+
+
+def _killed_in_its_first_flush(tmp_path):
+    """A data directory as a kill -9 during the store's first flush leaves it: every write in
+    the write-ahead log, the flush's table file half written (its manifest names it not), then
+    the log cut as the crash harness's ``wal-truncate`` cuts it. Returns it and the MsgIds
+    put: 300 on Q, the first 100 of them consumed."""
+    d, crashed = tmp_path / "d", tmp_path / "crashed"
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
+        qm.define_queue("Q", default_persistence=P)
+        conn = qm.connect()
+        h = conn.open("Q", IO)
+        ids = [h.put(b"m%03d" % i).msg_id for i in range(300)]
+        for _ in range(100):
+            h.get(GMO.SYNCPOINT)
+        conn.commit()
+        assert not list(d.glob("*.sst"))  # nothing flushed yet: the state a kill -9 leaves
+        shutil.copytree(d, crashed, ignore=shutil.ignore_patterns("LOCK"))
+    table = largest_table(d)  # the close's flush: the one the kill cut short
+    (crashed / table.name).write_bytes(table.read_bytes()[: table.stat().st_size // 2])
+    assert "cut" in trials.corrupt(str(crashed), "wal-truncate", random.Random(1))
+    return crashed, ids
+
+
+def test_a_store_killed_in_its_first_flush_and_its_log_cut_opens_with_repair(tmp_path):
+    """The crash test's ``wal-truncate``, now and then: RocksDB's repair learns a family only
+    from a table file, so the store's never-flushed families and every write the log held for
+    them were dropped, and the repaired store "names none of its families": it could not be
+    opened at all. Repair now flushes the log through the old manifest first: the writes
+    before the cut come back, those after it are named by MsgId, nothing consumed comes back,
+    the queue keeps its definition, and the store works."""
+    d, ids = _killed_in_its_first_flush(tmp_path)
+    with pytest.raises(MQError) as ei:
+        QueueManager.open(d, sweeping=SweeperSettings(run=False))
+    assert ei.value.reason == Reason.RESOURCE_PROBLEM and "repair=True" in str(ei.value)
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
+        said, named = qm.recovery.damaged, set(qm.recovery.damaged_msg_ids)
+        got, errors = drain(qm)
+        qm.connect().open("Q", IO).put(b"works")
+    assert any("lost" in line for line in said), said
+    assert not any("definition was lost" in line for line in said), said
+    assert not errors and not set(ids[:100]) & named  # consumed: neither back nor named lost
+    assert 0 < len(got) < 200 and got == [b"m%03d" % i for i in range(100, 100 + len(got))]
+    assert named == set(ids[100 + len(got) :])  # the rest: named by MsgId, each
 
 
 def test_chains_whose_records_damage_took_are_set_again_from_the_change_log(tmp_path):
