@@ -23,10 +23,11 @@ import subprocess
 import sys
 
 import pytest
+from rocksdict import Options, Rdict
 from test_durability import killed_writer
 
 from sweepq.bench.crash import trials
-from sweepq.blobstore import BlobStore, FaultyStore, MemoryStore
+from sweepq.blobstore import BlobStore, FaultyStore, MemoryStore, repairing
 from sweepq.engine import GMO, MD, OO, DurabilitySettings, MQError, Persistence, QueueManager, Reason, SweeperSettings
 from sweepq.engine.durable.layout import encode_value
 from sweepq.sweeper import ManualClock
@@ -808,6 +809,37 @@ def test_a_store_killed_in_its_first_flush_and_its_log_cut_opens_with_repair(tmp
     assert not errors and not set(ids[:100]) & named  # consumed: neither back nor named lost
     assert 0 < len(got) < 200 and got == [b"m%03d" % i for i in range(100, 100 + len(got))]
     assert named == set(ids[100 + len(got) :])  # the rest: named by MsgId, each
+
+
+def test_a_repair_that_cannot_open_through_the_manifest_still_keeps_the_families(tmp_path, monkeypatch):
+    """When the open through the old manifest fails, RocksDB's repair alone drops every family
+    the log alone held: they are created empty, and the store opens with what it lost named
+    from the change log (every message the log held), nothing consumed back."""
+    d, ids = _killed_in_its_first_flush(tmp_path)
+    monkeypatch.setattr(repairing, "_flush_through_the_manifest", lambda *_args: None)
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
+        named = set(qm.recovery.damaged_msg_ids)
+        got, errors = drain(qm)
+    assert not errors and not got and named == set(ids[100:])
+
+
+def test_repair_keeps_the_never_flushed_families_of_a_database_that_is_not_a_store(tmp_path):
+    """A RocksDB database that is not a sweepq store stays refused as one (repair=True does
+    not make it a store), and a repair of it keeps its never-flushed family with its writes."""
+    live, d = tmp_path / "live", tmp_path / "d"
+    db = Rdict(str(live), options=Options(raw_mode=True))
+    db.create_column_family("theirs", Options(raw_mode=True)).put(b"k", b"v")
+    shutil.copytree(live, d, ignore=shutil.ignore_patterns("LOCK"))  # as a kill leaves it
+    db.close()
+    for repair in (False, True):
+        with pytest.raises(MQError) as ei:
+            QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=repair))
+        assert ei.value.reason == Reason.RESOURCE_PROBLEM and "not a sweepq store" in str(ei.value)
+    assert BlobStore.repair(d) == []
+    assert set(Rdict.list_cf(str(d), Options(raw_mode=True))) == {"default", "theirs"}
+    db = Rdict(str(d), options=Options(raw_mode=True), column_families={"theirs": Options(raw_mode=True)})
+    assert db.get_column_family("theirs").get(b"k") == b"v"
+    db.close()
 
 
 def test_chains_whose_records_damage_took_are_set_again_from_the_change_log(tmp_path):
