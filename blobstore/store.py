@@ -355,7 +355,9 @@ class BlobStore:
     def repair(path: str | os.PathLike) -> list[str]:
         """Make a damaged store openable again: RocksDB rebuilds its manifest from the files it
         can read and moves those it cannot (a truncated table file) to ``lost/``; the records
-        only they held are gone. Returns the names of the files moved.
+        only they held are gone. A family the old manifest named is kept (empty when nothing
+        of it could be read), with the writes its logs held when the directory opens through
+        that manifest (blobstore/repairing.py). Returns the names of the files moved.
 
         :raises StoreError: the repair failed."""
         try:
