@@ -14,11 +14,11 @@ So before RocksDB's repair, while the manifest still maps the log's family ids t
 names, the directory is opened through that manifest and every family flushed: each family
 that holds a write then has a table file naming it. Nothing is taken away by that: the
 table files the manifest does not name (which that open would delete) are held aside and
-put back (under a new number when the open reused theirs), and so are the logs (which the
-flush makes obsolete), so RocksDB's repair reads every file it read before, and more. After
-it, a family the old manifest named that is still missing (it held no write at all) is
-created empty. When the manifest cannot be read
-or that open fails, RocksDB's repair runs on the files as they are.
+put back (under a free number when the open reused theirs, and under their own again if the
+repair moves them to ``lost/``), and so are the logs (which the flush makes obsolete), so
+RocksDB's repair reads every file it read before, and more. After it, a family the old
+manifest named that is still missing (it held no write at all) is created empty. When the
+manifest cannot be read or that open fails, RocksDB's repair runs on the files as they are.
 """
 
 from __future__ import annotations
@@ -47,15 +47,17 @@ def repair(path: str) -> list[str]:
     key = claim(path)
     try:
         before = set(os.listdir(lost)) if os.path.isdir(lost) else set()
-        _put_back(path)  # a repair cut short by a crash held these aside
+        renamed = _put_back(path)  # a repair cut short by a crash held these aside
         mend_logs(path)  # RocksDB's repair reads the logs too (and would loop on a bad header)
         m = read_manifest(path)
         families = sorted(n for n in m.families.values() if n != DEFAULT) if m is not None else []
         if families:
-            _flush_through_the_manifest(path, families, m.live_tables())  # type: ignore[union-attr]  # families: m read
+            more = _flush_through_the_manifest(path, families, m.live_tables())  # type: ignore[union-attr]  # families: m read
+            renamed.update({new: renamed.pop(old, old) for new, old in more.items()})
         Rdict.repair(path, Options(raw_mode=True))
         if families:
             _create_missing(path, families)
+        _name_as_before(lost, renamed)
     except KVError:
         raise
     except Exception as e:
@@ -78,10 +80,11 @@ def _options() -> Options:
     return o
 
 
-def _flush_through_the_manifest(path: str, families: list[str], named: set[int]) -> None:
+def _flush_through_the_manifest(path: str, families: list[str], named: set[int]) -> dict[str, str]:
     """Open ``path`` through its manifest and flush every family (see the module docstring),
     holding aside the table files it does not name (``named``: those it does) and a copy of
-    every log, which are put back whether the open works or not."""
+    every log, which are put back whether the open works or not. Returns the table files
+    put back under another name (new name -> old)."""
     held = os.path.join(path, HELD)
     os.makedirs(held, mode=0o700, exist_ok=True)
     for number, name in numbered(path, ".sst").items():
@@ -103,15 +106,18 @@ def _flush_through_the_manifest(path: str, families: list[str], named: set[int])
     except Exception:  # RocksDB's repair then runs on the files as they were
         pass
     finally:
-        _put_back(path)
+        renamed = _put_back(path)
+    return renamed
 
 
-def _put_back(path: str) -> None:
+def _put_back(path: str) -> dict[str, str]:
     """Put back what :func:`_flush_through_the_manifest` held aside: the table files it moved,
-    and each log the open made obsolete (deleted), as it was."""
+    and each log the open made obsolete (deleted), as it was. Returns the table files put
+    back under another name (new name -> old)."""
     held = os.path.join(path, HELD)
+    renamed: dict[str, str] = {}
     if not os.path.isdir(held):
-        return
+        return renamed
     for name in sorted(os.listdir(held)):
         target = name
         if name.endswith(".sst"):
@@ -120,8 +126,18 @@ def _put_back(path: str) -> None:
             taken = _numbers(path)
             if int(name[:-4]) in taken:
                 target = f"{max(taken) + 1:06d}.sst"
+                renamed[target] = name
         os.replace(os.path.join(held, name), os.path.join(path, target))
     shutil.rmtree(held, ignore_errors=True)
+    return renamed
+
+
+def _name_as_before(lost: str, renamed: dict[str, str]) -> None:
+    """Give a table file that was put back under another name and that RocksDB's repair then
+    moved to ``lost/`` its own name again (the one the open that was refused named)."""
+    for new, old in renamed.items():
+        if os.path.exists(os.path.join(lost, new)) and not os.path.exists(os.path.join(lost, old)):
+            os.replace(os.path.join(lost, new), os.path.join(lost, old))
 
 
 def _numbers(path: str) -> set[int]:

@@ -797,14 +797,16 @@ def test_a_store_killed_in_its_first_flush_and_its_log_cut_opens_with_repair(tmp
     before the cut come back, those after it are named by MsgId, nothing consumed comes back,
     the queue keeps its definition, and the store works."""
     d, ids = _killed_in_its_first_flush(tmp_path)
+    cut = next(d.glob("*.sst")).name
     with pytest.raises(MQError) as ei:
         QueueManager.open(d, sweeping=SweeperSettings(run=False))
-    assert ei.value.reason == Reason.RESOURCE_PROBLEM and "repair=True" in str(ei.value)
+    assert ei.value.reason == Reason.RESOURCE_PROBLEM and "repair=True" in str(ei.value) and cut in str(ei.value)
     with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
         said, named = qm.recovery.damaged, set(qm.recovery.damaged_msg_ids)
         got, errors = drain(qm)
         qm.connect().open("Q", IO).put(b"works")
     assert any("lost" in line for line in said), said
+    assert any(f"file {cut} aside (moved to lost/)" in line for line in said), said  # the name the refusal gave
     assert not any("definition was lost" in line for line in said), said
     assert not errors and not set(ids[:100]) & named  # consumed: neither back nor named lost
     assert 0 < len(got) < 200 and got == [b"m%03d" % i for i in range(100, 100 + len(got))]
@@ -816,11 +818,28 @@ def test_a_repair_that_cannot_open_through_the_manifest_still_keeps_the_families
     the log alone held: they are created empty, and the store opens with what it lost named
     from the change log (every message the log held), nothing consumed back."""
     d, ids = _killed_in_its_first_flush(tmp_path)
-    monkeypatch.setattr(repairing, "_flush_through_the_manifest", lambda *_args: None)
+    monkeypatch.setattr(repairing, "_flush_through_the_manifest", lambda *_args: {})
     with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
         named = set(qm.recovery.damaged_msg_ids)
         got, errors = drain(qm)
     assert not errors and not got and named == set(ids[100:])
+
+
+def test_a_repair_cut_short_by_a_crash_puts_back_what_it_held_aside_at_the_next(tmp_path):
+    """The table files held aside during the open through the old manifest are put back by
+    the next repair when a crash cut the last one short: the cut table goes to ``lost/`` as
+    RocksDB's repair leaves it, and the store opens."""
+    d, ids = _killed_in_its_first_flush(tmp_path)
+    table = next(d.glob("*.sst"))
+    (d / repairing.HELD).mkdir()
+    table.rename(d / repairing.HELD / table.name)
+    assert BlobStore.repair(d) == [table.name]
+    assert not (d / repairing.HELD).exists()
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
+        got, errors = drain(qm)
+        named = set(qm.recovery.damaged_msg_ids)
+    assert not errors and got == [b"m%03d" % i for i in range(100, 100 + len(got))]
+    assert named == set(ids[100 + len(got) :])
 
 
 def test_repair_keeps_the_never_flushed_families_of_a_database_that_is_not_a_store(tmp_path):
