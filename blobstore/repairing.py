@@ -51,8 +51,8 @@ def repair(path: str) -> list[str]:
         mend_logs(path)  # RocksDB's repair reads the logs too (and would loop on a bad header)
         m = read_manifest(path)
         families = sorted(n for n in m.families.values() if n != DEFAULT) if m is not None else []
-        if families:
-            more = _flush_through_the_manifest(path, families, m.live_tables())  # type: ignore[union-attr]  # families: m read
+        if m is not None and families:
+            more = _flush_through_the_manifest(path, families, m.live_tables())
             renamed.update({new: renamed.pop(old, old) for new, old in more.items()})
         Rdict.repair(path, Options(raw_mode=True))
         if families:

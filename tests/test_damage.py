@@ -767,11 +767,12 @@ def test_the_log_of_a_killed_store_lost_brings_no_consumed_message_back_and_name
     assert len(named) == 50 - (len(got) - 200) and not errors  # what the log alone held: back or named
 
 
-def _killed_in_its_first_flush(tmp_path):
+def _killed_in_its_first_flush(tmp_path, written: float = 0.5):
     """A data directory as a kill -9 during the store's first flush leaves it: every write in
     the write-ahead log, the flush's table file half written (its manifest names it not), then
-    the log cut as the crash harness's ``wal-truncate`` cuts it. Returns it and the MsgIds
-    put: 300 on Q, the first 100 of them consumed."""
+    the log cut as the crash harness's ``wal-truncate`` cuts it. ``written``: the share of
+    the table file written (0: created, not yet written). Returns it and the MsgIds put: 300
+    on Q, the first 100 of them consumed."""
     d, crashed = tmp_path / "d", tmp_path / "crashed"
     with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q", default_persistence=P)
@@ -784,19 +785,20 @@ def _killed_in_its_first_flush(tmp_path):
         assert not list(d.glob("*.sst"))  # nothing flushed yet: the state a kill -9 leaves
         shutil.copytree(d, crashed, ignore=shutil.ignore_patterns("LOCK"))
     table = largest_table(d)  # the close's flush: the one the kill cut short
-    (crashed / table.name).write_bytes(table.read_bytes()[: table.stat().st_size // 2])
+    (crashed / table.name).write_bytes(table.read_bytes()[: int(table.stat().st_size * written)])
     assert "cut" in trials.corrupt(str(crashed), "wal-truncate", random.Random(1))
     return crashed, ids
 
 
-def test_a_store_killed_in_its_first_flush_and_its_log_cut_opens_with_repair(tmp_path):
+@pytest.mark.parametrize("written", [0, 0.5])
+def test_a_store_killed_in_its_first_flush_and_its_log_cut_opens_with_repair(tmp_path, written):
     """The crash test's ``wal-truncate``, now and then: RocksDB's repair learns a family only
     from a table file, so the store's never-flushed families and every write the log held for
     them were dropped, and the repaired store "names none of its families": it could not be
     opened at all. Repair now flushes the log through the old manifest first: the writes
     before the cut come back, those after it are named by MsgId, nothing consumed comes back,
     the queue keeps its definition, and the store works."""
-    d, ids = _killed_in_its_first_flush(tmp_path)
+    d, ids = _killed_in_its_first_flush(tmp_path, written)
     cut = next(d.glob("*.sst")).name
     with pytest.raises(MQError) as ei:
         QueueManager.open(d, sweeping=SweeperSettings(run=False))
