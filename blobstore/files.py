@@ -1,5 +1,5 @@
 """The data directory's own files: side records and side logs beside the database, its
-privacy, repair.
+privacy, its claim (blobstore/repairing.py repairs it).
 
 *Side records* (``sweepq-<name>``, e.g. the engine's checkpoint of live messages) are small,
 checksummed and replaced atomically (write, fsync, rename, fsync the directory), and live
@@ -29,8 +29,6 @@ import shutil
 import struct
 import threading
 import zlib
-
-from rocksdict import Options, Rdict
 
 from .kv import KVCorruption, KVError
 from .rocksfiles import current_manifest, first_bad_header
@@ -306,29 +304,6 @@ def _locked_elsewhere(path: str) -> bool:
     finally:
         os.close(fd)  # gives the probe's lock back
     return False
-
-
-def repair(path: str) -> list[str]:
-    """RocksDB's repair: rebuild the manifest from the files that can be read; table files
-    that cannot (a truncated table) are moved to ``lost/``. Returns their names. (The logs,
-    turned into table files, and the old manifest go to ``lost/`` too, but nothing is lost
-    with them: they are not named.) :raises KVError: the repair itself failed, or the store
-    is open (:func:`claim`)."""
-    lost = os.path.join(path, "lost")
-    key = claim(path)
-    try:
-        before = set(os.listdir(lost)) if os.path.isdir(lost) else set()
-        mend_logs(path)  # RocksDB's repair reads the logs too (and would loop on a bad header)
-        Rdict.repair(path, Options(raw_mode=True))
-    except KVError:
-        raise
-    except Exception as e:
-        raise KVError(f"repairing the store at {path} failed: {e}") from e
-    finally:
-        release(key)
-    after = set(os.listdir(lost)) if os.path.isdir(lost) else set()
-    make_private(path)
-    return sorted(n for n in after - before if n.endswith(".sst"))
 
 
 # -- RocksDB's log-format files, checked before RocksDB reads them (blobstore/rocksfiles.py) ---------

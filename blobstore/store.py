@@ -45,7 +45,6 @@ from .codec import DEFAULT_LEVEL, Codec
 from .dictionaries import Dictionaries
 from .directory import CHECKPOINT, check_directory, make_directory
 from .files import SideLog, claim, release
-from .files import repair as kv_repair
 from .format import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS
 from .group import WriteGroup
 from .kv import (
@@ -77,6 +76,7 @@ from .protocol import (
     StoreError,
 )
 from .reading import BlobReader
+from .repairing import repair as kv_repair
 from .rocks import ROCKSDB_OPTIONS, RocksKV
 from .stats import StoreStats
 
@@ -355,7 +355,9 @@ class BlobStore:
     def repair(path: str | os.PathLike) -> list[str]:
         """Make a damaged store openable again: RocksDB rebuilds its manifest from the files it
         can read and moves those it cannot (a truncated table file) to ``lost/``; the records
-        only they held are gone. Returns the names of the files moved.
+        only they held are gone. A family the old manifest named is kept (empty when nothing
+        of it could be read), with the writes its logs held when the directory opens through
+        that manifest (blobstore/repairing.py). Returns the names of the files moved.
 
         :raises StoreError: the repair failed."""
         try:

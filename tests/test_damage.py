@@ -23,9 +23,11 @@ import subprocess
 import sys
 
 import pytest
+from rocksdict import Options, Rdict
 from test_durability import killed_writer
 
-from sweepq.blobstore import BlobStore, FaultyStore, MemoryStore
+from sweepq.bench.crash import trials
+from sweepq.blobstore import BlobStore, FaultyStore, MemoryStore, repairing
 from sweepq.engine import GMO, MD, OO, DurabilitySettings, MQError, Persistence, QueueManager, Reason, SweeperSettings
 from sweepq.engine.durable.layout import encode_value
 from sweepq.sweeper import ManualClock
@@ -763,6 +765,102 @@ def test_the_log_of_a_killed_store_lost_brings_no_consumed_message_back_and_name
     assert not set(ids[:100]) & named  # consumed: not named lost
     assert got[:200] == [b"m%03d" % i for i in range(100, 300)]  # nothing consumed back, the rest in order
     assert len(named) == 50 - (len(got) - 200) and not errors  # what the log alone held: back or named
+
+
+def _killed_in_its_first_flush(tmp_path, written: float = 0.5):
+    """A data directory as a kill -9 during the store's first flush leaves it: every write in
+    the write-ahead log, the flush's table file half written (its manifest names it not), then
+    the log cut as the crash harness's ``wal-truncate`` cuts it. ``written``: the share of
+    the table file written (0: created, not yet written). Returns it and the MsgIds put: 300
+    on Q, the first 100 of them consumed."""
+    d, crashed = tmp_path / "d", tmp_path / "crashed"
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
+        qm.define_queue("Q", default_persistence=P)
+        conn = qm.connect()
+        h = conn.open("Q", IO)
+        ids = [h.put(b"m%03d" % i).msg_id for i in range(300)]
+        for _ in range(100):
+            h.get(GMO.SYNCPOINT)
+        conn.commit()
+        assert not list(d.glob("*.sst"))  # nothing flushed yet: the state a kill -9 leaves
+        shutil.copytree(d, crashed, ignore=shutil.ignore_patterns("LOCK"))
+    table = largest_table(d)  # the close's flush: the one the kill cut short
+    (crashed / table.name).write_bytes(table.read_bytes()[: int(table.stat().st_size * written)])
+    assert "cut" in trials.corrupt(str(crashed), "wal-truncate", random.Random(1))
+    return crashed, ids
+
+
+@pytest.mark.parametrize("written", [0, 0.5])
+def test_a_store_killed_in_its_first_flush_and_its_log_cut_opens_with_repair(tmp_path, written):
+    """The crash test's ``wal-truncate``, now and then: RocksDB's repair learns a family only
+    from a table file, so the store's never-flushed families and every write the log held for
+    them were dropped, and the repaired store "names none of its families": it could not be
+    opened at all. Repair now flushes the log through the old manifest first: the writes
+    before the cut come back, those after it are named by MsgId, nothing consumed comes back,
+    the queue keeps its definition, and the store works."""
+    d, ids = _killed_in_its_first_flush(tmp_path, written)
+    cut = next(d.glob("*.sst")).name
+    with pytest.raises(MQError) as ei:
+        QueueManager.open(d, sweeping=SweeperSettings(run=False))
+    assert ei.value.reason == Reason.RESOURCE_PROBLEM and "repair=True" in str(ei.value) and cut in str(ei.value)
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
+        said, named = qm.recovery.damaged, set(qm.recovery.damaged_msg_ids)
+        got, errors = drain(qm)
+        qm.connect().open("Q", IO).put(b"works")
+    assert any("lost" in line for line in said), said
+    assert any(f"file {cut} aside (moved to lost/)" in line for line in said), said  # the name the refusal gave
+    assert not any("definition was lost" in line for line in said), said
+    assert not errors and not set(ids[:100]) & named  # consumed: neither back nor named lost
+    assert 0 < len(got) < 200 and got == [b"m%03d" % i for i in range(100, 100 + len(got))]
+    assert named == set(ids[100 + len(got) :])  # the rest: named by MsgId, each
+
+
+def test_a_repair_that_cannot_open_through_the_manifest_still_keeps_the_families(tmp_path, monkeypatch):
+    """When the open through the old manifest fails, RocksDB's repair alone drops every family
+    the log alone held: they are created empty, and the store opens with what it lost named
+    from the change log (every message the log held), nothing consumed back."""
+    d, ids = _killed_in_its_first_flush(tmp_path)
+    monkeypatch.setattr(repairing, "_flush_through_the_manifest", lambda *_args: {})
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
+        named = set(qm.recovery.damaged_msg_ids)
+        got, errors = drain(qm)
+    assert not errors and not got and named == set(ids[100:])
+
+
+def test_a_repair_cut_short_by_a_crash_puts_back_what_it_held_aside_at_the_next(tmp_path):
+    """The table files held aside during the open through the old manifest are put back by
+    the next repair when a crash cut the last one short: the cut table goes to ``lost/`` as
+    RocksDB's repair leaves it, and the store opens."""
+    d, ids = _killed_in_its_first_flush(tmp_path)
+    table = next(d.glob("*.sst"))
+    (d / repairing.HELD).mkdir()
+    table.rename(d / repairing.HELD / table.name)
+    assert BlobStore.repair(d) == [table.name]
+    assert not (d / repairing.HELD).exists()
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
+        got, errors = drain(qm)
+        named = set(qm.recovery.damaged_msg_ids)
+    assert not errors and got == [b"m%03d" % i for i in range(100, 100 + len(got))]
+    assert named == set(ids[100 + len(got) :])
+
+
+def test_repair_keeps_the_never_flushed_families_of_a_database_that_is_not_a_store(tmp_path):
+    """A RocksDB database that is not a sweepq store stays refused as one (repair=True does
+    not make it a store), and a repair of it keeps its never-flushed family with its writes."""
+    live, d = tmp_path / "live", tmp_path / "d"
+    db = Rdict(str(live), options=Options(raw_mode=True))
+    db.create_column_family("theirs", Options(raw_mode=True)).put(b"k", b"v")
+    shutil.copytree(live, d, ignore=shutil.ignore_patterns("LOCK"))  # as a kill leaves it
+    db.close()
+    for repair in (False, True):
+        with pytest.raises(MQError) as ei:
+            QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=repair))
+        assert ei.value.reason == Reason.RESOURCE_PROBLEM and "not a sweepq store" in str(ei.value)
+    assert BlobStore.repair(d) == []
+    assert set(Rdict.list_cf(str(d), Options(raw_mode=True))) == {"default", "theirs"}
+    db = Rdict(str(d), options=Options(raw_mode=True), column_families={"theirs": Options(raw_mode=True)})
+    assert db.get_column_family("theirs").get(b"k") == b"v"
+    db.close()
 
 
 def test_chains_whose_records_damage_took_are_set_again_from_the_change_log(tmp_path):
