@@ -322,3 +322,12 @@ def test_sparks_zips_move_behind_the_same_installed_version_only(tmp_path):
     assert prefer_installed([other, *sys.path]) == [other, *sys.path]  # another version: Spark's stays first
     not_installed = [same, *(p for p in sys.path if "site-packages" not in p)]
     assert prefer_installed(not_installed) == not_installed
+
+
+def test_the_driver_jvm_runs_with_the_start_up_options(spark):
+    """The JVM that the session started got pipeline/jvm_start.py's options (C1 only, and the
+    archive of Spark's classes to map or to write when the runtime can)."""
+    from sweepq.pipeline.jvm_start import C1_ONLY
+
+    args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert C1_ONLY in args
