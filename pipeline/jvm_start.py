@@ -71,8 +71,9 @@ def has_base_archive(rt: Runtime) -> bool:
 
 def archive_name(rt: Runtime, spark_jars: str) -> str:
     """The archive's name: a digest of the runtime (home, version) and of Spark's jars (their
-    names, sizes and times), which a JVM's class path must match for the archive to be used."""
-    h = hashlib.sha1(f"{rt.home}\0{rt.version}".encode())
+    directory, names, sizes and times), which a JVM's class path must match for the archive
+    to be used (another install of the same Spark, another directory, has its own)."""
+    h = hashlib.sha1(f"{rt.home}\0{rt.version}\0{os.path.realpath(spark_jars)}".encode())
     for jar in sorted(glob.glob(os.path.join(spark_jars, "*.jar"))):
         st = os.stat(jar)
         h.update(f"\0{os.path.basename(jar)}\0{st.st_size}\0{st.st_mtime_ns}".encode())

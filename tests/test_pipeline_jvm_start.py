@@ -55,6 +55,11 @@ def test_another_spark_or_java_has_an_archive_of_its_own(tmp_path):
     assert name == jvm_start.archive_name(rt, jars)
     assert jvm_start.archive_name(_runtime(tmp_path, "21.0.4"), jars) != name
     assert jvm_start.archive_name(rt, _jars(tmp_path, "spark-sql.jar")) != name
+    (tmp_path / "other").mkdir()
+    copy = _jars(tmp_path / "other", "spark-core.jar")  # the same jar in another directory
+    st = os.stat(os.path.join(jars, "spark-core.jar"))
+    os.utime(os.path.join(copy, "spark-core.jar"), ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert jvm_start.archive_name(rt, copy) != name
 
 
 def test_no_archive_without_the_jdks_own_or_when_turned_off_and_the_full_compiler_when_asked(tmp_path):
