@@ -371,6 +371,49 @@ def speed(directory: str, rounds: int = 3, baseline: str | None = None, log=prin
     return doc
 
 
+def _tree_cpu() -> dict[str, float]:
+    """CPU seconds (user and system) of this process's living descendants, by kind: Spark's JVM
+    ("jvm") and the Python daemon and workers it started ("python")."""
+    import psutil
+
+    out = {"jvm": 0.0, "python": 0.0}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            kind = "jvm" if "java" in p.name() else "python" if p.name().startswith("python") else None
+            if kind:
+                c = p.cpu_times()
+                out[kind] += c.user + c.system
+        except psutil.Error:  # ended meanwhile
+            pass
+    return out
+
+
+def first_job(master: str = "local[*]") -> dict:
+    """Issue 35's warm-up, taken apart: a pipeline session's start and its first Python job (the
+    pipeline's warm-up job), then a second one, each with its wall time and the CPU seconds that
+    the JVM and the Python processes (the daemon, its workers) spent in it."""
+    import time
+
+    from sweepq.pipeline import stages
+    from sweepq.pipeline.session import spark_session
+
+    t0 = time.perf_counter()
+    spark = spark_session(master)
+    doc: dict = {"spark_start_s": round(time.perf_counter() - t0, 3), "load_before": _load()}
+    cpu0 = _tree_cpu()
+    doc["spark_start_cpu_s"] = {k: round(v, 2) for k, v in cpu0.items()}
+    for name in ("first_job", "second_job"):
+        t = time.perf_counter()
+        stages.warm_up_workers(spark)
+        doc[f"{name}_s"] = round(time.perf_counter() - t, 3)
+        cpu1 = _tree_cpu()
+        doc[f"{name}_cpu_s"] = {k: round(cpu1[k] - cpu0[k], 2) for k in cpu1}
+        cpu0 = cpu1
+    doc["load_after"] = _load()
+    spark.stop()
+    return doc
+
+
 def speed_table(doc: dict) -> str:
     """The Markdown table of a :func:`speed` run: one row per run, in the order they ran."""
     out = [
@@ -403,7 +446,7 @@ def speed_table(doc: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR | lanes | speed DIR]
+if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR | lanes | speed DIR | first-job]
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m sweepq.bench.replay_bench")
@@ -421,8 +464,24 @@ if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR |
         help="to alternate with: the root of another sweepq source tree, or another installation's Python",
     )
     sp.add_argument("--out", default=None, help="directory to write run.json and speed.md to (what docs quote)")
+    fj = sub.add_parser(
+        "first-job", help="the session's start and its first Python job, with the JVM's and Python's CPU"
+    )
+    fj.add_argument("--rounds", type=int, default=1, help="sessions to start, one after the other")
+    fj.add_argument("--baseline", default=None, help="another installation's Python to alternate with")
     a = p.parse_args()
-    if a.what == "speed":
+    if a.what == "first-job":
+        import inspect
+
+        # The functions' own source, so that another installation's Python runs them on its sweepq.
+        code = "import json, os, time\n" + "".join(map(inspect.getsource, (_load, _tree_cpu, first_job)))
+        code += "print(json.dumps(first_job()))\n"
+        pythons = {"this": sys.executable, **({"baseline": a.baseline} if a.baseline else {})}
+        for r in range(a.rounds):  # each session in a process of its own (a JVM per process)
+            for tree, python in pythons.items():
+                out = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True).stdout
+                print(json.dumps({"round": r + 1, "tree": tree, **json.loads(out.strip().splitlines()[-1])}))
+    elif a.what == "speed":
         doc = speed(a.directory, a.rounds, a.baseline, log=lambda s: print(s, file=sys.stderr, flush=True))
         doc["command"] = "python -m sweepq.bench.replay_bench " + " ".join(sys.argv[1:])
         if a.out:
