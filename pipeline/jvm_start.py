@@ -82,31 +82,27 @@ def archive_name(rt: Runtime, spark_jars: str) -> str:
 
 def adopt(directory: str, name: str) -> str | None:
     """The finished archive ``directory/name.jsa``, adopting a finished one that a JVM wrote
-    under its own name if there is none yet (and removing the unfinished ones of JVMs that
-    are gone); None when there is none."""
+    under its own name if there is none yet; the other finished ones, and unfinished ones of
+    JVMs long gone, are removed. None when there is none."""
     final = os.path.join(directory, f"{name}.jsa")
-    if os.path.exists(final):
-        return final
+    found = final if os.path.exists(final) else None
     for tmp in glob.glob(os.path.join(directory, f"{name}.jsa.*.tmp")):
         try:
             with open(tmp, "rb") as f:
                 finished = f.read(4) == DYNAMIC_MAGIC
-        except OSError:
-            continue
-        pid = tmp.rsplit(".", 2)[-2]
-        if finished:
-            try:
+            if finished and found:
+                os.remove(tmp)  # another run's archive is in place (runs started together each wrote one)
+            elif finished:
                 os.replace(tmp, final)
-            except OSError:
-                continue
-            return final
-        try:
-            stale = time.time() - os.stat(tmp).st_mtime > STALE_SECONDS
-            if stale and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                os.remove(tmp)  # its JVM ended long ago without finishing it
-        except OSError:
-            pass
-    return None
+                found = final
+            else:
+                pid = tmp.rsplit(".", 2)[-2]
+                stale = time.time() - os.stat(tmp).st_mtime > STALE_SECONDS
+                if stale and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                    os.remove(tmp)  # its JVM ended long ago without finishing it
+        except OSError:  # another run adopted or removed it meanwhile
+            continue
+    return found
 
 
 def driver_options(rt: Runtime, spark_jars: str, jit: bool = True, environ: dict[str, str] | None = None) -> str:

@@ -47,6 +47,12 @@ def test_a_first_run_writes_an_archive_under_its_own_name_and_a_later_run_maps_i
     mapped = _option(jvm_start.driver_options(rt, jars, environ=env), "SharedArchiveFile")
     assert mapped == tmp.rsplit(".", 2)[0] and os.path.exists(mapped) and not os.path.exists(tmp)
     assert _option(jvm_start.driver_options(rt, jars, environ=env), "SharedArchiveFile") == mapped
+    # Two runs started together each wrote one: the one not adopted is removed, not kept.
+    twin = tmp.replace(f".{os.getpid()}.tmp", ".1.tmp")
+    with open(twin, "wb") as f:
+        f.write(jvm_start.DYNAMIC_MAGIC + b"\0" * 60)
+    assert _option(jvm_start.driver_options(rt, jars, environ=env), "SharedArchiveFile") == mapped
+    assert os.listdir(os.path.dirname(mapped)) == [os.path.basename(mapped)]
 
 
 def test_another_spark_or_java_has_an_archive_of_its_own(tmp_path):
