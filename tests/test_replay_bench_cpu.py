@@ -20,7 +20,7 @@ def test_the_cpu_of_a_living_python_child_is_counted():
     try:
         assert child.stdout.readline().strip() == "ready"
         cpu = replay_bench._tree_cpu()
-        assert cpu["python"] >= 0.2 and cpu["jvm"] == 0.0
+        assert set(cpu) == {"jvm", "python"} and cpu["python"] >= 0.2  # a JVM of another test may be up
     finally:
         child.stdin.close()
         child.wait(timeout=30)
