@@ -154,12 +154,13 @@ def kernel_lanes(events: int = 4_000_000, queues=(1, 100, 1000, 4000, 16000)) ->
 FIGURES_TRACE = ["--kind", "many-queues", "--queues", "2000", "--rate", "80", "--seconds", "60", "--seed", "7"]
 
 
-def _sweepq(*args: str, env=None) -> tuple[dict | None, float, str]:
-    """Run ``sweepq ARGS`` as a user does; (its JSON on stdout if any, wall seconds, the command)."""
+def _sweepq(*args: str, env=None, python: str | None = None) -> tuple[dict | None, float, str]:
+    """Run ``sweepq ARGS`` as a user does (by ``python``, default this interpreter); (its JSON on
+    stdout if any, wall seconds, the command)."""
     import shlex
     import time
 
-    cmd = [sys.executable, "-m", "sweepq", *args]
+    cmd = [python or sys.executable, "-m", "sweepq", *args]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     secs = time.perf_counter() - t0
@@ -262,6 +263,30 @@ SAME = (
 )
 
 
+def _adopt_orphans() -> None:
+    """Make this process the subreaper of its descendants (Linux ``PR_SET_CHILD_SUBREAPER``):
+    a process whose parent ends (Spark's JVM, the Python daemon it started) becomes this one's
+    child, so its CPU is counted when it is waited for. Elsewhere: nothing (they are not)."""
+    import ctypes
+
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _reap_orphans(bound_s: float = 120.0) -> None:
+    """Wait for the adopted descendants to end (at most ``bound_s``: a JVM that hangs is left)."""
+    import time
+
+    end = time.monotonic() + bound_s
+    while time.monotonic() < end:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.05)
+
+
 def _children_cpu() -> float:
     """CPU seconds (user and system) of this process's children that have ended."""
     import resource
@@ -279,10 +304,13 @@ def speed(directory: str, rounds: int = 3, baseline: str | None = None, log=prin
     replay`` (events/s in the process, as it reports them, and with Python's start) and
     ``sweepq pipeline`` on local[*] (the layout made, then reused: events/s after the JVM start,
     each stage's time), ``rounds`` times each after one unrecorded round (numba compiles and
-    caches for each tree). With ``baseline`` (the root of another source
-    tree of sweepq, put first on PYTHONPATH) each run alternates with the same command run by
-    that tree, so both see the same load. Every run notes the load average before and after
-    it; every pipeline run's figures are compared with ``sweepq replay``'s (``same``)."""
+    caches for each tree). With ``baseline`` (the root of another source tree of sweepq, put
+    first on PYTHONPATH, or the Python of another installation, such as another checkout's
+    ``.venv/bin/python``) each run alternates with the same command run by that tree, so both
+    see the same load. Every run notes the load average before and after it and the CPU
+    seconds of every process it ran (for the pipeline: the driver, Spark's JVM until it has
+    exited, the Python daemon and workers); every pipeline run's figures are compared with
+    ``sweepq replay``'s (``same``)."""
     import time
 
     from .suite import run_info
@@ -294,14 +322,16 @@ def speed(directory: str, rounds: int = 3, baseline: str | None = None, log=prin
         _sweepq("trace", "generate", *SPEED_TRACE, "--out", trace)
     trees = {"this": None} if baseline is None else {"this": None, "baseline": os.path.abspath(baseline)}
     doc["baseline"] = trees.get("baseline")
+    _adopt_orphans()
     rows: list[dict] = []
     expected = None
     for r in range(-1, rounds):  # round -1 compiles and caches for each tree; it is not recorded
         for tree, root in trees.items():
-            env = None if root is None else {**os.environ, "PYTHONPATH": root}
+            python = root if root is not None and os.path.isfile(root) else None
+            env = None if root is None or python else {**os.environ, "PYTHONPATH": root}
             before = _load()
             t0, cpu0 = time.perf_counter(), _children_cpu()
-            out, wall, _ = _sweepq("replay", trace, "--json", env=env)
+            out, wall, _ = _sweepq("replay", trace, "--json", env=env, python=python)
             row = {"what": "sweepq replay", "tree": tree, "round": r, "load_before": before, "load_after": _load()}
             row.update(
                 cpu_s=round(_children_cpu() - cpu0, 3),  # under load, the figure that the load does not inflate
@@ -319,8 +349,9 @@ def speed(directory: str, rounds: int = 3, baseline: str | None = None, log=prin
                 dest = os.path.join(directory, f"o_{tree}")
                 if how == "made":
                     shutil.rmtree(dest, ignore_errors=True)
-                before = _load()
-                o, _, _ = _sweepq("pipeline", "--traces", trace, "--out", dest, env=env)
+                before, cpu0 = _load(), _children_cpu()
+                o, _, _ = _sweepq("pipeline", "--traces", trace, "--out", dest, env=env, python=python)
+                _reap_orphans()  # the JVM ends after the driver: its CPU is the run's
                 row = {"what": f"sweepq pipeline, local[*], layout {how}", "tree": tree, "round": r}
                 row.update(load_before=before, load_after=_load(), events=o["events"])
                 row.update(
@@ -328,6 +359,7 @@ def speed(directory: str, rounds: int = 3, baseline: str | None = None, log=prin
                     events_per_s_with_jvm_start=o["events_per_second_with_jvm_start"],
                     stage_seconds=o["stage_seconds"],
                     task_cpu_seconds=o.get("task_cpu_seconds"),
+                    cpu_s=round(_children_cpu() - cpu0, 3),
                     layout=o["layout"]["how"],
                     same=all(o[k] == expected[k] for k in SAME),
                 )
@@ -336,6 +368,49 @@ def speed(directory: str, rounds: int = 3, baseline: str | None = None, log=prin
                 log(f"{row}")
     doc["rows"] = rows
     doc["run"]["load_after"] = _load()
+    return doc
+
+
+def _tree_cpu() -> dict[str, float]:
+    """CPU seconds (user and system) of this process's living descendants, by kind: Spark's JVM
+    ("jvm") and the Python daemon and workers it started ("python")."""
+    import psutil
+
+    out = {"jvm": 0.0, "python": 0.0}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            kind = "jvm" if "java" in p.name() else "python" if p.name().startswith("python") else None
+            if kind:
+                c = p.cpu_times()
+                out[kind] += c.user + c.system
+        except psutil.Error:  # ended meanwhile
+            pass
+    return out
+
+
+def first_job(master: str = "local[*]") -> dict:
+    """Issue 35's warm-up, taken apart: a pipeline session's start and its first Python job (the
+    pipeline's warm-up job), then a second one, each with its wall time and the CPU seconds that
+    the JVM and the Python processes (the daemon, its workers) spent in it."""
+    import time
+
+    from sweepq.pipeline import stages
+    from sweepq.pipeline.session import spark_session
+
+    t0 = time.perf_counter()
+    spark = spark_session(master)
+    doc: dict = {"spark_start_s": round(time.perf_counter() - t0, 3), "load_before": _load()}
+    cpu0 = _tree_cpu()
+    doc["spark_start_cpu_s"] = {k: round(v, 2) for k, v in cpu0.items()}
+    for name in ("first_job", "second_job"):
+        t = time.perf_counter()
+        stages.warm_up_workers(spark)
+        doc[f"{name}_s"] = round(time.perf_counter() - t, 3)
+        cpu1 = _tree_cpu()
+        doc[f"{name}_cpu_s"] = {k: round(cpu1[k] - cpu0[k], 2) for k in cpu1}
+        cpu0 = cpu1
+    doc["load_after"] = _load()
+    spark.stop()
     return doc
 
 
@@ -362,6 +437,8 @@ def speed_table(doc: dict) -> str:
             stages += "" if r["same"] else "; FIGURES DIFFER from sweepq replay's"
             tasks = r["task_cpu_seconds"]
             cpu = f"tasks: {tasks['layout'] + tasks['replay']:.2f}"
+            if "cpu_s" in r:  # runs before the bench counted every process have the tasks' alone
+                cpu = f"all: {r['cpu_s']:.2f}, {cpu}"
         out.append(
             f"| {r['round'] + 1} | {r['tree']} | {r['what']} | {r['events_per_s'] / 1e6:.1f} | {start} | {stages} "
             f"| {cpu} | {r['load_before']} -> {r['load_after']} |"
@@ -369,7 +446,7 @@ def speed_table(doc: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR | lanes | speed DIR]
+if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR | lanes | speed DIR | first-job]
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m sweepq.bench.replay_bench")
@@ -381,10 +458,30 @@ if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR |
     sp = sub.add_parser("speed", help="issue 35's figures: replay and pipeline on the 10.8 M-event trace, in one run")
     sp.add_argument("directory", help="where the trace and outputs go (about 300 MB)")
     sp.add_argument("--rounds", type=int, default=3, help="runs of each command (and of the baseline's)")
-    sp.add_argument("--baseline", default=None, help="the root of another sweepq source tree to alternate with")
+    sp.add_argument(
+        "--baseline",
+        default=None,
+        help="to alternate with: the root of another sweepq source tree, or another installation's Python",
+    )
     sp.add_argument("--out", default=None, help="directory to write run.json and speed.md to (what docs quote)")
+    fj = sub.add_parser(
+        "first-job", help="the session's start and its first Python job, with the JVM's and Python's CPU"
+    )
+    fj.add_argument("--rounds", type=int, default=1, help="sessions to start, one after the other")
+    fj.add_argument("--baseline", default=None, help="another installation's Python to alternate with")
     a = p.parse_args()
-    if a.what == "speed":
+    if a.what == "first-job":
+        import inspect
+
+        # The functions' own source, so that another installation's Python runs them on its sweepq.
+        code = "import json, os, time\n" + "".join(map(inspect.getsource, (_load, _tree_cpu, first_job)))
+        code += "print(json.dumps(first_job()))\n"
+        pythons = {"this": sys.executable, **({"baseline": a.baseline} if a.baseline else {})}
+        for r in range(a.rounds):  # each session in a process of its own (a JVM per process)
+            for tree, python in pythons.items():
+                out = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True).stdout
+                print(json.dumps({"round": r + 1, "tree": tree, **json.loads(out.strip().splitlines()[-1])}))
+    elif a.what == "speed":
         doc = speed(a.directory, a.rounds, a.baseline, log=lambda s: print(s, file=sys.stderr, flush=True))
         doc["command"] = "python -m sweepq.bench.replay_bench " + " ".join(sys.argv[1:])
         if a.out:

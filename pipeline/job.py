@@ -229,7 +229,8 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     _clear_results(args.out)
     java = runtime()
     t_jvm = time.perf_counter()
-    spark = spark or spark_session(args.master, ui=getattr(args, "ui", False))
+    # The JVM shuffle's work is Spark's own code: keep its full compiler (pipeline/jvm_start.py).
+    spark = spark or spark_session(args.master, ui=getattr(args, "ui", False), jit=args.shuffle != "jvm")
     times["spark_start"] = round(time.perf_counter() - t_jvm, 3)
     t_start = time.perf_counter()
     ui = spark.sparkContext.uiWebUrl

@@ -11,19 +11,24 @@ def spark_session(
     app: str = "sweepq-pipeline",
     shuffle_partitions: int | None = None,
     ui: bool = False,
+    jit: bool = True,
 ):
     """A session for the pipeline. ``master`` None: the one spark-submit was given when it runs
     this process (its JVM is up then), else local[*]. The driver keeps Spark's default memory
     (no event reaches it; SWEEPQ_SPARK_DRIVER_MEMORY overrides); ``ui`` keeps the web UI,
-    whose address the job prints."""
+    whose address the job prints. The driver's JVM, when this process starts it, maps a cached
+    archive of Spark's classes and compiles with C1 only (pipeline/jvm_start.py; ``jit`` False
+    keeps the full compiler, for JVM-heavy jobs such as the JVM shuffle)."""
     from pyspark.sql import SparkSession
 
-    from .java import java_home
+    from .java import java_home, runtime
+    from .jvm_start import driver_options
 
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started the JVM and this process
     if master is None and not submitted:
         master = "local[*]"
-    os.environ["JAVA_HOME"] = java_home()
+    rt = runtime()
+    os.environ["JAVA_HOME"] = java_home(rt)
     loopback = master is not None and (master.startswith("local") or _host(master) in ("127.0.0.1", "localhost"))
     if loopback:  # a machine's own cluster: bind to 127.0.0.1, not to whatever the hostname resolves to
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -40,6 +45,9 @@ def spark_session(
     )
     if loopback:
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    options = "" if submitted else driver_options(rt, _spark_jars(), jit)
+    if options:  # the JVM this process starts (spark-submit's is up already)
+        builder = builder.config("spark.driver.extraJavaOptions", options)
     if os.environ.get("SWEEPQ_SPARK_DRIVER_MEMORY"):
         builder = builder.config("spark.driver.memory", os.environ["SWEEPQ_SPARK_DRIVER_MEMORY"])
     if shuffle_partitions:
@@ -47,6 +55,13 @@ def spark_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _spark_jars() -> str:
+    """The jars of the Spark that pyspark starts: ``$SPARK_HOME/jars``, else pyspark's own."""
+    import pyspark
+
+    return os.path.join(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__), "jars")
 
 
 def _host(master: str) -> str:

@@ -280,3 +280,54 @@ def test_the_layout_is_kept_and_reused_and_says_so(spark, trace_file, tmp_path):
         run(_args(path, tmp_path / "c", None, "--layout", shared), spark=spark, log=lambda s: None)["layout"]["how"]
         == "made"
     )
+
+
+def test_the_workers_import_the_installed_pyspark_not_sparks_source_zip(spark):
+    """Spark puts its source-only pyspark.zip first on the workers' path; the daemon moves it
+    behind the installed pyspark of the same version (its cached bytecode: no compiling)."""
+    import pyspark
+
+    where = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__file__).collect()
+    assert where == [pyspark.__file__]
+
+
+def _zip_with(tmp_path, name: str, package: str, version_py: bytes) -> str:
+    import zipfile
+
+    path = str(tmp_path / name)
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{package}/version.py", version_py)
+    return path
+
+
+def test_sparks_zips_move_behind_the_same_installed_version_only(tmp_path):
+    import os
+    import sys
+
+    import py4j
+    import pyspark
+
+    from sweepq.pipeline.daemon import prefer_installed
+
+    def version_py(module) -> bytes:
+        with open(os.path.join(os.path.dirname(module.__file__), "version.py"), "rb") as f:
+            return f.read()
+
+    same = _zip_with(tmp_path, "pyspark.zip", "pyspark", version_py(pyspark))
+    py4j_zip = _zip_with(tmp_path, "py4j-0.10.9.9-src.zip", "py4j", version_py(py4j))
+    path = [same, py4j_zip, *sys.path]
+    assert prefer_installed(path) == [*sys.path, same, py4j_zip]
+    (tmp_path / "other").mkdir()
+    other = _zip_with(tmp_path / "other", "pyspark.zip", "pyspark", b"__version__ = '0.0.1'\n")
+    assert prefer_installed([other, *sys.path]) == [other, *sys.path]  # another version: Spark's stays first
+    not_installed = [same, *(p for p in sys.path if "site-packages" not in p)]
+    assert prefer_installed(not_installed) == not_installed
+
+
+def test_the_driver_jvm_runs_with_the_start_up_options(spark):
+    """The JVM that the session started got pipeline/jvm_start.py's options (C1 only, and the
+    archive of Spark's classes to map or to write when the runtime can)."""
+    from sweepq.pipeline.jvm_start import C1_ONLY
+
+    args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert C1_ONLY in args
