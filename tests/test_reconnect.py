@@ -39,7 +39,7 @@ class _LosingReader:
         self._done = done
 
     def read(self):
-        wait_until(self._done, 10, "the server doing the call")
+        wait_until(self._done, what="the server doing the call")
         self._fs.sock.shutdown(2)
         raise Closed("the reply was lost")
 
@@ -49,7 +49,12 @@ class _LosingReader:
 
 def _lose_next_reply(conn, done) -> None:
     """The next reply ``conn`` reads is lost: once ``done()`` (the server did the call), the
-    socket breaks under the read, as when a server dies between its work and its reply."""
+    socket breaks under the read, as when a server dies between its work and its reply.
+
+    ``done`` must be false now: a state already true says nothing of the call to come (a
+    "done" that held before the put was sent let the break come before the server read the
+    request, or, when the server was quicker than the test's first look, never came true)."""
+    assert not done(), "done() holds before the call: it cannot tell that the server did it"
     conn._fs = _LosingReader(conn._fs, done)
 
 
@@ -61,7 +66,7 @@ def test_a_put_whose_reply_was_lost_is_sent_again_and_done_once():
         r = h.put(b"once")  # no error: sent again after the reconnect, answered from the record
         assert qm.inquire_queue("Q").current_depth == 1
         assert h.get().msg_id == r.msg_id
-        _lose_next_reply(conn, lambda: qm.inquire_queue("Q").current_depth == 0)
+        _lose_next_reply(conn, lambda: qm.inquire_queue("Q").current_depth == 1)
         h.put(b"two")
         assert qm.inquire_queue("Q").current_depth == 1  # the same handle, reopened, goes on
         conn.disconnect()
