@@ -97,6 +97,27 @@ def test_a_commit_whose_reply_was_lost_is_known_done():
         conn.disconnect()
 
 
+def test_a_commit_the_server_reads_after_its_client_reconnected_is_not_done():
+    """The client's commit was in the old connection's socket when the break came, and that
+    connection's session, slow, read it only after the new connection's ONCE of it (``again``,
+    answered BACKED_OUT: nothing to commit there). Done then, it would commit work the client
+    was told was backed out: a producer's request read on an older connection than the one
+    its producer now uses is not done. The order is made by sending, not by timing."""
+    with served() as (qm, server):
+        with qm.connect() as c:
+            c.open("Q", IO).put(b"held")
+        pid = os.urandom(16)
+        old = net_client.connect(server.url)
+        assert old.open("Q", IO).get(GMO.SYNCPOINT).data == b"held"
+        new = net_client.connect(server.url)
+        assert reason_of(lambda: new.request(P.ONCE, [pid, 1, True, P.COMMIT, []])) == Reason.BACKED_OUT
+        stale = reason_of(lambda: old.request(P.ONCE, [pid, 1, False, P.COMMIT, []]))
+        assert stale == Reason.CONNECTION_BROKEN
+        old.disconnect()  # what the break does in the server: the unit of work is backed out
+        assert new.open("Q", IO).get().data == b"held"  # as the client was told
+        new.disconnect()
+
+
 def test_work_under_syncpoint_a_break_backed_out_is_reported_to_its_holder_only():
     with served() as (_qm, server):
         conn = net_client.connect(server.url, reconnect=5)
