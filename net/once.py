@@ -19,6 +19,15 @@ engine/distributed/sync.py), and deleted when its client disconnects (BYE). When
 connection has a unit of work open already, the request is done as it came and remembered
 in memory only (its commit is the unit of work's).
 
+A producer's requests are done on its newest connection only. A client connects again only
+after it closed the old socket, but the old connection's session may not have read the
+request sent on it yet (its thread slow, the frame in the socket's buffer): read after the
+new connection's ``ONCE`` of the same request, it is stale and is not done (a commit done
+then would commit the unit of work the new connection answered BACKED_OUT, backed out).
+Session numbers grow with each connection a server accepts, so the table keeps, per
+producer, the highest number that sent its requests (in memory: a restarted server has
+no older session).
+
 Thread safety: one lock per producer id orders a request against the same producer's
 request still running on a session that has not yet seen its socket break.
 """
@@ -61,6 +70,7 @@ class OnceTable:
         self._qm = qm
         self._log = log
         self._last: dict[bytes, tuple[int, object]] = {}
+        self._newest: dict[bytes, int] = {}  # producer id -> the newest session that sent its requests
         self._locks: dict[bytes, threading.Lock] = {}
         self._lock = threading.Lock()
 
@@ -89,6 +99,21 @@ class OnceTable:
         with lock:
             yield self._last.get(pid)
 
+    def claim(self, pid: bytes, session: int) -> None:
+        """Session number ``session`` sends the producer's requests now (the caller holds the
+        producer's lock).
+
+        :raises MQError: CONNECTION_BROKEN (2009) when a newer session sent them already: the
+            request came on a connection its client has left, and is not done."""
+        newest = self._newest.get(pid, 0)
+        if session < newest:
+            raise MQError(
+                Reason.CONNECTION_BROKEN,
+                f"this producer's requests come on connection #{newest} now: a request read on connection "
+                f"#{session}, which its client left, is not done",
+            )
+        self._newest[pid] = session
+
     def remember(self, pid: bytes, seq: int, reply: object) -> None:
         """In memory (the caller holds the producer's lock)."""
         self._last[pid] = (seq, reply)
@@ -103,6 +128,7 @@ class OnceTable:
         with self._lock:
             self._locks.pop(pid, None)
             had = self._last.pop(pid, None)
+            self._newest.pop(pid, None)
         if had is None or self.journal is None:
             return
         w = StoreChanges()

@@ -342,11 +342,13 @@ class Session:
     def _once(self, pid, seq, again, op, args):
         """``op(*args)`` done once for (``pid``, ``seq``): the reply it had when it was done
         already; a commit sent ``again`` and not done was backed out with the broken
-        connection (2003)."""
+        connection (2003); nothing done for a connection older than the producer's newest
+        (2009, net/once.py)."""
         pid = check_producer(pid, seq)
         table = self.server.once
         self.producers.add(pid)
         with table.holding(pid) as last:
+            table.claim(pid, self.id)  # a request read after its producer's newer connection's: not done
             if last is not None and last[0] == seq:
                 return last[1]  # done before its reply was lost: the same reply, nothing done again
             if last is not None and seq < last[0]:

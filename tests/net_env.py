@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,9 @@ def served(**options):
         yield qm, server
 
 
+_LISTENING = re.compile(r"sweepq serve: listening on (.*)\n")
+
+
 class ServeProcess:
     """``sweepq serve --data-dir DIR`` in a subprocess (its stderr kept in DIR.log)."""
 
@@ -39,25 +43,47 @@ class ServeProcess:
         self.url = "unix://" + os.path.join(data_dir, "sweepq.sock")
         self.log_path = data_dir.rstrip("/") + ".log"
         self.proc: subprocess.Popen | None = None
+        self.urls: list[str] = []  # where this run listens: its "listening on" line
 
     def start(self, timeout: float = 60.0) -> ServeProcess:
+        """Start the server and return once it answers and its "listening on" line is whole in
+        the log: its threads answer a connection before the main thread prints where it
+        listens, so a client's answer alone does not mean the line (and a TCP port in it) is
+        there yet. A restart's line is the one after the log's end at its start."""
         with open(self.log_path, "ab") as log:
+            begin = log.tell()
             cmd = [sys.executable, "-m", "sweepq", "serve", "--data-dir", self.data_dir, *self.extra]
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
         deadline = time.monotonic() + timeout
+        answered = False
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"sweepq serve exited {self.proc.returncode}: {self.log()}")
-            try:
-                net_client.connect(self.url, timeout=1.0).disconnect()
+            if not answered:
+                try:
+                    net_client.connect(self.url, timeout=1.0).disconnect()
+                    answered = True
+                except MQError:
+                    pass
+            line = _LISTENING.search(self._log_from(begin)) if answered else None
+            if line is not None:
+                self.urls = line.group(1).split(" and ")
                 return self
-            except MQError:
-                time.sleep(0.05)
-        raise AssertionError(f"sweepq serve did not answer in {timeout} s: {self.log()}")
+            time.sleep(0.05)  # a poll of the process's state, bounded by ``timeout``
+        raise AssertionError(f"sweepq serve did not answer and say where it listens in {timeout} s: {self.log()}")
+
+    def url_of(self, scheme: str) -> str:
+        """The URL this run listens on with ``scheme`` (``tcp``, ``tls``; ``--tcp HOST:0`` picks
+        a free port, which only the log tells)."""
+        return next(u for u in self.urls if u.startswith(scheme + "://"))
 
     def log(self) -> str:
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
+        return self._log_from(0)
+
+    def _log_from(self, offset: int) -> str:
+        with open(self.log_path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

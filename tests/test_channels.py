@@ -358,8 +358,6 @@ def test_normal_speed_carries_nonpersistent_messages_in_the_batch():
 def test_three_queue_managers_in_three_processes_over_loopback_tcp(tmp_path):
     """QM1 -> QM2 -> QM3, each 'sweepq serve' in a process of its own, defined with the command
     line: QM1's remote queue names QM3 through its transmission queue to QM2."""
-    import re
-
     from net_env import ServeProcess
 
     from sweepq.engine import GMO
@@ -372,8 +370,7 @@ def test_three_queue_managers_in_three_processes_over_loopback_tcp(tmp_path):
 
     def serve(name: str) -> tuple[ServeProcess, int]:
         p = ServeProcess(d[name], "--tcp", "127.0.0.1:0").start()
-        port = re.search(r"tcp://127\.0\.0\.1:(\d+)", p.log())
-        return p, int(port.group(1))
+        return p, int(p.url_of("tcp").rsplit(":", 1)[1])
 
     from sweepq.cli import main
 

@@ -87,8 +87,7 @@ def test_remote_channels_resolve_through_a_real_server_needs_the_admin_token(mon
                 plain.channels.resolve("TO.QM2", "backout")
             assert e.value.reason == Reason.NOT_AUTHORIZED
             assert plain.channels.status("TO.QM2")[0]["indoubt"]
-        port = re.search(r"tcp://127\.0\.0\.1:(\d+)", srv.log()).group(1)
-        with RemoteQueueManager(f"tcp://127.0.0.1:{port}", token, admin_token=admin) as r:
+        with RemoteQueueManager(srv.url_of("tcp"), token, admin_token=admin) as r:
             st = r.channels.resolve("TO.QM2", "backout")  # TypeError before: net/channels/admin.py
             assert not st["indoubt"] and st["xmit_depth"] == 1
             with pytest.raises(MQError) as e:

@@ -39,7 +39,7 @@ class _LosingReader:
         self._done = done
 
     def read(self):
-        wait_until(self._done, 10, "the server doing the call")
+        wait_until(self._done, what="the server doing the call")
         self._fs.sock.shutdown(2)
         raise Closed("the reply was lost")
 
@@ -49,7 +49,12 @@ class _LosingReader:
 
 def _lose_next_reply(conn, done) -> None:
     """The next reply ``conn`` reads is lost: once ``done()`` (the server did the call), the
-    socket breaks under the read, as when a server dies between its work and its reply."""
+    socket breaks under the read, as when a server dies between its work and its reply.
+
+    ``done`` must be false now: a state already true says nothing of the call to come (a
+    "done" that held before the put was sent let the break come before the server read the
+    request, or, when the server was quicker than the test's first look, never came true)."""
+    assert not done(), "done() holds before the call: it cannot tell that the server did it"
     conn._fs = _LosingReader(conn._fs, done)
 
 
@@ -61,7 +66,7 @@ def test_a_put_whose_reply_was_lost_is_sent_again_and_done_once():
         r = h.put(b"once")  # no error: sent again after the reconnect, answered from the record
         assert qm.inquire_queue("Q").current_depth == 1
         assert h.get().msg_id == r.msg_id
-        _lose_next_reply(conn, lambda: qm.inquire_queue("Q").current_depth == 0)
+        _lose_next_reply(conn, lambda: qm.inquire_queue("Q").current_depth == 1)
         h.put(b"two")
         assert qm.inquire_queue("Q").current_depth == 1  # the same handle, reopened, goes on
         conn.disconnect()
@@ -90,6 +95,27 @@ def test_a_commit_whose_reply_was_lost_is_known_done():
         conn.commit()  # done before the break: the record says so, no 2003
         assert qm.inquire_queue("Q").current_depth == 0
         conn.disconnect()
+
+
+def test_a_commit_the_server_reads_after_its_client_reconnected_is_not_done():
+    """The client's commit was in the old connection's socket when the break came, and that
+    connection's session, slow, read it only after the new connection's ONCE of it (``again``,
+    answered BACKED_OUT: nothing to commit there). Done then, it would commit work the client
+    was told was backed out: a producer's request read on an older connection than the one
+    its producer now uses is not done. The order is made by sending, not by timing."""
+    with served() as (qm, server):
+        with qm.connect() as c:
+            c.open("Q", IO).put(b"held")
+        pid = os.urandom(16)
+        old = net_client.connect(server.url)
+        assert old.open("Q", IO).get(GMO.SYNCPOINT).data == b"held"
+        new = net_client.connect(server.url)
+        assert reason_of(lambda: new.request(P.ONCE, [pid, 1, True, P.COMMIT, []])) == Reason.BACKED_OUT
+        stale = reason_of(lambda: old.request(P.ONCE, [pid, 1, False, P.COMMIT, []]))
+        assert stale == Reason.CONNECTION_BROKEN
+        old.disconnect()  # what the break does in the server: the unit of work is backed out
+        assert new.open("Q", IO).get().data == b"held"  # as the client was told
+        new.disconnect()
 
 
 def test_work_under_syncpoint_a_break_backed_out_is_reported_to_its_holder_only():
