@@ -33,7 +33,7 @@ cdef class LocalQueue:
     @cython.locals(out=list)
     cpdef list insert_locked(self, object recs, int lane_i, int state, bint refs=*, object items=*)
     cpdef insert_item_locked(self, bytes rec, int lane_i, object item)
-    cpdef object take_item_locked(self, object miss)
+    cpdef object take_head_locked(self, object miss, bint record=*)
     cpdef object item_locked(self, Ref ref)
     @cython.locals(ls=LaneSet, ref=Ref, lane=Lane)
     cpdef object find_locked(self, object match=*)

@@ -526,19 +526,22 @@ class LocalQueue:
     def insert_item_locked(self, rec: bytes, lane_i: int, item: object) -> None:
         """:meth:`insert_locked` of one record with its item (``sweepq.Queue``'s put in
         memory: engine/putpath.py ``put_item``), available at once, no refs kept."""
-        self.must_hold("placing an item")
+        if CHECKS:  # the check only when checks are on: compiled or not, a call per put costs
+            self.must_hold("placing an item")
         self.lanes.add(self.lane_list[lane_i], (rec,), lane_i, False, (item,))
         self.depth += 1
         self.puts += 1
         if self.waiters.waiting:
             self.waiters.wake_for_locked(rec)
 
-    def take_item_locked(self, miss: object) -> object:
-        """The first message in get order taken for good and returned as its item, when it is
-        an item in memory that a get takes without more (LaneSet.head says which);
-        else ``miss``, nothing changed. Only for a queue without a journal (nothing to write)."""
-        self.must_hold("taking an item")
-        out = self.lanes.head(miss)
+    def take_head_locked(self, miss: object, record: bool = False) -> object:
+        """The first message in get order taken for good, when a get takes it without more
+        (LaneSet.head says which), returned as its record (``record``: a message that is not
+        an item) or as its item (an item in memory); else ``miss``, nothing changed. Only for
+        a queue without a journal (nothing to write)."""
+        if CHECKS:  # the check only when checks are on: interpreted, a call per get costs
+            self.must_hold("taking the head")
+        out = self.lanes.head(miss, record)
         if out is not miss:
             self.depth -= 1
             self.obtained += 1

@@ -308,3 +308,29 @@ def test_a_record_written_from_its_fields_is_the_record_plain_makes(size):
     assert bytes(buf) == recs[0] + recs[1] and list(ends) == [len(recs[0]), len(buf)] and items is None
     assert lane is ls.lanes[3] and lane.mem == 0 and ls.mem_bytes == 0 and ls.take(10) is None
     ls.check()
+
+
+def test_a_get_takes_a_plain_head_in_one_step_and_leaves_any_other_head_alone():
+    """LaneSet.head with a miss, the get hot path in one step: a plain record at the head is
+    taken for good and returned (``record``), an item as its item; a head with an expiry or
+    a group section, or an item asked for as a record, answers the miss and changes nothing."""
+    miss = object()
+    ls = held_core()
+    lane = ls.lanes[4]
+    assert ls.head(miss, True) is miss  # empty
+    expiring = record.encode(1, 0, 4, False, b"e", expiry=50)
+    grouped = record.encode(2, 0, 4, False, b"g", group=(b"G" * 24, 1, 0, 0x10))
+    plain = record.plain(3, 0, 4, False, b"plain")
+    ls.add(lane, [expiring], 4)
+    assert ls.head(miss, True) is miss and ls.head(miss) is miss and lane.mem == 1
+    ls.take(ls.head())
+    ls.add(lane, [grouped], 4)
+    assert ls.head(miss, True) is miss and lane.mem == 1
+    ls.take(ls.head())
+    ls.add(lane, [plain], 4)
+    ls.add(lane, [record.item_head(4, 0, 4)], 4, items=["the item"])
+    assert ls.head(miss) is miss  # the head is no item
+    assert ls.head(miss, True) == plain and lane.mem == 1 and ls.mem_bytes == record.HEAD_LEN
+    assert ls.head(miss, True) is miss  # an item, not a record
+    assert ls.head(miss) == "the item" and lane.mem == 0 and ls.mem_bytes == 0
+    ls.check()

@@ -5,20 +5,20 @@ import cython
 cdef Py_ssize_t _PAGE_SHIFT, _PAGE, _OFF_MASK, _SEQ_AT, _BACKOUT_AT, _POOL, _HEAD_LEN
 
 
+@cython.final
 cdef class Arena:
     cdef public list blocks, spare, doomed, pool
     cdef public long long[::1] live, used
     cdef public Py_ssize_t cur, top, held, dead, reused
     cdef Py_ssize_t _defer
 
-    @cython.locals(n=Py_ssize_t, loc=Py_ssize_t, at=Py_ssize_t)
-    cpdef Py_ssize_t store(self, bytes rec) except -1
+    @cython.locals(lenlen=Py_ssize_t, need=Py_ssize_t, off=Py_ssize_t, page=Py_ssize_t, v=Py_ssize_t, k=Py_ssize_t,
+                   p=cython.p_uchar)
+    cpdef Py_ssize_t store(self, bytes rec, Py_ssize_t n=*) except -1
     @cython.locals(n=Py_ssize_t, size=Py_ssize_t, loc=Py_ssize_t, at=Py_ssize_t, p=cython.p_uchar, v=cython.ulonglong,
                    w=cython.ulonglong, k=int)
     cpdef Py_ssize_t store_plain(self, unsigned long long seq, long long put_us, int priority, int flags,
                                  bytes payload) except -1
-    @cython.locals(need=Py_ssize_t, off=Py_ssize_t, page=Py_ssize_t, v=Py_ssize_t, k=Py_ssize_t, p=cython.p_uchar)
-    cdef Py_ssize_t _reserve(self, Py_ssize_t n) except -1
     cdef Py_ssize_t _page(self, Py_ssize_t size) except -1
     @cython.locals(page=Py_ssize_t, v=Py_ssize_t, n=Py_ssize_t, size=Py_ssize_t)
     cpdef Py_ssize_t free(self, Py_ssize_t loc) except -1

@@ -71,49 +71,14 @@ class Arena:
 
     # -- writing and freeing (lock held) -----------------------------------------------------------
 
-    def store(self, rec: bytes) -> int:
-        """Write ``rec`` and return its location."""
-        n = len(rec)
-        loc = self._reserve(n)
-        at = (loc & _OFF_MASK) + (1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4)))
-        blk = self.blocks[loc >> _PAGE_SHIFT]
-        if cython.compiled:
-            memcpy(cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk)) + at, PyBytes_AS_STRING(rec), n)
-        else:
-            blk[at : at + n] = rec  # type: ignore[index]
-        return loc
-
-    def store_plain(self, seq: int, put_us: int, priority: int, flags: int, payload: bytes) -> int:
-        """Write the record engine/record.py ``plain`` makes of these fields and ``payload``
-        (its header, then the payload) and return its location: the record is written here
-        once, with no ``bytes`` of its own in between (a batch put's hot path)."""
-        n = len(payload)
-        size = _HEAD_LEN + n
-        loc = self._reserve(size)
-        at = (loc & _OFF_MASK) + (1 if size < 0x80 else (2 if size < 0x4000 else (3 if size < 0x200000 else 4)))
-        blk = self.blocks[loc >> _PAGE_SHIFT]
-        if cython.compiled:
-            p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk)) + at
-            p[0] = _HEAD_LEN
-            p[1] = priority
-            p[2] = flags
-            p[3] = 0
-            p[4] = 0
-            v = cython.cast(cython.ulonglong, seq)
-            w = cython.cast(cython.ulonglong, put_us)
-            for k in range(8):  # little endian, as engine/record.py HEAD packs them
-                p[_SEQ_AT + k] = (v >> (8 * k)) & 0xFF
-                p[_SEQ_AT + 8 + k] = (w >> (8 * k)) & 0xFF
-            if n:
-                memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(payload), n)
-        else:
-            _HEAD.pack_into(blk, at, _HEAD_LEN, priority, flags, 0, seq, put_us)  # type: ignore[arg-type]
-            blk[at + _HEAD_LEN : at + _HEAD_LEN + n] = payload  # type: ignore[index]
-        return loc
-
-    def _reserve(self, n: int) -> int:
-        """Room for a record of ``n`` bytes, its length written before it; its location."""
-        need = (1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4))) + n
+    def store(self, rec: bytes | None, n: int = 0) -> int:
+        """Write ``rec`` behind its length and return its location; ``rec`` None: make room
+        for a record of ``n`` bytes, its length written before it, which the caller writes
+        (:meth:`store_plain`). One function, so that a put's record costs one call."""
+        if rec is not None:
+            n = len(rec)
+        lenlen = 1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4))
+        need = lenlen + n
         if need > _PAGE:
             page = self._page(need)  # a block of its own
             off = 0
@@ -134,6 +99,8 @@ class Arena:
                 v >>= 7
                 k += 1
             p[k] = v
+            if rec is not None:
+                memcpy(p + off + lenlen, PyBytes_AS_STRING(rec), n)
         else:
             v = n
             k = off
@@ -142,9 +109,39 @@ class Arena:
                 v >>= 7
                 k += 1
             blk[k] = v  # type: ignore[index]
+            if rec is not None:
+                blk[off + lenlen : off + need] = rec  # type: ignore[index]
         self.live[page] += need
         self.used[page] += need
         return (page << _PAGE_SHIFT) | off
+
+    def store_plain(self, seq: int, put_us: int, priority: int, flags: int, payload: bytes) -> int:
+        """Write the record engine/record.py ``plain`` makes of these fields and ``payload``
+        (its header, then the payload) and return its location: the record is written here
+        once, with no ``bytes`` of its own in between (a batch put's hot path)."""
+        n = len(payload)
+        size = _HEAD_LEN + n
+        loc = self.store(None, size)
+        at = (loc & _OFF_MASK) + (1 if size < 0x80 else (2 if size < 0x4000 else (3 if size < 0x200000 else 4)))
+        blk = self.blocks[loc >> _PAGE_SHIFT]
+        if cython.compiled:
+            p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk)) + at
+            p[0] = _HEAD_LEN
+            p[1] = priority
+            p[2] = flags
+            p[3] = 0
+            p[4] = 0
+            v = cython.cast(cython.ulonglong, seq)
+            w = cython.cast(cython.ulonglong, put_us)
+            for k in range(8):  # little endian, as engine/record.py HEAD packs them
+                p[_SEQ_AT + k] = (v >> (8 * k)) & 0xFF
+                p[_SEQ_AT + 8 + k] = (w >> (8 * k)) & 0xFF
+            if n:
+                memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(payload), n)
+        else:
+            _HEAD.pack_into(blk, at, _HEAD_LEN, priority, flags, 0, seq, put_us)  # type: ignore[arg-type]
+            blk[at + _HEAD_LEN : at + _HEAD_LEN + n] = payload  # type: ignore[index]
+        return loc
 
     def _page(self, size: int) -> int:
         """A new block of ``size`` bytes; its page index."""

@@ -14,6 +14,7 @@ cdef Py_ssize_t _LOW32, _HI_UNIT
 cdef bint CHECKS
 cdef bytes _TOP
 
+@cython.final
 cdef class LaneSet:
     # The door (tests/test_core_door.py): read-only fields outside the core, the rest private.
     cdef readonly object index
@@ -42,8 +43,7 @@ cdef class LaneSet:
     cdef inline object _seq(self, Py_ssize_t i)
     cdef inline int _flags(self, Py_ssize_t i) except -1
     @cython.locals(loc=Py_ssize_t)
-    cdef Py_ssize_t _drop(self, Py_ssize_t i) except -1
-    cdef inline _release(self, Py_ssize_t i)
+    cdef Py_ssize_t _free(self, Py_ssize_t i) except -1
 
     @cython.locals(slot=Py_ssize_t)
     cpdef bytes record(self, Ref ref)
@@ -55,17 +55,15 @@ cdef class LaneSet:
     @cython.locals(s=int, slot=Py_ssize_t, k=Py_ssize_t)
     cpdef list add(self, Lane lane, object recs, int state, bint refs=*, object items=*)
     @cython.locals(i=Py_ssize_t, k=Py_ssize_t, arena=Arena, seqs="unsigned long long[::1]", put_us=cython.longlong,
-                   priority=int, flags=int)
+                   priority=int, flags=int, loc=Py_ssize_t)
     cdef _add_plain(self, Lane lane, int s, int state, object recs)
-    @cython.locals(i=Py_ssize_t)
-    cdef Py_ssize_t _append(self, Lane lane, int s, bytes rec, int state) except -1
     @cython.locals(i=Py_ssize_t, last=Py_ssize_t)
-    cdef inline Py_ssize_t _append_at(self, Lane lane, int s, Py_ssize_t loc, Py_ssize_t n, int state) except -1
+    cdef Py_ssize_t _append(self, Lane lane, int s, bytes rec, int state, Py_ssize_t loc, Py_ssize_t n) except -1
     @cython.locals(i=Py_ssize_t)
     cdef Py_ssize_t _spare_slot(self) except -1
 
-    @cython.locals(i=Py_ssize_t, lane=Lane)
-    cpdef object head(self, object miss=*)
+    @cython.locals(i=Py_ssize_t, lane=Lane, rec=bytes)
+    cpdef object head(self, object miss=*, bint record=*)
     @cython.locals(mask=int, i=Py_ssize_t, lane=Lane)
     cdef Py_ssize_t _head(self)
     @cython.locals(s=int, i=Py_ssize_t)

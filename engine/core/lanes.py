@@ -251,23 +251,23 @@ class LaneSet:
         """The record's flags byte (engine/record.py OFF_FLAGS), without a copy."""
         return self._arena.byte((self._hi[i] >> 1) * _HI_UNIT | self._low[i], _OFF_FLAGS)
 
-    def _drop(self, i: int) -> int:
-        """Slot ``i``'s record leaves the arena (and the index); returns its length."""
+    def _free(self, i: int) -> int:
+        """Slot ``i``'s record leaves the arena (and the index, and its item the slot), and
+        the slot is REMOVED and free, or will be once the sweep in progress ends (a walker
+        without the lock may hold it, and follows its ``nxt``, which the free list would
+        change); returns the record's length. The caller unlinked the slot."""
         loc = (self._hi[i] >> 1) * _HI_UNIT | self._low[i]
         if self.index is not None:
             self.index.discard(i, self._arena.read(loc))
         if self._items is not None:
             self._items[i] = None
-        return self._arena.free(loc)
-
-    def _release(self, i: int) -> None:
-        """Slot ``i`` is free (or will be once the sweep in progress ends: a walker without
-        the lock may hold it, and follows its ``nxt``, which the free list would change)."""
+        self._st[i] |= REMOVED
         if self._defer:
             self._deferred.append(i)
         else:
             self._nxt[i] = self._free_head
             self._free_head = i
+        return self._arena.free(loc)
 
     # -- refs ---------------------------------------------------------------------------------------
 
@@ -335,13 +335,13 @@ class LaneSet:
         if items is not None and self._items is None:
             self._items = [None] * len(self._nxt)
         if len(recs) == 1:
-            slot = self._append(lane, s, recs[0], state)
+            slot = self._append(lane, s, recs[0], state, 0, 0)
             if items is not None:
                 self._items[slot] = items[0]  # type: ignore[index]  # made above
             return [Ref.at(slot)] if refs else None
         out: list[Ref] | None = [] if refs else None
         for k, rec in enumerate(recs):  # type: ignore[arg-type]  # bytes: PlainRecords went above
-            slot = self._append(lane, s, rec, state)
+            slot = self._append(lane, s, rec, state, 0, 0)
             if items is not None:
                 self._items[slot] = items[k]  # type: ignore[index]  # made above
             if out is not None:
@@ -359,20 +359,16 @@ class LaneSet:
         priority = recs.priority
         flags = _PERSISTENT if recs.persistent else 0
         for k, payload in enumerate(recs.payloads):
-            self._append_at(
-                lane, s, arena.store_plain(seqs[k], put_us, priority, flags, payload), _HEAD_LEN + len(payload), state
-            )
+            loc = arena.store_plain(seqs[k], put_us, priority, flags, payload)
+            self._append(lane, s, None, state, loc, _HEAD_LEN + len(payload))
 
-    def _append(self, lane: Lane, s: int, rec: bytes, state: int) -> int:
-        """Put ``rec`` at the end of the list of sentinel ``s`` of ``lane``; its slot."""
-        i = self._append_at(lane, s, self._arena.store(rec), len(rec), state)
-        if self.index is not None:
-            self.index.add(i, rec)
-        return i
-
-    def _append_at(self, lane: Lane, s: int, loc: int, n: int, state: int) -> int:
-        """Put the record of ``n`` bytes at ``loc`` in the arena at the end of the list of
-        sentinel ``s`` of ``lane``, in a free slot, with ``state``; its slot."""
+    def _append(self, lane: Lane, s: int, rec: bytes | None, state: int, loc: int, n: int) -> int:
+        """Put a record at the end of the list of sentinel ``s`` of ``lane``, in a free slot,
+        with ``state``; its slot. The record is ``rec``, written to the arena (and the index)
+        here, or, ``rec`` None, the record of ``n`` bytes the caller wrote at ``loc``."""
+        if rec is not None:
+            loc = self._arena.store(rec)
+            n = len(rec)
         i = self._free_head
         if i < 0:
             if self._spare:
@@ -394,6 +390,8 @@ class LaneSet:
         self.mem_bytes += n
         if not state & HIDDEN:
             lane.ready += 1
+        if rec is not None and self.index is not None:
+            self.index.add(i, rec)
         return i
 
     def _spare_slot(self) -> int:
@@ -419,7 +417,7 @@ class LaneSet:
             # for a million records (most of a reopen's time in the core).
             self._grow(len(front) + len(rear))
         for rec in front:
-            self._append(lane, lane.front, rec, state)
+            self._append(lane, lane.front, rec, state, 0, 0)
         for blob in blobs:
             lane.chain.append(blob)
             lane.swept += blob.live
@@ -427,28 +425,38 @@ class LaneSet:
             self._mask |= lane.bit  # gets look at this lane (appends set it for in-memory ones)
         s = lane.rear if lane.chain else lane.front
         for rec in rear:
-            self._append(lane, s, rec, state)
+            self._append(lane, s, rec, state, 0, 0)
 
     # -- finding (lock held) ------------------------------------------------------------------------
 
-    def head(self, miss: object = None) -> object:
+    def head(self, miss: object = None, record: bool = False) -> object:
         """The first message of the highest non-empty lane's front list, if it is available:
         the get hot path. Without ``miss``: its Ref (None: look further with :meth:`find`).
 
-        With ``miss``, the get of ``sweepq.Queue`` in memory in one step (the calls a get of
-        an item makes, made together): when that message is an item (HAS_ITEM) with no expiry
-        or group section, in a lane with no chain (no readahead owed), it is taken off the
-        queue for good (as :meth:`take`) and its item returned, no Ref nor copy of its record
-        made; anything else returns ``miss``, having changed nothing."""
+        With ``miss``, a get in one step (the calls a plain get makes, made together): when
+        that message has no expiry or group section and is in a lane with no chain (no
+        readahead owed), it is taken off the queue for good (as :meth:`take`) and returned
+        with no Ref made: with ``record``, a message that is not an item, as a copy of its
+        record (an MQ get); without, an item (HAS_ITEM), as the item, with no copy of its
+        record (the get of ``sweepq.Queue`` in memory). Anything else returns ``miss``,
+        having changed nothing."""
         if CHECKS:
             assert_held(self._mutex, "the get's head")
         i = self._head()
         if miss is None:
             return Ref.at(i) if i >= 0 else None
-        if i < 0 or self._items is None:
+        if i < 0:
             return miss
         lane: Lane = self.lanes[self._st[i] & LANE_MASK]
-        if lane.chain or self._flags(i) & _ITEM_ONLY != _HAS_ITEM:
+        if lane.chain:
+            return miss
+        if record:
+            rec = self._arena.read((self._hi[i] >> 1) * _HI_UNIT | self._low[i])
+            if rec[_OFF_FLAGS] & _ITEM_ONLY:
+                return miss
+            self._remove(i)
+            return rec
+        if self._items is None or self._flags(i) & _ITEM_ONLY != _HAS_ITEM:
             return miss
         item = self._items[i]
         self._remove(i)
@@ -820,9 +828,7 @@ class LaneSet:
         if self._hi[i] & _BACK:
             self._hi[i] &= ~_BACK
             lane.back -= 1
-        self.mem_bytes -= self._drop(i)
-        st[i] = s | REMOVED
-        self._release(i)
+        self.mem_bytes -= self._free(i)
         self._epoch += 1
         return lane
 
@@ -1237,20 +1243,18 @@ class LaneSet:
         """Take the contiguous run of ``k`` available messages of ``lane`` from slot ``first``
         on off its list; returns how many had come back from a blob."""
         assert k > 0, "an empty run"
-        st, hi = self._st, self._hi
+        hi = self._hi
         nxt, prv = self._nxt, self._prv
         p = prv[first]
         i = first
         again = 0
         nbytes = 0
         for _ in range(k):
-            j = nxt[i]  # before the release, which may link i into the free list
+            j = nxt[i]  # before _free, which may link i into the free list
             if hi[i] & _BACK:
                 hi[i] &= ~_BACK
                 again += 1
-            nbytes += self._drop(i)
-            st[i] |= REMOVED
-            self._release(i)
+            nbytes += self._free(i)
             i = j
         nxt[p] = i
         prv[i] = p
@@ -1280,7 +1284,7 @@ class LaneSet:
             if held:
                 f = blob.flag(positions[k])  # type: ignore[index]  # positions are given with held ones
                 s = state | (GOTTEN if f == POS_GOTTEN else LOCKED if f == POS_LOCKED else 0)
-            i = self._append(lane, lane.front, rec, s)
+            i = self._append(lane, lane.front, rec, s, 0, 0)
             self._hi[i] |= _BACK
             if first < 0:
                 first = i
