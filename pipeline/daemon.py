@@ -72,8 +72,9 @@ def prefer_installed(path: list[str]) -> list[str]:
     return [p for p in path if p not in moved] + moved
 
 
-if __name__ == "__main__":
-    sys.path[:] = prefer_installed(sys.path)
+def preload() -> None:
+    """Load what every worker needs before the daemon forks them (the module docstring);
+    call it after :func:`prefer_installed` has set ``sys.path``. Starts no thread of ours."""
     import pyarrow.ipc
     import pyarrow.parquet  # noqa: F401
 
@@ -83,8 +84,31 @@ if __name__ == "__main__":
     warm_up()
     layout.warm_up()
     import pyspark.worker  # noqa: F401
-    from pyspark.daemon import manager
 
     from sweepq.pipeline import stages  # noqa: F401
 
+
+def run_manager() -> None:
+    """pyspark's daemon loop: it writes its port to stdout and forks a worker per connection."""
+    from pyspark.daemon import manager
+
     manager()
+
+
+if __name__ == "__main__":
+    # A daemon pre-started by the driver (pipeline/prestart.py) takes over when it can.
+    if os.environ.get("SWEEPQ_DAEMON_SOCKET"):
+        import signal
+
+        from sweepq.pipeline import prestart
+
+        # A SIGTERM (the JVM stopping the daemon) waits until it can be passed on, or acted on.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        pid = prestart.hand_over(os.environ["SWEEPQ_DAEMON_SOCKET"])
+        if pid is not None:
+            prestart.stand_in(pid)
+            sys.exit(0)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    sys.path[:] = prefer_installed(sys.path)
+    preload()
+    run_manager()

@@ -213,7 +213,7 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
 
     import numpy as np
 
-    from sweepq.pipeline import stages
+    from sweepq.pipeline import prestart, stages
     from sweepq.pipeline.java import runtime
     from sweepq.pipeline.report import render, restamp
     from sweepq.pipeline.session import spark_session
@@ -242,6 +242,7 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     threading.Thread(target=lambda: __import__("matplotlib.pyplot"), daemon=True).start()
     with stages.timed(times, "warm_up"):
         workers = stages.warm_up_workers(spark)
+        prestart.release()  # the first job claimed it, or it ends now (pipeline/prestart.py)
     log(f"warm-up: {workers} Python workers started with the kernel loaded in {times['warm_up']:.1f} s")
     trace_dir, layout, how = _layout(spark, args, times, log, where)
     events = int(layout["events"])
