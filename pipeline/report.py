@@ -119,6 +119,16 @@ def charts(totals: np.ndarray, interval_s: float, budget: int = 0) -> list[str]:
     return out
 
 
+def warm_up() -> None:
+    """Draw the charts once, on two intervals of made-up figures, and drop them: matplotlib's
+    first chart loads its backend, fonts and text layout (a few tenths of a second, several
+    times a later chart's cost), which a driver that idles meanwhile pays here instead of
+    in its report (pipeline/job.py runs it on a thread while Spark starts)."""
+    from sweepq.sweeper.replay import METRICS
+
+    charts(np.ones((2, len(METRICS)), np.int64), 5.0, budget=1)
+
+
 def _label(g: dict) -> str:
     rule = g.get("rule", "seed")
     return f"{rule}: {g['interval_s']:g} s, y>{g['factor']}x, x+{g['extra']}, {human_bytes(g['blob_bytes'])}"

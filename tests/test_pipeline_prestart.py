@@ -166,3 +166,17 @@ def test_a_local_session_forks_its_workers_from_the_prestarted_daemon_and_stops_
     assert set(doc["parents"]) == {doc["pid"]}
     assert doc["env_left"] is False
     assert doc["alive"] == []  # no Python process left once the session stopped
+
+
+def test_the_reports_warm_up_draws_the_charts_and_leaves_no_figure_open():
+    """pipeline/report.py warm_up runs on a driver thread while Spark starts: it draws the
+    report's charts once (matplotlib's first-chart costs) and keeps nothing."""
+    import matplotlib
+
+    from sweepq.pipeline import report
+
+    report.warm_up()
+    import matplotlib.pyplot as plt
+
+    assert matplotlib.get_backend().lower() == "agg"
+    assert plt.get_fignums() == []
