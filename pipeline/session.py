@@ -53,9 +53,7 @@ def spark_session(
         builder = builder.config("spark.driver.memory", os.environ["SWEEPQ_SPARK_DRIVER_MEMORY"])
     if shuffle_partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-    # The Python daemon loads its modules while the JVM starts (pipeline/prestart.py): on a
-    # local master, whose one daemon is this JVM's, when this process starts the JVM.
-    if loopback and master is not None and master.startswith("local") and not _jvm_up():
+    if prestarts(master, submitted, _jvm_up()):
         prestart.start()
     try:
         spark = builder.getOrCreate()
@@ -66,6 +64,14 @@ def spark_session(
         prestart.started()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def prestarts(master: str | None, submitted: bool, jvm_up: bool) -> bool:
+    """Whether to pre-start the Python daemon while the JVM starts (pipeline/prestart.py): on
+    a local master, whose one daemon is the driver JVM's, when this process starts that JVM
+    (under spark-submit, or with a JVM up already, its environment lacks the daemon's socket;
+    a cluster's daemons run beside its executors)."""
+    return not submitted and not jvm_up and master is not None and master.startswith("local")
 
 
 def _jvm_up() -> bool:

@@ -180,3 +180,13 @@ def test_the_reports_warm_up_draws_the_charts_and_leaves_no_figure_open():
 
     assert matplotlib.get_backend().lower() == "agg"
     assert plt.get_fignums() == []
+
+
+def test_only_a_driver_that_starts_a_local_jvm_prestarts_the_daemon():
+    from sweepq.pipeline.session import prestarts
+
+    assert prestarts("local[*]", submitted=False, jvm_up=False)
+    assert not prestarts("local[*]", submitted=True, jvm_up=False)  # spark-submit's JVM is up
+    assert not prestarts("local[2]", submitted=False, jvm_up=True)  # this process's JVM is up
+    assert not prestarts("spark://127.0.0.1:7077", submitted=False, jvm_up=False)  # executors elsewhere
+    assert not prestarts(None, submitted=True, jvm_up=False)
