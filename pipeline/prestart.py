@@ -125,11 +125,14 @@ _current: Prestarted | None = None
 def start(environ: dict[str, str] | None = None) -> Prestarted | None:
     """Start a daemon-to-be for the JVM this driver is about to start, and put its socket's
     path in ``os.environ`` (the JVM inherits it; remove it once the JVM is up, see
-    :func:`started`). None when ``SWEEPQ_PIPELINE_PRESTART=0`` or one is running already."""
+    :func:`started`). None when ``SWEEPQ_PIPELINE_PRESTART=0``, when Spark's workers run
+    another interpreter (``PYSPARK_PYTHON``), or when one is running already."""
     global _current
     env = dict(os.environ if environ is None else environ)
     if env.get("SWEEPQ_PIPELINE_PRESTART", "1") == "0" or (_current is not None and _current.claimed is None):
         return None
+    if env.get("PYSPARK_PYTHON", sys.executable) != sys.executable:
+        return None  # the daemon runs another interpreter: it would refuse this one
     # The daemon Spark starts gets PYTHONHASHSEED from the driver's SparkContext ("0" unless set).
     env.setdefault("PYTHONHASHSEED", "0")
     env.pop(ENV, None)

@@ -116,9 +116,11 @@ def test_one_not_claimed_ends_when_released(started):
     assert started.release() is False  # again: nothing more
 
 
-def test_off_with_the_variable(monkeypatch):
+def test_off_with_the_variable_or_another_workers_interpreter(monkeypatch):
     monkeypatch.setattr(prestart, "_current", None)
     assert prestart.start({**os.environ, "SWEEPQ_PIPELINE_PRESTART": "0"}) is None
+    assert prestart.start({**os.environ, "PYSPARK_PYTHON": "/usr/bin/other-python"}) is None
+    assert prestart._current is None
 
 
 def test_mismatch_names_what_differs():
