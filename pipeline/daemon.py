@@ -18,6 +18,10 @@ so the daemon compiled every pyspark module it imported, on every run: importing
 package's cached bytecode. When this interpreter has the same pyspark (and py4j) installed,
 the same version, :func:`prefer_installed` moves the zips behind it; a different version, or
 none installed, keeps Spark's copy first, as Spark has it.
+
+On a local master the driver starts such a daemon before the JVM (pipeline/prestart.py):
+this module, run by the JVM, then hands its pipes over to that one when it can, and runs
+the daemon itself when it cannot.
 """
 
 from __future__ import annotations
