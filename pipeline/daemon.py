@@ -18,6 +18,10 @@ so the daemon compiled every pyspark module it imported, on every run: importing
 package's cached bytecode. When this interpreter has the same pyspark (and py4j) installed,
 the same version, :func:`prefer_installed` moves the zips behind it; a different version, or
 none installed, keeps Spark's copy first, as Spark has it.
+
+On a local master the driver starts such a daemon before the JVM (pipeline/prestart.py):
+this module, run by the JVM, then hands its pipes over to that one when it can, and runs
+the daemon itself when it cannot.
 """
 
 from __future__ import annotations
@@ -72,8 +76,9 @@ def prefer_installed(path: list[str]) -> list[str]:
     return [p for p in path if p not in moved] + moved
 
 
-if __name__ == "__main__":
-    sys.path[:] = prefer_installed(sys.path)
+def preload() -> None:
+    """Load what every worker needs before the daemon forks them (the module docstring);
+    call it after :func:`prefer_installed` has set ``sys.path``. Starts no thread of ours."""
     import pyarrow.ipc
     import pyarrow.parquet  # noqa: F401
 
@@ -83,8 +88,31 @@ if __name__ == "__main__":
     warm_up()
     layout.warm_up()
     import pyspark.worker  # noqa: F401
-    from pyspark.daemon import manager
 
     from sweepq.pipeline import stages  # noqa: F401
 
+
+def run_manager() -> None:
+    """pyspark's daemon loop: it writes its port to stdout and forks a worker per connection."""
+    from pyspark.daemon import manager
+
     manager()
+
+
+if __name__ == "__main__":
+    # A daemon pre-started by the driver (pipeline/prestart.py) takes over when it can.
+    if os.environ.get("SWEEPQ_DAEMON_SOCKET"):
+        import signal
+
+        from sweepq.pipeline import prestart
+
+        # A SIGTERM (the JVM stopping the daemon) waits until it can be passed on, or acted on.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        pid = prestart.hand_over(os.environ["SWEEPQ_DAEMON_SOCKET"])
+        if pid is not None:
+            prestart.stand_in(pid)
+            sys.exit(0)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    sys.path[:] = prefer_installed(sys.path)
+    preload()
+    run_manager()

@@ -213,9 +213,10 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
 
     import numpy as np
 
-    from sweepq.pipeline import stages
+    from sweepq.pipeline import prestart, stages
     from sweepq.pipeline.java import runtime
     from sweepq.pipeline.report import render, restamp
+    from sweepq.pipeline.report import warm_up as warm_charts
     from sweepq.pipeline.session import spark_session
     from sweepq.sweeper.replay import METRICS, overall_figures
 
@@ -228,6 +229,9 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     stages.check_input(args.traces)
     _clear_results(args.out)
     java = runtime()
+    # The driver idles while Spark starts and its tasks run: matplotlib's first chart meanwhile.
+    charts_warm = threading.Thread(target=warm_charts, name="sweepq-report-warm-up", daemon=True)
+    charts_warm.start()
     t_jvm = time.perf_counter()
     # The JVM shuffle's work is Spark's own code: keep its full compiler (pipeline/jvm_start.py).
     spark = spark or spark_session(args.master, ui=getattr(args, "ui", False), jit=args.shuffle != "jvm")
@@ -238,10 +242,9 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     log(f"spark: {spark.sparkContext.master} started in {times['spark_start']:.1f} s; {java.describe()}")
     group = f"sweepq-{os.getpid()}-{time.time_ns()}"
     spark.sparkContext.setJobGroup(group, "sweepq pipeline")
-    # The driver idles while the tasks run: load the report's plotting library meanwhile.
-    threading.Thread(target=lambda: __import__("matplotlib.pyplot"), daemon=True).start()
     with stages.timed(times, "warm_up"):
         workers = stages.warm_up_workers(spark)
+        prestart.release()  # the first job claimed it, or it ends now (pipeline/prestart.py)
     log(f"warm-up: {workers} Python workers started with the kernel loaded in {times['warm_up']:.1f} s")
     trace_dir, layout, how = _layout(spark, args, times, log, where)
     events = int(layout["events"])
@@ -286,6 +289,7 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     times["report"] = 0.0
     before = {**overall, **_speed(events, time.perf_counter() - t_start, times, layout, how, trace_dir)}
     with stages.timed(times, "report"):
+        charts_warm.join()  # matplotlib is not to be drawn with from two threads at once
         html = render(totals, result.get("top", []), before, grid)
     seconds = time.perf_counter() - t_start
     overall.update(_speed(events, seconds, times, layout, how, trace_dir))

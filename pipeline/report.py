@@ -119,6 +119,27 @@ def charts(totals: np.ndarray, interval_s: float, budget: int = 0) -> list[str]:
     return out
 
 
+def warm_up() -> None:
+    """Draw one small chart as the report draws them (a line, a legend, titles, a formatted
+    axis, PNG) and drop it: matplotlib's first chart loads its backend, fonts and text layout
+    (a few tenths of a second, several times a later chart's cost), which a driver that idles
+    meanwhile pays here instead of in its report (pipeline/job.py runs it on a thread while
+    Spark starts). One chart: the later ones cost only their own drawing."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.plot([0.0, 1.0], [0.0, 1.0], label="warm-up", color="#1f77b4")
+    ax.set(title="warm-up", xlabel="time (s)", ylabel="memory (MB)")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.grid(alpha=0.3)
+    ax.legend()
+    _png(fig)
+
+
 def _label(g: dict) -> str:
     rule = g.get("rule", "seed")
     return f"{rule}: {g['interval_s']:g} s, y>{g['factor']}x, x+{g['extra']}, {human_bytes(g['blob_bytes'])}"

@@ -21,6 +21,7 @@ def spark_session(
     keeps the full compiler, for JVM-heavy jobs such as the JVM shuffle)."""
     from pyspark.sql import SparkSession
 
+    from . import prestart
     from .java import java_home, runtime
     from .jvm_start import driver_options
 
@@ -52,9 +53,32 @@ def spark_session(
         builder = builder.config("spark.driver.memory", os.environ["SWEEPQ_SPARK_DRIVER_MEMORY"])
     if shuffle_partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-    spark = builder.getOrCreate()
+    if prestarts(master, submitted, _jvm_up()):
+        prestart.start()
+    try:
+        spark = builder.getOrCreate()
+    except BaseException:
+        prestart.release()
+        raise
+    finally:
+        prestart.started()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def prestarts(master: str | None, submitted: bool, jvm_up: bool) -> bool:
+    """Whether to pre-start the Python daemon while the JVM starts (pipeline/prestart.py): on
+    a local master, whose one daemon is the driver JVM's, when this process starts that JVM
+    (under spark-submit, or with a JVM up already, its environment lacks the daemon's socket;
+    a cluster's daemons run beside its executors)."""
+    return not submitted and not jvm_up and master is not None and master.startswith("local")
+
+
+def _jvm_up() -> bool:
+    """Whether this process has a Spark JVM already (a session's builder reuses it)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None
 
 
 def _spark_jars() -> str:

@@ -222,8 +222,9 @@ def failed_tasks(spark: SparkSession, group: str) -> int:
 
 def warm_up_workers(spark: SparkSession) -> int:
     """A no-op job with one task per core: it starts Spark's Python daemon and workers and
-    loads pyarrow and the kernel in them, a fixed cost (seconds on the first job) that the
-    pipeline reports as a stage of its own. Returns the number of worker processes seen."""
+    loads pyarrow and the kernel in them (a daemon pre-started by the driver has them loaded:
+    pipeline/prestart.py), a fixed cost (seconds on the first job) that the pipeline reports
+    as a stage of its own. Returns the number of worker processes seen."""
     n = spark.sparkContext.defaultParallelism
     return len(set(spark.sparkContext.parallelize(range(n), n).mapPartitions(_warm).collect()))
 

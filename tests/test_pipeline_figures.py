@@ -28,3 +28,16 @@ def test_every_pipeline_run_of_it_has_the_figures_of_sweepq_replay():
 def test_docs_pipeline_quotes_the_table_as_it_is():
     page = (ROOT / "docs" / "pipeline.md").read_text()
     assert QUOTE.format((RUN / "speed.md").read_text()) in page
+
+
+PRESTART = RUN / "prestart"  # the run after the pre-started daemon (issue 35, item 5)
+
+
+def test_the_prestart_runs_table_is_what_the_bench_writes_and_the_page_quotes_it():
+    doc = json.loads((PRESTART / "run.json").read_text())
+    assert doc["command"].startswith("python -m sweepq.bench.replay_bench speed ")
+    assert (PRESTART / "speed.md").read_text() == speed_table(doc)
+    assert all(r["same"] for r in doc["rows"] if r["what"] != "sweepq replay")
+    page = (ROOT / "docs" / "pipeline.md").read_text()
+    quote = "<!-- figures: docs/figures/pipeline/prestart/speed.md -->\n{}<!-- /figures -->"
+    assert quote.format((PRESTART / "speed.md").read_text()) in page

@@ -1,0 +1,276 @@
+"""Spark's Python daemon started before Spark's JVM, so its imports overlap the JVM's start.
+
+The daemon (pipeline/daemon.py) loads numba, the compiled kernel, pyarrow and pyspark's
+worker before it forks the workers: about half a second of one core, which Spark spends
+only when the first Python task runs, after the JVM is up. The JVM's start leaves one of
+this machine's two cores mostly idle for a second or more; a driver that starts Spark's JVM
+on a local master starts a daemon-to-be first (:func:`start`), which loads the same modules
+while the JVM starts and then waits on a Unix socket in a private directory.
+
+When the JVM starts the daemon (``python -m sweepq.pipeline.daemon``, as Spark always does),
+that process finds the socket's path in ``SWEEPQ_DAEMON_SOCKET`` (the JVM's environment,
+inherited from the driver) and hands itself over (:func:`hand_over`): its standard input,
+output and error (the pipes the JVM reads the daemon's port from, and writes the pids of
+workers to kill to), its environment, arguments and working directory. The pre-started
+process checks that it is the same daemon the JVM asked for: the same interpreter, the
+packages it loaded found at the same place on the JVM's ``sys.path`` (after
+:func:`daemon.prefer_installed`), and the same variables that act when an interpreter or
+numba starts (``PYTHONHASHSEED`` and the like, ``NUMBA_*``, ``LD_PRELOAD`` and
+``LD_LIBRARY_PATH``). If so it takes those over and runs pyspark's daemon ``manager()``;
+else it refuses, ends, and the process the JVM started runs the daemon itself, as without
+it. The one it handed over to stays as the JVM's handle on the daemon: it passes a SIGTERM
+(the JVM stopping it) on, and ends when the daemon ends.
+
+One pre-started daemon per driver; one claim. The driver releases it after its first job
+(:func:`release`, and at exit): one that was not claimed (the JVM had its daemon already, or
+ran no Python task) ends then; one that was is the JVM's daemon and ends with it (its stdin,
+the JVM's pipe, closes). ``SWEEPQ_PIPELINE_PRESTART=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+ENV = "SWEEPQ_DAEMON_SOCKET"
+# Packages the daemon loads before it forks (daemon.preload): the JVM's path must find each
+# at the same place as the pre-started daemon loaded it from.
+PACKAGES = ("sweepq", "pyspark", "py4j", "numba", "numpy", "pyarrow")
+# Variables read when an interpreter, numba or the dynamic linker starts: what a process
+# that started with other values would do otherwise. PYTHONPATH is checked through PACKAGES;
+# PYTHONUNBUFFERED is applied on hand-over.
+STARTUP = re.compile(r"PYTHON[A-Z]|NUMBA_|LD_PRELOAD$|LD_LIBRARY_PATH$")
+NOT_COMPARED = ("PYTHONPATH", "PYTHONUNBUFFERED")
+# How long a daemon the JVM started waits for the pre-started one to take it (it may still
+# be loading its modules under load); past it, it runs the daemon itself.
+CLAIM_TIMEOUT_S = 120.0
+
+
+def _startup_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if STARTUP.match(k) and k not in NOT_COMPARED}
+
+
+def mismatch(request: dict) -> str | None:
+    """Why this process cannot be the daemon that ``request`` (what :func:`hand_over` sends)
+    describes, or None when it can (the module docstring's checks)."""
+    from importlib.machinery import PathFinder
+
+    if request["executable"] != sys.executable:
+        return f"interpreter {request['executable']} is not {sys.executable}"
+    for name in PACKAGES:
+        mine = getattr(sys.modules.get(name), "__file__", None)
+        spec = PathFinder.find_spec(name, request["path"])
+        theirs = spec.origin if spec is not None else None
+        if mine is None or theirs is None or os.path.realpath(mine) != os.path.realpath(theirs):
+            return f"{name} is {theirs} on the daemon's path, not {mine}"
+    ours, theirs_env = _startup_env(dict(os.environ)), _startup_env(request["env"])
+    if ours != theirs_env:
+        differ = sorted(k for k in ours.keys() | theirs_env.keys() if ours.get(k) != theirs_env.get(k))
+        return f"start-up variables differ: {', '.join(differ)}"
+    return None
+
+
+class Prestarted:
+    """The driver's handle on a pre-started daemon: the process, the directory of its socket."""
+
+    def __init__(self, proc: subprocess.Popen, directory: str, socket_path: str) -> None:
+        self.proc = proc
+        self.directory = directory
+        self.socket_path = socket_path
+        self.claimed: bool | None = None  # known once released
+
+    def release(self, timeout: float = 60.0) -> bool:
+        """Let it go: one not claimed ends (waited for, killed past ``timeout``); one claimed is
+        the JVM's daemon and is waited for by a thread (so it is reaped when it ends). Returns
+        whether it was claimed. Idempotent."""
+        if self.claimed is not None:
+            return self.claimed
+        proc = self.proc
+        assert proc.stdin is not None and proc.stdout is not None
+        with contextlib.suppress(OSError):
+            proc.stdin.close()  # an unclaimed one ends on end of file
+        # It says "claimed" before it takes the JVM's pipes (closing ours), or ends unclaimed.
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        said = proc.stdout.read() if ready else b""
+        proc.stdout.close()
+        self.claimed = said.startswith(b"claimed")
+        if self.claimed:
+            threading.Thread(target=proc.wait, name="sweepq-daemon-reaper", daemon=True).start()
+        else:
+            try:
+                proc.wait(timeout if ready else 0.1)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        with contextlib.suppress(OSError):
+            os.remove(self.socket_path)  # one not claimed leaves it
+        with contextlib.suppress(OSError):
+            os.rmdir(self.directory)
+        return self.claimed
+
+
+_current: Prestarted | None = None
+
+
+def start(environ: dict[str, str] | None = None) -> Prestarted | None:
+    """Start a daemon-to-be for the JVM this driver is about to start, and put its socket's
+    path in ``os.environ`` (the JVM inherits it; remove it once the JVM is up, see
+    :func:`started`). None when ``SWEEPQ_PIPELINE_PRESTART=0``, when Spark's workers run
+    another interpreter (``PYSPARK_PYTHON``), or when one is running already."""
+    global _current
+    env = dict(os.environ if environ is None else environ)
+    if env.get("SWEEPQ_PIPELINE_PRESTART", "1") == "0" or (_current is not None and _current.claimed is None):
+        return None
+    if env.get("PYSPARK_PYTHON", sys.executable) != sys.executable:
+        return None  # the daemon runs another interpreter: it would refuse this one
+    # The daemon Spark starts gets PYTHONHASHSEED from the driver's SparkContext ("0" unless set).
+    env.setdefault("PYTHONHASHSEED", "0")
+    env.pop(ENV, None)
+    directory = tempfile.mkdtemp(prefix="sweepq-daemon-")
+    path = os.path.join(directory, "s")
+    # Bound here, before the JVM can start a daemon that looks for it; the child inherits it.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(path)
+        listener.listen(1)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sweepq.pipeline.prestart", path, str(listener.fileno())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            pass_fds=[listener.fileno()],
+        )
+    if _current is None:
+        atexit.register(release)
+    _current = Prestarted(proc, directory, path)
+    os.environ[ENV] = path
+    return _current
+
+
+def started() -> None:
+    """The JVM is up (it has the socket's path): later processes of this driver do not."""
+    os.environ.pop(ENV, None)
+
+
+def release() -> bool | None:
+    """Release this driver's pre-started daemon (:meth:`Prestarted.release`); None if none."""
+    return _current.release() if _current is not None else None
+
+
+def hand_over(path: str, timeout: float = CLAIM_TIMEOUT_S) -> int | None:
+    """In the daemon process the JVM started: give this process's standard streams,
+    environment, arguments and directory to the pre-started daemon at ``path``. Its pid when
+    it took them (it is the daemon now), None when there is none or it refused (this process
+    is to run the daemon itself)."""
+    from sweepq.pipeline.daemon import prefer_installed
+
+    request = {
+        "executable": sys.executable,
+        "path": prefer_installed(sys.path),
+        "env": dict(os.environ),
+        "argv": sys.argv,
+        "cwd": os.getcwd(),
+    }
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(path)
+            socket.send_fds(s, [json.dumps(request).encode()], [0, 1, 2])
+            s.shutdown(socket.SHUT_WR)
+            reply = b"".join(iter(lambda: s.recv(4096), b""))
+    except OSError:  # none there (it ended, or was claimed), or it did not answer in time
+        return None
+    if not reply.startswith(b"ok "):
+        if reply:
+            print(f"sweepq: the pre-started daemon refused: {reply.decode(errors='replace')}", file=sys.stderr)
+        return None
+    return int(reply.split()[1])
+
+
+def stand_in(pid: int) -> None:
+    """What the process the JVM started does once the daemon ``pid`` took over: be the JVM's
+    handle on it (pass a SIGTERM on) until it ends. Its own standard streams point nowhere
+    (the daemon has the JVM's pipes)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+
+    def forward(signum, _frame) -> None:
+        with contextlib.suppress(OSError):  # it ended meanwhile
+            os.kill(pid, signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon has its own handler
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # one sent meanwhile is passed on now
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # it ended already
+        return
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while not poller.poll():  # readable when the process ends
+        pass
+    os.close(fd)
+
+
+def _serve(path: str, fd: int) -> None:
+    """The pre-started daemon: listen, load the daemon's modules, wait for one claim (or for
+    the driver to close our stdin), check it, take it over and run pyspark's manager."""
+    from sweepq.pipeline import daemon
+
+    sys.path[:] = daemon.prefer_installed(sys.path)
+    listener = socket.socket(fileno=fd)  # bound by the driver: a claim made meanwhile waits
+    daemon.preload()
+    poller = select.poll()
+    poller.register(0, select.POLLIN)
+    poller.register(listener, select.POLLIN)
+    while True:
+        ready = {fd for fd, _ in poller.poll()}
+        if 0 in ready and not os.read(0, 1):
+            return  # the driver released us unclaimed
+        if listener.fileno() in ready:
+            break
+    conn, _ = listener.accept()
+    listener.close()
+    os.remove(path)
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+    while chunk := conn.recv(1 << 20):
+        data += chunk
+    request = json.loads(data)
+    why = "got no standard streams" if len(fds) != 3 else mismatch(request)
+    if why is not None:
+        conn.sendall(f"no: {why}".encode())
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+        return
+    os.write(1, b"claimed\n")  # to the driver (release), before fd 1 becomes the JVM's pipe
+    conn.sendall(f"ok {os.getpid()}".encode())
+    conn.close()
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv[:] = request["argv"]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    if os.environ.get("PYTHONUNBUFFERED"):
+        sys.stdout.reconfigure(write_through=True)  # type: ignore[union-attr]
+        sys.stderr.reconfigure(write_through=True)  # type: ignore[union-attr]
+    daemon.run_manager()
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], int(sys.argv[2]))
