@@ -587,10 +587,15 @@ class RocksKV:
             return self._write(ops)
 
     def _write(self, ops: Sequence[Op]) -> int:
-        # The hot path of every durable put and get: the apply is written out here.
-        self._enter()
-        gate, db = self._gate, self._db
-        assert db is not None  # open inside the gate (_enter)
+        # The hot path of every durable put and get: the apply (and _enter) written out here.
+        if self._broken is not None and not self._closed:
+            self._recover()
+        gate = self._gate
+        gate.enter()
+        db = self._db
+        if db is None:
+            gate.leave()
+            raise self._unavailable()
         try:
             if len(ops) == 1:
                 # One change (a durable put or get): a single put or delete is atomic by

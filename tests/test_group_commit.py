@@ -250,6 +250,39 @@ def test_a_lone_caller_writes_at_once_and_errors_reach_every_caller_of_their_gro
     assert failing.writes == 1
 
 
+def test_a_lone_caller_is_written_by_alone_with_no_list_and_a_failure_leaves_the_group_usable():
+    """A caller that finds nobody writing or waiting hands its item to ``alone`` as it is
+    (no list, no group taken apart: issue 31); what ``alone`` raises reaches that caller, and
+    the group is free for the next."""
+    lone: list[int] = []
+    grouped: list[list[int]] = []
+    group: WriteGroup[int] = WriteGroup(grouped.append, lone.append)
+    group.run(1)
+    group.run(2)
+    assert lone == [1, 2] and grouped == [] and group.writes == 2 and group.items == 2
+
+    def fails_once(item: int) -> None:
+        if item == 1:
+            raise KVError("no")
+        lone.append(item)
+
+    failing: WriteGroup[int] = WriteGroup(grouped.append, fails_once)
+    with pytest.raises(KVError):
+        failing.run(1)
+    assert failing.writes == 1 and failing.queued == 0
+    failing.run(3)  # the next lone caller is not held up by the failed one
+    assert lone == [1, 2, 3] and grouped == []
+
+
+@pytest.mark.parametrize("key, value", [(b"q/0/1", b"v" * 100), (b"k", b""), (b"q/0/1", None)])
+def test_the_record_of_one_put_or_delete_is_the_general_encoding(key, value):
+    """changes.one, the record of a lone durable put or get, is byte for byte what
+    changes.write and a group's record make of the same change."""
+    puts, deletes = ([(key, value)], ()) if value is not None else ((), [key])
+    assert changes.one(9, key, value) == changes.write(9, puts, deletes)
+    assert changes.one(9, key, value) == changes.write_group(9, [(puts, deletes, ())])
+
+
 @pytest.mark.parametrize(
     "puts, deletes",
     [([(b"q/0/1", b"v" * 100)], ()), ([(b"k", b"")], ()), ((), [b"q/0/1"]), ([(b"a", b"1")], [b"b"])],
