@@ -521,17 +521,16 @@ class BlobStore:
     def _write_alone(self, write: MessageWrite) -> None:
         """The write of a caller that found nobody writing or waiting (the :class:`WriteGroup`'s
         ``alone``). One record written or deleted, no marks (every durable put and get outside
-        a unit of work): its one operation and its change-log record built straight from the
-        key and the value, no lock taken (issue 31); anything else as a group of one."""
+        a unit of work): the write and its change-log record in one call of the key-value
+        layer (``KV.write_one``), no lock taken (issue 31); anything else as a group of one."""
         puts, deletes, marks = write
         if marks or len(puts) + len(deletes) != 1:
             self._write_group([write])
             return
         if puts:
-            key, value = puts[0]
+            self._log.write_message(*puts[0])
         else:
-            key, value = deletes[0], None
-        self._log.append(changes.one(self._access.write([(CF_MESSAGES, key, value)]), key, value))
+            self._log.write_message(deletes[0], None)
 
     def _write_group(self, writes: list[MessageWrite]) -> None:
         """One atomic write of every caller's changes, in their order, and one change-log

@@ -283,6 +283,35 @@ def test_the_record_of_one_put_or_delete_is_the_general_encoding(key, value):
     assert changes.one(9, key, value) == changes.write_group(9, [(puts, deletes, ())])
 
 
+@pytest.mark.parametrize("backend", ["memory", "rocks"])
+def test_write_one_is_a_write_then_its_change_log_record_and_a_failed_one_leaves_neither(backend, tmp_path):
+    """KV.write_one, a lone durable put's or get's one call (issue 31), leaves what
+    write() of that change and append_log() of changes.one would; a write that fails
+    appends nothing."""
+    from sweepq.blobstore.kv import CF_MESSAGES
+    from sweepq.blobstore.rocks import RocksKV
+
+    (tmp_path / "kv").mkdir()
+    kv = GatedKV() if backend == "memory" else RocksKV(str(tmp_path / "kv"))
+    kv.start_log(changes.NAME, changes.start(True, {}, {}))
+    n = kv.write_one(CF_MESSAGES, b"k", b"v" * 100, changes.NAME)
+    h1 = kv.horizon()
+    kv.write_one(CF_MESSAGES, b"k", None, changes.NAME)
+    h2 = kv.horizon()
+    assert kv.get(CF_MESSAGES, b"k") is None
+    records = kv.read_log(changes.NAME)[0][1:]
+    assert records == [changes.one(h1, b"k", b"v" * 100), changes.one(h2, b"k", None)]
+    assert n == len(records[0])
+    if isinstance(kv, GatedKV):
+        kv.fail_next = True  # the write fails
+    else:
+        kv.close()  # a closed store writes nothing
+    with pytest.raises(KVError):
+        kv.write_one(CF_MESSAGES, b"j", b"w", changes.NAME)
+    assert len(kv.read_log(changes.NAME)[0]) == 3
+    kv.close()
+
+
 @pytest.mark.parametrize(
     "puts, deletes",
     [([(b"q/0/1", b"v" * 100)], ()), ([(b"k", b"")], ()), ((), [b"q/0/1"]), ([(b"a", b"1")], [b"b"])],
