@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable
 
 from . import changes
-from .access import Access
-from .kv import KVError
+from .access import Access, store_error
+from .kv import CF_MESSAGES, KV, KVError
 
 
 class ChangeLog:
@@ -41,12 +41,28 @@ class ChangeLog:
         kv.append_log(changes.NAME, rec)
         self._bytes += len(rec)
         if self._bytes > changes.LIMIT:
-            with self._lock:
-                if self._bytes > changes.LIMIT:
-                    self._bytes = 0
-                    with contextlib.suppress(KVError):
-                        kv.flush()
-                        self._start(continued=True)
+            self._again(kv)
+
+    def write_message(self, key: bytes, value: bytes | None) -> None:
+        """The store's write of one message record under ``key`` (``value`` None: its delete)
+        and the record of it in the log, in one call of the key-value layer (``KV.write_one``:
+        a lone durable put or get, issue 31). :raises StoreError: nothing was written."""
+        kv = self._access.kv()
+        try:
+            self._bytes += kv.write_one(CF_MESSAGES, key, value, changes.NAME)
+        except KVError as e:
+            raise store_error(e) from e
+        if self._bytes > changes.LIMIT:
+            self._again(kv)
+
+    def _again(self, kv: KV) -> None:
+        """Start the log again, once: it grew past ``changes.LIMIT``."""
+        with self._lock:
+            if self._bytes > changes.LIMIT:
+                self._bytes = 0
+                with contextlib.suppress(KVError):
+                    kv.flush()
+                    self._start(continued=True)
 
     def restart(self) -> None:
         """Start the log again after a checkpoint (what it held is in the checkpoint now); the

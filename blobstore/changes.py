@@ -74,19 +74,25 @@ def write(
     wrote, the keys of the records they took); ``chains``: each (a chain, "head" / "tail" (a
     link), "out" (blobs taken out) or "drop", the blob ids)."""
     if not (chains or unlinked or moved[1] or marks or dropped is not None):
-        # The hot paths, a durable put or get: one pack and one join (issue 31).
         if len(puts) == 1 and not deletes:
-            key, value = puts[0]
-            head = value[:HEAD]
-            return b"".join((_WRITE_OP.pack(b"W", horizon, b"P", len(key)), key, _U16.pack(len(head)), head))
+            return one(horizon, *puts[0])
         if len(deletes) == 1 and not puts:
-            key = deletes[0]
-            return _WRITE_OP.pack(b"W", horizon, b"D", len(key)) + key
+            return one(horizon, deletes[0], None)
     parts = [b"W" + _U64.pack(horizon)]
     _ops(parts, puts, deletes)
     if chains or unlinked or moved[1] or marks or dropped is not None:
         _rare(parts, moved, marks, dropped, unlinked, chains)
     return b"".join(parts)
+
+
+def one(horizon: int, key: bytes, value: bytes | None) -> bytes:
+    """The record of a write of one record under ``key`` (``value``), or of its delete (None):
+    :func:`write`'s record of it, made in one pack and one join (every durable put and get
+    outside a unit of work is one: issue 31)."""
+    if value is None:
+        return _WRITE_OP.pack(b"W", horizon, b"D", len(key)) + key
+    head = value[:HEAD]
+    return b"".join((_WRITE_OP.pack(b"W", horizon, b"P", len(key)), key, _U16.pack(len(head)), head))
 
 
 def write_group(

@@ -142,7 +142,8 @@ class SideLog:
         try:
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
-            os.write(self._fd, _frame(record))
+            # _frame written out: every durable put and get appends here.
+            os.write(self._fd, _LOG_HEAD.pack(len(record), zlib.crc32(record)) + record)
             self.unsynced = True
         except OSError as e:
             self.failed = f"appending to {self.path} failed ({e})"

@@ -40,10 +40,13 @@ class WriteGroup(Generic[T]):
     must write all of them or none. Thread-safe; ``write`` never runs twice at once.
 
     ``writes`` counts the calls of ``write``, ``items`` the items they took: ``items / writes``
-    is the mean size of a group."""
+    is the mean size of a group. ``alone(item)``, when given, writes the item of a caller
+    that found nobody writing or waiting (as ``write([item])`` would: the same promise)."""
 
-    def __init__(self, write: Callable[[list[T]], None]):
+    def __init__(self, write: Callable[[list[T]], None], alone: Callable[[T], None] | None = None):
         self._write = write
+        # A lone caller's write of its one item: no list built, no group to take apart.
+        self._alone: Callable[[T], None] = alone if alone is not None else (lambda item: write([item]))
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[_Waiter[T]] = []
         self._busy = False
@@ -65,23 +68,31 @@ class WriteGroup(Generic[T]):
         if not self._busy and not self._queue:  # nobody writes or waits: write alone at once
             self._busy = True
             cond.release()
-            waiters: list[_Waiter[T]] = []
-            items = [item]
-        else:
             try:
-                me = _Waiter(item)
-                self._queue.append(me)
-                while self._busy and me.outcome is _PENDING:
-                    cond.wait()
-                if me.outcome is not _PENDING:  # a leader wrote it
-                    if me.outcome is None:
-                        return
-                    raise copy.copy(me.outcome)  # type: ignore[misc]  # an exception; a copy per follower
-                self._busy = True  # lead: every item queued so far, this one first among them
-                waiters, self._queue = self._queue, []
-                items = [w.item for w in waiters]
+                self._alone(item)
             finally:
+                cond.acquire()
+                self._busy = False
+                self.writes += 1
+                self.items += 1
+                if self._queue:
+                    cond.notify_all()  # one queued meanwhile leads the next write
                 cond.release()
+            return
+        try:
+            me = _Waiter(item)
+            self._queue.append(me)
+            while self._busy and me.outcome is _PENDING:
+                cond.wait()
+            if me.outcome is not _PENDING:  # a leader wrote it
+                if me.outcome is None:
+                    return
+                raise copy.copy(me.outcome)  # type: ignore[misc]  # an exception; a copy per follower
+            self._busy = True  # lead: every item queued so far, this one first among them
+            waiters, self._queue = self._queue, []
+            items = [w.item for w in waiters]
+        finally:
+            cond.release()
         error: BaseException | None = None
         try:
             self._write(items)

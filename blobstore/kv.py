@@ -33,6 +33,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
+from . import changes
+
 CF_BLOBS = "blobs"
 CF_MANIFESTS = "manifests"
 CF_CHAINS = "chains"
@@ -92,6 +94,13 @@ class KV(Protocol):
     def write(self, ops: Sequence[Op]) -> int:
         """Apply ``ops`` atomically (all or none); return the horizon after them (see
         :meth:`horizon`). :raises KVError: nothing was written."""
+        ...
+
+    def write_one(self, cf: str, key: bytes, value: bytes | None, log: str) -> int:
+        """``write([(cf, key, value)])``, then the record of that write in the change log's
+        format (``changes.one``) appended to the side log ``log``, in one call: a lone durable
+        put or get (issue 31). Returns the record's length.
+        :raises KVError: nothing was written, nor appended."""
         ...
 
     def sync(self) -> None:
@@ -197,6 +206,11 @@ class MemoryKV:
             horizon = int(meta.get(b"\0horizon", b"0")) + len(ops)
             meta[b"\0horizon"] = str(horizon).encode()
         return horizon
+
+    def write_one(self, cf: str, key: bytes, value: bytes | None, log: str) -> int:
+        record = changes.one(self.write([(cf, key, value)]), key, value)
+        self.append_log(log, record)
+        return len(record)
 
     def sync(self) -> None:
         pass

@@ -58,7 +58,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from . import guard, heal
+from . import changes, guard, heal
 from .files import (
     SideLog,
     check_manifest,
@@ -615,6 +615,36 @@ class RocksKV:
         finally:
             gate.leave()
         raise err
+
+    def write_one(self, cf: str, key: bytes, value: bytes | None, log: str) -> int:
+        # Every lone durable put and get: write() of one change and append_log() written out
+        # in one call (issue 31). A failure, or a database to reopen first, takes write() (its
+        # reopen and retry: a write of a whole record is idempotent), then appends.
+        gate = self._gate
+        if self._broken is None and not self._read_only:
+            gate.enter()
+            db = self._db
+            if db is None:
+                gate.leave()
+                raise self._unavailable()
+            try:
+                if value is None:
+                    self._cf[cf].delete(key, self._wopts)
+                else:
+                    self._cf[cf].put(key, value, self._wopts)
+                horizon = db.latest_sequence_number()
+            except Exception as e:
+                self._failed(e, f"write to {self.path} failed", True)
+                horizon = -1
+            finally:
+                gate.leave()
+            if horizon < 0:
+                horizon = self.write(((cf, key, value),))
+        else:
+            horizon = self.write(((cf, key, value),))
+        record = changes.one(horizon, key, value)
+        (self._logs.get(log) or self._log(log)).append(record)
+        return len(record)
 
     def sync(self) -> None:
         # rocksdict releases the GIL while the log is synced: other threads go on writing,

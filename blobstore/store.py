@@ -149,7 +149,8 @@ class BlobStore:
         self._temporary = False
         self._listeners: list[Callable[[list[str]], None]] = []
         self._since = Since()
-        self.group: WriteGroup[MessageWrite] = WriteGroup(self._write_group)  # write_messages' group commit
+        # write_messages' group commit; a lone caller's one change straight through _write_alone
+        self.group: WriteGroup[MessageWrite] = WriteGroup(self._write_group, self._write_alone)
         if kv is None:
             kv = self._open_directory(read_only, sync, wal, write_buffer_bytes, block_cache_bytes)
         self._access = Access(self.path, kv)
@@ -517,15 +518,23 @@ class BlobStore:
         if puts or deletes or marks:
             self.group.run((puts, deletes, marks))
 
+    def _write_alone(self, write: MessageWrite) -> None:
+        """The write of a caller that found nobody writing or waiting (the :class:`WriteGroup`'s
+        ``alone``). One record written or deleted, no marks (every durable put and get outside
+        a unit of work): the write and its change-log record in one call of the key-value
+        layer (``KV.write_one``), no lock taken (issue 31); anything else as a group of one."""
+        puts, deletes, marks = write
+        if marks or len(puts) + len(deletes) != 1:
+            self._write_group([write])
+            return
+        if puts:
+            self._log.write_message(*puts[0])
+        else:
+            self._log.write_message(deletes[0], None)
+
     def _write_group(self, writes: list[MessageWrite]) -> None:
         """One atomic write of every caller's changes, in their order, and one change-log
         record of it (the :class:`WriteGroup`'s ``write``: never two at once)."""
-        if len(writes) == 1 and not writes[0][2]:
-            # A lone caller without marks (every durable put and get outside a unit of work):
-            # no lock, and the change log's short record (issue 31).
-            puts, deletes, _marks = writes[0]
-            self._log.append(changes.write(self._access.write(_message_ops(puts, deletes)), puts, deletes))
-            return
         ops: list[Op] = []
         marked = False
         for puts, deletes, marks in writes:

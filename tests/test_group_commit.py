@@ -250,6 +250,68 @@ def test_a_lone_caller_writes_at_once_and_errors_reach_every_caller_of_their_gro
     assert failing.writes == 1
 
 
+def test_a_lone_caller_is_written_by_alone_with_no_list_and_a_failure_leaves_the_group_usable():
+    """A caller that finds nobody writing or waiting hands its item to ``alone`` as it is
+    (no list, no group taken apart: issue 31); what ``alone`` raises reaches that caller, and
+    the group is free for the next."""
+    lone: list[int] = []
+    grouped: list[list[int]] = []
+    group: WriteGroup[int] = WriteGroup(grouped.append, lone.append)
+    group.run(1)
+    group.run(2)
+    assert lone == [1, 2] and grouped == [] and group.writes == 2 and group.items == 2
+
+    def fails_once(item: int) -> None:
+        if item == 1:
+            raise KVError("no")
+        lone.append(item)
+
+    failing: WriteGroup[int] = WriteGroup(grouped.append, fails_once)
+    with pytest.raises(KVError):
+        failing.run(1)
+    assert failing.writes == 1 and failing.queued == 0
+    failing.run(3)  # the next lone caller is not held up by the failed one
+    assert lone == [1, 2, 3] and grouped == []
+
+
+@pytest.mark.parametrize("key, value", [(b"q/0/1", b"v" * 100), (b"k", b""), (b"q/0/1", None)])
+def test_the_record_of_one_put_or_delete_is_the_general_encoding(key, value):
+    """changes.one, the record of a lone durable put or get, is byte for byte what
+    changes.write and a group's record make of the same change."""
+    puts, deletes = ([(key, value)], ()) if value is not None else ((), [key])
+    assert changes.one(9, key, value) == changes.write(9, puts, deletes)
+    assert changes.one(9, key, value) == changes.write_group(9, [(puts, deletes, ())])
+
+
+@pytest.mark.parametrize("backend", ["memory", "rocks"])
+def test_write_one_is_a_write_then_its_change_log_record_and_a_failed_one_leaves_neither(backend, tmp_path):
+    """KV.write_one, a lone durable put's or get's one call (issue 31), leaves what
+    write() of that change and append_log() of changes.one would; a write that fails
+    appends nothing."""
+    from sweepq.blobstore.kv import CF_MESSAGES
+    from sweepq.blobstore.rocks import RocksKV
+
+    (tmp_path / "kv").mkdir()
+    kv = GatedKV() if backend == "memory" else RocksKV(str(tmp_path / "kv"))
+    kv.start_log(changes.NAME, changes.start(True, {}, {}))
+    n = kv.write_one(CF_MESSAGES, b"k", b"v" * 100, changes.NAME)
+    h1 = kv.horizon()
+    kv.write_one(CF_MESSAGES, b"k", None, changes.NAME)
+    h2 = kv.horizon()
+    assert kv.get(CF_MESSAGES, b"k") is None
+    records = kv.read_log(changes.NAME)[0][1:]
+    assert records == [changes.one(h1, b"k", b"v" * 100), changes.one(h2, b"k", None)]
+    assert n == len(records[0])
+    if isinstance(kv, GatedKV):
+        kv.fail_next = True  # the write fails
+    else:
+        kv.close()  # a closed store writes nothing
+    with pytest.raises(KVError):
+        kv.write_one(CF_MESSAGES, b"j", b"w", changes.NAME)
+    assert len(kv.read_log(changes.NAME)[0]) == 3
+    kv.close()
+
+
 @pytest.mark.parametrize(
     "puts, deletes",
     [([(b"q/0/1", b"v" * 100)], ()), ([(b"k", b"")], ()), ((), [b"q/0/1"]), ([(b"a", b"1")], [b"b"])],

@@ -218,16 +218,12 @@ class Journal:
         own record deleted, or its position in its blob marked removed and its own key
         deleted too (it holds nothing: the change log then names the message consumed, which a
         mark alone cannot when damage takes the blob, its link and the mark: issue 32)."""
-        rec = q.lanes.record(ref)
-        if not rec[OFF_FLAGS] & PERSISTENT:
-            return
-        home = q.lanes.home(ref)
-        if home is None:
-            return  # its blob was found damaged: nothing of it to change
-        lane, blob_id, pos = home
-        batch.deletes.append(message_key(q.key_prefix, lane, rec))
-        if blob_id >= 0:
-            batch.marks.append((blob_id, pos, MARK_REMOVED))
+        removal = _removal(q, ref)
+        if removal is not None:
+            key, mark = removal
+            batch.deletes.append(key)
+            if mark is not None:
+                batch.marks.append(mark)
 
     @staticmethod
     def add_backout(batch: StoreChanges, q: Journaled, ref: Ref, rec: bytes) -> None:
@@ -258,16 +254,32 @@ class Journal:
     def put(self, q: Journaled, lane: int, recs: list[bytes]) -> None:
         """Write new persistent records before they join lane ``lane`` (mutex held)."""
         try:
-            self._store().write_messages(Journal.homes(q.key_prefix, lane, recs))
+            if len(recs) == 1:  # a put of one message (the most common call): no list made
+                rec = recs[0]
+                if rec[OFF_FLAGS] & PERSISTENT:
+                    self._store().write_messages(((message_key(q.key_prefix, lane, rec), encode_value(rec)),))
+            else:
+                self._store().write_messages(Journal.homes(q.key_prefix, lane, recs))
         except StoreError as e:
             raise _failed(e, f"putting to {q.name!r}") from e
 
     def remove(self, q: Journaled, refs: list) -> None:
         """Delete the records of messages about to leave the queue (mutex held)."""
-        b = StoreChanges()
-        for ref in refs:
-            Journal.add_removal(b, q, ref)
-        self.write(b, f"getting from {q.name!r}")
+        if len(refs) != 1:
+            b = StoreChanges()
+            for ref in refs:
+                Journal.add_removal(b, q, ref)
+            self.write(b, f"getting from {q.name!r}")
+            return
+        # A get of one message (the most common call): its change handed on as it is made.
+        removal = _removal(q, refs[0])
+        if removal is None:
+            return
+        key, mark = removal
+        try:
+            self._store().write_messages((), (key,), () if mark is None else (mark,))
+        except StoreError as e:
+            raise _failed(e, f"getting from {q.name!r}") from e
 
     # -- after the locks -------------------------------------------------------------------------
 
@@ -295,6 +307,21 @@ class Journal:
         if not self.owed or self.group is None:
             return True
         return self.wait()
+
+
+def _removal(q: Journaled, ref: Ref) -> tuple[bytes, tuple[int, int, bytes] | None] | None:
+    """What takes the message ``ref`` off the queue for good (see :meth:`Journal.add_removal`):
+    the key to delete and the removal mark on its blob position (None: it is in no blob);
+    None when nothing is written (not persistent, or its blob was found damaged)."""
+    lanes = q.lanes
+    rec = lanes.record(ref)
+    if not rec[OFF_FLAGS] & PERSISTENT:
+        return None
+    home = lanes.home(ref)
+    if home is None:
+        return None  # its blob was found damaged: nothing of it to change
+    lane, blob_id, pos = home
+    return message_key(q.key_prefix, lane, rec), (blob_id, pos, MARK_REMOVED) if blob_id >= 0 else None
 
 
 def _failed(e: StoreError, what: str) -> MQError:
