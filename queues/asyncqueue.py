@@ -42,6 +42,7 @@ from .errors import map_error
 
 _EMPTY = Reason.NO_MSG_AVAILABLE
 _NONE = object()  # what Handle.take_item returns for an empty queue
+_BUSY = object()  # AsyncQueue._take_now: refused, the general way says why
 
 
 class _Cancelled:
@@ -114,16 +115,36 @@ class AsyncQueue(QueueBase[T]):
             ``item``. :raises ValueError: a priority outside 0..9, or the queue closed."""
         if priority is not None:
             priority = arguments.priority(priority)
+        if self._fast and self._put_now(item, priority):
+            return
         self._check_open()
         full = self._store_many((self._payload(item),), priority)
         if full is not None:
             raise asyncio.QueueFull(self._full_text(full))
         self._core.put_done()
 
+    def _put_now(self, item: T, priority: int | None) -> bool:
+        """The hot path of :meth:`put` and :meth:`put_nowait` (``_fast``: in memory, items kept
+        as objects): one call of this queue's own handle. False when refused (full, or the
+        handle busy in another thread): the general way then puts again, waits or says why."""
+        try:
+            self._handle.put_item(item, -1 if priority is None else priority)
+        except MQError:
+            return False
+        if self._core.async_waiters:
+            self._core.put_done()
+        return True
+
     def get_nowait(self) -> T:
         """Remove and return an item now (``asyncio.Queue.get_nowait``).
 
         :raises asyncio.QueueEmpty: there is none. :raises ValueError: the queue closed."""
+        if self._fast_get:
+            item = self._take_now()
+            if item is not _BUSY:
+                if item is _NONE:
+                    raise asyncio.QueueEmpty
+                return item
         self._check_open()
         m = self._fetch(None)
         if m is None:
@@ -196,7 +217,7 @@ class AsyncQueue(QueueBase[T]):
             priority outside 0..9, or the queue closed."""
         if priority is not None:
             priority = arguments.priority(priority)
-        if self._fast:
+        if self._fast:  # _put_now written out: its call made a pair through await a tenth slower
             try:
                 self._handle.put_item(item, -1 if priority is None else priority)
             except MQError:
@@ -243,7 +264,7 @@ class AsyncQueue(QueueBase[T]):
 
     async def get(self) -> T:
         """Remove and return an item, waiting for one (``asyncio.Queue.get``)."""
-        if self._fast_get:
+        if self._fast_get:  # _take_now written out, as put() writes out _put_now
             try:
                 item = self._handle.take_item(self._decode, _NONE)
             except MQError:
@@ -260,6 +281,23 @@ class AsyncQueue(QueueBase[T]):
         elif self._closed:
             raise self._closed_error()
         return await self._get_waiting()
+
+    def _take_now(self) -> Any:
+        """The hot path of :meth:`get` and :meth:`get_nowait` (``_fast_get``: in memory, items
+        kept as objects, at most once): one call of this queue's own handle. The item; ``_NONE``
+        when the queue is empty; ``_BUSY`` when refused (the handle busy in another thread, or
+        a refusal the general way then says)."""
+        try:
+            item = self._handle.take_item(self._decode, _NONE)
+        except MQError:
+            return _BUSY
+        if item is not _NONE:
+            core = self._core
+            if core.waiting_putters or core.async_waiters:
+                core.got()
+            else:
+                core.gets += 1  # Core.got's whole work when nobody waits (queues/site.py)
+        return item
 
     async def _get_waiting(self) -> T:
         """:meth:`get`'s general way, apart so that the hot path's frame holds no closure."""

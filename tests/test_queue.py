@@ -468,6 +468,57 @@ def test_an_in_memory_put_from_another_threads_loop_wakes_an_async_getter():
     assert asyncio.run(main()) == ["first", "second"]
 
 
+def test_an_in_memory_async_queue_s_nowait_calls_answer_as_its_coroutines():
+    """put_nowait() and get_nowait() in memory take the coroutines' hot path (one call of the
+    queue's own handle): the very object back, priorities first, QueueFull at maxsize and
+    QueueEmpty on an empty queue, a waiting getter woken by put_nowait() and a waiting putter
+    by get_nowait(), and the tasks counted; at-least-once, get_nowait() holds the item until
+    task_done()."""
+
+    async def main() -> None:
+        a: AsyncQueue[object] = AsyncQueue(maxsize=2)
+        item = {"order": 1}
+        a.put_nowait(item)
+        a.put_nowait("urgent", priority=9)
+        with pytest.raises(asyncio.QueueFull):
+            a.put_nowait("no room")
+        assert a.get_nowait() == "urgent"
+        assert a.get_nowait() is item
+        with pytest.raises(asyncio.QueueEmpty):
+            a.get_nowait()
+        a.task_done()
+        a.task_done()
+        await asyncio.wait_for(a.join(), 10)
+
+        getter = asyncio.create_task(a.get())
+        await task_parked(getter, "_wait")
+        a.put_nowait("woken")
+        assert await asyncio.wait_for(getter, 10) == "woken"
+        a.put_nowait(1)
+        a.put_nowait(2)
+        putter = asyncio.create_task(a.put(3))
+        await task_parked(putter, "_wait")
+        assert a.get_nowait() == 1
+        await asyncio.wait_for(putter, 10)
+        assert [a.get_nowait(), a.get_nowait()] == [2, 3]
+        a.close()
+        with pytest.raises(ValueError, match="closed"):
+            a.put_nowait(1)
+        with pytest.raises(ValueError, match="closed"):
+            a.get_nowait()
+
+        held: AsyncQueue[str] = AsyncQueue(delivery="at-least-once")
+        held.put_nowait("job")
+        assert held.get_nowait() == "job"
+        assert held.qsize() == 0
+        with pytest.raises(asyncio.QueueEmpty):
+            held.get_nowait()
+        held.task_done()
+        held.close()
+
+    asyncio.run(main())
+
+
 def test_an_in_memory_async_queue_used_from_two_threads_loops_at_once_loses_nothing():
     """AsyncQueue's in-memory put and get call the engine on a handle of the queue's own; two
     threads' loops using one queue at once may find it busy (the engine refuses such a call

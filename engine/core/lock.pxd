@@ -10,11 +10,15 @@ cdef bint _CHECKS
 @cython.final
 cdef class QueueLock:
     cdef PyThread_type_lock _lock
+    cdef bint _held
+    cdef int _waiting
     cdef public object owner
 
     cpdef take(self)
     cpdef give(self)
-    @cython.locals(got=bint, us=cython.longlong)
+    @cython.locals(deadline=double, left=double, us=cython.longlong)
+    cdef bint _wait(self, double timeout) except -1
+    @cython.locals(got=bint)
     cpdef bint acquire(self, bint blocking=*, double timeout=*) except -1
     cpdef release(self)
     cpdef bint locked(self) except -1

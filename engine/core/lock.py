@@ -14,9 +14,19 @@ each check is the test of that flag.
 
 Why a lock of its own rather than ``threading.Lock``: every put and get takes a queue's lock
 once, and ``threading.Lock.acquire`` parses its arguments as keywords on each call (about 400
-instructions, a tenth of a put and get); compiled, :meth:`QueueLock.take` and
-:meth:`QueueLock.give` are direct calls to the interpreter's own lock (``PyThread``), which
-cost a few dozen. Interpreted, the same class wraps a ``_thread`` lock.
+instructions, a tenth of a put and get). Nor the interpreter's own lock (``PyThread``) called
+directly, which the compiled form did before: on Linux (CPython 3.11, glibc 2.30 or later)
+``PyThread_acquire_lock`` reads the monotonic clock on every acquire, even one that does not
+wait, to compute a deadline it then does not use, and that read (about 45 ns in a KVM guest)
+with the semaphore's two atomic operations cost a put+get pair more wall time than all its
+instructions but a third (callgrind does not see it: under valgrind the clock is a system
+call it does not count). Compiled, a take that finds the lock free is a test and a store of
+one C field, made atomic by the GIL: every take and give runs holding it (they are methods
+of a compiled class, called with the GIL like any Python call, and nothing between the test
+and the store can release it; a Cython module is never run without the GIL, a free-threaded
+interpreter takes the GIL back for it). Only a thread that finds the lock held uses the
+interpreter's lock, as a gate it waits on without the GIL, which a give opens when someone
+waits. Interpreted, the same class wraps a ``_thread`` lock.
 """
 
 from __future__ import annotations
@@ -24,13 +34,12 @@ from __future__ import annotations
 import _thread
 import os
 import threading
+import time
 
 import cython
 
 if cython.compiled:  # the interpreter's own lock, called directly by the compiled form
     from cython.cimports.cpython.pythread import (
-        NOWAIT_LOCK,
-        PY_LOCK_ACQUIRED,
         WAIT_LOCK,
         PyThread_acquire_lock,
         PyThread_allocate_lock,
@@ -45,13 +54,21 @@ _CHECKS = CHECKS  # the compiled form's C copy (lock.pxd); other modules import 
 class QueueLock:
     """A queue's lock: a non-reentrant mutex that works with ``threading.Condition`` (a
     waiter's wait releases it and takes it again) and as a context manager. ``owner`` is the
-    thread that holds it, kept only with checks on (0 otherwise)."""
+    thread that holds it, kept only with checks on (0 otherwise).
 
-    __slots__ = ("_lock", "owner")
+    Compiled, ``_held`` says whether a thread holds it and ``_waiting`` how many threads wait
+    for it, both read and written only with the GIL held (the module docstring); ``_lock`` is
+    the gate the waiters block on, closed except between a give that found a waiter and the
+    waiter's wake. Interpreted, ``_lock`` is the lock itself."""
+
+    __slots__ = ("_held", "_lock", "_waiting", "owner")
 
     def __init__(self) -> None:
         if cython.compiled:
             self._lock = PyThread_allocate_lock()
+            PyThread_acquire_lock(self._lock, WAIT_LOCK)  # the gate starts closed
+            self._held = False
+            self._waiting = 0
         else:
             self._lock = _thread.allocate_lock()
         self.owner = 0
@@ -63,9 +80,10 @@ class QueueLock:
     def take(self) -> None:
         """Block until the lock is ours (the hot paths' acquire)."""
         if cython.compiled:
-            if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
-                with cython.nogil:  # wait without the GIL, or its holder could never release
-                    PyThread_acquire_lock(self._lock, WAIT_LOCK)
+            if self._held:
+                self._wait(-1.0)
+            else:
+                self._held = True  # the test above and this store: one step under the GIL
         else:
             self._lock.acquire()
         if _CHECKS:
@@ -77,21 +95,45 @@ class QueueLock:
             assert self.owner == threading.get_ident(), "a queue's lock released by a thread that does not hold it"
             self.owner = 0
         if cython.compiled:
-            PyThread_release_lock(self._lock)
+            self._held = False
+            if self._waiting:
+                PyThread_release_lock(self._lock)  # open the gate: a waiter wakes and looks again
         else:
             self._lock.release()
+
+    def _wait(self, timeout: float) -> bool:
+        """Compiled only: wait for the lock to be free and take it, for up to ``timeout``
+        seconds (below 0: no limit); False when the time ran out first. A waiter counts itself
+        before it looks, so a give that frees the lock opens the gate for it; a wake that finds
+        the lock taken again (by a thread that came meanwhile, or a gate opened twice) waits
+        again: the thread that holds it then opens the gate when it gives."""
+        deadline = time.monotonic() + timeout if timeout >= 0 else 0.0
+        us = -1 if timeout < 0 else int(timeout * 1e6)
+        self._waiting += 1
+        try:
+            while self._held:
+                with cython.nogil:
+                    PyThread_acquire_lock_timed(self._lock, us, 0)  # type: ignore[name-defined]  # noqa: F821 - lock.pxd
+                if timeout >= 0 and self._held:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    us = int(left * 1e6)
+            self._held = True
+            return True
+        finally:
+            self._waiting -= 1
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """``threading.Lock.acquire``'s contract (what a Condition calls)."""
         if cython.compiled:
-            if PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
+            if not self._held:
+                self._held = True
                 got = True
             elif not blocking:
                 got = False
             else:
-                us = -1 if timeout < 0 else int(timeout * 1e6)
-                with cython.nogil:
-                    got = PyThread_acquire_lock_timed(self._lock, us, 0) == PY_LOCK_ACQUIRED  # type: ignore[name-defined]  # noqa: F821 - lock.pxd
+                got = self._wait(timeout)
         else:
             got = self._lock.acquire(blocking, timeout)
         if got and _CHECKS:
@@ -104,10 +146,7 @@ class QueueLock:
 
     def locked(self) -> bool:
         if cython.compiled:
-            if PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
-                PyThread_release_lock(self._lock)
-                return False
-            return True
+            return self._held
         return self._lock.locked()
 
     def held(self) -> bool:
