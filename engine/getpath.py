@@ -75,6 +75,7 @@ _HLEN = record.OFF_HLEN
 _HAS_EXPIRY = record.HAS_EXPIRY
 _HAS_GROUP = record.HAS_GROUP
 _HAS_ITEM = record.HAS_ITEM
+_EXPIRY_OR_ITEM = _HAS_EXPIRY | _HAS_ITEM
 _PERSISTENT = record.PERSISTENT
 _TRUNCATED_FAILED = int(Reason.TRUNCATED_MSG_FAILED)
 _TRUNCATED_ACCEPTED = int(Reason.TRUNCATED_MSG_ACCEPTED)
@@ -287,11 +288,13 @@ def deliver(s: HandleState, rec: bytes, buffer_length: int | None, opts: int, re
     else:
         m.data = record.tail(rec, h) if cython.compiled else rec[h:]  # interpreted, a call fewer
         m.reason = 0
-    if rec[_FLAGS] & _HAS_EXPIRY:
-        m._now_us = int(s.wall() * 1_000_000)
-    if rec[_FLAGS] & _HAS_ITEM:
-        assert ref is not None, "an item is delivered from its ref"
-        m.item = s.queue.item_locked(ref)
+    flags = rec[_FLAGS]
+    if flags & _EXPIRY_OR_ITEM:  # nearly never: one test for both
+        if flags & _HAS_EXPIRY:
+            m._now_us = int(s.wall() * 1_000_000)
+        if flags & _HAS_ITEM:
+            assert ref is not None, "an item is delivered from its ref"
+            m.item = s.queue.item_locked(ref)
     return m
 
 

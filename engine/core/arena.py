@@ -167,13 +167,17 @@ class Arena:
         self.used[page] = 0
         return page
 
-    def free(self, loc: int) -> int:
+    def free(self, loc: int, n: int = -1) -> int:
         """The record at ``loc`` leaves; return its length. A page emptied is given back
-        (once no sweep runs)."""
+        (once no sweep runs). ``n``, when not -1, is its length, which the caller read (a
+        get's copy of it): its length's bytes are not read again."""
         page = loc >> _PAGE_SHIFT
-        v = self._size(loc)
-        n = v >> 3
-        size = n + (v & 7)
+        if n < 0:
+            v = self._size(loc)
+            n = v >> 3
+            size = n + (v & 7)
+        else:
+            size = n + (1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4)))
         self.live[page] -= size
         self.dead += size
         if not self.live[page]:

@@ -251,11 +251,12 @@ class LaneSet:
         """The record's flags byte (engine/record.py OFF_FLAGS), without a copy."""
         return self._arena.byte((self._hi[i] >> 1) * _HI_UNIT | self._low[i], _OFF_FLAGS)
 
-    def _free(self, i: int) -> int:
+    def _free(self, i: int, n: int = -1) -> int:
         """Slot ``i``'s record leaves the arena (and the index, and its item the slot), and
         the slot is REMOVED and free, or will be once the sweep in progress ends (a walker
         without the lock may hold it, and follows its ``nxt``, which the free list would
-        change); returns the record's length. The caller unlinked the slot."""
+        change); returns the record's length, ``n`` when the caller knows it (Arena.free).
+        The caller unlinked the slot."""
         loc = (self._hi[i] >> 1) * _HI_UNIT | self._low[i]
         if self.index is not None:
             self.index.discard(i, self._arena.read(loc))
@@ -267,7 +268,7 @@ class LaneSet:
         else:
             self._nxt[i] = self._free_head
             self._free_head = i
-        return self._arena.free(loc)
+        return self._arena.free(loc, n)
 
     # -- refs ---------------------------------------------------------------------------------------
 
@@ -379,7 +380,7 @@ class LaneSet:
         self._free_head = self._nxt[i]
         self._st[i] = state
         self._low[i] = loc & _LOW32
-        self._hi[i] = ((loc >> 32) << 1) | (self._hi[i] & _BACK)
+        self._hi[i] = (loc >> 32) << 1  # a free slot's BACK bit is clear (its removal cleared it)
         last = self._prv[s]
         self._prv[i] = last
         self._nxt[i] = s
@@ -454,7 +455,7 @@ class LaneSet:
             rec = self._arena.read((self._hi[i] >> 1) * _HI_UNIT | self._low[i])
             if rec[_OFF_FLAGS] & _ITEM_ONLY:
                 return miss
-            self._remove(i)
+            self._remove(i, len(rec))
             return rec
         if self._items is None or self._flags(i) & _ITEM_ONLY != _HAS_ITEM:
             return miss
@@ -813,7 +814,9 @@ class LaneSet:
             self._emptied = []
         return emptied
 
-    def _remove(self, i: int) -> Lane:
+    def _remove(self, i: int, length: int = -1) -> Lane:
+        """Unlink slot ``i`` from its list and free it (:meth:`_free`, ``length`` its
+        record's length when known); its lane."""
         st = self._st
         s = st[i]
         assert not s & REMOVED, f"slot {i} removed twice"
@@ -828,7 +831,7 @@ class LaneSet:
         if self._hi[i] & _BACK:
             self._hi[i] &= ~_BACK
             lane.back -= 1
-        self.mem_bytes -= self._free(i)
+        self.mem_bytes -= self._free(i, length)
         self._epoch += 1
         return lane
 
