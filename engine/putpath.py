@@ -198,7 +198,7 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
             if q.depth >= q.max_depth:
                 raise _full(q, 1)
             rec = record.plain(s.sequence.next(), put_us, priority, q.default_persistent, data)
-            q.insert_locked((rec,), priority, priority)
+            q.insert_one_locked(rec, priority)
         finally:
             mutex.give()
         res = PutResult.__new__(PutResult)

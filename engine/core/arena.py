@@ -167,10 +167,10 @@ class Arena:
         self.used[page] = 0
         return page
 
-    def free(self, loc: int, n: int = -1) -> int:
+    def free(self, loc: int, n: int) -> int:
         """The record at ``loc`` leaves; return its length. A page emptied is given back
-        (once no sweep runs). ``n``, when not -1, is its length, which the caller read (a
-        get's copy of it): its length's bytes are not read again."""
+        (once no sweep runs). ``n`` is its length when the caller read it (a get's copy of
+        it), and its length's bytes are not read again; -1 when not."""
         page = loc >> _PAGE_SHIFT
         if n < 0:
             v = self._size(loc)
@@ -264,8 +264,11 @@ class Arena:
     def read(self, loc: int) -> bytes:
         """A copy of the record at ``loc``."""
         blk = self.blocks[loc >> _PAGE_SHIFT]
+        off = loc & _OFF_MASK
+        if not cython.compiled and blk[off] < 0x80:  # type: ignore[index]  # interpreted, a call fewer
+            return bytes(blk[off + 1 : off + 1 + blk[off]])  # type: ignore[index]  # a one-byte length
         size = self._size(loc)
-        off = (loc & _OFF_MASK) + (size & 7)
+        off += size & 7
         n = size >> 3
         if cython.compiled:
             return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(blk) + off, n)
@@ -322,5 +325,5 @@ class Arena:
         where it was; return its new location (a compaction, lock held, no sweep running)."""
         assert not self._defer, "records move only when no sweep runs"
         new = self.store(self.read(loc))
-        self.free(loc)
+        self.free(loc, -1)
         return new
