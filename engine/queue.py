@@ -539,7 +539,7 @@ class LocalQueue:
         memory: engine/putpath.py ``put_item``), available at once, no refs kept."""
         if CHECKS:  # the check only when checks are on: compiled or not, a call per put costs
             self.must_hold("placing an item")
-        self.lanes.add(self.lane_list[lane_i], (rec,), lane_i, False, (item,))
+        self.lanes.add(self.lane_list[lane_i], rec, lane_i, False, (item,))
         self.depth += 1
         self.puts += 1
         if self.waiters.waiting:

@@ -327,18 +327,21 @@ class LaneSet:
         ``recs`` may be engine/record.py ``PlainRecords`` (a batch put's plain messages, with
         no refs, no items and no index): their records are then written straight into the
         arena from their fields, never made as ``bytes``. ``recs`` may be one record
-        (``bytes``), with no ref and no item: a put's hot path, none of the choices below."""
+        (``bytes``, ``items`` then its one item if any), with no ref kept: a put's hot path,
+        none of the choices below."""
         if CHECKS:
             assert_held(self._mutex, "placing a message")
         s = lane.rear if (lane.chain or lane.sweeping) else lane.front
+        if items is not None and self._items is None:
+            self._items = [None] * len(self._nxt)
         if type(recs) is bytes:
-            self._append(lane, s, recs, state, 0, 0)
+            slot = self._append(lane, s, recs, state, 0, 0)
+            if items is not None:
+                self._items[slot] = items[0]  # type: ignore[index]  # made above
             return None
         if type(recs) is not list and type(recs) is PlainRecords:  # a put's list: one pointer compare
             self._add_plain(lane, s, state, recs)
             return None
-        if items is not None and self._items is None:
-            self._items = [None] * len(self._nxt)
         if len(recs) == 1:
             slot = self._append(lane, s, recs[0], state, 0, 0)  # type: ignore[arg-type]  # bytes went above
             if items is not None:
