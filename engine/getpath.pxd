@@ -9,10 +9,10 @@ from .queue cimport LocalQueue
 
 cdef bint CHECKS
 cdef int _SYNC, _SYNC_IF_PERSISTENT, _WAIT, _ACCEPT_TRUNCATED, _MARK_SKIP, _FLAGS, _HLEN
-cdef int _HAS_EXPIRY, _HAS_GROUP, _HAS_ITEM, _PERSISTENT, _TRUNCATED_FAILED, _TRUNCATED_ACCEPTED, _OUTCOME_PENDING
+cdef int _HAS_EXPIRY, _EXPIRY_OR_ITEM, _HAS_GROUP, _HAS_ITEM, _PERSISTENT, _TRUNCATED_FAILED, _TRUNCATED_ACCEPTED, _OUTCOME_PENDING
 
 cpdef bint in_uow(int opts, bytes rec) except -1
-@cython.locals(h=Py_ssize_t, m=Message)
+@cython.locals(h=Py_ssize_t, m=Message, flags=int)
 cpdef Message deliver(HandleState s, bytes rec, object buffer_length, int opts, Ref ref=*)
 cpdef bint take_one_locked(LocalQueue q, Ref ref, bytes rec, bint joins, bint journaled=*) except -1
 @cython.locals(reason=int)

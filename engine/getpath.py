@@ -75,6 +75,7 @@ _HLEN = record.OFF_HLEN
 _HAS_EXPIRY = record.HAS_EXPIRY
 _HAS_GROUP = record.HAS_GROUP
 _HAS_ITEM = record.HAS_ITEM
+_EXPIRY_OR_ITEM = _HAS_EXPIRY | _HAS_ITEM
 _PERSISTENT = record.PERSISTENT
 _TRUNCATED_FAILED = int(Reason.TRUNCATED_MSG_FAILED)
 _TRUNCATED_ACCEPTED = int(Reason.TRUNCATED_MSG_ACCEPTED)
@@ -287,11 +288,13 @@ def deliver(s: HandleState, rec: bytes, buffer_length: int | None, opts: int, re
     else:
         m.data = record.tail(rec, h) if cython.compiled else rec[h:]  # interpreted, a call fewer
         m.reason = 0
-    if rec[_FLAGS] & _HAS_EXPIRY:
-        m._now_us = int(s.wall() * 1_000_000)
-    if rec[_FLAGS] & _HAS_ITEM:
-        assert ref is not None, "an item is delivered from its ref"
-        m.item = s.queue.item_locked(ref)
+    flags = rec[_FLAGS]
+    if flags & _EXPIRY_OR_ITEM:  # nearly never: one test for both
+        if flags & _HAS_EXPIRY:
+            m._now_us = int(s.wall() * 1_000_000)
+        if flags & _HAS_ITEM:
+            assert ref is not None, "an item is delivered from its ref"
+            m.item = s.queue.item_locked(ref)
     return m
 
 
@@ -376,7 +379,7 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
     cur = s.cursor
     plain = m is None and (cur is None or cur.lk_seq < 0)  # the hot path: the queue's own search
     mutex = q.mutex
-    if plain and not opts & ~_WAIT and buffer_length is None and q.journal is None and not q.poison_limit:
+    if plain and (not opts or opts == _WAIT) and buffer_length is None and q.journal is None and not q.poison_limit:
         # The hot case, a get that takes the head outside any unit of work with nothing to
         # write or check: the head taken in one step of the core, its record returned, no Ref
         # made (LocalQueue.take_head_locked); any other head takes the whole way below.

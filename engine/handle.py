@@ -117,7 +117,11 @@ class Handle:
                 opts = checks.flags(options, "put options")
             if opts:
                 putpath.check_options(s, opts)
-            if opts & _PMO_LOGICAL or s.groups is not None or (md is not None and getattr(md, "msg_flags", 0)):
+            if (
+                (opts and opts & _PMO_LOGICAL)
+                or s.groups is not None
+                or (md is not None and getattr(md, "msg_flags", 0))
+            ):
                 return groups.put(s, data, md, opts)  # a group, a segment, or a group current here
             return putpath.put(s, data, md, opts)
         finally:

@@ -34,7 +34,7 @@ from .internals import ManagerInternals, Service
 from .queue import LocalQueue, QueueAttributes, QueueInfo, check_name
 from .queuesweep import QueueSweep
 from .record import Identity
-from .sequence import Arrivals
+from .sequence import arrivals
 from .settings import DurabilitySettings, MemorySettings, MessageSettings, SweeperSettings, check_place
 from .storage import Storage
 
@@ -141,7 +141,7 @@ class QueueManager:
         self.readahead_low_water = sweeping.readahead_low_water
         # Message instance numbers (engine/sequence.py): tokens, arrival order. The put path
         # draws them with sequence.next (next_seq, for the callers that take a function).
-        self.sequence = Arrivals(1)
+        self.sequence = arrivals(1)
         self.next_seq = self.sequence.next
         self._queues: dict[str, LocalQueue] = {}
         self._defs = threading.Lock()
@@ -227,7 +227,7 @@ class QueueManager:
             for name in self._storage.repaired
         ]
         report.damaged[:0] = found
-        self.sequence = Arrivals(report.next_seq)
+        self.sequence = arrivals(report.next_seq)
         self.next_seq = self.sequence.next
         why = ledger.write(self, report.next_seq, closed=False, last=last)
         if why:

@@ -2,6 +2,7 @@
 cimport cython
 
 from . cimport record
+from .core.lock cimport QueueLock
 from .handlestate cimport HandleState
 from .message cimport PutResult, PutResults
 from .queue cimport LocalQueue
@@ -10,7 +11,8 @@ from .sequence cimport Arrivals
 cdef int _PMO_SYNC, _PMO_NEW_MSG_ID, _PMO_NEW_CORREL_ID, _HEAD_LEN, _OUTCOME_PENDING, UNCOMMITTED
 cdef object _TIME
 
-@cython.locals(q=LocalQueue, n=Py_ssize_t, res=PutResult, syncpoint=int)
+@cython.locals(q=LocalQueue, n=Py_ssize_t, res=PutResult, syncpoint=int, priority=int, put_us=cython.longlong,
+               mutex=QueueLock, rec=bytes)
 cpdef object put(HandleState s, object data, object md, int opts)
 
 @cython.locals(q=LocalQueue, lane_i=int, put_us=cython.longlong)

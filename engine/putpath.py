@@ -179,6 +179,33 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
     if n > q.max_msg_length or n > s.max_msg_length:
         raise too_big(s, n)
     syncpoint = opts & _PMO_SYNC
+    if (
+        md is None
+        and not syncpoint
+        and q.budget is None
+        and s.recorder is None
+        and s.xmit is None
+        and not (q.default_persistent and (q.journal is not None or q.temporary))
+    ):
+        # The hot path, a put with nothing but its data: its record made and placed under the
+        # lock with nothing else (no descriptor, journal, unit of work, budget or trace), as
+        # place() would, with none of its choices on the way.
+        priority = q.default_priority
+        put_us = wall_us(s) if cython.compiled else int(s.wall() * 1_000_000)  # interpreted, a call fewer
+        mutex = q.mutex
+        mutex.take()
+        try:
+            if q.depth >= q.max_depth:
+                raise _full(q, 1)
+            rec = record.plain(s.sequence.next(), put_us, priority, q.default_persistent, data)
+            q.insert_one_locked(rec, priority)
+        finally:
+            mutex.give()
+        res = PutResult.__new__(PutResult)
+        res._rec = rec
+        res._ident = s.ident
+        res.reason = 0
+        return res
     if syncpoint:
         check_room(s, 1)
     if md is None:

@@ -32,6 +32,7 @@ cdef class LocalQueue:
     cpdef must_hold(self, str what)
     @cython.locals(out=list)
     cpdef list insert_locked(self, object recs, int lane_i, int state, bint refs=*, object items=*)
+    cpdef insert_one_locked(self, bytes rec, int lane_i)
     cpdef insert_item_locked(self, bytes rec, int lane_i, object item)
     cpdef object take_head_locked(self, object miss, bint record=*)
     cpdef object item_locked(self, Ref ref)

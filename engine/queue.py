@@ -523,12 +523,23 @@ class LocalQueue:
                 self.waiters.wake_for_locked(rec)
         return out
 
+    def insert_one_locked(self, rec: bytes, lane_i: int) -> None:
+        """:meth:`insert_locked` of one record, available at once, no refs kept (a put with
+        nothing but its data: engine/putpath.py ``put``)."""
+        if CHECKS:  # the check only when checks are on: interpreted, a call per put costs
+            self.must_hold("placing a message")
+        self.lanes.add(self.lane_list[lane_i], rec, lane_i)
+        self.depth += 1
+        self.puts += 1
+        if self.waiters.waiting:
+            self.waiters.wake_for_locked(rec)
+
     def insert_item_locked(self, rec: bytes, lane_i: int, item: object) -> None:
         """:meth:`insert_locked` of one record with its item (``sweepq.Queue``'s put in
         memory: engine/putpath.py ``put_item``), available at once, no refs kept."""
         if CHECKS:  # the check only when checks are on: compiled or not, a call per put costs
             self.must_hold("placing an item")
-        self.lanes.add(self.lane_list[lane_i], (rec,), lane_i, False, (item,))
+        self.lanes.add(self.lane_list[lane_i], rec, lane_i, False, (item,))
         self.depth += 1
         self.puts += 1
         if self.waiters.waiting:

@@ -30,3 +30,24 @@ class Arrivals:
             self.value += 1
             return self.value
         return next(self._count)
+
+
+if not cython.compiled:
+
+    class _Drawn(Arrivals):
+        """The interpreted form's :class:`Arrivals`: :meth:`next` is ``itertools.count``'s own
+        ``__next__``, kept in a slot that hides the method, so that a put's draw is one C
+        call, not a Python call around it (as engine/core/lock.py's direct lock)."""
+
+        __slots__ = ("next",)
+
+        def __init__(self, start: int = 1) -> None:
+            super().__init__(start)
+            self.next = self._count.__next__  # type: ignore[method-assign]  # the slot hides the method
+
+
+def arrivals(start: int = 1) -> Arrivals:
+    """The numbers after ``start - 1``, in the form that runs (see :class:`Arrivals`)."""
+    if not cython.compiled:
+        return _Drawn(start)
+    return Arrivals(start)

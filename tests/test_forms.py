@@ -29,6 +29,19 @@ def test_the_interpreted_form_passes_the_model_tests_too():
     _interpreted("from sweepq.engine import compiled; assert not compiled.running()", MACHINES, SWEEPQ_CHECKS="1")
 
 
+def test_the_interpreted_form_without_checks_puts_gets_and_waits_on_its_direct_lock():
+    """What a user without a C compiler runs: interpreted, lock checks off. The queue's lock
+    is then the ``_thread`` lock's own acquire and release (engine/core/lock.py
+    ``new_lock``), which no other test runs (the suite turns checks on): puts, gets, waits
+    woken across threads and the standard library's queue tests on it."""
+    probe = (
+        "from sweepq.engine.core.lock import new_lock; import _thread; lock = new_lock();"
+        "assert type(lock.take) is type(_thread.allocate_lock().acquire), type(lock.take)"
+    )
+    tests = ["tests/test_put.py", "tests/test_get.py", "tests/test_get_path.py", "tests/test_queue_stdlib.py"]
+    _interpreted(probe, tests, SWEEPQ_CHECKS="0")
+
+
 def _interpreted(probe: str, tests: list[str], **extra: str) -> None:
     """Run ``tests`` under SWEEPQ_PURE=1 (and ``extra`` in the environment), once ``probe``
     shows that form runs."""

@@ -20,8 +20,8 @@ cdef class Arena:
     cpdef Py_ssize_t store_plain(self, unsigned long long seq, long long put_us, int priority, int flags,
                                  bytes payload) except -1
     cdef Py_ssize_t _page(self, Py_ssize_t size) except -1
-    @cython.locals(page=Py_ssize_t, v=Py_ssize_t, n=Py_ssize_t, size=Py_ssize_t)
-    cpdef Py_ssize_t free(self, Py_ssize_t loc) except -1
+    @cython.locals(page=Py_ssize_t, v=Py_ssize_t, size=Py_ssize_t)
+    cpdef Py_ssize_t free(self, Py_ssize_t loc, Py_ssize_t n) except -1
     cdef _give_back(self, Py_ssize_t page)
     cpdef defer(self)
     cpdef release(self)

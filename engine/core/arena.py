@@ -167,13 +167,17 @@ class Arena:
         self.used[page] = 0
         return page
 
-    def free(self, loc: int) -> int:
+    def free(self, loc: int, n: int) -> int:
         """The record at ``loc`` leaves; return its length. A page emptied is given back
-        (once no sweep runs)."""
+        (once no sweep runs). ``n`` is its length when the caller read it (a get's copy of
+        it), and its length's bytes are not read again; -1 when not."""
         page = loc >> _PAGE_SHIFT
-        v = self._size(loc)
-        n = v >> 3
-        size = n + (v & 7)
+        if n < 0:
+            v = self._size(loc)
+            n = v >> 3
+            size = n + (v & 7)
+        else:
+            size = n + (1 if n < 0x80 else (2 if n < 0x4000 else (3 if n < 0x200000 else 4)))
         self.live[page] -= size
         self.dead += size
         if not self.live[page]:
@@ -260,8 +264,11 @@ class Arena:
     def read(self, loc: int) -> bytes:
         """A copy of the record at ``loc``."""
         blk = self.blocks[loc >> _PAGE_SHIFT]
+        off = loc & _OFF_MASK
+        if not cython.compiled and blk[off] < 0x80:  # type: ignore[index]  # interpreted, a call fewer
+            return bytes(blk[off + 1 : off + 1 + blk[off]])  # type: ignore[index]  # a one-byte length
         size = self._size(loc)
-        off = (loc & _OFF_MASK) + (size & 7)
+        off += size & 7
         n = size >> 3
         if cython.compiled:
             return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(blk) + off, n)
@@ -318,5 +325,5 @@ class Arena:
         where it was; return its new location (a compaction, lock held, no sweep running)."""
         assert not self._defer, "records move only when no sweep runs"
         new = self.store(self.read(loc))
-        self.free(loc)
+        self.free(loc, -1)
         return new

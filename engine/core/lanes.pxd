@@ -43,7 +43,7 @@ cdef class LaneSet:
     cdef inline object _seq(self, Py_ssize_t i)
     cdef inline int _flags(self, Py_ssize_t i) except -1
     @cython.locals(loc=Py_ssize_t)
-    cdef Py_ssize_t _free(self, Py_ssize_t i) except -1
+    cdef Py_ssize_t _free(self, Py_ssize_t i, Py_ssize_t n) except -1
 
     @cython.locals(slot=Py_ssize_t)
     cpdef bytes record(self, Ref ref)
@@ -89,7 +89,7 @@ cdef class LaneSet:
     cpdef object take(self, object ref)
     cpdef list take_emptied(self)
     @cython.locals(s=int, lane=Lane, p=Py_ssize_t, n=Py_ssize_t)
-    cdef Lane _remove(self, Py_ssize_t i)
+    cdef Lane _remove(self, Py_ssize_t i, Py_ssize_t length)
     @cython.locals(first=Py_ssize_t)
     cdef Lane _take_run(self, object refs)
     @cython.locals(first=Py_ssize_t, k=Py_ssize_t, total=Py_ssize_t, i=Py_ssize_t, at=Py_ssize_t,

@@ -251,12 +251,13 @@ class LaneSet:
         """The record's flags byte (engine/record.py OFF_FLAGS), without a copy."""
         return self._arena.byte((self._hi[i] >> 1) * _HI_UNIT | self._low[i], _OFF_FLAGS)
 
-    def _free(self, i: int) -> int:
+    def _free(self, i: int, n: int) -> int:
         """Slot ``i``'s record leaves the arena (and the index, and its item the slot), and
         the slot is REMOVED and free, or will be once the sweep in progress ends (a walker
         without the lock may hold it, and follows its ``nxt``, which the free list would
-        change); returns the record's length. The caller unlinked the slot."""
-        loc = (self._hi[i] >> 1) * _HI_UNIT | self._low[i]
+        change); returns the record's length, ``n`` when the caller knows it, else -1 (Arena.free).
+        The caller unlinked the slot."""
+        loc = self._low[i] if self._hi[i] < 2 else self._loc(i)  # interpreted, no arithmetic
         if self.index is not None:
             self.index.discard(i, self._arena.read(loc))
         if self._items is not None:
@@ -267,7 +268,7 @@ class LaneSet:
         else:
             self._nxt[i] = self._free_head
             self._free_head = i
-        return self._arena.free(loc)
+        return self._arena.free(loc, n)
 
     # -- refs ---------------------------------------------------------------------------------------
 
@@ -314,7 +315,7 @@ class LaneSet:
     def add(
         self,
         lane: Lane,
-        recs: Sequence[bytes] | PlainRecords,
+        recs: Sequence[bytes] | PlainRecords | bytes,
         state: int,
         refs: bool = False,
         items: Sequence | None = None,
@@ -325,23 +326,30 @@ class LaneSet:
         their refs when ``refs`` (a unit of work holds them), else None. The put hot path.
         ``recs`` may be engine/record.py ``PlainRecords`` (a batch put's plain messages, with
         no refs, no items and no index): their records are then written straight into the
-        arena from their fields, never made as ``bytes``."""
+        arena from their fields, never made as ``bytes``. ``recs`` may be one record
+        (``bytes``, ``items`` then its one item if any), with no ref kept: a put's hot path,
+        none of the choices below."""
         if CHECKS:
             assert_held(self._mutex, "placing a message")
         s = lane.rear if (lane.chain or lane.sweeping) else lane.front
+        if items is not None and self._items is None:
+            self._items = [None] * len(self._nxt)
+        if type(recs) is bytes:
+            slot = self._append(lane, s, recs, state, 0, 0)
+            if items is not None:
+                self._items[slot] = items[0]  # type: ignore[index]  # made above
+            return None
         if type(recs) is not list and type(recs) is PlainRecords:  # a put's list: one pointer compare
             self._add_plain(lane, s, state, recs)
             return None
-        if items is not None and self._items is None:
-            self._items = [None] * len(self._nxt)
         if len(recs) == 1:
-            slot = self._append(lane, s, recs[0], state, 0, 0)
+            slot = self._append(lane, s, recs[0], state, 0, 0)  # type: ignore[arg-type]  # bytes went above
             if items is not None:
                 self._items[slot] = items[0]  # type: ignore[index]  # made above
             return [Ref.at(slot)] if refs else None
         out: list[Ref] | None = [] if refs else None
         for k, rec in enumerate(recs):  # type: ignore[arg-type]  # bytes: PlainRecords went above
-            slot = self._append(lane, s, rec, state, 0, 0)
+            slot = self._append(lane, s, rec, state, 0, 0)  # type: ignore[arg-type]
             if items is not None:
                 self._items[slot] = items[k]  # type: ignore[index]  # made above
             if out is not None:
@@ -378,8 +386,12 @@ class LaneSet:
                 i = self._free_head
         self._free_head = self._nxt[i]
         self._st[i] = state
-        self._low[i] = loc & _LOW32
-        self._hi[i] = ((loc >> 32) << 1) | (self._hi[i] & _BACK)
+        if loc <= _LOW32:  # nearly always (a location under 4 GiB): interpreted, no arithmetic
+            self._low[i] = loc
+            self._hi[i] = 0  # a free slot's BACK bit is clear (its removal cleared it)
+        else:
+            self._low[i] = loc & _LOW32
+            self._hi[i] = (loc >> 32) << 1
         last = self._prv[s]
         self._prv[i] = last
         self._nxt[i] = s
@@ -451,15 +463,15 @@ class LaneSet:
         if lane.chain:
             return miss
         if record:
-            rec = self._arena.read((self._hi[i] >> 1) * _HI_UNIT | self._low[i])
+            rec = self._arena.read(self._low[i] if self._hi[i] < 2 else self._loc(i))
             if rec[_OFF_FLAGS] & _ITEM_ONLY:
                 return miss
-            self._remove(i)
+            self._remove(i, len(rec))
             return rec
         if self._items is None or self._flags(i) & _ITEM_ONLY != _HAS_ITEM:
             return miss
         item = self._items[i]
-        self._remove(i)
+        self._remove(i, -1)
         return item
 
     def _head(self) -> int:
@@ -783,7 +795,7 @@ class LaneSet:
         r: Ref = ref
         slot = r.slot
         if slot >= 0:
-            return self._remove(slot)
+            return self._remove(slot, -1)
         blob = r.blob
         assert blob is not None
         if blob.damaged:
@@ -813,7 +825,9 @@ class LaneSet:
             self._emptied = []
         return emptied
 
-    def _remove(self, i: int) -> Lane:
+    def _remove(self, i: int, length: int) -> Lane:
+        """Unlink slot ``i`` from its list and free it (:meth:`_free`, ``length`` its
+        record's length when known, else -1); its lane."""
         st = self._st
         s = st[i]
         assert not s & REMOVED, f"slot {i} removed twice"
@@ -828,7 +842,7 @@ class LaneSet:
         if self._hi[i] & _BACK:
             self._hi[i] &= ~_BACK
             lane.back -= 1
-        self.mem_bytes -= self._free(i)
+        self.mem_bytes -= self._free(i, length)
         self._epoch += 1
         return lane
 
@@ -1254,7 +1268,7 @@ class LaneSet:
             if hi[i] & _BACK:
                 hi[i] &= ~_BACK
                 again += 1
-            nbytes += self._free(i)
+            nbytes += self._free(i, -1)
             i = j
         nxt[p] = i
         prv[i] = p
