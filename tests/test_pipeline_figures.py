@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from sweepq.bench.replay_bench import speed_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,14 +32,18 @@ def test_docs_pipeline_quotes_the_table_as_it_is():
     assert QUOTE.format((RUN / "speed.md").read_text()) in page
 
 
-PRESTART = RUN / "prestart"  # the run after the pre-started daemon (issue 35, item 5)
+# Later runs beside it, each in a folder of its own: after the pre-started daemon under load
+# (prestart, issue 35 item 5), and two quiet runs, before it (quiet) and after (quiet-prestart).
+LATER = ("prestart", "quiet", "quiet-prestart")
 
 
-def test_the_prestart_runs_table_is_what_the_bench_writes_and_the_page_quotes_it():
-    doc = json.loads((PRESTART / "run.json").read_text())
+@pytest.mark.parametrize("name", LATER)
+def test_each_later_runs_table_is_what_the_bench_writes_and_the_page_quotes_it(name):
+    run = RUN / name
+    doc = json.loads((run / "run.json").read_text())
     assert doc["command"].startswith("python -m sweepq.bench.replay_bench speed ")
-    assert (PRESTART / "speed.md").read_text() == speed_table(doc)
+    assert (run / "speed.md").read_text() == speed_table(doc)
     assert all(r["same"] for r in doc["rows"] if r["what"] != "sweepq replay")
     page = (ROOT / "docs" / "pipeline.md").read_text()
-    quote = "<!-- figures: docs/figures/pipeline/prestart/speed.md -->\n{}<!-- /figures -->"
-    assert quote.format((PRESTART / "speed.md").read_text()) in page
+    quote = f"<!-- figures: docs/figures/pipeline/{name}/speed.md -->\n{{}}<!-- /figures -->"
+    assert quote.format((run / "speed.md").read_text()) in page
