@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
 
 import numpy as np
 
@@ -60,22 +59,17 @@ def _time_axis(n: int, interval_s: float) -> tuple[np.ndarray, str]:
     return t, "time from the trace's start (s)"
 
 
-def _pyplot():
+def charts(totals: np.ndarray, interval_s: float, budget: int = 0) -> list[str]:
+    """Memory over time; volume read back per interval; messages swept and re-swept per interval."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _memory_chart(totals: np.ndarray, interval_s: float, budget: int) -> str:
-    """Message bytes in memory over time, with and without the sweeper (and the budget)."""
     from matplotlib.ticker import FuncFormatter
 
-    plt = _pyplot()
     x, xlabel = _time_axis(len(totals), interval_s)
     thousands = FuncFormatter(lambda v, _: f"{v:,.0f}")
+    out = []
     mem, nosweep = totals[:, M["mem_bytes"]], totals[:, M["nosweep_bytes"]]
     div, unit = byte_unit(max(float(nosweep.max(initial=0)), float(mem.max(initial=0))))
     fig, ax = plt.subplots(figsize=(9, 3.4))
@@ -98,13 +92,8 @@ def _memory_chart(totals: np.ndarray, interval_s: float, budget: int) -> str:
         ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend()
-    return _png(fig)
+    out.append(_png(fig))
 
-
-def _read_chart(totals: np.ndarray, interval_s: float, budget: int) -> str:
-    """Bytes read back from blobs per interval."""
-    plt = _pyplot()
-    x, xlabel = _time_axis(len(totals), interval_s)
     read = totals[:, M["bytes_read"]]
     div, unit = byte_unit(float(read.max(initial=0)))
     fig, ax = plt.subplots(figsize=(9, 3.0))
@@ -116,81 +105,18 @@ def _read_chart(totals: np.ndarray, interval_s: float, budget: int) -> str:
     )
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    return _png(fig)
+    out.append(_png(fig))
 
-
-def _swept_chart(totals: np.ndarray, interval_s: float, budget: int) -> str:
-    """Messages swept and re-swept per interval."""
-    from matplotlib.ticker import FuncFormatter
-
-    plt = _pyplot()
-    x, xlabel = _time_axis(len(totals), interval_s)
     fig, ax = plt.subplots(figsize=(9, 3.0))
     ax.plot(x, totals[:, M["msgs_written"]], label="swept", color="#9467bd")
     ax.plot(x, totals[:, M["msgs_reswept"]], label="of them swept before (re-swept)", color="#ff7f0e")
     ax.set(title=f"Messages moved into blobs, per {interval_s:g} s interval", xlabel=xlabel, ylabel="messages")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.yaxis.set_major_formatter(thousands)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend()
-    return _png(fig)
-
-
-CHARTS = (_memory_chart, _read_chart, _swept_chart)
-
-
-def charts(totals: np.ndarray, interval_s: float, budget: int = 0, parallel: bool | None = None) -> list[str]:
-    """Memory over time; volume read back per interval; messages swept and re-swept per interval.
-
-    Drawn at once by forked processes when ``parallel`` (by default: when this process may
-    run on more than one core and can fork): each chart is a few hundredths of a second of
-    one core, and a driver whose Spark work is done leaves the other cores idle. The same
-    functions draw the same PNGs either way (tests/test_pipeline_overlap.py)."""
-    args = (totals, interval_s, budget)
-    if parallel is None:
-        parallel = hasattr(os, "fork") and len(os.sched_getaffinity(0)) > 1
-    if not parallel:
-        return [draw(*args) for draw in CHARTS]
-    return forked(CHARTS, args)
-
-
-def forked(functions, args: tuple) -> list[str]:
-    """``[f(*args) for f in functions]``, the first in this process and each other in a child
-    forked for it (copy-on-write: it has what this process loaded, matplotlib's fonts among
-    them), which sends its text back through a pipe and ends at once (``os._exit``: nothing
-    of this process's, its threads' or atexit's, runs in it). A child that fails, or a fork
-    that fails, leaves its function to this process: the result is the same, later."""
-    children = []
-    for f in functions[1:]:
-        try:
-            r, w = os.pipe()
-            pid = os.fork()
-        except OSError:
-            children.append((f, None, None))
-            continue
-        if pid == 0:  # the child: draw, send, end
-            code = 1
-            try:
-                os.close(r)
-                data = f(*args).encode()
-                with os.fdopen(w, "wb") as out:
-                    out.write(data)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(w)
-        children.append((f, pid, r))
-    results = [functions[0](*args)]
-    for f, pid, r in children:
-        text = None
-        if pid is not None:
-            with os.fdopen(r, "rb") as src:
-                data = src.read()
-            _, status = os.waitpid(pid, 0)
-            if os.waitstatus_to_exitcode(status) == 0:
-                text = data.decode()
-        results.append(text if text is not None else f(*args))
-    return results
+    out.append(_png(fig))
+    return out
 
 
 def warm_up() -> None:

@@ -5,14 +5,11 @@
   process of its own (its own JVM, so that the layout job is truly the first), with the same
   figures as the local replay;
 - a layout that fails in that first job (a bad value; a task that raises) ends the run with
-  its one line and exit code, within a bound: no hang on a daemon or a worker;
-- the report's charts drawn by forked processes are the same PNGs as drawn in one, and a
-  child that fails leaves its chart to the parent."""
+  its one line and exit code, within a bound: no hang on a daemon or a worker."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -86,37 +83,3 @@ def test_a_layout_task_that_fails_in_the_first_job_ends_the_run_with_one_line(tr
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("sweepq pipeline: error: the Spark job failed:") and "no report was written" in last
     assert not (tmp_path / "out" / "report.html").exists()
-
-
-def _totals(n: int = 40) -> np.ndarray:
-    from sweepq.sweeper.replay import METRICS
-
-    rng = np.random.default_rng(3)
-    return rng.integers(0, 10**6, size=(n, len(METRICS))).astype(np.int64)
-
-
-def test_charts_drawn_by_forked_processes_are_those_drawn_in_one():
-    from sweepq.pipeline import report
-
-    totals = _totals()
-    serial = report.charts(totals, 1.0, budget=500_000, parallel=False)
-    forked = report.charts(totals, 1.0, budget=500_000, parallel=True)
-    assert len(serial) == 3 and forked == serial
-
-
-def _fails_in_a_child(parent: int):
-    def draw(totals, interval_s, budget):
-        if os.getpid() != parent:
-            raise RuntimeError("a child that fails")
-        return f"drawn by {os.getpid()}"
-
-    return draw
-
-
-def test_a_chart_whose_child_fails_is_drawn_by_the_parent():
-    from sweepq.pipeline import report
-
-    me = os.getpid()
-    first = _fails_in_a_child(me)
-    out = report.forked([first, _fails_in_a_child(me), lambda *a: "from a child"], (None, 1.0, 0))
-    assert out == [f"drawn by {me}", f"drawn by {me}", "from a child"]
