@@ -233,7 +233,9 @@ def warm_up_workers(spark: SparkSession) -> int:
     """A no-op job with one task per core: it starts Spark's Python daemon and workers and
     loads pyarrow and the kernel in them (a daemon pre-started by the driver has them loaded:
     pipeline/prestart.py), a fixed cost (seconds on the first job) that the pipeline reports
-    as a stage of its own. Returns the number of worker processes seen."""
+    as a stage of its own, when the run's first job would not start them anyway (a layout
+    made in Arrow is the first job then: pipeline/job.py). Returns the number of worker
+    processes seen."""
     n = spark.sparkContext.defaultParallelism
     return len(set(spark.sparkContext.parallelize(range(n), n).mapPartitions(_warm).collect()))
 
