@@ -7,7 +7,9 @@ a bad trace is one line on stderr and exit code 2.
 
 Stages (each timed, each with a progress line):
 
-1. warm-up: a no-op job that starts the Python workers with the kernel loaded;
+1. warm-up: a no-op job that starts the Python workers with the kernel loaded, when there is
+   a layout to use (given or reused); when one is to be made, the layout job is the first
+   job and its tasks start the workers (the warm-up is in its time, and has no job of its own);
 2. layout: a trace laid out by queue is used as it is; a layout of the same trace kept by an
    earlier run is reused; anything else is laid out by queue by a Spark job, the map side of
    a shuffle in Arrow (pipeline/layout.py; ``--shuffle jvm``: Spark's own), and kept in
@@ -166,13 +168,32 @@ def _job(args: argparse.Namespace, layout: dict) -> dict:
 
 
 def _layout(spark, args: argparse.Namespace, times: dict, log, where: str) -> tuple[str, dict, str]:
-    """The layout stage: a trace laid out already, a layout reused, or one made (and kept)."""
+    """The warm-up and layout stages: a trace laid out already, or a layout reused, after a
+    warm-up job of its own; or a layout made (and kept) by a job that is the first one, its
+    tasks starting the workers (a warm-up job before it would only delay it: its tasks do
+    nothing that the layout's do not, on workers forked from a daemon that has every module
+    loaded, pipeline/daemon.py)."""
     from sweepq.pipeline import layout as lay
-    from sweepq.pipeline import stages
+    from sweepq.pipeline import prestart, stages
 
     directory = args.layout or lay.default_directory(args.out)
-    with stages.timed(times, "layout"):
-        trace_dir, layout, how = stages.lay_out(spark, args.traces, directory, args.buckets, args.shuffle)
+    t = time.perf_counter()
+    found = stages.existing_layout(args.traces, directory, args.buckets)
+    looked = time.perf_counter() - t  # counted in the layout stage
+    if found is None and args.shuffle == "arrow":  # Python tasks: they start the workers
+        log("warm-up: in the layout job, the first job (its tasks start the Python workers)")
+    else:
+        with stages.timed(times, "warm_up"):
+            workers = stages.warm_up_workers(spark)
+            prestart.release()  # the first job claimed it, or it ends now (pipeline/prestart.py)
+        log(f"warm-up: {workers} Python workers started with the kernel loaded in {times['warm_up']:.1f} s")
+    t = time.perf_counter()
+    try:
+        made = found or stages.make_layout(spark, args.traces, directory, args.buckets, args.shuffle)
+    finally:
+        prestart.release()  # idempotent
+        times["layout"] = round(looked + time.perf_counter() - t, 3)
+    trace_dir, layout, how = made
     n = len(lay.units(layout))
     if how == "given":
         log(f"layout: {args.traces} is laid out by queue in {n} units{where}")
@@ -213,7 +234,7 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
 
     import numpy as np
 
-    from sweepq.pipeline import prestart, stages
+    from sweepq.pipeline import stages
     from sweepq.pipeline.java import runtime
     from sweepq.pipeline.report import render, restamp
     from sweepq.pipeline.report import warm_up as warm_charts
@@ -242,10 +263,6 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     log(f"spark: {spark.sparkContext.master} started in {times['spark_start']:.1f} s; {java.describe()}")
     group = f"sweepq-{os.getpid()}-{time.time_ns()}"
     spark.sparkContext.setJobGroup(group, "sweepq pipeline")
-    with stages.timed(times, "warm_up"):
-        workers = stages.warm_up_workers(spark)
-        prestart.release()  # the first job claimed it, or it ends now (pipeline/prestart.py)
-    log(f"warm-up: {workers} Python workers started with the kernel loaded in {times['warm_up']:.1f} s")
     trace_dir, layout, how = _layout(spark, args, times, log, where)
     events = int(layout["events"])
     job = _job(args, layout)

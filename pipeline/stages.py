@@ -164,13 +164,22 @@ def lay_out(spark: SparkSession, path: str, directory: str, buckets: int | None,
     ``how`` is "given" (``path`` is laid out by queue already), "reused" (a finished layout of
     the same source, and of ``buckets`` when given, in ``directory``), or "made" (by the
     ``shuffle``, into ``directory``, its manifest written last)."""
+    return existing_layout(path, directory, buckets) or make_layout(spark, path, directory, buckets, shuffle)
+
+
+def existing_layout(path: str, directory: str, buckets: int | None) -> tuple[str, dict, str] | None:
+    """What :func:`lay_out` returns when no Spark job is needed (a trace laid out by queue
+    already, or a layout to reuse); None when the layout is to be made. Reads files only."""
     given = read_layout(path)
     if given is not None:
         return path, given, "given"
-    source = lay.fingerprint(path)
-    found = lay.reusable(directory, source, buckets)
-    if found is not None:
-        return directory, found, "reused"
+    found = lay.reusable(directory, lay.fingerprint(path), buckets)
+    return (directory, found, "reused") if found is not None else None
+
+
+def make_layout(spark: SparkSession, path: str, directory: str, buckets: int | None, shuffle: str = "arrow"):
+    """Lay ``path`` out by queue into ``directory`` by the ``shuffle`` (its manifest written
+    last): :func:`lay_out`'s ``(directory, manifest, "made")``."""
     made = SHUFFLES[shuffle](spark, path, directory, buckets or default_buckets(spark, path))
     lay.write_manifest(directory, made)
     return directory, made, "made"
@@ -224,7 +233,9 @@ def warm_up_workers(spark: SparkSession) -> int:
     """A no-op job with one task per core: it starts Spark's Python daemon and workers and
     loads pyarrow and the kernel in them (a daemon pre-started by the driver has them loaded:
     pipeline/prestart.py), a fixed cost (seconds on the first job) that the pipeline reports
-    as a stage of its own. Returns the number of worker processes seen."""
+    as a stage of its own, when the run's first job would not start them anyway (a layout
+    made in Arrow is the first job then: pipeline/job.py). Returns the number of worker
+    processes seen."""
     n = spark.sparkContext.defaultParallelism
     return len(set(spark.sparkContext.parallelize(range(n), n).mapPartitions(_warm).collect()))
 
