@@ -162,7 +162,9 @@ def _ext_hook(code: int, data: bytes) -> object:
 
 # The compiled form's own MessagePack codec for the values of the hot calls (a put or a get,
 # their replies): ints within 64 bits, None, booleans, bytes, ASCII strings on the way in and
-# any encodable string on the way out, and lists or tuples of those. It writes and reads
+# any encodable string on the way out, and lists or tuples of those (bytes, lists and tuples
+# of their exact types only: the frame is sized on one pass and written on a second, and no
+# Python code may run between them, as a subclass's __len__ or __iter__ would). It writes and reads
 # exactly MessagePack's bytes (tests/test_wire_codec.py holds it to ``msgpack`` both ways)
 # without a packer's or an unpacker's call, its keyword arguments and its buffer; anything
 # else (a map, a float, an extension, a value past 64 bits, bytes that are not one whole
@@ -188,7 +190,7 @@ def _size(value, depth):
         overflow = 0
         v = PyLong_AsLongLongAndOverflow(value, cython.address(overflow))
         return -1 if overflow else _int_size(v)
-    if isinstance(value, bytes):
+    if type(value) is bytes:  # exactly: a subclass could say another length (__len__) on the second pass
         n = len(value)
         return n + 2 if n < 256 else n + 3 if n < 65536 else n + 5 if n < 4294967296 else -1
     if isinstance(value, str):
@@ -197,7 +199,7 @@ def _size(value, depth):
         except UnicodeEncodeError:  # a lone surrogate: msgpack's packer refuses it, _sendable carries it
             return -1
         return n + 1 if n < 32 else n + 2 if n < 256 else n + 3 if n < 65536 else n + 5 if n < 4294967296 else -1
-    if isinstance(value, (list, tuple)) and depth < _DEPTH:
+    if (type(value) is list or type(value) is tuple) and depth < _DEPTH:  # exactly, as bytes
         count = len(value)
         total = 1 if count < 16 else 3 if count < 65536 else 5
         for item in value:
@@ -237,7 +239,7 @@ def _pack_into(p, value):
             n = _int_size(v)
             p[0] = 0xD0 if n == 2 else 0xD1 if n == 3 else 0xD2 if n == 5 else 0xD3
         return _be(p + 1, cython.cast(cython.ulonglong, v), n - 1)
-    if isinstance(value, bytes):
+    if type(value) is bytes:
         n = len(value)
         if n < 256:
             p[0] = 0xC4

@@ -125,3 +125,24 @@ def test_an_error_reply_carries_its_reason_and_text():
         "nothing — none",
         [b"\x01" * 24],
     )
+
+
+class _Lying(list):
+    """A list that says another length than it has."""
+
+    def __len__(self):
+        return 1
+
+
+class _Bytes(bytes):
+    def __len__(self):
+        return 10_000
+
+
+def test_subclasses_of_list_and_bytes_are_packed_by_msgpack_whatever_they_say():
+    """The compiled form sizes a frame, then writes it: a value that runs code of its own
+    between the two (a subclass's __len__ or __iter__) goes to msgpack's packer instead, and
+    the frame is that packer's bytes, however wrong the value's own account of itself."""
+    for value in (_Lying([1, 2, 3]), [_Bytes(b"abc")], (_Lying([b"x" * 300]),)):
+        assert _body(P.Framer().frame(P.OK, value)) == msgpack.packb(value)
+    assert P.unpack(_body(P.Framer().frame(P.OK, [_Bytes(b"abc")]))) == [b"abc"]
