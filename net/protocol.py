@@ -168,7 +168,7 @@ def _ext_hook(code: int, data: bytes) -> object:
 # exactly MessagePack's bytes (tests/test_wire_codec.py holds it to ``msgpack`` both ways)
 # without a packer's or an unpacker's call, its keyword arguments and its buffer; anything
 # else (a map, a float, an extension, a value past 64 bits, bytes that are not one whole
-# value) is left to ``msgpack`` (:data:`_NO`, or a size of -1), which then packs it, decodes
+# value) is left to ``msgpack`` (a sentinel, or a size of -1), which then packs it, decodes
 # it, or says what is wrong with it, as before. Interpreted (SWEEPQ_PURE=1), ``msgpack`` does
 # everything.
 
@@ -298,7 +298,7 @@ def _uint(p, width):
 
 
 def _unpack_at(p, end, pos, depth):
-    """The value at ``p[pos[0]]`` (``pos[0]`` moved past it), or :data:`_NO`."""
+    """The value at ``p[pos[0]]`` (``pos[0]`` moved past it), or the sentinel (bytes left to msgpack)."""
     i = pos[0]
     if i >= end:
         return _NO
