@@ -8,3 +8,26 @@ cdef class Framer:
 
     @cython.locals(body=bytes, n=Py_ssize_t, out=bytes, p=cython.p_uchar)
     cpdef bytes frame(self, int op, object value)
+
+# The compiled form's MessagePack codec for the hot calls' values (net/protocol.py).
+cdef object _NO
+cdef int _DEPTH
+
+cdef Py_ssize_t _int_size(long long v) noexcept
+
+@cython.locals(n=Py_ssize_t, overflow=int, v=cython.longlong, count=Py_ssize_t, total=Py_ssize_t, k=Py_ssize_t)
+cdef Py_ssize_t _size(object value, int depth) except -2
+
+@cython.locals(i=int)
+cdef unsigned char* _be(unsigned char* p, unsigned long long v, int width) noexcept
+
+@cython.locals(n=Py_ssize_t, v=cython.longlong, s=cython.p_char)
+cdef unsigned char* _pack_into(unsigned char* p, object value) except NULL
+
+cdef void _header_into(unsigned char* p, Py_ssize_t n, int op) noexcept
+
+@cython.locals(v=cython.ulonglong, i=int)
+cdef unsigned long long _uint(unsigned char* p, int width) noexcept
+
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, w=int, b=int, u=cython.ulonglong, k=Py_ssize_t, _j=Py_ssize_t)
+cdef object _unpack_at(unsigned char* p, Py_ssize_t end, Py_ssize_t* pos, int depth)

@@ -31,6 +31,8 @@ from sweepq.engine import CC, MD, MQError, QueueAttributes, QueueInfo, Reason
 
 if cython.compiled:  # the C functions the compiled form calls (net/protocol.pxd; engine/compiled.py)
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.cpython.long import PyLong_AsLongLongAndOverflow
+    from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize, PyUnicode_DecodeASCII
     from cython.cimports.libc.string import memcpy
 
 VERSION = 1
@@ -158,6 +160,207 @@ def _ext_hook(code: int, data: bytes) -> object:
     raise ProtocolError(f"unknown extension type {code}")
 
 
+# The compiled form's own MessagePack codec for the values of the hot calls (a put or a get,
+# their replies): ints within 64 bits, None, booleans, bytes, ASCII strings on the way in and
+# any encodable string on the way out, and lists or tuples of those (bytes, lists and tuples
+# of their exact types only: the frame is sized on one pass and written on a second, and no
+# Python code may run between them, as a subclass's __len__ or __iter__ would). It writes and reads
+# exactly MessagePack's bytes (tests/test_wire_codec.py holds it to ``msgpack`` both ways)
+# without a packer's or an unpacker's call, its keyword arguments and its buffer; anything
+# else (a map, a float, an extension, a value past 64 bits, bytes that are not one whole
+# value) is left to ``msgpack`` (a sentinel, or a size of -1), which then packs it, decodes
+# it, or says what is wrong with it, as before. Interpreted (SWEEPQ_PURE=1), ``msgpack`` does
+# everything.
+
+_NO = object()  # what _unpack_at returns for bytes it leaves to msgpack
+_DEPTH = 16  # lists deeper than this are left to msgpack
+
+
+def _int_size(v):
+    if v >= 0:
+        return 1 if v < 128 else 2 if v < 256 else 3 if v < 65536 else 5 if v < 4294967296 else 9
+    return 1 if v >= -32 else 2 if v >= -128 else 3 if v >= -32768 else 5 if v >= -2147483648 else 9
+
+
+def _size(value, depth):
+    """The packed length of ``value``, or -1: not a value this codec packs."""
+    if value is None or value is True or value is False:
+        return 1
+    if isinstance(value, int):
+        overflow = 0
+        v = PyLong_AsLongLongAndOverflow(value, cython.address(overflow))
+        return -1 if overflow else _int_size(v)
+    if type(value) is bytes:  # exactly: a subclass could say another length (__len__) on the second pass
+        n = len(value)
+        return n + 2 if n < 256 else n + 3 if n < 65536 else n + 5 if n < 4294967296 else -1
+    if isinstance(value, str):
+        try:
+            PyUnicode_AsUTF8AndSize(value, cython.address(n))
+        except UnicodeEncodeError:  # a lone surrogate: msgpack's packer refuses it, _sendable carries it
+            return -1
+        return n + 1 if n < 32 else n + 2 if n < 256 else n + 3 if n < 65536 else n + 5 if n < 4294967296 else -1
+    if (type(value) is list or type(value) is tuple) and depth < _DEPTH:  # exactly, as bytes
+        count = len(value)
+        total = 1 if count < 16 else 3 if count < 65536 else 5
+        for item in value:
+            k = _size(item, depth + 1)
+            if k < 0:
+                return -1
+            total += k
+        return total
+    return -1
+
+
+def _be(p, v, width):
+    """``v`` in ``width`` bytes, big endian, at ``p``; past them."""
+    for i in range(width):
+        p[width - 1 - i] = v & 255
+        v >>= 8
+    return p + width
+
+
+def _pack_into(p, value):
+    """Write ``value`` (one that :func:`_size` measured) at ``p``; past it."""
+    if value is None:
+        p[0] = 0xC0
+        return p + 1
+    if value is True or value is False:
+        p[0] = 0xC3 if value is True else 0xC2
+        return p + 1
+    if isinstance(value, int):
+        v = value
+        if 0 <= v < 128 or -32 <= v < 0:
+            p[0] = cython.cast(cython.uchar, v & 255)
+            return p + 1
+        if v >= 0:
+            n = _int_size(v)
+            p[0] = 0xCC if n == 2 else 0xCD if n == 3 else 0xCE if n == 5 else 0xCF
+        else:
+            n = _int_size(v)
+            p[0] = 0xD0 if n == 2 else 0xD1 if n == 3 else 0xD2 if n == 5 else 0xD3
+        return _be(p + 1, cython.cast(cython.ulonglong, v), n - 1)
+    if type(value) is bytes:
+        n = len(value)
+        if n < 256:
+            p[0] = 0xC4
+            p = _be(p + 1, n, 1)
+        elif n < 65536:
+            p[0] = 0xC5
+            p = _be(p + 1, n, 2)
+        else:
+            p[0] = 0xC6
+            p = _be(p + 1, n, 4)
+        memcpy(p, PyBytes_AS_STRING(value), n)
+        return p + n
+    if isinstance(value, str):
+        s = cython.cast(cython.p_char, PyUnicode_AsUTF8AndSize(value, cython.address(n)))
+        if n < 32:
+            p[0] = 0xA0 | n
+            p += 1
+        elif n < 256:
+            p[0] = 0xD9
+            p = _be(p + 1, n, 1)
+        elif n < 65536:
+            p[0] = 0xDA
+            p = _be(p + 1, n, 2)
+        else:
+            p[0] = 0xDB
+            p = _be(p + 1, n, 4)
+        memcpy(p, s, n)
+        return p + n
+    n = len(value)
+    if n < 16:
+        p[0] = 0x90 | n
+        p += 1
+    elif n < 65536:
+        p[0] = 0xDC
+        p = _be(p + 1, n, 2)
+    else:
+        p[0] = 0xDD
+        p = _be(p + 1, n, 4)
+    for item in value:
+        p = _pack_into(p, item)
+    return p
+
+
+def _header_into(p, n, op):
+    """A frame's header (:data:`HEADER`) at ``p``."""
+    _be(p, n, 4)
+    p[4] = VERSION
+    p[5] = op
+
+
+def _uint(p, width):
+    v = 0
+    for i in range(width):
+        v = (v << 8) | p[i]
+    return v
+
+
+def _unpack_at(p, end, pos, depth):
+    """The value at ``p[pos[0]]`` (``pos[0]`` moved past it), or the sentinel (bytes left to msgpack)."""
+    i = pos[0]
+    if i >= end:
+        return _NO
+    b = p[i]
+    i += 1
+    if b < 0x80 or b >= 0xE0:  # a fixint
+        pos[0] = i
+        return b if b < 0x80 else b - 256
+    if b == 0xC0 or b == 0xC2 or b == 0xC3:
+        pos[0] = i
+        return None if b == 0xC0 else b == 0xC3
+    if 0xCC <= b <= 0xD3:  # an int of 1, 2, 4 or 8 bytes, unsigned then signed
+        w = 1 << ((b - 0xCC) & 3)
+        if end - i < w:
+            return _NO
+        u = _uint(p + i, w)
+        pos[0] = i + w
+        if b <= 0xCF:
+            return u
+        if w < 8 and u >> (8 * w - 1):  # sign-extend
+            u |= ~cython.cast(cython.ulonglong, 0) << (8 * w)
+        return cython.cast(cython.longlong, u)
+    if 0x90 <= b <= 0x9F or b == 0xDC or b == 0xDD:  # an array
+        if b <= 0x9F:
+            n = b & 15
+        else:
+            w = 2 if b == 0xDC else 4
+            if end - i < w:
+                return _NO
+            n = _uint(p + i, w)
+            i += w
+        if n > end - i or depth >= _DEPTH:  # each item takes a byte at least
+            return _NO
+        pos[0] = i
+        out = []
+        for _j in range(n):
+            item = _unpack_at(p, end, pos, depth + 1)
+            if item is _NO:
+                return _NO
+            out.append(item)
+        return out
+    if 0xA0 <= b <= 0xBF or 0xD9 <= b <= 0xDB or 0xC4 <= b <= 0xC6:  # a str or bin
+        if b <= 0xBF:
+            n = b & 31
+        else:
+            w = 1 << ((b - 0xD9) if b >= 0xD9 else (b - 0xC4))
+            if end - i < w:
+                return _NO
+            n = _uint(p + i, w)
+            i += w
+        if n > end - i:
+            return _NO
+        pos[0] = i + n
+        if b >= 0xC4 and b <= 0xC6:
+            return PyBytes_FromStringAndSize(cython.cast(cython.p_char, p + i), n)
+        for k in range(i, i + n):  # ASCII only here: msgpack decodes (and refuses) the rest
+            if p[k] >= 0x80:
+                return _NO
+        return PyUnicode_DecodeASCII(cython.cast(cython.p_char, p + i), n, cython.NULL)
+    return _NO
+
+
 KEEP_BUFFER = 64 * 1024  # a connection's packer keeps a buffer this large between calls
 
 
@@ -175,6 +378,14 @@ class Framer:
 
     def frame(self, op: int, value: object) -> bytes:
         """The frame of ``op`` whose body is ``value``, packed as described above."""
+        if cython.compiled:  # the usual values (ints, None, bytes, short lists) packed here, in place
+            n = _size(value, 0)
+            if n >= 0:
+                out = PyBytes_FromStringAndSize(cython.NULL, n + 6)
+                p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
+                _header_into(p, n, op)
+                _pack_into(p + 6, value)
+                return out
         try:
             body = self._packb(value)
         except (OverflowError, ValueError, TypeError):  # a big int (the packer does not call
@@ -187,12 +398,7 @@ class Framer:
         if cython.compiled:  # header and body in one allocation: no struct call, no concatenation
             out = PyBytes_FromStringAndSize(cython.NULL, n + 6)
             p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
-            p[0] = (n >> 24) & 255
-            p[1] = (n >> 16) & 255
-            p[2] = (n >> 8) & 255
-            p[3] = n & 255
-            p[4] = VERSION
-            p[5] = op
+            _header_into(p, n, op)
             memcpy(p + 6, PyBytes_AS_STRING(body), n)
             return out
         return HEADER.pack(n, VERSION, op) + body
@@ -234,6 +440,11 @@ def unpack(body) -> object:
     """The value of a frame's body.
 
     :raises ProtocolError: when the body is not one well-formed MessagePack value."""
+    if cython.compiled and type(body) is bytes:  # the usual request or reply: decoded here
+        pos = cython.declare(cython.Py_ssize_t, 0)
+        value = _unpack_at(cython.cast(cython.p_uchar, PyBytes_AS_STRING(body)), len(body), cython.address(pos), 0)
+        if value is not _NO and pos == len(body):
+            return value
     try:
         return _unpackb(body, ext_hook=_ext_hook, raw=False, strict_map_key=False)
     except ProtocolError:
