@@ -34,8 +34,9 @@ def test_docs_pipeline_quotes_the_table_as_it_is():
 
 # Later runs beside it, each in a folder of its own: after the pre-started daemon under load
 # (prestart, issue 35 item 5), and two quiet runs, before it (quiet) and after (quiet-prestart);
-# the layout made by the first job, with the charts drawn at once (layout-first-job).
-LATER = ("prestart", "quiet", "quiet-prestart", "layout-first-job")
+# the layout made by the first job, under load (layout-first-job) and at load 2 (layout-first-job-ab),
+# each alternating with the tree before it.
+LATER = ("prestart", "quiet", "quiet-prestart", "layout-first-job", "layout-first-job-ab")
 
 
 @pytest.mark.parametrize("name", LATER)
