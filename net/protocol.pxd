@@ -15,8 +15,12 @@ cdef int _DEPTH
 
 cdef Py_ssize_t _int_size(long long v) noexcept
 
-@cython.locals(n=Py_ssize_t, overflow=int, v=cython.longlong, count=Py_ssize_t, total=Py_ssize_t, k=Py_ssize_t)
+@cython.locals(n=Py_ssize_t, overflow=int, v=cython.longlong, total=Py_ssize_t, k=Py_ssize_t)
 cdef Py_ssize_t _size(object value, int depth) except -2
+
+cdef Py_ssize_t _head_size(Py_ssize_t n, Py_ssize_t fix_limit, bint has8) noexcept
+
+cdef unsigned char* _head_into(unsigned char* p, Py_ssize_t n, int fix_base, Py_ssize_t fix_limit, int code8, int code16, int code32) noexcept
 
 @cython.locals(i=int)
 cdef unsigned char* _be(unsigned char* p, unsigned long long v, int width) noexcept

@@ -192,16 +192,19 @@ def _size(value, depth):
         return -1 if overflow else _int_size(v)
     if type(value) is bytes:  # exactly: a subclass could say another length (__len__) on the second pass
         n = len(value)
-        return n + 2 if n < 256 else n + 3 if n < 65536 else n + 5 if n < 4294967296 else -1
+        k = _head_size(n, 0, True)
+        return -1 if k < 0 else n + k
     if isinstance(value, str):
         try:
             PyUnicode_AsUTF8AndSize(value, cython.address(n))
         except UnicodeEncodeError:  # a lone surrogate: msgpack's packer refuses it, _sendable carries it
             return -1
-        return n + 1 if n < 32 else n + 2 if n < 256 else n + 3 if n < 65536 else n + 5 if n < 4294967296 else -1
+        k = _head_size(n, 32, True)
+        return -1 if k < 0 else n + k
     if (type(value) is list or type(value) is tuple) and depth < _DEPTH:  # exactly, as bytes
-        count = len(value)
-        total = 1 if count < 16 else 3 if count < 65536 else 5
+        total = _head_size(len(value), 16, False)
+        if total < 0:
+            return -1
         for item in value:
             k = _size(item, depth + 1)
             if k < 0:
@@ -209,6 +212,30 @@ def _size(value, depth):
             total += k
         return total
     return -1
+
+
+def _head_size(n, fix_limit, has8):
+    """The length of a str, bin or array header for ``n`` bytes or items, or -1 past 32 bits:
+    one byte under ``fix_limit`` (the fix form), then an 8-bit length (``has8``: not arrays),
+    16-bit, 32-bit. :func:`_head_into` writes the same forms."""
+    if n < fix_limit:
+        return 1
+    return 2 if has8 and n < 256 else 3 if n < 65536 else 5 if n < 4294967296 else -1
+
+
+def _head_into(p, n, fix_base, fix_limit, code8, code16, code32):
+    """The header :func:`_head_size` measured, at ``p`` (``code8`` 0: no 8-bit form); past it."""
+    if n < fix_limit:
+        p[0] = fix_base | n
+        return p + 1
+    if code8 and n < 256:
+        p[0] = code8
+        return _be(p + 1, n, 1)
+    if n < 65536:
+        p[0] = code16
+        return _be(p + 1, n, 2)
+    p[0] = code32
+    return _be(p + 1, n, 4)
 
 
 def _be(p, v, width):
@@ -241,43 +268,15 @@ def _pack_into(p, value):
         return _be(p + 1, cython.cast(cython.ulonglong, v), n - 1)
     if type(value) is bytes:
         n = len(value)
-        if n < 256:
-            p[0] = 0xC4
-            p = _be(p + 1, n, 1)
-        elif n < 65536:
-            p[0] = 0xC5
-            p = _be(p + 1, n, 2)
-        else:
-            p[0] = 0xC6
-            p = _be(p + 1, n, 4)
+        p = _head_into(p, n, 0, 0, 0xC4, 0xC5, 0xC6)
         memcpy(p, PyBytes_AS_STRING(value), n)
         return p + n
     if isinstance(value, str):
         s = cython.cast(cython.p_char, PyUnicode_AsUTF8AndSize(value, cython.address(n)))
-        if n < 32:
-            p[0] = 0xA0 | n
-            p += 1
-        elif n < 256:
-            p[0] = 0xD9
-            p = _be(p + 1, n, 1)
-        elif n < 65536:
-            p[0] = 0xDA
-            p = _be(p + 1, n, 2)
-        else:
-            p[0] = 0xDB
-            p = _be(p + 1, n, 4)
+        p = _head_into(p, n, 0xA0, 32, 0xD9, 0xDA, 0xDB)
         memcpy(p, s, n)
         return p + n
-    n = len(value)
-    if n < 16:
-        p[0] = 0x90 | n
-        p += 1
-    elif n < 65536:
-        p[0] = 0xDC
-        p = _be(p + 1, n, 2)
-    else:
-        p[0] = 0xDD
-        p = _be(p + 1, n, 4)
+    p = _head_into(p, len(value), 0x90, 16, 0, 0xDC, 0xDD)
     for item in value:
         p = _pack_into(p, item)
     return p

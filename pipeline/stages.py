@@ -159,17 +159,11 @@ def jvm_layout(spark: SparkSession, path: str, out: str, buckets: int) -> dict:
 SHUFFLES = {"arrow": arrow_layout, "jvm": jvm_layout}
 
 
-def lay_out(spark: SparkSession, path: str, directory: str, buckets: int | None, shuffle: str = "arrow"):
-    """The layout the replay reads, and how it was had: ``(directory, manifest, how)`` where
-    ``how`` is "given" (``path`` is laid out by queue already), "reused" (a finished layout of
-    the same source, and of ``buckets`` when given, in ``directory``), or "made" (by the
-    ``shuffle``, into ``directory``, its manifest written last)."""
-    return existing_layout(path, directory, buckets) or make_layout(spark, path, directory, buckets, shuffle)
-
-
 def existing_layout(path: str, directory: str, buckets: int | None) -> tuple[str, dict, str] | None:
-    """What :func:`lay_out` returns when no Spark job is needed (a trace laid out by queue
-    already, or a layout to reuse); None when the layout is to be made. Reads files only."""
+    """The layout the replay reads when no Spark job is needed, as ``(directory, manifest,
+    how)``: ``how`` is "given" (``path`` is laid out by queue already) or "reused" (a finished
+    layout of the same source, and of ``buckets`` when given, in ``directory``); None when the
+    layout is to be made (:func:`make_layout`). Reads files only."""
     given = read_layout(path)
     if given is not None:
         return path, given, "given"
@@ -179,7 +173,7 @@ def existing_layout(path: str, directory: str, buckets: int | None) -> tuple[str
 
 def make_layout(spark: SparkSession, path: str, directory: str, buckets: int | None, shuffle: str = "arrow"):
     """Lay ``path`` out by queue into ``directory`` by the ``shuffle`` (its manifest written
-    last): :func:`lay_out`'s ``(directory, manifest, "made")``."""
+    last): ``(directory, manifest, "made")``, as :func:`existing_layout` returns the others."""
     made = SHUFFLES[shuffle](spark, path, directory, buckets or default_buckets(spark, path))
     lay.write_manifest(directory, made)
     return directory, made, "made"
