@@ -16,9 +16,11 @@ ends both and removes their files.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +32,7 @@ from dataclasses import asdict, dataclass
 from .children import Children, ignoring_interrupts, interrupts_as_ctrl_c, tether
 
 CHANNEL = "QM1.QM2"
+QUIET_MS = 60_000  # QM2 gives up once nothing has arrived for this long
 TOKEN = "demo-channel-token"
 
 
@@ -87,7 +90,11 @@ def qm1_main(cfg: ChannelDemo, data: str, conname: str, sweeper: bool) -> None:
         h.put_many([b"%012d" % i + filler for i in range(put[0], put[0] + n)])
         put[0] += n
         time.sleep(max(0.0, t0 + cfg.seconds * put[0] / cfg.messages - time.monotonic()))
-    while qm.inquire_queue("QM2").current_depth:
+    # Closing stops the channel: a batch in flight would end in doubt, and its FAST non-persistent
+    # messages, off the transmission queue since the batch was assigned, could be lost (as MQ's
+    # NPMSPEED(FAST) allows). So QM1 ends once its channel has committed every message, not when
+    # the transmission queue is empty.
+    while qm.channels.status(CHANNEL)[0].get("messages", 0) < put[0] or qm.inquire_queue("QM2").current_depth:
         time.sleep(0.1)
     done.set()
     _say(sent=put[0])
@@ -110,7 +117,10 @@ def qm2_main(cfg: ChannelDemo, data: str, conname: str) -> None:
     dups = out_of_order = last = 0
     last = -1
     while len(seen) < cfg.messages:
-        for m in h.get_many(500, GMO.WAIT, 60_000):
+        got = h.get_many(500, GMO.WAIT, QUIET_MS)
+        if not got:  # nothing for a minute: what is missing is reported, not waited for forever
+            break
+        for m in got:
             i = int(bytes(m.data[:12]))
             dups += i in seen
             out_of_order += i < last
@@ -131,7 +141,8 @@ def _free_port() -> int:
 
 
 def _start(children: Children, role: str, cfg: ChannelDemo, *args: object) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "sweepq.bench.demo_channel", role, str(os.getpid()), json.dumps(asdict(cfg))]
+    child = [sys.executable, "-X", "faulthandler", "-m", "sweepq.bench.demo_channel"]  # a crash leaves its stack
+    argv = [*child, role, str(os.getpid()), json.dumps(asdict(cfg))]
     return children.start([*argv, *map(str, args)], f"QM{role[-1]}", stdout=subprocess.PIPE, text=True)
 
 
@@ -171,9 +182,12 @@ def one_run(cfg: ChannelDemo, children: Children, work: str, sweeper: bool, say)
                 f"  {doc['t'] - t0:5.1f} s  QM1 {doc['rss'] / 2**20:6.0f} MiB  put {doc['put']:>9,}  "
                 f"transmission queue {doc['depth']:>9,} ({doc['swept']:,} swept)  channel {doc['channel']}"
             )
-    qm1.wait(60)
+    ended = {"QM1": qm1.wait(60)}
     if qm2 is not None:
-        qm2.wait(120)
+        ended["QM2"] = qm2.wait(QUIET_MS / 1000 + 60)
+    for who, code in ended.items():
+        if code:
+            say(f"  {who} failed: {_exit_text(code)}")
     t_start, t_done = result.get("t_start"), result.get("t_done")
     shutil.rmtree(where, ignore_errors=True)
     return {
@@ -183,8 +197,17 @@ def one_run(cfg: ChannelDemo, children: Children, work: str, sweeper: bool, say)
         "depth_when_qm2_started": depth_at_start,
         "swept_when_qm2_started": swept_at_start,
         "catch_up_seconds": (t_done - t_start) if t_start and t_done else None,
+        "failed": {who: _exit_text(code) for who, code in ended.items() if code},
         **result.get("result", {"got": 0, "duplicates": 0, "out_of_order": 0}),
     }
+
+
+def _exit_text(code: int) -> str:
+    """A child's return code as a person reads it: ``exit code 1`` or ``killed by SIGSEGV``."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"
 
 
 def _consume(qm2: subprocess.Popen) -> dict:
@@ -231,7 +254,9 @@ def run(cfg: ChannelDemo, out_dir: str, say=print) -> int:
         json.dump({"config": asdict(cfg), "runs": runs}, f, indent=2)
     with open(os.path.join(out_dir, "demo-channel.md"), "w") as f:
         f.write(table + "\n")
-    ok = all(r["got"] == cfg.messages and not r["duplicates"] and not r["out_of_order"] for r in runs)
+    ok = all(
+        r["got"] == cfg.messages and not r["duplicates"] and not r["out_of_order"] and not r["failed"] for r in runs
+    )
     say(f"every message delivered once, in order: {'yes' if ok else 'NO'}; figures in {os.path.abspath(out_dir)}")
     return 0 if ok else 1
 
