@@ -45,6 +45,7 @@ from . import auth
 from . import protocol as P
 from .frames import SERVER_BUFFER, FrameMemory, FrameSocket
 from .handshake import Handshakes
+from .loop import Loop
 from .once import OnceTable
 from .session import Session
 
@@ -185,6 +186,7 @@ class Server:
         self._sessions: dict[int, Session] = {}
         self._admitted = 0  # sessions, and threads being started for them
         self._door: Handshakes | None = None
+        self._loop: Loop | None = None
         self._metrics = None
         self._console = None
         if console is not None:  # checked here, so that a bad address fails before listening
@@ -219,6 +221,8 @@ class Server:
             raise MQError(
                 Reason.RESOURCE_PROBLEM, f"cannot listen: {e.strerror or e} ({e.filename or self.tcp})"
             ) from e
+        self._loop = Loop(self)
+        self._loop.start()
         self._door = Handshakes(self, listeners)
         self._door.start()
         if self.metrics_address is not None:
@@ -278,6 +282,8 @@ class Server:
             # clock holds (a manual clock) ends when the queue manager's close wakes it.
             limit = deadline if s.state != "waiting" else min(deadline, time.monotonic() + 2 * s.slice_s)
             s.ended.wait(max(0.0, limit - time.monotonic()))
+        if self._loop is not None:
+            self._loop.close(max(0.0, deadline - time.monotonic()))
         if self._metrics is not None:
             self._metrics.close()
         if self._console is not None:
@@ -320,6 +326,9 @@ class Server:
             _reply_and_close(sock, P.error(err))
             return
         sock.setblocking(True)
+        if transport != "tls" and self._loop is not None:  # served by the loop while its calls cannot wait
+            self._loop.admit(self._session(sock, transport, peer), hello, admin)
+            return
         t = threading.Thread(target=self.run_session, args=(sock, transport, peer, hello, admin), daemon=True)
         try:
             t.start()
@@ -331,7 +340,14 @@ class Server:
             _reply_and_close(sock, P.error(err))
 
     def run_session(self, sock: socket.socket, transport: str, peer: str, hello: dict, admin: bool) -> None:
-        """The body of an admitted connection's thread."""
+        """The body of a TLS connection's thread (its reads may not pass MSG_DONTWAIT, so the
+        loop does not serve it)."""
+        session = self._session(sock, transport, peer)
+        threading.current_thread().name = f"sweepq-session-{session.id}"
+        session.run(hello, admin)
+
+    def _session(self, sock: socket.socket, transport: str, peer: str) -> Session:
+        """A new admitted connection's session, known to ``status`` from here on."""
         fs = FrameSocket(
             sock,
             self.max_frame,
@@ -342,10 +358,9 @@ class Server:
             idle=self.idle_timeout is not None,
         )
         session = Session(self, fs, next(self._ids), peer, transport)
-        threading.current_thread().name = f"sweepq-session-{session.id}"
         with self._lock:
             self._sessions[session.id] = session
-        session.run(hello, admin)
+        return session
 
     def reap(self) -> None:
         """Close the connections past a deadline (on the door's thread, each of its turns): a
