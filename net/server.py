@@ -1,14 +1,17 @@
 """The server: serves one queue manager to client connections (``sweepq serve``, ``qm.serve()``).
 
 Transport: one thread (the *door*, net/handshake.py) accepts on every listener and runs every
-handshake with a selector; a connection the server admits after its HELLO gets a thread of
-its own, running a :class:`~sweepq.net.session.Session` that calls the engine as an
-in-process application on that thread would. Why threads for sessions rather than an event
-loop: every engine call may block by design (a WAIT, a commit that waits for its fsync under
-``sync="commit"``, a get that reads a blob back), and the engine's group commit gathers
-concurrent committers; on a thread of its own each client's call blocks only that client,
-with no hop to an executor on the hot path. An idle connection costs its thread's stack
-(mostly untouched virtual memory) and a 16 KiB read buffer (figures: docs/clients.md).
+handshake with a selector; a connection the server admits after its HELLO gets a
+:class:`~sweepq.net.session.Session`, which calls the engine as an in-process application
+would. A plain connection (Unix socket, TCP) is served by the server's *loop* (net/loop.py,
+one thread with epoll) while its calls cannot wait: one wake-up serves every connection
+with a whole request, holding the GIL, where a thread per connection would retake it after
+every read. Every engine call may block by design (a WAIT, a commit that waits for its
+fsync under ``sync="commit"``, a get that reads a blob back) and the engine's group commit
+gathers concurrent committers, so a connection whose call may wait leaves the loop for a
+thread of its own (the rules: net/loop.py), where it blocks only its own client, as every
+connection did before the loop; a TLS connection has its thread from the start. An idle
+connection costs its session and a 16 KiB read buffer (figures: docs/clients.md).
 
 Listeners: a Unix socket (created 0600; its permissions are the access control; always
 plain) and, when asked, TCP (127.0.0.1 unless a host is named; the token required; TLS when
