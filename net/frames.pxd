@@ -22,6 +22,19 @@ cdef class FrameSocket:
     cdef object _timeout
     cdef object _idle_clock
     cdef object _sock_recv_into
+    cdef int _fd
 
     @cython.locals(got=Py_ssize_t, n=Py_ssize_t, version=int, op=int, total=Py_ssize_t, p=cython.p_uchar)
     cpdef tuple read(self)
+
+    @cython.locals(got=Py_ssize_t, n=Py_ssize_t, version=int, op=int, total=Py_ssize_t, have=Py_ssize_t,
+                   start=Py_ssize_t, p=cython.p_uchar)
+    cpdef object read_ready(self)
+
+    cpdef bint partial(self)
+
+    @cython.locals(got=Py_ssize_t)
+    cdef Py_ssize_t _recv_nowait(self) except -2
+
+    @cython.locals(sent=Py_ssize_t)
+    cpdef Py_ssize_t send_ready(self, bytes data) except -1

@@ -27,6 +27,7 @@ Not thread-safe: one reader and one writer at a time (the session or client hold
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -38,7 +39,11 @@ from .protocol import HEADER, HEADER_LEN, VERSION, ProtocolError
 
 if cython.compiled:  # the C functions the compiled form calls (net/frames.pxd; engine/compiled.py)
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
-    from cython.cimports.cpython.bytes import PyBytes_FromStringAndSize
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.libc.errno import EAGAIN, EINTR, errno  # EWOULDBLOCK is EAGAIN on Linux
+    from cython.cimports.sweepq.net.csocket import MSG_DONTWAIT, MSG_NOSIGNAL, recv, send
+
+_NOWAIT = socket.MSG_DONTWAIT  # the flag of the interpreted form's reads and writes that never wait
 
 CLIENT_BUFFER = 256 * 1024  # a client reads batches of messages
 SERVER_BUFFER = 16 * 1024  # a server holds one per connection, most of them idle: larger frames
@@ -141,6 +146,7 @@ class FrameSocket:
         self.active_at = clock.now() if clock is not None else 0.0  # when the last whole frame came
         self._idle_clock = clock if idle else None  # the clock active_at is read from, if kept
         self._sock_recv_into = sock.recv_into  # the one call of every request's read, looked up once
+        self._fd = sock.fileno()
         self.max_frame = max_frame
         self.partial_timeout = partial_timeout
         self.memory = memory
@@ -301,8 +307,99 @@ class FrameSocket:
             f"{m.wait:g} s: this frame of {n:,} bytes was read and dropped; try again",
         )
 
+    # -- the server's loop (net/loop.py): reads and writes that never wait ----------------------
+
+    def read_ready(self) -> tuple | None:
+        """The next frame if all its bytes are here, reading what the socket holds without
+        waiting when nothing is buffered: ``(op, body)`` as :meth:`read` returns it, or None
+        when no whole frame is buffered (nothing came, or part of one: :meth:`partial`).
+        A socket of the loop stays blocking: each read passes MSG_DONTWAIT, so a thread may
+        take the connection over between two reads (net/session.py).
+
+        :raises Closed: the peer closed the connection.
+        :raises ProtocolError: a header that breaks the protocol (:meth:`read`'s checks)."""
+        if self._held:
+            self.release()
+        if self._start == self._end:
+            got = self._recv_nowait()
+            if got < 0:
+                return None
+            if not got:
+                raise Closed("the peer closed the connection")
+            self._start, self._end = 0, got
+        have = self._end - self._start
+        if have < _HEAD:
+            return None
+        if cython.compiled:
+            p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(self._buf)) + self._start
+            n = (cython.cast(cython.Py_ssize_t, p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3]
+            version = p[4]
+            op = p[5]
+        else:
+            n, version, op = HEADER.unpack_from(self._buf, self._start)
+        if version != VERSION or n > self.max_frame:
+            return self._read_rest()  # the checks and their errors are :meth:`read`'s (it raises)
+        total = _HEAD + n
+        if total > have:
+            return None
+        start = self._start
+        if total == have:
+            self._start = self._end = 0
+        else:
+            self._start = start + total
+        if self._idle_clock is not None:
+            self.active_at = self._idle_clock.now()
+        if cython.compiled and n <= _SMALL:
+            return op, PyBytes_FromStringAndSize(cython.cast(cython.p_char, p) + _HEAD, n)
+        return op, self._view[start + _HEAD : start + total]
+
+    def partial(self) -> bool:
+        """Whether part of a next frame is buffered (after :meth:`read_ready` returned None)."""
+        return self._end > self._start
+
+    def _recv_nowait(self) -> int:
+        """Read into the buffer's start what the socket holds: the count, 0 at the peer's end,
+        -1 when nothing has come (the compiled form calls recv(2) itself, holding the GIL: it
+        cannot wait)."""
+        if cython.compiled:
+            while True:
+                got = recv(self._fd, PyByteArray_AS_STRING(self._buf), len(self._buf), MSG_DONTWAIT)
+                if got >= 0:
+                    return got
+                if errno == EAGAIN:
+                    return -1
+                if errno != EINTR:
+                    raise OSError(errno, os.strerror(errno))
+        try:
+            return self._sock_recv_into(self._buf, 0, _NOWAIT)
+        except BlockingIOError:
+            return -1
+
+    def send_ready(self, data: bytes) -> int:
+        """Send what the socket takes of ``data`` now, without waiting: the count sent."""
+        if cython.compiled:
+            while True:
+                sent = send(self._fd, PyBytes_AS_STRING(data), len(data), MSG_DONTWAIT | MSG_NOSIGNAL)
+                if sent >= 0:
+                    return sent
+                if errno == EAGAIN:
+                    return 0
+                if errno != EINTR:
+                    raise OSError(errno, os.strerror(errno))
+        try:
+            return self.sock.send(data, _NOWAIT)
+        except BlockingIOError:
+            return 0
+
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
+
+    def shutdown(self) -> None:
+        """End the connection from any thread without closing the socket: a read or write under
+        way fails (or the loop sees the end), and the socket's owner closes it (:meth:`close`),
+        so that its descriptor is never reused while the loop still watches it."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         """Close the socket (any thread may: a read under way then fails). What the last large

@@ -1,14 +1,17 @@
 """The server: serves one queue manager to client connections (``sweepq serve``, ``qm.serve()``).
 
 Transport: one thread (the *door*, net/handshake.py) accepts on every listener and runs every
-handshake with a selector; a connection the server admits after its HELLO gets a thread of
-its own, running a :class:`~sweepq.net.session.Session` that calls the engine as an
-in-process application on that thread would. Why threads for sessions rather than an event
-loop: every engine call may block by design (a WAIT, a commit that waits for its fsync under
-``sync="commit"``, a get that reads a blob back), and the engine's group commit gathers
-concurrent committers; on a thread of its own each client's call blocks only that client,
-with no hop to an executor on the hot path. An idle connection costs its thread's stack
-(mostly untouched virtual memory) and a 16 KiB read buffer (figures: docs/clients.md).
+handshake with a selector; a connection the server admits after its HELLO gets a
+:class:`~sweepq.net.session.Session`, which calls the engine as an in-process application
+would. A plain connection (Unix socket, TCP) is served by the server's *loop* (net/loop.py,
+one thread with epoll) while its calls cannot wait: one wake-up serves every connection
+with a whole request, holding the GIL, where a thread per connection would retake it after
+every read. Every engine call may block by design (a WAIT, a commit that waits for its
+fsync under ``sync="commit"``, a get that reads a blob back) and the engine's group commit
+gathers concurrent committers, so a connection whose call may wait leaves the loop for a
+thread of its own (the rules: net/loop.py), where it blocks only its own client, as every
+connection did before the loop; a TLS connection has its thread from the start. An idle
+connection costs its session and a 16 KiB read buffer (figures: docs/clients.md).
 
 Listeners: a Unix socket (created 0600; its permissions are the access control; always
 plain) and, when asked, TCP (127.0.0.1 unless a host is named; the token required; TLS when
@@ -45,6 +48,7 @@ from . import auth
 from . import protocol as P
 from .frames import SERVER_BUFFER, FrameMemory, FrameSocket
 from .handshake import Handshakes
+from .loop import Loop
 from .once import OnceTable
 from .session import Session
 
@@ -185,6 +189,7 @@ class Server:
         self._sessions: dict[int, Session] = {}
         self._admitted = 0  # sessions, and threads being started for them
         self._door: Handshakes | None = None
+        self._loop: Loop | None = None
         self._metrics = None
         self._console = None
         if console is not None:  # checked here, so that a bad address fails before listening
@@ -219,6 +224,8 @@ class Server:
             raise MQError(
                 Reason.RESOURCE_PROBLEM, f"cannot listen: {e.strerror or e} ({e.filename or self.tcp})"
             ) from e
+        self._loop = Loop(self)
+        self._loop.start()
         self._door = Handshakes(self, listeners)
         self._door.start()
         if self.metrics_address is not None:
@@ -278,6 +285,8 @@ class Server:
             # clock holds (a manual clock) ends when the queue manager's close wakes it.
             limit = deadline if s.state != "waiting" else min(deadline, time.monotonic() + 2 * s.slice_s)
             s.ended.wait(max(0.0, limit - time.monotonic()))
+        if self._loop is not None:
+            self._loop.close(max(0.0, deadline - time.monotonic()))
         if self._metrics is not None:
             self._metrics.close()
         if self._console is not None:
@@ -320,6 +329,9 @@ class Server:
             _reply_and_close(sock, P.error(err))
             return
         sock.setblocking(True)
+        if transport != "tls" and self._loop is not None:  # served by the loop while its calls cannot wait
+            self._loop.admit(self._session(sock, transport, peer), hello, admin)
+            return
         t = threading.Thread(target=self.run_session, args=(sock, transport, peer, hello, admin), daemon=True)
         try:
             t.start()
@@ -331,7 +343,14 @@ class Server:
             _reply_and_close(sock, P.error(err))
 
     def run_session(self, sock: socket.socket, transport: str, peer: str, hello: dict, admin: bool) -> None:
-        """The body of an admitted connection's thread."""
+        """The body of a TLS connection's thread (its reads may not pass MSG_DONTWAIT, so the
+        loop does not serve it)."""
+        session = self._session(sock, transport, peer)
+        threading.current_thread().name = f"sweepq-session-{session.id}"
+        session.run(hello, admin)
+
+    def _session(self, sock: socket.socket, transport: str, peer: str) -> Session:
+        """A new admitted connection's session, known to ``status`` from here on."""
         fs = FrameSocket(
             sock,
             self.max_frame,
@@ -342,10 +361,9 @@ class Server:
             idle=self.idle_timeout is not None,
         )
         session = Session(self, fs, next(self._ids), peer, transport)
-        threading.current_thread().name = f"sweepq-session-{session.id}"
         with self._lock:
             self._sessions[session.id] = session
-        session.run(hello, admin)
+        return session
 
     def reap(self) -> None:
         """Close the connections past a deadline (on the door's thread, each of its turns): a

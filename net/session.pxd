@@ -29,6 +29,23 @@ cdef class Session:
     cdef public object _cut_why
     cdef public dict _handlers
     cdef public object channel
+    cdef Framer _framer
+    cdef object _pending
+    cdef object _unsent
+    cdef bint _said_bye
+    cdef bint _syncs_at_commit
+    cdef bint _syncs
 
-    @cython.locals(fs=FrameSocket, framer=Framer, handlers=dict, entry=tuple, argc=Py_ssize_t)
+    @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple)
     cpdef str _loop(self)
+
+    @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple, sent=Py_ssize_t, reply=bytes)
+    cpdef int serve_ready(self) except -1
+
+    cdef bytes _call(self, object op, tuple entry, list args)
+
+@cython.locals(session=Session, out=list)
+cpdef object serve_events(list events, dict sessions)
+
+cdef bint _may_wait(object op, list args) except -1
+cdef bint _waits(object options, object wait_interval) except -1

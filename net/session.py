@@ -1,7 +1,8 @@
 """One client connection inside the server: its engine connection, its handles, its calls.
 
-A session runs on a thread of its own (net/server.py) and calls the engine's public API only,
-exactly as an in-process application on that thread would: one engine
+A session is served by the server's loop (net/loop.py: ``serve_ready``) while its calls cannot
+wait, else on a thread of its own (``serve``; a TLS connection always), and calls the engine's
+public API only, exactly as an in-process application would: one engine
 :class:`~sweepq.engine.Connection`, whose unit of work therefore lives in the server, and the
 handles it opened, known to the client by number. When the connection ends for any reason
 (the client's ``disconnect``, a broken socket, a bad frame, the server stopping) the engine
@@ -48,6 +49,62 @@ _ONCE_SYNC = {
 }
 
 
+# What :meth:`Session.serve_ready` returns to the loop (net/loop.py).
+STAY, THREAD, DONE = 0, 1, 2
+# The calls the loop makes itself: they never wait for another client (a get only without
+# WAIT); everything else (a commit that waits for its sync, administration, channels, ONCE) is
+# made on a thread of the connection's own.
+_ON_LOOP = frozenset({P.PUT, P.PUT_MANY, P.GET, P.GET_MANY, P.OPEN, P.CLOSE, P.INQUIRE, P.NAMES, P.UNCOMMITTED})
+
+
+def ended_why(e: BaseException, session: Session) -> str:
+    """The log line's reason of a connection that ``e`` ended (a server bug is logged here)."""
+    if isinstance(e, Closed):
+        return str(e)
+    if isinstance(e, P.ProtocolError):
+        return f"protocol error: {e}"
+    if isinstance(e, OSError):
+        return f"connection failed: {e.strerror or e}"
+    if isinstance(e, MQError):  # the queue manager is closing
+        return f"the queue manager refused it: {e}"
+    session.server.log.error("#%d failed: %s", session.id, traceback.format_exc())
+    return f"the server failed: {type(e).__name__}"
+
+
+def serve_events(events: list, sessions: dict) -> list | None:
+    """One turn of the loop (net/loop.py) over epoll's ready list of ``(fd, events)``: each
+    ready session in ``sessions`` (by fd) served (:meth:`Session.serve_ready`). Returns the
+    ``(fd, session, step)`` of those that leave the loop, ``step`` being THREAD, DONE or the
+    exception that ended the connection, and ``(fd, None, None)`` for an fd that is not a
+    session's (the loop's own wake-up); None when there is none, the usual turn."""
+    out = None
+    for fd, _ in events:
+        session = sessions.get(fd)
+        if session is None:
+            step = None
+        else:
+            try:
+                step = session.serve_ready()
+            except Exception as e:
+                step = e
+            if step == STAY:
+                continue
+        if out is None:
+            out = []
+        out.append((fd, session, step))
+    return out
+
+
+def _may_wait(op, args: list) -> bool:
+    """A get that would wait for a message (GET's options and interval are its 2nd and 3rd
+    arguments, GET_MANY's its 3rd and 4th)."""
+    if op == P.GET:
+        return _waits(args[1], args[2])
+    if op == P.GET_MANY:
+        return _waits(args[2], args[3])
+    return False
+
+
 class _Cancelled(Exception):
     """The client cancelled the waiting get (op CANCEL)."""
 
@@ -91,6 +148,12 @@ class Session:
         self.slice_s = server.wait_slice
         self.ended = threading.Event()
         self._cut_why = ""  # why the server cut the connection (``cut``), for its log line
+        self._framer = P.Framer()
+        self._pending = None  # a call the loop read and left to a thread: (op, entry, args)
+        self._unsent = None  # the part of a reply the loop could not send without waiting
+        self._said_bye = False  # that reply was BYE's: the connection ends once it is sent
+        self._syncs_at_commit = False  # the queue manager syncs at commit (``welcome``)
+        self._syncs = False  # this connection moved a message that its call syncs: off the loop
         self._handlers = {
             P.OPEN: (3, self._open),
             P.CLOSE: (1, self._close),
@@ -121,22 +184,32 @@ class Session:
     # -- the thread -------------------------------------------------------------------------
 
     def run(self, hello: dict, admin: bool) -> None:
-        """Serve the connection until it ends; ``hello`` is its handshake, which the server
-        has checked (net/handshake.py, net/server.py ``welcome``), ``admin`` its authority."""
+        """Serve the connection on this thread until it ends; ``hello`` is its handshake, which
+        the server has checked (net/handshake.py, net/server.py ``welcome``), ``admin`` its
+        authority."""
+        try:
+            self.welcome(hello, admin)
+        except BaseException as e:
+            self.end(ended_why(e, self))
+            if not isinstance(e, Exception):
+                raise
+            return
+        self.serve()
+
+    def serve(self) -> None:
+        """Serve the connection on this thread until it ends (after its welcome; what the loop
+        left undone first)."""
         why = "closed by the client"
         try:
-            self._welcome(hello, admin)
             why = self._loop()
-        except Closed as e:
-            why = str(e)
-        except P.ProtocolError as e:
-            why = f"protocol error: {e}"
-        except OSError as e:
-            why = f"connection failed: {e.strerror or e}"
+        except BaseException as e:
+            why = ended_why(e, self)
+            if not isinstance(e, Exception):
+                raise
         finally:
-            self._end(why)
+            self.end(why)
 
-    def _welcome(self, hello: dict, admin: bool) -> None:
+    def welcome(self, hello: dict, admin: bool) -> None:
         """The reply to HELLO: who this server is, its limits, this connection's authority."""
         self.admin = admin
         self.pid = hello.get("pid") if type(hello.get("pid")) is int else 0
@@ -144,6 +217,8 @@ class Session:
         if hello.get("cancel"):
             self.slice_s = self.server.cancel_slice
         self.conn = self.qm.connect()
+        journal = self.qm.journal
+        self._syncs_at_commit = journal is not None and journal.policy == "commit"
         self.state = "idle"
         reply = {
             "version": P.VERSION,
@@ -166,55 +241,114 @@ class Session:
         )
 
     def _loop(self) -> str:
-        # The hot path of every request, so written flat: one read (net/frames.py returns a
-        # small frame from its single recv), one dict lookup, the call, one send; the reply
-        # is packed by this connection's own packer (net/protocol.py Framer).
+        # The hot path of every request on a thread, so written flat: one read (net/frames.py
+        # returns a small frame from its single recv), one dict lookup, the call, one send; the
+        # reply is packed by this connection's own packer (net/protocol.py Framer). What the
+        # loop left to this thread (``serve``) comes first.
         fs, handlers, unpack = self.fs, self._handlers, P.unpack
-        framer = P.Framer()
-        send, ok, error, OK = fs.sock.sendall, framer.ok, framer.error, P.OK
+        send = fs.sock.sendall
+        if self._unsent is not None:
+            send(self._unsent)
+            self._unsent = None
+            if self._said_bye:
+                return "disconnected by the client"
+        if self._pending is not None:
+            op, entry, args = self._pending
+            self._pending = None
+            send(self._call(op, entry, args))
         while True:
             try:
                 op, body = fs.read()
             except FrameRefused as e:  # read and dropped: the call fails, the connection goes on
                 self.server.log.warning("refused a frame of %d bytes from #%d: %s", e.size, self.id, e)
-                send(error(MQError(Reason.STORAGE_NOT_AVAILABLE, str(e))))
+                send(self._framer.error(MQError(Reason.STORAGE_NOT_AVAILABLE, str(e))))
                 continue
             entry = handlers.get(op)
             if entry is None:
                 if op == P.CANCEL:
                     continue  # late: the get it meant has replied already
-                if op == P.BYE:  # disconnect before the reply: the client's next call sees it done,
-                    self._release()
-                    for pid in self.producers:  # a client that said goodbye sends nothing again
-                        self.server.once.forget(pid)
-                    self.server.forget(self)  # and its next connect finds the slot free
-                    send(ok(None))
+                if op == P.BYE:
+                    send(self._bye())
                     return "disconnected by the client"
                 raise P.ProtocolError(f"unknown op {op}")
             args = unpack(body)
             body = None  # a large frame's memory goes back to the server at the next read
-            argc, call, state, admin_only = entry
-            if type(args) is not list or len(args) != argc:
-                raise P.ProtocolError(f"op {P.OP_NAMES.get(op, op)} takes a list of {argc} arguments")
-            self.calls += 1
-            self.state = state
-            try:
-                if admin_only and not self.admin:
-                    raise P.not_authorized(f"administration ({state})")
-                reply = framer.frame(OK, call(*args))
-            except MQError as e:
-                if e.reason == Reason.NOT_AUTHORIZED:
-                    self.server.log.warning("refused #%d %s: %s", self.id, P.OP_NAMES[op], e)
-                reply = error(e)
-            except _Cancelled:
-                reply = error(MQError(_NO_MSG, "the waiting get was cancelled; nothing was taken"))
-            except (Closed, P.ProtocolError):
-                raise
-            except Exception as e:  # a server bug: this call fails, the connection and the server go on
-                self.server.log.error("#%d %s failed: %s", self.id, P.OP_NAMES[op], traceback.format_exc())
-                reply = error(MQError(Reason.UNEXPECTED_ERROR, f"the server failed: {type(e).__name__}: {e}"))
-            self.state = "idle"
-            send(reply)
+            if type(args) is not list or len(args) != entry[0]:
+                raise P.ProtocolError(f"op {P.OP_NAMES.get(op, op)} takes a list of {entry[0]} arguments")
+            send(self._call(op, entry, args))
+
+    def serve_ready(self) -> int:
+        """The loop's turn (net/loop.py): serve every whole frame the socket holds whose call
+        cannot wait, replying without waiting. Returns :data:`STAY` (wait for more bytes in
+        the loop), :data:`THREAD` (the connection goes on on a thread of its own,
+        :meth:`serve`: a call that may wait, part of a frame, a reply the socket did not take
+        whole, a message that must be synced) or :data:`DONE` (the client said BYE).
+
+        :raises Closed, ProtocolError, OSError: as :meth:`serve` ends the connection."""
+        fs, handlers = self.fs, self._handlers
+        while True:
+            frame = fs.read_ready()
+            if frame is None:
+                return THREAD if fs.partial() else STAY
+            op, body = frame
+            entry = handlers.get(op)
+            if entry is None:
+                if op == P.CANCEL:
+                    continue
+                if op == P.BYE:
+                    reply = self._bye()
+                    sent = fs.send_ready(reply)
+                    if sent == len(reply):
+                        return DONE
+                    self._unsent, self._said_bye = reply[sent:], True
+                    return THREAD
+                raise P.ProtocolError(f"unknown op {op}")
+            args = P.unpack(body)
+            body = None
+            if type(args) is not list or len(args) != entry[0]:
+                raise P.ProtocolError(f"op {P.OP_NAMES.get(op, op)} takes a list of {entry[0]} arguments")
+            if op not in _ON_LOOP or _may_wait(op, args):
+                self._pending = (op, entry, args)
+                return THREAD
+            reply = self._call(op, entry, args)
+            sent = fs.send_ready(reply)
+            if sent != len(reply):
+                self._unsent = reply[sent:]
+                return THREAD
+            if self._syncs:
+                return THREAD
+
+    def _call(self, op, entry: tuple, args: list) -> bytes:
+        """The reply frame of one call (the call made; a failure is the reply, unless the
+        connection must end)."""
+        _, call, state, admin_only = entry
+        self.calls += 1
+        self.state = state
+        try:
+            if admin_only and not self.admin:
+                raise P.not_authorized(f"administration ({state})")
+            reply = self._framer.frame(P.OK, call(*args))
+        except MQError as e:
+            if e.reason == Reason.NOT_AUTHORIZED:
+                self.server.log.warning("refused #%d %s: %s", self.id, P.OP_NAMES[op], e)
+            reply = self._framer.error(e)
+        except _Cancelled:
+            reply = self._framer.error(MQError(_NO_MSG, "the waiting get was cancelled; nothing was taken"))
+        except (Closed, P.ProtocolError):
+            raise
+        except Exception as e:  # a server bug: this call fails, the connection and the server go on
+            self.server.log.error("#%d %s failed: %s", self.id, P.OP_NAMES[op], traceback.format_exc())
+            reply = self._framer.error(MQError(Reason.UNEXPECTED_ERROR, f"the server failed: {type(e).__name__}: {e}"))
+        self.state = "idle"
+        return reply
+
+    def _bye(self) -> bytes:
+        """BYE: disconnect before the reply, so that the client's next call sees it done."""
+        self._release()
+        for pid in self.producers:  # a client that said goodbye sends nothing again
+            self.server.once.forget(pid)
+        self.server.forget(self)  # and its next connect finds the slot free
+        return self._framer.ok(None)
 
     def _release(self) -> None:
         """Disconnect the engine connection: back out its unit of work, close its handles."""
@@ -225,7 +359,8 @@ class Session:
         with contextlib.suppress(MQError):  # the queue manager is closing: it backs out what is left
             conn.disconnect()
 
-    def _end(self, why: str) -> None:
+    def end(self, why: str) -> None:
+        """The connection is over (on the thread that serves it): back out, close, log it."""
         why = self._cut_why or why
         self._release()
         if self.channel is not None:  # after the backout: only then may another sender start it
@@ -241,12 +376,12 @@ class Session:
     def cut(self, why: str) -> None:
         """From the door's thread: end a connection past a deadline (net/server.py ``reap``)."""
         self._cut_why = why
-        self.fs.close()
+        self.fs.shutdown()
 
     def stop(self) -> None:
         """From another thread (the server stopping): end the connection; the session's thread
         then ends its call and disconnects its engine connection itself."""
-        self.fs.close()
+        self.fs.shutdown()
 
     # -- handles --------------------------------------------------------------------------
 
@@ -278,10 +413,14 @@ class Session:
     def _put(self, hid, data, md, options):
         h = self.handles.get(hid) if type(hid) is int else None
         r = (h or self._handle(hid)).put(data, None if md is None else P.md_from_wire(md), options)
+        if self._syncs_at_commit and is_persistent(r.record):
+            self._syncs = True  # its sync waited: the connection leaves the loop (serve_ready)
         return [r.reason, _header(r.record)]
 
     def _put_many(self, hid, datas, md, options):
         rs = self._handle(hid).put_many(datas, P.md_from_wire(md), options)
+        if self._syncs_at_commit and any(is_persistent(r.record) for r in rs):
+            self._syncs = True
         return [rs[0].reason if rs else 0, [_header(r.record) for r in rs]]
 
     def _get(self, hid, options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token):
@@ -289,8 +428,12 @@ class Session:
         if h is None:
             h = self._handle(hid)
         if type(options) is int and not options & _WAIT:  # no wait: the usual get, straight through
-            m = h.get(options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token)
-            return message_to_wire(m)
+            wire = message_to_wire(
+                h.get(options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token)
+            )
+            if self._syncs_at_commit and wire[0] == "m" and is_persistent(wire[1]):
+                self._syncs = True  # its sync waited: the connection leaves the loop (serve_ready)
+            return wire
         rest = (buffer_length, match, msg_id, correl_id, group, seq, offset, token)
         if _waits(options, wait_interval):
             return message_to_wire(self._waiting(lambda ms: h.get(options, ms, *rest), wait_interval))
@@ -307,7 +450,10 @@ class Session:
                 ms = []  # get_many's "nothing came": an empty list, not 2033
         else:
             ms = h.get_many(max_messages, options, wait_interval)
-        return [m.record for m in ms]
+        records = [m.record for m in ms]
+        if self._syncs_at_commit and any(is_persistent(rec) for rec in records):
+            self._syncs = True
+        return records
 
     def _waiting(self, call, wait_interval: int):
         """``call(ms)`` in slices until it returns, the wait interval ends (2033), the client

@@ -1,0 +1,163 @@
+"""The server's loop: one thread that serves every admitted plain connection (Unix socket,
+TCP without TLS) while its calls cannot wait, with one epoll (Linux; a selector elsewhere).
+
+Why: with a thread per connection each request wakes its own thread, which must then take
+the GIL back from the others: 64 busy connections are 64 threads handing the GIL and the
+CPU around. Here one wake-up serves every connection that has a whole frame, one after the
+other, holding the GIL throughout (the reads and writes never wait: net/frames.py
+``read_ready`` and ``send_ready``).
+
+A connection leaves the loop for a thread of its own (net/session.py ``serve``), for good,
+when its next step may wait: a get with WAIT, a commit (it may wait for its sync, which
+other connections' commits share), administration, a channel, part of a frame (its rest
+comes within the deadlines of net/frames.py), a reply the socket did not take whole, or a
+persistent message moved under ``sync="commit"`` (Session ``serve_ready``). On that thread it
+is served as every connection was before the loop: nothing waits in the loop.
+
+Ownership: a connection's socket is closed only by whoever serves it, after the loop has
+stopped watching it; other threads end a connection by shutting its socket down
+(net/frames.py ``shutdown``), which the loop sees as the peer's end.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import select
+import selectors
+import threading
+from typing import TYPE_CHECKING
+
+from .session import DONE, STAY, Session, ended_why, serve_events
+
+if TYPE_CHECKING:
+    from .server import Server
+
+_EPOLL = hasattr(select, "epoll")
+# Ready connections taken per wake-up: epoll's buffer is allocated on every call, and one of
+# 32 (384 bytes) comes from Python's small-object allocator (its default, 1,023, from malloc).
+MAX_EVENTS = 32
+
+
+class Loop:
+    """The loop of ``server`` (see the module docstring). :meth:`admit` and :meth:`close`
+    may be called from any thread; everything else runs on the loop's own."""
+
+    def __init__(self, server: Server):
+        self.server = server
+        self._sessions: dict[int, Session] = {}  # by fd: those the loop serves now
+        self._new: collections.deque = collections.deque()  # admitted, not yet welcomed
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        if _EPOLL:
+            self._poller = select.epoll()
+            self._poller.register(self._wake_r, select.EPOLLIN)
+        else:  # pragma: no cover - not Linux
+            self._sel = selectors.DefaultSelector()
+            self._sel.register(self._wake_r, selectors.EVENT_READ)
+        self._stopping = False
+        # Named as session threads are: the engine connections are made on it (tests/net_client_mode.py
+        # tells the server's own connections from a test's by that name).
+        self._thread = threading.Thread(target=self._run, name="sweepq-sessions-loop", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def admit(self, session: Session, hello: dict, admin: bool) -> None:
+        """A connection the server admitted (on the door's thread): the loop welcomes it."""
+        self._new.append((session, hello, admin))
+        self._wake()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the loop (the server has ended its connections); what it still serves ends."""
+        self._stopping = True
+        self._wake()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):  # full: a wake-up is pending anyway
+            os.write(self._wake_w, b"x")
+
+    # -- the loop's thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        sessions = self._sessions
+        poll = self._poller.poll if _EPOLL else self._select
+        try:
+            while not self._stopping:
+                left = serve_events(poll(-1, MAX_EVENTS), sessions)  # compiled: the turn's hot path
+                if left is not None:
+                    for fd, session, step in left:
+                        if session is None:
+                            self._take_new()
+                        else:
+                            self._after(fd, session, step)
+        finally:
+            for fd, session in list(sessions.items()):
+                self._leave(fd)
+                session.end("the server stopped")
+            while self._new:
+                session, _, _ = self._new.popleft()
+                session.end("the server stopped")
+            if _EPOLL:
+                self._poller.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def _select(self, timeout: float, _: int) -> list[tuple[int, int]]:  # pragma: no cover - not Linux
+        return [(key.fd, events) for key, events in self._sel.select(None if timeout < 0 else timeout)]
+
+    def _take_new(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_r, 4096):
+                pass
+        while self._new:
+            session, hello, admin = self._new.popleft()
+            try:
+                session.welcome(hello, admin)
+            except Exception as e:
+                session.end(ended_why(e, session))
+                continue
+            fd = session.fs.sock.fileno()
+            self._sessions[fd] = session
+            if _EPOLL:
+                self._poller.register(fd, select.EPOLLIN)
+            else:  # pragma: no cover - not Linux
+                self._sel.register(fd, selectors.EVENT_READ)
+            self._serve(fd, session)  # bytes sent right after the HELLO raise no event of their own
+
+    def _serve(self, fd: int, session: Session) -> None:
+        try:
+            step = session.serve_ready()
+        except Exception as e:
+            self._after(fd, session, e)
+            return
+        if step != STAY:
+            self._after(fd, session, step)
+
+    def _after(self, fd: int, session: Session, step: int | Exception) -> None:
+        """A connection leaves the loop: it ended (``step`` the exception, or DONE), or it goes
+        on on a thread of its own (THREAD)."""
+        self._leave(fd)
+        if isinstance(step, Exception):
+            session.end(ended_why(step, session))
+            return
+        if step == DONE:
+            session.end("disconnected by the client")
+            return
+        name = f"sweepq-session-{session.id}"
+        try:
+            threading.Thread(target=session.serve, name=name, daemon=True).start()
+        except RuntimeError:  # the system has no thread to give: the connection ends
+            session.end("the server could not start a thread for it")
+
+    def _leave(self, fd: int) -> None:
+        """Stop watching a connection (before anyone may close its socket)."""
+        del self._sessions[fd]
+        if _EPOLL:
+            self._poller.unregister(fd)
+        else:  # pragma: no cover - not Linux
+            self._sel.unregister(fd)

@@ -1,0 +1,119 @@
+"""The server's loop (net/loop.py): plain connections are served by one thread while their
+calls cannot wait, and leave it for a thread of their own when a call may wait, without
+stalling the others."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+
+from net_env import served, short_dir
+
+from sweepq.engine import GMO, MD, OO, DurabilitySettings, Persistence, QueueManager, SweeperSettings
+from sweepq.net import client as net_client
+from sweepq.net import protocol as P
+
+IO = OO.OUTPUT | OO.INPUT_SHARED
+
+
+def session_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("sweepq-session-")]
+
+
+def wait_for(predicate, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        time.sleep(0.005)
+
+
+def test_many_connections_are_served_without_a_thread_each():
+    with served() as (_qm, server):
+        conns = [net_client.connect(server.url) for _ in range(20)]
+        try:
+            for i, c in enumerate(conns):
+                h = c.open("Q", IO)
+                h.put(b"m%d" % i)
+                assert h.get().data == b"m%d" % i
+                assert "Q" in c.queue_names()
+            assert session_threads() == []
+            assert {s["state"] for s in server.status()["connections"]} == {"idle"}
+        finally:
+            for c in conns:
+                c.disconnect()
+        wait_for(lambda: not server._sessions, "every session ended")
+
+
+def test_a_waiting_get_leaves_the_loop_and_the_others_go_on():
+    with served() as (qm, server):
+        qm.define_queue("R")
+        waiter, other = net_client.connect(server.url), net_client.connect(server.url)
+        got = []
+        wh = waiter.open("Q", IO)
+        t = threading.Thread(target=lambda: got.append(wh.get(GMO.WAIT, wait_interval=-1).data))
+        t.start()
+        wait_for(lambda: any(s.state == "waiting" for s in server._sessions.values()), "the get waiting")
+        assert len(session_threads()) == 1
+        oh = other.open("R", IO)
+        for i in range(50):  # served by the loop while the get waits
+            oh.put(b"x%d" % i)
+            assert oh.get().data == b"x%d" % i
+        assert got == []
+        assert len(session_threads()) == 1
+        other.open("Q", IO).put(b"for the waiter")
+        t.join(30)
+        assert len(got) == 1
+        waiter.disconnect()
+        other.disconnect()
+
+
+def test_a_client_that_does_not_read_its_replies_stalls_only_itself():
+    """Requests sent without reading a reply fill the socket's buffer: the rest of that
+    connection's replies are sent by a thread of its own, and the loop serves the others."""
+    with served() as (_qm, server):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(server.unix_path)
+        s.sendall(P.request(P.HELLO, {"pid": 1, "client": "greedy", "cancel": False}))
+        header = s.recv(P.HEADER_LEN, socket.MSG_WAITALL)
+        n, _, op = P.HEADER.unpack(header)
+        s.recv(n, socket.MSG_WAITALL)
+        assert op == P.OK
+        frame = P.request(P.NAMES, [])
+        count = 40_000  # replies of ~20 bytes: more than a Unix socket's buffers hold
+        sender = threading.Thread(target=lambda: s.sendall(frame * count))
+        sender.start()
+        wait_for(lambda: len(session_threads()) == 1, "the greedy connection on a thread")
+        with net_client.connect(server.url) as c:  # the loop goes on
+            h = c.open("Q", IO)
+            h.put(b"in")
+            assert h.get().data == b"in"
+        replies = 0
+        buf = b""
+        while replies < count:
+            buf += s.recv(1 << 20)
+            while len(buf) >= P.HEADER_LEN:
+                n, _, op = P.HEADER.unpack_from(buf)
+                if len(buf) < P.HEADER_LEN + n:
+                    break
+                assert op == P.OK
+                buf = buf[P.HEADER_LEN + n :]
+                replies += 1
+        sender.join(30)
+        s.close()
+
+
+def test_a_persistent_message_under_sync_commit_moves_its_connection_to_a_thread():
+    where = short_dir()
+    settings = DurabilitySettings(sync="commit")
+    with QueueManager(path=os.path.join(where, "qm"), durability=settings, sweeping=SweeperSettings(run=False)) as qm:
+        qm.define_queue("Q")
+        with qm.serve(os.path.join(where, "s.sock")) as server, net_client.connect(server.url) as c:
+            h = c.open("Q", IO)
+            h.put(b"np", MD(persistence=Persistence.NOT_PERSISTENT))
+            assert h.get().data == b"np"
+            assert session_threads() == []
+            h.put(b"p", MD(persistence=Persistence.PERSISTENT))  # its sync must not hold the loop
+            wait_for(lambda: len(session_threads()) == 1, "the connection on a thread")
+            assert h.get().data == b"p"
