@@ -65,6 +65,12 @@ class Loop:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        """False once the loop's thread has ended (closed, or a bug of its own): the server
+        then gives each new connection a thread of its own rather than a loop that is gone."""
+        return self._thread.is_alive() and not self._stopping
+
     def admit(self, session: Session, hello: dict, admin: bool) -> None:
         """A connection the server admitted (on the door's thread): the loop welcomes it."""
         self._new.append((session, hello, admin))
@@ -95,6 +101,8 @@ class Loop:
                             self._take_new()
                         else:
                             self._after(fd, session, step)
+        except Exception:  # a bug of the loop's own: its connections end, new ones get threads
+            self.server.log.exception("the server's loop failed")
         finally:
             for fd, session in list(sessions.items()):
                 self._leave(fd)

@@ -329,7 +329,7 @@ class Server:
             _reply_and_close(sock, P.error(err))
             return
         sock.setblocking(True)
-        if transport != "tls" and self._loop is not None:  # served by the loop while its calls cannot wait
+        if transport != "tls" and self._loop is not None and self._loop.alive:  # while its calls cannot wait
             self._loop.admit(self._session(sock, transport, peer), hello, admin)
             return
         t = threading.Thread(target=self.run_session, args=(sock, transport, peer, hello, admin), daemon=True)
