@@ -25,6 +25,9 @@ RUNS = {
     "server-codec": ("sweepq bench clients ", "clients.md"),
     "server-instructions-codec": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
     "server-codec-quiet": ("sweepq bench clients ", "clients.md"),
+    "server-loop-quiet": ("sweepq bench clients ", "clients.md"),
+    "server-loop-256": ("sweepq bench clients ", "clients.md"),
+    "server-instructions-loop": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
 }
 
 
@@ -47,6 +50,13 @@ def test_docs_clients_quotes_the_tables_as_they_are(name):
 
 
 def test_the_256_run_has_256_clients_and_the_64_run_64():
-    for name, n in (("server", 64), ("server-256", 256), ("server-codec", 64), ("server-codec-quiet", 64)):
+    for name, n in (
+        ("server", 64),
+        ("server-256", 256),
+        ("server-codec", 64),
+        ("server-codec-quiet", 64),
+        ("server-loop-quiet", 64),
+        ("server-loop-256", 256),
+    ):
         run = json.loads((ROOT / "docs" / "figures" / name / "bench.json").read_text())
         assert run["options"]["clients_concurrent"] == n
