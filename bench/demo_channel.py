@@ -93,8 +93,14 @@ def qm1_main(cfg: ChannelDemo, data: str, conname: str, sweeper: bool) -> None:
     # Closing stops the channel: a batch in flight would end in doubt, and its FAST non-persistent
     # messages, off the transmission queue since the batch was assigned, could be lost (as MQ's
     # NPMSPEED(FAST) allows). So QM1 ends once its channel has committed every message, not when
-    # the transmission queue is empty.
-    while qm.channels.status(CHANNEL)[0].get("messages", 0) < put[0] or qm.inquire_queue("QM2").current_depth:
+    # the transmission queue is empty. It gives up once its channel has made no progress for
+    # QUIET_MS with nothing left to send (QM2 then reports what did not arrive).
+    last, since = -1, time.monotonic()
+    while (sent := qm.channels.status(CHANNEL)[0].get("messages", 0)) < put[0] or qm.inquire_queue("QM2").current_depth:
+        if sent != last:
+            last, since = sent, time.monotonic()
+        elif time.monotonic() - since > QUIET_MS / 1000 and not qm.inquire_queue("QM2").current_depth:
+            break
         time.sleep(0.1)
     done.set()
     _say(sent=put[0])
