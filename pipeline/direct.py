@@ -6,8 +6,8 @@ and written once, and read again by the replay. Where the tasks are few, on the 
 machine (a local master), reading the whole trace once per task costs less than that: on the
 10.8 M-event trace of docs/pipeline.md a task reads and checks it in about 0.4 s of one core,
 the layout's job took about 1 s on two. So a direct task (:func:`read_bucket`) reads the trace
-with the reader of ``sweepq replay`` (sweeper/traces.py ``read``, on one thread: the other
-cores run the other tasks), which converts and checks every row and puts the rows in time
+with the reader of ``sweepq replay`` (sweeper/traces.py ``read``, on the task's share of the
+cores), which converts and checks every row and puts the rows in time
 order as that command does; then keeps the rows of the queues its bucket holds
 (:func:`sweepq.sweeper.traces.bucket_of`, as the layout hashes them), in their order, with their
 lanes counted by the read. Each queue's events are replayed in input order (the order rule),
@@ -16,7 +16,8 @@ input, as ``sweepq replay`` raises: every task checks every row.
 
 The price is memory and repeated work: each task holds the whole trace (about 18 bytes an
 event) and every task decodes it. :func:`chosen` picks this mode only where that is small:
-a local master and at most ``MAX_READS`` events read by all the tasks together.
+a local master and at most ``MAX_READS`` events read by all the tasks together. A task reads
+on as many threads as it has cores (:func:`tasks_for`: one task per two cores by default).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import numpy as np
 from sweepq.sweeper.traces import Trace, bucket_of, read
 
 # Events read by all the direct tasks together (the trace's events times the tasks) up to which
-# ``--shuffle auto`` replays directly: on 2 cores, traces of up to 32 M events (each worker then
-# holds about 600 MB of columns); on 16, 4 M. Above it a layout is made, read once.
-MAX_READS = 64_000_000
+# ``--shuffle auto`` replays directly: on 2 cores (one task), traces of up to 32 M events, whose
+# columns take about 600 MB in the worker; on 16 (8 tasks), 4 M. Above it a layout is made,
+# read once.
+MAX_READS = 32_000_000
 # Bytes of a CSV trace per row, at least: its rows are unknown before it is read, so the bound
 # above takes its size divided by this ("1,Q,put,1,0,false" and a line end).
 CSV_MIN_ROW_BYTES = 18
@@ -49,10 +51,21 @@ def chosen(master: str, tasks: int, rows: int | None, csv_bytes: int | None = No
     return max(1, tasks) * events <= MAX_READS
 
 
-def units(path: str, tasks: int) -> list[dict]:
+def tasks_for(cores: int) -> int:
+    """Direct tasks on ``cores`` unless told (``--buckets``): one per two cores, each reading on
+    two threads. The read is most of a task's work and parallel on threads; a task per core
+    reads the trace twice as often for the same cores. On the 10.8 M-event trace of
+    docs/pipeline.md, alternating on 2 cores at load 7 to 8: one task took 0.75 to 1.24 s of
+    CPU, two 1.20 to 1.84 s, and the replay stage was the shorter with one in three pairs of
+    four."""
+    return max(1, cores // 2)
+
+
+def units(path: str, tasks: int, threads: int = 1) -> list[dict]:
     """The work units of a direct replay: bucket ``b`` of ``tasks`` for each task, each reading
-    the whole trace at ``path``."""
-    return [{"index": b, "unit": b, "direct": {"path": path, "buckets": tasks, "bucket": b}} for b in range(tasks)]
+    the whole trace at ``path`` on ``threads`` threads."""
+    spec = {"path": path, "buckets": tasks, "threads": threads}
+    return [{"index": b, "unit": b, "direct": {**spec, "bucket": b}} for b in range(tasks)]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -91,8 +104,8 @@ def bucket(whole: Trace, buckets: int, k: int) -> Trace:
     return Trace(t, q, o, b, p, np.broadcast_to(np.False_, (n,)), names, lanes)
 
 
-def read_trace(path: str) -> Trace:
-    """The whole trace, read and checked as ``sweepq replay`` reads it, on one thread.
+def read_trace(path: str, threads: int = 1) -> Trace:
+    """The whole trace, read and checked as ``sweepq replay`` reads it, on ``threads`` threads.
 
     :raises TraceError: the first row at fault, in the input's numbering."""
     import os
@@ -102,14 +115,14 @@ def read_trace(path: str) -> Trace:
     if path.endswith(".csv"):
         return read(path, persistent=False)
     fs, files = parquet_files(os.fspath(path))
-    return _from_parquet(fs, files, threads=1, persistent=False)
+    return _from_parquet(fs, files, threads=threads, persistent=False)
 
 
 def read_bucket(spec: dict) -> tuple[Trace, dict]:
     """A direct unit's trace: the queues of bucket ``spec["bucket"]`` of ``spec["buckets"]``
     of the trace at ``spec["path"]``, read whole (:func:`read_trace`); and the whole trace's
     span (its events, first and last time), which fixes the replay's intervals."""
-    whole = read_trace(spec["path"])
+    whole = read_trace(spec["path"], spec.get("threads", 1))
     n = len(whole)
     span = {"events": n, "t0": int(whole.time_us[0]) if n else 0, "t_end": int(whole.time_us[-1]) if n else 0}
     return bucket(whole, spec["buckets"], spec["bucket"]), span

@@ -10,10 +10,13 @@ Stages (each timed, each with a progress line):
 1. warm-up: a no-op job that starts the Python workers with the kernel loaded, when there is
    a layout to use (given or reused); when one is to be made, the layout job is the first
    job and its tasks start the workers (the warm-up is in its time, and has no job of its own);
+   a direct replay has none either: its replay job is the first;
 2. layout: a trace laid out by queue is used as it is; a layout of the same trace kept by an
-   earlier run is reused; anything else is laid out by queue by a Spark job, the map side of
-   a shuffle in Arrow (pipeline/layout.py; ``--shuffle jvm``: Spark's own), and kept in
-   ``OUT/layout`` (or ``--layout``);
+   earlier run is reused; on a local master a trace that is not large is not laid out at all
+   (``--shuffle direct``, what ``auto`` picks there: each replay task reads the whole trace
+   and replays the queues of its bucket, pipeline/direct.py); anything else is laid out by
+   queue by a Spark job, the map side of a shuffle in Arrow (pipeline/layout.py; ``--shuffle
+   jvm``: Spark's own), and kept in ``OUT/layout`` (or ``--layout``);
 3. replay: one Spark task per bucket of whole queues (pipeline/units.py); each writes its
    per-interval metrics (``OUT/metrics``), per-queue summary (``OUT/summary``) and the
    what-if combinations (``OUT/grid_queues``), and Spark reduces their small results
@@ -122,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="buckets of queues to lay a trace out in, one replay task each (default: a multiple of the "
         "master's cores, each bucket of a few million events, pipeline/layout.py UNIT_EVENTS; a CSV: 4 per core; or "
-        "those of a layout reused; a direct replay: one per core)",
+        "those of a layout reused; a direct replay: one per two cores, each reading on two threads)",
     )
     p.add_argument(
         "--layout",
@@ -139,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         "read ranges with pyarrow and write per-bucket files, kept in --layout for the next run); 'jvm', "
         "that layout by Spark's own shuffle in the JVM (slower; for comparison); 'auto': a layout of the "
         "same trace kept by an earlier run is reused, else direct on a local master when the tasks times "
-        "the trace's events are at most pipeline/direct.py MAX_READS (64 M) and no --layout is given, "
+        "the trace's events are at most pipeline/direct.py MAX_READS (32 M) and no --layout is given, "
         "else arrow. A trace laid out by queue already is read as it is whatever this says",
     )
     p.add_argument(
@@ -188,8 +191,8 @@ def _layout(spark, args: argparse.Namespace, times: dict, log, where: str) -> tu
     nothing that the layout's do not, on workers forked from a daemon that has every module
     loaded, pipeline/daemon.py); or none, for a direct replay (``how`` "direct"), whose job
     is then the first one (:func:`run` releases the pre-started daemon after it)."""
+    from sweepq.pipeline import direct, prestart, stages
     from sweepq.pipeline import layout as lay
-    from sweepq.pipeline import prestart, stages
 
     directory = args.layout or lay.default_directory(args.out)
     t = time.perf_counter()
@@ -202,7 +205,7 @@ def _layout(spark, args: argparse.Namespace, times: dict, log, where: str) -> tu
     looked = time.perf_counter() - t  # counted in the layout stage
     if found is None and shuffle == "direct":
         times["layout"] = round(looked, 3)
-        tasks = args.buckets or spark.sparkContext.defaultParallelism
+        tasks = args.buckets or direct.tasks_for(spark.sparkContext.defaultParallelism)
         log(
             f"layout: none (direct): {tasks} tasks each read the whole trace and replay the queues of their "
             f"bucket; their job is the first (its tasks start the Python workers){where}"
@@ -295,7 +298,8 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     spark.sparkContext.setJobGroup(group, "sweepq pipeline")
     trace_dir, layout, how = _layout(spark, args, times, log, where)
     if how == "direct":
-        units = direct.units(args.traces, layout["buckets"])
+        cores = spark.sparkContext.defaultParallelism
+        units = direct.units(args.traces, layout["buckets"], max(1, cores // layout["buckets"]))
         job = _job(args, None)
         log(
             f"replay: {len(units)} work units, each the whole trace, intervals of {args.interval:g} s"

@@ -185,7 +185,11 @@ def auto_shuffle(spark: SparkSession, path: str, buckets: int | None, layout_dir
     if rows is None:  # a CSV
         fs, files = lay.source_files(path)
         size = fs.get_file_info(files[0]).size
-    return "direct" if direct.chosen(sc.master, buckets or sc.defaultParallelism, rows, size) else "arrow"
+    return (
+        "direct"
+        if direct.chosen(sc.master, buckets or direct.tasks_for(sc.defaultParallelism), rows, size)
+        else "arrow"
+    )
 
 
 def make_layout(spark: SparkSession, path: str, directory: str, buckets: int | None, shuffle: str = "arrow"):

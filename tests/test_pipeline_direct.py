@@ -85,8 +85,9 @@ def read_whole(t):
 
 @pytest.mark.parametrize("more", [(), ("--shuffle", "direct"), ("--shuffle", "direct", "--buckets", "5")])
 def test_direct_equals_the_local_replay_row_for_row_and_keeps_no_layout(spark, tmp_path, more):
-    """On local[2] ``auto`` replays directly; forced, and with more buckets than cores (a
-    worker then runs two tasks), the same metrics, summary and figures as the local kernel's."""
+    """On local[2] ``auto`` replays directly (one task on two threads); forced, and with more
+    buckets than cores (a worker then runs two tasks, each on one thread), the same metrics,
+    summary and figures as the local kernel's."""
     t = generate("many-queues", seconds=60, rate=20, queues=9, size=150, priorities=True, seed=8)
     write(t, tmp_path / "t.parquet", row_group=1000)
     said: list[str] = []
@@ -186,10 +187,10 @@ def test_auto_picks_direct_only_on_one_machine_for_a_trace_that_is_not_large(spa
     assert direct.chosen("local[2]", 2, None, csv_bytes=1000) and not direct.chosen("local[2]", 2, None, 10**12)
     t = generate("many-queues", seconds=30, rate=10, queues=5, seed=2)
     write(t, tmp_path / "t.parquet")
-    monkeypatch.setattr(direct, "MAX_READS", len(t))  # two tasks' reads are more than that
-    overall = _run(spark, tmp_path / "t.parquet", tmp_path / "out")
+    monkeypatch.setattr(direct, "MAX_READS", len(t))  # one task's read (local[2]'s default), not two
+    assert _run(spark, tmp_path / "t.parquet", tmp_path / "out")["layout"]["how"] == "direct"
+    overall = _run(spark, tmp_path / "t.parquet", tmp_path / "out", "--buckets", "2")
     assert overall["layout"]["how"] == "made" and overall["layout"]["made_by"] == "arrow"
-    assert _run(spark, tmp_path / "t.parquet", tmp_path / "out", "--buckets", "1")["layout"]["how"] == "direct"
 
 
 def test_auto_reuses_a_kept_layout_and_keeps_one_where_told(spark, tmp_path):
