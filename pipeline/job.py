@@ -161,12 +161,13 @@ def _job(args: argparse.Namespace, span: dict | None) -> dict:
     ``span``: the trace's events, first and last time (a layout's); None for a direct replay,
     whose tasks each read the whole trace and find them (pipeline/units.py)."""
     from sweepq.engine.record import HEAD_LEN
+    from sweepq.pipeline.units import interval_count
 
     if span is None:
         t0 = t_end = n_intervals = None
     else:
         events, t0, t_end = int(span["events"]), int(span["t0"]), int(span["t_end"])
-        n_intervals = int((t_end - t0) // round(args.interval * 1e6) + 1) if events else 0
+        n_intervals = interval_count(t0, t_end, args.interval, events)
     return {
         "t0": t0,
         "t_end": t_end,

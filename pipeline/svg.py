@@ -50,7 +50,7 @@ def log_ticks(lo: float, hi: float) -> list[float]:
 
 
 class Chart:
-    """One chart: ``line``, ``bars``, ``points`` and ``hline`` add to it, :meth:`data_uri` draws it."""
+    """One chart: ``line``, ``bars``, ``points`` and ``hline`` add to it, :meth:`img` draws it."""
 
     def __init__(self, title: str, xlabel: str, ylabel: str, width: int = 900, height: int = 340):
         self.title, self.xlabel, self.ylabel = title, xlabel, ylabel

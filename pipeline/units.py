@@ -2,8 +2,9 @@
 
 This is what a Spark task runs (pipeline/stages.py schedules the units). It imports no
 pyspark: rows never travel from Spark's JVM into Python; the task reads its own files (local
-paths or any ``pyarrow.fs`` URI: a bucket's parts of an Arrow layout, or one Parquet file of
-a trace laid out by ``sweepq trace``), runs the one checker of sweeper/traces.py and the
+paths or any ``pyarrow.fs`` URI: a bucket's parts of an Arrow layout, one Parquet file of
+a trace laid out by ``sweepq trace``, or the whole trace, of which a direct replay keeps its
+bucket's queues, pipeline/direct.py), runs the one checker of sweeper/traces.py and the
 numba kernel, writes its per-interval metrics as Parquet beside the others, and returns only
 a small summary (events, queues, seconds, or its first fault) to the driver.
 """
@@ -51,13 +52,18 @@ def read(unit: dict):
     return (read_parts(parts) if parts[0].endswith(PART) else read_unit(parts[0])), None
 
 
+def interval_count(t0: int, t_end: int, interval_s: float, events: int = 1) -> int:
+    """Intervals of ``interval_s`` from ``t0`` until the one holding ``t_end`` (none without events)."""
+    return int((t_end - t0) // round(interval_s * 1e6) + 1) if events else 0
+
+
 def _with_span(job: dict, span: dict | None) -> dict:
     """The job's intervals: as the driver knew them from a layout; or, in a direct replay (the
     driver read no trace), from the whole trace's span that this task read, the same in every
     task."""
     if span is None:
         return job
-    n = int((span["t_end"] - span["t0"]) // round(job["interval"] * 1e6) + 1) if span["events"] else 0
+    n = interval_count(span["t0"], span["t_end"], job["interval"], span["events"])
     return {**job, "t0": span["t0"], "t_end": span["t_end"], "n_intervals": n}
 
 
@@ -152,7 +158,7 @@ def replay_unit(unit: dict, job: dict) -> dict:
     grid_totals = []
     for g, (interval, factor, extra, blob_bytes, rule) in enumerate(job.get("grid") or []):
         p = SweepPolicy(factor=factor, extra=extra, interval=interval, rule=rule)
-        n_int = int((job["t_end"] - job["t0"]) // round(interval * 1e6) + 1)
+        n_int = interval_count(job["t0"], job["t_end"], interval)
         rg = replay(
             trace,
             p,
