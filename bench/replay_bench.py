@@ -352,7 +352,9 @@ def speed(directory: str, rounds: int = 3, baseline: str | None = None, log=prin
                 before, cpu0 = _load(), _children_cpu()
                 o, _, _ = _sweepq("pipeline", "--traces", trace, "--out", dest, env=env, python=python)
                 _reap_orphans()  # the JVM ends after the driver: its CPU is the run's
-                row = {"what": f"sweepq pipeline, local[*], layout {how}", "tree": tree, "round": r}
+                # A direct replay (pipeline/direct.py) makes no layout, and finds none to reuse.
+                said = "no layout, direct" if o["layout"]["how"] == "direct" else f"layout {how}"
+                row = {"what": f"sweepq pipeline, local[*], {said}", "tree": tree, "round": r}
                 row.update(load_before=before, load_after=_load(), events=o["events"])
                 row.update(
                     events_per_s=o["events_per_second"],

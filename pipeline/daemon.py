@@ -82,11 +82,12 @@ def preload() -> None:
     import pyarrow.ipc
     import pyarrow.parquet  # noqa: F401
 
-    from sweepq.pipeline import layout, units  # noqa: F401
+    from sweepq.pipeline import direct, layout, units  # noqa: F401
     from sweepq.sweeper.replay import warm_up
 
     warm_up()
     layout.warm_up()
+    direct.warm_up()
     import pyspark.worker  # noqa: F401
 
     from sweepq.pipeline import stages  # noqa: F401

@@ -10,10 +10,13 @@ Stages (each timed, each with a progress line):
 1. warm-up: a no-op job that starts the Python workers with the kernel loaded, when there is
    a layout to use (given or reused); when one is to be made, the layout job is the first
    job and its tasks start the workers (the warm-up is in its time, and has no job of its own);
+   a direct replay has none either: its replay job is the first;
 2. layout: a trace laid out by queue is used as it is; a layout of the same trace kept by an
-   earlier run is reused; anything else is laid out by queue by a Spark job, the map side of
-   a shuffle in Arrow (pipeline/layout.py; ``--shuffle jvm``: Spark's own), and kept in
-   ``OUT/layout`` (or ``--layout``);
+   earlier run is reused; on a local master a trace that is not large is not laid out at all
+   (``--shuffle direct``, what ``auto`` picks there: each replay task reads the whole trace
+   and replays the queues of its bucket, pipeline/direct.py); anything else is laid out by
+   queue by a Spark job, the map side of a shuffle in Arrow (pipeline/layout.py; ``--shuffle
+   jvm``: Spark's own), and kept in ``OUT/layout`` (or ``--layout``);
 3. replay: one Spark task per bucket of whole queues (pipeline/units.py); each writes its
    per-interval metrics (``OUT/metrics``), per-queue summary (``OUT/summary``) and the
    what-if combinations (``OUT/grid_queues``), and Spark reduces their small results
@@ -97,9 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
             prog="sweepq pipeline",
             description="Replay the slow queue sweeper's rule over message traces with Spark: per-interval "
             "metrics (Parquet), summaries per queue and overall, and an HTML report. A trace laid out by "
-            "queue ('sweepq trace partition', or 'trace generate --buckets') is used as it is; any other "
-            "trace (one file, or files with queues in any order) is laid out by queue first by a Spark "
-            "job, kept in OUT/layout (or --layout), and reused by the next run on the same trace.",
+            "queue ('sweepq trace partition', or 'trace generate --buckets') is used as it is. Any other "
+            "trace (one file, or files with queues in any order) is, on a local master and for a trace "
+            "that is not large, read whole by each replay task, which replays the queues of its bucket "
+            "(--shuffle direct); else laid out by queue first by a Spark job, kept in OUT/layout (or "
+            "--layout), and reused by the next run on the same trace (--shuffle arrow).",
             formatter_class=HelpFormatter,
         )
     )
@@ -120,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="buckets of queues to lay a trace out in, one replay task each (default: a multiple of the "
         "master's cores, each bucket of a few million events, pipeline/layout.py UNIT_EVENTS; a CSV: 4 per core; or "
-        "those of a layout reused)",
+        "those of a layout reused; a direct replay: one per two cores, each reading on two threads)",
     )
     p.add_argument(
         "--layout",
@@ -129,10 +134,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--shuffle",
-        choices=("arrow", "jvm"),
-        default="arrow",
-        help="how to lay a trace out by queue: the map side of a shuffle in Arrow (tasks read ranges with "
-        "pyarrow and write per-bucket files), or Spark's own shuffle in the JVM (slower; for comparison)",
+        choices=("auto", "direct", "arrow", "jvm"),
+        default="auto",
+        help="how the replay tasks get whole queues: 'direct', no layout: each task reads the whole trace "
+        "with pyarrow and replays the queues of its bucket (less work than a layout where the tasks are "
+        "few: one machine's cores); 'arrow', a layout by queue, the map side of a shuffle in Arrow (tasks "
+        "read ranges with pyarrow and write per-bucket files, kept in --layout for the next run); 'jvm', "
+        "that layout by Spark's own shuffle in the JVM (slower; for comparison); 'auto': a layout of the "
+        "same trace kept by an earlier run is reused, else direct on a local master when the tasks times "
+        "the trace's events are at most pipeline/direct.py MAX_READS (32 M) and no --layout is given, "
+        "else arrow. A trace laid out by queue already is read as it is whatever this says",
     )
     p.add_argument(
         "--grid",
@@ -145,15 +156,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _job(args: argparse.Namespace, layout: dict) -> dict:
-    """What every replay task is told: the intervals, the rule, the bounds, where to write."""
+def _job(args: argparse.Namespace, span: dict | None) -> dict:
+    """What every replay task is told: the intervals, the rule, the bounds, where to write.
+    ``span``: the trace's events, first and last time (a layout's); None for a direct replay,
+    whose tasks each read the whole trace and find them (pipeline/units.py)."""
     from sweepq.engine.record import HEAD_LEN
+    from sweepq.pipeline.units import interval_count
 
-    events, t0, t_end = int(layout["events"]), int(layout["t0"]), int(layout["t_end"])
+    if span is None:
+        t0 = t_end = n_intervals = None
+    else:
+        events, t0, t_end = int(span["events"]), int(span["t0"]), int(span["t_end"])
+        n_intervals = interval_count(t0, t_end, args.interval, events)
     return {
         "t0": t0,
         "t_end": t_end,
-        "n_intervals": int((t_end - t0) // round(args.interval * 1e6) + 1) if events else 0,
+        "n_intervals": n_intervals,
         "interval": args.interval,
         "factor": args.factor,
         "extra": args.extra,
@@ -172,15 +190,29 @@ def _layout(spark, args: argparse.Namespace, times: dict, log, where: str) -> tu
     warm-up job of its own; or a layout made (and kept) by a job that is the first one, its
     tasks starting the workers (a warm-up job before it would only delay it: its tasks do
     nothing that the layout's do not, on workers forked from a daemon that has every module
-    loaded, pipeline/daemon.py)."""
+    loaded, pipeline/daemon.py); or none, for a direct replay (``how`` "direct"), whose job
+    is then the first one (:func:`run` releases the pre-started daemon after it)."""
+    from sweepq.pipeline import direct, prestart, stages
     from sweepq.pipeline import layout as lay
-    from sweepq.pipeline import prestart, stages
 
     directory = args.layout or lay.default_directory(args.out)
     t = time.perf_counter()
     found = stages.existing_layout(args.traces, directory, args.buckets)
+    if found is not None and found[2] == "reused" and args.shuffle == "direct":
+        found = None  # told to replay directly: a layout kept is not read
+    shuffle = args.shuffle
+    if found is None and shuffle == "auto":
+        shuffle = stages.auto_shuffle(spark, args.traces, args.buckets, args.layout)
     looked = time.perf_counter() - t  # counted in the layout stage
-    if found is None and args.shuffle == "arrow":  # Python tasks: they start the workers
+    if found is None and shuffle == "direct":
+        times["layout"] = round(looked, 3)
+        tasks = args.buckets or direct.tasks_for(spark.sparkContext.defaultParallelism)
+        log(
+            f"layout: none (direct): {tasks} tasks each read the whole trace and replay the queues of their "
+            f"bucket; their job is the first (its tasks start the Python workers){where}"
+        )
+        return args.traces, {"made_by": "none", "buckets": tasks}, "direct"
+    if found is None and shuffle == "arrow":  # Python tasks: they start the workers
         log("warm-up: in the layout job, the first job (its tasks start the Python workers)")
     else:
         with stages.timed(times, "warm_up"):
@@ -189,7 +221,7 @@ def _layout(spark, args: argparse.Namespace, times: dict, log, where: str) -> tu
         log(f"warm-up: {workers} Python workers started with the kernel loaded in {times['warm_up']:.1f} s")
     t = time.perf_counter()
     try:
-        made = found or stages.make_layout(spark, args.traces, directory, args.buckets, args.shuffle)
+        made = found or stages.make_layout(spark, args.traces, directory, args.buckets, shuffle)
     finally:
         prestart.release()  # idempotent
         times["layout"] = round(looked + time.perf_counter() - t, 3)
@@ -204,7 +236,7 @@ def _layout(spark, args: argparse.Namespace, times: dict, log, where: str) -> tu
         )
     else:
         log(
-            f"layout: {layout['events']:,} events laid out by queue in {n} buckets by the {args.shuffle} shuffle "
+            f"layout: {layout['events']:,} events laid out by queue in {n} buckets by the {shuffle} shuffle "
             f"in {times['layout']:.1f} s{_task_cpu(layout)}, kept in {trace_dir} for the next run{where}"
         )
     return trace_dir, layout, how
@@ -234,7 +266,7 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
 
     import numpy as np
 
-    from sweepq.pipeline import stages
+    from sweepq.pipeline import direct, prestart, stages
     from sweepq.pipeline.java import runtime
     from sweepq.pipeline.report import render, restamp
     from sweepq.pipeline.report import warm_up as warm_charts
@@ -250,9 +282,11 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     stages.check_input(args.traces)
     _clear_results(args.out)
     java = runtime()
-    # The driver idles while Spark starts and its tasks run: matplotlib's first chart meanwhile.
+    # The driver idles while Spark starts and its tasks run: matplotlib's first chart meanwhile,
+    # for the what-if grid's chart (the charts over time are SVG, pipeline/svg.py).
     charts_warm = threading.Thread(target=warm_charts, name="sweepq-report-warm-up", daemon=True)
-    charts_warm.start()
+    if args.grid:
+        charts_warm.start()
     t_jvm = time.perf_counter()
     # The JVM shuffle's work is Spark's own code: keep its full compiler (pipeline/jvm_start.py).
     spark = spark or spark_session(args.master, ui=getattr(args, "ui", False), jit=args.shuffle != "jvm")
@@ -264,24 +298,39 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     group = f"sweepq-{os.getpid()}-{time.time_ns()}"
     spark.sparkContext.setJobGroup(group, "sweepq pipeline")
     trace_dir, layout, how = _layout(spark, args, times, log, where)
-    events = int(layout["events"])
-    job = _job(args, layout)
-    units = stages.units_of(trace_dir, layout)
-    log(
-        f"replay: {events:,} events, {len(units)} work units, {job['n_intervals']:,} intervals of {args.interval:g} s"
-        + (f", what-if grid of {len(args.grid)} combinations" if args.grid else "")
-    )
+    if how == "direct":
+        cores = spark.sparkContext.defaultParallelism
+        units = direct.units(args.traces, layout["buckets"], max(1, cores // layout["buckets"]))
+        job = _job(args, None)
+        log(
+            f"replay: {len(units)} work units, each the whole trace, intervals of {args.interval:g} s"
+            + (f", what-if grid of {len(args.grid)} combinations" if args.grid else "")
+        )
+    else:
+        job = _job(args, layout)
+        units = stages.units_of(trace_dir, layout)
+        log(
+            f"replay: {int(layout['events']):,} events, {len(units)} work units, {job['n_intervals']:,} intervals "
+            f"of {args.interval:g} s" + (f", what-if grid of {len(args.grid)} combinations" if args.grid else "")
+        )
     t_map = time.perf_counter()
 
     def progress(done: int) -> None:
         rate = done / max(1e-9, time.perf_counter() - t_map)
-        log(f"replay: {done:,} of {events:,} events done ({rate / 1e6:.1f} M events/s){where}")
+        of = "" if how == "direct" else f" of {int(layout['events']):,}"
+        log(f"replay: {done:,}{of} events done ({rate / 1e6:.1f} M events/s){where}")
 
-    with stages.timed(times, "replay"):
-        result = stages.replay_map(spark, units, job, progress)
+    try:
+        with stages.timed(times, "replay"):
+            result = stages.replay_map(spark, units, job, progress)
+    finally:
+        prestart.release()  # a direct replay's job was the first (idempotent)
     fault = stages.first_fault(spark, result, layout)
     if fault is not None:
         raise fault
+    if how == "direct":  # the tasks found the trace's span, each reading it whole
+        job = _job(args, result.get("span") or {"events": 0, "t0": 0, "t_end": 0})
+    events = int(result["events"] if how == "direct" else layout["events"])
     log(
         f"replay: {events:,} events in {times['replay']:.1f} s ({result['units']} tasks: "
         f"{result['read_seconds']:.1f} s reading, {result['seconds'] - result['read_seconds']:.1f} s replaying, "
@@ -306,7 +355,8 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     times["report"] = 0.0
     before = {**overall, **_speed(events, time.perf_counter() - t_start, times, layout, how, trace_dir)}
     with stages.timed(times, "report"):
-        charts_warm.join()  # matplotlib is not to be drawn with from two threads at once
+        if args.grid:
+            charts_warm.join()  # matplotlib is not to be drawn with from two threads at once
         html = render(totals, result.get("top", []), before, grid)
     seconds = time.perf_counter() - t_start
     overall.update(_speed(events, seconds, times, layout, how, trace_dir))
@@ -329,11 +379,16 @@ def _speed(events: int, seconds: float, times: dict, layout: dict, how: str, tra
         "events_per_second": int(events / max(1e-9, seconds)),
         "events_per_second_with_jvm_start": int(events / max(1e-9, seconds + times["spark_start"])),
         "stage_seconds": dict(times),
-        "path": {"given": "laid out by queue", "reused": "layout reused", "made": "laid out by a Spark job"}[how],
+        "path": {
+            "given": "laid out by queue",
+            "reused": "layout reused",
+            "made": "laid out by a Spark job",
+            "direct": "read whole by each task",
+        }[how],
         "layout": {
             "how": how,
             "reused": how == "reused",
-            "directory": trace_dir,
+            "directory": None if how == "direct" else trace_dir,
             "made_by": layout.get("made_by", "sweepq trace"),
             "seconds": times["layout"],
             "seconds_when_made": layout.get("seconds"),

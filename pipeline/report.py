@@ -1,10 +1,11 @@
 """The HTML report of a replay: headline figures, charts and tables in one self-contained file.
 
-Charts come from matplotlib, rendered to PNG and embedded (base64), so the file opens
-anywhere, offline, and prints as it looks; the figures it shows are few enough that an
-interactive library (and its JavaScript) buys nothing. Every chart has one unit per axis,
-labelled; time is in seconds or minutes from the trace's start; sizes are in B / kB / MB /
-GB (powers of 1000) and counts carry thousands separators.
+The charts over time are SVG drawn here (pipeline/svg.py), the what-if grid's a matplotlib
+PNG; each is embedded (base64), so the file opens anywhere, offline, and prints as it looks;
+the figures it shows are few enough that an interactive library (and its JavaScript) buys
+nothing. Every chart has one unit per axis, labelled; time is in seconds or minutes from the
+trace's start; sizes are in B / kB / MB / GB (powers of 1000) and counts carry thousands
+separators.
 """
 
 from __future__ import annotations
@@ -60,71 +61,55 @@ def _time_axis(n: int, interval_s: float) -> tuple[np.ndarray, str]:
 
 
 def charts(totals: np.ndarray, interval_s: float, budget: int = 0) -> list[str]:
-    """Memory over time; volume read back per interval; messages swept and re-swept per interval."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    """Memory over time; volume read back per interval; messages swept and re-swept per
+    interval. SVG (pipeline/svg.py): a few milliseconds where matplotlib's PNGs took tenths of
+    a second of the run."""
+    from .svg import Chart
 
     x, xlabel = _time_axis(len(totals), interval_s)
-    thousands = FuncFormatter(lambda v, _: f"{v:,.0f}")
     out = []
     mem, nosweep = totals[:, M["mem_bytes"]], totals[:, M["nosweep_bytes"]]
     div, unit = byte_unit(max(float(nosweep.max(initial=0)), float(mem.max(initial=0))))
-    fig, ax = plt.subplots(figsize=(9, 3.4))
-    ax.plot(x, nosweep / div, label="without sweeping", color="#d62728")
-    ax.plot(x, mem / div, label="with the sweeper", color="#1f77b4")
-    if budget:
-        ax.axhline(budget / div, color="#555", linestyle="--", label="memory budget")
-        acted = totals[:, M["budget_msgs"]] > 0
-        if acted.any():
-            ax.plot(x[acted], mem[acted] / div, "v", color="#555", label="budget swept beyond the rule")
     # When the sweeper keeps memory far below the unswept line, a linear axis shows it as zero.
     log = mem.max(initial=0) > 0 and nosweep.max(initial=0) > 20 * mem.max(initial=0)
     ylabel = f"in memory ({unit}{', log scale' if log else ''})"
-    ax.set(title="Message bytes in memory, all queues", xlabel=xlabel, ylabel=ylabel)
+    c = Chart("Message bytes in memory, all queues", xlabel, ylabel)
+    c.line(x, nosweep / div, "without sweeping", "#d62728").line(x, mem / div, "with the sweeper", "#1f77b4")
+    if budget:
+        c.hline(budget / div, "memory budget", "#555")
+        acted = totals[:, M["budget_msgs"]] > 0
+        if acted.any():
+            c.points(x[acted], mem[acted] / div, "budget swept beyond the rule", "#555")
+    c.log = bool(log)
     if log:
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.3g}"))
-    else:
-        ax.yaxis.set_major_formatter(thousands if div == 1 else FuncFormatter(lambda v, _: f"{v:,.1f}"))
-        ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    out.append(_png(fig))
+        c.yfmt = lambda v: f"{v:,.3g}"
+    elif div != 1:
+        c.yfmt = lambda v: f"{v:,.1f}"
+    out.append(c.img())
 
     read = totals[:, M["bytes_read"]]
     div, unit = byte_unit(float(read.max(initial=0)))
-    fig, ax = plt.subplots(figsize=(9, 3.0))
-    ax.bar(x, read / div, width=(x[1] - x[0]) * 0.9 if len(x) > 1 else 1, color="#2ca02c")
-    ax.set(
-        title=f"Bytes read back from blobs by gets, per {interval_s:g} s interval",
-        xlabel=xlabel,
-        ylabel=f"read back ({unit})",
+    c = Chart(
+        f"Bytes read back from blobs by gets, per {interval_s:g} s interval", xlabel, f"read back ({unit})", height=300
     )
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    out.append(_png(fig))
+    c.bars(x, read / div, width=(x[1] - x[0]) * 0.9 if len(x) > 1 else 1, color="#2ca02c")
+    c.yfmt = lambda v: f"{v:,.4g}"
+    out.append(c.img())
 
-    fig, ax = plt.subplots(figsize=(9, 3.0))
-    ax.plot(x, totals[:, M["msgs_written"]], label="swept", color="#9467bd")
-    ax.plot(x, totals[:, M["msgs_reswept"]], label="of them swept before (re-swept)", color="#ff7f0e")
-    ax.set(title=f"Messages moved into blobs, per {interval_s:g} s interval", xlabel=xlabel, ylabel="messages")
-    ax.yaxis.set_major_formatter(thousands)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    out.append(_png(fig))
+    c = Chart(f"Messages moved into blobs, per {interval_s:g} s interval", xlabel, "messages", height=300)
+    c.line(x, totals[:, M["msgs_written"]], "swept", "#9467bd")
+    c.line(x, totals[:, M["msgs_reswept"]], "of them swept before (re-swept)", "#ff7f0e")
+    out.append(c.img())
     return out
 
 
 def warm_up() -> None:
-    """Draw one small chart as the report draws them (a line, a legend, titles, a formatted
-    axis, PNG) and drop it: matplotlib's first chart loads its backend, fonts and text layout
-    (a few tenths of a second, several times a later chart's cost), which a driver that idles
-    meanwhile pays here instead of in its report (pipeline/job.py runs it on a thread while
-    Spark starts). One chart: the later ones cost only their own drawing."""
+    """Draw one small chart as matplotlib draws the what-if grid's (a line, a legend, titles,
+    a formatted axis, PNG) and drop it: matplotlib's first chart loads its backend, fonts and
+    text layout (a few tenths of a second, several times a later chart's cost), which a driver
+    that idles meanwhile pays here instead of in its report (pipeline/job.py runs it on a
+    thread while Spark starts, for a run with a grid). One chart: the later ones cost only
+    their own drawing."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -233,6 +218,7 @@ def speed_rows(overall: dict) -> list[tuple[str, str]]:
             f"{human_seconds(lay['seconds_when_made'] or 0)})",
             "made": f"made by the {lay['made_by']} shuffle in {human_seconds(lay['seconds'])}, kept in "
             f"{lay['directory']}",
+            "direct": "none made: each replay task read the whole trace and replayed the queues of its bucket",
         }[lay["how"]]
         rows.append(("layout by queue", said))
     if stages:

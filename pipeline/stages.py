@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from sweepq.sweeper.traces import COLUMNS, TraceError, _require, parquet_files, read_layout
 
+from . import direct
 from . import layout as lay
 from .units import combine, replay_unit
 
@@ -169,6 +170,26 @@ def existing_layout(path: str, directory: str, buckets: int | None) -> tuple[str
         return path, given, "given"
     found = lay.reusable(directory, lay.fingerprint(path), buckets)
     return (directory, found, "reused") if found is not None else None
+
+
+def auto_shuffle(spark: SparkSession, path: str, buckets: int | None, layout_dir: str | None) -> str:
+    """What ``--shuffle auto`` does when no layout is given or kept: "direct" on a local master
+    for a trace whose events times the tasks stay within direct.MAX_READS (the trace's rows from
+    its Parquet footers, a CSV's bounded by its size), unless a directory to keep a layout in is
+    named (``layout_dir``); else "arrow"."""
+    if layout_dir:
+        return "arrow"
+    sc = spark.sparkContext
+    rows = lay.rows(path)
+    size = None
+    if rows is None:  # a CSV
+        fs, files = lay.source_files(path)
+        size = fs.get_file_info(files[0]).size
+    return (
+        "direct"
+        if direct.chosen(sc.master, buckets or direct.tasks_for(sc.defaultParallelism), rows, size)
+        else "arrow"
+    )
 
 
 def make_layout(spark: SparkSession, path: str, directory: str, buckets: int | None, shuffle: str = "arrow"):

@@ -2,8 +2,9 @@
 
 This is what a Spark task runs (pipeline/stages.py schedules the units). It imports no
 pyspark: rows never travel from Spark's JVM into Python; the task reads its own files (local
-paths or any ``pyarrow.fs`` URI: a bucket's parts of an Arrow layout, or one Parquet file of
-a trace laid out by ``sweepq trace``), runs the one checker of sweeper/traces.py and the
+paths or any ``pyarrow.fs`` URI: a bucket's parts of an Arrow layout, one Parquet file of
+a trace laid out by ``sweepq trace``, or the whole trace, of which a direct replay keeps its
+bucket's queues, pipeline/direct.py), runs the one checker of sweeper/traces.py and the
 numba kernel, writes its per-interval metrics as Parquet beside the others, and returns only
 a small summary (events, queues, seconds, or its first fault) to the driver.
 """
@@ -19,6 +20,7 @@ from sweepq.sweeper import SweepPolicy, arrow
 from sweepq.sweeper.replay import METRICS, SUMMARY, replay
 from sweepq.sweeper.traces import TraceError, _filesystem, read_unit
 
+from .direct import read_bucket
 from .layout import PART, read_parts
 
 GRID_AXES = ("interval", "factor", "extra", "blob_bytes")
@@ -40,9 +42,29 @@ def _write(table, directory: str, name: str) -> None:
     fs.move(tmp, f"{d}/{name}")
 
 
-def read(parts: list[str]):
-    """A unit's trace: a bucket's parts of an Arrow layout, or one Parquet file."""
-    return read_parts(parts) if parts[0].endswith(PART) else read_unit(parts[0])
+def read(unit: dict):
+    """A unit's trace, and the whole trace's span when the unit read it all (else None): a
+    bucket's queues of the whole trace (a direct replay), a bucket's parts of an Arrow layout,
+    or one Parquet file."""
+    if "direct" in unit:
+        return read_bucket(unit["direct"])
+    parts = unit["parts"]
+    return (read_parts(parts) if parts[0].endswith(PART) else read_unit(parts[0])), None
+
+
+def interval_count(t0: int, t_end: int, interval_s: float, events: int = 1) -> int:
+    """Intervals of ``interval_s`` from ``t0`` until the one holding ``t_end`` (none without events)."""
+    return int((t_end - t0) // round(interval_s * 1e6) + 1) if events else 0
+
+
+def _with_span(job: dict, span: dict | None) -> dict:
+    """The job's intervals: as the driver knew them from a layout; or, in a direct replay (the
+    driver read no trace), from the whole trace's span that this task read, the same in every
+    task."""
+    if span is None:
+        return job
+    n = interval_count(span["t0"], span["t_end"], job["interval"], span["events"])
+    return {**job, "t0": span["t0"], "t_end": span["t_end"], "n_intervals": n}
 
 
 def _metrics_table(r, queues: list[str]):
@@ -107,10 +129,11 @@ def replay_unit(unit: dict, job: dict) -> dict:
         "cpu_seconds": 0.0,
     }
     try:
-        trace = read(unit["parts"])
+        trace, span = read(unit)
     except TraceError as e:
         result["errors"] = [(unit["unit"], e.column, e.row, e.why)]
         return result
+    job = _with_span(job, span)
     t_read = time.perf_counter()
     policy = SweepPolicy(
         factor=job["factor"],
@@ -135,7 +158,7 @@ def replay_unit(unit: dict, job: dict) -> dict:
     grid_totals = []
     for g, (interval, factor, extra, blob_bytes, rule) in enumerate(job.get("grid") or []):
         p = SweepPolicy(factor=factor, extra=extra, interval=interval, rule=rule)
-        n_int = int((job["t_end"] - job["t0"]) // round(interval * 1e6) + 1)
+        n_int = interval_count(job["t0"], job["t_end"], interval)
         rg = replay(
             trace,
             p,
@@ -167,6 +190,7 @@ def replay_unit(unit: dict, job: dict) -> dict:
         totals=totals,
         grid=grid_totals,
         top=_top(cols),
+        span=span,
     )
     return result
 
@@ -179,5 +203,6 @@ def combine(a: dict, b: dict) -> dict:
     out["totals"] = tb if ta is None else ta if tb is None else ta + tb
     ga, gb = a.get("grid"), b.get("grid")
     out["grid"] = gb if not ga else ga if not gb else [x + y for x, y in zip(ga, gb, strict=True)]
+    out["span"] = a.get("span") or b.get("span")  # a direct replay's: every task read the same
     out["top"] = sorted(a.get("top", []) + b.get("top", []), key=lambda r: -r["peak_saved_bytes"])[:TOP]
     return out

@@ -1,6 +1,7 @@
 """The Spark pipeline on small traces in local[2]: its output equals the local kernel's, row
 for row, whatever the trace's form (one file, files in any order of queues, laid out by
-queue) and whichever shuffle lays it out; a layout is kept and reused; bad traces fail
+queue) and whichever shuffle lays it out (``--shuffle arrow`` where a layout is the point: on
+local[2] ``auto`` replays directly, tests/test_pipeline_direct.py); a layout is kept and reused; bad traces fail
 naming the column and row; the grid and the report are written.
 
 One Spark session serves the whole test run (session-scoped fixture): starting Spark is
@@ -61,7 +62,8 @@ def test_pipeline_equals_the_local_kernel_row_for_row(spark, trace_file, tmp_pat
     from sweepq.pipeline.job import run
 
     trace, path = trace_file
-    overall = run(_args(path, tmp_path, grid="interval=1,5;rule=seed,adaptive"), spark=spark, log=lambda s: None)
+    args = _args(path, tmp_path, "interval=1,5;rule=seed,adaptive", "--shuffle", "arrow")
+    overall = run(args, spark=spark, log=lambda s: None)
     got = pd.read_parquet(tmp_path / "metrics").sort_values(["queue", "interval"]).reset_index(drop=True)
     local = replay(trace, SweepPolicy(), record_header=HEAD_LEN, max_blob_bytes=64 * 1024, max_blob_records=256)
     rows = []
@@ -117,10 +119,15 @@ def test_bad_traces_name_the_column_and_row(spark, tmp_path, rows, column, row):
     backwards fail in the replay pass; both name the column and the row."""
     from sweepq.pipeline.job import run
 
-    with pytest.raises(TraceError) as ei:
-        run(_args(_bad(tmp_path, rows), tmp_path / "out"), spark=spark, log=lambda s: None)
-    assert ei.value.column == column and ei.value.row == row
-    assert column in str(ei.value) and f"row {row}" in str(ei.value)
+    for shuffle in ("arrow", "direct"):
+        with pytest.raises(TraceError) as ei:
+            run(
+                _args(_bad(tmp_path, rows), tmp_path / "out", None, "--shuffle", shuffle),
+                spark=spark,
+                log=lambda s: None,
+            )
+        assert ei.value.column == column and ei.value.row == row, shuffle
+        assert column in str(ei.value) and f"row {row}" in str(ei.value)
 
 
 def test_missing_column_is_found_before_spark(tmp_path):
@@ -205,7 +212,11 @@ def test_a_fault_in_a_later_range_names_its_row_through_the_arrow_layout(spark, 
     with pytest.raises(TraceError) as local:
         read(tmp_path / "t.parquet")
     with pytest.raises(TraceError) as ei:
-        run(_args(str(tmp_path / "t.parquet"), tmp_path / "out"), spark=spark, log=lambda s: None)
+        run(
+            _args(str(tmp_path / "t.parquet"), tmp_path / "out", None, "--shuffle", "arrow"),
+            spark=spark,
+            log=lambda s: None,
+        )
     assert (ei.value.column, ei.value.row, ei.value.why) == (local.value.column, local.value.row, local.value.why)
     assert not (tmp_path / "out" / "overall.json").exists() and not (tmp_path / "out" / "report.html").exists()
 
@@ -237,8 +248,8 @@ def test_any_form_of_a_trace_and_either_shuffle_give_the_same_metrics(spark, tmp
         pq.write_table(part.take(order), tmp_path / "dir" / f"{name}.parquet")
     write_by_queue(t, tmp_path / "byq", 3)
     forms = [
-        ("one.parquet", ()),
-        ("dir", ()),
+        ("one.parquet", ("--shuffle", "arrow")),
+        ("dir", ("--shuffle", "arrow")),
         ("byq", ()),
         ("one.parquet", ("--shuffle", "jvm")),
     ]
@@ -259,7 +270,7 @@ def test_the_layout_is_kept_and_reused_and_says_so(spark, trace_file, tmp_path):
 
     _, path = trace_file
     said = []
-    first = run(_args(path, tmp_path / "a"), spark=spark, log=said.append)
+    first = run(_args(path, tmp_path / "a", None, "--shuffle", "arrow"), spark=spark, log=said.append)
     assert first["layout"]["how"] == "made" and (tmp_path / "a" / "layout" / "_sweepq_layout.json").exists()
     said.clear()
     again = run(_args(path, tmp_path / "a", "factor=2,3"), spark=spark, log=said.append)
@@ -267,7 +278,9 @@ def test_the_layout_is_kept_and_reused_and_says_so(spark, trace_file, tmp_path):
     assert any(line.startswith("layout: reused") for line in said)
     assert "reused from" in (tmp_path / "a" / "report.html").read_text()
     np.testing.assert_array_equal(_metrics(tmp_path / "a")[list(METRICS)], _metrics(tmp_path / "a")[list(METRICS)])
-    other = run(_args(path, tmp_path / "a", None, "--buckets", "3"), spark=spark, log=lambda s: None)
+    other = run(
+        _args(path, tmp_path / "a", None, "--buckets", "3", "--shuffle", "arrow"), spark=spark, log=lambda s: None
+    )
     assert other["layout"]["how"] == "made"
     shared = str(tmp_path / "shared")
     run(_args(path, tmp_path / "b", None, "--layout", shared), spark=spark, log=lambda s: None)

@@ -44,14 +44,14 @@ def trace(tmp_path_factory):
 def test_a_layout_made_is_the_first_job_and_the_figures_equal_the_local_replay(trace, tmp_path):
     t, path = trace
     want = replay(t, SweepPolicy(), record_header=HEAD_LEN).overall()
-    made = _pipeline("--traces", path, "--out", str(tmp_path))
+    made = _pipeline("--traces", path, "--out", str(tmp_path), "--shuffle", "arrow")  # auto: direct here
     assert made.returncode == 0, made.stderr[-3000:]
     assert "warm-up: in the layout job" in made.stderr
     first = json.loads(made.stdout)
     assert first["layout"]["how"] == "made" and first["layout"]["made_by"] == "arrow"
     assert "warm_up" not in first["stage_seconds"] and first["stage_seconds"]["layout"] > 0
     metrics = pd.read_parquet(tmp_path / "metrics").sort_values(["queue", "interval"]).reset_index(drop=True)
-    reused = _pipeline("--traces", path, "--out", str(tmp_path))
+    reused = _pipeline("--traces", path, "--out", str(tmp_path), "--shuffle", "arrow")
     assert reused.returncode == 0, reused.stderr[-3000:]
     again = json.loads(reused.stdout)
     assert again["layout"]["how"] == "reused" and "warm_up" in again["stage_seconds"]
@@ -61,6 +61,19 @@ def test_a_layout_made_is_the_first_job_and_the_figures_equal_the_local_replay(t
         pd.read_parquet(tmp_path / "metrics").sort_values(["queue", "interval"]).reset_index(drop=True), metrics
     )
     assert "<img" in (tmp_path / "report.html").read_text()
+
+
+def test_a_direct_replay_is_the_first_job_and_the_figures_equal_the_local_replay(trace, tmp_path):
+    """``auto`` on local[2]: no layout, no warm-up job; the replay's job starts the workers."""
+    t, path = trace
+    want = replay(t, SweepPolicy(), record_header=HEAD_LEN).overall()
+    run = _pipeline("--traces", path, "--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr[-3000:]
+    overall = json.loads(run.stdout)
+    assert overall["layout"]["how"] == "direct" and "warm_up" not in overall["stage_seconds"]
+    assert not (tmp_path / "layout").exists()
+    for k in FIGURES:
+        assert overall[k] == want[k], k
 
 
 def test_a_bad_value_found_by_the_first_job_ends_the_run_naming_its_row(tmp_path):
