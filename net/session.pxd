@@ -47,5 +47,6 @@ cdef class Session:
 @cython.locals(session=Session, out=list)
 cpdef object serve_events(list events, dict sessions)
 
+cdef list _arguments(object op, tuple entry, object args)
 cdef bint _may_wait(object op, list args) except -1
 cdef bint _waits(object options, object wait_interval) except -1

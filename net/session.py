@@ -93,6 +93,14 @@ def serve_events(events: list, sessions: dict) -> list | None:
             out = []
         out.append((fd, session, step))
     return out
+def _arguments(op, entry: tuple, args) -> list:
+    """A request's unpacked ``args``, checked: a list of as many as its op takes (``entry``
+    its handler's, whose first item is that count).
+
+    :raises ProtocolError: anything else (the connection ends)."""
+    if type(args) is not list or len(args) != entry[0]:
+        raise P.ProtocolError(f"op {P.OP_NAMES.get(op, op)} takes a list of {entry[0]} arguments")
+    return args
 
 
 def _may_wait(op, args: list) -> bool:
@@ -271,10 +279,8 @@ class Session:
                     send(self._bye())
                     return "disconnected by the client"
                 raise P.ProtocolError(f"unknown op {op}")
-            args = unpack(body)
+            args = _arguments(op, entry, unpack(body))
             body = None  # a large frame's memory goes back to the server at the next read
-            if type(args) is not list or len(args) != entry[0]:
-                raise P.ProtocolError(f"op {P.OP_NAMES.get(op, op)} takes a list of {entry[0]} arguments")
             send(self._call(op, entry, args))
 
     def serve_ready(self) -> int:
@@ -303,10 +309,8 @@ class Session:
                     self._unsent, self._said_bye = reply[sent:], True
                     return THREAD
                 raise P.ProtocolError(f"unknown op {op}")
-            args = P.unpack(body)
+            args = _arguments(op, entry, P.unpack(body))
             body = None
-            if type(args) is not list or len(args) != entry[0]:
-                raise P.ProtocolError(f"op {P.OP_NAMES.get(op, op)} takes a list of {entry[0]} arguments")
             if op not in _ON_LOOP or _may_wait(op, args):
                 self._pending = (op, entry, args)
                 return THREAD
