@@ -58,6 +58,11 @@ class Loop:
             self._sel = selectors.DefaultSelector()
             self._sel.register(self._wake_r, selectors.EVENT_READ)
         self._stopping = False
+        # Held by admit and by the loop's end: a connection is either taken by the loop before
+        # it ends or given a thread of its own, and no wake-up is written to the closed pipe
+        # (whose descriptor may be another file's by then).
+        self._ending = threading.Lock()
+        self._ended = False
         # Named as session threads are: the engine connections are made on it (tests/net_client_mode.py
         # tells the server's own connections from a test's by that name).
         self._thread = threading.Thread(target=self._run, name="sweepq-sessions-loop", daemon=True)
@@ -72,18 +77,27 @@ class Loop:
         return self._thread.is_alive() and not self._stopping
 
     def admit(self, session: Session, hello: dict, admin: bool) -> None:
-        """A connection the server admitted (on the door's thread): the loop welcomes it."""
-        self._new.append((session, hello, admin))
-        self._wake()
+        """A connection the server admitted (on the door's thread): the loop welcomes it, or,
+        when the loop ended in the meantime, a thread of its own does (as :attr:`alive` says
+        the server would have done)."""
+        with self._ending:
+            if not self._ended:
+                self._new.append((session, hello, admin))
+                self._wake()
+                return
+        _on_thread(session, session.run, hello, admin)
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the loop (the server has ended its connections); what it still serves ends."""
         self._stopping = True
-        self._wake()
+        with self._ending:
+            if not self._ended:
+                self._wake()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
     def _wake(self) -> None:
+        """(Holding ``_ending``, the loop not ended: its pipe is open.)"""
         with contextlib.suppress(BlockingIOError, OSError):  # full: a wake-up is pending anyway
             os.write(self._wake_w, b"x")
 
@@ -107,13 +121,15 @@ class Loop:
             for fd, session in list(sessions.items()):
                 self._leave(fd)
                 session.end("the server stopped")
+            with self._ending:  # from here admit gives a connection a thread of its own
+                self._ended = True
+                os.close(self._wake_r)
+                os.close(self._wake_w)
             while self._new:
                 session, _, _ = self._new.popleft()
                 session.end("the server stopped")
             if _EPOLL:
                 self._poller.close()
-            os.close(self._wake_r)
-            os.close(self._wake_w)
 
     def _select(self, timeout: float, _: int) -> list[tuple[int, int]]:  # pragma: no cover - not Linux
         return [(key.fd, events) for key, events in self._sel.select(None if timeout < 0 else timeout)]

@@ -134,3 +134,23 @@ def test_once_the_loop_is_gone_new_connections_get_threads_of_their_own():
             assert ah.get().data == b"after"
         finally:
             after.disconnect()
+
+
+def test_a_connection_admitted_as_the_loop_ends_is_served_on_a_thread(monkeypatch):
+    """The door saw the loop alive, and the loop ended before it admitted the connection
+    (net/loop.py ``Loop.admit``): the connection gets a thread of its own. Before, it was left
+    in a queue nobody read (its client's HELLO never answered) and its wake-up was written to
+    the loop's closed pipe, whose descriptor may be another file's by then."""
+    with served() as (_qm, server):
+        loop = server._loop
+        loop.close()
+        assert not loop.alive
+        monkeypatch.setattr(type(loop), "alive", property(lambda self: True))  # what the door saw an instant before
+        c = net_client.connect(server.url, timeout=5.0)
+        try:
+            h = c.open("Q", IO)
+            h.put(b"late")
+            assert h.get().data == b"late"
+            assert session_threads()  # served on a thread of its own
+        finally:
+            c.disconnect()
