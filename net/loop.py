@@ -172,11 +172,7 @@ class Loop:
         if step == DONE:
             session.end("disconnected by the client")
             return
-        name = f"sweepq-session-{session.id}"
-        try:
-            threading.Thread(target=session.serve, name=name, daemon=True).start()
-        except RuntimeError:  # the system has no thread to give: the connection ends
-            session.end("the server could not start a thread for it")
+        _on_thread(session, session.serve)
 
     def _leave(self, fd: int) -> None:
         """Stop watching a connection (before anyone may close its socket)."""
@@ -185,3 +181,11 @@ class Loop:
             self._poller.unregister(fd)
         else:  # pragma: no cover - not Linux
             self._sel.unregister(fd)
+
+
+def _on_thread(session: Session, serve, *args) -> None:
+    """``serve(*args)``: the rest of ``session`` on a thread of its own."""
+    try:
+        threading.Thread(target=serve, args=args, name=f"sweepq-session-{session.id}", daemon=True).start()
+    except RuntimeError:  # the system has no thread to give: the connection ends
+        session.end("the server could not start a thread for it")
