@@ -17,7 +17,7 @@ cpdef Message deliver(HandleState s, bytes rec, object buffer_length, int opts, 
 cpdef bint take_one_locked(LocalQueue q, Ref ref, bytes rec, bint joins, bint journaled=*) except -1
 @cython.locals(reason=int)
 cpdef int finish(HandleState s, LocalQueue q, object refs, bint joins, bint durable, bint mark_skip=*) except -1
-@cython.locals(q=LocalQueue, msg=Message, rec=bytes, joins=bint, durable=bint, pending=int)
+@cython.locals(q=LocalQueue, msg=Message, rec=bytes, joins=bint, durable=bint, pending=int, h=Py_ssize_t)
 cpdef object get(HandleState s, int opts, object wait_interval, object buffer_length, object m)
 @cython.locals(q=LocalQueue, ref=object, rec=bytes)
 cpdef object take_item(HandleState s, object decode, object empty, object whole)

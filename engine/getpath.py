@@ -389,7 +389,15 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
         finally:
             mutex.give()
         if head is not _UNSET:
-            msg = deliver(s, head, None, 0)  # type: ignore[arg-type]  # a record
+            # deliver(s, head, None, 0) written out (interpreted, a call fewer): the whole
+            # data, and no expiry or item to read (head() takes no message with either).
+            got: bytes = head  # type: ignore[assignment]  # a record
+            msg = Message.__new__(Message)
+            msg._rec = got
+            msg._ident = s.ident
+            h = got[_HLEN] or record.data_offset(got)  # 0: a header over 255 bytes (properties)
+            msg.data = record.tail(got, h) if cython.compiled else got[h:]
+            msg.reason = 0
             if q.cleanup or s.recorder is not None or q.budget is not None:
                 finish(s, q, (None,), False, False)
             return msg

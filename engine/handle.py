@@ -111,7 +111,9 @@ class Handle:
             s = self._s
             if s.closed:
                 raise s.closed_error()
-            if type(options) is int and 0 <= options <= _FLAGS_MAX:
+            if type(options) is int and not options:  # the default first: no range to test
+                opts = 0
+            elif type(options) is int and 0 <= options <= _FLAGS_MAX:
                 opts = options
             else:
                 opts = checks.flags(options, "put options")
@@ -228,7 +230,9 @@ class Handle:
             raise _in_progress() from None
         try:
             s = self._s
-            if type(options) is int and 0 <= options <= _FLAGS_MAX:
+            if type(options) is int and not options:  # the default first: no range to test
+                opts = 0
+            elif type(options) is int and 0 <= options <= _FLAGS_MAX:
                 opts = options
             else:
                 opts = checks.flags(options, "get options")

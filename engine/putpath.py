@@ -47,6 +47,8 @@ _PMO_SYNC = int(PMO.SYNCPOINT)
 _PMO_NEW_MSG_ID = int(PMO.NEW_MSG_ID)
 _PMO_NEW_CORREL_ID = int(PMO.NEW_CORREL_ID)
 _HEAD_LEN = record.HEAD_LEN
+_PACK_HEAD = record.HEAD.pack  # the interpreted form's record.plain, written out in put()
+_PERSISTENT = record.PERSISTENT
 _OUTCOME_PENDING = int(Reason.OUTCOME_PENDING)
 _TIME = time.time  # the system clock's wall (sweeper/clock.py SystemClock.wall)
 
@@ -197,7 +199,11 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
         try:
             if q.depth >= q.max_depth:
                 raise _full(q, 1)
-            rec = record.plain(s.sequence.next(), put_us, priority, q.default_persistent, data)
+            if cython.compiled:
+                rec = record.plain(s.sequence.next(), put_us, priority, q.default_persistent, data)
+            else:  # record.plain written out: interpreted, a call fewer
+                flags = _PERSISTENT if q.default_persistent else 0
+                rec = _PACK_HEAD(_HEAD_LEN, priority, flags, 0, s.sequence.next(), put_us) + data
             q.insert_one_locked(rec, priority)
         finally:
             mutex.give()

@@ -54,8 +54,9 @@ class Arena:
 
     def __init__(self) -> None:
         self.blocks: list[bytearray | None] = []  # page index -> its block, None once given back
-        self.live = array("q", bytes(8 * 16))  # bytes of live records (with their lengths) per page
-        self.used = array("q", bytes(8 * 16))  # bytes written to each page (both grow with blocks)
+        # Memoryviews of arrays: interpreted, a store through one costs half an array's own.
+        self.live = memoryview(array("q", bytes(8 * 16)))  # bytes of live records (with their lengths) per page
+        self.used = memoryview(array("q", bytes(8 * 16)))  # bytes written to each page (both grow with blocks)
         self.spare: list[int] = []  # page indices given back, to reuse
         # Emptied blocks kept to be written again (at most _POOL): a queue that drains as it
         # fills then cycles through the same few blocks, warm in the cache, with no allocation
@@ -162,7 +163,7 @@ class Arena:
                 used = array("q", bytes(16 * len(self.used)))
                 memoryview(live)[:page] = memoryview(self.live)
                 memoryview(used)[:page] = memoryview(self.used)
-                self.live, self.used = live, used
+                self.live, self.used = memoryview(live), memoryview(used)
         self.live[page] = 0
         self.used[page] = 0
         return page

@@ -42,8 +42,6 @@ cdef class LaneSet:
     cdef inline _place(self, Py_ssize_t i, bytes rec)
     cdef inline object _seq(self, Py_ssize_t i)
     cdef inline int _flags(self, Py_ssize_t i) except -1
-    @cython.locals(loc=Py_ssize_t)
-    cdef Py_ssize_t _free(self, Py_ssize_t i, Py_ssize_t n) except -1
 
     @cython.locals(slot=Py_ssize_t)
     cpdef bytes record(self, Ref ref)
@@ -62,7 +60,7 @@ cdef class LaneSet:
     @cython.locals(i=Py_ssize_t)
     cdef Py_ssize_t _spare_slot(self) except -1
 
-    @cython.locals(i=Py_ssize_t, lane=Lane, rec=bytes)
+    @cython.locals(mask=int, i=Py_ssize_t, lane=Lane, rec=bytes)
     cpdef object head(self, object miss=*, bint record=*)
     @cython.locals(mask=int, i=Py_ssize_t, lane=Lane)
     cdef Py_ssize_t _head(self)
@@ -85,11 +83,11 @@ cdef class LaneSet:
     @cython.locals(h=Py_ssize_t, s=int)
     cpdef tuple at(self, Ref hint, object seq, object lk_seq)
 
-    @cython.locals(slot=Py_ssize_t)
+    @cython.locals(slot=Py_ssize_t, owner=Lane)
     cpdef object take(self, object ref)
     cpdef list take_emptied(self)
-    @cython.locals(s=int, lane=Lane, p=Py_ssize_t, n=Py_ssize_t)
-    cdef Lane _remove(self, Py_ssize_t i, Py_ssize_t length)
+    @cython.locals(s=int, lane=Lane, p=Py_ssize_t, nx=Py_ssize_t, hi=int, loc=Py_ssize_t)
+    cdef Py_ssize_t _remove(self, Py_ssize_t i, Py_ssize_t n, bint unlink=*) except -1
     @cython.locals(first=Py_ssize_t)
     cdef Lane _take_run(self, object refs)
     @cython.locals(first=Py_ssize_t, k=Py_ssize_t, total=Py_ssize_t, i=Py_ssize_t, at=Py_ssize_t,

@@ -184,13 +184,11 @@ class LaneSet:
         nxt[n - 1] = -1
         for i in range(SENTINELS):
             nxt[i] = i  # each sentinel links to itself: an empty list
-        self._nxt = nxt
-        self._prv = _ints(0, n)
         st = array("H", [REMOVED]) * n
         for i in range(SENTINELS):
             st[i] = 0
-        self._st = st
-        self._low = array("I", bytes(4 * n))
+        # Held as memoryviews of the arrays (_views): the same memory and typed views compiled.
+        self._nxt, self._prv, self._st, self._low = _views(nxt, _ints(0, n), st, array("I", bytes(4 * n)))
         self._hi = bytearray(n)
         if self._items is not None:
             self._items = [None] * n
@@ -227,7 +225,8 @@ class LaneSet:
         hi[:old] = self._hi
         if self._items is not None:
             self._items = self._items + [None] * (n - old)  # a new list too, as the arrays
-        self._nxt, self._prv, self._st, self._low, self._hi, self._free_head = nxt, prv, st, loc, hi, old
+        self._nxt, self._prv, self._st, self._low = _views(nxt, prv, st, loc)
+        self._hi, self._free_head = hi, old
 
     # -- a slot's record ----------------------------------------------------------------------------
 
@@ -250,25 +249,6 @@ class LaneSet:
     def _flags(self, i: int) -> int:
         """The record's flags byte (engine/record.py OFF_FLAGS), without a copy."""
         return self._arena.byte((self._hi[i] >> 1) * _HI_UNIT | self._low[i], _OFF_FLAGS)
-
-    def _free(self, i: int, n: int) -> int:
-        """Slot ``i``'s record leaves the arena (and the index, and its item the slot), and
-        the slot is REMOVED and free, or will be once the sweep in progress ends (a walker
-        without the lock may hold it, and follows its ``nxt``, which the free list would
-        change); returns the record's length, ``n`` when the caller knows it, else -1 (Arena.free).
-        The caller unlinked the slot."""
-        loc = self._low[i] if self._hi[i] < 2 else self._loc(i)  # interpreted, no arithmetic
-        if self.index is not None:
-            self.index.discard(i, self._arena.read(loc))
-        if self._items is not None:
-            self._items[i] = None
-        self._st[i] |= REMOVED
-        if self._defer:
-            self._deferred.append(i)
-        else:
-            self._nxt[i] = self._free_head
-            self._free_head = i
-        return self._arena.free(loc, n)
 
     # -- refs ---------------------------------------------------------------------------------------
 
@@ -454,13 +434,17 @@ class LaneSet:
         having changed nothing."""
         if CHECKS:
             assert_held(self._mutex, "the get's head")
-        i = self._head()
+        # _head(), written out (interpreted, a call fewer), keeping the lane it looks at.
+        mask = self._mask
+        i = -1
+        if mask:
+            lane: Lane = self.lanes[_TOP[mask]]
+            i = self._nxt[lane.front]
+            if i < SENTINELS or self._st[i] >= AVAILABLE_BELOW:
+                i = -1
         if miss is None:
             return Ref.at(i) if i >= 0 else None
-        if i < 0:
-            return miss
-        lane: Lane = self.lanes[self._st[i] & LANE_MASK]
-        if lane.chain:
+        if i < 0 or lane.chain:
             return miss
         if record:
             rec = self._arena.read(self._low[i] if self._hi[i] < 2 else self._loc(i))
@@ -795,7 +779,9 @@ class LaneSet:
         r: Ref = ref
         slot = r.slot
         if slot >= 0:
-            return self._remove(slot, -1)
+            owner = self.lanes[self._st[slot] & LANE_MASK]
+            self._remove(slot, -1)
+            return owner
         blob = r.blob
         assert blob is not None
         if blob.damaged:
@@ -825,26 +811,46 @@ class LaneSet:
             self._emptied = []
         return emptied
 
-    def _remove(self, i: int, length: int) -> Lane:
-        """Unlink slot ``i`` from its list and free it (:meth:`_free`, ``length`` its
-        record's length when known, else -1); its lane."""
+    def _remove(self, i: int, n: int, unlink: bool = True) -> int:
+        """Slot ``i``'s record leaves the arena (and the index, and its item the slot), and
+        the slot is REMOVED and free, or will be once the sweep in progress ends (a walker
+        without the lock may hold it, and follows its ``nxt``, which the free list would
+        change); returns the record's length, ``n`` when the caller knows it, else -1 (Arena.free).
+        With ``unlink`` the slot is unlinked from its list first, and its lane and the bytes
+        in memory counted down (a take); without, the caller unlinked it and counts (a run).
+        One function, so that a get's take is one call interpreted."""
         st = self._st
         s = st[i]
-        assert not s & REMOVED, f"slot {i} removed twice"
-        lane = self.lanes[s & LANE_MASK]
-        p = self._prv[i]
-        n = self._nxt[i]
-        self._nxt[p] = n
-        self._prv[n] = p
-        if not s & HIDDEN:
-            lane.ready -= 1
-        lane.mem -= 1
-        if self._hi[i] & _BACK:
-            self._hi[i] &= ~_BACK
-            lane.back -= 1
-        self.mem_bytes -= self._free(i, length)
-        self._epoch += 1
-        return lane
+        hi = self._hi[i]
+        if unlink:
+            assert not s & REMOVED, f"slot {i} removed twice"
+            lane: Lane = self.lanes[s & LANE_MASK]
+            p = self._prv[i]
+            nx = self._nxt[i]
+            self._nxt[p] = nx
+            self._prv[nx] = p
+            if not s & HIDDEN:
+                lane.ready -= 1
+            lane.mem -= 1
+            if hi & _BACK:
+                self._hi[i] = hi & ~_BACK
+                lane.back -= 1
+            self._epoch += 1
+        loc = self._low[i] if hi < 2 else self._loc(i)  # interpreted, no arithmetic
+        if self.index is not None:
+            self.index.discard(i, self._arena.read(loc))
+        if self._items is not None:
+            self._items[i] = None
+        st[i] = s | REMOVED
+        if self._defer:
+            self._deferred.append(i)
+        else:
+            self._nxt[i] = self._free_head
+            self._free_head = i
+        n = self._arena.free(loc, n)
+        if unlink:
+            self.mem_bytes -= n
+        return n
 
     def _take_run(self, refs: Sequence[Ref]) -> Lane:
         """:meth:`take` of a run."""
@@ -1264,11 +1270,11 @@ class LaneSet:
         again = 0
         nbytes = 0
         for _ in range(k):
-            j = nxt[i]  # before _free, which may link i into the free list
+            j = nxt[i]  # before _remove, which may link i into the free list
             if hi[i] & _BACK:
                 hi[i] &= ~_BACK
                 again += 1
-            nbytes += self._free(i, -1)
+            nbytes += self._remove(i, -1, False)
             i = j
         nxt[p] = i
         prv[i] = p
@@ -1618,6 +1624,13 @@ class LaneSet:
                     at += width
                 i = self._nxt[i]
         return bytes(memoryview(out)[:at]), at // width if width else 0
+
+
+def _views(*arrays: array) -> tuple[memoryview, ...]:
+    """A memoryview of each of ``arrays``, which the slot arrays are held as: interpreted, an
+    item stored through a memoryview costs half what an ``array``'s own store does (which
+    parses the value as a call's argument); compiled, either is a typed view of the memory."""
+    return tuple(memoryview(a) for a in arrays)
 
 
 def _ints(lo: int, hi: int) -> array:
