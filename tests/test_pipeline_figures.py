@@ -36,7 +36,7 @@ def test_docs_pipeline_quotes_the_table_as_it_is():
 # (prestart, issue 35 item 5), and two quiet runs, before it (quiet) and after (quiet-prestart);
 # the layout made by the first job, under load (layout-first-job) and at load 2 (layout-first-job-ab),
 # each alternating with the tree before it; the direct replay, no layout (direct), under load.
-LATER = ("prestart", "quiet", "quiet-prestart", "layout-first-job", "layout-first-job-ab", "direct")
+LATER = ("prestart", "quiet", "quiet-prestart", "layout-first-job", "layout-first-job-ab", "direct", "direct-quiet")
 
 
 @pytest.mark.parametrize("name", LATER)
