@@ -93,6 +93,8 @@ def serve_events(events: list, sessions: dict) -> list | None:
             out = []
         out.append((fd, session, step))
     return out
+
+
 def _arguments(op, entry: tuple, args) -> list:
     """A request's unpacked ``args``, checked: a list of as many as its op takes (``entry``
     its handler's, whose first item is that count).
