@@ -104,25 +104,12 @@ def bucket(whole: Trace, buckets: int, k: int) -> Trace:
     return Trace(t, q, o, b, p, np.broadcast_to(np.False_, (n,)), names, lanes)
 
 
-def read_trace(path: str, threads: int = 1) -> Trace:
-    """The whole trace, read and checked as ``sweepq replay`` reads it, on ``threads`` threads.
-
-    :raises TraceError: the first row at fault, in the input's numbering."""
-    import os
-
-    from sweepq.sweeper.traces import _from_parquet, parquet_files
-
-    if path.endswith(".csv"):
-        return read(path, persistent=False)
-    fs, files = parquet_files(os.fspath(path))
-    return _from_parquet(fs, files, threads=threads, persistent=False)
-
-
 def read_bucket(spec: dict) -> tuple[Trace, dict]:
     """A direct unit's trace: the queues of bucket ``spec["bucket"]`` of ``spec["buckets"]``
-    of the trace at ``spec["path"]``, read whole (:func:`read_trace`); and the whole trace's
+    of the trace at ``spec["path"]``, read and checked whole as ``sweepq replay`` reads it
+    (:raises TraceError: the first row at fault, in the input's numbering); and the whole trace's
     span (its events, first and last time), which fixes the replay's intervals."""
-    whole = read_trace(spec["path"], spec.get("threads", 1))
+    whole = read(spec["path"], persistent=False, threads=spec.get("threads", 1))
     n = len(whole)
     span = {"events": n, "t0": int(whole.time_us[0]) if n else 0, "t_end": int(whole.time_us[-1]) if n else 0}
     return bucket(whole, spec["buckets"], spec["bucket"]), span

@@ -662,18 +662,19 @@ def _remap(codes, table):
         codes[i] = table[codes[i]]
 
 
-def read(path: str | os.PathLike, persistent: bool = True) -> Trace:
+def read(path: str | os.PathLike, persistent: bool = True, threads: int | None = None) -> Trace:
     """Read a trace from Parquet (a file or a directory of files) or from CSV, and check it.
 
     ``persistent=False`` checks that column but does not keep it (the replay does not model
-    it): the trace's ``persistent`` is then all False at no memory cost. Raises FileNotFoundError for a missing
+    it): the trace's ``persistent`` is then all False at no memory cost. ``threads``: Parquet's
+    row groups are decoded on that many (default: the CPUs). Raises FileNotFoundError for a missing
     path and TraceError for anything else wrong."""
     path = os.fspath(path)
     if path.endswith(".csv"):
         batches, n = _batches(path)
         return _from_batches(batches, n)
     fs, files = parquet_files(path)
-    return _from_parquet(fs, files, persistent=persistent)
+    return _from_parquet(fs, files, threads=threads, persistent=persistent)
 
 
 def read_unit(path: str) -> Trace:

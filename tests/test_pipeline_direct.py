@@ -78,9 +78,9 @@ def read_whole(t):
 
     with tempfile.TemporaryDirectory() as d:
         write(t, f"{d}/t.parquet", row_group=500)
-        from sweepq.pipeline.direct import read_trace
+        from sweepq.sweeper.traces import read
 
-        return read_trace(f"{d}/t.parquet")
+        return read(f"{d}/t.parquet", persistent=False, threads=1)
 
 
 @pytest.mark.parametrize("more", [(), ("--shuffle", "direct"), ("--shuffle", "direct", "--buckets", "5")])
