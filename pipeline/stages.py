@@ -13,6 +13,7 @@ reduce of the tasks' small results.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import threading
@@ -330,7 +331,8 @@ def interruptible(sc, action):
     try:
         thread.join()
     except KeyboardInterrupt:
-        sc.cancelAllJobs()
+        with contextlib.suppress(Exception):  # a JVM gone already has no job left to cancel
+            sc.cancelAllJobs()
         thread.join(CANCEL_WAIT_S)
         raise
     if "error" in out:
