@@ -419,16 +419,24 @@ def _why_spark_failed(e: Exception) -> str:
     return first[:400]
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as every sweepq command interrupted (cli/main.py)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``sweepq pipeline`` and spark-submit's entry: exit 0 with overall.json on stdout; 2 with
     one line for a bad argument or trace (or no Java); 1 with one line when Spark fails (no
-    report is left then)."""
+    report is left then); 130 with one line when interrupted (Ctrl-C: pyspark cancels the
+    running job first; the JVM, which ignores SIGINT, ends when this process does, and the
+    Python daemon and workers with it)."""
     args = build_parser().parse_args(argv)
     from sweepq.sweeper.traces import TraceError
 
     prog = "sweepq pipeline"
     try:
         overall = run(args, log=lambda s: print(s, file=sys.stderr, flush=True))
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (TraceError, FileNotFoundError) as e:
         print(f"{prog}: error: argument --traces: {e}", file=sys.stderr)
         return 2

@@ -148,6 +148,9 @@ def start(environ: dict[str, str] | None = None) -> Prestarted | None:
             stdout=subprocess.PIPE,
             env=env,
             pass_fds=[listener.fileno()],
+            # A group of its own, as pyspark's daemon makes itself (and the JVM ignores SIGINT):
+            # a Ctrl-C at the terminal is the driver's to act on; this one ends when released.
+            process_group=0,
         )
     if _current is None:
         atexit.register(release)

@@ -13,6 +13,7 @@ reduce of the tasks' small results.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import threading
@@ -295,11 +296,48 @@ def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None)
         watcher.start()
     try:
         sc.setJobDescription("sweepq replay")
-        return sc.parallelize(units, max(1, len(units))).mapPartitions(run).reduce(combine)
+        return interruptible(sc, lambda: sc.parallelize(units, max(1, len(units))).mapPartitions(run).reduce(combine))
     finally:
         stop.set()
         if watcher:
             watcher.join()
+
+
+# How long an interrupted action's thread is waited for once its jobs are cancelled (Spark
+# fails a cancelled job at once; this only bounds a JVM that does not answer).
+CANCEL_WAIT_S = 60.0
+
+
+def interruptible(sc, action):
+    """``action()`` (a Spark action) run on a thread of its own, with this thread's Spark local
+    properties (job group, description), while this one waits: a Ctrl-C then finds this thread
+    out of Py4J, where pyspark's handler can cancel the jobs (a KeyboardInterrupt inside a Py4J
+    call is logged by Py4J with its traceback, and the handler's own call to cancel them
+    re-enters that call's connection). On KeyboardInterrupt: every job is cancelled, the
+    action's thread waited for (bounded) so that the JVM is done with its tasks' results while
+    this process still takes them, and the KeyboardInterrupt raised again."""
+    from pyspark import InheritableThread
+
+    out: dict = {}
+
+    def target() -> None:
+        try:
+            out["value"] = action()
+        except BaseException as e:  # raised again on the caller's thread
+            out["error"] = e
+
+    thread = InheritableThread(target=target, name="sweepq-spark-action", daemon=True)
+    thread.start()
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        with contextlib.suppress(Exception):  # a JVM gone already has no job left to cancel
+            sc.cancelAllJobs()
+        thread.join(CANCEL_WAIT_S)
+        raise
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
 
 
 def first_fault(spark: SparkSession, result: dict, layout: dict) -> TraceError | None:

@@ -35,8 +35,18 @@ def test_docs_pipeline_quotes_the_table_as_it_is():
 # Later runs beside it, each in a folder of its own: after the pre-started daemon under load
 # (prestart, issue 35 item 5), and two quiet runs, before it (quiet) and after (quiet-prestart);
 # the layout made by the first job, under load (layout-first-job) and at load 2 (layout-first-job-ab),
-# each alternating with the tree before it; the direct replay, no layout (direct), under load.
-LATER = ("prestart", "quiet", "quiet-prestart", "layout-first-job", "layout-first-job-ab", "direct", "direct-quiet")
+# each alternating with the tree before it; the direct replay, no layout (direct), under load;
+# and its workers without numpy's huge-page advice (direct-no-hugepage), under load, alternating.
+LATER = (
+    "prestart",
+    "quiet",
+    "quiet-prestart",
+    "layout-first-job",
+    "layout-first-job-ab",
+    "direct",
+    "direct-quiet",
+    "direct-no-hugepage",
+)
 
 
 @pytest.mark.parametrize("name", LATER)
