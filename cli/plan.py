@@ -14,6 +14,7 @@ import sys
 import time
 
 from sweepq.pipeline.args import EXIT_USAGE, HelpFormatter, Parser, existing_path, number, one_line
+from sweepq.sweeper.pages import no_hugepage_advice
 
 DEFAULT_GRID = "interval=1,5;factor=1,2,4;extra=5,100;rule=seed,adaptive"
 PROG = "sweepq plan"
@@ -184,6 +185,7 @@ def _grid(args: argparse.Namespace, trace, settings: list, progress) -> list:
 
 
 def _run(args: argparse.Namespace) -> int:
+    no_hugepage_advice()  # before numpy: the whole trace is read into fresh memory
     from sweepq.sweeper.plan import Setting, choose, frontier
     from sweepq.sweeper.traces import TraceError
     from sweepq.sweeper.user_traces import read_any

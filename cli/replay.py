@@ -25,6 +25,7 @@ from sweepq.pipeline.args import (
     number,
     one_line,
 )
+from sweepq.sweeper.pages import no_hugepage_advice
 
 
 def _fail(prog: str, message: str) -> int:
@@ -77,6 +78,7 @@ def _trace_generate(args: argparse.Namespace) -> int:
 
 
 def _trace_partition(args: argparse.Namespace) -> int:
+    no_hugepage_advice()  # before numpy: the whole trace is read into fresh memory
     from sweepq.sweeper.traces import TraceError, read, write_by_queue
 
     prog = "sweepq trace partition"
@@ -100,6 +102,7 @@ def _trace_partition(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    no_hugepage_advice()  # before numpy: the whole trace is read into fresh memory
     import threading
 
     from sweepq.engine.record import HEAD_LEN

@@ -29,6 +29,8 @@ from __future__ import annotations
 import os
 import sys
 
+from sweepq.sweeper.pages import no_hugepage_advice
+
 # Spark's zips on the workers' path, by the package each holds.
 SPARK_ZIPS = {"pyspark": "pyspark.zip", "py4j": "py4j-"}
 
@@ -74,20 +76,6 @@ def prefer_installed(path: list[str]) -> list[str]:
         if (v := _zip_version(p, package)) is not None and v == _installed_version(package, rest)
     ]
     return [p for p in path if p not in moved] + moved
-
-
-def no_hugepage_advice(environ=os.environ) -> None:
-    """Have numpy, imported after this, allocate without asking the kernel for huge pages
-    (``NUMPY_MADVISE_HUGEPAGE=0``; a value set already is kept).
-
-    numpy advises huge pages (``madvise(MADV_HUGEPAGE)``) for every array of 4 MB or more.
-    Where the kernel's ``transparent_hugepage/defrag`` is ``madvise`` (a common default), the
-    first touch of such memory compacts memory on the spot to find a huge page, and a freshly
-    forked worker's memory is all first touches: a direct task's read of the 10.8 M-event trace
-    of docs/pipeline.md, in a process fresh from the daemon, spent 0.5 to 1.1 s of system CPU on
-    it (and got no huge page: ``AnonHugePages`` stayed 0) against 0.1 to 0.2 s without the
-    advice; the second read in the same process, on memory touched before, had no such cost."""
-    environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 
 
 def preload() -> None:
