@@ -208,8 +208,8 @@ def _layout(spark, args: argparse.Namespace, times: dict, log, where: str) -> tu
         times["layout"] = round(looked, 3)
         tasks = args.buckets or direct.tasks_for(spark.sparkContext.defaultParallelism)
         log(
-            f"layout: none (direct): {tasks} tasks each read the whole trace and replay the queues of their "
-            f"bucket; their job is the first (its tasks start the Python workers){where}"
+            f"layout: none (direct): {_counted(tasks, 'task')} each read the whole trace and replay the queues "
+            f"of their bucket; their job is the first (its tasks start the Python workers){where}"
         )
         return args.traces, {"made_by": "none", "buckets": tasks}, "direct"
     if found is None and shuffle == "arrow":  # Python tasks: they start the workers
@@ -240,6 +240,11 @@ def _layout(spark, args: argparse.Namespace, times: dict, log, where: str) -> tu
             f"in {times['layout']:.1f} s{_task_cpu(layout)}, kept in {trace_dir} for the next run{where}"
         )
     return trace_dir, layout, how
+
+
+def _counted(n: int, word: str) -> str:
+    """``n`` and ``word`` for a progress line: "1 task", "2 tasks"."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def _task_cpu(layout: dict) -> str:
@@ -303,7 +308,7 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
         units = direct.units(args.traces, layout["buckets"], max(1, cores // layout["buckets"]))
         job = _job(args, None)
         log(
-            f"replay: {len(units)} work units, each the whole trace, intervals of {args.interval:g} s"
+            f"replay: {_counted(len(units), 'work unit')}, each the whole trace, intervals of {args.interval:g} s"
             + (f", what-if grid of {len(args.grid)} combinations" if args.grid else "")
         )
     else:
@@ -315,10 +320,13 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
         )
     t_map = time.perf_counter()
 
-    def progress(done: int) -> None:
-        rate = done / max(1e-9, time.perf_counter() - t_map)
-        of = "" if how == "direct" else f" of {int(layout['events']):,}"
-        log(f"replay: {done:,}{of} events done ({rate / 1e6:.1f} M events/s){where}")
+    def progress(done: int, units_done: int) -> None:
+        elapsed = time.perf_counter() - t_map
+        if how == "direct":  # a direct task counts its events only when it ends: say how many ended
+            log(f"replay: {units_done} of {_counted(len(units), 'task')} done, {elapsed:.0f} s{where}")
+            return
+        rate = done / max(1e-9, elapsed)
+        log(f"replay: {done:,} of {int(layout['events']):,} events done ({rate / 1e6:.1f} M events/s){where}")
 
     try:
         with stages.timed(times, "replay"):
@@ -332,7 +340,7 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
         job = _job(args, result.get("span") or {"events": 0, "t0": 0, "t_end": 0})
     events = int(result["events"] if how == "direct" else layout["events"])
     log(
-        f"replay: {events:,} events in {times['replay']:.1f} s ({result['units']} tasks: "
+        f"replay: {events:,} events in {times['replay']:.1f} s ({_counted(result['units'], 'task')}: "
         f"{result['read_seconds']:.1f} s reading, {result['seconds'] - result['read_seconds']:.1f} s replaying, "
         f"{result['cpu_seconds']:.1f} s of CPU, summed over tasks)"
     )

@@ -261,8 +261,8 @@ def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None)
     small results (units.combine): the per-interval totals over all queues, the top queues,
     the first fault. No SQL stage and no shuffle: one job.
 
-    While it runs, ``progress(events_done)`` is called every two seconds from a driver thread
-    (an accumulator that each task adds its events to when it finishes)."""
+    While it runs, ``progress(events_done, units_done)`` is called every two seconds from a
+    driver thread (accumulators that each task adds its events and units to when it finishes)."""
     if not units:
         return {
             "units": 0,
@@ -275,12 +275,14 @@ def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None)
         }
     sc = spark.sparkContext
     done = sc.accumulator(0)
+    units_done = sc.accumulator(0)
 
     def run(it):
         acc = None
         for unit in it:
             res = replay_unit(unit, job)
             done.add(res["events"])
+            units_done.add(1)
             acc = res if acc is None else combine(acc, res)
         if acc is not None:
             yield acc
@@ -289,7 +291,7 @@ def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None)
 
     def report():
         while not stop.wait(2.0):
-            progress(done.value)
+            progress(done.value, units_done.value)
 
     watcher = threading.Thread(target=report, daemon=True) if progress else None
     if watcher:
