@@ -22,6 +22,13 @@ Scenarios, each beside its baseline in the same run:
   ``queue.Queue``;
 * ``AsyncQueue``: ``await q.put(item)`` and ``await q.get()`` of the small dict in one
   coroutine, ``sweepq.AsyncQueue()`` beside ``asyncio.Queue``.
+
+``--cache-sim`` also counts level-1 instruction cache misses per operation (callgrind's
+``--cache-sim=yes``, its simulated I1 cache, the machine's size when valgrind can read it): a
+path of few instructions can still run slower than its count says when its code and the
+interpreter's eval loop do not fit in the I1 cache together, and evict each other on
+every operation. Those misses are as repeatable as the instructions (a simulation of the
+same instruction stream), and cost about as many cycles each as a dozen instructions.
 """
 
 from __future__ import annotations
@@ -108,8 +115,10 @@ SCENARIOS = {
 }
 
 
-def count(which: str, n: int) -> int:
-    """Instructions of a child process doing ``n`` operations of ``which`` (callgrind).
+def count(which: str, n: int, cache_sim: bool = False) -> dict[str, int]:
+    """Events of a child process doing ``n`` operations of ``which`` (callgrind): ``Ir``, its
+    instructions, and with ``cache_sim`` the cache simulation's too (``I1mr``, level-1
+    instruction cache misses, among them).
 
     Only the main thread's instructions count, where the operations run: a queue manager's
     own threads (its sweeper's cycle) run by the wall clock, and under valgrind, fifty times
@@ -127,6 +136,7 @@ def count(which: str, n: int) -> int:
                 "valgrind",
                 "--tool=callgrind",
                 "--separate-threads=yes",
+                *(["--cache-sim=yes"] if cache_sim else []),
                 f"--callgrind-out-file={out}",
                 sys.executable,
                 "-c",
@@ -140,31 +150,43 @@ def count(which: str, n: int) -> int:
         )
         main = out + "-01"  # the main thread's file: the operations run there
         text = Path(main).read_text() if os.path.exists(main) else ""
-        m = re.search(r"^totals: (\d+)", text, re.M)
-        if proc.returncode or m is None:
+        events = re.search(r"^events: (.+)$", text, re.M)
+        totals = re.search(r"^totals: ([\d ]+)$", text, re.M)
+        if proc.returncode or events is None or totals is None:
             raise RuntimeError(f"callgrind of {which!r} failed: {proc.stderr[-2000:]}")
-        return int(m.group(1))
+        return dict(zip(events.group(1).split(), map(int, totals.group(1).split()), strict=False))
+
+
+def per_op_events(
+    which: str, n: int, cache_sim: bool = False, progress: Callable[[], object] = lambda: None
+) -> dict[str, float]:
+    """Each event per operation: (2n ops - n ops) / n; ``progress`` is called after each child."""
+    twice = count(which, 2 * n, cache_sim)
+    progress()
+    once = count(which, n, cache_sim)
+    progress()
+    return {k: (twice[k] - once.get(k, 0)) / n for k in twice}
 
 
 def per_op(which: str, n: int, progress: Callable[[], object] = lambda: None) -> float:
     """Instructions per operation: (2n ops - n ops) / n; ``progress`` is called after each child."""
-    twice = count(which, 2 * n)
-    progress()
-    once = count(which, n)
-    progress()
-    return (twice - once) / n
+    return per_op_events(which, n, False, progress)["Ir"]
 
 
-def measure(scenarios: list[str], n: int = 50_000) -> dict[str, dict[str, float]]:
+def measure(scenarios: list[str], n: int = 50_000, cache_sim: bool = False) -> dict[str, dict[str, float]]:
     """For each scenario, sweepq's and its baseline's instructions per operation, and the ratio
-    (baseline / sweepq: above 1, sweepq does it in fewer instructions)."""
+    (baseline / sweepq: above 1, sweepq does it in fewer instructions); with ``cache_sim``
+    also each one's level-1 instruction cache misses per operation (``sweepq I1 misses``,
+    ``baseline I1 misses``)."""
     if shutil.which("valgrind") is None:
         raise RuntimeError("valgrind is not on the PATH (Debian: apt-get install valgrind)")
     out = {}
     for name in scenarios:
         mine, base = SCENARIOS[name]
-        a, b = per_op(mine, n), per_op(base, n)
-        out[name] = {"sweepq": a, "baseline": b, "ratio": b / a}
+        a, b = per_op_events(mine, n, cache_sim), per_op_events(base, n, cache_sim)
+        out[name] = {"sweepq": a["Ir"], "baseline": b["Ir"], "ratio": b["Ir"] / a["Ir"]}
+        if cache_sim:
+            out[name] |= {"sweepq I1 misses": a["I1mr"], "baseline I1 misses": b["I1mr"]}
     return out
 
 
@@ -173,22 +195,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO", help=f"any of {', '.join(SCENARIOS)} (default: all)")
     p.add_argument("-n", type=int, default=50_000, help="operations per measured run (default 50,000)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument(
+        "--cache-sim",
+        action="store_true",
+        help="also count level-1 instruction cache misses per operation (callgrind --cache-sim=yes; slower)",
+    )
     args = p.parse_args(argv)
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
     if unknown:
         p.error(f"unknown scenario {unknown[0]!r}: choose from {', '.join(SCENARIOS)}")
     try:
-        res = measure(args.scenarios or list(SCENARIOS), args.n)
+        res = measure(args.scenarios or list(SCENARIOS), args.n, args.cache_sim)
     except RuntimeError as e:
         print(f"sweepq bench instructions: {e}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
-    print("| scenario | sweepq instructions/op | baseline | ratio (baseline / sweepq) |")
-    print("|---|--:|--:|--:|")
+    misses = " sweepq I1 misses/op | baseline I1 misses/op |" if args.cache_sim else ""
+    print("| scenario | sweepq instructions/op | baseline | ratio (baseline / sweepq) |" + misses)
+    print("|---|--:|--:|--:|" + ("--:|--:|" if args.cache_sim else ""))
     for name, r in res.items():
-        print(f"| {name} | {r['sweepq']:,.0f} | {r['baseline']:,.0f} ({SCENARIOS[name][1]}) | {r['ratio']:.2f} x |")
+        row = f"| {name} | {r['sweepq']:,.0f} | {r['baseline']:,.0f} ({SCENARIOS[name][1]}) | {r['ratio']:.2f} x |"
+        if args.cache_sim:
+            row += f" {r['sweepq I1 misses']:,.1f} | {r['baseline I1 misses']:,.1f} |"
+        print(row)
     return 0
 
 

@@ -19,5 +19,7 @@ cpdef bint take_one_locked(LocalQueue q, Ref ref, bytes rec, bint joins, bint jo
 cpdef int finish(HandleState s, LocalQueue q, object refs, bint joins, bint durable, bint mark_skip=*) except -1
 @cython.locals(q=LocalQueue, msg=Message, rec=bytes, joins=bint, durable=bint, pending=int, h=Py_ssize_t)
 cpdef object get(HandleState s, int opts, object wait_interval, object buffer_length, object m)
-@cython.locals(q=LocalQueue, ref=object, rec=bytes)
+@cython.locals(q=LocalQueue)
 cpdef object take_item(HandleState s, object decode, object empty, object whole)
+@cython.locals(ref=object, rec=bytes)
+cdef object _take_other(HandleState s, LocalQueue q, object decode, object empty, object whole)

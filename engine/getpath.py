@@ -442,33 +442,50 @@ def take_item(s: HandleState, decode: Callable[[bytes], object], empty: object, 
     Only when nothing about the message needs more than a take: anything else returns
     ``whole`` at once, having changed nothing, and the caller makes the whole :func:`get` — a
     selector or a browse lock on the handle, a poison threshold, a journal, a blob to read
-    back, an expiry or a group section on the message."""
+    back, an expiry or a group section on the message.
+
+    Kept short, as putpath.put_item is: an item at the head, when nothing is counted after a
+    take (a trace, a budget), is taken in one step of the core, no Ref nor copy of its record
+    made; every other case is :func:`_take_other`'s."""
     q = s.queue
     cur = s.cursor
     if s.match is not None or (cur is not None and cur.lk_seq >= 0) or q.poison_limit or q.journal is not None:
         return whole
+    if s.recorder is not None or q.budget is not None:
+        return _take_other(s, q, decode, empty, whole)
+    mutex = q.mutex
+    mutex.take()
+    try:
+        out = q.take_head_locked(_UNSET)
+    finally:
+        mutex.give()
+    if out is _UNSET:  # no item at the head: a message of data, or none
+        return _take_other(s, q, decode, empty, whole)
+    if q.cleanup:
+        q.after_get()  # the store's cleanups owed, as finish() does them
+    return out
+
+
+def _take_other(
+    s: HandleState, q: LocalQueue, decode: Callable[[bytes], object], empty: object, whole: object
+) -> object:
+    """:func:`take_item` for what is not an item at the head taken in one step: the first
+    message found and taken with a Ref (its record copied), counted by a recorder or a
+    budget (:func:`finish`)."""
     ref: Ref | Need | None = None
     mutex = q.mutex
     mutex.take()
     try:
-        # An item at the head, when nothing is counted after a take (a trace, a budget): taken
-        # in one step of the core, no Ref nor copy of its record made.
-        out = q.take_head_locked(_UNSET) if s.recorder is None and q.budget is None else _UNSET
-        if out is _UNSET:
-            ref = q.find_locked()
-            if type(ref) is not Ref:
-                return empty if ref is None else whole  # else a Need: a blob to read first
-            rec = q.record_locked(ref)
-            if rec[_FLAGS] & (_HAS_EXPIRY | _HAS_GROUP):
-                return whole
-            out = q.item_locked(ref) if rec[_FLAGS] & _HAS_ITEM else _UNSET
-            take_one_locked(q, ref, rec, False)
+        ref = q.find_locked()
+        if type(ref) is not Ref:
+            return empty if ref is None else whole  # else a Need: a blob to read first
+        rec = q.record_locked(ref)
+        if rec[_FLAGS] & (_HAS_EXPIRY | _HAS_GROUP):
+            return whole
+        out = q.item_locked(ref) if rec[_FLAGS] & _HAS_ITEM else _UNSET
+        take_one_locked(q, ref, rec, False)
     finally:
         mutex.give()
-    if ref is None:  # the head's item
-        if q.cleanup:
-            q.after_get()  # the store's cleanups owed, as finish() does them
-        return out
     if q.cleanup or s.recorder is not None or q.budget is not None:
         finish(s, q, (ref,), False, False)
     if out is _UNSET:

@@ -15,8 +15,11 @@ cdef object _TIME
                mutex=QueueLock, rec=bytes)
 cpdef object put(HandleState s, object data, object md, int opts)
 
-@cython.locals(q=LocalQueue, lane_i=int, put_us=cython.longlong)
+@cython.locals(q=LocalQueue, put_us=cython.longlong, mutex=QueueLock)
 cpdef put_item(HandleState s, object item, int priority)
+
+@cython.locals(q=LocalQueue)
+cdef _put_item_other(HandleState s, object item, int priority)
 
 cpdef long long wall_us(HandleState s) except? -1
 

@@ -53,7 +53,7 @@ _OUTCOME_PENDING = int(Reason.OUTCOME_PENDING)
 _TIME = time.time  # the system clock's wall (sweeper/clock.py SystemClock.wall)
 
 if cython.compiled:  # the C library's clock, read without a Python call or float
-    from cython.cimports.posix.time import CLOCK_REALTIME, clock_gettime, timespec
+    from cython.cimports.posix.time import CLOCK_REALTIME, CLOCK_REALTIME_COARSE, clock_gettime, timespec
 
 
 # -- check --------------------------------------------------------------------------------------
@@ -273,32 +273,55 @@ def put_items(s: HandleState, items: Sequence, priority: int) -> None:
 
 
 def put_item(s: HandleState, item: object, priority: int) -> None:
-    """:func:`put_items` of one item: the put of ``sweepq.Queue`` in memory, its hot path. A
-    queue under a memory budget, or a handle that records a trace, goes through
-    :func:`place`; otherwise the record is made and placed under the lock with nothing else
-    (no payload, no descriptor, no journal, no unit of work).
+    """:func:`put_items` of one item: the put of ``sweepq.Queue`` in memory, its hot path,
+    kept short (its code is run between every two of the interpreter's own steps, and a long
+    one pushes the interpreter's loop out of the CPU's instruction cache): the record made
+    and placed under the lock with nothing else (no payload, no descriptor, no journal, no
+    unit of work). A put refused, on a queue under a memory budget, or by a handle that
+    records a trace goes the whole way, :func:`_put_item_other`.
+
+    The put time is the queue manager's clock; when that is the system's, the compiled form
+    reads its coarse clock (the time at the kernel's last tick, a few milliseconds behind at
+    most): an item's PutTime keeps MQ's centisecond (docs/semantics.md §6.1a), and the
+    order of delivery never rests on it (the arrival number does).
 
     :raises MQError: what :func:`put_items` raises."""
     q = s.queue
-    if s.closed or not s.can_put or q.inhibit_put:
-        check_target(s)  # raises what is wrong
-    if not q.keeps_items or s.xmit is not None:
-        raise MQError(Reason.Q_TYPE_ERROR, f"{q.name!r} takes MQ messages (bytes), not items: put data with put()")
+    if s.closed or not s.can_put or q.inhibit_put or not q.keeps_items or s.xmit is not None:
+        _put_item_other(s, item, priority)
+        return
+    if q.budget is not None or s.recorder is not None:
+        _put_item_other(s, item, priority)
+        return
     if priority < 0:
         priority = q.default_priority
-    if q.budget is not None or s.recorder is not None:
-        place(s, q, (b"",), None, priority, False, 0, None, (item,))
-        return
-    lane_i = q.default_priority if q.fifo else priority
-    put_us = wall_us(s)
+    if cython.compiled and s.wall is _TIME:
+        ts = cython.declare(timespec)
+        clock_gettime(CLOCK_REALTIME_COARSE, cython.address(ts))
+        put_us = ts.tv_sec * 1_000_000 + ts.tv_nsec // 1000
+    else:
+        put_us = wall_us(s)
     mutex = q.mutex
     mutex.take()
     try:
         if q.depth >= q.max_depth:
             raise _full(q, 1)
-        q.insert_item_locked(record.item_head(s.sequence.next(), put_us, priority), lane_i, item)
+        q.insert_item_locked(
+            record.item_head(s.sequence.next(), put_us, priority), q.default_priority if q.fifo else priority, item
+        )
     finally:
         mutex.give()
+
+
+def _put_item_other(s: HandleState, item: object, priority: int) -> None:
+    """:func:`put_item` the whole way: what is wrong with the handle or the queue raised, else
+    through :func:`place` (a memory budget counts the item, a recorder writes it)."""
+    q = s.queue
+    if s.closed or not s.can_put or q.inhibit_put:
+        check_target(s)  # raises what is wrong
+    if not q.keeps_items or s.xmit is not None:
+        raise MQError(Reason.Q_TYPE_ERROR, f"{q.name!r} takes MQ messages (bytes), not items: put data with put()")
+    place(s, q, (b"",), None, q.default_priority if priority < 0 else priority, False, 0, None, (item,))
 
 
 def wall_us(s: HandleState) -> int:

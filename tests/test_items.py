@@ -287,6 +287,8 @@ def test_an_item_s_put_time_is_its_queue_manager_s_clock(qm, h):
 
 
 def test_an_item_s_put_time_on_the_system_clock_is_now():
+    """On the system's clock the compiled put_item reads the coarse clock (engine/putpath.py):
+    the put time is at most one kernel tick, below MQ's centisecond, before the put."""
     with QueueManager(sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
         h = qm.connect().open("Q", IO)
@@ -295,7 +297,7 @@ def test_an_item_s_put_time_on_the_system_clock_is_now():
         h.put_item("item")
         after = time.time()
         m = h.get()
-        assert before - 1e-6 <= m.md.put_time <= after + 1e-6
+        assert before - 0.01 <= m.md.put_time <= after + 1e-6
 
 
 def test_take_item_takes_items_in_get_order_across_priorities_and_messages(qm, h):
