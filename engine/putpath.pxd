@@ -8,6 +8,18 @@ from .message cimport PutResult, PutResults
 from .queue cimport LocalQueue
 from .sequence cimport Arrivals
 
+# The kernel's coarse wall clock where the system has one (Linux), else the precise one.
+cdef extern from *:
+    """
+    #include <time.h>
+    #ifdef CLOCK_REALTIME_COARSE
+    #define SWEEPQ_CLOCK_COARSE CLOCK_REALTIME_COARSE
+    #else
+    #define SWEEPQ_CLOCK_COARSE CLOCK_REALTIME
+    #endif
+    """
+    const int SWEEPQ_CLOCK_COARSE
+
 cdef int _PMO_SYNC, _PMO_NEW_MSG_ID, _PMO_NEW_CORREL_ID, _HEAD_LEN, _OUTCOME_PENDING, UNCOMMITTED
 cdef object _TIME
 
@@ -21,7 +33,7 @@ cpdef put_item(HandleState s, object item, int priority)
 @cython.locals(q=LocalQueue)
 cdef _put_item_other(HandleState s, object item, int priority)
 
-cpdef long long wall_us(HandleState s) except? -1
+cpdef long long wall_us(HandleState s, bint coarse=*) except? -1
 
 @cython.locals(q=LocalQueue)
 cpdef put_items(HandleState s, object items, int priority)

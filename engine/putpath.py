@@ -53,7 +53,7 @@ _OUTCOME_PENDING = int(Reason.OUTCOME_PENDING)
 _TIME = time.time  # the system clock's wall (sweeper/clock.py SystemClock.wall)
 
 if cython.compiled:  # the C library's clock, read without a Python call or float
-    from cython.cimports.posix.time import CLOCK_REALTIME, CLOCK_REALTIME_COARSE, clock_gettime, timespec
+    from cython.cimports.posix.time import CLOCK_REALTIME, clock_gettime, timespec
 
 
 # -- check --------------------------------------------------------------------------------------
@@ -287,20 +287,20 @@ def put_item(s: HandleState, item: object, priority: int) -> None:
 
     :raises MQError: what :func:`put_items` raises."""
     q = s.queue
-    if s.closed or not s.can_put or q.inhibit_put or not q.keeps_items or s.xmit is not None:
-        _put_item_other(s, item, priority)
-        return
-    if q.budget is not None or s.recorder is not None:
+    if (
+        s.closed
+        or not s.can_put
+        or q.inhibit_put
+        or not q.keeps_items
+        or s.xmit is not None
+        or q.budget is not None
+        or s.recorder is not None
+    ):
         _put_item_other(s, item, priority)
         return
     if priority < 0:
         priority = q.default_priority
-    if cython.compiled and s.wall is _TIME:
-        ts = cython.declare(timespec)
-        clock_gettime(CLOCK_REALTIME_COARSE, cython.address(ts))
-        put_us = ts.tv_sec * 1_000_000 + ts.tv_nsec // 1000
-    else:
-        put_us = wall_us(s)
+    put_us = wall_us(s, True)
     mutex = q.mutex
     mutex.take()
     try:
@@ -324,14 +324,17 @@ def _put_item_other(s: HandleState, item: object, priority: int) -> None:
     place(s, q, (b"",), None, q.default_priority if priority < 0 else priority, False, 0, None, (item,))
 
 
-def wall_us(s: HandleState) -> int:
+def wall_us(s: HandleState, coarse: bool = False) -> int:
     """The put time, in microseconds since the epoch, from the queue manager's clock (a
     record's PutDate and PutTime): read from the C library's clock when the manager's clock
-    is the system's (the same clock ``time.time`` reads), else from the clock."""
+    is the system's (the same clock ``time.time`` reads), else from the clock. ``coarse``:
+    the compiled form may read the system's coarse clock (the time at the kernel's last tick,
+    docs/semantics.md §6.1a; ``SWEEPQ_CLOCK_COARSE`` in putpath.pxd, the precise clock where
+    the system has no coarse one)."""
     wall = s.wall
     if cython.compiled and wall is _TIME:
         ts = cython.declare(timespec)
-        clock_gettime(CLOCK_REALTIME, cython.address(ts))
+        clock_gettime(SWEEPQ_CLOCK_COARSE if coarse else CLOCK_REALTIME, cython.address(ts))  # noqa: F821
         return ts.tv_sec * 1_000_000 + ts.tv_nsec // 1000
     return int(wall() * 1_000_000)
 
