@@ -46,6 +46,8 @@ MODULES = (
     "sweepq.net.protocol",
     "sweepq.net.frames",
     "sweepq.net.session",
+    # The server loop's wait and turn (issue 31): epoll_wait(2) into a buffer it keeps.
+    "sweepq.net.poller",
 )
 """The modules setup.py compiles (the package's name, then the file's path in the tree)."""
 

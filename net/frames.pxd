@@ -19,6 +19,7 @@ cdef class FrameSocket:
     cdef object _view
     cdef Py_ssize_t _start
     cdef Py_ssize_t _end
+    cdef bint _drained
     cdef object _timeout
     cdef object _idle_clock
     cdef object _sock_recv_into

@@ -156,6 +156,7 @@ class FrameSocket:
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
+        self._drained = False  # read_ready's last read took less than the buffer: the socket was empty
         self._timeout = sock.gettimeout()
 
     def set_blocking_timeout(self) -> None:
@@ -314,19 +315,29 @@ class FrameSocket:
         waiting when nothing is buffered: ``(op, body)`` as :meth:`read` returns it, or None
         when no whole frame is buffered (nothing came, or part of one: :meth:`partial`).
         A socket of the loop stays blocking: each read passes MSG_DONTWAIT, so a thread may
-        take the connection over between two reads (net/session.py).
+        take the connection over between two reads (net/session.py). After a read that
+        left the socket empty, the call that finds its frames all served returns None
+        without reading: called again only when epoll says the socket has bytes.
 
         :raises Closed: the peer closed the connection.
         :raises ProtocolError: a header that breaks the protocol (:meth:`read`'s checks)."""
         if self._held:
             self.release()
         if self._start == self._end:
+            if self._drained:
+                # The last read left the socket empty and every frame it brought is served: a
+                # read now would almost always find nothing, a system call per request for
+                # the loop's lone clients. What came since, the loop's epoll (level-triggered)
+                # reports at its next wait.
+                self._drained = False
+                return None
             got = self._recv_nowait()
             if got < 0:
                 return None
             if not got:
                 raise Closed("the peer closed the connection")
             self._start, self._end = 0, got
+            self._drained = got < len(self._buf)
         have = self._end - self._start
         if have < _HEAD:
             return None

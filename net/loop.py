@@ -24,20 +24,14 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import select
-import selectors
 import threading
 from typing import TYPE_CHECKING
 
-from .session import DONE, STAY, Session, ended_why, serve_events
+from .poller import Poller
+from .session import DONE, STAY, Session, ended_why
 
 if TYPE_CHECKING:
     from .server import Server
-
-_EPOLL = hasattr(select, "epoll")
-# Ready connections taken per wake-up: epoll's buffer is allocated on every call, and one of
-# 32 (384 bytes) comes from Python's small-object allocator (its default, 1,023, from malloc).
-MAX_EVENTS = 32
 
 
 class Loop:
@@ -51,12 +45,8 @@ class Loop:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        if _EPOLL:
-            self._poller = select.epoll()
-            self._poller.register(self._wake_r, select.EPOLLIN)
-        else:  # pragma: no cover - not Linux
-            self._sel = selectors.DefaultSelector()
-            self._sel.register(self._wake_r, selectors.EVENT_READ)
+        self._poller = Poller()  # compiled: epoll_wait(2) and the turn in one call (net/poller.py)
+        self._poller.register(self._wake_r)
         self._stopping = False
         # Held by admit and by the loop's end: a connection is either taken by the loop before
         # it ends or given a thread of its own, and no wake-up is written to the closed pipe
@@ -105,10 +95,10 @@ class Loop:
 
     def _run(self) -> None:
         sessions = self._sessions
-        poll = self._poller.poll if _EPOLL else self._select
+        turn = self._poller.turn
         try:
             while not self._stopping:
-                left = serve_events(poll(-1, MAX_EVENTS), sessions)  # compiled: the turn's hot path
+                left = turn(sessions)  # compiled: the wait and the turn's hot path
                 if left is not None:
                     for fd, session, step in left:
                         if session is None:
@@ -128,11 +118,7 @@ class Loop:
             while self._new:
                 session, _, _ = self._new.popleft()
                 session.end("the server stopped")
-            if _EPOLL:
-                self._poller.close()
-
-    def _select(self, timeout: float, _: int) -> list[tuple[int, int]]:  # pragma: no cover - not Linux
-        return [(key.fd, events) for key, events in self._sel.select(None if timeout < 0 else timeout)]
+            self._poller.close()
 
     def _take_new(self) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -147,10 +133,7 @@ class Loop:
                 continue
             fd = session.fs.sock.fileno()
             self._sessions[fd] = session
-            if _EPOLL:
-                self._poller.register(fd, select.EPOLLIN)
-            else:  # pragma: no cover - not Linux
-                self._sel.register(fd, selectors.EVENT_READ)
+            self._poller.register(fd)
             self._serve(fd, session)  # bytes sent right after the HELLO raise no event of their own
 
     def _serve(self, fd: int, session: Session) -> None:
@@ -177,10 +160,7 @@ class Loop:
     def _leave(self, fd: int) -> None:
         """Stop watching a connection (before anyone may close its socket)."""
         del self._sessions[fd]
-        if _EPOLL:
-            self._poller.unregister(fd)
-        else:  # pragma: no cover - not Linux
-            self._sel.unregister(fd)
+        self._poller.unregister(fd)
 
 
 def _on_thread(session: Session, serve, *args) -> None:

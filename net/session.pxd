@@ -2,8 +2,13 @@
 # source; this file only declares what the C compiler needs (engine/compiled.py).
 cimport cython
 
+from sweepq.engine.message cimport Message, PutResult
+
 from .frames cimport FrameSocket
 from .protocol cimport Framer
+
+cdef int _PUT, _GET, _GET_MANY, _OK
+cdef object _unpack
 
 @cython.final
 cdef class Session:
@@ -39,14 +44,22 @@ cdef class Session:
     @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple)
     cpdef str _loop(self)
 
-    @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple, sent=Py_ssize_t, reply=bytes)
+    @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple, sent=Py_ssize_t, reply=bytes, op=int)
     cpdef int serve_ready(self) except -1
 
-    cdef bytes _call(self, object op, tuple entry, list args)
+    cdef bytes _call(self, int op, tuple entry, list args)
 
-@cython.locals(session=Session, out=list)
-cpdef object serve_events(list events, dict sessions)
+    @cython.locals(r=PutResult, rec=bytes)
+    cpdef list _put(self, object hid, object data, object md, object options)
 
+    cpdef object _get(self, object hid, object options, object wait_interval, object buffer_length, object match,
+                      object msg_id, object correl_id, object group, object seq, object offset, object token)
+
+@cython.locals(msg=Message, rec=bytes, data=bytes, start=Py_ssize_t)
+cpdef list message_to_wire(object m)
+
+@cython.locals(end=Py_ssize_t)
+cdef bytes _header(bytes rec)
 cdef list _arguments(object op, tuple entry, object args)
-cdef bint _may_wait(object op, list args) except -1
+cdef bint _may_wait(int op, list args) except -1
 cdef bint _waits(object options, object wait_interval) except -1

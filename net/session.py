@@ -25,7 +25,13 @@ import time
 import traceback
 from typing import TYPE_CHECKING
 
+import cython
+
+if cython.compiled:  # the C functions the compiled form calls (net/session.pxd; engine/compiled.py)
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+
 from sweepq.engine import GMO, PMO, MQError, Reason
+from sweepq.engine.message import Message
 from sweepq.engine.record import data_offset, is_persistent
 
 from . import protocol as P
@@ -38,6 +44,10 @@ if TYPE_CHECKING:
     from .server import Server
 
 _WAIT = int(GMO.WAIT)
+# The ops the loop's hot path tests, and the reply's, as C ints in the compiled form
+# (net/session.pxd): no attribute of the protocol module read per request.
+_PUT, _GET, _GET_MANY, _OK = P.PUT, P.GET, P.GET_MANY, P.OK
+_unpack = P.unpack  # a global, not a module attribute, per request
 _STATE = {op: name.lower() for op, name in P.OP_NAMES.items()}  # what `sweepq status` shows
 _NO_MSG = Reason.NO_MSG_AVAILABLE
 # What ONCE wraps, and the option bits that put each under syncpoint (and the bit that says not).
@@ -71,30 +81,6 @@ def ended_why(e: BaseException, session: Session) -> str:
     return f"the server failed: {type(e).__name__}"
 
 
-def serve_events(events: list, sessions: dict) -> list | None:
-    """One turn of the loop (net/loop.py) over epoll's ready list of ``(fd, events)``: each
-    ready session in ``sessions`` (by fd) served (:meth:`Session.serve_ready`). Returns the
-    ``(fd, session, step)`` of those that leave the loop, ``step`` being THREAD, DONE or the
-    exception that ended the connection, and ``(fd, None, None)`` for an fd that is not a
-    session's (the loop's own wake-up); None when there is none, the usual turn."""
-    out = None
-    for fd, _ in events:
-        session = sessions.get(fd)
-        if session is None:
-            step = None
-        else:
-            try:
-                step = session.serve_ready()
-            except Exception as e:
-                step = e
-            if step == STAY:
-                continue
-        if out is None:
-            out = []
-        out.append((fd, session, step))
-    return out
-
-
 def _arguments(op, entry: tuple, args) -> list:
     """A request's unpacked ``args``, checked: a list of as many as its op takes (``entry``
     its handler's, whose first item is that count).
@@ -108,9 +94,9 @@ def _arguments(op, entry: tuple, args) -> list:
 def _may_wait(op, args: list) -> bool:
     """A get that would wait for a message (GET's options and interval are its 2nd and 3rd
     arguments, GET_MANY's its 3rd and 4th)."""
-    if op == P.GET:
+    if op == _GET:
         return _waits(args[1], args[2])
-    if op == P.GET_MANY:
+    if op == _GET_MANY:
         return _waits(args[2], args[3])
     return False
 
@@ -122,16 +108,21 @@ class _Cancelled(Exception):
 def message_to_wire(m) -> list:
     """A get's result: ``["m", record, data or None, reason, read_at_us]`` for a message (data
     None: the record's own payload, the usual case), ``["s", reason]`` for a status (UNLOCK)."""
-    rec = getattr(m, "record", None)
-    if rec is None:
+    if type(m) is not Message:
         return ["s", int(m.reason)]
-    data = m.data
-    whole = len(data) == len(rec) - data_offset(rec)  # not truncated, not reassembled
-    return ["m", rec, None if whole else data, int(m.reason), m.read_at_us]
+    msg = cython.cast(Message, m)  # compiled: its data and reason read as C fields
+    rec = msg.record
+    data = msg.data
+    start = data_offset(rec)  # compiled: a C integer, and the lengths compared in C
+    whole = len(data) == len(rec) - start  # not truncated, not reassembled
+    return ["m", rec, None if whole else data, int(msg.reason), msg.read_at_us]
 
 
 def _header(rec: bytes) -> bytes:
-    return rec[: data_offset(rec)]
+    end = data_offset(rec)
+    if cython.compiled and 0 <= end <= len(rec):  # one copy, where a slice makes a slice object first
+        return PyBytes_FromStringAndSize(PyBytes_AS_STRING(rec), end)
+    return rec[:end]
 
 
 class Session:
@@ -311,9 +302,9 @@ class Session:
                     self._unsent, self._said_bye = reply[sent:], True
                     return THREAD
                 raise P.ProtocolError(f"unknown op {op}")
-            args = _arguments(op, entry, P.unpack(body))
+            args = _arguments(op, entry, _unpack(body))
             body = None
-            if op not in _ON_LOOP or _may_wait(op, args):
+            if (op != _PUT and op not in _ON_LOOP) or _may_wait(op, args):
                 self._pending = (op, entry, args)
                 return THREAD
             reply = self._call(op, entry, args)
@@ -333,7 +324,15 @@ class Session:
         try:
             if admin_only and not self.admin:
                 raise P.not_authorized(f"administration ({state})")
-            reply = self._framer.frame(P.OK, call(*args))
+            if op == _PUT:  # the usual two called directly (compiled: a C call, no argument tuple)
+                value = self._put(args[0], args[1], args[2], args[3])
+            elif op == _GET:
+                value = self._get(
+                    args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8], args[9], args[10]
+                )
+            else:
+                value = call(*args)
+            reply = self._framer.frame(_OK, value)
         except MQError as e:
             if e.reason == Reason.NOT_AUTHORIZED:
                 self.server.log.warning("refused #%d %s: %s", self.id, P.OP_NAMES[op], e)
@@ -419,9 +418,10 @@ class Session:
     def _put(self, hid, data, md, options):
         h = self.handles.get(hid) if type(hid) is int else None
         r = (h or self._handle(hid)).put(data, None if md is None else P.md_from_wire(md), options)
-        if self._syncs_at_commit and is_persistent(r.record):
+        rec = r.record
+        if self._syncs_at_commit and is_persistent(rec):
             self._syncs = True  # its sync waited: the connection leaves the loop (serve_ready)
-        return [r.reason, _header(r.record)]
+        return [r.reason, _header(rec)]
 
     def _put_many(self, hid, datas, md, options):
         rs = self._handle(hid).put_many(datas, P.md_from_wire(md), options)
@@ -442,8 +442,12 @@ class Session:
             return wire
         rest = (buffer_length, match, msg_id, correl_id, group, seq, offset, token)
         if _waits(options, wait_interval):
-            return message_to_wire(self._waiting(lambda ms: h.get(options, ms, *rest), wait_interval))
+            return message_to_wire(self._get_waiting(h, options, wait_interval, rest))
         return message_to_wire(h.get(options, wait_interval, *rest))
+
+    def _get_waiting(self, h, options, wait_interval, rest: tuple):
+        # (A method of its own: the compiled _get, a C method, cannot hold the closure.)
+        return self._waiting(lambda ms: h.get(options, ms, *rest), wait_interval)
 
     def _get_many(self, hid, max_messages, options, wait_interval):
         h = self._handle(hid)

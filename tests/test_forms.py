@@ -57,10 +57,18 @@ def _interpreted(probe: str, tests: list[str], **extra: str) -> None:
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
-# The server's per-request path is compiled too (net/frames.py, net/protocol.py, net/session.py):
-# frames read and refused, and requests done once across a lost reply and a reconnect.
+# The server's per-request path is compiled too (net/frames.py, net/protocol.py, net/session.py,
+# net/poller.py): frames read and refused, requests done once across a lost reply and a
+# reconnect, and the loop's turns (select.epoll in the interpreted form).
 # (The kill -9 harnesses of tests/test_reconnect.py run in the compiled form only: minutes.)
-SERVED = ["tests/test_frames.py", "tests/test_reconnect.py", "-k", "not kill"]
+SERVED = [
+    "tests/test_frames.py",
+    "tests/test_frames_ready.py",
+    "tests/test_reconnect.py",
+    "tests/test_server_loop.py",
+    "-k",
+    "not kill",
+]
 
 
 def test_every_listed_module_runs_compiled():
