@@ -126,7 +126,16 @@ def count(which: str, n: int, cache_sim: bool = False) -> dict[str, int]:
     the warm-up (``gc.freeze``): a collection of the oldest
     generation walks every object the imports made, several million instructions, and
     whether the ``n`` run or the ``2 n`` run happens to trigger one more of them moved a
-    figure by up to a quarter; frozen, a collection walks only what the operations made."""
+    figure by up to a quarter; frozen, a collection walks only what the operations made.
+
+    The child's start-up must cost the same in every run, since only the difference of two
+    runs counts, divided by ``n``. Its dict layouts are fixed (``PYTHONHASHSEED``). Its
+    working directory is not on ``sys.path`` (``-P``) and is an empty one of its own: with
+    ``python -c`` run from a busy directory such as /tmp, every import of the start-up listed
+    that directory again whenever another process had changed it since, a cost that followed
+    the machine's other work (interpreted, the ``pair`` figure moved from 49,800 to 58,700 at
+    ``n`` = 10,000). The lock checks (``SWEEPQ_CHECKS``, engine/core/lock.py), which a test
+    environment turns on, are off: the figure is the library's as users run it."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cg.out")
         steady = ["setarch", "-R"] if shutil.which("setarch") else []
@@ -139,6 +148,7 @@ def count(which: str, n: int, cache_sim: bool = False) -> dict[str, int]:
                 *(["--cache-sim=yes"] if cache_sim else []),
                 f"--callgrind-out-file={out}",
                 sys.executable,
+                "-P",  # no working directory on sys.path (see below)
                 "-c",
                 _CHILD,
                 which,
@@ -146,7 +156,8 @@ def count(which: str, n: int, cache_sim: bool = False) -> dict[str, int]:
             ],
             capture_output=True,
             text=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},  # the same dict layouts in every run
+            cwd=tmp,
+            env={**os.environ, "PYTHONHASHSEED": "0", "SWEEPQ_CHECKS": "0"},
         )
         main = out + "-01"  # the main thread's file: the operations run there
         text = Path(main).read_text() if os.path.exists(main) else ""

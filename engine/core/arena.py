@@ -54,9 +54,8 @@ class Arena:
 
     def __init__(self) -> None:
         self.blocks: list[bytearray | None] = []  # page index -> its block, None once given back
-        # Memoryviews of arrays: interpreted, a store through one costs half an array's own.
-        self.live = memoryview(array("q", bytes(8 * 16)))  # bytes of live records (with their lengths) per page
-        self.used = memoryview(array("q", bytes(8 * 16)))  # bytes written to each page (both grow with blocks)
+        self.live = _counters(16)  # bytes of live records (with their lengths) per page
+        self.used = _counters(16)  # bytes written to each page (both grow with blocks)
         self.spare: list[int] = []  # page indices given back, to reuse
         # Emptied blocks kept to be written again (at most _POOL): a queue that drains as it
         # fills then cycles through the same few blocks, warm in the cache, with no allocation
@@ -158,12 +157,8 @@ class Arena:
         else:
             page = len(self.blocks)
             self.blocks.append(blk)
-            if page >= len(self.live):  # new, larger arrays (the compiled form types them)
-                live = array("q", bytes(16 * len(self.live)))
-                used = array("q", bytes(16 * len(self.used)))
-                memoryview(live)[:page] = memoryview(self.live)
-                memoryview(used)[:page] = memoryview(self.used)
-                self.live, self.used = memoryview(live), memoryview(used)
+            if page >= len(self.live):  # new, larger counters, twice as many
+                self.live, self.used = _counters(2 * page, self.live), _counters(2 * page, self.used)
         self.live[page] = 0
         self.used[page] = 0
         return page
@@ -328,3 +323,20 @@ class Arena:
         new = self.store(self.read(loc))
         self.free(loc, -1)
         return new
+
+
+def _counters(n: int, old=None):
+    """``n`` per-page counters, zero but the first ones, copied from ``old``. Compiled, a
+    typed view of an ``array('q')`` (arena.pxd: C reads and writes); interpreted, a list,
+    whose items the interpreter reads and writes in its own specialised instructions, where
+    an item of a memoryview costs two C calls and a conversion each way (a put+get pair
+    touches these counters six times)."""
+    if cython.compiled:
+        out = array("q", bytes(8 * n))
+        if old is not None:
+            memoryview(out)[: len(old)] = memoryview(old)
+        return memoryview(out)
+    counts = [0] * n
+    if old is not None:
+        counts[: len(old)] = old
+    return counts
