@@ -64,6 +64,8 @@ def test_the_commands_that_read_a_whole_trace_load_numpy_without_it(command, tmp
         "print(m._set_madvise_hugepage(False))\n"
     )
     base = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
-    out = subprocess.run([sys.executable, "-c", code], env=base, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=base, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "False"
