@@ -46,6 +46,7 @@ LATER = (
     "direct",
     "direct-quiet",
     "direct-no-hugepage",
+    "hugepage-quiet",
 )
 
 
