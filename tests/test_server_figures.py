@@ -28,6 +28,7 @@ RUNS = {
     "server-loop-quiet": ("sweepq bench clients ", "clients.md"),
     "server-loop-256": ("sweepq bench clients ", "clients.md"),
     "server-instructions-loop": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
+    "server-poller-quiet": ("sweepq bench clients ", "clients.md"),
     "server-instructions-poller": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
 }
 
