@@ -33,6 +33,7 @@ cpdef put_item(HandleState s, object item, int priority)
 @cython.locals(q=LocalQueue)
 cdef _put_item_other(HandleState s, object item, int priority)
 
+@cython.locals(clock=int)
 cpdef long long wall_us(HandleState s, bint coarse=*) except? -1
 
 @cython.locals(q=LocalQueue)

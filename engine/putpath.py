@@ -334,7 +334,9 @@ def wall_us(s: HandleState, coarse: bool = False) -> int:
     wall = s.wall
     if cython.compiled and wall is _TIME:
         ts = cython.declare(timespec)
-        clock_gettime(SWEEPQ_CLOCK_COARSE if coarse else CLOCK_REALTIME, cython.address(ts))  # noqa: F821
+        # SWEEPQ_CLOCK_COARSE: declared in putpath.pxd, a name of the compiled form only.
+        clock = SWEEPQ_CLOCK_COARSE if coarse else CLOCK_REALTIME  # type: ignore[name-defined]  # noqa: F821
+        clock_gettime(clock, cython.address(ts))
         return ts.tv_sec * 1_000_000 + ts.tv_nsec // 1000
     return int(wall() * 1_000_000)
 
