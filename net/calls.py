@@ -11,7 +11,7 @@ import inspect
 import math
 import os
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -69,6 +69,46 @@ def url_reconnect(url: str, default: float = RECONNECT) -> float:
 def backoff(delay: float) -> float:
     """The wait after ``delay`` between two connect attempts."""
     return min(MAX_DELAY, delay * 2)
+
+
+class Attempts:
+    """The connect attempts of one reconnect after a break, for both clients (the thread
+    client sleeps, the asyncio one awaits): the wait after each failed attempt, doubling
+    from :data:`FIRST_DELAY` up to :data:`MAX_DELAY`, for up to ``bound`` seconds of the
+    ``clock``. Invariant: a wait is given only when the attempt after it starts within
+    the bound.
+
+    :raises MQError: CONNECTION_BROKEN (2009) at once when ``bound`` is 0 (no reconnect)."""
+
+    __slots__ = ("_address", "_bound", "_clock", "_deadline", "_delay", "_why")
+
+    def __init__(self, address: Address, why: object, bound: float, clock: Callable[[], float]):
+        if not bound:
+            raise broken(address, why, 0)
+        self._address = address
+        self._why = why
+        self._bound = bound
+        self._clock = clock
+        self._deadline = clock() + bound
+        self._delay = FIRST_DELAY
+
+    def wait_after(self, e: MQError) -> float:
+        """The seconds to wait before the next attempt, after one that failed with ``e``.
+
+        :raises MQError: CONNECTION_BROKEN (2009): ``e`` is not worth another attempt (not
+            one of :data:`RETRY_CONNECT`), or the next attempt would start past the bound."""
+        delay = self._delay
+        if e.reason not in RETRY_CONNECT or self._clock() + delay > self._deadline:
+            raise broken(self._address, self._why, self._bound) from None
+        self._delay = backoff(delay)
+        return delay
+
+
+def closes_on_reopen(e: MQError) -> bool:
+    """Whether a handle whose reopen after a reconnect failed with ``e`` is closed for good
+    (its queue is gone: a temporary queue opened by name), rather than kept for the next
+    reconnect (the server went again: ``e`` is one of :data:`RETRY_CONNECT`)."""
+    return e.reason not in RETRY_CONNECT
 
 
 @dataclass(frozen=True)

@@ -213,25 +213,19 @@ class ClientConnection:
         with backoff for up to ``reconnect`` seconds, with every handle reopened."""
         if self._closed:
             raise C.disconnected()
-        bound = self.endpoint.reconnect
-        if not bound:
-            raise C.broken(self.address, self._why, 0)
-        deadline = time.monotonic() + bound
-        delay = C.FIRST_DELAY
+        attempts = C.Attempts(self.address, self._why, self.endpoint.reconnect, time.monotonic)
         while True:
             try:
                 self._fs = self._connect()
                 break
             except MQError as e:
-                if e.reason not in C.RETRY_CONNECT or time.monotonic() + delay > deadline:
-                    raise C.broken(self.address, self._why, bound) from None
-            time.sleep(delay)  # backoff between attempts, bounded by ``reconnect``
-            delay = C.backoff(delay)
+                delay = attempts.wait_after(e)
+            time.sleep(delay)
         for h in list(self._handles):
             try:
                 h._reopen(self._call)
-            except MQError as e:  # its queue is gone (a temporary queue opened by name): the handle is closed
-                if e.reason in C.RETRY_CONNECT:  # the server went again: the handle stays, for the next try
+            except MQError as e:
+                if not C.closes_on_reopen(e):
                     raise
                 h._closed = True
                 self._handles.discard(h)
