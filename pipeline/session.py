@@ -22,6 +22,7 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     from . import prestart
+    from .interrupt import on_thread
     from .java import java_home, runtime
     from .jvm_start import driver_options
 
@@ -56,7 +57,8 @@ def spark_session(
     if prestarts(master, submitted, _jvm_up()):
         prestart.start()
     try:
-        spark = builder.getOrCreate()
+        # Started outside Py4J's calls on this thread: a Ctrl-C meanwhile is one line (interrupt.py).
+        spark = on_thread(builder.getOrCreate, name="sweepq-spark-start")
     except BaseException:
         prestart.release()
         raise
