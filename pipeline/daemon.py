@@ -26,6 +26,7 @@ the daemon itself when it cannot.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -36,6 +37,17 @@ SPARK_ZIPS = {"pyspark": "pyspark.zip", "py4j": "py4j-"}
 
 
 def _zip_version(zip_path: str, package: str) -> bytes | None:
+    try:
+        st = os.stat(zip_path)
+    except OSError:
+        return None
+    return _zip_version_of(zip_path, package, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _zip_version_of(zip_path: str, package: str, _size: int, _mtime_ns: int) -> bytes | None:
+    """The package's ``version.py`` in a zip of that size and time (the pre-started daemon reads
+    Spark's zips once, before the JVM asks for it: 0.03 s that were on the first task's path)."""
     import zipfile
 
     try:
@@ -56,6 +68,20 @@ def _installed_version(package: str, path: list[str]) -> bytes | None:
             return f.read()
     except OSError:
         return None
+
+
+def spark_zips() -> list[str]:
+    """Spark's zips of pyspark and py4j that its JVM puts on the daemon's path: those of
+    ``SPARK_HOME``, else of the installed pyspark (its own Spark home)."""
+    import glob
+
+    home = os.environ.get("SPARK_HOME")
+    if not home:
+        from importlib.util import find_spec
+
+        spec = find_spec("pyspark")
+        home = os.path.dirname(spec.origin) if spec is not None and spec.origin else ""
+    return sorted(glob.glob(os.path.join(home, "python", "lib", "*.zip"))) if home else []
 
 
 def prefer_installed(path: list[str]) -> list[str]:

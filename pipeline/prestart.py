@@ -35,14 +35,15 @@ import json
 import os
 import re
 import select
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 
-ENV = "SWEEPQ_DAEMON_SOCKET"
+from . import launcher
+from .launcher import CLAIM_TIMEOUT_S, ENV, stand_in  # noqa: F401  (stand_in: daemon.py's)
+
 # Packages the daemon loads before it forks (daemon.preload): the JVM's path must find each
 # at the same place as the pre-started daemon loaded it from.
 PACKAGES = ("sweepq", "pyspark", "py4j", "numba", "numpy", "pyarrow")
@@ -51,9 +52,6 @@ PACKAGES = ("sweepq", "pyspark", "py4j", "numba", "numpy", "pyarrow")
 # PYTHONUNBUFFERED is applied on hand-over.
 STARTUP = re.compile(r"PYTHON[A-Z]|NUMBA_|LD_PRELOAD$|LD_LIBRARY_PATH$")
 NOT_COMPARED = ("PYTHONPATH", "PYTHONUNBUFFERED")
-# How long a daemon the JVM started waits for the pre-started one to take it (it may still
-# be loading its modules under load); past it, it runs the daemon itself.
-CLAIM_TIMEOUT_S = 120.0
 
 
 def _startup_env(env: dict[str, str]) -> dict[str, str]:
@@ -170,10 +168,9 @@ def release() -> bool | None:
 
 
 def hand_over(path: str, timeout: float = CLAIM_TIMEOUT_S) -> int | None:
-    """In the daemon process the JVM started: give this process's standard streams,
-    environment, arguments and directory to the pre-started daemon at ``path``. Its pid when
-    it took them (it is the daemon now), None when there is none or it refused (this process
-    is to run the daemon itself)."""
+    """In the daemon process the JVM started (the interpreter itself, pipeline/daemon.py): give
+    this process's standard streams, environment, arguments, directory and ``sys.path`` to the
+    pre-started daemon at ``path`` (launcher.py :func:`~sweepq.pipeline.launcher.hand_over`)."""
     from sweepq.pipeline.daemon import prefer_installed
 
     request = {
@@ -183,47 +180,56 @@ def hand_over(path: str, timeout: float = CLAIM_TIMEOUT_S) -> int | None:
         "argv": sys.argv,
         "cwd": os.getcwd(),
     }
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(path)
-            socket.send_fds(s, [json.dumps(request).encode()], [0, 1, 2])
-            s.shutdown(socket.SHUT_WR)
-            reply = b"".join(iter(lambda: s.recv(4096), b""))
-    except OSError:  # none there (it ended, or was claimed), or it did not answer in time
+    return launcher.hand_over(path, request, timeout)
+
+
+def as_started(request: dict, own_path: list[str], own_pythonpath: str) -> dict:
+    """``request`` with the ``sys.path`` and ``sys.argv`` that ``python -m
+    sweepq.pipeline.daemon`` would have had, run by the same interpreter in its directory with
+    its ``PYTHONPATH``, when it came from the launcher (launcher.py, which has neither): the
+    directory, then each ``PYTHONPATH`` entry made absolute (an empty one is the directory),
+    then this interpreter's own path after its own directory and ``PYTHONPATH`` entries
+    (``own_path`` and ``own_pythonpath``, as this process started). Any other request as it is."""
+    from sweepq.pipeline import daemon
+
+    if request.get("path") is not None:
+        return request
+    cwd = request["cwd"]
+    theirs = request["env"].get("PYTHONPATH", "")
+    entries = [os.path.join(cwd, e) for e in theirs.split(os.pathsep)] if theirs else []
+    skip = 1 + (len(own_pythonpath.split(os.pathsep)) if own_pythonpath else 0)
+    path = [cwd, *[os.path.normpath(e) for e in entries], *own_path[skip:]]
+    argv = [os.path.abspath(daemon.__file__), *request.get("args", [])]
+    return {**request, "path": daemon.prefer_installed(path), "argv": argv}
+
+
+def launcher_script(directory: str | None = None) -> str | None:
+    """The launcher for the JVM to run as the workers' interpreter on a session with a
+    pre-started daemon (launcher.py): a script in ``directory`` (default: the user's cache
+    directory, pipeline/jvm_start.py ``cache_dir``), written once per interpreter and text
+    (its name a digest of them). None when it cannot be (an interpreter path that a script's
+    first line cannot hold, or no directory to write to): the JVM runs the interpreter."""
+    import hashlib
+
+    from .jvm_start import cache_dir
+
+    if any(c.isspace() for c in sys.executable) or len(sys.executable) > 200:
         return None
-    if not reply.startswith(b"ok "):
-        if reply:
-            print(f"sweepq: the pre-started daemon refused: {reply.decode(errors='replace')}", file=sys.stderr)
-        return None
-    return int(reply.split()[1])
-
-
-def stand_in(pid: int) -> None:
-    """What the process the JVM started does once the daemon ``pid`` took over: be the JVM's
-    handle on it (pass a SIGTERM on) until it ends. Its own standard streams point nowhere
-    (the daemon has the JVM's pipes)."""
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
-
-    def forward(signum, _frame) -> None:
-        with contextlib.suppress(OSError):  # it ended meanwhile
-            os.kill(pid, signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon has its own handler
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # one sent meanwhile is passed on now
+    text = launcher.script(sys.executable)
+    directory = directory or os.path.join(cache_dir(), "daemon")
+    path = os.path.join(directory, f"python-daemon-{hashlib.sha1(text.encode()).hexdigest()[:16]}")
+    if os.access(path, os.X_OK):
+        return path
     try:
-        fd = os.pidfd_open(pid)
-    except OSError:  # it ended already
-        return
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    while not poller.poll():  # readable when the process ends
-        pass
-    os.close(fd)
+        os.makedirs(directory, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    except OSError:
+        return None
+    return path
 
 
 def _serve(path: str, fd: int) -> None:
@@ -231,9 +237,11 @@ def _serve(path: str, fd: int) -> None:
     the driver to close our stdin), check it, take it over and run pyspark's manager."""
     from sweepq.pipeline import daemon
 
+    own_path, own_pythonpath = list(sys.path), os.environ.get("PYTHONPATH", "")
     sys.path[:] = daemon.prefer_installed(sys.path)
     listener = socket.socket(fileno=fd)  # bound by the driver: a claim made meanwhile waits
     daemon.preload()
+    daemon.prefer_installed([*daemon.spark_zips(), *sys.path])  # reads Spark's zips now, not when claimed
     poller = select.poll()
     poller.register(0, select.POLLIN)
     poller.register(listener, select.POLLIN)
@@ -249,7 +257,7 @@ def _serve(path: str, fd: int) -> None:
     data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
     while chunk := conn.recv(1 << 20):
         data += chunk
-    request = json.loads(data)
+    request = as_started(json.loads(data), own_path, own_pythonpath)
     why = "got no standard streams" if len(fds) != 3 else mismatch(request)
     if why is not None:
         conn.sendall(f"no: {why}".encode())

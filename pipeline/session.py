@@ -22,6 +22,7 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     from . import prestart
+    from .interrupt import on_thread
     from .java import java_home, runtime
     from .jvm_start import driver_options
 
@@ -53,15 +54,20 @@ def spark_session(
         builder = builder.config("spark.driver.memory", os.environ["SWEEPQ_SPARK_DRIVER_MEMORY"])
     if shuffle_partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-    if prestarts(master, submitted, _jvm_up()):
-        prestart.start()
+    workers_python = os.environ["PYSPARK_PYTHON"]
+    if prestarts(master, submitted, _jvm_up()) and prestart.start() is not None:
+        # The JVM starts the daemon by a launcher that hands over at once (pipeline/launcher.py):
+        # this session's workers' interpreter (SparkContext reads it when it starts).
+        os.environ["PYSPARK_PYTHON"] = prestart.launcher_script() or workers_python
     try:
-        spark = builder.getOrCreate()
+        # Started outside Py4J's calls on this thread: a Ctrl-C meanwhile is one line (interrupt.py).
+        spark = on_thread(builder.getOrCreate, name="sweepq-spark-start")
     except BaseException:
         prestart.release()
         raise
     finally:
         prestart.started()
+        os.environ["PYSPARK_PYTHON"] = workers_python
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

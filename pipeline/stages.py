@@ -13,7 +13,6 @@ reduce of the tasks' small results.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import os
 import threading
@@ -26,6 +25,7 @@ from sweepq.sweeper.traces import COLUMNS, TraceError, _require, parquet_files, 
 
 from . import direct
 from . import layout as lay
+from .interrupt import on_thread
 from .units import combine, replay_unit
 
 
@@ -135,7 +135,9 @@ def arrow_layout(spark: SparkSession, path: str, out: str, buckets: int) -> dict
     ranges = lay.plan(path, 8 * cores if n is None else lay.tasks_for(cores, n, lay.RANGE_ROWS))
     lay.clear(out)
     sc.setJobDescription("sweepq layout (Arrow)")
-    results = sc.parallelize(ranges, len(ranges)).map(lambda r: lay.split(r, out, buckets)).collect()
+    results = interruptible(
+        sc, lambda: sc.parallelize(ranges, len(ranges)).map(lambda r: lay.split(r, out, buckets)).collect()
+    )
     faults = [TraceError(*r["error"]) for r in results if r["error"] is not None]
     if faults:
         raise min(faults, key=lambda e: -1 if e.row is None else e.row)
@@ -147,7 +149,7 @@ def jvm_layout(spark: SparkSession, path: str, out: str, buckets: int) -> dict:
     each unit one Parquet file whose ``row`` column numbers the input's rows."""
     t = time.perf_counter()
     spark.sparkContext.setJobDescription("sweepq layout (JVM shuffle)")
-    files = partition(spark, path, out, buckets)
+    files = interruptible(spark.sparkContext, lambda: partition(spark, path, out, buckets))
     units = [
         {"bucket": k, "parts": [{"path": f["path"], "events": f["events"], "range": None}], "events": f["events"]}
         for k, f in enumerate(files["files"])
@@ -252,8 +254,9 @@ def warm_up_workers(spark: SparkSession) -> int:
     as a stage of its own, when the run's first job would not start them anyway (a layout
     made in Arrow is the first job then: pipeline/job.py). Returns the number of worker
     processes seen."""
-    n = spark.sparkContext.defaultParallelism
-    return len(set(spark.sparkContext.parallelize(range(n), n).mapPartitions(_warm).collect()))
+    sc = spark.sparkContext
+    n = sc.defaultParallelism
+    return len(set(interruptible(sc, lambda: sc.parallelize(range(n), n).mapPartitions(_warm).collect())))
 
 
 def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None) -> dict:
@@ -305,41 +308,15 @@ def replay_map(spark: SparkSession, units: list[dict], job: dict, progress=None)
             watcher.join()
 
 
-# How long an interrupted action's thread is waited for once its jobs are cancelled (Spark
-# fails a cancelled job at once; this only bounds a JVM that does not answer).
-CANCEL_WAIT_S = 60.0
-
-
 def interruptible(sc, action):
-    """``action()`` (a Spark action) run on a thread of its own, with this thread's Spark local
-    properties (job group, description), while this one waits: a Ctrl-C then finds this thread
-    out of Py4J, where pyspark's handler can cancel the jobs (a KeyboardInterrupt inside a Py4J
-    call is logged by Py4J with its traceback, and the handler's own call to cancel them
-    re-enters that call's connection). On KeyboardInterrupt: every job is cancelled, the
-    action's thread waited for (bounded) so that the JVM is done with its tasks' results while
-    this process still takes them, and the KeyboardInterrupt raised again."""
+    """``action()`` (Spark actions) run on a thread of its own, with this thread's Spark local
+    properties (job group, description), while this one waits outside Py4J
+    (pipeline/interrupt.py). On KeyboardInterrupt: every job is cancelled, the action's thread
+    waited for (bounded) so that the JVM is done with its tasks' results while this process
+    still takes them, and the KeyboardInterrupt raised again."""
     from pyspark import InheritableThread
 
-    out: dict = {}
-
-    def target() -> None:
-        try:
-            out["value"] = action()
-        except BaseException as e:  # raised again on the caller's thread
-            out["error"] = e
-
-    thread = InheritableThread(target=target, name="sweepq-spark-action", daemon=True)
-    thread.start()
-    try:
-        thread.join()
-    except KeyboardInterrupt:
-        with contextlib.suppress(Exception):  # a JVM gone already has no job left to cancel
-            sc.cancelAllJobs()
-        thread.join(CANCEL_WAIT_S)
-        raise
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
+    return on_thread(action, sc.cancelAllJobs, InheritableThread, "sweepq-spark-action")
 
 
 def first_fault(spark: SparkSession, result: dict, layout: dict) -> TraceError | None:

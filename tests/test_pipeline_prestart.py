@@ -33,14 +33,15 @@ def started(monkeypatch):
     handle.proc.wait(WAIT_S)
 
 
-def _jvm_side_daemon(socket_path: str, **more: str) -> subprocess.Popen:
-    """The daemon process as Spark's JVM starts it: ``python -m sweepq.pipeline.daemon`` with
-    pipes for stdin and stdout and the driver's environment (PYTHONHASHSEED as Spark sets it)."""
+def _jvm_side_daemon(socket_path: str, python: str = sys.executable, **more: str) -> subprocess.Popen:
+    """The daemon process as Spark's JVM starts it: ``python -m sweepq.pipeline.daemon`` (the
+    workers' interpreter, or the launcher that stands for it) with pipes for stdin and stdout
+    and the driver's environment (PYTHONHASHSEED as Spark sets it)."""
     env = {k: v for k, v in os.environ.items() if k != prestart.ENV}
     env.setdefault("PYTHONHASHSEED", "0")
     env.update({prestart.ENV: socket_path, **more})
     return subprocess.Popen(
-        [sys.executable, "-m", "sweepq.pipeline.daemon"],
+        [python, "-m", "sweepq.pipeline.daemon"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -109,6 +110,79 @@ def test_without_a_prestarted_daemon_the_jvms_runs_itself(tmp_path):
     jvm_side.wait(WAIT_S)
 
 
+@pytest.fixture
+def launcher(tmp_path):
+    """The launcher script (pipeline/launcher.py) as a session writes it, in a directory of the test's."""
+    path = prestart.launcher_script(str(tmp_path / "cache"))
+    assert path is not None
+    return path
+
+
+def test_the_launcher_hands_over_and_stands_in_for_the_daemon(started, launcher):
+    jvm_side = _jvm_side_daemon(started.socket_path, launcher)
+    port = _port(jvm_side)
+    assert started.release() is True
+    assert _listening_pid(port) == started.proc.pid  # the pre-started process is the daemon
+    assert jvm_side.stdin is not None
+    jvm_side.stdin.close()
+    started.proc.wait(WAIT_S)
+    assert jvm_side.wait(WAIT_S) == 0  # the launcher, standing in, ends with it
+
+
+def test_a_sigterm_to_the_launcher_reaches_the_prestarted_daemon(started, launcher):
+    jvm_side = _jvm_side_daemon(started.socket_path, launcher)
+    _port(jvm_side)
+    assert started.release() is True
+    jvm_side.terminate()
+    started.proc.wait(WAIT_S)
+    jvm_side.wait(WAIT_S)
+    assert started.proc.returncode is not None and jvm_side.returncode is not None
+
+
+def test_a_launcher_refused_runs_the_daemon_in_its_own_process(started, launcher):
+    jvm_side = _jvm_side_daemon(started.socket_path, launcher, PYTHONWARNINGS="ignore")
+    port = _port(jvm_side)
+    assert started.release() is False
+    assert _listening_pid(port) == jvm_side.pid  # the interpreter, run in the launcher's place
+    assert jvm_side.stdin is not None
+    jvm_side.stdin.close()
+    jvm_side.wait(WAIT_S)
+    assert jvm_side.stderr is not None
+    assert "start-up variables differ: PYTHONWARNINGS" in jvm_side.stderr.read().decode()
+
+
+def test_a_launcher_without_a_prestarted_daemon_runs_it_itself(tmp_path, launcher):
+    jvm_side = _jvm_side_daemon(str(tmp_path / "gone"), launcher)
+    port = _port(jvm_side)
+    assert _listening_pid(port) == jvm_side.pid
+    assert jvm_side.stdin is not None
+    jvm_side.stdin.close()
+    jvm_side.wait(WAIT_S)
+
+
+def test_the_launchers_script_is_written_once_per_interpreter_and_text(tmp_path, launcher):
+    with open(launcher) as f:
+        first = f.readline()
+    assert first == f"#!{sys.executable} -IS\n"
+    assert os.access(launcher, os.X_OK)
+    assert prestart.launcher_script(str(tmp_path / "cache")) == launcher
+    assert os.listdir(tmp_path / "cache") == [os.path.basename(launcher)]
+
+
+def test_a_launchers_request_gets_the_path_and_arguments_the_daemon_would_have(tmp_path):
+    from sweepq.pipeline import daemon
+
+    own = ["/driver/dir", "/driver/extra", "/usr/lib/python3.11", "/venv/site-packages"]
+    request = {"executable": sys.executable, "path": None, "env": {"PYTHONPATH": "/spark/pyspark.zip::rel"}}
+    request.update(args=["x"], cwd=str(tmp_path))
+    got = prestart.as_started(request, own, "/driver/extra")
+    cwd = str(tmp_path)
+    assert got["path"] == [cwd, "/spark/pyspark.zip", cwd, f"{cwd}/rel", "/usr/lib/python3.11", "/venv/site-packages"]
+    assert got["argv"] == [os.path.abspath(daemon.__file__), "x"]
+    sent = {**request, "path": ["/a"], "argv": ["/b"]}
+    assert prestart.as_started(sent, own, "") == sent  # the interpreter's own, as it sent it
+
+
 def test_one_not_claimed_ends_when_released(started):
     assert started.release() is False
     assert started.proc.returncode == 0
@@ -155,6 +229,7 @@ prestart._current.proc.wait(120)
 python = [p for p in psutil.Process().children(recursive=True) if p.name().startswith("python")]
 _, alive = psutil.wait_procs(python, timeout=120)
 print(json.dumps({"pid": pid, "claimed": claimed, "parents": parents,
+                  "python_exec": spark.sparkContext.pythonExec, "pyspark_python": os.environ["PYSPARK_PYTHON"],
                   "env_left": prestart.ENV in os.environ, "alive": [p.pid for p in alive]}))
 """
 
@@ -167,6 +242,8 @@ def test_a_local_session_forks_its_workers_from_the_prestarted_daemon_and_stops_
     assert doc["claimed"] is True
     assert set(doc["parents"]) == {doc["pid"]}
     assert doc["env_left"] is False
+    assert os.path.basename(doc["python_exec"]).startswith("python-daemon-")  # the launcher started it
+    assert doc["pyspark_python"] == sys.executable  # later sessions of the driver: the interpreter
     assert doc["alive"] == []  # no Python process left once the session stopped
 
 
