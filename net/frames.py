@@ -124,7 +124,8 @@ allocation and a copy, cheaper than a memoryview's slice); a longer one as a vie
 buffer in both forms."""
 _HEAD = HEADER_LEN  # the header's length and SMALL_BODY as C integers in the compiled form
 _SMALL = SMALL_BODY
-_NONE, _REST = -1, -2  # FrameSocket._ready_at: no whole frame buffered; a header for _read_rest
+_NONE = -1  # FrameSocket._ready_at: no whole frame buffered
+_REST = -2  # FrameSocket._ready_at: a header for _read_rest to check
 
 
 class FrameSocket:
@@ -373,8 +374,8 @@ class FrameSocket:
     def _ready_at(self) -> int:
         """Where the next whole buffered frame's body starts in the buffer (its op and length
         in ``_ready_op`` and ``_ready_n``; the frame taken off the buffer), reading what the
-        socket holds as :meth:`read_ready` says; :data:`_NONE` when no whole frame is
-        buffered, :data:`_REST` when its header is for :meth:`_read_rest` to check."""
+        socket holds as :meth:`read_ready` says; -1 when no whole frame is buffered, -2 when
+        its header is for :meth:`_read_rest` to check."""
         if self._held:
             self.release()
         if self._start == self._end:
