@@ -49,3 +49,8 @@ cpdef Messages messages_taken(bytearray buf, object ends, list items, object ide
 @cython.locals(m=Messages)
 cpdef Messages messages_of(list made)
 cdef bytes _span(bytearray buf, Py_ssize_t start, Py_ssize_t end)
+# The results' record (and a message's read time) for the server's request path
+# (net/session.py): C calls there, where the properties are attribute lookups.
+cpdef bytes put_record(PutResult r)
+cpdef bytes message_record(Message m)
+cpdef object message_read_at_us(Message m)

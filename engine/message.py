@@ -196,6 +196,22 @@ class Message:
         return f"Message(priority={self.priority}, data_length={self.data_length}, reason={Reason(self.reason).name})"
 
 
+def put_record(r: PutResult) -> bytes:
+    """``r.record``, for the server's request path (net/session.py): compiled, a C call where
+    the property is an attribute lookup."""
+    return r._rec
+
+
+def message_record(m: Message) -> bytes:
+    """``m.record``, for the server's request path, as :func:`put_record`."""
+    return m._rec
+
+
+def message_read_at_us(m: Message) -> int | None:
+    """``m.read_at_us``, for the server's request path, as :func:`put_record`."""
+    return m._now_us if cython.compiled else getattr(m, "_now_us", None)
+
+
 def put_results(records: Sequence[bytes], ident: Identity, reason: int = 0) -> list[PutResult]:
     """One result per record (put_many), built without a Python-level constructor."""
     out: list[PutResult] = []

@@ -1,7 +1,7 @@
 # Types of engine/record.py for its compiled form (Cython pure-Python mode).
 cimport cython
 
-cdef int _HEAD_LEN, _PERSISTENT, _OFF_SEQ, _HAS_ITEM
+cdef int _HEAD_LEN, _PERSISTENT, _OFF_SEQ, _HAS_ITEM, _OFF_FLAGS
 
 @cython.locals(n=Py_ssize_t)
 cpdef bytes tail(bytes rec, Py_ssize_t start)
@@ -9,3 +9,6 @@ cpdef bytes plain(unsigned long long seq, long long put_us, int priority, bint p
 cpdef bytes item_head(unsigned long long seq, long long put_us, int priority)
 @cython.locals(n=Py_ssize_t, p=cython.p_uchar, v=cython.ulonglong, w=cython.ulonglong, k=int)
 cdef bytes _plain(unsigned long long seq, long long put_us, int priority, int flags, bytes payload)
+# C-callable for the server's request path (net/session.py): a C call there, not a Python one.
+cpdef Py_ssize_t data_offset(bytes rec) except -1
+cpdef bint is_persistent(bytes rec) except -1

@@ -83,7 +83,7 @@ OFF_BACKOUT = 3
 OFF_SEQ = 5
 # The compiled form's C copies of the constants its hot function uses (record.pxd types them;
 # the public names stay Python objects that other modules import).
-_HEAD_LEN, _PERSISTENT, _OFF_SEQ, _HAS_ITEM = HEAD_LEN, PERSISTENT, OFF_SEQ, HAS_ITEM
+_HEAD_LEN, _PERSISTENT, _OFF_SEQ, _HAS_ITEM, _OFF_FLAGS = HEAD_LEN, PERSISTENT, OFF_SEQ, HAS_ITEM, OFF_FLAGS
 
 
 @dataclass
@@ -318,7 +318,7 @@ def backout_of(rec: bytes) -> int:
 
 
 def is_persistent(rec: bytes) -> bool:
-    return bool(rec[OFF_FLAGS] & PERSISTENT)
+    return bool(rec[_OFF_FLAGS] & _PERSISTENT)  # compiled: C ints, no module lookup
 
 
 def with_backout(rec: bytes, count: int) -> bytes:

@@ -2,7 +2,9 @@
 # source; this file only declares what the C compiler needs (engine/compiled.py).
 cimport cython
 
-cdef Py_ssize_t _HEAD, _SMALL
+from .protocol cimport unpack
+
+cdef Py_ssize_t _HEAD, _SMALL, _NONE, _REST
 
 @cython.final
 cdef class FrameSocket:
@@ -24,13 +26,26 @@ cdef class FrameSocket:
     cdef object _idle_clock
     cdef object _sock_recv_into
     cdef int _fd
+    cdef int _ready_op
+    cdef Py_ssize_t _ready_start
+    cdef Py_ssize_t _ready_n
+    cdef object _ready_body
 
     @cython.locals(got=Py_ssize_t, n=Py_ssize_t, version=int, op=int, total=Py_ssize_t, p=cython.p_uchar)
     cpdef tuple read(self)
 
+    @cython.locals(start=Py_ssize_t, n=Py_ssize_t, p=cython.p_char)
+    cpdef object read_ready(self)
+
+    @cython.locals(start=Py_ssize_t)
+    cpdef int ready_op(self) except -2
+
+    @cython.locals(start=Py_ssize_t, n=Py_ssize_t)
+    cpdef object ready_value(self)
+
     @cython.locals(got=Py_ssize_t, n=Py_ssize_t, version=int, op=int, total=Py_ssize_t, have=Py_ssize_t,
                    start=Py_ssize_t, p=cython.p_uchar)
-    cpdef object read_ready(self)
+    cdef Py_ssize_t _ready_at(self) except -3
 
     cpdef bint partial(self)
 

@@ -35,13 +35,14 @@ from typing import Protocol
 
 import cython
 
-from .protocol import HEADER, HEADER_LEN, VERSION, ProtocolError
+from .protocol import HEADER, HEADER_LEN, VERSION, ProtocolError, unpack
 
 if cython.compiled:  # the C functions the compiled form calls (net/frames.pxd; engine/compiled.py)
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.libc.errno import EAGAIN, EINTR, errno  # EWOULDBLOCK is EAGAIN on Linux
     from cython.cimports.sweepq.net.csocket import MSG_DONTWAIT, MSG_NOSIGNAL, recv, send
+    from cython.cimports.sweepq.net.protocol import unpack_buffer
 
 _NOWAIT = socket.MSG_DONTWAIT  # the flag of the interpreted form's reads and writes that never wait
 
@@ -123,6 +124,8 @@ allocation and a copy, cheaper than a memoryview's slice); a longer one as a vie
 buffer in both forms."""
 _HEAD = HEADER_LEN  # the header's length and SMALL_BODY as C integers in the compiled form
 _SMALL = SMALL_BODY
+_NONE = -1  # FrameSocket._ready_at: no whole frame buffered
+_REST = -2  # FrameSocket._ready_at: a header for _read_rest to check
 
 
 class FrameSocket:
@@ -158,6 +161,12 @@ class FrameSocket:
         self._end = 0
         self._drained = False  # read_ready's last read took less than the buffer: the socket was empty
         self._timeout = sock.gettimeout()
+        # The frame ready_op took, until ready_value decodes it: its op, where its body starts
+        # in the buffer and its length (start -1: the body is ``_ready_body``).
+        self._ready_op = 0
+        self._ready_start = -1
+        self._ready_n = 0
+        self._ready_body: object = None
 
     def set_blocking_timeout(self) -> None:
         """Take note of the socket's timeout (set by the caller): with one set, every wait has
@@ -321,6 +330,52 @@ class FrameSocket:
 
         :raises Closed: the peer closed the connection.
         :raises ProtocolError: a header that breaks the protocol (:meth:`read`'s checks)."""
+        start = self._ready_at()
+        if start == _NONE:
+            return None
+        if start == _REST:
+            return self._read_rest()  # the checks and their errors are :meth:`read`'s (it raises)
+        n = self._ready_n
+        if cython.compiled and n <= _SMALL:
+            p = cython.cast(cython.p_char, PyByteArray_AS_STRING(self._buf))
+            return self._ready_op, PyBytes_FromStringAndSize(p + start, n)
+        return self._ready_op, self._view[start : start + n]
+
+    def ready_op(self) -> int:
+        """:meth:`read_ready` for the loop's request path (net/session.py): the next whole
+        frame's op, its body kept for :meth:`ready_value`; -1 where read_ready returns None.
+        Compiled, a small body stays where it lies in the read buffer until ready_value
+        decodes it from there, where read_ready copies it to bytes of its own first.
+
+        :raises Closed, ProtocolError: as :meth:`read_ready`."""
+        self._ready_body = None
+        start = self._ready_at()
+        if start == _NONE:
+            return -1
+        if start == _REST:
+            self._ready_op, self._ready_body = self._read_rest()
+            start = -1
+        self._ready_start = start
+        return self._ready_op
+
+    def ready_value(self) -> object:
+        """The body of the frame :meth:`ready_op` took, decoded (net/protocol.py ``unpack``);
+        called before anything else reads from the socket.
+
+        :raises ProtocolError: a body that is not one MessagePack value."""
+        start, n = self._ready_start, self._ready_n
+        if start < 0:
+            body, self._ready_body = self._ready_body, None
+            return unpack(body)
+        if cython.compiled and n <= _SMALL:
+            return unpack_buffer(cython.cast(cython.p_uchar, PyByteArray_AS_STRING(self._buf)) + start, n)
+        return unpack(self._view[start : start + n])
+
+    def _ready_at(self) -> int:
+        """Where the next whole buffered frame's body starts in the buffer (its op and length
+        in ``_ready_op`` and ``_ready_n``; the frame taken off the buffer), reading what the
+        socket holds as :meth:`read_ready` says; -1 when no whole frame is buffered, -2 when
+        its header is for :meth:`_read_rest` to check."""
         if self._held:
             self.release()
         if self._start == self._end:
@@ -330,17 +385,17 @@ class FrameSocket:
                 # the loop's lone clients. What came since, the loop's epoll (level-triggered)
                 # reports at its next wait.
                 self._drained = False
-                return None
+                return _NONE
             got = self._recv_nowait()
             if got < 0:
-                return None
+                return _NONE
             if not got:
                 raise Closed("the peer closed the connection")
             self._start, self._end = 0, got
             self._drained = got < len(self._buf)
         have = self._end - self._start
         if have < _HEAD:
-            return None
+            return _NONE
         if cython.compiled:
             p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(self._buf)) + self._start
             n = (cython.cast(cython.Py_ssize_t, p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3]
@@ -349,10 +404,10 @@ class FrameSocket:
         else:
             n, version, op = HEADER.unpack_from(self._buf, self._start)
         if version != VERSION or n > self.max_frame:
-            return self._read_rest()  # the checks and their errors are :meth:`read`'s (it raises)
+            return _REST
         total = _HEAD + n
         if total > have:
-            return None
+            return _NONE
         start = self._start
         if total == have:
             self._start = self._end = 0
@@ -360,9 +415,8 @@ class FrameSocket:
             self._start = start + total
         if self._idle_clock is not None:
             self.active_at = self._idle_clock.now()
-        if cython.compiled and n <= _SMALL:
-            return op, PyBytes_FromStringAndSize(cython.cast(cython.p_char, p) + _HEAD, n)
-        return op, self._view[start + _HEAD : start + total]
+        self._ready_op, self._ready_n = op, n
+        return start + _HEAD
 
     def partial(self) -> bool:
         """Whether part of a next frame is buffered (after :meth:`read_ready` returned None)."""

@@ -9,6 +9,11 @@ cdef class Framer:
     @cython.locals(body=bytes, n=Py_ssize_t, out=bytes, p=cython.p_uchar)
     cpdef bytes frame(self, int op, object value)
 
+# A frame's body decoded: C-callable for the server's request path (net/session.py).
+cpdef object unpack(object body)
+cdef object unpack_buffer(unsigned char* p, Py_ssize_t n)
+cdef object _decoded(unsigned char* p, Py_ssize_t n)
+
 # The compiled form's MessagePack codec for the hot calls' values (net/protocol.py).
 cdef object _NO
 cdef int _DEPTH
@@ -33,5 +38,5 @@ cdef void _header_into(unsigned char* p, Py_ssize_t n, int op) noexcept
 @cython.locals(v=cython.ulonglong, i=int)
 cdef unsigned long long _uint(unsigned char* p, int width) noexcept
 
-@cython.locals(i=Py_ssize_t, n=Py_ssize_t, w=int, b=int, u=cython.ulonglong, k=Py_ssize_t, _j=Py_ssize_t)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, w=int, b=int, u=cython.ulonglong, k=Py_ssize_t, _j=Py_ssize_t, out=list)
 cdef object _unpack_at(unsigned char* p, Py_ssize_t end, Py_ssize_t* pos, int depth)

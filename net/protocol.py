@@ -332,12 +332,12 @@ def _unpack_at(p, end, pos, depth):
         if n > end - i or depth >= _DEPTH:  # each item takes a byte at least
             return _NO
         pos[0] = i
-        out = []
+        out = [None] * n  # made at its length: appends grew it (and reallocated it) twice for a get's 11
         for _j in range(n):
             item = _unpack_at(p, end, pos, depth + 1)
             if item is _NO:
                 return _NO
-            out.append(item)
+            out[_j] = item
         return out
     if 0xA0 <= b <= 0xBF or 0xD9 <= b <= 0xDB or 0xC4 <= b <= 0xC6:  # a str or bin
         if b <= 0xBF:
@@ -440,9 +440,8 @@ def unpack(body) -> object:
 
     :raises ProtocolError: when the body is not one well-formed MessagePack value."""
     if cython.compiled and type(body) is bytes:  # the usual request or reply: decoded here
-        pos = cython.declare(cython.Py_ssize_t, 0)
-        value = _unpack_at(cython.cast(cython.p_uchar, PyBytes_AS_STRING(body)), len(body), cython.address(pos), 0)
-        if value is not _NO and pos == len(body):
+        value = _decoded(cython.cast(cython.p_uchar, PyBytes_AS_STRING(body)), len(body))
+        if value is not _NO:
             return value
     try:
         return _unpackb(body, ext_hook=_ext_hook, raw=False, strict_map_key=False)
@@ -450,6 +449,23 @@ def unpack(body) -> object:
         raise
     except Exception as e:  # ExtraData, FormatError, StackError, ValueError, UnicodeDecodeError, ...
         raise ProtocolError(f"a body that is not MessagePack ({type(e).__name__})") from None
+
+
+def unpack_buffer(p, n):
+    """(Compiled only.) :func:`unpack` of the ``n`` bytes at ``p``, a body where it lies in a
+    read buffer (net/frames.py ``ready_value``): no bytes of its own made to decode it."""
+    value = _decoded(p, n)
+    if value is not _NO:
+        return value
+    return unpack(PyBytes_FromStringAndSize(cython.cast(cython.p_char, p), n))  # msgpack's, and its errors
+
+
+def _decoded(p, n):
+    """The ``n`` bytes at ``p`` decoded by the compiled codec if they are one value it reads
+    whole, else the sentinel (left to msgpack)."""
+    pos = cython.declare(cython.Py_ssize_t, 0)
+    value = _unpack_at(p, n, cython.address(pos), 0)
+    return value if pos == n else _NO
 
 
 def frame(op: int, body: bytes = b"") -> bytes:

@@ -2,13 +2,13 @@
 # source; this file only declares what the C compiler needs (engine/compiled.py).
 cimport cython
 
-from sweepq.engine.message cimport Message, PutResult
+from sweepq.engine.message cimport Message, PutResult, message_read_at_us, message_record, put_record
+from sweepq.engine.record cimport data_offset, is_persistent
 
 from .frames cimport FrameSocket
 from .protocol cimport Framer
 
 cdef int _PUT, _GET, _GET_MANY, _OK
-cdef object _unpack
 
 @cython.final
 cdef class Session:
@@ -55,7 +55,7 @@ cdef class Session:
     cpdef object _get(self, object hid, object options, object wait_interval, object buffer_length, object match,
                       object msg_id, object correl_id, object group, object seq, object offset, object token)
 
-@cython.locals(msg=Message, rec=bytes, data=bytes, start=Py_ssize_t)
+@cython.locals(msg=Message, rec=bytes, data=bytes, start=Py_ssize_t, whole=bint, reason=int)
 cpdef list message_to_wire(object m)
 
 @cython.locals(end=Py_ssize_t)

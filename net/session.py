@@ -31,7 +31,7 @@ if cython.compiled:  # the C functions the compiled form calls (net/session.pxd;
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 from sweepq.engine import GMO, PMO, MQError, Reason
-from sweepq.engine.message import Message
+from sweepq.engine.message import Message, message_read_at_us, message_record, put_record
 from sweepq.engine.record import data_offset, is_persistent
 
 from . import protocol as P
@@ -47,7 +47,6 @@ _WAIT = int(GMO.WAIT)
 # The ops the loop's hot path tests, and the reply's, as C ints in the compiled form
 # (net/session.pxd): no attribute of the protocol module read per request.
 _PUT, _GET, _GET_MANY, _OK = P.PUT, P.GET, P.GET_MANY, P.OK
-_unpack = P.unpack  # a global, not a module attribute, per request
 _STATE = {op: name.lower() for op, name in P.OP_NAMES.items()}  # what `sweepq status` shows
 _NO_MSG = Reason.NO_MSG_AVAILABLE
 # What ONCE wraps, and the option bits that put each under syncpoint (and the bit that says not).
@@ -111,11 +110,12 @@ def message_to_wire(m) -> list:
     if type(m) is not Message:
         return ["s", int(m.reason)]
     msg = cython.cast(Message, m)  # compiled: its data and reason read as C fields
-    rec = msg.record
+    rec = message_record(msg)  # compiled: C calls (engine/message.pxd, engine/record.pxd)
     data = msg.data
     start = data_offset(rec)  # compiled: a C integer, and the lengths compared in C
     whole = len(data) == len(rec) - start  # not truncated, not reassembled
-    return ["m", rec, None if whole else data, int(msg.reason), msg.read_at_us]
+    reason = msg.reason if cython.compiled else int(msg.reason)  # compiled: a C int, where int() is a call
+    return ["m", rec, None if whole else data, reason, message_read_at_us(msg)]
 
 
 def _header(rec: bytes) -> bytes:
@@ -286,10 +286,9 @@ class Session:
         :raises Closed, ProtocolError, OSError: as :meth:`serve` ends the connection."""
         fs, handlers = self.fs, self._handlers
         while True:
-            frame = fs.read_ready()
-            if frame is None:
+            op = fs.ready_op()  # compiled: the body decoded where it lies in the read buffer (ready_value)
+            if op < 0:
                 return THREAD if fs.partial() else STAY
-            op, body = frame
             entry = handlers.get(op)
             if entry is None:
                 if op == P.CANCEL:
@@ -302,9 +301,8 @@ class Session:
                     self._unsent, self._said_bye = reply[sent:], True
                     return THREAD
                 raise P.ProtocolError(f"unknown op {op}")
-            args = _arguments(op, entry, _unpack(body))
-            body = None
-            if (op != _PUT and op not in _ON_LOOP) or _may_wait(op, args):
+            args = _arguments(op, entry, fs.ready_value())
+            if (op != _PUT and op != _GET and op not in _ON_LOOP) or _may_wait(op, args):
                 self._pending = (op, entry, args)
                 return THREAD
             reply = self._call(op, entry, args)
@@ -418,7 +416,7 @@ class Session:
     def _put(self, hid, data, md, options):
         h = self.handles.get(hid) if type(hid) is int else None
         r = (h or self._handle(hid)).put(data, None if md is None else P.md_from_wire(md), options)
-        rec = r.record
+        rec = put_record(r)  # compiled: a C call, where the property is an attribute lookup
         if self._syncs_at_commit and is_persistent(rec):
             self._syncs = True  # its sync waited: the connection leaves the loop (serve_ready)
         return [r.reason, _header(rec)]
