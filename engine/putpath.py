@@ -306,9 +306,7 @@ def put_item(s: HandleState, item: object, priority: int) -> None:
     try:
         if q.depth >= q.max_depth:
             raise _full(q, 1)
-        q.insert_item_locked(
-            record.item_head(s.sequence.next(), put_us, priority), q.default_priority if q.fifo else priority, item
-        )
+        q.insert_item_locked(s.sequence.next(), put_us, priority, q.default_priority if q.fifo else priority, item)
     finally:
         mutex.give()
 

@@ -3,7 +3,7 @@
 cimport cython
 
 from .core.lane cimport Lane
-from .core.lanes cimport LaneSet
+from .core.lanes cimport LaneSet, add_item
 from .core.lock cimport QueueLock
 from .core.ref cimport Ref
 from .waiting cimport Waiters
@@ -33,7 +33,8 @@ cdef class LocalQueue:
     @cython.locals(out=list)
     cpdef list insert_locked(self, object recs, int lane_i, int state, bint refs=*, object items=*)
     cpdef insert_one_locked(self, bytes rec, int lane_i)
-    cpdef insert_item_locked(self, bytes rec, int lane_i, object item)
+    cpdef int insert_item_locked(self, unsigned long long seq, long long put_us, int priority, int lane_i,
+                                 object item) except -1
     cpdef object take_head_locked(self, object miss, bint record=*)
     cpdef object item_locked(self, Ref ref)
     @cython.locals(ls=LaneSet, ref=Ref, lane=Lane)

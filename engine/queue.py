@@ -94,7 +94,7 @@ from .core.flags import AVAILABLE_BELOW, GOTTEN, UNCOMMITTED
 from .core.found import Found
 from .core.index import SlotIndex
 from .core.lane import Lane, Need
-from .core.lanes import LaneSet
+from .core.lanes import LaneSet, add_item
 from .core.lock import CHECKS, assert_held, new_lock
 from .core.ref import Ref
 from .durable.journal import Journal, StoreChanges
@@ -103,7 +103,7 @@ from .errors import MQError
 from .matching import Match
 from .queuebatches import QueueBatches
 from .queuesweep import QueueSweep
-from .record import Identity, seq_of
+from .record import Identity, item_head, seq_of
 from .tiering import QueueTier
 from .waiting import Waiters
 
@@ -534,16 +534,19 @@ class LocalQueue:
         if self.waiters.waiting:
             self.waiters.wake_for_locked(rec)
 
-    def insert_item_locked(self, rec: bytes, lane_i: int, item: object) -> None:
-        """:meth:`insert_locked` of one record with its item (``sweepq.Queue``'s put in
-        memory: engine/putpath.py ``put_item``), available at once, no refs kept."""
+    def insert_item_locked(self, seq: int, put_us: int, priority: int, lane_i: int, item: object) -> int:
+        """:meth:`insert_locked` of one item (``sweepq.Queue``'s put in memory:
+        engine/putpath.py ``put_item``), its record made of ``seq``, ``put_us`` and ``priority``
+        (engine/record.py ``item_head``) in the core (engine/core/lanes.py ``add_item``), available at once, no
+        refs kept. Returns 0."""
         if CHECKS:  # the check only when checks are on: compiled or not, a call per put costs
             self.must_hold("placing an item")
-        self.lanes.add(self.lane_list[lane_i], rec, lane_i, False, (item,))
+        add_item(self.lanes, self.lane_list[lane_i], lane_i, seq, put_us, priority, item)
         self.depth += 1
         self.puts += 1
-        if self.waiters.waiting:
-            self.waiters.wake_for_locked(rec)
+        if self.waiters.waiting:  # the record as bytes only for a waiter's match
+            self.waiters.wake_for_locked(item_head(seq, put_us, priority))
+        return 0
 
     def take_head_locked(self, miss: object, record: bool = False) -> object:
         """The first message in get order taken for good, when a get takes it without more

@@ -2,6 +2,22 @@
 # one source; this file only declares what the C compiler needs.
 import cython
 
+# A 64-bit field written little endian (engine/record.py HEAD) in one store where the machine is
+# little endian (GCC and clang say so), byte by byte elsewhere: Arena.store_plain's fields.
+cdef extern from *:
+    """
+    #include <string.h>
+    static inline void sweepq_put_le64(unsigned char *p, unsigned long long v) {
+    #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(p, &v, 8);
+    #else
+        int k;
+        for (k = 0; k < 8; k++) p[k] = (unsigned char)(v >> (8 * k));
+    #endif
+    }
+    """
+    void sweepq_put_le64(unsigned char *p, unsigned long long v)
+
 cdef Py_ssize_t _PAGE_SHIFT, _PAGE, _OFF_MASK, _SEQ_AT, _BACKOUT_AT, _POOL, _HEAD_LEN
 
 
@@ -15,8 +31,7 @@ cdef class Arena:
     @cython.locals(lenlen=Py_ssize_t, need=Py_ssize_t, off=Py_ssize_t, page=Py_ssize_t, v=Py_ssize_t, k=Py_ssize_t,
                    p=cython.p_uchar)
     cpdef Py_ssize_t store(self, bytes rec, Py_ssize_t n=*) except -1
-    @cython.locals(n=Py_ssize_t, size=Py_ssize_t, loc=Py_ssize_t, at=Py_ssize_t, p=cython.p_uchar, v=cython.ulonglong,
-                   w=cython.ulonglong, k=int)
+    @cython.locals(n=Py_ssize_t, size=Py_ssize_t, loc=Py_ssize_t, at=Py_ssize_t, p=cython.p_uchar)
     cpdef Py_ssize_t store_plain(self, unsigned long long seq, long long put_us, int priority, int flags,
                                  bytes payload) except -1
     cdef Py_ssize_t _page(self, Py_ssize_t size) except -1
@@ -36,6 +51,8 @@ cdef class Arena:
     cpdef Py_ssize_t head(self, Py_ssize_t loc, bytearray out, Py_ssize_t at, Py_ssize_t width) except -1
     @cython.locals(at=Py_ssize_t)
     cpdef int byte(self, Py_ssize_t loc, Py_ssize_t k) except -1
+    @cython.locals(at=Py_ssize_t, size=Py_ssize_t)
+    cpdef Py_ssize_t sized_byte(self, Py_ssize_t loc, Py_ssize_t k) except -1
     @cython.locals(at=Py_ssize_t)
     cpdef object seq(self, Py_ssize_t loc)
     cpdef trim(self)

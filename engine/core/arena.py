@@ -131,11 +131,9 @@ class Arena:
             p[2] = flags
             p[3] = 0
             p[4] = 0
-            v = cython.cast(cython.ulonglong, seq)
-            w = cython.cast(cython.ulonglong, put_us)
-            for k in range(8):  # little endian, as engine/record.py HEAD packs them
-                p[_SEQ_AT + k] = (v >> (8 * k)) & 0xFF
-                p[_SEQ_AT + 8 + k] = (w >> (8 * k)) & 0xFF
+            # little endian, as engine/record.py HEAD packs them (arena.pxd: one store each)
+            sweepq_put_le64(p + _SEQ_AT, cython.cast(cython.ulonglong, seq))  # type: ignore[name-defined]  # noqa: F821
+            sweepq_put_le64(p + _SEQ_AT + 8, cython.cast(cython.ulonglong, put_us))  # type: ignore[name-defined]  # noqa: F821
             if n:
                 memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(payload), n)
         else:
@@ -291,6 +289,17 @@ class Arena:
         if cython.compiled:
             return cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))[at]
         return blk[at]  # type: ignore[index]
+
+    def sized_byte(self, loc: int, k: int) -> int:
+        """:meth:`byte` ``k`` of the record at ``loc`` in the low eight bits, its length above
+        them (length * 256 + byte): a get's look at the flags, whose length it then gives to
+        :meth:`free`, which reads it no more."""
+        blk = self.blocks[loc >> _PAGE_SHIFT]
+        size = self._size(loc)
+        at = (loc & _OFF_MASK) + (size & 7) + k
+        if cython.compiled:
+            return (size >> 3) << 8 | cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))[at]
+        return (size >> 3) << 8 | blk[at]  # type: ignore[index]
 
     def seq(self, loc: int) -> int:
         """The arrival number of the record at ``loc`` (engine/record.py OFF_SEQ)."""

@@ -60,7 +60,7 @@ cdef class LaneSet:
     @cython.locals(i=Py_ssize_t)
     cdef Py_ssize_t _spare_slot(self) except -1
 
-    @cython.locals(mask=int, i=Py_ssize_t, lane=Lane, rec=bytes)
+    @cython.locals(mask=int, i=Py_ssize_t, lane=Lane, rec=bytes, v=Py_ssize_t)
     cpdef object head(self, object miss=*, bint record=*)
     @cython.locals(mask=int, i=Py_ssize_t, lane=Lane)
     cdef Py_ssize_t _head(self)
@@ -130,3 +130,8 @@ cdef class LaneSet:
     @cython.locals(at=Py_ssize_t, i=Py_ssize_t, s=int, sentinel=Py_ssize_t)
     cdef tuple _persistent_heads(self, Lane lane, Py_ssize_t width)
     cpdef object persistent(self, Lane lane, Py_ssize_t width)
+
+
+@cython.locals(slot=Py_ssize_t, loc=Py_ssize_t)
+cpdef int add_item(LaneSet ls, Lane lane, int state, unsigned long long seq, long long put_us, int priority,
+                   object item) except -1

@@ -452,10 +452,13 @@ class LaneSet:
                 return miss
             self._remove(i, len(rec))
             return rec
-        if self._items is None or self._flags(i) & _ITEM_ONLY != _HAS_ITEM:
+        if self._items is None:
+            return miss
+        v = self._arena.sized_byte(self._low[i] if self._hi[i] < 2 else self._loc(i), _OFF_FLAGS)
+        if v & _ITEM_ONLY != _HAS_ITEM:
             return miss
         item = self._items[i]
-        self._remove(i, -1)
+        self._remove(i, v >> 8)  # its length known: the arena reads it no more
         return item
 
     def _head(self) -> int:
@@ -1624,6 +1627,27 @@ class LaneSet:
                     at += width
                 i = self._nxt[i]
         return bytes(memoryview(out)[:at]), at // width if width else 0
+
+
+def add_item(ls: LaneSet, lane: Lane, state: int, seq: int, put_us: int, priority: int, item: object) -> int:
+    """:meth:`LaneSet.add` of one item with no ref kept: ``sweepq.Queue``'s put in memory, its
+    hot path. The item's record (engine/record.py ``item_head`` of ``seq``, ``put_us`` and
+    ``priority``) is written straight into the arena from its fields
+    (:meth:`Arena.store_plain`), never made as ``bytes``; a queue with an index, which reads
+    the record, takes it through :meth:`LaneSet.add`. Returns 0. A function of the core's
+    module beside the class, not a method, so that LaneSet's door keeps its names
+    (tests/test_core_door.py)."""
+    if CHECKS:
+        assert_held(ls._mutex, "placing an item")
+    if ls.index is not None:
+        ls.add(lane, record.item_head(seq, put_us, priority), state, False, (item,))
+        return 0
+    if ls._items is None:
+        ls._items = [None] * len(ls._nxt)
+    loc = ls._arena.store_plain(seq, put_us, priority, _HAS_ITEM, b"")
+    slot = ls._append(lane, lane.rear if (lane.chain or lane.sweeping) else lane.front, None, state, loc, _HEAD_LEN)
+    ls._items[slot] = item  # made above (_append may grow it: set after)
+    return 0
 
 
 def _views(*arrays: array) -> tuple[memoryview, ...]:
