@@ -212,7 +212,7 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
             q.insert_one_locked(rec, priority)
         finally:
             mutex.give()
-        res = PutResult.__new__(PutResult) if cython.compiled else PutResult()  # interpreted, the class's call is cheaper
+        res = PutResult.__new__(PutResult) if cython.compiled else PutResult()  # interpreted: the cheaper call
         res._rec = rec
         res._ident = s.ident
         res.reason = 0
