@@ -392,7 +392,7 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
             # deliver(s, head, None, 0) written out (interpreted, a call fewer): the whole
             # data, and no expiry or item to read (head() takes no message with either).
             got: bytes = head  # type: ignore[assignment]  # a record
-            msg = Message.__new__(Message)
+            msg = Message.__new__(Message) if cython.compiled else Message()  # interpreted, the class's call is cheaper
             msg._rec = got
             msg._ident = s.ident
             h = got[_HLEN] or record.data_offset(got)  # 0: a header over 255 bytes (properties)

@@ -51,6 +51,7 @@ _PACK_HEAD = record.HEAD.pack  # the interpreted form's record.plain, written ou
 _PERSISTENT = record.PERSISTENT
 _OUTCOME_PENDING = int(Reason.OUTCOME_PENDING)
 _TIME = time.time  # the system clock's wall (sweeper/clock.py SystemClock.wall)
+_TIME_NS = time.time_ns  # the same clock in integer nanoseconds (interpreted: no float, no int() call)
 
 if cython.compiled:  # the C library's clock, read without a Python call or float
     from cython.cimports.posix.time import CLOCK_REALTIME, clock_gettime, timespec
@@ -193,7 +194,11 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
         # lock with nothing else (no descriptor, journal, unit of work, budget or trace), as
         # place() would, with none of its choices on the way.
         priority = q.default_priority
-        put_us = wall_us(s) if cython.compiled else int(s.wall() * 1_000_000)  # interpreted, a call fewer
+        if cython.compiled:
+            put_us = wall_us(s)
+        else:  # wall_us written out: interpreted, a call fewer
+            wall = s.wall
+            put_us = _TIME_NS() // 1000 if wall is _TIME else int(wall() * 1_000_000)
         mutex = q.mutex
         mutex.take()
         try:
@@ -207,7 +212,7 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
             q.insert_one_locked(rec, priority)
         finally:
             mutex.give()
-        res = PutResult.__new__(PutResult)
+        res = PutResult.__new__(PutResult) if cython.compiled else PutResult()  # interpreted: the cheaper call
         res._rec = rec
         res._ident = s.ident
         res.reason = 0
@@ -330,12 +335,14 @@ def wall_us(s: HandleState, coarse: bool = False) -> int:
     docs/semantics.md §6.1a; ``SWEEPQ_CLOCK_COARSE`` in putpath.pxd, the precise clock where
     the system has no coarse one)."""
     wall = s.wall
-    if cython.compiled and wall is _TIME:
-        ts = cython.declare(timespec)
-        # SWEEPQ_CLOCK_COARSE: declared in putpath.pxd, a name of the compiled form only.
-        clock = SWEEPQ_CLOCK_COARSE if coarse else CLOCK_REALTIME  # type: ignore[name-defined]  # noqa: F821
-        clock_gettime(clock, cython.address(ts))
-        return ts.tv_sec * 1_000_000 + ts.tv_nsec // 1000
+    if wall is _TIME:
+        if cython.compiled:
+            ts = cython.declare(timespec)
+            # SWEEPQ_CLOCK_COARSE: declared in putpath.pxd, a name of the compiled form only.
+            clock = SWEEPQ_CLOCK_COARSE if coarse else CLOCK_REALTIME  # type: ignore[name-defined]  # noqa: F821
+            clock_gettime(clock, cython.address(ts))
+            return ts.tv_sec * 1_000_000 + ts.tv_nsec // 1000
+        return _TIME_NS() // 1000
     return int(wall() * 1_000_000)
 
 

@@ -187,9 +187,10 @@ class LaneSet:
         st = array("H", [REMOVED]) * n
         for i in range(SENTINELS):
             st[i] = 0
-        # Held as memoryviews of the arrays (_views): the same memory and typed views compiled.
-        self._nxt, self._prv, self._st, self._low = _views(nxt, _ints(0, n), st, array("I", bytes(4 * n)))
-        self._hi = bytearray(n)
+        # Held as _views makes them: typed views of the memory compiled, lists interpreted.
+        self._nxt, self._prv, self._st, self._low, self._hi = _views(
+            nxt, _ints(0, n), st, array("I", bytes(4 * n)), bytearray(n)
+        )
         if self._items is not None:
             self._items = [None] * n
         self._free_head = SENTINELS if n > SENTINELS else -1
@@ -212,20 +213,19 @@ class LaneSet:
         a slot, and little slack) into new arrays: a walker without the lock keeps whole ones."""
         old = len(self._nxt)
         n = max(old + need, old + old // 4)
-        nxt = _ints(1, n + 1)  # the new slots, free, the lowest first
+        # The new slots free, the lowest first; the old ones copied as they are.
+        nxt, prv, st, loc, hi = _views(
+            _ints(1, n + 1), _ints(0, n), array("H", [REMOVED]) * n, array("I", bytes(4 * n)), bytearray(n)
+        )
+        nxt[:old] = self._nxt
         nxt[n - 1] = self._free_head
-        prv = _ints(0, n)
-        memoryview(nxt)[:old] = memoryview(self._nxt)
-        memoryview(prv)[:old] = memoryview(self._prv)
-        st = array("H", [REMOVED]) * n
-        memoryview(st)[:old] = memoryview(self._st)
-        loc = array("I", bytes(4 * n))
-        memoryview(loc)[:old] = memoryview(self._low)
-        hi = bytearray(n)
+        prv[:old] = self._prv
+        st[:old] = self._st
+        loc[:old] = self._low
         hi[:old] = self._hi
         if self._items is not None:
             self._items = self._items + [None] * (n - old)  # a new list too, as the arrays
-        self._nxt, self._prv, self._st, self._low = _views(nxt, prv, st, loc)
+        self._nxt, self._prv, self._st, self._low = nxt, prv, st, loc
         self._hi, self._free_head = hi, old
 
     # -- a slot's record ----------------------------------------------------------------------------
@@ -382,7 +382,7 @@ class LaneSet:
         self.mem_bytes += n
         if not state & HIDDEN:
             lane.ready += 1
-        if rec is not None and self.index is not None:
+        if self.index is not None and rec is not None:
             self.index.add(i, rec)
         return i
 
@@ -1650,11 +1650,17 @@ def add_item(ls: LaneSet, lane: Lane, state: int, seq: int, put_us: int, priorit
     return 0
 
 
-def _views(*arrays: array) -> tuple[memoryview, ...]:
-    """A memoryview of each of ``arrays``, which the slot arrays are held as: interpreted, an
-    item stored through a memoryview costs half what an ``array``'s own store does (which
-    parses the value as a call's argument); compiled, either is a typed view of the memory."""
-    return tuple(memoryview(a) for a in arrays)
+def _views(*arrays: array | bytearray) -> tuple:
+    """The slot arrays as they are held: compiled, a memoryview of each of ``arrays``, typed
+    views of the memory (15 bytes a slot in all); interpreted, a list of each, whose items
+    the interpreter reads and writes in its own specialised instructions, where an item of a
+    memoryview costs two C calls and a conversion each way (about 200 instructions more; a
+    put+get pair touches them about 22 times). The lists cost memory: a pointer a slot in
+    each, and an int object for most values of the four int arrays, about 130 bytes a slot
+    in all (docs/queue.md, "The interpreted form")."""
+    if cython.compiled:
+        return tuple([memoryview(a) for a in arrays])
+    return tuple([list(a) for a in arrays])
 
 
 def _ints(lo: int, hi: int) -> array:
