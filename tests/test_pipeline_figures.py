@@ -36,7 +36,8 @@ def test_docs_pipeline_quotes_the_table_as_it_is():
 # (prestart, issue 35 item 5), and two quiet runs, before it (quiet) and after (quiet-prestart);
 # the layout made by the first job, under load (layout-first-job) and at load 2 (layout-first-job-ab),
 # each alternating with the tree before it; the direct replay, no layout (direct), under load;
-# and its workers without numpy's huge-page advice (direct-no-hugepage), under load, alternating.
+# and its workers without numpy's huge-page advice (direct-no-hugepage), under load, alternating;
+# quiet runs after the huge-page advice was dropped (hugepage-quiet) and after the launcher (launcher-quiet).
 LATER = (
     "prestart",
     "quiet",
@@ -47,6 +48,7 @@ LATER = (
     "direct-quiet",
     "direct-no-hugepage",
     "hugepage-quiet",
+    "launcher-quiet",
 )
 
 
