@@ -30,6 +30,8 @@ RUNS = {
     "server-instructions-loop": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
     "server-poller-quiet": ("sweepq bench clients ", "clients.md"),
     "server-instructions-poller": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
+    "server-instructions-decode": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
+    "server-decode-quiet": ("sweepq bench clients ", "clients.md"),
 }
 
 
