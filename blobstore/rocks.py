@@ -651,7 +651,8 @@ class RocksKV:
         # and the next sync covers them all. The side logs (the change log) that took records
         # since their last sync are synced at the same time, on the syncing thread: two syncs
         # in turn cost a single producer under sync="commit" half its rate (issue 31), and the
-        # filesystem's journal takes two at once in one commit. (Synced in turn or together, a
+        # filesystem's journal overlaps part of two at once (docs/durable-bench.md, "One log
+        # or two"). (Synced in turn or together, a
         # power loss during a sync may leave the change log a write ahead of RocksDB's log, a
         # write no call returned from.)
         logs = [log for log in list(self._logs.values()) if log.unsynced]

@@ -91,8 +91,10 @@ def main() -> None:
                 per_op[k].append((time.perf_counter() - t) / OPS * 1e6)
         side.stop = True
         side.go.set()
-    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, dir {d}, {rounds} rounds of {OPS} synced calls each, "
-          f"loadavg {open('/proc/loadavg').read().split()[:3]}")
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[:3]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"# {when}, dir {d}, {rounds} rounds of {OPS} synced calls each, loadavg {load}")
     base = statistics.median(per_op["one"])
     for k, v in per_op.items():
         m = statistics.median(v)
