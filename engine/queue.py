@@ -528,7 +528,7 @@ class LocalQueue:
         nothing but its data: engine/putpath.py ``put``)."""
         if CHECKS:  # the check only when checks are on: interpreted, a call per put costs
             self.must_hold("placing a message")
-        self.lanes.add(self.lane_list[lane_i], rec, lane_i)
+        self.lanes.append(self.lane_list[lane_i], -1, rec, lane_i, 0, 0)
         self.depth += 1
         self.puts += 1
         if self.waiters.waiting:
@@ -567,9 +567,10 @@ class LocalQueue:
 
     def keep_items(self, encode: Callable[[object], bytes]) -> None:
         """The queue takes items (engine/core/lanes.py, "Items"); ``encode`` turns one into
-        the bytes a sweep writes to its blob."""
+        the bytes a sweep writes to its blob (the tier hands it to the core with each run it
+        snapshots)."""
         with self.mutex:
-            self.lanes.set_encoder(encode)
+            self.tier.encode = encode
             self.keeps_items = True
 
     def find_locked(self, match: Match | None = None) -> Ref | Need | None:

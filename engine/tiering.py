@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,12 +61,21 @@ class Target:
     this work happens piece by piece, between the paced sweeper's pauses. ``slots`` are the
     core's names for the run's messages, handed back to it to verify and detach."""
 
-    __slots__ = ("_ids", "_records", "at_head", "chain", "ident", "lane", "lanes", "nbytes", "slots")
+    __slots__ = ("_ids", "_records", "at_head", "chain", "encode", "ident", "lane", "lanes", "nbytes", "slots")
 
     def __init__(
-        self, lanes: LaneSet, lane: Lane, chain: bytes, at_head: bool, slots: list[int], ident: Identity, nbytes: int
+        self,
+        lanes: LaneSet,
+        lane: Lane,
+        chain: bytes,
+        at_head: bool,
+        slots: list[int],
+        ident: Identity,
+        nbytes: int,
+        encode: Callable[[object], bytes] | None = None,
     ):
         self.lanes = lanes
+        self.encode = encode  # the queue's encoder of items (QueueTier.encode)
         self.lane = lane
         self.chain = chain
         self.at_head = at_head
@@ -79,7 +88,7 @@ class Target:
     @property
     def records(self) -> list[bytes]:
         if self._records is None:
-            self._records = self.lanes.snapshot(self.slots)  # without the lock
+            self._records = self.lanes.snapshot(self.slots, self.encode)  # without the lock
         return self._records
 
     @property
@@ -136,6 +145,8 @@ class QueueTier:
         # Set by a durable queue: persistent messages that come back get their own records.
         self.journal: Journal | None = None
         self.key_prefix = b""
+        # Set when the queue takes items (LocalQueue.keep_items): how a sweep encodes one.
+        self.encode: Callable[[object], bytes] | None = None
 
     def store(self) -> Store:
         return self.storage.store()
@@ -173,10 +184,14 @@ class QueueTier:
             # sweeper can pause between pieces.
             sizes = np.asarray(run_sizes)
             for lo, hi in reversed(pieces(sizes, *limits)):
-                targets.append(Target(lanes, lane, chain, True, run[lo:hi], self.ident, int(sizes[lo:hi].sum())))
+                targets.append(
+                    Target(lanes, lane, chain, True, run[lo:hi], self.ident, int(sizes[lo:hi].sum()), self.encode)
+                )
             sizes = np.asarray(rear_sizes)
             for lo, hi in pieces(sizes, *limits):  # head piece first, each linked at the tail
-                targets.append(Target(lanes, lane, chain, False, rear[lo:hi], self.ident, int(sizes[lo:hi].sum())))
+                targets.append(
+                    Target(lanes, lane, chain, False, rear[lo:hi], self.ident, int(sizes[lo:hi].sum()), self.encode)
+                )
         return targets
 
     def link(

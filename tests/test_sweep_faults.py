@@ -135,7 +135,9 @@ def test_abort_moved_when_a_run_is_no_longer_contiguous(sqm):
     plan = q.sweep.sweep_begin(5)
     target = plan.targets[0]
     # A run that skips a message in the middle is not a contiguous stretch of the list.
-    broken = Target(q.lanes, target.lane, target.chain, True, target.slots[:3] + target.slots[4:], q.ident, 0)
+    broken = Target(
+        q.lanes, target.lane, target.chain, True, target.slots[:3] + target.slots[4:], q.ident, 0, target.encode
+    )
     store = sqm.blob_store()
     ends = record_ends(broken.records, store.max_blob_bytes, store.max_blob_records)
     infos = store.write_pending(broken.chain, broken.records, broken.ids, ends)

@@ -21,7 +21,7 @@ cdef class LaneSet:
     cdef readonly list lanes
     cdef readonly Py_ssize_t mem_bytes
     # Private; readonly only so that the core's own tests (tests/test_lane.py) may look inside.
-    cdef readonly object _mutex, _encode
+    cdef readonly object _mutex
     cdef readonly list _deferred, _spare, _emptied, _items
     cdef readonly Arena _arena
     cdef readonly int _mask
@@ -56,7 +56,7 @@ cdef class LaneSet:
                    priority=int, flags=int, loc=Py_ssize_t)
     cdef _add_plain(self, Lane lane, int s, int state, object recs)
     @cython.locals(i=Py_ssize_t, last=Py_ssize_t)
-    cdef Py_ssize_t _append(self, Lane lane, int s, bytes rec, int state, Py_ssize_t loc, Py_ssize_t n) except -1
+    cpdef Py_ssize_t append(self, Lane lane, int s, bytes rec, int state, Py_ssize_t loc, Py_ssize_t n) except -1
     @cython.locals(i=Py_ssize_t)
     cdef Py_ssize_t _spare_slot(self) except -1
 
@@ -111,8 +111,7 @@ cdef class LaneSet:
     @cython.locals(p=int, remaining=Py_ssize_t, i=Py_ssize_t, lane=Lane)
     cpdef list sweep_runs(self, object rear_limits, object choose)
     @cython.locals(i=Py_ssize_t, k=Py_ssize_t, items=list)
-    cpdef list snapshot(self, object slots)
-    cdef bytes _encoded(self, bytes rec, object item)
+    cpdef list snapshot(self, object slots, object encode=*)
     @cython.locals(k=Py_ssize_t, i=Py_ssize_t)
     cdef object _run_sizes(self, object slots)
     cpdef bint precheck_run(self, Lane lane, object slots, object recs, bint at_head) except -1
@@ -131,6 +130,8 @@ cdef class LaneSet:
     cdef tuple _persistent_heads(self, Lane lane, Py_ssize_t width)
     cpdef object persistent(self, Lane lane, Py_ssize_t width)
 
+
+cdef bytes _encoded(bytes rec, object item, object encode)
 
 @cython.locals(slot=Py_ssize_t, loc=Py_ssize_t)
 cpdef int add_item(LaneSet ls, Lane lane, int state, unsigned long long seq, long long put_us, int priority,

@@ -132,7 +132,6 @@ class LaneSet:
         "_defer",
         "_deferred",
         "_emptied",
-        "_encode",
         "_epoch",
         "_free_head",
         "_hi",
@@ -163,13 +162,12 @@ class LaneSet:
         self._deferred: list[int] = []  # slots freed while a sweep runs: free once it ends
         # Slots the ended sweeps freed, a list of them per sweep, handed over whole when the
         # sweep ends (sweeping(False): O(1), not a push per slot under the lock); appends take
-        # them once the free list is empty (_append).
+        # them once the free list is empty (append).
         self._spare: list[list[int]] = []
         # Blobs whose last message a take removed: they left their chain here, and the tier
         # unlinks them in the store (engine/tiering.py unlink_emptied_locked), emptying this.
         self._emptied: list[tuple[Lane, SweptBlob]] = []
         self._items: list[object] | None = None  # see "Items" in the module docstring
-        self._encode: Callable[[object], bytes] | None = None
         # Changes to the messages in memory but appends at the end of a list (every take,
         # hide, restore, lock, batch change, unlink, splice and move of a record), counted;
         # ``sweep_epoch`` is the count at the end of the sweep's last hold of the lock. Equal,
@@ -311,11 +309,11 @@ class LaneSet:
         none of the choices below."""
         if CHECKS:
             assert_held(self._mutex, "placing a message")
-        s = lane.rear if (lane.chain or lane.sweeping) else lane.front
+        s = -1  # the list append() chooses: the rule is there, once
         if items is not None and self._items is None:
             self._items = [None] * len(self._nxt)
         if type(recs) is bytes:
-            slot = self._append(lane, s, recs, state, 0, 0)
+            slot = self.append(lane, s, recs, state, 0, 0)
             if items is not None:
                 self._items[slot] = items[0]  # type: ignore[index]  # made above
             return None
@@ -323,13 +321,13 @@ class LaneSet:
             self._add_plain(lane, s, state, recs)
             return None
         if len(recs) == 1:
-            slot = self._append(lane, s, recs[0], state, 0, 0)  # type: ignore[arg-type]  # bytes went above
+            slot = self.append(lane, s, recs[0], state, 0, 0)  # type: ignore[arg-type]  # bytes went above
             if items is not None:
                 self._items[slot] = items[0]  # type: ignore[index]  # made above
             return [Ref.at(slot)] if refs else None
         out: list[Ref] | None = [] if refs else None
         for k, rec in enumerate(recs):  # type: ignore[arg-type]  # bytes: PlainRecords went above
-            slot = self._append(lane, s, rec, state, 0, 0)  # type: ignore[arg-type]
+            slot = self.append(lane, s, rec, state, 0, 0)  # type: ignore[arg-type]
             if items is not None:
                 self._items[slot] = items[k]  # type: ignore[index]  # made above
             if out is not None:
@@ -348,12 +346,18 @@ class LaneSet:
         flags = _PERSISTENT if recs.persistent else 0
         for k, payload in enumerate(recs.payloads):
             loc = arena.store_plain(seqs[k], put_us, priority, flags, payload)
-            self._append(lane, s, None, state, loc, _HEAD_LEN + len(payload))
+            self.append(lane, s, None, state, loc, _HEAD_LEN + len(payload))
 
-    def _append(self, lane: Lane, s: int, rec: bytes | None, state: int, loc: int, n: int) -> int:
-        """Put a record at the end of the list of sentinel ``s`` of ``lane``, in a free slot,
-        with ``state``; its slot. The record is ``rec``, written to the arena (and the index)
-        here, or, ``rec`` None, the record of ``n`` bytes the caller wrote at ``loc``."""
+    def append(self, lane: Lane, s: int, rec: bytes | None, state: int, loc: int, n: int) -> int:
+        """Put a record at the end of the list of sentinel ``s`` of ``lane`` (-1: the list new
+        messages go to, front or rear, invariant 1/2), in a free slot, with ``state``; its
+        slot. The record is ``rec``, written to the arena (and the index) here, or, ``rec``
+        None, the record of ``n`` bytes the caller wrote at ``loc``. A put of one record with
+        no ref kept calls it directly (LocalQueue.insert_one_locked: a call fewer interpreted)."""
+        if CHECKS:
+            assert_held(self._mutex, "placing a message")
+        if s < 0:
+            s = lane.rear if (lane.chain or lane.sweeping) else lane.front
         if rec is not None:
             loc = self._arena.store(rec)
             n = len(rec)
@@ -409,7 +413,7 @@ class LaneSet:
             # for a million records (most of a reopen's time in the core).
             self._grow(len(front) + len(rear))
         for rec in front:
-            self._append(lane, lane.front, rec, state, 0, 0)
+            self.append(lane, lane.front, rec, state, 0, 0)
         for blob in blobs:
             lane.chain.append(blob)
             lane.swept += blob.live
@@ -417,7 +421,7 @@ class LaneSet:
             self._mask |= lane.bit  # gets look at this lane (appends set it for in-memory ones)
         s = lane.rear if lane.chain else lane.front
         for rec in rear:
-            self._append(lane, s, rec, state, 0, 0)
+            self.append(lane, s, rec, state, 0, 0)
 
     # -- finding (lock held) ------------------------------------------------------------------------
 
@@ -1142,11 +1146,12 @@ class LaneSet:
         """Whether a slot the walk found may move (available now; verified again later)."""
         return self._st[slot] < AVAILABLE_BELOW
 
-    def snapshot(self, slots: Sequence[int]) -> list[bytes]:
+    def snapshot(self, slots: Sequence[int], encode: Callable[[object], bytes] | None = None) -> list[bytes]:
         """The records of a run the walk chose, read without the lock: a slot emptied
         meanwhile gives ``b""``, which fails :meth:`move_run`'s check. An item's record comes with
         the item's encoding as its payload (engine/record.py ``with_payload``): what the
-        blob will hold. An item ``encode`` cannot encode also gives ``b""``: that run stays
+        blob will hold (``encode``: the queue's, engine/tiering.py ``QueueTier.encode``; None
+        gives ``b""``). An item ``encode`` cannot encode also gives ``b""``: that run stays
         in memory."""
         st = self._st
         out = [b"" if st[i] & REMOVED else self._rec(i) for i in slots]
@@ -1154,18 +1159,8 @@ class LaneSet:
         if items is not None:
             for k, rec in enumerate(out):
                 if rec and rec[_OFF_FLAGS] & _HAS_ITEM:
-                    out[k] = self._encoded(rec, items[slots[k]])
+                    out[k] = _encoded(rec, items[slots[k]], encode)
         return out
-
-    def _encoded(self, rec: bytes, item: object) -> bytes:
-        """``rec`` (an item's) with the item's encoding as its payload, or ``b""``."""
-        encode = self._encode
-        if encode is None:
-            return b""
-        try:
-            return record.with_payload(rec, encode(item))
-        except Exception:
-            return b""
 
     def _run_sizes(self, slots: Sequence[int]) -> array:
         """What each message of a run weighs in memory (0 for one taken meanwhile), read
@@ -1307,7 +1302,7 @@ class LaneSet:
             if held:
                 f = blob.flag(positions[k])  # type: ignore[index]  # positions are given with held ones
                 s = state | (GOTTEN if f == POS_GOTTEN else LOCKED if f == POS_LOCKED else 0)
-            i = self._append(lane, lane.front, rec, s, 0, 0)
+            i = self.append(lane, lane.front, rec, s, 0, 0)
             self._hi[i] |= _BACK
             if first < 0:
                 first = i
@@ -1435,13 +1430,6 @@ class LaneSet:
                 self._epoch += 1
 
     # -- reading --------------------------------------------------------------------------------------
-
-    def set_encoder(self, encode: Callable[[object], bytes]) -> None:
-        """The queue takes items ("Items" in the module docstring): ``encode`` turns one into
-        the bytes a sweep writes to its blob."""
-        if CHECKS:
-            assert_held(self._mutex, "setting the encoder")
-        self._encode = encode
 
     def set_index(self, index: SlotIndex | None) -> None:
         """Install ``index`` (None: none), filled with every message in memory."""
@@ -1645,9 +1633,19 @@ def add_item(ls: LaneSet, lane: Lane, state: int, seq: int, put_us: int, priorit
     if ls._items is None:
         ls._items = [None] * len(ls._nxt)
     loc = ls._arena.store_plain(seq, put_us, priority, _HAS_ITEM, b"")
-    slot = ls._append(lane, lane.rear if (lane.chain or lane.sweeping) else lane.front, None, state, loc, _HEAD_LEN)
-    ls._items[slot] = item  # made above (_append may grow it: set after)
+    slot = ls.append(lane, -1, None, state, loc, _HEAD_LEN)
+    ls._items[slot] = item  # made above (append may grow it: set after)
     return 0
+
+
+def _encoded(rec: bytes, item: object, encode: Callable[[object], bytes] | None) -> bytes:
+    """``rec`` (an item's) with ``item``'s encoding as its payload, or ``b""``."""
+    if encode is None:
+        return b""
+    try:
+        return record.with_payload(rec, encode(item))
+    except Exception:
+        return b""
 
 
 def _views(*arrays: array | bytearray) -> tuple:
