@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import cython
+from cython import compiled as COMPILED
 
 from . import checks, poison, record
 from .batch import Batch
@@ -286,7 +286,7 @@ def deliver(s: HandleState, rec: bytes, buffer_length: int | None, opts: int, re
         m.data = rec[h : h + buffer_length]
         m.reason = _TRUNCATED_ACCEPTED if opts & _ACCEPT_TRUNCATED else _TRUNCATED_FAILED
     else:
-        m.data = record.tail(rec, h) if cython.compiled else rec[h:]  # interpreted, a call fewer
+        m.data = record.tail(rec, h) if COMPILED else rec[h:]  # interpreted, a call fewer
         m.reason = 0
     flags = rec[_FLAGS]
     if flags & _EXPIRY_OR_ITEM:  # nearly never: one test for both
@@ -392,11 +392,11 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
             # deliver(s, head, None, 0) written out (interpreted, a call fewer): the whole
             # data, and no expiry or item to read (head() takes no message with either).
             got: bytes = head  # type: ignore[assignment]  # a record
-            msg = Message.__new__(Message) if cython.compiled else Message()  # interpreted, the class's call is cheaper
+            msg = Message.__new__(Message) if COMPILED else Message()  # interpreted, the class's call is cheaper
             msg._rec = got
             msg._ident = s.ident
             h = got[_HLEN] or record.data_offset(got)  # 0: a header over 255 bytes (properties)
-            msg.data = record.tail(got, h) if cython.compiled else got[h:]
+            msg.data = record.tail(got, h) if COMPILED else got[h:]
             msg.reason = 0
             if q.cleanup or s.recorder is not None or q.budget is not None:
                 finish(s, q, (None,), False, False)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
-import cython
+from cython import compiled as COMPILED
 
 from . import browse, checks, getpath, groups, putpath
 from .constants import GMO, MAX_PRIORITY, MO, OO, PMO, Reason, Usage
@@ -150,7 +150,7 @@ class Handle:
         :raises MQError: PRIORITY_ERROR (2050) for a priority outside -1..9; the put path's
             reasons (2039, 2051, 2053, 2071)."""
         token = self._token
-        if cython.compiled:  # _take_turn(token): compiled, the test and the pop are one step
+        if COMPILED:  # _take_turn(token): compiled, the test and the pop are one step
             if not token:
                 raise _in_progress()
             token.pop()
@@ -284,7 +284,7 @@ class Handle:
         :raises MQError: what ``get()`` raises, but 2033; what ``decode`` raises (the
             message is taken then)."""
         token = self._token
-        if cython.compiled:  # as put_item takes its turn
+        if COMPILED:  # as put_item takes its turn
             if not token:
                 raise _in_progress()
             token.pop()

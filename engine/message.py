@@ -10,8 +10,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 import cython
+from cython import compiled as COMPILED
 
-if cython.compiled:  # the C functions the compiled form calls
+if COMPILED:  # the C functions the compiled form calls
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
     from cython.cimports.cpython.bytes import PyBytes_FromStringAndSize
 
@@ -209,7 +210,7 @@ def message_record(m: Message) -> bytes:
 
 def message_read_at_us(m: Message) -> int | None:
     """``m.read_at_us``, for the server's request path, as :func:`put_record`."""
-    return m._now_us if cython.compiled else getattr(m, "_now_us", None)
+    return m._now_us if COMPILED else getattr(m, "_now_us", None)
 
 
 def put_results(records: Sequence[bytes], ident: Identity, reason: int = 0) -> list[PutResult]:
@@ -385,7 +386,7 @@ def messages_of(made: list[Message]) -> Messages:
 
 def _span(buf: bytearray, start: int, end: int) -> bytes:
     """``bytes(buf[start:end])``: compiled, one allocation and one copy."""
-    if cython.compiled:
+    if COMPILED:
         return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf) + start, end - start)
     return bytes(buf[start:end])
 

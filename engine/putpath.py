@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import cython
+from cython import compiled as COMPILED
 
 from . import checks, properties, record
 from .constants import MAX_PRIORITY, MSGID_NONE, PMO, Persistence, Reason
@@ -53,7 +54,7 @@ _OUTCOME_PENDING = int(Reason.OUTCOME_PENDING)
 _TIME = time.time  # the system clock's wall (sweeper/clock.py SystemClock.wall)
 _TIME_NS = time.time_ns  # the same clock in integer nanoseconds (interpreted: no float, no int() call)
 
-if cython.compiled:  # the C library's clock, read without a Python call or float
+if COMPILED:  # the C library's clock, read without a Python call or float
     from cython.cimports.posix.time import CLOCK_REALTIME, clock_gettime, timespec
 
 
@@ -194,7 +195,7 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
         # lock with nothing else (no descriptor, journal, unit of work, budget or trace), as
         # place() would, with none of its choices on the way.
         priority = q.default_priority
-        if cython.compiled:
+        if COMPILED:
             put_us = wall_us(s)
         else:  # wall_us written out: interpreted, a call fewer
             wall = s.wall
@@ -204,7 +205,7 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
         try:
             if q.depth >= q.max_depth:
                 raise _full(q, 1)
-            if cython.compiled:
+            if COMPILED:
                 rec = record.plain(s.sequence.next(), put_us, priority, q.default_persistent, data)
             else:  # record.plain written out: interpreted, a call fewer
                 flags = _PERSISTENT if q.default_persistent else 0
@@ -212,7 +213,7 @@ def put(s: HandleState, data, md: MD | None, opts: int) -> PutResult:
             q.insert_one_locked(rec, priority)
         finally:
             mutex.give()
-        res = PutResult.__new__(PutResult) if cython.compiled else PutResult()  # interpreted: the cheaper call
+        res = PutResult.__new__(PutResult) if COMPILED else PutResult()  # interpreted: the cheaper call
         res._rec = rec
         res._ident = s.ident
         res.reason = 0
@@ -336,7 +337,7 @@ def wall_us(s: HandleState, coarse: bool = False) -> int:
     the system has no coarse one)."""
     wall = s.wall
     if wall is _TIME:
-        if cython.compiled:
+        if COMPILED:
             ts = cython.declare(timespec)
             # SWEEPQ_CLOCK_COARSE: declared in putpath.pxd, a name of the compiled form only.
             clock = SWEEPQ_CLOCK_COARSE if coarse else CLOCK_REALTIME  # type: ignore[name-defined]  # noqa: F821

@@ -42,8 +42,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cython
+from cython import compiled as COMPILED
 
-if cython.compiled:  # the C functions the compiled form calls
+if COMPILED:  # the C functions the compiled form calls
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.libc.string import memcpy
 
@@ -163,7 +164,7 @@ def plain(seq: int, put_us: int, priority: int, persistent: bool, payload: bytes
     """The record of a message with no optional section (no MsgId, CorrelId, group, expiry,
     reply-to or properties): what a put with no descriptor makes, :func:`encode` written out
     for the put hot path (compiled, one allocation and two copies)."""
-    if not cython.compiled:  # interpreted, one call fewer
+    if not COMPILED:  # interpreted, one call fewer
         return HEAD.pack(_HEAD_LEN, priority, _PERSISTENT if persistent else 0, 0, seq, put_us) + payload
     return _plain(seq, put_us, priority, _PERSISTENT if persistent else 0, payload)
 
@@ -175,7 +176,7 @@ def item_head(seq: int, put_us: int, priority: int) -> bytes:
 
 
 def _plain(seq: int, put_us: int, priority: int, flags: int, payload: bytes) -> bytes:
-    if cython.compiled:
+    if COMPILED:
         n = len(payload)
         out = PyBytes_FromStringAndSize(cython.NULL, _HEAD_LEN + n)
         p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
@@ -229,7 +230,7 @@ def with_payload(rec: bytes, data: bytes) -> bytes:
 def tail(rec: bytes, start: int) -> bytes:
     """``rec[start:]`` (the message data of a record, given where it starts), written out for
     the get hot path: compiled, one allocation and one copy, no slice object."""
-    if cython.compiled:
+    if COMPILED:
         n = len(rec) - start
         if n <= 0:
             return b""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 
-import cython
+from cython import compiled as COMPILED
 
 
 class Arrivals:
@@ -26,13 +26,13 @@ class Arrivals:
 
     def next(self) -> int:
         """The next number."""
-        if cython.compiled:
+        if COMPILED:
             self.value += 1
             return self.value
         return next(self._count)
 
 
-if not cython.compiled:
+if not COMPILED:
 
     class _Drawn(Arrivals):
         """The interpreted form's :class:`Arrivals`: :meth:`next` is ``itertools.count``'s own
@@ -48,6 +48,6 @@ if not cython.compiled:
 
 def arrivals(start: int = 1) -> Arrivals:
     """The numbers after ``start - 1``, in the form that runs (see :class:`Arrivals`)."""
-    if not cython.compiled:
+    if not COMPILED:
         return _Drawn(start)
     return Arrivals(start)

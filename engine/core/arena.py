@@ -27,8 +27,9 @@ import struct
 from array import array
 
 import cython
+from cython import compiled as COMPILED
 
-if cython.compiled:  # the C functions the compiled form calls (the interpreted one slices)
+if COMPILED:  # the C functions the compiled form calls (the interpreted one slices)
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.libc.string import memcpy
@@ -90,7 +91,7 @@ class Arena:
             off = self.top
             self.top = off + need
         blk = self.blocks[page]
-        if cython.compiled:
+        if COMPILED:
             p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))
             k = off
             v = n
@@ -128,7 +129,7 @@ class Arena:
         loc = self.store(None, size)
         at = (loc & _OFF_MASK) + (1 if size < 0x80 else (2 if size < 0x4000 else (3 if size < 0x200000 else 4)))
         blk = self.blocks[loc >> _PAGE_SHIFT]
-        if cython.compiled:
+        if COMPILED:
             p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk)) + at
             p[0] = _HEAD_LEN
             p[1] = priority
@@ -232,7 +233,7 @@ class Arena:
         """The record's length times 8 plus the bytes of its length, at ``loc``."""
         blk = self.blocks[loc >> _PAGE_SHIFT]
         off = loc & _OFF_MASK
-        if cython.compiled:
+        if COMPILED:
             p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))
             b = p[off]
         else:
@@ -263,7 +264,7 @@ class Arena:
         """A copy of the record at ``loc``."""
         blk = self.blocks[loc >> _PAGE_SHIFT]
         off = loc & _OFF_MASK
-        if not cython.compiled:  # interpreted, a call fewer for a one-byte length
+        if not COMPILED:  # interpreted, a call fewer for a one-byte length
             n = blk[off]  # type: ignore[index]
             if n < 0x80:
                 # ``b"" +`` makes the slice bytes for half what bytes() costs (a type's call,
@@ -272,7 +273,7 @@ class Arena:
         size = self._size(loc)
         off += size & 7
         n = size >> 3
-        if cython.compiled:
+        if COMPILED:
             return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(blk) + off, n)
         return bytes(blk[off : off + n])  # type: ignore[index]
 
@@ -284,7 +285,7 @@ class Arena:
         size = self._size(loc)
         off = (loc & _OFF_MASK) + (size & 7)
         n = min(size >> 3, width)
-        if cython.compiled:
+        if COMPILED:
             memcpy(PyByteArray_AS_STRING(out) + at, PyByteArray_AS_STRING(blk) + off, n)
         else:
             out[at : at + n] = blk[off : off + n]  # type: ignore[index]
@@ -294,7 +295,7 @@ class Arena:
         """The ``k``-th byte of the record at ``loc`` (a header field, without a copy)."""
         blk = self.blocks[loc >> _PAGE_SHIFT]
         at = (loc & _OFF_MASK) + (self._size(loc) & 7) + k
-        if cython.compiled:
+        if COMPILED:
             return cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))[at]
         return blk[at]  # type: ignore[index]
 
@@ -305,7 +306,7 @@ class Arena:
         blk = self.blocks[loc >> _PAGE_SHIFT]
         size = self._size(loc)
         at = (loc & _OFF_MASK) + (size & 7) + k
-        if cython.compiled:
+        if COMPILED:
             return (size >> 3) << 8 | cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))[at]
         return (size >> 3) << 8 | blk[at]  # type: ignore[index]
 
@@ -348,7 +349,7 @@ def _counters(n: int, old=None):
     whose items the interpreter reads and writes in its own specialised instructions, where
     an item of a memoryview costs two C calls and a conversion each way (a put+get pair
     touches these counters six times)."""
-    if cython.compiled:
+    if COMPILED:
         out = array("q", bytes(8 * n))
         if old is not None:
             memoryview(out)[: len(old)] = memoryview(old)

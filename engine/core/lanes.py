@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING
 
 import cython
 import numpy as np
+from cython import compiled as COMPILED
 
 from .. import record
 from ..record import PlainRecords
@@ -95,7 +96,7 @@ from .swept import LOCKED as POS_LOCKED
 from .swept import REMOVED as POS_REMOVED
 from .swept import SweptBlob
 
-if cython.compiled:  # the C function the compiled form calls
+if COMPILED:  # the C function the compiled form calls
     from cython.cimports.cpython.bytearray import PyByteArray_FromStringAndSize
 
 if TYPE_CHECKING:
@@ -887,7 +888,7 @@ class LaneSet:
             k += 1
             i = nxt[i]
         # Compiled, no zeroing: every byte up to the last end is written below.
-        buf = PyByteArray_FromStringAndSize(cython.NULL, total) if cython.compiled else bytearray(total)
+        buf = PyByteArray_FromStringAndSize(cython.NULL, total) if COMPILED else bytearray(total)
         ends = array("I", bytes(4 * k))
         view = ends  # compiled: a typed view of the array's memory
         items: list | None = None
@@ -1656,7 +1657,7 @@ def _views(*arrays: array | bytearray) -> tuple:
     put+get pair touches them about 22 times). The lists cost memory: a pointer a slot in
     each, and an int object for most values of the four int arrays, about 130 bytes a slot
     in all (docs/queue.md, "The interpreted form")."""
-    if cython.compiled:
+    if COMPILED:
         return tuple([memoryview(a) for a in arrays])
     return tuple([list(a) for a in arrays])
 

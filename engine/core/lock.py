@@ -37,8 +37,9 @@ import threading
 import time
 
 import cython
+from cython import compiled as COMPILED
 
-if cython.compiled:  # the interpreter's own lock, called directly by the compiled form
+if COMPILED:  # the interpreter's own lock, called directly by the compiled form
     from cython.cimports.cpython.pythread import (
         WAIT_LOCK,
         PyThread_acquire_lock,
@@ -64,7 +65,7 @@ class QueueLock:
     __slots__ = ("_held", "_lock", "_waiting", "owner")
 
     def __init__(self) -> None:
-        if cython.compiled:
+        if COMPILED:
             self._lock = PyThread_allocate_lock()
             PyThread_acquire_lock(self._lock, WAIT_LOCK)  # the gate starts closed
             self._held = False
@@ -74,12 +75,12 @@ class QueueLock:
         self.owner = 0
 
     def __dealloc__(self) -> None:  # compiled only: the interpreted lock frees itself
-        if cython.compiled and self._lock:
+        if COMPILED and self._lock:
             PyThread_free_lock(self._lock)
 
     def take(self) -> None:
         """Block until the lock is ours (the hot paths' acquire)."""
-        if cython.compiled:
+        if COMPILED:
             if self._held:
                 self._wait(-1.0)
             else:
@@ -94,7 +95,7 @@ class QueueLock:
         if _CHECKS:
             assert self.owner == threading.get_ident(), "a queue's lock released by a thread that does not hold it"
             self.owner = 0
-        if cython.compiled:
+        if COMPILED:
             self._held = False
             if self._waiting:
                 PyThread_release_lock(self._lock)  # open the gate: a waiter wakes and looks again
@@ -126,7 +127,7 @@ class QueueLock:
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """``threading.Lock.acquire``'s contract (what a Condition calls)."""
-        if cython.compiled:
+        if COMPILED:
             if not self._held:
                 self._held = True
                 got = True
@@ -145,7 +146,7 @@ class QueueLock:
         self.give()
 
     def locked(self) -> bool:
-        if cython.compiled:
+        if COMPILED:
             return self._held
         return self._lock.locked()
 
@@ -170,7 +171,7 @@ class QueueLock:
         self.give()
 
 
-if not cython.compiled and not _CHECKS:
+if not COMPILED and not _CHECKS:
 
     class _DirectLock(QueueLock):
         """The interpreted form's :class:`QueueLock` with checks off: :meth:`take` and
@@ -190,7 +191,7 @@ if not cython.compiled and not _CHECKS:
 
 def new_lock() -> QueueLock:
     """A queue's lock."""
-    if not cython.compiled and not _CHECKS:
+    if not COMPILED and not _CHECKS:
         return _DirectLock()
     return QueueLock()
 

@@ -21,11 +21,12 @@ from operator import itemgetter
 
 import cython
 import numpy as np
+from cython import compiled as COMPILED
 
 from .. import record
 from .packed import gather, joined
 
-if cython.compiled:  # the C functions the compiled form calls
+if COMPILED:  # the C functions the compiled form calls
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 VALUE_MIN = 4 + record.OFF_SEQ + 8  # a value that holds a crc and a record up to its seq
@@ -90,7 +91,7 @@ def check_chunk(
     ``n_lanes`` lanes) as (their keys, their records, the records' arrival numbers (u64), the
     keys' lanes, and whether each pair passed every check (bool)). A number and a lane mean
     something only where the pair passed."""
-    if not cython.compiled:
+    if not COMPILED:
         keys = list(map(_KEY, pairs))  # not zip(*pairs): unpacking a chunk as arguments costs 4x
         values = list(map(_VALUE, pairs))
         recs = list(map(_AFTER_CRC, values))
