@@ -251,7 +251,10 @@ class Queue(QueueBase[T]):
         if not core.site.remote:
             with core.all_tasks_done:
                 while core.unfinished_tasks:
-                    core.all_tasks_done.wait()
+                    # In slices, as the engine's waits on the main thread: a Ctrl-C that the
+                    # kernel hands to another thread still ends a join (sweeper/clock.py
+                    # MAIN_THREAD_SLICE).
+                    core.all_tasks_done.wait(POLL)
             return
         delay = 0.001
         while not core.finished():

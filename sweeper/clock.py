@@ -34,6 +34,15 @@ class Clock(Protocol):
         ...
 
 
+# The longest the main thread blocks in one wait. A signal (Ctrl-C's SIGINT) is acted on by
+# the main thread between two bytecodes; a wait blocked in the kernel is cut short for it only
+# when the kernel hands the signal to that very thread during the wait. When it lands on
+# another thread (the sweeper's: any thread of the process may take it) or just before the
+# wait blocks, the main thread would sleep on until notified, maybe for ever, with
+# KeyboardInterrupt pending. Waking within a slice, it raises it.
+MAIN_THREAD_SLICE = 0.1
+
+
 class SystemClock:
     """The real clock."""
 
@@ -42,12 +51,13 @@ class SystemClock:
     wall = staticmethod(time.time)
 
     def wait(self, cond: threading.Condition, deadline: float | None, *, background: bool = False) -> None:
-        if deadline is None:
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if threading.current_thread() is threading.main_thread():
+            remaining = MAIN_THREAD_SLICE if remaining is None else min(remaining, MAIN_THREAD_SLICE)
+        if remaining is None:
             cond.wait()
-        else:
-            remaining = deadline - time.monotonic()
-            if remaining > 0:
-                cond.wait(remaining)
+        elif remaining > 0:
+            cond.wait(remaining)
 
 
 class ManualClock:

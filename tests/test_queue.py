@@ -379,28 +379,43 @@ def test_close_ends_a_blocked_get_with_value_error():
     assert not t.is_alive() and errors and "closed" in str(errors[0])
 
 
-def test_ctrl_c_ends_a_blocked_get(tmp_path):
-    # The child says it waits only once its main thread is parked in the get: at the get's line
-    # (12), in a threading wait (its own stack, read by a thread of its own; -u: unbuffered). So the SIGINT lands
-    # in the get, and the traceback names line 12; a SIGINT before the get would name another.
-    code = (
-        "import sys, threading, time\nfrom sweepq import Queue\nq = Queue(path='d')\n"
-        "main = threading.main_thread().ident\n"
-        "def parked():\n    while True:\n"
-        "        f = top = sys._current_frames()[main]\n"
-        "        while top.f_back: top = top.f_back\n"
-        "        if top.f_lineno == 12 and f.f_code.co_filename == threading.__file__: return print('waiting')\n"
-        "        time.sleep(0.005)\n"
-        "threading.Thread(target=parked, daemon=True).start()\n"
-        "q.get()\n"
+# The child's last line is the blocking call; it says it waits only once its main thread is
+# parked in that call, in a threading wait (its own stack, read by a thread of its own; -u:
+# unbuffered), so the SIGINT lands in the call and the traceback names its line; one before
+# the call would name another. "process": the SIGINT is sent to the process, as Ctrl-C does
+# (the kernel hands it to any of its threads); "thread": it is raised in the child's other
+# thread, so the main thread's wait is never cut short by the kernel and must end by itself
+# (sweeper/clock.py MAIN_THREAD_SLICE).
+_CTRL_C_CHILD = (
+    "import signal, sys, threading, time\nfrom sweepq import Queue\nq = Queue(path='d')\n"
+    "main = threading.main_thread().ident\n"
+    "def parked():\n    while True:\n"
+    "        f = top = sys._current_frames()[main]\n"
+    "        while top.f_back: top = top.f_back\n"
+    "        if top.f_lineno == 14 and f.f_code.co_filename == threading.__file__:\n"
+    "            print('waiting')\n"
+    "            return sys.argv[1] == 'thread' and signal.pthread_kill(threading.get_ident(), signal.SIGINT)\n"
+    "        time.sleep(0.005)\n"
+    "threading.Thread(target=parked, daemon=True).start()\n"
+)
+_BLOCKING = {"get": "q.get()\n", "join": "q.put(1); q.get(); q.join()\n"}
+
+
+@pytest.mark.parametrize("landing", ["process", "thread"])
+@pytest.mark.parametrize("call", sorted(_BLOCKING))
+def test_ctrl_c_ends_a_blocked_call(tmp_path, call, landing):
+    code = _CTRL_C_CHILD + _BLOCKING[call]
+    assert code.count("\n") == 14  # the blocking call is on line 14, which parked() looks for
+    p = subprocess.Popen(
+        [sys.executable, "-uc", code, landing], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    p = subprocess.Popen([sys.executable, "-uc", code], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     with reaped(p):
         assert p.stdout.readline() == b"waiting\n"
-        p.send_signal(signal.SIGINT)
+        if landing == "process":
+            p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=30)
     assert p.returncode != 0 and b"KeyboardInterrupt" in err, err
-    assert b'File "<string>", line 12, in <module>' in err, err  # interrupted in q.get(), not before it
+    assert b'File "<string>", line 14, in <module>' in err, err  # interrupted in the call, not before it
     assert Queue(path=tmp_path / "d").qsize() == 0  # and the data directory opens again
 
 
