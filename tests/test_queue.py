@@ -398,7 +398,7 @@ _CTRL_C_CHILD = (
     "        time.sleep(0.005)\n"
     "threading.Thread(target=parked, daemon=True).start()\n"
 )
-_BLOCKING = {"get": "q.get()\n", "join": "q.put(1); q.get(); q.join()\n"}
+_BLOCKING = {"get": "q.get()\n", "join": "q.put(1); q.get(); q.join()\n", "put": "r = Queue(1); r.put(1); r.put(2)\n"}
 
 
 @pytest.mark.parametrize("landing", ["process", "thread"])
