@@ -12,13 +12,8 @@ and lets the process go on.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
-
 import pytest
-from test_pipeline_direct_interrupt import WAIT_S, _gone, _session, _sweepq, _worker
+from pipeline_session import interrupted, session, worker
 
 from sweepq.sweeper.traces import generate, write
 
@@ -38,34 +33,7 @@ def trace(tmp_path_factory) -> str:
 
 def _java(sid: int) -> int | None:
     """Spark's JVM in session ``sid``, once its process runs."""
-    return next((pid for pid, (name, _, _) in _session(sid).items() if name == "java"), None)
-
-
-def _interrupted(args: list[str], held) -> tuple[int, str, str]:
-    """Run ``sweepq pipeline`` with ``args``, wait until ``held(session)`` names a process, stop
-    it, interrupt the run, let the process go on; the run's exit code, stdout and stderr."""
-    proc = subprocess.Popen(
-        _sweepq("pipeline", "--master", "local[2]", *args),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own session and process group, as a terminal's foreground job
-    )
-    try:
-        end = time.monotonic() + WAIT_S
-        while (pid := held(proc.pid)) is None and proc.poll() is None and time.monotonic() < end:
-            time.sleep(0.01)
-        assert pid is not None, proc.communicate(timeout=WAIT_S)[1][-3000:]
-        os.kill(pid, signal.SIGSTOP)
-        os.killpg(proc.pid, signal.SIGINT)
-        os.kill(pid, signal.SIGCONT)
-        out, err = proc.communicate(timeout=WAIT_S)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert _gone(proc.pid) == []
-    return proc.returncode, out, err
+    return next((pid for pid, (name, _, _) in session(sid).items() if name == "java"), None)
 
 
 def _one_line(code: int, out: str, err: str) -> None:
@@ -76,14 +44,14 @@ def _one_line(code: int, out: str, err: str) -> None:
 
 
 def test_ctrl_c_during_the_jvms_start_ends_the_run_cleanly(trace, tmp_path):
-    code, out, err = _interrupted(["--traces", trace, "--out", str(tmp_path / "out")], _java)
+    code, out, err = interrupted(["--traces", trace, "--out", str(tmp_path / "out")], _java)
     _one_line(code, out, err)
     assert "spark: local[2] started" not in err  # the JVM, held, had not started
 
 
 def test_ctrl_c_during_the_layout_job_ends_the_run_cleanly(trace, tmp_path):
     args = ["--traces", trace, "--out", str(tmp_path / "out"), "--shuffle", "arrow"]
-    code, out, err = _interrupted(args, _worker)
+    code, out, err = interrupted(args, worker)
     _one_line(code, out, err)
     assert "warm-up: in the layout job" in err, err[-3000:]
     assert "replay:" not in err
