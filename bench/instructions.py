@@ -14,6 +14,8 @@ Scenarios, each beside its baseline in the same run:
 
 * ``pair``: a put and a get of 100 bytes on one queue, one thread: sweepq, and
   ``queue.Queue`` holding the same bytes object;
+* ``pair interpreted``: the same pair with ``SWEEPQ_PURE=1``, the engine's interpreted form (what
+  a user installed without a C compiler runs), beside the same baseline;
 * ``batch``: ``put_many`` then ``get_many`` of 100 messages of 100 bytes, per message, and
   ``queue.Queue`` doing the same one by one;
 * ``Queue``: ``sweepq.Queue()`` (in memory, the default serializer) put and get of a small
@@ -108,6 +110,7 @@ run(n)
 
 SCENARIOS = {
     "pair": ("sweepq put+get", "queue.Queue put+get"),
+    "pair interpreted": ("sweepq put+get interpreted", "queue.Queue put+get"),
     "batch": ("sweepq batch", "queue.Queue batch"),
     "Queue": ("sweepq.Queue put+get dict", "queue.Queue put+get dict"),
     "Queue bytes": ("sweepq.Queue bytes put+get", "queue.Queue put+get"),
@@ -157,7 +160,7 @@ def count(which: str, n: int, cache_sim: bool = False) -> dict[str, int]:
             capture_output=True,
             text=True,
             cwd=tmp,
-            env={**os.environ, "PYTHONHASHSEED": "0", "SWEEPQ_CHECKS": "0"},
+            env={**os.environ, "PYTHONHASHSEED": "0", "SWEEPQ_CHECKS": "0", **_form(which)},
         )
         main = out + "-01"  # the main thread's file: the operations run there
         text = Path(main).read_text() if os.path.exists(main) else ""
@@ -166,6 +169,12 @@ def count(which: str, n: int, cache_sim: bool = False) -> dict[str, int]:
         if proc.returncode or events is None or totals is None:
             raise RuntimeError(f"callgrind of {which!r} failed: {proc.stderr[-2000:]}")
         return dict(zip(events.group(1).split(), map(int, totals.group(1).split()), strict=False))
+
+
+def _form(which: str) -> dict[str, str]:
+    """The environment that chooses the engine's form for ``which``: interpreted for the
+    scenarios named so (engine/compiled.py reads ``SWEEPQ_PURE``), else the installed one."""
+    return {"SWEEPQ_PURE": "1"} if which.endswith(" interpreted") else {}
 
 
 def per_op_events(

@@ -173,4 +173,7 @@ def test_instructions_rows_outside_the_list_are_one_line(rows):
         timeout=120,
     )
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert "argument --instructions-rows" in out.stderr and "give rows among pair, batch, Queue" in out.stderr
+    assert (
+        "argument --instructions-rows" in out.stderr
+        and "give rows among pair, pair interpreted, batch, Queue" in out.stderr
+    )
