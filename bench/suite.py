@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -251,9 +252,30 @@ def heading(doc: dict) -> str:
     )
 
 
+# The rows of a run the README quotes (docs/figures/headline.md): a scenario, and a pattern
+# its row's "what" matches. Each says what a user weighs sweepq by first, beside its baseline.
+HEADLINE = (
+    ("queue", r"^in memory, put\+get pairs, a small dict: sweepq\.Queue$"),
+    ("queue", r"^asyncio, put\+get pairs through await: sweepq\.AsyncQueue$"),
+    ("instructions", r"^sweepq\.Queue\(\) put\+get pair"),
+    ("instructions", r"^put_many/get_many"),
+    ("queue", r"^backlog of .*: sweepq\.Queue\(memory_budget=\)$"),
+    ("queue", r"^goal: path= >= 5 x SQLiteQueue"),
+    ("durable", r'process-crash-safe: sweepq sync="os"$'),
+    ("clients", r"concurrent clients .*: sweepq$"),
+    ("celery", r"^tasks/s, [\d,]+ tasks, .*\(sweepq\)$"),
+)
+
+
+def headline(rows: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
+    """The rows of ``HEADLINE``, in its order: for each pattern, the rows it matches."""
+    return [r for scenario, what in HEADLINE for r in rows if r[0] == scenario and re.search(what, r[1])]
+
+
 def tables(doc: dict) -> dict[str, str]:
     """The Markdown files ``--out`` writes for a run (``doc``, as in ``bench.json``): ``bench.md``
-    (the heading, then every row), ``run.md`` (the heading alone) and one ``<scenario>.md`` a
+    (the heading, then every row), ``run.md`` (the heading alone), ``headline.md`` (the heading
+    and the rows of ``HEADLINE``, which the README quotes) and one ``<scenario>.md`` a
     scenario, with its own rows and the notices that name it. The docs quote these files as
     they are, under ``run.md`` (tests/test_doc_figures.py), never a figure typed by hand."""
     rows = [tuple(r) for r in doc["rows"]]
@@ -262,6 +284,8 @@ def tables(doc: dict) -> dict[str, str]:
         "bench.md": heading(doc) + "\n\n" + Report(rows=rows, notices=notices).markdown() + "\n",
         "run.md": heading(doc) + "\n",
     }
+    if top := headline(rows):
+        out["headline.md"] = heading(doc) + "\n\n" + Report(rows=top).markdown() + "\n"
     for name in doc["figures"]:
         mine = [r for r in rows if r[0] == name]
         said = [n for n in notices if n.startswith(name + ":")]

@@ -68,14 +68,19 @@ def test_a_page_quotes_its_tables_as_they_are(page):
         assert text == (ROOT / src).read_text(), f"{page}: its copy of {src} differs from the file: copy it again"
 
 
-def test_the_readme_quotes_no_figure_and_points_to_the_run():
-    """The README (250 lines at most) carries no copy: its comparison table names the bench
-    whose tables hold the figures, so none there can be older than the run."""
+def test_the_readme_types_no_figure_and_quotes_the_runs_headline():
+    """The README's comparison table names the bench whose tables hold the figures, with no
+    figure typed into it; below it the README quotes the run's headline rows
+    (docs/figures/headline.md, bench/suite.py ``HEADLINE``) as they are, so none there can be
+    older than the run."""
     text = (ROOT / "README.md").read_text()
     table = text[text.index("## Why sweepq") :].split("\n\n")[1]
     assert table.startswith("| | what it gives |")
     assert not re.search(r"\d[\d.,]* ?(x|MB|k/s|%)(\W|$)", table), "a figure typed into the README's table"
     assert "docs/queue.md#figures" in table
+    quoted = dict(BLOCK.findall(text))
+    assert quoted.get("docs/figures/headline.md") == (FIGURES / "headline.md").read_text()
+    assert len((FIGURES / "headline.md").read_text().splitlines()) >= 3 + 5  # the heading and five rows at least
 
 
 DEMO = "docs/figures/demo"
