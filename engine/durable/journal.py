@@ -96,7 +96,10 @@ class GroupSync:
     (the *leader*); otherwise it waits for the next one to finish, which covers it (a sync
     that was already running when it wrote may not). Whoever writes while a sync runs is
     covered by the next, so under load each fsync serves every committer that queued up
-    behind it. Thread-safe.
+    behind it. After a sync that served several, the next leader holds its sync back for
+    them to write again (:meth:`_gather`); the caller that completes the group syncs itself.
+    Nobody is woken before a sync's end, which wakes each of its callers once (issue 31: a
+    gathering used to wake every follower only to put it back to sleep). Thread-safe.
     """
 
     def __init__(self, sync: Callable[[], None], delay: float = COMMIT_DELAY):
@@ -106,12 +109,23 @@ class GroupSync:
         self._finished = 0
         self._last_ok = 0  # the last generation whose sync succeeded
         self._busy = False
+        self._gathering = False  # a leader holds its sync back for the group to gather (_gather)
         self._waiting = 0  # callers inside wait()
         self._arrivals = 0  # calls of wait() so far
         self._arrivals_then = 0  # ... when the last sync finished
         self._released = 0  # callers the last sync released (those waiting when it began)
         self.delay = delay
         self.syncs = 0
+
+    @property
+    def waiting(self) -> int:
+        """Callers inside :meth:`wait` (what a test waits on)."""
+        return self._waiting
+
+    @property
+    def gathering(self) -> bool:
+        """Whether a leader holds the next sync back for the group to gather (what a test waits on)."""
+        return self._gathering
 
     def wait(self) -> None:
         """Return once a sync that started after the caller's write has finished.
@@ -121,8 +135,6 @@ class GroupSync:
             need = self._started + 1
             self._waiting += 1
             self._arrivals += 1
-            if self._released > 1 and self._arrivals - self._arrivals_then == self._released:
-                self._cond.notify_all()  # the group has gathered: a waiting leader may sync now
             try:
                 self._wait_locked(need)
             finally:
@@ -130,28 +142,48 @@ class GroupSync:
             if self._last_ok < need:  # no sync that covers this caller succeeded
                 raise StoreError(f"syncing the log failed (generation {self._finished})")
 
+    def _gather(self) -> bool:
+        """Hold the next sync back until the callers the last one released have written again
+        (at most ``delay``). Returns True when the one that completed the group took the sync
+        over; False when the time ran out first (the caller syncs). Lock held."""
+        self._gathering = True
+        end = time.monotonic() + self.delay
+        try:
+            while self._gathering:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+        except BaseException:
+            self._gathering = False
+            self._cond.notify_all()  # a follower leads instead
+            raise
+        if not self._gathering:
+            return True
+        self._gathering = False
+        return False
+
     def _wait_locked(self, need: int) -> None:
         while self._finished < need:
             if self._busy:
                 self._cond.wait()
                 continue
-            if self._released > 1 and self.delay:
-                # Others shared the last sync: the callers it released are writing again
-                # right now. Wait until as many have come back (at most ``delay``) so that
-                # this sync covers them too, instead of leaving them to the next one: without
-                # it the committers split into two groups that take turns (PostgreSQL's
-                # commit_delay, ended as soon as the group has gathered). A lone caller never
-                # waits here.
-                end = time.monotonic() + self.delay
-                while (
-                    self._arrivals - self._arrivals_then < self._released and not self._busy and self._finished < need
-                ):
-                    left = end - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
-                if self._busy or self._finished >= need:
+            if self._gathering:
+                if self._arrivals - self._arrivals_then < self._released:
+                    self._cond.wait()  # a leader holds its sync back for the group: join it
                     continue
+                # This caller completes the group: it syncs at once, itself. Waking the
+                # leader that gathered it to do so would put a hand-over (a futex wake and
+                # the GIL passed on) between the last write and the sync, every cycle; the
+                # leader wakes at the sync's end with the rest (issue 31).
+                self._gathering = False
+            # Others shared the last sync: the callers it released are writing again right
+            # now. Wait until as many have come back (at most ``delay``) so that this sync
+            # covers them too, instead of leaving them to the next one: without it the
+            # committers split into two groups that take turns (PostgreSQL's commit_delay,
+            # ended as soon as the group has gathered). A lone caller never waits here.
+            elif self._released > 1 and self.delay and self._gather():
+                continue  # the caller that completed the group syncs
             self._busy = True
             self._started += 1
             gen = self._started
