@@ -32,6 +32,7 @@ import sys
 
 from sweepq.sweeper.pages import no_hugepage_advice
 
+PR_SET_THP_DISABLE = 41  # <linux/prctl.h>
 # Spark's zips on the workers' path, by the package each holds.
 SPARK_ZIPS = {"pyspark": "pyspark.zip", "py4j": "py4j-"}
 
@@ -104,11 +105,31 @@ def prefer_installed(path: list[str]) -> list[str]:
     return [p for p in path if p not in moved] + moved
 
 
+def no_huge_pages() -> bool:
+    """Turn transparent huge pages off for this process and the workers it forks
+    (``prctl(PR_SET_THP_DISABLE)``); whether it could.
+
+    Arrow's allocator (mimalloc) has its segments backed by huge pages, as numpy did before
+    :func:`no_hugepage_advice`: after pipeline/arena.py took the columns' zeroing away, the
+    system CPU left in a direct task's read was ``clear_page_erms`` under
+    ``do_huge_pmd_anonymous_page`` from ``mi_page_free_list_extend`` and Arrow's decoders
+    (``perf record`` of a worker forked as the daemon forks them): a 2 MB page zeroed, and
+    memory compacted to find one (``defrag`` is ``madvise`` here), on the first touch of each
+    Arrow buffer."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # not Linux
+        return False
+
+
 def preload() -> None:
     """Load what every worker needs before the daemon forks them (the module docstring);
     call it after :func:`prefer_installed` has set ``sys.path``, and before numpy is imported
     (:func:`no_hugepage_advice`). Starts no thread of ours."""
     no_hugepage_advice()
+    no_huge_pages()
     import pyarrow.ipc
     import pyarrow.parquet  # noqa: F401
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from sweepq.pipeline import arena
 from sweepq.sweeper.traces import Trace, bucket_of, read
 
 # Events read by all the direct tasks together (the trace's events times the tasks) up to which
@@ -109,7 +110,8 @@ def read_bucket(spec: dict) -> tuple[Trace, dict]:
     of the trace at ``spec["path"]``, read and checked whole as ``sweepq replay`` reads it
     (:raises TraceError: the first row at fault, in the input's numbering); and the whole trace's
     span (its events, first and last time), which fixes the replay's intervals."""
-    whole = read(spec["path"], persistent=False, threads=spec.get("threads", 1))
+    # Its columns in the memory the daemon made ready while the JVM started (pipeline/arena.py).
+    whole = read(spec["path"], persistent=False, threads=spec.get("threads", 1), empty=arena.claimed())
     n = len(whole)
     span = {"events": n, "t0": int(whole.time_us[0]) if n else 0, "t_end": int(whole.time_us[-1]) if n else 0}
     return bucket(whole, spec["buckets"], spec["bucket"]), span

@@ -118,6 +118,14 @@ class Prestarted:
 
 
 _current: Prestarted | None = None
+_trace: str | None = None  # the trace a direct task will read: its columns' memory made ready
+
+
+def expect_trace(path: str | None) -> None:
+    """The trace that the next pre-started daemon is to make a direct task's memory ready for
+    while the JVM starts (pipeline/arena.py); None for none."""
+    global _trace
+    _trace = path
 
 
 def start(environ: dict[str, str] | None = None) -> Prestarted | None:
@@ -141,7 +149,7 @@ def start(environ: dict[str, str] | None = None) -> Prestarted | None:
         listener.bind(path)
         listener.listen(1)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sweepq.pipeline.prestart", path, str(listener.fileno())],
+            [sys.executable, "-m", "sweepq.pipeline.prestart", path, str(listener.fileno()), _trace or ""],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -232,10 +240,11 @@ def launcher_script(directory: str | None = None) -> str | None:
     return path
 
 
-def _serve(path: str, fd: int) -> None:
-    """The pre-started daemon: listen, load the daemon's modules, wait for one claim (or for
-    the driver to close our stdin), check it, take it over and run pyspark's manager."""
-    from sweepq.pipeline import daemon
+def _serve(path: str, fd: int, trace: str = "") -> None:
+    """The pre-started daemon: listen, load the daemon's modules, make the memory of a direct
+    task reading ``trace`` ready (until a claim comes), wait for one claim (or for the driver
+    to close our stdin), check it, take it over and run pyspark's manager."""
+    from sweepq.pipeline import arena, daemon
 
     own_path, own_pythonpath = list(sys.path), os.environ.get("PYTHONPATH", "")
     sys.path[:] = daemon.prefer_installed(sys.path)
@@ -245,6 +254,7 @@ def _serve(path: str, fd: int) -> None:
     poller = select.poll()
     poller.register(0, select.POLLIN)
     poller.register(listener, select.POLLIN)
+    arena.prepare(trace or None, stop=lambda: bool(poller.poll(0)))
     while True:
         ready = {fd for fd, _ in poller.poll()}
         if 0 in ready and not os.read(0, 1):
@@ -284,4 +294,4 @@ def _serve(path: str, fd: int) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]))
+    _serve(sys.argv[1], int(sys.argv[2]), *sys.argv[3:4])

@@ -405,17 +405,18 @@ class _Columns:
     (sweeper/trace_columns.py) and :meth:`trace` then needs no pass of the checker's own; any
     other batch by the general conversion here, and :meth:`trace` runs the checker."""
 
-    def __init__(self, n: int, persistent: bool = True, rows: bool = False):
+    def __init__(self, n: int, persistent: bool = True, rows: bool = False, empty=None):
         self.n = n
         self.persistent = persistent
         # Each row's number in the original trace (a Spark-partitioned trace carries it as ``row``),
         # so a fault is reported where the user wrote it.
         self.rows = np.empty(n, np.int64) if rows else None
-        self.time_us = np.empty(n, np.int64)
-        self.queue = np.empty(n, np.int32)
-        self.op = np.empty(n, np.int8)
-        self.nbytes = np.empty(n, np.int32)
-        self.prio = np.empty(n, np.int8)
+        empty = empty or np.empty  # the caller's memory for the replayed columns (pipeline/arena.py)
+        self.time_us = empty(n, np.int64)
+        self.queue = empty(n, np.int32)
+        self.op = empty(n, np.int8)
+        self.nbytes = empty(n, np.int32)
+        self.prio = empty(n, np.int8)
         # Not modelled by the replay: when not kept, it is still checked, and a read-only view of
         # False stands in for it at no memory cost.
         self.pers = np.empty(n, bool) if persistent else np.broadcast_to(np.False_, (n,))
@@ -596,10 +597,11 @@ def row_groups(fs, files: list[str]) -> list[tuple[str, int, int]]:
 
 
 def _from_parquet(
-    fs, files: list[str], threads: int | None = None, persistent: bool = True, rows: bool = False
+    fs, files: list[str], threads: int | None = None, persistent: bool = True, rows: bool = False, empty=None
 ) -> Trace:
     """Read Parquet files row group by row group on ``threads`` threads (default: the CPUs),
-    each decoding and converting its own row groups into its slice of the columns."""
+    each decoding and converting its own row groups into its slice of the columns (made by
+    ``empty(n, dtype)``, default ``np.empty``)."""
     import pyarrow.parquet as pq
 
     units = []
@@ -607,7 +609,7 @@ def _from_parquet(
     for f, rg, n in row_groups(fs, files):
         units.append((f, rg, off))
         off += n
-    cols = _Columns(off, persistent, rows)
+    cols = _Columns(off, persistent, rows, empty)
     wanted = [*COLUMNS, "row"] if rows else list(COLUMNS)
 
     def work(unit) -> TraceError | None:
@@ -662,19 +664,20 @@ def _remap(codes, table):
         codes[i] = table[codes[i]]
 
 
-def read(path: str | os.PathLike, persistent: bool = True, threads: int | None = None) -> Trace:
+def read(path: str | os.PathLike, persistent: bool = True, threads: int | None = None, empty=None) -> Trace:
     """Read a trace from Parquet (a file or a directory of files) or from CSV, and check it.
 
     ``persistent=False`` checks that column but does not keep it (the replay does not model
     it): the trace's ``persistent`` is then all False at no memory cost. ``threads``: Parquet's
-    row groups are decoded on that many (default: the CPUs). Raises FileNotFoundError for a missing
-    path and TraceError for anything else wrong."""
+    row groups are decoded on that many (default: the CPUs). ``empty(n, dtype)`` makes a
+    Parquet trace's columns (default ``np.empty``; a direct task's are in pipeline/arena.py's
+    memory). Raises FileNotFoundError for a missing path and TraceError for anything else wrong."""
     path = os.fspath(path)
     if path.endswith(".csv"):
         batches, n = _batches(path)
         return _from_batches(batches, n)
     fs, files = parquet_files(path)
-    return _from_parquet(fs, files, threads=threads, persistent=persistent)
+    return _from_parquet(fs, files, threads=threads, persistent=persistent, empty=empty)
 
 
 def read_unit(path: str) -> Trace:

@@ -37,7 +37,9 @@ def test_docs_pipeline_quotes_the_table_as_it_is():
 # the layout made by the first job, under load (layout-first-job) and at load 2 (layout-first-job-ab),
 # each alternating with the tree before it; the direct replay, no layout (direct), under load;
 # and its workers without numpy's huge-page advice (direct-no-hugepage), under load, alternating;
-# quiet runs after the huge-page advice was dropped (hugepage-quiet) and after the launcher (launcher-quiet).
+# quiet runs after the huge-page advice was dropped (hugepage-quiet) and after the launcher (launcher-quiet);
+# the direct task's columns in memory made while the JVM starts, under load alternating with main
+# (arena-ab).
 LATER = (
     "prestart",
     "quiet",
@@ -49,6 +51,7 @@ LATER = (
     "direct-no-hugepage",
     "hugepage-quiet",
     "launcher-quiet",
+    "arena-ab",
 )
 
 

@@ -1,0 +1,117 @@
+"""Memory for a direct task's columns, made ready while the JVM starts.
+
+On this project's machine (a virtual machine whose balloon reports free pages to the host)
+the first touch of fresh memory is what made the direct replay's stage vary: a worker
+forked for the task reads the whole trace into about 18 bytes an event of new columns
+(195 MB for the 10.8 M-event trace of docs/pipeline.md), and zeroing those pages took
+0.15 to 1.0 s of system CPU from one run to the next for the same 50,000 page faults
+(``perf``: ``clear_page_erms``, the host backing each page again), against 0.35 s of user
+CPU for the whole read. A private mapping made before the fork does not help: the task's
+writes would copy it page by page.
+
+So the daemon pre-started by the driver (pipeline/prestart.py), idle while the JVM starts,
+makes a *shared* mapping (a memfd) large enough for the trace's columns and touches it
+(:meth:`Arena.populate`, chunk by chunk, stopping when the JVM claims the daemon), and the
+workers it forks inherit it: a task's columns are then pages that exist already, mapped on
+first touch without being zeroed (:func:`claimed`). One task at a time uses it: a worker
+takes a POSIX lock on the memfd (held by that process; another worker's task allocates as
+before, as does any task when there is no arena or it is too small).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+
+import numpy as np
+
+# Bytes an event takes in a direct task's columns (time 8, queue 4, op 1, bytes 4, priority 1),
+# and the alignment of each column in the arena (a cache line).
+EVENT_BYTES = 18
+ALIGN = 64
+# Touched this much at a time, so that a claim waits for one chunk at most.
+CHUNK = 16 << 20
+MADV_POPULATE_WRITE = 23  # Linux 5.14: populate page tables writable, in one call per range
+
+_arena: Arena | None = None  # in the daemon and, inherited, in the workers it forks
+
+
+class Arena:
+    """A shared, anonymous mapping of ``size`` bytes (a memfd), for one task's columns at a
+    time; its pages are made present by :meth:`populate`."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.fd = os.memfd_create("sweepq-arena", os.MFD_CLOEXEC)
+        os.ftruncate(self.fd, size)
+        self.map = mmap.mmap(self.fd, size, mmap.MAP_SHARED)
+        self.touched = 0
+
+    def populate(self, stop=lambda: False) -> int:
+        """Make the pages present, a chunk at a time, until done or ``stop()`` says so; returns
+        the bytes made present."""
+        while self.touched < self.size and not stop():
+            n = min(CHUNK, self.size - self.touched)
+            try:
+                self.map.madvise(MADV_POPULATE_WRITE, self.touched, n)
+            except (OSError, ValueError):  # an older kernel: a write to each page does it
+                np.frombuffer(self.map, np.uint8, n, self.touched)[:: mmap.PAGESIZE] = 0
+            self.touched += n
+        return self.touched
+
+    def allocator(self):
+        """``empty(n, dtype)``: arrays laid one after the other in the arena, ``np.empty``'s
+        once it is full."""
+        at = 0
+
+        def empty(n: int, dtype) -> np.ndarray:
+            nonlocal at
+            dt = np.dtype(dtype)
+            start = -(-at // ALIGN) * ALIGN
+            if start + n * dt.itemsize > self.size:
+                return np.empty(n, dt)
+            at = start + n * dt.itemsize
+            return np.frombuffer(self.map, dt, n, start)
+
+        return empty
+
+
+def bytes_for(path: str) -> int:
+    """Bytes of the columns of the Parquet trace at ``path`` (its rows from the footers); 0 when
+    it is not one that a direct task would read (a CSV, unreadable, or more than
+    direct.MAX_READS events)."""
+    from sweepq.pipeline.direct import MAX_READS
+    from sweepq.sweeper.traces import TraceError, parquet_files, row_groups
+
+    if path.endswith(".csv"):
+        return 0
+    try:
+        rows = sum(n for _, _, n in row_groups(*parquet_files(path)))
+    except (OSError, TraceError):
+        return 0
+    return rows * EVENT_BYTES + 8 * ALIGN if 0 < rows <= MAX_READS else 0
+
+
+def prepare(path: str | None, stop=lambda: False) -> Arena | None:
+    """In the pre-started daemon, before it forks: the arena for the trace at ``path``, made
+    present until ``stop()``; None when there is none to make."""
+    global _arena
+    size = bytes_for(path) if path else 0
+    if size <= 0:
+        return None
+    _arena = Arena(size)
+    _arena.populate(stop)
+    return _arena
+
+
+def claimed():
+    """In a task: an ``empty(n, dtype)`` that lays its arrays in the daemon's arena when this
+    process holds it (the first to ask, for as long as it lives), else None."""
+    if _arena is None:
+        return None
+    try:
+        fcntl.lockf(_arena.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return None
+    return _arena.allocator()

@@ -1,0 +1,97 @@
+"""pipeline/arena.py: the shared memory a pre-started daemon makes ready for a direct task's
+columns. A trace read into it equals one read into fresh arrays; one process at a time holds
+it; it is sized from the trace's footers and made present until told to stop."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from sweepq.pipeline import arena, direct
+from sweepq.sweeper.traces import generate, write
+
+
+@pytest.fixture
+def trace_file(tmp_path):
+    t = generate("many-queues", seconds=3, rate=400, queues=20, seed=3)
+    path = str(tmp_path / "t.parquet")
+    write(t, path, row_group=700)
+    return path, len(t)
+
+
+@pytest.fixture
+def no_arena():
+    yield
+    arena._arena = None  # a test's arena is not the next one's
+
+
+def test_the_arena_is_sized_for_a_parquet_traces_columns_and_nothing_else(trace_file, tmp_path):
+    path, n = trace_file
+    assert arena.bytes_for(path) == n * arena.EVENT_BYTES + 8 * arena.ALIGN
+    assert arena.bytes_for(str(tmp_path / "t.csv")) == 0
+    assert arena.bytes_for(str(tmp_path / "missing.parquet")) == 0
+
+
+def test_arrays_are_laid_aligned_one_after_the_other_then_fresh_once_full():
+    a = arena.Arena(4096)
+    empty = a.allocator()
+    x = empty(10, np.int8)
+    y = empty(100, np.int64)
+    z = empty(1000, np.int64)  # 8000 bytes: more than is left
+    base = np.frombuffer(a.map, np.uint8).ctypes.data
+    assert x.ctypes.data == base and y.ctypes.data == base + arena.ALIGN
+    assert y.dtype == np.int64 and len(y) == 100
+    assert z.base is None or z.ctypes.data < base or z.ctypes.data >= base + 4096  # not in the arena
+    y[:] = 7
+    assert (np.frombuffer(a.map, np.int64, 100, arena.ALIGN) == 7).all()  # the arena's memory
+
+
+def test_populating_stops_when_told_and_goes_on_to_the_end_otherwise():
+    a = arena.Arena(3 * arena.CHUNK + 5)
+    calls = []
+    assert a.populate(lambda: calls.append(1) or len(calls) > 2) == 2 * arena.CHUNK
+    assert a.populate() == a.size
+
+
+def test_a_trace_read_into_the_arena_equals_one_read_into_fresh_arrays(trace_file, no_arena):
+    path, _ = trace_file
+    spec = {"path": path, "buckets": 3, "bucket": 1, "threads": 2}
+    fresh, span = direct.read_bucket(spec)
+    assert arena.prepare(path) is not None
+    into, span2 = direct.read_bucket(spec)  # this process claims it
+    base = np.frombuffer(arena._arena.map, np.uint8).ctypes.data
+    assert base <= into.time_us.ctypes.data < base + arena._arena.size
+    assert span2 == span and into.queues == fresh.queues
+    for name in ("time_us", "queue", "op", "nbytes", "priority", "lane_counts"):
+        assert np.array_equal(getattr(into, name), getattr(fresh, name)), name
+
+
+def test_one_process_holds_the_arena_another_allocates_its_own(trace_file, no_arena):
+    path, _ = trace_file
+    assert arena.claimed() is None  # no arena made: a task allocates as before
+    arena.prepare(path)
+    r, w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a worker: takes it and says so, then holds it until told to end
+        os.close(r)
+        os.close(go_w)
+        os.write(w, b"1" if arena.claimed() is not None else b"0")
+        os.read(go_r, 1)  # end of file when the test closes its end
+        os._exit(0)
+    os.close(w)
+    os.close(go_r)
+    try:
+        assert os.read(r, 1) == b"1"
+        assert arena.claimed() is None  # held by the worker
+    finally:
+        os.close(go_w)
+        os.waitpid(pid, 0)
+        os.close(r)
+    assert arena.claimed() is not None  # released when the worker ended
+
+
+def test_prepare_without_a_trace_makes_none(no_arena):
+    assert arena.prepare(None) is None and arena.claimed() is None
