@@ -5,6 +5,10 @@ cimport cython
 @cython.final
 cdef class Framer:
     cdef public object _packb  # read by tests/test_net.py: the packer is replaced after a large body
+    cdef public bytearray kept
+
+    @cython.locals(n=Py_ssize_t, p=cython.p_uchar)
+    cpdef Py_ssize_t frame_kept(self, int op, object value) except -2
 
     @cython.locals(body=bytes, n=Py_ssize_t, out=bytes, p=cython.p_uchar)
     cpdef bytes frame(self, int op, object value)
@@ -16,6 +20,7 @@ cdef object _decoded(unsigned char* p, Py_ssize_t n)
 
 # The compiled form's MessagePack codec for the hot calls' values (net/protocol.py).
 cdef object _NO
+cdef Py_ssize_t KEEP_REPLY
 cdef int _DEPTH
 
 cdef Py_ssize_t _int_size(long long v) noexcept

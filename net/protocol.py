@@ -30,6 +30,7 @@ import msgpack
 from sweepq.engine import CC, MD, MQError, QueueAttributes, QueueInfo, Reason
 
 if cython.compiled:  # the C functions the compiled form calls (net/protocol.pxd; engine/compiled.py)
+    from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.cpython.long import PyLong_AsLongLongAndOverflow
     from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize, PyUnicode_DecodeASCII
@@ -361,6 +362,9 @@ def _unpack_at(p, end, pos, depth):
 
 
 KEEP_BUFFER = 64 * 1024  # a connection's packer keeps a buffer this large between calls
+# The largest frame Framer.frame_kept packs into the framer's own buffer (which grows to the
+# largest it packed): a larger one is made as bytes, so an idle connection holds at most this.
+KEEP_REPLY = 8 * 1024
 
 
 class Framer:
@@ -370,10 +374,28 @@ class Framer:
     :data:`KEEP_BUFFER` the packer is replaced, so an idle connection never holds the buffer
     its largest frame grew. Not thread-safe: one per connection, used by its one writer."""
 
-    __slots__ = ("_packb",)
+    __slots__ = ("_packb", "kept")
 
     def __init__(self) -> None:
         self._packb = msgpack.Packer(default=_default, buf_size=4096).pack
+        self.kept = bytearray()  # frame_kept's frame, in its first bytes
+
+    def frame_kept(self, op: int, value: object) -> int:
+        """The frame :meth:`frame` makes, packed into :attr:`kept` (valid until the next call):
+        its length, or -1 when it must be made with :meth:`frame` (a value this codec does not
+        pack in place, a frame over :data:`KEEP_REPLY`, the interpreted form). Why: the server
+        loop's reply is sent from here at once, with no bytes object allocated and freed per
+        reply (a get's 1 KiB reply is past the memory allocator's cheap sizes)."""
+        if cython.compiled:
+            n = _size(value, 0)
+            if 0 <= n <= KEEP_REPLY - 6:
+                if len(self.kept) < n + 6:  # grown in steps of 256 bytes, at most KEEP_REPLY
+                    self.kept = bytearray(min((n + 6 + 255) & ~255, KEEP_REPLY))
+                p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(self.kept))
+                _header_into(p, n, op)
+                _pack_into(p + 6, value)
+                return n + 6
+        return -1
 
     def frame(self, op: int, value: object) -> bytes:
         """The frame of ``op`` whose body is ``value``, packed as described above."""

@@ -40,14 +40,15 @@ cdef class Session:
     cdef bint _said_bye
     cdef bint _syncs_at_commit
     cdef bint _syncs
+    cdef Py_ssize_t _kept_n
 
     @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple)
     cpdef str _loop(self)
 
-    @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple, sent=Py_ssize_t, reply=bytes, op=int)
+    @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple, sent=Py_ssize_t, reply=bytes, op=int, kept=bytearray)
     cpdef int serve_ready(self) except -1
 
-    cdef bytes _call(self, int op, tuple entry, list args)
+    cdef bytes _call(self, int op, tuple entry, list args, bint kept=*)
 
     @cython.locals(r=PutResult, rec=bytes)
     cpdef list _put(self, object hid, object data, object md, object options)

@@ -152,6 +152,7 @@ class Session:
         self._framer = P.Framer()
         self._pending = None  # a call the loop read and left to a thread: (op, entry, args)
         self._unsent = None  # the part of a reply the loop could not send without waiting
+        self._kept_n = -1  # the length of the reply _call packed in the framer's buffer
         self._said_bye = False  # that reply was BYE's: the connection ends once it is sent
         self._syncs_at_commit = False  # the queue manager syncs at commit (``welcome``)
         self._syncs = False  # this connection moved a message that its call syncs: off the loop
@@ -305,17 +306,26 @@ class Session:
             if (op != _PUT and op != _GET and op not in _ON_LOOP) or _may_wait(op, args):
                 self._pending = (op, entry, args)
                 return THREAD
-            reply = self._call(op, entry, args)
-            sent = fs.send_ready(reply)
-            if sent != len(reply):
-                self._unsent = reply[sent:]
-                return THREAD
+            reply = self._call(op, entry, args, True)
+            if reply is None:  # compiled: the usual reply, packed in the framer's buffer (_call)
+                kept = self._framer.kept
+                sent = fs.send_ready_from(kept, self._kept_n)
+                if sent != self._kept_n:
+                    self._unsent = bytes(kept[sent : self._kept_n])
+                    return THREAD
+            else:
+                sent = fs.send_ready(reply)
+                if sent != len(reply):
+                    self._unsent = reply[sent:]
+                    return THREAD
             if self._syncs:
                 return THREAD
 
-    def _call(self, op, entry: tuple, args: list) -> bytes:
+    def _call(self, op, entry: tuple, args: list, kept: bool = False) -> bytes | None:
         """The reply frame of one call (the call made; a failure is the reply, unless the
-        connection must end)."""
+        connection must end). With ``kept`` (the loop's calls), None when the reply is the
+        first ``_kept_n`` bytes of the framer's buffer (net/protocol.py ``Framer.frame_kept``),
+        which the caller sends before the next call."""
         _, call, state, admin_only = entry
         self.calls += 1
         self.state = state
@@ -330,7 +340,8 @@ class Session:
                 )
             else:
                 value = call(*args)
-            reply = self._framer.frame(_OK, value)
+            self._kept_n = self._framer.frame_kept(_OK, value) if kept else -1
+            reply = None if self._kept_n >= 0 else self._framer.frame(_OK, value)
         except MQError as e:
             if e.reason == Reason.NOT_AUTHORIZED:
                 self.server.log.warning("refused #%d %s: %s", self.id, P.OP_NAMES[op], e)
