@@ -84,3 +84,34 @@ def test_the_loop_replies_to_puts_and_gets():
             assert not [t.name for t in threading.enumerate() if t.name.startswith("sweepq-session-")]  # the loop's
         finally:
             c.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("reason", "rec", "end"), [(0, b"h" * 40 + b"d" * 1024, 40), (2049, b"h" * 33, 33), (-1, b"", 0)]
+)
+def test_a_put_reply_packed_from_its_fields_is_the_list_s_frame(reason, rec, end):
+    f = P.Framer()
+    n = f.frame_kept_put(P.OK, reason, rec, end)
+    if not COMPILED:
+        assert n == -1
+        return
+    assert bytes(f.kept[:n]) == f.frame(P.OK, [reason, rec[:end]])
+
+
+@pytest.mark.parametrize("data", [None, b"", b"t" * 100])
+@pytest.mark.parametrize("read_at", [None, 0, 1_764_000_000_000_000])
+@pytest.mark.parametrize("reason", [0, 2079])
+def test_a_get_reply_packed_from_its_fields_is_the_list_s_frame(data, read_at, reason):
+    f = P.Framer()
+    rec = b"r" * 1100
+    n = f.frame_kept_message(P.OK, rec, data, reason, read_at)
+    if not COMPILED:
+        assert n == -1
+        return
+    assert bytes(f.kept[:n]) == f.frame(P.OK, ["m", rec, data, reason, read_at])
+
+
+def test_a_reply_past_the_kept_size_is_not_packed_from_its_fields():
+    f = P.Framer()
+    assert f.frame_kept_put(P.OK, 0, b"x" * 10_000, 10_000) == -1
+    assert f.frame_kept_message(P.OK, b"x" * 10_000, None, 0, None) == -1
