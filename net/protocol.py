@@ -391,7 +391,7 @@ class Framer:
     def frame_kept(self, op: int, value: object) -> int:
         """The frame :meth:`frame` makes, packed into :attr:`kept` (valid until the next call):
         its length, or -1 when it must be made with :meth:`frame` (a value this codec does not
-        pack in place, a frame over :data:`KEEP_REPLY`, the interpreted form). Why: the server
+        pack in place, a frame over KEEP_REPLY's 8 KiB, the interpreted form). Why: the server
         loop's reply is sent from here at once, with no bytes object allocated and freed per
         reply (a get's 1 KiB reply is past the memory allocator's cheap sizes)."""
         if cython.compiled:
@@ -433,7 +433,7 @@ class Framer:
 
     def _kept_at(self, op: int, n: int):
         """(Compiled.) Where in :attr:`kept` a frame's body of ``n`` bytes goes, its header
-        written: the buffer grown in steps of 256 bytes, at most :data:`KEEP_REPLY`."""
+        written: the buffer grown in steps of 256 bytes, to 8 KiB at most (KEEP_REPLY)."""
         if len(self.kept) < n + 6:
             self.kept = bytearray(min((n + 6 + 255) & ~255, KEEP_REPLY))
         p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(self.kept))
