@@ -52,5 +52,9 @@ cdef class FrameSocket:
     @cython.locals(got=Py_ssize_t)
     cdef Py_ssize_t _recv_nowait(self) except -2
 
-    @cython.locals(sent=Py_ssize_t)
     cpdef Py_ssize_t send_ready(self, bytes data) except -1
+
+    cpdef Py_ssize_t send_ready_from(self, bytearray buf, Py_ssize_t n) except -1
+
+@cython.locals(sent=Py_ssize_t)
+cdef Py_ssize_t _send_nowait(int fd, const char* p, Py_ssize_t n) except -1

@@ -443,16 +443,19 @@ class FrameSocket:
     def send_ready(self, data: bytes) -> int:
         """Send what the socket takes of ``data`` now, without waiting: the count sent."""
         if cython.compiled:
-            while True:
-                sent = send(self._fd, PyBytes_AS_STRING(data), len(data), MSG_DONTWAIT | MSG_NOSIGNAL)
-                if sent >= 0:
-                    return sent
-                if errno == EAGAIN:
-                    return 0
-                if errno != EINTR:
-                    raise OSError(errno, os.strerror(errno))
+            return _send_nowait(self._fd, PyBytes_AS_STRING(data), len(data))
         try:
             return self.sock.send(data, _NOWAIT)
+        except BlockingIOError:
+            return 0
+
+    def send_ready_from(self, buf: bytearray, n: int) -> int:
+        """:meth:`send_ready` of ``buf[:n]`` (a reply packed in place: net/protocol.py
+        ``Framer.frame_kept``), with no copy made of it."""
+        if cython.compiled:
+            return _send_nowait(self._fd, PyByteArray_AS_STRING(buf), n)
+        try:
+            return self.sock.send(memoryview(buf)[:n], _NOWAIT)
         except BlockingIOError:
             return 0
 
@@ -472,3 +475,16 @@ class FrameSocket:
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
+
+
+def _send_nowait(fd: int, p, n: int) -> int:
+    """The compiled form's send(2) of ``n`` bytes at ``p`` without waiting, holding the GIL:
+    the count sent, 0 when the socket takes nothing now."""
+    while True:
+        sent = send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL)
+        if sent >= 0:
+            return sent
+        if errno == EAGAIN:
+            return 0
+        if errno != EINTR:
+            raise OSError(errno, os.strerror(errno))

@@ -18,7 +18,7 @@ cdef class Poller:
     cdef _ctl(self, int op, int fd)
     cpdef close(self)
 
-    @cython.locals(n=int, err=int, i=int)
+    @cython.locals(n=int, err=int, i=int, room=int)
     cpdef object turn(self, dict sessions)
 
     cdef list _ready(self)

@@ -5,6 +5,19 @@ cimport cython
 @cython.final
 cdef class Framer:
     cdef public object _packb  # read by tests/test_net.py: the packer is replaced after a large body
+    cdef public bytearray kept
+
+    @cython.locals(n=Py_ssize_t)
+    cpdef Py_ssize_t frame_kept(self, int op, object value) except -2
+
+    @cython.locals(n=Py_ssize_t, p=cython.p_uchar)
+    cpdef Py_ssize_t frame_kept_put(self, int op, long long reason, bytes rec, Py_ssize_t end) except -2
+
+    @cython.locals(k=Py_ssize_t, t=Py_ssize_t, r=Py_ssize_t, n=Py_ssize_t, p=cython.p_uchar)
+    cpdef Py_ssize_t frame_kept_message(self, int op, bytes rec, object data, long long reason, object read_at) except -2
+
+    @cython.locals(p=cython.p_uchar)
+    cdef unsigned char* _kept_at(self, int op, Py_ssize_t n) except NULL
 
     @cython.locals(body=bytes, n=Py_ssize_t, out=bytes, p=cython.p_uchar)
     cpdef bytes frame(self, int op, object value)
@@ -16,6 +29,7 @@ cdef object _decoded(unsigned char* p, Py_ssize_t n)
 
 # The compiled form's MessagePack codec for the hot calls' values (net/protocol.py).
 cdef object _NO
+cdef Py_ssize_t KEEP_REPLY
 cdef int _DEPTH
 
 cdef Py_ssize_t _int_size(long long v) noexcept
@@ -30,8 +44,13 @@ cdef unsigned char* _head_into(unsigned char* p, Py_ssize_t n, int fix_base, Py_
 @cython.locals(i=int)
 cdef unsigned char* _be(unsigned char* p, unsigned long long v, int width) noexcept
 
-@cython.locals(n=Py_ssize_t, v=cython.longlong, s=cython.p_char)
+@cython.locals(n=Py_ssize_t, s=cython.p_char)
 cdef unsigned char* _pack_into(unsigned char* p, object value) except NULL
+
+@cython.locals(n=Py_ssize_t)
+cdef unsigned char* _int_into(unsigned char* p, long long v) noexcept
+
+cdef unsigned char* _bin_into(unsigned char* p, const char* s, Py_ssize_t n) noexcept
 
 cdef void _header_into(unsigned char* p, Py_ssize_t n, int op) noexcept
 

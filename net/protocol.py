@@ -30,6 +30,7 @@ import msgpack
 from sweepq.engine import CC, MD, MQError, QueueAttributes, QueueInfo, Reason
 
 if cython.compiled:  # the C functions the compiled form calls (net/protocol.pxd; engine/compiled.py)
+    from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.cpython.long import PyLong_AsLongLongAndOverflow
     from cython.cimports.cpython.unicode import PyUnicode_AsUTF8AndSize, PyUnicode_DecodeASCII
@@ -255,23 +256,11 @@ def _pack_into(p, value):
         p[0] = 0xC3 if value is True else 0xC2
         return p + 1
     if isinstance(value, int):
-        v = value
-        if 0 <= v < 128 or -32 <= v < 0:
-            p[0] = cython.cast(cython.uchar, v & 255)
-            return p + 1
-        if v >= 0:
-            n = _int_size(v)
-            p[0] = 0xCC if n == 2 else 0xCD if n == 3 else 0xCE if n == 5 else 0xCF
-        else:
-            n = _int_size(v)
-            p[0] = 0xD0 if n == 2 else 0xD1 if n == 3 else 0xD2 if n == 5 else 0xD3
-        return _be(p + 1, cython.cast(cython.ulonglong, v), n - 1)
+        return _int_into(p, value)
     if type(value) is bytes:
-        n = len(value)
-        p = _head_into(p, n, 0, 0, 0xC4, 0xC5, 0xC6)
-        memcpy(p, PyBytes_AS_STRING(value), n)
-        return p + n
+        return _bin_into(p, PyBytes_AS_STRING(value), len(value))
     if isinstance(value, str):
+        n = 0
         s = cython.cast(cython.p_char, PyUnicode_AsUTF8AndSize(value, cython.address(n)))
         p = _head_into(p, n, 0xA0, 32, 0xD9, 0xDA, 0xDB)
         memcpy(p, s, n)
@@ -280,6 +269,26 @@ def _pack_into(p, value):
     for item in value:
         p = _pack_into(p, item)
     return p
+
+
+def _int_into(p, v):
+    """The int ``v`` (a C long long) at ``p``, in its shortest form; past it."""
+    if 0 <= v < 128 or -32 <= v < 0:
+        p[0] = cython.cast(cython.uchar, v & 255)
+        return p + 1
+    n = _int_size(v)
+    if v >= 0:
+        p[0] = 0xCC if n == 2 else 0xCD if n == 3 else 0xCE if n == 5 else 0xCF
+    else:
+        p[0] = 0xD0 if n == 2 else 0xD1 if n == 3 else 0xD2 if n == 5 else 0xD3
+    return _be(p + 1, cython.cast(cython.ulonglong, v), n - 1)
+
+
+def _bin_into(p, s, n):
+    """The ``n`` bytes at ``s`` as a bin at ``p``; past it."""
+    p = _head_into(p, n, 0, 0, 0xC4, 0xC5, 0xC6)
+    memcpy(p, s, n)
+    return p + n
 
 
 def _header_into(p, n, op):
@@ -361,6 +370,9 @@ def _unpack_at(p, end, pos, depth):
 
 
 KEEP_BUFFER = 64 * 1024  # a connection's packer keeps a buffer this large between calls
+# The largest frame Framer.frame_kept packs into the framer's own buffer (which grows to the
+# largest it packed): a larger one is made as bytes, so an idle connection holds at most this.
+KEEP_REPLY = 8 * 1024
 
 
 class Framer:
@@ -370,10 +382,63 @@ class Framer:
     :data:`KEEP_BUFFER` the packer is replaced, so an idle connection never holds the buffer
     its largest frame grew. Not thread-safe: one per connection, used by its one writer."""
 
-    __slots__ = ("_packb",)
+    __slots__ = ("_packb", "kept")
 
     def __init__(self) -> None:
         self._packb = msgpack.Packer(default=_default, buf_size=4096).pack
+        self.kept = bytearray()  # frame_kept's frame, in its first bytes
+
+    def frame_kept(self, op: int, value: object) -> int:
+        """The frame :meth:`frame` makes, packed into :attr:`kept` (valid until the next call):
+        its length, or -1 when it must be made with :meth:`frame` (a value this codec does not
+        pack in place, a frame over KEEP_REPLY's 8 KiB, the interpreted form). Why: the server
+        loop's reply is sent from here at once, with no bytes object allocated and freed per
+        reply (a get's 1 KiB reply is past the memory allocator's cheap sizes)."""
+        if cython.compiled:
+            n = _size(value, 0)
+            if 0 <= n <= KEEP_REPLY - 6:
+                _pack_into(self._kept_at(op, n), value)
+                return n + 6
+        return -1
+
+    def frame_kept_put(self, op: int, reason: int, rec: bytes, end: int) -> int:
+        """:meth:`frame_kept` of ``[reason, rec[:end]]`` (a put's reply: net/session.py), packed
+        from those fields: no list and no bytes of the header made."""
+        if cython.compiled:
+            n = 1 + _int_size(reason) + _head_size(end, 0, True) + end
+            if 0 <= end <= len(rec) and n <= KEEP_REPLY - 6:
+                p = self._kept_at(op, n)
+                p[0] = 0x92
+                _bin_into(_int_into(p + 1, reason), PyBytes_AS_STRING(rec), end)
+                return n + 6
+        return -1
+
+    def frame_kept_message(self, op: int, rec: bytes, data: bytes | None, reason: int, read_at: int | None) -> int:
+        """:meth:`frame_kept` of ``["m", rec, data, reason, read_at]`` (a get's reply: net/session.py
+        ``message_to_wire``), packed from those fields: no list made."""
+        if cython.compiled:
+            k = _size(data, 0)
+            t = _size(read_at, 0)
+            r = len(rec)
+            n = 3 + _head_size(r, 0, True) + r + k + _int_size(reason) + t
+            if k > 0 and t > 0 and n <= KEEP_REPLY - 6:
+                p = self._kept_at(op, n)
+                p[0] = 0x95  # an array of 5, then "m"
+                p[1] = 0xA1
+                p[2] = 0x6D
+                p = _bin_into(p + 3, PyBytes_AS_STRING(rec), r)
+                _pack_into(_int_into(_pack_into(p, data), reason), read_at)
+                return n + 6
+        return -1
+
+    def _kept_at(self, op: int, n: int):
+        """(Compiled.) Where in :attr:`kept` a frame's body of ``n`` bytes goes, its header
+        written: the buffer grown in steps of 256 bytes, to 8 KiB at most (KEEP_REPLY)."""
+        if len(self.kept) < n + 6:
+            self.kept = bytearray(min((n + 6 + 255) & ~255, KEEP_REPLY))
+        p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(self.kept))
+        _header_into(p, n, op)
+        return p + 6
 
     def frame(self, op: int, value: object) -> bytes:
         """The frame of ``op`` whose body is ``value``, packed as described above."""

@@ -40,23 +40,37 @@ cdef class Session:
     cdef bint _said_bye
     cdef bint _syncs_at_commit
     cdef bint _syncs
+    cdef Py_ssize_t _kept_n
 
     @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple)
     cpdef str _loop(self)
 
-    @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple, sent=Py_ssize_t, reply=bytes, op=int)
+    @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple, sent=Py_ssize_t, reply=bytes, op=int, kept=bytearray)
     cpdef int serve_ready(self) except -1
 
-    cdef bytes _call(self, int op, tuple entry, list args)
+    cdef bytes _call(self, int op, tuple entry, list args, bint kept=*)
+
+    cpdef list _put(self, object hid, object data, object md, object options)
 
     @cython.locals(r=PutResult, rec=bytes)
-    cpdef list _put(self, object hid, object data, object md, object options)
+    cpdef object _put_result(self, object hid, object data, object md, object options)
+
+    cpdef list _put_reply(self, PutResult r)
 
     cpdef object _get(self, object hid, object options, object wait_interval, object buffer_length, object match,
                       object msg_id, object correl_id, object group, object seq, object offset, object token)
 
-@cython.locals(msg=Message, rec=bytes, data=bytes, start=Py_ssize_t, whole=bint, reason=int)
+    cpdef object _got(self, object hid, object options, object wait_interval, object buffer_length, object match,
+                      object msg_id, object correl_id, object group, object seq, object offset, object token)
+
+@cython.locals(msg=Message, rec=bytes, reason=int)
 cpdef list message_to_wire(object m)
+
+@cython.locals(data=bytes, start=Py_ssize_t)
+cdef object _data_on_wire(Message msg, bytes rec)
+
+@cython.locals(r=PutResult, rec=bytes, msg=Message)
+cdef Py_ssize_t _kept_reply(Framer framer, int op, object value) except -2
 
 @cython.locals(end=Py_ssize_t)
 cdef bytes _header(bytes rec)

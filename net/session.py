@@ -31,7 +31,7 @@ if cython.compiled:  # the C functions the compiled form calls (net/session.pxd;
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 from sweepq.engine import GMO, PMO, MQError, Reason
-from sweepq.engine.message import Message, message_read_at_us, message_record, put_record
+from sweepq.engine.message import Message, PutResult, message_read_at_us, message_record, put_record
 from sweepq.engine.record import data_offset, is_persistent
 
 from . import protocol as P
@@ -111,11 +111,35 @@ def message_to_wire(m) -> list:
         return ["s", int(m.reason)]
     msg = cython.cast(Message, m)  # compiled: its data and reason read as C fields
     rec = message_record(msg)  # compiled: C calls (engine/message.pxd, engine/record.pxd)
+    reason = msg.reason if cython.compiled else int(msg.reason)  # compiled: a C int, where int() is a call
+    return ["m", rec, _data_on_wire(msg, rec), reason, message_read_at_us(msg)]
+
+
+def _data_on_wire(msg: Message, rec: bytes) -> bytes | None:
+    """A message's data as its get's reply carries it: None when it is the record's own
+    payload (the usual case), else the data (truncated, or reassembled)."""
     data = msg.data
     start = data_offset(rec)  # compiled: a C integer, and the lengths compared in C
-    whole = len(data) == len(rec) - start  # not truncated, not reassembled
-    reason = msg.reason if cython.compiled else int(msg.reason)  # compiled: a C int, where int() is a call
-    return ["m", rec, None if whole else data, reason, message_read_at_us(msg)]
+    return None if len(data) == len(rec) - start else data
+
+
+def _kept_reply(framer: P.Framer, op: int, value) -> int:
+    """The loop's reply to a call whose result is ``value`` packed in ``framer``'s buffer
+    (``Session._call``; net/protocol.py ``Framer.frame_kept``): its length, or -1 when it must
+    be made as bytes. PUT's and GET's are packed from their result's fields (no list made);
+    -1 there sends them through the list the thread's reply is made from
+    (``Session._put_reply``, :func:`message_to_wire`)."""
+    if op == _PUT:
+        r = cython.cast(PutResult, value)  # compiled: its reason read as a C field
+        rec = put_record(r)
+        return framer.frame_kept_put(_OK, r.reason, rec, data_offset(rec))
+    if op == _GET:
+        if type(value) is not Message:
+            return -1
+        msg = cython.cast(Message, value)
+        rec = message_record(msg)
+        return framer.frame_kept_message(_OK, rec, _data_on_wire(msg, rec), msg.reason, message_read_at_us(msg))
+    return framer.frame_kept(_OK, value)
 
 
 def _header(rec: bytes) -> bytes:
@@ -152,6 +176,7 @@ class Session:
         self._framer = P.Framer()
         self._pending = None  # a call the loop read and left to a thread: (op, entry, args)
         self._unsent = None  # the part of a reply the loop could not send without waiting
+        self._kept_n = -1  # the length of the reply _call packed in the framer's buffer
         self._said_bye = False  # that reply was BYE's: the connection ends once it is sent
         self._syncs_at_commit = False  # the queue manager syncs at commit (``welcome``)
         self._syncs = False  # this connection moved a message that its call syncs: off the loop
@@ -305,32 +330,48 @@ class Session:
             if (op != _PUT and op != _GET and op not in _ON_LOOP) or _may_wait(op, args):
                 self._pending = (op, entry, args)
                 return THREAD
-            reply = self._call(op, entry, args)
-            sent = fs.send_ready(reply)
-            if sent != len(reply):
-                self._unsent = reply[sent:]
-                return THREAD
+            reply = self._call(op, entry, args, True)
+            if reply is None:  # compiled: the usual reply, packed in the framer's buffer (_call)
+                kept = self._framer.kept
+                sent = fs.send_ready_from(kept, self._kept_n)
+                if sent != self._kept_n:
+                    self._unsent = bytes(kept[sent : self._kept_n])
+                    return THREAD
+            else:
+                sent = fs.send_ready(reply)
+                if sent != len(reply):
+                    self._unsent = reply[sent:]
+                    return THREAD
             if self._syncs:
                 return THREAD
 
-    def _call(self, op, entry: tuple, args: list) -> bytes:
+    def _call(self, op, entry: tuple, args: list, kept: bool = False) -> bytes | None:
         """The reply frame of one call (the call made; a failure is the reply, unless the
-        connection must end)."""
+        connection must end). With ``kept`` (the loop's calls), None when the reply is the
+        first ``_kept_n`` bytes of the framer's buffer (net/protocol.py ``Framer.frame_kept``),
+        which the caller sends before the next call."""
         _, call, state, admin_only = entry
         self.calls += 1
         self.state = state
         try:
             if admin_only and not self.admin:
                 raise P.not_authorized(f"administration ({state})")
+            self._kept_n = -1
             if op == _PUT:  # the usual two called directly (compiled: a C call, no argument tuple)
-                value = self._put(args[0], args[1], args[2], args[3])
+                value = self._put_result(args[0], args[1], args[2], args[3])
             elif op == _GET:
-                value = self._get(
+                value = self._got(
                     args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8], args[9], args[10]
                 )
             else:
                 value = call(*args)
-            reply = self._framer.frame(_OK, value)
+            if kept:
+                self._kept_n = _kept_reply(self._framer, op, value)
+            if self._kept_n < 0 and op == _PUT:
+                value = self._put_reply(value)
+            elif self._kept_n < 0 and op == _GET:
+                value = message_to_wire(value)
+            reply = None if self._kept_n >= 0 else self._framer.frame(_OK, value)
         except MQError as e:
             if e.reason == Reason.NOT_AUTHORIZED:
                 self.server.log.warning("refused #%d %s: %s", self.id, P.OP_NAMES[op], e)
@@ -414,12 +455,19 @@ class Session:
     # -- messages ----------------------------------------------------------------------------
 
     def _put(self, hid, data, md, options):
+        return self._put_reply(self._put_result(hid, data, md, options))
+
+    def _put_reply(self, r) -> list:
+        return [r.reason, _header(put_record(r))]
+
+    def _put_result(self, hid, data, md, options):
+        """PUT's call: the engine's result, whose reply :meth:`_put` makes (or ``_call``, in place)."""
         h = self.handles.get(hid) if type(hid) is int else None
         r = (h or self._handle(hid)).put(data, None if md is None else P.md_from_wire(md), options)
         rec = put_record(r)  # compiled: a C call, where the property is an attribute lookup
         if self._syncs_at_commit and is_persistent(rec):
             self._syncs = True  # its sync waited: the connection leaves the loop (serve_ready)
-        return [r.reason, _header(rec)]
+        return r
 
     def _put_many(self, hid, datas, md, options):
         rs = self._handle(hid).put_many(datas, P.md_from_wire(md), options)
@@ -428,20 +476,25 @@ class Session:
         return [rs[0].reason if rs else 0, [_header(r.record) for r in rs]]
 
     def _get(self, hid, options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token):
+        return message_to_wire(
+            self._got(hid, options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token)
+        )
+
+    def _got(self, hid, options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token):
+        """GET's call: the engine's message (or status), whose reply :meth:`_get` makes (or
+        ``_call``, in place)."""
         h = self.handles.get(hid) if type(hid) is int else None
         if h is None:
             h = self._handle(hid)
         if type(options) is int and not options & _WAIT:  # no wait: the usual get, straight through
-            wire = message_to_wire(
-                h.get(options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token)
-            )
-            if self._syncs_at_commit and wire[0] == "m" and is_persistent(wire[1]):
+            m = h.get(options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token)
+            if self._syncs_at_commit and type(m) is Message and is_persistent(message_record(m)):
                 self._syncs = True  # its sync waited: the connection leaves the loop (serve_ready)
-            return wire
+            return m
         rest = (buffer_length, match, msg_id, correl_id, group, seq, offset, token)
         if _waits(options, wait_interval):
-            return message_to_wire(self._get_waiting(h, options, wait_interval, rest))
-        return message_to_wire(h.get(options, wait_interval, *rest))
+            return self._get_waiting(h, options, wait_interval, rest)
+        return h.get(options, wait_interval, *rest)
 
     def _get_waiting(self, h, options, wait_interval, rest: tuple):
         # (A method of its own: the compiled _get, a C method, cannot hold the closure.)
