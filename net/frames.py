@@ -34,10 +34,11 @@ import time
 from typing import Protocol
 
 import cython
+from cython import compiled as COMPILED
 
 from .protocol import HEADER, HEADER_LEN, VERSION, ProtocolError, unpack
 
-if cython.compiled:  # the C functions the compiled form calls (net/frames.pxd; engine/compiled.py)
+if COMPILED:  # the C functions the compiled form calls (net/frames.pxd; engine/compiled.py)
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.libc.errno import EAGAIN, EINTR, errno  # EWOULDBLOCK is EAGAIN on Linux
@@ -227,7 +228,7 @@ class FrameSocket:
                 raise Closed("the peer closed the connection")
             self._start, self._end = 0, got
             if got >= _HEAD:
-                if cython.compiled:  # the header read in place: no tuple, no call
+                if COMPILED:  # the header read in place: no tuple, no call
                     p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(self._buf))
                     n = (cython.cast(cython.Py_ssize_t, p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3]
                     version = p[4]
@@ -242,7 +243,7 @@ class FrameSocket:
                         self._start = total
                     if self._idle_clock is not None:
                         self.active_at = self._idle_clock.now()
-                    if cython.compiled and n <= _SMALL:
+                    if COMPILED and n <= _SMALL:
                         return op, PyBytes_FromStringAndSize(cython.cast(cython.p_char, p) + _HEAD, n)
                     return op, self._view[_HEAD:total]
         if self.clock is not None:
@@ -336,7 +337,7 @@ class FrameSocket:
         if start == _REST:
             return self._read_rest()  # the checks and their errors are :meth:`read`'s (it raises)
         n = self._ready_n
-        if cython.compiled and n <= _SMALL:
+        if COMPILED and n <= _SMALL:
             p = cython.cast(cython.p_char, PyByteArray_AS_STRING(self._buf))
             return self._ready_op, PyBytes_FromStringAndSize(p + start, n)
         return self._ready_op, self._view[start : start + n]
@@ -367,7 +368,7 @@ class FrameSocket:
         if start < 0:
             body, self._ready_body = self._ready_body, None
             return unpack(body)
-        if cython.compiled and n <= _SMALL:
+        if COMPILED and n <= _SMALL:
             return unpack_buffer(cython.cast(cython.p_uchar, PyByteArray_AS_STRING(self._buf)) + start, n)
         return unpack(self._view[start : start + n])
 
@@ -396,7 +397,7 @@ class FrameSocket:
         have = self._end - self._start
         if have < _HEAD:
             return _NONE
-        if cython.compiled:
+        if COMPILED:
             p = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(self._buf)) + self._start
             n = (cython.cast(cython.Py_ssize_t, p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3]
             version = p[4]
@@ -426,7 +427,7 @@ class FrameSocket:
         """Read into the buffer's start what the socket holds: the count, 0 at the peer's end,
         -1 when nothing has come (the compiled form calls recv(2) itself, holding the GIL: it
         cannot wait)."""
-        if cython.compiled:
+        if COMPILED:
             while True:
                 got = recv(self._fd, PyByteArray_AS_STRING(self._buf), len(self._buf), MSG_DONTWAIT)
                 if got >= 0:
@@ -442,7 +443,7 @@ class FrameSocket:
 
     def send_ready(self, data: bytes) -> int:
         """Send what the socket takes of ``data`` now, without waiting: the count sent."""
-        if cython.compiled:
+        if COMPILED:
             return _send_nowait(self._fd, PyBytes_AS_STRING(data), len(data))
         try:
             return self.sock.send(data, _NOWAIT)
@@ -452,7 +453,7 @@ class FrameSocket:
     def send_ready_from(self, buf: bytearray, n: int) -> int:
         """:meth:`send_ready` of ``buf[:n]`` (a reply packed in place: net/protocol.py
         ``Framer.frame_kept``), with no copy made of it."""
-        if cython.compiled:
+        if COMPILED:
             return _send_nowait(self._fd, PyByteArray_AS_STRING(buf), n)
         try:
             return self.sock.send(memoryview(buf)[:n], _NOWAIT)

@@ -20,10 +20,11 @@ import selectors
 from typing import Any
 
 import cython
+from cython import compiled as COMPILED
 
 from .session import STAY
 
-if cython.compiled:  # the C functions the compiled form calls (net/poller.pxd, net/cepoll.pxd)
+if COMPILED:  # the C functions the compiled form calls (net/poller.pxd, net/cepoll.pxd)
     from cython.cimports.libc.errno import EINTR, errno
     from cython.cimports.posix.unistd import close as close_fd
     from cython.cimports.sweepq.net.cepoll import (
@@ -50,7 +51,7 @@ class Poller:
     def __init__(self) -> None:
         self._epfd = -1
         self._py: Any = None  # the interpreted form's select.epoll (or selector)
-        if cython.compiled:
+        if COMPILED:
             self._epfd = epoll_create1(EPOLL_CLOEXEC)
             if self._epfd < 0:
                 raise OSError(errno, os.strerror(errno))
@@ -60,7 +61,7 @@ class Poller:
             self._py = selectors.DefaultSelector()
 
     def register(self, fd: int) -> None:
-        if cython.compiled:
+        if COMPILED:
             self._ctl(EPOLL_CTL_ADD, fd)
         elif _EPOLL:
             self._py.register(fd, select.EPOLLIN)
@@ -68,7 +69,7 @@ class Poller:
             self._py.register(fd, selectors.EVENT_READ)
 
     def unregister(self, fd: int) -> None:
-        if cython.compiled:
+        if COMPILED:
             self._ctl(EPOLL_CTL_DEL, fd)
         else:
             self._py.unregister(fd)
@@ -83,7 +84,7 @@ class Poller:
             raise OSError(errno, os.strerror(errno))
 
     def close(self) -> None:
-        if cython.compiled:
+        if COMPILED:
             if self._epfd >= 0:
                 close_fd(self._epfd)
                 self._epfd = -1
@@ -100,9 +101,9 @@ class Poller:
         the usual wait ends with every ready session served and staying, and going back to
         the loop's Python code for it cost about 600 instructions a request (docs/clients.md)."""
         out = None
-        room = cython.sizeof(self._events) // cython.sizeof(epoll_event) if cython.compiled else MAX_EVENTS
+        room = cython.sizeof(self._events) // cython.sizeof(epoll_event) if COMPILED else MAX_EVENTS
         while out is None:
-            if cython.compiled:
+            if COMPILED:
                 with cython.nogil:
                     n = epoll_wait(self._epfd, self._events, room, -1)
                     err = errno

@@ -26,10 +26,11 @@ from functools import lru_cache
 
 import cython
 import msgpack
+from cython import compiled as COMPILED
 
 from sweepq.engine import CC, MD, MQError, QueueAttributes, QueueInfo, Reason
 
-if cython.compiled:  # the C functions the compiled form calls (net/protocol.pxd; engine/compiled.py)
+if COMPILED:  # the C functions the compiled form calls (net/protocol.pxd; engine/compiled.py)
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.cpython.long import PyLong_AsLongLongAndOverflow
@@ -394,7 +395,7 @@ class Framer:
         pack in place, a frame over KEEP_REPLY's 8 KiB, the interpreted form). Why: the server
         loop's reply is sent from here at once, with no bytes object allocated and freed per
         reply (a get's 1 KiB reply is past the memory allocator's cheap sizes)."""
-        if cython.compiled:
+        if COMPILED:
             n = _size(value, 0)
             if 0 <= n <= KEEP_REPLY - 6:
                 _pack_into(self._kept_at(op, n), value)
@@ -404,7 +405,7 @@ class Framer:
     def frame_kept_put(self, op: int, reason: int, rec: bytes, end: int) -> int:
         """:meth:`frame_kept` of ``[reason, rec[:end]]`` (a put's reply: net/session.py), packed
         from those fields: no list and no bytes of the header made."""
-        if cython.compiled:
+        if COMPILED:
             n = 1 + _int_size(reason) + _head_size(end, 0, True) + end
             if 0 <= end <= len(rec) and n <= KEEP_REPLY - 6:
                 p = self._kept_at(op, n)
@@ -416,7 +417,7 @@ class Framer:
     def frame_kept_message(self, op: int, rec: bytes, data: bytes | None, reason: int, read_at: int | None) -> int:
         """:meth:`frame_kept` of ``["m", rec, data, reason, read_at]`` (a get's reply: net/session.py
         ``message_to_wire``), packed from those fields: no list made."""
-        if cython.compiled:
+        if COMPILED:
             k = _size(data, 0)
             t = _size(read_at, 0)
             r = len(rec)
@@ -442,7 +443,7 @@ class Framer:
 
     def frame(self, op: int, value: object) -> bytes:
         """The frame of ``op`` whose body is ``value``, packed as described above."""
-        if cython.compiled:  # the usual values (ints, None, bytes, short lists) packed here, in place
+        if COMPILED:  # the usual values (ints, None, bytes, short lists) packed here, in place
             n = _size(value, 0)
             if n >= 0:
                 out = PyBytes_FromStringAndSize(cython.NULL, n + 6)
@@ -459,7 +460,7 @@ class Framer:
         n = len(body)
         if n > KEEP_BUFFER:
             self._packb = msgpack.Packer(default=_default, buf_size=4096).pack
-        if cython.compiled:  # header and body in one allocation: no struct call, no concatenation
+        if COMPILED:  # header and body in one allocation: no struct call, no concatenation
             out = PyBytes_FromStringAndSize(cython.NULL, n + 6)
             p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
             _header_into(p, n, op)
@@ -504,7 +505,7 @@ def unpack(body) -> object:
     """The value of a frame's body.
 
     :raises ProtocolError: when the body is not one well-formed MessagePack value."""
-    if cython.compiled and type(body) is bytes:  # the usual request or reply: decoded here
+    if COMPILED and type(body) is bytes:  # the usual request or reply: decoded here
         value = _decoded(cython.cast(cython.p_uchar, PyBytes_AS_STRING(body)), len(body))
         if value is not _NO:
             return value

@@ -26,8 +26,9 @@ import traceback
 from typing import TYPE_CHECKING
 
 import cython
+from cython import compiled as COMPILED
 
-if cython.compiled:  # the C functions the compiled form calls (net/session.pxd; engine/compiled.py)
+if COMPILED:  # the C functions the compiled form calls (net/session.pxd; engine/compiled.py)
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 from sweepq.engine import GMO, PMO, MQError, Reason
@@ -111,7 +112,7 @@ def message_to_wire(m) -> list:
         return ["s", int(m.reason)]
     msg = cython.cast(Message, m)  # compiled: its data and reason read as C fields
     rec = message_record(msg)  # compiled: C calls (engine/message.pxd, engine/record.pxd)
-    reason = msg.reason if cython.compiled else int(msg.reason)  # compiled: a C int, where int() is a call
+    reason = msg.reason if COMPILED else int(msg.reason)  # compiled: a C int, where int() is a call
     return ["m", rec, _data_on_wire(msg, rec), reason, message_read_at_us(msg)]
 
 
@@ -144,7 +145,7 @@ def _kept_reply(framer: P.Framer, op: int, value) -> int:
 
 def _header(rec: bytes) -> bytes:
     end = data_offset(rec)
-    if cython.compiled and 0 <= end <= len(rec):  # one copy, where a slice makes a slice object first
+    if COMPILED and 0 <= end <= len(rec):  # one copy, where a slice makes a slice object first
         return PyBytes_FromStringAndSize(PyBytes_AS_STRING(rec), end)
     return rec[:end]
 
