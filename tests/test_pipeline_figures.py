@@ -52,6 +52,9 @@ LATER = (
     "hugepage-quiet",
     "launcher-quiet",
     "arena-ab",
+    "idle",
+    "arena-quiet",
+    "arena-quiet-2",
 )
 
 
