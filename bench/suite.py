@@ -275,7 +275,8 @@ def headline(rows: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str,
 def tables(doc: dict) -> dict[str, str]:
     """The Markdown files ``--out`` writes for a run (``doc``, as in ``bench.json``): ``bench.md``
     (the heading, then every row), ``run.md`` (the heading alone), ``headline.md`` (the heading
-    and the rows of ``HEADLINE``, which the README quotes) and one ``<scenario>.md`` a
+    and the rows of ``HEADLINE``, which the README quotes; in a run of every scenario it
+    names) and one ``<scenario>.md`` a
     scenario, with its own rows and the notices that name it. The docs quote these files as
     they are, under ``run.md`` (tests/test_doc_figures.py), never a figure typed by hand."""
     rows = [tuple(r) for r in doc["rows"]]
@@ -284,7 +285,8 @@ def tables(doc: dict) -> dict[str, str]:
         "bench.md": heading(doc) + "\n\n" + Report(rows=rows, notices=notices).markdown() + "\n",
         "run.md": heading(doc) + "\n",
     }
-    if top := headline(rows):
+    if {name for name, _ in HEADLINE} <= set(doc["figures"]):  # a whole run, as the README quotes
+        top = headline(rows)
         out["headline.md"] = heading(doc) + "\n\n" + Report(rows=top).markdown() + "\n"
     for name in doc["figures"]:
         mine = [r for r in rows if r[0] == name]
