@@ -33,6 +33,7 @@ RUNS = {
     "server-instructions-decode": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
     "server-decode-quiet": ("sweepq bench clients ", "clients.md"),
     "server-instructions-kept": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
+    "server-instructions-merged": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
 }
 
 
