@@ -79,9 +79,16 @@ class Waiters:
         self._must_hold("waiting")
         w.rec = None
         self.waiting.append(w)
-        self.clock.wait(w.cond, deadline)
-        if w in self.waiting:
-            self.waiting.remove(w)
+        try:
+            # A main thread's wait returns at the end of each slice, so that Ctrl-C reaches it
+            # (sweeper/clock.py MAIN_THREAD_SLICE). Nothing happened then (whoever wakes a
+            # waiter takes it out of the list): it waits again in its place in the line, not
+            # at its back, which MQ gives the longest-waiting getter.
+            while self.clock.wait(w.cond, deadline) and w in self.waiting:
+                pass
+        finally:  # also when Ctrl-C ends the wait: no waiter left behind to be woken in vain
+            if w in self.waiting:
+                self.waiting.remove(w)
         searched = getattr(w.match, "searched", None)
         if searched:
             searched.clear()  # a blob searched before may hold a message backed out since

@@ -7,7 +7,8 @@ timeout path runs deterministically (the TigerBeetle-simulator way of testing ti
 Contract of ``wait(cond, deadline)``: the caller holds ``cond``'s lock; the call releases
 it while waiting and holds it again on return. It returns when notified, when the deadline
 has passed, or spuriously; callers loop and re-check their predicate, as with any
-``threading.Condition``.
+``threading.Condition``. On the main thread the real clock also returns at the end of each
+slice of ``MAIN_THREAD_SLICE`` seconds, and says so (True), so that Ctrl-C ends any wait.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ class Clock(Protocol):
         """Seconds since the epoch: for put times."""
         ...
 
-    def wait(self, cond: threading.Condition, deadline: float | None, *, background: bool = False) -> None:
+    def wait(self, cond: threading.Condition, deadline: float | None, *, background: bool = False) -> bool:
         """Wait on ``cond`` (lock held) until notified or ``now() >= deadline``.
 
-        ``background`` marks a housekeeping wait (the sweeper's), which a manual clock
-        does not count among the waiters a test waits for."""
+        True only when it returned because a slice of the main thread's wait ended
+        (``MAIN_THREAD_SLICE``): not notified, the deadline not reached, so the caller may
+        wait again as if it had not returned. ``background`` marks a housekeeping wait (the
+        sweeper's), which a manual clock does not count among the waiters a test waits for."""
         ...
 
 
@@ -50,14 +53,16 @@ class SystemClock:
     now = staticmethod(time.monotonic)
     wall = staticmethod(time.time)
 
-    def wait(self, cond: threading.Condition, deadline: float | None, *, background: bool = False) -> None:
+    def wait(self, cond: threading.Condition, deadline: float | None, *, background: bool = False) -> bool:
         remaining = None if deadline is None else deadline - time.monotonic()
-        if threading.current_thread() is threading.main_thread():
-            remaining = MAIN_THREAD_SLICE if remaining is None else min(remaining, MAIN_THREAD_SLICE)
-        if remaining is None:
-            cond.wait()
-        elif remaining > 0:
+        if remaining is not None and remaining <= 0:
+            return False
+        if threading.current_thread() is not threading.main_thread():
             cond.wait(remaining)
+            return False
+        sliced = remaining is None or remaining > MAIN_THREAD_SLICE
+        notified = cond.wait(MAIN_THREAD_SLICE if sliced else remaining)
+        return sliced and not notified
 
 
 class ManualClock:
@@ -89,9 +94,9 @@ class ManualClock:
         with self._lock:
             return len(self._waiting) - len(self._background)
 
-    def wait(self, cond: threading.Condition, deadline: float | None, *, background: bool = False) -> None:
+    def wait(self, cond: threading.Condition, deadline: float | None, *, background: bool = False) -> bool:
         if deadline is not None and self._t >= deadline:
-            return
+            return False
         with self._lock:
             self._token += 1
             token = self._token
@@ -109,6 +114,7 @@ class ManualClock:
                 self._waiting.pop(token, None)
                 self._background.discard(token)
                 self._changed.notify_all()
+        return False  # no slices: a manual clock's waits are a test's, and end by advance()
 
     def advance(self, seconds: float) -> None:
         """Move time forward and wake every timed waiter so it re-checks its deadline."""
