@@ -457,11 +457,12 @@ def take_item(s: HandleState, decode: Callable[[bytes], object], empty: object, 
     mutex.take()
     try:
         out = q.take_head_locked(_UNSET)
-        nothing = out is _UNSET and not q.depth  # an empty queue: answered under this one lock
+        if out is _UNSET and not q.depth:
+            return empty  # an empty queue: answered under this one lock
     finally:
         mutex.give()
-    if out is _UNSET:  # no item at the head: a message of data, or none
-        return empty if nothing else _take_other(s, q, decode, empty, whole)
+    if out is _UNSET:  # no item at the head: a message of data
+        return _take_other(s, q, decode, empty, whole)
     if q.cleanup:
         q.after_get()  # the store's cleanups owed, as finish() does them
     return out

@@ -35,6 +35,7 @@ CHUNK = 16 << 20
 MADV_POPULATE_WRITE = 23  # Linux 5.14: populate page tables writable, in one call per range
 
 _arena: Arena | None = None  # in the daemon and, inherited, in the workers it forks
+_given = False  # this process has laid a task's columns in the arena (claimed): Spark reuses workers
 
 
 class Arena:
@@ -107,11 +108,14 @@ def prepare(path: str | None, stop=lambda: False) -> Arena | None:
 
 def claimed():
     """In a task: an ``empty(n, dtype)`` that lays its arrays in the daemon's arena when this
-    process holds it (the first to ask, for as long as it lives), else None."""
-    if _arena is None:
+    process holds it (the first to ask, for as long as it lives), else None; at most once a
+    process, since a reused worker may still hold the columns it laid there before."""
+    global _given
+    if _arena is None or _given:  # once a process: a second read must not overlay the first's columns
         return None
     try:
         fcntl.lockf(_arena.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return None
+    _given = True
     return _arena.allocator()

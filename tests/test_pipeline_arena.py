@@ -25,6 +25,7 @@ def trace_file(tmp_path):
 def no_arena():
     yield
     arena._arena = None  # a test's arena is not the next one's
+    arena._given = False
 
 
 def test_the_arena_is_sized_for_a_parquet_traces_columns_and_nothing_else(trace_file, tmp_path):
@@ -66,6 +67,7 @@ def test_a_trace_read_into_the_arena_equals_one_read_into_fresh_arrays(trace_fil
     assert span2 == span and into.queues == fresh.queues
     for name in ("time_us", "queue", "op", "nbytes", "priority", "lane_counts"):
         assert np.array_equal(getattr(into, name), getattr(fresh, name)), name
+    assert arena.claimed() is None  # once a process: a reused worker's next read allocates its own
 
 
 def test_one_process_holds_the_arena_another_allocates_its_own(trace_file, no_arena):
