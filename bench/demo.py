@@ -199,9 +199,10 @@ class _Shared:
 
 
 def _put(h, data: bytes, md, opts) -> None:
-    """A producer's put: under --policy block or fail, a put the full budget refuses
-    (MQRC_STORAGE_NOT_AVAILABLE, 2071) is made again a moment later, as an application
-    would; nothing else is retried."""
+    """A put of the demo's producers and of its consumer's audit records: under --policy
+    block or fail, a put the full budget refuses (MQRC_STORAGE_NOT_AVAILABLE, 2071) is made
+    again a moment later, as an application would; nothing else is retried. The consumer's
+    unit of work stays open meanwhile: the sweeper, not its commit, makes the room."""
     from sweepq.engine import MQError, Reason
 
     while True:
@@ -322,7 +323,8 @@ class Workload:
                     if not up:
                         time.sleep(0.005)
                     continue
-                audit.put(b"processed %d orders from %s" % (len(batch), names[k].encode()), None, PMO.SYNCPOINT)
+                # Under --policy fail the full budget refuses this put as it refuses a producer's.
+                _put(audit, b"processed %d orders from %s" % (len(batch), names[k].encode()), None, PMO.SYNCPOINT)
                 if not backed_out and got > 0:
                     c.backout()  # the gets come back in place, with their backout counts raised
                     backed_out = True

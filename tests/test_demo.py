@@ -457,3 +457,71 @@ def test_each_run_has_its_own_producers_done_line():
             assert done == {"producers done, with sweeper": 10.0, "producers done, without sweeping": 12.5}, done
     finally:
         plt.close(fig)
+
+
+class _RefusingAudit:
+    """A connection whose AUDIT handle refuses its first ``refusals`` puts with 2071, as a
+    full budget under --policy fail does; every other call goes to the real connection."""
+
+    def __init__(self, conn, refusals: int):
+        self.conn, self.refusals, self.refused = conn, refusals, 0
+
+    def __enter__(self):
+        self.conn.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.conn.__exit__(*exc)
+
+    def open(self, name, options):
+        h = self.conn.open(name, options)
+        if name != "AUDIT":
+            return h
+        outer = self
+
+        class Handle:
+            def put(self, data, md, opts):
+                from sweepq.engine import MQError, Reason
+
+                if outer.refused < outer.refusals:
+                    outer.refused += 1
+                    raise MQError(Reason.STORAGE_NOT_AVAILABLE)
+                return h.put(data, md, opts)
+
+        return Handle()
+
+    def commit(self):
+        self.conn.commit()
+
+    def backout(self):
+        self.conn.backout()
+
+
+def test_the_consumer_puts_again_an_audit_record_the_full_budget_refuses():
+    """A loaded `sweepq demo --policy fail` ended with 2071 from the consumer's audit put,
+    which only the producers' puts retried: the consumer now retries it too, and every
+    message still arrives once, its audit records one per committed unit of work."""
+    import threading
+
+    from sweepq.engine import QueueManager
+
+    cfg = _small(messages=200, producers=1, policy="fail")
+    qm = QueueManager("AUDITED")
+    for name in [*demo.queue_names(cfg), "AUDIT"]:
+        qm.define_queue(name)
+    refusing: list[_RefusingAudit] = []
+
+    def connect():
+        refusing.append(_RefusingAudit(qm.connect(), refusals=3))
+        return refusing[-1]
+
+    work = demo.Workload(cfg, connect, time.monotonic())
+    expected = work.produce(0, cfg.messages, lambda k: None)
+    done = threading.Event()
+    done.set()
+    checker, stats = DeliveryChecker(), {"audit_put": 0, "get_backouts": 0}
+    work.consume(done, checker, stats, lambda k: None, lambda: None)
+    assert refusing[-1].refused == 3  # the refusals happened, and did not end the consumer
+    assert checker.finish(expected) == []
+    assert qm.inquire_queue("AUDIT").current_depth == stats["audit_put"] > 0
+    qm.close()
