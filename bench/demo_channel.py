@@ -226,7 +226,7 @@ def _consume(qm2: subprocess.Popen) -> dict:
     return out
 
 
-def run(cfg: ChannelDemo, out_dir: str, say=print) -> int:
+def run(cfg: ChannelDemo, out_dir: str, say=print, command: str = "sweepq demo --channel") -> int:
     """Both runs, the table, demo-channel.json and .md in ``out_dir``. 0 when every message
     arrived exactly once and in order in both runs, 1 when not, 130 when interrupted (every
     process it started is ended and its files removed first)."""
@@ -235,6 +235,9 @@ def run(cfg: ChannelDemo, out_dir: str, say=print) -> int:
         "its partner QM2 is stopped; then QM2 starts and the channel catches up. Twice: without and with the "
         f"sweeper (interval {cfg.interval:g} s)."
     )
+    from .suite import run_info  # when, where, at which commit and under what load
+
+    run_doc = {"command": command, "run": run_info()}
     children = Children()
     work = tempfile.mkdtemp(prefix="sweepq-demo-channel-")
     runs = []
@@ -253,18 +256,27 @@ def run(cfg: ChannelDemo, out_dir: str, say=print) -> int:
     finally:
         children.end()
         shutil.rmtree(work, ignore_errors=True)
-    table = _table(cfg, runs)
-    say(table)
+    run_doc["run"]["load_after"] = run_info()["load"]
+    doc = {**run_doc, "config": asdict(cfg), "runs": runs}
+    say(_table(cfg, runs))
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "demo-channel.json"), "w") as f:
-        json.dump({"config": asdict(cfg), "runs": runs}, f, indent=2)
+        json.dump(doc, f, indent=2)
     with open(os.path.join(out_dir, "demo-channel.md"), "w") as f:
-        f.write(table + "\n")
+        f.write(markdown(doc))
     ok = all(
         r["got"] == cfg.messages and not r["duplicates"] and not r["out_of_order"] and not r["failed"] for r in runs
     )
     say(f"every message delivered once, in order: {'yes' if ok else 'NO'}; figures in {os.path.abspath(out_dir)}")
     return 0 if ok else 1
+
+
+def markdown(doc: dict) -> str:
+    """demo-channel.md: the run's heading (command, date, commit, machine, load) over its table,
+    made from demo-channel.json alone, so a page quoting it can be checked against the run."""
+    from .suite import heading
+
+    return heading(doc) + "\n\n" + _table(ChannelDemo(**doc["config"]), doc["runs"]) + "\n"
 
 
 def _table(cfg: ChannelDemo, runs: list[dict]) -> str:

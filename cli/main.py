@@ -55,7 +55,8 @@ def _demo(args: argparse.Namespace) -> int:
         from sweepq.bench.demo_channel import run as run_channel
 
         sizes = {k: values[k] for k in ("messages", "size", "seconds", "interval")}
-        return run_channel(ChannelDemo(**sizes), args.out)
+        command = " ".join(["sweepq", *getattr(args, "argv", ["demo", "--channel"])])
+        return run_channel(ChannelDemo(**sizes), args.out, command=command)
     cfg = DemoConfig(
         **values,
         consumer_share=args.consumer_share,

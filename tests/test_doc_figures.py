@@ -107,3 +107,22 @@ def test_the_demo_figures_are_quoted_from_the_committed_demo_run(page, table):
 def test_the_blocks_are_found():
     page = "a\n<!-- figures: docs/figures/x.md -->\n| t |\n<!-- /figures -->\nb\n"
     assert BLOCK.findall(page) == [("docs/figures/x.md", "| t |\n")]
+
+
+def _pages_with_blocks() -> list[str]:
+    return sorted(
+        str(p.relative_to(ROOT)) for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")] if BLOCK.search(p.read_text())
+    )
+
+
+@pytest.mark.parametrize("page", _pages_with_blocks())
+def test_every_quoted_block_on_every_page_is_its_file_as_it_is(page):
+    """Any page may quote a run's file (a bench's table, a harness's verdict); wherever it does,
+    the copy is the file's text, so no page keeps a figure its run no longer says."""
+    for src, text in _blocks(page):
+        assert (ROOT / src).is_file(), f"{page} quotes {src}, which is not there"
+        assert text == (ROOT / src).read_text(), f"{page}: its copy of {src} differs from the file: copy it again"
+
+
+def test_the_pages_that_quote_are_found():
+    assert {"README.md", "docs/queue.md", "docs/performance.md"} <= set(_pages_with_blocks())
