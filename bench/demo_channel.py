@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from .children import Children, ignoring_interrupts, interrupts_as_ctrl_c, tether
 
@@ -237,7 +238,7 @@ def run(cfg: ChannelDemo, out_dir: str, say=print, command: str = "sweepq demo -
     )
     from .suite import run_info  # when, where, at which commit and under what load
 
-    run_doc = {"command": command, "run": run_info()}
+    run_doc: dict[str, Any] = {"command": command, "run": run_info()}
     children = Children()
     work = tempfile.mkdtemp(prefix="sweepq-demo-channel-")
     runs = []

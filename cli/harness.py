@@ -33,7 +33,7 @@ from sweepq.bench.harness_sizes import (
 )
 from sweepq.bench.harness_sizes import CRASH_INTERVAL as INTERVAL
 
-from .args import HelpFormatter, number
+from .args import HelpFormatter, number, output_dir
 
 
 def _interrupt(signum, frame):
@@ -52,15 +52,55 @@ def keeps_work_on_interrupt(command: str, work: str) -> Iterator[None]:
         raise
 
 
-def report_verdict(verdict, replay: str, work: str, remove: bool) -> int:
-    """Print the verdict; remove ``work`` when it passed and ``remove``, else say where it is.
-    Returns the command's exit status (1: a violation)."""
-    print(verdict.render(replay))
+def report_verdict(verdict, replay: str, work: str, remove: bool, out: Any = None) -> int:
+    """Print the verdict; remove ``work`` when it passed and ``remove``, else say where it is;
+    with ``out`` (a :class:`VerdictOut`) write it there too. Returns the command's exit status
+    (1: a violation)."""
+    text = verdict.render(replay)
+    print(text)
+    if out is not None:
+        out.write(text, verdict.ok)
     if verdict.ok and remove:
         shutil.rmtree(work, ignore_errors=True)
     else:
         print(f"  logs and store kept in {work}")
     return 0 if verdict.ok else 1
+
+
+class VerdictOut:
+    """Where ``--out`` keeps a harness run's verdict: verdict.md (the run's heading, then the
+    verdict as printed) and verdict.json, so a page quotes the run instead of typing its figures.
+    The heading's date, commit and load at the start are taken when the run begins."""
+
+    def __init__(self, directory: str, command: str):
+        from sweepq.bench.suite import run_info
+
+        self.directory, self.doc = directory, {"command": command, "run": run_info()}
+
+    def write(self, text: str, ok: bool) -> None:
+        from sweepq.bench.suite import run_info
+
+        self.doc["run"]["load_after"] = run_info()["load"]
+        os.makedirs(self.directory, exist_ok=True)
+        with open(os.path.join(self.directory, "verdict.json"), "w") as f:
+            json.dump({**self.doc, "ok": ok, "verdict": text}, f, indent=2)
+        with open(os.path.join(self.directory, "verdict.md"), "w") as f:
+            f.write(verdict_markdown(self.doc, text))
+
+
+def verdict_markdown(doc: dict, text: str) -> str:
+    """verdict.md from verdict.json's fields: the heading over the verdict as printed."""
+    from sweepq.bench.suite import heading
+
+    return heading(doc) + "\n\n```text\n" + text + "\n```\n"
+
+
+def _verdict_out(args: argparse.Namespace) -> VerdictOut | None:
+    """``--out``'s writer (None without it); the directory is made now, so that a bad path
+    fails before the run, not after it."""
+    if not args.out:
+        return None
+    return VerdictOut(args.out, " ".join(["sweepq", *getattr(args, "argv", [])]))
 
 
 def _begin(command: str, args: argparse.Namespace, quick_kills: int) -> tuple[int, str, bool] | None:
@@ -185,33 +225,37 @@ def _kill_progress(kills: int) -> Callable[[int, Any, str], None]:
 def _crashtest_server(args: argparse.Namespace) -> int:
     from sweepq.bench.crash_server import run_server_crashtest
 
+    if not output_dir("sweepq crashtest-server", args.out):
+        return 2
     begun = _begin("crashtest-server", args, SERVER_QUICK_KILLS)
     if begun is None:
         return 2
     kills, work, made = begun
     print(f"sweepq crashtest-server: {kills:,} server kills, seed {args.seed}, in {work}", flush=True)
 
-    progress = _kill_progress(kills)
+    progress, out = _kill_progress(kills), _verdict_out(args)
     with keeps_work_on_interrupt("crashtest-server", work):
         verdict = run_server_crashtest(work, kills, args.seed, args.sync, args.interval, args.quick, progress)
     replay = f"sweepq crashtest-server --kills {kills} --seed {args.seed}" + (" --quick" if args.quick else "")
-    return report_verdict(verdict, replay, work, remove=made)
+    return report_verdict(verdict, replay, work, remove=made, out=out)
 
 
 def _crashtest_channel(args: argparse.Namespace) -> int:
     from sweepq.bench.crash_channel import run_channel_crashtest
 
+    if not output_dir("sweepq crashtest-channel", args.out):
+        return 2
     begun = _begin("crashtest-channel", args, CHANNEL_QUICK_KILLS)
     if begun is None:
         return 2
     kills, work, made = begun
     print(f"sweepq crashtest-channel: {kills:,} kills of QM1 or QM2, seed {args.seed}, in {work}", flush=True)
 
-    progress = _kill_progress(kills)
+    progress, out = _kill_progress(kills), _verdict_out(args)
     with keeps_work_on_interrupt("crashtest-channel", work):  # both children are killed first
         verdict = run_channel_crashtest(work, kills, args.seed, args.sync, args.interval, args.quick, progress)
     replay = f"sweepq crashtest-channel --kills {kills} --seed {args.seed}" + (" --quick" if args.quick else "")
-    return report_verdict(verdict, replay, work, remove=made)
+    return report_verdict(verdict, replay, work, remove=made, out=out)
 
 
 def _two_process_options(p: argparse.ArgumentParser, kills: str, quick: int) -> None:
@@ -225,6 +269,12 @@ def _two_process_options(p: argparse.ArgumentParser, kills: str, quick: int) -> 
     p.add_argument("--data-dir", default=None, help="a new directory for the store and logs (default: temporary)")
     p.add_argument("--sync", choices=("commit", "os"), default="commit", help="the queue manager's sync option")
     p.add_argument("--interval", type=number(float, 0, low_open=True), default=INTERVAL, help="sweeps")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="a directory to write the verdict into as well: verdict.md (the command, date, commit, machine and "
+        "load over the verdict) and verdict.json",
+    )
 
 
 # -- damagetest ------------------------------------------------------------------------------------------

@@ -88,3 +88,33 @@ def test_crashtest_channel_refuses_a_directory_in_use_in_one_line(tmp_path):
     cmd = [sys.executable, "-m", "sweepq", "crashtest-channel", "--data-dir", str(tmp_path)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+@pytest.mark.parametrize("harness", ["crashtest-channel", "crashtest-server"])
+def test_out_that_cannot_be_written_fails_at_once_in_one_line(tmp_path, harness):
+    """--out is made before the first kill: a run of half an hour must not end unwritten."""
+    import subprocess
+    import sys
+
+    (tmp_path / "file").write_text("")
+    cmd = [sys.executable, "-m", "sweepq", harness, "--out", str(tmp_path / "file" / "v")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "--out" in out.stderr and "kill" not in out.stdout  # no run began
+
+
+def test_out_keeps_the_verdict_under_its_run_heading(tmp_path):
+    """verdict.md is verdict.json's heading (command, date, commit, machine, load at the start
+    and the end) over the verdict as printed, so a page quoting it can be held to the run."""
+    import json
+
+    from sweepq.cli.harness import VerdictOut, verdict_markdown
+
+    out = VerdictOut(str(tmp_path / "v"), "sweepq crashtest-channel --kills 3 --out v")
+    out.write("crash harness verdict: PASS (seed 1)\n  lost: 0", ok=True)
+    doc = json.loads((tmp_path / "v" / "verdict.json").read_text())
+    assert doc["ok"] is True and doc["command"] == "sweepq crashtest-channel --kills 3 --out v"
+    assert {"date", "commit", "load", "load_after", "machine"} <= set(doc["run"])
+    md = (tmp_path / "v" / "verdict.md").read_text()
+    assert md == verdict_markdown(doc, doc["verdict"])
+    assert md.startswith("One run, `sweepq crashtest-channel --kills 3 --out v`:") and "  lost: 0\n```\n" in md

@@ -111,7 +111,9 @@ def test_the_blocks_are_found():
 
 def _pages_with_blocks() -> list[str]:
     return sorted(
-        str(p.relative_to(ROOT)) for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")] if BLOCK.search(p.read_text())
+        str(p.relative_to(ROOT))
+        for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+        if BLOCK.search(p.read_text())
     )
 
 
