@@ -128,3 +128,23 @@ def test_every_quoted_block_on_every_page_is_its_file_as_it_is(page):
 
 def test_the_pages_that_quote_are_found():
     assert {"README.md", "docs/queue.md", "docs/performance.md"} <= set(_pages_with_blocks())
+
+
+CHANNELS = "docs/figures/channels"
+
+
+def test_the_channel_runs_are_what_their_json_says_and_channels_md_quotes_them():
+    """docs/channels.md's demo table and kill -9 verdict are committed runs' files (sweepq demo
+    --channel --out, sweepq crashtest-channel --out), each what its command makes from its JSON,
+    and both runs passed."""
+    from sweepq.bench import demo_channel
+    from sweepq.cli.harness import verdict_markdown
+
+    demo = json.loads((ROOT / CHANNELS / "demo" / "demo-channel.json").read_text())
+    assert (ROOT / CHANNELS / "demo" / "demo-channel.md").read_text() == demo_channel.markdown(demo)
+    assert all(r["got"] == demo["config"]["messages"] and not r["duplicates"] for r in demo["runs"])
+    verdict = json.loads((ROOT / CHANNELS / "crashtest" / "verdict.json").read_text())
+    assert (ROOT / CHANNELS / "crashtest" / "verdict.md").read_text() == verdict_markdown(verdict, verdict["verdict"])
+    assert verdict["ok"] and verdict["command"].startswith("sweepq crashtest-channel --kills ")
+    quoted = {src for src, _ in _blocks("docs/channels.md")}
+    assert {f"{CHANNELS}/demo/demo-channel.md", f"{CHANNELS}/crashtest/verdict.md", "docs/figures/channel.md"} <= quoted
