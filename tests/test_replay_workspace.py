@@ -183,3 +183,16 @@ def test_work_bytes_per_slot_is_what_work_of_takes():
     assert (prefix.itemsize + marker.itemsize + swept_at.itemsize) == rp.WORK_BYTES_PER_SLOT == 13
     assert min(len(prefix), len(marker), len(swept_at)) >= 1000
     rp.keep_work(prefix, marker, swept_at)
+
+
+def test_the_bench_alternates_fresh_and_pooled_calls_and_tabulates_them(tmp_path, fresh_pool):
+    from sweepq.bench.replay_bench import work, work_table
+    from sweepq.sweeper.traces import write
+
+    path = str(tmp_path / "t.parquet")
+    write(generate("many-queues", seconds=4, rate=50, queues=5, seed=1), path)
+    doc = work(path, rounds=2)
+    assert [r["work"] for r in doc["rows"]] == ["fresh", "pooled", "fresh", "pooled"]
+    assert doc["work_bytes"] % rp.WORK_BYTES_PER_SLOT == 0
+    table = work_table(doc)
+    assert table.count("| fresh |") == 2 and table.count("| pooled |") == 2
