@@ -460,8 +460,15 @@ def work(path: str, rounds: int = 5) -> dict:
 
 def work_table(doc: dict) -> str:
     """The Markdown table of a :func:`work` run, with each kind's range."""
+    said = ""
+    if "run" in doc:  # a run of the command line: when, where, the load
+        run = doc["run"]
+        said = (
+            f"One run of `{doc['command']}`: {run['date']}, commit {run['commit']}; {run['machine']}; "
+            f"load average {run['load']} at the start, {run['load_after']} at the end. "
+        )
     out = [
-        f"{doc['events']:,} events, work arrays {doc['work_bytes'] / 1e6:.0f} MB a call.",
+        f"{said}{doc['events']:,} events, work arrays {doc['work_bytes'] / 1e6:.0f} MB a call.",
         "",
         "| round | work arrays | s a call | M events/s | user CPU (s) | system CPU (s) | page faults | load |",
         "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
@@ -533,6 +540,7 @@ if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR|l
     wk.add_argument("trace", help="a trace (Parquet or CSV); the speed command's is DIR/t.parquet")
     wk.add_argument("--rounds", type=int, default=5, help="pairs of calls (fresh, pooled)")
     wk.add_argument("--json", action="store_true", help="print the run as JSON, not a table")
+    wk.add_argument("--out", default=None, help="directory to write run.json and work.md to (what docs quote)")
     fj = sub.add_parser(
         "first-job", help="the session's start and its first Python job, with the JVM's and Python's CPU"
     )
@@ -568,8 +576,17 @@ if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR|l
             no_hugepage_advice(env)
             env["NUMPY_MADVISE_HUGEPAGE"] = "0"
             os.execve(sys.executable, [sys.executable, "-m", "sweepq.bench.replay_bench", *sys.argv[1:]], env)
-        doc = work(a.trace, a.rounds)
+        from .suite import run_info
+
+        doc = {"run": run_info(), **work(a.trace, a.rounds)}
         doc["command"] = "python -m sweepq.bench.replay_bench " + " ".join(sys.argv[1:])
+        doc["run"]["load_after"] = _load()
+        if a.out:
+            os.makedirs(a.out, exist_ok=True)
+            with open(os.path.join(a.out, "run.json"), "w") as f:
+                json.dump(doc, f, indent=1)
+            with open(os.path.join(a.out, "work.md"), "w") as f:
+                f.write(work_table(doc))
         print(json.dumps(doc, indent=1) if a.json else work_table(doc))
     elif a.what == "lanes":
         for row in kernel_lanes():
