@@ -416,6 +416,76 @@ def first_job(master: str = "local[*]") -> dict:
     return doc
 
 
+def work(path: str, rounds: int = 5) -> dict:
+    """The kernel's call with fresh work arrays against pooled ones (sweeper/workspace.py), on
+    the trace at ``path`` read once: ``rounds`` pairs, alternating, after one call that
+    compiles (or loads numba's cache). A fresh call drops the workspace first, so its
+    ``prefix``, ``marker`` and ``swept_at`` are new memory whose pages the kernel faults in
+    (zeroed by the system: its system CPU); a pooled call reuses the last call's. Each call's
+    wall seconds and this process's user and system CPU seconds in it, with the load. Run with
+    numpy's huge-page advice off (``NUMPY_MADVISE_HUGEPAGE=0``), as ``sweepq replay`` and the
+    pipeline's workers run (sweeper/pages.py)."""
+    import resource
+    import time
+
+    from sweepq.engine.record import HEAD_LEN
+    from sweepq.sweeper.replay import WORK_BYTES_PER_SLOT, drop_work, lane_counts, replay, work_slots
+    from sweepq.sweeper.traces import read
+
+    t = read(path, persistent=False)
+    slots = work_slots(lane_counts(t))
+    replay(t, record_header=HEAD_LEN, per_interval=False)  # compiles or loads; lays the trace out once
+
+    def call(fresh: bool) -> dict:
+        if fresh:
+            drop_work()
+        ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        replay(t, record_header=HEAD_LEN, per_interval=False)
+        secs, ru1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+        return {
+            "work": "fresh" if fresh else "pooled",
+            "seconds": round(secs, 4),
+            "events_per_s": len(t) / secs,
+            "user_s": round(ru1.ru_utime - ru0.ru_utime, 4),
+            "system_s": round(ru1.ru_stime - ru0.ru_stime, 4),
+            "minor_faults": ru1.ru_minflt - ru0.ru_minflt,
+        }
+
+    rows = []
+    for r in range(rounds):
+        for fresh in (True, False):
+            rows.append({"round": r + 1, **call(fresh), "load": _load()})
+    return {"trace": path, "events": len(t), "work_bytes": slots * WORK_BYTES_PER_SLOT, "rows": rows}
+
+
+def work_table(doc: dict) -> str:
+    """The Markdown table of a :func:`work` run, with each kind's range."""
+    said = ""
+    if "run" in doc:  # a run of the command line: when, where, the load
+        run = doc["run"]
+        said = (
+            f"One run of `{doc['command']}`: {run['date']}, commit {run['commit']}; {run['machine']}; "
+            f"load average {run['load']} at the start, {run['load_after']} at the end. "
+        )
+    out = [
+        f"{said}{doc['events']:,} events, work arrays {doc['work_bytes'] / 1e6:.0f} MB a call.",
+        "",
+        "| round | work arrays | s a call | M events/s | user CPU (s) | system CPU (s) | page faults | load |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in doc["rows"]:
+        out.append(
+            f"| {r['round']} | {r['work']} | {r['seconds']:.3f} | {r['events_per_s'] / 1e6:.1f} | {r['user_s']:.3f} "
+            f"| {r['system_s']:.3f} | {r['minor_faults']:,} | {r['load']} |"
+        )
+    ranges = []
+    for kind in ("fresh", "pooled"):
+        secs = [r["seconds"] for r in doc["rows"] if r["work"] == kind]
+        ranges.append(f"{kind} {min(secs):.3f}-{max(secs):.3f} s a call")
+    out += ["", "; ".join(ranges) + "."]
+    return "\n".join(out) + "\n"
+
+
 def speed_table(doc: dict) -> str:
     """The Markdown table of a :func:`speed` run: one row per run, in the order they ran."""
     out = [
@@ -448,7 +518,7 @@ def speed_table(doc: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR | lanes | speed DIR | first-job]
+if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR|lanes|speed DIR|work TRACE|first-job]
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m sweepq.bench.replay_bench")
@@ -466,6 +536,11 @@ if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR |
         help="to alternate with: the root of another sweepq source tree, or another installation's Python",
     )
     sp.add_argument("--out", default=None, help="directory to write run.json and speed.md to (what docs quote)")
+    wk = sub.add_parser("work", help="the kernel's call with fresh work arrays against pooled ones, alternating")
+    wk.add_argument("trace", help="a trace (Parquet or CSV); the speed command's is DIR/t.parquet")
+    wk.add_argument("--rounds", type=int, default=5, help="pairs of calls (fresh, pooled)")
+    wk.add_argument("--json", action="store_true", help="print the run as JSON, not a table")
+    wk.add_argument("--out", default=None, help="directory to write run.json and work.md to (what docs quote)")
     fj = sub.add_parser(
         "first-job", help="the session's start and its first Python job, with the JVM's and Python's CPU"
     )
@@ -493,6 +568,26 @@ if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR |
             with open(os.path.join(a.out, "speed.md"), "w") as f:
                 f.write(speed_table(doc))
         print(speed_table(doc))
+    elif a.what == "work":
+        if os.environ.get("NUMPY_MADVISE_HUGEPAGE") != "0":  # as sweepq replay and the workers run numpy
+            from sweepq.sweeper.pages import no_hugepage_advice
+
+            env = dict(os.environ)
+            no_hugepage_advice(env)
+            env["NUMPY_MADVISE_HUGEPAGE"] = "0"
+            os.execve(sys.executable, [sys.executable, "-m", "sweepq.bench.replay_bench", *sys.argv[1:]], env)
+        from .suite import run_info
+
+        doc = {"run": run_info(), **work(a.trace, a.rounds)}
+        doc["command"] = "python -m sweepq.bench.replay_bench " + " ".join(sys.argv[1:])
+        doc["run"]["load_after"] = _load()
+        if a.out:
+            os.makedirs(a.out, exist_ok=True)
+            with open(os.path.join(a.out, "run.json"), "w") as f:
+                json.dump(doc, f, indent=1)
+            with open(os.path.join(a.out, "work.md"), "w") as f:
+                f.write(work_table(doc))
+        print(json.dumps(doc, indent=1) if a.json else work_table(doc))
     elif a.what == "lanes":
         for row in kernel_lanes():
             rate, ns = row["events_per_s"] / 1e6, row["ns_per_event"]

@@ -16,6 +16,16 @@ workers it forks inherit it: a task's columns are then pages that exist already,
 first touch without being zeroed (:func:`claimed`). One task at a time uses it: a worker
 takes a POSIX lock on the memfd (held by that process; another worker's task allocates as
 before, as does any task when there is no arena or it is too small).
+
+The arena holds the replay kernel's work arrays too (``prefix``, ``marker``, ``swept_at``:
+sweeper/replay.py ``WORK_BYTES_PER_SLOT``, 13 bytes a slot, 70 MB on that trace), which
+were the last fresh memory of the task: it is sized at 18 + 13 bytes an event (a slot is a
+put, or a lane's spare, so a trace with at most as many slots as events fits), and the task
+that claims it lays the work arrays after its columns (:func:`lend_work`) and gives them to
+its process's workspace (sweeper/workspace.py) for good. The claim maps every page of the
+arena into the worker at once (``MADV_POPULATE_WRITE``; where the kernel has none, they are
+mapped page by page on first touch, as before): the daemon's pages are present already, and
+a fault per page in the task was one more cost per event.
 """
 
 from __future__ import annotations
@@ -32,7 +42,9 @@ EVENT_BYTES = 18
 ALIGN = 64
 # Touched this much at a time, so that a claim waits for one chunk at most.
 CHUNK = 16 << 20
-MADV_POPULATE_WRITE = 23  # Linux 5.14: populate page tables writable, in one call per range
+# Linux 5.14: populate page tables writable, in one call per range (the mmap module names it
+# from Python 3.13 on where the kernel headers have it; the value is Linux's).
+MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 
 _arena: Arena | None = None  # in the daemon and, inherited, in the workers it forks
 _given = False  # this process has laid a task's columns in the arena (claimed): Spark reuses workers
@@ -61,27 +73,60 @@ class Arena:
             self.touched += n
         return self.touched
 
-    def allocator(self):
+    def map_in(self) -> bool:
+        """Map every page into this process's page tables now (a worker forked from the
+        daemon has the memfd's pages but not their entries: it would fault once a page);
+        pages the daemon had not made present yet are made so. False where the kernel cannot
+        (before Linux 5.14): the pages are then mapped on first touch, as before."""
+        try:
+            self.map.madvise(MADV_POPULATE_WRITE, 0, self.size)
+        except (OSError, ValueError, AttributeError):
+            return False
+        self.touched = self.size
+        return True
+
+    def allocator(self) -> Allocator:
         """``empty(n, dtype)``: arrays laid one after the other in the arena, ``np.empty``'s
         once it is full."""
-        at = 0
+        return Allocator(self)
 
-        def empty(n: int, dtype) -> np.ndarray:
-            nonlocal at
-            dt = np.dtype(dtype)
-            start = -(-at // ALIGN) * ALIGN
-            if start + n * dt.itemsize > self.size:
-                return np.empty(n, dt)
-            at = start + n * dt.itemsize
-            return np.frombuffer(self.map, dt, n, start)
 
-        return empty
+class Allocator:
+    """``empty(n, dtype)`` for one task: arrays laid one after the other in an arena, each at a
+    cache line's start, and ``np.empty``'s for one that does not fit in what is left."""
+
+    def __init__(self, arena: Arena) -> None:
+        self.arena = arena
+        self.at = 0
+
+    def fits(self, sizes: list[int]) -> bool:
+        """Whether arrays of these byte ``sizes``, laid in turn, fit in what is left."""
+        at = self.at
+        for n in sizes:
+            at = -(-at // ALIGN) * ALIGN + n
+        return at <= self.arena.size
+
+    def __call__(self, n: int, dtype) -> np.ndarray:
+        dt = np.dtype(dtype)
+        start = -(-self.at // ALIGN) * ALIGN
+        if start + n * dt.itemsize > self.arena.size:
+            return np.empty(n, dt)
+        self.at = start + n * dt.itemsize
+        return np.frombuffer(self.arena.map, dt, n, start)
+
+
+def per_event() -> int:
+    """Bytes of the arena per event of the trace: its columns' and the kernel's work arrays'
+    for one slot (18 + 13)."""
+    from sweepq.sweeper.replay import WORK_BYTES_PER_SLOT
+
+    return EVENT_BYTES + WORK_BYTES_PER_SLOT
 
 
 def bytes_for(path: str) -> int:
-    """Bytes of the columns of the Parquet trace at ``path`` (its rows from the footers); 0 when
-    it is not one that a direct task would read (a CSV, unreadable, or more than
-    direct.MAX_READS events)."""
+    """Bytes of the arena for the Parquet trace at ``path`` (its rows from the footers, times
+    :func:`per_event`); 0 when it is not one that a direct task would read (a CSV,
+    unreadable, or more than direct.MAX_READS events)."""
     from sweepq.pipeline.direct import MAX_READS
     from sweepq.sweeper.traces import TraceError, parquet_files, row_groups
 
@@ -91,7 +136,7 @@ def bytes_for(path: str) -> int:
         rows = sum(n for _, _, n in row_groups(*parquet_files(path)))
     except (OSError, TraceError):
         return 0
-    return rows * EVENT_BYTES + 8 * ALIGN if 0 < rows <= MAX_READS else 0
+    return rows * per_event() + 8 * ALIGN if 0 < rows <= MAX_READS else 0
 
 
 def prepare(path: str | None, stop=lambda: False) -> Arena | None:
@@ -106,10 +151,11 @@ def prepare(path: str | None, stop=lambda: False) -> Arena | None:
     return _arena
 
 
-def claimed():
+def claimed() -> Allocator | None:
     """In a task: an ``empty(n, dtype)`` that lays its arrays in the daemon's arena when this
     process holds it (the first to ask, for as long as it lives), else None; at most once a
-    process, since a reused worker may still hold the columns it laid there before."""
+    process, since a reused worker may still hold the columns it laid there before. The
+    arena's pages are mapped into this process here (:meth:`Arena.map_in`)."""
     global _given
     if _arena is None or _given:  # once a process: a second read must not overlay the first's columns
         return None
@@ -118,4 +164,18 @@ def claimed():
     except OSError:
         return None
     _given = True
+    _arena.map_in()
     return _arena.allocator()
+
+
+def lend_work(empty: Allocator, slots: int) -> bool:
+    """Lay the replay kernel's work arrays for ``slots`` slots in the arena after what
+    ``empty`` laid there, and give them to this process's workspace for good (the next
+    replay here takes them: sweeper/replay.py ``work_of``). Nothing when they do not all fit
+    (the kernel's work is then fresh memory, as before); returns whether they did."""
+    from sweepq.sweeper.replay import WORK_DTYPES, keep_work
+
+    if not empty.fits([slots * dt.itemsize for dt in WORK_DTYPES]):
+        return False
+    keep_work(*(empty(slots, dt) for dt in WORK_DTYPES))
+    return True

@@ -110,11 +110,18 @@ def read_bucket(spec: dict) -> tuple[Trace, dict]:
     of the trace at ``spec["path"]``, read and checked whole as ``sweepq replay`` reads it
     (:raises TraceError: the first row at fault, in the input's numbering); and the whole trace's
     span (its events, first and last time), which fixes the replay's intervals."""
-    # Its columns in the memory the daemon made ready while the JVM started (pipeline/arena.py).
-    whole = read(spec["path"], persistent=False, threads=spec.get("threads", 1), empty=arena.claimed())
+    # Its columns, and the kernel's work arrays after them, in the memory the daemon made
+    # ready while the JVM started (pipeline/arena.py).
+    empty = arena.claimed()
+    whole = read(spec["path"], persistent=False, threads=spec.get("threads", 1), empty=empty)
     n = len(whole)
     span = {"events": n, "t0": int(whole.time_us[0]) if n else 0, "t_end": int(whole.time_us[-1]) if n else 0}
-    return bucket(whole, spec["buckets"], spec["bucket"]), span
+    mine = bucket(whole, spec["buckets"], spec["bucket"])
+    if empty is not None:
+        from sweepq.sweeper.replay import work_slots  # loaded in the worker already (the daemon's)
+
+        arena.lend_work(empty, work_slots(mine.lane_counts))
+    return mine, span
 
 
 def warm_up() -> None:

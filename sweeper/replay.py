@@ -40,6 +40,7 @@ from . import arrow
 from .policy import ADAPTIVE, ADAPTIVE_STATE, RULES, SweepPolicy, budget_order, decide, decide_adaptive, over_budget
 from .runs import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS, choose_runs, cut_run
 from .traces import GET, PUT, Trace, TraceError, check_events, fault
+from .workspace import POOL
 
 # Per-interval metrics, in column order of ReplayResult.intervals[..., k].
 METRICS = (
@@ -70,6 +71,11 @@ _cut_run = numba.njit(cache=True, nogil=True)(cut_run)  # the engine runs the sa
 _choose_runs = numba.njit(cache=True, nogil=True)(choose_runs)
 # _TOP[m] = the highest set bit of a 10-bit lane mask m (the lane a get takes from).
 _TOP = np.array([max((b for b in range(10) if m >> b & 1), default=-1) for m in range(1024)], np.int64)
+
+# The kernel's work arrays, one slot per put and one per lane: prefix (the lane's bytes so far),
+# marker (the bits below) and swept_at (the interval that wrote a blob, at its first slot).
+WORK_DTYPES = (np.dtype(np.int64), np.dtype(np.int8), np.dtype(np.int32))
+WORK_BYTES_PER_SLOT = sum(dt.itemsize for dt in WORK_DTYPES)  # 13: what a caller sizes memory by
 
 # marker bits per arrival slot
 _BLOB_START = 1  # the first record of a blob in a chain
@@ -206,10 +212,19 @@ def _replay(
     rule,
     budget,
     refuse,
+    prefix,
+    marker,
+    swept_at,
 ):
     """The replay. Lane k's arrivals live in slots ``start[k] .. start[k] + lane_counts[k] - 1`` of
     one flat array, with one spare slot per lane so that ``prefix`` (record bytes summed from
     the lane's start; prefix[start[k]] = 0) is filled as puts arrive: no layout pass.
+
+    ``prefix`` (int64), ``marker`` (int8) and ``swept_at`` (int32) are the work arrays, of at
+    least ``work_slots(lane_counts)`` slots each and any contents (the caller's, from the
+    workspace: sweeper/workspace.py): a slot of ``prefix`` is read only after a put wrote it
+    or at a lane's start (zeroed here), one of ``swept_at`` only at a blob's start (written by
+    its sweep); ``marker`` is zeroed here. Nothing returned is a view of them.
 
     With a ``budget``, a put that arrives when the messages in memory and it would pass the
     budget is counted (summary ``puts_over_budget``: what a BLOCK queue would hold back); with
@@ -221,9 +236,10 @@ def _replay(
     for k in range(nl):
         start[k + 1] = start[k] + lane_counts[k] + 1
         longest = max(longest, lane_counts[k])
-    prefix = np.zeros(start[nl], np.int64)
-    marker = np.zeros(start[nl], np.int8)
-    swept_at = np.zeros(start[nl], np.int32)  # at a blob's first slot: the interval that wrote it
+    for k in range(nl):
+        prefix[start[k]] = 0
+    marker[: start[nl]] = 0
+    # swept_at: at a blob's first slot, the interval that wrote it
     ends = np.empty(longest + 1, np.int64)
     top = _TOP
     # Lane state, one row per lane so one cache line serves an event: head, front end, rear
@@ -515,6 +531,32 @@ def overall_figures(totals: np.ndarray, queues: int, sweeps: int) -> dict:
     }
 
 
+def work_slots(counts: np.ndarray) -> int:
+    """Slots of the kernel's work arrays for lanes of ``counts`` puts: every put's, and one
+    spare per lane (the lane's start in ``prefix``)."""
+    return int(counts.sum()) + len(counts)
+
+
+def work_of(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel's work arrays for ``n`` slots (``prefix``, ``marker``, ``swept_at``, in
+    WORK_DTYPES), taken from this process's workspace (sweeper/workspace.py) when it keeps
+    large enough ones, else fresh; lent to the caller alone until :func:`keep_work`."""
+    return tuple(POOL.take(n, dt) for dt in WORK_DTYPES)  # type: ignore[return-value]
+
+
+def keep_work(*arrays: np.ndarray) -> None:
+    """Give work arrays (from :func:`work_of`, or memory lent for good such as the pipeline's
+    arena: pipeline/arena.py) to the workspace for the next replay in this process. The
+    caller must keep no view of them."""
+    for a in arrays:
+        POOL.give(a)
+
+
+def drop_work() -> None:
+    """Let the workspace's arrays go (their memory is the system's again once unreferenced)."""
+    POOL.clear()
+
+
 def lane_counts(trace: Trace) -> np.ndarray:
     """The puts of each (queue, priority) lane: the kernel's layout. Known once the trace is
     validated; otherwise counted here by the same check (which raises on a bad trace)."""
@@ -566,6 +608,7 @@ def replay(
         if start > int(trace.time_us[0]):
             raise TraceError("time_us", 0, f"time {int(trace.time_us[0])} is before the replay's start {start}")
         n_int = n_intervals or int((int(trace.time_us[-1]) - start) // interval_us + 1)
+    work = work_of(work_slots(counts))
     out, totals, summary = _replay(
         trace.time_us,
         trace.queue,
@@ -586,7 +629,9 @@ def replay(
         RULES[policy.rule],
         policy.memory_budget,
         refuse,
+        *work,
     )
+    keep_work(*work)  # after the kernel only: on a fault they are dropped, not kept half-used
     return ReplayResult(list(trace.queues), start, interval_us, out if per_interval else None, totals, summary)
 
 
@@ -606,4 +651,18 @@ def warm_up() -> None:
     replay(t, record_header=0, per_interval=False)
 
 
-__all__ = ["GET", "METRICS", "PUT", "SUMMARY", "ReplayResult", "lane_counts", "replay", "warm_up"]
+__all__ = [
+    "GET",
+    "METRICS",
+    "PUT",
+    "SUMMARY",
+    "WORK_BYTES_PER_SLOT",
+    "ReplayResult",
+    "drop_work",
+    "keep_work",
+    "lane_counts",
+    "replay",
+    "warm_up",
+    "work_of",
+    "work_slots",
+]

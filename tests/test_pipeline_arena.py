@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from sweepq.pipeline import arena, direct
+from sweepq.sweeper import SweepPolicy
+from sweepq.sweeper.replay import POOL, WORK_BYTES_PER_SLOT, drop_work, replay, work_of, work_slots
 from sweepq.sweeper.traces import generate, write
 
 
@@ -23,14 +25,18 @@ def trace_file(tmp_path):
 
 @pytest.fixture
 def no_arena():
+    drop_work()
     yield
     arena._arena = None  # a test's arena is not the next one's
     arena._given = False
+    drop_work()  # nor its work arrays, kept in this process's workspace
 
 
 def test_the_arena_is_sized_for_a_parquet_traces_columns_and_nothing_else(trace_file, tmp_path):
     path, n = trace_file
-    assert arena.bytes_for(path) == n * arena.EVENT_BYTES + 8 * arena.ALIGN
+    # the columns' 18 bytes an event and the kernel's work arrays' 13 a slot (a slot per event at most)
+    assert arena.per_event() == arena.EVENT_BYTES + WORK_BYTES_PER_SLOT == 18 + 13
+    assert arena.bytes_for(path) == n * arena.per_event() + 8 * arena.ALIGN
     assert arena.bytes_for(str(tmp_path / "t.csv")) == 0
     assert arena.bytes_for(str(tmp_path / "missing.parquet")) == 0
 
@@ -97,3 +103,46 @@ def test_one_process_holds_the_arena_another_allocates_its_own(trace_file, no_ar
 
 def test_prepare_without_a_trace_makes_none(no_arena):
     assert arena.prepare(None) is None and arena.claimed() is None
+
+
+def _in(a, mem) -> bool:
+    base = np.frombuffer(mem.map, np.uint8).ctypes.data
+    return base <= a.ctypes.data and a.ctypes.data + a.nbytes <= base + mem.size
+
+
+def test_the_claiming_task_lays_the_kernels_work_arrays_in_the_arena_and_replays_on_them(trace_file, no_arena):
+    path, _ = trace_file
+    spec = {"path": path, "buckets": 1, "bucket": 0, "threads": 2}
+    fresh, _ = direct.read_bucket(spec)  # no arena: nothing lent
+    assert POOL.kept() == []
+    expected = replay(fresh, SweepPolicy(), record_header=40)
+    drop_work()
+    mem = arena.prepare(path)
+    into, _ = direct.read_bucket(spec)
+    slots = work_slots(into.lane_counts)
+    kept = POOL.kept()
+    assert len(kept) == 3 and all(_in(a, mem) and len(a) == slots for a in kept)
+    assert not any(np.shares_memory(a, into.time_us) or np.shares_memory(a, into.nbytes) for a in kept)
+    work = work_of(slots)  # what the next replay takes: the arena's
+    assert all(_in(a, mem) for a in work)
+    POOL.give(work[0]), POOL.give(work[1]), POOL.give(work[2])
+    got = replay(into, SweepPolicy(), record_header=40)
+    assert got.totals.tolist() == expected.totals.tolist() and got.summary.tolist() == expected.summary.tolist()
+    assert not _in(got.totals, mem) and not _in(got.summary, mem)  # results are the caller's own memory
+
+
+def test_work_arrays_that_do_not_all_fit_are_not_laid_in_the_arena(no_arena):
+    a = arena.Arena(4096)
+    empty = a.allocator()
+    empty(100, np.int64)  # 800 bytes of columns
+    assert not arena.lend_work(empty, 300)  # 300 x 13 bytes more: no room
+    assert POOL.kept() == []
+    assert arena.lend_work(empty, 200)  # 200 x 13 bytes (aligned): room
+    assert len(POOL.kept()) == 3 and all(_in(k, a) for k in POOL.kept())
+
+
+def test_a_claim_maps_the_arenas_pages_in_or_says_it_could_not(no_arena):
+    a = arena.Arena(3 * arena.CHUNK)
+    if a.map_in():  # Linux 5.14 or later
+        assert a.touched == a.size
+    np.frombuffer(a.map, np.uint8)[::4096] = 1  # usable either way

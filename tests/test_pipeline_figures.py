@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sweepq.bench.replay_bench import speed_table
+from sweepq.bench.replay_bench import speed_table, work_table
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "docs" / "figures" / "pipeline"
@@ -39,7 +39,8 @@ def test_docs_pipeline_quotes_the_table_as_it_is():
 # and its workers without numpy's huge-page advice (direct-no-hugepage), under load, alternating;
 # quiet runs after the huge-page advice was dropped (hugepage-quiet) and after the launcher (launcher-quiet);
 # the direct task's columns in memory made while the JVM starts, under load alternating with main
-# (arena-ab).
+# (arena-ab); the kernel's work arrays pooled and laid in the arena, under load (workspace), and
+# alternating with main (workspace-ab).
 LATER = (
     "prestart",
     "quiet",
@@ -55,6 +56,8 @@ LATER = (
     "idle",
     "arena-quiet",
     "arena-quiet-2",
+    "workspace",
+    "workspace-ab",
 )
 
 
@@ -68,3 +71,14 @@ def test_each_later_runs_table_is_what_the_bench_writes_and_the_page_quotes_it(n
     page = (ROOT / "docs" / "pipeline.md").read_text()
     quote = f"<!-- figures: docs/figures/pipeline/{name}/speed.md -->\n{{}}<!-- /figures -->"
     assert quote.format((run / "speed.md").read_text()) in page
+
+
+def test_the_work_arrays_run_is_what_the_bench_writes_and_the_page_quotes_it():
+    run = RUN / "workspace-work"
+    doc = json.loads((run / "run.json").read_text())
+    assert doc["command"].startswith("python -m sweepq.bench.replay_bench work ")
+    assert {r["work"] for r in doc["rows"]} == {"fresh", "pooled"}
+    assert (run / "work.md").read_text() == work_table(doc)
+    page = (ROOT / "docs" / "pipeline.md").read_text()
+    quote = "<!-- figures: docs/figures/pipeline/workspace-work/work.md -->\n{}<!-- /figures -->"
+    assert quote.format((run / "work.md").read_text()) in page
