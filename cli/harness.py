@@ -52,9 +52,9 @@ def keeps_work_on_interrupt(command: str, work: str) -> Iterator[None]:
         raise
 
 
-def report_verdict(verdict, replay: str, work: str, remove: bool, out: Any = None) -> int:
+def report_verdict(verdict, replay: str, work: str, remove: bool, out: VerdictOut | None = None) -> int:
     """Print the verdict; remove ``work`` when it passed and ``remove``, else say where it is;
-    with ``out`` (a :class:`VerdictOut`) write it there too. Returns the command's exit status
+    with ``out`` write it there too. Returns the command's exit status
     (1: a violation)."""
     text = verdict.render(replay)
     print(text)
@@ -96,8 +96,9 @@ def verdict_markdown(doc: dict, text: str) -> str:
 
 
 def _verdict_out(args: argparse.Namespace) -> VerdictOut | None:
-    """``--out``'s writer (None without it); the directory is made now, so that a bad path
-    fails before the run, not after it."""
+    """``--out``'s writer (None without it), made as the run begins so that its heading gives
+    the load at the start (``output_dir`` has made the directory before, so a bad path fails
+    before the run, not after it)."""
     if not args.out:
         return None
     return VerdictOut(args.out, " ".join(["sweepq", *getattr(args, "argv", [])]))
