@@ -416,13 +416,16 @@ def first_job(master: str = "local[*]") -> dict:
     return doc
 
 
-def work(path: str, rounds: int = 5) -> dict:
+def work(path: str, rounds: int = 5, rest: float = 0.0) -> dict:
     """The kernel's call with fresh work arrays against pooled ones (sweeper/workspace.py), on
     the trace at ``path`` read once: ``rounds`` pairs, alternating, after one call that
     compiles (or loads numba's cache). A fresh call drops the workspace first, so its
     ``prefix``, ``marker`` and ``swept_at`` are new memory whose pages the kernel faults in
     (zeroed by the system: its system CPU); a pooled call reuses the last call's. Each call's
-    wall seconds and this process's user and system CPU seconds in it, with the load. Run with
+    wall seconds and this process's user and system CPU seconds in it, with the load. With
+    ``rest``, each call waits that many seconds first (both kinds, so that they see the same
+    caches): long enough, the pages a fresh call gets back were free long enough for a
+    balloon's free page reporting to hand them to the host, as a new worker's are. Run with
     numpy's huge-page advice off (``NUMPY_MADVISE_HUGEPAGE=0``), as ``sweepq replay`` and the
     pipeline's workers run (sweeper/pages.py)."""
     import resource
@@ -439,6 +442,7 @@ def work(path: str, rounds: int = 5) -> dict:
     def call(fresh: bool) -> dict:
         if fresh:
             drop_work()
+        time.sleep(rest)
         ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         replay(t, record_header=HEAD_LEN, per_interval=False)
         secs, ru1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
@@ -455,7 +459,7 @@ def work(path: str, rounds: int = 5) -> dict:
     for r in range(rounds):
         for fresh in (True, False):
             rows.append({"round": r + 1, **call(fresh), "load": _load()})
-    return {"trace": path, "events": len(t), "work_bytes": slots * WORK_BYTES_PER_SLOT, "rows": rows}
+    return {"trace": path, "events": len(t), "work_bytes": slots * WORK_BYTES_PER_SLOT, "rest_s": rest, "rows": rows}
 
 
 def work_table(doc: dict) -> str:
@@ -468,7 +472,8 @@ def work_table(doc: dict) -> str:
             f"load average {run['load']} at the start, {run['load_after']} at the end. "
         )
     out = [
-        f"{said}{doc['events']:,} events, work arrays {doc['work_bytes'] / 1e6:.0f} MB a call.",
+        f"{said}{doc['events']:,} events, work arrays {doc['work_bytes'] / 1e6:.0f} MB a call"
+        + (f", {doc['rest_s']:g} s of rest before each." if doc.get("rest_s") else "."),
         "",
         "| round | work arrays | s a call | M events/s | user CPU (s) | system CPU (s) | page faults | load |",
         "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
@@ -539,6 +544,7 @@ if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR|l
     wk = sub.add_parser("work", help="the kernel's call with fresh work arrays against pooled ones, alternating")
     wk.add_argument("trace", help="a trace (Parquet or CSV); the speed command's is DIR/t.parquet")
     wk.add_argument("--rounds", type=int, default=5, help="pairs of calls (fresh, pooled)")
+    wk.add_argument("--rest", type=float, default=0.0, help="seconds to wait before each call (default 0)")
     wk.add_argument("--json", action="store_true", help="print the run as JSON, not a table")
     wk.add_argument("--out", default=None, help="directory to write run.json and work.md to (what docs quote)")
     fj = sub.add_parser(
@@ -578,7 +584,7 @@ if __name__ == "__main__":  # python -m sweepq.bench.replay_bench [figures DIR|l
             os.execve(sys.executable, [sys.executable, "-m", "sweepq.bench.replay_bench", *sys.argv[1:]], env)
         from .suite import run_info
 
-        doc = {"run": run_info(), **work(a.trace, a.rounds)}
+        doc = {"run": run_info(), **work(a.trace, a.rounds, a.rest)}
         doc["command"] = "python -m sweepq.bench.replay_bench " + " ".join(sys.argv[1:])
         doc["run"]["load_after"] = _load()
         if a.out:

@@ -40,7 +40,8 @@ def test_docs_pipeline_quotes_the_table_as_it_is():
 # quiet runs after the huge-page advice was dropped (hugepage-quiet) and after the launcher (launcher-quiet);
 # the direct task's columns in memory made while the JVM starts, under load alternating with main
 # (arena-ab); the kernel's work arrays pooled and laid in the arena, under load (workspace), and
-# alternating with main (workspace-ab).
+# alternating with main (workspace-ab), and with each array mapped in as laid (workspace-2,
+# workspace-3, a compiler on one core).
 LATER = (
     "prestart",
     "quiet",
@@ -58,6 +59,8 @@ LATER = (
     "arena-quiet-2",
     "workspace",
     "workspace-ab",
+    "workspace-2",
+    "workspace-3",
 )
 
 
