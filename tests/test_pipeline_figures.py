@@ -41,7 +41,8 @@ def test_docs_pipeline_quotes_the_table_as_it_is():
 # the direct task's columns in memory made while the JVM starts, under load alternating with main
 # (arena-ab); the kernel's work arrays pooled and laid in the arena, under load (workspace), and
 # alternating with main (workspace-ab), and with each array mapped in as laid (workspace-2,
-# workspace-3, a compiler on one core).
+# workspace-3, a compiler on one core), alternating with main after it had merged the rest
+# (workspace-ab-2) and with the tree before this work (workspace-ab-3).
 LATER = (
     "prestart",
     "quiet",
@@ -61,6 +62,8 @@ LATER = (
     "workspace-ab",
     "workspace-2",
     "workspace-3",
+    "workspace-ab-2",
+    "workspace-ab-3",
 )
 
 
