@@ -290,7 +290,7 @@ class Journal:
             if len(recs) == 1:  # a put of one message (the most common call): no list made
                 rec = recs[0]
                 if rec[OFF_FLAGS] & PERSISTENT:  # its key and value made in C (checked.py: layout's, faster)
-                    self._store().write_messages(((stored_key(q.key_prefix, lane, rec), stored_value(rec)),))
+                    self._store().write_message(stored_key(q.key_prefix, lane, rec), stored_value(rec))
             else:
                 self._store().write_messages(Journal.homes(q.key_prefix, lane, recs))
         except StoreError as e:
@@ -314,7 +314,10 @@ class Journal:
             return
         key, mark = removal
         try:
-            self._store().write_messages((), (key,), () if mark is None else (mark,))
+            if mark is None:  # its own record only: the store's one-record write
+                self._store().write_message(key, None)
+            else:
+                self._store().write_messages((), (key,), (mark,))
         except StoreError as e:
             raise _failed(e, f"getting from {q.name!r}") from e
 
