@@ -23,7 +23,17 @@ Scenarios, each beside its baseline in the same run:
 * ``Queue bytes``: ``sweepq.Queue(serializer="bytes")`` put and get of 100 bytes, beside
   ``queue.Queue``;
 * ``AsyncQueue``: ``await q.put(item)`` and ``await q.get()`` of the small dict in one
-  coroutine, ``sweepq.AsyncQueue()`` beside ``asyncio.Queue``.
+  coroutine, ``sweepq.AsyncQueue()`` beside ``asyncio.Queue``;
+* ``durable os``: a put and a get of a persistent 1 KiB message, ``sync="os"`` (a queue
+  manager on a data directory, bench/durable.py's ``open_sweepq``), beside the floor of what
+  each durable call writes: one RocksDB write and one change-log append (``_kv_alone``, no
+  store layers), so the ratio is the share of the pair the key-value store alone costs;
+* ``durable store``: the store's write path alone for the same message
+  (``BlobStore.write_messages`` of its record, then of its delete: ``_store_alone``), beside
+  the same floor;
+* ``durable os sqlite``: the ``durable os`` pair beside persist-queue's ``SQLiteQueue`` with
+  ``PRAGMA synchronous=OFF`` (the peer of docs/durable-bench.md's crash-safe goal). Only the
+  main thread counts: RocksDB's own threads (flushes, compactions) do not.
 
 ``--cache-sim`` also counts level-1 instruction cache misses per operation (callgrind's
 ``--cache-sim=yes``, its simulated I1 cache, the machine's size when valgrind can read it): a
@@ -47,12 +57,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 _CHILD = r"""
-import sys
+import os, sys
 which, n = sys.argv[1], int(sys.argv[2])
 data = b"x" * 100
 if which.endswith("dict"):
     data = {"order": 1, "item": "widget"}
-if which.startswith(("asyncio.Queue", "sweepq.AsyncQueue")):
+if which.startswith("durable "):  # persistent 1 KiB messages on a data directory in the working one
+    from sweepq.bench import durable
+    data = b"x" * 1024
+    opened = {
+        "durable sweepq os put+get": lambda p: durable.open_sweepq(p, "os"),
+        "durable store write+remove": durable._store_alone,
+        "durable kv floor put+delete": durable._kv_alone,
+        "durable SQLiteQueue OFF put+get": lambda p: durable._sqlite_queue(p, "OFF"),
+    }[which](os.path.join(os.getcwd(), "data"))
+    put, get = opened.put, opened.get
+elif which.startswith(("asyncio.Queue", "sweepq.AsyncQueue")):
     import asyncio
     if which.startswith("asyncio"):
         q = asyncio.Queue()
@@ -115,6 +135,9 @@ SCENARIOS = {
     "Queue": ("sweepq.Queue put+get dict", "queue.Queue put+get dict"),
     "Queue bytes": ("sweepq.Queue bytes put+get", "queue.Queue put+get"),
     "AsyncQueue": ("sweepq.AsyncQueue put+get dict", "asyncio.Queue put+get dict"),
+    "durable os": ("durable sweepq os put+get", "durable kv floor put+delete"),
+    "durable store": ("durable store write+remove", "durable kv floor put+delete"),
+    "durable os sqlite": ("durable sweepq os put+get", "durable SQLiteQueue OFF put+get"),
 }
 
 

@@ -156,6 +156,10 @@ class FaultyStore:
         self._tick("write_messages")
         self.inner.write_messages(puts, deletes, marks)
 
+    def write_message(self, key: bytes, value: bytes | None) -> None:
+        self._tick("write_messages")  # write_messages of one record: the same faults
+        self.inner.write_message(key, value)
+
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         self._tick("messages")
         return self.inner.messages(prefix)

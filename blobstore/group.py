@@ -22,6 +22,8 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
 
 _PENDING = object()  # a follower's outcome before its group was written
 
@@ -57,6 +59,30 @@ class WriteGroup(Generic[T]):
     def queued(self) -> int:
         """Items waiting for the next write (what a test waits on)."""
         return len(self._queue)
+
+    def write_alone(self, write: Callable[[A, B], None], a: A, b: B) -> bool:
+        """``write(a, b)`` now, as a lone caller of :meth:`run` writes its item, when nobody
+        writes or waits; False (nothing written) otherwise, and the caller hands its item to
+        :meth:`run`. A lone durable put or get takes this way without building its item
+        (issue 31). :raises: what ``write`` raised (nothing written)."""
+        cond = self._cond
+        cond.acquire()
+        if self._busy or self._queue:
+            cond.release()
+            return False
+        self._busy = True
+        cond.release()
+        try:
+            write(a, b)
+        finally:
+            cond.acquire()
+            self._busy = False
+            self.writes += 1
+            self.items += 1
+            if self._queue:
+                cond.notify_all()  # one queued meanwhile leads the next write
+            cond.release()
+        return True
 
     def run(self, item: T) -> None:
         """Return once ``item`` is written. :raises: what ``write`` raised for its group."""

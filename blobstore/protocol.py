@@ -180,6 +180,11 @@ class Store(Protocol):
         :raises StoreError: nothing changed. Thread-safe, atomic."""
         ...
 
+    def write_message(self, key: bytes, value: bytes | None) -> None:
+        """:meth:`write_messages` of one record under ``key`` (``value`` None: its delete).
+        :raises StoreError: nothing changed. Thread-safe, atomic."""
+        ...
+
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Message records under ``prefix`` in key order. :raises StoreDamageError: a
         checksum failed (see :class:`Salvaging`). :raises StoreError. Thread-safe."""

@@ -518,6 +518,16 @@ class BlobStore:
         if puts or deletes or marks:
             self.group.run((puts, deletes, marks))
 
+    def write_message(self, key: bytes, value: bytes | None) -> None:
+        """``write_messages(((key, value),))``, or ``write_messages((), (key,))`` when ``value``
+        is None: one record written or deleted, what every durable put and get outside a unit
+        of work writes. A lone writer writes it with no tuples built and no group to take
+        apart (issue 31); one that meets other writers joins their group as write_messages does.
+
+        :raises StoreError: nothing was written. Thread-safe."""
+        if not self.group.write_alone(self._log.write_message, key, value):
+            self.group.run((((key, value),), (), ()) if value is not None else ((), (key,), ()))
+
     def _write_alone(self, write: MessageWrite) -> None:
         """The write of a caller that found nobody writing or waiting (the :class:`WriteGroup`'s
         ``alone``). One record written or deleted, no marks (every durable put and get outside

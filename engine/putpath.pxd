@@ -46,7 +46,7 @@ cpdef PutResults put_many(HandleState s, object datas, object md, int opts)
 cpdef list _records(HandleState s, object payloads, object extra, int priority, bint persistent, long long put_us,
                     object pieces)
 
-@cython.locals(lane_i=int, k=Py_ssize_t, durable=bint, reason=int, put_us=cython.longlong, now=double,
+@cython.locals(lane_i=int, k=Py_ssize_t, durable=bint, pinned=bint, reason=int, put_us=cython.longlong, now=double,
                held=Py_ssize_t, sequence=Arrivals, numbers="unsigned long long[::1]", j=Py_ssize_t,
                put_bytes=Py_ssize_t)
 cpdef tuple place(HandleState s, LocalQueue q, object payloads, object extra, int priority, bint persistent,

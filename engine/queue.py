@@ -645,7 +645,7 @@ class LocalQueue:
         if CHECKS:  # the check only when checks are on: interpreted, a call per get or put costs
             self.must_hold("removing a message")
         if durable and self.journal is not None:
-            self.journal.remove(self, [ref])
+            self.journal.remove_one(self, ref)
         lane = self.lanes.take(ref)
         if lane is None:
             return  # its blob was found damaged: counted out then

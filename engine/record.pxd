@@ -1,11 +1,14 @@
 # Types of engine/record.py for its compiled form (Cython pure-Python mode).
 cimport cython
 
-cdef int _HEAD_LEN, _PERSISTENT, _OFF_SEQ, _HAS_ITEM, _OFF_FLAGS
+cdef int _HEAD_LEN, _PERSISTENT, _OFF_SEQ, _HAS_ITEM, _OFF_FLAGS, _HAS_MSG_ID, _PINNED_HLEN
 
 @cython.locals(n=Py_ssize_t)
 cpdef bytes tail(bytes rec, Py_ssize_t start)
 cpdef bytes plain(unsigned long long seq, long long put_us, int priority, bint persistent, bytes payload)
+@cython.locals(n=Py_ssize_t, p=cython.p_uchar, v=cython.ulonglong, w=cython.ulonglong, k=int, flags=int, prefix=bytes)
+cpdef bytes pinned(unsigned long long seq, long long put_us, int priority, bint persistent, bytes payload,
+                   object ident)
 cpdef bytes item_head(unsigned long long seq, long long put_us, int priority)
 @cython.locals(n=Py_ssize_t, p=cython.p_uchar, v=cython.ulonglong, w=cython.ulonglong, k=int)
 cdef bytes _plain(unsigned long long seq, long long put_us, int priority, int flags, bytes payload)

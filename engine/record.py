@@ -85,6 +85,8 @@ OFF_SEQ = 5
 # The compiled form's C copies of the constants its hot function uses (record.pxd types them;
 # the public names stay Python objects that other modules import).
 _HEAD_LEN, _PERSISTENT, _OFF_SEQ, _HAS_ITEM, _OFF_FLAGS = HEAD_LEN, PERSISTENT, OFF_SEQ, HAS_ITEM, OFF_FLAGS
+_HAS_MSG_ID = HAS_MSG_ID
+_PINNED_HLEN = HEAD_LEN + 24  # the header of a plain record with its MsgId written out (pinned)
 
 
 @dataclass
@@ -346,6 +348,35 @@ def pin_msg_id(rec: bytes, ident: Identity) -> bytes:
     hlen = data_offset(rec) + 24
     head = bytes([hlen if hlen <= 255 else 0, rec[1], rec[2] | HAS_MSG_ID]) + rec[3:HEAD_LEN]
     return head + ident.msg_id(rec) + rec[HEAD_LEN:]
+
+
+def pinned(seq: int, put_us: int, priority: int, persistent: bool, payload: bytes, ident: Identity) -> bytes:
+    """``pin_msg_id(plain(seq, put_us, priority, persistent, payload), ident)`` made in one
+    allocation and one copy of the payload: the record of a durable put with no descriptor
+    (every durable put outside a unit of work with no option, issue 31), where the plain
+    record and its pinned copy were two copies of the payload and several of the header."""
+    flags = (_PERSISTENT if persistent else 0) | _HAS_MSG_ID
+    prefix = ident._msg_prefix  # b"SWQ " + run id: the MsgId ident.msg_id generates, less the seq
+    if not COMPILED:
+        return HEAD.pack(_PINNED_HLEN, priority, flags, 0, seq, put_us) + prefix + seq.to_bytes(8, "big") + payload
+    n = len(payload)
+    out = PyBytes_FromStringAndSize(cython.NULL, _PINNED_HLEN + n)
+    p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
+    p[0] = _PINNED_HLEN
+    p[1] = priority
+    p[2] = flags
+    p[3] = 0
+    p[4] = 0
+    v = cython.cast(cython.ulonglong, seq)
+    w = cython.cast(cython.ulonglong, put_us)
+    for k in range(8):  # the header's little endian; the MsgId's seq big endian, as msg_id makes it
+        p[_OFF_SEQ + k] = (v >> (8 * k)) & 0xFF
+        p[_OFF_SEQ + 8 + k] = (w >> (8 * k)) & 0xFF
+        p[_HEAD_LEN + 23 - k] = (v >> (8 * k)) & 0xFF
+    memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(prefix), 16)
+    if n:
+        memcpy(p + _PINNED_HLEN, PyBytes_AS_STRING(payload), n)
+    return out
 
 
 def _sections(rec: bytes) -> tuple[int, int, int, int]:

@@ -382,6 +382,14 @@ def test_write_messages(store):
     store.write_messages()  # nothing: no write
 
 
+def test_write_message(store):
+    store.write_message(b"a", b"1")  # the one-record write of a lone durable put and get
+    store.write_message(b"b", b"2")
+    store.write_message(b"a", None)
+    store.write_message(b"b", b"3")
+    assert store.messages() == [(b"b", b"3")]
+
+
 def test_messages(store):
     store.write_messages(puts=[(b"Q\x00\x01", b"x"), (b"Q\x00\x00", b"y"), (b"R\x00\x00", b"z")])
     assert store.messages(b"Q\x00") == [(b"Q\x00\x00", b"y"), (b"Q\x00\x01", b"x")]

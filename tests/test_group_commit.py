@@ -250,6 +250,37 @@ def test_a_lone_caller_writes_at_once_and_errors_reach_every_caller_of_their_gro
     assert failing.writes == 1
 
 
+def test_write_alone_writes_only_when_nobody_writes_and_leaves_the_group_usable():
+    """``write_alone`` (BlobStore.write_message's way, issue 31) writes at once when the group
+    is idle; while a write is under way it writes nothing and says so (the caller then joins
+    the group with ``run``); what it raises reaches its caller, and the group stays free."""
+    grouped: list[list[int]] = []
+    inside, release = threading.Event(), threading.Event()
+
+    def write(items: list[int]) -> None:
+        inside.set()
+        release.wait(30)
+        grouped.append(items)
+
+    group: WriteGroup[int] = WriteGroup(write)
+    pairs: list[tuple[int, int]] = []
+    assert group.write_alone(lambda a, b: pairs.append((a, b)), 1, 2) and pairs == [(1, 2)]
+    t = threading.Thread(target=group.run, args=(7,))
+    t.start()
+    assert inside.wait(30)
+    assert not group.write_alone(lambda a, b: pairs.append((a, b)), 3, 4) and pairs == [(1, 2)]
+    release.set()
+    t.join(30)
+    assert grouped == [[7]] and group.writes == 2 and group.items == 2
+
+    def boom(a: int, b: int) -> None:
+        raise KVError("no")
+
+    with pytest.raises(KVError):
+        group.write_alone(boom, 5, 6)
+    assert group.write_alone(lambda a, b: pairs.append((a, b)), 8, 9) and pairs == [(1, 2), (8, 9)]
+
+
 def test_a_lone_caller_is_written_by_alone_with_no_list_and_a_failure_leaves_the_group_usable():
     """A caller that finds nobody writing or waiting hands its item to ``alone`` as it is
     (no list, no group taken apart: issue 31); what ``alone`` raises reaches that caller, and

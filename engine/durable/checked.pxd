@@ -8,6 +8,11 @@ cdef unsigned int[::1] _CRC
 @cython.locals(t=cython.p_uint, c=cython.uint, one=cython.uint, two=cython.uint)
 cdef unsigned int crc32(const unsigned char *p, Py_ssize_t n) noexcept
 
+@cython.locals(n=Py_ssize_t, p=cython.p_uchar, r=cython.p_uchar, k=int)
+cpdef bytes stored_key(bytes prefix, int lane, bytes rec)
+@cython.locals(n=Py_ssize_t, p=cython.p_uchar, r=cython.p_uchar, c=cython.uint)
+cpdef bytes stored_value(bytes rec)
+
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t, vn=Py_ssize_t, kn=Py_ssize_t, keys=list, recs=list,
                pair=tuple, key=bytes, value=bytes, vp=cython.p_uchar, kp=cython.p_uchar, s=cython.ulonglong,
                ks=cython.ulonglong, lane=Py_ssize_t, stored=cython.uint,

@@ -5,6 +5,8 @@ value holds a record long enough to be a message, its crc32 (the value's first 4
 the record's, the key is the queue's prefix, a lane and the record's own arrival number,
 and the record is persistent. :func:`check_chunk` answers for a whole chunk at once, with
 the record of each pair (its value without the crc), its arrival number and lane.
+:func:`stored_key` and :func:`stored_value` make what the journal writes of a record
+(engine/durable/layout.py's key and value), with the same crc32.
 
 The compiled form (Cython, checked.pxd) does it in one C loop over the pairs, the crc32
 included (slice-by-8 over a table made at import): a reopen of half a million records in
@@ -15,6 +17,7 @@ chunk; the tests run both forms and hold them to the same answers.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from array import array
 from operator import itemgetter
@@ -28,8 +31,10 @@ from .packed import gather, joined
 
 if COMPILED:  # the C functions the compiled form calls
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.libc.string import memcpy
 
 VALUE_MIN = 4 + record.OFF_SEQ + 8  # a value that holds a crc and a record up to its seq
+_U32 = struct.Struct("<I")  # the crc before a stored record (layout.encode_value)
 _KEY, _VALUE, _AFTER_CRC = itemgetter(0), itemgetter(1), itemgetter(slice(4, None))
 # The compiled form's C copies (checked.pxd types them).
 _VALUE_MIN, _OFF_SEQ, _OFF_FLAGS, _PERSISTENT = VALUE_MIN, record.OFF_SEQ, record.OFF_FLAGS, record.PERSISTENT
@@ -80,6 +85,43 @@ def crc32(p, n: int) -> int:
         p += 1
         n -= 1
     return c ^ 0xFFFFFFFF
+
+
+def stored_key(prefix: bytes, lane: int, rec: bytes) -> bytes:
+    """layout.message_key: the key of ``rec`` in lane ``lane`` of the queue whose key prefix
+    is ``prefix`` (``prefix + lane + seq``, big endian), made in one allocation: every durable
+    put and get makes one (issue 31). The tests hold it to layout's in both forms."""
+    if not COMPILED or len(rec) < _OFF_SEQ + 8 or not 0 <= lane <= 255:
+        return prefix + bytes((lane,)) + rec[_OFF_SEQ : _OFF_SEQ + 8][::-1]  # (raises as layout's)
+    n = len(prefix)
+    out = PyBytes_FromStringAndSize(cython.NULL, n + 9)
+    p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
+    r = cython.cast(cython.p_uchar, PyBytes_AS_STRING(rec)) + _OFF_SEQ
+    memcpy(p, PyBytes_AS_STRING(prefix), n)
+    p[n] = lane
+    for k in range(8):  # the record's seq is little endian, the key's big endian: key order is arrival order
+        p[n + 1 + k] = r[7 - k]
+    return out
+
+
+def stored_value(rec: bytes) -> bytes:
+    """layout.encode_value: ``crc32 of rec (u32, little endian) + rec``, made in one
+    allocation and one copy, the crc32 :func:`crc32`'s (slice-by-8) in the compiled form:
+    every durable put makes one (issue 31)."""
+    if not COMPILED:
+        return _U32.pack(zlib.crc32(rec)) + rec
+    n = len(rec)
+    out = PyBytes_FromStringAndSize(cython.NULL, 4 + n)
+    p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
+    r = cython.cast(cython.p_uchar, PyBytes_AS_STRING(rec))
+    c = crc32(r, n)
+    p[0] = c & 0xFF
+    p[1] = (c >> 8) & 0xFF
+    p[2] = (c >> 16) & 0xFF
+    p[3] = c >> 24
+    if n:
+        memcpy(p + 4, r, n)
+    return out
 
 
 @cython.boundscheck(False)  # every index below is within the arrays made for the chunk

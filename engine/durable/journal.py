@@ -48,6 +48,7 @@ from sweepq.blobstore import Store, StoreDamageError, StoreError
 from ..constants import Reason
 from ..errors import MQError
 from ..record import OFF_FLAGS, PERSISTENT, backout_of
+from .checked import stored_key, stored_value
 from .layout import MARK_REMOVED, backout_mark, encode_value, message_key
 
 if TYPE_CHECKING:
@@ -288,8 +289,8 @@ class Journal:
         try:
             if len(recs) == 1:  # a put of one message (the most common call): no list made
                 rec = recs[0]
-                if rec[OFF_FLAGS] & PERSISTENT:
-                    self._store().write_messages(((message_key(q.key_prefix, lane, rec), encode_value(rec)),))
+                if rec[OFF_FLAGS] & PERSISTENT:  # its key and value made in C (checked.py: layout's, faster)
+                    self._store().write_message(stored_key(q.key_prefix, lane, rec), stored_value(rec))
             else:
                 self._store().write_messages(Journal.homes(q.key_prefix, lane, recs))
         except StoreError as e:
@@ -297,19 +298,26 @@ class Journal:
 
     def remove(self, q: Journaled, refs: list) -> None:
         """Delete the records of messages about to leave the queue (mutex held)."""
-        if len(refs) != 1:
-            b = StoreChanges()
-            for ref in refs:
-                Journal.add_removal(b, q, ref)
-            self.write(b, f"getting from {q.name!r}")
+        if len(refs) == 1:
+            self.remove_one(q, refs[0])
             return
-        # A get of one message (the most common call): its change handed on as it is made.
-        removal = _removal(q, refs[0])
+        b = StoreChanges()
+        for ref in refs:
+            Journal.add_removal(b, q, ref)
+        self.write(b, f"getting from {q.name!r}")
+
+    def remove_one(self, q: Journaled, ref: Ref) -> None:
+        """:meth:`remove` of the one message ``ref`` (mutex held): a get of one message, the
+        most common call, its change handed on as it is made (no list, no StoreChanges)."""
+        removal = _removal(q, ref)
         if removal is None:
             return
         key, mark = removal
         try:
-            self._store().write_messages((), (key,), () if mark is None else (mark,))
+            if mark is None:  # its own record only: the store's one-record write
+                self._store().write_message(key, None)
+            else:
+                self._store().write_messages((), (key,), (mark,))
         except StoreError as e:
             raise _failed(e, f"getting from {q.name!r}") from e
 
@@ -353,7 +361,7 @@ def _removal(q: Journaled, ref: Ref) -> tuple[bytes, tuple[int, int, bytes] | No
     if home is None:
         return None  # its blob was found damaged: nothing of it to change
     lane, blob_id, pos = home
-    return message_key(q.key_prefix, lane, rec), (blob_id, pos, MARK_REMOVED) if blob_id >= 0 else None
+    return stored_key(q.key_prefix, lane, rec), (blob_id, pos, MARK_REMOVED) if blob_id >= 0 else None
 
 
 def _failed(e: StoreError, what: str) -> MQError:
