@@ -349,6 +349,9 @@ class LaneSet:
             loc = arena.store_plain(seqs[k], put_us, priority, flags, payload)
             self.append(lane, s, None, state, loc, _HEAD_LEN + len(payload))
 
+    @cython.boundscheck(False)  # slots from the lists and the free list: each within the arrays
+    @cython.wraparound(False)  # (invariant), and never negative where indexed (checked before)
+    @cython.initializedcheck(False)  # the slot arrays are made in __init__ (_reset)
     def append(self, lane: Lane, s: int, rec: bytes | None, state: int, loc: int, n: int) -> int:
         """Put a record at the end of the list of sentinel ``s`` of ``lane`` (-1: the list new
         messages go to, front or rear, invariant 1/2), in a free slot, with ``state``; its
@@ -426,6 +429,9 @@ class LaneSet:
 
     # -- finding (lock held) ------------------------------------------------------------------------
 
+    @cython.boundscheck(False)  # slots from the lists and the free list: each within the arrays
+    @cython.wraparound(False)  # (invariant), and never negative where indexed (checked before)
+    @cython.initializedcheck(False)  # the slot arrays are made in __init__ (_reset)
     def head(self, miss: object = None, record: bool = False) -> object:
         """The first message of the highest non-empty lane's front list, if it is available:
         the get hot path. Without ``miss``: its Ref (None: look further with :meth:`find`).
@@ -819,6 +825,9 @@ class LaneSet:
             self._emptied = []
         return emptied
 
+    @cython.boundscheck(False)  # slots from the lists and the free list: each within the arrays
+    @cython.wraparound(False)  # (invariant), and never negative where indexed (checked before)
+    @cython.initializedcheck(False)  # the slot arrays are made in __init__ (_reset)
     def _remove(self, i: int, n: int, unlink: bool = True) -> int:
         """Slot ``i``'s record leaves the arena (and the index, and its item the slot), and
         the slot is REMOVED and free, or will be once the sweep in progress ends (a walker
