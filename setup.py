@@ -59,6 +59,10 @@ COLD_HEADER = """\
 #include <Python.h>
 static void __Pyx_AddTraceback(const char *funcname, int c_line, int py_line, const char *filename)
     __attribute__((cold));
+/* A def function's keyword arguments: the core's own callers pass theirs by position (issue 30). */
+static int __Pyx_ParseKeywords(PyObject *kwds, PyObject *const *kwvalues, PyObject **const argnames[],
+    PyObject *kwds2, PyObject *values[], Py_ssize_t num_pos_args, Py_ssize_t num_kwargs,
+    const char *function_name, int ignore_unknown_kwargs) __attribute__((cold));
 """
 COLD_PATH = ROOT / "build" / "cold-errors.h"
 

@@ -72,6 +72,13 @@ class Arena:
 
     # -- writing and freeing (lock held) -----------------------------------------------------------
 
+    # A put+get pair's lines (issue 30), without a bounds or wraparound check at each index
+    # (a compare, a branch and an error exit each): they index blocks, live and used only with
+    # a location's page, or the current one, within them by invariant and never negative; the
+    # arrays are made in __init__. (cython is Any to mypy: these methods are unchecked by it.)
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    @cython.initializedcheck(False)
     def store(self, rec: bytes | None, n: int = 0) -> int:
         """Write ``rec`` behind its length and return its location; ``rec`` None: make room
         for a record of ``n`` bytes, its length written before it, which the caller writes
@@ -120,6 +127,9 @@ class Arena:
         self.used[page] += need
         return (page << _PAGE_SHIFT) | off
 
+    @cython.boundscheck(False)  # as store's (see there)
+    @cython.wraparound(False)
+    @cython.initializedcheck(False)
     def store_plain(self, seq: int, put_us: int, priority: int, flags: int, payload: bytes) -> int:
         """Write the record engine/record.py ``plain`` makes of these fields and ``payload``
         (its header, then the payload) and return its location: the record is written here
@@ -142,8 +152,8 @@ class Arena:
             if n:
                 memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(payload), n)
         else:
-            _HEAD.pack_into(blk, at, _HEAD_LEN, priority, flags, 0, seq, put_us)  # type: ignore[arg-type]
-            blk[at + _HEAD_LEN : at + _HEAD_LEN + n] = payload  # type: ignore[index]
+            _HEAD.pack_into(blk, at, _HEAD_LEN, priority, flags, 0, seq, put_us)
+            blk[at + _HEAD_LEN : at + _HEAD_LEN + n] = payload
         return loc
 
     def _page(self, size: int) -> int:
@@ -166,6 +176,9 @@ class Arena:
         self.used[page] = 0
         return page
 
+    @cython.boundscheck(False)  # as store's (see there)
+    @cython.wraparound(False)
+    @cython.initializedcheck(False)
     def free(self, loc: int, n: int) -> int:
         """The record at ``loc`` leaves; return its length. A page emptied is given back
         (once no sweep runs). ``n`` is its length when the caller read it (a get's copy of
@@ -229,6 +242,9 @@ class Arena:
 
     # -- reading (lock held, or a deferred sweep) ---------------------------------------------------
 
+    @cython.boundscheck(False)  # as store's (see there)
+    @cython.wraparound(False)
+    @cython.initializedcheck(False)
     def _size(self, loc: int) -> int:
         """The record's length times 8 plus the bytes of its length, at ``loc``."""
         blk = self.blocks[loc >> _PAGE_SHIFT]
@@ -299,6 +315,9 @@ class Arena:
             return cython.cast(cython.p_uchar, PyByteArray_AS_STRING(blk))[at]
         return blk[at]  # type: ignore[index]
 
+    @cython.boundscheck(False)  # as store's (see there)
+    @cython.wraparound(False)
+    @cython.initializedcheck(False)
     def sized_byte(self, loc: int, k: int) -> int:
         """:meth:`byte` ``k`` of the record at ``loc`` in the low eight bits, its length above
         them (length * 256 + byte): a get's look at the flags, whose length it then gives to

@@ -322,13 +322,13 @@ class LaneSet:
             self._add_plain(lane, s, state, recs)
             return None
         if len(recs) == 1:
-            slot = self.append(lane, s, recs[0], state, 0, 0)  # type: ignore[arg-type]  # bytes went above
+            slot = self.append(lane, s, recs[0], state, 0, 0)  # bytes went above
             if items is not None:
                 self._items[slot] = items[0]  # type: ignore[index]  # made above
             return [Ref.at(slot)] if refs else None
         out: list[Ref] | None = [] if refs else None
         for k, rec in enumerate(recs):  # type: ignore[arg-type]  # bytes: PlainRecords went above
-            slot = self.append(lane, s, rec, state, 0, 0)  # type: ignore[arg-type]
+            slot = self.append(lane, s, rec, state, 0, 0)
             if items is not None:
                 self._items[slot] = items[k]  # type: ignore[index]  # made above
             if out is not None:
@@ -349,6 +349,9 @@ class LaneSet:
             loc = arena.store_plain(seqs[k], put_us, priority, flags, payload)
             self.append(lane, s, None, state, loc, _HEAD_LEN + len(payload))
 
+    @cython.boundscheck(False)  # as head's (see there)
+    @cython.wraparound(False)
+    @cython.initializedcheck(False)
     def append(self, lane: Lane, s: int, rec: bytes | None, state: int, loc: int, n: int) -> int:
         """Put a record at the end of the list of sentinel ``s`` of ``lane`` (-1: the list new
         messages go to, front or rear, invariant 1/2), in a free slot, with ``state``; its
@@ -426,6 +429,14 @@ class LaneSet:
 
     # -- finding (lock held) ------------------------------------------------------------------------
 
+    # The get's, put's and take's hot lines (issue 30), without a bounds, wraparound or
+    # initialised check at each index (a compare, a branch and an error exit each): they index
+    # the slot arrays only with slots from the lists and the free list, within the arrays by
+    # invariant and never negative where indexed; the arrays are made in __init__ (_reset).
+    # (cython is Any to mypy: these three methods are unchecked by it.)
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    @cython.initializedcheck(False)
     def head(self, miss: object = None, record: bool = False) -> object:
         """The first message of the highest non-empty lane's front list, if it is available:
         the get hot path. Without ``miss``: its Ref (None: look further with :meth:`find`).
@@ -819,6 +830,9 @@ class LaneSet:
             self._emptied = []
         return emptied
 
+    @cython.boundscheck(False)  # as head's (see there)
+    @cython.wraparound(False)
+    @cython.initializedcheck(False)
     def _remove(self, i: int, n: int, unlink: bool = True) -> int:
         """Slot ``i``'s record leaves the arena (and the index, and its item the slot), and
         the slot is REMOVED and free, or will be once the sweep in progress ends (a walker
