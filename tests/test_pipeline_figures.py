@@ -64,6 +64,9 @@ LATER = (
     "workspace-3",
     "workspace-ab-2",
     "workspace-ab-3",
+    "workspace-quiet",
+    "workspace-quiet-2",
+    "workspace-quiet-3",
 )
 
 
