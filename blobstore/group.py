@@ -28,6 +28,11 @@ B = TypeVar("B")
 _PENDING = object()  # a follower's outcome before its group was written
 
 
+def _call(f: Callable[[T], None], item: T) -> None:
+    """``f(item)``: :meth:`WriteGroup.run`'s lone write in :meth:`WriteGroup.write_alone`'s form."""
+    f(item)
+
+
 class _Waiter(Generic[T]):
     __slots__ = ("item", "outcome")
 
@@ -61,10 +66,13 @@ class WriteGroup(Generic[T]):
         return len(self._queue)
 
     def write_alone(self, write: Callable[[A, B], None], a: A, b: B) -> bool:
-        """``write(a, b)`` now, as a lone caller of :meth:`run` writes its item, when nobody
-        writes or waits; False (nothing written) otherwise, and the caller hands its item to
-        :meth:`run`. A lone durable put or get takes this way without building its item
-        (issue 31). :raises: what ``write`` raised (nothing written)."""
+        """``write(a, b)`` now, when nobody writes or waits; False (nothing written) otherwise,
+        and the caller hands its item to :meth:`run`. :meth:`run`'s own lone caller comes this
+        way, and a lone durable put or get without building its item (issue 31). :raises: what
+        ``write`` raised (nothing written)."""
+        # The condition's own acquire and release (its lock's, in C) rather than ``with``:
+        # every durable put and get passes here, and a lone caller's way through is two
+        # acquisitions and the write (issue 31).
         cond = self._cond
         cond.acquire()
         if self._busy or self._queue:
@@ -86,25 +94,11 @@ class WriteGroup(Generic[T]):
 
     def run(self, item: T) -> None:
         """Return once ``item`` is written. :raises: what ``write`` raised for its group."""
-        # The condition's own acquire and release (its lock's, in C) rather than ``with``:
-        # every durable put and get passes here, and a lone caller's way through is two
-        # acquisitions and the write (issue 31).
+        if self.write_alone(_call, self._alone, item):  # nobody writes or waits: written alone
+            return
+        # Others write or wait (or did a moment ago: then this caller leads a group of one).
         cond = self._cond
         cond.acquire()
-        if not self._busy and not self._queue:  # nobody writes or waits: write alone at once
-            self._busy = True
-            cond.release()
-            try:
-                self._alone(item)
-            finally:
-                cond.acquire()
-                self._busy = False
-                self.writes += 1
-                self.items += 1
-                if self._queue:
-                    cond.notify_all()  # one queued meanwhile leads the next write
-                cond.release()
-            return
         try:
             me = _Waiter(item)
             self._queue.append(me)
