@@ -587,7 +587,7 @@ class LocalQueue:
         if match is None:
             ref = ls.head()  # the get hot path: the first message of the highest lane's front list
             if ref is not None:
-                return ref  # head() without a miss gives a Ref or None
+                return ref  # type: ignore[return-value]  # head() without a miss gives a Ref or None
         elif ls.index is not None:
             value = getattr(match, self.index_field)  # type: ignore[arg-type]  # set with lanes.index
             if value is not None:

@@ -152,8 +152,9 @@ class Arena:
             if n:
                 memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(payload), n)
         else:
-            _HEAD.pack_into(blk, at, _HEAD_LEN, priority, flags, 0, seq, put_us)
-            blk[at + _HEAD_LEN : at + _HEAD_LEN + n] = payload
+            # the block of a location store() just gave is held, never None
+            _HEAD.pack_into(blk, at, _HEAD_LEN, priority, flags, 0, seq, put_us)  # type: ignore[arg-type]
+            blk[at + _HEAD_LEN : at + _HEAD_LEN + n] = payload  # type: ignore[index]
         return loc
 
     def _page(self, size: int) -> int:

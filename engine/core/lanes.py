@@ -321,13 +321,14 @@ class LaneSet:
         if type(recs) is not list and type(recs) is PlainRecords:  # a put's list: one pointer compare
             self._add_plain(lane, s, state, recs)
             return None
-        if len(recs) == 1:
-            slot = self.append(lane, s, recs[0], state, 0, 0)  # bytes went above
+        many: Sequence[bytes] = recs  # type: ignore[assignment]  # one bytes and PlainRecords went above
+        if len(many) == 1:
+            slot = self.append(lane, s, many[0], state, 0, 0)
             if items is not None:
                 self._items[slot] = items[0]  # type: ignore[index]  # made above
             return [Ref.at(slot)] if refs else None
         out: list[Ref] | None = [] if refs else None
-        for k, rec in enumerate(recs):  # type: ignore[arg-type]  # bytes: PlainRecords went above
+        for k, rec in enumerate(many):
             slot = self.append(lane, s, rec, state, 0, 0)
             if items is not None:
                 self._items[slot] = items[k]  # type: ignore[index]  # made above

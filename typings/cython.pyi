@@ -1,0 +1,16 @@
+# The types mypy sees for Cython's pure-Python shadow module (`import cython`), which ships no
+# annotations. Only what changes mypy's view is spelled out: the directive decorators return
+# the function they decorate, so a method marked `@cython.boundscheck(False)` keeps its
+# signature for its callers (untyped, it would turn into Any). Everything else stays Any.
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+compiled: bool
+
+def boundscheck(flag: bool, /) -> Callable[[_F], _F]: ...
+def wraparound(flag: bool, /) -> Callable[[_F], _F]: ...
+def initializedcheck(flag: bool, /) -> Callable[[_F], _F]: ...
+def locals(**types: Any) -> Callable[[_F], _F]: ...
+def __getattr__(name: str) -> Any: ...
