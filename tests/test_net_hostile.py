@@ -157,7 +157,7 @@ def test_an_idle_connection_is_closed_after_the_idle_timeout_and_a_waiting_get_i
         got = []
         t = threading.Thread(target=lambda: got.append(wh.get(GMO.WAIT, wait_interval=-1).data))
         t.start()
-        wait_for(lambda: any(x.state == "waiting" for x in server._sessions.values()), "the get waiting")
+        wait_for(lambda: any(c["state"] == "waiting" for c in server.status()["connections"]), "the get waiting")
         clock.advance(30.0)
         next_turns(server)
         idle.open("Q", IO)  # a call: active again

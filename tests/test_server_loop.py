@@ -43,7 +43,7 @@ def test_many_connections_are_served_without_a_thread_each():
         finally:
             for c in conns:
                 c.disconnect()
-        wait_for(lambda: not server._sessions, "every session ended")
+        wait_for(lambda: not server.status()["connections"], "every session ended")
 
 
 def test_a_waiting_get_leaves_the_loop_and_the_others_go_on():
@@ -54,7 +54,7 @@ def test_a_waiting_get_leaves_the_loop_and_the_others_go_on():
         wh = waiter.open("Q", IO)
         t = threading.Thread(target=lambda: got.append(wh.get(GMO.WAIT, wait_interval=-1).data))
         t.start()
-        wait_for(lambda: any(s.state == "waiting" for s in server._sessions.values()), "the get waiting")
+        wait_for(lambda: any(c["state"] == "waiting" for c in server.status()["connections"]), "the get waiting")
         assert len(session_threads()) == 1
         oh = other.open("R", IO)
         for i in range(50):  # served by the loop while the get waits
