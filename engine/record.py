@@ -428,6 +428,17 @@ class Identity:
             return rec[HEAD_LEN : HEAD_LEN + 24]
         return self._msg_prefix + rec[OFF_SEQ : OFF_SEQ + 8][::-1]
 
+    def msg_ids(self, records: list[bytes]) -> list[bytes]:
+        """:meth:`msg_id` of each of a run of records (a sweep's), written out for speed; an
+        empty record (a slot a get emptied after the sweep chose it) gets 24 zero bytes, which
+        no message has, so that verifying that run finds it removed (engine/tiering.py)."""
+        pre = self._msg_prefix
+        seq_rev = slice(OFF_SEQ + 7, OFF_SEQ - 1, -1)
+        return [
+            (rec[HEAD_LEN : HEAD_LEN + 24] if rec[OFF_FLAGS] & HAS_MSG_ID else pre + rec[seq_rev]) if rec else bytes(24)
+            for rec in records
+        ]
+
     def token(self, rec: bytes) -> bytes:
         return self._tok_prefix + rec[OFF_SEQ : OFF_SEQ + 8][::-1]
 

@@ -43,7 +43,7 @@ from .core.lane import Lane, Need
 from .core.lanes import LaneSet
 from .core.lock import CHECKS, assert_held
 from .core.ref import Ref
-from .core.swept import REMOVED, SweptBlob, build_index, msg_ids
+from .core.swept import REMOVED, SweptBlob, build_index
 from .errors import MQError
 from .record import Identity
 
@@ -94,7 +94,7 @@ class Target:
     @property
     def ids(self) -> list[bytes]:
         if self._ids is None:
-            self._ids = msg_ids(self.records, self.ident)
+            self._ids = self.ident.msg_ids(self.records)
         return self._ids
 
 

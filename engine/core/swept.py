@@ -77,16 +77,6 @@ _H_CORREL_NONE = hash16(CORRELID_NONE)
 _H_GROUP_NONE = hash16(GROUPID_NONE)
 
 
-def msg_ids(records: list[bytes], ident: record.Identity) -> list[bytes]:
-    """The MsgIds of a run of records (Identity.msg_id, written out for speed)."""
-    pre = ident._msg_prefix
-    h, f, mid = record.HEAD_LEN, record.OFF_FLAGS, record.HAS_MSG_ID
-    seq_rev = slice(record.OFF_SEQ + 7, record.OFF_SEQ - 1, -1)
-    # An empty record is a slot a get emptied after the sweep chose it (tiering.Target): it
-    # gets a null id here and fails verification, which aborts that run as "removed".
-    return [(rec[h : h + 24] if rec[f] & mid else pre + rec[seq_rev]) if rec else bytes(24) for rec in records]
-
-
 # A blob's index: (h_msg, h_correl, h_group, seqs); h_correl, h_group None when no record has one.
 Index = tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray]
 
