@@ -85,6 +85,12 @@ class Workspace:
         with self._lock:
             return [a for v in self._free.values() for a in v]
 
+    def _reinit_after_fork(self) -> None:
+        """In a child just forked: a new lock. The parent's may have been held by another of
+        its threads at the fork, which the child does not have: it would wait on it for ever.
+        The arrays kept stay (the child's copies: its own from then on)."""
+        self._lock = threading.Lock()
+
     @property
     def nbytes(self) -> int:
         """Bytes of the arrays kept now."""
@@ -94,10 +100,5 @@ class Workspace:
 POOL = Workspace()  # this process's; a forked child inherits a copy (its own from then on)
 
 
-def _after_fork() -> None:
-    # A child forked while another thread held the lock would wait on it for ever.
-    POOL._lock = threading.Lock()
-
-
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+    os.register_at_fork(after_in_child=POOL._reinit_after_fork)

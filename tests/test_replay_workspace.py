@@ -94,6 +94,31 @@ def test_threads_never_hold_the_same_array():
     assert clash == [] and len(w.kept()) <= 4
 
 
+@pytest.mark.skipif(not hasattr(os, "register_at_fork"), reason="no fork hooks")
+def test_a_child_forked_while_the_pool_was_locked_takes_and_gives(fresh_pool):
+    """The pool's fork hook (Workspace._reinit_after_fork): a child forked while another
+    thread held the lock (here the parent itself) has a lock of its own, free."""
+    import time
+
+    fresh_pool.give(np.empty(16, np.int64))
+    with fresh_pool._lock:
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 only if it can take and give back
+            try:
+                a = fresh_pool.take(16, np.int64)
+                fresh_pool.give(a)
+                os._exit(0 if len(fresh_pool.kept()) == 1 else 1)
+            finally:
+                os._exit(2)
+    end = time.monotonic() + 60  # a child stuck on the parent's lock never ends: bounded
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < end:
+        time.sleep(0.01)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0
+
+
 def _trace():
     return generate("many-queues", seconds=20, rate=300, queues=40, seed=5)
 
