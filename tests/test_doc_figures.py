@@ -34,6 +34,7 @@ PAGES = {
     | {f"docs/figures/{name}.md" for name in SCENARIOS if name not in ("queue", "clients", "channel", "celery")},
     "docs/queue.md": {"docs/figures/run.md", "docs/figures/queue.md"},
     "docs/celery.md": {"docs/figures/run.md", "docs/figures/celery.md"},
+    "docs/clients.md": {"docs/figures/run.md", "docs/figures/clients.md"},
 }
 
 
