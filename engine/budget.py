@@ -25,13 +25,15 @@ three things are added, in this order of force:
 
 What is counted (:meth:`MemoryBudget.use`), by ``budget_counts``:
 
-- ``"held"`` (the default): the records in memory (their bytes plus ``PER_MESSAGE`` for the
-  bytes object and the lane's arrays) and the store's memtables and block cache.
-- ``"resident"``: the process's resident memory (what the OS, a container's limit and the
-  OOM killer see) above its *baseline*, the resident memory when the queue manager opened
-  less what was held then; or what is held, when that is more. Everything the process
-  takes after the open counts: the interpreter's and the allocator's slack, RocksDB's own,
-  the application's. Freed memory is given back sooner (a 32nd of the budget), since what
+- ``"held"`` (the default without a budget, where nothing is bounded): the records in
+  memory (their bytes plus ``PER_MESSAGE`` for the bytes object and the lane's arrays) and
+  the store's memtables and block cache.
+- ``"resident"`` (the default with a budget, ``MemorySettings``): the process's resident
+  memory (what the OS, a container's limit and the OOM killer see) above its *baseline*,
+  the resident memory when the queue manager opened less what was held then; or what is
+  held, when that is more. Everything the process takes after the open counts: the
+  interpreter's and the allocator's slack, RocksDB's own, the application's. Freed memory
+  is given back sooner (a 32nd of the budget), since what
   glibc keeps between two trims is resident.
 
 What is *reserved* is the count plus the headroom: what memory can still grow by without a
