@@ -33,8 +33,8 @@ What is counted (:meth:`MemoryBudget.use`), by ``budget_counts``:
   the resident memory when the queue manager opened less what was held then; or what is
   held, when that is more. Everything the process takes after the open counts: the
   interpreter's and the allocator's slack, RocksDB's own, the application's. Freed memory
-  is given back sooner (a 32nd of the budget), since what
-  glibc keeps between two trims is resident.
+  is given back sooner (a 32nd of the budget), since what glibc keeps between two trims is
+  resident.
 
 What is *reserved* is the count plus the headroom: what memory can still grow by without a
 put, so that no policy admits a put into room that is already promised. The store's
