@@ -305,7 +305,17 @@ def test_a_lone_caller_is_written_by_alone_with_no_list_and_a_failure_leaves_the
     assert lone == [1, 2, 3] and grouped == []
 
 
-@pytest.mark.parametrize("key, value", [(b"q/0/1", b"v" * 100), (b"k", b""), (b"q/0/1", None)])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        (b"q/0/1", b"v" * 100),
+        (b"k", b""),
+        (b"q/0/1", None),
+        (b"q/0/1", b"v" * 64),  # a whole head exactly
+        (b"q/0/1", b"v" * 63),  # a short head (not the compiled format)
+        (b"k" * 300, b"v" * 2000),
+    ],
+)
 def test_the_record_of_one_put_or_delete_is_the_general_encoding(key, value):
     """changes.one, the record of a lone durable put or get, is byte for byte what
     changes.write and a group's record make of the same change."""
