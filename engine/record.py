@@ -189,7 +189,7 @@ def _plain(seq: int, put_us: int, priority: int, flags: int, payload: bytes) -> 
     return HEAD.pack(_HEAD_LEN, priority, flags, 0, seq, put_us) + payload
 
 
-def _write_head(p, hlen: int, priority: int, flags: int, seq: int, put_us: int) -> None:
+def _write_head(p, hlen: int, priority: int, flags: int, seq: int, put_us: int) -> None:  # type: ignore[no-untyped-def]  # p: a C pointer (record.pxd)
     """Write the header :data:`HEAD` packs, with a backout count of 0, at ``p`` (compiled form
     only: a C pointer; inline C, the one copy of the header's bytes for :func:`_plain` and
     :func:`pinned`)."""
