@@ -87,12 +87,27 @@ def write(
 
 def one(horizon: int, key: bytes, value: bytes | None) -> bytes:
     """The record of a write of one record under ``key`` (``value``), or of its delete (None):
-    :func:`write`'s record of it, made in one pack and one join (every durable put and get
-    outside a unit of work is one: issue 31)."""
+    :func:`write`'s record of it, made in one pack of a format compiled for the key's length
+    (every durable put and get outside a unit of work is one: issue 31)."""
+    n = len(key)
     if value is None:
-        return _WRITE_OP.pack(b"W", horizon, b"D", len(key)) + key
-    head = value[:HEAD]
-    return b"".join((_WRITE_OP.pack(b"W", horizon, b"P", len(key)), key, _U16.pack(len(head)), head))
+        s = _DELETES.get(n) or _compile(_DELETES, n, f"<cQcH{n}s")
+        return s.pack(b"W", horizon, b"D", n, key)
+    if len(value) >= HEAD:  # the head is HEAD bytes: one format per key length
+        s = _PUTS.get(n) or _compile(_PUTS, n, f"<cQcH{n}sH{HEAD}s")
+        return s.pack(b"W", horizon, b"P", n, key, HEAD, value)  # "{HEAD}s" takes the first HEAD bytes
+    return b"".join((_WRITE_OP.pack(b"W", horizon, b"P", n), key, _U16.pack(len(value)), value))
+
+
+_PUTS: dict[int, struct.Struct] = {}  # key length -> the format of one's put with a whole head
+_DELETES: dict[int, struct.Struct] = {}  # key length -> the format of one's delete
+
+
+def _compile(cache: dict[int, struct.Struct], n: int, fmt: str) -> struct.Struct:
+    """The format ``fmt`` compiled, kept under ``n`` (a few key lengths: a queue's keys all
+    have one, its prefix's and 9 bytes)."""
+    s = cache[n] = struct.Struct(fmt)
+    return s
 
 
 def write_group(

@@ -56,7 +56,10 @@ class WriteGroup(Generic[T]):
         self._alone: Callable[[T], None] = alone if alone is not None else (lambda item: write([item]))
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[_Waiter[T]] = []
-        self._busy = False
+        # The right to write: one item, taken by a pop and given back by an append (each one
+        # call the GIL makes atomic), so that a lone caller claims it without the condition's
+        # lock (write_alone). Empty while a write runs.
+        self._token: list[None] = [None]
         self.writes = 0
         self.items = 0
 
@@ -70,26 +73,29 @@ class WriteGroup(Generic[T]):
         and the caller hands its item to :meth:`run`. :meth:`run`'s own lone caller comes this
         way, and a lone durable put or get without building its item (issue 31). :raises: what
         ``write`` raised (nothing written)."""
-        # The condition's own acquire and release (its lock's, in C) rather than ``with``:
-        # every durable put and get passes here, and a lone caller's way through is two
-        # acquisitions and the write (issue 31).
-        cond = self._cond
-        cond.acquire()
-        if self._busy or self._queue:
-            cond.release()
+        # No lock on the way (every durable put and get passes here, issue 31): the right to
+        # write is claimed by a pop of the token. A caller that queues meanwhile finds it
+        # taken and waits; this one gives it back *before* it looks at the queue, and the
+        # waiter queued *before* it looked at the token, so either this one sees the waiter
+        # and wakes it (under the condition, after it began waiting) or the waiter saw the
+        # token back and led.
+        if self._queue:
             return False
-        self._busy = True
-        cond.release()
+        token = self._token
+        try:
+            token.pop()
+        except IndexError:  # a write runs
+            return False
         try:
             write(a, b)
         finally:
-            cond.acquire()
-            self._busy = False
-            self.writes += 1
+            self.writes += 1  # while the token is held: no other writer counts meanwhile
             self.items += 1
+            token.append(None)
             if self._queue:
-                cond.notify_all()  # one queued meanwhile leads the next write
-            cond.release()
+                cond = self._cond
+                with cond:
+                    cond.notify_all()  # one queued meanwhile leads the next write
         return True
 
     def run(self, item: T) -> None:
@@ -98,17 +104,21 @@ class WriteGroup(Generic[T]):
             return
         # Others write or wait (or did a moment ago: then this caller leads a group of one).
         cond = self._cond
+        token = self._token
         cond.acquire()
         try:
             me = _Waiter(item)
             self._queue.append(me)
-            while self._busy and me.outcome is _PENDING:
-                cond.wait()
-            if me.outcome is not _PENDING:  # a leader wrote it
+            while me.outcome is _PENDING:
+                try:
+                    token.pop()  # lead: every item queued so far, this one first among them
+                    break
+                except IndexError:  # a write runs (a group's, or a lone caller's): its end wakes this one
+                    cond.wait()
+            else:  # a leader wrote it
                 if me.outcome is None:
                     return
                 raise copy.copy(me.outcome)  # type: ignore[misc]  # an exception; a copy per follower
-            self._busy = True  # lead: every item queued so far, this one first among them
             waiters, self._queue = self._queue, []
             items = [w.item for w in waiters]
         finally:
@@ -119,11 +129,11 @@ class WriteGroup(Generic[T]):
         except BaseException as e:
             error = e
         cond.acquire()
-        self._busy = False
         self.writes += 1
         self.items += len(items)
         for w in waiters:
             w.outcome = error
+        token.append(None)
         if waiters or self._queue:
             cond.notify_all()  # the followers written, and one queued since to lead next
         cond.release()

@@ -155,6 +155,7 @@ class BlobStore:
             kv = self._open_directory(read_only, sync, wal, write_buffer_bytes, block_cache_bytes)
         self._access = Access(self.path, kv)
         self._log = ChangeLog(self._access, wal, self._lock, self.chains)
+        self._write_one = self._log.write_message  # bound once: every lone durable put and get calls it
         self._reader = BlobReader(self._access, self.codec, self.stats)
         try:
             opened_at = kv.horizon()  # before any write of this store's
@@ -525,7 +526,7 @@ class BlobStore:
         apart (issue 31); one that meets other writers joins their group as write_messages does.
 
         :raises StoreError: nothing was written. Thread-safe."""
-        if not self.group.write_alone(self._log.write_message, key, value):
+        if not self.group.write_alone(self._write_one, key, value):
             self.group.run((((key, value),), (), ()) if value is not None else ((), (key,), ()))
 
     def _write_alone(self, write: MessageWrite) -> None:

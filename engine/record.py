@@ -182,20 +182,27 @@ def _plain(seq: int, put_us: int, priority: int, flags: int, payload: bytes) -> 
         n = len(payload)
         out = PyBytes_FromStringAndSize(cython.NULL, _HEAD_LEN + n)
         p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
-        p[0] = _HEAD_LEN
-        p[1] = priority
-        p[2] = flags
-        p[3] = 0
-        p[4] = 0
-        v = cython.cast(cython.ulonglong, seq)
-        w = cython.cast(cython.ulonglong, put_us)
-        for k in range(8):  # little endian, as HEAD packs them
-            p[_OFF_SEQ + k] = (v >> (8 * k)) & 0xFF
-            p[_OFF_SEQ + 8 + k] = (w >> (8 * k)) & 0xFF
+        _write_head(p, _HEAD_LEN, priority, flags, seq, put_us)
         if n:
             memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(payload), n)
         return out
     return HEAD.pack(_HEAD_LEN, priority, flags, 0, seq, put_us) + payload
+
+
+def _write_head(p, hlen: int, priority: int, flags: int, seq: int, put_us: int) -> None:  # type: ignore[no-untyped-def]  # p: a C pointer (record.pxd)
+    """Write the header :data:`HEAD` packs, with a backout count of 0, at ``p`` (compiled form
+    only: a C pointer; inline C, the one copy of the header's bytes for :func:`_plain` and
+    :func:`pinned`)."""
+    p[0] = hlen
+    p[1] = priority
+    p[2] = flags
+    p[3] = 0
+    p[4] = 0
+    v = cython.cast(cython.ulonglong, seq)
+    w = cython.cast(cython.ulonglong, put_us)
+    for k in range(8):  # little endian, as HEAD packs them
+        p[_OFF_SEQ + k] = (v >> (8 * k)) & 0xFF
+        p[_OFF_SEQ + 8 + k] = (w >> (8 * k)) & 0xFF
 
 
 class PlainRecords:
@@ -362,16 +369,9 @@ def pinned(seq: int, put_us: int, priority: int, persistent: bool, payload: byte
     n = len(payload)
     out = PyBytes_FromStringAndSize(cython.NULL, _PINNED_HLEN + n)
     p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
-    p[0] = _PINNED_HLEN
-    p[1] = priority
-    p[2] = flags
-    p[3] = 0
-    p[4] = 0
+    _write_head(p, _PINNED_HLEN, priority, flags, seq, put_us)
     v = cython.cast(cython.ulonglong, seq)
-    w = cython.cast(cython.ulonglong, put_us)
-    for k in range(8):  # the header's little endian; the MsgId's seq big endian, as msg_id makes it
-        p[_OFF_SEQ + k] = (v >> (8 * k)) & 0xFF
-        p[_OFF_SEQ + 8 + k] = (w >> (8 * k)) & 0xFF
+    for k in range(8):  # the MsgId's seq big endian, as msg_id makes it
         p[_HEAD_LEN + 23 - k] = (v >> (8 * k)) & 0xFF
     memcpy(p + _HEAD_LEN, PyBytes_AS_STRING(prefix), 16)
     if n:

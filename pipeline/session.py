@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 
 
 def spark_session(
@@ -59,9 +61,10 @@ def spark_session(
         # The JVM starts the daemon by a launcher that hands over at once (pipeline/launcher.py):
         # this session's workers' interpreter (SparkContext reads it when it starts).
         os.environ["PYSPARK_PYTHON"] = prestart.launcher_script() or workers_python
+    warm = first_job_warms(master, submitted, _jvm_up())
     try:
         # Started outside Py4J's calls on this thread: a Ctrl-C meanwhile is one line (interrupt.py).
-        spark = on_thread(builder.getOrCreate, name="sweepq-spark-start")
+        spark = on_thread(lambda: _start(builder, warm), _cancel_jobs, name="sweepq-spark-start")
     except BaseException:
         prestart.release()
         raise
@@ -70,6 +73,68 @@ def spark_session(
         os.environ["PYSPARK_PYTHON"] = workers_python
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def first_job_warms(master: str | None, submitted: bool, jvm_up: bool) -> bool:
+    """Whether the session's start runs a first job of its own beside the JVM's SparkSession
+    (:func:`_start`): on a local master whose JVM this process starts, unless
+    ``SWEEPQ_PIPELINE_FIRST_JOB=0``."""
+    on = os.environ.get("SWEEPQ_PIPELINE_FIRST_JOB", "1") != "0"
+    return on and prestarts(master, submitted, jvm_up)
+
+
+def _start(builder, warm: bool):
+    """``builder.getOrCreate()``; with ``warm``, the SparkContext first, then a no-op job
+    (:func:`warm_up`) on a thread of its own while this one creates the JVM's SparkSession.
+
+    Why: a run's first job paid 0.2-0.5 s of first-time work outside its task (the JVM's
+    first runJob, the task's broadcast, starting the Python daemon and a worker, the result's
+    return: docs/pipeline.md), and the SparkSession's creation takes the JVM about a second,
+    mostly of one core. Done beside it, that work leaves the pipeline's own first job (the
+    replay's, on a direct run); the start is longer by what of it does not fit beside the
+    session (on a busy machine, most of it: docs/pipeline.md has both figures). The job's
+    worker stays for the next task (Spark reuses its workers)."""
+    if not warm:
+        return builder.getOrCreate()
+    from pyspark import SparkConf, SparkContext
+
+    conf = SparkConf()
+    for key, value in builder._options.items():
+        conf.set(key, value)
+    sc = SparkContext.getOrCreate(conf)
+    job = threading.Thread(target=warm_up, args=(sc,), name="sweepq-first-job", daemon=True)
+    job.start()
+    spark = builder.getOrCreate()  # finds the SparkContext: the JVM's SparkSession
+    job.join()
+    return spark
+
+
+def _nothing(_it) -> list:
+    """The warm-up's task: nothing."""
+    return []
+
+
+def _cancel_jobs() -> None:
+    """On a Ctrl-C during the start: cancel the warm-up job, if the SparkContext is up (a task
+    that ended after the driver had gone would have the JVM log its failure to update the
+    driver's accumulators, a Java stack)."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        sc.cancelAllJobs()
+
+
+def warm_up(sc) -> None:
+    """A one-task no-op Python job on ``sc`` (errors are left to the pipeline's own jobs)."""
+    with contextlib.suppress(Exception):
+        sc.setJobDescription("sweepq warm-up")
+        sc.parallelize([0], 1).mapPartitions(_nothing).collect()
+        tracker = sc.statusTracker()  # read after each run (stages.failed_tasks): its first calls too
+        for job in tracker.getJobIdsForGroup(None):
+            info = tracker.getJobInfo(job)
+            for stage in info.stageIds if info else ():
+                tracker.getStageInfo(stage)
 
 
 def prestarts(master: str | None, submitted: bool, jvm_up: bool) -> bool:

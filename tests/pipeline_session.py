@@ -18,6 +18,9 @@ import time
 from collections.abc import Callable
 
 WAIT_S = 600  # bounds each run of a fresh JVM on a busy machine; nothing waits on time
+# The session's start runs a first job of its own (pipeline/session.py warm_up), whose worker
+# is the first the daemon forks: without it, the first worker is the run's own first job's.
+NO_START_JOB = {**os.environ, "SWEEPQ_PIPELINE_FIRST_JOB": "0"}
 
 
 def sweepq(*args: str) -> list[str]:
@@ -58,12 +61,15 @@ def worker(sid: int) -> int | None:
     return next((pid for pid, (_, parent, _) in procs.items() if parent in daemons), None)
 
 
-def interrupted(args: list[str], held: Callable[[int], int | None]) -> tuple[int, str, str]:
-    """Run ``sweepq pipeline --master local[2] ARGS``, wait until ``held(session)`` names a
-    process, stop it, interrupt the run, let the process go on; once every process of the run
-    is gone, the run's exit code, stdout and stderr."""
+def interrupted(
+    args: list[str], held: Callable[[int], int | None], env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """Run ``sweepq pipeline --master local[2] ARGS`` (with ``env``), wait until
+    ``held(session)`` names a process, stop it, interrupt the run, let the process go on; once
+    every process of the run is gone, the run's exit code, stdout and stderr."""
     proc = subprocess.Popen(
         sweepq("pipeline", "--master", "local[2]", *args),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -305,7 +305,17 @@ def test_a_lone_caller_is_written_by_alone_with_no_list_and_a_failure_leaves_the
     assert lone == [1, 2, 3] and grouped == []
 
 
-@pytest.mark.parametrize("key, value", [(b"q/0/1", b"v" * 100), (b"k", b""), (b"q/0/1", None)])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        (b"q/0/1", b"v" * 100),
+        (b"k", b""),
+        (b"q/0/1", None),
+        (b"q/0/1", b"v" * 64),  # a whole head exactly
+        (b"q/0/1", b"v" * 63),  # a short head (not the compiled format)
+        (b"k" * 300, b"v" * 2000),
+    ],
+)
 def test_the_record_of_one_put_or_delete_is_the_general_encoding(key, value):
     """changes.one, the record of a lone durable put or get, is byte for byte what
     changes.write and a group's record make of the same change."""
@@ -369,3 +379,38 @@ def test_a_lone_write_of_messages_is_one_store_write_and_one_change_log_record()
     ch = changes.replay(records)
     assert ch.written == {b"k2": b"two"} and ch.removed == {b"k1", b"k3"}
     assert dict(store.messages()) == {b"k2": b"two"}
+
+
+def test_lone_callers_and_groups_racing_write_each_item_once_and_never_two_writes_at_once():
+    """The right to write is a token a lone caller pops without the condition's lock (issue
+    31): callers of write_alone and run() racing on many threads still write every item
+    exactly once, one write at a time, and every caller returns."""
+    running = [0]
+    overlaps: list[int] = []
+    written: list[object] = []
+
+    def write(items: list) -> None:
+        running[0] += 1
+        if running[0] != 1:
+            overlaps.append(running[0])
+        written.extend(items)
+        os.sched_yield()  # let the others race while this write runs
+        running[0] -= 1
+
+    group: WriteGroup[tuple[int, int]] = WriteGroup(write, lambda item: write([item]))
+
+    def caller(t: int) -> None:
+        for i in range(400):
+            item = (t, i)
+            if i % 2 or not group.write_alone(lambda a, b: write([(a, b)]), t, i):
+                group.run(item)
+
+    threads = [threading.Thread(target=caller, args=(t,)) for t in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert not any(th.is_alive() for th in threads)
+    assert overlaps == []
+    assert sorted(written) == [(t, i) for t in range(6) for i in range(400)]
+    assert group.items == 6 * 400 and group.queued == 0

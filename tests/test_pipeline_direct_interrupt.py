@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 import pytest
-from pipeline_session import WAIT_S, gone, interrupted, sweepq, worker
+from pipeline_session import NO_START_JOB, WAIT_S, gone, interrupted, sweepq, worker
 
 from sweepq.sweeper.traces import generate, write
 
@@ -86,8 +86,9 @@ def test_ctrl_c_in_the_replay_stage_ends_the_run_cleanly(spark_available, tmp_pa
     t = generate("many-queues", seconds=60, rate=15, queues=8, size=150, priorities=True, seed=5)
     path = str(tmp_path / "t.parquet")
     write(t, path)
-    # The replay job is the run's first: its task is the first worker the daemon forks.
-    code, out, err = interrupted(["--traces", path, "--out", str(tmp_path / "out")], worker)
+    # Without the start's own job (tests/test_pipeline_interrupt_start.py interrupts that one),
+    # the replay job is the run's first: its task is the first worker the daemon forks.
+    code, out, err = interrupted(["--traces", path, "--out", str(tmp_path / "out")], worker, NO_START_JOB)
     assert "replay: 1 work unit," in err, err[-3000:]
     assert code == 130, err[-3000:]
     assert "sweepq pipeline: interrupted" in err.splitlines(), err[-3000:]

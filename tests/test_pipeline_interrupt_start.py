@@ -1,5 +1,6 @@
 """Ctrl-C before the replay stage of ``sweepq pipeline``, in a process of its own: during the
-JVM's start and during the layout job (the run's first job when a layout is made in Arrow).
+JVM's start, during the start's own first job (pipeline/session.py ``warm_up``), and during the
+layout job (the run's first job when a layout is made in Arrow).
 Either ends the run with one line, exit code 130 and no traceback (Py4J logs one for a
 KeyboardInterrupt inside its calls; the calls run on a thread of their own, pipeline/interrupt.py),
 and leaves no process behind.
@@ -13,7 +14,7 @@ and lets the process go on.
 from __future__ import annotations
 
 import pytest
-from pipeline_session import interrupted, session, worker
+from pipeline_session import NO_START_JOB, interrupted, session, worker
 
 from sweepq.sweeper.traces import generate, write
 
@@ -49,9 +50,18 @@ def test_ctrl_c_during_the_jvms_start_ends_the_run_cleanly(trace, tmp_path):
     assert "spark: local[2] started" not in err  # the JVM, held, had not started
 
 
+def test_ctrl_c_during_the_starts_first_job_ends_the_run_cleanly(trace, tmp_path):
+    # The start's own job forks the daemon's first worker: held, the start cannot end.
+    code, out, err = interrupted(["--traces", trace, "--out", str(tmp_path / "out")], worker)
+    _one_line(code, out, err)
+    assert "spark: local[2] started" not in err, err[-3000:]
+    assert "Exception" not in err, err[-3000:]  # nor a Java stack the JVM logged
+
+
 def test_ctrl_c_during_the_layout_job_ends_the_run_cleanly(trace, tmp_path):
     args = ["--traces", trace, "--out", str(tmp_path / "out"), "--shuffle", "arrow"]
-    code, out, err = interrupted(args, worker)
+    # Without the start's own job, the layout's tasks are the first the daemon's workers run.
+    code, out, err = interrupted(args, worker, NO_START_JOB)
     _one_line(code, out, err)
     assert "warm-up: in the layout job" in err, err[-3000:]
     assert "replay:" not in err

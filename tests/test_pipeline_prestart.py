@@ -219,6 +219,8 @@ import psutil
 from sweepq.pipeline import prestart, stages
 from sweepq.pipeline.session import spark_session
 spark = spark_session("local[2]")
+tracker = spark.sparkContext.statusTracker()
+start_jobs = [str(tracker.getJobInfo(j).status) for j in tracker.getJobIdsForGroup(None)]
 stages.warm_up_workers(spark)
 pid = prestart._current.proc.pid
 claimed = prestart.release()
@@ -228,7 +230,7 @@ prestart._current.proc.wait(120)
 # The stand-in (the JVM's child) ends once it sees the daemon end: wait for that, bounded.
 python = [p for p in psutil.Process().children(recursive=True) if p.name().startswith("python")]
 _, alive = psutil.wait_procs(python, timeout=120)
-print(json.dumps({"pid": pid, "claimed": claimed, "parents": parents,
+print(json.dumps({"pid": pid, "claimed": claimed, "parents": parents, "start_jobs": start_jobs,
                   "python_exec": spark.sparkContext.pythonExec, "pyspark_python": os.environ["PYSPARK_PYTHON"],
                   "env_left": prestart.ENV in os.environ, "alive": [p.pid for p in alive]}))
 """
@@ -241,6 +243,7 @@ def test_a_local_session_forks_its_workers_from_the_prestarted_daemon_and_stops_
     doc = json.loads(out.stdout.strip().splitlines()[-1])
     assert doc["claimed"] is True
     assert set(doc["parents"]) == {doc["pid"]}
+    assert doc["start_jobs"] == ["SUCCEEDED"]  # the start's own first job (session.py warm_up), done
     assert doc["env_left"] is False
     assert os.path.basename(doc["python_exec"]).startswith("python-daemon-")  # the launcher started it
     assert doc["pyspark_python"] == sys.executable  # later sessions of the driver: the interpreter
@@ -269,3 +272,13 @@ def test_only_a_driver_that_starts_a_local_jvm_prestarts_the_daemon():
     assert not prestarts("local[2]", submitted=False, jvm_up=True)  # this process's JVM is up
     assert not prestarts("spark://127.0.0.1:7077", submitted=False, jvm_up=False)  # executors elsewhere
     assert not prestarts(None, submitted=True, jvm_up=False)
+
+
+def test_the_start_runs_a_first_job_where_it_prestarts_unless_told_not_to(monkeypatch):
+    from sweepq.pipeline.session import first_job_warms
+
+    assert first_job_warms("local[*]", submitted=False, jvm_up=False)
+    assert not first_job_warms("local[*]", submitted=True, jvm_up=False)
+    assert not first_job_warms("spark://127.0.0.1:7077", submitted=False, jvm_up=False)
+    monkeypatch.setenv("SWEEPQ_PIPELINE_FIRST_JOB", "0")
+    assert not first_job_warms("local[*]", submitted=False, jvm_up=False)

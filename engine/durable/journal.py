@@ -223,6 +223,7 @@ class Journal:
     def __init__(self, store: Callable[[], Store], sync: str = "commit"):
         # ``sync`` is one of SYNC_POLICIES: a queue manager's DurabilitySettings checked it.
         self._store = store
+        self._write_one: Callable[[bytes, bytes | None], None] | None = None  # the store's write_message, once opened
         self.policy = sync
         self.group = GroupSync(lambda: self._store().sync()) if sync == "commit" else None
         self.owed = False  # a sync failed: some made change may not be on disk yet
@@ -290,7 +291,7 @@ class Journal:
             if len(recs) == 1:  # a put of one message (the most common call): no list made
                 rec = recs[0]
                 if rec[OFF_FLAGS] & PERSISTENT:  # its key and value made in C (checked.py: layout's, faster)
-                    self._store().write_message(stored_key(q.key_prefix, lane, rec), stored_value(rec))
+                    (self._write_one or self._writer())(stored_key(q.key_prefix, lane, rec), stored_value(rec))
             else:
                 self._store().write_messages(Journal.homes(q.key_prefix, lane, recs))
         except StoreError as e:
@@ -308,18 +309,31 @@ class Journal:
 
     def remove_one(self, q: Journaled, ref: Ref) -> None:
         """:meth:`remove` of the one message ``ref`` (mutex held): a get of one message, the
-        most common call, its change handed on as it is made (no list, no StoreChanges)."""
-        removal = _removal(q, ref)
-        if removal is None:
+        most common call, its change handed on as it is made (no list, no StoreChanges).
+        :func:`_removal` written out: every durable get passes here (issue 31)."""
+        lanes = q.lanes
+        rec = lanes.record(ref)
+        if not rec[OFF_FLAGS] & PERSISTENT:
             return
-        key, mark = removal
+        home = lanes.home(ref)
+        if home is None:
+            return  # its blob was found damaged: nothing of it to change
+        lane, blob_id, pos = home
+        key = stored_key(q.key_prefix, lane, rec)
         try:
-            if mark is None:  # its own record only: the store's one-record write
-                self._store().write_message(key, None)
+            if blob_id < 0:  # its own record only: the store's one-record write
+                (self._write_one or self._writer())(key, None)
             else:
-                self._store().write_messages((), (key,), (mark,))
+                self._store().write_messages((), (key,), ((blob_id, pos, MARK_REMOVED),))
         except StoreError as e:
             raise _failed(e, f"getting from {q.name!r}") from e
+
+    def _writer(self) -> Callable[[bytes, bytes | None], None]:
+        """The store's ``write_message``, kept from the first durable put or get on: looking
+        the store up cost every one a call (issue 31). The store is the queue manager's for
+        its whole life (closed with it: a write then fails as closed)."""
+        w = self._write_one = self._store().write_message
+        return w
 
     # -- after the locks -------------------------------------------------------------------------
 
