@@ -10,7 +10,8 @@ Stages (each timed, each with a progress line):
 1. warm-up: a no-op job that starts the Python workers with the kernel loaded, when there is
    a layout to use (given or reused); when one is to be made, the layout job is the first
    job and its tasks start the workers (the warm-up is in its time, and has no job of its own);
-   a direct replay has none either: its replay job is the first;
+   a direct replay has none either (on a local master whose JVM the run starts, the JVM's
+   first job is the session's own: pipeline/session.py ``warm_up``);
 2. layout: a trace laid out by queue is used as it is; a layout of the same trace kept by an
    earlier run is reused; on a local master a trace that is not large is not laid out at all
    (``--shuffle direct``, what ``auto`` picks there: each replay task reads the whole trace
@@ -190,8 +191,8 @@ def _layout(spark, args: argparse.Namespace, times: dict, log, where: str) -> tu
     warm-up job of its own; or a layout made (and kept) by a job that is the first one, its
     tasks starting the workers (a warm-up job before it would only delay it: its tasks do
     nothing that the layout's do not, on workers forked from a daemon that has every module
-    loaded, pipeline/daemon.py); or none, for a direct replay (``how`` "direct"), whose job
-    is then the first one (:func:`run` releases the pre-started daemon after it)."""
+    loaded, pipeline/daemon.py); or none, for a direct replay (``how`` "direct") (:func:`run`
+    releases the pre-started daemon after its job)."""
     from sweepq.pipeline import direct, prestart, stages
     from sweepq.pipeline import layout as lay
 
@@ -209,11 +210,11 @@ def _layout(spark, args: argparse.Namespace, times: dict, log, where: str) -> tu
         tasks = args.buckets or direct.tasks_for(spark.sparkContext.defaultParallelism)
         log(
             f"layout: none (direct): {_counted(tasks, 'task')} each read the whole trace and replay the queues "
-            f"of their bucket; their job is the first (its tasks start the Python workers){where}"
+            f"of their bucket; no warm-up job{where}"
         )
         return args.traces, {"made_by": "none", "buckets": tasks}, "direct"
     if found is None and shuffle == "arrow":  # Python tasks: they start the workers
-        log("warm-up: in the layout job, the first job (its tasks start the Python workers)")
+        log("warm-up: in the layout job (its tasks start the Python workers)")
     else:
         with stages.timed(times, "warm_up"):
             workers = stages.warm_up_workers(spark)
@@ -297,7 +298,9 @@ def run(args: argparse.Namespace, spark=None, log=print) -> dict:
     prestart.expect_trace(args.traces if args.shuffle in ("auto", "direct") and not args.layout else None)
     t_jvm = time.perf_counter()
     # The JVM shuffle's work is Spark's own code: keep its full compiler (pipeline/jvm_start.py).
-    spark = spark or spark_session(args.master, ui=getattr(args, "ui", False), jit=args.shuffle != "jvm")
+    # Spark SQL only for the JVM shuffle: its session's creation is a second of the JVM's start.
+    jvm = args.shuffle == "jvm"
+    spark = spark or spark_session(args.master, ui=getattr(args, "ui", False), jit=not jvm, sql=jvm)
     times["spark_start"] = round(time.perf_counter() - t_jvm, 3)
     t_start = time.perf_counter()
     ui = spark.sparkContext.uiWebUrl

@@ -14,13 +14,15 @@ def spark_session(
     shuffle_partitions: int | None = None,
     ui: bool = False,
     jit: bool = True,
+    sql: bool = True,
 ):
     """A session for the pipeline. ``master`` None: the one spark-submit was given when it runs
     this process (its JVM is up then), else local[*]. The driver keeps Spark's default memory
     (no event reaches it; SWEEPQ_SPARK_DRIVER_MEMORY overrides); ``ui`` keeps the web UI,
     whose address the job prints. The driver's JVM, when this process starts it, maps a cached
     archive of Spark's classes and compiles with C1 only (pipeline/jvm_start.py; ``jit`` False
-    keeps the full compiler, for JVM-heavy jobs such as the JVM shuffle)."""
+    keeps the full compiler, for JVM-heavy jobs such as the JVM shuffle). ``sql`` False: a
+    :class:`ContextSession`, whose JVM SparkSession is created only if Spark SQL is used."""
     from pyspark.sql import SparkSession
 
     from . import prestart
@@ -64,7 +66,7 @@ def spark_session(
     warm = first_job_warms(master, submitted, _jvm_up())
     try:
         # Started outside Py4J's calls on this thread: a Ctrl-C meanwhile is one line (interrupt.py).
-        spark = on_thread(lambda: _start(builder, warm), _cancel_jobs, name="sweepq-spark-start")
+        spark = on_thread(lambda: _start(builder, warm, sql), _cancel_jobs, name="sweepq-spark-start")
     except BaseException:
         prestart.release()
         raise
@@ -83,8 +85,9 @@ def first_job_warms(master: str | None, submitted: bool, jvm_up: bool) -> bool:
     return on and prestarts(master, submitted, jvm_up)
 
 
-def _start(builder, warm: bool):
-    """``builder.getOrCreate()``; with ``warm``, the SparkContext first, then a no-op job
+def _start(builder, warm: bool, sql: bool = True):
+    """``builder.getOrCreate()`` (``sql`` False: the SparkContext alone, in a
+    :class:`ContextSession`); with ``warm``, the SparkContext first, then a no-op job
     (:func:`warm_up`) on a thread of its own while this one creates the JVM's SparkSession.
 
     Why: a run's first job paid 0.2-0.5 s of first-time work outside its task (the JVM's
@@ -94,7 +97,7 @@ def _start(builder, warm: bool):
     replay's, on a direct run); the start is longer by what of it does not fit beside the
     session (on a busy machine, most of it: docs/pipeline.md has both figures). The job's
     worker stays for the next task (Spark reuses its workers)."""
-    if not warm:
+    if not warm and sql:
         return builder.getOrCreate()
     from pyspark import SparkConf, SparkContext
 
@@ -103,10 +106,39 @@ def _start(builder, warm: bool):
         conf.set(key, value)
     sc = SparkContext.getOrCreate(conf)
     job = threading.Thread(target=warm_up, args=(sc,), name="sweepq-first-job", daemon=True)
-    job.start()
-    spark = builder.getOrCreate()  # finds the SparkContext: the JVM's SparkSession
-    job.join()
+    if warm:
+        job.start()
+    # The JVM's SparkSession (found the SparkContext), or none yet.
+    spark = builder.getOrCreate() if sql else ContextSession(sc, builder)
+    if warm:
+        job.join()
     return spark
+
+
+class ContextSession:
+    """A session without Spark SQL until something uses it: ``sparkContext`` and :meth:`stop`
+    at once; any other attribute creates the JVM's SparkSession then (``builder.getOrCreate()``,
+    which finds the SparkContext) and is that session's.
+
+    Why: creating the JVM's SparkSession (Spark SQL's classes, its configuration) took 1.0 to
+    1.7 s of the JVM's start, one Py4J call, and a pipeline run uses Spark SQL only for the
+    JVM shuffle (pipeline/stages.py ``partition``, ``row_of_id``)."""
+
+    def __init__(self, sc, builder) -> None:
+        self.sparkContext = sc
+        self._builder = builder
+        self._spark = None
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("_builder", "_spark"):
+            raise AttributeError(name)
+        if self._spark is None:
+            self._spark = self._builder.getOrCreate()
+        return getattr(self._spark, name)
+
+    def stop(self) -> None:
+        """Stop the session, or the SparkContext when no session was made."""
+        (self._spark or self.sparkContext).stop()
 
 
 def _nothing(_it) -> list:

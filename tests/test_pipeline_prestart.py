@@ -282,3 +282,35 @@ def test_the_start_runs_a_first_job_where_it_prestarts_unless_told_not_to(monkey
     assert not first_job_warms("spark://127.0.0.1:7077", submitted=False, jvm_up=False)
     monkeypatch.setenv("SWEEPQ_PIPELINE_FIRST_JOB", "0")
     assert not first_job_warms("local[*]", submitted=False, jvm_up=False)
+
+
+def test_a_session_without_sql_makes_the_jvms_sparksession_only_when_asked():
+    """pipeline/session.py ContextSession: its SparkContext at once; Spark SQL's session made
+    once, by the builder, at the first use of anything else, and stopped in its place."""
+    from sweepq.pipeline.session import ContextSession
+
+    calls: list[str] = []
+
+    class Stoppable:
+        def __init__(self, name: str) -> None:
+            self.name = name
+            self.read = f"{name}.read"
+
+        def stop(self) -> None:
+            calls.append(f"stop {self.name}")
+
+    class Builder:
+        def getOrCreate(self):
+            calls.append("getOrCreate")
+            return Stoppable("session")
+
+    sc = Stoppable("context")
+    s = ContextSession(sc, Builder())
+    assert s.sparkContext is sc and calls == []
+    s.stop()
+    assert calls == ["stop context"]  # no session was made: the context stops
+    calls.clear()
+    s = ContextSession(sc, Builder())
+    assert s.read == "session.read" and s.read == "session.read"
+    s.stop()
+    assert calls == ["getOrCreate", "stop session"]  # made once; the session stops (its context with it)
