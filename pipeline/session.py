@@ -78,9 +78,8 @@ def spark_session(
 
 
 def first_job_warms(master: str | None, submitted: bool, jvm_up: bool) -> bool:
-    """Whether the session's start runs a first job of its own beside the JVM's SparkSession
-    (:func:`_start`): on a local master whose JVM this process starts, unless
-    ``SWEEPQ_PIPELINE_FIRST_JOB=0``."""
+    """Whether the session's start runs a first job of its own (:func:`_start`): on a local
+    master whose JVM this process starts, unless ``SWEEPQ_PIPELINE_FIRST_JOB=0``."""
     on = os.environ.get("SWEEPQ_PIPELINE_FIRST_JOB", "1") != "0"
     return on and prestarts(master, submitted, jvm_up)
 
@@ -88,15 +87,15 @@ def first_job_warms(master: str | None, submitted: bool, jvm_up: bool) -> bool:
 def _start(builder, warm: bool, sql: bool = True):
     """``builder.getOrCreate()`` (``sql`` False: the SparkContext alone, in a
     :class:`ContextSession`); with ``warm``, the SparkContext first, then a no-op job
-    (:func:`warm_up`) on a thread of its own while this one creates the JVM's SparkSession.
+    (:func:`warm_up`) on a thread of its own while this one creates the JVM's SparkSession,
+    if any.
 
-    Why: a run's first job paid 0.2-0.5 s of first-time work outside its task (the JVM's
+    Why: a run's first job paid 0.4-0.65 s of first-time work outside its task (the JVM's
     first runJob, the task's broadcast, starting the Python daemon and a worker, the result's
-    return: docs/pipeline.md), and the SparkSession's creation takes the JVM about a second,
-    mostly of one core. Done beside it, that work leaves the pipeline's own first job (the
-    replay's, on a direct run); the start is longer by what of it does not fit beside the
-    session (on a busy machine, most of it: docs/pipeline.md has both figures). The job's
-    worker stays for the next task (Spark reuses its workers)."""
+    return: docs/pipeline.md, "The first job's fixed cost"). Done here, that work leaves the
+    pipeline's own first job (the replay's, on a direct run), which reuses the worker: a move
+    more than a saving (measured, 0.36-0.56 s less after the start, about 0.55 s more in it;
+    beside a SparkSession's creation it overlaps only where a core is idle)."""
     if not warm and sql:
         return builder.getOrCreate()
     from pyspark import SparkConf, SparkContext
