@@ -41,23 +41,29 @@ def spark_session(
     # Spark's Python workers must run this interpreter (the one sweepq is installed in).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
-    builder = (
-        builder.appName(app)
-        .config("spark.ui.enabled", "true" if ui else "false")
-        .config("spark.ui.showConsoleProgress", "false")
+    # The session's settings, kept here (not read back from the builder) so that the start's
+    # SparkContext (_start) is made with the same ones.
+    conf = {
+        "spark.app.name": app,
+        "spark.ui.enabled": "true" if ui else "false",
+        "spark.ui.showConsoleProgress": "false",
         # Workers forked from a daemon that has the kernel loaded start warm (pipeline/daemon.py).
-        .config("spark.python.daemon.module", "sweepq.pipeline.daemon")
-    )
+        "spark.python.daemon.module": "sweepq.pipeline.daemon",
+    }
+    if master is not None:  # else spark-submit's
+        conf["spark.master"] = master
     if loopback:
-        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        conf["spark.driver.host"] = conf["spark.driver.bindAddress"] = "127.0.0.1"
     options = "" if submitted else driver_options(rt, _spark_jars(), jit)
     if options:  # the JVM this process starts (spark-submit's is up already)
-        builder = builder.config("spark.driver.extraJavaOptions", options)
+        conf["spark.driver.extraJavaOptions"] = options
     if os.environ.get("SWEEPQ_SPARK_DRIVER_MEMORY"):
-        builder = builder.config("spark.driver.memory", os.environ["SWEEPQ_SPARK_DRIVER_MEMORY"])
+        conf["spark.driver.memory"] = os.environ["SWEEPQ_SPARK_DRIVER_MEMORY"]
     if shuffle_partitions:
-        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     workers_python = os.environ["PYSPARK_PYTHON"]
     if prestarts(master, submitted, _jvm_up()) and prestart.start() is not None:
         # The JVM starts the daemon by a launcher that hands over at once (pipeline/launcher.py):
@@ -66,7 +72,7 @@ def spark_session(
     warm = first_job_warms(master, submitted, _jvm_up())
     try:
         # Started outside Py4J's calls on this thread: a Ctrl-C meanwhile is one line (interrupt.py).
-        spark = on_thread(lambda: _start(builder, warm, sql), _cancel_jobs, name="sweepq-spark-start")
+        spark = on_thread(lambda: _start(builder, conf, warm, sql), _cancel_jobs, name="sweepq-spark-start")
     except BaseException:
         prestart.release()
         raise
@@ -84,11 +90,11 @@ def first_job_warms(master: str | None, submitted: bool, jvm_up: bool) -> bool:
     return on and prestarts(master, submitted, jvm_up)
 
 
-def _start(builder, warm: bool, sql: bool = True):
-    """``builder.getOrCreate()`` (``sql`` False: the SparkContext alone, in a
-    :class:`ContextSession`); with ``warm``, the SparkContext first, then a no-op job
-    (:func:`warm_up`) on a thread of its own while this one creates the JVM's SparkSession,
-    if any.
+def _start(builder, conf: dict[str, str], warm: bool, sql: bool = True):
+    """``builder.getOrCreate()`` (``conf``: its settings; ``sql`` False: the SparkContext
+    alone, in a :class:`ContextSession`); with ``warm``, the SparkContext first, then a no-op
+    job (:func:`warm_up`) on a thread of its own while this one creates the JVM's
+    SparkSession, if any.
 
     Why: a run's first job paid 0.4-0.65 s of first-time work outside its task (the JVM's
     first runJob, the task's broadcast, starting the Python daemon and a worker, the result's
@@ -100,10 +106,7 @@ def _start(builder, warm: bool, sql: bool = True):
         return builder.getOrCreate()
     from pyspark import SparkConf, SparkContext
 
-    conf = SparkConf()
-    for key, value in builder._options.items():
-        conf.set(key, value)
-    sc = SparkContext.getOrCreate(conf)
+    sc = SparkContext.getOrCreate(SparkConf().setAll(list(conf.items())))
     job = threading.Thread(target=warm_up, args=(sc,), name="sweepq-first-job", daemon=True)
     if warm:
         job.start()
