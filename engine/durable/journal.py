@@ -309,22 +309,16 @@ class Journal:
 
     def remove_one(self, q: Journaled, ref: Ref) -> None:
         """:meth:`remove` of the one message ``ref`` (mutex held): a get of one message, the
-        most common call, its change handed on as it is made (no list, no StoreChanges).
-        :func:`_removal` written out: every durable get passes here (issue 31)."""
-        lanes = q.lanes
-        rec = lanes.record(ref)
-        if not rec[OFF_FLAGS] & PERSISTENT:
+        most common call, its change handed on as it is made (no list, no StoreChanges)."""
+        removal = _removal(q, ref)
+        if removal is None:
             return
-        home = lanes.home(ref)
-        if home is None:
-            return  # its blob was found damaged: nothing of it to change
-        lane, blob_id, pos = home
-        key = stored_key(q.key_prefix, lane, rec)
+        key, mark = removal
         try:
-            if blob_id < 0:  # its own record only: the store's one-record write
+            if mark is None:  # its own record only: the store's one-record write
                 (self._write_one or self._writer())(key, None)
             else:
-                self._store().write_messages((), (key,), ((blob_id, pos, MARK_REMOVED),))
+                self._store().write_messages((), (key,), (mark,))
         except StoreError as e:
             raise _failed(e, f"getting from {q.name!r}") from e
 
