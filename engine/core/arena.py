@@ -75,7 +75,7 @@ class Arena:
     # A put+get pair's lines (issue 30), without a bounds or wraparound check at each index
     # (a compare, a branch and an error exit each): they index blocks, live and used only with
     # a location's page, or the current one, within them by invariant and never negative; the
-    # arrays are made in __init__. (cython is Any to mypy: these methods are unchecked by it.)
+    # arrays are made in __init__. (mypy still checks them: typings/cython.pyi.)
     @cython.boundscheck(False)
     @cython.wraparound(False)
     @cython.initializedcheck(False)

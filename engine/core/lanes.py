@@ -434,7 +434,7 @@ class LaneSet:
     # initialised check at each index (a compare, a branch and an error exit each): they index
     # the slot arrays only with slots from the lists and the free list, within the arrays by
     # invariant and never negative where indexed; the arrays are made in __init__ (_reset).
-    # (cython is Any to mypy: these three methods are unchecked by it.)
+    # (mypy still checks them: typings/cython.pyi.)
     @cython.boundscheck(False)
     @cython.wraparound(False)
     @cython.initializedcheck(False)
