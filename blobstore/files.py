@@ -24,11 +24,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import gc
 import os
 import shutil
 import struct
 import threading
+import traceback
 import zlib
+from collections.abc import Callable
+from types import TracebackType
+from typing import TypeVar
 
 from .kv import KVCorruption, KVError
 from .rocksfiles import current_manifest, first_bad_header
@@ -260,6 +265,40 @@ def release(key: str, untouched: bool = False) -> None:
         held = _CLAIMED.pop(key, None)
         if held is not None:
             _let_go(key, held, untouched)
+
+
+T = TypeVar("T")
+
+# RocksDB's words when its own lock on LOCK is held by a database object of this process
+# that is closed but not yet freed (see unheld).
+_HELD_HERE = "lock hold by current process"
+
+
+def unheld(open_: Callable[[], T]) -> T:
+    """``open_()`` (a RocksDB open or repair of a directory this process has claimed), tried
+    once more after a garbage collection when RocksDB says its lock is held in this process.
+
+    The claim proves that no store of this process has the directory open. RocksDB's own
+    lock goes only when its database object is freed, and a scan's iterator or a column
+    family of a closed database keeps that object alive: in cyclic garbage (an error kept in
+    a local of a frame of its own traceback), until the collector runs."""
+    try:
+        return open_()
+    except Exception as e:
+        if _HELD_HERE not in str(e):
+            raise
+    gc.collect()
+    return open_()
+
+
+def let_go_of_frames(tb: TracebackType | None) -> None:
+    """Clear the locals of the finished frames a failed open's error passed through.
+
+    Their locals (a scan's iterator, a column family) would keep the closed database alive,
+    and RocksDB's lock on its directory with it, for as long as the error is kept: inside
+    the ``except`` that opens again with ``repair=True``, as the open's error advises. The
+    traceback's lines stay; only its frames' variables go."""
+    traceback.clear_frames(tb)
 
 
 def _hold(path: str) -> _Claim | None:

@@ -28,7 +28,7 @@ import shutil
 
 from rocksdict import DBCompressionType, DBRecoveryMode, Options, Rdict
 
-from .files import claim, make_private, mend_logs, release
+from .files import claim, make_private, mend_logs, release, unheld
 from .kv import KVError
 from .rocksfiles import numbered, read_manifest
 
@@ -54,7 +54,7 @@ def repair(path: str) -> list[str]:
         if m is not None and families:
             more = _flush_through_the_manifest(path, families, m.live_tables())
             renamed.update({new: renamed.pop(old, old) for new, old in more.items()})
-        Rdict.repair(path, Options(raw_mode=True))
+        unheld(lambda: Rdict.repair(path, Options(raw_mode=True)))
         if families:
             _create_missing(path, families)
         _name_as_before(lost, renamed)
@@ -96,7 +96,7 @@ def _flush_through_the_manifest(path: str, families: list[str], named: set[int])
         opts = _options()
         opts.create_if_missing(False)
         opts.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
-        db = Rdict(path, options=opts, column_families={n: _options() for n in families})
+        db = unheld(lambda: Rdict(path, options=opts, column_families={n: _options() for n in families}))
         try:
             for n in families:
                 db.get_column_family(n).flush()
@@ -158,6 +158,7 @@ def _create_missing(path: str, families: list[str]) -> None:
         return
     opts = Options(raw_mode=True)
     opts.create_missing_column_families(True)
-    db = Rdict(path, options=opts, column_families={n: Options(raw_mode=True) for n in have | set(families)})
+    named = {n: Options(raw_mode=True) for n in have | set(families)}
+    db = unheld(lambda: Rdict(path, options=opts, column_families=named))
     db.close()
     del db

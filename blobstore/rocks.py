@@ -67,6 +67,7 @@ from .files import (
     mend_logs,
     read_side_file,
     release,
+    unheld,
     write_side_file,
 )
 from .kv import (
@@ -294,7 +295,7 @@ class RocksKV:
         names = existing | {f for f in CFS if not any(_family(n) == f for n in existing)}
         cf_opts = {n: family(n) for n in names}
         if self._read_only:
-            db = Rdict(where, options=opts, column_families=cf_opts, access_type=AccessType.read_only())
+            db = unheld(lambda: Rdict(where, options=opts, column_families=cf_opts, access_type=AccessType.read_only()))
         else:
             db = self._open_checking_the_log(opts, cf_opts)
         current: dict[str, str] = {}
@@ -319,14 +320,14 @@ class RocksKV:
         access = AccessType.read_write()
         opts.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
         try:
-            return Rdict(self.path, options=opts, column_families=cf_opts, access_type=access)
+            return unheld(lambda: Rdict(self.path, options=opts, column_families=cf_opts, access_type=access))
         except Exception as e:
             if not _is_corruption(str(e)):
                 raise
             first = e
         opts.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
         try:
-            db = Rdict(self.path, options=opts, column_families=cf_opts, access_type=access)
+            db = unheld(lambda: Rdict(self.path, options=opts, column_families=cf_opts, access_type=access))
         except Exception:
             raise _error(first, f"cannot open the store at {self.path}") from None
         self._events.append(

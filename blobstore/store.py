@@ -28,6 +28,7 @@ import contextlib
 import os
 import shutil
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -44,7 +45,7 @@ from .changelog import ChangeLog
 from .codec import DEFAULT_LEVEL, Codec
 from .dictionaries import Dictionaries
 from .directory import CHECKPOINT, check_directory, make_directory
-from .files import SideLog, claim, release
+from .files import SideLog, claim, let_go_of_frames, release
 from .format import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS
 from .group import WriteGroup
 from .kv import (
@@ -166,6 +167,7 @@ class BlobStore:
             # A store that cannot be loaded (a format it cannot read, a failing disk) must
             # not keep the database open: its lock would refuse the next open in this
             # process, e.g. the one with repair=True that the error advises.
+            let_go_of_frames(sys.exc_info()[2])  # first: a scan they held would hold the close up
             self._access.detach()
             with contextlib.suppress(KVError):
                 kv.close()

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from sweepq.blobstore import BlobStore, Store, StoreDamageError, StoreError
+from sweepq.blobstore.files import let_go_of_frames
 from sweepq.blobstore.store import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS
 
 from .constants import Reason
@@ -102,8 +104,13 @@ class Storage:
 
     def abandon(self) -> None:
         """An open that failed: release what this storage opened itself (a data directory's
-        lock above all, so that the next open can take it), but not a store it was given."""
+        lock above all, so that the next open can take it), but not a store it was given.
+        Called while the open's error is handled: the frames it passed through are cleared
+        first (blobstore/files.py ``let_go_of_frames``): a scan they held would keep the store
+        from closing, and its database alive inside the ``except`` that opens again with
+        ``repair=True``."""
         if self._owned:
+            let_go_of_frames(sys.exc_info()[2])
             with contextlib.suppress(StoreError):  # the open's own error is the one to report
                 self.close()
 

@@ -1224,3 +1224,59 @@ def test_writing_again_after_damage_when_the_store_cannot_be_had_says_so_and_ret
     log: list[str] = []
     rewrite(SimpleNamespace(internal=SimpleNamespace(store=store)), ["messages", "marks"], log)  # type: ignore[arg-type]
     assert len(log) == 1 and "cannot be had" in log[0]
+
+
+def test_an_open_that_failed_mid_scan_leaves_the_directory_free_inside_its_except(tmp_path, monkeypatch):
+    """The advised retry, ``except MQError: QueueManager.open(d, ...repair=True)``, runs while
+    the first open's error is alive. A frame that error passed through held a scan of the
+    records, whose RocksDB iterator keeps the closed database, and RocksDB's lock on the
+    directory, alive: the retry was refused ("lock hold by current process", once in CI)."""
+    from sweepq.engine.durable import recovery
+
+    d = tmp_path / "qm"
+    ids = persistent_queue(d, [body(i) for i in range(5)])
+
+    def records_then_fail(self, q):
+        scan = self.store.message_chunks(q.key_prefix, 1)
+        next(scan)  # a scan under way when the open fails
+        raise MQError(Reason.RESOURCE_PROBLEM, "failed in the middle of a scan")
+
+    monkeypatch.setattr(recovery._Recovery, "records", records_then_fail)
+    try:
+        QueueManager.open(d, sweeping=SweeperSettings(run=False))
+        raise AssertionError("the open should have failed")
+    except MQError as e:
+        assert "middle of a scan" in str(e)
+        monkeypatch.undo()
+        with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
+            got, errors = drain(qm)
+    assert (got, errors) == ([body(i) for i in range(5)], [])
+    assert len(ids) == 5
+
+
+def test_a_closed_database_kept_by_cyclic_garbage_does_not_refuse_the_next_open(tmp_path):
+    """An iterator of a closed database in cyclic garbage (an error kept in a frame of its
+    own traceback) keeps RocksDB's lock until the collector runs: ``unheld`` collects once
+    and tries again, where a plain open is refused."""
+    import gc
+
+    from sweepq.blobstore.files import unheld
+
+    d = str(tmp_path / "db")
+    gc.disable()  # the cycle must still be there when the opens run
+    try:
+        db = Rdict(d, options=Options(raw_mode=True))
+        db[b"k"] = b"v"
+        it = db.iter()
+        it.seek_to_first()
+        cycle: list[object] = [it]
+        cycle.append(cycle)
+        db.close()
+        del db, it, cycle
+        with pytest.raises(Exception, match="lock hold by current process"):
+            Rdict(d, options=Options(raw_mode=True))
+        again = unheld(lambda: Rdict(d, options=Options(raw_mode=True)))
+    finally:
+        gc.enable()
+    assert again[b"k"] == b"v"
+    again.close()
