@@ -238,6 +238,10 @@ class FaultyStore:
         inner: DamageLog = self.inner  # type: ignore[assignment]  # Capability.DAMAGE_LOG
         return inner.damage_log()
 
+    def detached(self) -> list[int]:
+        inner: DamageLog = self.inner  # type: ignore[assignment]
+        return inner.detached()
+
     def on_damage(self, listener) -> None:
         inner: DamageLog = self.inner  # type: ignore[assignment]
         inner.on_damage(listener)

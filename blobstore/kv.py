@@ -18,7 +18,10 @@ Eight families of records (RocksDB column families), all in raw mode:
                engine: b"R" removed, b"B" + u16 its backout count raised).
 ``objects``    a caller's name -> a caller's definition (the engine: queue definitions).
 ``quarantine`` family name + NUL + key -> the bytes as they were read: records that failed
-               their checks, moved aside for inspection, never read as data.
+               their checks, moved aside for inspection, never read as data;
+               b"detached" + NUL + u64 blob id -> the chain a caller took that blob out of
+               because it was damaged (``BlobStore.detach``): not a pending blob, so the
+               next open keeps it for its caller to name (``BlobStore.detached``).
 
 Beside them a store keeps *side records* (the engine's checkpoint), apart from the families
 so that damage to them cannot take those too (blobstore/files.py).
@@ -43,6 +46,7 @@ CF_MESSAGES = "messages"
 CF_MARKS = "marks"
 CF_OBJECTS = "objects"
 CF_QUARANTINE = "quarantine"
+DETACHED = b"detached\0"  # the quarantine's keys of blobs detached as damaged (see above)
 CFS = (CF_BLOBS, CF_MANIFESTS, CF_CHAINS, CF_META, CF_MESSAGES, CF_MARKS, CF_OBJECTS, CF_QUARANTINE)
 
 # The memory a store's write buffers and read cache may take, by default (store options

@@ -217,8 +217,9 @@ class Store(Protocol):
         ...
 
     def detach(self, chain: bytes, blob_id: int) -> None:
-        """Take a blob out of its chain, keep it. :raises StoreError: nothing changed.
-        Thread-safe, atomic."""
+        """Take a damaged blob out of its chain, keep it (a store with Capability.DAMAGE_LOG
+        gives it to the next open: :meth:`DamageLog.detached`). :raises StoreError: nothing
+        changed. Thread-safe, atomic."""
         ...
 
     def drop_chain(self, chain: bytes) -> None:
@@ -289,6 +290,13 @@ class DamageLog(Protocol):
 
     def damage_log(self) -> list[str]:
         """Every such event since the store opened, oldest first. Never raises; thread-safe."""
+        ...
+
+    def detached(self) -> list[int]:
+        """Blobs an earlier run took out of their chains because they were damaged
+        (:meth:`Store.detach`) and that are still kept: the messages they held were lost, and
+        the caller names them before it deletes the blobs (:meth:`Store.delete_pending`); a
+        pending blob is never one of them. Thread-safe."""
         ...
 
     def on_damage(self, listener: Callable[[list[str]], None]) -> None:

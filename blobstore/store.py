@@ -59,6 +59,7 @@ from .kv import (
     CF_QUARANTINE,
     DEFAULT_BLOCK_CACHE_BYTES,
     DEFAULT_WRITE_BUFFER_BYTES,
+    DETACHED,
     KV,
     KVError,
     MemoryKV,
@@ -150,6 +151,7 @@ class BlobStore:
         self._temporary = False
         self._listeners: list[Callable[[list[str]], None]] = []
         self._since = Since()
+        self._detached: list[int] = []  # blobs an earlier run detached as damaged, kept (detached())
         # write_messages' group commit; a lone caller's one change straight through _write_alone
         self.group: WriteGroup[MessageWrite] = WriteGroup(self._write_group, self._write_alone)
         if kv is None:
@@ -231,6 +233,12 @@ class BlobStore:
             self._chains_again(logged_chains, set(manifests))
         linked = self._chains.linked()
         stale = [b for b in manifests if b not in linked]
+        # A blob detached as damaged is in no chain either, but it is no sweep's leftover: the
+        # messages it held are lost, and deleting it here would lose them without a word (the
+        # damage fuzz's silent loss). Kept for the caller to name (detached()).
+        marked = {_U64.unpack(k[len(DETACHED) :])[0] for k, _v in access.proven(CF_QUARANTINE, DETACHED)}
+        self._detached = [b for b in stale if b in marked]
+        stale = [b for b in stale if b not in marked]
         if stale and not chains_whole:
             # The chains that named them may be what the damage took: kept, for inspection.
             access.found.append(
@@ -457,8 +465,11 @@ class BlobStore:
             ops: list[Op] = []
             for b in blob_ids:
                 ops += self._delete_blob_ops(b)
+            detached = set(blob_ids) & set(self._detached)
+            ops += [(CF_QUARANTINE, DETACHED + _U64.pack(b), None) for b in sorted(detached)]
             self._access.write(ops)
             self._forget_blobs(blob_ids)
+            self._detached = [b for b in self._detached if b not in detached]
 
     def link(self, chain: bytes, blob_ids: Sequence[int], at_head: bool, moved: Sequence[bytes] = ()) -> None:
         """Link pending blobs into ``chain`` (at its head or tail, in the order given), and
@@ -482,10 +493,18 @@ class BlobStore:
         self._remove_from_chain(chain, blob_id, delete=True, restore=restore)
 
     def detach(self, chain: bytes, blob_id: int) -> None:
-        """Take ``blob_id`` out of ``chain`` but keep the blob (a damaged one, for inspection).
+        """Take ``blob_id`` out of ``chain`` but keep the blob (a damaged one, for inspection),
+        marked as detached in the same write: the next open keeps it, not taking it for a
+        pending blob, until its caller named what it held (:meth:`detached`).
 
         :raises StoreError: nothing changed."""
         self._remove_from_chain(chain, blob_id, delete=False)
+
+    def detached(self) -> list[int]:
+        """Blobs an earlier run took out of their chains as damaged (:meth:`detach`) that this
+        open found still kept (DamageLog); :meth:`delete_pending` deletes them."""
+        with self._lock:
+            return list(self._detached)
 
     def _remove_from_chain(
         self, chain: bytes, blob_id: int, delete: bool, restore: Sequence[tuple[bytes, bytes]] = ()
@@ -495,6 +514,8 @@ class BlobStore:
             ops: list[Op] = [chain_record(chain, ids)]
             if delete:
                 ops += self._delete_blob_ops(blob_id)
+            else:
+                ops.append((CF_QUARANTINE, DETACHED + _U64.pack(blob_id), chain))
             ops += [(CF_MESSAGES, k, v) for k, v in restore]
             horizon = self._access.write(ops)
             if delete:

@@ -522,6 +522,40 @@ def test_on_damage(store):
     assert heard == []
 
 
+@pytest.mark.parametrize("kind", ["rocksdb", "memory"])
+def test_detached(kind, tmp_path):
+    """A blob detached as damaged is no pending blob of an interrupted sweep: the next open,
+    after a close or a kill, keeps it and gives it (detached) until delete_pending deletes it;
+    a pending blob is deleted by the open as before."""
+    kv = MemoryKV()
+
+    def reopen(old=None):
+        if kind == "memory":
+            return MemoryStore(kv=kv, **BOUNDS)  # the dicts as a killed process left them
+        if old is not None:
+            old.close()
+        return BlobStore(tmp_path / "s", **BOUNDS)
+
+    s = reopen()
+    a, b = (i.blob_id for i in write(s, b"Q/0", recs(100), ids(100)))
+    s.link(b"Q/0", [a, b], at_head=False)
+    s.write_messages(marks=[(a, 3, b"R")])
+    pending = write(s, b"Q/0", recs(5), ids(5))[0].blob_id
+    s.detach(b"Q/0", a)
+    assert s.detached() == []  # what an earlier run detached, not this one
+    s = reopen(s)
+    assert s.detached() == [a] and s.pending() == [a]  # the pending blob went, the detached one stays
+    assert s.manifest(a) == (b"Q/0", ids(50)) and s.marks(a) == {3: b"R"}
+    s = reopen(s)
+    assert s.detached() == [a]  # until it is deleted
+    s.delete_pending([a])
+    assert s.detached() == [] and s.pending() == []
+    s = reopen(s)
+    assert s.detached() == [] and s.pending() == [] and pending not in s.chains().get(b"Q/0", [])
+    if kind == "rocksdb":
+        s.close()
+
+
 def test_checkpoint(store):
     assert store.checkpoint() is None
 
@@ -582,4 +616,4 @@ def test_every_member_of_the_protocols_has_a_test():
     tested = {name[5:] for name in globals() if name.startswith("test_")}
     wanted = (members(Store) - {"max_blob_bytes", "max_blob_records"}) | set().union(*map(members, PROTOCOLS.values()))
     assert wanted <= tested, sorted(wanted - tested)
-    assert len(wanted) >= 27  # 20 of Store, 7 of the optional protocols
+    assert len(wanted) >= 28  # 20 of Store, 8 of the optional protocols

@@ -305,6 +305,63 @@ def test_b3_records_lost_while_open_are_written_again_from_memory(tmp_path):
     assert not errors and [number(m) for m in got] == list(range(10, 2001))
 
 
+_A_BLOB_DAMAGED_WHILE_OPEN = """
+import os, signal, sys
+from sweepq.engine import OO, MQError, QueueManager, Reason, SweeperSettings
+path, blob, end = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+qm = QueueManager.open(path, sweeping=SweeperSettings(run=False))
+store = qm.blob_store()
+value = bytearray(store.raw_blob(blob))
+value[-3] ^= 0x01  # a flipped bit in the blob, met by the get that reaches it
+store.replace_raw_blob(blob, bytes(value))
+h = qm.connect().open("Q", OO.INPUT_SHARED)
+assert [h.get().data for _ in range(15)] == [b"%02d" % i for i in range(15)]
+try:
+    h.get()
+except MQError as e:
+    assert e.reason == Reason.OBJECT_DAMAGED
+    print(" ".join(i.hex() for i in e.msg_ids), flush=True)
+if end == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+qm.close()
+"""
+
+
+@pytest.mark.parametrize("end", ["close", "kill"])
+def test_b3_a_blob_found_damaged_while_open_is_reported_again_by_the_next_open(tmp_path, end):
+    """The damage fuzz's silent loss (trial 57, seed 15: a table file of blobs flipped while
+    open): a get met the damaged blob, 2101 named its messages and the blob left its chain
+    (detach, "kept for inspection"), the manager closed, and the next open took the blob for
+    the leftover of an interrupted sweep and deleted it without a word: the messages it took
+    were lost with nothing at the open saying so. Now the next open names them (not the one
+    consumed from the blob before the damage), after a close or a kill, and only then
+    deletes the blob; the open after it has nothing left to say."""
+    d = tmp_path / "d"
+    opts = {"max_blob_records": 10}
+    settings = {"sweeping": SweeperSettings(run=False), "durability": DurabilitySettings(store_options=opts)}
+    with QueueManager.open(d, clock=ManualClock(), **settings) as qm:
+        qm.define_queue("Q", default_persistence=P)
+        h = qm.connect().open("Q", IO)
+        puts = [h.put(b"%02d" % i).msg_id for i in range(40)]
+        qm.sweeper.run_once()
+        damaged = qm.blob_store().chain(b"Q/0")[1]  # the blob of messages 15..24
+        assert h.get(msg_id=puts[17]).data == b"17"  # consumed from the blob before the damage
+    out = subprocess.run(
+        [sys.executable, "-c", _A_BLOB_DAMAGED_WHILE_OPEN, str(d), str(damaged), end], capture_output=True, timeout=120
+    )
+    assert out.returncode == (-9 if end == "kill" else 0), out.stderr.decode()[-2000:]
+    lost = {puts[i] for i in range(15, 25) if i != 17}
+    assert {bytes.fromhex(i.decode()) for i in out.stdout.split()} == lost  # the 2101 named them
+    with QueueManager.open(d, clock=ManualClock(), **settings) as qm:
+        assert set(qm.recovery.damaged_msg_ids) == lost, qm.recovery.damaged
+        assert any(f"blob {damaged}" in line and "9 message(s)" in line for line in qm.recovery.damaged)
+        got, errors = drain(qm)
+        assert not errors and got == [b"%02d" % i for i in range(25, 40)]
+        assert qm.blob_store().pending() == []  # named, then deleted
+    with QueueManager.open(d, clock=ManualClock(), **settings) as qm:
+        assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
+
+
 # -- B4 -----------------------------------------------------------------------------------------
 
 _FULL_DISK = """

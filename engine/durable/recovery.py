@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sweepq.blobstore import BlobCorruptError, Capability, Salvaging, Store, StoreDamageError, StoreError
+from sweepq.blobstore import BlobCorruptError, Capability, DamageLog, Salvaging, Store, StoreDamageError, StoreError
 from sweepq.blobstore.format import ids_check
 
 from .. import record
@@ -134,6 +134,7 @@ class _Recovery:
         self.bad: list[tuple[bytes, bytes, str]] = []  # the queue's damaged records: (key, bytes, what)
         self.in_blobs: list[np.ndarray] = []  # the arrival numbers of the blobs of the lane being loaded
         self.deletes: list[bytes] = []  # own records of messages a blob holds (keep_in_blobs)
+        self.detached: list[int] = []  # blobs detached as damaged by an earlier run, named (name_detached)
 
     def damage(self, line: str, msg_id: bytes | None = None) -> None:
         if msg_id:
@@ -511,6 +512,42 @@ class _Recovery:
         own.recs = list(compress(own.recs, keep))
         own.seqs = own.seqs[~both]
 
+    def name_detached(self) -> None:
+        """Name the messages of the blobs an earlier run found damaged and took out of their
+        chains (``DamageLog.detached``). The get that reached such a blob failed with 2101
+        naming them, but nothing else said they were lost: the blob is in no chain, the
+        checkpoint of a clean close no longer lists it, and this open used to delete it as a
+        sweep's leftover (the damage fuzz's silent loss: 28 messages). A position consumed
+        from the blob before (a removal mark, in the store or the change log) is not named:
+        it was not lost. :meth:`finish` deletes the blobs, so the next open says nothing more."""
+        store = self.store
+        if Capability.DAMAGE_LOG not in store.capabilities:
+            return
+        log: DamageLog = store  # type: ignore[assignment]  # declared by Capability.DAMAGE_LOG
+        for blob_id in log.detached():
+            try:
+                owner, ids = store.manifest(blob_id)
+                marks = store.marks(blob_id)
+            except StoreError as e:
+                self.damage(
+                    f"blob {blob_id} was found damaged while the queue manager last ran and left its queue; "
+                    f"what it held cannot be named ({e})"
+                )
+                self.detached.append(blob_id)
+                continue
+            marks = {**marks, **{p: m for p, m in self.since.marks(blob_id).items() if m == MARK_REMOVED}}
+            lost = [i for p, i in enumerate(ids) if marks.get(p) != MARK_REMOVED]
+            queue, _, lane = owner.decode(errors="replace").rpartition("/")
+            named = set(self.report.damaged_msg_ids)
+            self.report.damaged_msg_ids += [i for i in lost if i not in named]
+            shown = ", ".join(i.hex() for i in lost[:SHOWN]) + (" ..." if len(lost) > SHOWN else "")
+            self.damage(
+                f"queue {queue!r} lane {lane}: blob {blob_id} was found damaged while the queue manager last ran "
+                f"and left the queue (the get that reached it failed with 2101); {len(lost)} message(s) it held "
+                f"were lost" + (f": MsgId {shown}" if lost else "")
+            )
+            self.detached.append(blob_id)
+
     # -- after every queue ----------------------------------------------------------------------
 
     def finish(self) -> None:
@@ -525,6 +562,7 @@ class _Recovery:
                 salvaging.quarantine_messages(self.quarantine)
             elif self.quarantine:
                 store.write_messages(deletes=self.quarantine)
+            store.delete_pending(self.detached)  # named (name_detached): kept no longer
         except StoreError as e:
             self.damage(
                 f"writing what recovery decided about damaged records failed ({e}); the next open decides again"
@@ -615,6 +653,7 @@ def recover(qm: Manager, ledger: Ledger | None = None) -> RecoveryReport:
         q = qm.internal.new_queue(name, attrs)
         max_seq = max(max_seq, _load_queue(q, run))
         report.queues += 1
+    run.name_detached()
     run.finish()
     max_seq = max(max_seq, run.since.highest_seq())  # a number the change log has is never drawn again
     report.next_seq = max(max_seq + 1, ledger.next_seq if ledger is not None else 1)
