@@ -20,28 +20,31 @@ class Access:
 
     def __init__(self, path: str, kv: KV):
         self.path = path
-        self._kv: KV | None = kv
+        # The open layer, None once detached (set by detach() alone). The hottest callers read
+        # it directly, write() and ChangeLog.write_message (every durable put and get, issue
+        # 31), and call kv() only when it is None, to say "closed".
+        self.layer: KV | None = kv
         self.found: list[str] = []
 
     def kv(self) -> KV:
         """The open layer. :raises StoreError: the store is closed."""
-        kv = self._kv
+        kv = self.layer
         if kv is None:
             raise StoreError(f"the store at {self.path} is closed")
         return kv
 
     def current(self) -> KV | None:
         """The open layer, or None once closed."""
-        return self._kv
+        return self.layer
 
     def detach(self) -> KV | None:
         """Forget the layer (the caller closes it); every later call says "closed"."""
-        kv, self._kv = self._kv, None
+        kv, self.layer = self.layer, None
         return kv
 
     def damage_log(self) -> list[str]:
         """The layer's damage log, then the store's own (:attr:`found`)."""
-        kv = self._kv
+        kv = self.layer
         return [*(kv.damage_log() if kv is not None else []), *self.found]
 
     def get(self, cf: str, key: bytes) -> bytes | None:
@@ -58,7 +61,7 @@ class Access:
 
     def write(self, ops: list[Op]) -> int:
         """Apply ``ops`` atomically; return the horizon after them (the change log's)."""
-        kv = self._kv or self.kv()  # kv() only to say "closed": every durable put and get comes here
+        kv = self.layer or self.kv()  # kv() only to say "closed": every durable put and get comes here
         try:
             return kv.write(ops)
         except KVError as e:

@@ -47,7 +47,8 @@ class ChangeLog:
         """The store's write of one message record under ``key`` (``value`` None: its delete)
         and the record of it in the log, in one call of the key-value layer (``KV.write_one``:
         a lone durable put or get, issue 31). :raises StoreError: nothing was written."""
-        kv = self._access.kv()
+        access = self._access
+        kv = access.layer or access.kv()  # kv() only to say "closed": no call on the way otherwise
         try:
             self._bytes += kv.write_one(CF_MESSAGES, key, value, changes.NAME)
         except KVError as e:

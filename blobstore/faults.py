@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from .kv import MemoryKV
 from .protocol import (
@@ -159,6 +159,9 @@ class FaultyStore:
     def write_message(self, key: bytes, value: bytes | None) -> None:
         self._tick("write_messages")  # write_messages of one record: the same faults
         self.inner.write_message(key, value)
+
+    def message_writer(self) -> Callable[[bytes, bytes | None], object]:
+        return self.write_message  # every write through _tick: its faults
 
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         self._tick("messages")

@@ -29,7 +29,7 @@ _PENDING = object()  # a follower's outcome before its group was written
 
 
 def _call(f: Callable[[T], None], item: T) -> None:
-    """``f(item)``: :meth:`WriteGroup.run`'s lone write in :meth:`WriteGroup.write_alone`'s form."""
+    """``f(item)``: :meth:`WriteGroup.run`'s lone write in :meth:`WriteGroup.alone_or_join`'s form."""
     f(item)
 
 
@@ -58,7 +58,7 @@ class WriteGroup(Generic[T]):
         self._queue: list[_Waiter[T]] = []
         # The right to write: one item, taken by a pop and given back by an append (each one
         # call the GIL makes atomic), so that a lone caller claims it without the condition's
-        # lock (write_alone). Empty while a write runs.
+        # lock (alone_or_join). Empty while a write runs.
         self._token: list[None] = [None]
         self.writes = 0
         self.items = 0
@@ -68,41 +68,52 @@ class WriteGroup(Generic[T]):
         """Items waiting for the next write (what a test waits on)."""
         return len(self._queue)
 
-    def write_alone(self, write: Callable[[A, B], None], a: A, b: B) -> bool:
-        """``write(a, b)`` now, when nobody writes or waits; False (nothing written) otherwise,
-        and the caller hands its item to :meth:`run`. :meth:`run`'s own lone caller comes this
-        way, and a lone durable put or get without building its item (issue 31). :raises: what
-        ``write`` raised (nothing written)."""
+    def alone_or_join(self, write: Callable[[A, B], None], item: Callable[[A, B], T] | None, a: A, b: B) -> bool:
+        """``write(a, b)`` now, when nobody writes or waits; otherwise the item ``item(a, b)``
+        joins the next group and this returns once it is written (as :meth:`run`). True when
+        written either way; False (nothing written) when it was not alone and ``item`` is
+        None. The one statement of a lone caller's right to write: :meth:`run`'s lone caller
+        comes this way, and a lone durable put or get, which builds no item (issue 31), in
+        one call from its caller (BlobStore.message_writer binds it once). :raises: what the
+        write that held it raised (nothing of it written)."""
         # No lock on the way (every durable put and get passes here, issue 31): the right to
         # write is claimed by a pop of the token. A caller that queues meanwhile finds it
         # taken and waits; this one gives it back *before* it looks at the queue, and the
         # waiter queued *before* it looked at the token, so either this one sees the waiter
         # and wakes it (under the condition, after it began waiting) or the waiter saw the
         # token back and led.
-        if self._queue:
+        if not self._queue:
+            token = self._token
+            try:
+                token.pop()
+            except IndexError:  # a write runs
+                pass
+            else:
+                try:
+                    write(a, b)
+                finally:
+                    self.writes += 1  # while the token is held: no other writer counts meanwhile
+                    self.items += 1
+                    token.append(None)
+                    if self._queue:
+                        cond = self._cond
+                        with cond:
+                            cond.notify_all()  # one queued meanwhile leads the next write
+                return True
+        if item is None:
             return False
-        token = self._token
-        try:
-            token.pop()
-        except IndexError:  # a write runs
-            return False
-        try:
-            write(a, b)
-        finally:
-            self.writes += 1  # while the token is held: no other writer counts meanwhile
-            self.items += 1
-            token.append(None)
-            if self._queue:
-                cond = self._cond
-                with cond:
-                    cond.notify_all()  # one queued meanwhile leads the next write
+        self._join(item(a, b))
         return True
 
     def run(self, item: T) -> None:
         """Return once ``item`` is written. :raises: what ``write`` raised for its group."""
-        if self.write_alone(_call, self._alone, item):  # nobody writes or waits: written alone
-            return
-        # Others write or wait (or did a moment ago: then this caller leads a group of one).
+        if not self.alone_or_join(_call, None, self._alone, item):  # written alone when nobody writes or waits
+            self._join(item)
+
+    def _join(self, item: T) -> None:
+        """Queue ``item`` for the next group and return once it is written: as its leader
+        (the first to find no write under way) or as a follower. Others write or wait, or
+        did a moment ago: then this caller leads a group of one."""
         cond = self._cond
         token = self._token
         cond.acquire()

@@ -185,6 +185,11 @@ class Store(Protocol):
         :raises StoreError: nothing changed. Thread-safe, atomic."""
         ...
 
+    def message_writer(self) -> Callable[[bytes, bytes | None], object]:
+        """A callable that does :meth:`write_message` (what it returns means nothing), bound
+        once: a caller that writes one record at a time keeps it (engine/durable/journal.py)."""
+        ...
+
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Message records under ``prefix`` in key order. :raises StoreDamageError: a
         checksum failed (see :class:`Salvaging`). :raises StoreError. Thread-safe."""

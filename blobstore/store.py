@@ -25,6 +25,7 @@ and scopes. Only this package imports rocksdict and zstandard.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import struct
@@ -99,6 +100,12 @@ __all__ = ["STORE_FORMAT", "BlobStore", "MemoryStore", "StoreStats"]
 MessageWrite = tuple[Sequence[tuple[bytes, bytes]], Sequence[bytes], Sequence[tuple[int, int, bytes | None]]]
 
 
+def _message_write(key: bytes, value: bytes | None) -> MessageWrite:
+    """The write of one record under ``key`` (``value`` None: its delete) as an item of the
+    write group: BlobStore.write_message's when it meets other writers."""
+    return (((key, value),), (), ()) if value is not None else ((), (key,), ())
+
+
 class BlobStore:
     """A blob store on a data directory (RocksDB).
 
@@ -158,7 +165,9 @@ class BlobStore:
             kv = self._open_directory(read_only, sync, wal, write_buffer_bytes, block_cache_bytes)
         self._access = Access(self.path, kv)
         self._log = ChangeLog(self._access, wal, self._lock, self.chains)
-        self._write_one = self._log.write_message  # bound once: every lone durable put and get calls it
+        # write_message bound once (message_writer): every durable put and get calls it, and it
+        # calls the change log's write of one record when alone, no layer between (issue 31).
+        self._message_writer = functools.partial(self.group.alone_or_join, self._log.write_message, _message_write)
         self._reader = BlobReader(self._access, self.codec, self.stats)
         try:
             opened_at = kv.horizon()  # before any write of this store's
@@ -549,8 +558,14 @@ class BlobStore:
         apart (issue 31); one that meets other writers joins their group as write_messages does.
 
         :raises StoreError: nothing was written. Thread-safe."""
-        if not self.group.write_alone(self._write_one, key, value):
-            self.group.run((((key, value),), (), ()) if value is not None else ((), (key,), ()))
+        self._message_writer(key, value)
+
+    def message_writer(self) -> Callable[[bytes, bytes | None], object]:
+        """:meth:`write_message` as one callable, bound once (a ``functools.partial`` of the
+        write group's ``alone_or_join``): the journal keeps it, so a durable put or get
+        reaches the change log's write of its one record with no call of the store's between
+        (issue 31)."""
+        return self._message_writer
 
     def _write_alone(self, write: MessageWrite) -> None:
         """The write of a caller that found nobody writing or waiting (the :class:`WriteGroup`'s

@@ -390,6 +390,19 @@ def test_write_message(store):
     assert store.messages() == [(b"b", b"3")]
 
 
+def test_message_writer(store):
+    """The callable the journal keeps does write_message's writes and deletes, on the store
+    it was taken from, and fails as closed once the store is closed."""
+    write = store.message_writer()
+    write(b"a", b"1")
+    write(b"b", b"2")
+    write(b"a", None)
+    assert store.messages() == [(b"b", b"2")]
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        write(b"c", b"3")
+
+
 def test_messages(store):
     store.write_messages(puts=[(b"Q\x00\x01", b"x"), (b"Q\x00\x00", b"y"), (b"R\x00\x00", b"z")])
     assert store.messages(b"Q\x00") == [(b"Q\x00\x00", b"y"), (b"Q\x00\x01", b"x")]

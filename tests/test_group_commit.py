@@ -250,8 +250,8 @@ def test_a_lone_caller_writes_at_once_and_errors_reach_every_caller_of_their_gro
     assert failing.writes == 1
 
 
-def test_write_alone_writes_only_when_nobody_writes_and_leaves_the_group_usable():
-    """``write_alone`` (BlobStore.write_message's way, issue 31) writes at once when the group
+def test_alone_or_join_without_an_item_writes_only_when_nobody_writes_and_leaves_the_group_usable():
+    """``alone_or_join`` without an item writes at once when the group
     is idle; while a write is under way it writes nothing and says so (the caller then joins
     the group with ``run``); what it raises reaches its caller, and the group stays free."""
     grouped: list[list[int]] = []
@@ -264,11 +264,11 @@ def test_write_alone_writes_only_when_nobody_writes_and_leaves_the_group_usable(
 
     group: WriteGroup[int] = WriteGroup(write)
     pairs: list[tuple[int, int]] = []
-    assert group.write_alone(lambda a, b: pairs.append((a, b)), 1, 2) and pairs == [(1, 2)]
+    assert group.alone_or_join(lambda a, b: pairs.append((a, b)), None, 1, 2) and pairs == [(1, 2)]
     t = threading.Thread(target=group.run, args=(7,))
     t.start()
     assert inside.wait(30)
-    assert not group.write_alone(lambda a, b: pairs.append((a, b)), 3, 4) and pairs == [(1, 2)]
+    assert not group.alone_or_join(lambda a, b: pairs.append((a, b)), None, 3, 4) and pairs == [(1, 2)]
     release.set()
     t.join(30)
     assert grouped == [[7]] and group.writes == 2 and group.items == 2
@@ -277,8 +277,8 @@ def test_write_alone_writes_only_when_nobody_writes_and_leaves_the_group_usable(
         raise KVError("no")
 
     with pytest.raises(KVError):
-        group.write_alone(boom, 5, 6)
-    assert group.write_alone(lambda a, b: pairs.append((a, b)), 8, 9) and pairs == [(1, 2), (8, 9)]
+        group.alone_or_join(boom, None, 5, 6)
+    assert group.alone_or_join(lambda a, b: pairs.append((a, b)), None, 8, 9) and pairs == [(1, 2), (8, 9)]
 
 
 def test_a_lone_caller_is_written_by_alone_with_no_list_and_a_failure_leaves_the_group_usable():
@@ -383,7 +383,7 @@ def test_a_lone_write_of_messages_is_one_store_write_and_one_change_log_record()
 
 def test_lone_callers_and_groups_racing_write_each_item_once_and_never_two_writes_at_once():
     """The right to write is a token a lone caller pops without the condition's lock (issue
-    31): callers of write_alone and run() racing on many threads still write every item
+    31): callers of alone_or_join and run() racing on many threads still write every item
     exactly once, one write at a time, and every caller returns."""
     running = [0]
     overlaps: list[int] = []
@@ -402,7 +402,7 @@ def test_lone_callers_and_groups_racing_write_each_item_once_and_never_two_write
     def caller(t: int) -> None:
         for i in range(400):
             item = (t, i)
-            if i % 2 or not group.write_alone(lambda a, b: write([(a, b)]), t, i):
+            if i % 2 or not group.alone_or_join(lambda a, b: write([(a, b)]), None, t, i):
                 group.run(item)
 
     threads = [threading.Thread(target=caller, args=(t,)) for t in range(6)]

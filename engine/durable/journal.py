@@ -223,7 +223,7 @@ class Journal:
     def __init__(self, store: Callable[[], Store], sync: str = "commit"):
         # ``sync`` is one of SYNC_POLICIES: a queue manager's DurabilitySettings checked it.
         self._store = store
-        self._write_one: Callable[[bytes, bytes | None], None] | None = None  # the store's write_message, once opened
+        self._write_one: Callable[[bytes, bytes | None], object] | None = None  # store.message_writer(), once opened
         self.policy = sync
         self.group = GroupSync(lambda: self._store().sync()) if sync == "commit" else None
         self.owed = False  # a sync failed: some made change may not be on disk yet
@@ -322,11 +322,12 @@ class Journal:
         except StoreError as e:
             raise _failed(e, f"getting from {q.name!r}") from e
 
-    def _writer(self) -> Callable[[bytes, bytes | None], None]:
-        """The store's ``write_message``, kept from the first durable put or get on: looking
-        the store up cost every one a call (issue 31). The store is the queue manager's for
-        its whole life (closed with it: a write then fails as closed)."""
-        w = self._write_one = self._store().write_message
+    def _writer(self) -> Callable[[bytes, bytes | None], object]:
+        """The store's ``write_message`` as its ``message_writer()`` binds it, kept from the
+        first durable put or get on: looking the store up cost every one a call, and the
+        store's method another (issue 31). The store is the queue manager's for its whole
+        life (closed with it: a write then fails as closed)."""
+        w = self._write_one = self._store().message_writer()
         return w
 
     # -- after the locks -------------------------------------------------------------------------
