@@ -85,7 +85,8 @@ class RecoveryReport:
 
     ``damaged`` says, one line each, what damage was found and what it cost; ``damaged_msg_ids``
     are the MsgIds of messages lost to it that could be named (a damaged blob's are named
-    by the get that reaches it, 2101); ``consumed_again`` counts messages whose record came
+    by the get that reaches it, 2101, and once more by the next open when that get came
+    before it: :meth:`_Recovery.name_detached`); ``consumed_again`` counts messages whose record came
     back from damage although they had been consumed (kept dead)."""
 
     queues: int = 0
