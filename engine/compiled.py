@@ -40,6 +40,8 @@ MODULES = (
     "sweepq.engine.getpath",
     # Recovery's check of the stored records, one chunk per call (issue 31 item 2).
     "sweepq.engine.durable.checked",
+    # The journal's write of a durable put's record and of a get's delete (issue 31).
+    "sweepq.engine.durable.journal",
     # The server's per-request path (issue 31): the frames, their packing and the session loop.
     # Named here, as strings only, so that one list, one build and one digest hold every
     # compiled module (net/ imports the engine, never the other way: nothing here imports them).

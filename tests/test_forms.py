@@ -83,6 +83,13 @@ def test_the_interpreted_form_serves_the_same_frames_and_calls():
     _interpreted("import sweepq.net.session as s; assert s.__file__.endswith('.py')", SERVED)
 
 
+def test_the_interpreted_form_journals_the_same_durable_writes():
+    """engine/durable/journal.py is compiled (issue 31: every durable put and get passes it):
+    the durability and group-commit tests hold its interpreted form to the same answers."""
+    probe = "import sweepq.engine.durable.journal as j; assert j.__file__.endswith('.py')"
+    _interpreted(probe, ["tests/test_durability.py", "tests/test_group_commit.py"])
+
+
 def test_each_declaration_of_a_pxd_has_its_own_locals():
     """Two ``@cython.locals`` in a row apply to the one declaration below them and leave the
     one above untyped, silently (a function then runs with Python objects where C types were

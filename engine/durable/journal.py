@@ -48,7 +48,7 @@ from sweepq.blobstore import Store, StoreDamageError, StoreError
 from ..constants import Reason
 from ..errors import MQError
 from ..record import OFF_FLAGS, PERSISTENT, backout_of
-from .checked import stored_key, stored_value
+from . import checked
 from .layout import MARK_REMOVED, backout_mark, encode_value, message_key
 
 if TYPE_CHECKING:
@@ -291,7 +291,8 @@ class Journal:
             if len(recs) == 1:  # a put of one message (the most common call): no list made
                 rec = recs[0]
                 if rec[OFF_FLAGS] & PERSISTENT:  # its key and value made in C (checked.py: layout's, faster)
-                    (self._write_one or self._writer())(stored_key(q.key_prefix, lane, rec), stored_value(rec))
+                    key, value = checked.stored_key(q.key_prefix, lane, rec), checked.stored_value(rec)
+                    (self._write_one or self._writer())(key, value)
             else:
                 self._store().write_messages(Journal.homes(q.key_prefix, lane, recs))
         except StoreError as e:
@@ -370,7 +371,7 @@ def _removal(q: Journaled, ref: Ref) -> tuple[bytes, tuple[int, int, bytes] | No
     if home is None:
         return None  # its blob was found damaged: nothing of it to change
     lane, blob_id, pos = home
-    return stored_key(q.key_prefix, lane, rec), (blob_id, pos, MARK_REMOVED) if blob_id >= 0 else None
+    return checked.stored_key(q.key_prefix, lane, rec), (blob_id, pos, MARK_REMOVED) if blob_id >= 0 else None
 
 
 def _failed(e: StoreError, what: str) -> MQError:
