@@ -557,7 +557,7 @@ def durable(o: BenchOptions, report: Report, step) -> dict:
         out["crash_safe_profile"] = prof
         top = ", ".join(f"{r['function']} {r['share']:.0%}" for r in prof["top"][:5])
         report.notice(
-            f'durable: sweepq sync="os" under its goal; cProfile of its put+get: the store\'s write_messages '
+            f'durable: sweepq sync="os" under its goal; cProfile of its put+get: the store\'s writes '
             f"{prof['store_write_share']:.0%} of the time (of which the RocksDB write call "
             f"{prof['rocksdb_write_share']:.0%}); costliest by own time: {top}"
         )
