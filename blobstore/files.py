@@ -28,11 +28,11 @@ import gc
 import os
 import shutil
 import struct
+import sys
 import threading
 import traceback
 import zlib
 from collections.abc import Callable
-from types import TracebackType
 from typing import TypeVar
 
 from .kv import KVCorruption, KVError
@@ -291,14 +291,15 @@ def unheld(open_: Callable[[], T]) -> T:
     return open_()
 
 
-def let_go_of_frames(tb: TracebackType | None) -> None:
-    """Clear the locals of the finished frames a failed open's error passed through.
+def let_go_of_frames() -> None:
+    """Clear the locals of the finished frames the error being handled (a failed open's)
+    passed through; called in its ``except``.
 
     Their locals (a scan's iterator, a column family) would keep the closed database alive,
     and RocksDB's lock on its directory with it, for as long as the error is kept: inside
     the ``except`` that opens again with ``repair=True``, as the open's error advises. The
     traceback's lines stay; only its frames' variables go."""
-    traceback.clear_frames(tb)
+    traceback.clear_frames(sys.exc_info()[2])
 
 
 def _hold(path: str) -> _Claim | None:

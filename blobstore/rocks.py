@@ -637,12 +637,9 @@ class RocksKV:
         # in one call (issue 31). A failure, or a database to reopen first, takes write() (its
         # reopen and retry: a write of a whole record is idempotent), then appends.
         if self._broken is None and not self._read_only:
-            gate = self._gate
-            gate.enter()
-            db = self._db
-            if db is None:
-                gate.leave()
-                raise self._unavailable()
+            self._enter()
+            gate, db = self._gate, self._db
+            assert db is not None  # open inside the gate (_enter)
             try:
                 if value is None:
                     self._cf[cf].delete(key, self._wopts)

@@ -29,7 +29,6 @@ import functools
 import os
 import shutil
 import struct
-import sys
 import tempfile
 import threading
 import time
@@ -178,7 +177,7 @@ class BlobStore:
             # A store that cannot be loaded (a format it cannot read, a failing disk) must
             # not keep the database open: its lock would refuse the next open in this
             # process, e.g. the one with repair=True that the error advises.
-            let_go_of_frames(sys.exc_info()[2])  # first: a scan they held would hold the close up
+            let_go_of_frames()  # first: a scan they held would hold the close up
             self._access.detach()
             with contextlib.suppress(KVError):
                 kv.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -110,7 +109,7 @@ class Storage:
         from closing, and its database alive inside the ``except`` that opens again with
         ``repair=True``."""
         if self._owned:
-            let_go_of_frames(sys.exc_info()[2])
+            let_go_of_frames()
             with contextlib.suppress(StoreError):  # the open's own error is the one to report
                 self.close()
 
