@@ -177,6 +177,7 @@ class Changes:
     moved: dict[bytes, tuple[int, ...]] = field(default_factory=dict)  # key -> the blobs one of which took it
     unlinked: set[int] = field(default_factory=set)  # blobs deleted
     removed: set[bytes] = field(default_factory=set)  # last deleted for good
+    dropped: set[bytes] = field(default_factory=set)  # prefixes whose every record was deleted (X)
     marks: dict[tuple[int, int], bytes | None] = field(default_factory=dict)
     horizon: int = 0
     problem: str | None = None  # why the log could not be read to its end
@@ -249,6 +250,7 @@ def _apply(out: Changes, rec: bytes) -> None:
             out.moved[key] = struct.unpack_from(f"<{count}Q", rec, pos + 2)
             pos += 2 + 8 * count
         elif op == b"X":
+            out.dropped.add(key)
             for k in [k for k in out.written if k.startswith(key)]:
                 del out.written[k]
                 out.moved.pop(k, None)

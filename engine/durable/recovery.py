@@ -666,7 +666,10 @@ def _orphans(store: Store, ledger: Ledger | None, since: SinceCheckpoint, define
     """Queues that hold messages but whose definition damage took: named by the chains of
     their swept messages, by the checkpoint's list of messages in memory and by the records
     written since it."""
+    # A queue the checkpoint lists that was deleted since is no orphan: its definition went
+    # in the same write as its records (a kill -9 after DELETE QLOCAL, no checkpoint since).
     held = {name for name, _lane in ledger.records} if ledger is not None else set()
+    held = {name for name in held if not since.dropped(name)}
     held |= since.queues()
     held |= {chain.rsplit(b"/", 1)[0].decode(errors="replace") for chain in store.chains()}
     out = []
