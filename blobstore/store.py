@@ -171,6 +171,7 @@ class BlobStore:
         try:
             opened_at = kv.horizon()  # before any write of this store's
             logged = changes.replay(*kv.read_log(changes.NAME))
+            self._log.go_on_from(logged)
             self._load(read_only, clear, wal, logged.chains)
             self._since = self._changes_since_checkpoint(logged, opened_at)
         except BaseException:

@@ -85,9 +85,26 @@ def _settings() -> dict:
     }
 
 
+# The change log starts again (continued) once it grew past its limit, with no checkpoint:
+# what it knew of the work must carry over. A small limit, then writes to another queue.
+_AGAIN = """
+import sweepq.blobstore.changes
+sweepq.blobstore.changes.LIMIT = 2000
+"""
+_AFTER = """
+qm.define_queue('ZZ', default_persistence=P)
+hz = qm.connect().open('ZZ', IO)
+for i in range(50): hz.put(b'z' * 100)
+"""
+
+
+@pytest.mark.parametrize("again", [False, True], ids=["", "log started again"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_kill_after_the_work_reports_nothing(tmp_path, case):
+def test_a_kill_after_the_work_reports_nothing(tmp_path, case, again):
     work, depths = CASES[case]
+    restarted = again and case != "closed, then killed"  # a closed one writes nothing more
+    if restarted:
+        work, depths = work + _AFTER, {**depths, "ZZ": 50}
     d = tmp_path / "d"
     with QueueManager.open(d, **_settings()) as qm:
         qm.define_queue("Q", default_persistence=Persistence.PERSISTENT)
@@ -95,11 +112,13 @@ def test_a_kill_after_the_work_reports_nothing(tmp_path, case):
         ids = [h.put(b"%02d" % i).msg_id for i in range(40)]
         qm.sweeper.run_once()
         assert qm.blob_store().chain(b"Q/0")  # some of them swept
-    script = _SETUP + work + "\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    script = _SETUP.replace("qm = Queue", (_AGAIN if again else "") + "qm = Queue") + work
+    script += "\nos.kill(os.getpid(), signal.SIGKILL)\n"
     out = subprocess.run(
         [sys.executable, "-c", script, str(d), ",".join(i.hex() for i in ids)], capture_output=True, timeout=120
     )
     assert out.returncode == -signal.SIGKILL, out.stderr.decode()[-2000:]
     with QueueManager.open(d, **_settings()) as qm:
         assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
+        assert qm.blob_store().since_checkpoint().complete is not restarted  # it did start again
         assert {n: qm.inquire_queue(n).current_depth for n in qm.queue_names()} == depths
