@@ -1341,6 +1341,34 @@ def test_an_open_that_failed_mid_scan_leaves_the_directory_free_inside_its_excep
     assert len(ids) == 5
 
 
+def test_a_closed_database_kept_by_cyclic_garbage_does_not_refuse_a_repair(tmp_path):
+    """The same garbage before ``repair=True``'s own opens (blobstore/repairing.py: the
+    flush through the manifest, RocksDB's repair, the families made again): each goes
+    through ``unheld``, so the repair runs and every message comes back."""
+    import gc
+
+    from sweepq.blobstore.repairing import repair
+
+    d = tmp_path / "qm"
+    persistent_queue(d, [body(i) for i in range(5)])
+    gc.disable()
+    try:
+        families = {n: Options(raw_mode=True) for n in Rdict.list_cf(str(d), Options(raw_mode=True)) if n != "default"}
+        db = Rdict(str(d), options=Options(raw_mode=True), column_families=families)
+        it = db.iter()
+        it.seek_to_first()
+        cycle: list[object] = [it]
+        cycle.append(cycle)
+        db.close()
+        del db, it, cycle
+        assert repair(str(d)) == []
+    finally:
+        gc.enable()
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
+        got, errors = drain(qm)
+    assert (got, errors) == ([body(i) for i in range(5)], [])
+
+
 def test_a_closed_database_kept_by_cyclic_garbage_does_not_refuse_the_next_open(tmp_path):
     """An iterator of a closed database in cyclic garbage (an error kept in a frame of its
     own traceback) keeps RocksDB's lock until the collector runs: ``unheld`` collects once
