@@ -197,6 +197,14 @@ tiering.QueueTier._link_one = _link_one
 """
 _PUT40 = "h = qm.connect().open('Q', IO)\nfor i in range(40, 80): h.put(b'%02d' % i)\n"
 
+# The kill between a write of the store and its record in the change log (blobstore/rocks.py
+# appends the record once RocksDB's write returned): the write is made, the log never says so.
+_KILL_BEFORE_LOG = """
+from sweepq.blobstore import changes
+def _kill(*a, **k):
+    os.kill(os.getpid(), signal.SIGKILL)
+changes.one = changes.write = _kill
+"""
 CASES: dict[str, Case] = {
     "no work": Case([""], lambda qm, ids: _q(qm, ids, ALL), syncs=("commit", "os")),
     "a second kill after the first reopen": Case(
@@ -296,6 +304,43 @@ CASES: dict[str, Case] = {
             "t.put(b'reply'); qm.connect().open('Q', IO).get()"
         ],
         lambda qm, ids: (_assert(qm.queue_names() == ["Q"]), _q(qm, ids, list(range(1, 40)))),
+    ),
+    "a get, killed before its change-log record": Case(
+        ["h = qm.connect().open('Q', IO)\n" + _KILL_BEFORE_LOG + "h.get()\nraise SystemExit('not killed')"],
+        lambda qm, ids: _q(qm, ids, list(range(1, 40))),
+        syncs=("commit", "os"),
+    ),
+    "a commit of gets, killed before its change-log record": Case(
+        [
+            "c = qm.connect(); h = c.open('Q', IO)\nfor _ in range(25): h.get(GMO.SYNCPOINT)\n"
+            + _KILL_BEFORE_LOG
+            + "c.commit()\nraise SystemExit('not killed')"
+        ],
+        lambda qm, ids: _q(qm, ids, list(range(25, 40))),
+    ),
+    "a get by MsgId from a blob, killed before its change-log record": Case(
+        [
+            "h = qm.connect().open('Q', IO)\n"
+            + _KILL_BEFORE_LOG
+            + "h.get(msg_id=ids[17])\nraise SystemExit('not killed')"
+        ],
+        lambda qm, ids: _q(qm, ids, [i for i in ALL if i != 17]),
+    ),
+    "a backout, killed before its change-log record": Case(
+        [
+            "c = qm.connect(); h = c.open('Q', IO)\nfor _ in range(15): h.get(GMO.SYNCPOINT)\n"
+            + _KILL_BEFORE_LOG
+            + "c.backout()\nraise SystemExit('not killed')"
+        ],
+        lambda qm, ids: _q(qm, ids, ALL, dict.fromkeys(range(15), 1)),
+    ),
+    "a sweep's link, killed before its change-log record": Case(
+        [_PUT40 + _KILL_BEFORE_LOG + "qm.sweeper.run_once()\nraise SystemExit('not killed')"],
+        lambda qm, ids: _sweep_check(qm, ids),
+    ),
+    "a delete with purge, killed before its change-log record": Case(
+        [_KILL_BEFORE_LOG + "qm.delete_queue('Q', purge=True)\nraise SystemExit('not killed')"],
+        lambda qm, ids: _assert(qm.queue_names() == []),
     ),
     "alter of attributes": Case(
         [
