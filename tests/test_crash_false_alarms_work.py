@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -44,6 +44,9 @@ P = Persistence.PERSISTENT
 
 _HEAD = """
 import os, signal, sys
+import sweepq.blobstore.changes
+if sys.argv[6] == "1":
+    sweepq.blobstore.changes.LIMIT = 2000
 from sweepq.engine import (GMO, MD, MF, OO, PMO, DurabilitySettings, MessageSettings, Persistence,
     QueueManager, SweeperSettings)
 from sweepq.sweeper import ManualClock
@@ -57,6 +60,10 @@ qm = QueueManager.open(
     messages=MessageSettings(backout_handling=True),
 )
 ids = [bytes.fromhex(i) for i in sys.argv[2].split(",")]
+if sys.argv[6] == "1":  # past the limit: the log starts again, without a checkpoint
+    qm.define_queue('ZZ', default_persistence=P)
+    hz = qm.connect().open('ZZ', IO)
+    for i in range(50): hz.put(b'z' * 100)
 """
 _KILL = "\nos.kill(os.getpid(), signal.SIGKILL)\n"
 
@@ -97,12 +104,16 @@ def _drain(qm: QueueManager, name: str, options: int = 0) -> list[Any]:
             return out
 
 
-def _q(qm: QueueManager, ids: list[bytes], expect: list[int], counts: dict[int, int] | None = None) -> None:
+def _q(
+    qm: QueueManager, ids: list[bytes], expect: list[int], counts: dict[int, int] | None = None, msg_ids: bool = True
+) -> None:
     """Q holds exactly the messages numbered ``expect``, in that order, with their own MsgIds
     and backout counts (0 but those in ``counts``)."""
     got = _drain(qm, "Q")
     assert [m.data for m in got] == [b"%02d" % i for i in expect]
-    assert [m.msg_id for m in got] == [ids[i] for i in expect]
+    if msg_ids:
+        assert [m.msg_id for m in got] == [ids[i] for i in expect]
+    assert len({m.msg_id for m in got}) == len(got)
     assert [m.backout_count for m in got] == [(counts or {}).get(i, 0) for i in expect]
 
 
@@ -113,7 +124,7 @@ class Case:
     syncs: tuple[str, ...] = ("commit",)
     clock: bool = False  # the child (and the checking open) run on a ManualClock
     setup: Callable[[QueueManager], None] | None = None  # more, after Q's 40 messages
-    extra: dict = field(default_factory=dict)
+    again: bool = False  # the change log started again (continued, past a lowered LIMIT) before the work
 
 
 def _setup_groups(qm: QueueManager) -> None:
@@ -342,6 +353,51 @@ CASES: dict[str, Case] = {
         [_KILL_BEFORE_LOG + "qm.delete_queue('Q', purge=True)\nraise SystemExit('not killed')"],
         lambda qm, ids: _assert(qm.queue_names() == []),
     ),
+    "a put, killed before its change-log record": Case(
+        ["h = qm.connect().open('Q', IO)\n" + _KILL_BEFORE_LOG + "h.put(b'40')\nraise SystemExit('not killed')"],
+        lambda qm, ids: _q(qm, [*ids, b""], list(range(41)), msg_ids=False),
+        syncs=("commit", "os"),
+    ),
+    "puts, then a delete with purge killed before its change-log record": Case(
+        [
+            "h = qm.connect().open('Q', IO)\nfor i in range(5): h.put(b'n')\nh.close()\n"
+            + _KILL_BEFORE_LOG
+            + "qm.delete_queue('Q', purge=True)\nraise SystemExit('not killed')"
+        ],
+        lambda qm, ids: _assert(qm.queue_names() == []),
+    ),
+    "log started again, then a delete with purge killed before its record": Case(
+        [_KILL_BEFORE_LOG + "qm.delete_queue('Q', purge=True)\nraise SystemExit('not killed')"],
+        lambda qm, ids: _assert(qm.queue_names() == []),
+        again=True,
+    ),
+    "log started again, gets by MsgId from blobs and a backout": Case(
+        [
+            "c = qm.connect(); h = c.open('Q', IO)\nh.get(msg_id=ids[17]); h.get(msg_id=ids[33])\n"
+            "for _ in range(3): h.get(GMO.SYNCPOINT)\nc.backout()\nh.get(GMO.SYNCPOINT, msg_id=ids[25])"
+        ],
+        lambda qm, ids: _q(qm, ids, [i for i in ALL if i not in (17, 33)], dict.fromkeys(range(3), 1)),
+        again=True,
+    ),
+    "gets by MsgId from blobs, killed twice": Case(
+        [
+            "h = qm.connect().open('Q', IO)\nh.get(msg_id=ids[17])",
+            "h = qm.connect().open('Q', IO)\nh.get(msg_id=ids[18]); h.get()",
+        ],
+        lambda qm, ids: _q(qm, ids, [i for i in ALL if i not in (0, 17, 18)]),
+        syncs=("commit", "os"),
+    ),
+    "remote queue and channel definitions, a put to a remote queue": Case(
+        [
+            "from sweepq.engine import Usage\n"
+            "qm.define_queue('QM2', usage=Usage.TRANSMISSION, default_persistence=P)\n"
+            "qm.define_remote_queue('R.ORDERS', remote_queue='ORDERS', remote_qmgr='QM2')\n"
+            "qm.define_remote_queue('R.GONE', remote_queue='X', remote_qmgr='QM2'); qm.delete_remote_queue('R.GONE')\n"
+            "qm.define_channel('TO.QM2', conname='tcp://127.0.0.1:1', xmit_queue='QM2')\n"
+            "qm.connect().open('R.ORDERS', OO.OUTPUT).put(b'remote', MD(persistence=P))"
+        ],
+        lambda qm, ids: _remote(qm, ids),
+    ),
     "alter of attributes": Case(
         [
             "qm.alter_queue('Q', max_depth=77, backout_threshold=3, backout_requeue_q='ELSEWHERE')\n"
@@ -360,6 +416,16 @@ def _sweep_check(qm: QueueManager, ids: list[bytes]) -> None:
     got = _drain(qm, "Q")
     assert [m.data for m in got] == [b"%02d" % i for i in range(80)]
     assert [m.msg_id for m in got[:40]] == ids and len({m.msg_id for m in got}) == 80
+
+
+def _remote(qm: QueueManager, ids: list[bytes]) -> None:
+    r = qm.distributed.resolve("R.ORDERS", "")
+    assert (r.queue, r.remote_queue, r.remote_qmgr) == ("QM2", "ORDERS", "QM2")
+    with pytest.raises(MQError):
+        qm.distributed.resolve("R.GONE", "")
+    assert qm.inquire_queue("QM2").current_depth == 1
+    assert sorted(qm.queue_names()) == ["Q", "QM2"]
+    _q(qm, ids, ALL)
 
 
 def _altered(qm: QueueManager, ids: list[bytes]) -> None:
@@ -390,10 +456,21 @@ def test_a_kill_after_the_work_loses_nothing_and_reports_nothing(tmp_path, name,
         # Each child's clock starts where the last left off (the wall time goes on).
         _kill(
             _HEAD + work + _KILL,
-            [str(d), ",".join(i.hex() for i in ids), sync, str(n * 5.0), "1" if case.clock else "0"],
+            [
+                str(d),
+                ",".join(i.hex() for i in ids),
+                sync,
+                str(n * 5.0),
+                "1" if case.clock else "0",
+                "1" if case.again else "0",
+            ],
         )
     with _open(d, sync, ManualClock(start=5.0 * len(case.works)) if case.clock else None) as qm:
         assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
+        if case.again:
+            assert not qm.blob_store().since_checkpoint().complete  # it did start again
+            assert qm.inquire_queue("ZZ").current_depth == 50 * len(case.works)
+            qm.delete_queue("ZZ", purge=True)
         case.check(qm, ids)
 
 
