@@ -125,6 +125,7 @@ class Case:
     clock: bool = False  # the child (and the checking open) run on a ManualClock
     setup: Callable[[QueueManager], None] | None = None  # more, after Q's 40 messages
     again: bool = False  # the change log started again (continued, past a lowered LIMIT) before the work
+    pre: str = ""  # child code before the open
 
 
 def _setup_groups(qm: QueueManager) -> None:
@@ -216,6 +217,19 @@ def _kill(*a, **k):
     os.kill(os.getpid(), signal.SIGKILL)
 changes.one = changes.write = _kill
 """
+# The kill between a checkpoint's write and the change log's start that follows it: the new
+# checkpoint beside the old log (blobstore/store.py write_checkpoint).
+_KILL_AT_LOG_RESTART = """
+from sweepq.blobstore import changelog
+changelog.ChangeLog.restart = lambda self: os.kill(os.getpid(), signal.SIGKILL)
+"""
+_MUCH = (
+    "c = qm.connect(); h = c.open('Q', IO)\nh.get(msg_id=ids[17]); h.get(correl_id=b'33' + bytes(22))\n"
+    "for _ in range(3): h.get(GMO.SYNCPOINT)\nc.backout()\nfor _ in range(12): h.get()\n"
+    "for i in range(40, 60): h.put(b'%02d' % i)\nqm.sweeper.run_once()\n"
+    "qm.define_queue('R', default_persistence=P); r = c.open('R', IO); r.put(b'r'); r.close()\n"
+    "qm.delete_queue('R', purge=True)\n"
+)
 CASES: dict[str, Case] = {
     "no work": Case([""], lambda qm, ids: _q(qm, ids, ALL), syncs=("commit", "os")),
     "a second kill after the first reopen": Case(
@@ -398,6 +412,21 @@ CASES: dict[str, Case] = {
         ],
         lambda qm, ids: _remote(qm, ids),
     ),
+    "the open's checkpoint written, killed before the log started again": Case(
+        ["raise SystemExit('not killed')"],
+        lambda qm, ids: _q(qm, ids, ALL),
+        pre=_KILL_AT_LOG_RESTART,
+    ),
+    "work, then the close's checkpoint written, killed before the log started again": Case(
+        [_MUCH + _KILL_AT_LOG_RESTART + "qm.close()\nraise SystemExit('not killed')"],
+        lambda qm, ids: _much(qm, ids),
+        syncs=("commit", "os"),
+    ),
+    "work, then killed, then a reopen killed before its log started again": Case(
+        [_MUCH, "raise SystemExit('not killed')"],
+        lambda qm, ids: _much(qm, ids),
+        pre=_KILL_AT_LOG_RESTART,
+    ),
     "alter of attributes": Case(
         [
             "qm.alter_queue('Q', max_depth=77, backout_threshold=3, backout_requeue_q='ELSEWHERE')\n"
@@ -428,6 +457,14 @@ def _remote(qm: QueueManager, ids: list[bytes]) -> None:
     _q(qm, ids, ALL)
 
 
+def _much(qm: QueueManager, ids: list[bytes]) -> None:
+    """What _MUCH leaves: 17 and 33 got, 0-2 backed out once and then got with 3-11."""
+    got = _drain(qm, "Q")
+    assert [int(m.data) for m in got] == [i for i in range(12, 60) if i not in (17, 33)]
+    assert [m.msg_id for m in got[:26]] == [ids[i] for i in range(12, 40) if i not in (17, 33)]
+    assert {m.backout_count for m in got} == {0} and qm.queue_names() == ["Q"]
+
+
 def _altered(qm: QueueManager, ids: list[bytes]) -> None:
     a = qm.inquire_queue("Q").attributes
     assert (a.max_depth, a.backout_threshold, a.backout_requeue_q, a.inhibit_get) == (77, 3, "ELSEWHERE", True)
@@ -454,8 +491,9 @@ def test_a_kill_after_the_work_loses_nothing_and_reports_nothing(tmp_path, name,
             case.setup(qm)
     for n, work in enumerate(case.works):
         # Each child's clock starts where the last left off (the wall time goes on).
+        pre = case.pre if n == len(case.works) - 1 else ""  # the last child's, before its open
         _kill(
-            _HEAD + work + _KILL,
+            _HEAD.replace("clock = ManualClock", pre + "clock = ManualClock") + work + _KILL,
             [
                 str(d),
                 ",".join(i.hex() for i in ids),
