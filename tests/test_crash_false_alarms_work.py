@@ -515,25 +515,28 @@ def test_a_kill_after_the_work_loses_nothing_and_reports_nothing(tmp_path, name,
 _QUEUE_CHILD = """
 import os, signal, sys
 from sweepq import Queue
-q = Queue(path=sys.argv[1], delivery="at-least-once", sync=sys.argv[2])
-for i in range(10): q.put(i)
-assert [q.get() for _ in range(4)] == [0, 1, 2, 3]
+budget = sys.argv[3] or None
+q = Queue(path=sys.argv[1], delivery="at-least-once", sync=sys.argv[2], memory_budget=budget)
+for i in range(300): q.put((i, b"x" * 1000))
+assert [q.get()[0] for _ in range(4)] == [0, 1, 2, 3]
 q.task_done()  # 0 is done; 1, 2 and 3 are held at the kill
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-@pytest.mark.parametrize("sync", ["commit", "os"])
-def test_queue_path_at_least_once_items_held_at_a_kill_come_back_in_place(tmp_path, sync):
+@pytest.mark.parametrize("sync,budget", [("commit", ""), ("os", "64KiB")], ids=["commit", "os, swept"])
+def test_queue_path_at_least_once_items_held_at_a_kill_come_back_in_place(tmp_path, sync, budget):
     from sweepq import Queue
 
     d = tmp_path / "d"
-    _kill(_QUEUE_CHILD, [str(d), sync])
-    with QueueManager.open(d) as qm:
+    _kill(_QUEUE_CHILD, [str(d), sync, budget])
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
-        assert sum(qm.inquire_queue(n).current_depth for n in qm.queue_names()) == 9
+        assert sum(qm.inquire_queue(n).current_depth for n in qm.queue_names()) == 299
+        if budget:
+            assert sum(qm.inquire_queue(n).swept for n in qm.queue_names()) > 0  # the kill found some swept
     with Queue(path=str(d), delivery="at-least-once") as q:
-        assert [q.get_nowait() for _ in range(9)] == list(range(1, 10))
+        assert [q.get_nowait()[0] for _ in range(299)] == list(range(1, 300))
         assert q.empty()
 
 
