@@ -435,6 +435,16 @@ CASES: dict[str, Case] = {
         lambda qm, ids: _much(qm, ids),
         pre=_KILL_AT_LOG_RESTART,
     ),
+    "gets under syncpoint, the close killed before its checkpoint": Case(
+        [
+            "c = qm.connect(); h = c.open('Q', IO)\nfor _ in range(15): h.get(GMO.SYNCPOINT)\n"
+            "from sweepq.engine.durable import ledger\n"
+            "ledger.write = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
+            "qm.close()\nraise SystemExit('not killed')"
+        ],
+        lambda qm, ids: _q(qm, ids, ALL, dict.fromkeys(range(15), 1)),
+        syncs=("commit", "os"),
+    ),
     "alter of attributes": Case(
         [
             "qm.alter_queue('Q', max_depth=77, backout_threshold=3, backout_requeue_q='ELSEWHERE')\n"
