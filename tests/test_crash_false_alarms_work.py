@@ -445,6 +445,29 @@ CASES: dict[str, Case] = {
         lambda qm, ids: _q(qm, ids, ALL, dict.fromkeys(range(15), 1)),
         syncs=("commit", "os"),
     ),
+    "put_many and get_many": Case(
+        [
+            "h = qm.connect().open('Q', IO)\n"
+            "assert [m.data for m in h.get_many(25)] == [b'%02d' % i for i in range(25)]\n"
+            "h.put_many([b'%02d' % i for i in range(40, 70)])"
+        ],
+        lambda qm, ids: _q(qm, [*ids, *[b""] * 30], list(range(25, 70)), msg_ids=False),
+        syncs=("commit", "os"),
+    ),
+    "get_many and put_many under syncpoint, committed and not": Case(
+        [
+            "c = qm.connect(); h = c.open('Q', IO)\n"
+            "h.get_many(5, GMO.SYNCPOINT); h.put_many([b'40', b'41'], options=PMO.SYNCPOINT); c.commit()\n"
+            "h.get_many(20, GMO.SYNCPOINT); h.put_many([b'xx'], options=PMO.SYNCPOINT)"
+        ],
+        lambda qm, ids: _q(qm, [*ids, b"", b""], list(range(5, 42)), msg_ids=False),
+    ),
+    "priorities across lanes, swept": Case(
+        ["h = qm.connect().open('PRI', IO)\nfor _ in range(20): h.get()"],
+        lambda qm, ids: _check_priorities(qm),
+        setup=lambda qm: _setup_priorities(qm),
+        syncs=("commit", "os"),
+    ),
     "alter of attributes": Case(
         [
             "qm.alter_queue('Q', max_depth=77, backout_threshold=3, backout_requeue_q='ELSEWHERE')\n"
@@ -473,6 +496,22 @@ def _remote(qm: QueueManager, ids: list[bytes]) -> None:
     assert qm.inquire_queue("QM2").current_depth == 1
     assert sorted(qm.queue_names()) == ["Q", "QM2"]
     _q(qm, ids, ALL)
+
+
+def _setup_priorities(qm: QueueManager) -> None:
+    from sweepq.engine import MD
+
+    qm.define_queue("PRI", default_persistence=P)
+    h = qm.connect().open("PRI", IO)
+    for i in range(60):
+        h.put(b"%d.%02d" % (i % 3, i), MD(priority=i % 3))
+    qm.sweeper.run_once()
+    assert qm.inquire_queue("PRI").swept > 0
+
+
+def _check_priorities(qm: QueueManager) -> None:
+    order = sorted(range(60), key=lambda i: (-(i % 3), i))  # priority first, then FIFO
+    assert [m.data for m in _drain(qm, "PRI")] == [b"%d.%02d" % (i % 3, i) for i in order[20:]]
 
 
 def _much(qm: QueueManager, ids: list[bytes]) -> None:
