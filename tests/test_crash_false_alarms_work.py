@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -44,6 +44,9 @@ P = Persistence.PERSISTENT
 
 _HEAD = """
 import os, signal, sys
+import sweepq.blobstore.changes
+if sys.argv[6] == "1":
+    sweepq.blobstore.changes.LIMIT = 2000
 from sweepq.engine import (GMO, MD, MF, OO, PMO, DurabilitySettings, MessageSettings, Persistence,
     QueueManager, SweeperSettings)
 from sweepq.sweeper import ManualClock
@@ -57,6 +60,10 @@ qm = QueueManager.open(
     messages=MessageSettings(backout_handling=True),
 )
 ids = [bytes.fromhex(i) for i in sys.argv[2].split(",")]
+if sys.argv[6] == "1":  # past the limit: the log starts again, without a checkpoint
+    qm.define_queue('ZZ', default_persistence=P)
+    hz = qm.connect().open('ZZ', IO)
+    for i in range(50): hz.put(b'z' * 100)
 """
 _KILL = "\nos.kill(os.getpid(), signal.SIGKILL)\n"
 
@@ -86,6 +93,14 @@ def _setup(qm: QueueManager) -> list[bytes]:
     return ids
 
 
+def _quiet(qm: QueueManager) -> None:
+    """The open after a plain kill reports nothing: no damage, no MsgId lost, nothing consumed
+    that came back, nothing set right, and it counts every message it holds."""
+    r = qm.recovery
+    assert (r.damaged, r.damaged_msg_ids, r.consumed_again, qm.damage()) == ([], [], 0, [])
+    assert r.messages == sum(qm.inquire_queue(n).current_depth for n in qm.queue_names())
+
+
 def _drain(qm: QueueManager, name: str, options: int = 0) -> list[Any]:
     h = qm.connect().open(name, IO)
     out = []
@@ -97,12 +112,16 @@ def _drain(qm: QueueManager, name: str, options: int = 0) -> list[Any]:
             return out
 
 
-def _q(qm: QueueManager, ids: list[bytes], expect: list[int], counts: dict[int, int] | None = None) -> None:
+def _q(
+    qm: QueueManager, ids: list[bytes], expect: list[int], counts: dict[int, int] | None = None, msg_ids: bool = True
+) -> None:
     """Q holds exactly the messages numbered ``expect``, in that order, with their own MsgIds
     and backout counts (0 but those in ``counts``)."""
     got = _drain(qm, "Q")
     assert [m.data for m in got] == [b"%02d" % i for i in expect]
-    assert [m.msg_id for m in got] == [ids[i] for i in expect]
+    if msg_ids:
+        assert [m.msg_id for m in got] == [ids[i] for i in expect]
+    assert len({m.msg_id for m in got}) == len(got)
     assert [m.backout_count for m in got] == [(counts or {}).get(i, 0) for i in expect]
 
 
@@ -113,7 +132,8 @@ class Case:
     syncs: tuple[str, ...] = ("commit",)
     clock: bool = False  # the child (and the checking open) run on a ManualClock
     setup: Callable[[QueueManager], None] | None = None  # more, after Q's 40 messages
-    extra: dict = field(default_factory=dict)
+    again: bool = False  # the change log started again (continued, past a lowered LIMIT) before the work
+    pre: str = ""  # child code before the open
 
 
 def _setup_groups(qm: QueueManager) -> None:
@@ -205,8 +225,21 @@ def _kill(*a, **k):
     os.kill(os.getpid(), signal.SIGKILL)
 changes.one = changes.write = _kill
 """
+# The kill between a checkpoint's write and the change log's start that follows it: the new
+# checkpoint beside the old log (blobstore/store.py write_checkpoint).
+_KILL_AT_LOG_RESTART = """
+from sweepq.blobstore import changelog
+changelog.ChangeLog.restart = lambda self: os.kill(os.getpid(), signal.SIGKILL)
+"""
+_MUCH = (
+    "c = qm.connect(); h = c.open('Q', IO)\nh.get(msg_id=ids[17]); h.get(correl_id=b'33' + bytes(22))\n"
+    "for _ in range(3): h.get(GMO.SYNCPOINT)\nc.backout()\nfor _ in range(12): h.get()\n"
+    "for i in range(40, 60): h.put(b'%02d' % i)\nqm.sweeper.run_once()\n"
+    "qm.define_queue('R', default_persistence=P); r = c.open('R', IO); r.put(b'r'); r.close()\n"
+    "qm.delete_queue('R', purge=True)\n"
+)
 CASES: dict[str, Case] = {
-    "no work": Case([""], lambda qm, ids: _q(qm, ids, ALL), syncs=("commit", "os")),
+    "no work": Case([""], lambda qm, ids: _q(qm, ids, ALL), syncs=("commit", "os", "none")),
     "a second kill after the first reopen": Case(
         ["h = qm.connect().open('Q', IO)\nfor _ in range(12): h.get()", ""],
         lambda qm, ids: _q(qm, ids, list(range(12, 40))),
@@ -342,6 +375,99 @@ CASES: dict[str, Case] = {
         [_KILL_BEFORE_LOG + "qm.delete_queue('Q', purge=True)\nraise SystemExit('not killed')"],
         lambda qm, ids: _assert(qm.queue_names() == []),
     ),
+    "a put, killed before its change-log record": Case(
+        ["h = qm.connect().open('Q', IO)\n" + _KILL_BEFORE_LOG + "h.put(b'40')\nraise SystemExit('not killed')"],
+        lambda qm, ids: _q(qm, [*ids, b""], list(range(41)), msg_ids=False),
+        syncs=("commit", "os"),
+    ),
+    "puts, then a delete with purge killed before its change-log record": Case(
+        [
+            "h = qm.connect().open('Q', IO)\nfor i in range(5): h.put(b'n')\nh.close()\n"
+            + _KILL_BEFORE_LOG
+            + "qm.delete_queue('Q', purge=True)\nraise SystemExit('not killed')"
+        ],
+        lambda qm, ids: _assert(qm.queue_names() == []),
+    ),
+    "log started again, then a delete with purge killed before its record": Case(
+        [_KILL_BEFORE_LOG + "qm.delete_queue('Q', purge=True)\nraise SystemExit('not killed')"],
+        lambda qm, ids: _assert(qm.queue_names() == []),
+        again=True,
+    ),
+    "log started again, gets by MsgId from blobs and a backout": Case(
+        [
+            "c = qm.connect(); h = c.open('Q', IO)\nh.get(msg_id=ids[17]); h.get(msg_id=ids[33])\n"
+            "for _ in range(3): h.get(GMO.SYNCPOINT)\nc.backout()\nh.get(GMO.SYNCPOINT, msg_id=ids[25])"
+        ],
+        lambda qm, ids: _q(qm, ids, [i for i in ALL if i not in (17, 33)], dict.fromkeys(range(3), 1)),
+        again=True,
+    ),
+    "gets by MsgId from blobs, killed twice": Case(
+        [
+            "h = qm.connect().open('Q', IO)\nh.get(msg_id=ids[17])",
+            "h = qm.connect().open('Q', IO)\nh.get(msg_id=ids[18]); h.get()",
+        ],
+        lambda qm, ids: _q(qm, ids, [i for i in ALL if i not in (0, 17, 18)]),
+        syncs=("commit", "os"),
+    ),
+    "remote queue and channel definitions, a put to a remote queue": Case(
+        [
+            "from sweepq.engine import Usage\n"
+            "qm.define_queue('QM2', usage=Usage.TRANSMISSION, default_persistence=P)\n"
+            "qm.define_remote_queue('R.ORDERS', remote_queue='ORDERS', remote_qmgr='QM2')\n"
+            "qm.define_remote_queue('R.GONE', remote_queue='X', remote_qmgr='QM2'); qm.delete_remote_queue('R.GONE')\n"
+            "qm.define_channel('TO.QM2', conname='tcp://127.0.0.1:1', xmit_queue='QM2')\n"
+            "qm.connect().open('R.ORDERS', OO.OUTPUT).put(b'remote', MD(persistence=P))"
+        ],
+        lambda qm, ids: _remote(qm, ids),
+    ),
+    "the open's checkpoint written, killed before the log started again": Case(
+        ["raise SystemExit('not killed')"],
+        lambda qm, ids: _q(qm, ids, ALL),
+        pre=_KILL_AT_LOG_RESTART,
+    ),
+    "work, then the close's checkpoint written, killed before the log started again": Case(
+        [_MUCH + _KILL_AT_LOG_RESTART + "qm.close()\nraise SystemExit('not killed')"],
+        lambda qm, ids: _much(qm, ids),
+        syncs=("commit", "os"),
+    ),
+    "work, then killed, then a reopen killed before its log started again": Case(
+        [_MUCH, "raise SystemExit('not killed')"],
+        lambda qm, ids: _much(qm, ids),
+        pre=_KILL_AT_LOG_RESTART,
+    ),
+    "gets under syncpoint, the close killed before its checkpoint": Case(
+        [
+            "c = qm.connect(); h = c.open('Q', IO)\nfor _ in range(15): h.get(GMO.SYNCPOINT)\n"
+            "from sweepq.engine.durable import ledger\n"
+            "ledger.write = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
+            "qm.close()\nraise SystemExit('not killed')"
+        ],
+        lambda qm, ids: _q(qm, ids, ALL, dict.fromkeys(range(15), 1)),
+        syncs=("commit", "os"),
+    ),
+    "put_many and get_many": Case(
+        [
+            "h = qm.connect().open('Q', IO)\n"
+            "assert [m.data for m in h.get_many(25)] == [b'%02d' % i for i in range(25)]\n"
+            "h.put_many([b'%02d' % i for i in range(40, 70)])"
+        ],
+        lambda qm, ids: _q(qm, [*ids, *[b""] * 30], list(range(25, 70)), msg_ids=False),
+        syncs=("commit", "os"),
+    ),
+    "get_many and put_many under syncpoint, committed and not": Case(
+        [
+            "c = qm.connect(); h = c.open('Q', IO)\n"
+            "h.get_many(5, GMO.SYNCPOINT); h.put_many([b'40', b'41'], options=PMO.SYNCPOINT); c.commit()\n"
+            "h.get_many(20, GMO.SYNCPOINT); h.put_many([b'xx'], options=PMO.SYNCPOINT)"
+        ],
+        lambda qm, ids: _q(qm, [*ids, b"", b""], list(range(5, 42)), msg_ids=False),
+    ),
+    "priorities across lanes, swept": Case(
+        ["h = qm.connect().open('PRI', IO)\nfor _ in range(20): h.get()"],
+        lambda qm, ids: _check_priorities(qm),
+        setup=lambda qm: _setup_priorities(qm),
+        syncs=("commit", "os"),
+    ),
     "alter of attributes": Case(
         [
             "qm.alter_queue('Q', max_depth=77, backout_threshold=3, backout_requeue_q='ELSEWHERE')\n"
@@ -360,6 +486,40 @@ def _sweep_check(qm: QueueManager, ids: list[bytes]) -> None:
     got = _drain(qm, "Q")
     assert [m.data for m in got] == [b"%02d" % i for i in range(80)]
     assert [m.msg_id for m in got[:40]] == ids and len({m.msg_id for m in got}) == 80
+
+
+def _remote(qm: QueueManager, ids: list[bytes]) -> None:
+    r = qm.distributed.resolve("R.ORDERS", "")
+    assert (r.queue, r.remote_queue, r.remote_qmgr) == ("QM2", "ORDERS", "QM2")
+    with pytest.raises(MQError):
+        qm.distributed.resolve("R.GONE", "")
+    assert qm.inquire_queue("QM2").current_depth == 1
+    assert sorted(qm.queue_names()) == ["Q", "QM2"]
+    _q(qm, ids, ALL)
+
+
+def _setup_priorities(qm: QueueManager) -> None:
+    from sweepq.engine import MD
+
+    qm.define_queue("PRI", default_persistence=P)
+    h = qm.connect().open("PRI", IO)
+    for i in range(60):
+        h.put(b"%d.%02d" % (i % 3, i), MD(priority=i % 3))
+    qm.sweeper.run_once()
+    assert qm.inquire_queue("PRI").swept > 0
+
+
+def _check_priorities(qm: QueueManager) -> None:
+    order = sorted(range(60), key=lambda i: (-(i % 3), i))  # priority first, then FIFO
+    assert [m.data for m in _drain(qm, "PRI")] == [b"%d.%02d" % (i % 3, i) for i in order[20:]]
+
+
+def _much(qm: QueueManager, ids: list[bytes]) -> None:
+    """What _MUCH leaves: 17 and 33 got, 0-2 backed out once and then got with 3-11."""
+    got = _drain(qm, "Q")
+    assert [int(m.data) for m in got] == [i for i in range(12, 60) if i not in (17, 33)]
+    assert [m.msg_id for m in got[:26]] == [ids[i] for i in range(12, 40) if i not in (17, 33)]
+    assert {m.backout_count for m in got} == {0} and qm.queue_names() == ["Q"]
 
 
 def _altered(qm: QueueManager, ids: list[bytes]) -> None:
@@ -388,35 +548,133 @@ def test_a_kill_after_the_work_loses_nothing_and_reports_nothing(tmp_path, name,
             case.setup(qm)
     for n, work in enumerate(case.works):
         # Each child's clock starts where the last left off (the wall time goes on).
+        pre = case.pre if n == len(case.works) - 1 else ""  # the last child's, before its open
         _kill(
-            _HEAD + work + _KILL,
-            [str(d), ",".join(i.hex() for i in ids), sync, str(n * 5.0), "1" if case.clock else "0"],
+            _HEAD.replace("clock = ManualClock", pre + "clock = ManualClock") + work + _KILL,
+            [
+                str(d),
+                ",".join(i.hex() for i in ids),
+                sync,
+                str(n * 5.0),
+                "1" if case.clock else "0",
+                "1" if case.again else "0",
+            ],
         )
     with _open(d, sync, ManualClock(start=5.0 * len(case.works)) if case.clock else None) as qm:
-        assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
+        _quiet(qm)
+        if case.again:
+            assert not qm.blob_store().since_checkpoint().complete  # it did start again
+            assert qm.inquire_queue("ZZ").current_depth == 50 * len(case.works)
+            qm.delete_queue("ZZ", purge=True)
         case.check(qm, ids)
 
 
 _QUEUE_CHILD = """
 import os, signal, sys
 from sweepq import Queue
-q = Queue(path=sys.argv[1], delivery="at-least-once", sync=sys.argv[2])
-for i in range(10): q.put(i)
-assert [q.get() for _ in range(4)] == [0, 1, 2, 3]
+budget = sys.argv[3] or None
+q = Queue(path=sys.argv[1], delivery="at-least-once", sync=sys.argv[2], memory_budget=budget)
+for i in range(300): q.put((i, b"x" * 1000))
+assert [q.get()[0] for _ in range(4)] == [0, 1, 2, 3]
 q.task_done()  # 0 is done; 1, 2 and 3 are held at the kill
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-@pytest.mark.parametrize("sync", ["commit", "os"])
-def test_queue_path_at_least_once_items_held_at_a_kill_come_back_in_place(tmp_path, sync):
+@pytest.mark.parametrize("sync,budget", [("commit", ""), ("os", "64KiB")], ids=["commit", "os, swept"])
+def test_queue_path_at_least_once_items_held_at_a_kill_come_back_in_place(tmp_path, sync, budget):
     from sweepq import Queue
 
     d = tmp_path / "d"
-    _kill(_QUEUE_CHILD, [str(d), sync])
-    with QueueManager.open(d) as qm:
-        assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
-        assert sum(qm.inquire_queue(n).current_depth for n in qm.queue_names()) == 9
+    _kill(_QUEUE_CHILD, [str(d), sync, budget])
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
+        _quiet(qm)
+        assert sum(qm.inquire_queue(n).current_depth for n in qm.queue_names()) == 299
+        if budget:
+            assert sum(qm.inquire_queue(n).swept for n in qm.queue_names()) > 0  # the kill found some swept
     with Queue(path=str(d), delivery="at-least-once") as q:
-        assert [q.get_nowait() for _ in range(9)] == list(range(1, 10))
+        assert [q.get_nowait()[0] for _ in range(299)] == list(range(1, 300))
         assert q.empty()
+
+
+# One run of most kinds of write, killed in the instant before the k-th change-log record:
+# the store has made that write, the log never says so. The child says what returned.
+_MIXED = """
+from sweepq.blobstore import changes
+_n, _k = [0], int(sys.argv[7])
+def _at(f):
+    def g(*a, **k):
+        _n[0] += 1
+        if _n[0] == _k:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return f(*a, **k)
+    return g
+changes.one, changes.write = _at(changes.one), _at(changes.write)
+def said(tag, data):
+    print(tag, data.decode(), flush=True)
+c = qm.connect(); h = c.open('Q', IO)
+said('got', h.get(msg_id=ids[17]).data); said('got', h.get(msg_id=ids[33]).data)
+for _ in range(3): h.get(GMO.SYNCPOINT)
+c.backout()
+for _ in range(12): said('got', h.get().data)
+for i in range(40, 60):
+    h.put(b'%02d' % i); said('put', b'%02d' % i)
+qm.sweeper.run_once()
+said('got', h.get(correl_id=b'30' + bytes(22)).data)
+qm.define_queue('R', default_persistence=P); r = c.open('R', IO); r.put(b'r'); r.close()
+qm.delete_queue('R', purge=True)
+raise SystemExit('not killed')
+"""
+
+
+@pytest.mark.parametrize("k", [1, 3, 4, 9, 10, 37, 38, 39])
+def test_a_kill_before_any_change_log_record_loses_nothing_and_reports_nothing(tmp_path, k):
+    """k: the run's records are 1, 2 marks of gets by MsgId from blobs, 3 the backout's counts,
+    4-8 gets, 9 the get that brings a blob back, 10-36 gets and puts, 37 the get by CorrelId's
+    mark, 38 the put to R, 39 R's delete (every k of 1-39 held once)."""
+    d = tmp_path / "d"
+    with _open(d) as qm:
+        ids = _setup(qm)
+    args = [str(d), ",".join(i.hex() for i in ids), "os", "0", "0", "0", str(k)]
+    out = subprocess.run([sys.executable, "-c", _HEAD + _MIXED, *args], capture_output=True, timeout=120)
+    assert out.returncode == -signal.SIGKILL, out.stderr.decode()[-2000:]
+    said = [line.split() for line in out.stdout.decode().splitlines()]
+    got = {int(d) for tag, d in said if tag == "got"}
+    put = {int(d) for tag, d in said if tag == "put"}
+    with _open(d) as qm:
+        _quiet(qm)
+        assert set(qm.queue_names()) <= {"Q", "R"}
+        left = [int(m.data) for m in _drain(qm, "Q")]
+    assert left == sorted(set(left))  # in order, none twice
+    assert not got & set(left) and put <= set(left)  # nothing got comes back, nothing put is lost
+    assert len(set(range(40)) - got - set(left)) <= 1  # gone unsaid: at most the one a killed get took
+
+
+_NO_LOG = "h = qm.connect().open('Q', IO)\nfor _ in range(10): h.get()\nfor i in range(5): h.put(b'new')\n"
+
+
+def _no_log_run(tmp_path) -> QueueManager:
+    d = tmp_path / "d"
+    with _open(d, "none") as qm:
+        ids = _setup(qm)
+    _kill(_HEAD + _NO_LOG + _KILL, [str(d), ",".join(i.hex() for i in ids), "none", "0", "0", "0"])
+    return _open(d, "none")
+
+
+def test_sync_none_a_kill_brings_nothing_consumed_back(tmp_path):
+    """sync="none" keeps nothing newer than the last flush (docs/durability.md): the 5 puts
+    are lost, as promised. The 10 gets stay done all the same (the change log keeps them)."""
+    with _no_log_run(tmp_path) as qm:
+        assert [m.data for m in _drain(qm, "Q")] == [b"%02d" % i for i in range(10, 40)]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="sync='none' (no write-ahead log): after a plain kill -9 the open reports the gets' and puts' "
+    "writes the store never kept (promised lost) as damage: 'already consumed came back from damage' and "
+    "'5 message(s) were lost to damage: MsgId ...' (engine/durable/recovery.py sets lost_writes in "
+    "_drop_consumed/_marks_again/_drop_dead_positions; the store's own gap check already skips a log-less store)",
+)
+def test_sync_none_a_kill_is_not_reported_as_damage(tmp_path):
+    with _no_log_run(tmp_path) as qm:
+        assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
