@@ -11,6 +11,13 @@ differ, and checks exactly what the next open must hold: each queue's messages i
 MsgIds and backout counts (docs/durability.md: "Uncommitted work is never written: a crash
 backs it out", so an uncommitted get comes back in its place with its count as it was).
 
+Beyond a kill at the end of the work, some cases kill inside it, where the engine's steps
+leave the most to tell apart: inside a sweep (its blobs written and not linked, or one
+linked), between a write of the store and its change-log record (every record of one mixed
+run), between a checkpoint and the change log's start after it, and before a close's
+checkpoint. And ``sync="none"`` (no write-ahead log): a kill loses the writes since the last
+flush, as promised, and that is no damage either.
+
 Each case starts from a closed store (its checkpoint written) with queue Q holding 40
 persistent messages (data ``b"00"``..``b"39"``, CorrelId the data padded), most of them swept
 into blobs of 10.
