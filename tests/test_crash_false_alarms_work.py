@@ -475,6 +475,11 @@ CASES: dict[str, Case] = {
         setup=lambda qm: _setup_priorities(qm),
         syncs=("commit", "os"),
     ),
+    "drained, then deleted without purge": Case(
+        ["h = qm.connect().open('Q', IO)\nfor _ in range(40): h.get()\nh.close(); qm.delete_queue('Q')"],
+        lambda qm, ids: _assert(qm.queue_names() == []),
+        syncs=("commit", "os"),
+    ),
     "alter of attributes": Case(
         [
             "qm.alter_queue('Q', max_depth=77, backout_threshold=3, backout_requeue_q='ELSEWHERE')\n"
