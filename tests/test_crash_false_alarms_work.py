@@ -693,3 +693,13 @@ def test_sync_none_a_kill_after_much_work_is_no_damage(tmp_path):
     consumed = {*range(12), 17, 33}
     assert left == sorted(set(left)) and not consumed & set(left)  # in order, none twice, none back
     assert set(range(40)) - consumed <= set(left)
+
+
+def test_sync_none_a_kill_after_a_delete_is_no_damage(tmp_path):
+    """A delete with purge, then a kill, without a log: the delete is lost with the writes
+    since the flush, or kept; either way whole, and nothing said."""
+    with _no_log_run(tmp_path, "qm.delete_queue('Q', purge=True)\n") as qm:
+        _quiet(qm)
+        names = qm.queue_names()
+        left = [m.data for m in _drain(qm, "Q")] if names else []
+    assert (names, left) in ((["Q"], [b"%02d" % i for i in range(40)]), ([], []))
