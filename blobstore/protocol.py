@@ -114,7 +114,9 @@ class Since:
     last value written (None: cleared) of each mark (blob id, position). ``lost_writes``:
     the store found, at open, that writes it had made are lost (a log cut or gone, a table
     file set aside, a damaged family rebuilt): a record that is missing may be one of them.
-    ``complete``: the record reaches back to the checkpoint."""
+    ``complete``: the record reaches back to the checkpoint. ``logged``: the store kept a
+    write-ahead log (without one, sync="none", a crash loses the writes since the last flush,
+    as promised: no damage)."""
 
     written: dict[bytes, bytes] = field(default_factory=dict)
     moved: dict[bytes, tuple[int, ...]] = field(default_factory=dict)
@@ -124,6 +126,7 @@ class Since:
     lost_writes: bool = False
     complete: bool = False
     dropped: frozenset[bytes] = frozenset()
+    logged: bool = True
 
 
 class Capability(enum.Flag):

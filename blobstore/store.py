@@ -326,6 +326,7 @@ class BlobStore:
             lost_writes=lost,
             complete=complete,
             dropped=frozenset(ch.dropped),
+            logged=ch.wal,
         )
 
     def _restore(self, families: list[str]) -> None:

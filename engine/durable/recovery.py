@@ -128,6 +128,7 @@ class _Recovery:
         self.report = report
         self.since = SinceCheckpoint(store)
         self.lost_writes = self.since.since.lost_writes or repaired
+        self.unlogged = not self.since.since.logged  # sync="none": no write-ahead log
         self.quarantine: list[bytes] = []  # message keys to move aside
         self.marks: list[tuple[int, int, bytes | None]] = []  # removal marks to write
         self.found: dict[tuple[str, int], np.ndarray] = {}  # arrival numbers recovered, by queue and lane
@@ -141,6 +142,17 @@ class _Recovery:
         if msg_id:
             self.report.damaged_msg_ids.append(msg_id)
         self.report.damaged.append(line)
+
+    def lost_again(self, line: str, consumed: int = 0) -> None:
+        """Writes the change log has and the store lost, set right again: damage (said, and
+        evidence that writes were lost), unless the store keeps no write-ahead log and nothing
+        else was found: then a crash lost the writes since the last flush, which is what
+        sync="none" says it does, and nothing is said (a plain kill -9 is no damage)."""
+        if self.unlogged and not self.lost_writes:
+            return
+        self.report.consumed_again += consumed
+        self.lost_writes = True
+        self.damage(line)
 
     # -- own records --------------------------------------------------------------------------
 
@@ -192,8 +204,7 @@ class _Recovery:
                 self.store.write_messages(puts=raised)
             except StoreError as e:
                 self.damage(f"queue {q.name!r}: writing raised backout counts again failed ({e})")
-            self.lost_writes = True
-            self.damage(
+            self.lost_again(
                 f"queue {q.name!r}: {len(raised)} raised backout count(s) were lost to damage; raised again from "
                 "the change log"
             )
@@ -319,11 +330,10 @@ class _Recovery:
         if not dead.any():
             return
         n = int(dead.sum())
-        self.report.consumed_again += n
-        self.lost_writes = True
-        self.damage(
+        self.lost_again(
             f"queue {q.name!r} lane {lane}: {n} message(s) already consumed came back from damage "
-            f"(numbers {', '.join(str(int(s)) for s in seqs[dead][:SHOWN])}); kept dead"
+            f"(numbers {', '.join(str(int(s)) for s in seqs[dead][:SHOWN])}); kept dead",
+            n,
         )
         self.quarantine += compress(ln.keys, dead.tolist())
         keep = (~dead).tolist()
@@ -439,8 +449,7 @@ class _Recovery:
                 lost.append((blob_id, pos, marks[pos]))
         if lost:
             self.marks += lost
-            self.lost_writes = True
-            self.damage(
+            self.lost_again(
                 f"queue {q.name!r}: {len(lost)} raised backout count(s) of messages in blob {blob_id} were lost to "
                 "damage; raised again from the change log"
             )
@@ -457,11 +466,10 @@ class _Recovery:
         marks.update(lost)
         self.marks += [(blob_id, pos, v) for pos, v in lost.items()]
         removals = sum(v == MARK_REMOVED for v in lost.values())
-        self.report.consumed_again += removals
-        self.lost_writes = True
-        self.damage(
+        self.lost_again(
             f"queue {q.name!r}: {len(lost)} mark(s) of blob {blob_id} were lost to damage ({removals} of them "
-            "removals of consumed messages); set again from the change log"
+            "removals of consumed messages); set again from the change log",
+            removals,
         )
 
     def _drop_dead_positions(self, q: LocalQueue, lane: int, blob_id: int, alive: np.ndarray, seqs: np.ndarray) -> None:
@@ -477,10 +485,9 @@ class _Recovery:
             dead |= alive & in_ascending(seqs, removed)
         if dead.any():
             n = int(dead.sum())
-            self.report.consumed_again += n
-            self.lost_writes = True
-            self.damage(
-                f"queue {q.name!r}: {n} message(s) of blob {blob_id} already consumed came back from damage; kept dead"
+            self.lost_again(
+                f"queue {q.name!r}: {n} message(s) of blob {blob_id} already consumed came back from damage; kept dead",
+                n,
             )
         if dead.any():
             alive &= ~dead
