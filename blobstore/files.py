@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from .kv import KVCorruption, KVError
-from .rocksfiles import current_manifest, first_bad_header
+from .rocksfiles import current_manifest, first_bad_header, log_number, walk
 
 SIDE_PREFIX = "sweepq-"
 _SIDE_MAGIC = b"SQS1"
@@ -456,24 +456,38 @@ def check_manifest(path: str) -> None:
         )
 
 
-def mend_logs(path: str) -> list[str]:
+def mend_logs(path: str, suspect: bool = False) -> list[str]:
     """Cut every write-ahead log of ``path`` at its first record header RocksDB cannot read,
     keeping the original in ``lost/``: what RocksDB's point-in-time recovery would have done
-    had it not looped. Returns what was done, one line per log."""
+    had it not looped. Returns what was done, one line per log.
+
+    A recycled log is cut where the records of the older log its file held begin: they are
+    not writes of this log, and RocksDB's strict replay would take them for damage. Nothing
+    tells them from a header of this log that damage took in its last block, but what is
+    known of the writes: ``suspect`` (some are missing, blobstore/guard.py) keeps the file
+    in ``lost/`` and says so; otherwise the cut is silent."""
     done = []
     for name in sorted(os.listdir(path)):
-        if not (name.endswith(".log") and name[:-4].isdigit()):
+        number = log_number(name)
+        if number is None:
             continue
         full = os.path.join(path, name)
-        at = first_bad_header(full)
-        if at is None:
+        with open(full, "rb") as f:
+            w = walk(f.read(), number)
+        if w.bad_header is not None:
+            at, why = w.bad_header, "damaged"
+        elif w.end is not None and suspect:
+            at, why = w.end, "cut short or damaged"
+        else:
+            if w.end is not None:
+                os.truncate(full, w.end)
             continue
         lost = os.path.join(path, "lost")
         os.makedirs(lost, mode=0o700, exist_ok=True)
         shutil.copy2(full, os.path.join(lost, name))
         os.truncate(full, at)
         done.append(
-            f"the write-ahead log {name} was damaged at byte {at} (a record header that cannot be read): "
+            f"the write-ahead log {name} was {why} at byte {at} (a record header that cannot be read): "
             f"cut there (the whole file is kept in lost/{name}); the writes after it are lost"
         )
     return done

@@ -87,10 +87,10 @@ def _log_gaps(path: str, last_sequence: int, expected: int) -> list[tuple[int, i
     to it is in a table file or a log) that no write-ahead log holds, though a later write
     is in one or is ``expected``."""
     spans = []
-    for _number, name in sorted(numbered(path, ".log").items()):
+    for number, name in sorted(numbered(path, ".log").items()):
         try:
             with open(os.path.join(path, name), "rb") as f:
-                records = walk(f.read()).records
+                records = walk(f.read(), number).records
         except OSError:
             continue
         for rec in records:

@@ -8,6 +8,17 @@ families alike) on a header whose type byte says "recycled log" in a log that is
 recycled, which one flipped bit makes (found by the damage fuzz): :func:`walk` finds such a
 header first, and where a file ends inside a record (cut short).
 
+**Recycled logs** (the store's write-ahead logs since issue 31: ``recycle_log_file_num``,
+blobstore/rocks.py). A log written to be recycled has 11-byte headers, the types 5 to 8
+and after the type the number of the log (4 bytes), and RocksDB writes a new log over an
+old one's file in place: past its last record the file holds the old log's records, which
+carry an older number. :func:`walk` ends such a log at the first header that is not one of
+its own (:attr:`Walk.end`), unless a later block of the file starts with one of its own
+headers: then that header is damage (a block starts with a header in every use of the file,
+and the writer fills the blocks in turn). RocksDB's strict replay (absolute consistency)
+takes the old log's records for damage, so the open cuts them off first (blobstore/files.py
+``mend_logs``).
+
 **The manifest** is a log of *version edits*: which table files each column family gained
 and lost, the number of the oldest write-ahead log each family still needs, the last
 sequence number. :func:`read_manifest` replays them as RocksDB's own recovery does, so that
@@ -25,23 +36,31 @@ from dataclasses import dataclass, field
 
 BLOCK = 32768
 _HEADER = struct.Struct("<IHB")
-FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4  # sweepq's logs and manifests are never recycled
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+_RECYCLED = struct.Struct("<IHBI")  # crc32c, length, type, the number of the log
+_RECYCLED_TYPES = {5: FULL, 6: FIRST, 7: MIDDLE, 8: LAST}
 
 
 @dataclass
 class Walk:
     """What :func:`walk` found in a log-format file: its whole logical records, the offset
-    of the first header RocksDB's reader must not be given (None: none), and whether the
-    file ends at the end of a whole record (False: cut short inside one)."""
+    of the first header RocksDB's reader must not be given (None: none), whether the file
+    ends at the end of a whole record (False: cut short inside one), and in a recycled log
+    where the older log's records begin (None: the file ends with its own)."""
 
     records: list[bytes] = field(default_factory=list)
     bad_header: int | None = None
     whole: bool = True
+    end: int | None = None
 
 
-def walk(data: bytes) -> Walk:
-    """The records of a log-format file's bytes (see the module docstring). A zero header
-    ends the walk (preallocated space); a block's tail too short for a header is padding."""
+def walk(data: bytes, log_number: int | None = None) -> Walk:
+    """The records of a log-format file's bytes (see the module docstring); ``log_number``:
+    the file is the write-ahead log of that number (its name's), which may be recycled. A
+    zero header ends the walk (preallocated space); a block's tail too short for a header is
+    padding."""
+    if log_number is not None and len(data) > 6 and data[6] in _RECYCLED_TYPES:
+        return _walk_recycled(data, log_number)
     out = Walk()
     pos, n = 0, len(data)
     pending: list[bytes] | None = None  # the fragments of a record cut across blocks
@@ -67,26 +86,81 @@ def walk(data: bytes) -> Walk:
             out.whole = False
             return out
         pos += _HEADER.size + length
-        if kind == FULL:
-            out.records.append(body)
-            pending = None
-        elif kind == FIRST:
-            pending = [body]
-        elif pending is not None:
-            pending.append(body)
-            if kind == LAST:
-                out.records.append(b"".join(pending))
-                pending = None
+        pending = _add(out, pending, kind, body)
     if pending is not None:
         out.whole = False
     return out
+
+
+def _add(out: Walk, pending: list[bytes] | None, kind: int, body: bytes) -> list[bytes] | None:
+    """One fragment more: a whole record to ``out.records``; returns the fragments pending."""
+    if kind == FULL:
+        out.records.append(body)
+        return None
+    if kind == FIRST:
+        return [body]
+    if pending is not None:
+        pending.append(body)
+        if kind == LAST:
+            out.records.append(b"".join(pending))
+            return None
+    return pending
+
+
+def _walk_recycled(data: bytes, log_number: int) -> Walk:
+    """:func:`walk` of a log written to be recycled (see the module docstring)."""
+    out = Walk()
+    pos, n = 0, len(data)
+    pending: list[bytes] | None = None
+    size = _RECYCLED.size
+    while pos < n:
+        left = BLOCK - pos % BLOCK
+        if left < size and not any(data[pos : pos + left]):
+            pos += left  # padding
+            continue
+        if n - pos < size:
+            out.whole = not any(data[pos:])
+            break
+        _crc, length, kind, number = _RECYCLED.unpack_from(data, pos) if left >= size else (0, 0, 0, -1)
+        if number != log_number or kind not in _RECYCLED_TYPES or size + length > left:
+            if _own_header_after(data, pos, log_number):
+                out.bad_header = pos
+                out.whole = False
+            else:
+                out.end = pos  # the older log's records: this one ends here
+                out.whole = pending is None
+            return out
+        body = data[pos + size : pos + size + length]
+        if len(body) < length:  # the file ends inside this record
+            out.whole = False
+            return out
+        pos += size + length
+        pending = _add(out, pending, _RECYCLED_TYPES[kind], body)
+    if pending is not None:
+        out.whole = False
+    return out
+
+
+def _own_header_after(data: bytes, pos: int, log_number: int) -> bool:
+    """Whether a block after the one ``pos`` is in starts with a header of log ``log_number``."""
+    own = log_number.to_bytes(4, "little")
+    for start in range((pos // BLOCK + 1) * BLOCK, len(data) - _RECYCLED.size + 1, BLOCK):
+        if data[start + 6] in _RECYCLED_TYPES and data[start + 7 : start + 11] == own:
+            return True
+    return False
+
+
+def log_number(path: str) -> int | None:
+    """The number of the write-ahead log ``path`` (``NNNNNN.log``); None: not one."""
+    name = os.path.basename(path)
+    return int(name[:-4]) if name.endswith(".log") and name[:-4].isdigit() else None
 
 
 def first_bad_header(path: str) -> int | None:
     """The offset of the first record header of the log-format file ``path`` that RocksDB's
     reader must not be given (an unknown type, a length past its block), or None."""
     with open(path, "rb") as f:
-        return walk(f.read()).bad_header
+        return walk(f.read(), log_number(path)).bad_header
 
 
 # -- the manifest ------------------------------------------------------------------------------------

@@ -610,12 +610,14 @@ def _open_in_a_child(tmp_path, d, repair: bool, says: str) -> list[str]:
 
 
 def _flip_a_record_type(path, record: int) -> None:
-    """Make the type byte of the ``record``-th record of a log-format file say "recycled"."""
+    """Make the type byte of the ``record``-th record of a log-format file say "recycled"
+    (in a recycled log, which has 11-byte headers of types 5 to 8: "not recycled")."""
     data = bytearray(path.read_bytes())
+    recycled = data[6] in (5, 6, 7, 8)
     pos = 0
     for _ in range(record):
-        pos += 7 + int.from_bytes(data[pos + 4 : pos + 6], "little")
-    data[pos + 6] = 5
+        pos += (11 if recycled else 7) + int.from_bytes(data[pos + 4 : pos + 6], "little")
+    data[pos + 6] = 1 if recycled else 5
     path.write_bytes(bytes(data))
 
 
@@ -965,6 +967,15 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+def _lose_table_file(d, number: int) -> None:
+    """Delete the table file ``number`` of ``d``, and with it every write-ahead log but the
+    newest: RocksDB keeps the files of the logs it flushed to write new logs over (recycled,
+    issue 31), and a repair would take the writes of the table file back from them."""
+    (d / f"{number:06d}.sst").unlink()
+    for log in sorted(d.glob("*.log"))[:-1]:
+        log.unlink()
+
+
 def test_a_table_file_of_removals_set_aside_brings_no_consumed_message_back(tmp_path):
     """Issue 24 item 4: a killed store whose table file of removals was lost (a repair set
     it aside, or a cut manifest let RocksDB delete it) delivered the messages consumed since
@@ -978,7 +989,7 @@ def test_a_table_file_of_removals_set_aside_brings_no_consumed_message_back(tmp_
     assert out.returncode == -9
     m = read_manifest(str(d))
     messages = next(cf for cf, name in m.families.items() if name == "messages")
-    (d / f"{max(m.tables[messages]):06d}.sst").unlink()  # the newest: the removals
+    _lose_table_file(d, max(m.tables[messages]))  # the newest: the removals
     with pytest.raises(MQError):
         QueueManager.open(d, sweeping=SweeperSettings(run=False))
     with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
@@ -1168,7 +1179,7 @@ def test_a_message_whose_sweep_delete_damage_took_stays_in_its_blob_in_fifo_orde
         qm.blob_store().flush()  # the link's deletes (and the later puts) in a second table file
     m = read_manifest(str(d))
     messages = next(cf for cf, name in m.families.items() if name == "messages")
-    (d / f"{max(m.tables[messages]):06d}.sst").unlink()
+    _lose_table_file(d, max(m.tables[messages]))
     with pytest.raises(MQError):
         QueueManager.open(d, sweeping=SweeperSettings(run=False))
     with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
@@ -1337,3 +1348,53 @@ def test_a_closed_database_kept_by_cyclic_garbage_does_not_refuse_the_next_open(
         gc.enable()
     assert again[b"k"] == b"v"
     again.close()
+
+
+def _recycled_log(number: int, sizes: list[int]) -> tuple[bytearray, list[int]]:
+    """The bytes of a write-ahead log written to be recycled as RocksDB writes one (11-byte
+    headers; a record cut into fragments across blocks; RocksDB's crc, which sweepq does not
+    read, left zero), and the offset of each header."""
+    from sweepq.blobstore.rocksfiles import BLOCK
+
+    data, at = bytearray(), []
+    for i, size in enumerate(sizes):
+        body, first = bytes([i % 251 + 1]) * size, True
+        while True:
+            left = BLOCK - len(data) % BLOCK
+            if left < 11:
+                data += bytes(left)  # padding
+                continue
+            part, body = body[: left - 11], body[left - 11 :]
+            kind = (5 if not body else 6) if first else (8 if not body else 7)
+            at.append(len(data))
+            data += (0).to_bytes(4, "little") + len(part).to_bytes(2, "little") + bytes([kind])
+            data += number.to_bytes(4, "little") + part
+            first = False
+            if not body:
+                break
+    return data, at
+
+
+def test_a_recycled_log_ends_where_the_older_logs_records_begin_and_its_own_damaged_header_is_damage():
+    """Issue 31: a new log written over an older one's file. The older log's records (another
+    number, across the new ones' boundaries) are the end; a header of the log's own that
+    damage took is damage when a later block starts with one of its own headers, and cannot
+    be told from the end in the last block (the open keeps such a log in lost/ when writes
+    are known to be missing: blobstore/files.py mend_logs)."""
+    from sweepq.blobstore.rocksfiles import BLOCK, walk
+
+    old, _ = _recycled_log(8, [700 + i for i in range(120)])
+    new, at = _recycled_log(12, [300 + 3 * i for i in range(150)])
+    data = new + old[len(new) :]
+    w = walk(bytes(data), 12)
+    assert (len(w.records), w.end, w.bad_header, w.whole) == (150, len(new), None, True)
+    assert walk(bytes(new), 12).end is None  # a log of a new file ends with the file
+    first_block = next(a for a in at if a > 100)
+    damaged = bytearray(data)
+    damaged[first_block + 8] ^= 0x01  # the number in a header of the first block
+    w = walk(bytes(damaged), 12)
+    assert w.bad_header == first_block and w.end is None
+    last_block = next(a for a in at if a > (len(new) // BLOCK) * BLOCK)
+    damaged = bytearray(data)
+    damaged[last_block + 8] ^= 0x01
+    assert walk(bytes(damaged), 12).end == last_block

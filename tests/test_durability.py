@@ -641,3 +641,69 @@ def test_a_plain_kill_after_gets_reports_no_message_lost(tmp_path):
     with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
         assert [m for m, _, _ in contents(qm)] == [b"m%d" % i for i in range(3, 10)]
+
+
+# -- recycled write-ahead logs (issue 31) ---------------------------------------------------------
+
+
+def test_the_write_ahead_log_is_written_over_an_old_logs_file_after_flushes(tmp_path):
+    """RocksDB writes a new log over the file of one it flushed (recycle_log_file_num): the
+    inode of an earlier log comes back under a newer log's name, so syncing it changes no
+    file's size."""
+    d = str(tmp_path)
+    kv = RocksKV(d, sync=True)
+    seen: dict[int, str] = {}
+    reused = []
+    try:
+        for r in range(5):
+            for i in range(100):
+                kv.write([("messages", b"k%d-%03d" % (r, i), os.urandom(500 + i))])
+            for name in sorted(n for n in os.listdir(d) if n.endswith(".log")):
+                ino = os.stat(os.path.join(d, name)).st_ino
+                if seen.setdefault(ino, name) != name:
+                    reused.append((seen[ino], name))
+            kv.flush()
+    finally:
+        kv.close()
+    assert reused, "no log file was written over"
+
+
+_KILLED_IN_A_RECYCLED_LOG = """
+import os, sys
+from sweepq.engine import DurabilitySettings, QueueManager, OO, Persistence, SweeperSettings
+qm = QueueManager.open(sys.argv[1], sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="commit"))
+qm.define_queue("Q", default_persistence=Persistence.PERSISTENT)
+h = qm.connect().open("Q", OO.OUTPUT)
+i = 0
+while True:
+    h.put(b"m%05d" % i + b"x" * (i * 37 % 900))  # sizes that vary: the older log's records lie across the new ones'
+    print(i, flush=True)
+    i += 1
+    if i % 150 == 0:
+        qm.blob_store().flush()  # a new log, written over the file of an older one after the first two
+"""
+
+
+def test_a_store_killed_mid_puts_in_a_recycled_log_reopens_with_every_put_that_returned(tmp_path):
+    """kill -9 while putting under sync="commit", the log in use written over an older one's
+    file: the open cuts the older log's records off (RocksDB's strict replay would call them
+    damage), says nothing is damaged, and every put that returned is there, in order."""
+    import signal
+    import subprocess
+    import sys
+
+    d = tmp_path / "d"
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_IN_A_RECYCLED_LOG, str(d)], stdout=subprocess.PIPE)
+    assert child.stdout is not None
+    returned = -1
+    for line in child.stdout:
+        returned = int(line)
+        if returned >= 700:
+            break
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
+        said = qm.recovery.damaged
+        got = [data for data, _, _ in contents(qm)]
+    assert not said, said
+    assert len(got) > returned and got == [b"m%05d" % i + b"x" * (i * 37 % 900) for i in range(len(got))]
