@@ -83,7 +83,7 @@ from .kv import (
     Listener,
     Op,
 )
-from .rocksfiles import first_bad_header
+from .rocksfiles import first_bad_header, numbered, walk
 
 # The store options that are RocksDB's (the rest are the blob store's own).
 ROCKSDB_OPTIONS = frozenset({"write_buffer_bytes", "block_cache_bytes"})
@@ -327,9 +327,14 @@ class RocksKV:
 
         The strict open is closed again and the store opened point in time, its log replayed
         once more (empty by then: the strict open flushed it): RocksDB recycles no log file
-        in a session opened in absolute consistency (issue 31). What a recycled log holds
-        past its own records (its file's older log) was cut off before (``mend_logs``)."""
+        in a session opened in absolute consistency (issue 31). Logs that hold no write (a
+        store closed, not killed) have nothing to replay strictly: then the store is opened
+        point in time at once. What a recycled log holds past its own records (its file's
+        older log) was cut off before (``mend_logs``)."""
         access = AccessType.read_write()
+        if self._wal and not _logs_hold_writes(self.path):
+            opts.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
+            return unheld(lambda: Rdict(self.path, options=opts, column_families=cf_opts, access_type=access))
         opts.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
         try:
             strict = unheld(lambda: Rdict(self.path, options=opts, column_families=cf_opts, access_type=access))
@@ -877,6 +882,16 @@ def _overlaps(lo: bytes, hi: bytes, prefix: bytes) -> bool:
     """Whether the gap between keys ``lo`` and ``hi`` (b"": the end) may hold keys under ``prefix``."""
     upper = _successor(prefix)
     return (upper is None or lo < upper) and (not hi or hi > prefix)
+
+
+def _logs_hold_writes(path: str) -> bool:
+    """Whether a write-ahead log of ``path`` holds a record, or bytes that are not one."""
+    for number, name in numbered(path, ".log").items():
+        with open(os.path.join(path, name), "rb") as f:
+            w = walk(f.read(), number)
+        if w.records or not w.whole or w.bad_header is not None:
+            return True
+    return False
 
 
 def _is_db(path: str) -> bool:
