@@ -89,7 +89,12 @@ from .rocksfiles import first_bad_header, numbered, walk
 ROCKSDB_OPTIONS = frozenset({"write_buffer_bytes", "block_cache_bytes"})
 RETRY_SECONDS = 0.2  # a broken database is reopened at most this often while reopening fails
 _COPY_BATCH = 512  # records per write while a family is copied into its new generation
-RECYCLED_LOGS = 4  # old write-ahead log files kept to write new logs over
+# Old write-ahead log files kept to write new logs over (0: none, RocksDB's default). Off:
+# the files kept hold their logs' writes, which RocksDB's repair takes back into the store
+# (it reads every log), so a message consumed long ago can come back when the table file of
+# its removal is damaged (the damage fuzz, seed 777: one consumed message back). The rest of
+# recycling works (the open below, blobstore/rocksfiles.py): see docs/durable-bench.md.
+RECYCLED_LOGS = 0
 
 
 def _db_options(
@@ -119,13 +124,13 @@ def _db_options(
     # A torn last write of the log (a crash mid-write, or a truncated file) is dropped and
     # the store opens at the last whole write, instead of refusing to open.
     db.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
-    if wal:
+    if wal and RECYCLED_LOGS:
         # A new log is written over an old one's file in place, so that syncing it does not
         # change the file's size and commit the filesystem's journal too (issue 31: a synced
         # put 1.3x the fsync floor instead of 0.85x). RocksDB recycles only in point-in-time
         # recovery mode (see _open_checking_the_log), and only logs of the same open.
         db.set_recycle_log_file_num(RECYCLED_LOGS)
-    else:
+    if not wal:
         db.set_atomic_flush(True)
 
     def family(name: str) -> Options:
@@ -325,14 +330,16 @@ class RocksKV:
         the writes after it cannot be trusted and are dropped, as RocksDB's point-in-time
         recovery does, and the damage log says so for the open's report.
 
-        The strict open is closed again and the store opened point in time, its log replayed
+        When logs are recycled (:data:`RECYCLED_LOGS`, off for now), the strict open is
+        closed again and the store opened point in time, its log replayed
         once more (empty by then: the strict open flushed it): RocksDB recycles no log file
         in a session opened in absolute consistency (issue 31). Logs that hold no write (a
         store closed, not killed) have nothing to replay strictly: then the store is opened
         point in time at once. What a recycled log holds past its own records (its file's
         older log) was cut off before (``mend_logs``)."""
         access = AccessType.read_write()
-        if self._wal and not _logs_hold_writes(self.path):
+        recycling = self._wal and RECYCLED_LOGS > 0
+        if recycling and not _logs_hold_writes(self.path):
             opts.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
             return unheld(lambda: Rdict(self.path, options=opts, column_families=cf_opts, access_type=access))
         opts.set_wal_recovery_mode(DBRecoveryMode.absolute_consistency())
@@ -343,9 +350,9 @@ class RocksKV:
                 raise
             first = e
         else:
+            if not recycling:
+                return strict
             opts.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
-            if not self._wal:
-                return strict  # no log to recycle
             strict.close()
             del strict  # RocksDB's lock goes with the object (unheld collects what keeps it)
             return unheld(lambda: Rdict(self.path, options=opts, column_families=cf_opts, access_type=access))

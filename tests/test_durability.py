@@ -646,7 +646,15 @@ def test_a_plain_kill_after_gets_reports_no_message_lost(tmp_path):
 # -- recycled write-ahead logs (issue 31) ---------------------------------------------------------
 
 
-def test_the_write_ahead_log_is_written_over_an_old_logs_file_after_flushes(tmp_path):
+@pytest.fixture
+def recycled(monkeypatch):
+    """Write-ahead logs recycled (blobstore/rocks.py RECYCLED_LOGS, off by default)."""
+    import sweepq.blobstore.rocks as rocks
+
+    monkeypatch.setattr(rocks, "RECYCLED_LOGS", 4)
+
+
+def test_the_write_ahead_log_is_written_over_an_old_logs_file_after_flushes(tmp_path, recycled):
     """RocksDB writes a new log over the file of one it flushed (recycle_log_file_num): the
     inode of an earlier log comes back under a newer log's name, so syncing it changes no
     file's size."""
@@ -671,6 +679,8 @@ def test_the_write_ahead_log_is_written_over_an_old_logs_file_after_flushes(tmp_
 _KILLED_IN_A_RECYCLED_LOG = """
 import os, sys
 from sweepq.engine import DurabilitySettings, QueueManager, OO, Persistence, SweeperSettings
+import sweepq.blobstore.rocks
+sweepq.blobstore.rocks.RECYCLED_LOGS = 4
 qm = QueueManager.open(sys.argv[1], sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="commit"))
 qm.define_queue("Q", default_persistence=Persistence.PERSISTENT)
 h = qm.connect().open("Q", OO.OUTPUT)
@@ -684,7 +694,7 @@ while True:
 """
 
 
-def test_a_store_killed_mid_puts_in_a_recycled_log_reopens_with_every_put_that_returned(tmp_path):
+def test_a_store_killed_mid_puts_in_a_recycled_log_reopens_with_every_put_that_returned(tmp_path, recycled):
     """kill -9 while putting under sync="commit", the log in use written over an older one's
     file: the open cuts the older log's records off (RocksDB's strict replay would call them
     damage), says nothing is damaged, and every put that returned is there, in order."""
