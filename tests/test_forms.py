@@ -1,5 +1,5 @@
-"""The engine's two forms (engine/compiled.py): the compiled one runs here, is built from the
-sources as they are, and the interpreted one passes the model-based tests as well."""
+"""The two forms of the compiled modules (forms.py): the compiled one runs here, is built from
+the sources as they are, and the interpreted one passes the model-based tests as well."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sweepq.engine import compiled
+from sweepq import forms
 
 ROOT = Path(__file__).resolve().parent.parent
 # The hypothesis state machines: the engine against a reference model, browse against one,
@@ -19,14 +19,14 @@ MACHINES = ["tests/test_model.py", "tests/test_model_browse.py", "tests/test_lan
 def test_the_compiled_form_runs_and_is_built_from_these_sources():
     """The README's install builds the compiled modules (a C compiler is there); a source
     changed since the build would leave its old code running."""
-    assert compiled.running(), "the engine runs interpreted: install with a C compiler (pip install -e .)"
-    assert compiled.stale() == [], "compiled modules older than their source: run pip install -e . again"
+    assert forms.running(), "the engine runs interpreted: install with a C compiler (pip install -e .)"
+    assert forms.stale() == [], "compiled modules older than their source: run pip install -e . again"
 
 
 def test_the_interpreted_form_passes_the_model_tests_too():
     """The same sources, interpreted (SWEEPQ_PURE=1), against the same models: both forms must
     agree with them, step by step."""
-    _interpreted("from sweepq.engine import compiled; assert not compiled.running()", MACHINES, SWEEPQ_CHECKS="1")
+    _interpreted("from sweepq import forms; assert not forms.running()", MACHINES, SWEEPQ_CHECKS="1")
 
 
 def test_the_interpreted_form_without_checks_puts_gets_and_waits_on_its_direct_lock():
@@ -72,10 +72,10 @@ SERVED = [
 
 
 def test_every_listed_module_runs_compiled():
-    """Each module engine/compiled.py lists, the server's too, runs in its compiled form."""
+    """Each module forms.py lists, the server's and the blob store's too, runs in its compiled form."""
     import importlib
 
-    interpreted = [n for n in compiled.MODULES if importlib.import_module(n).__file__.endswith(".py")]
+    interpreted = [n for n in forms.MODULES if importlib.import_module(n).__file__.endswith(".py")]
     assert interpreted == []
 
 
