@@ -83,11 +83,40 @@ def test_the_interpreted_form_serves_the_same_frames_and_calls():
     _interpreted("import sweepq.net.session as s; assert s.__file__.endswith('.py')", SERVED)
 
 
+# The blob store's write of a durable put or get (forms.py: its hot halves, C types under the
+# normal classes the tests patch): imported from the blob store itself, with no engine.
+BLOBSTORE = [name for name in forms.MODULES if name.startswith("sweepq.blobstore.")]
+
+
 def test_the_interpreted_form_journals_the_same_durable_writes():
-    """engine/durable/journal.py is compiled (issue 31: every durable put and get passes it):
-    the durability and group-commit tests hold its interpreted form to the same answers."""
-    probe = "import sweepq.engine.durable.journal as j; assert j.__file__.endswith('.py')"
-    _interpreted(probe, ["tests/test_durability.py", "tests/test_group_commit.py"])
+    """engine/durable/journal.py and the blob store's write path are compiled (issue 31: every
+    durable put and get passes them): the durability, group-commit, store and gate tests hold
+    their interpreted form to the same answers."""
+    assert BLOBSTORE, "forms.py lists no module of the blob store"
+    probe = (
+        f"import importlib, sys; files = [importlib.import_module(n).__file__ for n in {BLOBSTORE!r}];"
+        "assert all(f.endswith('.py') for f in files), files;"
+        "assert not [m for m in sys.modules if m.startswith('sweepq.engine')];"
+        "import sweepq.engine.durable.journal as j; assert j.__file__.endswith('.py')"
+    )
+    tests = ["tests/test_durability.py", "tests/test_group_commit.py", "tests/test_blobstore.py"]
+    _interpreted(probe, [*tests, "tests/test_rocks_gate.py"])
+
+
+def test_a_process_that_imports_the_blob_store_first_has_its_form_decided():
+    """forms.py is the top package's, not the engine's: a process that imports the blob store
+    alone (its own tests, the kv floor of bench/instructions.py) has the finders that decide
+    the form of every compiled module (``SWEEPQ_PURE=1``) and check the build installed
+    without importing the engine, so no compiled module of blobstore/ escapes them (issue 31)."""
+    probe = (
+        "import sys; import sweepq.blobstore.rocks; from sweepq import forms;"
+        "assert not [m for m in sys.modules if m.startswith('sweepq.engine')];"
+        "print(forms._Interpreted in sys.meta_path, forms._FirstUse in sys.meta_path)"
+    )
+    for pure, says in (("1", ["True", "True"]), ("0", ["False", "True"])):
+        env = {**os.environ, "SWEEPQ_PURE": pure}
+        out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.split() == says, out.stdout + out.stderr[-2000:]
 
 
 def test_each_declaration_of_a_pxd_has_its_own_locals():
