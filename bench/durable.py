@@ -82,6 +82,15 @@ def open_sweepq(path: str, sync: str) -> Opened:
     return Opened(h.put, lambda: get().data, qm.close, (lambda: group.syncs) if group else None)
 
 
+def open_queue_path(path: str) -> Opened:
+    """``sweepq.Queue(path=, sync="os")``, the ``queue.Queue``-style door on the same durable
+    put and get (bench/queues.py times it; bench/instructions.py counts it)."""
+    from sweepq import Queue
+
+    q: Queue[bytes] = Queue(path=path, sync="os")
+    return Opened(q.put, q.get_nowait, q.close)
+
+
 def _sqlite_queue(path: str, synchronous: str | None) -> Opened:
     import persistqueue
 

@@ -33,7 +33,12 @@ Scenarios, each beside its baseline in the same run:
   the same floor;
 * ``durable os sqlite``: the ``durable os`` pair beside persist-queue's ``SQLiteQueue`` with
   ``PRAGMA synchronous=OFF`` (the peer of docs/durable-bench.md's crash-safe goal). Only the
-  main thread counts: RocksDB's own threads (flushes, compactions) do not.
+  main thread counts: RocksDB's own threads (flushes, compactions) do not;
+* ``durable Queue``: ``sweepq.Queue(path=, sync="os")`` put and get of 1 KiB bytes (the
+  default serializer), beside the ``durable os`` pair of the queue manager under it, so the
+  ratio is the share of the pair the ``queue.Queue``-style layer leaves to the engine;
+* ``durable Queue sqlite``: the same ``Queue(path=)`` pair beside SQLiteQueue OFF (issue 31's
+  5 x for ``Queue(path=)``).
 
 ``--cache-sim`` also counts level-1 instruction cache misses per operation (callgrind's
 ``--cache-sim=yes``, its simulated I1 cache, the machine's size when valgrind can read it): a
@@ -70,6 +75,7 @@ if which.startswith("durable "):  # persistent 1 KiB messages on a data director
         "durable store write+remove": durable._store_alone,
         "durable kv floor put+delete": durable._kv_alone,
         "durable SQLiteQueue OFF put+get": lambda p: durable._sqlite_queue(p, "OFF"),
+        "durable sweepq.Queue path os put+get": durable.open_queue_path,
     }[which](os.path.join(os.getcwd(), "data"))
     put, get = opened.put, opened.get
 elif which.startswith(("asyncio.Queue", "sweepq.AsyncQueue")):
@@ -138,6 +144,8 @@ SCENARIOS = {
     "durable os": ("durable sweepq os put+get", "durable kv floor put+delete"),
     "durable store": ("durable store write+remove", "durable kv floor put+delete"),
     "durable os sqlite": ("durable sweepq os put+get", "durable SQLiteQueue OFF put+get"),
+    "durable Queue": ("durable sweepq.Queue path os put+get", "durable sweepq os put+get"),
+    "durable Queue sqlite": ("durable sweepq.Queue path os put+get", "durable SQLiteQueue OFF put+get"),
 }
 
 

@@ -47,9 +47,17 @@ class ChangeLog(_Writer):
         self._lock = lock
         self._chains = chains
         self._bytes = 0  # appended since the log started
+        self._dropped: set[bytes] = set()  # prefixes dropped since the checkpoint (changes.start)
+
+    def go_on_from(self, logged: changes.Changes) -> None:
+        """Carry what the log read at open dropped since the checkpoint into the logs it
+        starts without one (continued): recovery must know a queue deleted since."""
+        self._dropped |= logged.dropped
 
     def note(self, horizon: int, *puts_and_deletes, **operations) -> None:
         """Add a write that returned (``changes.write``'s operations)."""
+        if operations.get("dropped") is not None:
+            self._dropped.add(operations["dropped"])
         self.append(changes.write(horizon, *puts_and_deletes, **operations))
 
     def append(self, rec: bytes) -> None:
@@ -78,8 +86,10 @@ class ChangeLog(_Writer):
         with contextlib.suppress(KVError):
             with self._lock:
                 self._start(continued=False)
+                self._dropped.clear()  # the checkpoint lists no queue deleted before it
             self._bytes = 0
 
     def _start(self, continued: bool) -> None:
         kv = self._access.kv()
-        kv.start_log(changes.NAME, changes.start(self._wal, kv.files(), self._chains(), continued=continued))
+        dropped = self._dropped if continued else ()
+        kv.start_log(changes.NAME, changes.start(self._wal, kv.files(), self._chains(), continued, dropped))

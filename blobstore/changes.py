@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 NAME = "changes"
@@ -52,11 +52,16 @@ _MARK = struct.Struct("<QIB")  # blob id, position, has a value
 _WRITE_OP = struct.Struct("<cQcH")  # "W", the horizon, then one operation's kind and key length
 
 
-def start(wal: bool, files: dict, chains: dict[bytes, list[int]], continued: bool = False) -> bytes:
+def start(
+    wal: bool, files: dict, chains: dict[bytes, list[int]], continued: bool = False, dropped: Iterable[bytes] = ()
+) -> bytes:
     """The record a log starts with: ``files``, the key-value store's (KV.files); ``chains``,
     every chain's blob ids; ``continued``: it goes on from a log that grew too long, not from
-    a checkpoint."""
+    a checkpoint, and ``dropped`` are the prefixes the logs before it dropped since the
+    checkpoint (``X``: a queue deleted, which recovery must still know)."""
     head = {"wal": wal, "continued": continued, "files": files, "chains": {k.hex(): v for k, v in chains.items()}}
+    if dropped:
+        head["dropped"] = sorted(p.hex() for p in dropped)
     return b"H" + json.dumps(head).encode()
 
 
@@ -177,6 +182,7 @@ class Changes:
     moved: dict[bytes, tuple[int, ...]] = field(default_factory=dict)  # key -> the blobs one of which took it
     unlinked: set[int] = field(default_factory=set)  # blobs deleted
     removed: set[bytes] = field(default_factory=set)  # last deleted for good
+    dropped: set[bytes] = field(default_factory=set)  # prefixes whose every record was deleted (X)
     marks: dict[tuple[int, int], bytes | None] = field(default_factory=dict)
     horizon: int = 0
     problem: str | None = None  # why the log could not be read to its end
@@ -211,6 +217,7 @@ def _apply(out: Changes, rec: bytes) -> None:
         )
         chains = head.get("chains")
         out.chains = {bytes.fromhex(k): list(v) for k, v in chains.items()} if chains is not None else None
+        out.dropped = {bytes.fromhex(p) for p in head.get("dropped", ())}
         return
     if kind != b"W":
         raise ValueError(f"kind {kind!r}")
@@ -249,6 +256,7 @@ def _apply(out: Changes, rec: bytes) -> None:
             out.moved[key] = struct.unpack_from(f"<{count}Q", rec, pos + 2)
             pos += 2 + 8 * count
         elif op == b"X":
+            out.dropped.add(key)
             for k in [k for k in out.written if k.startswith(key)]:
                 del out.written[k]
                 out.moved.pop(k, None)

@@ -109,7 +109,8 @@ class Since:
     ``written``: keys whose record was written and not removed since, each with the first
     bytes of its record (to name it if damage took it); ``moved``: of those, the ones a link
     moved into a blob, with the blobs that link wrote (one of them holds it); ``unlinked``:
-    blobs deleted; ``removed``: keys whose last change was a delete for good; ``marks``: the
+    blobs deleted; ``removed``: keys whose last change was a delete for good; ``dropped``:
+    key prefixes every record under which was deleted at once (a queue deleted); ``marks``: the
     last value written (None: cleared) of each mark (blob id, position). ``lost_writes``:
     the store found, at open, that writes it had made are lost (a log cut or gone, a table
     file set aside, a damaged family rebuilt): a record that is missing may be one of them.
@@ -122,6 +123,7 @@ class Since:
     marks: dict[tuple[int, int], bytes | None] = field(default_factory=dict)
     lost_writes: bool = False
     complete: bool = False
+    dropped: frozenset[bytes] = frozenset()
 
 
 class Capability(enum.Flag):

@@ -171,6 +171,7 @@ class BlobStore:
         try:
             opened_at = kv.horizon()  # before any write of this store's
             logged = changes.replay(*kv.read_log(changes.NAME))
+            self._log.go_on_from(logged)
             self._load(read_only, clear, wal, logged.chains)
             self._since = self._changes_since_checkpoint(logged, opened_at)
         except BaseException:
@@ -316,7 +317,16 @@ class BlobStore:
                 f"the change log is damaged ({ch.problem}); what it held after the damage is unknown"
             )
         complete = not ch.continued and ch.problem is None
-        return Since(ch.written, ch.moved, frozenset(ch.unlinked), frozenset(ch.removed), ch.marks, lost, complete)
+        return Since(
+            written=ch.written,
+            moved=ch.moved,
+            unlinked=frozenset(ch.unlinked),
+            removed=frozenset(ch.removed),
+            marks=ch.marks,
+            lost_writes=lost,
+            complete=complete,
+            dropped=frozenset(ch.dropped),
+        )
 
     def _restore(self, families: list[str]) -> None:
         """After the key-value layer rebuilt damaged families: write again what this store
@@ -678,15 +688,9 @@ class BlobStore:
                 ops += [(CF_MESSAGES, k, None) for k, _v in self._access.items(CF_MESSAGES, drop_messages)]
             dropped: list[int] = []
             for chain_name in drop_chains:
-                ids = self._chains.get(chain_name)
-                ops.append(chain_record(chain_name, ()))
-                for b in ids:
-                    ops += self._delete_blob_ops(b)
-                dropped += ids
+                dropped += self._drop_chain_ops(chain_name, ops)
             horizon = self._access.write(ops)
-            self._forget_blobs(dropped)
-            for chain_name in drop_chains:
-                self._chains.set(chain_name, ())
+            self._dropped(drop_chains, dropped)
         if drop_messages is not None or drop_chains:
             self._log.note(
                 horizon, dropped=drop_messages, unlinked=dropped, chains=[(c, "drop", ()) for c in drop_chains]
@@ -702,14 +706,36 @@ class BlobStore:
 
         :raises StoreError: nothing changed."""
         with self._lock:
-            ids = self._chains.get(chain)
-            ops: list[Op] = [chain_record(chain, ())]
-            for b in ids:
-                ops += self._delete_blob_ops(b)
+            ops: list[Op] = []
+            ids = self._drop_chain_ops(chain, ops)
             horizon = self._access.write(ops)
-            self._forget_blobs(ids)
-            self._chains.set(chain, ())
+            self._dropped([chain], ids)
         self._log.note(horizon, unlinked=ids, chains=[(chain, "drop", ())])
+
+    def _drop_chain_ops(self, chain: bytes, ops: list[Op]) -> list[int]:
+        """Add to ``ops`` the writes that drop ``chain`` with its blobs and with the blobs a
+        get detached from it as damaged (and their marks): a deleted queue's messages are not
+        lost, and the next open must not name them so (:meth:`detached`). The blob ids they
+        delete. Called with ``_lock`` held."""
+        detached = [
+            _U64.unpack(k[len(DETACHED) :])[0]
+            for k, owner in self._access.proven(CF_QUARANTINE, DETACHED)
+            if owner == chain
+        ]
+        ids = [*self._chains.get(chain), *detached]
+        ops.append(chain_record(chain, ()))
+        for b in ids:
+            ops += self._delete_blob_ops(b)
+        ops += [(CF_QUARANTINE, DETACHED + _U64.pack(b), None) for b in detached]
+        return ids
+
+    def _dropped(self, chains: Sequence[bytes], blob_ids: Sequence[int]) -> None:
+        """The bookkeeping of a write of :meth:`_drop_chain_ops` that succeeded."""
+        self._forget_blobs(blob_ids)
+        gone = set(blob_ids)
+        self._detached = [b for b in self._detached if b not in gone]
+        for name in chains:
+            self._chains.set(name, ())
 
     def _delete_blob_ops(self, blob_id: int) -> list[Op]:
         """The writes that delete a blob, its marks, and its dictionary if it was the last

@@ -569,6 +569,42 @@ def test_detached(kind, tmp_path):
         s.close()
 
 
+@pytest.mark.parametrize("how", ["drop_chain", "put_object"])
+@pytest.mark.parametrize("kind", ["rocksdb", "memory"])
+def test_a_dropped_chain_takes_its_detached_blobs(kind, how, tmp_path):
+    """A queue deleted with purge drops its chains with their blobs: the blobs a get detached
+    from them as damaged go too, with their marks, so that the next open names nothing of a
+    queue that was deleted (it would report their messages lost); another chain's stay."""
+    kv = MemoryKV()
+
+    def reopen(old=None):
+        if kind == "memory":
+            return MemoryStore(kv=kv, **BOUNDS)
+        if old is not None:
+            old.close()
+        return BlobStore(tmp_path / "s", **BOUNDS)
+
+    s = reopen()
+    a, b = (i.blob_id for i in write(s, b"Q/0", recs(100), ids(100)))
+    c = write(s, b"R/0", recs(50), ids(50))[0].blob_id
+    s.link(b"Q/0", [a, b], at_head=False)
+    s.link(b"R/0", [c], at_head=False)
+    s.detach(b"Q/0", a)
+    s.detach(b"R/0", c)
+    if how == "drop_chain":
+        s.drop_chain(b"Q/0")
+    else:
+        s.put_object(b"Q", None, drop_messages=b"Q\0", drop_chains=[b"Q/0"])
+    with pytest.raises(BlobCorruptError):
+        s.read(a)  # gone now, not at the next open
+    s = reopen(s)
+    assert s.detached() == [c] and s.chains().get(b"Q/0", []) == []
+    with pytest.raises(BlobCorruptError):
+        s.read(a)
+    if kind == "rocksdb":
+        s.close()
+
+
 def test_checkpoint(store):
     assert store.checkpoint() is None
 

@@ -321,6 +321,9 @@ try:
 except MQError as e:
     assert e.reason == Reason.OBJECT_DAMAGED
     print(" ".join(i.hex() for i in e.msg_ids), flush=True)
+if sys.argv[4:] == ["delete"]:  # the queue deleted with what it held, the detached blob too
+    h.close()
+    qm.delete_queue("Q", purge=True)
 if end == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
 qm.close()
@@ -360,6 +363,33 @@ def test_b3_a_blob_found_damaged_while_open_is_reported_again_by_the_next_open(t
         assert qm.blob_store().pending() == []  # named, then deleted
     with QueueManager.open(d, clock=ManualClock(), **settings) as qm:
         assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
+
+
+@pytest.mark.parametrize("end", ["close", "kill"])
+def test_b3_a_queue_deleted_after_its_blob_was_found_damaged_is_not_reported_by_the_next_open(tmp_path, end):
+    """The same blob found damaged while open (2101 named its messages), then the queue
+    deleted with purge: the detached blob went with the queue's chains, so the next open
+    names no message of a queue that no longer exists, after a close or a kill."""
+    d = tmp_path / "d"
+    opts = {"max_blob_records": 10}
+    settings = {"sweeping": SweeperSettings(run=False), "durability": DurabilitySettings(store_options=opts)}
+    with QueueManager.open(d, clock=ManualClock(), **settings) as qm:
+        qm.define_queue("Q", default_persistence=P)
+        h = qm.connect().open("Q", IO)
+        for i in range(40):
+            h.put(b"%02d" % i)
+        qm.sweeper.run_once()
+        damaged = qm.blob_store().chain(b"Q/0")[1]
+    out = subprocess.run(
+        [sys.executable, "-c", _A_BLOB_DAMAGED_WHILE_OPEN, str(d), str(damaged), end, "delete"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert out.returncode == (-9 if end == "kill" else 0), out.stderr.decode()[-2000:]
+    assert len(out.stdout.split()) == 10  # the 2101 named the blob's messages
+    with QueueManager.open(d, clock=ManualClock(), **settings) as qm:
+        assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
+        assert qm.recovery.queues == 0 and qm.blob_store().pending() == []
 
 
 # -- B4 -----------------------------------------------------------------------------------------
@@ -1309,6 +1339,34 @@ def test_an_open_that_failed_mid_scan_leaves_the_directory_free_inside_its_excep
             got, errors = drain(qm)
     assert (got, errors) == ([body(i) for i in range(5)], [])
     assert len(ids) == 5
+
+
+def test_a_closed_database_kept_by_cyclic_garbage_does_not_refuse_a_repair(tmp_path):
+    """The same garbage before ``repair=True``'s own opens (blobstore/repairing.py: the
+    flush through the manifest, RocksDB's repair, the families made again): each goes
+    through ``unheld``, so the repair runs and every message comes back."""
+    import gc
+
+    from sweepq.blobstore.repairing import repair
+
+    d = tmp_path / "qm"
+    persistent_queue(d, [body(i) for i in range(5)])
+    gc.disable()
+    try:
+        families = {n: Options(raw_mode=True) for n in Rdict.list_cf(str(d), Options(raw_mode=True)) if n != "default"}
+        db = Rdict(str(d), options=Options(raw_mode=True), column_families=families)
+        it = db.iter()
+        it.seek_to_first()
+        cycle: list[object] = [it]
+        cycle.append(cycle)
+        db.close()
+        del db, it, cycle
+        assert repair(str(d)) == []
+    finally:
+        gc.enable()
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
+        got, errors = drain(qm)
+    assert (got, errors) == ([body(i) for i in range(5)], [])
 
 
 def test_a_closed_database_kept_by_cyclic_garbage_does_not_refuse_the_next_open(tmp_path):

@@ -621,6 +621,47 @@ _GETS_THEN_KILLED = (
 )
 
 
+_DELETE_THEN_KILLED = (
+    "import os, signal, sys\n"
+    "from sweepq.engine import QueueManager, SweeperSettings\n"
+    "qm = QueueManager.open(sys.argv[1], sweeping=SweeperSettings(run=False))\n"
+    "qm.delete_queue('Q', purge=True)\n"
+    "os.kill(os.getpid(), signal.SIGKILL)\n"
+)
+
+
+@pytest.mark.parametrize("swept", [False, True])
+def test_a_plain_kill_after_a_queue_was_deleted_brings_nothing_back(tmp_path, swept):
+    """DELETE QLOCAL with purge, then kill -9 before any checkpoint: the checkpoint of the
+    last close still lists the queue's messages, and the next open took the queue for one
+    whose definition damage had taken: it defined it again and reported damage. The change
+    log says the queue's records were deleted with it: nothing is reported, and no queue
+    comes back. Another queue's messages do."""
+    import signal
+    import subprocess
+    import sys
+
+    d = tmp_path / "d"
+    settings = {
+        "sweeping": SweeperSettings(run=False),
+        "durability": DurabilitySettings(store_options={"max_blob_records": 10}),
+    }
+    with QueueManager.open(d, **settings) as qm:
+        for name in ("Q", "KEPT"):
+            qm.define_queue(name, default_persistence=P)
+            h = qm.connect().open(name, IO)
+            for i in range(40):
+                h.put(b"m%d" % i)
+        if swept:
+            qm.sweeper.run_once()
+    out = subprocess.run([sys.executable, "-c", _DELETE_THEN_KILLED, str(d)], timeout=60)
+    assert out.returncode == -signal.SIGKILL
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
+        assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
+        assert qm.queue_names() == ["KEPT"]
+        assert [m for m, _, _ in contents(qm, "KEPT")] == [b"m%d" % i for i in range(40)]
+
+
 def test_a_plain_kill_after_gets_reports_no_message_lost(tmp_path):
     """Issue 24 item 3: put 10, close, reopen, get 3 under a committed unit of work, kill -9:
     the next open named those 3 as lost to damage (the checkpoint written at the reopen

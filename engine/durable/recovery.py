@@ -648,7 +648,7 @@ def recover(qm: Manager, ledger: Ledger | None = None) -> RecoveryReport:
             queues[name] = QueueAttributes(**decode_definition(value)).validated()
         except (MQError, TypeError, ValueError) as e:
             report.damaged.append(f"queue {name!r}: its definition cannot be read ({e})")
-    for name in _orphans(store, ledger, run.since, set(queues)):
+    for name in _orphans(store, ledger, run.since, set(queues), run.lost_writes):
         queues[name] = _define_again(store, name, report)
     for name, attrs in sorted(queues.items()):
         q = qm.internal.new_queue(name, attrs)
@@ -662,21 +662,39 @@ def recover(qm: Manager, ledger: Ledger | None = None) -> RecoveryReport:
     return report
 
 
-def _orphans(store: Store, ledger: Ledger | None, since: SinceCheckpoint, defined: set[str]) -> list[str]:
+def _orphans(
+    store: Store, ledger: Ledger | None, since: SinceCheckpoint, defined: set[str], lost_writes: bool = True
+) -> list[str]:
     """Queues that hold messages but whose definition damage took: named by the chains of
     their swept messages, by the checkpoint's list of messages in memory and by the records
-    written since it."""
+    written since it. ``lost_writes``: the open found evidence that writes were lost."""
+    # A queue the checkpoint lists that was deleted since is no orphan: its definition went
+    # in the same write as its records (a kill -9 after DELETE QLOCAL, no checkpoint since).
     held = {name for name, _lane in ledger.records} if ledger is not None else set()
+    held = {name for name in held if not since.dropped(name)}
     held |= since.queues()
-    held |= {chain.rsplit(b"/", 1)[0].decode(errors="replace") for chain in store.chains()}
+    chained = {chain.rsplit(b"/", 1)[0].decode(errors="replace") for chain in store.chains()}
     out = []
-    for name in sorted(held - defined):
+    for name in sorted((held | chained) - defined):
         try:
             check_name(name)
         except MQError:
             continue  # not a name a queue can have
+        if name not in chained and not lost_writes and not _holds_records(store, name):
+            # Deleted, the kill came before the change log's record of it: the store holds
+            # every write it made, and the delete took the definition, every record and every
+            # chain in one write (found checking a plain kill -9 for false alarms).
+            continue
         out.append(name)
     return out
+
+
+def _holds_records(store: Store, name: str) -> bool:
+    """Whether the store holds any message record of queue ``name`` (damage: it may)."""
+    try:
+        return any(chunk for chunk in store.message_chunks(queue_prefix(name), 1))
+    except StoreError:
+        return True
 
 
 def _define_again(store: Store, name: str, report: RecoveryReport) -> QueueAttributes:

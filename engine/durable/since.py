@@ -19,7 +19,7 @@ import numpy as np
 from sweepq.blobstore import Capability, Checkpointing, Since, Store
 
 from .. import record
-from .layout import key_parts
+from .layout import key_parts, queue_prefix
 
 _NO_SEQS = np.zeros(0, np.uint64)
 
@@ -91,6 +91,10 @@ class SinceCheckpoint:
     def highest_seq(self) -> int:
         """The highest arrival number of a record written or removed since (never drawn again)."""
         return self._highest
+
+    def dropped(self, queue: str) -> bool:
+        """Whether every record of ``queue`` was deleted at once since (the queue deleted)."""
+        return queue_prefix(queue) in self.since.dropped
 
     def queues(self) -> set[str]:
         """The queues of the records written since."""
