@@ -8,13 +8,19 @@ The MQ API is ``sweepq.engine``; the clients of a served queue manager are ``swe
 and ``sweepq.aio``.
 
 pyproject.toml maps the ``sweepq`` package to the repository root, whose folders are its
-layers (docs/design.md). The names above are imported when first used (PEP 562), so that
-``import sweepq.engine`` loads neither the clients (net/) nor the layer above them.
+layers (docs/design.md), and its own modules: ``forms.py`` (which modules are compiled, and
+which form of them runs), ``__main__.py``, ``client.py`` and ``aio.py``. The names above are
+imported when first used (PEP 562), so that ``import sweepq.engine`` loads neither the
+clients (net/) nor the layer above them.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+# First: forms.py decides which form of the compiled modules runs (SWEEPQ_PURE) before any of
+# them, in whichever layer (blobstore, engine, net), is imported. It imports nothing of sweepq.
+from . import forms  # noqa: F401
 
 if TYPE_CHECKING:
     from sweepq.queues import (

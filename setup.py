@@ -1,4 +1,4 @@
-"""Builds sweepq's compiled modules (Cython, from their own .py and .pxd: engine/compiled.py).
+"""Builds sweepq's compiled modules (Cython, from their own .py and .pxd: forms.py says which).
 
 Everything else about the package is in pyproject.toml. The extensions are optional: without
 a C compiler the install still succeeds, and the same sources run interpreted (sweepq says so
@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parent
 
 
 def _compiled() -> types.ModuleType:
-    """engine/compiled.py, loaded without importing the package (which needs the built core):
-    its MODULES, the list of sources and their digest are the ones an import checks."""
-    spec = importlib.util.spec_from_file_location("_sweepq_compiled", ROOT / "engine" / "compiled.py")
+    """forms.py (the package root's), loaded without importing the package (which needs the
+    built core): its MODULES, the list of sources and their digest are the ones an import checks."""
+    spec = importlib.util.spec_from_file_location("_sweepq_forms", ROOT / "forms.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -160,8 +160,8 @@ class BuildExt(build_ext):
     """setuptools' build_ext, which compiles only when it can: it checks that a C compiler works
     and that Cython is there (without either, the install still succeeds, says so in one line,
     and the sources run interpreted), runs Cython only then (never while pip only asks for the
-    metadata), and writes the digest of the sources it compiled beside engine/compiled.py, where
-    an import compares it with the installed sources' (engine/compiled.py's stale())."""
+    metadata), and writes the digest of the sources it compiled beside forms.py (the package's
+    root), where an import compares it with the installed sources' (forms.py's stale())."""
 
     def build_extensions(self) -> None:
         if not self.extensions:
@@ -184,7 +184,7 @@ class BuildExt(build_ext):
             return self._interpreted(f"compiling failed ({' '.join(str(e).split())[:300]})")
         # Beside the extensions where the import finds them: the tree for an editable install
         # (setuptools copies only the extensions back to it), else build_lib (into the wheel).
-        where = ROOT / "engine" if self._editable() else Path(self.get_ext_fullpath("sweepq.engine.compiled")).parent
+        where = ROOT if self._editable() else Path(self.get_ext_fullpath("sweepq.forms")).parent
         target = where / COMPILED.DIGEST_FILE
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(COMPILED.sources_digest(str(ROOT)) + "\n")
@@ -199,8 +199,8 @@ class BuildExt(build_ext):
             in_tree, built = self._paths(ext)
             for path in (built, in_tree) if self._editable() else (built,):
                 path.unlink(missing_ok=True)
-        for where in (ROOT / "engine", Path(self.get_ext_fullpath("sweepq.engine.compiled")).parent):
-            if self._editable() or where != ROOT / "engine":
+        for where in (ROOT, Path(self.get_ext_fullpath("sweepq.forms")).parent):
+            if self._editable() or where != ROOT:
                 (where / COMPILED.DIGEST_FILE).unlink(missing_ok=True)
         self.extensions = []
 

@@ -204,7 +204,7 @@ def count(which: str, n: int, cache_sim: bool = False) -> dict[str, int]:
 
 def _form(which: str) -> dict[str, str]:
     """The environment that chooses the engine's form for ``which``: interpreted for the
-    scenarios named so (engine/compiled.py reads ``SWEEPQ_PURE``), else the installed one."""
+    scenarios named so (forms.py reads ``SWEEPQ_PURE``), else the installed one."""
     return {"SWEEPQ_PURE": "1"} if which.endswith(" interpreted") else {}
 
 

@@ -17,7 +17,27 @@ from .access import Access, store_error
 from .kv import CF_MESSAGES, KV, KVError
 
 
-class ChangeLog:
+class _Writer:
+    """The hot half of :class:`ChangeLog`: the write of one message record and its record in
+    the log (:meth:`write_message`), every lone durable put and get (issue 31). Compiled, it
+    is a C type whose fields (changelog.pxd) it reads without a look-up; :class:`ChangeLog`, a
+    normal class on it, holds the rest (tests patch its methods) and sets these fields."""
+
+    def write_message(self: ChangeLog, key: bytes, value: bytes | None) -> None:
+        """The store's write of one message record under ``key`` (``value`` None: its delete)
+        and the record of it in the log, in one call of the key-value layer (``KV.write_one``:
+        a lone durable put or get, issue 31). :raises StoreError: nothing was written."""
+        access = self._access
+        kv = access.layer or access.kv()  # kv() only to say "closed": no call on the way otherwise
+        try:
+            self._bytes += kv.write_one(CF_MESSAGES, key, value, changes.NAME)
+        except KVError as e:
+            raise store_error(e) from e
+        if self._bytes > changes.LIMIT:
+            self._again(kv)
+
+
+class ChangeLog(_Writer):
     """Appends to the change log of the store behind ``access``; ``lock``: the store's (no
     link meanwhile), ``chains``: every chain's blob ids now, ``wal``: whether RocksDB logs."""
 
@@ -48,19 +68,6 @@ class ChangeLog:
             return
         kv.append_log(changes.NAME, rec)
         self._bytes += len(rec)
-        if self._bytes > changes.LIMIT:
-            self._again(kv)
-
-    def write_message(self, key: bytes, value: bytes | None) -> None:
-        """The store's write of one message record under ``key`` (``value`` None: its delete)
-        and the record of it in the log, in one call of the key-value layer (``KV.write_one``:
-        a lone durable put or get, issue 31). :raises StoreError: nothing was written."""
-        access = self._access
-        kv = access.layer or access.kv()  # kv() only to say "closed": no call on the way otherwise
-        try:
-            self._bytes += kv.write_one(CF_MESSAGES, key, value, changes.NAME)
-        except KVError as e:
-            raise store_error(e) from e
         if self._bytes > changes.LIMIT:
             self._again(kv)
 

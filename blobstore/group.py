@@ -41,34 +41,15 @@ class _Waiter(Generic[T]):
         self.outcome: object = _PENDING  # None (written) or the exception the write raised
 
 
-class WriteGroup(Generic[T]):
-    """Hands the items of concurrent callers of :meth:`run` to ``write`` in groups (see the
-    module docstring). ``write(items)`` gets them in the order their callers handed them in and
-    must write all of them or none. Thread-safe; ``write`` never runs twice at once.
+class _Right:
+    """The hot half of :class:`WriteGroup`: a lone caller's right to write
+    (:meth:`alone_or_join`), every durable put and get (issue 31). Compiled, it is a C type
+    whose fields (group.pxd) it reads without a look-up; :class:`WriteGroup`, a normal
+    (generic) class on it, holds the rest and sets these fields in its ``__init__``."""
 
-    ``writes`` counts the calls of ``write``, ``items`` the items they took: ``items / writes``
-    is the mean size of a group. ``alone(item)``, when given, writes the item of a caller
-    that found nobody writing or waiting (as ``write([item])`` would: the same promise)."""
-
-    def __init__(self, write: Callable[[list[T]], None], alone: Callable[[T], None] | None = None):
-        self._write = write
-        # A lone caller's write of its one item: no list built, no group to take apart.
-        self._alone: Callable[[T], None] = alone if alone is not None else (lambda item: write([item]))
-        self._cond = threading.Condition(threading.Lock())
-        self._queue: list[_Waiter[T]] = []
-        # The right to write: one item, taken by a pop and given back by an append (each one
-        # call the GIL makes atomic), so that a lone caller claims it without the condition's
-        # lock (alone_or_join). Empty while a write runs.
-        self._token: list[None] = [None]
-        self.writes = 0
-        self.items = 0
-
-    @property
-    def queued(self) -> int:
-        """Items waiting for the next write (what a test waits on)."""
-        return len(self._queue)
-
-    def alone_or_join(self, write: Callable[[A, B], None], item: Callable[[A, B], T] | None, a: A, b: B) -> bool:
+    def alone_or_join(
+        self: WriteGroup, write: Callable[[A, B], None], item: Callable[[A, B], T] | None, a: A, b: B
+    ) -> bool:
         """``write(a, b)`` now, when nobody writes or waits; otherwise the item ``item(a, b)``
         joins the next group and this returns once it is written (as :meth:`run`). True when
         written either way; False (nothing written) when it was not alone and ``item`` is
@@ -104,6 +85,34 @@ class WriteGroup(Generic[T]):
             return False
         self._join(item(a, b))
         return True
+
+
+class WriteGroup(_Right, Generic[T]):
+    """Hands the items of concurrent callers of :meth:`run` to ``write`` in groups (see the
+    module docstring). ``write(items)`` gets them in the order their callers handed them in and
+    must write all of them or none. Thread-safe; ``write`` never runs twice at once.
+
+    ``writes`` counts the calls of ``write``, ``items`` the items they took: ``items / writes``
+    is the mean size of a group. ``alone(item)``, when given, writes the item of a caller
+    that found nobody writing or waiting (as ``write([item])`` would: the same promise)."""
+
+    def __init__(self, write: Callable[[list[T]], None], alone: Callable[[T], None] | None = None):
+        self._write = write
+        # A lone caller's write of its one item: no list built, no group to take apart.
+        self._alone: Callable[[T], None] = alone if alone is not None else (lambda item: write([item]))
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[_Waiter[T]] = []
+        # The right to write: one item, taken by a pop and given back by an append (each one
+        # call the GIL makes atomic), so that a lone caller claims it without the condition's
+        # lock (alone_or_join). Empty while a write runs.
+        self._token: list[None] = [None]
+        self.writes = 0
+        self.items = 0
+
+    @property
+    def queued(self) -> int:
+        """Items waiting for the next write (what a test waits on)."""
+        return len(self._queue)
 
     def run(self, item: T) -> None:
         """Return once ``item`` is written. :raises: what ``write`` raised for its group."""

@@ -207,7 +207,50 @@ class _Gate:
                 cond.notify_all()
 
 
-class RocksKV:
+class _Hot:
+    """The hot half of :class:`RocksKV`: the way in through the gate to an open database
+    (:meth:`_enter`) and the lone write (:meth:`write_one`), every durable put and get (issue
+    31). Compiled, it is a C type whose fields (rocks.pxd) these read without a look-up, and
+    it calls the gate's ``enter`` and ``leave`` in C; :class:`RocksKV`, a normal class on it,
+    holds the rest (its methods stay patchable) and sets these fields in its ``__init__``."""
+
+    def _enter(self: RocksKV) -> None:
+        if self._broken is not None and not self._closed:
+            self._recover()
+        self._gate.enter()
+        if self._db is None:
+            self._gate.leave()
+            raise self._unavailable()
+
+    def write_one(self: RocksKV, cf: str, key: bytes, value: bytes | None, log: str) -> int:
+        # Every lone durable put and get: write() of one change and append_log() written out
+        # in one call (issue 31). A failure, or a database to reopen first, takes write() (its
+        # reopen and retry: a write of a whole record is idempotent), then appends.
+        if self._broken is None and not self._read_only:
+            self._enter()
+            gate, db = self._gate, self._db
+            assert db is not None  # open inside the gate (_enter)
+            try:
+                if value is None:
+                    self._cf[cf].delete(key, self._wopts)
+                else:
+                    self._cf[cf].put(key, value, self._wopts)
+                horizon = db.latest_sequence_number()
+            except Exception as e:
+                self._failed(e, f"write to {self.path} failed", True)
+                horizon = -1
+            finally:
+                gate.leave()
+            if horizon < 0:
+                horizon = self.write(((cf, key, value),))
+        else:
+            horizon = self.write(((cf, key, value),))
+        record = changes.one(horizon, key, value)
+        (self._logs.get(log) or self._log(log)).append(record)
+        return len(record)
+
+
+class RocksKV(_Hot):
     """RocksDB through rocksdict, in the layout of the module docstring.
 
     ``sync`` makes every write durable (fsync) before it returns; ``wal=False`` writes no
@@ -346,14 +389,6 @@ class RocksKV:
             raise _open_error(e, path) from e
 
     # -- every call goes through the gate ---------------------------------------------------------
-
-    def _enter(self) -> None:
-        if self._broken is not None and not self._closed:
-            self._recover()
-        self._gate.enter()
-        if self._db is None:
-            self._gate.leave()
-            raise self._unavailable()
 
     def _unavailable(self) -> KVError:
         """Why a call cannot reach the database: closed, or not reopened yet."""
@@ -631,33 +666,6 @@ class RocksKV:
         finally:
             gate.leave()
         raise err
-
-    def write_one(self, cf: str, key: bytes, value: bytes | None, log: str) -> int:
-        # Every lone durable put and get: write() of one change and append_log() written out
-        # in one call (issue 31). A failure, or a database to reopen first, takes write() (its
-        # reopen and retry: a write of a whole record is idempotent), then appends.
-        if self._broken is None and not self._read_only:
-            self._enter()
-            gate, db = self._gate, self._db
-            assert db is not None  # open inside the gate (_enter)
-            try:
-                if value is None:
-                    self._cf[cf].delete(key, self._wopts)
-                else:
-                    self._cf[cf].put(key, value, self._wopts)
-                horizon = db.latest_sequence_number()
-            except Exception as e:
-                self._failed(e, f"write to {self.path} failed", True)
-                horizon = -1
-            finally:
-                gate.leave()
-            if horizon < 0:
-                horizon = self.write(((cf, key, value),))
-        else:
-            horizon = self.write(((cf, key, value),))
-        record = changes.one(horizon, key, value)
-        (self._logs.get(log) or self._log(log)).append(record)
-        return len(record)
 
     def sync(self) -> None:
         # rocksdict releases the GIL while the log is synced: other threads go on writing,

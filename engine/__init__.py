@@ -13,16 +13,15 @@ with QueueManager() as qm:
 The names below are imported when first used (PEP 562), so that importing one module of the
 engine (``sweepq.engine.sizes``, ``sweepq.engine.record``) loads that module and what it
 imports, not the whole engine: the ``sweepq`` command's start-up pays only for what its
-command uses. engine/compiled.py, imported first, still decides the form of every compiled
-module and says at the first import of one whether it runs interpreted or is stale.
+command uses. The top package's forms.py, imported before any layer, still decides the form of
+every compiled module and says at the first import of one whether it runs interpreted or is
+stale.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
-
-from . import compiled  # noqa: F401  (first: it decides which form of the compiled modules runs)
 
 if TYPE_CHECKING:
     from .batch import Batch

@@ -1,5 +1,5 @@
 # Types of net/frames.py for its compiled form (Cython pure-Python mode): the .py is the one
-# source; this file only declares what the C compiler needs (engine/compiled.py).
+# source; this file only declares what the C compiler needs (forms.py).
 cimport cython
 
 from .protocol cimport unpack

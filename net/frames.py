@@ -38,7 +38,7 @@ from cython import compiled as COMPILED
 
 from .protocol import HEADER, HEADER_LEN, VERSION, ProtocolError, unpack
 
-if COMPILED:  # the C functions the compiled form calls (net/frames.pxd; engine/compiled.py)
+if COMPILED:  # the C functions the compiled form calls (net/frames.pxd; forms.py)
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.libc.errno import EAGAIN, EINTR, errno  # EWOULDBLOCK is EAGAIN on Linux

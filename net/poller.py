@@ -5,7 +5,7 @@ Why its own module: the loop waits once per turn, and with one busy client once 
 Python's ``select.epoll.poll`` allocates its event buffer and builds a list of ``(fd, events)``
 tuples on every call (about 1.2 k instructions a request in callgrind, docs/clients.md); the
 compiled form calls epoll_wait(2) into a buffer the poller keeps and serves the ready fds
-straight from it. The interpreted form (SWEEPQ_PURE=1, engine/compiled.py) waits with
+straight from it. The interpreted form (SWEEPQ_PURE=1, forms.py) waits with
 ``select.epoll`` (a selector where there is no epoll) and serves them with the same code.
 
 Only the loop's thread calls :meth:`Poller.turn`, :meth:`Poller.register` and

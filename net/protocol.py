@@ -30,7 +30,7 @@ from cython import compiled as COMPILED
 
 from sweepq.engine import CC, MD, MQError, QueueAttributes, QueueInfo, Reason
 
-if COMPILED:  # the C functions the compiled form calls (net/protocol.pxd; engine/compiled.py)
+if COMPILED:  # the C functions the compiled form calls (net/protocol.pxd; forms.py)
     from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
     from cython.cimports.cpython.long import PyLong_AsLongLongAndOverflow

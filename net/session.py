@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import cython
 from cython import compiled as COMPILED
 
-if COMPILED:  # the C functions the compiled form calls (net/session.pxd; engine/compiled.py)
+if COMPILED:  # the C functions the compiled form calls (net/session.pxd; forms.py)
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 from sweepq.engine import GMO, PMO, MQError, Reason

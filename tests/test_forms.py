@@ -1,5 +1,5 @@
-"""The engine's two forms (engine/compiled.py): the compiled one runs here, is built from the
-sources as they are, and the interpreted one passes the model-based tests as well."""
+"""The two forms of the compiled modules (forms.py): the compiled one runs here, is built from
+the sources as they are, and the interpreted one passes the model-based tests as well."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sweepq.engine import compiled
+from sweepq import forms
 
 ROOT = Path(__file__).resolve().parent.parent
 # The hypothesis state machines: the engine against a reference model, browse against one,
@@ -19,14 +19,14 @@ MACHINES = ["tests/test_model.py", "tests/test_model_browse.py", "tests/test_lan
 def test_the_compiled_form_runs_and_is_built_from_these_sources():
     """The README's install builds the compiled modules (a C compiler is there); a source
     changed since the build would leave its old code running."""
-    assert compiled.running(), "the engine runs interpreted: install with a C compiler (pip install -e .)"
-    assert compiled.stale() == [], "compiled modules older than their source: run pip install -e . again"
+    assert forms.running(), "the engine runs interpreted: install with a C compiler (pip install -e .)"
+    assert forms.stale() == [], "compiled modules older than their source: run pip install -e . again"
 
 
 def test_the_interpreted_form_passes_the_model_tests_too():
     """The same sources, interpreted (SWEEPQ_PURE=1), against the same models: both forms must
     agree with them, step by step."""
-    _interpreted("from sweepq.engine import compiled; assert not compiled.running()", MACHINES, SWEEPQ_CHECKS="1")
+    _interpreted("from sweepq import forms; assert not forms.running()", MACHINES, SWEEPQ_CHECKS="1")
 
 
 def test_the_interpreted_form_without_checks_puts_gets_and_waits_on_its_direct_lock():
@@ -72,10 +72,10 @@ SERVED = [
 
 
 def test_every_listed_module_runs_compiled():
-    """Each module engine/compiled.py lists, the server's too, runs in its compiled form."""
+    """Each module forms.py lists, the server's and the blob store's too, runs in its compiled form."""
     import importlib
 
-    interpreted = [n for n in compiled.MODULES if importlib.import_module(n).__file__.endswith(".py")]
+    interpreted = [n for n in forms.MODULES if importlib.import_module(n).__file__.endswith(".py")]
     assert interpreted == []
 
 
@@ -83,11 +83,40 @@ def test_the_interpreted_form_serves_the_same_frames_and_calls():
     _interpreted("import sweepq.net.session as s; assert s.__file__.endswith('.py')", SERVED)
 
 
+# The blob store's write of a durable put or get (forms.py: its hot halves, C types under the
+# normal classes the tests patch): imported from the blob store itself, with no engine.
+BLOBSTORE = [name for name in forms.MODULES if name.startswith("sweepq.blobstore.")]
+
+
 def test_the_interpreted_form_journals_the_same_durable_writes():
-    """engine/durable/journal.py is compiled (issue 31: every durable put and get passes it):
-    the durability and group-commit tests hold its interpreted form to the same answers."""
-    probe = "import sweepq.engine.durable.journal as j; assert j.__file__.endswith('.py')"
-    _interpreted(probe, ["tests/test_durability.py", "tests/test_group_commit.py"])
+    """engine/durable/journal.py and the blob store's write path are compiled (issue 31: every
+    durable put and get passes them): the durability, group-commit, store and gate tests hold
+    their interpreted form to the same answers."""
+    assert BLOBSTORE, "forms.py lists no module of the blob store"
+    probe = (
+        f"import importlib, sys; files = [importlib.import_module(n).__file__ for n in {BLOBSTORE!r}];"
+        "assert all(f.endswith('.py') for f in files), files;"
+        "assert not [m for m in sys.modules if m.startswith('sweepq.engine')];"
+        "import sweepq.engine.durable.journal as j; assert j.__file__.endswith('.py')"
+    )
+    tests = ["tests/test_durability.py", "tests/test_group_commit.py", "tests/test_blobstore.py"]
+    _interpreted(probe, [*tests, "tests/test_rocks_gate.py"])
+
+
+def test_a_process_that_imports_the_blob_store_first_has_its_form_decided():
+    """forms.py is the top package's, not the engine's: a process that imports the blob store
+    alone (its own tests, the kv floor of bench/instructions.py) has the finders that decide
+    the form of every compiled module (``SWEEPQ_PURE=1``) and check the build installed
+    without importing the engine, so no compiled module of blobstore/ escapes them (issue 31)."""
+    probe = (
+        "import sys; import sweepq.blobstore.rocks; from sweepq import forms;"
+        "assert not [m for m in sys.modules if m.startswith('sweepq.engine')];"
+        "print(forms._Interpreted in sys.meta_path, forms._FirstUse in sys.meta_path)"
+    )
+    for pure, says in (("1", ["True", "True"]), ("0", ["False", "True"])):
+        env = {**os.environ, "SWEEPQ_PURE": pure}
+        out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.split() == says, out.stdout + out.stderr[-2000:]
 
 
 def test_each_declaration_of_a_pxd_has_its_own_locals():

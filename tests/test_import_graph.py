@@ -60,7 +60,7 @@ ENGINE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "settings",
         ),
     ),
-    ("manager", ("manager", "compiled", "__init__")),
+    ("manager", ("manager", "__init__")),
 )
 
 # The circles that are left, each as its set of modules (issue 34: none; the core's last one,

@@ -100,7 +100,7 @@ def _run(python: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
 def test_a_wheel_holds_every_module_its_compiled_core_and_the_digest(built):
     """`pip install .` (not editable) builds a wheel from pyproject's package list: every module
     of every layer must be in it (subpackages are not found on their own), with the compiled
-    modules and the digest of the sources they were built from (engine/compiled.py)."""
+    modules and the digest of the sources they were built from (forms.py)."""
     wheel, _, _ = built
     names = set(zipfile.ZipFile(wheel).namelist())
     layers = ("cli", "bench", "pipeline", "broker", "queues", "net", "engine", "sweeper", "blobstore")
@@ -109,13 +109,13 @@ def test_a_wheel_holds_every_module_its_compiled_core_and_the_digest(built):
     want |= {f"sweepq/{p.name}" for p in ROOT.glob("*.py")}
     missing = sorted(want - names)
     assert not missing, f"not in the wheel: {missing[:10]}"
-    assert "sweepq/engine/compiled-sources.sha256" in names
+    assert "sweepq/compiled-sources.sha256" in names
     # The Kombu alias's start-up line (build-backend/, broker/alias.py), beside the package.
     assert "sweepq-kombu.pth" in names
     compiled = {n.split(".")[0].replace("/", ".") for n in names if n.endswith(".so")}
-    from sweepq.engine import compiled as form
+    from sweepq import forms
 
-    assert compiled == set(form.MODULES)
+    assert compiled == set(forms.MODULES)
 
 
 def test_a_moved_checkout_builds_and_setup_leaves_no_link_back_to_the_root(built):
@@ -138,7 +138,7 @@ def test_the_wheel_in_a_fresh_environment_runs_the_readme_with_warnings_as_error
     import_seconds = time.monotonic() - started
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert done.stdout == "{'order': 1}\n"
-    form = _run(venv, tmp_path, "-W", "error", "-c", "from sweepq.engine import compiled; print(compiled.running())")
+    form = _run(venv, tmp_path, "-W", "error", "-c", "from sweepq import forms; print(forms.running())")
     assert form.stdout == "True\n", form.stderr
     print(
         f"\nwheel: build {build_seconds:.0f} s, install into a fresh venv {install_seconds:.0f} s, "

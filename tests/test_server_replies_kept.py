@@ -11,12 +11,13 @@ import threading
 import pytest
 from net_env import served
 
-from sweepq.engine import OO, compiled
+from sweepq import forms
+from sweepq.engine import OO
 from sweepq.net import client as net_client
 from sweepq.net import protocol as P
 from sweepq.net.frames import FrameSocket
 
-COMPILED = "sweepq.net.protocol" in compiled.built()
+COMPILED = "sweepq.net.protocol" in forms.built()
 VALUES = [
     None,
     0,

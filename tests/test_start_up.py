@@ -48,7 +48,7 @@ def _modules_after(argv: list[str]) -> list[str]:
 
 # What `sweepq --help` imports of the engine: its lowest layer, for the queue-name rule that
 # the data commands' helps quote (engine/checks.py).
-ENGINE_BASE = {"sweepq.engine", "sweepq.engine.compiled", "sweepq.engine.checks", "sweepq.engine.constants"}
+ENGINE_BASE = {"sweepq.engine", "sweepq.engine.checks", "sweepq.engine.constants"}
 ENGINE_BASE |= {"sweepq.engine.errors"}
 
 
@@ -96,7 +96,7 @@ def test_a_lazy_package_names_each_public_name_once_and_every_one_resolves(packa
 _WARNS = """
 import json, warnings
 warnings.simplefilter("always")
-from sweepq.engine import compiled
+from sweepq import forms
 {patch}
 with warnings.catch_warnings(record=True) as at_import:
     warnings.simplefilter("always")
@@ -112,8 +112,8 @@ print(json.dumps([len(at_import), [str(w.message) for w in at_use]]))
 @pytest.mark.parametrize(
     "patch, says",
     [
-        ("compiled.sources_digest = lambda root: 'another'", "was built from other sources than those beside it"),
-        ("compiled.built = lambda: []", "runs its interpreted core"),
+        ("forms.sources_digest = lambda root: 'another'", "was built from other sources than those beside it"),
+        ("forms.built = lambda: []", "runs its interpreted core"),
         ("", None),
     ],
     ids=["stale", "interpreted", "neither"],

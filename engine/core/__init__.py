@@ -15,5 +15,5 @@
 * :mod:`~sweepq.engine.core.found` — several messages one call takes at once.
 
 Its modules are compiled with Cython where a C compiler was there at install time, each from
-its own source (engine/compiled.py says which, and which form runs).
+its own source (forms.py says which, and which form runs).
 """

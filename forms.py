@@ -1,17 +1,22 @@
-"""Which modules are compiled, and which form of them runs (docs/design.md, "The core").
+"""Which modules are compiled, and which form of them runs (docs/design.md, "One source, two
+forms").
 
-The hot modules of the engine, and the server's per-request path in net/, are compiled with
-Cython when sweepq is installed (setup.py
-builds :data:`MODULES`), each from its own ``.py`` with a ``.pxd`` beside it that adds C
-types: one source, two forms. Where the compiled form is missing (no C compiler at install
-time), the same source runs interpreted and a warning says so once. ``SWEEPQ_PURE=1`` in the
-environment runs the interpreted form on purpose: the test suite runs the model-based tests
-in both forms (tests/test_forms.py) and holds them to the same answers.
+The hot modules of the engine, the blob store's write of a durable put or get, and the
+server's per-request path in net/, are compiled with Cython when sweepq is installed (setup.py
+builds :data:`MODULES`), each from its own ``.py``, most with a ``.pxd`` beside it that adds C
+types: one source, two forms. Where the compiled form
+is missing (no C compiler at install time), the same source runs interpreted and a warning
+says so once. ``SWEEPQ_PURE=1`` in the environment runs the interpreted form on purpose: the
+test suite runs the model-based tests in both forms (tests/test_forms.py) and holds them to
+the same answers.
 
-This module is imported first by ``sweepq.engine``, so that its finders decide the form of
-every compiled module before any is imported, and check it at the first import of one
-(:class:`_FirstUse`): the engine's package imports its modules lazily, and a command that
-uses none of them (``sweepq replay``) pays neither for them nor for the check.
+This module is the top package's (``sweepq/__init__.py`` imports it first), not a layer's:
+the layers holding compiled modules (blobstore, engine, net) may not import each other
+upwards, and whichever of them is imported first, its finders already decide the form of
+every compiled module and check it at the first import of one (:class:`_FirstUse`). It
+imports nothing of sweepq at module level; the packages import their modules lazily, so a
+command that uses none of them (``sweepq replay``) pays neither for them nor for the check.
+setup.py loads this file by its path, without importing the package.
 """
 
 from __future__ import annotations
@@ -23,6 +28,15 @@ import sys
 import warnings
 
 MODULES = (
+    # The blob store's write of a lone durable put or get (issue 31): the write group's right
+    # to write (group), the change log's write of one record (changelog) and the record of it
+    # (changes), RocksDB's write through its gate (rocks). Each class there that must stay a
+    # normal class is one on a C type holding its hot half (docs/design.md, "One source, two
+    # forms"). blobstore/files.py (the side log's append) stays interpreted.
+    "sweepq.blobstore.changes",
+    "sweepq.blobstore.group",
+    "sweepq.blobstore.changelog",
+    "sweepq.blobstore.rocks",
     "sweepq.engine.core.lock",
     "sweepq.engine.core.arena",
     "sweepq.engine.core.ref",
@@ -78,14 +92,15 @@ if PURE and _Interpreted not in sys.meta_path:
 
 def running() -> bool:
     """Whether the compiled form of the engine runs in this process."""
-    from .core import lanes
+    from sweepq.engine.core import lanes
 
     return not lanes.__file__.endswith(".py")
 
 
 DIGEST_FILE = "compiled-sources.sha256"
-"""The file, beside this module, in which setup.py's build writes :func:`sources_digest` of the
-sources it compiled (in the wheel with the extensions; in the tree for an editable install)."""
+"""The file, beside this module (the package's root), in which setup.py's build writes
+:func:`sources_digest` of the sources it compiled (in the wheel with the extensions; in the
+tree for an editable install)."""
 
 
 def compiled_sources(root: str) -> list[str]:
@@ -113,13 +128,20 @@ def sources_digest(root: str) -> str:
     return h.hexdigest()
 
 
+def _root() -> str:
+    """The package's root: this file's folder, its link followed (an editable install's
+    ``sweepq`` is a folder of links to the root's entries, build-backend/; the digest and the
+    layers' folders are beside the file itself)."""
+    return os.path.dirname(os.path.realpath(__file__))
+
+
 def built() -> list[str]:
     """The modules of :data:`MODULES` whose compiled form an import runs: those with an
     extension module beside their ``.py`` (the path finder takes it before the source), none
     under SWEEPQ_PURE=1. Read from the files, so nothing is imported to be looked at."""
     if PURE:
         return []
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = _root()
     suffixes = importlib.machinery.EXTENSION_SUFFIXES
     found = []
     for name in MODULES:
@@ -136,13 +158,13 @@ def stale() -> list[str]:
     compiled = built()
     if not compiled:
         return []
-    here = os.path.dirname(os.path.abspath(__file__))
+    root = _root()
     try:
-        with open(os.path.join(here, DIGEST_FILE)) as f:
+        with open(os.path.join(root, DIGEST_FILE)) as f:
             baked = f.read().strip()
     except FileNotFoundError:
         return compiled
-    return [] if baked == sources_digest(os.path.dirname(here)) else compiled
+    return [] if baked == sources_digest(root) else compiled
 
 
 def warn_if_interpreted() -> None:
