@@ -243,6 +243,9 @@ def _paths(text: str) -> list[str]:
 
 
 def _markdown_without_fences(text: str) -> str:
+    """The page without its code fences and its quoted run files (``<!-- figures: -->`` blocks,
+    tests/test_doc_figures.py): a run file says what was run then, with the paths it had."""
+    text = re.sub(r"<!-- figures: \S+ -->\n.*?<!-- /figures -->", "", text, flags=re.S)
     return re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
 
 
