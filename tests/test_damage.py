@@ -330,6 +330,26 @@ qm.close()
 """
 
 
+_BLOBS_OF_TEN = {
+    "sweeping": SweeperSettings(run=False),
+    "durability": DurabilitySettings(store_options={"max_blob_records": 10}),
+}
+
+
+def _forty_swept(d, consumed: int | None = None) -> tuple[list[bytes], int]:
+    """Queue Q of ``d`` with 40 persistent messages swept into blobs of 10 (one consumed from
+    its blob when given), closed: their MsgIds, and the blob of messages 15..24."""
+    with QueueManager.open(d, clock=ManualClock(), **_BLOBS_OF_TEN) as qm:
+        qm.define_queue("Q", default_persistence=P)
+        h = qm.connect().open("Q", IO)
+        puts = [h.put(b"%02d" % i).msg_id for i in range(40)]
+        qm.sweeper.run_once()
+        blob = qm.blob_store().chain(b"Q/0")[1]
+        if consumed is not None:
+            assert h.get(msg_id=puts[consumed]).data == b"%02d" % consumed
+    return puts, blob
+
+
 @pytest.mark.parametrize("end", ["close", "kill"])
 def test_b3_a_blob_found_damaged_while_open_is_reported_again_by_the_next_open(tmp_path, end):
     """The damage fuzz's silent loss (trial 57, seed 15: a table file of blobs flipped while
@@ -340,15 +360,8 @@ def test_b3_a_blob_found_damaged_while_open_is_reported_again_by_the_next_open(t
     consumed from the blob before the damage), after a close or a kill, and only then
     deletes the blob; the open after it has nothing left to say."""
     d = tmp_path / "d"
-    opts = {"max_blob_records": 10}
-    settings = {"sweeping": SweeperSettings(run=False), "durability": DurabilitySettings(store_options=opts)}
-    with QueueManager.open(d, clock=ManualClock(), **settings) as qm:
-        qm.define_queue("Q", default_persistence=P)
-        h = qm.connect().open("Q", IO)
-        puts = [h.put(b"%02d" % i).msg_id for i in range(40)]
-        qm.sweeper.run_once()
-        damaged = qm.blob_store().chain(b"Q/0")[1]  # the blob of messages 15..24
-        assert h.get(msg_id=puts[17]).data == b"17"  # consumed from the blob before the damage
+    settings = _BLOBS_OF_TEN
+    puts, damaged = _forty_swept(d, consumed=17)  # 17: consumed from the blob before the damage
     out = subprocess.run(
         [sys.executable, "-c", _A_BLOB_DAMAGED_WHILE_OPEN, str(d), str(damaged), end], capture_output=True, timeout=120
     )
@@ -371,15 +384,7 @@ def test_b3_a_queue_deleted_after_its_blob_was_found_damaged_is_not_reported_by_
     deleted with purge: the detached blob went with the queue's chains, so the next open
     names no message of a queue that no longer exists, after a close or a kill."""
     d = tmp_path / "d"
-    opts = {"max_blob_records": 10}
-    settings = {"sweeping": SweeperSettings(run=False), "durability": DurabilitySettings(store_options=opts)}
-    with QueueManager.open(d, clock=ManualClock(), **settings) as qm:
-        qm.define_queue("Q", default_persistence=P)
-        h = qm.connect().open("Q", IO)
-        for i in range(40):
-            h.put(b"%02d" % i)
-        qm.sweeper.run_once()
-        damaged = qm.blob_store().chain(b"Q/0")[1]
+    _, damaged = _forty_swept(d)
     out = subprocess.run(
         [sys.executable, "-c", _A_BLOB_DAMAGED_WHILE_OPEN, str(d), str(damaged), end, "delete"],
         capture_output=True,
@@ -387,7 +392,7 @@ def test_b3_a_queue_deleted_after_its_blob_was_found_damaged_is_not_reported_by_
     )
     assert out.returncode == (-9 if end == "kill" else 0), out.stderr.decode()[-2000:]
     assert len(out.stdout.split()) == 10  # the 2101 named the blob's messages
-    with QueueManager.open(d, clock=ManualClock(), **settings) as qm:
+    with QueueManager.open(d, clock=ManualClock(), **_BLOBS_OF_TEN) as qm:
         assert qm.recovery.damaged == [] and qm.recovery.damaged_msg_ids == []
         assert qm.recovery.queues == 0 and qm.blob_store().pending() == []
 
