@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from . import changes
 from .access import Access, store_error
@@ -23,7 +24,7 @@ class _Writer:
     is a C type whose fields (changelog.pxd) it reads without a look-up; :class:`ChangeLog`, a
     normal class on it, holds the rest (tests patch its methods) and sets these fields."""
 
-    def write_message(self: ChangeLog, key: bytes, value: bytes | None) -> None:
+    def write_message(self: Any, key: bytes, value: bytes | None) -> None:  # Any: ChangeLog, which holds the rest
         """The store's write of one message record under ``key`` (``value`` None: its delete)
         and the record of it in the log, in one call of the key-value layer (``KV.write_one``:
         a lone durable put or get, issue 31). :raises StoreError: nothing was written."""

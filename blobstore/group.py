@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -48,7 +48,11 @@ class _Right:
     (generic) class on it, holds the rest and sets these fields in its ``__init__``."""
 
     def alone_or_join(
-        self: WriteGroup, write: Callable[[A, B], None], item: Callable[[A, B], T] | None, a: A, b: B
+        self: Any,  # Any: WriteGroup, which holds the rest (a self's type must be a supertype of its class)
+        write: Callable[[A, B], None],
+        item: Callable[[A, B], T] | None,
+        a: A,
+        b: B,
     ) -> bool:
         """``write(a, b)`` now, when nobody writes or waits; otherwise the item ``item(a, b)``
         joins the next group and this returns once it is written (as :meth:`run`). True when

@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain, islice
+from typing import Any
 
 from rocksdict import (
     AccessType,
@@ -214,7 +215,7 @@ class _Hot:
     it calls the gate's ``enter`` and ``leave`` in C; :class:`RocksKV`, a normal class on it,
     holds the rest (its methods stay patchable) and sets these fields in its ``__init__``."""
 
-    def _enter(self: RocksKV) -> None:
+    def _enter(self: Any) -> None:  # Any: RocksKV, which holds the rest (a self must be a supertype)
         if self._broken is not None and not self._closed:
             self._recover()
         self._gate.enter()
@@ -222,7 +223,7 @@ class _Hot:
             self._gate.leave()
             raise self._unavailable()
 
-    def write_one(self: RocksKV, cf: str, key: bytes, value: bytes | None, log: str) -> int:
+    def write_one(self: Any, cf: str, key: bytes, value: bytes | None, log: str) -> int:  # Any: as _enter
         # Every lone durable put and get: write() of one change and append_log() written out
         # in one call (issue 31). A failure, or a database to reopen first, takes write() (its
         # reopen and retry: a write of a whole record is idempotent), then appends.
