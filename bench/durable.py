@@ -356,9 +356,13 @@ def profile_put_get(n: int, size: int, sync: str = "os", base: str | None = None
     message records (``store_write_share``: ``ChangeLog.write_message``, a lone caller's write
     of one record, and ``BlobStore._write_group``, a group's, with everything under them: every
     write of ``BlobStore.write_messages`` and ``BlobStore.write_message`` is one of the two)
-    and in RocksDB's own write calls (``rocksdb_write_share``: put, delete, write)."""
+    and in RocksDB's own write calls (``rocksdb_write_share``: put, delete, write).
+    ``compiled``: the store's write path runs compiled, where cProfile sees none of it (the
+    shares are then 0; callgrind counts it: bench/instructions.py)."""
     import cProfile
     import pstats
+
+    from sweepq import forms
 
     d = tempfile.mkdtemp(prefix="sweepq-durable-", dir=base)
     try:
@@ -389,6 +393,7 @@ def profile_put_get(n: int, size: int, sync: str = "os", base: str | None = None
     )
     return {
         "seconds": total,
+        "compiled": "sweepq.blobstore.changelog" in forms.built(),
         "top": [{**r, "share": r["tottime"] / total} for r in rows[:top]],
         "rocksdb_write_share": rocks / total,
         # Not write_messages: a durable put or get outside a unit of work reaches the change

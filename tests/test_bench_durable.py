@@ -173,3 +173,23 @@ def test_cli_passes_the_durable_options():
     assert args.what == "durable"
     assert (args.durable_messages, args.recovery_messages, args.durable_dir) == (10, 500, "/x")
     assert args.durable_producers == BenchOptions().durable_producers
+
+
+def test_the_put_get_profile_says_when_the_store_s_writes_run_compiled():
+    """cProfile sees nothing of a compiled module: the notice says the writes run compiled
+    instead of a share of 0 % (bench/suite.py); interpreted, the share is measured."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from sweepq import forms
+
+    here = d.profile_put_get(200, 1024, "os")
+    assert here["compiled"] == ("sweepq.blobstore.changelog" in forms.built())
+    code = "import json; from sweepq.bench import durable; print(json.dumps(durable.profile_put_get(200, 1024, 'os')))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "SWEEPQ_PURE": "1"}, capture_output=True, timeout=120
+    )
+    pure = json.loads(out.stdout)
+    assert pure["compiled"] is False and pure["store_write_share"] > 0.1
