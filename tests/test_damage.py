@@ -1346,6 +1346,16 @@ def test_an_open_that_failed_mid_scan_leaves_the_directory_free_inside_its_excep
     assert len(ids) == 5
 
 
+def _closed_in_cyclic_garbage(db: Rdict) -> None:
+    """Close ``db`` with an iterator of it left in cyclic garbage (an error kept in a frame of
+    its own traceback), which keeps RocksDB's lock until the collector runs (gc disabled)."""
+    it = db.iter()
+    it.seek_to_first()
+    cycle: list[object] = [it]
+    cycle.append(cycle)
+    db.close()
+
+
 def test_a_closed_database_kept_by_cyclic_garbage_does_not_refuse_a_repair(tmp_path):
     """The same garbage before ``repair=True``'s own opens (blobstore/repairing.py: the
     flush through the manifest, RocksDB's repair, the families made again): each goes
@@ -1359,13 +1369,7 @@ def test_a_closed_database_kept_by_cyclic_garbage_does_not_refuse_a_repair(tmp_p
     gc.disable()
     try:
         families = {n: Options(raw_mode=True) for n in Rdict.list_cf(str(d), Options(raw_mode=True)) if n != "default"}
-        db = Rdict(str(d), options=Options(raw_mode=True), column_families=families)
-        it = db.iter()
-        it.seek_to_first()
-        cycle: list[object] = [it]
-        cycle.append(cycle)
-        db.close()
-        del db, it, cycle
+        _closed_in_cyclic_garbage(Rdict(str(d), options=Options(raw_mode=True), column_families=families))
         assert repair(str(d)) == []
     finally:
         gc.enable()
@@ -1387,12 +1391,8 @@ def test_a_closed_database_kept_by_cyclic_garbage_does_not_refuse_the_next_open(
     try:
         db = Rdict(d, options=Options(raw_mode=True))
         db[b"k"] = b"v"
-        it = db.iter()
-        it.seek_to_first()
-        cycle: list[object] = [it]
-        cycle.append(cycle)
-        db.close()
-        del db, it, cycle
+        _closed_in_cyclic_garbage(db)
+        del db
         with pytest.raises(Exception, match="lock hold by current process"):
             Rdict(d, options=Options(raw_mode=True))
         again = unheld(lambda: Rdict(d, options=Options(raw_mode=True)))
