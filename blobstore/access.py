@@ -59,11 +59,12 @@ class Access:
         except KVError as e:
             raise store_error(e) from e
 
-    def write(self, ops: list[Op]) -> int:
-        """Apply ``ops`` atomically; return the horizon after them (the change log's)."""
+    def write(self, ops: list[Op], logged: bool = False) -> int:
+        """Apply ``ops`` atomically; return the horizon after them (the change log's).
+        ``logged``: the caller appends them whole to the change log next (``KV.write``)."""
         kv = self.layer or self.kv()  # kv() only to say "closed": every durable put and get comes here
         try:
-            return kv.write(ops)
+            return kv.write(ops, logged)
         except KVError as e:
             raise store_error(e) from e
 

@@ -15,7 +15,10 @@ horizon it had reached has lost writes, whatever file took them).
 What. One record per store write that touches message records or marks: the horizon after
 it, then its operations, each a kind byte and its fields:
 
-* ``P`` key, head: a record written under ``key`` (``head``: its first :data:`HEAD` bytes);
+* ``F`` key, record: a record written under ``key``, whole (a 4-byte length: a record may
+  pass 64 KiB), so that the open can write it again when RocksDB lost it (:func:`redo`);
+* ``P`` key, head: the same in logs written before ``F`` (``head``: its first :data:`HEAD`
+  bytes: enough to name it, not to write it again);
 * ``D`` key: a record deleted for good (consumed, quarantined);
 * ``M`` key, blob ids: a record moved into one of these blobs (a sweep's link: not a removal);
 * ``U`` blob id: a blob deleted (the records it still held went back to their keys, ``P``);
@@ -24,15 +27,24 @@ it, then its operations, each a kind byte and its fields:
 * ``L`` chain, at head, blob ids: blobs linked into a chain; ``R`` chain, blob id: a blob
   taken out of its chain; ``Z`` chain: a chain dropped.
 
+An ``O`` record (a horizon) is appended by an open that found records past the store's
+horizon, after it redid what it could (:func:`redo`): the records before it are settled, so
+the next open redoes only records after it, whose horizons rise from there. Without it a
+write that was lost for good, and whose number a later write reused, could be redone later.
+
 A ``H`` record starts the log (at each checkpoint): whether the store writes a log at all
 (without one a crash loses writes by design, and nothing here calls that damage), what its
 files were then (the manifest's name and length, the horizon: blobstore/guard.py checks
 them before the next open), and its chains: with the chain operations since, they say what
 every chain should hold, when damage took the chain records (blobstore/store.py). The log
-is synced by the store's sync, with RocksDB's log: it is for a process killed at any
-moment, or damage to one file; after a power loss it may lack the records no sync covered
-(with the sync policy "commit" a sync covers every call that returned, engine/durable/
-journal.py), which only makes it know less.
+is synced by the store's sync; RocksDB's log with it only when a write since the last sync
+is not one the log holds whole (``KV.write``'s ``logged``): a put, delete or mark of message
+records is in the log whole, so the open can make it again (:func:`redo`) when a power loss
+took it from RocksDB's unsynced log. Under the sync policy "commit" a sync covers every call
+that returned (engine/durable/journal.py), so a returned call is in a synced file: the
+change log (one file synced a call, not two: issue 31), or RocksDB's log too. The log is for
+a process killed at any moment, damage to one file, or a power loss; after a power loss it
+may lack the records no sync covered, which only makes it know less.
 """
 
 from __future__ import annotations
@@ -47,6 +59,7 @@ HEAD = 64  # bytes of each record written that the log keeps (enough for an engi
 LIMIT = 64 << 20  # a log this long starts again (after the store flushed what it covers)
 
 _U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _MARK = struct.Struct("<QIB")  # blob id, position, has a value
 _WRITE_OP = struct.Struct("<cQcH")  # "W", the horizon, then one operation's kind and key length
@@ -92,19 +105,23 @@ def write(
 
 def one(horizon: int, key: bytes, value: bytes | None) -> bytes:
     """The record of a write of one record under ``key`` (``value``), or of its delete (None):
-    :func:`write`'s record of it, made in one pack of a format compiled for the key's length
-    (every durable put and get outside a unit of work is one: issue 31)."""
+    :func:`write`'s record of it, its fixed part made in one pack of a format compiled for the
+    key's length (every durable put and get outside a unit of work is one: issue 31)."""
     n = len(key)
     if value is None:
         s = _DELETES.get(n) or _compile(_DELETES, n, f"<cQcH{n}s")
         return s.pack(b"W", horizon, b"D", n, key)
-    if len(value) >= HEAD:  # the head is HEAD bytes: one format per key length
-        s = _PUTS.get(n) or _compile(_PUTS, n, f"<cQcH{n}sH{HEAD}s")
-        return s.pack(b"W", horizon, b"P", n, key, HEAD, value)  # "{HEAD}s" takes the first HEAD bytes
-    return b"".join((_WRITE_OP.pack(b"W", horizon, b"P", n), key, _U16.pack(len(value)), value))
+    s = _PUTS.get(n) or _compile(_PUTS, n, f"<cQcH{n}sI")
+    return s.pack(b"W", horizon, b"F", n, key, len(value)) + value
 
 
-_PUTS: dict[int, struct.Struct] = {}  # key length -> the format of one's put with a whole head
+def opened(horizon: int) -> bytes:
+    """The record an open appends (see the module docstring): the store stands at
+    ``horizon``, and every record before this one is settled."""
+    return b"O" + _U64.pack(horizon)
+
+
+_PUTS: dict[int, struct.Struct] = {}  # key length -> the fixed part of one's put
 _DELETES: dict[int, struct.Struct] = {}  # key length -> the format of one's delete
 
 
@@ -133,8 +150,7 @@ def write_group(
 def _ops(parts: list[bytes], puts: Sequence[tuple[bytes, bytes]], deletes: Sequence[bytes]) -> None:
     """The puts and deletes of :func:`write`, added to ``parts``."""
     for key, value in puts:
-        head = value[:HEAD]
-        parts.append(b"P" + _U16.pack(len(key)) + key + _U16.pack(len(head)) + head)
+        parts += (b"F" + _U16.pack(len(key)) + key + _U32.pack(len(value)), value)
     for key in deletes:
         parts.append(b"D" + _U16.pack(len(key)) + key)
 
@@ -185,13 +201,17 @@ class Changes:
     dropped: set[bytes] = field(default_factory=set)  # prefixes whose every record was deleted (X)
     marks: dict[tuple[int, int], bytes | None] = field(default_factory=dict)
     horizon: int = 0
+    firm: int = 0  # the highest horizon of a write the log does not hold whole (or of an open)
     problem: str | None = None  # why the log could not be read to its end
 
 
 def known(ch: Changes) -> dict:
     """What the key-value store should check at open (``known``, blobstore/guard.py): its
-    files when the log started, the horizon raised to the last write the log has."""
-    return {**ch.files, "wal": ch.wal, "horizon": max(int(ch.files.get("horizon", 0)), ch.horizon)}
+    files when the log started, the horizon raised to the last write the log has that it could
+    not make again (:attr:`Changes.firm`: RocksDB's files must reach that one; a later put,
+    delete or mark the log holds whole may be missing from them after a power loss under
+    sync="commit", which synced the change log alone, and the open redoes it: :func:`redo`)."""
+    return {**ch.files, "wal": ch.wal, "horizon": max(int(ch.files.get("horizon", 0)), ch.firm)}
 
 
 def replay(records: list[bytes], problem: str | None = None) -> Changes:
@@ -219,13 +239,22 @@ def _apply(out: Changes, rec: bytes) -> None:
         out.chains = {bytes.fromhex(k): list(v) for k, v in chains.items()} if chains is not None else None
         out.dropped = {bytes.fromhex(p) for p in head.get("dropped", ())}
         return
+    if kind == b"O":
+        # An open settled what came before (redone, or found lost and said so): the store
+        # stands at ``at``, and only what follows can raise it.
+        (at,) = _U64.unpack(rec[1:])
+        out.horizon = out.firm = at
+        return
     if kind != b"W":
         raise ValueError(f"kind {kind!r}")
-    out.horizon = max(out.horizon, _U64.unpack_from(rec, 1)[0])
+    horizon = _U64.unpack_from(rec, 1)[0]
+    out.horizon = max(out.horizon, horizon)
     pos, n = 9, len(rec)
     while pos < n:
         op = rec[pos : pos + 1]
         pos += 1
+        if op not in _WHOLE:
+            out.firm = max(out.firm, horizon)
         if op == b"U":
             out.unlinked.add(_U64.unpack_from(rec, pos)[0])
             pos += 8
@@ -242,9 +271,12 @@ def _apply(out: Changes, rec: bytes) -> None:
             out.marks[blob_id, at] = value
             continue
         key, pos = _field(rec, pos)
-        if op == b"P":
-            head, pos = _field(rec, pos)
-            out.written[key] = head
+        if op == b"F" or op == b"P":
+            if op == b"F":
+                head, pos = _whole(rec, pos)
+            else:
+                head, pos = _field(rec, pos)
+            out.written[key] = head[:HEAD]
             out.moved.pop(key, None)
             out.removed.discard(key)
         elif op == b"D":
@@ -286,6 +318,86 @@ def _chain_op(out: Changes, op: bytes, rec: bytes, pos: int) -> int:
     if out.chains is not None:  # known only from a start record on
         out.chains = chains
     return pos
+
+
+_WHOLE = (b"F", b"D", b"K")  # the operations a record holds whole: redo can make them again
+
+
+Redo = tuple[list[tuple[bytes, bytes | None]], list[tuple[int, int, bytes | None]], int]
+
+
+def redo(records: list[bytes], after: int) -> Redo:
+    """What to write again, after a store opened at ``after`` (its horizon): the message
+    records written (a value) or deleted (None) and the marks set or cleared by the records
+    past it, each write whole (``F``, ``D``, ``K``) and following on from the one before (the
+    horizon before it is the last one's: no write the log lacks came between), from the
+    last open's record on; and how many writes they are. It stops at the first record that
+    breaks that: what follows is lost (the open says so, as it did before redo). Records and
+    marks are apart (their keys never meet), each in its order.
+
+    Only a power loss under sync="commit", or damage to RocksDB's log, leaves records past
+    the store's horizon (a kill leaves the OS both files)."""
+    start = 0
+    for at, rec in enumerate(records):
+        if rec[:1] == b"O":
+            start = at + 1
+    messages: list[tuple[bytes, bytes | None]] = []
+    marks: list[tuple[int, int, bytes | None]] = []
+    writes, reached = 0, after
+    for rec in records[start:]:
+        if rec[:1] == b"H":
+            continue  # the log's start
+        if rec[:1] != b"W" or len(rec) < 9:
+            break
+        horizon = _U64.unpack_from(rec, 1)[0]
+        if horizon <= after:
+            continue
+        mine = _whole_ops(rec)
+        if mine is None or horizon - len(mine[0]) - len(mine[1]) != reached:
+            break
+        messages += mine[0]
+        marks += mine[1]
+        writes += 1
+        reached = horizon
+    return messages, marks, writes
+
+
+def _whole_ops(rec: bytes) -> tuple[list[tuple[bytes, bytes | None]], list[tuple[int, int, bytes | None]]] | None:
+    """The message records and marks of one write record, when it holds every operation
+    whole (else None): ``F`` a record put, ``D`` deleted, ``K`` a mark set or cleared."""
+    messages: list[tuple[bytes, bytes | None]] = []
+    marks: list[tuple[int, int, bytes | None]] = []
+    pos, n = 9, len(rec)
+    try:
+        while pos < n:
+            op = rec[pos : pos + 1]
+            pos += 1
+            if op == b"K":
+                blob_id, at, has = _MARK.unpack_from(rec, pos)
+                pos += _MARK.size
+                value = None
+                if has:
+                    value, pos = _field(rec, pos)
+                marks.append((blob_id, at, value))
+                continue
+            if op != b"F" and op != b"D":
+                return None
+            key, pos = _field(rec, pos)
+            value = None
+            if op == b"F":
+                value, pos = _whole(rec, pos)
+            messages.append((key, value))
+    except (struct.error, ValueError):
+        return None
+    return messages, marks
+
+
+def _whole(rec: bytes, pos: int) -> tuple[bytes, int]:
+    (n,) = _U32.unpack_from(rec, pos)
+    end = pos + 4 + n
+    if end > len(rec):
+        raise ValueError("a field runs past its record")
+    return rec[pos + 4 : end], end
 
 
 def _field(rec: bytes, pos: int) -> tuple[bytes, int]:

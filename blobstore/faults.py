@@ -271,21 +271,38 @@ class FaultyStore:
 class PowerLossKV(MemoryKV):
     """The in-memory key-value store (blobstore/kv.py) with a power loss: what it holds now
     is what a killed process would leave; :meth:`power_loss` is what a machine that lost
-    power would, i.e. the state at the last :meth:`sync`, plus the side records and log
-    starts written since (those are durable by themselves). Writes and log appends that no
-    sync covered are dropped. ``syncs`` counts the syncs."""
+    power would. A sync makes the side logs durable, and the writes too unless every write
+    since the last one was ``logged`` (RocksKV syncs RocksDB's log only then: the change log
+    holds those writes whole, and the next open redoes them); the side records written since
+    are durable by themselves, and a log start makes everything durable (RocksKV syncs
+    RocksDB's log before it replaces the log). Writes and log appends that no sync
+    covered are dropped. ``syncs`` counts the syncs, ``data_syncs`` those that synced the
+    writes."""
 
     def __init__(self) -> None:
         super().__init__()
         self._durable = self._copy()
+        self._owed = False  # a write since the last sync that the change log cannot redo
         self.syncs = 0
+        self.data_syncs = 0
 
     def _copy(self) -> dict[str, dict[bytes, bytes]]:
         return {cf: dict(d) for cf, d in self._cfs.items()}
 
+    def write(self, ops, logged: bool = False) -> int:
+        horizon = super().write(ops, logged)
+        if not logged:
+            self._owed = True
+        return horizon
+
     def sync(self) -> None:
         with self._lock:
-            self._durable = self._copy()
+            if self._owed:
+                self._durable = self._copy()
+                self.data_syncs += 1
+            else:
+                self._durable["logs"] = dict(self._cfs["logs"])
+            self._owed = False
             self.syncs += 1
 
     def write_side(self, name: str, data: bytes) -> None:
@@ -294,9 +311,12 @@ class PowerLossKV(MemoryKV):
             self._durable.setdefault("side", {})[name.encode()] = bytes(data)
 
     def start_log(self, name: str, record: bytes) -> None:
+        # As RocksKV: the writes synced first (a record the old log drops may have been the
+        # only synced copy of its write), then the new log, durable by itself.
         super().start_log(name, record)
         with self._lock:
-            self._durable.setdefault("logs", {})[name.encode()] = self._cfs["logs"][name.encode()]
+            self._durable = self._copy()
+            self._owed = False
 
     def power_loss(self) -> MemoryKV:
         """What the store would hold after a power loss now (a store of its own)."""

@@ -97,10 +97,12 @@ _LOG_HEAD = struct.Struct("<II")  # length of the record, crc32 of it
 
 class SideLog:
     """One side log of a data directory (see the module docstring). Thread-safe: a record is
-    one ``os.write`` of an O_APPEND file, which the kernel never interleaves with another."""
+    one ``os.write`` of an O_APPEND file, which the kernel never interleaves with another, and
+    appends wait while the log is started again (:meth:`start`)."""
 
     def __init__(self, path: str, name: str):
         self.path = os.path.join(path, SIDE_PREFIX + name)
+        self._lock = threading.Lock()  # an append never lands in the log a start replaces
         self._fd: int | None = None
         self.failed: str | None = None  # why an append failed (appends then stop until start)
         self.unsynced = False  # records were appended since the last sync began
@@ -130,28 +132,35 @@ class SideLog:
             pos += _LOG_HEAD.size + n
         return out, None
 
-    def start(self, record: bytes) -> None:
-        """Replace the log with one holding only ``record``, atomically and durably.
-        :raises KVError: not replaced (the old log stands)."""
+    def start(self, record: bytes, first: Callable[[], None] | None = None) -> None:
+        """Replace the log with one holding only ``record``, atomically and durably; ``first``
+        runs before, with appends held: what the records dropped stand for must be durable
+        elsewhere first (RocksDB's log synced: a record may be the only synced copy of a
+        write under sync="commit", blobstore/changes.py). An append waits, then goes to the
+        new log. :raises KVError: not replaced (the old log stands)."""
         dirname, name = os.path.split(self.path)
-        write_side_file(dirname, name[len(SIDE_PREFIX) :], b"", raw=_LOG_MAGIC + _frame(record))
-        self.close()
-        self.failed = None
-        self.unsynced = False  # the new log was written durably
+        with self._lock:
+            if first is not None:
+                first()
+            write_side_file(dirname, name[len(SIDE_PREFIX) :], b"", raw=_LOG_MAGIC + _frame(record))
+            self.close()
+            self.failed = None
+            self.unsynced = False  # the new log was written durably
 
     def append(self, record: bytes) -> None:
         """Add ``record`` at the end. Never raises: a log that cannot be written says why in
         :attr:`failed` and takes nothing more until :meth:`start`."""
         if self.failed is not None:
             return
-        try:
-            if self._fd is None:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
-            # _frame written out: every durable put and get appends here.
-            os.write(self._fd, _LOG_HEAD.pack(len(record), zlib.crc32(record)) + record)
-            self.unsynced = True
-        except OSError as e:
-            self.failed = f"appending to {self.path} failed ({e})"
+        with self._lock:
+            try:
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+                # _frame written out: every durable put and get appends here.
+                os.write(self._fd, _LOG_HEAD.pack(len(record), zlib.crc32(record)) + record)
+                self.unsynced = True
+            except OSError as e:
+                self.failed = f"appending to {self.path} failed ({e})"
 
     def sync(self) -> None:
         """Make every record appended so far survive a power loss (one fdatasync, as RocksDB

@@ -95,9 +95,11 @@ class KV(Protocol):
         healed (rebuilt without what cannot be proven) when the store can write."""
         ...
 
-    def write(self, ops: Sequence[Op]) -> int:
+    def write(self, ops: Sequence[Op], logged: bool = False) -> int:
         """Apply ``ops`` atomically (all or none); return the horizon after them (see
-        :meth:`horizon`). :raises KVError: nothing was written."""
+        :meth:`horizon`). ``logged``: the caller appends them, whole, to the change log next
+        (blobstore/changes.py), which can make them again at the next open: then :meth:`sync`
+        need not sync this write itself. :raises KVError: nothing was written."""
         ...
 
     def write_one(self, cf: str, key: bytes, value: bytes | None, log: str) -> int:
@@ -109,7 +111,9 @@ class KV(Protocol):
 
     def sync(self) -> None:
         """Make every write so far, and every record appended to a side log, durable against
-        power loss. :raises KVError: it failed."""
+        power loss: the side logs, and the writes themselves unless every one since the last
+        sync was ``logged`` (and the logs took every record: the change log can redo them).
+        :raises KVError: it failed."""
         ...
 
     def read_side(self, name: str) -> bytes | None:
@@ -199,7 +203,7 @@ class MemoryKV:
     def salvage(self, cf: str, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> tuple[list, list, list]:
         return self.items(cf, prefix), [], []  # dicts hold no damage of their own
 
-    def write(self, ops: Sequence[Op]) -> int:
+    def write(self, ops: Sequence[Op], logged: bool = False) -> int:
         with self._lock:
             for cf, key, value in ops:
                 if value is None:
@@ -212,7 +216,7 @@ class MemoryKV:
         return horizon
 
     def write_one(self, cf: str, key: bytes, value: bytes | None, log: str) -> int:
-        record = changes.one(self.write([(cf, key, value)]), key, value)
+        record = changes.one(self.write([(cf, key, value)], True), key, value)
         self.append_log(log, record)
         return len(record)
 

@@ -116,7 +116,9 @@ class Since:
     file set aside, a damaged family rebuilt): a record that is missing may be one of them.
     ``complete``: the record reaches back to the checkpoint. ``logged``: the store kept a
     write-ahead log (without one, sync="none", a crash loses the writes since the last flush,
-    as promised: no damage)."""
+    as promised: no damage). ``redone``: writes the store made again at open from its own
+    record of them, which RocksDB's log had lost (a power loss under sync="commit", which
+    syncs that record alone, or damage to RocksDB's log): nothing of them is lost."""
 
     written: dict[bytes, bytes] = field(default_factory=dict)
     moved: dict[bytes, tuple[int, ...]] = field(default_factory=dict)
@@ -127,6 +129,7 @@ class Since:
     complete: bool = False
     dropped: frozenset[bytes] = frozenset()
     logged: bool = True
+    redone: int = 0
 
 
 class Capability(enum.Flag):

@@ -243,9 +243,9 @@ class _Hot:
             finally:
                 gate.leave()
             if horizon < 0:
-                horizon = self.write(((cf, key, value),))
+                horizon = self.write(((cf, key, value),), True)
         else:
-            horizon = self.write(((cf, key, value),))
+            horizon = self.write(((cf, key, value),), True)
         record = changes.one(horizon, key, value)
         (self._logs.get(log) or self._log(log)).append(record)
         return len(record)
@@ -302,6 +302,9 @@ class RocksKV(_Hot):
         self._cf: dict = {}
         self._h: dict = {}
         self._logs: dict[str, SideLog] = {}
+        # A write since the last sync that the change log cannot redo (not ``logged``, a
+        # rebuild's copy, a reopen): the next sync syncs RocksDB's log too (sync()).
+        self._owed = True
         self._syncer: ThreadPoolExecutor | None = None  # syncs the side logs beside RocksDB's log
         self._syncer_lock = threading.Lock()
         try:
@@ -320,6 +323,7 @@ class RocksKV(_Hot):
     def _open(self, compactions: bool = True) -> None:
         """Open the database and map each family to its current generation (dropping the
         newer generations an interrupted rebuild left)."""
+        self._owed = True  # a reopen may have rebuilt families: their copies are no logged writes
         opts, family = _db_options(self.write_buffer_bytes, self._cache, self._wal, compactions)
         self._family_options = family  # a rebuilt family shares the memtable cap of the others
         where = self._shadow or self.path
@@ -623,7 +627,9 @@ class RocksKV(_Hot):
             )
         return heal.collect(heal.prove(self._cf[cf], prefix, probes))
 
-    def write(self, ops: Sequence[Op]) -> int:
+    def write(self, ops: Sequence[Op], logged: bool = False) -> int:
+        if not logged:
+            self._owed = True  # before the write: a sync that starts meanwhile must take it
         try:
             return self._write(ops)
         except KVError as first:
@@ -669,26 +675,44 @@ class RocksKV(_Hot):
         raise err
 
     def sync(self) -> None:
+        self._sync(False)
+
+    def _sync(self, everything: bool) -> None:
+        """:meth:`sync`; ``everything``: RocksDB's log too, whatever was written since."""
         # rocksdict releases the GIL while the log is synced: other threads go on writing,
         # and the next sync covers them all. The side logs (the change log) that took records
-        # since their last sync are synced at the same time, on the syncing thread: two syncs
-        # in turn cost a single producer under sync="commit" half its rate (issue 31), and the
-        # filesystem's journal overlaps part of two at once (docs/durable-bench.md, "One log
-        # or two"). (Synced in turn or together, a
-        # power loss during a sync may leave the change log a write ahead of RocksDB's log, a
-        # write no call returned from.)
-        logs = [log for log in list(self._logs.values()) if log.unsynced]
+        # since their last sync are synced at the same time, on the syncing thread (two syncs
+        # in turn cost a single producer under sync="commit" half its rate: issue 31).
+        # RocksDB's log is synced only when a write since the last sync is one the change log
+        # does not hold whole (``_owed``), or a log failed to take a record: every durable put
+        # and get alone syncs one file, the change log, and the next open redoes from it what
+        # a power loss took from RocksDB's unsynced log (blobstore/changes.py ``redo``).
+        # (Synced in turn or together, a power loss during a sync may leave the change log a
+        # write ahead of RocksDB's log, a write no call returned from.)
+        logs = list(self._logs.values())
+        wal = self._wal and (everything or self._owed or any(log.failed is not None for log in logs))
+        self._owed = False  # before the sync: a write meanwhile is left to the next one
+        logs = [log for log in logs if log.unsynced]
+        if not wal:
+            _sync_all(logs)  # the change log alone: on this thread, no hand-over
+            return
         side = self._syncing().submit(_sync_all, logs) if logs else None
         try:
-            if self._wal:
-                self._call(
-                    lambda: self._db.flush_wal(True),  # type: ignore[union-attr]  # open inside the gate
-                    lambda: f"syncing the log of {self.path} failed",
-                    True,
-                )
+            self._sync_wal()
+        except BaseException:
+            self._owed = True  # what it held is still owed: the retry must sync it
+            raise
         finally:
             if side is not None:
                 side.result()  # raises the side log's KVError (after RocksDB's, if both failed)
+
+    def _sync_wal(self) -> None:
+        """Sync RocksDB's log alone. :raises KVError: it failed."""
+        self._call(
+            lambda: self._db.flush_wal(True),  # type: ignore[union-attr]  # open inside the gate
+            lambda: f"syncing the log of {self.path} failed",
+            True,
+        )
 
     def _syncing(self) -> ThreadPoolExecutor:
         pool = self._syncer
@@ -740,7 +764,7 @@ class RocksKV(_Hot):
         """What blobstore/guard.py checks at the next open (``known``): the manifest now, and
         the horizon reached, the log synced first. :raises KVError: the sync failed."""
         h = self.horizon()
-        self.sync()
+        self._sync(True)
         return guard.files(self.path, h, self._wal)
 
     def _log(self, name: str) -> SideLog:
@@ -755,7 +779,9 @@ class RocksKV(_Hot):
     def start_log(self, name: str, record: bytes) -> None:
         if self._read_only:
             raise KVError(f"the store at {self.path} is open read-only")
-        self._log(name).start(record)
+        # RocksDB's log synced first, appends held: a record the old log drops may be the only
+        # synced copy of its write (sync="commit" syncs the change log alone).
+        self._log(name).start(record, self._sync_wal if self._wal else None)
 
     def append_log(self, name: str, record: bytes) -> str | None:
         log = self._logs.get(name) or self._log(name)

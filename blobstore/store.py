@@ -158,6 +158,7 @@ class BlobStore:
         self._listeners: list[Callable[[list[str]], None]] = []
         self._since = Since()
         self._detached: list[int] = []  # blobs an earlier run detached as damaged, kept (detached())
+        self._redone = 0  # writes the open made again from the change log (_redo)
         # write_messages' group commit; a lone caller's one change straight through _write_alone
         self.group: WriteGroup[MessageWrite] = WriteGroup(self._write_group, self._write_alone)
         if kv is None:
@@ -170,10 +171,13 @@ class BlobStore:
         self._reader = BlobReader(self._access, self.codec, self.stats)
         try:
             opened_at = kv.horizon()  # before any write of this store's
-            logged = changes.replay(*kv.read_log(changes.NAME))
+            records, problem = kv.read_log(changes.NAME)
+            logged = changes.replay(records, problem)
+            if not read_only and logged.wal and logged.horizon > opened_at:
+                opened_at = self._redo(kv, records, opened_at)
             self._log.go_on_from(logged)
             self._load(read_only, clear, wal, logged.chains)
-            self._since = self._changes_since_checkpoint(logged, opened_at)
+            self._since = self._changes_since_checkpoint(logged, opened_at, self._redone)
         except BaseException:
             # A store that cannot be loaded (a format it cannot read, a failing disk) must
             # not keep the database open: its lock would refuse the next open in this
@@ -184,6 +188,27 @@ class BlobStore:
                 kv.close()
             raise
         kv.listen(self._restore)
+
+    def _redo(self, kv: KV, records: list[bytes], opened_at: int) -> int:
+        """Make again the writes past ``opened_at`` (the store's horizon) that the change log
+        holds whole (``changes.redo``: a power loss under sync="commit" takes them from
+        RocksDB's unsynced log, damage from a damaged one), before anything reads the store;
+        then mark the log settled (``changes.opened``: the numbers past the horizon are
+        reused from here on). Returns the horizon now; what it could not redo stays past it,
+        and :meth:`_changes_since_checkpoint` says it was lost, as before.
+
+        :raises StoreError: the redo or its sync failed (the next open tries again)."""
+        messages, marks, writes = changes.redo(records, opened_at)
+        if writes:
+            ops: list[Op] = [(CF_MESSAGES, k, v) for k, v in messages]
+            ops += [(CF_MARKS, mark_key(blob_id, pos), v) for blob_id, pos, v in marks]
+            self._access.write(ops)
+            self._redone = writes
+        self._access.sync()  # the redo, and what the open found, before the record that settles them
+        horizon = kv.horizon()
+        kv.append_log(changes.NAME, changes.opened(horizon))
+        self._access.sync()
+        return horizon
 
     def _open_directory(
         self, read_only: bool, sync: bool, wal: bool, write_buffer_bytes: int, block_cache_bytes: int
@@ -301,10 +326,11 @@ class BlobStore:
             f"{len(fixed)} chain(s) of blobs had lost links to damage; set again from the change log"
         )
 
-    def _changes_since_checkpoint(self, ch: changes.Changes, opened_at: int) -> Since:
+    def _changes_since_checkpoint(self, ch: changes.Changes, opened_at: int, redone: int) -> Since:
         """What the change log (blobstore/changes.py) says changed since the checkpoint, and
         whether writes were lost: the open found damage, or the log shows a write that the
-        store no longer reaches (a write-ahead log cut or deleted)."""
+        store no longer reaches, even after ``redone`` writes made again from it (a
+        write-ahead log cut or deleted)."""
         lost = bool(self.damage_log())
         if ch.wal and ch.horizon > opened_at and not lost:  # (RocksDB's files say so too: blobstore/guard.py)
             lost = True
@@ -327,6 +353,7 @@ class BlobStore:
             complete=complete,
             dropped=frozenset(ch.dropped),
             logged=ch.wal,
+            redone=redone,
         )
 
     def _restore(self, families: list[str]) -> None:
@@ -602,10 +629,10 @@ class BlobStore:
                 marked = True
                 ops += [(CF_MARKS, mark_key(blob_id, pos), value) for blob_id, pos, value in marks]
         if not marked:
-            horizon = self._access.write(ops)
+            horizon = self._access.write(ops, True)
         else:
             with self._lock:  # the marks known in memory change with the write, not between
-                horizon = self._access.write(ops)
+                horizon = self._access.write(ops, True)
                 for _puts, _deletes, marks in writes:
                     self._marks.apply(marks)
         if len(writes) == 1:

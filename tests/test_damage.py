@@ -23,6 +23,7 @@ import subprocess
 import sys
 
 import pytest
+from legacy_log import as_before_whole_records
 from rocksdict import Options, Rdict
 from test_durability import killed_writer
 
@@ -661,6 +662,7 @@ def test_a_log_record_header_damaged_is_cut_there_not_looped_on(tmp_path):
     would have cut it: the messages before it come back, in order, and the open says so."""
     d = tmp_path / "d"
     killed_writer(d, 50)
+    as_before_whole_records(d)  # else the change log makes the rest again (test_durability.py)
     log = max((p for p in d.iterdir() if p.suffix == ".log"), key=lambda p: p.stat().st_size)
     _flip_a_record_type(log, 20)
     out = _open_in_a_child(tmp_path, d, repair=False, says="cut there")
@@ -859,12 +861,13 @@ def test_the_log_of_a_killed_store_lost_brings_no_consumed_message_back_and_name
     assert len(named) == 50 - (len(got) - 200) and not errors  # what the log alone held: back or named
 
 
-def _killed_in_its_first_flush(tmp_path, written: float = 0.5):
+def _killed_in_its_first_flush(tmp_path, written: float = 0.5, legacy: bool = True):
     """A data directory as a kill -9 during the store's first flush leaves it: every write in
     the write-ahead log, the flush's table file half written (its manifest names it not), then
     the log cut as the crash harness's ``wal-truncate`` cuts it. ``written``: the share of
-    the table file written (0: created, not yet written). Returns it and the MsgIds put: 300
-    on Q, the first 100 of them consumed."""
+    the table file written (0: created, not yet written); ``legacy``: its change log as
+    before it held puts whole (else the open makes the writes the cut took again, and needs
+    no repair). Returns it and the MsgIds put: 300 on Q, the first 100 of them consumed."""
     d, crashed = tmp_path / "d", tmp_path / "crashed"
     with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q", default_persistence=P)
@@ -879,7 +882,22 @@ def _killed_in_its_first_flush(tmp_path, written: float = 0.5):
     table = largest_table(d)  # the close's flush: the one the kill cut short
     (crashed / table.name).write_bytes(table.read_bytes()[: int(table.stat().st_size * written)])
     assert "cut" in trials.corrupt(str(crashed), "wal-truncate", random.Random(1))
+    if legacy:
+        as_before_whole_records(crashed)
     return crashed, ids
+
+
+def test_a_store_killed_in_its_first_flush_and_its_log_cut_opens_with_every_write_made_again(tmp_path):
+    """The same directory with today's change log, which holds every put whole: the open needs
+    no repair (RocksDB drops the table file its manifest does not name, and the change log
+    makes again every write that file and the cut log held). Nothing is lost or named, nothing
+    consumed comes back, and the open says what it made again."""
+    d, _ids = _killed_in_its_first_flush(tmp_path, legacy=False)
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
+        said, named, redone = qm.recovery.damaged, qm.recovery.damaged_msg_ids, qm.recovery.redone
+        got, errors = drain(qm)
+    assert redone > 0 and any("made again, none lost" in line for line in said), said
+    assert not errors and not named and got == [b"m%03d" % i for i in range(100, 300)]
 
 
 @pytest.mark.parametrize("written", [0, 0.5])
@@ -1004,7 +1022,9 @@ def test_a_table_file_of_removals_set_aside_brings_no_consumed_message_back(tmp_
     """Issue 24 item 4: a killed store whose table file of removals was lost (a repair set
     it aside, or a cut manifest let RocksDB delete it) delivered the messages consumed since
     the last open again: the checkpoint written at that open still listed them live. The
-    change log has the removals: they stay consumed."""
+    change log has the removals: they stay consumed. (A delete is whole in the change log:
+    the open makes the 10 commits of 10 gets again before recovery reads the store, so
+    none comes back to be killed again, as happened before redo.)"""
     from sweepq.blobstore.rocksfiles import read_manifest
 
     d = tmp_path / "d"
@@ -1017,9 +1037,10 @@ def test_a_table_file_of_removals_set_aside_brings_no_consumed_message_back(tmp_
     with pytest.raises(MQError):
         QueueManager.open(d, sweeping=SweeperSettings(run=False))
     with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
-        consumed_again = qm.recovery.consumed_again
+        consumed_again, redone = qm.recovery.consumed_again, qm.recovery.redone
         got, errors = drain(qm)
-    assert not errors and got == [b"m%03d" % i for i in range(100, 300)] and consumed_again == 100
+    assert not errors and got == [b"m%03d" % i for i in range(100, 300)]
+    assert (consumed_again, redone) == (0, 10)
 
 
 _PUTS_FLUSHED_THEN_KILLED = """
@@ -1134,18 +1155,26 @@ conn.commit()
 
 
 @pytest.mark.parametrize(
-    ("when", "where", "named", "back"),
+    ("legacy", "when", "where", "named", "back"),
     [
-        # The change log never saw the commit: undone whole, as if the kill came before it.
-        ("before", "commit", "", "g0 g1 g2 g3 g4 g5 g6 g7 g8 g9"),
+        # A change log of before (puts not whole). It never saw the commit: undone whole, as
+        # if the kill came before it.
+        (True, "before", "commit", "", "g0 g1 g2 g3 g4 g5 g6 g7 g8 g9"),
         # ... and the puts of the messages it got were lost too: those named, nothing more.
-        ("before", "earlier", "G0 G1 G2 G3 G4 G5 G6 G7 G8 G9", ""),
+        (True, "before", "earlier", "G0 G1 G2 G3 G4 G5 G6 G7 G8 G9", ""),
         # The change log has the commit: its gets stay done, its puts are named.
-        ("after", "commit", "P0 P1 P2 P3 P4", "g3 g4 g5 g6 g7 g8 g9"),
-        ("after", "earlier", "G3 G4 G5 G6 G7 G8 G9 P0 P1 P2 P3 P4", ""),
+        (True, "after", "commit", "P0 P1 P2 P3 P4", "g3 g4 g5 g6 g7 g8 g9"),
+        (True, "after", "earlier", "G3 G4 G5 G6 G7 G8 G9 P0 P1 P2 P3 P4", ""),
+        # Today's change log holds each put whole: what it has is made again, nothing named.
+        (False, "before", "commit", "", "g0 g1 g2 g3 g4 g5 g6 g7 g8 g9"),
+        (False, "before", "earlier", "", "g0 g1 g2 g3 g4 g5 g6 g7 g8 g9"),
+        (False, "after", "commit", "", "g3 g4 g5 g6 g7 g8 g9 p0 p1 p2 p3 p4"),
+        (False, "after", "earlier", "", "g3 g4 g5 g6 g7 g8 g9 p0 p1 p2 p3 p4"),
     ],
 )
-def test_a_commit_cut_by_a_kill_whose_log_write_damage_took_is_whole_or_named(tmp_path, when, where, named, back):
+def test_a_commit_cut_by_a_kill_whose_log_write_damage_took_is_whole_or_named(
+    tmp_path, legacy, when, where, named, back
+):
     """Issue 32 item 3 (CI's wal-bitflip-7 once found a commit of 3 gets and 5 puts "half
     applied"), built exactly rather than by a kill's timing: a unit of work of 3 gets and 5
     persistent puts, its commit's one store write made, the process killed just before or
@@ -1158,6 +1187,8 @@ def test_a_commit_cut_by_a_kill_whose_log_write_damage_took_is_whole_or_named(tm
     d = tmp_path / "d"
     args = [sys.executable, "-c", _A_COMMIT_KILLED_AROUND_ITS_CHANGE_LOG_RECORD, str(d), when]
     assert subprocess.run(args, timeout=120).returncode == -9
+    if legacy:
+        as_before_whole_records(d)
     log = max(d.glob("*.log"), key=lambda p: p.stat().st_size)
     data = log.read_bytes()
     at = data.find((b"P%023d" if where == "commit" else b"G%023d") % 0)

@@ -547,22 +547,41 @@ def killed_writer(d, n: int) -> None:
     subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(d), str(n)], check=True, timeout=60)
 
 
-def test_damage_in_the_log_is_reported_and_what_comes_back_is_a_clean_prefix(tmp_path):
-    """A bit flip in the write-ahead log: the writes after it cannot be trusted. The open
-    says so (qm.recovery.damaged), and what comes back is the messages put before the damage,
-    in order, each once."""
+def _flip_in_the_write_ahead_log(d) -> None:
     import glob
 
-    d = tmp_path / "d"
-    killed_writer(d, 200)
     log = max(glob.glob(str(d / "*.log")), key=os.path.getsize)
     with open(log, "rb") as f:
         data = bytearray(f.read())
     data[len(data) // 2] ^= 0x40
     with open(log, "wb") as f:
         f.write(bytes(data))
+
+
+def test_damage_in_the_log_is_reported_and_the_change_log_makes_its_writes_again(tmp_path):
+    """A bit flip in the write-ahead log: the writes after it cannot be trusted, and RocksDB
+    drops them. The open says so (qm.recovery.damaged), and makes them again from the change
+    log, which holds each put whole: every message is back, in order, each once."""
+    d = tmp_path / "d"
+    killed_writer(d, 200)
+    _flip_in_the_write_ahead_log(d)
     with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert any("write-ahead log was damaged" in line for line in qm.recovery.damaged)
+        assert 0 < qm.recovery.redone < 200
+        got = [m for m, _, _ in contents(qm)]
+    assert got == [b"m%03d" % i for i in range(200)]
+
+
+def test_damage_in_both_logs_brings_back_a_clean_prefix(tmp_path):
+    """The same flip with the change log gone too: nothing can make the writes after it again.
+    What comes back is the messages put before the damage, in order, each once."""
+    d = tmp_path / "d"
+    killed_writer(d, 200)
+    _flip_in_the_write_ahead_log(d)
+    os.remove(d / "sweepq-changes")
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
+        assert any("write-ahead log was damaged" in line for line in qm.recovery.damaged)
+        assert qm.recovery.redone == 0
         got = [m for m, _, _ in contents(qm)]
     assert 0 < len(got) < 200 and got == [b"m%03d" % i for i in range(len(got))]
 

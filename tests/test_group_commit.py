@@ -51,7 +51,7 @@ class GatedKV(MemoryKV):
         self.held = threading.Event()
         self.fail_next = False
 
-    def write(self, ops):
+    def write(self, ops, logged=False):
         self.writes += 1
         gate, self.gate = self.gate, None
         if gate is not None:
@@ -60,7 +60,7 @@ class GatedKV(MemoryKV):
         elif self.fail_next:
             self.fail_next = False
             raise KVError("injected: the group's write failed")
-        return super().write(ops)
+        return super().write(ops, logged)
 
 
 def _hold_then_queue(kv: GatedKV, store, handles, payload=b"m"):
@@ -414,3 +414,139 @@ def test_lone_callers_and_groups_racing_write_each_item_once_and_never_two_write
     assert overlaps == []
     assert sorted(written) == [(t, i) for t in range(6) for i in range(400)]
     assert group.items == 6 * 400 and group.queued == 0
+
+
+# -- one file synced a call: the change log, which the open redoes from (issue 31) ---------------
+
+
+def test_a_durable_call_under_commit_syncs_the_change_log_alone_and_a_definition_syncs_both():
+    """A persistent put or get under sync="commit" makes its write durable by syncing the change
+    log, which holds it whole; a write the log cannot make again (a queue's definition) has
+    the next sync take the store's own writes too (PowerLossKV: ``data_syncs``)."""
+    lossy = PowerLossKV()
+    qm = manager(lossy, sync="commit")
+    qm.define_queue("Q", default_persistence=P)
+    h = qm.connect().open("Q", IO)
+    syncs, data = lossy.syncs, lossy.data_syncs
+    for i in range(5):
+        h.put(b"m%d" % i)
+    h.get()
+    assert lossy.syncs == syncs + 6 and lossy.data_syncs == data  # six calls: the change log alone
+    qm.define_queue("R", default_persistence=P)  # synced by itself, the store's writes and all
+    assert lossy.data_syncs == data + 1
+
+
+def test_a_power_loss_after_change_log_syncs_alone_makes_the_calls_again():
+    """The store's writes of five puts and a get, synced through the change log alone, are
+    gone after a power loss: the open makes them again from the log (recovery.redone), says
+    so, and the queue holds what the calls returned."""
+    lossy = PowerLossKV()
+    qm = manager(lossy, sync="commit")
+    qm.define_queue("Q", default_persistence=P)
+    h = qm.connect().open("Q", IO)
+    h.put(b"first")
+    for i in range(5):
+        h.put(b"m%d" % i)
+    assert h.get().data == b"first"
+    after = manager(lossy.power_loss())
+    assert after.recovery.redone == 7  # the definition was synced by itself
+    assert any("made again, none lost" in line for line in after.recovery.damaged)
+    assert drain(after, "Q") == [b"m%d" % i for i in range(5)]
+
+
+def test_a_kill_leaves_nothing_to_redo():
+    """A kill leaves the OS both files: the open redoes nothing and says nothing."""
+    lossy = PowerLossKV()
+    qm = manager(lossy, sync="commit")
+    qm.define_queue("Q", default_persistence=P)
+    h = qm.connect().open("Q", IO)
+    for i in range(5):
+        h.put(b"m%d" % i)
+    after = manager(_crash(lossy))
+    assert after.recovery.redone == 0 and after.recovery.damaged == []
+    assert drain(after, "Q") == [b"m%d" % i for i in range(5)]
+
+
+def test_redo_takes_the_writes_past_the_horizon_that_follow_on_and_stops_at_a_gap():
+    """changes.redo: the records past the store's horizon, each whole and starting where the
+    last ended; a gap (a write the log lacks), or a record not whole, ends it; an open's
+    record settles what came before it."""
+    recs = [
+        changes.start(True, {}, {}),
+        changes.one(5, b"a", b"A" * 100),  # write 5
+        changes.write_group(7, [([(b"b", b"B")], (), ()), ((), [b"a"], ())]),  # writes 6-7, two callers
+        changes.write(9, [(b"c", b"C")], marks=[(3, 1, b"R")]),  # writes 8-9
+        changes.one(11, b"d", b"D"),  # write 10 is not in the log: a gap
+    ]
+    assert changes.redo(recs, 4) == ([(b"a", b"A" * 100), (b"b", b"B"), (b"a", None), (b"c", b"C")], [(3, 1, b"R")], 3)
+    assert changes.redo(recs, 7) == ([(b"c", b"C")], [(3, 1, b"R")], 1)
+    assert changes.redo(recs, 6) == ([], [], 0)  # inside a write: no record starts there
+    assert changes.redo(recs, 10) == ([(b"d", b"D")], [], 1)
+    assert changes.redo(recs, 11) == ([], [], 0)
+    linked = changes.write(12, moved=([4], [b"c"]), chains=[(b"Q", "tail", [4])])
+    assert changes.redo([*recs[:4], linked], 9) == ([], [], 0)  # a link is not whole: never redone
+    assert changes.redo([*recs, changes.opened(11)], 4) == ([], [], 0)  # settled by an open
+    ch = changes.replay([*recs, changes.opened(8)])
+    assert (ch.horizon, ch.firm) == (8, 8)  # the open stood at 8: the stale 9 and 11 are settled
+    assert changes.replay([*recs, linked]).firm == 12
+
+
+def test_a_write_the_log_cannot_redo_has_the_next_sync_take_the_stores_writes():
+    """A power loss that takes a write the change log lacks (a sweep's blob, written before
+    its link) and a put after it: the puts before it are made again; the put after it had not
+    returned (its record was never synced). Had it returned, its sync would have taken the
+    store's own writes too: nothing to redo."""
+    lossy = PowerLossKV()
+    store = MemoryStore(kv=lossy)
+    store.write_checkpoint(b"")  # the store's writes durable, the change log started
+    store.write_messages([(b"k0", b"v0")])
+    store.sync()
+    store.write_messages([(b"k1", b"v1")])
+    store.sync()
+    assert lossy.data_syncs == 0  # the change log alone, twice
+    lossy.write([("meta", b"unlogged", b"x")])  # in no change-log record
+    store.write_messages([(b"k2", b"v2")])
+    lost = lossy.power_loss()  # k2's record never synced: as if its call never returned
+    again = MemoryStore(kv=lost)
+    assert [k for k, _v in again.messages()] == [b"k0", b"k1"]
+    assert again.since_checkpoint().redone == 2 and not again.since_checkpoint().lost_writes
+    store.sync()  # k2's call returns: the unlogged write before it has the sync take the store's writes
+    assert lossy.data_syncs == 1
+    again = MemoryStore(kv=lossy.power_loss())
+    assert [k for k, _v in again.messages()] == [b"k0", b"k1", b"k2"] and again.since_checkpoint().redone == 0
+
+
+def test_a_real_stores_sync_leaves_rocksdbs_log_to_the_change_log_until_a_write_it_cannot_redo(tmp_path, monkeypatch):
+    """RocksKV: a message write's sync fsyncs the change log alone; a write the change log
+    cannot make again (an object) has the next sync take RocksDB's log too; and the change
+    log is started again (a checkpoint) only after RocksDB's log was synced, appends held,
+    since a record it drops may be the only synced copy of its write."""
+    from sweepq.blobstore import files, rocks
+
+    store = BlobStore(tmp_path / "d")
+    store.write_checkpoint(b"")
+    events: list[str] = []
+    real_wal, real_replace = rocks.RocksKV._sync_wal, files.write_side_file
+
+    def wal(self) -> None:
+        events.append("wal")
+        real_wal(self)
+
+    def replace(*args, **kw) -> None:
+        events.append("replace")
+        real_replace(*args, **kw)
+
+    monkeypatch.setattr(rocks.RocksKV, "_sync_wal", wal)
+    monkeypatch.setattr(files, "write_side_file", replace)
+    store.write_message(b"k", b"v")
+    store.sync()
+    assert events == []  # the change log alone
+    store.put_object(b"o", b"x")
+    store.sync()
+    assert events == ["wal"]
+    store.write_message(b"k2", b"v2")
+    store.sync()
+    assert events == ["wal"]
+    store.write_checkpoint(b"")
+    assert events[-2:] == ["wal", "replace"]
+    store.close()

@@ -87,7 +87,9 @@ class RecoveryReport:
     are the MsgIds of messages lost to it that could be named (a damaged blob's are named
     by the get that reaches it, 2101, and once more by the next open when that get came
     before it: :meth:`_Recovery.name_detached`); ``consumed_again`` counts messages whose record came
-    back from damage although they had been consumed (kept dead)."""
+    back from damage although they had been consumed (kept dead); ``redone`` counts the writes
+    the store made again from its change log, which RocksDB's log had lost (a power loss under
+    sync="commit", or damage to that log): nothing of them was lost."""
 
     queues: int = 0
     messages: int = 0
@@ -98,6 +100,7 @@ class RecoveryReport:
     damaged: list[str] = field(default_factory=list)
     damaged_msg_ids: list[bytes] = field(default_factory=list)
     consumed_again: int = 0
+    redone: int = 0
     seconds: float = 0.0
     next_seq: int = 1
 
@@ -128,6 +131,14 @@ class _Recovery:
         self.report = report
         self.since = SinceCheckpoint(store)
         self.lost_writes = self.since.since.lost_writes or repaired
+        report.redone = redone = self.since.since.redone
+        if redone:
+            # Not evidence of lost writes (the store has them all again), but said: under
+            # sync="os" only damage to RocksDB's log loses a write a kill would not.
+            self.damage(
+                f"RocksDB's log had lost {redone} write(s) that sweepq's change log holds whole (a power loss "
+                'under sync="commit" leaves it so; any other loss is damage to that log): made again, none lost'
+            )
         self.unlogged = not self.since.since.logged  # sync="none": no write-ahead log
         self.quarantine: list[bytes] = []  # message keys to move aside
         self.marks: list[tuple[int, int, bytes | None]] = []  # removal marks to write
