@@ -341,7 +341,9 @@ class RocksKV(_Hot):
             {n for n in Rdict.list_cf(where, Options(raw_mode=True)) if n != "default"} if _is_db(where) else set()
         )
         names = existing | {f for f in CFS if not any(_family(n) == f for n in existing)}
-        cf_opts = {n: family(n) for n in names}
+        # In a fixed order: RocksDB numbers the families and their files as they are made, and
+        # a set's order follows the process's hash seed (the damage fuzz replays by file name).
+        cf_opts = {n: family(n) for n in sorted(names)}
         if self._read_only:
             db = unheld(lambda: Rdict(where, options=opts, column_families=cf_opts, access_type=AccessType.read_only()))
         else:
