@@ -6,10 +6,15 @@ checksummed and replaced atomically (write, fsync, rename, fsync the directory),
 outside RocksDB so that damage to its files cannot take them too.
 
 *Side logs* (:class:`SideLog`, e.g. the change log, blobstore/changes.py) are appended to,
-one checksummed record per ``os.write`` on an O_APPEND file: a process killed at any moment
-leaves every record written before (the kernel holds them); :meth:`SideLog.sync` (called by
-the store's sync) makes them survive a power loss too. They start afresh, atomically and
-durably, with one record.
+one checksummed record per ``os.pwrite`` at the log's logical end, in place over zeros: the
+file is kept zero-filled a chunk (:data:`CHUNK`) ahead, so that a sync (:meth:`SideLog.sync`,
+called by the store's sync) writes the records and not the file's size, which would commit
+the filesystem's journal as well (issue 31: a synced write of a growing file costs about
+two of one written in place). A process killed at any moment leaves every record written
+before (the kernel holds them); the sync makes them survive a power loss too. Reading stops
+at a zero header with nothing but zeros after it (the end), at a record the file ends inside
+or that a power loss cut mid-write (a cut tail), and at anything else that fails (damage).
+They start afresh, atomically and durably, with one record and the first chunk of zeros.
 
 Privacy: the directory is 0700 and every file in it 0600, whatever the process's umask,
 which is never touched (every thread of the host process shares it). On Linux a default
@@ -93,23 +98,35 @@ def write_side_file(path: str, name: str, data: bytes, raw: bytes | None = None)
 
 _LOG_MAGIC = b"SQG1"
 _LOG_HEAD = struct.Struct("<II")  # length of the record, crc32 of it
+_SECTOR = 512  # a power loss tears a write in place at sector boundaries (pages are whole sectors)
+CHUNK = 1 << 20  # a side log is kept zero-filled this far ahead of its logical end
 
 
 class SideLog:
-    """One side log of a data directory (see the module docstring). Thread-safe: a record is
-    one ``os.write`` of an O_APPEND file, which the kernel never interleaves with another, and
-    appends wait while the log is started again (:meth:`start`)."""
+    """One side log of a data directory (see the module docstring). Thread-safe: reserving
+    the offset of a record and writing it there happen under one lock, so appends from
+    several threads land whole, one after another, and appends wait while the log is
+    started again (:meth:`start`).
+
+    Invariant: every byte of the file past :attr:`_end` (the logical end, once appending)
+    is zero, and the file is at least :data:`CHUNK` past the end of the last record written
+    but one (extended by a zero chunk when a record would not fit)."""
 
     def __init__(self, path: str, name: str):
         self.path = os.path.join(path, SIDE_PREFIX + name)
-        self._lock = threading.Lock()  # an append never lands in the log a start replaces
         self._fd: int | None = None
+        self._end = -1  # the logical end, where the next record goes (-1: not known yet)
+        self._size = 0  # the file's size (zeros from _end to it)
+        self._lock = threading.Lock()  # offsets and writes; an append never lands in a log a start replaces
         self.failed: str | None = None  # why an append failed (appends then stop until start)
         self.unsynced = False  # records were appended since the last sync began
 
     def read(self) -> tuple[list[bytes], str | None]:
         """Every whole record, in order, and why reading stopped before the end (None: it
-        did not; a record the file ends inside is a cut tail, not damage). No file: ([], None)."""
+        did not; a record the file ends inside is a cut tail, and a zero header with nothing
+        but zeros after it the end of a preallocated log, neither of them damage).
+        No file: ([], None). Read before the first append, it tells that append where the
+        log ends (see :meth:`_open`)."""
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
@@ -117,56 +134,85 @@ class SideLog:
             return [], None
         except OSError as e:
             return [], f"{self.path} cannot be read ({e})"
-        if data[:4] != _LOG_MAGIC:
-            return [], f"{self.path} is damaged at byte 0 (not a side log)"
-        out: list[bytes] = []
-        pos = 4
-        while pos + _LOG_HEAD.size <= len(data):
-            n, crc = _LOG_HEAD.unpack_from(data, pos)
-            body = data[pos + _LOG_HEAD.size : pos + _LOG_HEAD.size + n]
-            if len(body) < n:
-                return out, None  # cut inside its last record
-            if n == 0 or zlib.crc32(body) != crc:
-                return out, f"{self.path} is damaged at byte {pos} (a record fails its checksum)"
-            out.append(body)
-            pos += _LOG_HEAD.size + n
-        return out, None
+        out, why, end = _scan(self.path, data)
+        with self._lock:
+            if self._fd is None:  # not appending yet: the first append starts there
+                self._end, self._size = _append_at(data, why, end), len(data)
+        return out, why
 
     def start(self, record: bytes, first: Callable[[], None] | None = None) -> None:
-        """Replace the log with one holding only ``record``, atomically and durably; ``first``
-        runs before, with appends held: what the records dropped stand for must be durable
-        elsewhere first (RocksDB's log synced: a record may be the only synced copy of a
-        write under sync="commit", blobstore/changes.py). An append waits, then goes to the
-        new log. :raises KVError: not replaced (the old log stands)."""
+        """Replace the log with one holding only ``record``, zero-filled to a whole chunk,
+        atomically and durably; ``first`` runs before, with appends held: what the records
+        dropped stand for must be durable elsewhere first (RocksDB's log synced: a record may
+        be the only synced copy of a write under sync="commit", blobstore/changes.py). An
+        append waits, then goes to the new log. :raises KVError: not replaced (the old log
+        stands)."""
         dirname, name = os.path.split(self.path)
+        head = _LOG_MAGIC + _frame(record)
+        size = -(-(len(head) + CHUNK // 2) // CHUNK) * CHUNK  # at least half a chunk of zeros after it
         with self._lock:
             if first is not None:
                 first()
-            write_side_file(dirname, name[len(SIDE_PREFIX) :], b"", raw=_LOG_MAGIC + _frame(record))
-            self.close()
+            write_side_file(dirname, name[len(SIDE_PREFIX) :], b"", raw=head + bytes(size - len(head)))
+            self._close()
+            self._end, self._size = len(head), size
             self.failed = None
             self.unsynced = False  # the new log was written durably
 
     def append(self, record: bytes) -> None:
-        """Add ``record`` at the end. Never raises: a log that cannot be written says why in
-        :attr:`failed` and takes nothing more until :meth:`start`."""
+        """Add ``record`` at the logical end, written in place over zeros. Never raises: a
+        log that cannot be written says why in :attr:`failed` and takes nothing more until
+        :meth:`start`."""
         if self.failed is not None:
             return
+        # _frame written out: every durable put and get appends here.
+        framed = _LOG_HEAD.pack(len(record), zlib.crc32(record)) + record
         with self._lock:
             try:
-                if self._fd is None:
-                    self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
-                # _frame written out: every durable put and get appends here.
-                os.write(self._fd, _LOG_HEAD.pack(len(record), zlib.crc32(record)) + record)
+                fd = self._fd if self._fd is not None else self._open()
+                at = self._end
+                if at + len(framed) > self._size:
+                    self._extend(fd, at + len(framed))
+                os.pwrite(fd, framed, at)
+                self._end = at + len(framed)
                 self.unsynced = True
             except OSError as e:
                 self.failed = f"appending to {self.path} failed ({e})"
 
+    def _open(self) -> int:
+        """The file opened for appending (under the lock), its logical end known: from the
+        :meth:`read` before (the store reads its log at open), else read now. A record cut
+        short after the last whole one (a power loss mid-write) is zeroed, durably, before
+        the first record is written over it."""
+        fd = os.open(self.path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            size = os.fstat(fd).st_size
+            if self._end < 0 or self._size != size:
+                data = os.pread(fd, size, 0)
+                _out, why, end = _scan(self.path, data)
+                self._end, self._size = _append_at(data, why, end), size
+            cut = len(os.pread(fd, self._size - self._end, self._end).rstrip(b"\0"))
+            if cut:
+                os.pwrite(fd, bytes(cut), self._end)
+                os.fdatasync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return fd
+
+    def _extend(self, fd: int, need: int) -> None:
+        """Zeros from the file's end past ``need`` by at least half a chunk (the one write
+        that grows the file: the next sync commits the filesystem's journal once for it)."""
+        size = -(-(need + CHUNK // 2) // CHUNK) * CHUNK
+        os.pwrite(fd, bytes(size - self._size), self._size)
+        self._size = size
+
     def sync(self) -> None:
         """Make every record appended so far survive a power loss (one fdatasync, as RocksDB
-        syncs its own log: the data and the length, not the times; the GIL is released
-        meanwhile). A log that takes no more records (:attr:`failed`) has nothing to sync.
-        :raises KVError: the sync failed."""
+        syncs its own log: the data, and the length when a chunk was added, not the times;
+        the GIL is released meanwhile). A log that takes no more records (:attr:`failed`)
+        has nothing to sync. :raises KVError: the sync failed."""
         fd = self._fd
         if fd is None or self.failed is not None:
             return
@@ -178,10 +224,56 @@ class SideLog:
             raise KVError(f"syncing {self.path} failed ({e})") from e
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         fd, self._fd = self._fd, None
+        self._end = -1
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _scan(path: str, data: bytes) -> tuple[list[bytes], str | None, int]:
+    """A side log's whole records, why reading stopped before the end (None: it did not),
+    and the offset after the last whole record (the logical end)."""
+    if data[:4] != _LOG_MAGIC:
+        return [], f"{path} is damaged at byte 0 (not a side log)", len(data)
+    out: list[bytes] = []
+    pos = 4
+    while pos + _LOG_HEAD.size <= len(data):
+        n, crc = _LOG_HEAD.unpack_from(data, pos)
+        if n == 0 and crc == 0 and data.count(0, pos) == len(data) - pos:
+            return out, None, pos  # zeros to the end of the file: preallocated, not written yet
+        end = pos + _LOG_HEAD.size + n
+        body = data[pos + _LOG_HEAD.size : end]
+        if len(body) < n:
+            return out, None, pos  # cut inside its last record
+        if n == 0 or zlib.crc32(body) != crc:
+            if _torn(data, pos, end):
+                return out, None, pos
+            return out, f"{path} is damaged at byte {pos} (a record fails its checksum)", pos
+        out.append(body)
+        pos += _LOG_HEAD.size + n
+    return out, None, pos
+
+
+def _torn(data: bytes, pos: int, end: int) -> bool:
+    """Whether the record at ``pos`` that fails its checksum is the last one, written in
+    place but cut by a power loss: its bytes zero from a sector boundary on, and only zeros
+    after it (a bit flipped on disk leaves no such run). Like a record the file ends
+    inside, that is a cut tail, not damage: no call that wrote it had returned from a sync."""
+    if data.count(0, end) != len(data) - end:
+        return False
+    written = len(data[pos:end].rstrip(b"\0")) + pos  # after its last byte that is not zero
+    return -(-written // _SECTOR) * _SECTOR < end
+
+
+def _append_at(data: bytes, why: str | None, end: int) -> int:
+    """Where the first append goes: the logical end, or after damage (read() stops there
+    whatever follows), after the last byte that is not zero, as O_APPEND appended."""
+    return end if why is None else len(data.rstrip(b"\0"))
 
 
 def _frame(record: bytes) -> bytes:

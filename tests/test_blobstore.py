@@ -666,3 +666,124 @@ def test_every_member_of_the_protocols_has_a_test():
     wanted = (members(Store) - {"max_blob_bytes", "max_blob_records"}) | set().union(*map(members, PROTOCOLS.values()))
     assert wanted <= tested, sorted(wanted - tested)
     assert len(wanted) >= 28  # 20 of Store, 8 of the optional protocols
+
+
+# -- the side log: written in place over zeros (issue 31) ----------------------------------------
+
+
+def _side_log(tmp_path, first=b"start"):
+    from sweepq.blobstore.files import SideLog
+
+    log = SideLog(str(tmp_path), "t")
+    log.start(first)
+    return log
+
+
+def test_a_side_log_starts_zero_filled_to_a_chunk_and_grows_by_chunks(tmp_path):
+    from sweepq.blobstore.files import CHUNK
+
+    log = _side_log(tmp_path)
+    path = tmp_path / "sweepq-t"
+    assert path.stat().st_size == CHUNK
+    record = os.urandom(CHUNK // 8)
+    for _ in range(8):
+        log.append(record)
+        log.sync()
+    assert log.failed is None
+    assert path.stat().st_size == 2 * CHUNK  # one chunk more, not one size change per record
+    data = path.read_bytes()
+    used = 4 + 9 * 8 + len(b"start") + 8 * len(record)
+    assert not any(data[used:])  # zeros after the last record
+    assert log.read() == ([b"start", *[record] * 8], None)
+
+
+def test_side_log_appends_from_threads_land_whole(tmp_path):
+    import threading
+
+    log = _side_log(tmp_path)
+    records = {t: [b"%d-%d-" % (t, i) + bytes([t]) * (i * 37 % 3000) for i in range(300)] for t in range(4)}
+    threads = [threading.Thread(target=lambda t=t: [log.append(r) for r in records[t]]) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got, why = _side_log_reopened(tmp_path).read()
+    assert why is None and got[0] == b"start"
+    for t in range(4):  # each thread's in its order, every one whole
+        assert [r for r in got[1:] if r.startswith(b"%d-" % t)] == records[t]
+    assert len(got) == 1 + 4 * 300
+
+
+def _side_log_reopened(tmp_path):
+    from sweepq.blobstore.files import SideLog
+
+    return SideLog(str(tmp_path), "t")
+
+
+@pytest.mark.parametrize("read_first", [True, False])
+def test_a_reopened_side_log_continues_at_its_logical_end(tmp_path, read_first):
+    log = _side_log(tmp_path)
+    log.append(b"one")
+    log.close()
+    again = _side_log_reopened(tmp_path)
+    if read_first:  # as the store does at open
+        assert again.read() == ([b"start", b"one"], None)
+    again.append(b"two")
+    again.append(b"three")
+    assert _side_log_reopened(tmp_path).read() == ([b"start", b"one", b"two", b"three"], None)
+
+
+def test_a_side_log_of_the_older_form_without_zeros_is_continued(tmp_path):
+    from sweepq.blobstore.files import _frame
+
+    (tmp_path / "sweepq-t").write_bytes(b"SQG1" + _frame(b"old") + _frame(b"older"))
+    log = _side_log_reopened(tmp_path)
+    log.append(b"new")
+    assert _side_log_reopened(tmp_path).read() == ([b"old", b"older", b"new"], None)
+
+
+def test_zeros_after_the_last_record_are_the_end_but_zeros_then_data_are_damage(tmp_path):
+    log = _side_log(tmp_path)
+    log.append(b"one")
+    path = tmp_path / "sweepq-t"
+    assert _side_log_reopened(tmp_path).read() == ([b"start", b"one"], None)
+    data = bytearray(path.read_bytes())
+    data[-1] = 1  # one byte that is not zero, far after a zero header
+    path.write_bytes(bytes(data))
+    got, why = _side_log_reopened(tmp_path).read()
+    assert got == [b"start", b"one"] and why is not None and "damaged at byte 28" in why
+
+
+def test_a_side_log_record_cut_at_the_end_of_the_file_is_a_cut_tail(tmp_path):
+    log = _side_log(tmp_path)
+    log.append(b"one")
+    log.append(b"two-two-two")
+    path = tmp_path / "sweepq-t"
+    whole = 4 + 8 + 5 + 8 + 3
+    path.write_bytes(path.read_bytes()[: whole + 8 + 4])  # truncated inside "two-two-two"
+    assert _side_log_reopened(tmp_path).read() == ([b"start", b"one"], None)
+    again = _side_log_reopened(tmp_path)  # the next append goes where the cut record began
+    again.append(b"three")
+    assert _side_log_reopened(tmp_path).read() == ([b"start", b"one", b"three"], None)
+
+
+def test_a_record_written_in_place_and_torn_by_a_power_loss_is_a_cut_tail_a_flipped_bit_is_damage(tmp_path):
+    log = _side_log(tmp_path)
+    log.append(b"one")
+    big = bytes(range(1, 256)) * 8
+    log.append(big)
+    path = tmp_path / "sweepq-t"
+    data = bytearray(path.read_bytes())
+    start = 4 + 8 + 5 + 8 + 3
+    torn = bytearray(data)
+    torn[1024 : start + 8 + len(big)] = bytes(start + 8 + len(big) - 1024)  # its sectors from 1024 on never written
+    path.write_bytes(bytes(torn))
+    assert _side_log_reopened(tmp_path).read() == ([b"start", b"one"], None)
+    again = _side_log_reopened(tmp_path)
+    again.append(b"after")  # over the torn record, whose bytes are zeroed first
+    assert _side_log_reopened(tmp_path).read() == ([b"start", b"one", b"after"], None)
+    flipped = bytearray(data)
+    flipped[start + 100] ^= 0x04
+    path.write_bytes(bytes(flipped))
+    got, why = _side_log_reopened(tmp_path).read()
+    assert got == [b"start", b"one"] and why is not None and f"damaged at byte {start}" in why
