@@ -177,10 +177,11 @@ def _fifo_of_records(write: Callable[[list, list], object], close: Callable[[], 
 def _store_alone(path: str) -> Opened:
     """The floor of the store's layers: sweepq's store alone (``BlobStore.write_messages``, a
     record written per put and deleted per get, the change log started as a queue manager's
-    checkpoint starts it), no queue manager above it."""
+    checkpoint starts it, each record by its head as under sync="os"), no queue manager
+    above it."""
     from sweepq.blobstore import BlobStore
 
-    store = BlobStore(path)
+    store = BlobStore(path, redo=False)
     store.write_checkpoint(b"")
     return _fifo_of_records(lambda puts, deletes: store.write_messages(puts, deletes), store.close)
 
@@ -199,7 +200,7 @@ def _kv_alone(path: str) -> Opened:
 
     def write(puts: list, deletes: list) -> None:
         op = (CF_MESSAGES, *puts[0]) if puts else (CF_MESSAGES, deletes[0], None)
-        kv.append_log(changes.NAME, changes.write(kv.write([op]), puts, deletes))
+        kv.append_log(changes.NAME, changes.write(kv.write([op]), puts, deletes, whole=False))  # as sync="os"
 
     return _fifo_of_records(write, kv.close)
 

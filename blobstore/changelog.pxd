@@ -4,4 +4,4 @@
 # normal class (tests patch its methods): its hot half, _Writer, is the C type.
 
 cdef class _Writer:
-    cdef public object _access, _bytes
+    cdef public object _access, _bytes, whole

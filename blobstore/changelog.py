@@ -31,7 +31,7 @@ class _Writer:
         access = self._access
         kv = access.layer or access.kv()  # kv() only to say "closed": no call on the way otherwise
         try:
-            self._bytes += kv.write_one(CF_MESSAGES, key, value, changes.NAME)
+            self._bytes += kv.write_one(CF_MESSAGES, key, value, changes.NAME, self.whole)
         except KVError as e:
             raise store_error(e) from e
         if self._bytes > changes.LIMIT:
@@ -40,10 +40,20 @@ class _Writer:
 
 class ChangeLog(_Writer):
     """Appends to the change log of the store behind ``access``; ``lock``: the store's (no
-    link meanwhile), ``chains``: every chain's blob ids now, ``wal``: whether RocksDB logs."""
+    link meanwhile), ``chains``: every chain's blob ids now, ``wal``: whether RocksDB logs,
+    ``whole``: puts whole in it (``F``: the store's sync can be the log's alone, and the open
+    redoes from it), else by their heads (``P``)."""
 
-    def __init__(self, access: Access, wal: bool, lock: threading.Lock, chains: Callable[[], dict[bytes, list[int]]]):
+    def __init__(
+        self,
+        access: Access,
+        wal: bool,
+        lock: threading.Lock,
+        chains: Callable[[], dict[bytes, list[int]]],
+        whole: bool = True,
+    ):
         self._access = access
+        self.whole = whole
         self._wal = wal
         self._lock = lock
         self._chains = chains
@@ -59,6 +69,7 @@ class ChangeLog(_Writer):
         """Add a write that returned (``changes.write``'s operations)."""
         if operations.get("dropped") is not None:
             self._dropped.add(operations["dropped"])
+        operations.setdefault("whole", self.whole)
         self.append(changes.write(horizon, *puts_and_deletes, **operations))
 
     def append(self, rec: bytes) -> None:

@@ -3,4 +3,4 @@
 # durable put and get makes its change-log record with one() (issue 31), which the compiled
 # RocksKV.write_one calls in C (blobstore/rocks.pxd cimports it).
 
-cpdef bytes one(object horizon, object key, object value)
+cpdef bytes one(object horizon, object key, object value, bint whole)

@@ -17,11 +17,14 @@ it, then its operations, each a kind byte and its fields:
 
 * ``F`` key, record: a record written under ``key``, whole (a 4-byte length: a record may
   pass 64 KiB), so that the open can write it again when RocksDB lost it (:func:`redo`);
-* ``P`` key, head: the same in logs written before ``F`` (``head``: its first :data:`HEAD`
-  bytes: enough to name it, not to write it again);
+  the form of a store whose sync is the change log's alone (BlobStore's ``redo``: the
+  engine's sync="commit");
+* ``P`` key, head: the same by its first :data:`HEAD` bytes (enough to name it, not to
+  write it again), in the other stores' logs and in logs written before ``F``;
 * ``D`` key: a record deleted for good (consumed, quarantined);
 * ``M`` key, blob ids: a record moved into one of these blobs (a sweep's link: not a removal);
-* ``U`` blob id: a blob deleted (the records it still held went back to their keys, ``P``);
+* ``U`` blob id: a blob deleted (the records it still held went back to their keys, ``F``
+  or ``P``);
 * ``K`` blob id, position, value: a mark set (or cleared, without a value);
 * ``X`` prefix: every record under ``prefix`` deleted (a queue deleted);
 * ``L`` chain, at head, blob ids: blobs linked into a chain; ``R`` chain, blob id: a blob
@@ -87,23 +90,25 @@ def write(
     dropped: bytes | None = None,
     unlinked: Sequence[int] = (),
     chains: Sequence[tuple[bytes, str, Sequence[int]]] = (),
+    whole: bool = True,
 ) -> bytes:
     """The record of one store write (see the module docstring); ``moved``: (the blobs a link
     wrote, the keys of the records they took); ``chains``: each (a chain, "head" / "tail" (a
-    link), "out" (blobs taken out) or "drop", the blob ids)."""
+    link), "out" (blobs taken out) or "drop", the blob ids); ``whole``: puts as ``F`` (else
+    ``P``, their heads: a store whose change log is not its sync's, BlobStore's ``redo``)."""
     if not (chains or unlinked or moved[1] or marks or dropped is not None):
         if len(puts) == 1 and not deletes:
-            return one(horizon, *puts[0])
+            return one(horizon, *puts[0], whole)
         if len(deletes) == 1 and not puts:
-            return one(horizon, deletes[0], None)
+            return one(horizon, deletes[0], None, whole)
     parts = [b"W" + _U64.pack(horizon)]
-    _ops(parts, puts, deletes)
+    _ops(parts, puts, deletes, whole)
     if chains or unlinked or moved[1] or marks or dropped is not None:
         _rare(parts, moved, marks, dropped, unlinked, chains)
     return b"".join(parts)
 
 
-def one(horizon: int, key: bytes, value: bytes | None) -> bytes:
+def one(horizon: int, key: bytes, value: bytes | None, whole: bool) -> bytes:
     """The record of a write of one record under ``key`` (``value``), or of its delete (None):
     :func:`write`'s record of it, its fixed part made in one pack of a format compiled for the
     key's length (every durable put and get outside a unit of work is one: issue 31)."""
@@ -111,8 +116,13 @@ def one(horizon: int, key: bytes, value: bytes | None) -> bytes:
     if value is None:
         s = _DELETES.get(n) or _compile(_DELETES, n, f"<cQcH{n}s")
         return s.pack(b"W", horizon, b"D", n, key)
-    s = _PUTS.get(n) or _compile(_PUTS, n, f"<cQcH{n}sI")
-    return s.pack(b"W", horizon, b"F", n, key, len(value)) + value
+    if whole:
+        s = _PUTS.get(n) or _compile(_PUTS, n, f"<cQcH{n}sI")
+        return s.pack(b"W", horizon, b"F", n, key, len(value)) + value
+    if len(value) >= HEAD:  # the head is HEAD bytes: one format per key length
+        s = _HEADS.get(n) or _compile(_HEADS, n, f"<cQcH{n}sH{HEAD}s")
+        return s.pack(b"W", horizon, b"P", n, key, HEAD, value)  # "{HEAD}s" takes the first HEAD bytes
+    return b"".join((_WRITE_OP.pack(b"W", horizon, b"P", n), key, _U16.pack(len(value)), value))
 
 
 def opened(horizon: int) -> bytes:
@@ -121,7 +131,8 @@ def opened(horizon: int) -> bytes:
     return b"O" + _U64.pack(horizon)
 
 
-_PUTS: dict[int, struct.Struct] = {}  # key length -> the fixed part of one's put
+_PUTS: dict[int, struct.Struct] = {}  # key length -> the fixed part of one's put, whole
+_HEADS: dict[int, struct.Struct] = {}  # key length -> the format of one's put by its head
 _DELETES: dict[int, struct.Struct] = {}  # key length -> the format of one's delete
 
 
@@ -135,22 +146,27 @@ def _compile(cache: dict[int, struct.Struct], n: int, fmt: str) -> struct.Struct
 def write_group(
     horizon: int,
     writes: Sequence[tuple[Sequence[tuple[bytes, bytes]], Sequence[bytes], Sequence[tuple[int, int, bytes | None]]]],
+    whole: bool = True,
 ) -> bytes:
     """The record of one store write made for a group of callers (blobstore/group.py): each
     caller's (puts, deletes, marks) in the order they were written, so that a key deleted by
-    one and written again by a later one replays as written."""
+    one and written again by a later one replays as written; ``whole`` as :func:`write`."""
     parts = [b"W" + _U64.pack(horizon)]
     for puts, deletes, marks in writes:
-        _ops(parts, puts, deletes)
+        _ops(parts, puts, deletes, whole)
         if marks:
             _rare(parts, ((), ()), marks, None, (), ())
     return b"".join(parts)
 
 
-def _ops(parts: list[bytes], puts: Sequence[tuple[bytes, bytes]], deletes: Sequence[bytes]) -> None:
+def _ops(parts: list[bytes], puts: Sequence[tuple[bytes, bytes]], deletes: Sequence[bytes], whole: bool) -> None:
     """The puts and deletes of :func:`write`, added to ``parts``."""
     for key, value in puts:
-        parts += (b"F" + _U16.pack(len(key)) + key + _U32.pack(len(value)), value)
+        if whole:
+            parts += (b"F" + _U16.pack(len(key)) + key + _U32.pack(len(value)), value)
+        else:
+            head = value[:HEAD]
+            parts.append(b"P" + _U16.pack(len(key)) + key + _U16.pack(len(head)) + head)
     for key in deletes:
         parts.append(b"D" + _U16.pack(len(key)) + key)
 

@@ -102,10 +102,11 @@ class KV(Protocol):
         need not sync this write itself. :raises KVError: nothing was written."""
         ...
 
-    def write_one(self, cf: str, key: bytes, value: bytes | None, log: str) -> int:
-        """``write([(cf, key, value)])``, then the record of that write in the change log's
-        format (``changes.one``) appended to the side log ``log``, in one call: a lone durable
-        put or get (issue 31). Returns the record's length.
+    def write_one(self, cf: str, key: bytes, value: bytes | None, log: str, whole: bool) -> int:
+        """``write([(cf, key, value)], whole)``, then the record of that write in the change
+        log's format (``changes.one``, the record ``whole`` or by its head) appended to the
+        side log ``log``, in one call: a lone durable put or get (issue 31). Returns the
+        record's length.
         :raises KVError: nothing was written, nor appended."""
         ...
 
@@ -215,8 +216,8 @@ class MemoryKV:
             meta[b"\0horizon"] = str(horizon).encode()
         return horizon
 
-    def write_one(self, cf: str, key: bytes, value: bytes | None, log: str) -> int:
-        record = changes.one(self.write([(cf, key, value)], True), key, value)
+    def write_one(self, cf: str, key: bytes, value: bytes | None, log: str, whole: bool) -> int:
+        record = changes.one(self.write([(cf, key, value)], whole), key, value, whole)
         self.append_log(log, record)
         return len(record)
 

@@ -223,10 +223,12 @@ class _Hot:
             self._gate.leave()
             raise self._unavailable()
 
-    def write_one(self: Any, cf: str, key: bytes, value: bytes | None, log: str) -> int:  # Any: as _enter
+    def write_one(self: Any, cf: str, key: bytes, value: bytes | None, log: str, whole: bool) -> int:  # Any: as _enter
         # Every lone durable put and get: write() of one change and append_log() written out
         # in one call (issue 31). A failure, or a database to reopen first, takes write() (its
         # reopen and retry: a write of a whole record is idempotent), then appends.
+        if not whole:
+            self._owed = True  # the record by its head: the next sync takes RocksDB's log too
         if self._broken is None and not self._read_only:
             self._enter()
             gate, db = self._gate, self._db
@@ -243,10 +245,10 @@ class _Hot:
             finally:
                 gate.leave()
             if horizon < 0:
-                horizon = self.write(((cf, key, value),), True)
+                horizon = self.write(((cf, key, value),), whole)
         else:
-            horizon = self.write(((cf, key, value),), True)
-        record = changes.one(horizon, key, value)
+            horizon = self.write(((cf, key, value),), whole)
+        record = changes.one(horizon, key, value, whole)
         (self._logs.get(log) or self._log(log)).append(record)
         return len(record)
 

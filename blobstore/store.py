@@ -116,7 +116,11 @@ class BlobStore:
     ``max_blob_bytes`` / ``max_blob_records`` bound one blob, so that bringing one back
     is a bounded amount of work; callers cut their runs within them. ``write_buffer_bytes``
     and ``block_cache_bytes`` bound RocksDB's memory (blobstore/kv.py). ``read_only`` opens
-    for inspection.
+    for inspection. ``redo`` keeps every put, delete and mark of a message record whole in
+    the change log (blobstore/changes.py): :meth:`sync` then syncs that log alone unless a
+    write since the last sync is one it cannot make again, and the open makes again what a
+    power loss took from RocksDB's unsynced log; without it the log keeps each record's
+    first bytes (the writes cost less) and every sync syncs RocksDB's log too.
 
     Thread safety: every method may be called from any thread. Atomicity: each write
     method applies all of its changes or none; it raises :class:`StoreError` when it applied
@@ -140,6 +144,7 @@ class BlobStore:
         write_buffer_bytes: int = DEFAULT_WRITE_BUFFER_BYTES,
         block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
         kv: KV | None = None,
+        redo: bool = True,
     ):
         _check_option("max_blob_bytes", max_blob_bytes, 1)
         _check_option("max_blob_records", max_blob_records, 1)
@@ -164,7 +169,7 @@ class BlobStore:
         if kv is None:
             kv = self._open_directory(read_only, sync, wal, write_buffer_bytes, block_cache_bytes)
         self._access = Access(self.path, kv)
-        self._log = ChangeLog(self._access, wal, self._lock, self.chains)
+        self._log = ChangeLog(self._access, wal, self._lock, self.chains, redo)
         # write_message bound once (message_writer): every durable put and get calls it, and it
         # calls the change log's write of one record when alone, no layer between (issue 31).
         self._message_writer = functools.partial(self.group.alone_or_join, self._log.write_message, _message_write)
@@ -628,18 +633,19 @@ class BlobStore:
             if marks:
                 marked = True
                 ops += [(CF_MARKS, mark_key(blob_id, pos), value) for blob_id, pos, value in marks]
+        whole = self._log.whole
         if not marked:
-            horizon = self._access.write(ops, True)
+            horizon = self._access.write(ops, whole)
         else:
             with self._lock:  # the marks known in memory change with the write, not between
-                horizon = self._access.write(ops, True)
+                horizon = self._access.write(ops, whole)
                 for _puts, _deletes, marks in writes:
                     self._marks.apply(marks)
         if len(writes) == 1:
             puts, deletes, marks = writes[0]
-            self._log.append(changes.write(horizon, puts, deletes, marks=marks))
+            self._log.append(changes.write(horizon, puts, deletes, marks=marks, whole=whole))
         else:
-            self._log.append(changes.write_group(horizon, writes))
+            self._log.append(changes.write_group(horizon, writes, whole))
 
     def messages(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
         """Every (key, record) whose key starts with ``prefix``, in key order.

@@ -165,7 +165,14 @@ class QueueManager:
         store_options = durability.store_options
         if budget:
             store_options = store_options_within(budget, store_options, memory.counts)
-        self._storage = Storage(path, store_options, store, wal=durability.sync != "none", repair=durability.repair)
+        self._storage = Storage(
+            path,
+            store_options,
+            store,
+            wal=durability.sync != "none",
+            repair=durability.repair,
+            redo=durability.sync == "commit",
+        )
         keeps = durability.keeps(on_disk=path is not None)
         self.journal: Journal | None = Journal(self._storage.store, durability.sync) if keeps else None
         self.recovery: RecoveryReport | None = None

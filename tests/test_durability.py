@@ -528,7 +528,7 @@ _KILLED_WRITER = (
     "import os, sys\n"
     "from sweepq.engine import DurabilitySettings, QueueManager, OO, Persistence, SweeperSettings\n"
     "qm = QueueManager.open(\n"
-    "    sys.argv[1], sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync='os')\n"
+    "    sys.argv[1], sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync=sys.argv[3])\n"
     ")\n"
     "qm.define_queue('Q', default_persistence=Persistence.PERSISTENT)\n"
     "h = qm.connect().open('Q', OO.OUTPUT)\n"
@@ -538,13 +538,13 @@ _KILLED_WRITER = (
 )
 
 
-def killed_writer(d, n: int) -> None:
+def killed_writer(d, n: int, sync: str = "os") -> None:
     """A process that puts ``n`` persistent messages (b"m000", ...) on queue Q of the data
     directory ``d``, then dies without closing: they are only in the write-ahead log."""
     import subprocess
     import sys
 
-    subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(d), str(n)], check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(d), str(n), sync], check=True, timeout=60)
 
 
 def _flip_in_the_write_ahead_log(d) -> None:
@@ -561,9 +561,10 @@ def _flip_in_the_write_ahead_log(d) -> None:
 def test_damage_in_the_log_is_reported_and_the_change_log_makes_its_writes_again(tmp_path):
     """A bit flip in the write-ahead log: the writes after it cannot be trusted, and RocksDB
     drops them. The open says so (qm.recovery.damaged), and makes them again from the change
-    log, which holds each put whole: every message is back, in order, each once."""
+    log, which holds each put whole under sync="commit": every message is back, in order,
+    each once."""
     d = tmp_path / "d"
-    killed_writer(d, 200)
+    killed_writer(d, 200, "commit")
     _flip_in_the_write_ahead_log(d)
     with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert any("write-ahead log was damaged" in line for line in qm.recovery.damaged)
@@ -572,13 +573,16 @@ def test_damage_in_the_log_is_reported_and_the_change_log_makes_its_writes_again
     assert got == [b"m%03d" % i for i in range(200)]
 
 
-def test_damage_in_both_logs_brings_back_a_clean_prefix(tmp_path):
-    """The same flip with the change log gone too: nothing can make the writes after it again.
-    What comes back is the messages put before the damage, in order, each once."""
+@pytest.mark.parametrize("sync", ["os", "commit"])
+def test_damage_in_the_log_without_whole_records_brings_back_a_clean_prefix(tmp_path, sync):
+    """The same flip where nothing can make the writes after it again: under sync="os" (the
+    change log keeps each put by its head) or with the change log gone too. What comes back
+    is the messages put before the damage, in order, each once."""
     d = tmp_path / "d"
-    killed_writer(d, 200)
+    killed_writer(d, 200, sync)
     _flip_in_the_write_ahead_log(d)
-    os.remove(d / "sweepq-changes")
+    if sync == "commit":
+        os.remove(d / "sweepq-changes")
     with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
         assert any("write-ahead log was damaged" in line for line in qm.recovery.damaged)
         assert qm.recovery.redone == 0

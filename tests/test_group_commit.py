@@ -316,16 +316,18 @@ def test_a_lone_caller_is_written_by_alone_with_no_list_and_a_failure_leaves_the
         (b"k" * 300, b"v" * 2000),
     ],
 )
-def test_the_record_of_one_put_or_delete_is_the_general_encoding(key, value):
+@pytest.mark.parametrize("whole", [True, False])
+def test_the_record_of_one_put_or_delete_is_the_general_encoding(key, value, whole):
     """changes.one, the record of a lone durable put or get, is byte for byte what
-    changes.write and a group's record make of the same change."""
+    changes.write and a group's record make of the same change, whole or by its head."""
     puts, deletes = ([(key, value)], ()) if value is not None else ((), [key])
-    assert changes.one(9, key, value) == changes.write(9, puts, deletes)
-    assert changes.one(9, key, value) == changes.write_group(9, [(puts, deletes, ())])
+    assert changes.one(9, key, value, whole) == changes.write(9, puts, deletes, whole=whole)
+    assert changes.one(9, key, value, whole) == changes.write_group(9, [(puts, deletes, ())], whole)
 
 
+@pytest.mark.parametrize("whole", [True, False])
 @pytest.mark.parametrize("backend", ["memory", "rocks"])
-def test_write_one_is_a_write_then_its_change_log_record_and_a_failed_one_leaves_neither(backend, tmp_path):
+def test_write_one_is_a_write_then_its_change_log_record_and_a_failed_one_leaves_neither(backend, whole, tmp_path):
     """KV.write_one, a lone durable put's or get's one call (issue 31), leaves what
     write() of that change and append_log() of changes.one would; a write that fails
     appends nothing."""
@@ -335,20 +337,20 @@ def test_write_one_is_a_write_then_its_change_log_record_and_a_failed_one_leaves
     (tmp_path / "kv").mkdir()
     kv = GatedKV() if backend == "memory" else RocksKV(str(tmp_path / "kv"))
     kv.start_log(changes.NAME, changes.start(True, {}, {}))
-    n = kv.write_one(CF_MESSAGES, b"k", b"v" * 100, changes.NAME)
+    n = kv.write_one(CF_MESSAGES, b"k", b"v" * 100, changes.NAME, whole)
     h1 = kv.horizon()
-    kv.write_one(CF_MESSAGES, b"k", None, changes.NAME)
+    kv.write_one(CF_MESSAGES, b"k", None, changes.NAME, whole)
     h2 = kv.horizon()
     assert kv.get(CF_MESSAGES, b"k") is None
     records = kv.read_log(changes.NAME)[0][1:]
-    assert records == [changes.one(h1, b"k", b"v" * 100), changes.one(h2, b"k", None)]
+    assert records == [changes.one(h1, b"k", b"v" * 100, whole), changes.one(h2, b"k", None, whole)]
     assert n == len(records[0])
     if isinstance(kv, GatedKV):
         kv.fail_next = True  # the write fails
     else:
         kv.close()  # a closed store writes nothing
     with pytest.raises(KVError):
-        kv.write_one(CF_MESSAGES, b"j", b"w", changes.NAME)
+        kv.write_one(CF_MESSAGES, b"j", b"w", changes.NAME, whole)
     assert len(kv.read_log(changes.NAME)[0]) == 3
     kv.close()
 
@@ -473,10 +475,10 @@ def test_redo_takes_the_writes_past_the_horizon_that_follow_on_and_stops_at_a_ga
     record settles what came before it."""
     recs = [
         changes.start(True, {}, {}),
-        changes.one(5, b"a", b"A" * 100),  # write 5
+        changes.one(5, b"a", b"A" * 100, True),  # write 5
         changes.write_group(7, [([(b"b", b"B")], (), ()), ((), [b"a"], ())]),  # writes 6-7, two callers
         changes.write(9, [(b"c", b"C")], marks=[(3, 1, b"R")]),  # writes 8-9
-        changes.one(11, b"d", b"D"),  # write 10 is not in the log: a gap
+        changes.one(11, b"d", b"D", True),  # write 10 is not in the log: a gap
     ]
     assert changes.redo(recs, 4) == ([(b"a", b"A" * 100), (b"b", b"B"), (b"a", None), (b"c", b"C")], [(3, 1, b"R")], 3)
     assert changes.redo(recs, 7) == ([(b"c", b"C")], [(3, 1, b"R")], 1)
@@ -550,3 +552,35 @@ def test_a_real_stores_sync_leaves_rocksdbs_log_to_the_change_log_until_a_write_
     store.write_checkpoint(b"")
     assert events[-2:] == ["wal", "replace"]
     store.close()
+
+
+def test_a_store_without_redo_logs_heads_and_every_sync_takes_its_writes():
+    """BlobStore(redo=False), the engine's store under sync="os" and "none": the change log
+    keeps each put by its head (cheaper writes), so nothing can be redone from it and every
+    sync takes the store's own writes too."""
+    lossy = PowerLossKV()
+    store = MemoryStore(kv=lossy, redo=False)
+    store.write_checkpoint(b"")
+    store.write_messages([(b"k0", b"v" * 100)])
+    store.write_message(b"k1", b"w" * 100)
+    store.sync()
+    assert lossy.data_syncs == 1
+    records = lossy.read_log(changes.NAME)[0][1:]
+    assert changes.redo(records, 0) == ([], [], 0)  # heads only: nothing to write again
+    assert changes.replay(records).written == {b"k0": b"v" * changes.HEAD, b"k1": b"w" * changes.HEAD}
+    assert [k for k, _v in MemoryStore(kv=lossy.power_loss()).messages()] == [b"k0", b"k1"]
+
+
+@pytest.mark.parametrize(("sync", "redo"), [("commit", True), ("os", False), ("none", False)])
+def test_the_engine_asks_for_redo_under_commit_alone(tmp_path, sync, redo):
+    """The queue manager's store keeps puts whole in its change log under sync="commit" (its
+    syncs are that log's), by their heads under the others."""
+    from sweepq.blobstore.files import SideLog
+
+    d = tmp_path / "d"
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync=sync)) as qm:
+        qm.define_queue("Q", default_persistence=P)
+        qm.connect().open("Q", IO).put(b"m" * 100)
+        records = SideLog(str(d), changes.NAME).read()[0]
+        put = int.from_bytes(records[-1][1:9], "little")  # the put's record: the log's last
+        assert changes.redo(records, put - 1)[2] == int(redo)
