@@ -520,10 +520,9 @@ class _Recovery:
         """Drop from ``own`` (and, durably, from the store) the records of messages a blob of
         the lane holds too (the blobs of ``chain``, by the arrival numbers of their positions
         in :attr:`positions`; ``live``: those of its positions still live): damage took the
-        delete of the sweep that moved them. The
-        message stays once, in its blob, where the sweep put it (its place in FIFO order;
-        kept as its own record it went to the rear of the lane); one whose blob position is
-        removed was consumed, and stays dead."""
+        delete of the sweep that moved them. The message stays once, in its blob, where the
+        sweep put it (its place in FIFO order; kept as its own record it went to the rear of
+        the lane); one whose blob position is removed was consumed, and stays dead."""
         read = [self.positions[b] for b in chain if b in self.positions]
         held = ascending_unique(np.concatenate(read)) if read else _NO_SEQS
         if not len(own.seqs) or not len(held):
