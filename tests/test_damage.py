@@ -1431,3 +1431,44 @@ def test_a_closed_database_kept_by_cyclic_garbage_does_not_refuse_the_next_open(
         gc.enable()
     assert again[b"k"] == b"v"
     again.close()
+
+
+def test_a_message_consumed_before_its_neighbours_were_swept_stays_dead_when_the_delete_is_lost(tmp_path):
+    """Found by the damage fuzz (seed 777, trial 644): a message got by MsgId out of memory,
+    then its neighbours, before and after it, swept into one blob; the table file holding
+    the get's delete and the sweep's (a clean close) set aside by repair. The consumed
+    message's own record came back, and the checkpoint of the close, which lists no message
+    in memory, excused it because its number lay inside the blob's range of numbers (a
+    record there may be a position of the blob brought back): it was delivered again, after
+    every later message. The blob is read whole: the message is none of its positions, so
+    the checkpoint shows it consumed, and it stays dead."""
+    from sweepq.blobstore.rocksfiles import read_manifest
+    from sweepq.engine import MO
+
+    d = tmp_path / "d"
+    with QueueManager.open(
+        d,
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": 64}),
+        clock=ManualClock(),
+    ) as qm:
+        qm.define_queue("Q", default_persistence=P)
+        conn = qm.connect()
+        h = conn.open("Q", IO)
+        ids = [h.put(b"m%03d" % i).msg_id for i in range(40)]
+        qm.blob_store().flush()  # their records in a table file of their own
+        h.get(GMO.SYNCPOINT, match=MO.MATCH_MSG_ID, msg_id=ids[10])  # out of memory: a delete of its key
+        conn.commit()
+        qm.sweeper.run_once()  # the others into a blob whose numbers span the consumed one's
+        assert qm.blob_store().chains(), "nothing was swept"
+        qm.blob_store().flush()  # the get's delete and the sweep's in a second table file
+    m = read_manifest(str(d))
+    messages = next(cf for cf, name in m.families.items() if name == "messages")
+    (d / f"{max(m.tables[messages]):06d}.sst").unlink()
+    with pytest.raises(MQError):
+        QueueManager.open(d, sweeping=SweeperSettings(run=False))
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
+        said, consumed_again = qm.recovery.damaged, qm.recovery.consumed_again
+        got, errors = drain(qm)
+    assert not errors and got == [b"m%03d" % i for i in range(40) if i != 10], said
+    assert consumed_again == 1, said

@@ -12,25 +12,26 @@ says, per queue and lane:
 * the blobs of the chain, each with its range of arrival numbers and which of its
   positions were live;
 
-with ``next_seq`` (every message put so far has a smaller arrival number),
-``blob_horizon`` (every blob written so far has a smaller id) and ``closed`` (written by a
-clean close: nothing happened after it). At the next open, a message
-older than the checkpoint that it does not list as live, in memory or in a blob of its lane
-(an own record may be a blob position brought back since: any blob range of the lane covers
-it), was consumed: recovery reports it and keeps it dead. A listed message that does not
-come back was lost to damage, and is named by its MsgId, when the checkpoint was written at
-a clean close or the open found damage; otherwise (a crash since) it was consumed after the
-checkpoint. What happened after the checkpoint is the store's change log's to say
-(since.py); without it, newer arrival numbers and blob ids are trusted as the store has
-them, so a stale checkpoint only recognises less, never rejects a live message. The
-keys of the messages it lists also tell a damaged store where to look one by one when a
-scan must step over damage (blobstore/heal.py).
+with ``next_seq`` (every message put so far has a smaller arrival number), ``blob_horizon``
+(every blob written so far has a smaller id) and ``closed`` (written by a clean close:
+nothing happened after it). At the next open, a message older than the checkpoint that it
+does not list as live, in memory or at a live position of a blob of its lane (an own record
+may be a blob position brought back since; of a blob the open could not read, any number in
+its range counts as live), was consumed: recovery reports it and keeps it dead. A listed
+message that does not come back was lost to damage, and is named by its MsgId, when the
+checkpoint was written at a clean close or the open found damage; otherwise (a crash since)
+it was consumed after the checkpoint. What happened after the checkpoint is the store's
+change log's to say (since.py); without it, newer arrival numbers and blob ids are trusted
+as the store has them, so a stale checkpoint only recognises less, never rejects a live
+message. The keys of the messages it lists also tell a damaged store where to look one by
+one when a scan must step over damage (blobstore/heal.py).
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
@@ -39,7 +40,7 @@ import numpy as np
 from sweepq.blobstore import Capability, Checkpointing, Store, StoreError
 
 from ..core.swept import REMOVED
-from .packed import HEADS, in_ascending, seqs_and_msg_ids
+from .packed import HEADS, ascending_unique, in_ascending, seqs_and_msg_ids
 
 if TYPE_CHECKING:
     from ..internals import Manager
@@ -93,9 +94,21 @@ class Ledger:
         if listed is not None and (queue, lane) in self.entries and np.array_equal(listed[0], seqs):
             self.unchanged.add((queue, lane))
 
-    def consumed_records(self, queue: str, lane: int, seqs: np.ndarray) -> np.ndarray:
+    def consumed_records(
+        self, queue: str, lane: int, seqs: np.ndarray, positions: Mapping[int, np.ndarray] | None = None
+    ) -> np.ndarray:
         """Which of these arrival numbers (ascending) of own records of (``queue``, ``lane``)
-        were consumed before the checkpoint (a bool per number)."""
+        were consumed before the checkpoint (a bool per number): older than it, and listed
+        live neither in memory nor in a blob of the lane.
+
+        ``positions``: the arrival numbers of every position of the blobs the open read, by
+        blob id. A blob the checkpoint lists and the open read lists its live messages
+        exactly: those at its positions the checkpoint shows live. One it could not read
+        (damaged, or deleted since) is known only by its range of numbers, which then all
+        count as live: a record in it may be one of its positions brought back. A range is
+        not enough where the blob was read: a message consumed out of memory before its
+        neighbours on both sides were swept lies inside the range of their blob (the damage
+        fuzz: its record brought back by a table file set aside was delivered again)."""
         listed = self.records[queue, lane][0] if (queue, lane) in self.records else np.zeros(0, np.uint64)
         if np.array_equal(seqs, listed):
             return np.zeros(len(seqs), bool)  # every one listed live (a reopen after a clean close)
@@ -103,8 +116,20 @@ class Ledger:
         dead = (seqs < self.next_seq) & ~in_ascending(seqs, listed)
         if not dead.any():
             return dead
-        ranges = [(b.seq_min, b.seq_max) for b in self.blobs.values() if b.queue == queue and b.lane == lane]
-        if ranges:
+        positions = positions or {}
+        ranges: list[tuple[int, int]] = []
+        held: list[np.ndarray] = []
+        for blob_id, b in self.blobs.items():
+            if b.queue != queue or b.lane != lane:
+                continue
+            known = positions.get(blob_id)
+            if known is not None and len(known) == len(b.live):
+                held.append(known[b.live])
+            else:
+                ranges.append((b.seq_min, b.seq_max))
+        if held:
+            dead &= ~in_ascending(seqs, ascending_unique(np.concatenate(held)))
+        if ranges and dead.any():
             # One binary search per number over the ranges by start (a loop over the ranges
             # would cost a pass over every number per blob): a number is in a range when it
             # is at most the highest end among the ranges that start at or before it.

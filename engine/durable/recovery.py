@@ -145,7 +145,9 @@ class _Recovery:
         self.found: dict[tuple[str, int], np.ndarray] = {}  # arrival numbers recovered, by queue and lane
         self.loaded: set[int] = set()  # the blobs of every chain (damaged ones too)
         self.bad: list[tuple[bytes, bytes, str]] = []  # the queue's damaged records: (key, bytes, what)
-        self.in_blobs: list[np.ndarray] = []  # the arrival numbers of the blobs of the lane being loaded
+        # blob id -> the arrival numbers of its positions, of the blobs of the queue being loaded
+        # that could be read (settle, keep_in_blobs)
+        self.positions: dict[int, np.ndarray] = {}
         self.deletes: list[bytes] = []  # own records of messages a blob holds (keep_in_blobs)
         self.detached: list[int] = []  # blobs detached as damaged by an earlier run, named (name_detached)
 
@@ -168,7 +170,8 @@ class _Recovery:
     # -- own records --------------------------------------------------------------------------
 
     def records(self, q: LocalQueue) -> list[_Lane]:
-        """The queue's own records by lane, every one proven: its crc, its key, and not consumed."""
+        """The queue's own records by lane, every one proven: its crc and its key (whether it
+        was consumed is :meth:`settle`'s, once the lanes' blobs are read)."""
         lanes = [_Lane() for _ in q.lanes]
         seqs: list[list[np.ndarray]] = [[] for _ in q.lanes]
         bad, quarantined = len(self.bad), len(self.quarantine)
@@ -189,12 +192,18 @@ class _Recovery:
             raise MQError(Reason.RESOURCE_PROBLEM, f"reading the messages of queue {q.name!r} failed: {e}") from e
         for ln, parts in zip(lanes, seqs, strict=True):
             ln.seqs = np.concatenate(parts) if parts else _NO_SEQS
+        return lanes
+
+    def settle(self, q: LocalQueue, lanes: list[_Lane]) -> None:
+        """Keep dead the queue's own records of consumed messages (:meth:`_drop_consumed`),
+        then raise again the backout counts of the others that damage took. Called once the
+        blobs of every lane are read (:attr:`positions`): the checkpoint tells which of their
+        positions were live, a message at none of them was not."""
         if self.ledger is not None or self.since.removed:
             for p, ln in enumerate(lanes):
                 self._drop_consumed(q, p, ln)
         if self.since.written:
             self._backouts_again(q, lanes)
-        return lanes
 
     def _backouts_again(self, q: LocalQueue, lanes: list[_Lane]) -> None:
         """Raise again, in memory and durably, the backout counts the change log has and the
@@ -327,13 +336,16 @@ class _Recovery:
 
     def _drop_consumed(self, q: LocalQueue, lane: int, ln: _Lane) -> None:
         """Keep dead the records of consumed messages that damage brought back: consumed
-        before the checkpoint (it does not list them), or since (the change log has the
-        removal that the store lost)."""
+        before the checkpoint (it lists them live neither in memory nor at a position of a
+        blob the open read: :meth:`Ledger.consumed_records`), or since (the change log has
+        the removal that the store lost)."""
         if not ln.recs:
             return
         seqs = ln.seqs
         dead = (
-            self.ledger.consumed_records(q.name, lane, seqs) if self.ledger is not None else np.zeros(len(seqs), bool)
+            self.ledger.consumed_records(q.name, lane, seqs, self.positions)
+            if self.ledger is not None
+            else np.zeros(len(seqs), bool)
         )
         removed = self.since.removed
         if removed:
@@ -360,7 +372,7 @@ class _Recovery:
         """A chain's blob as a :class:`SweptBlob` (None: deleted, or unusable), its highest
         seq and the arrival numbers it holds live. Positions the checkpoint or the change log
         show consumed are flagged removed. The arrival numbers of every position of a blob
-        that could be read go to :attr:`in_blobs` (:meth:`keep_in_blobs`)."""
+        that could be read go to :attr:`positions` (:meth:`settle`, :meth:`keep_in_blobs`)."""
         store = self.store
         try:
             records = Framed(store.read_frame(blob_id, chain, None))
@@ -382,7 +394,7 @@ class _Recovery:
             ids = b"".join(listed) if len(listed) == len(records) else ids  # unreadable: ids serve the index only
         index = index_of(records.buf, records.starts, ids, records.__getitem__)
         seqs = index[3]
-        self.in_blobs.append(seqs)
+        self.positions[blob_id] = seqs
         seq = int(seqs.max()) if len(records) else 0
         self._marks_again(q, blob_id, marks)
         self._blob_backouts_again(q, lane, blob_id, seqs, records, marks)
@@ -504,15 +516,15 @@ class _Recovery:
             alive &= ~dead
             self.marks += [(blob_id, int(p), MARK_REMOVED) for p in np.flatnonzero(dead)]
 
-    def keep_in_blobs(self, q: LocalQueue, lane: int, own: _Lane, live: np.ndarray) -> None:
+    def keep_in_blobs(self, q: LocalQueue, lane: int, own: _Lane, chain: list[int], live: np.ndarray) -> None:
         """Drop from ``own`` (and, durably, from the store) the records of messages a blob of
-        the lane holds too (the arrival numbers in :attr:`in_blobs`; ``live``: those of its
-        positions still live): damage took the delete of the sweep that moved them. The
-        message stays once, in its blob, where the sweep put it (its place in FIFO order;
-        kept as its own record it went to the rear of the lane); one whose blob position is
-        removed was consumed, and stays dead."""
-        held = ascending_unique(np.concatenate(self.in_blobs)) if self.in_blobs else _NO_SEQS
-        self.in_blobs = []
+        the lane holds too (the blobs of ``chain``, by the arrival numbers of their positions
+        in :attr:`positions`; ``live``: those of its positions still live): damage took the
+        delete of the sweep that moved them. The message stays once, in its blob, where the
+        sweep put it (its place in FIFO order; kept as its own record it went to the rear of
+        the lane); one whose blob position is removed was consumed, and stays dead."""
+        read = [self.positions[b] for b in chain if b in self.positions]
+        held = ascending_unique(np.concatenate(read)) if read else _NO_SEQS
         if not len(own.seqs) or not len(held):
             return
         both = in_ascending(own.seqs, held)
@@ -736,21 +748,27 @@ def _load_queue(q: LocalQueue, run: _Recovery) -> int:
     report = run.report
     max_seq = 0
     lanes = run.records(q)
+    run.positions = {}
+    chains = []  # each lane's: (its blob ids, its blobs loaded, the arrival numbers each holds live)
     for lane in q.lanes:
-        own = lanes[lane.priority]
-        if own.recs:
-            max_seq = max(max_seq, int(own.seqs[-1]))
         chain_name = q.tier.chain_name(lane)
+        ids = list(run.store.chain(chain_name))  # its blobs as found (one left empty leaves it)
         blobs = []
         found = []
-        for blob_id in run.store.chain(chain_name):
+        for blob_id in ids:
             run.loaded.add(blob_id)
             blob, seq, held = run._load_blob(q, lane.priority, chain_name, blob_id)
             max_seq = max(max_seq, seq)
             found.append(held)
             if blob is not None:
                 blobs.append(blob)
-        run.keep_in_blobs(q, lane.priority, own, np.concatenate(found) if found else _NO_SEQS)
+        chains.append((ids, blobs, found))
+    run.settle(q, lanes)  # the own records checked against the checkpoint, the blobs read
+    for lane, (ids, blobs, found) in zip(q.lanes, chains, strict=True):
+        own = lanes[lane.priority]
+        if own.recs:
+            max_seq = max(max_seq, int(own.seqs[-1]))
+        run.keep_in_blobs(q, lane.priority, own, ids, np.concatenate(found) if found else _NO_SEQS)
         if run.ledger is not None:
             run.ledger.keep(q.name, lane.priority, own.seqs)  # own.seqs: what the lane loads
         run.found[q.name, lane.priority] = np.concatenate([own.seqs, *found])
