@@ -6,15 +6,17 @@ checksummed and replaced atomically (write, fsync, rename, fsync the directory),
 outside RocksDB so that damage to its files cannot take them too.
 
 *Side logs* (:class:`SideLog`, e.g. the change log, blobstore/changes.py) are appended to,
-one checksummed record per ``os.pwrite`` at the log's logical end, in place over zeros: the
-file is kept zero-filled a chunk (:data:`CHUNK`) ahead, so that a sync (:meth:`SideLog.sync`,
-called by the store's sync) writes the records and not the file's size, which would commit
-the filesystem's journal as well (issue 31: a synced write of a growing file costs about
-two of one written in place). A process killed at any moment leaves every record written
+one checksummed record per ``os.pwrite`` at the log's logical end. A log kept *in place*
+is zero-filled a chunk (:data:`CHUNK`) ahead, so that a sync (:meth:`SideLog.sync`, called
+by the store's sync) writes the records and not the file's size, which would commit the
+filesystem's journal as well (issue 31: a synced write of a growing file costs about two of
+one written in place); a write over zeros costs a few microseconds more than one that grows
+the file, so a log that is rarely synced grows instead. A process killed at any moment leaves every record written
 before (the kernel holds them); the sync makes them survive a power loss too. Reading stops
 at a zero header with nothing but zeros after it (the end), at a record the file ends inside
 or that a power loss cut mid-write (a cut tail), and at anything else that fails (damage).
-They start afresh, atomically and durably, with one record and the first chunk of zeros.
+They start afresh, atomically and durably, with one record (and, in place, the first chunk
+of zeros).
 
 Privacy: the directory is 0700 and every file in it 0600, whatever the process's umask,
 which is never touched (every thread of the host process shares it). On Linux a default
@@ -109,11 +111,13 @@ class SideLog:
     started again (:meth:`start`).
 
     Invariant: every byte of the file past :attr:`_end` (the logical end, once appending)
-    is zero, and the file is at least :data:`CHUNK` past the end of the last record written
-    but one (extended by a zero chunk when a record would not fit)."""
+    is zero, and :attr:`_size` is the file's size; in place, it is at least half a
+    :data:`CHUNK` past the end of the last record written but one (extended by a zero chunk
+    when a record would not fit)."""
 
-    def __init__(self, path: str, name: str):
+    def __init__(self, path: str, name: str, in_place: bool = False):
         self.path = os.path.join(path, SIDE_PREFIX + name)
+        self._in_place = in_place  # zeros kept a chunk ahead (see the module docstring)
         self._fd: int | None = None
         self._end = -1  # the logical end, where the next record goes (-1: not known yet)
         self._size = 0  # the file's size (zeros from _end to it)
@@ -149,7 +153,7 @@ class SideLog:
         stands)."""
         dirname, name = os.path.split(self.path)
         head = _LOG_MAGIC + _frame(record)
-        size = -(-(len(head) + CHUNK // 2) // CHUNK) * CHUNK  # at least half a chunk of zeros after it
+        size = -(-(len(head) + CHUNK // 2) // CHUNK) * CHUNK if self._in_place else len(head)  # zeros after it
         with self._lock:
             if first is not None:
                 first()
@@ -171,10 +175,11 @@ class SideLog:
             try:
                 fd = self._fd if self._fd is not None else self._open()
                 at = self._end
-                if at + len(framed) > self._size:
-                    self._extend(fd, at + len(framed))
+                end = at + len(framed)
+                if end > self._size:
+                    self._extend(fd, end)
                 os.pwrite(fd, framed, at)
-                self._end = at + len(framed)
+                self._end = end
                 self.unsynced = True
             except OSError as e:
                 self.failed = f"appending to {self.path} failed ({e})"
@@ -202,8 +207,12 @@ class SideLog:
         return fd
 
     def _extend(self, fd: int, need: int) -> None:
-        """Zeros from the file's end past ``need`` by at least half a chunk (the one write
-        that grows the file: the next sync commits the filesystem's journal once for it)."""
+        """In place: zeros from the file's end past ``need`` by at least half a chunk (the one
+        write that grows the file: the next sync commits the filesystem's journal once for
+        it). Else the record's write grows the file to ``need``."""
+        if not self._in_place:
+            self._size = need
+            return
         size = -(-(need + CHUNK // 2) // CHUNK) * CHUNK
         os.pwrite(fd, bytes(size - self._size), self._size)
         self._size = size

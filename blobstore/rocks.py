@@ -263,6 +263,9 @@ class RocksKV(_Hot):
     destroy data, or that cannot reach that horizon, is told by it (blobstore/guard.py).
     ``claimed``: the caller's claim of the directory (:func:`~sweepq.blobstore.files.claim`),
     taken before it judged the directory, given back at close; without it the open claims.
+    ``logs_in_place``: side logs are written in place over zeros kept ahead (a sync of them
+    commits no filesystem journal, but each write over a zero page costs a few microseconds
+    more than an append: for a store whose syncs are the change log's, BlobStore's ``redo``).
     Failures while open: see the module docstring."""
 
     def __init__(
@@ -276,8 +279,10 @@ class RocksKV(_Hot):
         block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
         known: dict | None = None,
         claimed: str | None = None,
+        logs_in_place: bool = False,
     ):
         self.path = path
+        self._in_place = logs_in_place
         self._known = known
         self._cache = Cache(block_cache_bytes)
         self.write_buffer_bytes = write_buffer_bytes
@@ -774,7 +779,7 @@ class RocksKV(_Hot):
     def _log(self, name: str) -> SideLog:
         log = self._logs.get(name)
         if log is None:
-            log = self._logs.setdefault(name, SideLog(self.path, name))
+            log = self._logs.setdefault(name, SideLog(self.path, name, self._in_place))
         return log
 
     def read_log(self, name: str) -> tuple[list[bytes], str | None]:

@@ -167,7 +167,7 @@ class BlobStore:
         # write_messages' group commit; a lone caller's one change straight through _write_alone
         self.group: WriteGroup[MessageWrite] = WriteGroup(self._write_group, self._write_alone)
         if kv is None:
-            kv = self._open_directory(read_only, sync, wal, write_buffer_bytes, block_cache_bytes)
+            kv = self._open_directory(read_only, sync, wal, write_buffer_bytes, block_cache_bytes, redo)
         self._access = Access(self.path, kv)
         self._log = ChangeLog(self._access, wal, self._lock, self.chains, redo)
         # write_message bound once (message_writer): every durable put and get calls it, and it
@@ -216,7 +216,7 @@ class BlobStore:
         return horizon
 
     def _open_directory(
-        self, read_only: bool, sync: bool, wal: bool, write_buffer_bytes: int, block_cache_bytes: int
+        self, read_only: bool, sync: bool, wal: bool, write_buffer_bytes: int, block_cache_bytes: int, redo: bool
     ) -> KV:
         """RocksDB on the store's directory: made when missing, claimed, then judged (a
         directory another opener is creating is in use, not damaged: blobstore/directory.py)."""
@@ -242,6 +242,7 @@ class BlobStore:
                 block_cache_bytes=block_cache_bytes,
                 known=changes.known(logged),
                 claimed=claimed,
+                logs_in_place=redo,  # the change log is what a sync syncs: no journal commit for its size
             )
         except KVError as e:
             raise store_error(e) from e

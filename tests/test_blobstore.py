@@ -671,10 +671,10 @@ def test_every_member_of_the_protocols_has_a_test():
 # -- the side log: written in place over zeros (issue 31) ----------------------------------------
 
 
-def _side_log(tmp_path, first=b"start"):
+def _side_log(tmp_path, first=b"start", in_place=True):
     from sweepq.blobstore.files import SideLog
 
-    log = SideLog(str(tmp_path), "t")
+    log = SideLog(str(tmp_path), "t", in_place)
     log.start(first)
     return log
 
@@ -714,18 +714,47 @@ def test_side_log_appends_from_threads_land_whole(tmp_path):
     assert len(got) == 1 + 4 * 300
 
 
-def _side_log_reopened(tmp_path):
+def _side_log_reopened(tmp_path, in_place=True):
     from sweepq.blobstore.files import SideLog
 
-    return SideLog(str(tmp_path), "t")
+    return SideLog(str(tmp_path), "t", in_place)
 
 
-@pytest.mark.parametrize("read_first", [True, False])
-def test_a_reopened_side_log_continues_at_its_logical_end(tmp_path, read_first):
-    log = _side_log(tmp_path)
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_side_log_not_in_place_is_as_long_as_its_records(tmp_path, in_place):
+    """A log not kept in place (a store whose syncs are not the change log's alone: a write
+    that grows the file costs less than one over zeros) is as long as its records."""
+    from sweepq.blobstore.files import CHUNK
+
+    log = _side_log(tmp_path, in_place=in_place)
+    for i in range(100):
+        log.append(b"r%03d" % i)
+    size = (tmp_path / "sweepq-t").stat().st_size
+    assert size == (CHUNK if in_place else 4 + 8 + 5 + 100 * (8 + 4))
+    assert _side_log_reopened(tmp_path, in_place).read() == ([b"start", *[b"r%03d" % i for i in range(100)]], None)
+
+
+@pytest.mark.parametrize("first, then", [(True, False), (False, True)])
+def test_a_side_log_written_in_place_is_continued_growing_and_the_other_way(tmp_path, first, then):
+    """A store reopened under another sync policy continues its change log at its logical end,
+    whichever way it was written."""
+    log = _side_log(tmp_path, in_place=first)
     log.append(b"one")
     log.close()
-    again = _side_log_reopened(tmp_path)
+    again = _side_log_reopened(tmp_path, then)
+    assert again.read() == ([b"start", b"one"], None)
+    again.append(b"two")
+    again.close()
+    assert _side_log_reopened(tmp_path).read() == ([b"start", b"one", b"two"], None)
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("read_first", [True, False])
+def test_a_reopened_side_log_continues_at_its_logical_end(tmp_path, read_first, in_place):
+    log = _side_log(tmp_path, in_place=in_place)
+    log.append(b"one")
+    log.close()
+    again = _side_log_reopened(tmp_path, in_place)
     if read_first:  # as the store does at open
         assert again.read() == ([b"start", b"one"], None)
     again.append(b"two")
