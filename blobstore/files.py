@@ -111,9 +111,10 @@ class SideLog:
     started again (:meth:`start`).
 
     Invariant: every byte of the file past :attr:`_end` (the logical end, once appending)
-    is zero, and :attr:`_size` is the file's size; in place, it is at least half a
-    :data:`CHUNK` past the end of the last record written but one (extended by a zero chunk
-    when a record would not fit)."""
+    is zero; in place, :attr:`_size` is the file's size, at least half a :data:`CHUNK` past
+    the end of the last record written but one (extended by a zero chunk when a record would
+    not fit); not in place, the file ends at :attr:`_end` and :attr:`_size` is what it was
+    when the log was read or started."""
 
     def __init__(self, path: str, name: str, in_place: bool = False):
         self.path = os.path.join(path, SIDE_PREFIX + name)
@@ -176,9 +177,9 @@ class SideLog:
                 fd = self._fd if self._fd is not None else self._open()
                 at = self._end
                 end = at + len(framed)
-                if end > self._size:
+                if end > self._size and self._in_place:
                     self._extend(fd, end)
-                os.pwrite(fd, framed, at)
+                os.pwrite(fd, framed, at)  # not in place, it grows the file
                 self._end = end
                 self.unsynced = True
             except OSError as e:
@@ -207,12 +208,8 @@ class SideLog:
         return fd
 
     def _extend(self, fd: int, need: int) -> None:
-        """In place: zeros from the file's end past ``need`` by at least half a chunk (the one
-        write that grows the file: the next sync commits the filesystem's journal once for
-        it). Else the record's write grows the file to ``need``."""
-        if not self._in_place:
-            self._size = need
-            return
+        """Zeros from the file's end past ``need`` by at least half a chunk (in place: the one
+        write that grows the file, the next sync commits the filesystem's journal once for it)."""
         size = -(-(need + CHUNK // 2) // CHUNK) * CHUNK
         os.pwrite(fd, bytes(size - self._size), self._size)
         self._size = size
