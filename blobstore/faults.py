@@ -292,7 +292,8 @@ class PowerLossKV(MemoryKV):
     def write(self, ops, logged: bool = False) -> int:
         horizon = super().write(ops, logged)
         if not logged:
-            self._owed = True
+            with self._lock:  # as the sync's look and clear: a write between them is kept
+                self._owed = True
         return horizon
 
     def sync(self) -> None:

@@ -227,8 +227,6 @@ class _Hot:
         # Every lone durable put and get: write() of one change and append_log() written out
         # in one call (issue 31). A failure, or a database to reopen first, takes write() (its
         # reopen and retry: a write of a whole record is idempotent), then appends.
-        if not whole:
-            self._owed = True  # the record by its head: the next sync takes RocksDB's log too
         if self._broken is None and not self._read_only:
             self._enter()
             gate, db = self._gate, self._db
@@ -246,6 +244,8 @@ class _Hot:
                 gate.leave()
             if horizon < 0:
                 horizon = self.write(((cf, key, value),), whole)
+            elif not whole and self._redo:
+                self._owed()  # by its head: the next sync takes RocksDB's log too
         else:
             horizon = self.write(((cf, key, value),), whole)
         record = changes.one(horizon, key, value, whole)
@@ -263,9 +263,10 @@ class RocksKV(_Hot):
     destroy data, or that cannot reach that horizon, is told by it (blobstore/guard.py).
     ``claimed``: the caller's claim of the directory (:func:`~sweepq.blobstore.files.claim`),
     taken before it judged the directory, given back at close; without it the open claims.
-    ``logs_in_place``: side logs are written in place over zeros kept ahead (a sync of them
-    commits no filesystem journal, but each write over a zero page costs a few microseconds
-    more than an append: for a store whose syncs are the change log's, BlobStore's ``redo``).
+    ``redo``: the change log holds the message writes whole (BlobStore's ``redo``), so
+    :meth:`sync` takes RocksDB's log only after a write it cannot make again, and side logs
+    are written in place over zeros kept ahead (a sync of them commits no filesystem journal,
+    though each write over a zero page costs a few microseconds more than an append).
     Failures while open: see the module docstring."""
 
     def __init__(
@@ -279,10 +280,10 @@ class RocksKV(_Hot):
         block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
         known: dict | None = None,
         claimed: str | None = None,
-        logs_in_place: bool = False,
+        redo: bool = False,
     ):
         self.path = path
-        self._in_place = logs_in_place
+        self._redo = redo
         self._known = known
         self._cache = Cache(block_cache_bytes)
         self.write_buffer_bytes = write_buffer_bytes
@@ -309,9 +310,13 @@ class RocksKV(_Hot):
         self._cf: dict = {}
         self._h: dict = {}
         self._logs: dict[str, SideLog] = {}
-        # A write since the last sync that the change log cannot redo (not ``logged``, a
-        # rebuild's copy, a reopen): the next sync syncs RocksDB's log too (sync()).
-        self._owed = True
+        # Writes the change log cannot redo (not ``logged``, a rebuild's copy, a reopen), each
+        # counted once it was made, and how many of them the last sync of RocksDB's log took:
+        # while they differ, a sync takes RocksDB's log too (_sync). Counts under a lock, not a
+        # flag a sync clears: a write that lands between a sync's look and its clear is kept.
+        self._unlogged = 1  # the open itself
+        self._wal_synced = 0
+        self._counts = threading.Lock()
         self._syncer: ThreadPoolExecutor | None = None  # syncs the side logs beside RocksDB's log
         self._syncer_lock = threading.Lock()
         try:
@@ -330,7 +335,7 @@ class RocksKV(_Hot):
     def _open(self, compactions: bool = True) -> None:
         """Open the database and map each family to its current generation (dropping the
         newer generations an interrupted rebuild left)."""
-        self._owed = True  # a reopen may have rebuilt families: their copies are no logged writes
+        self._owed()  # a reopen may have rebuilt families: their copies are no logged writes
         opts, family = _db_options(self.write_buffer_bytes, self._cache, self._wal, compactions)
         self._family_options = family  # a rebuilt family shares the memtable cap of the others
         where = self._shadow or self.path
@@ -637,10 +642,8 @@ class RocksKV(_Hot):
         return heal.collect(heal.prove(self._cf[cf], prefix, probes))
 
     def write(self, ops: Sequence[Op], logged: bool = False) -> int:
-        if not logged:
-            self._owed = True  # before the write: a sync that starts meanwhile must take it
         try:
-            return self._write(ops)
+            horizon = self._write(ops)
         except KVError as first:
             if self._broken is None or self._closed:
                 raise
@@ -651,7 +654,15 @@ class RocksKV(_Hot):
                 self._recover()
             except KVError:
                 raise first from None
-            return self._write(ops)
+            horizon = self._write(ops)
+        if not logged and self._redo:
+            self._owed()  # made: a sync that starts from now on takes RocksDB's log
+        return horizon
+
+    def _owed(self) -> None:
+        """Count a write the change log cannot make again (see ``_unlogged``)."""
+        with self._counts:
+            self._unlogged += 1
 
     def _write(self, ops: Sequence[Op]) -> int:
         # The hot path of every durable put and get: the apply is written out here.
@@ -693,14 +704,17 @@ class RocksKV(_Hot):
         # since their last sync are synced at the same time, on the syncing thread (two syncs
         # in turn cost a single producer under sync="commit" half its rate: issue 31).
         # RocksDB's log is synced only when a write since the last sync is one the change log
-        # does not hold whole (``_owed``), or a log failed to take a record: every durable put
+        # does not hold whole (``_unlogged``), or a log failed to take a record: every durable put
         # and get alone syncs one file, the change log, and the next open redoes from it what
         # a power loss took from RocksDB's unsynced log (blobstore/changes.py ``redo``).
         # (Synced in turn or together, a power loss during a sync may leave the change log a
         # write ahead of RocksDB's log, a write no call returned from.)
         logs = list(self._logs.values())
-        wal = self._wal and (everything or self._owed or any(log.failed is not None for log in logs))
-        self._owed = False  # before the sync: a write meanwhile is left to the next one
+        with self._counts:
+            unlogged = self._unlogged  # every one made so far: this sync of RocksDB's log takes them
+            owed = unlogged != self._wal_synced
+        failed = any(log.failed is not None for log in logs)
+        wal = self._wal and (everything or not self._redo or owed or failed)
         logs = [log for log in logs if log.unsynced]
         if not wal:
             _sync_all(logs)  # the change log alone: on this thread, no hand-over
@@ -708,9 +722,8 @@ class RocksKV(_Hot):
         side = self._syncing().submit(_sync_all, logs) if logs else None
         try:
             self._sync_wal()
-        except BaseException:
-            self._owed = True  # what it held is still owed: the retry must sync it
-            raise
+            with self._counts:
+                self._wal_synced = max(self._wal_synced, unlogged)
         finally:
             if side is not None:
                 side.result()  # raises the side log's KVError (after RocksDB's, if both failed)
@@ -779,7 +792,7 @@ class RocksKV(_Hot):
     def _log(self, name: str) -> SideLog:
         log = self._logs.get(name)
         if log is None:
-            log = self._logs.setdefault(name, SideLog(self.path, name, self._in_place))
+            log = self._logs.setdefault(name, SideLog(self.path, name, self._redo))
         return log
 
     def read_log(self, name: str) -> tuple[list[bytes], str | None]:

@@ -242,7 +242,7 @@ class BlobStore:
                 block_cache_bytes=block_cache_bytes,
                 known=changes.known(logged),
                 claimed=claimed,
-                logs_in_place=redo,  # the change log is what a sync syncs: no journal commit for its size
+                redo=redo,
             )
         except KVError as e:
             raise store_error(e) from e
