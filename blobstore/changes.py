@@ -40,8 +40,9 @@ A ``H`` record starts the log (at each checkpoint): whether the store writes a l
 files were then (the manifest's name and length, the horizon: blobstore/guard.py checks
 them before the next open), and its chains: with the chain operations since, they say what
 every chain should hold, when damage took the chain records (blobstore/store.py). The log
-is synced by the store's sync; RocksDB's log with it only when a write since the last sync
-is not one the log holds whole (``KV.write``'s ``logged``): a put, delete or mark of message
+is synced by the store's sync. In a store with ``redo`` (BlobStore) RocksDB's log is synced
+with it only when a write since the last sync is not one the log holds whole (``KV.write``'s
+``logged``; without ``redo``, with every sync): there a put, delete or mark of message
 records is in the log whole, so the open can make it again (:func:`redo`) when a power loss
 took it from RocksDB's unsynced log. Under the sync policy "commit" a sync covers every call
 that returned (engine/durable/journal.py), so a returned call is in a synced file: the
