@@ -1018,6 +1018,35 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+def _the_newest_messages_table_lost(d):
+    """Delete the newest table file of the messages family of ``d`` (a closed store), check
+    that the plain open refuses it, then open it with repair and drain it: the open's
+    recovery report, and what the drain got and the errors it met."""
+    from sweepq.blobstore.rocksfiles import read_manifest
+
+    m = read_manifest(str(d))
+    messages = next(cf for cf, name in m.families.items() if name == "messages")
+    (d / f"{max(m.tables[messages]):06d}.sst").unlink()
+    with pytest.raises(MQError):
+        QueueManager.open(d, sweeping=SweeperSettings(run=False))
+    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
+        got, errors = drain(qm)
+        return qm.recovery, got, errors
+
+
+def _sixty_four_a_blob(d):
+    """A queue manager on ``d`` whose blobs hold at most 64 records, sweeper off, clock
+    driven, with the persistent queue Q defined."""
+    qm = QueueManager.open(
+        d,
+        sweeping=SweeperSettings(run=False),
+        durability=DurabilitySettings(store_options={"max_blob_records": 64}),
+        clock=ManualClock(),
+    )
+    qm.define_queue("Q", default_persistence=P)
+    return qm
+
+
 def test_a_table_file_of_removals_set_aside_brings_no_consumed_message_back(tmp_path):
     """Issue 24 item 4: a killed store whose table file of removals was lost (a repair set
     it aside, or a cut manifest let RocksDB delete it) delivered the messages consumed since
@@ -1025,20 +1054,13 @@ def test_a_table_file_of_removals_set_aside_brings_no_consumed_message_back(tmp_
     change log has the removals: they stay consumed. (A delete is whole in the change log:
     the open makes the 10 commits of 10 gets again before recovery reads the store, so
     none comes back to be killed again, as happened before redo.)"""
-    from sweepq.blobstore.rocksfiles import read_manifest
 
     d = tmp_path / "d"
     persistent_queue(d, [b"m%03d" % i for i in range(300)])
     out = subprocess.run([sys.executable, "-c", _GETS_FLUSHED_THEN_KILLED, str(d)], timeout=120)
     assert out.returncode == -9
-    m = read_manifest(str(d))
-    messages = next(cf for cf, name in m.families.items() if name == "messages")
-    (d / f"{max(m.tables[messages]):06d}.sst").unlink()  # the newest: the removals
-    with pytest.raises(MQError):
-        QueueManager.open(d, sweeping=SweeperSettings(run=False))
-    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
-        consumed_again, redone = qm.recovery.consumed_again, qm.recovery.redone
-        got, errors = drain(qm)
+    recovery, got, errors = _the_newest_messages_table_lost(d)  # the removals
+    consumed_again, redone = recovery.consumed_again, recovery.redone
     assert not errors and got == [b"m%03d" % i for i in range(100, 300)]
     assert (consumed_again, redone) == (0, 10)
 
@@ -1211,17 +1233,10 @@ def test_a_message_whose_sweep_delete_damage_took_stays_in_its_blob_in_fifo_orde
     the lane, delivered after every later message (out of FIFO order), and one consumed out
     of the blob by MsgId (its position marked removed) came back. Now the message stays once,
     in its blob: FIFO order, and the consumed one stays dead."""
-    from sweepq.blobstore.rocksfiles import read_manifest
     from sweepq.engine import MO
 
     d = tmp_path / "d"
-    with QueueManager.open(
-        d,
-        sweeping=SweeperSettings(run=False),
-        durability=DurabilitySettings(store_options={"max_blob_records": 64}),
-        clock=ManualClock(),
-    ) as qm:
-        qm.define_queue("Q", default_persistence=P)
+    with _sixty_four_a_blob(d) as qm:
         conn = qm.connect()
         h = conn.open("Q", IO)
         ids = [h.put(b"m%03d" % i).msg_id for i in range(20)]
@@ -1232,14 +1247,8 @@ def test_a_message_whose_sweep_delete_damage_took_stays_in_its_blob_in_fifo_orde
         h.get(GMO.SYNCPOINT, match=MO.MATCH_MSG_ID, msg_id=ids[10])  # out of the blob: a removal mark
         conn.commit()
         qm.blob_store().flush()  # the link's deletes (and the later puts) in a second table file
-    m = read_manifest(str(d))
-    messages = next(cf for cf, name in m.families.items() if name == "messages")
-    (d / f"{max(m.tables[messages]):06d}.sst").unlink()
-    with pytest.raises(MQError):
-        QueueManager.open(d, sweeping=SweeperSettings(run=False))
-    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
-        said = qm.recovery.damaged
-        got, errors = drain(qm)
+    recovery, got, errors = _the_newest_messages_table_lost(d)
+    said = recovery.damaged
     assert not errors and got == [b"m%03d" % i for i in range(40) if i != 10], said
     assert any("kept once, in the blob" in line for line in said), said
 
@@ -1442,17 +1451,10 @@ def test_a_message_consumed_before_its_neighbours_were_swept_stays_dead_when_the
     record there may be a position of the blob brought back): it was delivered again, after
     every later message. The blob is read whole: the message is none of its positions, so
     the checkpoint shows it consumed, and it stays dead."""
-    from sweepq.blobstore.rocksfiles import read_manifest
     from sweepq.engine import MO
 
     d = tmp_path / "d"
-    with QueueManager.open(
-        d,
-        sweeping=SweeperSettings(run=False),
-        durability=DurabilitySettings(store_options={"max_blob_records": 64}),
-        clock=ManualClock(),
-    ) as qm:
-        qm.define_queue("Q", default_persistence=P)
+    with _sixty_four_a_blob(d) as qm:
         conn = qm.connect()
         h = conn.open("Q", IO)
         ids = [h.put(b"m%03d" % i).msg_id for i in range(40)]
@@ -1462,13 +1464,7 @@ def test_a_message_consumed_before_its_neighbours_were_swept_stays_dead_when_the
         qm.sweeper.run_once()  # the others into a blob whose numbers span the consumed one's
         assert qm.blob_store().chains(), "nothing was swept"
         qm.blob_store().flush()  # the get's delete and the sweep's in a second table file
-    m = read_manifest(str(d))
-    messages = next(cf for cf, name in m.families.items() if name == "messages")
-    (d / f"{max(m.tables[messages]):06d}.sst").unlink()
-    with pytest.raises(MQError):
-        QueueManager.open(d, sweeping=SweeperSettings(run=False))
-    with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(repair=True)) as qm:
-        said, consumed_again = qm.recovery.damaged, qm.recovery.consumed_again
-        got, errors = drain(qm)
+    recovery, got, errors = _the_newest_messages_table_lost(d)
+    said, consumed_again = recovery.damaged, recovery.consumed_again
     assert not errors and got == [b"m%03d" % i for i in range(40) if i != 10], said
     assert consumed_again == 1, said
