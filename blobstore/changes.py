@@ -280,11 +280,7 @@ def _apply(out: Changes, rec: bytes) -> None:
             pos = _chain_op(out, op, rec, pos)
             continue
         if op == b"K":
-            blob_id, at, has = _MARK.unpack_from(rec, pos)
-            pos += _MARK.size
-            value = None
-            if has:
-                value, pos = _field(rec, pos)
+            blob_id, at, value, pos = _mark(rec, pos)
             out.marks[blob_id, at] = value
             continue
         key, pos = _field(rec, pos)
@@ -390,11 +386,7 @@ def _whole_ops(rec: bytes) -> tuple[list[tuple[bytes, bytes | None]], list[tuple
             op = rec[pos : pos + 1]
             pos += 1
             if op == b"K":
-                blob_id, at, has = _MARK.unpack_from(rec, pos)
-                pos += _MARK.size
-                value = None
-                if has:
-                    value, pos = _field(rec, pos)
+                blob_id, at, value, pos = _mark(rec, pos)
                 marks.append((blob_id, at, value))
                 continue
             if op != b"F" and op != b"D":
@@ -407,6 +399,17 @@ def _whole_ops(rec: bytes) -> tuple[list[tuple[bytes, bytes | None]], list[tuple
     except (struct.error, ValueError):
         return None
     return messages, marks
+
+
+def _mark(rec: bytes, pos: int) -> tuple[int, int, bytes | None, int]:
+    """A ``K`` operation's fields at ``pos``: blob id, position, value (None: cleared), and
+    where it ends."""
+    blob_id, at, has = _MARK.unpack_from(rec, pos)
+    pos += _MARK.size
+    value = None
+    if has:
+        value, pos = _field(rec, pos)
+    return blob_id, at, value, pos
 
 
 def _whole(rec: bytes, pos: int) -> tuple[bytes, int]:

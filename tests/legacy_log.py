@@ -6,7 +6,6 @@ way (what RocksDB lost is named by MsgId, nothing consumed comes back)."""
 from __future__ import annotations
 
 import struct
-import zlib
 from pathlib import Path
 
 from sweepq.blobstore import changes
@@ -14,8 +13,6 @@ from sweepq.blobstore.files import SideLog
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
-_MAGIC = b"SQG1"  # blobstore/files.py's side-log magic
-_HEAD = struct.Struct("<II")  # a side-log record's length and crc32
 
 
 def as_before_whole_records(d: Path) -> None:
@@ -23,11 +20,11 @@ def as_before_whole_records(d: Path) -> None:
     ``P`` of before (its other records as they are)."""
     records, problem = SideLog(str(d), changes.NAME).read()
     assert problem is None, problem
-    out = [_MAGIC]
-    for rec in records:
-        rec = _legacy(rec) if rec[:1] == b"W" else rec
-        out.append(_HEAD.pack(len(rec), zlib.crc32(rec)) + rec)
-    (d / ("sweepq-" + changes.NAME)).write_bytes(b"".join(out))
+    log = SideLog(str(d), changes.NAME)  # its start (records[0]) and appends frame them
+    log.start(records[0])
+    for rec in records[1:]:
+        log.append(_legacy(rec) if rec[:1] == b"W" else rec)
+    log.close()
 
 
 def _legacy(rec: bytes) -> bytes:
