@@ -177,3 +177,33 @@ def test_instructions_rows_outside_the_list_are_one_line(rows):
         "argument --instructions-rows" in out.stderr
         and "give rows among pair, pair interpreted, batch, Queue" in out.stderr
     )
+
+
+def test_several_scenarios_named_are_one_run_in_their_order(tmp_path):
+    """``sweepq bench durable queue`` is one run of both: one run.md, one bench.json, a table a
+    scenario (what a doc quoting several scenarios from one run needs); a name given twice runs once."""
+    names = ["persistent", "throughput", "persistent"]
+    sizes = ["--rounds", "1", "--messages", "200", "--persistent-messages", "20", "--out", str(tmp_path)]
+    out = subprocess.run(
+        [sys.executable, "-m", "sweepq.cli", "bench", *names, "--quick", *sizes],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    doc = json.loads((tmp_path / "bench.json").read_text())
+    assert list(doc["figures"]) == ["persistent", "throughput"]
+    assert list(dict.fromkeys(row[0] for row in doc["rows"])) == ["persistent", "throughput"]
+    assert (tmp_path / "persistent.md").exists() and (tmp_path / "throughput.md").exists()
+    assert not (tmp_path / "durable.md").exists()
+
+
+def test_a_scenario_that_is_none_is_one_line_naming_them():
+    out = subprocess.run(
+        [sys.executable, "-m", "sweepq.cli", "bench", "throughput", "durabel"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "'durabel' is not a scenario; give some of throughput, batch," in out.stderr
