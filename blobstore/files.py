@@ -6,20 +6,17 @@ checksummed and replaced atomically (write, fsync, rename, fsync the directory),
 outside RocksDB so that damage to its files cannot take them too.
 
 *Side logs* (:class:`SideLog`, e.g. the change log, blobstore/changes.py) are appended to,
-one checksummed record at a time at the log's logical end, in place: over zeros kept a chunk
-(:data:`CHUNK`) ahead, so that a sync (:meth:`SideLog.sync`, called by the store's sync)
-writes the records and not the file's size, which would commit the filesystem's journal as
-well (issue 31: a synced write of a growing file costs about two of one written in place).
-A log synced after every call (the change log under sync="commit") writes each record with
-one ``os.pwrite``; any other writes through a memory map of the chunks at its end, a copy
-with no system call (issue 31: 0.96 against 1.70 us an append of 90 B by ``pwrite`` on a
-growing file; but a sync after writes through a map costs ext4 about twice one after
-``pwrite``, its page faults joining the filesystem's journal). Either way a process killed at
-any moment leaves every record written before (the kernel's page cache holds them); the
-sync makes them survive a power loss too. Reading stops
+one checksummed record per ``os.pwrite`` at the log's logical end. A log kept *in place*
+is zero-filled a chunk (:data:`CHUNK`) ahead, so that a sync (:meth:`SideLog.sync`, called
+by the store's sync) writes the records and not the file's size, which would commit the
+filesystem's journal as well (issue 31: a synced write of a growing file costs about two of
+one written in place); a write over zeros costs a few microseconds more than one that grows
+the file, so a log that is rarely synced grows instead. A process killed at any moment leaves every record written
+before (the kernel holds them); the sync makes them survive a power loss too. Reading stops
 at a zero header with nothing but zeros after it (the end), at a record the file ends inside
 or that a power loss cut mid-write (a cut tail), and at anything else that fails (damage).
-They start afresh, atomically and durably, with one record and the first chunk of zeros.
+They start afresh, atomically and durably, with one record (and, in place, the first chunk
+of zeros).
 
 Privacy: the directory is 0700 and every file in it 0600, whatever the process's umask,
 which is never touched (every thread of the host process shares it). On Linux a default
@@ -35,7 +32,6 @@ import contextlib
 import dataclasses
 import fcntl
 import gc
-import mmap
 import os
 import shutil
 import struct
@@ -114,23 +110,16 @@ class SideLog:
     several threads land whole, one after another, and appends wait while the log is
     started again (:meth:`start`).
 
-    ``mapped``: records are written through a memory map (a log synced rarely), not by
-    ``pwrite`` (a log synced after every call; see the module docstring).
-
     Invariant: every byte of the file past :attr:`_end` (the logical end, once appending)
-    is zero, and :attr:`_size` is the file's size, at least half a :data:`CHUNK` past the
-    end of the last record written but one (extended by a zero chunk when a record would not
-    fit; a log written before sweepq kept logs in place ends at its last record until its
-    first append here). The map, while there is one, covers the file from :attr:`_base`, a
-    page boundary at or before :attr:`_end`, to :attr:`_size`: never past the file's end,
-    which a write through it could not reach (SIGBUS)."""
+    is zero; in place, :attr:`_size` is the file's size, at least half a :data:`CHUNK` past
+    the end of the last record written but one (extended by a zero chunk when a record would
+    not fit); not in place, the file ends at :attr:`_end` and :attr:`_size` is what it was
+    when the log was read or started."""
 
-    def __init__(self, path: str, name: str, mapped: bool = False):
+    def __init__(self, path: str, name: str, in_place: bool = False):
         self.path = os.path.join(path, SIDE_PREFIX + name)
-        self._mapped = mapped
+        self._in_place = in_place  # zeros kept a chunk ahead (see the module docstring)
         self._fd: int | None = None
-        self._map: mmap.mmap | None = None  # mapped: the file from _base to _size, once appending
-        self._base = 0
         self._end = -1  # the logical end, where the next record goes (-1: not known yet)
         self._size = 0  # the file's size (zeros from _end to it)
         self._lock = threading.Lock()  # offsets and writes; an append never lands in a log a start replaces
@@ -165,7 +154,7 @@ class SideLog:
         stands)."""
         dirname, name = os.path.split(self.path)
         head = _LOG_MAGIC + _frame(record)
-        size = -(-(len(head) + CHUNK // 2) // CHUNK) * CHUNK  # zeros after it
+        size = -(-(len(head) + CHUNK // 2) // CHUNK) * CHUNK if self._in_place else len(head)  # zeros after it
         with self._lock:
             if first is not None:
                 first()
@@ -188,15 +177,9 @@ class SideLog:
                 fd = self._fd if self._fd is not None else self._open()
                 at = self._end
                 end = at + len(framed)
-                if end > self._size:
+                if end > self._size and self._in_place:
                     self._extend(fd, end)
-                m = self._map
-                if m is None and self._mapped:
-                    m = self._map_end(fd)
-                if m is not None:
-                    m[at - self._base : end - self._base] = framed
-                else:
-                    os.pwrite(fd, framed, at)
+                os.pwrite(fd, framed, at)  # not in place, it grows the file
                 self._end = end
                 self.unsynced = True
             except OSError as e:
@@ -225,31 +208,11 @@ class SideLog:
         return fd
 
     def _extend(self, fd: int, need: int) -> None:
-        """Zeros from the file's end past ``need`` by at least half a chunk: the one write that
-        grows the file (the next sync commits the filesystem's journal once for it)."""
+        """Zeros from the file's end past ``need`` by at least half a chunk (in place: the one
+        write that grows the file, the next sync commits the filesystem's journal once for it)."""
         size = -(-(need + CHUNK // 2) // CHUNK) * CHUNK
         os.pwrite(fd, bytes(size - self._size), self._size)
         self._size = size
-        self._unmap()  # the next write maps the file as long as it is now
-
-    def _map_end(self, fd: int) -> mmap.mmap | None:
-        """A map of the file from the page holding the logical end to the file's end (under
-        the lock; :attr:`_extend` drops it), or None where the file cannot be mapped (the
-        log is then written by pwrite). A window, not the whole log: the pages written before
-        leave the process's resident set with it."""
-        base = self._end - self._end % mmap.ALLOCATIONGRANULARITY
-        try:
-            self._map = mmap.mmap(fd, self._size - base, offset=base)
-        except (OSError, ValueError):  # a file system that maps no file: pwrite, as a synced log
-            self._mapped = False
-            return None
-        self._base = base
-        return self._map
-
-    def _unmap(self) -> None:
-        m, self._map = self._map, None
-        if m is not None:
-            m.close()  # what was written through it stays in the page cache, as a write's would
 
     def sync(self) -> None:
         """Make every record appended so far survive a power loss (one fdatasync, as RocksDB
@@ -271,7 +234,6 @@ class SideLog:
             self._close()
 
     def _close(self) -> None:
-        self._unmap()
         fd, self._fd = self._fd, None
         self._end = -1
         if fd is not None:

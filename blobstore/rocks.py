@@ -264,9 +264,9 @@ class RocksKV(_Hot):
     ``claimed``: the caller's claim of the directory (:func:`~sweepq.blobstore.files.claim`),
     taken before it judged the directory, given back at close; without it the open claims.
     ``redo``: the change log holds the message writes whole (BlobStore's ``redo``), so
-    :meth:`sync` takes RocksDB's log only after a write it cannot make again, and side logs,
-    synced after every call, are written by ``pwrite``; without it, through a memory map
-    (blobstore/files.py: a write with no system call, but a sync after it costs more).
+    :meth:`sync` takes RocksDB's log only after a write it cannot make again, and side logs
+    are written in place over zeros kept ahead (a sync of them commits no filesystem journal,
+    though each write over a zero page costs a few microseconds more than an append).
     Failures while open: see the module docstring."""
 
     def __init__(
@@ -792,7 +792,7 @@ class RocksKV(_Hot):
     def _log(self, name: str) -> SideLog:
         log = self._logs.get(name)
         if log is None:
-            log = self._logs.setdefault(name, SideLog(self.path, name, mapped=not self._redo))
+            log = self._logs.setdefault(name, SideLog(self.path, name, self._redo))
         return log
 
     def read_log(self, name: str) -> tuple[list[bytes], str | None]:

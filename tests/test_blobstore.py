@@ -669,26 +669,20 @@ def test_every_member_of_the_protocols_has_a_test():
 
 
 # -- the side log: written in place over zeros (issue 31) ----------------------------------------
-#
-# Written either by pwrite (a log synced after every call) or through a memory map (``mapped``,
-# a log synced rarely): the tests of what is written run both ways.
-
-MAPPED = pytest.mark.parametrize("mapped", [False, True], ids=["pwrite", "mapped"])
 
 
-def _side_log(tmp_path, first=b"start", mapped=False):
+def _side_log(tmp_path, first=b"start", in_place=True):
     from sweepq.blobstore.files import SideLog
 
-    log = SideLog(str(tmp_path), "t", mapped=mapped)
+    log = SideLog(str(tmp_path), "t", in_place)
     log.start(first)
     return log
 
 
-@MAPPED
-def test_a_side_log_starts_zero_filled_to_a_chunk_and_grows_by_chunks(tmp_path, mapped):
+def test_a_side_log_starts_zero_filled_to_a_chunk_and_grows_by_chunks(tmp_path):
     from sweepq.blobstore.files import CHUNK
 
-    log = _side_log(tmp_path, mapped=mapped)
+    log = _side_log(tmp_path)
     path = tmp_path / "sweepq-t"
     assert path.stat().st_size == CHUNK
     record = os.urandom(CHUNK // 8)
@@ -703,11 +697,10 @@ def test_a_side_log_starts_zero_filled_to_a_chunk_and_grows_by_chunks(tmp_path, 
     assert log.read() == ([b"start", *[record] * 8], None)
 
 
-@MAPPED
-def test_side_log_appends_from_threads_land_whole(tmp_path, mapped):
+def test_side_log_appends_from_threads_land_whole(tmp_path):
     import threading
 
-    log = _side_log(tmp_path, mapped=mapped)
+    log = _side_log(tmp_path)
     records = {t: [b"%d-%d-" % (t, i) + bytes([t]) * (i * 37 % 3000) for i in range(300)] for t in range(4)}
     threads = [threading.Thread(target=lambda t=t: [log.append(r) for r in records[t]]) for t in range(4)]
     for t in threads:
@@ -721,76 +714,31 @@ def test_side_log_appends_from_threads_land_whole(tmp_path, mapped):
     assert len(got) == 1 + 4 * 300
 
 
-def _side_log_reopened(tmp_path, mapped=False):
+def _side_log_reopened(tmp_path, in_place=True):
     from sweepq.blobstore.files import SideLog
 
-    return SideLog(str(tmp_path), "t", mapped=mapped)
+    return SideLog(str(tmp_path), "t", in_place)
 
 
-def test_a_side_log_is_the_same_file_written_through_a_map_or_by_pwrite(tmp_path):
-    """Both ways write the same bytes in place, a chunk of zeros kept ahead: the file is the
-    log's form, not the way it was written."""
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_side_log_not_in_place_is_as_long_as_its_records(tmp_path, in_place):
+    """A log not kept in place (a store whose syncs are not the change log's alone: a write
+    that grows the file costs less than one over zeros) is as long as its records."""
     from sweepq.blobstore.files import CHUNK
 
-    written = {}
-    for mapped in (False, True):
-        d = tmp_path / str(mapped)
-        d.mkdir()
-        log = _side_log(d, mapped=mapped)
-        for i in range(4000):  # past the first chunk: a map is made again after the file grew
-            log.append(b"r%04d" % i + bytes(i % 700))
-        log.close()
-        written[mapped] = (d / "sweepq-t").read_bytes()
-    assert len(written[True]) == 2 * CHUNK
-    assert written[True] == written[False]
-
-
-def test_what_is_written_through_a_map_survives_a_kill_before_any_sync(tmp_path):
-    """A record written through the map is in the kernel's page cache the moment the write
-    returns, as one written by pwrite: a process killed with nothing synced leaves them all."""
-    import signal
-    import subprocess
-    import sys
-
-    code = (
-        "import os, signal, sys\n"
-        "from sweepq.blobstore.files import SideLog\n"
-        "log = SideLog(sys.argv[1], 't', mapped=True)\n"
-        "log.start(b'start')\n"
-        "for i in range(20000):\n"
-        "    log.append(b'r%05d' % i)\n"
-        "assert log.failed is None\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n"
-    )
-    run = subprocess.run([sys.executable, "-c", code, str(tmp_path)], timeout=120)
-    assert run.returncode == -signal.SIGKILL
-    assert _side_log_reopened(tmp_path).read() == ([b"start", *[b"r%05d" % i for i in range(20000)]], None)
-
-
-def test_a_side_log_that_cannot_be_mapped_is_written_by_pwrite(tmp_path, monkeypatch):
-    """A file system that maps no file (mmap refused) costs the log its map, not a record."""
-    import mmap
-
-    from sweepq.blobstore import files
-
-    def refused(*_args, **_kwargs):
-        raise OSError(19, "No such device")
-
-    monkeypatch.setattr(files.mmap, "mmap", refused)
-    log = _side_log(tmp_path, mapped=True)
-    for i in range(3):
-        log.append(b"r%d" % i)
-    assert log.failed is None
-    monkeypatch.setattr(files.mmap, "mmap", mmap.mmap)
-    log.append(b"r3")  # by pwrite still: a log that could not be mapped does not try again
-    assert _side_log_reopened(tmp_path).read() == ([b"start", b"r0", b"r1", b"r2", b"r3"], None)
+    log = _side_log(tmp_path, in_place=in_place)
+    for i in range(100):
+        log.append(b"r%03d" % i)
+    size = (tmp_path / "sweepq-t").stat().st_size
+    assert size == (CHUNK if in_place else 4 + 8 + 5 + 100 * (8 + 4))
+    assert _side_log_reopened(tmp_path, in_place).read() == ([b"start", *[b"r%03d" % i for i in range(100)]], None)
 
 
 @pytest.mark.parametrize("first, then", [(True, False), (False, True)])
-def test_a_side_log_written_through_a_map_is_continued_by_pwrite_and_the_other_way(tmp_path, first, then):
+def test_a_side_log_written_in_place_is_continued_growing_and_the_other_way(tmp_path, first, then):
     """A store reopened under another sync policy continues its change log at its logical end,
     whichever way it was written."""
-    log = _side_log(tmp_path, mapped=first)
+    log = _side_log(tmp_path, in_place=first)
     log.append(b"one")
     log.close()
     again = _side_log_reopened(tmp_path, then)
@@ -800,13 +748,13 @@ def test_a_side_log_written_through_a_map_is_continued_by_pwrite_and_the_other_w
     assert _side_log_reopened(tmp_path).read() == ([b"start", b"one", b"two"], None)
 
 
-@MAPPED
+@pytest.mark.parametrize("in_place", [True, False])
 @pytest.mark.parametrize("read_first", [True, False])
-def test_a_reopened_side_log_continues_at_its_logical_end(tmp_path, read_first, mapped):
-    log = _side_log(tmp_path, mapped=mapped)
+def test_a_reopened_side_log_continues_at_its_logical_end(tmp_path, read_first, in_place):
+    log = _side_log(tmp_path, in_place=in_place)
     log.append(b"one")
     log.close()
-    again = _side_log_reopened(tmp_path, mapped)
+    again = _side_log_reopened(tmp_path, in_place)
     if read_first:  # as the store does at open
         assert again.read() == ([b"start", b"one"], None)
     again.append(b"two")
@@ -814,13 +762,11 @@ def test_a_reopened_side_log_continues_at_its_logical_end(tmp_path, read_first, 
     assert _side_log_reopened(tmp_path).read() == ([b"start", b"one", b"two", b"three"], None)
 
 
-@MAPPED
-def test_a_side_log_of_the_older_form_without_zeros_is_continued(tmp_path, mapped):
-    """A log as sweepq wrote it before logs were kept in place (it grew by each record)."""
+def test_a_side_log_of_the_older_form_without_zeros_is_continued(tmp_path):
     from sweepq.blobstore.files import _frame
 
     (tmp_path / "sweepq-t").write_bytes(b"SQG1" + _frame(b"old") + _frame(b"older"))
-    log = _side_log_reopened(tmp_path, mapped)
+    log = _side_log_reopened(tmp_path)
     log.append(b"new")
     assert _side_log_reopened(tmp_path).read() == ([b"old", b"older", b"new"], None)
 

@@ -574,9 +574,8 @@ def test_a_store_without_redo_logs_heads_and_every_sync_takes_its_writes():
 @pytest.mark.parametrize(("sync", "redo"), [("commit", True), ("os", False), ("none", False)])
 def test_the_engine_asks_for_redo_under_commit_alone(tmp_path, sync, redo):
     """The queue manager's store keeps puts whole in its change log under sync="commit" (its
-    syncs are that log's); by their heads under the others. Every policy's log is kept in
-    place over zeros (blobstore/files.py: written by pwrite when synced every call, through
-    a map otherwise)."""
+    syncs are that log's), written in place over zeros; by their heads under the others, in
+    a log that grows."""
     from sweepq.blobstore.files import CHUNK, SideLog
 
     d = tmp_path / "d"
@@ -586,4 +585,5 @@ def test_the_engine_asks_for_redo_under_commit_alone(tmp_path, sync, redo):
         records = SideLog(str(d), changes.NAME).read()[0]
         put = int.from_bytes(records[-1][1:9], "little")  # the put's record: the log's last
         assert changes.redo(records, put - 1)[2] == int(redo)
-        assert (d / "sweepq-changes").stat().st_size >= CHUNK  # zeros kept ahead: its sync commits no journal
+        in_place = (d / "sweepq-changes").stat().st_size >= CHUNK  # zeros kept ahead: its sync commits no journal
+        assert in_place is redo

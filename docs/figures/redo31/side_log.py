@@ -2,12 +2,10 @@
 
 * ``append``: the SideLog of commit 408a6e7 (``os.write`` on an O_APPEND file), the form
   before this change, read from git;
-* ``grows``: the SideLog of commit a98740a not in place (``pwrite`` at the logical end, the
-  file grows): a store without redo (sync="os" and "none") then;
-* ``in-place``: the SideLog of commit a98740a in place (``pwrite`` over zeros kept a MiB
-  ahead): a store with redo (sync="commit"), whose syncs are this log's.
-
-(Both read from git since a later change wrote every log in place: docs/figures/mapped53.)
+* ``grows``: today's SideLog not in place (``pwrite`` at the logical end, the file grows):
+  a store without redo (sync="os" and "none");
+* ``in-place``: today's SideLog in place (``pwrite`` over zeros kept a MiB ahead): a store
+  with redo (sync="commit"), whose syncs are this log's.
 
 Usage: python docs/figures/redo31/side_log.py ROUNDS N  (from the repository's root, the
 sweepq venv's python). Prints each way's median microseconds an append over ROUNDS rounds
@@ -25,10 +23,14 @@ import tempfile
 _CHILD = r"""
 import importlib.util, os, sys, time
 which, n, d = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-import sweepq.blobstore.files
-spec = importlib.util.spec_from_file_location("sweepq.blobstore.files_before", sys.argv[4 if which == "append" else 5])
-m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m; spec.loader.exec_module(m)
-log = m.SideLog(d, "t") if which == "append" else m.SideLog(d, "t", which == "in-place")
+if which == "append":
+    import sweepq.blobstore.files
+    spec = importlib.util.spec_from_file_location("sweepq.blobstore.files_before", sys.argv[4])
+    m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m; spec.loader.exec_module(m)
+    log = m.SideLog(d, "t")
+else:
+    from sweepq.blobstore import files as m
+    log = m.SideLog(d, "t", which == "in-place")
 log.start(b"H")
 rec = b"W" + b"x" * 89
 t = time.perf_counter()
@@ -42,24 +44,17 @@ print((time.perf_counter() - t) / n * 1e6)
 def main() -> None:
     rounds, n = int(sys.argv[1]), int(sys.argv[2])
     before = subprocess.run(["git", "show", "408a6e7:blobstore/files.py"], capture_output=True, check=True).stdout
-    then = subprocess.run(["git", "show", "a98740a:blobstore/files.py"], capture_output=True, check=True).stdout
     times: dict[str, list[float]] = {"append": [], "grows": [], "in-place": []}
     with tempfile.TemporaryDirectory() as tmp:
         old = os.path.join(tmp, "files_before.py")
         with open(old, "wb") as f:
             f.write(before)
-        then_path = os.path.join(tmp, "files_then.py")
-        with open(then_path, "wb") as f:
-            f.write(then)
         for r in range(rounds):
             for which in times:
                 d = os.path.join(tmp, f"{which}-{r}")
                 os.makedirs(d)
                 out = subprocess.run(
-                    [sys.executable, "-c", _CHILD, which, str(n), d, old, then_path],
-                    capture_output=True,
-                    text=True,
-                    check=True,
+                    [sys.executable, "-c", _CHILD, which, str(n), d, old], capture_output=True, text=True, check=True
                 )
                 times[which].append(float(out.stdout))
     base = statistics.median(times["append"])
