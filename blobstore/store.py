@@ -93,6 +93,17 @@ OPTIONS = frozenset({"level", "max_blob_bytes", "max_blob_records", "sync", "dic
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct("<I")
 
+
+def _detached_key(blob_id: int) -> bytes:
+    """The quarantine's key marking blob ``blob_id`` detached as damaged (kv.DETACHED)."""
+    return DETACHED + _U64.pack(blob_id)
+
+
+def _detached_id(key: bytes) -> int:
+    """The blob id of a key :func:`_detached_key` made."""
+    return int(_U64.unpack(key[len(DETACHED) :])[0])
+
+
 __all__ = ["STORE_FORMAT", "BlobStore", "MemoryStore", "StoreStats"]
 
 # One caller's write_messages: (puts, deletes, marks).
@@ -276,7 +287,7 @@ class BlobStore:
         # A blob detached as damaged is in no chain either, but it is no sweep's leftover: the
         # messages it held are lost, and deleting it here would lose them without a word (the
         # damage fuzz's silent loss). Kept for the caller to name (detached()).
-        marked = {_U64.unpack(k[len(DETACHED) :])[0] for k, _v in access.proven(CF_QUARANTINE, DETACHED)}
+        marked = {_detached_id(k) for k, _v in access.proven(CF_QUARANTINE, DETACHED)}
         self._detached = [b for b in stale if b in marked]
         stale = [b for b in stale if b not in marked]
         if stale and not chains_whole:
@@ -518,7 +529,7 @@ class BlobStore:
             for b in blob_ids:
                 ops += self._delete_blob_ops(b)
             detached = set(blob_ids) & set(self._detached)
-            ops += [(CF_QUARANTINE, DETACHED + _U64.pack(b), None) for b in sorted(detached)]
+            ops += [(CF_QUARANTINE, _detached_key(b), None) for b in sorted(detached)]
             self._access.write(ops)
             self._forget_blobs(blob_ids)
             self._detached = [b for b in self._detached if b not in detached]
@@ -567,7 +578,7 @@ class BlobStore:
             if delete:
                 ops += self._delete_blob_ops(blob_id)
             else:
-                ops.append((CF_QUARANTINE, DETACHED + _U64.pack(blob_id), chain))
+                ops.append((CF_QUARANTINE, _detached_key(blob_id), chain))
             ops += [(CF_MESSAGES, k, v) for k, v in restore]
             horizon = self._access.write(ops)
             if delete:
@@ -752,16 +763,12 @@ class BlobStore:
         get detached from it as damaged (and their marks): a deleted queue's messages are not
         lost, and the next open must not name them so (:meth:`detached`). The blob ids they
         delete. Called with ``_lock`` held."""
-        detached = [
-            _U64.unpack(k[len(DETACHED) :])[0]
-            for k, owner in self._access.proven(CF_QUARANTINE, DETACHED)
-            if owner == chain
-        ]
+        detached = [_detached_id(k) for k, owner in self._access.proven(CF_QUARANTINE, DETACHED) if owner == chain]
         ids = [*self._chains.get(chain), *detached]
         ops.append(chain_record(chain, ()))
         for b in ids:
             ops += self._delete_blob_ops(b)
-        ops += [(CF_QUARANTINE, DETACHED + _U64.pack(b), None) for b in detached]
+        ops += [(CF_QUARANTINE, _detached_key(b), None) for b in detached]
         return ids
 
     def _dropped(self, chains: Sequence[bytes], blob_ids: Sequence[int]) -> None:
