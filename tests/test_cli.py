@@ -126,7 +126,7 @@ BAD = [
     (["bench", "--rounds", "x"], "argument --rounds", "is not an integer"),
     (["bench", "--backlog-rate", "-3"], "argument --backlog-rate", "pass a number > 0"),
     (["bench", "--pipeline-events-m", "-1"], "argument --pipeline-events-m", "pass 0 to skip"),
-    (["bench", "nonsense"], "argument what: invalid choice", "choose from"),
+    (["bench", "nonsense"], "argument SCENARIO: 'nonsense' is not a scenario", "give some of throughput"),
     (["inspect"], "the following arguments are required: path", "--help"),
     (["inspect", "/nonexistent/sweepq"], "argument path: /nonexistent/sweepq does not exist", "pass a data directory"),
     (["nosuchcommand"], "invalid choice", "choose from"),
