@@ -34,6 +34,11 @@ def descriptors(persistent: bool) -> list[MD]:
     return [MD(priority=n, persistence=p) for n in range(10)]
 
 
+def _kept(item: T) -> T:
+    """An in-memory queue's payload of ``item``: the item itself (QueueBase._payload)."""
+    return item
+
+
 def describe(label: str, name: str, qsize: Callable[[], int], maxsize: float, where: str, closed: bool) -> str:
     """The ``repr`` of every sweepq queue: its class, name, depth (``qsize()``), bound and
     where it lives: ``<sweepq.Queue 'QUEUE' depth=2 maxsize=5 in memory>``."""
@@ -151,6 +156,10 @@ class QueueBase(Generic[T]):
         self._items = not (site.persistent or site.remote or (site.budget and w.budget_counts == "held"))
         if self._items:
             self._core.keep_items(self._codec.encode)
+        # What a put hands the queue manager for an item: the item itself in memory, else its
+        # encoding (raising TypeError when the serializer cannot encode it). The codec's own
+        # function where items are encoded, so that a durable put calls it and nothing between.
+        self._payload: Callable[[T], object] = _kept if self._items else self._codec.encode
         self._once = w.delivery == "at-least-once"
         self._mds = descriptors(self._core.site.persistent)
         # A put without a descriptor is the engine's fastest: used where the queue's default
@@ -207,11 +216,6 @@ class QueueBase(Generic[T]):
     def _closed_error(self) -> ValueError:
         return ValueError(f"queue {self._core.name!r} {self._core.site.where} is closed")
 
-    def _payload(self, item: T) -> object:
-        """What a put hands the queue manager for ``item``: the item itself in memory, else
-        its encoding. :raises TypeError: the serializer cannot encode it."""
-        return item if self._items else self._codec.encode(item)
-
     def _store_many(self, payloads: Sequence[object], priority: int | None) -> MQError | None:
         """One put of ``payloads`` (from :meth:`_payload`) at ``priority`` (None: the queue's
         default) through a pooled connection, in one call of the queue manager, all or none:
@@ -227,7 +231,11 @@ class QueueBase(Generic[T]):
         if counted:  # a served queue's; a local one's engine counts its puts (queues/site.py)
             core.putting(n)
         try:
-            pair = core.take()
+            pool = core.pool  # Core.take and Core.give written out, as Core.put_item has them
+            try:
+                pair = pool.pop()
+            except IndexError:
+                pair = core.take()
             try:
                 h = pair[1]
                 if self._items:
@@ -244,7 +252,7 @@ class QueueBase(Generic[T]):
                         h.put_many(payloads, md)
                 return None
             finally:
-                core.give(pair)
+                pool.append(pair)
         except MQError as e:
             if counted:
                 core.put_failed(n)

@@ -71,11 +71,12 @@ class Queue(QueueBase[T]):
             if core.async_waiters:
                 core.put_done()
             return
-        payload = self._payload(item)
-        full = self._store_many((payload,), priority)
+        payloads = (self._payload(item),)
+        full = self._store_many(payloads, priority)
         if full is not None:
-            self._put_when_room((payload,), priority, block, timeout, full)
-        core.put_done()
+            self._put_when_room(payloads, priority, block, timeout, full)
+        if core.async_waiters:  # put_done's own test, made here: no call when none waits
+            core.put_done()
 
     def put_many(
         self, items: Iterable[T], block: bool = True, timeout: float | None = None, *, priority: int | None = None
