@@ -53,20 +53,25 @@ def describe(label: str, name: str, qsize: Callable[[], int], maxsize: float, wh
 
 
 def decoder(c: Codec, queue: str) -> Callable[[bytes], Any]:
-    """``c.decode``, its failure said as a ``ValueError`` naming queue ``queue`` (data put
-    by something else than this serializer)."""
+    """``c.decode``, its failure said as :func:`undecodable` says it."""
     decode = c.decode
 
     def decode_item(data: bytes) -> Any:
         try:
             return decode(data)
         except Exception as e:
-            raise ValueError(
-                f"an item of queue {queue!r} is not {c.name} data ({e}); it was put by "
-                "something else: read it with the serializer it was written with (e.g. serializer='bytes')"
-            ) from e
+            raise undecodable(c, queue, e) from e
 
     return decode_item
+
+
+def undecodable(c: Codec, queue: str, e: Exception) -> ValueError:
+    """What a get raises for data of queue ``queue`` that ``c`` could not decode (``e``): data
+    put by something else than this serializer."""
+    return ValueError(
+        f"an item of queue {queue!r} is not {c.name} data ({e}); it was put by "
+        "something else: read it with the serializer it was written with (e.g. serializer='bytes')"
+    )
 
 
 class QueueBase(Generic[T]):
@@ -149,6 +154,7 @@ class QueueBase(Generic[T]):
         # What a get decodes an item's data with: a function made once, not a bound method made
         # on every get (the in-memory gets hand it to the engine's take_item each time).
         self._decode: Callable[[bytes], T] = decoder(self._codec, self._core.name)
+        self._loads: Callable[[bytes], T] = self._codec.decode  # _decode without its guard, for a get that guards it
         # In memory: items kept as objects (engine/core/lanes.py, "Items"), encoded only when
         # swept. Not under a budget that counts what the queue holds: an object's size is not
         # known before it is encoded, and only resident memory sees it.
