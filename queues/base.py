@@ -35,7 +35,7 @@ def descriptors(persistent: bool) -> list[MD]:
 
 
 def _kept(item: T) -> T:
-    """An in-memory queue's payload of ``item``: the item itself (QueueBase._payload)."""
+    """An in-memory queue's payload of ``item`` (its ``QueueBase._payload``): the item itself."""
     return item
 
 
@@ -223,7 +223,7 @@ class QueueBase(Generic[T]):
         return ValueError(f"queue {self._core.name!r} {self._core.site.where} is closed")
 
     def _store_many(self, payloads: Sequence[object], priority: int | None) -> MQError | None:
-        """One put of ``payloads`` (from :meth:`_payload`) at ``priority`` (None: the queue's
+        """One put of ``payloads`` (each made by ``_payload``) at ``priority`` (None: the queue's
         default) through a pooled connection, in one call of the queue manager, all or none:
         None when made, or the refusal of a full queue (MAXDEPTH 2053, the memory budget
         2071). A served queue's tasks are counted first, so that a get and ``task_done()`` of
