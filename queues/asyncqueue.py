@@ -244,7 +244,7 @@ class AsyncQueue(QueueBase[T]):
             await self._put_payloads(batch if self._items else [self._codec.encode(x) for x in batch], priority)
 
     async def _put_payloads(self, payloads: Sequence[object], priority: int | None) -> None:
-        """Put ``payloads`` (from :meth:`_payload`), all or none, waiting for room."""
+        """Put ``payloads`` (each made by ``_payload``), all or none, waiting for room."""
         while True:
             if self._remote:
                 full = await self._store_remote(payloads, self._md if priority is None else self._mds[priority])

@@ -34,6 +34,11 @@ def descriptors(persistent: bool) -> list[MD]:
     return [MD(priority=n, persistence=p) for n in range(10)]
 
 
+def _kept(item: T) -> T:
+    """An in-memory queue's payload of ``item`` (its ``QueueBase._payload``): the item itself."""
+    return item
+
+
 def describe(label: str, name: str, qsize: Callable[[], int], maxsize: float, where: str, closed: bool) -> str:
     """The ``repr`` of every sweepq queue: its class, name, depth (``qsize()``), bound and
     where it lives: ``<sweepq.Queue 'QUEUE' depth=2 maxsize=5 in memory>``."""
@@ -48,20 +53,25 @@ def describe(label: str, name: str, qsize: Callable[[], int], maxsize: float, wh
 
 
 def decoder(c: Codec, queue: str) -> Callable[[bytes], Any]:
-    """``c.decode``, its failure said as a ``ValueError`` naming queue ``queue`` (data put
-    by something else than this serializer)."""
+    """``c.decode``, its failure said as :func:`undecodable` says it."""
     decode = c.decode
 
     def decode_item(data: bytes) -> Any:
         try:
             return decode(data)
         except Exception as e:
-            raise ValueError(
-                f"an item of queue {queue!r} is not {c.name} data ({e}); it was put by "
-                "something else: read it with the serializer it was written with (e.g. serializer='bytes')"
-            ) from e
+            raise undecodable(c, queue, e) from e
 
     return decode_item
+
+
+def undecodable(c: Codec, queue: str, e: Exception) -> ValueError:
+    """What a get raises for data of queue ``queue`` that ``c`` could not decode (``e``): data
+    put by something else than this serializer."""
+    return ValueError(
+        f"an item of queue {queue!r} is not {c.name} data ({e}); it was put by "
+        "something else: read it with the serializer it was written with (e.g. serializer='bytes')"
+    )
 
 
 class QueueBase(Generic[T]):
@@ -144,6 +154,7 @@ class QueueBase(Generic[T]):
         # What a get decodes an item's data with: a function made once, not a bound method made
         # on every get (the in-memory gets hand it to the engine's take_item each time).
         self._decode: Callable[[bytes], T] = decoder(self._codec, self._core.name)
+        self._loads: Callable[[bytes], T] = self._codec.decode  # _decode without its guard, for a get that guards it
         # In memory: items kept as objects (engine/core/lanes.py, "Items"), encoded only when
         # swept. Not under a budget that counts what the queue holds: an object's size is not
         # known before it is encoded, and only resident memory sees it.
@@ -151,6 +162,10 @@ class QueueBase(Generic[T]):
         self._items = not (site.persistent or site.remote or (site.budget and w.budget_counts == "held"))
         if self._items:
             self._core.keep_items(self._codec.encode)
+        # What a put hands the queue manager for an item: the item itself in memory, else its
+        # encoding (raising TypeError when the serializer cannot encode it). The codec's own
+        # function where items are encoded, so that a durable put calls it and nothing between.
+        self._payload: Callable[[T], object] = _kept if self._items else self._codec.encode
         self._once = w.delivery == "at-least-once"
         self._mds = descriptors(self._core.site.persistent)
         # A put without a descriptor is the engine's fastest: used where the queue's default
@@ -207,13 +222,8 @@ class QueueBase(Generic[T]):
     def _closed_error(self) -> ValueError:
         return ValueError(f"queue {self._core.name!r} {self._core.site.where} is closed")
 
-    def _payload(self, item: T) -> object:
-        """What a put hands the queue manager for ``item``: the item itself in memory, else
-        its encoding. :raises TypeError: the serializer cannot encode it."""
-        return item if self._items else self._codec.encode(item)
-
     def _store_many(self, payloads: Sequence[object], priority: int | None) -> MQError | None:
-        """One put of ``payloads`` (from :meth:`_payload`) at ``priority`` (None: the queue's
+        """One put of ``payloads`` (each made by ``_payload``) at ``priority`` (None: the queue's
         default) through a pooled connection, in one call of the queue manager, all or none:
         None when made, or the refusal of a full queue (MAXDEPTH 2053, the memory budget
         2071). A served queue's tasks are counted first, so that a get and ``task_done()`` of
@@ -227,7 +237,11 @@ class QueueBase(Generic[T]):
         if counted:  # a served queue's; a local one's engine counts its puts (queues/site.py)
             core.putting(n)
         try:
-            pair = core.take()
+            pool = core.pool  # Core.take and Core.give written out, as Core.put_item has them
+            try:
+                pair = pool.pop()
+            except IndexError:
+                pair = core.take()
             try:
                 h = pair[1]
                 if self._items:
@@ -244,7 +258,7 @@ class QueueBase(Generic[T]):
                         h.put_many(payloads, md)
                 return None
             finally:
-                core.give(pair)
+                pool.append(pair)
         except MQError as e:
             if counted:
                 core.put_failed(n)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 NAMES = ("pickle", "json", "msgpack", "bytes")
+_PROTOCOL = pickle.HIGHEST_PROTOCOL  # what pickle writes: read once, not on every put
 
 
 @runtime_checkable
@@ -39,10 +40,6 @@ class Codec:
     name: str
     encode: Callable[[Any], bytes]
     decode: Callable[[bytes], Any]
-
-
-def _pickle_dumps(item: Any) -> bytes:
-    return pickle.dumps(item, pickle.HIGHEST_PROTOCOL)
 
 
 def _json_dumps(item: Any) -> bytes:
@@ -68,7 +65,7 @@ def codec(serializer: object) -> Codec:
         with ``dumps`` and ``loads``."""
     if isinstance(serializer, str):
         if serializer == "pickle":
-            return Codec("pickle", _guarded(_pickle_dumps, "pickle"), pickle.loads)
+            return Codec("pickle", _pickle_encode, pickle.loads)
         if serializer == "json":
             return Codec("json", _guarded(_json_dumps, "json"), json.loads)
         if serializer == "bytes":
@@ -93,26 +90,40 @@ def codec(serializer: object) -> Codec:
 
 
 def _guarded(dumps: Callable[[Any], Any], name: str, check: bool = False) -> Callable[[Any], bytes]:
-    """``dumps`` whose failures are one TypeError naming the item's type and the serializer
-    (pickle alone raises PicklingError, TypeError or AttributeError, json TypeError or
-    ValueError, msgpack TypeError or OverflowError)."""
+    """``dumps`` whose failures are the TypeError of :func:`_refusal` (json alone raises
+    TypeError or ValueError, msgpack TypeError or OverflowError); with ``check``, a result
+    that is not ``bytes`` is refused too (a serializer object's)."""
 
+    def encode(item: Any) -> bytes:
+        try:
+            data = dumps(item)
+        except Exception as e:
+            raise _refusal(name, item, e) from e
+        if check and not isinstance(data, bytes):
+            raise TypeError(f"serializer {name}.dumps() returned {type(data).__name__}, not bytes")
+        return data
+
+    return encode
+
+
+def _pickle_encode(item: Any) -> bytes:
+    """The default serializer's encode: ``pickle.dumps`` at its highest protocol, its failures
+    (PicklingError, TypeError or AttributeError) the TypeError of :func:`_refusal`. Called
+    here, not through :func:`_guarded`: a wrapper of a wrapper was a Python call more on every
+    put (sweepq.bench.instructions "durable Queue")."""
+    try:
+        return pickle.dumps(item, _PROTOCOL)
+    except Exception as e:
+        raise _refusal("pickle", item, e) from e
+
+
+def _refusal(name: str, item: Any, e: Exception) -> TypeError:
+    """The one error of every serializer that cannot encode ``item``: its type and the
+    serializer named, with what to do instead."""
     hint = (
         "pickle takes instances of classes defined at a module's top level; pass serializer= an object with "
         "dumps() and loads() for others"
         if name == "pickle"
         else "pass another serializer (serializer='pickle' takes most objects)"
     )
-
-    def encode(item: Any) -> bytes:
-        try:
-            data = dumps(item)
-        except Exception as e:
-            raise TypeError(
-                f"serializer={name!r} cannot encode an item of type {type(item).__name__}: {e}; {hint}"
-            ) from e
-        if check and not isinstance(data, bytes):
-            raise TypeError(f"serializer {name}.dumps() returned {type(data).__name__}, not bytes")
-        return data
-
-    return encode
+    return TypeError(f"serializer={name!r} cannot encode an item of type {type(item).__name__}: {e}; {hint}")

@@ -16,7 +16,7 @@ from typing import ClassVar
 from sweepq.engine import GMO, MemoryPolicy, MQError, Reason
 
 from . import arguments
-from .base import POLL, QueueBase, T
+from .base import POLL, QueueBase, T, undecodable
 from .errors import map_error
 
 _EMPTY = int(Reason.NO_MSG_AVAILABLE)  # plain ints: an enum member's lookup costs on every call
@@ -71,11 +71,12 @@ class Queue(QueueBase[T]):
             if core.async_waiters:
                 core.put_done()
             return
-        payload = self._payload(item)
-        full = self._store_many((payload,), priority)
+        payloads = (self._payload(item),)
+        full = self._store_many(payloads, priority)
         if full is not None:
-            self._put_when_room((payload,), priority, block, timeout, full)
-        core.put_done()
+            self._put_when_room(payloads, priority, block, timeout, full)
+        if core.async_waiters:  # put_done's own test, made here: no call when none waits
+            core.put_done()
 
     def put_many(
         self, items: Iterable[T], block: bool = True, timeout: float | None = None, *, priority: int | None = None
@@ -189,7 +190,10 @@ class Queue(QueueBase[T]):
             return item
         if self._items and m.has_item:
             return m.item
-        return self._decode(m.data)
+        try:  # self._decode(m.data) written out: on a data directory, a Python call fewer per get
+            return self._loads(m.data)
+        except Exception as e:
+            raise undecodable(self._codec, core.name, e) from e
 
     def get_many(self, max_items: int, block: bool = True, timeout: float | None = None) -> list[T]:
         """Remove and return up to ``max_items`` items in one call of the queue manager, in
