@@ -178,30 +178,20 @@ def persistent(o: Any, report: Any, step: Callable[[], None]) -> dict:
         report.row(
             "queue", f"put {n:,} items of {ITEM} B, then get them: {k}", _rate(r), f"sweepq os: {ours / r:.2f} x this"
         )
-    sqlite = rates.get(SQLITE_DEFAULT)
-    if sqlite:
-        out["vs_sqlite"] = ours / sqlite
-        report.row(
-            "queue",
-            f"goal: path= >= {GOAL_PATH_VS_SQLITE:g} x SQLiteQueue (auto-commit)",
-            f"{ours / sqlite:.1f} x",
-            _met(ours / sqlite >= GOAL_PATH_VS_SQLITE),
-        )
-    off = rates.get(SQLITE_OFF)
-    if off:
-        out["vs_sqlite_off"] = ours / off
-        report.row(
-            "queue",
-            f"goal: path= >= {GOAL_PATH_VS_SQLITE_OFF:g} x SQLiteQueue, synchronous=OFF (issue 31)",
-            f"{ours / off:.1f} x",
-            _met(ours / off >= GOAL_PATH_VS_SQLITE_OFF),
-        )
-    dc = rates.get(DISKCACHE)
-    if dc:
-        out["vs_diskcache"] = ours / dc
-        report.row(
-            "queue", "goal: path= >= diskcache.Deque", f"{ours / dc:.1f} x", _met(ours / dc >= GOAL_PATH_VS_DISKCACHE)
-        )
+    goals = (  # (the figure's key, the peer, what the goal says, its bound): a row each, when the peer ran
+        ("vs_sqlite", SQLITE_DEFAULT, f"{GOAL_PATH_VS_SQLITE:g} x SQLiteQueue (auto-commit)", GOAL_PATH_VS_SQLITE),
+        (
+            "vs_sqlite_off",
+            SQLITE_OFF,
+            f"{GOAL_PATH_VS_SQLITE_OFF:g} x SQLiteQueue, synchronous=OFF (issue 31)",
+            GOAL_PATH_VS_SQLITE_OFF,
+        ),
+        ("vs_diskcache", DISKCACHE, "diskcache.Deque", GOAL_PATH_VS_DISKCACHE),
+    )
+    for key, peer, goal, bound in goals:
+        if rates.get(peer):
+            out[key] = ours / rates[peer]
+            report.row("queue", f"goal: path= >= {goal}", f"{out[key]:.1f} x", _met(out[key] >= bound))
     return out
 
 
