@@ -204,20 +204,20 @@ def _bench(args: argparse.Namespace) -> int:
 
     from sweepq.bench.suite import QUICK, SCENARIOS, BenchOptions, run
 
+    unknown = [w for w in args.what if w not in SCENARIOS and w != "all"]
+    if unknown:
+        print(
+            f"sweepq bench: error: argument SCENARIO: {unknown[0]!r} is not a scenario; "
+            f"give some of {', '.join(SCENARIOS)}, or all (the default)",
+            file=sys.stderr,
+        )
+        return 2
     if not output_dir("sweepq bench", args.out):
         return 2
     if args.durable_dir is not None and not os.path.isdir(args.durable_dir) and not args.create_durable_dir:
         print(
             f"sweepq bench: error: argument --durable-dir: {args.durable_dir!r} is not a directory; "
             "give an existing one, or pass --create-durable-dir",
-            file=sys.stderr,
-        )
-        return 2
-    unknown = [w for w in args.what if w not in SCENARIOS and w != "all"]
-    if unknown:
-        print(
-            f"sweepq bench: error: argument SCENARIO: {unknown[0]!r} is not a scenario; "
-            f"give some of {', '.join(SCENARIOS)}, or all (the default)",
             file=sys.stderr,
         )
         return 2

@@ -198,12 +198,14 @@ def test_several_scenarios_named_are_one_run_in_their_order(tmp_path):
     assert not (tmp_path / "durable.md").exists()
 
 
-def test_a_scenario_that_is_none_is_one_line_naming_them():
+def test_a_scenario_that_is_none_is_one_line_naming_them(tmp_path):
+    """Said before anything is made: the --out directory is not created."""
     out = subprocess.run(
-        [sys.executable, "-m", "sweepq.cli", "bench", "throughput", "durabel"],
+        [sys.executable, "-m", "sweepq.cli", "bench", "throughput", "durabel", "--out", str(tmp_path / "new")],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "'durabel' is not a scenario; give some of throughput, batch," in out.stderr
+    assert not (tmp_path / "new").exists()
