@@ -23,7 +23,7 @@ POWER_N = 100
 PRODUCERS_N = 400
 RECOVERY_N = int(os.environ.get("SWEEPQ_BENCH_RECOVERY_MESSAGES", "100000"))
 
-CRASH_BASELINE = "persist-queue SQLiteQueue, synchronous=OFF"
+CRASH_BASELINE = d.SQLITE_OFF
 
 
 def _fill_drain(o: d.Opened, n: int) -> None:
