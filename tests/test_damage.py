@@ -28,7 +28,7 @@ from rocksdict import Options, Rdict
 from test_durability import killed_writer
 
 from sweepq.bench.crash import trials
-from sweepq.blobstore import BlobStore, FaultyStore, MemoryStore, repairing
+from sweepq.blobstore import BlobStore, FaultyStore, MemoryStore, StoreDamageError, repairing
 from sweepq.engine import GMO, MD, OO, DurabilitySettings, MQError, Persistence, QueueManager, Reason, SweeperSettings
 from sweepq.engine.durable.layout import encode_value
 from sweepq.sweeper import ManualClock
@@ -265,8 +265,15 @@ def test_b3_a_compaction_that_meets_damage_does_not_stop_the_queue_manager(tmp_p
         for i in range(2000, 2500):
             h.put(body(i))
         got = [h.get().data for _ in range(1200)]  # deletes across the damaged table
-        store.flush()
-        store.compact()
+        # RocksDB reads the damaged table: in the compaction asked for here, or in its own of
+        # the deletes (the messages' family compacts a file of mostly deletions by itself),
+        # whose broken database the next call then meets.
+        met = 0
+        for step in (store.flush, store.compact):
+            try:
+                step()
+            except StoreDamageError:
+                met += 1
         failures = 0
         for i in range(20):
             try:
@@ -274,7 +281,7 @@ def test_b3_a_compaction_that_meets_damage_does_not_stop_the_queue_manager(tmp_p
             except MQError as e:
                 assert e.reason == Reason.RESOURCE_PROBLEM
                 failures += 1
-        assert failures <= 1  # at most the write that met the broken database
+        assert met + failures <= 1  # at most the call that met the broken database
         rest, errors = drain(qm)
         assert not errors
         assert any("damaged" in line for line in qm.damage())
