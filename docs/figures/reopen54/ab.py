@@ -41,15 +41,22 @@ print(f"{wall:.3f} s ({cpu:.3f} s of CPU), {n:,} messages, peak RSS {rss:,.0f} M
 """
 
 
+def _load() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
 def main() -> None:
     where, rounds = sys.argv[1], int(sys.argv[2])
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000
     modes = sys.argv[4].split(",") if len(sys.argv) > 4 else ["off", "on"]
     os.makedirs(where, exist_ok=True)
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    load = " ".join(open("/proc/loadavg").read().split()[:3])
-    print(f"# python docs/figures/reopen54/ab.py {' '.join(sys.argv[1:])}; commit {head}; "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load {load} at the start")
+    load = _load()
+    print(
+        f"# python docs/figures/reopen54/ab.py {' '.join(sys.argv[1:])}; commit {head}; "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load {load} at the start"
+    )
     for mode in modes:
         shutil.rmtree(f"{where}/{mode}", ignore_errors=True)
         subprocess.run([sys.executable, "-c", BUILD, f"{where}/{mode}", str(n), mode], check=True)
@@ -60,7 +67,7 @@ def main() -> None:
             shutil.copytree(f"{where}/{mode}", copy)
             out = subprocess.run([sys.executable, "-c", OPEN, copy], capture_output=True, text=True, check=True)
             print(f"round {r + 1} collector {mode:<3}: {out.stdout.strip()}", flush=True)
-    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    load = _load()
     print(f"# load {load} at the end")
 
 
