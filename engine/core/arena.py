@@ -261,7 +261,10 @@ class Arena:
         shift = 0
         h = 0
         while True:
-            b = blk[off + h]  # type: ignore[index]
+            if COMPILED:  # a C read of the byte, where an index of the untyped block is a Python call
+                b = p[off + h]
+            else:
+                b = blk[off + h]  # type: ignore[index]
             n |= (b & 0x7F) << shift
             h += 1
             if b < 0x80:
