@@ -2,6 +2,7 @@
 # source; this file only declares what the C compiler needs (forms.py).
 cimport cython
 
+from sweepq.engine.handle cimport Handle
 from sweepq.engine.message cimport Message, PutResult, message_read_at_us, message_record, put_record
 from sweepq.engine.record cimport data_offset, is_persistent
 

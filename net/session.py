@@ -32,6 +32,7 @@ if COMPILED:  # the C functions the compiled form calls (net/session.pxd; forms.
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 from sweepq.engine import GMO, PMO, MQError, Reason
+from sweepq.engine.handle import Handle
 from sweepq.engine.message import Message, PutResult, message_read_at_us, message_record, put_record
 from sweepq.engine.record import data_offset, is_persistent
 
@@ -464,7 +465,12 @@ class Session:
     def _put_result(self, hid, data, md, options):
         """PUT's call: the engine's result, whose reply :meth:`_put` makes (or ``_call``, in place)."""
         h = self.handles.get(hid) if type(hid) is int else None
-        r = (h or self._handle(hid)).put(data, None if md is None else P.md_from_wire(md), options)
+        if h is None:
+            h = self._handle(hid)
+        if md is not None:
+            md = P.md_from_wire(md)
+        # On a Handle, compiled: a C call (engine/handle.pxd), no method lookup, no arguments parsed.
+        r = cython.cast(Handle, h).put(data, md, options) if type(h) is Handle else h.put(data, md, options)
         rec = put_record(r)  # compiled: a C call, where the property is an attribute lookup
         if self._syncs_at_commit and is_persistent(rec):
             self._syncs = True  # its sync waited: the connection leaves the loop (serve_ready)
@@ -488,7 +494,12 @@ class Session:
         if h is None:
             h = self._handle(hid)
         if type(options) is int and not options & _WAIT:  # no wait: the usual get, straight through
-            m = h.get(options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token)
+            if type(h) is Handle:  # compiled: a C call (engine/handle.pxd), as PUT's
+                m = cython.cast(Handle, h)._get(
+                    options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token
+                )
+            else:
+                m = h.get(options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token)
             if self._syncs_at_commit and type(m) is Message and is_persistent(message_record(m)):
                 self._syncs = True  # its sync waited: the connection leaves the loop (serve_ready)
             return m
