@@ -3,7 +3,7 @@
 cimport cython
 
 from sweepq.engine.handle cimport Handle
-from sweepq.engine.message cimport Message, PutResult, message_read_at_us, message_record, put_record
+from sweepq.engine.message cimport Message, PutResult, message_read_at_us, message_record, own_data, put_record
 from sweepq.engine.record cimport data_offset, is_persistent
 
 from .frames cimport FrameSocket
@@ -67,8 +67,6 @@ cdef class Session:
 @cython.locals(msg=Message, rec=bytes, reason=int)
 cpdef list message_to_wire(object m)
 
-@cython.locals(data=bytes, start=Py_ssize_t)
-cdef object _data_on_wire(Message msg, bytes rec)
 
 @cython.locals(r=PutResult, rec=bytes, msg=Message)
 cdef Py_ssize_t _kept_reply(Framer framer, int op, object value) except -2

@@ -33,7 +33,7 @@ if COMPILED:  # the C functions the compiled form calls (net/session.pxd; forms.
 
 from sweepq.engine import GMO, PMO, MQError, Reason
 from sweepq.engine.handle import Handle
-from sweepq.engine.message import Message, PutResult, message_read_at_us, message_record, put_record
+from sweepq.engine.message import Message, PutResult, message_read_at_us, message_record, own_data, put_record
 from sweepq.engine.record import data_offset, is_persistent
 
 from . import protocol as P
@@ -114,15 +114,7 @@ def message_to_wire(m) -> list:
     msg = cython.cast(Message, m)  # compiled: its data and reason read as C fields
     rec = message_record(msg)  # compiled: C calls (engine/message.pxd, engine/record.pxd)
     reason = msg.reason if COMPILED else int(msg.reason)  # compiled: a C int, where int() is a call
-    return ["m", rec, _data_on_wire(msg, rec), reason, message_read_at_us(msg)]
-
-
-def _data_on_wire(msg: Message, rec: bytes) -> bytes | None:
-    """A message's data as its get's reply carries it: None when it is the record's own
-    payload (the usual case), else the data (truncated, or reassembled)."""
-    data = msg.data
-    start = data_offset(rec)  # compiled: a C integer, and the lengths compared in C
-    return None if len(data) == len(rec) - start else data
+    return ["m", rec, own_data(msg), reason, message_read_at_us(msg)]
 
 
 def _kept_reply(framer: P.Framer, op: int, value) -> int:
@@ -140,7 +132,7 @@ def _kept_reply(framer: P.Framer, op: int, value) -> int:
             return -1
         msg = cython.cast(Message, value)
         rec = message_record(msg)
-        return framer.frame_kept_message(_OK, rec, _data_on_wire(msg, rec), msg.reason, message_read_at_us(msg))
+        return framer.frame_kept_message(_OK, rec, own_data(msg), msg.reason, message_read_at_us(msg))
     return framer.frame_kept(_OK, value)
 
 
