@@ -381,10 +381,11 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
     cur = s.cursor
     plain = m is None and (cur is None or cur.lk_seq < 0)  # the hot path: the queue's own search
     mutex = q.mutex
-    if plain and (not opts or opts == _WAIT) and buffer_length is None and q.journal is None and not q.poison_limit:
+    if plain and (not opts or opts == _WAIT) and buffer_length is None and not q.poison_limit:
         # The hot case, a get that takes the head outside any unit of work with nothing to
         # write or check: the head taken in one step of the core, its record returned, no Ref
-        # made (LocalQueue.take_head_locked); any other head takes the whole way below.
+        # made (LocalQueue.take_head_locked; a persistent head of a queue with a journal is
+        # not taken there: its removal is written); any other head takes the whole way below.
         mutex.take()
         try:
             head = q.take_head_locked(_UNSET, True)
