@@ -35,6 +35,7 @@ cdef class Session:
     cdef public object _cut_why
     cdef public dict _handlers
     cdef public object channel
+    cdef tuple _put_entry, _get_entry
     cdef Framer _framer
     cdef object _pending
     cdef object _unsent

@@ -200,6 +200,9 @@ class Session:
         self._handlers = {
             op: (argc, call, _STATE[op], op in P.ADMIN_OPS) for op, (argc, call) in self._handlers.items()
         }
+        # PUT's and GET's, kept apart: the loop takes them without a lookup (serve_ready).
+        self._put_entry = self._handlers[P.PUT]
+        self._get_entry = self._handlers[P.GET]
 
     # -- the thread -------------------------------------------------------------------------
 
@@ -308,7 +311,12 @@ class Session:
             op = fs.ready_op()  # compiled: the body decoded where it lies in the read buffer (ready_value)
             if op < 0:
                 return THREAD if fs.partial() else STAY
-            entry = handlers.get(op)
+            if op == _PUT:  # the usual two without a lookup (compiled: no int object made for it)
+                entry = self._put_entry
+            elif op == _GET:
+                entry = self._get_entry
+            else:
+                entry = handlers.get(op)
             if entry is None:
                 if op == P.CANCEL:
                     continue
