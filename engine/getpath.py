@@ -283,10 +283,10 @@ def deliver(s: HandleState, rec: bytes, buffer_length: int | None, opts: int, re
     m._rec = rec
     m._ident = s.ident
     if buffer_length is not None and len(rec) - h > buffer_length:
-        m.data = rec[h : h + buffer_length]
+        m._data = rec[h : h + buffer_length]
         m.reason = _TRUNCATED_ACCEPTED if opts & _ACCEPT_TRUNCATED else _TRUNCATED_FAILED
     else:
-        m.data = record.tail(rec, h) if COMPILED else rec[h:]  # interpreted, a call fewer
+        m._data = None  # the record's payload, made when read (engine/message.py Message.data)
         m.reason = 0
     flags = rec[_FLAGS]
     if flags & _EXPIRY_OR_ITEM:  # nearly never: one test for both
@@ -381,10 +381,11 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
     cur = s.cursor
     plain = m is None and (cur is None or cur.lk_seq < 0)  # the hot path: the queue's own search
     mutex = q.mutex
-    if plain and (not opts or opts == _WAIT) and buffer_length is None and q.journal is None and not q.poison_limit:
+    if plain and (not opts or opts == _WAIT) and buffer_length is None and not q.poison_limit:
         # The hot case, a get that takes the head outside any unit of work with nothing to
         # write or check: the head taken in one step of the core, its record returned, no Ref
-        # made (LocalQueue.take_head_locked); any other head takes the whole way below.
+        # made (LocalQueue.take_head_locked; a persistent head of a queue with a journal is
+        # not taken there: its removal is written); any other head takes the whole way below.
         mutex.take()
         try:
             head = q.take_head_locked(_UNSET, True)
@@ -397,8 +398,7 @@ def get(s: HandleState, opts: int, wait_interval: int, buffer_length, m: Match |
             msg = Message.__new__(Message) if COMPILED else Message()  # interpreted, the class's call is cheaper
             msg._rec = got
             msg._ident = s.ident
-            h = got[_HLEN] or record.data_offset(got)  # 0: a header over 255 bytes (properties)
-            msg.data = record.tail(got, h) if COMPILED else got[h:]
+            msg._data = None  # the record's payload, made when read (engine/message.py Message.data)
             msg.reason = 0
             if q.cleanup or s.recorder is not None or q.budget is not None:
                 finish(s, q, (None,), False, False)

@@ -16,3 +16,9 @@ cdef class Handle:
     cdef public list _token
     cdef public object options
     cdef public LocalQueue queue
+    # C methods too: the server's request path (net/session.py) calls them as C calls, with no
+    # method lookup and no argument parsing; a Python caller goes through the same wrapper.
+    cpdef object put(self, object data, object md=*, object options=*)
+    cpdef object _get(self, object options=*, object wait_interval=*, object buffer_length=*, object match=*,
+                      object msg_id=*, object correl_id=*, object group_id=*, object msg_seq_number=*,
+                      object offset=*, object msg_token=*)

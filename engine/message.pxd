@@ -1,7 +1,7 @@
 # Types of engine/message.py for its compiled form (Cython pure-Python mode).
 cimport cython
 
-from .record cimport tail
+from .record cimport data_offset, tail
 
 # No cycle can go through a result (it holds bytes, an int and the queue manager's Identity):
 # the garbage collector need not track the two allocated on every put and get, and each
@@ -19,7 +19,7 @@ cdef class PutResult:
 @cython.final
 cdef class Message:
     cdef public object _ident, _now_us, item
-    cdef public bytes _rec, data
+    cdef public bytes _rec, _data
     cdef public int reason
 
 @cython.locals(r=PutResult)
@@ -54,3 +54,5 @@ cdef bytes _span(bytearray buf, Py_ssize_t start, Py_ssize_t end)
 cpdef bytes put_record(PutResult r)
 cpdef bytes message_record(Message m)
 cpdef object message_read_at_us(Message m)
+@cython.locals(data=bytes, rec=bytes)
+cpdef object own_data(Message m)

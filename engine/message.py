@@ -114,19 +114,20 @@ class PutResult:
 class Message:
     """A message returned by get.
 
-    ``data`` is the message data (only the prefix that fits when truncated);
+    ``data`` is the message data (only the prefix that fits when truncated), made from the
+    record when first read (a server that sends the record as it is makes none);
     ``data_length`` the full length; ``reason`` is ``Reason.NONE`` or a warning:
     ``TRUNCATED_MSG_ACCEPTED`` (2079: the message was removed, the rest of its data is
     gone) or ``TRUNCATED_MSG_FAILED`` (2080: the buffer was too small and the message is
     still on the queue; get it again with a larger ``buffer_length``).
     """
 
-    __slots__ = ("_ident", "_now_us", "_rec", "data", "item", "reason")
+    __slots__ = ("_data", "_ident", "_now_us", "_rec", "item", "reason")
     _ident: Identity
     _rec: bytes
     reason: int
     _now_us: int | None
-    data: bytes
+    _data: bytes | None  # None: the record's payload, made into ``data`` when first read
     item: object  # set only when has_item
 
     completion_code = _Views.completion_code
@@ -138,6 +139,21 @@ class Message:
     priority = _Views.priority
     persistent = _Views.persistent
     backout_count = _Views.backout_count
+
+    @property
+    @cython.locals(rec=bytes, data=bytes)
+    def data(self) -> bytes:
+        """The message data: the record's payload (a copy made at the first read, then kept),
+        or the data the get gave (a truncated prefix, a reassembled message)."""
+        data = self._data
+        if data is None:
+            rec = self._rec
+            data = self._data = tail(rec, rec[0] or data_offset(rec))  # rec[0]: OFF_HLEN, 0 past 255 bytes
+        return data
+
+    @data.setter
+    def data(self, value: bytes) -> None:
+        self._data = value
 
     @property
     def read_at_us(self) -> int | None:
@@ -167,7 +183,7 @@ class Message:
         m._ident = ident
         m.reason = reason
         m._now_us = now_us
-        m.data = data
+        m._data = data
         return m
 
     @staticmethod
@@ -213,6 +229,17 @@ def message_read_at_us(m: Message) -> int | None:
     return m._now_us if COMPILED else getattr(m, "_now_us", None)
 
 
+def own_data(m: Message) -> bytes | None:
+    """``m.data`` when it is not the record's payload as it lies (a truncated prefix, a
+    reassembled message), else None, without making the data: what the server's reply of a
+    get carries beside the record (net/session.py)."""
+    data = m._data
+    if data is None:
+        return None
+    rec = m._rec
+    return None if len(data) == len(rec) - data_offset(rec) else data
+
+
 def put_results(records: Sequence[bytes], ident: Identity, reason: int = 0) -> list[PutResult]:
     """One result per record (put_many), built without a Python-level constructor."""
     out: list[PutResult] = []
@@ -233,7 +260,7 @@ def messages(records: list[bytes], ident: Identity) -> list[Message]:
         m._rec = rec
         m._ident = ident
         m.reason = 0
-        m.data = tail(rec, rec[0] or data_offset(rec))  # rec[0]: OFF_HLEN, 0 past 255 bytes
+        m._data = None  # the record's payload, made when read (Message.data)
         out.append(m)
     return out
 
@@ -337,7 +364,7 @@ class Messages(_Lazy):
             m._rec = rec
             m._ident = self._ident
             m.reason = self._reason
-            m.data = tail(rec, rec[0] or data_offset(rec))  # rec[0]: OFF_HLEN, 0 past 255 bytes
+            m._data = None  # the record's payload, made when read (Message.data)
             if items is not None and rec[record.OFF_FLAGS] & record.HAS_ITEM:
                 m.item = items[k]
             out.append(m)

@@ -9,6 +9,7 @@ from .core.ref cimport Ref
 from .waiting cimport Waiters
 
 cdef bint CHECKS
+cdef int _PERSISTENT
 cdef int AVAILABLE_BELOW
 
 @cython.final

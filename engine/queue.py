@@ -103,7 +103,7 @@ from .errors import MQError
 from .matching import Match
 from .queuebatches import QueueBatches
 from .queuesweep import QueueSweep
-from .record import Identity, item_head, seq_of
+from .record import PERSISTENT, Identity, item_head, seq_of
 from .tiering import QueueTier
 from .waiting import Waiters
 
@@ -120,6 +120,8 @@ if TYPE_CHECKING:
 # the records are (their first bytes back to back, their count) when the image is asked for heads,
 # None for a lane it was asked to skip.
 DurableLane = tuple[int, "list[bytes] | tuple[bytes, int] | None", list[tuple[int, int, int, int, "np.ndarray"]]]
+
+_PERSISTENT = PERSISTENT  # a record's flag (engine/record.py): take_head_locked's miss on a journaled queue
 
 
 @dataclass(frozen=True)
@@ -551,11 +553,12 @@ class LocalQueue:
     def take_head_locked(self, miss: object, record: bool = False) -> object:
         """The first message in get order taken for good, when a get takes it without more
         (LaneSet.head says which), returned as its record (``record``: a message that is not
-        an item) or as its item (an item in memory); else ``miss``, nothing changed. Only for
-        a queue without a journal (nothing to write)."""
+        an item) or as its item (an item in memory); else ``miss``, nothing changed. A
+        persistent message of a queue with a journal is a miss (its removal is written: the
+        whole get takes it); a message that is not persistent has nothing to write."""
         if CHECKS:  # the check only when checks are on: interpreted, a call per get costs
             self.must_hold("taking the head")
-        out = self.lanes.head(miss, record)
+        out = self.lanes.head(miss, record, _PERSISTENT if self.journal is not None else 0)
         if out is not miss:
             self.depth -= 1
             self.obtained += 1

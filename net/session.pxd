@@ -2,7 +2,8 @@
 # source; this file only declares what the C compiler needs (forms.py).
 cimport cython
 
-from sweepq.engine.message cimport Message, PutResult, message_read_at_us, message_record, put_record
+from sweepq.engine.handle cimport Handle
+from sweepq.engine.message cimport Message, PutResult, message_read_at_us, message_record, own_data, put_record
 from sweepq.engine.record cimport data_offset, is_persistent
 
 from .frames cimport FrameSocket
@@ -34,6 +35,7 @@ cdef class Session:
     cdef public object _cut_why
     cdef public dict _handlers
     cdef public object channel
+    cdef tuple _put_entry, _get_entry
     cdef Framer _framer
     cdef object _pending
     cdef object _unsent
@@ -66,8 +68,6 @@ cdef class Session:
 @cython.locals(msg=Message, rec=bytes, reason=int)
 cpdef list message_to_wire(object m)
 
-@cython.locals(data=bytes, start=Py_ssize_t)
-cdef object _data_on_wire(Message msg, bytes rec)
 
 @cython.locals(r=PutResult, rec=bytes, msg=Message)
 cdef Py_ssize_t _kept_reply(Framer framer, int op, object value) except -2

@@ -32,7 +32,8 @@ if COMPILED:  # the C functions the compiled form calls (net/session.pxd; forms.
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 from sweepq.engine import GMO, PMO, MQError, Reason
-from sweepq.engine.message import Message, PutResult, message_read_at_us, message_record, put_record
+from sweepq.engine.handle import Handle
+from sweepq.engine.message import Message, PutResult, message_read_at_us, message_record, own_data, put_record
 from sweepq.engine.record import data_offset, is_persistent
 
 from . import protocol as P
@@ -113,15 +114,7 @@ def message_to_wire(m) -> list:
     msg = cython.cast(Message, m)  # compiled: its data and reason read as C fields
     rec = message_record(msg)  # compiled: C calls (engine/message.pxd, engine/record.pxd)
     reason = msg.reason if COMPILED else int(msg.reason)  # compiled: a C int, where int() is a call
-    return ["m", rec, _data_on_wire(msg, rec), reason, message_read_at_us(msg)]
-
-
-def _data_on_wire(msg: Message, rec: bytes) -> bytes | None:
-    """A message's data as its get's reply carries it: None when it is the record's own
-    payload (the usual case), else the data (truncated, or reassembled)."""
-    data = msg.data
-    start = data_offset(rec)  # compiled: a C integer, and the lengths compared in C
-    return None if len(data) == len(rec) - start else data
+    return ["m", rec, own_data(msg), reason, message_read_at_us(msg)]
 
 
 def _kept_reply(framer: P.Framer, op: int, value) -> int:
@@ -139,7 +132,7 @@ def _kept_reply(framer: P.Framer, op: int, value) -> int:
             return -1
         msg = cython.cast(Message, value)
         rec = message_record(msg)
-        return framer.frame_kept_message(_OK, rec, _data_on_wire(msg, rec), msg.reason, message_read_at_us(msg))
+        return framer.frame_kept_message(_OK, rec, own_data(msg), msg.reason, message_read_at_us(msg))
     return framer.frame_kept(_OK, value)
 
 
@@ -207,6 +200,9 @@ class Session:
         self._handlers = {
             op: (argc, call, _STATE[op], op in P.ADMIN_OPS) for op, (argc, call) in self._handlers.items()
         }
+        # PUT's and GET's, kept apart: the loop takes them without a lookup (serve_ready).
+        self._put_entry = self._handlers[P.PUT]
+        self._get_entry = self._handlers[P.GET]
 
     # -- the thread -------------------------------------------------------------------------
 
@@ -315,7 +311,12 @@ class Session:
             op = fs.ready_op()  # compiled: the body decoded where it lies in the read buffer (ready_value)
             if op < 0:
                 return THREAD if fs.partial() else STAY
-            entry = handlers.get(op)
+            if op == _PUT:  # the usual two without a lookup (compiled: no int object made for it)
+                entry = self._put_entry
+            elif op == _GET:
+                entry = self._get_entry
+            else:
+                entry = handlers.get(op)
             if entry is None:
                 if op == P.CANCEL:
                     continue
@@ -464,7 +465,12 @@ class Session:
     def _put_result(self, hid, data, md, options):
         """PUT's call: the engine's result, whose reply :meth:`_put` makes (or ``_call``, in place)."""
         h = self.handles.get(hid) if type(hid) is int else None
-        r = (h or self._handle(hid)).put(data, None if md is None else P.md_from_wire(md), options)
+        if h is None:
+            h = self._handle(hid)
+        if md is not None:
+            md = P.md_from_wire(md)
+        # On a Handle, compiled: a C call (engine/handle.pxd), no method lookup, no arguments parsed.
+        r = cython.cast(Handle, h).put(data, md, options) if type(h) is Handle else h.put(data, md, options)
         rec = put_record(r)  # compiled: a C call, where the property is an attribute lookup
         if self._syncs_at_commit and is_persistent(rec):
             self._syncs = True  # its sync waited: the connection leaves the loop (serve_ready)
@@ -488,7 +494,12 @@ class Session:
         if h is None:
             h = self._handle(hid)
         if type(options) is int and not options & _WAIT:  # no wait: the usual get, straight through
-            m = h.get(options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token)
+            if type(h) is Handle:  # compiled: a C call (engine/handle.pxd), as PUT's
+                m = cython.cast(Handle, h)._get(
+                    options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token
+                )
+            else:
+                m = h.get(options, wait_interval, buffer_length, match, msg_id, correl_id, group, seq, offset, token)
             if self._syncs_at_commit and type(m) is Message and is_persistent(message_record(m)):
                 self._syncs = True  # its sync waited: the connection leaves the loop (serve_ready)
             return m

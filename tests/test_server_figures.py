@@ -34,6 +34,8 @@ RUNS = {
     "server-decode-quiet": ("sweepq bench clients ", "clients.md"),
     "server-instructions-kept": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
     "server-instructions-merged": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
+    "server54/before": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
+    "server54/after": ("python -m sweepq.bench.server_instructions ", "server_instructions.md"),
 }
 
 

@@ -261,7 +261,12 @@ class Arena:
         shift = 0
         h = 0
         while True:
-            b = blk[off + h]  # type: ignore[index]
+            # Compiled, a C read of the byte, where an index of the untyped block is a Python call
+            # (an if, not a conditional expression: that would be typed as a Python object).
+            if COMPILED:  # noqa: SIM108
+                b = p[off + h]
+            else:
+                b = blk[off + h]  # type: ignore[index]
             n |= (b & 0x7F) << shift
             h += 1
             if b < 0x80:

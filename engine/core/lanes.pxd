@@ -60,8 +60,8 @@ cdef class LaneSet:
     @cython.locals(i=Py_ssize_t)
     cdef Py_ssize_t _spare_slot(self) except -1
 
-    @cython.locals(mask=int, i=Py_ssize_t, lane=Lane, rec=bytes, v=Py_ssize_t)
-    cpdef object head(self, object miss=*, bint record=*)
+    @cython.locals(mask=int, i=Py_ssize_t, lane=Lane, rec=bytes, v=Py_ssize_t, loc=Py_ssize_t)
+    cpdef object head(self, object miss=*, bint record=*, int refuse=*)
     @cython.locals(mask=int, i=Py_ssize_t, lane=Lane)
     cdef Py_ssize_t _head(self)
     @cython.locals(s=int, i=Py_ssize_t)

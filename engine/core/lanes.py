@@ -438,7 +438,7 @@ class LaneSet:
     @cython.boundscheck(False)
     @cython.wraparound(False)
     @cython.initializedcheck(False)
-    def head(self, miss: object = None, record: bool = False) -> object:
+    def head(self, miss: object = None, record: bool = False, refuse: int = 0) -> object:
         """The first message of the highest non-empty lane's front list, if it is available:
         the get hot path. Without ``miss``: its Ref (None: look further with :meth:`find`).
 
@@ -446,9 +446,10 @@ class LaneSet:
         that message has no expiry or group section and is in a lane with no chain (no
         readahead owed), it is taken off the queue for good (as :meth:`take`) and returned
         with no Ref made: with ``record``, a message that is not an item, as a copy of its
-        record (an MQ get); without, an item (HAS_ITEM), as the item, with no copy of its
-        record (the get of ``sweepq.Queue`` in memory). Anything else returns ``miss``,
-        having changed nothing."""
+        record (an MQ get), unless its flags have a bit of ``refuse`` (a persistent message
+        on a queue with a journal, whose removal must be written); without, an item
+        (HAS_ITEM), as the item, with no copy of its record (the get of ``sweepq.Queue`` in
+        memory). Anything else returns ``miss``, having changed nothing."""
         if CHECKS:
             assert_held(self._mutex, "the get's head")
         # _head(), written out (interpreted, a call fewer), keeping the lane it looks at.
@@ -464,7 +465,10 @@ class LaneSet:
         if i < 0 or lane.chain:
             return miss
         if record:
-            rec = self._arena.read(self._low[i] if self._hi[i] < 2 else self._loc(i))
+            loc = self._low[i] if self._hi[i] < 2 else self._loc(i)
+            if refuse and self._arena.byte(loc, _OFF_FLAGS) & refuse:  # looked at before a copy is made
+                return miss
+            rec = self._arena.read(loc)
             if rec[_OFF_FLAGS] & _ITEM_ONLY:
                 return miss
             self._remove(i, len(rec))
