@@ -93,7 +93,7 @@ ROCKSDB_OPTIONS = frozenset({"write_buffer_bytes", "block_cache_bytes"})
 # DELETION_WINDOW entries in a row is compacted by RocksDB in the background (its
 # CompactOnDeletionCollector). Left in level 0, such tombstones sat above the dead records
 # and every scan stepped over both: a reopen of 1,000,000 messages, half swept, spent about
-# 0.2 s of its 1 s on them (docs/performance.md, "Reopen").
+# 0.2 s of its 1 s on them (docs/performance.md, "Reopening a million messages").
 DELETION_WINDOW = 1024
 DELETES_TO_COMPACT = 512
 RETRY_SECONDS = 0.2  # a broken database is reopened at most this often while reopening fails
