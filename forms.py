@@ -32,11 +32,12 @@ MODULES = (
     # to write (group), the change log's write of one record (changelog) and the record of it
     # (changes), RocksDB's write through its gate (rocks). Each class there that must stay a
     # normal class is one on a C type holding its hot half (docs/design.md, "One source, two
-    # forms"). blobstore/files.py (the side log's append) stays interpreted.
+    # forms"). The side log's append (sidelog) is every durable call's too.
     "sweepq.blobstore.changes",
     "sweepq.blobstore.group",
     "sweepq.blobstore.changelog",
     "sweepq.blobstore.rocks",
+    "sweepq.blobstore.sidelog",
     "sweepq.engine.core.lock",
     "sweepq.engine.core.arena",
     "sweepq.engine.core.ref",

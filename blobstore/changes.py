@@ -1,5 +1,5 @@
 """The change log: every change to the message records since the last checkpoint, kept
-outside RocksDB (a side log, ``sweepq-changes``, blobstore/files.py).
+outside RocksDB (a side log, ``sweepq-changes``, blobstore/sidelog.py).
 
 Why. A consumed message leaves the store by a delete (or a removal mark on its blob
 position) written to RocksDB's write-ahead log. Damage can take that write away (a log cut

@@ -61,7 +61,6 @@ from rocksdict import (
 
 from . import changes, guard, heal
 from .files import (
-    SideLog,
     check_manifest,
     claim,
     make_private,
@@ -85,6 +84,7 @@ from .kv import (
     Op,
 )
 from .rocksfiles import first_bad_header
+from .sidelog import SideLog
 
 # The store options that are RocksDB's (the rest are the blob store's own).
 ROCKSDB_OPTIONS = frozenset({"write_buffer_bytes", "block_cache_bytes"})

@@ -45,7 +45,7 @@ from .changelog import ChangeLog
 from .codec import DEFAULT_LEVEL, Codec
 from .dictionaries import Dictionaries
 from .directory import CHECKPOINT, check_directory, make_directory
-from .files import SideLog, claim, let_go_of_frames, release
+from .files import claim, let_go_of_frames, release
 from .format import DEFAULT_MAX_BLOB_BYTES, DEFAULT_MAX_BLOB_RECORDS
 from .group import WriteGroup
 from .kv import (
@@ -80,6 +80,7 @@ from .protocol import (
 from .reading import BlobReader
 from .repairing import repair as kv_repair
 from .rocks import ROCKSDB_OPTIONS, RocksKV
+from .sidelog import SideLog
 from .stats import StoreStats
 
 STORE_FORMAT = 3  # 3: messages, marks and objects (durable queues); 2 held only swept blobs

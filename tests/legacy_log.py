@@ -9,7 +9,7 @@ import struct
 from pathlib import Path
 
 from sweepq.blobstore import changes
-from sweepq.blobstore.files import SideLog
+from sweepq.blobstore.sidelog import SideLog
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")

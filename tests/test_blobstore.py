@@ -697,7 +697,7 @@ def test_every_member_of_the_protocols_has_a_test():
 
 
 def _side_log(tmp_path, first=b"start", in_place=True):
-    from sweepq.blobstore.files import SideLog
+    from sweepq.blobstore.sidelog import SideLog
 
     log = SideLog(str(tmp_path), "t", in_place)
     log.start(first)
@@ -705,7 +705,7 @@ def _side_log(tmp_path, first=b"start", in_place=True):
 
 
 def test_a_side_log_starts_zero_filled_to_a_chunk_and_grows_by_chunks(tmp_path):
-    from sweepq.blobstore.files import CHUNK
+    from sweepq.blobstore.sidelog import CHUNK
 
     log = _side_log(tmp_path)
     path = tmp_path / "sweepq-t"
@@ -740,7 +740,7 @@ def test_side_log_appends_from_threads_land_whole(tmp_path):
 
 
 def _side_log_reopened(tmp_path, in_place=True):
-    from sweepq.blobstore.files import SideLog
+    from sweepq.blobstore.sidelog import SideLog
 
     return SideLog(str(tmp_path), "t", in_place)
 
@@ -749,7 +749,7 @@ def _side_log_reopened(tmp_path, in_place=True):
 def test_a_side_log_not_in_place_is_as_long_as_its_records(tmp_path, in_place):
     """A log not kept in place (a store whose syncs are not the change log's alone: a write
     that grows the file costs less than one over zeros) is as long as its records."""
-    from sweepq.blobstore.files import CHUNK
+    from sweepq.blobstore.sidelog import CHUNK
 
     log = _side_log(tmp_path, in_place=in_place)
     for i in range(100):
@@ -788,12 +788,54 @@ def test_a_reopened_side_log_continues_at_its_logical_end(tmp_path, read_first, 
 
 
 def test_a_side_log_of_the_older_form_without_zeros_is_continued(tmp_path):
-    from sweepq.blobstore.files import _frame
+    from sweepq.blobstore.sidelog import _frame
 
     (tmp_path / "sweepq-t").write_bytes(b"SQG1" + _frame(b"old") + _frame(b"older"))
     log = _side_log_reopened(tmp_path)
     log.append(b"new")
     assert _side_log_reopened(tmp_path).read() == ([b"old", b"older", b"new"], None)
+
+
+def test_a_side_log_whose_write_fails_says_why_and_takes_nothing_more(tmp_path):
+    """The append's write (compiled: one pwritev of the header and the record) failing: the
+    log says why, takes no more records, and what it held before reads back whole."""
+    log = _side_log(tmp_path, in_place=False)
+    log.append(b"one")
+    os.close(log._fd)  # the descriptor gone under it: the next write fails (EBADF)
+    log.append(b"two")
+    assert log.failed is not None and "Bad file descriptor" in log.failed
+    log.append(b"three")  # taken by nothing
+    log._fd = None  # already closed
+    assert _side_log_reopened(tmp_path, False).read() == ([b"start", b"one"], None)
+
+
+_SHORT_WRITE = """
+import os, resource, signal, sys
+from sweepq.blobstore.sidelog import SideLog
+log = SideLog(sys.argv[1], "t", False)
+log.start(b"start")
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
+size = os.path.getsize(log.path)
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 100, resource.RLIM_INFINITY))
+log.append(b"a" * 50)  # fits
+log.append(b"b" * 100)  # written in part: the rest is tried, and fails
+print(log.failed)
+"""
+
+
+def test_a_side_log_write_cut_short_by_a_file_size_limit_fails_and_leaves_a_cut_tail(tmp_path):
+    """A record written only in part (the file reached RLIMIT_FSIZE mid-write): the append
+    writes the rest, which fails, so the log says why; reading stops at the record cut short
+    (a cut tail, not damage) with every record before it."""
+    import subprocess
+    import sys
+
+    child = [sys.executable, "-c", _SHORT_WRITE, str(tmp_path)]
+    out = subprocess.run(child, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "File too large" in out.stdout
+    assert (tmp_path / "sweepq-t").stat().st_size == len(b"SQG1") + 8 + 5 + 100  # up to the limit
+    assert _side_log_reopened(tmp_path, False).read() == ([b"start", b"a" * 50], None)
 
 
 def test_zeros_after_the_last_record_are_the_end_but_zeros_then_data_are_damage(tmp_path):

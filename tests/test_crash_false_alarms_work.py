@@ -226,13 +226,14 @@ _PUT40 = "h = qm.connect().open('Q', IO)\nfor i in range(40, 80): h.put(b'%02d' 
 
 # The kill between a write of the store and its record in the change log (blobstore/rocks.py
 # appends the record once RocksDB's write returned): the write is made, the log never says so.
-# Patched where the record reaches its file (blobstore/files.py, interpreted): the compiled
-# write path calls changes.one in C, past any patch of the module's name.
+# Patched where the record reaches its file (blobstore/sidelog.py's SideLog.append, a method of a
+# normal class in both forms): the compiled write path calls changes.one in C, past any patch
+# of the module's name.
 _KILL_BEFORE_LOG = """
-from sweepq.blobstore import files
+from sweepq.blobstore import sidelog
 def _kill(*a, **k):
     os.kill(os.getpid(), signal.SIGKILL)
-files.SideLog.append = _kill
+sidelog.SideLog.append = _kill
 """
 # The kill between a checkpoint's write and the change log's start that follows it: the new
 # checkpoint beside the old log (blobstore/store.py write_checkpoint).
@@ -614,14 +615,14 @@ def test_queue_path_at_least_once_items_held_at_a_kill_come_back_in_place(tmp_pa
 # One run of most kinds of write, killed in the instant before the k-th change-log record:
 # the store has made that write, the log never says so. The child says what returned.
 _MIXED = """
-from sweepq.blobstore import files
-_n, _k, _append = [0], int(sys.argv[7]), files.SideLog.append
+from sweepq.blobstore import sidelog
+_n, _k, _append = [0], int(sys.argv[7]), sidelog.SideLog.append
 def _at(self, record):
     _n[0] += 1
     if _n[0] == _k:
         os.kill(os.getpid(), signal.SIGKILL)
     return _append(self, record)
-files.SideLog.append = _at
+sidelog.SideLog.append = _at
 def said(tag, data):
     print(tag, data.decode(), flush=True)
 c = qm.connect(); h = c.open('Q', IO)

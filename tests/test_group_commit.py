@@ -523,12 +523,12 @@ def test_a_real_stores_sync_leaves_rocksdbs_log_to_the_change_log_until_a_write_
     cannot make again (an object) has the next sync take RocksDB's log too; and the change
     log is started again (a checkpoint) only after RocksDB's log was synced, appends held,
     since a record it drops may be the only synced copy of its write."""
-    from sweepq.blobstore import files, rocks
+    from sweepq.blobstore import rocks, sidelog
 
     store = BlobStore(tmp_path / "d")
     store.write_checkpoint(b"")
     events: list[str] = []
-    real_wal, real_replace = rocks.RocksKV._sync_wal, files.write_side_file
+    real_wal, real_replace = rocks.RocksKV._sync_wal, sidelog.write_side_file
 
     def wal(self) -> None:
         events.append("wal")
@@ -539,7 +539,7 @@ def test_a_real_stores_sync_leaves_rocksdbs_log_to_the_change_log_until_a_write_
         real_replace(*args, **kw)
 
     monkeypatch.setattr(rocks.RocksKV, "_sync_wal", wal)
-    monkeypatch.setattr(files, "write_side_file", replace)
+    monkeypatch.setattr(sidelog, "write_side_file", replace)
     store.write_message(b"k", b"v")
     store.sync()
     assert events == []  # the change log alone
@@ -576,7 +576,7 @@ def test_the_engine_asks_for_redo_under_commit_alone(tmp_path, sync, redo):
     """The queue manager's store keeps puts whole in its change log under sync="commit" (its
     syncs are that log's), written in place over zeros; by their heads under the others, in
     a log that grows."""
-    from sweepq.blobstore.files import CHUNK, SideLog
+    from sweepq.blobstore.sidelog import CHUNK, SideLog
 
     d = tmp_path / "d"
     with QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync=sync)) as qm:

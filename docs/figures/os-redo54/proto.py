@@ -30,12 +30,12 @@ import time
 from rocksdict import WriteOptions
 
 from sweepq.bench import durable
-from sweepq.blobstore import files
+from sweepq.blobstore import sidelog
 from sweepq.engine import OO, DurabilitySettings, Persistence, QueueManager, SweeperSettings, storage
 
 _MODE = {"redo": False, "in_place": None}  # what the next store opened gets (set by each contender)
 _storage_init = storage.Storage.__init__
-_side_init = files.SideLog.__init__
+_side_init = sidelog.SideLog.__init__
 
 
 def _storage(self, *a, **k):
@@ -48,7 +48,7 @@ def _side(self, path, name, in_place=False):
 
 
 storage.Storage.__init__ = _storage  # type: ignore[method-assign]
-files.SideLog.__init__ = _side  # type: ignore[method-assign]
+sidelog.SideLog.__init__ = _side  # type: ignore[method-assign]
 
 
 def _contender(redo: bool, in_place: bool | None, rocks_log: bool, witness: bool):
