@@ -3,4 +3,10 @@
 # durable put and get makes its change-log record with one() (issue 31), which the compiled
 # RocksKV.write_one calls in C (blobstore/rocks.pxd cimports it).
 
-cpdef bytes one(object horizon, object key, object value, bint whole)
+cimport cython
+
+cdef Py_ssize_t _HEAD
+
+@cython.locals(n=Py_ssize_t, h=cython.ulonglong, kind=cython.uchar, width=Py_ssize_t, m=Py_ssize_t,
+               full=Py_ssize_t, p=cython.p_uchar, k=int)
+cpdef bytes one(object horizon, bytes key, object value, bint whole)

@@ -58,6 +58,13 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import cython
+from cython import compiled as COMPILED
+
+if COMPILED:  # the C functions the compiled form calls
+    from cython.cimports.cpython.bytes import PyBytes_AS_STRING, PyBytes_FromStringAndSize
+    from cython.cimports.libc.string import memcpy
+
 NAME = "changes"
 HEAD = 64  # bytes of each record written that the log keeps (enough for an engine record's MsgId)
 LIMIT = 64 << 20  # a log this long starts again (after the store flushed what it covers)
@@ -67,6 +74,7 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _MARK = struct.Struct("<QIB")  # blob id, position, has a value
 _WRITE_OP = struct.Struct("<cQcH")  # "W", the horizon, then one operation's kind and key length
+_HEAD = HEAD  # the compiled form's C copy (changes.pxd types it)
 
 
 def start(
@@ -111,8 +119,42 @@ def write(
 
 def one(horizon: int, key: bytes, value: bytes | None, whole: bool) -> bytes:
     """The record of a write of one record under ``key`` (``value``), or of its delete (None):
-    :func:`write`'s record of it, its fixed part made in one pack of a format compiled for the
-    key's length (every durable put and get outside a unit of work is one: issue 31)."""
+    :func:`write`'s record of it (every durable put and get outside a unit of work is one:
+    issue 31). Compiled, made in one allocation, its fields written in place (packed, about
+    1,800 instructions a record); interpreted, its fixed part in one pack of a format compiled
+    for the key's length."""
+    n = len(key)
+    if not COMPILED or n > 0xFFFF or (value is not None and type(value) is not bytes):
+        return _one_packed(horizon, key, value, whole)  # (a key too long for its u16 raises there)
+    h = horizon
+    if value is None:
+        kind, width, m, full = 0x44, 0, 0, 0  # "D"
+    elif whole:
+        kind, width, full = 0x46, 4, len(value)  # "F": u32 length, the value
+        m = full
+    else:
+        kind, width = 0x50, 2  # "P": u16 length of the head, the head
+        m = min(len(value), _HEAD)
+        full = m
+    out = PyBytes_FromStringAndSize(cython.NULL, 12 + n + width + m)
+    p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
+    p[0] = 0x57  # "W"
+    for k in range(8):  # little endian, as _WRITE_OP packs them
+        p[1 + k] = (h >> (8 * k)) & 0xFF
+    p[9] = kind
+    p[10] = n & 0xFF
+    p[11] = n >> 8
+    memcpy(p + 12, PyBytes_AS_STRING(key), n)
+    p += 12 + n
+    for k in range(width):
+        p[k] = (full >> (8 * k)) & 0xFF
+    if m:
+        memcpy(p + width, PyBytes_AS_STRING(value), m)
+    return out
+
+
+def _one_packed(horizon: int, key: bytes, value: bytes | None, whole: bool) -> bytes:
+    """:func:`one`, interpreted."""
     n = len(key)
     if value is None:
         s = _DELETES.get(n) or _compile(_DELETES, n, f"<cQcH{n}s")

@@ -5,6 +5,7 @@ a kill or a power loss (the store's own fault layer drops what no sync covered).
 from __future__ import annotations
 
 import os
+import struct
 import threading
 
 import pytest
@@ -314,15 +315,31 @@ def test_a_lone_caller_is_written_by_alone_with_no_list_and_a_failure_leaves_the
         (b"q/0/1", b"v" * 64),  # a whole head exactly
         (b"q/0/1", b"v" * 63),  # a short head (not the compiled format)
         (b"k" * 300, b"v" * 2000),
+        (b"k" * 0xFFFF, b"v"),  # the longest key its u16 holds
+        (b"", None),
     ],
 )
 @pytest.mark.parametrize("whole", [True, False])
-def test_the_record_of_one_put_or_delete_is_the_general_encoding(key, value, whole):
-    """changes.one, the record of a lone durable put or get, is byte for byte what
-    changes.write and a group's record make of the same change, whole or by its head."""
+@pytest.mark.parametrize("horizon", [0, 9, 0x0102030405060708, 2**64 - 1])
+def test_the_record_of_one_put_or_delete_is_the_general_encoding(key, value, whole, horizon):
+    """changes.one, the record of a lone durable put or get (compiled: written field by
+    field), is byte for byte what changes.write and a group's record make of the same change,
+    whole or by its head."""
     puts, deletes = ([(key, value)], ()) if value is not None else ((), [key])
-    assert changes.one(9, key, value, whole) == changes.write(9, puts, deletes, whole=whole)
-    assert changes.one(9, key, value, whole) == changes.write_group(9, [(puts, deletes, ())], whole)
+    assert changes.one(horizon, key, value, whole) == changes.write(horizon, puts, deletes, whole=whole)
+    assert changes.one(horizon, key, value, whole) == changes.write_group(horizon, [(puts, deletes, ())], whole)
+
+
+def test_the_record_of_one_refuses_what_its_fields_cannot_hold():
+    """A key longer than its u16 length, and a horizon outside a u64, fail as the pack fails
+    (never a record that says something else)."""
+    with pytest.raises(struct.error):
+        changes.one(9, b"k" * 0x10000, b"v", True)
+    with pytest.raises((struct.error, OverflowError)):
+        changes.one(-1, b"k", b"v", True)
+    with pytest.raises((struct.error, OverflowError)):
+        changes.one(2**64, b"k", None, True)
+    assert changes.one(9, b"k", bytearray(b"v"), True) == changes.one(9, b"k", b"v", True)  # a value not bytes
 
 
 @pytest.mark.parametrize("whole", [True, False])
