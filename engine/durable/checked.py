@@ -91,7 +91,10 @@ def crc32(p, n: int) -> int:
         c = (c >> 8) ^ t[(c ^ p[0]) & 0xFF]
         p += 1
         n -= 1
-    return c ^ 0xFFFFFFFF
+    # ~c, not c ^ 0xFFFFFFFF: Cython types that literal (past a C int) as a Python int, and the
+    # xor went through Python objects (a PyLong made, xored and read back: about 400
+    # instructions a call, callgrind).
+    return ~c
 
 
 def crc_folds(on: bool | None = None) -> bool:
