@@ -1,7 +1,8 @@
 """What a durable put and get write of a record, made in one allocation each (issue 31):
 ``record.pinned`` (a plain record with its MsgId written out) is ``pin_msg_id(plain(...))``,
-and ``checked.stored_key`` / ``stored_value`` (the key and the crc-led value, the crc32 a
-slice-by-8 loop in the compiled form) are engine/durable/layout.py's ``message_key`` /
+and ``checked.stored_key`` / ``stored_value`` (the key and the crc-led value, the crc32
+checked.py's own in the compiled form: PCLMULQDQ folding from 64 bytes where the CPU can, a
+slice-by-8 loop for the rest) are engine/durable/layout.py's ``message_key`` /
 ``encode_value``: byte for byte, in this process's form and in the interpreted one
 (SWEEPQ_PURE=1), on payloads of every length around the crc loop's 8-byte steps."""
 

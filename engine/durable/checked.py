@@ -9,10 +9,12 @@ the record of each pair (its value without the crc), its arrival number and lane
 (engine/durable/layout.py's key and value), with the same crc32.
 
 The compiled form (Cython, checked.pxd) does it in one C loop over the pairs, the crc32
-included (slice-by-8 over a table made at import): a reopen of half a million records in
-memory spent a fifth of its time in the interpreted form's per-record calls (the crc32, the
-slices, the joins). The interpreted form runs the same checks with numpy over the joined
-chunk; the tests run both forms and hold them to the same answers.
+included (its 16-byte blocks folded with carry-less multiplies where the CPU has PCLMULQDQ,
+checked.pxd; the rest, and all of it elsewhere, slice-by-8 over a table made at import),
+zlib's crc32 either way: a reopen of half a million records in memory spent a fifth of its
+time in the interpreted form's per-record calls (the crc32, the slices, the joins). The
+interpreted form runs the same checks with numpy over the joined chunk; the tests run both
+forms and hold them to the same answers.
 """
 
 from __future__ import annotations
@@ -62,9 +64,16 @@ _CRC = _crc_table()
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def crc32(p, n: int) -> int:
-    """The crc32 of the ``n`` bytes at ``p`` (compiled form only: a C pointer)."""
+    """The crc32 of the ``n`` bytes at ``p`` (compiled form only: a C pointer): its 16-byte
+    blocks folded with carry-less multiplies where the CPU can (checked.pxd's
+    ``sweepq_crc_fold``, from 64 bytes on), the rest slice-by-8."""
     t = cython.address(_CRC[0])
     c = 0xFFFFFFFF
+    if sweepq_crc_folds(n):  # type: ignore[name-defined]  # noqa: F821  (checked.pxd's C)
+        k = n & ~15
+        c = sweepq_crc_fold(p, k, c)  # type: ignore[name-defined]  # noqa: F821
+        p += k
+        n -= k
     while n >= 8:
         one = (p[0] | (p[1] << 8) | (p[2] << 16) | (p[3] << 24)) ^ c
         two = p[4] | (p[5] << 8) | (p[6] << 16) | (p[7] << 24)
@@ -84,7 +93,30 @@ def crc32(p, n: int) -> int:
         c = (c >> 8) ^ t[(c ^ p[0]) & 0xFF]
         p += 1
         n -= 1
-    return c ^ 0xFFFFFFFF
+    # ~c, not c ^ 0xFFFFFFFF: Cython types that literal (past a C int) as a Python int, and the
+    # xor went through Python objects (a PyLong made, xored and read back: about 400
+    # instructions a call, callgrind).
+    return ~c
+
+
+def crc_folds(on: bool | None = None) -> bool:
+    """Whether the compiled form's crc32 folds its blocks with carry-less multiplies (never
+    interpreted, which calls zlib's); for the tests, ``on`` False makes it run the table
+    loop alone, True folds again where the CPU can."""
+    if not COMPILED:
+        return False
+    return sweepq_crc_fold_set(-1 if on is None else int(on))  # type: ignore[name-defined]  # noqa: F821
+
+
+def crc32_at(data: bytes, start: int) -> int:
+    """The crc32 of ``data[start:]``, in the compiled form :func:`crc32`'s over those bytes
+    where they lie in ``data`` (for the tests: a slice of bytes is a new object, whose bytes
+    start as aligned as any other's); interpreted, zlib's."""
+    if not COMPILED:
+        return zlib.crc32(data[start:])
+    if not 0 <= start <= len(data):
+        raise IndexError(start)
+    return crc32(cython.cast(cython.p_uchar, PyBytes_AS_STRING(data)) + start, len(data) - start)
 
 
 def stored_key(prefix: bytes, lane: int, rec: bytes) -> bytes:
@@ -106,8 +138,8 @@ def stored_key(prefix: bytes, lane: int, rec: bytes) -> bytes:
 
 def stored_value(rec: bytes) -> bytes:
     """layout.encode_value: ``crc32 of rec (u32, little endian) + rec``, made in one
-    allocation and one copy, the crc32 :func:`crc32`'s (slice-by-8) in the compiled form:
-    every durable put makes one (issue 31)."""
+    allocation and one copy, the crc32 :func:`crc32`'s (folded, or slice-by-8) in the
+    compiled form: every durable put makes one (issue 31)."""
     if not COMPILED:
         return _U32.pack(zlib.crc32(rec)) + rec
     n = len(rec)
