@@ -8,7 +8,9 @@ cdef unsigned int[::1] _CRC
 # The crc32's 16-byte blocks folded with carry-less multiplies (PCLMULQDQ) where the CPU has
 # them (x86-64 with PCLMULQDQ and SSE4.1, asked once), as in Intel's "Fast CRC Computation for
 # Generic Polynomials Using PCLMULQDQ Instruction" (Gopal et al., 2009) and zlib-ng's, Linux's
-# and Chromium zlib's crc32 (this is Chromium's crc32_sse42_simd_): the running 512 bits are
+# and Chromium zlib's crc32 (its steps are those of Chromium's crc32_sse42_simd_, crc32_simd.c,
+# Copyright 2017 The Chromium Authors, under a BSD-style licence:
+# https://chromium.googlesource.com/chromium/src/+/main/LICENSE): the running 512 bits are
 # four 128-bit lanes; each 64 bytes more multiplies every lane by x^(512+-32) mod P (k1, k2),
 # which moves it 512 bits on, and adds the next 64 bytes; then the lanes fold into one (k3,
 # k4: 128 bits on), one 16 bytes at a time after, to 64 bits (k5) and a Barrett reduction to
