@@ -1,6 +1,6 @@
 """Side logs of a data directory (:class:`SideLog`, e.g. the change log, blobstore/changes.py).
 
-A side log is appended to, one checksummed record per ``pwrite`` at the log's logical end. A
+A side log is appended to, one checksummed record per write at the log's logical end. A
 log kept *in place* is zero-filled a chunk (:data:`CHUNK`) ahead, so that a sync
 (:meth:`SideLog.sync`, called by the store's sync) writes the records and not the file's
 size, which would commit the filesystem's journal as well (issue 31: a synced write of a
@@ -12,15 +12,16 @@ with nothing but zeros after it (the end), at a record the file ends inside or t
 loss cut mid-write (a cut tail), and at anything else that fails (damage). They start
 afresh, atomically and durably, with one record (and, in place, the first chunk of zeros).
 
-Compiled (sidelog.pxd), the append is C: every durable put and get appends a record under
-``sync="os"`` (issue 31: interpreted, the two appends of a put+get were about 14,000 of its
-72,000 instructions). :class:`SideLog` stays a normal class on its hot half
+Compiled (sidelog.pxd), the append is C: every durable put and get appends a record to the
+change log (issue 31: interpreted, the two appends of a ``sync="os"`` put+get were about
+14,000 of its 72,000 instructions). :class:`SideLog` stays a normal class on its hot half
 (:class:`_Appending`), so that a test may patch its methods, ``append`` among them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import struct
 import threading
@@ -50,8 +51,10 @@ class _Appending:
     (sidelog.pxd) the append reads without a look-up; :class:`SideLog`, a normal class on it,
     holds the rest and sets these fields in its ``__init__``.
 
-    Invariant: every byte of the file past :attr:`_end` (the logical end, once appending)
-    is zero; in place, :attr:`_size` is the file's size, at least half a :data:`CHUNK` past
+    Invariant, while the log takes records (:attr:`failed` None): every byte of the file past
+    :attr:`_end` (the logical end, once appending) is zero (a write that fails part way may
+    leave bytes there, and the log then takes none until :meth:`SideLog.start` writes it
+    afresh); in place, :attr:`_size` is the file's size, at least half a :data:`CHUNK` past
     the end of the last record written but one (extended by a zero chunk when a record would
     not fit); not in place, the file ends at :attr:`_end` and :attr:`_size` is what it was
     when the log was read or started."""
@@ -202,7 +205,10 @@ def _write_at(fd: int, data: bytes, at: int) -> None:
     failed."""
     done = 0
     while done < len(data):
-        done += os.pwrite(fd, data[done:] if done else data, at + done)
+        wrote = os.pwrite(fd, data[done:] if done else data, at + done)
+        if wrote <= 0:  # never loop on a write that makes no progress
+            raise OSError(errno.EIO, f"a write of {len(data) - done} bytes wrote nothing")
+        done += wrote
 
 
 def _write_record_at(fd: int, record: bytes, crc: int, at: int) -> None:
@@ -210,10 +216,10 @@ def _write_record_at(fd: int, record: bytes, crc: int, at: int) -> None:
     ``fd``. Compiled, in one ``pwritev`` of the header from the stack and the record where it
     is (no framed copy made), the GIL released meanwhile, as ``os.pwrite`` releases it.
     :raises OSError: as :func:`_write_at`."""
-    if not COMPILED:
-        _write_at(fd, _LOG_HEAD.pack(len(record), crc) + record, at)
-        return
     n = len(record)
+    if not COMPILED or n > 0xFFFFFFFF:  # (a record too long for its u32 raises as the pack does)
+        _write_at(fd, _LOG_HEAD.pack(n, crc) + record, at)
+        return
     head = cython.declare(cython.uchar[8])
     iov = cython.declare(iovec[2])
     for k in range(4):  # both little endian, as _LOG_HEAD packs them

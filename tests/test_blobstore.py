@@ -809,6 +809,20 @@ def test_a_side_log_whose_write_fails_says_why_and_takes_nothing_more(tmp_path):
     assert _side_log_reopened(tmp_path, False).read() == ([b"start", b"one"], None)
 
 
+def test_a_side_log_write_that_makes_no_progress_fails_and_does_not_loop(tmp_path, monkeypatch):
+    """A write that returns having written nothing (no regular file does; a limit on every
+    loop) is an error, not a retry for ever."""
+    from sweepq.blobstore import sidelog
+
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        monkeypatch.setattr(os, "pwrite", lambda *a: 0)
+        with pytest.raises(OSError, match="wrote nothing"):
+            sidelog._write_at(fd, b"abc", 0)
+    finally:
+        os.close(fd)
+
+
 _SHORT_WRITE = """
 import os, resource, signal, sys
 from sweepq.blobstore.sidelog import SideLog
