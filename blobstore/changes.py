@@ -124,8 +124,8 @@ def one(horizon: int, key: bytes, value: bytes | None, whole: bool) -> bytes:
     1,800 instructions a record); interpreted, its fixed part in one pack of a format compiled
     for the key's length."""
     n = len(key)
-    if not COMPILED or n > 0xFFFF or (value is not None and type(value) is not bytes):
-        return _one_packed(horizon, key, value, whole)  # (a key too long for its u16 raises there)
+    if not COMPILED or n > 0xFFFF or (value is not None and (type(value) is not bytes or len(value) > 0xFFFFFFFF)):
+        return _one_packed(horizon, key, value, whole)  # (a key or value too long for its field raises there)
     h = horizon
     if value is None:
         kind, width, m, full = 0x44, 0, 0, 0  # "D"
