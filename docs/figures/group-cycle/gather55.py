@@ -19,7 +19,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 FORMS = [
@@ -31,14 +30,14 @@ FORMS = [
 
 
 def child(d: str, k: int, n: int, delay: float | None, switch: float | None) -> str:
-    from sweepq.engine import OO, DurabilitySettings, Persistence, QueueManager, SweeperSettings
+    """One row: bench/durable.py's producers (the bench's own ``_Producers``, reached into from
+    this measuring process only), each ``os.fdatasync`` of the process timed."""
+    from sweepq.bench.durable import _Producers
 
     if switch is not None:
         sys.setswitchinterval(switch)
     shutil.rmtree(d, ignore_errors=True)
-    qm = QueueManager.open(d, sweeping=SweeperSettings(run=False), durability=DurabilitySettings(sync="commit"))
-    qm.define_queue("Q", default_persistence=Persistence.PERSISTENT)
-    handles = [qm.connect().open("Q", OO.OUTPUT) for _ in range(k)]
+    runner = _Producers(d, k, False, n + 1000)
     real, durs = os.fdatasync, []
 
     def timed(fd: int) -> None:
@@ -48,34 +47,16 @@ def child(d: str, k: int, n: int, delay: float | None, switch: float | None) -> 
 
     os.fdatasync = timed  # this process only
     payload = b"x" * 1024
-    for h in handles:
-        for _ in range(20):
-            h.put(payload)
+    runner.run(20 * k, payload)  # a warm-up
     durs.clear()
-    group = qm.journal.group
     if delay is not None:
-        group.delay = delay
-    start, each = threading.Barrier(k + 1), n // k
-
-    def produce(h) -> None:  # type: ignore[no-untyped-def]
-        start.wait()
-        for _ in range(each):
-            h.put(payload)
-
-    threads = [threading.Thread(target=produce, args=(h,)) for h in handles]
-    for t in threads:
-        t.start()
-    s0 = group.syncs
-    start.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    dt = time.perf_counter() - t0
-    syncs = group.syncs - s0
-    qm.close()
+        runner.qm.journal.group.delay = delay
+    dt, syncs = runner.run(n, payload)
+    runner.close()
     shutil.rmtree(d, ignore_errors=True)
+    done = n // k * k
     return (
-        f"{each * k / dt:7.0f} msg/s, {syncs:4d} syncs ({each * k / syncs:.1f} msg/sync), cycle "
+        f"{done / dt:7.0f} msg/s, {syncs:4d} syncs ({done / syncs:.1f} msg/sync), cycle "
         f"{dt / syncs * 1e6:4.0f} us; fdatasync median {statistics.median(durs) * 1e6:3.0f} us, "
         f"{sum(durs) / dt * 100:3.0f}% of the wall time"
     )
