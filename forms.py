@@ -33,6 +33,8 @@ MODULES = (
     # (changes), RocksDB's write through its gate (rocks). Each class there that must stay a
     # normal class is one on a C type holding its hot half (docs/design.md, "One source, two
     # forms"). The side log's append (sidelog) is every durable call's too.
+    # zlib's crc32 folded with carry-less multiplies: every record's and side-log record's (crc).
+    "sweepq.blobstore.crc",
     "sweepq.blobstore.changes",
     "sweepq.blobstore.group",
     "sweepq.blobstore.changelog",

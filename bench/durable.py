@@ -178,11 +178,11 @@ def _fifo_of_records(write: Callable[[list, list], object], close: Callable[[], 
 def _store_alone(path: str) -> Opened:
     """The floor of the store's layers: sweepq's store alone (``BlobStore.write_messages``, a
     record written per put and deleted per get, the change log started as a queue manager's
-    checkpoint starts it, each record by its head as under sync="os"), no queue manager
-    above it."""
+    checkpoint starts it, each write deferred as under sync="os": blobstore/redolog.py), no
+    queue manager above it."""
     from sweepq.blobstore import BlobStore
 
-    store = BlobStore(path, redo=False)
+    store = BlobStore(path, redo=False, defer=True)
     store.write_checkpoint(b"")
     return _fifo_of_records(lambda puts, deletes: store.write_messages(puts, deletes), store.close)
 
@@ -206,8 +206,35 @@ def _kv_alone(path: str) -> Opened:
     return _fifo_of_records(write, kv.close)
 
 
+def _logs_alone(path: str) -> Opened:
+    """The floor of what a deferred durable call writes (sync="os", blobstore/redolog.py): per
+    put (and per get) its record whole appended to the redo log and by its head to the change
+    log (blobstore/sidelog.py's appends, no store layers, no RocksDB)."""
+    from sweepq.blobstore import changes, redolog
+    from sweepq.blobstore.sidelog import SideLog
+
+    os.makedirs(path)
+    redo, log = SideLog(path, redolog.NAME), SideLog(path, changes.NAME)
+    redo.start(redolog.start(0))
+    log.start(changes.start(True, {}, {}))
+    numbers = iter(range(1, 1 << 62))
+
+    def write(puts: list, deletes: list) -> None:
+        key, value = puts[0] if puts else (deletes[0], None)
+        number = next(numbers)
+        redo.append(changes.one(number, key, value, True))
+        log.append(changes.one(number, key, value, False, True))
+
+    def close() -> None:
+        redo.close()
+        log.close()
+
+    return _fifo_of_records(write, close)
+
+
 STORE_ALONE = "floor: sweepq's store alone (BlobStore.write_messages, no queue manager)"
-KV_ALONE = "floor: a RocksDB log write + a change-log append per call (no store layers)"
+KV_ALONE = "a RocksDB log write + a change-log append per call, as before deferred writes (no store layers)"
+LOGS_ALONE = "floor: a redo-log + a change-log append per call, as a deferred call makes them (no store layers)"
 
 
 def crash_safe_contenders() -> tuple[dict[str, Callable[[str], Opened]], list[str]]:
@@ -234,7 +261,7 @@ def crash_safe_contenders() -> tuple[dict[str, Callable[[str], Opened]], list[st
 def floor_contenders() -> dict[str, Callable[[str], Opened]]:
     """sweepq's own floors under its crash-safe put and get (see the module docstring): rows
     of :func:`crash_safe`, not peers (other benches take the peers alone)."""
-    return {STORE_ALONE: _store_alone, KV_ALONE: _kv_alone}
+    return {STORE_ALONE: _store_alone, LOGS_ALONE: _logs_alone, KV_ALONE: _kv_alone}
 
 
 def power_safe_contenders() -> dict[str, Callable[[str], Opened]]:

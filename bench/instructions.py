@@ -26,11 +26,14 @@ Scenarios, each beside its baseline in the same run:
   coroutine, ``sweepq.AsyncQueue()`` beside ``asyncio.Queue``;
 * ``durable os``: a put and a get of a persistent 1 KiB message, ``sync="os"`` (a queue
   manager on a data directory, bench/durable.py's ``open_sweepq``), beside the floor of what
-  each durable call writes: one RocksDB write and one change-log append (``_kv_alone``, no
-  store layers), so the ratio is the share of the pair the key-value store alone costs;
+  each of its calls writes, deferred (blobstore/redolog.py): a redo-log and a change-log
+  append (``_logs_alone``, no store layers), so the ratio is the share of the pair the two
+  appends alone cost;
+* ``durable os kv``: the same pair beside what each call wrote before deferred writes, one
+  RocksDB write and one change-log append (``_kv_alone``);
 * ``durable store``: the store's write path alone for the same message
   (``BlobStore.write_messages`` of its record, then of its delete: ``_store_alone``), beside
-  the same floor;
+  the floor of ``durable os``;
 * ``durable os sqlite``: the ``durable os`` pair beside persist-queue's ``SQLiteQueue`` with
   ``PRAGMA synchronous=OFF`` (the peer of docs/durable-bench.md's crash-safe goal). Only the
   main thread counts: RocksDB's own threads (flushes, compactions) do not;
@@ -74,6 +77,7 @@ if which.startswith("durable "):  # persistent 1 KiB messages on a data director
         "durable sweepq os put+get": lambda p: durable.open_sweepq(p, "os"),
         "durable store write+remove": durable._store_alone,
         "durable kv floor put+delete": durable._kv_alone,
+        "durable logs floor put+delete": durable._logs_alone,
         "durable SQLiteQueue OFF put+get": lambda p: durable._sqlite_queue(p, "OFF"),
         "durable sweepq.Queue path os put+get": durable.open_queue_path,
     }[which](os.path.join(os.getcwd(), "data"))
@@ -141,8 +145,9 @@ SCENARIOS = {
     "Queue": ("sweepq.Queue put+get dict", "queue.Queue put+get dict"),
     "Queue bytes": ("sweepq.Queue bytes put+get", "queue.Queue put+get"),
     "AsyncQueue": ("sweepq.AsyncQueue put+get dict", "asyncio.Queue put+get dict"),
-    "durable os": ("durable sweepq os put+get", "durable kv floor put+delete"),
-    "durable store": ("durable store write+remove", "durable kv floor put+delete"),
+    "durable os": ("durable sweepq os put+get", "durable logs floor put+delete"),
+    "durable os kv": ("durable sweepq os put+get", "durable kv floor put+delete"),
+    "durable store": ("durable store write+remove", "durable logs floor put+delete"),
     "durable os sqlite": ("durable sweepq os put+get", "durable SQLiteQueue OFF put+get"),
     "durable Queue": ("durable sweepq.Queue path os put+get", "durable sweepq os put+get"),
     "durable Queue sqlite": ("durable sweepq.Queue path os put+get", "durable SQLiteQueue OFF put+get"),

@@ -9,4 +9,4 @@ cdef Py_ssize_t _HEAD
 
 @cython.locals(n=Py_ssize_t, h=cython.ulonglong, kind=cython.uchar, width=Py_ssize_t, m=Py_ssize_t,
                full=Py_ssize_t, p=cython.p_uchar, k=int)
-cpdef bytes one(object horizon, bytes key, object value, bint whole)
+cpdef bytes one(object horizon, bytes key, object value, bint whole, bint deferred=*)

@@ -30,6 +30,18 @@ it, then its operations, each a kind byte and its fields:
 * ``L`` chain, at head, blob ids: blobs linked into a chain; ``R`` chain, blob id: a blob
   taken out of its chain; ``Z`` chain: a chain dropped.
 
+A ``V`` record is a ``W`` record of a *deferred* write (a store that defers message writes,
+BlobStore's ``defer``: the engine's sync="os"): its number is not a horizon but the write's
+number in the redo log (blobstore/redolog.py), which holds the write whole while RocksDB
+does not have it yet; its operations are ``P`` and ``D``, as in a ``W`` record of that
+store. An open that finds ``V`` records past the last deferred write the store reached
+(the redo log cut, zeroed or deleted) says writes were lost, and appends a ``Y`` record
+(that write's number): the ``V`` records before it are settled.
+
+A ``W`` record without operations is a write the log does not describe, made by the store
+itself (a drain of deferred writes, blobstore/rocks.py): RocksDB's files must reach its
+horizon, as they must reach a write the log holds only by its heads.
+
 An ``O`` record (a horizon) is appended by an open that found records past the store's
 horizon, after it redid what it could (:func:`redo`): the records before it are settled, so
 the next open redoes only records after it, whose horizons rise from there. Without it a
@@ -117,15 +129,16 @@ def write(
     return b"".join(parts)
 
 
-def one(horizon: int, key: bytes, value: bytes | None, whole: bool) -> bytes:
+def one(horizon: int, key: bytes, value: bytes | None, whole: bool, deferred: bool = False) -> bytes:
     """The record of a write of one record under ``key`` (``value``), or of its delete (None):
     :func:`write`'s record of it (every durable put and get outside a unit of work is one:
-    issue 31). Compiled, made in one allocation, its fields written in place (packed, about
+    issue 31); ``deferred``: a ``V`` record, ``horizon`` the write's number in the redo log
+    (see the module docstring). Compiled, made in one allocation, its fields written in place (packed, about
     1,800 instructions a record); interpreted, its fixed part in one pack of a format compiled
     for the key's length."""
     n = len(key)
     if not COMPILED or n > 0xFFFF or (value is not None and (type(value) is not bytes or len(value) > 0xFFFFFFFF)):
-        return _one_packed(horizon, key, value, whole)  # (a key or value too long for its field raises there)
+        return _one_packed(horizon, key, value, whole, deferred)  # (a key or value too long for its field raises there)
     h = horizon
     if value is None:
         kind, width, m, full = 0x44, 0, 0, 0  # "D"
@@ -138,7 +151,7 @@ def one(horizon: int, key: bytes, value: bytes | None, whole: bool) -> bytes:
         full = m
     out = PyBytes_FromStringAndSize(cython.NULL, 12 + n + width + m)
     p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
-    p[0] = 0x57  # "W"
+    p[0] = 0x56 if deferred else 0x57  # "V" or "W"
     for k in range(8):  # little endian, as _WRITE_OP packs them
         p[1 + k] = (h >> (8 * k)) & 0xFF
     p[9] = kind
@@ -153,19 +166,26 @@ def one(horizon: int, key: bytes, value: bytes | None, whole: bool) -> bytes:
     return out
 
 
-def _one_packed(horizon: int, key: bytes, value: bytes | None, whole: bool) -> bytes:
+def _one_packed(horizon: int, key: bytes, value: bytes | None, whole: bool, deferred: bool = False) -> bytes:
     """:func:`one`, interpreted."""
     n = len(key)
+    kind = b"V" if deferred else b"W"
     if value is None:
         s = _DELETES.get(n) or _compile(_DELETES, n, f"<cQcH{n}s")
-        return s.pack(b"W", horizon, b"D", n, key)
+        return s.pack(kind, horizon, b"D", n, key)
     if whole:
         s = _PUTS.get(n) or _compile(_PUTS, n, f"<cQcH{n}sI")
-        return s.pack(b"W", horizon, b"F", n, key, len(value)) + value
+        return s.pack(kind, horizon, b"F", n, key, len(value)) + value
     if len(value) >= HEAD:  # the head is HEAD bytes: one format per key length
         s = _HEADS.get(n) or _compile(_HEADS, n, f"<cQcH{n}sH{HEAD}s")
-        return s.pack(b"W", horizon, b"P", n, key, HEAD, value)  # "{HEAD}s" takes the first HEAD bytes
-    return b"".join((_WRITE_OP.pack(b"W", horizon, b"P", n), key, _U16.pack(len(value)), value))
+        return s.pack(kind, horizon, b"P", n, key, HEAD, value)  # "{HEAD}s" takes the first HEAD bytes
+    return b"".join((_WRITE_OP.pack(kind, horizon, b"P", n), key, _U16.pack(len(value)), value))
+
+
+def settled(deferred: int) -> bytes:
+    """The record an open appends when the log has ``V`` records past ``deferred``, the last
+    deferred write the store reached (see the module docstring): they were lost, and said so."""
+    return b"Y" + _U64.pack(deferred)
 
 
 def opened(horizon: int) -> bytes:
@@ -261,6 +281,7 @@ class Changes:
     marks: dict[tuple[int, int], bytes | None] = field(default_factory=dict)
     horizon: int = 0
     firm: int = 0  # the highest horizon of a write the log does not hold whole (or of an open)
+    deferred: int = 0  # the highest number of a deferred write (V), or of the last Y
     problem: str | None = None  # why the log could not be read to its end
 
 
@@ -304,15 +325,24 @@ def _apply(out: Changes, rec: bytes) -> None:
         (at,) = _U64.unpack(rec[1:])
         out.horizon = out.firm = at
         return
-    if kind != b"W":
+    if kind == b"Y":
+        (out.deferred,) = _U64.unpack(rec[1:])  # an open said what was lost past it
+        return
+    if kind != b"W" and kind != b"V":
         raise ValueError(f"kind {kind!r}")
     horizon = _U64.unpack_from(rec, 1)[0]
-    out.horizon = max(out.horizon, horizon)
+    deferred = kind == b"V"  # a number in the redo log, not a horizon of RocksDB's
+    if deferred:
+        out.deferred = max(out.deferred, horizon)
+    else:
+        out.horizon = max(out.horizon, horizon)
     pos, n = 9, len(rec)
+    if pos == n and not deferred:
+        out.firm = max(out.firm, horizon)  # a write of the store's own (see the module docstring)
     while pos < n:
         op = rec[pos : pos + 1]
         pos += 1
-        if op not in _WHOLE:
+        if op not in _WHOLE and not deferred:
             out.firm = max(out.firm, horizon)
         if op == b"U":
             out.unlinked.add(_U64.unpack_from(rec, pos)[0])
@@ -407,7 +437,7 @@ def redo(records: list[bytes], after: int) -> Redo:
         horizon = _U64.unpack_from(rec, 1)[0]
         if horizon <= after:
             continue
-        mine = _whole_ops(rec)
+        mine = whole_ops(rec)
         if mine is None or horizon - len(mine[0]) - len(mine[1]) != reached:
             break
         messages += mine[0]
@@ -417,7 +447,7 @@ def redo(records: list[bytes], after: int) -> Redo:
     return messages, marks, writes
 
 
-def _whole_ops(rec: bytes) -> tuple[list[tuple[bytes, bytes | None]], list[tuple[int, int, bytes | None]]] | None:
+def whole_ops(rec: bytes) -> tuple[list[tuple[bytes, bytes | None]], list[tuple[int, int, bytes | None]]] | None:
     """The message records and marks of one write record, when it holds every operation
     whole (else None): ``F`` a record put, ``D`` deleted, ``K`` a mark set or cleared."""
     messages: list[tuple[bytes, bytes | None]] = []

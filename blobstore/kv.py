@@ -143,6 +143,12 @@ class KV(Protocol):
         """Every write made so far has a number at most this (RocksDB's last sequence number)."""
         ...
 
+    def at_open(self) -> tuple[int, int]:
+        """(:meth:`horizon` when the store opened, before it replayed its redo log; the number
+        of the last deferred write it then had: blobstore/redolog.py, 0 for a store that
+        never deferred). The change log's records are judged against them."""
+        ...
+
     def files(self) -> dict:
         """Sync, then say what the store's files are now (JSON-able), for the caller to keep
         apart from them and give back at the next open (``known``): an open then recognises
@@ -247,6 +253,9 @@ class MemoryKV:
 
     def horizon(self) -> int:
         return int(self._cfs["side"].get(b"\0horizon", b"0"))
+
+    def at_open(self) -> tuple[int, int]:
+        return self.horizon(), 0  # nothing here is deferred
 
     def files(self) -> dict:
         return {"horizon": self.horizon()}  # no files

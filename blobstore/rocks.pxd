@@ -12,7 +12,12 @@ cdef class _Gate:
     cpdef enter(self)
     cpdef leave(self)
 
+cdef Py_ssize_t _DRAIN_WRITES, _DRAIN_BYTES, _REDO_LIMIT
+
 cdef class _Hot:
     cdef public _Gate _gate
-    cdef public object _db, _cf, _wopts, _logs, _broken, _read_only, _closed
+    cdef public object _db, _cf, _wopts, _logs, _broken, _read_only, _closed, _defer_log
+    cdef public dict _view, _stuck
+    cdef public long long _deferred
+    cdef public Py_ssize_t _undrained, _view_bytes
     cpdef _enter(self)

@@ -28,6 +28,13 @@ generation beside the old one, which the next open drops. Listeners then rewrite
 hold in memory of the families rebuilt (:meth:`RocksKV.listen`). While a reopen runs every
 other call waits (a gate: many callers at once, or the reopen alone).
 
+**Deferred message writes** (``defer``, the engine's sync="os"): a lone write of one message
+record is not written to RocksDB when made but to the redo log (blobstore/redolog.py), one
+append, and kept in memory (its last state per key: reads see it) until a *drain* writes the
+states of up to :data:`~sweepq.blobstore.redolog.DRAIN_WRITES` writes at once. A drain comes
+before every other write, scan, flush, sync of the files, the change log's start and the
+close; the open replays into RocksDB what the redo log has past the last drain.
+
 Every method is thread-safe.
 """
 
@@ -59,7 +66,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from . import changes, guard, heal
+from . import changes, guard, heal, redolog
 from .files import (
     check_manifest,
     claim,
@@ -74,6 +81,7 @@ from .kv import (
     CF_BLOBS,
     CF_MANIFESTS,
     CF_MESSAGES,
+    CF_META,
     CF_QUARANTINE,
     CFS,
     DEFAULT_BLOCK_CACHE_BYTES,
@@ -97,6 +105,9 @@ ROCKSDB_OPTIONS = frozenset({"write_buffer_bytes", "block_cache_bytes"})
 DELETION_WINDOW = 1024
 DELETES_TO_COMPACT = 512
 RETRY_SECONDS = 0.2  # a broken database is reopened at most this often while reopening fails
+_DRAIN_WRITES = redolog.DRAIN_WRITES  # the compiled form's C copies (rocks.pxd types them)
+_DRAIN_BYTES = redolog.DRAIN_BYTES
+_REDO_LIMIT = redolog.LIMIT
 _COPY_BATCH = 512  # records per write while a family is copied into its new generation
 
 
@@ -223,7 +234,12 @@ class _Hot:
     (:meth:`_enter`) and the lone write (:meth:`write_one`), every durable put and get (issue
     31). Compiled, it is a C type whose fields (rocks.pxd) these read without a look-up, and
     it calls the gate's ``enter`` and ``leave`` in C; :class:`RocksKV`, a normal class on it,
-    holds the rest (its methods stay patchable) and sets these fields in its ``__init__``."""
+    holds the rest (its methods stay patchable) and sets these fields in its ``__init__``.
+
+    Invariant of a store that defers (``_defer_log`` not None): every deferred write numbered
+    past the last drain's is in the redo log and in ``_view`` (key -> (its number, its
+    state)), or in ``_stuck`` while a drain writes it; one writer at a time defers (the
+    store's write group: blobstore/group.py), so the numbers go up in the log's order."""
 
     def _enter(self: Any) -> None:  # Any: RocksKV, which holds the rest (a self must be a supertype)
         if self._broken is not None and not self._closed:
@@ -237,6 +253,28 @@ class _Hot:
         # Every lone durable put and get: write() of one change and append_log() written out
         # in one call (issue 31). A failure, or a database to reopen first, takes write() (its
         # reopen and retry: a write of a whole record is idempotent), then appends.
+        redo = self._defer_log
+        if redo is not None and self._broken is None and cf == CF_MESSAGES:
+            if self._undrained >= _DRAIN_WRITES or self._view_bytes >= _DRAIN_BYTES:
+                self._drain()  # :raises KVError: nothing of this write made
+            number = self._deferred + 1
+            self._view[key] = (number, value)  # before the number: a drain that takes the
+            self._deferred = number  # number has the state (the interpreted form can switch here)
+            self._undrained += 1
+            self._view_bytes += len(key) + (0 if value is None else len(value))
+            whole_record = changes.one(number, key, value, True)
+            redo.append(whole_record)
+            if redo.failed is None:
+                record = changes.one(number, key, value, whole, True)
+                (self._logs.get(log) or self._log(log)).append(record)
+                if redo._end > _REDO_LIMIT:
+                    self._restart_redo()
+                return len(record)
+            # The redo log takes no more records (a full disk) until it starts again: this
+            # write, and the next ones, go to RocksDB's log as without defer (after a drain,
+            # which has this one too: the write below makes it again).
+        if self._view or self._stuck:
+            self._drain()  # an older state of the key must not land after this write
         if self._broken is None and not self._read_only:
             self._enter()
             gate, db = self._gate, self._db
@@ -277,6 +315,8 @@ class RocksKV(_Hot):
     :meth:`sync` takes RocksDB's log only after a write it cannot make again, and side logs
     are written in place over zeros kept ahead (a sync of them commits no filesystem journal,
     though each write over a zero page costs a few microseconds more than an append).
+    ``defer``: lone writes of message records are deferred (see the module docstring); a
+    store opened without it still replays what its redo log holds.
     Failures while open: see the module docstring."""
 
     def __init__(
@@ -291,6 +331,7 @@ class RocksKV(_Hot):
         known: dict | None = None,
         claimed: str | None = None,
         redo: bool = False,
+        defer: bool = False,
     ):
         self.path = path
         self._redo = redo
@@ -329,13 +370,26 @@ class RocksKV(_Hot):
         self._counts = threading.Lock()
         self._syncer: ThreadPoolExecutor | None = None  # syncs the side logs beside RocksDB's log
         self._syncer_lock = threading.Lock()
+        # Deferred writes (see _Hot): the redo log while this store defers, each deferred
+        # key's (number, state) since the last drain, the states a drain is writing (or one
+        # that failed left), the last number given, and what the next drain waits for.
+        self._defer_log: SideLog | None = None
+        self._view: dict[bytes, tuple[int, bytes | None]] = {}
+        self._stuck: dict[bytes, tuple[int, bytes | None]] = {}
+        self._deferred = 0
+        self._undrained = 0
+        self._view_bytes = 0
+        self._drain_lock = threading.Lock()  # one drain at a time: RocksDB takes them in order
+        self._at_open = (0, 0)  # (horizon RocksDB opened at, last deferred write it then had)
         try:
             self._open()
-        except KVError:
+            self._catch_up(defer)
+        except BaseException as e:
+            with contextlib.suppress(KVError):
+                self._release()
             self._drop_shadow()
-            raise
-        except Exception as e:
-            self._drop_shadow()
+            if isinstance(e, KVError) or not isinstance(e, Exception):
+                raise
             raise _open_error(e, path) from e
         if not read_only:
             make_private(path)
@@ -407,6 +461,81 @@ class RocksKV(_Hot):
             "before the damage, and the writes after it are lost"
         )
         return db
+
+    # -- deferred writes (blobstore/redolog.py) ----------------------------------------------------
+
+    def _catch_up(self, defer: bool) -> None:
+        """Replay into RocksDB the deferred writes its redo log has past the last drain, in one
+        write, before anything reads the store (whatever the store's sync policy now), then
+        start the log afresh when this store defers; read-only, hold them in memory instead
+        (reads see them). :raises KVError: the replay or the log's start failed."""
+        log = SideLog(self.path, redolog.NAME)
+        try:
+            horizon = self.horizon()
+            applied = redolog.applied(
+                self._call(
+                    lambda: self._cf[CF_META].get(redolog.APPLIED), lambda: "reading the redo mark failed", False
+                )
+            )
+            records, _why = log.read()  # damage ends the replay: the change log names what it took
+            state, reached = redolog.replay(records, applied)
+            if state and self._read_only:
+                self._view = {key: (reached, value) for key, value in state}
+            elif state:
+                self.write([*((CF_MESSAGES, key, value) for key, value in state), redolog.applied_op(reached)])
+            self._at_open = (horizon, reached)
+            self._deferred = reached
+            if defer and self._wal and not self._read_only:
+                log.start(redolog.start(reached))
+                self._defer_log, log = log, None
+        finally:
+            if log is not None:
+                log.close()
+
+    def _drain(self) -> None:
+        """Write the deferred writes' last states to RocksDB, with the number of the last of them
+        (redolog.APPLIED), in one write. :raises KVError: not written (they stay, and the next
+        drain writes them)."""
+        with self._drain_lock:
+            view, self._view = self._view, {}  # at once (the GIL): a write meanwhile goes to the next
+            self._undrained = 0
+            self._view_bytes = 0
+            stuck = self._stuck  # what a drain that failed left, older than view
+            if stuck:
+                stuck.update(view)
+                view = stuck
+            if not view:
+                return
+            self._stuck = view  # reads see it until it is written
+            last = max(number for number, _state in view.values())
+            ops: list[Op] = [(CF_MESSAGES, key, state) for key, (_number, state) in view.items()]
+            ops.append(redolog.applied_op(last))
+            horizon = self._write_retrying(ops)
+            self._stuck = {}
+            # Said in the change log: RocksDB's files must reach it (blobstore/guard.py), once
+            # the redo log that holds its writes too starts again.
+            self.append_log(changes.NAME, changes.write(horizon))
+
+    def _restart_redo(self) -> None:
+        """Start the redo log again (past redolog.LIMIT, or with the change log): after a drain
+        made with its appends held, so that it drops no write RocksDB does not have. The numbers
+        go on (the change log's V records keep naming writes). One that fails leaves the old
+        log, which only grows."""
+        redo = self._defer_log
+        if redo is not None:
+            with contextlib.suppress(KVError):
+                redo.start(redolog.start(self._deferred), self._drain)
+
+    def _drained(self) -> None:
+        """Drain first when anything is deferred (a write, scan or sync that must come after it)."""
+        if (self._view or self._stuck) and not self._read_only:
+            self._drain()
+
+    def at_open(self) -> tuple[int, int]:
+        """(RocksDB's horizon when it opened, before the redo log's replay; the number of the
+        last deferred write the store had after it): what the change log's records are judged
+        against (blobstore/store.py)."""
+        return self._at_open
 
     @staticmethod
     def column_families(path: str) -> set[str]:
@@ -570,6 +699,10 @@ class RocksKV(_Hot):
         raise err
 
     def get(self, cf: str, key: bytes) -> bytes | None:
+        if cf == CF_MESSAGES and (self._view or self._stuck):
+            held = self._view.get(key) or self._stuck.get(key)
+            if held is not None:
+                return held[1]
         self._enter()  # written out, not through _call: the hot path of every blob read
         try:
             return self._cf[cf].get(key)
@@ -580,9 +713,11 @@ class RocksKV(_Hot):
         raise err
 
     def items(self, cf: str, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
+        self._drained()
         return self._call(lambda: self._items(cf, prefix), lambda: f"scanning {cf} failed", False)
 
     def chunks(self, cf: str, prefix: bytes, size: int) -> Iterator[list[tuple[bytes, bytes]]]:
+        self._drained()
         self._enter()  # left when the scan ends or its taker drops it (the generator's close)
         try:
             scan = self._scan(cf, prefix, size)
@@ -617,6 +752,8 @@ class RocksKV(_Hot):
         if upper is not None:  # RocksDB stops at the bound itself: no prefix test per key here
             ro.set_iterate_upper_bound(upper)
         items = self._cf[cf].items(from_key=prefix, read_opt=ro)
+        if cf == CF_MESSAGES and self._view:  # read-only: the deferred writes the open found
+            items = iter(_overlaid(items, self._view, prefix))
         last = None
         while part := list(islice(items, size)):
             last = part[-1][0]
@@ -633,6 +770,7 @@ class RocksKV(_Hot):
     def salvage(self, cf: str, prefix: bytes = b"", probes: Sequence[bytes] = ()) -> tuple[list, list, list]:
         """See :meth:`KV.salvage`. A writable store rebuilds the family first (once per
         damage), so the damaged table files are gone when this returns."""
+        self._drained()
         if not self._read_only:
             self._wanted.setdefault(cf, set()).update(probes)
             self._heal.add(cf)
@@ -652,11 +790,20 @@ class RocksKV(_Hot):
         return heal.collect(heal.prove(self._cf[cf], prefix, probes))
 
     def write(self, ops: Sequence[Op], logged: bool = False) -> int:
+        self._drained()
+        horizon = self._write_retrying(ops)
+        if not logged and self._redo:
+            self._owed()  # made: a sync that starts from now on takes RocksDB's log
+        return horizon
+
+    def _write_retrying(self, ops: Sequence[Op]) -> int:
+        """:meth:`_write`, and once more after a reopen when the write broke the database."""
         try:
             horizon = self._write(ops)
         except KVError as first:
             if self._broken is None or self._closed:
                 raise
+            first.__traceback__ = None  # its frames hold the database: the reopen must find it closed
             # The write broke the database (a full disk, damage met by a compaction): reopen
             # it now and try once more. Every write here is idempotent (puts and deletes of
             # whole records), so one that did reach the log before failing is harmless to repeat.
@@ -665,8 +812,6 @@ class RocksKV(_Hot):
             except KVError:
                 raise first from None
             horizon = self._write(ops)
-        if not logged and self._redo:
-            self._owed()  # made: a sync that starts from now on takes RocksDB's log
         return horizon
 
     def _owed(self) -> None:
@@ -705,6 +850,7 @@ class RocksKV(_Hot):
         raise err
 
     def sync(self) -> None:
+        self._drained()  # a deferred write is in the redo log, which is not synced: in RocksDB's, which is
         self._sync(False)
 
     def _sync(self, everything: bool) -> None:
@@ -763,6 +909,7 @@ class RocksKV(_Hot):
             for cf in self._cf.values():
                 cf.flush()
 
+        self._drained()
         self._call(work, lambda: f"flushing {self.path} failed", True)
 
     def compact(self) -> None:
@@ -774,6 +921,7 @@ class RocksKV(_Hot):
             for cf in self._cf.values():
                 cf.compact_range(None, None)
 
+        self._drained()
         self._call(work, lambda: f"compacting {self.path} failed", True)
 
     def read_side(self, name: str) -> bytes | None:
@@ -795,6 +943,7 @@ class RocksKV(_Hot):
     def files(self) -> dict:
         """What blobstore/guard.py checks at the next open (``known``): the manifest now, and
         the horizon reached, the log synced first. :raises KVError: the sync failed."""
+        self._drained()
         h = self.horizon()
         self._sync(True)
         return guard.files(self.path, h, self._wal)
@@ -811,6 +960,8 @@ class RocksKV(_Hot):
     def start_log(self, name: str, record: bytes) -> None:
         if self._read_only:
             raise KVError(f"the store at {self.path} is open read-only")
+        if name == changes.NAME and self._defer_log is not None:
+            self._restart_redo()  # it need not, but the writes before a checkpoint are settled
         # RocksDB's log synced first, appends held: a record the old log drops may be the only
         # synced copy of its write (sync="commit" syncs the change log alone).
         self._log(name).start(record, self._sync_wal if self._wal else None)
@@ -845,13 +996,15 @@ class RocksKV(_Hot):
         finally:
             self._gate.leave()
         cache = int(self._cache.get_usage())
+        deferred = self._view_bytes + sum(len(k) + len(v or b"") for k, (_n, v) in list(self._stuck.items()))
         return {
+            "deferred_bytes": deferred,
             "memtable_bytes": memtables,
             "block_cache_bytes": cache,
             "table_readers_bytes": readers,
             "write_buffer_limit": self.write_buffer_bytes,
             "block_cache_limit": self.block_cache_bytes,
-            "held_bytes": memtables + cache,
+            "held_bytes": memtables + cache + deferred,
         }
 
     def close(self) -> None:
@@ -860,6 +1013,8 @@ class RocksKV(_Hot):
 
         :raises KVError: the memtables could not be written, or the database had failed and
             could not be reopened since; either way its log has every write that returned."""
+        with contextlib.suppress(KVError):
+            self._drained()  # else the redo log has them: the next open replays them
         for t in self._restorers:
             if t is not threading.current_thread():
                 t.join()
@@ -875,6 +1030,8 @@ class RocksKV(_Hot):
                     self._syncer = None
                 for log in self._logs.values():
                     log.close()
+                if self._defer_log is not None:
+                    self._defer_log.close()
                 if not self._read_only:
                     make_private(self.path)
         if broken is not None:
@@ -903,6 +1060,20 @@ class RocksKV(_Hot):
         if self._shadow is not None:
             shutil.rmtree(self._shadow, ignore_errors=True)
             self._shadow = None
+
+
+def _overlaid(
+    items: Iterator[tuple[bytes, bytes]], view: dict[bytes, tuple[int, bytes | None]], prefix: bytes
+) -> list[tuple[bytes, bytes]]:
+    """A scan's pairs under ``prefix`` with the deferred writes of ``view`` laid over them."""
+    merged = dict(items)
+    for key, (_number, state) in view.items():
+        if key.startswith(prefix):
+            if state is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = state
+    return sorted(merged.items())
 
 
 def _sync_all(logs: list[SideLog]) -> None:

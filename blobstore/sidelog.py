@@ -31,6 +31,7 @@ from collections.abc import Callable
 import cython
 from cython import compiled as COMPILED
 
+from .crc import crc32_of
 from .files import SIDE_PREFIX, write_side_file
 from .kv import KVError
 
@@ -74,19 +75,22 @@ class _Appending:
         :meth:`SideLog.start`."""
         if self.failed is not None:
             return
-        crc = zlib.crc32(record)
-        with self._lock:
-            try:
-                fd = self._fd if self._fd is not None else self._open()
-                at = self._end
-                end = at + _HEAD + len(record)
-                if end > self._size and self._in_place:
-                    self._extend(fd, end)
-                _write_record_at(fd, record, crc, at)  # not in place, it grows the file
-                self._end = end
-                self.unsynced = True
-            except OSError as e:
-                self.failed = f"appending to {self.path} failed ({e})"
+        crc = crc32_of(record)  # zlib's, in C where compiled (a redo log's records are whole messages)
+        lock = self._lock
+        lock.acquire()  # not a with: its look-ups and bound methods cost more than the lock (issue 31)
+        try:
+            fd = self._fd if self._fd is not None else self._open()
+            at = self._end
+            end = at + _HEAD + len(record)
+            if end > self._size and self._in_place:
+                self._extend(fd, end)
+            _write_record_at(fd, record, crc, at)  # not in place, it grows the file
+            self._end = end
+            self.unsynced = True
+        except OSError as e:
+            self.failed = f"appending to {self.path} failed ({e})"
+        finally:
+            lock.release()
 
     def _open(self) -> int:
         """The file opened for appending (under the lock), its logical end known: from the

@@ -132,7 +132,10 @@ class BlobStore:
     the change log (blobstore/changes.py): :meth:`sync` then syncs that log alone unless a
     write since the last sync is one it cannot make again, and the open makes again what a
     power loss took from RocksDB's unsynced log; without it the log keeps each record's
-    first bytes (the writes cost less) and every sync syncs RocksDB's log too.
+    first bytes (the writes cost less) and every sync syncs RocksDB's log too. ``defer`` (not
+    with ``redo`` or ``sync``): a lone write of one message record goes to the redo log and
+    reaches RocksDB with others later (blobstore/redolog.py); a write still returns once it
+    survives a kill.
 
     Thread safety: every method may be called from any thread. Atomicity: each write
     method applies all of its changes or none; it raises :class:`StoreError` when it applied
@@ -157,6 +160,7 @@ class BlobStore:
         block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES,
         kv: KV | None = None,
         redo: bool = True,
+        defer: bool = False,
     ):
         _check_option("max_blob_bytes", max_blob_bytes, 1)
         _check_option("max_blob_records", max_blob_records, 1)
@@ -179,7 +183,8 @@ class BlobStore:
         # write_messages' group commit; a lone caller's one change straight through _write_alone
         self.group: WriteGroup[MessageWrite] = WriteGroup(self._write_group, self._write_alone)
         if kv is None:
-            kv = self._open_directory(read_only, sync, wal, write_buffer_bytes, block_cache_bytes, redo)
+            defer = defer and wal and not (sync or redo)  # a store that syncs its writes has none to defer
+            kv = self._open_directory(read_only, sync, wal, write_buffer_bytes, block_cache_bytes, redo, defer)
         self._access = Access(self.path, kv)
         self._log = ChangeLog(self._access, wal, self._lock, self.chains, redo)
         # write_message bound once (message_writer): every durable put and get calls it, and it
@@ -187,14 +192,16 @@ class BlobStore:
         self._message_writer = functools.partial(self.group.alone_or_join, self._log.write_message, _message_write)
         self._reader = BlobReader(self._access, self.codec, self.stats)
         try:
-            opened_at = kv.horizon()  # before any write of this store's
+            opened_at, reached = kv.at_open()  # before any write of this store's
             records, problem = kv.read_log(changes.NAME)
             logged = changes.replay(records, problem)
             if not read_only and logged.wal and logged.horizon > opened_at:
                 opened_at = self._redo(kv, records, opened_at)
+            if not read_only and logged.deferred > reached:
+                kv.append_log(changes.NAME, changes.settled(reached))  # said lost below, once
             self._log.go_on_from(logged)
             self._load(read_only, clear, wal, logged.chains)
-            self._since = self._changes_since_checkpoint(logged, opened_at, self._redone)
+            self._since = self._changes_since_checkpoint(logged, opened_at, self._redone, reached)
         except BaseException:
             # A store that cannot be loaded (a format it cannot read, a failing disk) must
             # not keep the database open: its lock would refuse the next open in this
@@ -228,7 +235,14 @@ class BlobStore:
         return horizon
 
     def _open_directory(
-        self, read_only: bool, sync: bool, wal: bool, write_buffer_bytes: int, block_cache_bytes: int, redo: bool
+        self,
+        read_only: bool,
+        sync: bool,
+        wal: bool,
+        write_buffer_bytes: int,
+        block_cache_bytes: int,
+        redo: bool,
+        defer: bool,
     ) -> KV:
         """RocksDB on the store's directory: made when missing, claimed, then judged (a
         directory another opener is creating is in use, not damaged: blobstore/directory.py)."""
@@ -255,6 +269,7 @@ class BlobStore:
                 known=changes.known(logged),
                 claimed=claimed,
                 redo=redo,
+                defer=defer,
             )
         except KVError as e:
             raise store_error(e) from e
@@ -344,17 +359,25 @@ class BlobStore:
             f"{len(fixed)} chain(s) of blobs had lost links to damage; set again from the change log"
         )
 
-    def _changes_since_checkpoint(self, ch: changes.Changes, opened_at: int, redone: int) -> Since:
+    def _changes_since_checkpoint(self, ch: changes.Changes, opened_at: int, redone: int, reached: int) -> Since:
         """What the change log (blobstore/changes.py) says changed since the checkpoint, and
         whether writes were lost: the open found damage, or the log shows a write that the
         store no longer reaches, even after ``redone`` writes made again from it (a
-        write-ahead log cut or deleted)."""
+        write-ahead log cut or deleted), or a deferred write past ``reached``, the last one
+        the redo log gave back (that log cut, damaged or deleted)."""
         lost = bool(self.damage_log())
         if ch.wal and ch.horizon > opened_at and not lost:  # (RocksDB's files say so too: blobstore/guard.py)
             lost = True
             self._access.found.append(
                 f"the store lost writes it had made: it opened at write {opened_at}, but write {ch.horizon} had "
                 "been made (sweepq's change log says so): a write-ahead log was cut short or deleted"
+            )
+        if ch.deferred > reached:
+            lost = True
+            self._access.found.append(
+                f"the store lost deferred writes it had made: its redo log gave back writes up to {reached}, "
+                f"but write {ch.deferred} had been made (sweepq's change log says so): the redo log was cut "
+                "short, damaged or deleted"
             )
         if ch.problem:
             self._access.found.append(

@@ -172,6 +172,7 @@ class QueueManager:
             wal=durability.sync != "none",
             repair=durability.repair,
             redo=durability.sync == "commit",
+            defer=durability.sync == "os",
         )
         keeps = durability.keeps(on_disk=path is not None)
         self.journal: Journal | None = Journal(self._storage.store, durability.sync) if keeps else None

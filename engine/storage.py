@@ -38,6 +38,7 @@ class Storage:
         wal: bool = True,
         repair: bool = False,
         redo: bool = False,
+        defer: bool = False,
     ):
         self.path = os.fspath(path) if path is not None else None
         self.store_options = dict(store_options or {})
@@ -45,6 +46,7 @@ class Storage:
         self._owned = store is None  # a given store is the caller's to close
         self._wal = wal
         self._redo = redo  # BlobStore's redo: the policy's syncs are the change log's (sync="commit")
+        self._defer = defer  # BlobStore's defer: lone message writes reach RocksDB in batches (sync="os")
         self._repair = repair
         self.repaired: list[str] = []  # files a repair moved to lost/
         self.repair_ran = False  # the open needed repair=True (what a missing file held is lost)
@@ -70,7 +72,7 @@ class Storage:
 
     def _open_path(self) -> BlobStore:
         try:
-            return BlobStore(self.path, wal=self._wal, redo=self._redo, **self.store_options)
+            return BlobStore(self.path, wal=self._wal, redo=self._redo, defer=self._defer, **self.store_options)
         except StoreDamageError as e:
             if not self._repair:
                 raise StoreError(
@@ -80,7 +82,7 @@ class Storage:
                 ) from e
         self.repaired = BlobStore.repair(self.path)  # type: ignore[arg-type]  # opened with a path
         self.repair_ran = True
-        return BlobStore(self.path, wal=self._wal, redo=self._redo, **self.store_options)
+        return BlobStore(self.path, wal=self._wal, redo=self._redo, defer=self._defer, **self.store_options)
 
     def blob_limits(self) -> tuple[int, int]:
         """(max_blob_bytes, max_blob_records) of the store's blobs, without opening it: how a

@@ -668,7 +668,7 @@ def test_a_log_record_header_damaged_is_cut_there_not_looped_on(tmp_path):
     record before RocksDB reads it (the whole file kept in lost/), as point-in-time recovery
     would have cut it: the messages before it come back, in order, and the open says so."""
     d = tmp_path / "d"
-    killed_writer(d, 50)
+    killed_writer(d, 50, "commit")  # every put in RocksDB's log (under "os" in the redo log)
     as_before_whole_records(d)  # else the change log makes the rest again (test_durability.py)
     log = max((p for p in d.iterdir() if p.suffix == ".log"), key=lambda p: p.stat().st_size)
     _flip_a_record_type(log, 20)

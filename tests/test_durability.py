@@ -540,7 +540,8 @@ _KILLED_WRITER = (
 
 def killed_writer(d, n: int, sync: str = "os") -> None:
     """A process that puts ``n`` persistent messages (b"m000", ...) on queue Q of the data
-    directory ``d``, then dies without closing: they are only in the write-ahead log."""
+    directory ``d``, then dies without closing: they are only in the logs (RocksDB's, or under
+    sync="os" the redo log)."""
     import subprocess
     import sys
 
@@ -550,7 +551,11 @@ def killed_writer(d, n: int, sync: str = "os") -> None:
 def _flip_in_the_write_ahead_log(d) -> None:
     import glob
 
-    log = max(glob.glob(str(d / "*.log")), key=os.path.getsize)
+    _flip_in(max(glob.glob(str(d / "*.log")), key=os.path.getsize))
+
+
+def _flip_in(log) -> None:
+    """A bit flipped in the middle of the file ``log``."""
     with open(log, "rb") as f:
         data = bytearray(f.read())
     data[len(data) // 2] ^= 0x40
@@ -575,16 +580,20 @@ def test_damage_in_the_log_is_reported_and_the_change_log_makes_its_writes_again
 
 @pytest.mark.parametrize("sync", ["os", "commit"])
 def test_damage_in_the_log_without_whole_records_brings_back_a_clean_prefix(tmp_path, sync):
-    """The same flip where nothing can make the writes after it again: under sync="os" (the
-    change log keeps each put by its head) or with the change log gone too. What comes back
-    is the messages put before the damage, in order, each once."""
+    """The same flip where nothing can make the writes after it again: under sync="os" in the
+    redo log, the one file with the puts since its last drain whole (the change log keeps each
+    by its head: blobstore/redolog.py), under "commit" in RocksDB's log with the change log
+    gone too. What comes back is the messages put before the damage, in order, each once."""
     d = tmp_path / "d"
     killed_writer(d, 200, sync)
-    _flip_in_the_write_ahead_log(d)
-    if sync == "commit":
+    if sync == "os":
+        _flip_in(d / "sweepq-redo")
+    else:
+        _flip_in_the_write_ahead_log(d)
         os.remove(d / "sweepq-changes")
     with QueueManager.open(d, sweeping=SweeperSettings(run=False)) as qm:
-        assert any("write-ahead log was damaged" in line for line in qm.recovery.damaged)
+        said = "redo log was cut short, damaged" if sync == "os" else "write-ahead log was damaged"
+        assert any(said in line for line in qm.recovery.damaged), qm.recovery.damaged
         assert qm.recovery.redone == 0
         got = [m for m, _, _ in contents(qm)]
     assert 0 < len(got) < 200 and got == [b"m%03d" % i for i in range(len(got))]

@@ -14,6 +14,7 @@ import sys
 import zlib
 from pathlib import Path
 
+from sweepq.blobstore import crc
 from sweepq.engine import record
 from sweepq.engine.durable import checked
 
@@ -118,25 +119,26 @@ def _cpu_folds() -> bool:
 
 
 def test_the_crc32_is_zlibs_at_every_length_and_alignment():
-    """The compiled crc32 (checked.pxd: its 16-byte blocks folded with PCLMULQDQ from 64 bytes
+    """The compiled crc32 (blobstore/crc.pxd: its 16-byte blocks folded with PCLMULQDQ from 64 bytes
     on where the CPU can, the rest slice-by-8) is zlib's: for every length to 300 and random
     ones to 70,000, with the bytes at every offset in 16 from where a bytes object's bytes
     start (a slice would start as aligned as any bytes), folding and with the table loop
-    alone; and stored_value's first 4 bytes are it, little endian."""
+    alone; stored_value's first 4 bytes are it, little endian; and a side log's records'."""
     rnd = random.Random(55)
     buf = rnd.randbytes(70_016)
     lengths = [*range(301), 1100, 1104, *(rnd.randrange(301, 70_001) for _ in range(150))]
-    folds = checked.crc_folds()
+    folds = crc.crc_folds()
     assert folds == _cpu_folds()
     try:
         for fold in (True, False) if folds else (False,):
-            assert checked.crc_folds(fold) == fold
+            assert crc.crc_folds(fold) == fold
             for n in lengths:
                 for at in range(16):
                     want = zlib.crc32(buf[at : at + n])
-                    assert checked.crc32_at(buf[: at + n], at) == want, (fold, n, at)
+                    assert crc.crc32_at(buf[: at + n], at) == want, (fold, n, at)
                 rec = buf[:n]
                 assert checked.stored_value(rec) == struct.pack("<I", zlib.crc32(rec)) + rec, (fold, n)
+                assert crc.crc32_of(rec) == zlib.crc32(rec), (fold, n)  # a side log's record
     finally:
-        checked.crc_folds(folds)
-    assert checked.crc_folds() == folds
+        crc.crc_folds(folds)
+    assert crc.crc_folds() == folds

@@ -9,25 +9,24 @@ the record of each pair (its value without the crc), its arrival number and lane
 (engine/durable/layout.py's key and value), with the same crc32.
 
 The compiled form (Cython, checked.pxd) does it in one C loop over the pairs, the crc32
-included (its 16-byte blocks folded with carry-less multiplies where the CPU has PCLMULQDQ,
-checked.pxd; the rest, and all of it elsewhere, slice-by-8 over a table made at import),
-zlib's crc32 either way: a reopen of half a million records in memory spent a fifth of its
-time in the interpreted form's per-record calls (the crc32, the slices, the joins). The
-interpreted form runs the same checks with numpy over the joined chunk; the tests run both
-forms and hold them to the same answers.
+included (blobstore/crc.py's, in C: its 16-byte blocks folded with carry-less multiplies
+where the CPU has PCLMULQDQ, the rest slice-by-8), zlib's crc32 either way: a reopen of half
+a million records in memory spent a fifth of its time in the interpreted form's per-record
+calls (the crc32, the slices, the joins). The interpreted form runs the same checks with
+numpy over the joined chunk; the tests run both forms and hold them to the same answers.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from array import array
 from operator import itemgetter
 
 import cython
 import numpy as np
 from cython import compiled as COMPILED
 
+from ...blobstore import crc
 from .. import record
 from .packed import gather, joined
 
@@ -40,83 +39,6 @@ _U32 = struct.Struct("<I")  # the crc before a stored record (layout.encode_valu
 _KEY, _VALUE, _AFTER_CRC = itemgetter(0), itemgetter(1), itemgetter(slice(4, None))
 # The compiled form's C copies (checked.pxd types them).
 _VALUE_MIN, _OFF_SEQ, _OFF_FLAGS, _PERSISTENT = VALUE_MIN, record.OFF_SEQ, record.OFF_FLAGS, record.PERSISTENT
-
-
-def _crc_table() -> array:
-    """zlib's crc32 as 8 tables of 256 (slice-by-8): table k gives a byte's crc followed by k
-    zero bytes."""
-    t = [0] * 2048
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
-        t[i] = c
-    for k in range(1, 8):
-        for i in range(256):
-            prev = t[(k - 1) * 256 + i]
-            t[k * 256 + i] = (prev >> 8) ^ t[prev & 0xFF]
-    return array("I", t)
-
-
-_CRC = _crc_table()
-
-
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def crc32(p, n: int) -> int:
-    """The crc32 of the ``n`` bytes at ``p`` (compiled form only: a C pointer): its 16-byte
-    blocks folded with carry-less multiplies where the CPU can (checked.pxd's
-    ``sweepq_crc_fold``, from 64 bytes on), the rest slice-by-8."""
-    t = cython.address(_CRC[0])
-    c = 0xFFFFFFFF
-    if sweepq_crc_folds(n):  # type: ignore[name-defined]  # noqa: F821  (checked.pxd's C)
-        k = n & ~15
-        c = sweepq_crc_fold(p, k, c)  # type: ignore[name-defined]  # noqa: F821
-        p += k
-        n -= k
-    while n >= 8:
-        one = (p[0] | (p[1] << 8) | (p[2] << 16) | (p[3] << 24)) ^ c
-        two = p[4] | (p[5] << 8) | (p[6] << 16) | (p[7] << 24)
-        c = (
-            t[1792 + (one & 0xFF)]
-            ^ t[1536 + ((one >> 8) & 0xFF)]
-            ^ t[1280 + ((one >> 16) & 0xFF)]
-            ^ t[1024 + (one >> 24)]
-            ^ t[768 + (two & 0xFF)]
-            ^ t[512 + ((two >> 8) & 0xFF)]
-            ^ t[256 + ((two >> 16) & 0xFF)]
-            ^ t[two >> 24]
-        )
-        p += 8
-        n -= 8
-    while n > 0:
-        c = (c >> 8) ^ t[(c ^ p[0]) & 0xFF]
-        p += 1
-        n -= 1
-    # ~c, not c ^ 0xFFFFFFFF: Cython types that literal (past a C int) as a Python int, and the
-    # xor went through Python objects (a PyLong made, xored and read back: about 400
-    # instructions a call, callgrind).
-    return ~c
-
-
-def crc_folds(on: bool | None = None) -> bool:
-    """Whether the compiled form's crc32 folds its blocks with carry-less multiplies (never
-    interpreted, which calls zlib's); for the tests, ``on`` False makes it run the table
-    loop alone, True folds again where the CPU can."""
-    if not COMPILED:
-        return False
-    return sweepq_crc_fold_set(-1 if on is None else int(on))  # type: ignore[name-defined]  # noqa: F821
-
-
-def crc32_at(data: bytes, start: int) -> int:
-    """The crc32 of ``data[start:]``, in the compiled form :func:`crc32`'s over those bytes
-    where they lie in ``data`` (for the tests: a slice of bytes is a new object, whose bytes
-    start as aligned as any other's); interpreted, zlib's."""
-    if not COMPILED:
-        return zlib.crc32(data[start:])
-    if not 0 <= start <= len(data):
-        raise IndexError(start)
-    return crc32(cython.cast(cython.p_uchar, PyBytes_AS_STRING(data)) + start, len(data) - start)
 
 
 def stored_key(prefix: bytes, lane: int, rec: bytes) -> bytes:
@@ -138,7 +60,7 @@ def stored_key(prefix: bytes, lane: int, rec: bytes) -> bytes:
 
 def stored_value(rec: bytes) -> bytes:
     """layout.encode_value: ``crc32 of rec (u32, little endian) + rec``, made in one
-    allocation and one copy, the crc32 :func:`crc32`'s (folded, or slice-by-8) in the
+    allocation and one copy, the crc32 blobstore/crc.py's (folded, or slice-by-8) in the
     compiled form: every durable put makes one (issue 31)."""
     if not COMPILED:
         return _U32.pack(zlib.crc32(rec)) + rec
@@ -146,7 +68,7 @@ def stored_value(rec: bytes) -> bytes:
     out = PyBytes_FromStringAndSize(cython.NULL, 4 + n)
     p = cython.cast(cython.p_uchar, PyBytes_AS_STRING(out))
     r = cython.cast(cython.p_uchar, PyBytes_AS_STRING(rec))
-    c = crc32(r, n)
+    c = crc.crc32(r, n)
     p[0] = c & 0xFF
     p[1] = (c >> 8) & 0xFF
     p[2] = (c >> 16) & 0xFF
@@ -213,7 +135,7 @@ def check_chunk(
         if lane >= n_lanes or ks != s or not vp[4 + _OFF_FLAGS] & _PERSISTENT:
             continue
         stored = vp[0] | (vp[1] << 8) | (vp[2] << 16) | (cython.cast(cython.uint, vp[3]) << 24)
-        if crc32(vp + 4, vn - 4) != stored:
+        if crc.crc32(vp + 4, vn - 4) != stored:
             continue
         sv[i] = s
         lv[i] = lane
