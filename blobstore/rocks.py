@@ -469,7 +469,8 @@ class RocksKV(_Hot):
         write, before anything reads the store (whatever the store's sync policy now), then
         start the log afresh when this store defers; read-only, hold them in memory instead
         (reads see them). :raises KVError: the replay or the log's start failed."""
-        log = SideLog(self.path, redolog.NAME)
+        log: SideLog | None = SideLog(self.path, redolog.NAME)
+        assert log is not None
         try:
             horizon = self.horizon()
             applied = redolog.applied(
@@ -1018,6 +1019,8 @@ class RocksKV(_Hot):
         for t in self._restorers:
             if t is not threading.current_thread():
                 t.join()
+        with contextlib.suppress(KVError):
+            self._drained()  # what the listeners wrote again (a drain above may have met damage)
         with self._gate.alone():
             self._closed = True
             broken = self._broken

@@ -123,6 +123,11 @@ class Storage:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-        store, self._store = self._store, None
-        if store is not None:
-            store.close()
+        store = self._store
+        try:
+            if store is not None:
+                # Still the store while it closes: its last drain may meet damage, and the
+                # queue manager's listener writes its records again through store() (issue 31).
+                store.close()
+        finally:
+            self._store = None

@@ -248,3 +248,38 @@ def test_the_change_log_counts_deferred_writes_apart_from_rocksdb_horizons():
     assert changes.known(ch)["horizon"] == 12
     assert changes.replay([*records, changes.settled(700)]).deferred == 700
     assert changes.replay([*records, changes.settled(700), changes.one(701, b"k3", None, False, True)]).deferred == 701
+
+
+def test_damage_the_drain_at_close_meets_is_healed_and_the_records_written_again(tmp_path, monkeypatch):
+    """Damage RocksDB found in the background (a compaction's) is met by the next write of the
+    store; under sync="os" that may be the drain at close. There the family is rebuilt, and the
+    queue manager's records are written again from memory through the closing store (it is
+    still the queue manager's store while it closes): nothing is lost, nothing fails to be
+    written again."""
+    d = str(tmp_path / "d")
+    real = RocksKV._write
+    met = {"left": 1}
+
+    def write(self, ops):
+        if met["left"] and any(key == redolog.APPLIED for _cf, key, _v in ops):
+            met["left"] -= 1
+            self._enter()
+            try:
+                raise self._failed(Exception("Corruption: block checksum mismatch (a test)"), "write failed", True)
+            finally:
+                self._gate.leave()
+        return real(self, ops)
+
+    with QueueManager.open(d, sweeping=QUIET, durability=OS) as qm:
+        qm.define_queue("Q", default_persistence=P)
+        h = qm.connect().open("Q", IO)
+        for i in range(30):
+            h.put(b"m%03d" % i)
+        assert h.get().data == b"m000"
+        monkeypatch.setattr(RocksKV, "_write", write)
+    assert met["left"] == 0
+    damage = qm.damage()
+    assert not any("failed" in line for line in damage), damage
+    monkeypatch.setattr(RocksKV, "_write", real)
+    with QueueManager.open(d, sweeping=QUIET, durability=OS) as qm:
+        assert drain(qm) == [b"m%03d" % i for i in range(1, 30)]
