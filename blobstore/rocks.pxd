@@ -19,5 +19,5 @@ cdef class _Hot:
     cdef public object _db, _cf, _wopts, _logs, _broken, _read_only, _closed, _defer_log
     cdef public dict _view, _stuck
     cdef public long long _deferred
-    cdef public Py_ssize_t _undrained, _view_bytes
+    cdef public Py_ssize_t _undrained, _view_bytes, _redo_bytes
     cpdef _enter(self)

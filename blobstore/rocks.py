@@ -267,7 +267,8 @@ class _Hot:
             if redo.failed is None:
                 record = changes.one(number, key, value, whole, True)
                 (self._logs.get(log) or self._log(log)).append(record)
-                if redo._end > _REDO_LIMIT:
+                self._redo_bytes += len(whole_record)
+                if self._redo_bytes > _REDO_LIMIT:
                     self._restart_redo()
                 return len(record)
             # The redo log takes no more records (a full disk) until it starts again: this
@@ -379,6 +380,7 @@ class RocksKV(_Hot):
         self._deferred = 0
         self._undrained = 0
         self._view_bytes = 0
+        self._redo_bytes = 0  # appended to the redo log since it started
         self._drain_lock = threading.Lock()  # one drain at a time: RocksDB takes them in order
         self._at_open = (0, 0)  # (horizon RocksDB opened at, last deferred write it then had)
         try:
@@ -526,6 +528,7 @@ class RocksKV(_Hot):
         if redo is not None:
             with contextlib.suppress(KVError):
                 redo.start(redolog.start(self._deferred), self._drain)
+                self._redo_bytes = 0
 
     def _drained(self) -> None:
         """Drain first when anything is deferred (a write, scan or sync that must come after it)."""

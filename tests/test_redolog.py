@@ -283,3 +283,25 @@ def test_damage_the_drain_at_close_meets_is_healed_and_the_records_written_again
     monkeypatch.setattr(RocksKV, "_write", real)
     with QueueManager.open(d, sweeping=QUIET, durability=OS) as qm:
         assert drain(qm) == [b"m%03d" % i for i in range(1, 30)]
+
+
+def test_a_redo_log_past_its_limit_starts_again_after_a_drain_and_loses_nothing(tmp_path):
+    """Past redolog.LIMIT (64 MiB of records) the redo log starts again, after a drain made
+    with its appends held: it never grows without end under a queue that is never checkpointed,
+    and a kill after it loses nothing."""
+    d = str(tmp_path / "d")
+    payload = b"x" * 1024
+    n = redolog.LIMIT // len(payload) + 2000
+    with QueueManager.open(d, sweeping=QUIET, durability=OS) as qm:
+        qm.define_queue("Q", default_persistence=P, max_depth=n)
+        h = qm.connect().open("Q", IO)
+        for i in range(n):
+            h.put(b"%06d" % i + payload)
+        records = SideLog(d, redolog.NAME).read()[0]
+        assert os.path.getsize(os.path.join(d, "sweepq-redo")) < redolog.LIMIT
+        assert redolog.replay(records[:1], 0)[1] > 0  # it starts after the writes RocksDB has
+        crashed = as_killed(d, str(tmp_path / "crashed"))
+    with QueueManager.open(crashed, sweeping=QUIET, durability=OS) as qm:
+        assert qm.recovery.damaged == []
+        got = drain(qm)
+    assert len(got) == n and got[0][:6] == b"000000" and got[-1][:6] == b"%06d" % (n - 1)
