@@ -7,11 +7,13 @@ call that returned and loses nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -130,6 +132,14 @@ def test_a_read_only_look_at_a_killed_store_sees_its_deferred_writes(tmp_path):
     assert len(SideLog(d, redolog.NAME).read()[0]) == 1 + 450  # untouched
 
 
+@contextlib.contextmanager
+def queue_q(d: str, **attrs) -> Iterator[tuple[QueueManager, object]]:
+    """A queue manager on ``d`` under sync="os" with the persistent queue Q, and a handle on it."""
+    with QueueManager.open(d, sweeping=QUIET, durability=OS) as qm:
+        qm.define_queue("Q", default_persistence=P, **attrs)
+        yield qm, qm.connect().open("Q", IO)
+
+
 def as_killed(d: str, crashed: str) -> str:
     """The directory ``d`` of a live store as a kill -9 would leave it (the OS has every write)."""
     shutil.copytree(d, crashed, ignore=shutil.ignore_patterns("LOCK"))
@@ -148,9 +158,7 @@ def test_a_redo_log_that_fails_sends_the_writes_to_rocksdb_and_loses_none(tmp_pa
         return real(self, record)
 
     monkeypatch.setattr(SideLog, "append", append)
-    with QueueManager.open(d, sweeping=QUIET, durability=OS) as qm:
-        qm.define_queue("Q", default_persistence=P)
-        h = qm.connect().open("Q", IO)
+    with queue_q(d) as (qm, h):
         for i in range(20):
             h.put(b"m%03d" % i)
         assert h.get().data == b"m000"
@@ -176,9 +184,7 @@ def test_a_drain_that_fails_fails_the_call_that_needed_it_and_loses_nothing(tmp_
         return real(self, ops)
 
     monkeypatch.setattr(RocksKV, "_write_retrying", write)
-    with QueueManager.open(d, sweeping=QUIET, durability=OS) as qm:
-        qm.define_queue("Q", default_persistence=P)
-        h = qm.connect().open("Q", IO)
+    with queue_q(d) as (qm, h):
         for i in range(10):
             h.put(b"m%03d" % i)
         with pytest.raises(MQError) as e:
@@ -199,9 +205,7 @@ def test_drains_and_a_checkpoint_start_the_logs_again_with_nothing_lost(tmp_path
     log again with the change log. A kill after either loses nothing."""
     d = str(tmp_path / "d")
     n = redolog.DRAIN_WRITES + 500
-    with QueueManager.open(d, sweeping=QUIET, durability=OS) as qm:
-        qm.define_queue("Q", default_persistence=P)
-        h = qm.connect().open("Q", IO)
+    with queue_q(d) as (qm, h):
         for i in range(n):
             h.put(b"m%05d" % i)
             if i % 2:
@@ -270,9 +274,7 @@ def test_damage_the_drain_at_close_meets_is_healed_and_the_records_written_again
                 self._gate.leave()
         return real(self, ops)
 
-    with QueueManager.open(d, sweeping=QUIET, durability=OS) as qm:
-        qm.define_queue("Q", default_persistence=P)
-        h = qm.connect().open("Q", IO)
+    with queue_q(d) as (qm, h):
         for i in range(30):
             h.put(b"m%03d" % i)
         assert h.get().data == b"m000"
@@ -292,9 +294,7 @@ def test_a_redo_log_past_its_limit_starts_again_after_a_drain_and_loses_nothing(
     d = str(tmp_path / "d")
     payload = b"x" * 1024
     n = redolog.LIMIT // len(payload) + 2000
-    with QueueManager.open(d, sweeping=QUIET, durability=OS) as qm:
-        qm.define_queue("Q", default_persistence=P, max_depth=n)
-        h = qm.connect().open("Q", IO)
+    with queue_q(d, max_depth=n) as (qm, h):
         for i in range(n):
             h.put(b"%06d" % i + payload)
         records = SideLog(d, redolog.NAME).read()[0]
