@@ -105,8 +105,9 @@ class KV(Protocol):
     def write_one(self, cf: str, key: bytes, value: bytes | None, log: str, whole: bool) -> int:
         """``write([(cf, key, value)], whole)``, then the record of that write in the change
         log's format (``changes.one``, the record ``whole`` or by its head) appended to the
-        side log ``log``, in one call: a lone durable put or get (issue 31). Returns the
-        record's length.
+        side log ``log``, in one call: a lone durable put or get (issue 31). A store that
+        defers (RocksKV's ``defer``) makes the write in its redo log instead, and the record
+        is a ``V`` record (blobstore/redolog.py). Returns the record's length.
         :raises KVError: nothing was written, nor appended."""
         ...
 
