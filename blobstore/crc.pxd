@@ -119,4 +119,3 @@ cdef extern from *:
 cdef unsigned int crc32(const unsigned char *p, Py_ssize_t n) noexcept
 
 cpdef unsigned int crc32_at(bytes data, Py_ssize_t start) except? 0
-cpdef unsigned int crc32_of(bytes data) except? 0

@@ -89,17 +89,11 @@ def crc_folds(on: bool | None = None) -> bool:
 
 def crc32_at(data: bytes, start: int) -> int:
     """The crc32 of ``data[start:]``, in the compiled form :func:`crc32`'s over those bytes
-    where they lie in ``data`` (for the tests: a slice of bytes is a new object, whose bytes
-    start as aligned as any other's); interpreted, zlib's."""
+    where they lie in ``data`` (a side log's record from 0; the tests from every offset: a
+    slice of bytes is a new object, whose bytes start as aligned as any other's);
+    interpreted, zlib's."""
     if not COMPILED:
         return zlib.crc32(data[start:])
     if not 0 <= start <= len(data):
         raise IndexError(start)
     return crc32(cython.cast(cython.p_uchar, PyBytes_AS_STRING(data)) + start, len(data) - start)
-
-
-def crc32_of(data: bytes) -> int:
-    """``zlib.crc32(data)``, in the compiled form :func:`crc32`'s (a side log's record)."""
-    if not COMPILED:
-        return zlib.crc32(data)
-    return crc32(cython.cast(cython.p_uchar, PyBytes_AS_STRING(data)), len(data))

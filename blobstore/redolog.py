@@ -65,7 +65,7 @@ def replay(records: list[bytes], after: int) -> tuple[State, int]:
     has them in order already), each following on from the one before: the first gap, or a
     record that does not decode, ends the replay, and the writes after it are lost (the change
     log's ``V`` records name them)."""
-    numbered: list[tuple[int, bytes]] = []
+    numbered: dict[int, bytes] = {}
     for rec in records:
         if rec[:1] == b"H":
             try:
@@ -75,17 +75,9 @@ def replay(records: list[bytes], after: int) -> tuple[State, int]:
             continue
         if rec[:1] != b"W" or len(rec) < 9:
             break
-        numbered.append((_U64.unpack_from(rec, 1)[0], rec))
-    numbered.sort(key=lambda pair: pair[0])
-    state: dict[bytes, bytes | None] = {}
-    reached = after
-    for number, rec in numbered:
-        if number <= reached:
-            continue  # RocksDB has it (a drain wrote it before the log started again)
-        ops = changes.whole_ops(rec)
-        if ops is None or ops[1] or number - len(ops[0]) != reached:
-            break
-        for key, value in ops[0]:
-            state[key] = value
-        reached = number
-    return list(state.items()), reached
+        numbered.setdefault(_U64.unpack_from(rec, 1)[0], rec)
+    # The change log's rule of a redo (each write following on from the one before) over
+    # them in number order; the redo log holds message records alone, no marks.
+    writes, marks, _count = changes.redo([numbered[k] for k in sorted(numbered)], after)
+    assert not marks, "a redo log holds no marks"
+    return list(dict(writes).items()), after + len(writes)

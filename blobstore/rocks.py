@@ -471,8 +471,8 @@ class RocksKV(_Hot):
         write, before anything reads the store (whatever the store's sync policy now), then
         start the log afresh when this store defers; read-only, hold them in memory instead
         (reads see them). :raises KVError: the replay or the log's start failed."""
-        log: SideLog | None = SideLog(self.path, redolog.NAME)
-        assert log is not None
+        log = SideLog(self.path, redolog.NAME)
+        kept = False
         try:
             horizon = self.horizon()
             applied = redolog.applied(
@@ -490,9 +490,9 @@ class RocksKV(_Hot):
             self._deferred = reached
             if defer and self._wal and not self._read_only:
                 log.start(redolog.start(reached))
-                self._defer_log, log = log, None
+                self._defer_log, kept = log, True
         finally:
-            if log is not None:
+            if not kept:
                 log.close()
 
     def _drain(self) -> None:
@@ -964,7 +964,7 @@ class RocksKV(_Hot):
     def start_log(self, name: str, record: bytes) -> None:
         if self._read_only:
             raise KVError(f"the store at {self.path} is open read-only")
-        if name == changes.NAME and self._defer_log is not None:
+        if name == changes.NAME:
             self._restart_redo()  # it need not, but the writes before a checkpoint are settled
         # RocksDB's log synced first, appends held: a record the old log drops may be the only
         # synced copy of its write (sync="commit" syncs the change log alone).

@@ -3,7 +3,7 @@
 # put and get appends to the change log (issue 31). SideLog itself stays a normal class (tests
 # patch its methods): its hot half, _Appending, is the C type, with the fields its append reads.
 cimport cython
-from sweepq.blobstore.crc cimport crc32_of
+from sweepq.blobstore.crc cimport crc32_at
 
 cdef Py_ssize_t _HEAD
 

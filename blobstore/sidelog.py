@@ -25,13 +25,12 @@ import errno
 import os
 import struct
 import threading
-import zlib
 from collections.abc import Callable
 
 import cython
 from cython import compiled as COMPILED
 
-from .crc import crc32_of
+from .crc import crc32_at
 from .files import SIDE_PREFIX, write_side_file
 from .kv import KVError
 
@@ -75,7 +74,7 @@ class _Appending:
         :meth:`SideLog.start`."""
         if self.failed is not None:
             return
-        crc = crc32_of(record)  # zlib's, in C where compiled (a redo log's records are whole messages)
+        crc = crc32_at(record, 0)  # zlib's, in C where compiled (a redo log's records are whole messages)
         lock = self._lock
         lock.acquire()  # not a with: its look-ups and bound methods cost more than the lock (issue 31)
         try:
@@ -247,7 +246,7 @@ def _write_record_at(fd: int, record: bytes, crc: int, at: int) -> None:
 
 def _frame(record: bytes) -> bytes:
     """``record`` as a side log holds it: its length and crc32, then itself."""
-    return _LOG_HEAD.pack(len(record), zlib.crc32(record)) + record
+    return _LOG_HEAD.pack(len(record), crc32_at(record, 0)) + record
 
 
 def _scan(path: str, data: bytes) -> tuple[list[bytes], str | None, int]:
@@ -265,7 +264,7 @@ def _scan(path: str, data: bytes) -> tuple[list[bytes], str | None, int]:
         body = data[pos + _LOG_HEAD.size : end]
         if len(body) < n:
             return out, None, pos  # cut inside its last record
-        if n == 0 or zlib.crc32(body) != crc:
+        if n == 0 or crc32_at(body, 0) != crc:
             if _torn(data, pos, end):
                 return out, None, pos
             return out, f"{path} is damaged at byte {pos} (a record fails its checksum)", pos
