@@ -13,7 +13,8 @@ and judges. Every file kind, every damage, every state of the directory:
   (``sweepq-*``: the checkpoint, the change log, the record of the manifest, the
   statistics), RocksDB's others (``IDENTITY``, its info logs);
 * damages (:data:`DAMAGES`): cut short at a random length, a 4 KiB page zeroed (the whole
-  file when smaller), 1 to 3 bits flipped, deleted;
+  file when smaller), 1 to 3 bits flipped, deleted; each within what the file holds, up to
+  its last byte that is not zero (a side log keeps zeros ahead of its records);
 * states (:data:`STATES`): ``closed`` (the queue manager closed cleanly), ``killed`` (a
   process working on it killed with SIGKILL at a random point, in a unit of work or between
   two), ``open`` (damaged while a queue manager has it open and goes on working, then
@@ -469,17 +470,20 @@ def damage(path: str, rng: random.Random, kind: str, how: str) -> tuple[str, str
     if size == 0:
         return name, f"{name}: empty, left as it is"
     with open(full, "r+b") as f:
+        # Within what the file holds: the zeros a side log keeps ahead of its records (written
+        # in place or through a map) hold nothing, and damage there would test nothing.
+        held = len(f.read().rstrip(b"\0")) or size
         if how == "cut":
-            cut = rng.randrange(size)
+            cut = rng.randrange(held)
             f.truncate(cut)
             return name, f"{name}: cut to {cut} of {size} bytes"
         if how == "zero":
-            page = rng.randrange(max(size // 4096, 1)) * 4096 if size > 4096 else 0
+            page = rng.randrange(max(held // 4096, 1)) * 4096 if held > 4096 else 0
             n = min(4096, size - page)
             f.seek(page)
             f.write(bytes(n))
             return name, f"{name}: bytes {page}..{page + n} of {size} zeroed"
-        offsets = sorted(rng.randrange(size) for _ in range(rng.randint(1, 3)))
+        offsets = sorted(rng.randrange(held) for _ in range(rng.randint(1, 3)))
         for off in offsets:
             f.seek(off)
             b = f.read(1)[0]

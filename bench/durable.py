@@ -209,12 +209,13 @@ def _kv_alone(path: str) -> Opened:
 def _logs_alone(path: str) -> Opened:
     """The floor of what a deferred durable call writes (sync="os", blobstore/redolog.py): per
     put (and per get) its record whole appended to the redo log and by its head to the change
-    log (blobstore/sidelog.py's appends, no store layers, no RocksDB)."""
+    log (blobstore/sidelog.py's appends through a map, as a store that defers makes them; no
+    store layers, no RocksDB)."""
     from sweepq.blobstore import changes, redolog
     from sweepq.blobstore.sidelog import SideLog
 
     os.makedirs(path)
-    redo, log = SideLog(path, redolog.NAME), SideLog(path, changes.NAME)
+    redo, log = SideLog(path, redolog.NAME, mapped=True), SideLog(path, changes.NAME, mapped=True)
     redo.start(redolog.start(0))
     log.start(changes.start(True, {}, {}))
     numbers = iter(range(1, 1 << 62))

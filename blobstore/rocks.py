@@ -33,7 +33,9 @@ record is not written to RocksDB when made but to the redo log (blobstore/redolo
 append, and kept in memory (its last state per key: reads see it) until a *drain* writes the
 states of up to :data:`~sweepq.blobstore.redolog.DRAIN_WRITES` writes at once. A drain comes
 before every other write, scan, flush, sync of the files, the change log's start and the
-close; the open replays into RocksDB what the redo log has past the last drain.
+close; the open replays into RocksDB what the redo log has past the last drain. A store that
+defers writes its side logs (the redo log and the change log), which it never syncs after a
+call, through a map of their ends (blobstore/sidelog.py: ``mapped``).
 
 Every method is thread-safe.
 """
@@ -375,6 +377,7 @@ class RocksKV(_Hot):
         # key's (number, state) since the last drain, the states a drain is writing (or one
         # that failed left), the last number given, and what the next drain waits for.
         self._defer_log: SideLog | None = None
+        self._mapped = defer and wal and not read_only  # its side logs written through a map (sidelog.py)
         self._view: dict[bytes, tuple[int, bytes | None]] = {}
         self._stuck: dict[bytes, tuple[int, bytes | None]] = {}
         self._deferred = 0
@@ -471,7 +474,7 @@ class RocksKV(_Hot):
         write, before anything reads the store (whatever the store's sync policy now), then
         start the log afresh when this store defers; read-only, hold them in memory instead
         (reads see them). :raises KVError: the replay or the log's start failed."""
-        log = SideLog(self.path, redolog.NAME)
+        log = SideLog(self.path, redolog.NAME, mapped=self._mapped)
         kept = False
         try:
             horizon = self.horizon()
@@ -955,7 +958,7 @@ class RocksKV(_Hot):
     def _log(self, name: str) -> SideLog:
         log = self._logs.get(name)
         if log is None:
-            log = self._logs.setdefault(name, SideLog(self.path, name, self._redo))
+            log = self._logs.setdefault(name, SideLog(self.path, name, self._redo, self._mapped))
         return log
 
     def read_log(self, name: str) -> tuple[list[bytes], str | None]:

@@ -6,10 +6,19 @@ log kept *in place* is zero-filled a chunk (:data:`CHUNK`) ahead, so that a sync
 size, which would commit the filesystem's journal as well (issue 31: a synced write of a
 growing file costs about two of one written in place); a write over zeros costs a few
 microseconds more than one that grows the file, so a log that is rarely synced grows
-instead. A process killed at any moment leaves every record written before (the kernel
-holds them); the sync makes them survive a power loss too. Reading stops at a zero header
-with nothing but zeros after it (the end), at a record the file ends inside or that a power
-loss cut mid-write (a cut tail), and at anything else that fails (damage). They start
+instead. A log kept *mapped* (a store's logs under sync="os", which are never synced after a
+call) is in place, its zeros ahead allocated rather than written, and written through a
+shared memory map of 256 KiB of the file from the page of its logical end (moved on when a
+record would pass it): an append is a copy, with no system call (issue 31;
+docs/figures/mapped57/side-log.txt times the three ways). Compiled only: a file cut under the
+map makes the copy a bus error (SIGBUS), which the compiled copy turns into a failed append
+(sidelog.pxd) and Python code could not; interpreted, a mapped log is written by ``pwrite``
+as one in place is. A process killed at any moment leaves every record written before (the
+kernel holds them, written either way); the sync makes them survive a power loss too.
+Reading stops at a zero header with nothing but zeros after it (the end), at a record the
+file ends inside, that a power loss cut mid-write or whose checksum was not written yet (a
+copy into the map is framed length first, checksum last: a cut tail), and at anything else
+that fails (damage). They start
 afresh, atomically and durably, with one record (and, in place, the first chunk of zeros).
 
 Compiled (sidelog.pxd), the append is C: every durable put and get appends a record to the
@@ -26,6 +35,7 @@ import os
 import struct
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import cython
 from cython import compiled as COMPILED
@@ -37,6 +47,7 @@ from .kv import KVError
 if COMPILED:  # the C functions the compiled form calls
     from cython.cimports.cpython.bytes import PyBytes_AS_STRING
     from cython.cimports.libc import errno as c_errno
+    from cython.cimports.posix.mman import MAP_FAILED, MAP_SHARED, PROT_READ, PROT_WRITE, madvise, mmap, munmap
     from cython.cimports.posix.uio import iovec, pwritev
 
 _LOG_MAGIC = b"SQG1"
@@ -44,6 +55,9 @@ _LOG_HEAD = struct.Struct("<II")  # length of the record, crc32 of it
 _HEAD = _LOG_HEAD.size  # the compiled form's C copy (sidelog.pxd types it)
 _SECTOR = 512  # a power loss tears a write in place at sector boundaries (pages are whole sectors)
 CHUNK = 1 << 20  # a side log is kept zero-filled this far ahead of its logical end
+_PAGE = 4096  # a map starts at a multiple of it (the page size of Linux on x86-64 and most others)
+_WINDOW = 256 << 10  # a map covers this much of a log, or its record: its pages count in the process's RSS
+_POPULATE_WRITE = 23  # MADV_POPULATE_WRITE (Linux 5.14): a map's pages made writable in one call
 
 
 class _Appending:
@@ -57,7 +71,8 @@ class _Appending:
     afresh); in place, :attr:`_size` is the file's size, at least half a :data:`CHUNK` past
     the end of the last record written but one (extended by a zero chunk when a record would
     not fit); not in place, the file ends at :attr:`_end` and :attr:`_size` is what it was
-    when the log was read or started."""
+    when the log was read or started. Mapped (compiled), the map covers the file from
+    :attr:`_map_at` for :attr:`_map_len` bytes, within :attr:`_size`, or nothing (both 0)."""
 
     path: str
     failed: str | None
@@ -66,6 +81,10 @@ class _Appending:
     _end: int
     _size: int
     _in_place: bool
+    _mapped: bool
+    _map_at: int
+    _map_len: int
+    _base: Any  # compiled: the map's first byte (an unsigned char *)
     _lock: threading.Lock
 
     def append(self, record: bytes) -> None:
@@ -83,7 +102,14 @@ class _Appending:
             end = at + _HEAD + len(record)
             if end > self._size and self._in_place:
                 self._extend(fd, end)
-            _write_record_at(fd, record, crc, at)  # not in place, it grows the file
+            if COMPILED and self._mapped and len(record) <= 0xFFFFFFFF:
+                if at < self._map_at or end > self._map_at + self._map_len:
+                    self._map(fd, at, end)
+                if sweepq_map_put(self._base + (at - self._map_at), PyBytes_AS_STRING(record), len(record), crc):  # type: ignore[name-defined]  # noqa: F821  (sidelog.pxd's C)
+                    self._unmap()
+                    raise OSError(errno.EFAULT, "a bus error writing through its map: the file was cut under it")
+            else:
+                _write_record_at(fd, record, crc, at)  # not in place, it grows the file
             self._end = end
             self.unsynced = True
         except OSError as e:
@@ -91,10 +117,36 @@ class _Appending:
         finally:
             lock.release()
 
+    def _map(self, fd: int, at: int, end: int) -> None:
+        """Map the file from the page of ``at`` for 256 KiB, or to ``end`` when
+        that is further, never past its size (compiled only: the zeros there are written, so no
+        copy into the map allocates), its pages made writable at once where the kernel can
+        (``MADV_POPULATE_WRITE``; a fault per page otherwise). :raises OSError: the map, or the
+        bus-error guard, could not be made."""
+        self._unmap()
+        if sweepq_bus_guard() != 0:  # type: ignore[name-defined]  # noqa: F821  (sidelog.pxd's C)
+            raise OSError(c_errno.errno, "the bus-error guard could not be installed")
+        start = at - at % _PAGE
+        n = max(min(self._size, start + _WINDOW), end) - start
+        p = mmap(cython.NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, start)
+        if p == MAP_FAILED:
+            e = c_errno.errno
+            raise OSError(e, os.strerror(e))
+        madvise(p, n, _POPULATE_WRITE)  # an error (an older kernel) leaves the faults to the copies
+        self._base = cython.cast(cython.p_uchar, p)
+        self._map_at, self._map_len = start, n
+
+    def _unmap(self) -> None:
+        """Drop the map (what was copied into it stays in the file: the kernel holds it)."""
+        if COMPILED and self._map_len:
+            munmap(self._base, self._map_len)
+            self._base = cython.NULL
+        self._map_at = self._map_len = 0
+
     def _open(self) -> int:
         """The file opened for appending (under the lock), its logical end known: from the
         :meth:`SideLog.read` before (the store reads its log at open), else read now. A
-        record cut short after the last whole one (a power loss mid-write) is zeroed,
+        record cut short after the last whole one (a power loss, or a kill during a copy into the map) is zeroed,
         durably, before the first record is written over it."""
         fd = os.open(self.path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
         try:
@@ -115,9 +167,15 @@ class _Appending:
 
     def _extend(self, fd: int, need: int) -> None:
         """Zeros from the file's end past ``need`` by at least half a chunk (in place: the one
-        write that grows the file, the next sync commits the filesystem's journal once for it)."""
+        write that grows the file, the next sync commits the filesystem's journal once for it).
+        Mapped, the zeros are allocated, not written (``posix_fallocate``: blocks that read as
+        zeros, so a copy into the map needs no allocation, and no page is written twice; a
+        mapped log is not synced after each call, so what its first sync converts costs once)."""
         size = -(-(need + CHUNK // 2) // CHUNK) * CHUNK
-        _write_at(fd, bytes(size - self._size), self._size)
+        if self._mapped:
+            os.posix_fallocate(fd, self._size, size - self._size)
+        else:
+            _write_at(fd, bytes(size - self._size), self._size)
         self._size = size
 
 
@@ -127,9 +185,11 @@ class SideLog(_Appending):
     several threads land whole, one after another, and appends wait while the log is
     started again (:meth:`start`). Its invariant is :class:`_Appending`'s."""
 
-    def __init__(self, path: str, name: str, in_place: bool = False):
+    def __init__(self, path: str, name: str, in_place: bool = False, mapped: bool = False):
         self.path = os.path.join(path, SIDE_PREFIX + name)
-        self._in_place = in_place  # zeros kept a chunk ahead (see the module docstring)
+        self._in_place = in_place or mapped  # zeros kept a chunk ahead (see the module docstring)
+        self._mapped = mapped  # written through a map of its end (compiled; see the module docstring)
+        self._map_at = self._map_len = 0  # nothing mapped yet
         self._fd = None
         self._end = -1  # the logical end, where the next record goes (-1: not known yet)
         self._size = 0  # the file's size (zeros from _end to it)
@@ -195,6 +255,7 @@ class SideLog(_Appending):
             self._close()
 
     def _close(self) -> None:
+        self._unmap()
         fd, self._fd = self._fd, None
         self._end = -1
         if fd is not None:
@@ -265,8 +326,8 @@ def _scan(path: str, data: bytes) -> tuple[list[bytes], str | None, int]:
         if len(body) < n:
             return out, None, pos  # cut inside its last record
         if n == 0 or crc32_at(body, 0) != crc:
-            if _torn(data, pos, end):
-                return out, None, pos
+            if _torn(data, pos, end) or (crc == 0 and data.count(0, end) == len(data) - end):
+                return out, None, pos  # cut by a power loss, or its copy into the map by a kill
             return out, f"{path} is damaged at byte {pos} (a record fails its checksum)", pos
         out.append(body)
         pos += _LOG_HEAD.size + n

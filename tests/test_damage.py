@@ -1506,9 +1506,10 @@ print("went on")
 @pytest.mark.parametrize("sync", ["os", "commit", "none"])
 def test_a_change_log_cut_while_the_store_is_open_does_not_stop_the_queue_manager(tmp_path, sync, how):
     """The damage fuzz's 'open' state on the change log: the queue manager goes on putting and
-    getting, and nothing it held is lost at the next open (RocksDB has every write). A log
-    written through a shared memory map would end the process here with SIGBUS, which no
-    Python code can catch: that is why side logs are written by pwrite (docs/durable-bench.md)."""
+    getting, and nothing it held is lost at the next open (RocksDB or the redo log has every
+    write). Under "os" the change log is written through a shared memory map (compiled): the
+    copy into a page past the cut is a bus error, which the copy's guard turns into a failed
+    append (blobstore/sidelog.pxd) where it would end the process with SIGBUS."""
     d = tmp_path / "d"
     run = subprocess.run(
         [sys.executable, "-c", _CHANGE_LOG_CUT_WHILE_OPEN, str(d), sync, how],

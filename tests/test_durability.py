@@ -555,10 +555,11 @@ def _flip_in_the_write_ahead_log(d) -> None:
 
 
 def _flip_in(log) -> None:
-    """A bit flipped in the middle of the file ``log``."""
+    """A bit flipped in the middle of what the file ``log`` holds (a side log kept in place has
+    zeros after its records: those are not it)."""
     with open(log, "rb") as f:
         data = bytearray(f.read())
-    data[len(data) // 2] ^= 0x40
+    data[len(data.rstrip(b"\0")) // 2] ^= 0x40
     with open(log, "wb") as f:
         f.write(bytes(data))
 
