@@ -72,7 +72,7 @@ cdef class _Appending:
     cdef public str path
     cdef public object failed, _fd, _lock
     cdef public Py_ssize_t _end, _size, _map_at, _map_len
-    cdef public bint unsynced, _in_place, _mapped
+    cdef public bint unsynced, _in_place, _mapped, _zeros_after
     cdef unsigned char *_base
     @cython.locals(crc=cython.uint, fd=int, at=Py_ssize_t, end=Py_ssize_t)
     cpdef append(self, bytes record)

@@ -84,6 +84,7 @@ class _Appending:
     _mapped: bool
     _map_at: int
     _map_len: int
+    _zeros_after: bool
     _base: Any  # compiled: the map's first byte (an unsigned char *)
     _lock: threading.Lock
 
@@ -155,7 +156,10 @@ class _Appending:
                 data = os.pread(fd, size, 0)
                 _out, why, end = _scan(self.path, data)
                 self._end, self._size = _append_at(data, why, end), size
-            cut = len(os.pread(fd, self._size - self._end, self._end).rstrip(b"\0"))
+            cut = 0
+            if not self._zeros_after:  # (a log this object started has none: no MiB read)
+                rest = os.pread(fd, self._size - self._end, self._end)
+                cut = 0 if _zero_from(rest, 0) else len(rest.rstrip(b"\0"))
             if cut:
                 _write_at(fd, bytes(cut), self._end)
                 os.fdatasync(fd)
@@ -190,6 +194,7 @@ class SideLog(_Appending):
         self._in_place = in_place or mapped  # zeros kept a chunk ahead (see the module docstring)
         self._mapped = mapped  # written through a map of its end (compiled; see the module docstring)
         self._map_at = self._map_len = 0  # nothing mapped yet
+        self._zeros_after = False  # known to be zeros from the logical end on (start wrote them)
         self._fd = None
         self._end = -1  # the logical end, where the next record goes (-1: not known yet)
         self._size = 0  # the file's size (zeros from _end to it)
@@ -232,6 +237,7 @@ class SideLog(_Appending):
             write_side_file(dirname, name[len(SIDE_PREFIX) :], b"", raw=head + bytes(size - len(head)))
             self._close()
             self._end, self._size = len(head), size
+            self._zeros_after = True  # as written: the first append need not read them
             self.failed = None
             self.unsynced = False  # the new log was written durably
 
@@ -258,6 +264,7 @@ class SideLog(_Appending):
         self._unmap()
         fd, self._fd = self._fd, None
         self._end = -1
+        self._zeros_after = False
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -319,14 +326,14 @@ def _scan(path: str, data: bytes) -> tuple[list[bytes], str | None, int]:
     pos = 4
     while pos + _LOG_HEAD.size <= len(data):
         n, crc = _LOG_HEAD.unpack_from(data, pos)
-        if n == 0 and crc == 0 and data.count(0, pos) == len(data) - pos:
+        if n == 0 and crc == 0 and _zero_from(data, pos):
             return out, None, pos  # zeros to the end of the file: preallocated, not written yet
         end = pos + _LOG_HEAD.size + n
         body = data[pos + _LOG_HEAD.size : end]
         if len(body) < n:
             return out, None, pos  # cut inside its last record
         if n == 0 or crc32_at(body, 0) != crc:
-            if _torn(data, pos, end) or (crc == 0 and data.count(0, end) == len(data) - end):
+            if _torn(data, pos, end) or (crc == 0 and _zero_from(data, end)):
                 return out, None, pos  # cut by a power loss, or its copy into the map by a kill
             return out, f"{path} is damaged at byte {pos} (a record fails its checksum)", pos
         out.append(body)
@@ -339,10 +346,18 @@ def _torn(data: bytes, pos: int, end: int) -> bool:
     place but cut by a power loss: its bytes zero from a sector boundary on, and only zeros
     after it (a bit flipped on disk leaves no such run). Like a record the file ends
     inside, that is a cut tail, not damage: no call that wrote it had returned from a sync."""
-    if data.count(0, end) != len(data) - end:
+    if not _zero_from(data, end):
         return False
     written = len(data[pos:end].rstrip(b"\0")) + pos  # after its last byte that is not zero
     return -(-written // _SECTOR) * _SECTOR < end
+
+
+def _zero_from(data: bytes, start: int) -> bool:
+    """Whether every byte of ``data`` from ``start`` on is zero: one compare with zeros (a
+    memcmp, where ``count`` and ``rstrip`` look at each byte, each about a millisecond a MiB:
+    a log kept in place is mostly zeros, read at every open and before its first append)."""
+    n = len(data) - start
+    return n <= 0 or data.endswith(bytes(n))
 
 
 def _append_at(data: bytes, why: str | None, end: int) -> int:
