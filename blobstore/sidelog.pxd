@@ -15,7 +15,8 @@ cdef int _POPULATE_WRITE
 # saved: no system call) that sweepq_bus, the process's SIGBUS handler while a mapped log is
 # open, takes back to it: the copy returns -1 and the append fails as a pwrite would. A
 # SIGBUS outside a guarded copy (one per thread at a time) is handed to the handler installed
-# before (the fault happens again once this one returns, with that handler in place).
+# before (the fault happens again once this one returns, with that handler in place; one sent
+# by kill() is raised again).
 # sweepq_bus_guard installs it, once, or again where another took SIGBUS over since. SA_NODEFER
 # leaves SIGBUS unblocked after the jump. The record's frame is written length first, then the
 # record, then its crc, each field one store, with compiler fences between: a process killed
@@ -30,12 +31,14 @@ cdef extern from *:
     static struct sigaction sweepq_bus_before;  /* the SIGBUS handler installed before this one */
     static void sweepq_bus(int sig, siginfo_t *info, void *context) {
         sigjmp_buf *jump = sweepq_bus_jump;
-        (void)sig; (void)info; (void)context;
-        if (jump != NULL) {
+        int sent = info == NULL || info->si_code <= 0;  /* by kill() or raise(), not a fault */
+        (void)context;
+        if (jump != NULL && !sent) {
             sweepq_bus_jump = NULL;
             siglongjmp(*jump, 1);
         }
         sigaction(SIGBUS, &sweepq_bus_before, NULL);  /* not a copy's: the fault repeats there */
+        if (sent) raise(sig);  /* no fault to repeat: the signal itself goes on */
     }
     static int sweepq_bus_guard(void) {
         struct sigaction now;

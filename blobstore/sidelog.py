@@ -119,9 +119,9 @@ class _Appending:
             lock.release()
 
     def _map(self, fd: int, at: int, end: int) -> None:
-        """Map the file from the page of ``at`` for 256 KiB, or to ``end`` when
-        that is further, never past its size (compiled only: the zeros there are written, so no
-        copy into the map allocates), its pages made writable at once where the kernel can
+        """Map the file from the page of ``at`` for 256 KiB, or to ``end`` when that is further,
+        never past its size (compiled only: the blocks there are allocated, so no copy into the
+        map allocates), its pages made writable at once where the kernel can
         (``MADV_POPULATE_WRITE``; a fault per page otherwise). :raises OSError: the map, or the
         bus-error guard, could not be made."""
         self._unmap()
@@ -147,8 +147,8 @@ class _Appending:
     def _open(self) -> int:
         """The file opened for appending (under the lock), its logical end known: from the
         :meth:`SideLog.read` before (the store reads its log at open), else read now. A
-        record cut short after the last whole one (a power loss, or a kill during a copy into the map) is zeroed,
-        durably, before the first record is written over it."""
+        record cut short after the last whole one (a power loss, or a kill during a copy into
+        the map) is zeroed, durably, before the first record is written over it."""
         fd = os.open(self.path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
         try:
             size = os.fstat(fd).st_size

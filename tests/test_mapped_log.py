@@ -91,6 +91,11 @@ os.truncate(log.path, 100)
 log.append(b"after the cut")
 log.append(b"and again")  # taken by nothing
 print(log.failed, flush=True)
+if how == "sent":  # a SIGBUS sent by kill() still ends the process
+    import signal
+    os.kill(os.getpid(), signal.SIGBUS)
+    signal.pthread_sigmask(signal.SIG_BLOCK, [])  # (a call for the signal to arrive before)
+    print("not reached", flush=True)
 if how in ("unguarded", "faulthandler"):  # a bus error of someone else's map still ends the process
     with open(os.path.join(d, "other"), "w+b") as f:
         f.write(b"\0" * 8192)
@@ -102,12 +107,13 @@ if how in ("unguarded", "faulthandler"):  # a bus error of someone else's map st
 """
 
 
-@pytest.mark.parametrize("how", ["alone", "unguarded", "faulthandler"])
+@pytest.mark.parametrize("how", ["alone", "unguarded", "faulthandler", "sent"])
 def test_a_file_cut_under_the_map_fails_the_append_and_the_process_goes_on(tmp_path, how):
     """A mapped log cut while open (the damage fuzz's 'open' state): compiled, the copy into a
     page past the new end is a bus error that the guard turns into a failed append, and the
     process goes on; a bus error of another map after it still ends the process with SIGBUS,
-    with Python's faulthandler on or not (the guard hands it on)."""
+    with Python's faulthandler on or not (the guard hands it on), and so does a SIGBUS sent by
+    kill()."""
     run = subprocess.run(
         [sys.executable, "-c", _CUT_UNDER_THE_MAP, str(tmp_path), how], capture_output=True, text=True, timeout=120
     )
