@@ -31,14 +31,14 @@ cdef extern from *:
     static struct sigaction sweepq_bus_before;  /* the SIGBUS handler installed before this one */
     static void sweepq_bus(int sig, siginfo_t *info, void *context) {
         sigjmp_buf *jump = sweepq_bus_jump;
-        int sent = info == NULL || info->si_code <= 0;  /* by kill() or raise(), not a fault */
         (void)context;
-        if (jump != NULL && !sent) {
+        if (jump != NULL) {  /* this thread's copy: its fault, first here or raised again by a
+                                handler installed since that hands on (faulthandler does) */
             sweepq_bus_jump = NULL;
             siglongjmp(*jump, 1);
         }
         sigaction(SIGBUS, &sweepq_bus_before, NULL);  /* not a copy's: the fault repeats there */
-        if (sent) raise(sig);  /* no fault to repeat: the signal itself goes on */
+        if (info == NULL || info->si_code <= 0) raise(sig);  /* sent by kill(): no fault repeats */
     }
     static int sweepq_bus_guard(void) {
         struct sigaction now;
