@@ -22,7 +22,8 @@ would pick instead, at the same guarantee, all measured in one run.
   messages with ``sync="commit"``, outside syncpoint and under syncpoint with a commit per
   message; group commit (engine/durable/journal.py ``GroupSync``) should let ``k`` threads
   share each fsync. Reports syncs per commit (``qm.journal.group.syncs``; each syncs
-  RocksDB's log and the change log).
+  RocksDB's log and the change log). Beside them, in the same rounds, the ceiling: 1 and
+  ``k`` threads on a bare group commit (a pwrite and a shared fdatasync, no queue manager).
 * :func:`recovery`: a data directory with ``n`` persistent 100-200 B messages, half of them
   swept into blobs, then the time of ``QueueManager.open(path)`` with the sweeper off in each of
   three fresh processes one after the other, what ``qm.recovery`` found, and a drain that
@@ -527,23 +528,105 @@ class _Producers:
         self.qm.close()
 
 
+class _BareGroup:
+    """The least a group commit of Python threads does, as the ceiling of :func:`producers`
+    (issue 31): each thread writes its message (one ``os.pwrite`` at the next offset of one
+    preallocated file, written in place as sweepq's change log is under ``sync="commit"``) and
+    then waits for an ``os.fdatasync`` that began after its write. Whoever finds no sync
+    running makes one, and it covers every thread that wrote before it began; the rest wait on
+    one condition (the textbook form: SQLite's WAL and RocksDB's write groups share a sync so).
+    No queue manager, no store, no record: what ``k`` threads can gain over one on this machine
+    and disk, whatever a queue engine does above it. Same interface as :class:`_Producers`."""
+
+    SPAN = 16 << 20  # the file's preallocated bytes; writes wrap around inside them
+
+    def __init__(self, path: str, k: int):
+        os.makedirs(path)
+        self._fd = os.open(os.path.join(path, "log"), os.O_RDWR | os.O_CREAT, 0o600)
+        os.posix_fallocate(self._fd, 0, self.SPAN)
+        os.fsync(self._fd)
+        self._cond = threading.Condition(threading.Lock())
+        self._at = 0  # where the next write goes
+        self._started = self._finished = 0  # syncs begun, and the last one that ended
+        self._busy = False
+        self.syncs = 0
+        self.k = k
+
+    def _put(self, payload: bytes) -> None:
+        with self._cond:
+            at = self._at
+            self._at = (at + len(payload)) % (self.SPAN - len(payload))
+        os.pwrite(self._fd, payload, at)
+        with self._cond:
+            need = self._started + 1  # a sync that begins from now on covers this write
+            while self._finished < need:
+                if self._busy:
+                    self._cond.wait()
+                    continue
+                self._busy = True
+                self._started += 1
+                gen = self._started
+                self._cond.release()
+                try:
+                    os.fdatasync(self._fd)
+                finally:
+                    self._cond.acquire()
+                    self._busy = False
+                    self._finished = gen
+                    self.syncs += 1
+                    self._cond.notify_all()
+
+    def run(self, n: int, payload: bytes) -> tuple[float, int]:
+        """``n // k`` messages from each of ``k`` threads: (seconds, fsyncs)."""
+        each = n // self.k
+        start = threading.Barrier(self.k + 1)
+
+        def producer() -> None:
+            start.wait()
+            for _ in range(each):
+                self._put(payload)
+
+        threads = [threading.Thread(target=producer) for _ in range(self.k)]
+        for t in threads:
+            t.start()
+        gc.collect()
+        s0 = self.syncs
+        start.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+        return time.perf_counter() - t0, self.syncs - s0
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+BARE = "bare group commit"  # producers()'s ceiling (_BareGroup), beside sweepq's two kinds
+
+
 def producers(n: int, size: int, k: int, rounds: int, base: str | None = None, progress=None) -> dict:
     """1 and ``k`` producers, persistent puts outside syncpoint and put+commit, sync="commit",
-    ``n`` messages in all per round, rounds interleaved.
+    and the same counts of threads on :class:`_BareGroup` (``BARE``), the ceiling of what
+    group commit can make of ``k`` Python threads here; ``n`` messages in all per round,
+    rounds interleaved.
 
-    Per kind (``put``, ``put+commit``) and producer count: ``per_s`` (messages made durable
-    per second, best round), ``syncs_per_msg`` (fsyncs per put or commit, all rounds) and
-    ``ratio_vs_one`` (paired: median over rounds of the one-producer round time over this one's)."""
+    Per kind (``put``, ``put+commit``, ``BARE``) and producer count: ``per_s`` (messages made
+    durable per second, best round), ``syncs_per_msg`` (fsyncs per put or commit, all rounds)
+    and ``ratio_vs_one`` (paired: median over rounds of the one-producer round time over this
+    one's)."""
     payload = b"x" * size
     n = max(k, n - n % k)
-    kinds = [(kind, p) for kind in ("put", "put+commit") for p in (1, k)]
+    kinds = [(kind, p) for kind in ("put", "put+commit", BARE) for p in (1, k)]
     times: dict[tuple[str, int], list[float]] = {c: [] for c in kinds}
     syncs = dict.fromkeys(kinds, 0)
     d = tempfile.mkdtemp(prefix="sweepq-durable-", dir=base)
-    runners: dict[tuple[str, int], _Producers] = {}
+    runners: dict[tuple[str, int], _Producers | _BareGroup] = {}
     try:
         for i, (kind, p) in enumerate(kinds):
-            runners[(kind, p)] = _Producers(os.path.join(d, f"p{i}"), p, kind == "put+commit", n * rounds + 1000)
+            where = os.path.join(d, f"p{i}")
+            runners[(kind, p)] = (
+                _BareGroup(where, p) if kind == BARE else _Producers(where, p, kind == "put+commit", n * rounds + 1000)
+            )
         for _ in range(rounds):
             for c, runner in runners.items():
                 dt, s = runner.run(n, payload)

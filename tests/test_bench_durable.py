@@ -5,7 +5,9 @@ and the sanity of the figures are asserted, never a speed."""
 from __future__ import annotations
 
 import math
+import os
 import statistics
+import threading
 
 import pytest
 
@@ -95,14 +97,73 @@ def test_sqlite_synchronous_is_read_back(tmp_path):
 def test_producers_share_fsyncs(tmp_path):
     r = d.producers(16, 64, 4, 1, base=str(tmp_path))
     assert r["messages"] == 16
-    for key in ("put, 1 producer", "put, 4 producers", "put+commit, 1 producer", "put+commit, 4 producers"):
+    kinds = ("put", "put+commit", d.BARE)
+    for key in [f"{kind}, {p}" for kind in kinds for p in ("1 producer", "4 producers")]:
         assert _finite_positive(r[key]["per_s"]), key
         assert 0 < r[key]["syncs_per_msg"] <= 1.0, key
-    for kind in ("put", "put+commit"):  # 4 producers' rounds each against 1 producer's beside it
+    for kind in kinds:  # 4 producers' rounds each against 1 producer's beside it
         one, four = r[f"{kind}, 1 producer"], r[f"{kind}, 4 producers"]
         assert len(four["round_seconds"]) == len(one["round_seconds"]) == 1
         assert four["ratio_vs_one"] == pytest.approx(one["round_seconds"][0] / four["round_seconds"][0]), kind
-    assert r["put, 1 producer"]["syncs_per_msg"] == 1.0  # one producer shares its fsyncs with nobody
+        assert one["syncs_per_msg"] == 1.0, kind  # one producer shares its fsyncs with nobody
+
+
+def test_the_bare_group_commit_covers_each_write_by_a_sync_begun_after_it(tmp_path, monkeypatch):
+    """The ceiling row is a real group commit: no call returns before an fdatasync that began
+    after its write has ended, and one sync serves the threads that wrote while another ran."""
+    events: list[tuple[str, int]] = []
+    seen = threading.Condition()
+    release = threading.Event()  # holds the first sync until the two late threads have written
+    real_pwrite, real_sync = os.pwrite, os.fdatasync
+
+    def note(what: str, who: int = 0) -> None:
+        with seen:
+            events.append((what, who))
+            seen.notify_all()
+
+    def pwrite(fd: int, data: bytes, at: int) -> int:
+        n = real_pwrite(fd, data, at)
+        note("write", threading.get_ident())
+        return n
+
+    def fdatasync(fd: int) -> None:
+        note("sync begins")
+        assert release.wait(30)
+        real_sync(fd)
+        note("sync ends")
+
+    monkeypatch.setattr(d.os, "pwrite", pwrite)
+    monkeypatch.setattr(d.os, "fdatasync", fdatasync)
+    group = d._BareGroup(str(tmp_path / "g"), 3)
+
+    def put() -> None:
+        group._put(b"y" * 64)
+        note("returns", threading.get_ident())
+
+    def writes(k: int) -> bool:
+        return sum(1 for e in events if e[0] == "write") >= k
+
+    first = threading.Thread(target=put)
+    first.start()  # writes, then leads the first sync, held by ``release``
+    with seen:
+        assert seen.wait_for(lambda: ("sync begins", 0) in events, 30)
+    late = [threading.Thread(target=put) for _ in range(2)]
+    for t in late:
+        t.start()
+    with seen:
+        assert seen.wait_for(lambda: writes(3), 30)
+    release.set()
+    for t in [first, *late]:
+        t.join(30)
+        assert not t.is_alive()
+    group.close()
+    for i, (what, who) in enumerate(events):
+        if what == "write":
+            rest = events[i + 1 :]
+            back = rest.index(("returns", who))
+            begins = rest.index(("sync begins", 0))
+            assert begins < back and ("sync ends", 0) in rest[begins:back], f"a write not covered: {events}"
+    assert group.syncs == 2  # the two late writers shared the second sync
 
 
 def test_recovery_checks_order_and_reports(tmp_path):
