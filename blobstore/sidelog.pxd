@@ -28,14 +28,20 @@ cdef extern from *:
     #include <signal.h>
     #include <string.h>
     static __thread sigjmp_buf *sweepq_bus_jump;  /* armed while this thread copies into a map */
+    /* Copies armed now, in all threads. The handler reads its thread's jump only when one is:
+       a module loaded by dlopen may have a thread's TLS allocated at its first use, by malloc,
+       which must not happen first inside a signal handler (the fault may be inside malloc). */
+    static int sweepq_bus_copies;
     static struct sigaction sweepq_bus_before;  /* the SIGBUS handler installed before this one */
     static void sweepq_bus(int sig, siginfo_t *info, void *context) {
-        sigjmp_buf *jump = sweepq_bus_jump;
         (void)context;
-        if (jump != NULL) {  /* this thread's copy: its fault, first here or raised again by a
-                                handler installed since that hands on (faulthandler does) */
-            sweepq_bus_jump = NULL;
-            siglongjmp(*jump, 1);
+        if (__atomic_load_n(&sweepq_bus_copies, __ATOMIC_RELAXED) > 0) {
+            sigjmp_buf *jump = sweepq_bus_jump;
+            if (jump != NULL) {  /* this thread's copy: its fault, first here or raised again
+                                    by a handler installed since that hands on (faulthandler) */
+                sweepq_bus_jump = NULL;
+                siglongjmp(*jump, 1);
+            }
         }
         sigaction(SIGBUS, &sweepq_bus_before, NULL);  /* not a copy's: the fault repeats there */
         if (info == NULL || info->si_code <= 0) raise(sig);  /* sent by kill(): no fault repeats */
@@ -59,12 +65,21 @@ cdef extern from *:
     }
     static int sweepq_map_put(unsigned char *p, const char *record, Py_ssize_t n, unsigned int crc) {
         sigjmp_buf jump;
-        if (sigsetjmp(jump, 0) != 0) return -1;
+        /* Counted in before the jump is armed and out after it is disarmed (the handler, on
+           this thread, sees both in program order: the fences keep the compiler to it). */
+        __atomic_fetch_add(&sweepq_bus_copies, 1, __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        if (sigsetjmp(jump, 0) != 0) {
+            __atomic_fetch_sub(&sweepq_bus_copies, 1, __ATOMIC_RELAXED);
+            return -1;
+        }
         sweepq_bus_jump = &jump;
         sweepq_put_u32(p, (unsigned int)n);
         memcpy(p + 8, record, (size_t)n);
         sweepq_put_u32(p + 4, crc);
         sweepq_bus_jump = NULL;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        __atomic_fetch_sub(&sweepq_bus_copies, 1, __ATOMIC_RELAXED);
         return 0;
     }
     """
