@@ -1,5 +1,7 @@
-"""The server's loop: one thread that serves every admitted plain connection (Unix socket,
-TCP without TLS) while its calls cannot wait, with one epoll (Linux; a selector elsewhere).
+"""The server's loop: one thread that serves the admitted plain connections (Unix socket, TCP
+without TLS) while their calls cannot wait, with one epoll (Linux; a selector elsewhere). A
+connection admitted while no other is open goes to a thread of its own instead (net/server.py
+``welcome``): alone, it is answered sooner there.
 
 Why: with a thread per connection each request wakes its own thread, which must then take
 the GIL back from the others: 64 busy connections are 64 threads handing the GIL and the

@@ -1,9 +1,11 @@
 """The server's loop (net/loop.py): plain connections are served by one thread while their
 calls cannot wait, and leave it for a thread of their own when a call may wait, without
-stalling the others."""
+stalling the others. A connection admitted alone is served on a thread of its own
+(net/server.py): the tests of the loop open a first connection for it (:func:`beside_a_first`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -29,8 +31,47 @@ def wait_for(predicate, what: str, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
-def test_many_connections_are_served_without_a_thread_each():
+@contextlib.contextmanager
+def beside_a_first(server):
+    """A first connection open, admitted alone and so served on a thread of its own, for the
+    block's duration: the connections made in the block are admitted beside it, to the loop.
+    Yields the first's thread name: :func:`loop_leavers` leaves it out."""
+    first = net_client.connect(server.url)
+    try:
+        wait_for(lambda: len(session_threads()) == 1, "the first connection on a thread of its own")
+        yield session_threads()[0]
+    finally:
+        first.disconnect()
+
+
+def loop_leavers(first: str) -> list[str]:
+    """The session threads but the first connection's: those of connections that left the loop."""
+    return [name for name in session_threads() if name != first]
+
+
+def test_a_connection_admitted_alone_gets_a_thread_and_the_next_ones_the_loop():
+    """Alone, a client's request wakes a thread blocked in its recv sooner than the loop's
+    epoll; beside another, the loop serves it. The first keeps its thread when others come,
+    and a connection admitted alone again later gets one of its own again."""
     with served() as (_qm, server):
+        for _ in range(2):
+            first = net_client.connect(server.url)
+            wait_for(lambda: len(session_threads()) == 1, "the lone connection on a thread of its own")
+            (name,) = session_threads()
+            second = net_client.connect(server.url)
+            h1, h2 = first.open("Q", IO), second.open("Q", IO)
+            h1.put(b"one")
+            assert h2.get().data == b"one"
+            h2.put(b"two")
+            assert h1.get().data == b"two"
+            assert session_threads() == [name]  # the second is the loop's
+            second.disconnect()
+            first.disconnect()
+            wait_for(lambda: not server.status()["connections"] and not session_threads(), "both ended")
+
+
+def test_many_connections_are_served_without_a_thread_each():
+    with served() as (_qm, server), beside_a_first(server) as first:
         conns = [net_client.connect(server.url) for _ in range(20)]
         try:
             for i, c in enumerate(conns):
@@ -38,16 +79,16 @@ def test_many_connections_are_served_without_a_thread_each():
                 h.put(b"m%d" % i)
                 assert h.get().data == b"m%d" % i
                 assert "Q" in c.queue_names()
-            assert session_threads() == []
+            assert loop_leavers(first) == []
             assert {s["state"] for s in server.status()["connections"]} == {"idle"}
         finally:
             for c in conns:
                 c.disconnect()
-        wait_for(lambda: not server.status()["connections"], "every session ended")
+        wait_for(lambda: len(server.status()["connections"]) == 1, "every session but the first ended")
 
 
 def test_a_waiting_get_leaves_the_loop_and_the_others_go_on():
-    with served() as (qm, server):
+    with served() as (qm, server), beside_a_first(server) as first:
         qm.define_queue("R")
         waiter, other = net_client.connect(server.url), net_client.connect(server.url)
         got = []
@@ -55,13 +96,13 @@ def test_a_waiting_get_leaves_the_loop_and_the_others_go_on():
         t = threading.Thread(target=lambda: got.append(wh.get(GMO.WAIT, wait_interval=-1).data))
         t.start()
         wait_for(lambda: any(c["state"] == "waiting" for c in server.status()["connections"]), "the get waiting")
-        assert len(session_threads()) == 1
+        assert len(loop_leavers(first)) == 1
         oh = other.open("R", IO)
         for i in range(50):  # served by the loop while the get waits
             oh.put(b"x%d" % i)
             assert oh.get().data == b"x%d" % i
         assert got == []
-        assert len(session_threads()) == 1
+        assert len(loop_leavers(first)) == 1
         other.open("Q", IO).put(b"for the waiter")
         t.join(30)
         assert len(got) == 1
@@ -72,7 +113,7 @@ def test_a_waiting_get_leaves_the_loop_and_the_others_go_on():
 def test_a_client_that_does_not_read_its_replies_stalls_only_itself():
     """Requests sent without reading a reply fill the socket's buffer: the rest of that
     connection's replies are sent by a thread of its own, and the loop serves the others."""
-    with served() as (_qm, server):
+    with served() as (_qm, server), beside_a_first(server) as first:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(server.unix_path)
         s.sendall(P.request(P.HELLO, {"pid": 1, "client": "greedy", "cancel": False}))
@@ -84,7 +125,7 @@ def test_a_client_that_does_not_read_its_replies_stalls_only_itself():
         count = 40_000  # replies of ~20 bytes: more than a Unix socket's buffers hold
         sender = threading.Thread(target=lambda: s.sendall(frame * count))
         sender.start()
-        wait_for(lambda: len(session_threads()) == 1, "the greedy connection on a thread")
+        wait_for(lambda: len(loop_leavers(first)) == 1, "the greedy connection on a thread")
         with net_client.connect(server.url) as c:  # the loop goes on
             h = c.open("Q", IO)
             h.put(b"in")
@@ -109,13 +150,17 @@ def test_a_persistent_message_under_sync_commit_moves_its_connection_to_a_thread
     settings = DurabilitySettings(sync="commit")
     with QueueManager(path=os.path.join(where, "qm"), durability=settings, sweeping=SweeperSettings(run=False)) as qm:
         qm.define_queue("Q")
-        with qm.serve(os.path.join(where, "s.sock")) as server, net_client.connect(server.url) as c:
+        with (
+            qm.serve(os.path.join(where, "s.sock")) as server,
+            beside_a_first(server) as first,
+            net_client.connect(server.url) as c,
+        ):
             h = c.open("Q", IO)
             h.put(b"np", MD(persistence=Persistence.NOT_PERSISTENT))
             assert h.get().data == b"np"
-            assert session_threads() == []
+            assert loop_leavers(first) == []
             h.put(b"p", MD(persistence=Persistence.PERSISTENT))  # its sync must not hold the loop
-            wait_for(lambda: len(session_threads()) == 1, "the connection on a thread")
+            wait_for(lambda: len(loop_leavers(first)) == 1, "the connection on a thread")
             assert h.get().data == b"p"
 
 
@@ -123,14 +168,14 @@ def test_once_the_loop_is_gone_new_connections_get_threads_of_their_own():
     """The server's fallback (Server admitting to a thread when ``Loop.alive`` is false: the
     loop closed, or ended by a failure of its own, net/loop.py) rather than to a loop that
     nobody runs."""
-    with served() as (_qm, server):
+    with served() as (_qm, server), beside_a_first(server) as first:
         server._loop.close()
         assert not server._loop.alive
         after = net_client.connect(server.url)
         try:
             ah = after.open("Q", IO)
             ah.put(b"after")
-            assert session_threads()  # served on a thread of its own
+            assert loop_leavers(first)  # served on a thread of its own
             assert ah.get().data == b"after"
         finally:
             after.disconnect()
@@ -141,7 +186,7 @@ def test_a_connection_admitted_as_the_loop_ends_is_served_on_a_thread(monkeypatc
     (net/loop.py ``Loop.admit``): the connection gets a thread of its own. Before, it was left
     in a queue nobody read (its client's HELLO never answered) and its wake-up was written to
     the loop's closed pipe, whose descriptor may be another file's by then."""
-    with served() as (_qm, server):
+    with served() as (_qm, server), beside_a_first(server) as first:
         loop = server._loop
         loop.close()
         assert not loop.alive
@@ -151,6 +196,6 @@ def test_a_connection_admitted_as_the_loop_ends_is_served_on_a_thread(monkeypatc
             h = c.open("Q", IO)
             h.put(b"late")
             assert h.get().data == b"late"
-            assert session_threads()  # served on a thread of its own
+            assert loop_leavers(first)  # served on a thread of its own
         finally:
             c.disconnect()

@@ -76,15 +76,17 @@ def test_send_ready_from_sends_the_first_n_bytes():
 
 def test_the_loop_replies_to_puts_and_gets():
     with served() as (_qm, server):
-        c = net_client.connect(server.url)
+        first = net_client.connect(server.url)  # admitted alone: a thread of its own (net/server.py)
+        c = net_client.connect(server.url)  # admitted beside it: the loop's
         try:
             h = c.open("Q", OO.OUTPUT | OO.INPUT_SHARED)
             for size in (0, 10, 1024, 5000, 9000):  # in the kept buffer, then past it
                 h.put(b"p" * size)
                 assert h.get().data == b"p" * size
-            assert not [t.name for t in threading.enumerate() if t.name.startswith("sweepq-session-")]  # the loop's
+            assert len([t.name for t in threading.enumerate() if t.name.startswith("sweepq-session-")]) == 1  # first's
         finally:
             c.disconnect()
+            first.disconnect()
 
 
 @pytest.mark.parametrize(
