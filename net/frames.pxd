@@ -50,6 +50,9 @@ cdef class FrameSocket:
     cpdef bint partial(self)
 
     @cython.locals(got=Py_ssize_t)
+    cpdef fill(self)
+
+    @cython.locals(got=Py_ssize_t)
     cdef Py_ssize_t _recv_nowait(self) except -2
 
     cpdef Py_ssize_t send_ready(self, bytes data) except -1

@@ -423,6 +423,21 @@ class FrameSocket:
         """Whether part of a next frame is buffered (after :meth:`read_ready` returned None)."""
         return self._end > self._start
 
+    def fill(self) -> None:
+        """Wait for the socket's next bytes and read them into the buffer, for :meth:`ready_op`
+        to serve: a lone connection's thread waits here where the loop waits in epoll
+        (net/session.py ``run_alone``). Called with nothing buffered (:meth:`partial` false).
+
+        :raises Closed: the peer closed the connection."""
+        assert self._start == self._end, "fill() with bytes still buffered"
+        if self._held:
+            self.release()
+        got = self._sock_recv_into(self._buf)
+        if not got:
+            raise Closed("the peer closed the connection")
+        self._start, self._end = 0, got
+        self._drained = got < len(self._buf)  # as after read_ready's read: the socket is empty
+
     def _recv_nowait(self) -> int:
         """Read into the buffer's start what the socket holds: the count, 0 at the peer's end,
         -1 when nothing has come (the compiled form calls recv(2) itself, holding the GIL: it

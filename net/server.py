@@ -349,11 +349,15 @@ class Server:
 
     def run_session(self, sock: socket.socket, transport: str, peer: str, hello: dict, admin: bool) -> None:
         """The body of a connection's thread: a TLS connection's (its reads may not pass
-        MSG_DONTWAIT, so the loop does not serve it), one admitted alone, or any once the loop
-        is gone."""
+        MSG_DONTWAIT, so neither the loop nor the loop's turns serve it), one admitted alone,
+        or any once the loop is gone. A plain one is served by the loop's turns, on this
+        thread (net/session.py ``run_alone``)."""
         session = self._session(sock, transport, peer)
         threading.current_thread().name = f"sweepq-session-{session.id}"
-        session.run(hello, admin)
+        if transport == "tls":
+            session.run(hello, admin)
+        else:
+            session.run_alone(hello, admin)
 
     def _session(self, sock: socket.socket, transport: str, peer: str) -> Session:
         """A new admitted connection's session, known to ``status`` from here on."""

@@ -47,6 +47,9 @@ cdef class Session:
     @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple)
     cpdef str _loop(self)
 
+    @cython.locals(fs=FrameSocket, step=int)
+    cpdef run_alone(self, dict hello, bint admin)
+
     @cython.locals(fs=FrameSocket, handlers=dict, entry=tuple, sent=Py_ssize_t, reply=bytes, op=int, kept=bytearray)
     cpdef int serve_ready(self) except -1
 

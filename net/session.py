@@ -219,6 +219,30 @@ class Session:
             return
         self.serve()
 
+    def run_alone(self, hello: dict, admin: bool) -> None:
+        """:meth:`run` for a plain connection on a thread of its own from the start (admitted
+        alone, or with no loop: net/server.py ``welcome``): the loop's turns (:meth:`serve_ready`)
+        on this thread, each after a wait in its recv (FrameSocket ``fill``) where the loop waits
+        in epoll, until a turn hands the connection on as it would leave the loop (a call that
+        may wait, part of a frame, a reply not taken whole, a sync); :meth:`serve` goes on."""
+        try:
+            self.welcome(hello, admin)
+            fs = self.fs
+            while True:
+                step = self.serve_ready()  # first for bytes sent right after the HELLO
+                if step != STAY:
+                    break
+                fs.fill()
+        except BaseException as e:
+            self.end(ended_why(e, self))
+            if not isinstance(e, Exception):
+                raise
+            return
+        if step == DONE:
+            self.end("disconnected by the client")
+            return
+        self.serve()
+
     def serve(self) -> None:
         """Serve the connection on this thread until it ends (after its welcome; what the loop
         left undone first)."""

@@ -70,6 +70,37 @@ def test_a_connection_admitted_alone_gets_a_thread_and_the_next_ones_the_loop():
             wait_for(lambda: not server.status()["connections"] and not session_threads(), "both ended")
 
 
+def _reply(s: socket.socket) -> int:
+    """The op of the next reply frame on ``s`` (its body read and dropped)."""
+    n, _, op = P.HEADER.unpack(s.recv(P.HEADER_LEN, socket.MSG_WAITALL))
+    s.recv(n, socket.MSG_WAITALL)
+    return op
+
+
+def test_a_lone_connection_on_its_thread_is_served_as_the_loop_serves():
+    """The lone connection's thread runs the loop's turns after each wait in its recv
+    (net/session.py ``run_alone``): frames that came together are answered together, a frame
+    sent a byte at a time hands it on to the plain thread path (as it would leave the loop),
+    which serves it, and the client's end ends the session."""
+    with served() as (_qm, server):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(30)
+        s.connect(server.unix_path)
+        s.sendall(P.request(P.HELLO, {"pid": 1, "client": "lone", "cancel": False}))
+        assert _reply(s) == P.OK
+        wait_for(lambda: len(session_threads()) == 1, "the lone connection on its thread")
+        names = P.request(P.NAMES, [])
+        s.sendall(names * 3)  # one read, three turns' worth
+        assert [_reply(s) for _ in range(3)] == [P.OK] * 3
+        for b in names:  # part of a frame: the thread path takes the connection over
+            s.sendall(bytes([b]))
+        assert _reply(s) == P.OK
+        s.sendall(names)
+        assert _reply(s) == P.OK
+        s.close()
+        wait_for(lambda: not server.status()["connections"] and not session_threads(), "the session ended")
+
+
 def test_many_connections_are_served_without_a_thread_each():
     with served() as (_qm, server), beside_a_first(server) as first:
         conns = [net_client.connect(server.url) for _ in range(20)]
