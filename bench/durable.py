@@ -487,39 +487,20 @@ class _Producers:
         """Put ``n // k`` persistent messages from each thread: (seconds, fsyncs)."""
         from sweepq.engine import PMO
 
-        each, commit = n // self.k, self.commit
-        start = threading.Barrier(self.k + 1)
-        errors: list[BaseException] = []
+        each, commit, group = n // self.k, self.commit, self.qm.journal.group
 
         def producer(i: int) -> None:
             put, c = self.handles[i].put, self.conns[i]
-            start.wait()
-            try:
-                if commit:
-                    for _ in range(each):
-                        put(payload, None, PMO.SYNCPOINT)
-                        c.commit()
-                else:
-                    for _ in range(each):
-                        put(payload)
-            except BaseException as e:  # reported after the join
-                errors.append(e)
+            if commit:
+                for _ in range(each):
+                    put(payload, None, PMO.SYNCPOINT)
+                    c.commit()
+            else:
+                for _ in range(each):
+                    put(payload)
 
-        threads = [threading.Thread(target=producer, args=(i,)) for i in range(self.k)]
-        for t in threads:
-            t.start()
-        group = self.qm.journal.group
         depth0 = self.qm.inquire_queue("Q").current_depth
-        gc.collect()
-        s0 = group.syncs
-        start.wait()
-        t0 = time.perf_counter()
-        for t in threads:
-            t.join()
-        dt = time.perf_counter() - t0
-        syncs = group.syncs - s0
-        if errors:
-            raise errors[0]
+        dt, syncs = _together(self.k, producer, lambda: group.syncs)
         depth = self.qm.inquire_queue("Q").current_depth - depth0
         assert depth == each * self.k, f"{self.k} producers put {depth} messages, not {each * self.k}"
         return dt, syncs
@@ -579,26 +560,44 @@ class _BareGroup:
     def run(self, n: int, payload: bytes) -> tuple[float, int]:
         """``n // k`` messages from each of ``k`` threads: (seconds, fsyncs)."""
         each = n // self.k
-        start = threading.Barrier(self.k + 1)
 
-        def producer() -> None:
-            start.wait()
+        def producer(_i: int) -> None:
             for _ in range(each):
                 self._put(payload)
 
-        threads = [threading.Thread(target=producer) for _ in range(self.k)]
-        for t in threads:
-            t.start()
-        gc.collect()
-        s0 = self.syncs
-        start.wait()
-        t0 = time.perf_counter()
-        for t in threads:
-            t.join()
-        return time.perf_counter() - t0, self.syncs - s0
+        return _together(self.k, producer, lambda: self.syncs)
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def _together(k: int, body: Callable[[int], None], syncs: Callable[[], int]) -> tuple[float, int]:
+    """``body(i)`` on ``k`` threads, released together once all have started, timed from the
+    release to the last one's end: (seconds, how far ``syncs()`` moved meanwhile). A thread's
+    failure is raised after the join."""
+    start = threading.Barrier(k + 1)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        start.wait()
+        try:
+            body(i)
+        except BaseException as e:  # reported after the join
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(k)]
+    for t in threads:
+        t.start()
+    gc.collect()
+    s0 = syncs()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    dt = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return dt, syncs() - s0
 
 
 BARE = "bare group commit"  # producers()'s ceiling (_BareGroup), beside sweepq's two kinds
