@@ -1,7 +1,8 @@
 """The server's loop: one thread that serves the admitted plain connections (Unix socket, TCP
 without TLS) while their calls cannot wait, with one epoll (Linux; a selector elsewhere). A
 connection admitted while no other is open goes to a thread of its own instead (net/server.py
-``welcome``): alone, it is answered sooner there.
+``welcome``): alone, it is answered sooner there. Once others are open, that thread hands it
+to the loop (:meth:`Loop.adopt`).
 
 Why: with a thread per connection each request wakes its own thread, which must then take
 the GIL back from the others: 64 busy connections are 64 threads handing the GIL and the
@@ -79,6 +80,17 @@ class Loop:
                 return
         _on_thread(session, session.run, hello, admin)
 
+    def adopt(self, session: Session) -> bool:
+        """Take over a welcomed connection from the thread that served it alone (net/server.py
+        ``to_loop``), called by that thread between two of its turns; False when the loop has
+        ended meanwhile (the thread goes on serving it)."""
+        with self._ending:
+            if self._ended:
+                return False
+            self._new.append((session, None, False))  # no HELLO: welcomed already
+            self._wake()
+            return True
+
     def close(self, timeout: float = 5.0) -> None:
         """Stop the loop (the server has ended its connections); what it still serves ends."""
         self._stopping = True
@@ -129,7 +141,8 @@ class Loop:
         while self._new:
             session, hello, admin = self._new.popleft()
             try:
-                session.welcome(hello, admin)
+                if hello is not None:  # None: adopted from its own thread, welcomed there
+                    session.welcome(hello, admin)
             except Exception as e:
                 session.end(ended_why(e, session))
                 continue

@@ -187,7 +187,9 @@ class Server:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._sessions: dict[int, Session] = {}
-        self._admitted = 0  # sessions, and threads being started for them
+        # Sessions, and threads being started for them. Read without the lock by a lone
+        # connection's thread after each of its turns (net/session.py ``run_alone``).
+        self.admitted = 0
         self._door: Handshakes | None = None
         self._loop: Loop | None = None
         self._metrics = None
@@ -316,12 +318,12 @@ class Server:
             _reply_and_close(sock, P.error(MQError(Reason.CONNECTION_BROKEN, "the server is stopping")))
             return
         with self._lock:
-            admitted = self._admitted < self.max_connections
+            admitted = self.admitted < self.max_connections
             if admitted:
-                self._admitted += 1
+                self.admitted += 1
             else:
                 self.refused += 1
-            alone = self._admitted == 1
+            alone = self.admitted == 1
         if not admitted:
             self.log.warning("refused %s %s: %d connections open, the limit", transport, peer, self.max_connections)
             err = MQError(
@@ -333,7 +335,7 @@ class Server:
         # The loop serves a plain connection while its calls cannot wait, unless it is the only
         # one: a lone client's request wakes a thread blocked in its recv sooner, and at less
         # CPU, than it wakes the loop's epoll (docs/clients.md "A lone connection on a thread
-        # of its own"). That thread is the connection's for good, whoever connects later.
+        # of its own"). Once others are open, that thread hands it to the loop (to_loop).
         if not alone and transport != "tls" and self._loop is not None and self._loop.alive:
             self._loop.admit(self._session(sock, transport, peer), hello, admin)
             return
@@ -342,7 +344,7 @@ class Server:
             t.start()
         except RuntimeError as e:  # the system has no thread to give
             with self._lock:
-                self._admitted -= 1
+                self.admitted -= 1
             self.log.warning("refused %s %s: no thread for it (%s)", transport, peer, e)
             err = MQError(Reason.RESOURCE_PROBLEM, "the server cannot start a thread for this connection now")
             _reply_and_close(sock, P.error(err))
@@ -397,10 +399,19 @@ class Server:
                 self.cut += 1
             s.cut(why)
 
+    def to_loop(self, session: Session) -> bool:
+        """Hand a welcomed plain connection, served alone on its thread, to the loop now that
+        others are open (net/session.py ``run_alone``, between two of its turns): beside a busy
+        loop, a thread of its own would wait for the GIL for up to the switch interval at each
+        request. True when the loop took it (its thread then leaves it); False while it is
+        still alone or the loop is gone (its thread goes on serving it)."""
+        loop = self._loop
+        return self.admitted > 1 and loop is not None and loop.alive and loop.adopt(session)
+
     def forget(self, session: Session) -> None:
         with self._lock:
             if self._sessions.pop(session.id, None) is not None:
-                self._admitted -= 1
+                self.admitted -= 1
 
     def authorize(self, transport: str, token: object, admin_token: object) -> bool:
         """Whether a connection that presented these tokens may administer; MQError 2035 when it

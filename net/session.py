@@ -224,14 +224,18 @@ class Session:
         alone, or with no loop: net/server.py ``welcome``): the loop's turns (:meth:`serve_ready`)
         on this thread, each after a wait in its recv (FrameSocket ``fill``) where the loop waits
         in epoll, until a turn hands the connection on as it would leave the loop (a call that
-        may wait, part of a frame, a reply not taken whole, a sync); :meth:`serve` goes on."""
+        may wait, part of a frame, a reply not taken whole, a sync); :meth:`serve` goes on.
+        Once others are open, the loop takes the connection over after a turn (net/server.py
+        ``to_loop``) and this thread leaves it."""
         try:
             self.welcome(hello, admin)
-            fs = self.fs
+            fs, server = self.fs, self.server
             while True:
                 step = self.serve_ready()  # first for bytes sent right after the HELLO
                 if step != STAY:
                     break
+                if server.admitted > 1 and server.to_loop(self):
+                    return  # the loop's now: nothing buffered, nothing owed to the client
                 fs.fill()
         except BaseException as e:
             self.end(ended_why(e, self))

@@ -49,25 +49,48 @@ def loop_leavers(first: str) -> list[str]:
     return [name for name in session_threads() if name != first]
 
 
-def test_a_connection_admitted_alone_gets_a_thread_and_the_next_ones_the_loop():
+def test_a_connection_admitted_alone_gets_a_thread_and_the_loop_takes_it_when_others_come():
     """Alone, a client's request wakes a thread blocked in its recv sooner than the loop's
-    epoll; beside another, the loop serves it. The first keeps its thread when others come,
-    and a connection admitted alone again later gets one of its own again."""
+    epoll; beside another, the loop serves it: the second goes to the loop, and the first's
+    thread hands it to the loop after its next turn (beside a busy loop, a thread of its own
+    would wait for the GIL at each request). Alone again later, a connection gets a thread
+    of its own again."""
     with served() as (_qm, server):
         for _ in range(2):
             first = net_client.connect(server.url)
             wait_for(lambda: len(session_threads()) == 1, "the lone connection on a thread of its own")
-            (name,) = session_threads()
+            h1 = first.open("Q", IO)
+            h1.put(b"zero")  # served on its thread
+            assert len(session_threads()) == 1
             second = net_client.connect(server.url)
-            h1, h2 = first.open("Q", IO), second.open("Q", IO)
-            h1.put(b"one")
+            h2 = second.open("Q", IO)
+            assert h2.get().data == b"zero"
+            h1.put(b"one")  # its thread serves it, then hands the connection to the loop
+            wait_for(lambda: not session_threads(), "the first connection handed to the loop")
             assert h2.get().data == b"one"
             h2.put(b"two")
-            assert h1.get().data == b"two"
-            assert session_threads() == [name]  # the second is the loop's
+            assert h1.get().data == b"two"  # the loop serves both
+            assert {c["state"] for c in server.status()["connections"]} == {"idle"}
             second.disconnect()
             first.disconnect()
-            wait_for(lambda: not server.status()["connections"] and not session_threads(), "both ended")
+            wait_for(lambda: not server.status()["connections"], "both ended")
+
+
+def test_a_lone_connection_stays_on_its_thread_when_the_loop_is_gone():
+    """The hand-over needs a loop: with none, the lone connection's thread goes on serving it."""
+    with served() as (_qm, server):
+        first = net_client.connect(server.url)
+        wait_for(lambda: len(session_threads()) == 1, "the lone connection on a thread of its own")
+        server._loop.close()
+        second = net_client.connect(server.url)  # no loop: a thread of its own too
+        try:
+            h1, h2 = first.open("Q", IO), second.open("Q", IO)
+            h1.put(b"x")
+            assert h2.get().data == b"x"
+            assert len(session_threads()) == 2
+        finally:
+            second.disconnect()
+            first.disconnect()
 
 
 def _reply(s: socket.socket) -> int:
