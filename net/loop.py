@@ -73,21 +73,22 @@ class Loop:
         """A connection the server admitted (on the door's thread): the loop welcomes it, or,
         when the loop ended in the meantime, a thread of its own does (as :attr:`alive` says
         the server would have done)."""
-        with self._ending:
-            if not self._ended:
-                self._new.append((session, hello, admin))
-                self._wake()
-                return
-        _on_thread(session, session.run, hello, admin)
+        if not self._offer(session, hello, admin):
+            _on_thread(session, session.run, hello, admin)
 
     def adopt(self, session: Session) -> bool:
         """Take over a welcomed connection from the thread that served it alone (net/server.py
         ``to_loop``), called by that thread between two of its turns; False when the loop has
         ended meanwhile (the thread goes on serving it)."""
+        return self._offer(session, None, False)  # no HELLO: welcomed already
+
+    def _offer(self, session: Session, hello: dict | None, admin: bool) -> bool:
+        """Queue a connection for the loop to take at its next turn (:meth:`_take_new`), unless
+        the loop has ended: False then, and the caller keeps it."""
         with self._ending:
             if self._ended:
                 return False
-            self._new.append((session, None, False))  # no HELLO: welcomed already
+            self._new.append((session, hello, admin))
             self._wake()
             return True
 
