@@ -23,7 +23,8 @@ would pick instead, at the same guarantee, all measured in one run.
   message; group commit (engine/durable/journal.py ``GroupSync``) should let ``k`` threads
   share each fsync. Reports syncs per commit (``qm.journal.group.syncs``; each syncs
   RocksDB's log and the change log). Beside them, in the same rounds, the ceiling: 1 and
-  ``k`` threads on a bare group commit (a pwrite and a shared fdatasync, no queue manager).
+  ``k`` threads writing with a pwrite each and no queue manager, syncing by a bare group
+  commit (a shared fdatasync) and by an fdatasync per write (shared by the kernel).
 * :func:`recovery`: a data directory with ``n`` persistent 100-200 B messages, half of them
   swept into blobs, then the time of ``QueueManager.open(path)`` with the sweeper off in each of
   three fresh processes one after the other, what ``qm.recovery`` found, and a drain that
@@ -513,15 +514,23 @@ class _BareGroup:
     """The least a group commit of Python threads does, as the ceiling of :func:`producers`
     (issue 31): each thread writes its message (one ``os.pwrite`` at the next offset of one
     preallocated file, written in place as sweepq's change log is under ``sync="commit"``) and
-    then waits for an ``os.fdatasync`` that began after its write. Whoever finds no sync
-    running makes one, and it covers every thread that wrote before it began; the rest wait on
-    one condition (the textbook form: SQLite's WAL and RocksDB's write groups share a sync so).
-    No queue manager, no store, no record: what ``k`` threads can gain over one on this machine
-    and disk, whatever a queue engine does above it. Same interface as :class:`_Producers`."""
+    returns once an ``os.fdatasync`` that began after its write has ended. No queue manager,
+    no store, no record: what ``k`` threads can gain over one on this machine and disk,
+    whatever a queue engine does above it. Same interface as :class:`_Producers`.
+
+    Two ways to share a sync, the ceiling being the better of the two:
+
+    * ``leader`` (``BARE``): whoever finds no sync running makes one, and it covers every
+      thread that wrote before it began; the rest wait on one condition (the textbook form:
+      SQLite's WAL and RocksDB's write groups share a sync so);
+    * not ``leader`` (``BARE_OWN``): each thread makes its own ``fdatasync`` right after its
+      write, with no coordination in Python; the kernel's flush of a sync that finds another
+      under way waits for it and goes out as one with the others waiting (Linux's block
+      layer merges pending flushes), so the disk's flushes are shared below Python."""
 
     SPAN = 16 << 20  # the file's preallocated bytes; writes wrap around inside them
 
-    def __init__(self, path: str, k: int):
+    def __init__(self, path: str, k: int, leader: bool = True):
         os.makedirs(path)
         self._fd = os.open(os.path.join(path, "log"), os.O_RDWR | os.O_CREAT, 0o600)
         os.posix_fallocate(self._fd, 0, self.SPAN)
@@ -530,7 +539,8 @@ class _BareGroup:
         self._at = 0  # where the next write goes
         self._started = self._finished = 0  # syncs begun, and the last one that ended
         self._busy = False
-        self.syncs = 0
+        self._after_write = self._lead if leader else self._own
+        self.syncs = 0  # fdatasync calls made
         self.k = k
 
     def _put(self, payload: bytes) -> None:
@@ -538,6 +548,14 @@ class _BareGroup:
             at = self._at
             self._at = (at + len(payload)) % (self.SPAN - len(payload))
         os.pwrite(self._fd, payload, at)
+        self._after_write()
+
+    def _own(self) -> None:
+        os.fdatasync(self._fd)
+        with self._cond:
+            self.syncs += 1
+
+    def _lead(self) -> None:
         with self._cond:
             need = self._started + 1  # a sync that begins from now on covers this write
             while self._finished < need:
@@ -600,22 +618,26 @@ def _together(k: int, body: Callable[[int], None], syncs: Callable[[], int]) -> 
     return dt, syncs() - s0
 
 
-BARE = "bare group commit"  # producers()'s ceiling (_BareGroup), beside sweepq's two kinds
+# producers()'s ceiling (_BareGroup), beside sweepq's two kinds: its two ways to share a sync
+BARE = "bare group commit"
+BARE_OWN = "bare fdatasync per write"
+BARES = (BARE, BARE_OWN)
 
 
 def producers(n: int, size: int, k: int, rounds: int, base: str | None = None, progress=None) -> dict:
     """1 and ``k`` producers, persistent puts outside syncpoint and put+commit, sync="commit",
-    and the same counts of threads on :class:`_BareGroup` (``BARE``), the ceiling of what
-    group commit can make of ``k`` Python threads here; ``n`` messages in all per round,
-    rounds interleaved.
+    and the same counts of threads on :class:`_BareGroup` in its two forms (``BARES``), the
+    ceiling of what sharing syncs can make of ``k`` Python threads here; ``n`` messages in all
+    per round, rounds interleaved.
 
-    Per kind (``put``, ``put+commit``, ``BARE``) and producer count: ``per_s`` (messages made
-    durable per second, best round), ``syncs_per_msg`` (fsyncs per put or commit, all rounds)
-    and ``ratio_vs_one`` (paired: median over rounds of the one-producer round time over this
-    one's)."""
+    Per kind (``put``, ``put+commit``, each of ``BARES``) and producer count: ``per_s``
+    (messages made durable per second, best round), ``syncs_per_msg`` (fdatasync calls per put
+    or commit, all rounds) and ``ratio_vs_one`` (paired: median over rounds of the one-producer
+    round time over this one's). ``ceiling``: the larger ``ratio_vs_one`` of the bare forms
+    with ``k`` threads."""
     payload = b"x" * size
     n = max(k, n - n % k)
-    kinds = [(kind, p) for kind in ("put", "put+commit", BARE) for p in (1, k)]
+    kinds = [(kind, p) for kind in ("put", "put+commit", *BARES) for p in (1, k)]
     times: dict[tuple[str, int], list[float]] = {c: [] for c in kinds}
     syncs = dict.fromkeys(kinds, 0)
     d = tempfile.mkdtemp(prefix="sweepq-durable-", dir=base)
@@ -624,7 +646,9 @@ def producers(n: int, size: int, k: int, rounds: int, base: str | None = None, p
         for i, (kind, p) in enumerate(kinds):
             where = os.path.join(d, f"p{i}")
             runners[(kind, p)] = (
-                _BareGroup(where, p) if kind == BARE else _Producers(where, p, kind == "put+commit", n * rounds + 1000)
+                _BareGroup(where, p, kind == BARE)
+                if kind in BARES
+                else _Producers(where, p, kind == "put+commit", n * rounds + 1000)
             )
         for _ in range(rounds):
             for c, runner in runners.items():
@@ -646,6 +670,7 @@ def producers(n: int, size: int, k: int, rounds: int, base: str | None = None, p
             "ratio_vs_one": _paired(times[(kind, p)], times[(kind, 1)]),
             "round_seconds": times[(kind, p)],
         }
+    out["ceiling"] = max(out[f"{kind}, {k} producer{'s' if k > 1 else ''}"]["ratio_vs_one"] for kind in BARES)
     return out
 
 

@@ -97,7 +97,7 @@ def test_sqlite_synchronous_is_read_back(tmp_path):
 def test_producers_share_fsyncs(tmp_path):
     r = d.producers(16, 64, 4, 1, base=str(tmp_path))
     assert r["messages"] == 16
-    kinds = ("put", "put+commit", d.BARE)
+    kinds = ("put", "put+commit", *d.BARES)
     for key in [f"{kind}, {p}" for kind in kinds for p in ("1 producer", "4 producers")]:
         assert _finite_positive(r[key]["per_s"]), key
         assert 0 < r[key]["syncs_per_msg"] <= 1.0, key
@@ -106,6 +106,8 @@ def test_producers_share_fsyncs(tmp_path):
         assert len(four["round_seconds"]) == len(one["round_seconds"]) == 1
         assert four["ratio_vs_one"] == pytest.approx(one["round_seconds"][0] / four["round_seconds"][0]), kind
         assert one["syncs_per_msg"] == 1.0, kind  # one producer shares its fsyncs with nobody
+    assert r[f"{d.BARE_OWN}, 4 producers"]["syncs_per_msg"] == 1.0  # each thread's own fdatasync
+    assert r["ceiling"] == max(r[f"{kind}, 4 producers"]["ratio_vs_one"] for kind in d.BARES)
 
 
 def test_the_bare_group_commit_covers_each_write_by_a_sync_begun_after_it(tmp_path, monkeypatch):
@@ -164,6 +166,41 @@ def test_the_bare_group_commit_covers_each_write_by_a_sync_begun_after_it(tmp_pa
             begins = rest.index(("sync begins", 0))
             assert begins < back and ("sync ends", 0) in rest[begins:back], f"a write not covered: {events}"
     assert group.syncs == 2  # the two late writers shared the second sync
+
+
+def test_the_bare_fdatasync_per_write_syncs_each_write_on_its_own_thread_after_it(tmp_path, monkeypatch):
+    """The other floor: every call makes its own fdatasync after its write, on its thread,
+    while another thread's sync is still under way (nothing in Python waits for it)."""
+    events: list[tuple[str, int]] = []
+    lock = threading.Lock()
+    two_in_sync = threading.Barrier(2, timeout=30)  # both syncs under way at once, or it breaks
+    real_pwrite = os.pwrite
+
+    def pwrite(fd: int, data: bytes, at: int) -> int:
+        n = real_pwrite(fd, data, at)
+        with lock:
+            events.append(("write", threading.get_ident()))
+        return n
+
+    def fdatasync(fd: int) -> None:
+        with lock:
+            events.append(("sync", threading.get_ident()))
+        two_in_sync.wait()
+
+    monkeypatch.setattr(d.os, "pwrite", pwrite)
+    monkeypatch.setattr(d.os, "fdatasync", fdatasync)
+    own = d._BareGroup(str(tmp_path / "o"), 2, leader=False)
+    threads = [threading.Thread(target=own._put, args=(b"z" * 64,)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive()
+    own.close()
+    for t in threads:
+        mine = [what for what, who in events if who == t.ident]
+        assert mine == ["write", "sync"], events
+    assert own.syncs == 2
 
 
 def test_recovery_checks_order_and_reports(tmp_path):

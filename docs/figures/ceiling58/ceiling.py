@@ -1,11 +1,14 @@
 """8 producers against one under ``sync="commit"``, beside the ceiling measured in the same
 rounds (issue 31): ``sweepq.bench.durable.producers`` (the bench's own rows: persistent puts
-outside syncpoint, put+commit, and the bare group commit of the same thread counts), once per
-fresh process, ``RUNS`` times. Each line: each kind's 1 and 8 thread rates (best round), the
-messages one sync covered with 8, and the paired ratio; then sweepq's ratios as a share of the
-bare group commit's.
+outside syncpoint, put+commit, and the bare floors of the same thread counts), once per fresh
+process, ``RUNS`` times. Each line: each kind's 1 and 8 thread rates (best round), the
+messages one fdatasync call covered with 8, and the paired ratio; then sweepq's ratios as a
+share of the ceiling, the better bare floor's.
 
-Usage: python docs/figures/ceiling58/ceiling.py DIR MESSAGES ROUNDS RUNS > docs/figures/ceiling58/ceiling.txt
+ceiling.txt was made at 40c230c, when the bench had one bare floor (the group commit);
+two-floors.txt by this version, with the fdatasync per write beside it.
+
+Usage: python docs/figures/ceiling58/ceiling.py DIR MESSAGES ROUNDS RUNS > docs/figures/ceiling58/two-floors.txt
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import subprocess
 import sys
 import time
 
-KINDS = ("put", "put+commit", "bare group commit")
+KINDS = ("put", "put+commit", "bare group commit", "bare fdatasync per write")
 
 
 def child(base: str, n: int, rounds: int) -> str:
@@ -30,7 +33,7 @@ def child(base: str, n: int, rounds: int) -> str:
             f"{kind}: 1 {one['per_s']:6.0f}/s, 8 {eight['per_s']:6.0f}/s "
             f"({1 / eight['syncs_per_msg']:.1f} a sync), {eight['ratio_vs_one']:.2f} x"
         )
-    bare = ratio["bare group commit"]
+    bare = r["ceiling"]
     share = f"of the ceiling: put {ratio['put'] / bare:.2f}, put+commit {ratio['put+commit'] / bare:.2f}"
     return "; ".join(parts) + f"; {share}; load {os.getloadavg()[0]:.2f}"
 
