@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+from .children import bound
+
 #: The worker's options: docs/celery.md's configuration for throughput (no log line per task).
 WORKER = ("-P", "threads", "-c", "4", "--prefetch-multiplier", "50", "-l", "WARNING")
 
@@ -86,7 +88,7 @@ class _Worker:
         cmd = ["timeout", "-s", "KILL", "3600", sys.executable, "-m", "celery", "-A", "benchtasks", "worker"]
         cmd += [*WORKER, "--without-gossip", "--without-mingle", "--without-heartbeat"]
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=where, env=env, stdout=log, stderr=log, start_new_session=True)
+            self.proc = subprocess.Popen(bound(cmd), cwd=where, env=env, stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + 180
         while " ready." not in self._text():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -155,7 +157,7 @@ class _Sweepq:
         cmd = [sys.executable, "-m", "sweepq", "serve", "--data-dir", self.data, "--memory-budget", f"{budget}B"]
         self.log = self.data.rstrip("/") + ".log"
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+            self.proc = subprocess.Popen(bound(cmd), stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:

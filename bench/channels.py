@@ -30,6 +30,8 @@ import tempfile
 import threading
 import time
 
+from .children import bound
+
 CHANNEL = "QM1.QM2"
 TOKEN = "bench-channel-token"
 _STAMP = struct.Struct("<d")
@@ -142,7 +144,7 @@ def down_main(data: str, rate: float, seconds: float, sweeper: bool, interval: f
 def _child(role: str, *args: object, size: int = 1024) -> subprocess.Popen:
     env = {**os.environ, "SWEEPQ_BENCH_SIZE": str(size)}
     cmd = [sys.executable, "-m", "sweepq.bench.channels", role, *map(str, args)]
-    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(bound(cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
 
 def _line(p: subprocess.Popen, timeout: float = 300.0) -> dict:

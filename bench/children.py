@@ -70,6 +70,31 @@ def tether(parent_pid: int, on_end: Callable[[], None] = lambda: None, lifeline:
         threading.Thread(target=watch, name="lifeline", daemon=True).start()
 
 
+# The program :func:`bound` runs first: it asks for the parent-death signal, checks the parent
+# is still the one that started it (it may have died before the ask), then becomes the program
+# it was given (exec keeps the signal asked for).
+_BOUND = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    os._exit(143)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def bound(argv: Sequence[str]) -> list[str]:
+    """``argv`` as a command that ends with this process however this one ends, SIGKILL
+    included: Linux sends it SIGTERM when the thread that started it ends (the parent-death
+    signal, asked for before ``argv``'s program replaces a small Python one, which keeps it).
+    For a program that does not call :func:`tether` itself (``redis-server``, ``sweepq serve``,
+    a worker's ``python -c``), started from a thread that lives as long as it must (a
+    benchmark's main thread). The process is ``argv``'s once started: its pid, its memory, its
+    exit code. Elsewhere than Linux: ``argv`` as it is."""
+    if not sys.platform.startswith("linux"):
+        return list(argv)
+    return [sys.executable, "-c", _BOUND, str(os.getpid()), *argv]
+
+
 class Children:
     """The processes a parent started, to be ended all at once. Not thread-safe: one thread
     starts and ends them (the one that started them: the parent-death signal follows it)."""

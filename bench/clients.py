@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+from .children import bound
+
 WORKER = r"""
 import json, sys, threading, time
 kind, url, threads, pairs, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
@@ -83,7 +85,7 @@ class _Sweepq:
         self.data = os.path.join(where, "q")
         self.url = "unix://" + os.path.join(self.data, "sweepq.sock")
         cmd = [sys.executable, "-m", "sweepq", "serve", "--data-dir", self.data]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(bound(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(600):
             try:
                 admin = auth.read_token(os.path.join(self.data, auth.ADMIN_TOKEN_FILE))
@@ -125,7 +127,7 @@ class _Redis:
         self.path = os.path.join(where, "redis.sock")
         cmd = [exe, "--port", "0", "--unixsocket", self.path, "--unixsocketperm", "700"]
         cmd += ["--save", "", "--appendonly", "no", "--maxclients", "4096"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(bound(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(600):
             try:
                 self.client = redis.Redis(unix_socket_path=self.path, single_connection_client=True)
@@ -268,7 +270,7 @@ def _concurrent(o, report, step, sq: _Sweepq, rd: _Redis) -> dict:
         best = None
         for _ in range(2):
             args = [sys.executable, "-c", WORKER, kind, url, str(threads), str(pairs), str(o.size)]
-            ps = [subprocess.Popen(args, stdout=subprocess.PIPE) for _ in range(procs)]
+            ps = [subprocess.Popen(bound(args), stdout=subprocess.PIPE) for _ in range(procs)]
             t0 = time.perf_counter()
             docs = [json.loads(p.communicate(timeout=600)[0]) for p in ps]
             wall = time.perf_counter() - t0

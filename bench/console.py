@@ -30,6 +30,8 @@ import tempfile
 import threading
 import time
 
+from .children import bound
+
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--headless",
@@ -80,7 +82,7 @@ class Served:
             cmd += ["--console", "127.0.0.1:0"]
         self.log = self.dir + ".log"
         with open(self.log, "wb") as f:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
+            self.proc = subprocess.Popen(bound(cmd), stdout=subprocess.DEVNULL, stderr=f)
         deadline = time.monotonic() + 60
         while "listening on" not in self._log() or (console and "console on" not in self._log()):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -104,7 +106,9 @@ class Served:
 def _load(url: str, clients: int, seconds: float) -> list[subprocess.Popen]:
     per = max(1, clients // 4)
     return [
-        subprocess.Popen([sys.executable, "-c", WORKER, url, str(per), str(seconds)], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            bound([sys.executable, "-c", WORKER, url, str(per), str(seconds)]), stdout=subprocess.PIPE, text=True
+        )
         for _ in range(max(1, clients // per))
     ]
 

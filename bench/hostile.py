@@ -28,6 +28,8 @@ import tempfile
 import time
 from collections.abc import Sequence
 
+from .children import bound
+
 SLOW = r"""
 import json, os, resource, socket, sys, time
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -77,7 +79,7 @@ def _serve(data: str, *extra: str) -> tuple[subprocess.Popen, str, str]:
 
     cmd = [sys.executable, "-m", "sweepq", "serve", "--data-dir", data, "--tcp", "127.0.0.1:0", *extra]
     log = open(data + ".log", "wb")  # noqa: SIM115 - the server's stderr, for as long as it runs
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+    proc = subprocess.Popen(bound(cmd), stdout=subprocess.DEVNULL, stderr=log)
     for _ in range(1200):
         with open(data + ".log", errors="replace") as f:
             text = f.read()
@@ -143,7 +145,7 @@ def slow(args: argparse.Namespace) -> dict:
         host, port = url[len("tcp://") :].rsplit(":", 1)
         seconds = args.visits * (args.gap + 0.01) + 30
         driver = subprocess.Popen(
-            [sys.executable, "-c", SLOW, host, port, str(args.clients), str(seconds), hello.hex()],
+            bound([sys.executable, "-c", SLOW, host, port, str(args.clients), str(seconds), hello.hex()]),
             stdout=subprocess.PIPE,
             text=True,
         )

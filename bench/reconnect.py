@@ -34,6 +34,8 @@ from sweepq import Queue
 from sweepq.engine import MQError
 from sweepq.net import client
 
+from .children import bound
+
 
 class Served:
     """``sweepq serve --data-dir DIR`` in a process of its own, killed and started again."""
@@ -46,7 +48,9 @@ class Served:
     def start(self, timeout: float = 60.0) -> float:
         """Start it; the monotonic time it first answered."""
         cmd = [sys.executable, "-m", "sweepq", "serve", "--data-dir", self.data_dir]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            bound(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from .children import bound
+
 PAYLOAD = b"x" * 1024
 
 
@@ -40,7 +42,7 @@ def _sweepq(where: str, out: str):
     data = os.path.join(where, "q")
     url = "unix://" + os.path.join(data, "sweepq.sock")
     cmd = [*_callgrind(out), sys.executable, "-m", "sweepq", "serve", "--data-dir", data]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(bound(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(3000):  # a server under valgrind takes a while to start
         try:
             admin = auth.read_token(os.path.join(data, auth.ADMIN_TOKEN_FILE))
@@ -66,7 +68,7 @@ def _redis(where: str, out: str):
     path = os.path.join(where, "redis.sock")
     cmd = [*_callgrind(out), "redis-server", "--port", "0", "--unixsocket", path, "--unixsocketperm", "700"]
     cmd += ["--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(bound(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(3000):
         try:
             r = redis.Redis(unix_socket_path=path, single_connection_client=True)

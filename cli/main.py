@@ -230,10 +230,12 @@ def _bench(args: argparse.Namespace) -> int:
             if values.get(k, getattr(defaults, k)) == getattr(defaults, k):
                 values[k] = v
     opts = BenchOptions(**values)
+    from sweepq.bench.children import interrupts_as_ctrl_c
     from sweepq.bench.suite import run_info, write_out
 
     info = run_info()
-    figures, report = run(names, opts)
+    with interrupts_as_ctrl_c():  # SIGTERM and SIGHUP end the scenarios as Ctrl-C does: servers stopped
+        figures, report = run(names, opts)
     info["load_after"] = run_info()["load"]
     command = " ".join(["sweepq", *getattr(args, "argv", ["bench"])])
     doc = {"command": command, "run": info, "options": dataclasses.asdict(opts), "figures": figures}

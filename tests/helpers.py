@@ -61,6 +61,28 @@ def reaped(proc: subprocess.Popen, also: Iterable = ()) -> Iterator[subprocess.P
             proc.wait(30)
 
 
+def children_once_running(proc: subprocess.Popen, *wants: str, within: float = 90.0) -> list:
+    """``proc``'s descendants (psutil processes) once, for each of ``wants``, one of them runs
+    a command line holding it (a worker, a server). Fails, ``proc`` killed, when ``proc`` ends
+    first or after ``within`` seconds (a guard against a hang, not a speed)."""
+    import psutil
+    import pytest
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        try:
+            lines = [" ".join(k.cmdline()) for k in kids]
+        except psutil.NoSuchProcess:
+            lines = []
+        if all(any(want in line for line in lines) for want in wants):
+            return kids
+        time.sleep(0.02)
+    proc.kill()
+    pytest.fail(f"not all of {wants} started")
+
+
 def _stack(frame) -> list:
     """A frame and its callers, innermost first."""
     out = []
