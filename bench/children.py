@@ -70,29 +70,27 @@ def tether(parent_pid: int, on_end: Callable[[], None] = lambda: None, lifeline:
         threading.Thread(target=watch, name="lifeline", daemon=True).start()
 
 
-# The program :func:`bound` runs first: it asks for the parent-death signal, checks the parent
-# is still the one that started it (it may have died before the ask), then becomes the program
-# it was given (exec keeps the signal asked for).
-_BOUND = (
-    "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)\n"
-    "if os.getppid() != int(sys.argv[1]):\n"
-    "    os._exit(143)\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
-)
-
-
 def bound(argv: Sequence[str]) -> list[str]:
     """``argv`` as a command that ends with this process however this one ends, SIGKILL
     included: Linux sends it SIGTERM when the thread that started it ends (the parent-death
-    signal, asked for before ``argv``'s program replaces a small Python one, which keeps it).
-    For a program that does not call :func:`tether` itself (``redis-server``, ``sweepq serve``,
-    a worker's ``python -c``), started from a thread that lives as long as it must (a
-    benchmark's main thread). The process is ``argv``'s once started: its pid, its memory, its
-    exit code. Elsewhere than Linux: ``argv`` as it is."""
+    signal, asked for by this module run as a program, :func:`_exec_bound`, before ``argv``'s
+    program replaces it, which keeps it). For a program that does not call :func:`tether`
+    itself (``redis-server``, ``sweepq serve``, a worker's ``python -c``), started from a
+    thread that lives as long as it must (a benchmark's main thread). The process is
+    ``argv``'s once started: its pid, its memory, its exit code. Elsewhere than Linux:
+    ``argv`` as it is."""
     if not sys.platform.startswith("linux"):
         return list(argv)
-    return [sys.executable, "-c", _BOUND, str(os.getpid()), *argv]
+    return [sys.executable, "-m", __name__, str(os.getpid()), *argv]
+
+
+def _exec_bound(parent_pid: int, argv: Sequence[str]) -> None:
+    """:func:`bound`'s first step: ask for the parent-death signal, end at once when the parent
+    died before the ask, then become ``argv``'s program (exec keeps the signal asked for)."""
+    _set_parent_death_signal(signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        os._exit(END_EXIT)
+    os.execvp(argv[0], list(argv))
 
 
 class Children:
@@ -196,3 +194,7 @@ def interrupts_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+if __name__ == "__main__":
+    _exec_bound(int(sys.argv[1]), sys.argv[2:])
