@@ -18,15 +18,13 @@ import subprocess
 import sys
 import time
 
-KINDS = ("put", "put+commit", "bare group commit", "bare fdatasync per write")
-
 
 def child(base: str, n: int, rounds: int) -> str:
     from sweepq.bench import durable as d
 
     r = d.producers(n, 1024, 8, rounds, base=base)
     parts, ratio = [], {}
-    for kind in KINDS:
+    for kind in ("put", "put+commit", *d.BARES):  # the bench's own kinds, by its own names
         one, eight = r[f"{kind}, 1 producer"], r[f"{kind}, 8 producers"]
         ratio[kind] = eight["ratio_vs_one"]
         parts.append(
